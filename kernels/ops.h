@@ -1,0 +1,194 @@
+/* kernels/ops.h: the ops models are built from, one table per backend.
+ *
+ * Every op is queued on a stream and runs asynchronously; errors found while
+ * queuing (bad arguments, unsupported dtype) are returned at once, errors
+ * while running come back from colo_stream_sync(). All pointers are device
+ * pointers of the stream's device. Tensors are row-major and contiguous
+ * unless a stride (in elements) says otherwise. Activations are F32; weights
+ * may be any of the weight dtypes below and stay in their file layout
+ * (GGML block formats), so quantized weights are never expanded in memory.
+ *
+ * Kernels know nothing of requests, queues or models. Each op has a CPU
+ * version (kernels/cpu) and a CUDA version (kernels/cuda); a parity test runs
+ * each against a float64 reference (tests/kernels). */
+#ifndef COLO_KERNELS_OPS_H
+#define COLO_KERNELS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. Values equal GGML's type ids, so GGUF tensor types map 1:1. */
+typedef enum colo_dtype {
+    COLO_F32 = 0,
+    COLO_F16 = 1,
+    COLO_Q4_0 = 2,  /* blocks of 32: fp16 d, 16 bytes of 4-bit q; x = (q - 8) * d */
+    COLO_Q4_1 = 3,  /* blocks of 32: fp16 d, fp16 m, 16 bytes; x = q * d + m (low nibbles: 0..15, high: 16..31) */
+    COLO_Q8_0 = 8,  /* blocks of 32: fp16 d, 32 int8 q; x = q * d */
+    COLO_Q6_K = 14, /* super-blocks of 256 (GGML's layout) */
+    COLO_BF16 = 30,
+    COLO_I32 = 26,  /* token ids, positions, block tables */
+} colo_dtype;
+
+/* Name ("f32", "q4_1"...) or NULL for an unknown value. */
+const char *colo_dtype_name(colo_dtype t);
+/* Elements per block (1 for plain types), 0 for an unknown type. */
+int colo_dtype_block_elems(colo_dtype t);
+/* Bytes per block (element size for plain types), 0 for an unknown type. */
+size_t colo_dtype_block_bytes(colo_dtype t);
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block size. */
+size_t colo_dtype_row_bytes(colo_dtype t, int64_t n);
+/* True when linear/get_rows/dequantize accept t as a weight type. */
+bool colo_dtype_is_weight(colo_dtype t);
+
+/* Paged, causal, grouped-query attention over a KV cache.
+ * The KV cache of one layer is two arrays [n_slots, n_kv_head * head_dim] of
+ * kv_type (F32 or F16); slot = block * block_size + offset. Token t of the
+ * batch belongs to sequence tok_seq[t] at position tok_pos[t] and attends to
+ * positions 0..tok_pos[t] of that sequence, whose KV rows live at the slots
+ * given by block_table[tok_seq[t] * max_blocks + pos / block_size]. Query head
+ * h reads KV head h / (n_head / n_kv_head). */
+typedef struct colo_attn_desc {
+    int n_tokens;
+    int n_head;
+    int n_kv_head;
+    int head_dim;
+    int block_size;             /* tokens per KV block */
+    int max_blocks;             /* columns of block_table */
+    int max_pos;                /* upper bound of every tok_pos (sizes shared memory/scratch) */
+    float scale;                /* usually 1/sqrt(head_dim) */
+    colo_dtype kv_type;         /* COLO_F32 or COLO_F16 */
+    const int32_t *tok_seq;     /* (n_tokens) */
+    const int32_t *tok_pos;     /* (n_tokens) */
+    const int32_t *block_table; /* (n_seqs, max_blocks) */
+    int q_stride;               /* elements between rows of q; 0 = n_head * head_dim */
+} colo_attn_desc;
+
+struct colo_ops {
+    /* y (m, n) = x (m, k) . W (n, k)^T [+ bias (n)]. W is any weight dtype
+     * (row-major, each row of k elements in its block format); x, y, bias F32;
+     * bias may be NULL. x_stride/y_stride in elements (0 = k / n). */
+    colo_status (*linear)(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
+                          int x_stride, float *y, int y_stride, int m, int n, int k);
+
+    /* Strided batched GEMM, row-major: for b < batch,
+     * C_b (m, n) = alpha * op(A_b) . op(B_b) + beta * C_b, op(X) = X or X^T.
+     * A, B F32 or F16 (same type); C F32. lda/ldb/ldc are row strides in
+     * elements; stride_* the distance between batch entries in elements. */
+    colo_status (*gemm)(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
+                        colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch);
+
+    /* dst (n) = src (n) converted; src any weight dtype, dst F32 or F16. */
+    colo_status (*dequantize)(colo_stream *s, const void *src, colo_dtype src_type, void *dst,
+                              colo_dtype dst_type, int64_t n);
+
+    /* out (n_ids, row_len) F32 = rows ids[i] of table (n_rows, row_len) of
+     * any weight dtype. ids (n_ids) int32; an id outside [0, n_rows) leaves a
+     * zero row and makes the stream report COLO_EINVAL. */
+    colo_status (*get_rows)(colo_stream *s, const void *table, colo_dtype type, int64_t n_rows, int row_len,
+                            const int32_t *ids, int n_ids, float *out);
+
+    /* y (rows, n) = x / sqrt(mean(x^2) + eps) * w (n). y may equal x. */
+    colo_status (*rmsnorm)(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
+
+    /* y (rows, n) = (x - mean) / sqrt(var + eps) * gamma + beta. y may equal x. */
+    colo_status (*layernorm)(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
+                             int rows, int n, float eps);
+
+    /* In-place rotary embedding on adjacent pairs (x[2i], x[2i+1]) of the
+     * first n_rot dims of each head: theta_i = pos * freq_base^(-2i/n_rot).
+     * x (rows, n_heads * head_dim) with row stride x_stride (0 = packed);
+     * pos (rows) int32. */
+    colo_status (*rope)(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
+                        int head_dim, int n_rot, float freq_base);
+
+    /* In place, per row: x = softmax(scale * x). */
+    colo_status (*softmax)(colo_stream *s, float *x, int rows, int n, float scale);
+
+    /* out (n) = silu(gate) * up. out may equal gate or up. */
+    colo_status (*swiglu)(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+    /* y (n) = silu(x) = x * sigmoid(x). */
+    colo_status (*silu)(colo_stream *s, const float *x, float *y, int64_t n);
+    /* y (n) = x * Phi(x) (exact, erf-based GELU as BERT uses). */
+    colo_status (*gelu)(colo_stream *s, const float *x, float *y, int64_t n);
+    /* out (n) = a + b. out may equal a or b. */
+    colo_status (*add)(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
+
+    /* Writes K and V rows of n_tokens tokens into one layer's cache at slots
+     * slot (n_tokens, int32). k, v (n_tokens, kv_dim) with row strides in
+     * elements (0 = kv_dim); caches (n_slots, kv_dim) of kv_type F32 or F16. */
+    colo_status (*kv_store)(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
+                            void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,
+                            int kv_dim);
+
+    /* out (n_tokens, n_head * head_dim) = attention of q (see colo_attn_desc). */
+    colo_status (*attention)(colo_stream *s, const colo_attn_desc *d, const float *q, const void *k_cache,
+                             const void *v_cache, float *out);
+
+    /* Bidirectional attention with padding (encoders): q, k, v (batch * seq,
+     * n_head * head_dim) with row strides (0 = packed); sequence b has len[b]
+     * (int32, device) real tokens, keys at or past it are masked. Rows of
+     * padding positions are written with zeros. */
+    colo_status (*attention_bidir)(colo_stream *s, const float *q, int q_stride, const float *k, int k_stride,
+                                   const float *v, int v_stride, float *out, const int32_t *len, int batch,
+                                   int seq, int n_head, int head_dim, float scale);
+
+    /* out (batch, d) = mean of x (batch, seq, d) over the first len[b] rows. */
+    colo_status (*mean_pool)(colo_stream *s, const float *x, const int32_t *len, float *out, int batch, int seq,
+                             int d);
+    /* In place, per row: x = x / max(||x||_2, 1e-12). */
+    colo_status (*l2norm)(colo_stream *s, float *x, int rows, int n);
+};
+
+/* Dispatchers: check the arguments, then run the op of the stream's device.
+ * Each returns COLO_EINVAL for bad arguments and COLO_EUNSUPPORTED for a
+ * dtype the backend lacks. Same parameters as the slots above. */
+colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
+                           int x_stride, float *y, int y_stride, int m, int n, int k);
+colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                         const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
+                         colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch);
+colo_status colo_op_dequantize(colo_stream *s, const void *src, colo_dtype src_type, void *dst,
+                               colo_dtype dst_type, int64_t n);
+colo_status colo_op_get_rows(colo_stream *s, const void *table, colo_dtype type, int64_t n_rows, int row_len,
+                             const int32_t *ids, int n_ids, float *out);
+colo_status colo_op_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
+colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
+                              int rows, int n, float eps);
+colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
+                         int head_dim, int n_rot, float freq_base);
+colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float scale);
+colo_status colo_op_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+colo_status colo_op_silu(colo_stream *s, const float *x, float *y, int64_t n);
+colo_status colo_op_gelu(colo_stream *s, const float *x, float *y, int64_t n);
+colo_status colo_op_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
+colo_status colo_op_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
+                             void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,
+                             int kv_dim);
+colo_status colo_op_attention(colo_stream *s, const colo_attn_desc *d, const float *q, const void *k_cache,
+                              const void *v_cache, float *out);
+colo_status colo_op_attention_bidir(colo_stream *s, const float *q, int q_stride, const float *k, int k_stride,
+                                    const float *v, int v_stride, float *out, const int32_t *len, int batch,
+                                    int seq, int n_head, int head_dim, float scale);
+colo_status colo_op_mean_pool(colo_stream *s, const float *x, const int32_t *len, float *out, int batch, int seq,
+                              int d);
+colo_status colo_op_l2norm(colo_stream *s, float *x, int rows, int n);
+
+/* The backends' tables (kernels/cpu/ops_cpu.c, kernels/cuda/ops_cuda.cu). */
+extern const colo_ops colo_cpu_ops;
+#ifdef COLO_CUDA
+extern const colo_ops colo_cuda_ops;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,117 @@
+/* runtime/backend.h: the device-independent runtime interface.
+ *
+ * A device is one compute device (the CPU with colo's worker pool, or one
+ * CUDA GPU). Memory comes from buffers (one big device allocation each; an
+ * arena, runtime/arena.h, sub-allocates one). Work runs on streams: in-order
+ * queues with a priority. Events mark points in a stream.
+ *
+ * Model code never knows which backend it runs on: it calls these functions
+ * and the ops of kernels/ops.h. Backends implement runtime/backend_impl.h.
+ *
+ * Threads: a device may be used from many threads. A stream is used by one
+ * thread at a time (its owner, normally a model's executor). Pointers into
+ * device memory are only dereferenced on the host for the CPU backend; use
+ * colo_memcpy_* to move data. */
+#ifndef COLO_RUNTIME_BACKEND_H
+#define COLO_RUNTIME_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+typedef struct colo_device colo_device;
+typedef struct colo_buffer colo_buffer;
+typedef struct colo_stream colo_stream;
+typedef struct colo_event colo_event;
+typedef struct colo_ops colo_ops; /* kernels/ops.h */
+
+typedef enum colo_backend_kind { COLO_BACKEND_CPU = 0, COLO_BACKEND_CUDA = 1 } colo_backend_kind;
+
+/* Config priorities. LOW is best-effort. */
+typedef enum colo_priority { COLO_PRIO_LOW = 0, COLO_PRIO_NORMAL = 1, COLO_PRIO_HIGH = 2 } colo_priority;
+
+typedef struct colo_device_config {
+    const char *want;        /* "auto" (CUDA when a GPU is present, else CPU), "cpu" or "cuda"; NULL = auto */
+    int cpu_threads;         /* CPU worker pool size; 0 = number of online cores */
+    size_t cpu_memory_bytes; /* CPU arena budget; 0 = physical memory */
+    int cuda_device;         /* CUDA device ordinal */
+} colo_device_config;
+
+typedef struct colo_device_info {
+    char name[128];
+    colo_backend_kind kind;
+    size_t total_bytes;    /* device memory (CPU: the configured budget) */
+    size_t free_bytes;     /* free now (CPU: budget minus what colo's buffers hold) */
+    int prio_least;        /* native stream priority range; CUDA: least is numerically largest */
+    int prio_greatest;
+    int compute_units;     /* SMs (CUDA) or worker threads (CPU) */
+    bool can_partition;    /* disjoint compute-unit sets per stream are supported */
+} colo_device_info;
+
+/* ---- devices (runtime/registry.c) ---------------------------------------- */
+
+/* Opens a device as cfg->want says. Returns NULL with a message in err when
+ * the wanted backend is not built or no such device exists. The caller owns
+ * the device and closes it after every stream, event and buffer made from it. */
+colo_device *colo_device_open(const colo_device_config *cfg, char *err, size_t errlen);
+void colo_device_close(colo_device *dev);
+
+colo_status colo_device_get_info(colo_device *dev, colo_device_info *info);
+colo_backend_kind colo_device_kind(const colo_device *dev);
+/* The device's op table (kernels/ops.h). */
+const colo_ops *colo_device_ops(const colo_device *dev);
+/* True when a CUDA device is usable in this process (built with CUDA, driver present, >= 1 GPU). */
+bool colo_cuda_available(void);
+
+/* ---- buffers ---------------------------------------------------------------- */
+
+/* Allocates bytes of device memory in one piece (CUDA: one cudaMalloc; CPU:
+ * reserved address space committed lazily on first touch). Returns NULL with
+ * err set on failure. */
+colo_buffer *colo_buffer_alloc(colo_device *dev, size_t bytes, char *err, size_t errlen);
+void colo_buffer_free(colo_buffer *buf); /* accepts NULL */
+void *colo_buffer_ptr(const colo_buffer *buf);
+size_t colo_buffer_size(const colo_buffer *buf);
+
+/* ---- streams ------------------------------------------------------------------ */
+
+typedef struct colo_stream_config {
+    colo_priority priority;
+    /* Compute-unit partition (policy "partition"): run only on units
+     * [unit_first, unit_first + unit_count). unit_count 0 = all units. */
+    int unit_first;
+    int unit_count;
+} colo_stream_config;
+
+colo_stream *colo_stream_create(colo_device *dev, const colo_stream_config *cfg, char *err, size_t errlen);
+void colo_stream_destroy(colo_stream *s); /* waits for queued work; accepts NULL */
+colo_device *colo_stream_device(const colo_stream *s);
+colo_priority colo_stream_priority(const colo_stream *s);
+/* Waits until all work queued on s has finished. Returns the first error any
+ * of it hit since the last synchronize (and clears it), else COLO_OK. */
+colo_status colo_stream_sync(colo_stream *s);
+/* COLO_OK when all queued work finished, COLO_EAGAIN while some is pending. */
+colo_status colo_stream_query(colo_stream *s);
+
+/* Asynchronous copies and fills, ordered on s. Host memory must stay valid
+ * until the stream is synchronized. */
+colo_status colo_memcpy_h2d(colo_stream *s, void *dst_dev, const void *src_host, size_t bytes);
+colo_status colo_memcpy_d2h(colo_stream *s, void *dst_host, const void *src_dev, size_t bytes);
+colo_status colo_memcpy_d2d(colo_stream *s, void *dst_dev, const void *src_dev, size_t bytes);
+colo_status colo_memset(colo_stream *s, void *dst_dev, int byte, size_t bytes);
+
+/* ---- events ------------------------------------------------------------------- */
+
+colo_event *colo_event_create(colo_device *dev, char *err, size_t errlen);
+void colo_event_destroy(colo_event *ev); /* accepts NULL */
+/* Marks the point in s after all work queued so far. */
+colo_status colo_event_record(colo_event *ev, colo_stream *s);
+/* COLO_OK once the marked work finished, COLO_EAGAIN before. */
+colo_status colo_event_query(colo_event *ev);
+colo_status colo_event_sync(colo_event *ev);
+/* Milliseconds between two recorded, finished events. */
+colo_status colo_event_elapsed_ms(colo_event *start, colo_event *end, float *ms);
+
+#endif

@@ -1,0 +1,111 @@
+/* runtime/backend_impl.h: what a backend implements. Only backends (runtime/
+ * cpu_*.c, runtime/*_cuda.c, kernels/cpu, kernels/cuda) include this file;
+ * everyone else uses runtime/backend.h.
+ *
+ * A backend fills one static const colo_device_vtbl naming every slot. The
+ * generic functions of backend.h (runtime/backend.c) check arguments, then
+ * call the slot. */
+#ifndef COLO_RUNTIME_BACKEND_IMPL_H
+#define COLO_RUNTIME_BACKEND_IMPL_H
+
+#include "runtime/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum colo_copy_kind { COLO_COPY_H2D, COLO_COPY_D2H, COLO_COPY_D2D } colo_copy_kind;
+
+typedef struct colo_device_vtbl {
+    const char *name; /* "cpu", "cuda" */
+
+    /* Frees the backend's state (dev->ctx) and dev itself. Required. */
+    void (*close)(colo_device *dev);
+    /* Fills info (free_bytes as of now). Required. */
+    colo_status (*get_info)(colo_device *dev, colo_device_info *info);
+
+    /* One device allocation of bytes; *ptr is the device address, *handle
+     * whatever free needs (may be NULL). Required. */
+    colo_status (*buffer_alloc)(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                size_t errlen);
+    void (*buffer_free)(colo_device *dev, void *ptr, size_t bytes, void *handle);
+
+    /* Stream life cycle: init fills s->ctx; fini waits for queued work and
+     * frees s->ctx (not s). Required. */
+    colo_status (*stream_init)(colo_device *dev, colo_stream *s, const colo_stream_config *cfg, char *err,
+                               size_t errlen);
+    void (*stream_fini)(colo_stream *s);
+    colo_status (*stream_sync)(colo_stream *s);
+    colo_status (*stream_query)(colo_stream *s);
+    colo_status (*memcpy_async)(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind);
+    colo_status (*memset_async)(colo_stream *s, void *dst, int byte, size_t bytes);
+
+    /* Events: init fills ev->ctx; fini frees it. Required. */
+    colo_status (*event_init)(colo_device *dev, colo_event *ev, char *err, size_t errlen);
+    void (*event_fini)(colo_event *ev);
+    colo_status (*event_record)(colo_event *ev, colo_stream *s);
+    colo_status (*event_query)(colo_event *ev);
+    colo_status (*event_sync)(colo_event *ev);
+    colo_status (*event_elapsed_ms)(colo_event *start, colo_event *end, float *ms);
+} colo_device_vtbl;
+
+struct colo_device {
+    const colo_device_vtbl *vt;
+    const colo_ops *ops; /* kernels/ops.h table of this backend */
+    colo_backend_kind kind;
+    void *ctx;           /* backend state */
+};
+
+struct colo_buffer {
+    colo_device *dev;
+    void *ptr;
+    size_t size;
+    void *handle;
+};
+
+struct colo_stream {
+    colo_device *dev;
+    colo_priority priority;
+    void *ctx; /* backend state */
+};
+
+struct colo_event {
+    colo_device *dev;
+    void *ctx;
+};
+
+/* ---- backend constructors, called by the registry (runtime/registry.c) ---- */
+
+colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size_t errlen);
+#ifdef COLO_CUDA
+colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, size_t errlen);
+bool colo_cuda_device_present(void);
+#endif
+
+/* ---- CPU backend: how kernels/cpu queue work on a stream ---------------------- */
+
+/* One chunk of a CPU op: chunk in [0, n_chunks). Chunks of one op may run on
+ * different workers at once; they must write disjoint outputs. */
+typedef void (*colo_cpu_task_fn)(const void *args, int chunk, int n_chunks);
+
+#define COLO_CPU_TASK_ARGS_MAX 256
+
+/* Queues fn on s as n_chunks chunks (n_chunks >= 1). args (args_size bytes,
+ * at most COLO_CPU_TASK_ARGS_MAX) are copied. Ops on one stream run in order:
+ * the next op starts after every chunk of this one finished. Workers take the
+ * chunks of the highest-priority ready stream first. */
+colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *args, size_t args_size, int n_chunks);
+
+/* Workers this stream's ops may run on (its partition, or the whole pool):
+ * a hint for how many chunks to split an op into. */
+int colo_cpu_stream_threads(const colo_stream *s);
+
+/* Index of the calling worker in [0, pool size), or -1 off the pool: lets a
+ * chunk use per-worker scratch memory. */
+int colo_cpu_worker_index(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
