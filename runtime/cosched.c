@@ -1,0 +1,285 @@
+#include "runtime/cosched.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct colo_cosched_member {
+    colo_cosched *cs;
+    char name[64];
+    colo_priority priority;
+    bool best_effort;          /* PRIORITY policy and LOW priority */
+    bool inflight;
+    int ops_since_high;        /* ops queued by this best-effort step while a higher one ran */
+    uint64_t ticket;           /* TIMESLICE: ticket taken in step_begin */
+    colo_cosched_member_stats st;
+};
+
+struct colo_cosched {
+    colo_cosched_config cfg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_members;
+    int high_inflight;         /* non-best-effort steps running (PRIORITY) */
+    int be_inflight;           /* best-effort steps running (PRIORITY) */
+    /* TIMESLICE: a ticket lock granting whole steps in arrival order. */
+    uint64_t next_ticket;
+    uint64_t serving;
+    bool slice_busy;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition"};
+
+colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out)
+{
+    for (int i = 0; s && i < 4; i++) {
+        if (!strcmp(s, policy_names[i])) {
+            *out = (colo_sched_policy)i;
+            return COLO_OK;
+        }
+    }
+    return COLO_EINVAL;
+}
+
+const char *colo_sched_policy_name(colo_sched_policy p)
+{
+    return (unsigned)p < 4 ? policy_names[p] : "unknown";
+}
+
+colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg || (unsigned)cfg->policy > COLO_SCHED_PARTITION || cfg->best_effort_max_steps < 0 ||
+        cfg->best_effort_max_ops < 0) {
+        colo_set_err(err, errlen, "invalid co-scheduler configuration");
+        return NULL;
+    }
+    colo_cosched *cs = calloc(1, sizeof *cs);
+    if (!cs) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    cs->cfg = *cfg;
+    pthread_mutex_init(&cs->mu, NULL);
+    pthread_cond_init(&cs->cv, NULL);
+    return cs;
+}
+
+void colo_cosched_destroy(colo_cosched *cs)
+{
+    if (!cs)
+        return;
+    COLO_ASSERT(cs->n_members == 0);
+    pthread_cond_destroy(&cs->cv);
+    pthread_mutex_destroy(&cs->mu);
+    free(cs);
+}
+
+colo_sched_policy colo_cosched_policy(const colo_cosched *cs) { return cs->cfg.policy; }
+
+colo_cosched_member *colo_cosched_join(colo_cosched *cs, const char *name, colo_priority priority)
+{
+    colo_cosched_member *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cs = cs;
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "");
+    m->priority = priority;
+    m->best_effort = cs->cfg.policy == COLO_SCHED_PRIORITY && priority == COLO_PRIO_LOW;
+    pthread_mutex_lock(&cs->mu);
+    cs->n_members++;
+    pthread_mutex_unlock(&cs->mu);
+    return m;
+}
+
+void colo_cosched_leave(colo_cosched_member *m)
+{
+    if (!m)
+        return;
+    colo_cosched *cs = m->cs;
+    COLO_ASSERT(!m->inflight);
+    pthread_mutex_lock(&cs->mu);
+    cs->n_members--;
+    pthread_mutex_unlock(&cs->mu);
+    free(m);
+}
+
+/* PRIORITY: may best-effort member m start a step now? */
+static bool be_may_start(const colo_cosched *cs)
+{
+    return cs->high_inflight == 0 || cs->be_inflight < cs->cfg.best_effort_max_steps;
+}
+
+uint64_t colo_cosched_step_begin(colo_cosched_member *m)
+{
+    colo_cosched *cs = m->cs;
+    uint64_t t0 = now_ns();
+    COLO_ASSERT(!m->inflight);
+    pthread_mutex_lock(&cs->mu);
+    switch (cs->cfg.policy) {
+    case COLO_SCHED_TIMESLICE:
+        m->ticket = cs->next_ticket++;
+        while (cs->serving != m->ticket || cs->slice_busy)
+            pthread_cond_wait(&cs->cv, &cs->mu);
+        cs->slice_busy = true;
+        break;
+    case COLO_SCHED_PRIORITY:
+        if (m->best_effort) {
+            while (!be_may_start(cs))
+                pthread_cond_wait(&cs->cv, &cs->mu);
+            cs->be_inflight++;
+        } else {
+            cs->high_inflight++;
+        }
+        break;
+    case COLO_SCHED_SPATIAL:
+    case COLO_SCHED_PARTITION:
+        break;
+    }
+    m->inflight = true;
+    m->ops_since_high = 0;
+    m->st.steps++;
+    m->st.inflight = 1;
+    uint64_t waited = now_ns() - t0;
+    m->st.wait_ns += waited;
+    pthread_mutex_unlock(&cs->mu);
+    return waited / 1000;
+}
+
+void colo_cosched_step_end(colo_cosched_member *m)
+{
+    colo_cosched *cs = m->cs;
+    COLO_ASSERT(m->inflight);
+    pthread_mutex_lock(&cs->mu);
+    switch (cs->cfg.policy) {
+    case COLO_SCHED_TIMESLICE:
+        cs->slice_busy = false;
+        cs->serving++;
+        break;
+    case COLO_SCHED_PRIORITY:
+        if (m->best_effort)
+            cs->be_inflight--;
+        else
+            cs->high_inflight--;
+        break;
+    case COLO_SCHED_SPATIAL:
+    case COLO_SCHED_PARTITION:
+        break;
+    }
+    m->inflight = false;
+    m->st.inflight = 0;
+    pthread_cond_broadcast(&cs->cv);
+    pthread_mutex_unlock(&cs->mu);
+}
+
+void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
+{
+    if (!m->best_effort)
+        return;
+    colo_cosched *cs = m->cs;
+    pthread_mutex_lock(&cs->mu);
+    if (cs->high_inflight > 0 && m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops) {
+        uint64_t t0 = now_ns();
+        m->st.throttled++;
+        while (cs->high_inflight > 0)
+            pthread_cond_wait(&cs->cv, &cs->mu);
+        m->st.throttle_ns += now_ns() - t0;
+        m->ops_since_high = 0;
+    }
+    if (cs->high_inflight > 0)
+        m->ops_since_high += n_ops;
+    else
+        m->ops_since_high = 0;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_stats *st)
+{
+    pthread_mutex_lock(&m->cs->mu);
+    *st = m->st;
+    pthread_mutex_unlock(&m->cs->mu);
+}
+
+const char *colo_cosched_member_name(const colo_cosched_member *m) { return m->name; }
+colo_priority colo_cosched_member_priority(const colo_cosched_member *m) { return m->priority; }
+
+colo_status colo_partition_plan(int total_units, int granularity, int n, const double *share, int *first, int *count,
+                                char *err, size_t errlen)
+{
+    if (n <= 0 || total_units <= 0 || granularity <= 0) {
+        colo_set_err(err, errlen, "partition: need members, units and a granularity");
+        return COLO_EINVAL;
+    }
+    int granules = total_units / granularity;
+    if (granules < n) {
+        colo_set_err(err, errlen, "partition: %d units in granules of %d cannot give %d members one each",
+                     total_units, granularity, n);
+        return COLO_EINVAL;
+    }
+    double given = 0;
+    int n_rest = 0;
+    for (int i = 0; i < n; i++) {
+        if (share[i] < 0 || share[i] > 1 || isnan(share[i])) {
+            colo_set_err(err, errlen, "partition: share %g of member %d is outside (0, 1]", share[i], i);
+            return COLO_EINVAL;
+        }
+        if (share[i] > 0)
+            given += share[i];
+        else
+            n_rest++;
+    }
+    if (given > 1.0 + 1e-9) {
+        colo_set_err(err, errlen, "partition: shares sum to %.3f, past 1", given);
+        return COLO_EINVAL;
+    }
+    /* Granules per member: floor of the exact share, at least one; what
+     * rounding leaves goes to the members with the largest remainders. */
+    double rest_share = n_rest ? (1.0 - given) / n_rest : 0;
+    int used = 0;
+    double rem[n];
+    for (int i = 0; i < n; i++) {
+        double exact = (share[i] > 0 ? share[i] : rest_share) * granules;
+        count[i] = (int)floor(exact + 1e-9);
+        if (count[i] < 1)
+            count[i] = 1;
+        rem[i] = exact - count[i];
+        used += count[i];
+    }
+    while (used > granules) { /* minimums pushed past the total: take from the largest */
+        int big = 0;
+        for (int i = 1; i < n; i++)
+            if (count[i] > count[big])
+                big = i;
+        if (count[big] <= 1)
+            break;
+        count[big]--;
+        used--;
+    }
+    /* Hand out leftovers only to members whose share asks for more. */
+    while (used < granules) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (rem[i] > 1e-9 && (best < 0 || rem[i] > rem[best]))
+                best = i;
+        if (best < 0)
+            break;
+        count[best]++;
+        rem[best] -= 1.0;
+        used++;
+    }
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        first[i] = at * granularity;
+        count[i] *= granularity;
+        at += count[i] / granularity;
+    }
+    return COLO_OK;
+}

@@ -1,0 +1,90 @@
+/* runtime/cosched.h: the co-scheduler that decides how models share a device.
+ *
+ * Every model's executor joins as a member and brackets each step (one
+ * forward pass of a batch) with colo_cosched_step_begin/_end; best-effort
+ * members also call colo_cosched_throttle between groups of ops inside a step.
+ * The executors consult the scheduler; the scheduler never calls them.
+ *
+ * Policies (docs/SCHEDULING.md has the trade-offs):
+ *  - TIMESLICE: one member's step at a time, granted round-robin (FIFO of
+ *    waiters). What time-slicing separate servers gives: the baseline.
+ *  - SPATIAL: every member runs whenever it likes, on equal-priority streams.
+ *  - PRIORITY: streams get each member's priority; a LOW (best-effort)
+ *    member may not start a step while a HIGH or NORMAL step is in flight
+ *    unless fewer than best_effort_max_steps best-effort steps are running,
+ *    and inside a running step it is held at each throttle point while a
+ *    higher-priority step is in flight once it has queued best_effort_max_ops
+ *    ops since that step began. Stream priority alone never preempts running
+ *    work; these caps bound the delay a best-effort member can cause.
+ *  - PARTITION: disjoint compute-unit sets (SMs or cores) per member, chosen
+ *    by colo_partition_plan; steps run freely, each in its own set.
+ *
+ * Thread safety: every function may be called from any thread; a member is
+ * used by one executor thread. */
+#ifndef COLO_RUNTIME_COSCHED_H
+#define COLO_RUNTIME_COSCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/backend.h"
+
+typedef enum colo_sched_policy {
+    COLO_SCHED_TIMESLICE = 0,
+    COLO_SCHED_SPATIAL = 1,
+    COLO_SCHED_PRIORITY = 2,
+    COLO_SCHED_PARTITION = 3,
+} colo_sched_policy;
+
+typedef struct colo_cosched_config {
+    colo_sched_policy policy;
+    int best_effort_max_steps; /* PRIORITY: best-effort steps allowed to start while a higher step runs (default 0) */
+    int best_effort_max_ops;   /* PRIORITY: ops a best-effort step may queue while a higher step runs (default 8) */
+} colo_cosched_config;
+
+typedef struct colo_cosched colo_cosched;
+typedef struct colo_cosched_member colo_cosched_member;
+
+typedef struct colo_cosched_member_stats {
+    uint64_t steps;          /* steps begun */
+    uint64_t wait_ns;        /* total time spent waiting in step_begin */
+    uint64_t throttle_ns;    /* total time held at throttle points */
+    uint64_t throttled;      /* throttle calls that had to wait */
+    uint64_t inflight;       /* 1 while a step is running */
+} colo_cosched_member_stats;
+
+/* Parses "timeslice" | "spatial" | "priority" | "partition". */
+colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out);
+const char *colo_sched_policy_name(colo_sched_policy p);
+
+colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen);
+/* Every member must have left. Accepts NULL. */
+void colo_cosched_destroy(colo_cosched *cs);
+colo_sched_policy colo_cosched_policy(const colo_cosched *cs);
+
+/* name is copied. Under PRIORITY, priority LOW marks a best-effort member. */
+colo_cosched_member *colo_cosched_join(colo_cosched *cs, const char *name, colo_priority priority);
+void colo_cosched_leave(colo_cosched_member *m); /* accepts NULL; no step may be in flight */
+
+/* Blocks until the policy lets m start a step. Returns the microseconds it
+ * waited. Pair with colo_cosched_step_end on the same thread. */
+uint64_t colo_cosched_step_begin(colo_cosched_member *m);
+void colo_cosched_step_end(colo_cosched_member *m);
+/* Called by an executor before queuing n_ops more ops inside a step. Only
+ * best-effort members under PRIORITY ever wait here. */
+void colo_cosched_throttle(colo_cosched_member *m, int n_ops);
+
+void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_stats *st);
+const char *colo_cosched_member_name(const colo_cosched_member *m);
+colo_priority colo_cosched_member_priority(const colo_cosched_member *m);
+
+/* Splits total_units compute units among n members. share[i] in (0, 1] is
+ * member i's fraction; 0 means "an equal part of what the others leave".
+ * Every part is a multiple of granularity (8 SMs on H100, 1 core on CPU)
+ * and at least one granule; parts are disjoint and contiguous: member i gets
+ * [first[i], first[i] + count[i]). COLO_EINVAL (with err) when the shares sum
+ * past 1 or the units cannot give every member a granule. */
+colo_status colo_partition_plan(int total_units, int granularity, int n, const double *share, int *first, int *count,
+                                char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,350 @@
+/* Co-scheduler policies: ordering guarantees and partition plans. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/cosched.h"
+
+static colo_cosched *make(colo_sched_policy p, int be_steps, int be_ops)
+{
+    colo_cosched_config cfg = {.policy = p, .best_effort_max_steps = be_steps, .best_effort_max_ops = be_ops};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+    assert_non_null(cs);
+    return cs;
+}
+
+/* ---- timeslice: steps never overlap, nobody starves ---------------------- */
+
+typedef struct {
+    colo_cosched_member *m;
+    int steps;
+    int *active;
+    int *max_active;
+    pthread_mutex_t *mu;
+    pthread_barrier_t *in_step; /* spatial: both members must be inside a step at once */
+} worker_arg;
+
+static void *step_loop(void *p)
+{
+    worker_arg *a = p;
+    for (int i = 0; i < a->steps; i++) {
+        colo_cosched_step_begin(a->m);
+        pthread_mutex_lock(a->mu);
+        int now = ++*a->active;
+        if (now > *a->max_active)
+            *a->max_active = now;
+        pthread_mutex_unlock(a->mu);
+        if (a->in_step)
+            pthread_barrier_wait(a->in_step);
+        else
+            usleep(100);
+        pthread_mutex_lock(a->mu);
+        --*a->active;
+        pthread_mutex_unlock(a->mu);
+        colo_cosched_step_end(a->m);
+    }
+    return NULL;
+}
+
+static void run_two(colo_cosched *cs, colo_priority pa, colo_priority pb, int steps, pthread_barrier_t *bar,
+                    int *max_active)
+{
+    int active = 0;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    colo_cosched_member *ma = colo_cosched_join(cs, "a", pa);
+    colo_cosched_member *mb = colo_cosched_join(cs, "b", pb);
+    worker_arg a = {ma, steps, &active, max_active, &mu, bar};
+    worker_arg b = {mb, steps, &active, max_active, &mu, bar};
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, step_loop, &a), 0);
+    assert_int_equal(pthread_create(&tb, NULL, step_loop, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    colo_cosched_member_stats sa, sb;
+    colo_cosched_member_get_stats(ma, &sa);
+    colo_cosched_member_get_stats(mb, &sb);
+    assert_int_equal(sa.steps, (uint64_t)steps);
+    assert_int_equal(sb.steps, (uint64_t)steps);
+    colo_cosched_leave(ma);
+    colo_cosched_leave(mb);
+}
+
+static void test_timeslice_serializes(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_TIMESLICE, 0, 0);
+    int max_active = 0;
+    run_two(cs, COLO_PRIO_HIGH, COLO_PRIO_LOW, 200, NULL, &max_active);
+    assert_int_equal(max_active, 1);
+    colo_cosched_destroy(cs);
+}
+
+/* Under spatial sharing both members are inside a step at the same time
+ * (the barrier inside the step would deadlock otherwise). */
+static void test_spatial_overlaps(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_SPATIAL, 0, 0);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    int max_active = 0;
+    run_two(cs, COLO_PRIO_HIGH, COLO_PRIO_LOW, 50, &bar, &max_active);
+    assert_int_equal(max_active, 2);
+    pthread_barrier_destroy(&bar);
+    colo_cosched_destroy(cs);
+}
+
+static void test_partition_overlaps(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_PARTITION, 0, 0);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    int max_active = 0;
+    run_two(cs, COLO_PRIO_NORMAL, COLO_PRIO_NORMAL, 20, &bar, &max_active);
+    assert_int_equal(max_active, 2);
+    pthread_barrier_destroy(&bar);
+    colo_cosched_destroy(cs);
+}
+
+/* ---- priority: best-effort held back while a high step is in flight ------ */
+
+typedef struct {
+    colo_cosched_member *m;
+    int throttle_ops; /* 0: just begin a step; >0: begin, then throttle that many ops */
+    volatile int began;
+    volatile int passed;
+} be_arg;
+
+static void *be_thread(void *p)
+{
+    be_arg *a = p;
+    colo_cosched_step_begin(a->m);
+    __atomic_store_n(&a->began, 1, __ATOMIC_SEQ_CST);
+    if (a->throttle_ops)
+        colo_cosched_throttle(a->m, a->throttle_ops);
+    __atomic_store_n(&a->passed, 1, __ATOMIC_SEQ_CST);
+    colo_cosched_step_end(a->m);
+    return NULL;
+}
+
+static void test_priority_holds_best_effort_start(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_PRIORITY, 0, 4);
+    colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+    colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
+    colo_cosched_step_begin(hi);
+    be_arg a = {.m = be};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, be_thread, &a), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&a.began, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(hi);
+    pthread_join(t, NULL);
+    assert_int_equal(a.began, 1);
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(be, &st);
+    assert_true(st.wait_ns > 0);
+    colo_cosched_leave(hi);
+    colo_cosched_leave(be);
+    colo_cosched_destroy(cs);
+}
+
+typedef struct {
+    colo_cosched_member *m;
+    int n_ops;
+    volatile int passed;
+} throttle_arg;
+
+static void *throttle_thread(void *p)
+{
+    throttle_arg *a = p;
+    colo_cosched_throttle(a->m, a->n_ops);
+    __atomic_store_n(&a->passed, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* A high-priority member never waits for best-effort work, and a best-effort
+ * step already running is held at its next throttle point once it has queued
+ * more than best_effort_max_ops ops while the high step runs. */
+static void test_priority_throttles_inflight_best_effort(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_PRIORITY, 0, 4);
+    colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+    colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
+
+    colo_cosched_step_begin(be);
+    colo_cosched_step_begin(hi); /* returns although be is in flight */
+    colo_cosched_throttle(be, 4); /* within the cap */
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(be, &st);
+    assert_int_equal(st.throttled, 0);
+
+    throttle_arg a = {.m = be, .n_ops = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, throttle_thread, &a), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&a.passed, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(hi);
+    pthread_join(t, NULL);
+    assert_int_equal(a.passed, 1);
+    colo_cosched_member_get_stats(be, &st);
+    assert_int_equal(st.throttled, 1);
+
+    /* With no high step in flight, best-effort work is never held. */
+    colo_cosched_throttle(be, 1000);
+    colo_cosched_step_end(be);
+    colo_cosched_member_get_stats(be, &st);
+    assert_int_equal(st.throttled, 1);
+
+    /* Normal and high members are never throttled. */
+    colo_cosched_step_begin(hi);
+    colo_cosched_throttle(hi, 1000);
+    colo_cosched_step_end(hi);
+    colo_cosched_leave(hi);
+    colo_cosched_leave(be);
+    colo_cosched_destroy(cs);
+}
+
+/* best_effort_max_steps lets that many best-effort steps start beside a high one. */
+static void test_priority_best_effort_step_cap(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_PRIORITY, 1, 0);
+    colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+    colo_cosched_member *be1 = colo_cosched_join(cs, "be1", COLO_PRIO_LOW);
+    colo_cosched_member *be2 = colo_cosched_join(cs, "be2", COLO_PRIO_LOW);
+    colo_cosched_step_begin(hi);
+    colo_cosched_step_begin(be1); /* the one allowed */
+    be_arg a = {.m = be2};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, be_thread, &a), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&a.began, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(be1); /* frees the slot */
+    pthread_join(t, NULL);
+    assert_int_equal(a.began, 1);
+    colo_cosched_step_end(hi);
+    colo_cosched_leave(hi);
+    colo_cosched_leave(be1);
+    colo_cosched_leave(be2);
+    colo_cosched_destroy(cs);
+}
+
+/* Under timeslice, a high-priority member waits for a running best-effort step
+ * like anyone else: that is the baseline's cost. */
+static void test_timeslice_makes_high_wait(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_TIMESLICE, 0, 0);
+    colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+    colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
+    colo_cosched_step_begin(be);
+    be_arg a = {.m = hi};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, be_thread, &a), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&a.began, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(be);
+    pthread_join(t, NULL);
+    assert_int_equal(a.began, 1);
+    colo_cosched_leave(hi);
+    colo_cosched_leave(be);
+    colo_cosched_destroy(cs);
+}
+
+/* ---- partition plans ------------------------------------------------------ */
+
+static void check_disjoint(int n, const int *first, const int *count, int total, int gran)
+{
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(first[i], at);
+        assert_true(count[i] >= gran);
+        assert_int_equal(count[i] % gran, 0);
+        at += count[i];
+    }
+    assert_true(at <= total);
+}
+
+static void test_partition_plan(void **state)
+{
+    (void)state;
+    int first[4], count[4];
+    char err[256];
+
+    /* H100 SXM: 132 SMs in granules of 8 -> 16 granules. */
+    double half[2] = {0.5, 0};
+    assert_int_equal(colo_partition_plan(132, 8, 2, half, first, count, err, sizeof err), COLO_OK);
+    check_disjoint(2, first, count, 132, 8);
+    assert_int_equal(count[0], 64);
+    assert_int_equal(count[1], 64);
+
+    double q[2] = {0.75, 0.25};
+    assert_int_equal(colo_partition_plan(132, 8, 2, q, first, count, err, sizeof err), COLO_OK);
+    check_disjoint(2, first, count, 132, 8);
+    assert_int_equal(count[0], 96);
+    assert_int_equal(count[1], 32);
+
+    double three[3] = {0, 0, 0};
+    assert_int_equal(colo_partition_plan(132, 8, 3, three, first, count, err, sizeof err), COLO_OK);
+    check_disjoint(3, first, count, 132, 8);
+    assert_int_equal(count[0] + count[1] + count[2], 128);
+
+    /* CPU: 2 cores, 2 members. */
+    double cpu[2] = {0, 0};
+    assert_int_equal(colo_partition_plan(2, 1, 2, cpu, first, count, err, sizeof err), COLO_OK);
+    assert_int_equal(count[0], 1);
+    assert_int_equal(count[1], 1);
+    assert_int_equal(first[1], 1);
+
+    /* A tiny share still gets a granule. */
+    double tiny[2] = {0.01, 0};
+    assert_int_equal(colo_partition_plan(132, 8, 2, tiny, first, count, err, sizeof err), COLO_OK);
+    check_disjoint(2, first, count, 132, 8);
+    assert_int_equal(count[0], 8);
+
+    double over[2] = {0.7, 0.6};
+    assert_int_equal(colo_partition_plan(132, 8, 2, over, first, count, err, sizeof err), COLO_EINVAL);
+    assert_non_null(strstr(err, "past 1"));
+    double many[4] = {0, 0, 0, 0};
+    assert_int_equal(colo_partition_plan(2, 1, 4, many, first, count, err, sizeof err), COLO_EINVAL);
+}
+
+static void test_policy_names(void **state)
+{
+    (void)state;
+    colo_sched_policy p;
+    const char *names[] = {"timeslice", "spatial", "priority", "partition"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(colo_sched_policy_parse(names[i], &p), COLO_OK);
+        assert_string_equal(colo_sched_policy_name(p), names[i]);
+    }
+    assert_int_equal(colo_sched_policy_parse("fair", &p), COLO_EINVAL);
+    assert_int_equal(colo_sched_policy_parse(NULL, &p), COLO_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timeslice_serializes),
+        cmocka_unit_test(test_timeslice_makes_high_wait),
+        cmocka_unit_test(test_spatial_overlaps),
+        cmocka_unit_test(test_partition_overlaps),
+        cmocka_unit_test(test_priority_holds_best_effort_start),
+        cmocka_unit_test(test_priority_throttles_inflight_best_effort),
+        cmocka_unit_test(test_priority_best_effort_step_cap),
+        cmocka_unit_test(test_partition_plan),
+        cmocka_unit_test(test_policy_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
