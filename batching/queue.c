@@ -1,0 +1,262 @@
+#include "batching/queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_PRIO 3
+
+struct colo_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    colo_queue_item head[N_PRIO]; /* circular list sentinels, one per priority */
+    int len[N_PRIO];
+    int total;
+    int max_len;
+    bool closed;
+    bool woken;
+};
+
+uint64_t colo_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+colo_queue *colo_queue_create(int max_len)
+{
+    if (max_len <= 0)
+        return NULL;
+    colo_queue *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int p = 0; p < N_PRIO; p++)
+        q->head[p].prev = q->head[p].next = &q->head[p];
+    q->max_len = max_len;
+    return q;
+}
+
+void colo_queue_destroy(colo_queue *q)
+{
+    if (!q)
+        return;
+    COLO_ASSERT(q->total == 0);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static int prio_index(colo_priority p)
+{
+    return p == COLO_PRIO_HIGH ? 2 : p == COLO_PRIO_LOW ? 0 : 1;
+}
+
+static void unlink_item(colo_queue *q, colo_queue_item *it)
+{
+    it->prev->next = it->next;
+    it->next->prev = it->prev;
+    it->prev = it->next = NULL;
+    it->queued = false;
+    q->len[prio_index(it->priority)]--;
+    q->total--;
+}
+
+colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->closed || q->total >= q->max_len) {
+        pthread_mutex_unlock(&q->mu);
+        return COLO_EAGAIN;
+    }
+    int p = prio_index(it->priority);
+    colo_queue_item *h = &q->head[p];
+    it->enqueue_ns = colo_now_ns();
+    it->prev = h->prev;
+    it->next = h;
+    h->prev->next = it;
+    h->prev = it;
+    it->queued = true;
+    q->len[p]++;
+    q->total++;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return COLO_OK;
+}
+
+static colo_queue_item *first_locked(colo_queue *q)
+{
+    for (int p = N_PRIO - 1; p >= 0; p--)
+        if (q->head[p].next != &q->head[p])
+            return q->head[p].next;
+    return NULL;
+}
+
+colo_queue_item *colo_queue_pop(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    colo_queue_item *it = first_locked(q);
+    if (it)
+        unlink_item(q, it);
+    pthread_mutex_unlock(&q->mu);
+    return it;
+}
+
+bool colo_queue_remove(colo_queue *q, colo_queue_item *it)
+{
+    pthread_mutex_lock(&q->mu);
+    bool was = it->queued;
+    if (was)
+        unlink_item(q, it);
+    pthread_mutex_unlock(&q->mu);
+    return was;
+}
+
+int colo_queue_take_expired(colo_queue *q, uint64_t now_ns, colo_queue_item **out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&q->mu);
+    for (int p = 0; p < N_PRIO && n < max; p++) {
+        colo_queue_item *h = &q->head[p];
+        for (colo_queue_item *it = h->next, *nx; it != h && n < max; it = nx) {
+            nx = it->next;
+            if (it->deadline_ns && it->deadline_ns <= now_ns) {
+                unlink_item(q, it);
+                out[n++] = it;
+            }
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+static uint64_t oldest_enqueue_locked(colo_queue *q)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (int p = 0; p < N_PRIO; p++)
+        if (q->head[p].next != &q->head[p] && q->head[p].next->enqueue_ns < oldest)
+            oldest = q->head[p].next->enqueue_ns;
+    return oldest;
+}
+
+int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *pol, uint64_t now_ns, colo_queue_item **out,
+                          uint64_t *wait_ns)
+{
+    int max = pol->max_batch_size > 0 ? pol->max_batch_size : 1;
+    pthread_mutex_lock(&q->mu);
+    *wait_ns = UINT64_MAX;
+    if (q->total == 0) {
+        pthread_mutex_unlock(&q->mu);
+        return 0;
+    }
+    int target = 0;
+    if (q->total >= max)
+        target = max;
+    for (int i = pol->n_preferred - 1; !target && i >= 0; i--)
+        if (pol->preferred_sizes[i] <= max && q->total >= pol->preferred_sizes[i])
+            target = pol->preferred_sizes[i];
+    uint64_t oldest = oldest_enqueue_locked(q);
+    uint64_t waited = now_ns > oldest ? now_ns - oldest : 0;
+    if (!target && waited >= pol->max_queue_delay_ns)
+        target = q->total < max ? q->total : max;
+    if (!target) {
+        *wait_ns = pol->max_queue_delay_ns - waited;
+        pthread_mutex_unlock(&q->mu);
+        return 0;
+    }
+
+    /* Anchor: the oldest item of the highest priority. Then, level by level
+     * from the highest, the items closest in length to the anchor. */
+    colo_queue_item *anchor = first_locked(q);
+    int n = 0;
+    out[n++] = anchor;
+    unlink_item(q, anchor);
+    for (int p = N_PRIO - 1; p >= 0 && n < target; p--) {
+        while (n < target && q->head[p].next != &q->head[p]) {
+            colo_queue_item *best = NULL;
+            int best_d = 0;
+            for (colo_queue_item *it = q->head[p].next; it != &q->head[p]; it = it->next) {
+                int d = abs(it->length - anchor->length);
+                if (!best || d < best_d) {
+                    best = it;
+                    best_d = d;
+                }
+            }
+            unlink_item(q, best);
+            out[n++] = best;
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int colo_queue_len(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->total;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int colo_queue_len_prio(colo_queue *q, colo_priority prio)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->len[prio_index(prio)];
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int colo_queue_max_len(const colo_queue *q) { return q->max_len; }
+
+bool colo_queue_wait(colo_queue *q, uint64_t timeout_ns)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->total == 0 && !q->woken && !q->closed) {
+        if (timeout_ns == UINT64_MAX) {
+            pthread_cond_wait(&q->cv, &q->mu);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t t = (uint64_t)ts.tv_nsec + timeout_ns % 1000000000ull;
+            ts.tv_sec += (time_t)(timeout_ns / 1000000000ull + t / 1000000000ull);
+            ts.tv_nsec = (long)(t % 1000000000ull);
+            pthread_cond_timedwait(&q->cv, &q->mu, &ts);
+        }
+    }
+    q->woken = false;
+    bool nonempty = q->total > 0;
+    pthread_mutex_unlock(&q->mu);
+    return nonempty;
+}
+
+void colo_queue_wake(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->woken = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void colo_queue_close(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+bool colo_queue_closed(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    bool c = q->closed;
+    pthread_mutex_unlock(&q->mu);
+    return c;
+}

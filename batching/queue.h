@@ -1,0 +1,81 @@
+/* batching/queue.h: a model's request queue.
+ *
+ * Requests wait here between the HTTP loop (producer) and the model's
+ * executor (consumer). Three priority levels, FIFO within a level; a bounded
+ * length (the caller answers 429 past it); a deadline per request; removal
+ * of a queued request when its client goes away.
+ *
+ * Items are intrusive: the request embeds a colo_queue_item and keeps
+ * ownership of it. Thread safety: every function may be called from any
+ * thread. */
+#ifndef COLO_BATCHING_QUEUE_H
+#define COLO_BATCHING_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/backend.h"
+
+typedef struct colo_queue_item {
+    struct colo_queue_item *prev, *next; /* owned by the queue while queued */
+    colo_priority priority;
+    uint64_t enqueue_ns;  /* monotonic time of push (set by push) */
+    uint64_t deadline_ns; /* monotonic deadline; 0 = none */
+    int length;           /* work size used to group batches (tokens); >= 0 */
+    bool queued;
+    void *owner;          /* the request this item belongs to */
+} colo_queue_item;
+
+typedef struct colo_queue colo_queue;
+
+/* Monotonic clock in nanoseconds (the queue's time base). */
+uint64_t colo_now_ns(void);
+
+/* max_len: items queued at most (> 0). NULL when out of memory. */
+colo_queue *colo_queue_create(int max_len);
+/* The queue must be empty. Accepts NULL. */
+void colo_queue_destroy(colo_queue *q);
+
+/* Queues it (priority, deadline_ns, length, owner set by the caller).
+ * COLO_EAGAIN when the queue is full or closed; it is then untouched. */
+colo_status colo_queue_push(colo_queue *q, colo_queue_item *it);
+/* Removes and returns the oldest item of the highest priority, or NULL. */
+colo_queue_item *colo_queue_pop(colo_queue *q);
+/* Removes it if it is still queued; true when it was. */
+bool colo_queue_remove(colo_queue *q, colo_queue_item *it);
+/* Removes up to max items whose deadline passed by now_ns into out; returns how many. */
+int colo_queue_take_expired(colo_queue *q, uint64_t now_ns, colo_queue_item **out, int max);
+
+/* Batch formation for encoders (the dynamic batcher): see colo_queue_form_batch. */
+typedef struct colo_batch_policy {
+    int max_batch_size;          /* >= 1 */
+    const int *preferred_sizes;  /* ascending; may be NULL */
+    int n_preferred;
+    uint64_t max_queue_delay_ns; /* longest the oldest item waits for a fuller batch */
+} colo_batch_policy;
+
+/* Forms a batch at time now_ns:
+ *  - when max_batch_size items are queued, or the largest preferred size
+ *    that is reached, or the oldest item has waited max_queue_delay_ns,
+ *    removes up to max_batch_size items into out and returns their count;
+ *    the highest-priority oldest item anchors the batch and the rest are the
+ *    items whose length is closest to it (less padding), by priority first;
+ *  - otherwise returns 0 and sets *wait_ns to the time until the oldest
+ *    item's delay runs out (UINT64_MAX when the queue is empty). */
+int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *p, uint64_t now_ns, colo_queue_item **out,
+                          uint64_t *wait_ns);
+
+int colo_queue_len(colo_queue *q);
+int colo_queue_len_prio(colo_queue *q, colo_priority prio);
+int colo_queue_max_len(const colo_queue *q);
+
+/* Waits until the queue is non-empty, colo_queue_wake is called, or
+ * timeout_ns passes (UINT64_MAX = no timeout). True when non-empty. */
+bool colo_queue_wait(colo_queue *q, uint64_t timeout_ns);
+/* Wakes a thread blocked in colo_queue_wait (e.g. for shutdown or new work elsewhere). */
+void colo_queue_wake(colo_queue *q);
+/* Refuses further pushes (COLO_EAGAIN) and wakes waiters. */
+void colo_queue_close(colo_queue *q);
+bool colo_queue_closed(colo_queue *q);
+
+#endif
