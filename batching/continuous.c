@@ -1,0 +1,241 @@
+#include "batching/continuous.h"
+
+#include <stdlib.h>
+
+struct colo_cb {
+    colo_cb_config cfg;
+    colo_block_allocator al;
+    colo_seq *running;    /* admission order, oldest first */
+    colo_seq *waiting[3]; /* per priority level (index = colo_priority), FIFO */
+    int n_running;
+    int n_waiting;
+    uint64_t next_order;
+    uint64_t n_preemptions;
+};
+
+colo_cb *colo_cb_create(const colo_cb_config *cfg, const colo_block_allocator *alloc)
+{
+    if (!cfg || !alloc || cfg->block_size <= 0 || cfg->max_running <= 0 ||
+        cfg->max_step_tokens < cfg->max_running || cfg->total_blocks <= 0)
+        return NULL;
+    colo_cb *cb = calloc(1, sizeof *cb);
+    if (!cb)
+        return NULL;
+    cb->cfg = *cfg;
+    cb->al = *alloc;
+    return cb;
+}
+
+void colo_cb_destroy(colo_cb *cb)
+{
+    if (!cb)
+        return;
+    COLO_ASSERT(cb->n_running == 0 && cb->n_waiting == 0);
+    free(cb);
+}
+
+static int blocks_for(const colo_cb *cb, int n_tokens)
+{
+    return (n_tokens + cb->cfg.block_size - 1) / cb->cfg.block_size;
+}
+
+static int prio_level(colo_priority p) { return p == COLO_PRIO_HIGH ? 2 : p == COLO_PRIO_LOW ? 0 : 1; }
+
+static void list_remove(colo_seq **head, colo_seq *s)
+{
+    for (colo_seq **pp = head; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            s->next = NULL;
+            return;
+        }
+    }
+}
+
+static void list_append(colo_seq **head, colo_seq *s)
+{
+    colo_seq **pp = head;
+    while (*pp)
+        pp = &(*pp)->next;
+    s->next = NULL;
+    *pp = s;
+}
+
+colo_status colo_cb_add(colo_cb *cb, colo_seq *s)
+{
+    if (s->n_tokens <= 0 || s->n_tokens > s->cap)
+        return COLO_EINVAL;
+    int need = blocks_for(cb, s->n_tokens);
+    if (need > s->max_blocks || need > cb->cfg.total_blocks)
+        return COLO_EINVAL;
+    s->n_cached = 0;
+    s->n_blocks = 0;
+    s->state = COLO_SEQ_WAITING;
+    list_append(&cb->waiting[prio_level(s->priority)], s);
+    cb->n_waiting++;
+    return COLO_OK;
+}
+
+static void release_blocks(colo_cb *cb, colo_seq *s)
+{
+    if (s->n_blocks)
+        cb->al.free(cb->al.ctx, s->blocks, s->n_blocks);
+    s->n_blocks = 0;
+    s->n_cached = 0;
+}
+
+/* Lowest priority first, then the most recently admitted. */
+static colo_seq *pick_victim(colo_cb *cb)
+{
+    colo_seq *v = NULL;
+    for (colo_seq *s = cb->running; s; s = s->next)
+        if (!v || prio_level(s->priority) < prio_level(v->priority) ||
+            (prio_level(s->priority) == prio_level(v->priority) && s->admit_order > v->admit_order))
+            v = s;
+    return v;
+}
+
+static void preempt(colo_cb *cb, colo_seq *v)
+{
+    list_remove(&cb->running, v);
+    cb->n_running--;
+    release_blocks(cb, v);
+    v->state = COLO_SEQ_WAITING;
+    v->n_preempted++;
+    /* Back to the head of its level: it was admitted before everyone waiting there. */
+    colo_seq **head = &cb->waiting[prio_level(v->priority)];
+    v->next = *head;
+    *head = v;
+    cb->n_waiting++;
+    cb->n_preemptions++;
+}
+
+/* Drops v's entry from the work planned so far, if any; returns its tokens. */
+static int unplan(colo_cb_work *work, int *n_work, const colo_seq *v)
+{
+    for (int i = 0; i < *n_work; i++) {
+        if (work[i].seq == v) {
+            int n = work[i].n;
+            work[i] = work[--*n_work];
+            return n;
+        }
+    }
+    return 0;
+}
+
+/* Grows s's blocks to cover its known tokens, preempting others if needed.
+ * False when s itself was preempted or stopped. */
+static bool ensure_blocks(colo_cb *cb, colo_seq *s, colo_cb_work *work, int *n_work, int *budget,
+                          colo_seq **stopped, int *n_stopped)
+{
+    for (;;) {
+        int need = blocks_for(cb, s->n_tokens) - s->n_blocks;
+        if (need <= 0)
+            return true;
+        if (blocks_for(cb, s->n_tokens) > s->max_blocks) {
+            goto stop;
+        }
+        if (cb->al.alloc(cb->al.ctx, need, s->blocks + s->n_blocks) == COLO_OK) {
+            s->n_blocks += need;
+            return true;
+        }
+        colo_seq *v = pick_victim(cb);
+        if (v == s && cb->n_running == 1)
+            goto stop; /* alone and still too big: it has outgrown the cache */
+        *budget += unplan(work, n_work, v);
+        preempt(cb, v);
+        if (v == s)
+            return false;
+    }
+stop:
+    list_remove(&cb->running, s);
+    cb->n_running--;
+    release_blocks(cb, s);
+    s->state = COLO_SEQ_DONE;
+    stopped[(*n_stopped)++] = s;
+    return false;
+}
+
+int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_stopped)
+{
+    int n_work = 0;
+    int budget = cb->cfg.max_step_tokens;
+    *n_stopped = 0;
+
+    /* Decodes first, then prefill chunks, both oldest first. The running
+     * list may shrink under preemption, so walk it by admission order. */
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t after = 0;
+        bool first = true;
+        for (;;) {
+            colo_seq *s = NULL;
+            for (colo_seq *r = cb->running; r; r = r->next)
+                if ((first || r->admit_order > after) && (!s || r->admit_order < s->admit_order))
+                    s = r;
+            if (!s)
+                break;
+            first = false;
+            after = s->admit_order;
+            int pending = s->n_tokens - s->n_cached;
+            bool decoding = pending == 1;
+            if (pending <= 0 || decoding != (pass == 0))
+                continue;
+            if (!ensure_blocks(cb, s, work, &n_work, &budget, stopped, n_stopped))
+                continue;
+            int n = pending < budget ? pending : budget;
+            if (n <= 0)
+                continue;
+            work[n_work++] = (colo_cb_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
+            budget -= n;
+        }
+    }
+
+    /* Admission: strict priority, FIFO within a level; no skipping ahead of a
+     * sequence that does not fit, so large prompts are not starved. */
+    for (int lvl = 2; lvl >= 0; lvl--) {
+        while (cb->waiting[lvl] && cb->n_running < cb->cfg.max_running && budget > 0) {
+            colo_seq *s = cb->waiting[lvl];
+            int need = blocks_for(cb, s->n_tokens);
+            if (cb->al.alloc(cb->al.ctx, need, s->blocks) != COLO_OK)
+                return n_work;
+            s->n_blocks = need;
+            s->n_cached = 0;
+            cb->waiting[lvl] = s->next;
+            cb->n_waiting--;
+            s->state = COLO_SEQ_RUNNING;
+            s->admit_order = ++cb->next_order;
+            list_append(&cb->running, s);
+            cb->n_running++;
+            int n = s->n_tokens < budget ? s->n_tokens : budget;
+            work[n_work++] = (colo_cb_work){s, 0, n, n == s->n_tokens};
+            budget -= n;
+        }
+        if (cb->waiting[lvl])
+            break; /* a higher level is waiting: lower levels wait behind it */
+    }
+    return n_work;
+}
+
+void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)
+{
+    (void)cb;
+    for (int i = 0; i < n_work; i++)
+        work[i].seq->n_cached = work[i].start + work[i].n;
+}
+
+void colo_cb_remove(colo_cb *cb, colo_seq *s)
+{
+    if (s->state == COLO_SEQ_RUNNING) {
+        list_remove(&cb->running, s);
+        cb->n_running--;
+    } else if (s->state == COLO_SEQ_WAITING) {
+        list_remove(&cb->waiting[prio_level(s->priority)], s);
+        cb->n_waiting--;
+    }
+    release_blocks(cb, s);
+    s->state = COLO_SEQ_DONE;
+}
+
+int colo_cb_n_running(const colo_cb *cb) { return cb->n_running; }
+int colo_cb_n_waiting(const colo_cb *cb) { return cb->n_waiting; }
+uint64_t colo_cb_n_preemptions(const colo_cb *cb) { return cb->n_preemptions; }
