@@ -1,5 +1,5 @@
 /* runtime/backend_impl.h: what a backend implements. Only backends (runtime/
- * cpu_*.c, runtime/*_cuda.c, kernels/cpu, kernels/cuda) include this file;
+ * cpu_*.c, runtime/backend_cuda.c, kernels/cpu, kernels/cuda) include this file;
  * everyone else uses runtime/backend.h.
  *
  * A backend fills one static const colo_device_vtbl naming every slot. The
@@ -103,6 +103,10 @@ int colo_cpu_stream_threads(const colo_stream *s);
 /* Index of the calling worker in [0, pool size), or -1 off the pool: lets a
  * chunk use per-worker scratch memory. */
 int colo_cpu_worker_index(void);
+
+/* Called from inside a chunk: records st as the stream's error (the first
+ * one wins; colo_stream_sync returns it). */
+void colo_cpu_task_fail(colo_status st);
 
 #ifdef __cplusplus
 }

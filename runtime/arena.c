@@ -1,0 +1,335 @@
+/* Arenas: one device buffer per model, sub-allocated with a free list.
+ *
+ * The allocator's metadata lives on the host (the buffer may be device
+ * memory). Free ranges are kept sorted by offset and coalesced on free;
+ * allocation is best-fit, which keeps large holes for the KV cache and
+ * weights. Live allocations are found by offset in a hash table.
+ *
+ * Later, blocks borrowed from a shared pool (elastic memory) will be
+ * tracked beside these ranges with an owner, so that they can be reclaimed;
+ * nothing here assumes an arena's memory is one contiguous range forever. */
+#include "runtime/arena.h"
+#include "runtime/backend_impl.h"
+#include "runtime/log.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct range {
+    size_t off, size;
+} range;
+
+typedef struct live {
+    size_t off;   /* returned offset; SIZE_MAX = empty slot, SIZE_MAX-1 = tombstone */
+    size_t start; /* start of the range taken (before alignment) */
+    size_t size;  /* bytes taken */
+} live;
+
+#define SLOT_EMPTY SIZE_MAX
+#define SLOT_DEAD (SIZE_MAX - 1)
+
+struct colo_arena {
+    colo_device *dev;
+    colo_buffer *buf;
+    char name[64];
+    size_t limit;
+    pthread_mutex_t mu;
+    range *free_r; /* sorted by offset, no two adjacent */
+    int n_free, cap_free;
+    live *tab;     /* open addressing on off */
+    size_t cap_tab, n_live, n_used_slots;
+    size_t used, peak;
+};
+
+size_t colo_arena_device_budget(colo_device *dev)
+{
+    colo_device_info info;
+    if (colo_device_get_info(dev, &info) != COLO_OK)
+        return 0;
+    return info.total_bytes;
+}
+
+colo_arena *colo_arena_create(colo_device *dev, const char *name, double fraction, size_t budget_bytes, char *err,
+                              size_t errlen)
+{
+    if (!(fraction > 0 && fraction <= 1)) {
+        colo_set_err(err, errlen, "arena %s: memory fraction %g is outside (0, 1]", name ? name : "", fraction);
+        return NULL;
+    }
+    size_t budget = budget_bytes ? budget_bytes : colo_arena_device_budget(dev);
+    return colo_arena_create_bytes(dev, name, (size_t)((double)budget * fraction), err, errlen);
+}
+
+static size_t hash_off(size_t off, size_t cap) { return (size_t)((off * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1); }
+
+colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t limit_bytes, char *err,
+                                    size_t errlen)
+{
+    limit_bytes &= ~(size_t)255;
+    if (!dev || limit_bytes == 0) {
+        colo_set_err(err, errlen, "arena %s: needs a device and at least 256 bytes", name ? name : "");
+        return NULL;
+    }
+    colo_arena *a = calloc(1, sizeof *a);
+    if (!a) {
+        colo_set_err(err, errlen, "arena: out of host memory");
+        return NULL;
+    }
+    snprintf(a->name, sizeof a->name, "%s", name ? name : "");
+    a->dev = dev;
+    a->limit = limit_bytes;
+    char berr[256];
+    a->buf = colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
+    if (!a->buf) {
+        colo_set_err(err, errlen, "arena %s: cannot reserve %zu bytes: %s", a->name, limit_bytes, berr);
+        goto out_free;
+    }
+    a->cap_free = 16;
+    a->free_r = malloc((size_t)a->cap_free * sizeof *a->free_r);
+    a->cap_tab = 64;
+    a->tab = malloc(a->cap_tab * sizeof *a->tab);
+    if (!a->free_r || !a->tab) {
+        colo_set_err(err, errlen, "arena: out of host memory");
+        goto out_buf;
+    }
+    for (size_t i = 0; i < a->cap_tab; i++)
+        a->tab[i].off = SLOT_EMPTY;
+    a->free_r[0] = (range){0, limit_bytes};
+    a->n_free = 1;
+    pthread_mutex_init(&a->mu, NULL);
+    return a;
+
+out_buf:
+    free(a->free_r);
+    free(a->tab);
+    colo_buffer_free(a->buf);
+out_free:
+    free(a);
+    return NULL;
+}
+
+void colo_arena_destroy(colo_arena *a)
+{
+    if (!a)
+        return;
+    if (a->n_live)
+        COLO_DEBUG("arena %s destroyed with %zu live allocations (%zu bytes)", a->name, a->n_live, a->used);
+    colo_buffer_free(a->buf);
+    pthread_mutex_destroy(&a->mu);
+    free(a->free_r);
+    free(a->tab);
+    free(a);
+}
+
+static bool tab_grow(colo_arena *a)
+{
+    size_t cap = a->cap_tab * 2;
+    live *t = malloc(cap * sizeof *t);
+    if (!t)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        t[i].off = SLOT_EMPTY;
+    for (size_t i = 0; i < a->cap_tab; i++) {
+        if (a->tab[i].off >= SLOT_DEAD)
+            continue;
+        size_t h = hash_off(a->tab[i].off, cap);
+        while (t[h].off != SLOT_EMPTY)
+            h = (h + 1) & (cap - 1);
+        t[h] = a->tab[i];
+    }
+    free(a->tab);
+    a->tab = t;
+    a->cap_tab = cap;
+    a->n_used_slots = a->n_live;
+    return true;
+}
+
+static live *tab_find(colo_arena *a, size_t off)
+{
+    size_t h = hash_off(off, a->cap_tab);
+    while (a->tab[h].off != SLOT_EMPTY) {
+        if (a->tab[h].off == off)
+            return &a->tab[h];
+        h = (h + 1) & (a->cap_tab - 1);
+    }
+    return NULL;
+}
+
+static void tab_insert(colo_arena *a, live l)
+{
+    size_t h = hash_off(l.off, a->cap_tab);
+    while (a->tab[h].off < SLOT_DEAD)
+        h = (h + 1) & (a->cap_tab - 1);
+    if (a->tab[h].off == SLOT_EMPTY)
+        a->n_used_slots++;
+    a->tab[h] = l;
+    a->n_live++;
+}
+
+/* Inserts [off, off+size) into the free list, merging with neighbours. */
+static bool free_insert(colo_arena *a, size_t off, size_t size)
+{
+    int lo = 0, hi = a->n_free;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a->free_r[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool merge_prev = lo > 0 && a->free_r[lo - 1].off + a->free_r[lo - 1].size == off;
+    bool merge_next = lo < a->n_free && off + size == a->free_r[lo].off;
+    if (merge_prev && merge_next) {
+        a->free_r[lo - 1].size += size + a->free_r[lo].size;
+        memmove(&a->free_r[lo], &a->free_r[lo + 1], (size_t)(a->n_free - lo - 1) * sizeof(range));
+        a->n_free--;
+    } else if (merge_prev) {
+        a->free_r[lo - 1].size += size;
+    } else if (merge_next) {
+        a->free_r[lo].off = off;
+        a->free_r[lo].size += size;
+    } else {
+        if (a->n_free == a->cap_free) {
+            range *r = realloc(a->free_r, (size_t)a->cap_free * 2 * sizeof *r);
+            if (!r)
+                return false;
+            a->free_r = r;
+            a->cap_free *= 2;
+        }
+        memmove(&a->free_r[lo + 1], &a->free_r[lo], (size_t)(a->n_free - lo) * sizeof(range));
+        a->free_r[lo] = (range){off, size};
+        a->n_free++;
+    }
+    return true;
+}
+
+colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
+{
+    *out = NULL;
+    if (align == 0)
+        align = 256;
+    if (!a || bytes == 0 || (align & (align - 1)))
+        return COLO_EINVAL;
+    if (bytes > a->limit)
+        return COLO_ENOMEM;
+    bytes = (bytes + 255) & ~(size_t)255; /* keeps every range 256-aligned */
+    colo_status st = COLO_ENOMEM;
+    pthread_mutex_lock(&a->mu);
+    if ((a->n_used_slots + 1) * 4 > a->cap_tab * 3 && !tab_grow(a))
+        goto out;
+    /* A free range can split into two pieces: make sure the list has room
+     * first, so the allocation cannot fail half-way. */
+    if (a->n_free == a->cap_free) {
+        range *r = realloc(a->free_r, (size_t)a->cap_free * 2 * sizeof *r);
+        if (!r)
+            goto out;
+        a->free_r = r;
+        a->cap_free *= 2;
+    }
+    int best = -1;
+    size_t best_size = 0, best_pad = 0;
+    for (int i = 0; i < a->n_free; i++) {
+        size_t start = a->free_r[i].off;
+        size_t pad = ((start + align - 1) & ~(align - 1)) - start;
+        if (a->free_r[i].size >= bytes + pad && (best < 0 || a->free_r[i].size < best_size)) {
+            best = i;
+            best_size = a->free_r[i].size;
+            best_pad = pad;
+        }
+    }
+    if (best < 0)
+        goto out;
+    range r = a->free_r[best];
+    size_t take = bytes + best_pad;
+    if (r.size == take) {
+        memmove(&a->free_r[best], &a->free_r[best + 1], (size_t)(a->n_free - best - 1) * sizeof(range));
+        a->n_free--;
+    } else {
+        a->free_r[best].off += take;
+        a->free_r[best].size -= take;
+    }
+    tab_insert(a, (live){r.off + best_pad, r.off, take});
+    a->used += take;
+    if (a->used > a->peak)
+        a->peak = a->used;
+    *out = (char *)colo_buffer_ptr(a->buf) + r.off + best_pad;
+    st = COLO_OK;
+out:
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+void colo_arena_free(colo_arena *a, void *p)
+{
+    if (!a || !p)
+        return;
+    char *base = colo_buffer_ptr(a->buf);
+    if ((char *)p < base || (char *)p >= base + a->limit) {
+        COLO_ERROR("arena %s: free of %p, which it never gave out", a->name, p);
+        return;
+    }
+    size_t off = (size_t)((char *)p - base);
+    pthread_mutex_lock(&a->mu);
+    live *l = tab_find(a, off);
+    if (!l) {
+        pthread_mutex_unlock(&a->mu);
+        COLO_ERROR("arena %s: free of %p, which is not a live allocation", a->name, p);
+        return;
+    }
+    live taken = *l;
+    l->off = SLOT_DEAD;
+    a->n_live--;
+    if (!free_insert(a, taken.start, taken.size)) {
+        /* Host memory ran out: the range leaks, the arena stays consistent. */
+        COLO_ERROR("arena %s: out of host memory; %zu bytes stay unusable", a->name, taken.size);
+    }
+    a->used -= taken.size;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void colo_arena_get_stats(colo_arena *a, colo_arena_stats *st)
+{
+    pthread_mutex_lock(&a->mu);
+    st->limit_bytes = a->limit;
+    st->used_bytes = a->used;
+    st->peak_bytes = a->peak;
+    st->n_allocs = a->n_live;
+    size_t largest = 0;
+    for (int i = 0; i < a->n_free; i++) {
+        size_t start = a->free_r[i].off, pad = ((start + 255) & ~(size_t)255) - start;
+        if (a->free_r[i].size > pad && a->free_r[i].size - pad > largest)
+            largest = a->free_r[i].size - pad;
+    }
+    st->largest_free_bytes = largest;
+    pthread_mutex_unlock(&a->mu);
+}
+
+size_t colo_arena_used(colo_arena *a)
+{
+    pthread_mutex_lock(&a->mu);
+    size_t u = a->used;
+    pthread_mutex_unlock(&a->mu);
+    return u;
+}
+
+size_t colo_arena_peak(colo_arena *a)
+{
+    pthread_mutex_lock(&a->mu);
+    size_t p = a->peak;
+    pthread_mutex_unlock(&a->mu);
+    return p;
+}
+
+size_t colo_arena_limit(const colo_arena *a) { return a->limit; }
+
+void colo_arena_reset_peak(colo_arena *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->peak = a->used;
+    pthread_mutex_unlock(&a->mu);
+}
+
+const char *colo_arena_name(const colo_arena *a) { return a->name; }
+colo_device *colo_arena_device(const colo_arena *a) { return a->dev; }

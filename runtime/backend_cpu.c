@@ -1,0 +1,580 @@
+/* The CPU backend: a worker pool running ops as chunks from priority streams.
+ *
+ * Each stream is an in-order list of tasks. A task is split into chunks;
+ * every free worker takes the next chunk of the highest-priority stream whose
+ * head task still has chunks to hand out and whose partition includes the
+ * worker (equal priorities take turns). A stream's next task starts only when
+ * every chunk of its head task finished. One mutex guards the pool: chunks
+ * are coarse (a slice of an op), so it is taken a few times per chunk. */
+#include "runtime/backend_impl.h"
+#include "runtime/log.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ops.h"
+
+typedef struct cpu_task {
+    struct cpu_task *next;
+    colo_cpu_task_fn fn;
+    int n_chunks;
+    int next_chunk; /* next chunk to hand out */
+    int done_chunks;
+    _Alignas(16) unsigned char args[COLO_CPU_TASK_ARGS_MAX];
+} cpu_task;
+
+typedef struct cpu_stream {
+    colo_stream *s;
+    struct cpu_pool *pool;
+    cpu_task *head, *tail; /* queued tasks, head running */
+    cpu_task *free_tasks;  /* reused task nodes */
+    int prio;
+    int unit_first, unit_count;
+    uint64_t enqueued;  /* tasks queued since creation */
+    uint64_t completed; /* tasks finished */
+    colo_status err;    /* first error since the last sync */
+} cpu_stream;
+
+typedef struct cpu_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* workers wait for chunks */
+    pthread_cond_t done_cv; /* sync/event waiters */
+    int n_threads;
+    pthread_t *threads;
+    bool stop;
+    cpu_stream **streams;
+    int n_streams, cap_streams;
+    unsigned rr; /* rotates ties between equal priorities */
+    size_t budget_bytes;
+    size_t held_bytes;
+    char name[128];
+} cpu_pool;
+
+static _Thread_local int tls_worker = -1;
+static _Thread_local cpu_stream *tls_stream;
+
+int colo_cpu_worker_index(void) { return tls_worker; }
+
+void colo_cpu_task_fail(colo_status st)
+{
+    cpu_stream *cs = tls_stream;
+    if (!cs || st == COLO_OK)
+        return;
+    pthread_mutex_lock(&cs->pool->mu);
+    if (cs->err == COLO_OK)
+        cs->err = st;
+    pthread_mutex_unlock(&cs->pool->mu);
+}
+
+/* ---- the pool ---------------------------------------------------------------- */
+
+static bool eligible(const cpu_stream *cs, int worker)
+{
+    return cs->unit_count == 0 || (worker >= cs->unit_first && worker < cs->unit_first + cs->unit_count);
+}
+
+/* Highest-priority stream with a chunk to hand out to worker; ties rotate. */
+static cpu_stream *pick_locked(cpu_pool *p, int worker)
+{
+    cpu_stream *best = NULL;
+    int n = p->n_streams;
+    for (int k = 0; k < n; k++) {
+        cpu_stream *cs = p->streams[(p->rr + (unsigned)k) % (unsigned)n];
+        cpu_task *t = cs->head;
+        if (!t || t->next_chunk >= t->n_chunks || !eligible(cs, worker))
+            continue;
+        if (!best || cs->prio > best->prio)
+            best = cs;
+    }
+    return best;
+}
+
+static void *worker_main(void *arg)
+{
+    cpu_pool *p = ((void **)arg)[0];
+    tls_worker = (int)(intptr_t)((void **)arg)[1];
+    free(arg);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        cpu_stream *cs;
+        while (!p->stop && !(cs = pick_locked(p, tls_worker)))
+            pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop)
+            break;
+        p->rr++;
+        cpu_task *t = cs->head;
+        int chunk = t->next_chunk++;
+        pthread_mutex_unlock(&p->mu);
+
+        tls_stream = cs;
+        t->fn(t->args, chunk, t->n_chunks);
+        tls_stream = NULL;
+
+        pthread_mutex_lock(&p->mu);
+        if (++t->done_chunks == t->n_chunks) {
+            cs->head = t->next;
+            if (!cs->head)
+                cs->tail = NULL;
+            t->next = cs->free_tasks;
+            cs->free_tasks = t;
+            cs->completed++;
+            pthread_cond_broadcast(&p->done_cv);
+            if (cs->head)
+                pthread_cond_broadcast(&p->work_cv);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *args, size_t args_size, int n_chunks)
+{
+    if (!s || !fn || n_chunks < 1 || args_size > COLO_CPU_TASK_ARGS_MAX || s->dev->kind != COLO_BACKEND_CPU)
+        return COLO_EINVAL;
+    cpu_stream *cs = s->ctx;
+    cpu_pool *p = cs->pool;
+    pthread_mutex_lock(&p->mu);
+    cpu_task *t = cs->free_tasks;
+    if (t) {
+        cs->free_tasks = t->next;
+    } else {
+        t = malloc(sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&p->mu);
+            return COLO_ENOMEM;
+        }
+    }
+    t->next = NULL;
+    t->fn = fn;
+    t->n_chunks = n_chunks;
+    t->next_chunk = 0;
+    t->done_chunks = 0;
+    if (args_size)
+        memcpy(t->args, args, args_size);
+    if (cs->tail)
+        cs->tail->next = t;
+    else
+        cs->head = t;
+    cs->tail = t;
+    cs->enqueued++;
+    if (cs->head == t)
+        pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    return COLO_OK;
+}
+
+int colo_cpu_stream_threads(const colo_stream *s)
+{
+    const cpu_stream *cs = s->ctx;
+    return cs->unit_count ? cs->unit_count : cs->pool->n_threads;
+}
+
+/* ---- device ------------------------------------------------------------------ */
+
+static void cpu_close(colo_device *dev)
+{
+    cpu_pool *p = dev->ctx;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    if (p->n_streams)
+        COLO_WARN("cpu device closed with %d streams open", p->n_streams);
+    free(p->threads);
+    free(p->streams);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    free(dev);
+}
+
+static colo_status cpu_get_info(colo_device *dev, colo_device_info *info)
+{
+    cpu_pool *p = dev->ctx;
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", p->name);
+    info->kind = COLO_BACKEND_CPU;
+    pthread_mutex_lock(&p->mu);
+    info->total_bytes = p->budget_bytes;
+    info->free_bytes = p->budget_bytes - p->held_bytes;
+    pthread_mutex_unlock(&p->mu);
+    info->prio_least = COLO_PRIO_LOW;
+    info->prio_greatest = COLO_PRIO_HIGH;
+    info->compute_units = p->n_threads;
+    info->can_partition = true;
+    return COLO_OK;
+}
+
+static colo_status cpu_buffer_alloc(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                    size_t errlen)
+{
+    cpu_pool *p = dev->ctx;
+    pthread_mutex_lock(&p->mu);
+    if (bytes > p->budget_bytes - p->held_bytes) {
+        size_t left = p->budget_bytes - p->held_bytes;
+        pthread_mutex_unlock(&p->mu);
+        colo_set_err(err, errlen, "cpu: %zu bytes asked, %zu left of the %zu-byte budget", bytes, left,
+                     p->budget_bytes);
+        return COLO_ENOMEM;
+    }
+    p->held_bytes += bytes;
+    pthread_mutex_unlock(&p->mu);
+    /* Reserved, not committed: pages are backed on first touch. */
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        pthread_mutex_lock(&p->mu);
+        p->held_bytes -= bytes;
+        pthread_mutex_unlock(&p->mu);
+        colo_set_err(err, errlen, "cpu: mmap of %zu bytes failed: %s", bytes, strerror(e));
+        return COLO_ENOMEM;
+    }
+    *ptr = m;
+    *handle = NULL;
+    return COLO_OK;
+}
+
+static void cpu_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *handle)
+{
+    (void)handle;
+    cpu_pool *p = dev->ctx;
+    munmap(ptr, bytes);
+    pthread_mutex_lock(&p->mu);
+    p->held_bytes -= bytes;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static colo_status cpu_stream_init(colo_device *dev, colo_stream *s, const colo_stream_config *cfg, char *err,
+                                   size_t errlen)
+{
+    cpu_pool *p = dev->ctx;
+    if (cfg->unit_count && cfg->unit_first + cfg->unit_count > p->n_threads) {
+        colo_set_err(err, errlen, "cpu: partition [%d, %d) outside the %d workers", cfg->unit_first,
+                     cfg->unit_first + cfg->unit_count, p->n_threads);
+        return COLO_EINVAL;
+    }
+    cpu_stream *cs = calloc(1, sizeof *cs);
+    if (!cs) {
+        colo_set_err(err, errlen, "cpu: out of host memory");
+        return COLO_ENOMEM;
+    }
+    cs->s = s;
+    cs->pool = p;
+    cs->prio = (int)cfg->priority;
+    cs->unit_first = cfg->unit_first;
+    cs->unit_count = cfg->unit_count;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_streams == p->cap_streams) {
+        int cap = p->cap_streams ? p->cap_streams * 2 : 8;
+        cpu_stream **ns = realloc(p->streams, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            pthread_mutex_unlock(&p->mu);
+            free(cs);
+            colo_set_err(err, errlen, "cpu: out of host memory");
+            return COLO_ENOMEM;
+        }
+        p->streams = ns;
+        p->cap_streams = cap;
+    }
+    p->streams[p->n_streams++] = cs;
+    pthread_mutex_unlock(&p->mu);
+    s->ctx = cs;
+    return COLO_OK;
+}
+
+static colo_status cpu_stream_sync(colo_stream *s)
+{
+    cpu_stream *cs = s->ctx;
+    cpu_pool *p = cs->pool;
+    pthread_mutex_lock(&p->mu);
+    while (cs->completed < cs->enqueued)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    colo_status st = cs->err;
+    cs->err = COLO_OK;
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+static colo_status cpu_stream_query(colo_stream *s)
+{
+    cpu_stream *cs = s->ctx;
+    pthread_mutex_lock(&cs->pool->mu);
+    bool done = cs->completed == cs->enqueued;
+    pthread_mutex_unlock(&cs->pool->mu);
+    return done ? COLO_OK : COLO_EAGAIN;
+}
+
+static void cpu_stream_fini(colo_stream *s)
+{
+    cpu_stream *cs = s->ctx;
+    cpu_pool *p = cs->pool;
+    cpu_stream_sync(s);
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n_streams; i++) {
+        if (p->streams[i] == cs) {
+            p->streams[i] = p->streams[--p->n_streams];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (cpu_task *t = cs->free_tasks, *nx; t; t = nx) {
+        nx = t->next;
+        free(t);
+    }
+    free(cs);
+}
+
+/* Copies and fills run as chunked tasks, in stream order. */
+typedef struct {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t bytes;
+    int byte;
+} copy_args;
+
+static void chunk_range(size_t n, int chunk, int n_chunks, size_t *lo, size_t *hi)
+{
+    *lo = n * (size_t)chunk / (size_t)n_chunks;
+    *hi = n * (size_t)(chunk + 1) / (size_t)n_chunks;
+}
+
+static void copy_task(const void *a, int chunk, int n_chunks)
+{
+    const copy_args *c = a;
+    size_t lo, hi;
+    chunk_range(c->bytes, chunk, n_chunks, &lo, &hi);
+    memmove(c->dst + lo, c->src + lo, hi - lo);
+}
+
+static void set_task(const void *a, int chunk, int n_chunks)
+{
+    const copy_args *c = a;
+    size_t lo, hi;
+    chunk_range(c->bytes, chunk, n_chunks, &lo, &hi);
+    memset(c->dst + lo, c->byte, hi - lo);
+}
+
+static int copy_chunks(colo_stream *s, size_t bytes)
+{
+    size_t n = bytes / (1u << 20); /* one chunk per MiB, at most one per worker */
+    int t = colo_cpu_stream_threads(s);
+    return n < 1 ? 1 : n > (size_t)t ? t : (int)n;
+}
+
+static colo_status cpu_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
+{
+    (void)kind;
+    copy_args a = {dst, src, bytes, 0};
+    /* Overlapping ranges would race between chunks: copy them in one. */
+    bool overlap = (const unsigned char *)dst < (const unsigned char *)src + bytes &&
+                   (const unsigned char *)src < (const unsigned char *)dst + bytes;
+    return colo_cpu_launch(s, copy_task, &a, sizeof a, overlap ? 1 : copy_chunks(s, bytes));
+}
+
+static colo_status cpu_memset_async(colo_stream *s, void *dst, int byte, size_t bytes)
+{
+    copy_args a = {dst, NULL, bytes, byte};
+    return colo_cpu_launch(s, set_task, &a, sizeof a, copy_chunks(s, bytes));
+}
+
+/* Events: a marker task stamps the time it ran. */
+typedef struct {
+    cpu_stream *cs;
+    uint64_t target; /* the stream's completed count once the marker ran */
+    uint64_t t_ns;
+    bool recorded;
+} cpu_event;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void marker_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    cpu_event *ev = *(cpu_event *const *)a;
+    __atomic_store_n(&ev->t_ns, mono_ns(), __ATOMIC_RELEASE);
+}
+
+static colo_status cpu_event_init(colo_device *dev, colo_event *ev, char *err, size_t errlen)
+{
+    (void)dev;
+    cpu_event *ce = calloc(1, sizeof *ce);
+    if (!ce) {
+        colo_set_err(err, errlen, "cpu: out of host memory");
+        return COLO_ENOMEM;
+    }
+    ev->ctx = ce;
+    return COLO_OK;
+}
+
+static void cpu_event_fini(colo_event *ev) { free(ev->ctx); }
+
+static colo_status cpu_event_record(colo_event *ev, colo_stream *s)
+{
+    cpu_event *ce = ev->ctx;
+    cpu_stream *cs = s->ctx;
+    pthread_mutex_lock(&cs->pool->mu);
+    ce->cs = cs;
+    ce->target = cs->enqueued + 1;
+    ce->recorded = true;
+    ce->t_ns = 0;
+    pthread_mutex_unlock(&cs->pool->mu);
+    return colo_cpu_launch(s, marker_task, &ce, sizeof ce, 1);
+}
+
+static colo_status cpu_event_query(colo_event *ev)
+{
+    cpu_event *ce = ev->ctx;
+    if (!ce->recorded)
+        return COLO_OK;
+    pthread_mutex_lock(&ce->cs->pool->mu);
+    bool done = ce->cs->completed >= ce->target;
+    pthread_mutex_unlock(&ce->cs->pool->mu);
+    return done ? COLO_OK : COLO_EAGAIN;
+}
+
+static colo_status cpu_event_sync(colo_event *ev)
+{
+    cpu_event *ce = ev->ctx;
+    if (!ce->recorded)
+        return COLO_OK;
+    cpu_pool *p = ce->cs->pool;
+    pthread_mutex_lock(&p->mu);
+    while (ce->cs->completed < ce->target)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return COLO_OK;
+}
+
+static colo_status cpu_event_elapsed_ms(colo_event *start, colo_event *end, float *ms)
+{
+    cpu_event *a = start->ctx, *b = end->ctx;
+    if (!a->recorded || !b->recorded || cpu_event_query(start) != COLO_OK || cpu_event_query(end) != COLO_OK)
+        return COLO_EAGAIN;
+    uint64_t ta = __atomic_load_n(&a->t_ns, __ATOMIC_ACQUIRE), tb = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
+    *ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
+    return COLO_OK;
+}
+
+static const colo_device_vtbl cpu_vtbl = {
+    .name = "cpu",
+    .close = cpu_close,
+    .get_info = cpu_get_info,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .stream_init = cpu_stream_init,
+    .stream_fini = cpu_stream_fini,
+    .stream_sync = cpu_stream_sync,
+    .stream_query = cpu_stream_query,
+    .memcpy_async = cpu_memcpy_async,
+    .memset_async = cpu_memset_async,
+    .event_init = cpu_event_init,
+    .event_fini = cpu_event_fini,
+    .event_record = cpu_event_record,
+    .event_query = cpu_event_query,
+    .event_sync = cpu_event_sync,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
+};
+
+static void cpu_model_name(char *out, size_t len)
+{
+    snprintf(out, len, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && c) {
+            c++;
+            while (*c == ' ')
+                c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(out, len, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size_t errlen)
+{
+    colo_device *dev = calloc(1, sizeof *dev);
+    cpu_pool *p = calloc(1, sizeof *p);
+    if (!dev || !p) {
+        colo_set_err(err, errlen, "cpu: out of host memory");
+        goto out_free;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    p->n_threads = cfg && cfg->cpu_threads > 0 ? cfg->cpu_threads : (cores > 0 ? (int)cores : 1);
+    size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    p->budget_bytes = cfg && cfg->cpu_memory_bytes ? cfg->cpu_memory_bytes : phys;
+    char model[96];
+    cpu_model_name(model, sizeof model);
+    snprintf(p->name, sizeof p->name, "%s (%d threads)", model, p->n_threads);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    /* The pool decides which model's work runs on which core; OpenBLAS must not
+     * start threads of its own inside a chunk. */
+    openblas_set_num_threads(1);
+    p->threads = calloc((size_t)p->n_threads, sizeof *p->threads);
+    if (!p->threads) {
+        colo_set_err(err, errlen, "cpu: out of host memory");
+        goto out_destroy;
+    }
+    for (int i = 0; i < p->n_threads; i++) {
+        void **arg = malloc(2 * sizeof *arg);
+        if (!arg) {
+            colo_set_err(err, errlen, "cpu: out of host memory");
+            goto out_stop;
+        }
+        arg[0] = p;
+        arg[1] = (void *)(intptr_t)i;
+        int rc = pthread_create(&p->threads[i], NULL, worker_main, arg);
+        if (rc) {
+            free(arg);
+            colo_set_err(err, errlen, "cpu: cannot start worker %d: %s", i, strerror(rc));
+            p->n_threads = i;
+            goto out_stop;
+        }
+    }
+    dev->vt = &cpu_vtbl;
+    dev->ops = &colo_cpu_ops;
+    dev->kind = COLO_BACKEND_CPU;
+    dev->ctx = p;
+    return dev;
+
+out_stop:
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++)
+        if (p->threads[i])
+            pthread_join(p->threads[i], NULL);
+    free(p->threads);
+out_destroy:
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+out_free:
+    free(p);
+    free(dev);
+    return NULL;
+}
