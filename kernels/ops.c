@@ -1,0 +1,229 @@
+/* Dtype facts and the op dispatchers: argument checks, then the backend. */
+#include "kernels/ops.h"
+
+#include "runtime/backend_impl.h"
+
+const char *colo_dtype_name(colo_dtype t)
+{
+    switch (t) {
+    case COLO_F32: return "f32";
+    case COLO_F16: return "f16";
+    case COLO_BF16: return "bf16";
+    case COLO_Q4_0: return "q4_0";
+    case COLO_Q4_1: return "q4_1";
+    case COLO_Q8_0: return "q8_0";
+    case COLO_Q6_K: return "q6_k";
+    case COLO_I32: return "i32";
+    }
+    return NULL;
+}
+
+int colo_dtype_block_elems(colo_dtype t)
+{
+    switch (t) {
+    case COLO_F32: case COLO_F16: case COLO_BF16: case COLO_I32: return 1;
+    case COLO_Q4_0: case COLO_Q4_1: case COLO_Q8_0: return 32;
+    case COLO_Q6_K: return 256;
+    }
+    return 0;
+}
+
+size_t colo_dtype_block_bytes(colo_dtype t)
+{
+    switch (t) {
+    case COLO_F32: case COLO_I32: return 4;
+    case COLO_F16: case COLO_BF16: return 2;
+    case COLO_Q4_0: return 18;  /* fp16 d + 16 bytes */
+    case COLO_Q4_1: return 20;  /* fp16 d, fp16 m + 16 bytes */
+    case COLO_Q8_0: return 34;  /* fp16 d + 32 int8 */
+    case COLO_Q6_K: return 210; /* ql[128], qh[64], int8 scales[16], fp16 d */
+    }
+    return 0;
+}
+
+size_t colo_dtype_row_bytes(colo_dtype t, int64_t n)
+{
+    int be = colo_dtype_block_elems(t);
+    if (!be || n < 0 || n % be)
+        return 0;
+    return (size_t)(n / be) * colo_dtype_block_bytes(t);
+}
+
+bool colo_dtype_is_weight(colo_dtype t)
+{
+    return t == COLO_F32 || t == COLO_F16 || t == COLO_BF16 || t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 ||
+           t == COLO_Q6_K;
+}
+
+#define OPS(s) ((s) ? colo_device_ops(colo_stream_device(s)) : NULL)
+#define DISPATCH(s, slot, ...)                                                                                   \
+    do {                                                                                                         \
+        const colo_ops *ops_ = OPS(s);                                                                           \
+        if (!ops_)                                                                                               \
+            return COLO_EINVAL;                                                                                  \
+        if (!ops_->slot)                                                                                         \
+            return COLO_EUNSUPPORTED;                                                                            \
+        return ops_->slot(s, __VA_ARGS__);                                                                       \
+    } while (0)
+
+colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
+                           int x_stride, float *y, int y_stride, int m, int n, int k)
+{
+    if (!w || !x || !y || m <= 0 || n <= 0 || k <= 0 || x_stride < 0 || y_stride < 0 ||
+        (x_stride && x_stride < k) || (y_stride && y_stride < n))
+        return COLO_EINVAL;
+    if (!colo_dtype_is_weight(w_type))
+        return COLO_EUNSUPPORTED;
+    if (k % colo_dtype_block_elems(w_type))
+        return COLO_EINVAL;
+    DISPATCH(s, linear, w, w_type, bias, x, x_stride, y, y_stride, m, n, k);
+}
+
+colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                         const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
+                         colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch)
+{
+    if (!a || !b || !c || m <= 0 || n <= 0 || k <= 0 || batch <= 0 || ldc < n || lda < (trans_a ? m : k) ||
+        ldb < (trans_b ? k : n) || stride_a < 0 || stride_b < 0 || stride_c < 0)
+        return COLO_EINVAL;
+    if (ab_type != COLO_F32 && ab_type != COLO_F16)
+        return COLO_EUNSUPPORTED;
+    DISPATCH(s, gemm, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, ab_type, beta, c, ldc,
+             stride_c, batch);
+}
+
+colo_status colo_op_dequantize(colo_stream *s, const void *src, colo_dtype src_type, void *dst,
+                               colo_dtype dst_type, int64_t n)
+{
+    if (!src || !dst || n <= 0)
+        return COLO_EINVAL;
+    if (!colo_dtype_is_weight(src_type) || (dst_type != COLO_F32 && dst_type != COLO_F16))
+        return COLO_EUNSUPPORTED;
+    if (n % colo_dtype_block_elems(src_type))
+        return COLO_EINVAL;
+    DISPATCH(s, dequantize, src, src_type, dst, dst_type, n);
+}
+
+colo_status colo_op_get_rows(colo_stream *s, const void *table, colo_dtype type, int64_t n_rows, int row_len,
+                             const int32_t *ids, int n_ids, float *out)
+{
+    if (!table || !ids || !out || n_rows <= 0 || row_len <= 0 || n_ids <= 0)
+        return COLO_EINVAL;
+    if (!colo_dtype_is_weight(type))
+        return COLO_EUNSUPPORTED;
+    if (row_len % colo_dtype_block_elems(type))
+        return COLO_EINVAL;
+    DISPATCH(s, get_rows, table, type, n_rows, row_len, ids, n_ids, out);
+}
+
+colo_status colo_op_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps)
+{
+    if (!x || !w || !y || rows <= 0 || n <= 0 || !(eps >= 0))
+        return COLO_EINVAL;
+    DISPATCH(s, rmsnorm, x, w, y, rows, n, eps);
+}
+
+colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
+                              int rows, int n, float eps)
+{
+    if (!x || !gamma || !beta || !y || rows <= 0 || n <= 0 || !(eps >= 0))
+        return COLO_EINVAL;
+    DISPATCH(s, layernorm, x, gamma, beta, y, rows, n, eps);
+}
+
+colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
+                         int head_dim, int n_rot, float freq_base)
+{
+    if (!x || !pos || rows <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot <= 0 || n_rot > head_dim || n_rot % 2 ||
+        !(freq_base > 0) || x_stride < 0 || (x_stride && x_stride < n_heads * head_dim))
+        return COLO_EINVAL;
+    DISPATCH(s, rope, x, x_stride, pos, rows, n_heads, head_dim, n_rot, freq_base);
+}
+
+colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float scale)
+{
+    if (!x || rows <= 0 || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, softmax, x, rows, n, scale);
+}
+
+colo_status colo_op_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n)
+{
+    if (!gate || !up || !out || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, swiglu, gate, up, out, n);
+}
+
+colo_status colo_op_silu(colo_stream *s, const float *x, float *y, int64_t n)
+{
+    if (!x || !y || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, silu, x, y, n);
+}
+
+colo_status colo_op_gelu(colo_stream *s, const float *x, float *y, int64_t n)
+{
+    if (!x || !y || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, gelu, x, y, n);
+}
+
+colo_status colo_op_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n)
+{
+    if (!a || !b || !out || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, add, a, b, out, n);
+}
+
+colo_status colo_op_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
+                             void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,
+                             int kv_dim)
+{
+    if (!k || !v || !k_cache || !v_cache || !slot || n_tokens <= 0 || kv_dim <= 0 || k_stride < 0 ||
+        v_stride < 0 || (k_stride && k_stride < kv_dim) || (v_stride && v_stride < kv_dim))
+        return COLO_EINVAL;
+    if (kv_type != COLO_F32 && kv_type != COLO_F16)
+        return COLO_EUNSUPPORTED;
+    DISPATCH(s, kv_store, k, k_stride, v, v_stride, k_cache, v_cache, kv_type, slot, n_tokens, kv_dim);
+}
+
+colo_status colo_op_attention(colo_stream *s, const colo_attn_desc *d, const float *q, const void *k_cache,
+                              const void *v_cache, float *out)
+{
+    if (!d || !q || !k_cache || !v_cache || !out || d->n_tokens <= 0 || d->n_head <= 0 || d->n_kv_head <= 0 ||
+        d->n_head % d->n_kv_head || d->head_dim <= 0 || d->block_size <= 0 || d->max_blocks <= 0 ||
+        d->max_pos < 0 || d->max_pos >= d->max_blocks * d->block_size || !d->tok_seq || !d->tok_pos ||
+        !d->block_table || d->q_stride < 0 || (d->q_stride && d->q_stride < d->n_head * d->head_dim))
+        return COLO_EINVAL;
+    if (d->kv_type != COLO_F32 && d->kv_type != COLO_F16)
+        return COLO_EUNSUPPORTED;
+    DISPATCH(s, attention, d, q, k_cache, v_cache, out);
+}
+
+colo_status colo_op_attention_bidir(colo_stream *s, const float *q, int q_stride, const float *k, int k_stride,
+                                    const float *v, int v_stride, float *out, const int32_t *len, int batch,
+                                    int seq, int n_head, int head_dim, float scale)
+{
+    int hd = n_head * head_dim;
+    if (!q || !k || !v || !out || !len || batch <= 0 || seq <= 0 || n_head <= 0 || head_dim <= 0 ||
+        q_stride < 0 || k_stride < 0 || v_stride < 0 || (q_stride && q_stride < hd) ||
+        (k_stride && k_stride < hd) || (v_stride && v_stride < hd))
+        return COLO_EINVAL;
+    DISPATCH(s, attention_bidir, q, q_stride, k, k_stride, v, v_stride, out, len, batch, seq, n_head, head_dim,
+             scale);
+}
+
+colo_status colo_op_mean_pool(colo_stream *s, const float *x, const int32_t *len, float *out, int batch, int seq,
+                              int d)
+{
+    if (!x || !len || !out || batch <= 0 || seq <= 0 || d <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, mean_pool, x, len, out, batch, seq, d);
+}
+
+colo_status colo_op_l2norm(colo_stream *s, float *x, int rows, int n)
+{
+    if (!x || rows <= 0 || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, l2norm, x, rows, n);
+}

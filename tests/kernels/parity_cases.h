@@ -1,0 +1,615 @@
+/* Parity cases: every op of kernels/ops.h on one device against a float64
+ * reference computed here, on fresh random inputs. Included by
+ * test_ops_parity.c (CPU) and test_ops_parity_cuda.c (CUDA).
+ *
+ * Tolerances (|got - ref| <= bound):
+ *   element-wise, norms, softmax, rope, pooling:  1e-5 * scale + 1e-6
+ *   linear / gemm, F32 weights:  1e-5 * sum|w x|
+ *   linear, F16/BF16/quantized weights:  1e-5 * sum|w x| against the
+ *     dequantized weights (the weight rounding is part of the reference)
+ *   linear with 8-bit-quantized activations (Q4_0/Q4_1/Q8_0 weights, few
+ *     rows): plus ||w||_2 * sqrt(sum over blocks of 32 (amax_b / 254)^2),
+ *     the largest error rounding x to 8 bits can cause
+ *   attention: 1e-4 with F32 caches, 2e-3 with F16 caches (values rounded)
+ *   gemm with F16 inputs: 1e-5 * sum|a b| (inputs exact in F16)
+ * Every output buffer is poisoned with NaN before the op runs, so an element
+ * the op does not write fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+static uint64_t rng_state;
+
+static void rng_seed_from_env(void)
+{
+    const char *e = getenv("COLO_TEST_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 0) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
+    printf("parity: seed %llu (set COLO_TEST_SEED=%llu to replay)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    rng_state = seed * 2654435761u + 1;
+}
+
+static uint64_t rng_u64(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static float rng_uniform(void) { return (float)((rng_u64() >> 11) * (1.0 / 9007199254740992.0)); }
+static float rng_normal(void)
+{
+    float u = rng_uniform() + 1e-7f, v = rng_uniform();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+static void fill_normal(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_normal() * scale;
+}
+
+/* ---- device memory helpers ---------------------------------------------------------- */
+
+typedef struct {
+    colo_device *dev;
+    colo_stream *s;
+    colo_buffer *bufs[64];
+    int n_bufs;
+} ctx_t;
+
+static void *dalloc(ctx_t *c, size_t bytes)
+{
+    char err[256];
+    colo_buffer *b = colo_buffer_alloc(c->dev, bytes ? bytes : 4, err, sizeof err);
+    assert_non_null(b);
+    c->bufs[c->n_bufs++] = b;
+    return colo_buffer_ptr(b);
+}
+
+static void *dput(ctx_t *c, const void *host, size_t bytes)
+{
+    void *d = dalloc(c, bytes);
+    assert_int_equal(colo_memcpy_h2d(c->s, d, host, bytes), COLO_OK);
+    return d;
+}
+
+/* A NaN-poisoned output buffer. */
+static void *dpoison(ctx_t *c, size_t bytes)
+{
+    void *d = dalloc(c, bytes);
+    assert_int_equal(colo_memset(c->s, d, 0xff, bytes), COLO_OK);
+    return d;
+}
+
+static void dget(ctx_t *c, void *host, const void *dev, size_t bytes)
+{
+    assert_int_equal(colo_memcpy_d2h(c->s, host, dev, bytes), COLO_OK);
+    assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+}
+
+static void dfree_all(ctx_t *c)
+{
+    colo_stream_sync(c->s);
+    for (int i = 0; i < c->n_bufs; i++)
+        colo_buffer_free(c->bufs[i]);
+    c->n_bufs = 0;
+}
+
+static void check_close(const char *what, const float *got, const double *ref, const double *bound, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        if (!(err <= bound[i])) {
+            fail_msg("%s: element %lld: got %.9g, reference %.9g, error %.3g > bound %.3g", what, (long long)i,
+                     (double)got[i], ref[i], err, bound[i]);
+        }
+    }
+}
+
+static void check_close_uniform(const char *what, const float *got, const double *ref, int64_t n, double rel,
+                                double abs_tol)
+{
+    double *b = malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; i < n; i++)
+        b[i] = rel * fabs(ref[i]) + abs_tol;
+    check_close(what, got, ref, b, n);
+    free(b);
+}
+
+/* ---- weights of every dtype ------------------------------------------------------------ */
+
+/* Random weights (n, k) of type t; *deq gets the exact values they hold. */
+static void *make_weights(colo_dtype t, int n, int k, float **deq)
+{
+    size_t rb = colo_dtype_row_bytes(t, k);
+    unsigned char *w = malloc(rb * (size_t)n);
+    *deq = malloc((size_t)n * k * sizeof(float));
+    float *row = malloc((size_t)k * sizeof(float));
+    for (int r = 0; r < n; r++) {
+        unsigned char *wr = w + rb * (size_t)r;
+        if (t == COLO_Q6_K) {
+            /* Any bytes are a valid Q6_K block once d is a small finite half. */
+            for (size_t i = 0; i < rb; i++)
+                wr[i] = (unsigned char)rng_u64();
+            for (int b = 0; b < k / 256; b++) {
+                colo_blk_q6_k *q = (colo_blk_q6_k *)wr + b;
+                q->d = colo_f32_to_fp16(0.001f + 0.004f * rng_uniform());
+            }
+        } else {
+            fill_normal(row, k, 0.5f);
+            assert_int_equal(colo_quantize_row(t, row, wr, k), COLO_OK);
+        }
+        colo_dequantize_row(t, wr, *deq + (size_t)r * k, k);
+    }
+    free(row);
+    return w;
+}
+
+static double qerr_bound(const float *x, int k)
+{
+    double s = 0;
+    for (int b = 0; b < k / 32; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fabs(x[b * 32 + j]) > amax ? fabs(x[b * 32 + j]) : amax;
+        s += 32 * (amax / 254) * (amax / 254);
+    }
+    return sqrt(s);
+}
+
+static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k, bool bias)
+{
+    float *wd;
+    void *w = make_weights(t, n, k, &wd);
+    float *x = malloc((size_t)m * k * sizeof(float));
+    float *b = malloc((size_t)n * sizeof(float));
+    fill_normal(x, (int64_t)m * k, 1.0f);
+    fill_normal(b, n, 1.0f);
+    int xs = k + 3, ys = n + 5; /* strided rows */
+    float *xpad = calloc((size_t)m * xs, sizeof(float));
+    for (int i = 0; i < m; i++)
+        memcpy(xpad + (size_t)i * xs, x + (size_t)i * k, (size_t)k * sizeof(float));
+    void *dw = dput(c, w, colo_dtype_row_bytes(t, k) * (size_t)n);
+    float *dx = dput(c, xpad, (size_t)m * xs * sizeof(float));
+    float *db = bias ? dput(c, b, (size_t)n * sizeof(float)) : NULL;
+    float *dy = dpoison(c, (size_t)m * ys * sizeof(float));
+    assert_int_equal(colo_op_linear(c->s, dw, t, db, dx, xs, dy, ys, m, n, k), COLO_OK);
+    float *y = malloc((size_t)m * ys * sizeof(float));
+    dget(c, y, dy, (size_t)m * ys * sizeof(float));
+    bool int8 = m < 8 && (t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0);
+    double *ref = malloc((size_t)m * n * sizeof(double)), *bound = malloc((size_t)m * n * sizeof(double));
+    float *got = malloc((size_t)m * n * sizeof(float));
+    for (int i = 0; i < m; i++) {
+        double qe = int8 ? qerr_bound(x + (size_t)i * k, k) : 0;
+        for (int r = 0; r < n; r++) {
+            double acc = 0, mag = 0, wn = 0;
+            for (int j = 0; j < k; j++) {
+                double wv = wd[(size_t)r * k + j], xv = x[(size_t)i * k + j];
+                acc += wv * xv;
+                mag += fabs(wv * xv);
+                wn += wv * wv;
+            }
+            if (bias)
+                acc += b[r];
+            ref[(size_t)i * n + r] = acc;
+            bound[(size_t)i * n + r] = 1e-5 * (mag + (bias ? fabs(b[r]) : 0)) + sqrt(wn) * qe * 1.001 + 1e-6;
+            got[(size_t)i * n + r] = y[(size_t)i * ys + r];
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "linear %s m=%d n=%d k=%d%s", colo_dtype_name(t), m, n, k, bias ? " +bias" : "");
+    check_close(what, got, ref, bound, (int64_t)m * n);
+    free(w), free(wd), free(x), free(b), free(xpad), free(y), free(ref), free(bound), free(got);
+    dfree_all(c);
+}
+
+static void test_linear_all_types(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    const int shapes[][3] = {{1, 1, 256}, {1, 67, 512}, {3, 5, 256}, {7, 130, 256}, {17, 67, 512}, {33, 129, 256}};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            case_linear(c, types[t], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 1);
+}
+
+static void test_gemm(void **state)
+{
+    ctx_t *c = *state;
+    for (int type = 0; type < 2; type++) {
+        colo_dtype t = type ? COLO_F16 : COLO_F32;
+        size_t es = type ? 2 : 4;
+        for (int tr = 0; tr < 4; tr++) {
+            bool ta = tr & 1, tb = tr & 2;
+            int m = 5 + (int)(rng_u64() % 20), n = 3 + (int)(rng_u64() % 20), k = 4 + (int)(rng_u64() % 40),
+                batch = 3;
+            int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+            int lda = ac + 2, ldb = bc + 1, ldc = n + 3;
+            int64_t sa = (int64_t)ar * lda + 7, sb = (int64_t)br * ldb + 5, sc = (int64_t)m * ldc + 2;
+            float *a = malloc((size_t)(sa * batch) * 4), *b = malloc((size_t)(sb * batch) * 4);
+            fill_normal(a, sa * batch, 1), fill_normal(b, sb * batch, 1);
+            if (type) { /* values exact in F16 */
+                for (int64_t i = 0; i < sa * batch; i++)
+                    a[i] = colo_fp16_to_f32(colo_f32_to_fp16(a[i]));
+                for (int64_t i = 0; i < sb * batch; i++)
+                    b[i] = colo_fp16_to_f32(colo_f32_to_fp16(b[i]));
+            }
+            void *ha = malloc((size_t)(sa * batch) * es), *hb = malloc((size_t)(sb * batch) * es);
+            colo_quantize_row(t, a, ha, sa * batch);
+            colo_quantize_row(t, b, hb, sb * batch);
+            float *c0 = malloc((size_t)(sc * batch) * 4);
+            fill_normal(c0, sc * batch, 1);
+            float alpha = 0.5f + rng_uniform(), beta = rng_uniform();
+            void *da = dput(c, ha, (size_t)(sa * batch) * es), *db = dput(c, hb, (size_t)(sb * batch) * es);
+            float *dc = dput(c, c0, (size_t)(sc * batch) * 4);
+            assert_int_equal(colo_op_gemm(c->s, ta, tb, m, n, k, alpha, da, lda, sa, db, ldb, sb, t, beta, dc, ldc,
+                                          sc, batch),
+                             COLO_OK);
+            float *cg = malloc((size_t)(sc * batch) * 4);
+            dget(c, cg, dc, (size_t)(sc * batch) * 4);
+            int64_t cnt = (int64_t)batch * m * n;
+            double *ref = malloc((size_t)cnt * 8), *bound = malloc((size_t)cnt * 8);
+            float *got = malloc((size_t)cnt * 4);
+            int64_t idx = 0;
+            for (int bi = 0; bi < batch; bi++)
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++, idx++) {
+                        double acc = 0, mag = 0;
+                        for (int l = 0; l < k; l++) {
+                            double av = ta ? a[bi * sa + (int64_t)l * lda + i] : a[bi * sa + (int64_t)i * lda + l];
+                            double bv = tb ? b[bi * sb + (int64_t)j * ldb + l] : b[bi * sb + (int64_t)l * ldb + j];
+                            acc += av * bv;
+                            mag += fabs(av * bv);
+                        }
+                        double cv = c0[bi * sc + (int64_t)i * ldc + j];
+                        ref[idx] = alpha * acc + beta * cv;
+                        bound[idx] = 1e-5 * (alpha * mag + fabs(beta * cv)) + 1e-6;
+                        got[idx] = cg[bi * sc + (int64_t)i * ldc + j];
+                    }
+            char what[64];
+            snprintf(what, sizeof what, "gemm %s ta=%d tb=%d", colo_dtype_name(t), ta, tb);
+            check_close(what, got, ref, bound, cnt);
+            free(a), free(b), free(ha), free(hb), free(c0), free(cg), free(ref), free(bound), free(got);
+            dfree_all(c);
+        }
+    }
+}
+
+static void test_dequantize_and_get_rows(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        int rows = 9, k = 512;
+        float *wd;
+        void *w = make_weights(types[t], rows, k, &wd);
+        size_t bytes = colo_dtype_row_bytes(types[t], k) * rows;
+        void *dw = dput(c, w, bytes);
+        float *d32 = dpoison(c, (size_t)rows * k * 4);
+        uint16_t *d16 = dpoison(c, (size_t)rows * k * 2);
+        assert_int_equal(colo_op_dequantize(c->s, dw, types[t], d32, COLO_F32, (int64_t)rows * k), COLO_OK);
+        assert_int_equal(colo_op_dequantize(c->s, dw, types[t], d16, COLO_F16, (int64_t)rows * k), COLO_OK);
+        int32_t ids[5] = {8, 0, 3, 3, 7};
+        int32_t *dids = dput(c, ids, sizeof ids);
+        float *dg = dpoison(c, 5 * (size_t)k * 4);
+        assert_int_equal(colo_op_get_rows(c->s, dw, types[t], rows, k, dids, 5, dg), COLO_OK);
+        float *h32 = malloc((size_t)rows * k * 4), *g = malloc(5 * (size_t)k * 4);
+        uint16_t *h16 = malloc((size_t)rows * k * 2);
+        dget(c, h32, d32, (size_t)rows * k * 4);
+        dget(c, h16, d16, (size_t)rows * k * 2);
+        dget(c, g, dg, 5 * (size_t)k * 4);
+        for (int64_t i = 0; i < (int64_t)rows * k; i++) {
+            if (h32[i] != wd[i])
+                fail_msg("dequantize %s -> f32: element %lld: %g != %g", colo_dtype_name(types[t]), (long long)i,
+                         h32[i], wd[i]);
+            if (h16[i] != colo_f32_to_fp16(wd[i]))
+                fail_msg("dequantize %s -> f16: element %lld", colo_dtype_name(types[t]), (long long)i);
+        }
+        for (int r = 0; r < 5; r++)
+            if (memcmp(g + (size_t)r * k, wd + (size_t)ids[r] * k, (size_t)k * 4))
+                fail_msg("get_rows %s: row %d", colo_dtype_name(types[t]), r);
+        /* An id out of range is reported by the stream. */
+        int32_t bad[2] = {1, rows};
+        int32_t *dbad = dput(c, bad, sizeof bad);
+        assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+        assert_int_equal(colo_op_get_rows(c->s, dw, types[t], rows, k, dbad, 2, dg), COLO_OK);
+        assert_int_equal(colo_stream_sync(c->s), COLO_EINVAL);
+        free(w), free(wd), free(h32), free(h16), free(g);
+        dfree_all(c);
+    }
+}
+
+typedef enum { RW_RMS, RW_LAYER, RW_SOFTMAX, RW_L2 } rw_kind;
+
+static void case_rows(ctx_t *c, rw_kind kind, int rows, int n)
+{
+    float *x = malloc((size_t)rows * n * 4), *w = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    fill_normal(x, (int64_t)rows * n, 2.0f), fill_normal(w, n, 1.0f), fill_normal(b, n, 1.0f);
+    float eps = 1e-5f, scale = 0.7f;
+    float *dx = dput(c, x, (size_t)rows * n * 4), *dw = dput(c, w, (size_t)n * 4), *db = dput(c, b, (size_t)n * 4);
+    float *dy = kind == RW_SOFTMAX || kind == RW_L2 ? dx : dpoison(c, (size_t)rows * n * 4);
+    colo_status st = kind == RW_RMS     ? colo_op_rmsnorm(c->s, dx, dw, dy, rows, n, eps)
+                     : kind == RW_LAYER ? colo_op_layernorm(c->s, dx, dw, db, dy, rows, n, eps)
+                     : kind == RW_SOFTMAX ? colo_op_softmax(c->s, dx, rows, n, scale)
+                                          : colo_op_l2norm(c->s, dx, rows, n);
+    assert_int_equal(st, COLO_OK);
+    float *y = malloc((size_t)rows * n * 4);
+    dget(c, y, dy, (size_t)rows * n * 4);
+    double *ref = malloc((size_t)rows * n * 8);
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        double *o = ref + (size_t)r * n, s1 = 0, s2 = 0, mx = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            s1 += xr[j];
+            s2 += (double)xr[j] * xr[j];
+            mx = scale * xr[j] > mx ? scale * xr[j] : mx;
+        }
+        double mean = s1 / n, var = s2 / n - mean * mean, se = 0;
+        for (int j = 0; j < n; j++)
+            se += exp(scale * xr[j] - mx);
+        for (int j = 0; j < n; j++) {
+            switch (kind) {
+            case RW_RMS: o[j] = xr[j] / sqrt(s2 / n + eps) * w[j]; break;
+            case RW_LAYER: o[j] = (xr[j] - mean) / sqrt(var + eps) * w[j] + b[j]; break;
+            case RW_SOFTMAX: o[j] = exp(scale * xr[j] - mx) / se; break;
+            case RW_L2: o[j] = xr[j] / sqrt(s2); break;
+            }
+        }
+    }
+    static const char *names[] = {"rmsnorm", "layernorm", "softmax", "l2norm"};
+    check_close_uniform(names[kind], y, ref, (int64_t)rows * n, 1e-5, 1e-6);
+    free(x), free(w), free(b), free(y), free(ref);
+    dfree_all(c);
+}
+
+static void test_row_ops(void **state)
+{
+    ctx_t *c = *state;
+    const int shapes[][2] = {{1, 1}, {3, 7}, {64, 576}, {5, 1000}};
+    for (int k = 0; k < 4; k++)
+        for (int s = 0; s < 4; s++)
+            case_rows(c, (rw_kind)k, shapes[s][0], shapes[s][1]);
+}
+
+static void test_elementwise(void **state)
+{
+    ctx_t *c = *state;
+    for (int op = 0; op < 4; op++) {
+        int64_t n = 1 + (int64_t)(rng_u64() % 5000);
+        float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+        fill_normal(a, n, 3.0f), fill_normal(b, n, 3.0f);
+        float *da = dput(c, a, (size_t)n * 4), *db = dput(c, b, (size_t)n * 4), *dy = dpoison(c, (size_t)n * 4);
+        colo_status st = op == 0   ? colo_op_swiglu(c->s, da, db, dy, n)
+                         : op == 1 ? colo_op_silu(c->s, da, dy, n)
+                         : op == 2 ? colo_op_gelu(c->s, da, dy, n)
+                                   : colo_op_add(c->s, da, db, dy, n);
+        assert_int_equal(st, COLO_OK);
+        dget(c, y, dy, (size_t)n * 4);
+        double *ref = malloc((size_t)n * 8);
+        for (int64_t i = 0; i < n; i++) {
+            double x = a[i], silu = x / (1 + exp(-x));
+            ref[i] = op == 0 ? silu * b[i] : op == 1 ? silu : op == 2 ? 0.5 * x * (1 + erf(x / sqrt(2.0))) : x + b[i];
+        }
+        static const char *names[] = {"swiglu", "silu", "gelu", "add"};
+        check_close_uniform(names[op], y, ref, n, 1e-5, 1e-6);
+        free(a), free(b), free(y), free(ref);
+        dfree_all(c);
+    }
+}
+
+static void test_rope(void **state)
+{
+    ctx_t *c = *state;
+    int rows = 7, heads = 3, hd = 64, stride = heads * hd + 10;
+    for (int variant = 0; variant < 2; variant++) {
+        int n_rot = variant ? 32 : hd;
+        float base = variant ? 100000.0f : 10000.0f;
+        float *x = malloc((size_t)rows * stride * 4);
+        fill_normal(x, (int64_t)rows * stride, 1.0f);
+        int32_t pos[7] = {0, 1, 5, 100, 2047, 3, 8191};
+        float *dx = dput(c, x, (size_t)rows * stride * 4);
+        int32_t *dp = dput(c, pos, sizeof pos);
+        assert_int_equal(colo_op_rope(c->s, dx, stride, dp, rows, heads, hd, n_rot, base), COLO_OK);
+        float *y = malloc((size_t)rows * stride * 4);
+        dget(c, y, dx, (size_t)rows * stride * 4);
+        double *ref = malloc((size_t)rows * stride * 8);
+        for (int r = 0; r < rows; r++)
+            for (int h = 0; h < heads; h++)
+                for (int d = 0; d < hd; d += 2) {
+                    size_t i = (size_t)r * stride + (size_t)h * hd + d;
+                    double a = x[i], b = x[i + 1];
+                    if (d < n_rot) {
+                        double th = pos[r] * pow(base, -(double)d / n_rot);
+                        ref[i] = a * cos(th) - b * sin(th);
+                        ref[i + 1] = a * sin(th) + b * cos(th);
+                    } else {
+                        ref[i] = a, ref[i + 1] = b;
+                    }
+                }
+        for (int r = 0; r < rows; r++) /* padding between rows untouched */
+            for (int j = heads * hd; j < stride; j++)
+                ref[(size_t)r * stride + j] = x[(size_t)r * stride + j];
+        check_close_uniform("rope", y, ref, (int64_t)rows * stride, 1e-5, 2e-5);
+        free(x), free(y), free(ref);
+        dfree_all(c);
+    }
+}
+
+/* Paged GQA attention: sequences of different lengths whose blocks are
+ * scattered through the cache; K/V written with kv_store. */
+static void case_attention(ctx_t *c, colo_dtype kv_type)
+{
+    enum { NSEQ = 3, BS = 4, MAXB = 8, NBLK = NSEQ * MAXB };
+    int n_head = 6, n_kv = 2, hd = 16, kv_dim = n_kv * hd;
+    int lens[NSEQ] = {1, 13, 29};
+    int32_t table[NSEQ * MAXB];
+    int perm[NBLK];
+    for (int i = 0; i < NBLK; i++)
+        perm[i] = i;
+    for (int i = NBLK - 1; i > 0; i--) {
+        int j = (int)(rng_u64() % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int i = 0; i < NSEQ * MAXB; i++)
+        table[i] = perm[i];
+    int total = 0;
+    for (int s = 0; s < NSEQ; s++)
+        total += lens[s];
+    float *k = malloc((size_t)total * kv_dim * 4), *v = malloc((size_t)total * kv_dim * 4);
+    fill_normal(k, (int64_t)total * kv_dim, 1), fill_normal(v, (int64_t)total * kv_dim, 1);
+    if (kv_type == COLO_F16)
+        for (int64_t i = 0; i < (int64_t)total * kv_dim; i++)
+            k[i] = colo_fp16_to_f32(colo_f32_to_fp16(k[i])), v[i] = colo_fp16_to_f32(colo_f32_to_fp16(v[i]));
+    int32_t *slot = malloc((size_t)total * 4), *tseq = malloc((size_t)total * 4), *tpos = malloc((size_t)total * 4);
+    for (int s = 0, t = 0; s < NSEQ; s++)
+        for (int p = 0; p < lens[s]; p++, t++) {
+            slot[t] = table[s * MAXB + p / BS] * BS + p % BS;
+            tseq[t] = s, tpos[t] = p;
+        }
+    size_t es = kv_type == COLO_F16 ? 2 : 4, cache_bytes = (size_t)NBLK * BS * kv_dim * es;
+    void *kc = dpoison(c, cache_bytes), *vc = dpoison(c, cache_bytes);
+    float *dk = dput(c, k, (size_t)total * kv_dim * 4), *dv = dput(c, v, (size_t)total * kv_dim * 4);
+    int32_t *dslot = dput(c, slot, (size_t)total * 4);
+    assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, kv_type, dslot, total, kv_dim), COLO_OK);
+    /* Queries: every token of every sequence (prefill and decode alike). */
+    float *q = malloc((size_t)total * n_head * hd * 4);
+    fill_normal(q, (int64_t)total * n_head * hd, 1);
+    float *dq = dput(c, q, (size_t)total * n_head * hd * 4), *dout = dpoison(c, (size_t)total * n_head * hd * 4);
+    colo_attn_desc d = {.n_tokens = total, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
+                        .max_blocks = MAXB, .max_pos = 28, .scale = 1.0f / sqrtf((float)hd), .kv_type = kv_type,
+                        .tok_seq = dput(c, tseq, (size_t)total * 4), .tok_pos = dput(c, tpos, (size_t)total * 4),
+                        .block_table = dput(c, table, sizeof table)};
+    assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
+    float *out = malloc((size_t)total * n_head * hd * 4);
+    dget(c, out, dout, (size_t)total * n_head * hd * 4);
+    double *ref = malloc((size_t)total * n_head * hd * 8);
+    int base = 0;
+    for (int s = 0; s < NSEQ; base += lens[s], s++)
+        for (int p = 0; p < lens[s]; p++)
+            for (int h = 0; h < n_head; h++) {
+                int t = base + p, kvh = h / (n_head / n_kv);
+                double sc[64], mx = -INFINITY, se = 0;
+                for (int j = 0; j <= p; j++) {
+                    double dot = 0;
+                    for (int e = 0; e < hd; e++)
+                        dot += (double)q[((size_t)t * n_head + h) * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
+                    sc[j] = dot * d.scale;
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = 0; j <= p; j++)
+                    se += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < hd; e++) {
+                    double acc = 0;
+                    for (int j = 0; j <= p; j++)
+                        acc += sc[j] / se * v[(size_t)(base + j) * kv_dim + kvh * hd + e];
+                    ref[((size_t)t * n_head + h) * hd + e] = acc;
+                }
+            }
+    check_close_uniform(kv_type == COLO_F16 ? "attention f16 cache" : "attention f32 cache", out, ref,
+                        (int64_t)total * n_head * hd, 1e-4, kv_type == COLO_F16 ? 2e-3 : 1e-4);
+    free(k), free(v), free(slot), free(tseq), free(tpos), free(q), free(out), free(ref);
+    dfree_all(c);
+}
+
+static void test_attention(void **state)
+{
+    case_attention(*state, COLO_F32);
+    case_attention(*state, COLO_F16);
+}
+
+static void test_encoder_ops(void **state)
+{
+    ctx_t *c = *state;
+    int batch = 3, seq = 9, n_head = 4, hd = 8, dm = n_head * hd, qs = 3 * dm;
+    int32_t len[3] = {9, 1, 5};
+    float *qkv = malloc((size_t)batch * seq * qs * 4);
+    fill_normal(qkv, (int64_t)batch * seq * qs, 1);
+    float *dqkv = dput(c, qkv, (size_t)batch * seq * qs * 4);
+    int32_t *dlen = dput(c, len, sizeof len);
+    float *dout = dpoison(c, (size_t)batch * seq * dm * 4), *dpool = dpoison(c, (size_t)batch * dm * 4);
+    float scale = 1.0f / sqrtf((float)hd);
+    assert_int_equal(colo_op_attention_bidir(c->s, dqkv, qs, dqkv + dm, qs, dqkv + 2 * dm, qs, dout, dlen, batch, seq,
+                                             n_head, hd, scale),
+                     COLO_OK);
+    assert_int_equal(colo_op_mean_pool(c->s, dout, dlen, dpool, batch, seq, dm), COLO_OK);
+    float *out = malloc((size_t)batch * seq * dm * 4), *pool = malloc((size_t)batch * dm * 4);
+    dget(c, out, dout, (size_t)batch * seq * dm * 4);
+    dget(c, pool, dpool, (size_t)batch * dm * 4);
+    double *ref = calloc((size_t)batch * seq * dm, 8), *pref = calloc((size_t)batch * dm, 8);
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < len[b]; i++)
+            for (int h = 0; h < n_head; h++) {
+                const float *q = qkv + ((size_t)b * seq + i) * qs + h * hd;
+                double sc[16], mx = -INFINITY, se = 0;
+                for (int j = 0; j < len[b]; j++) {
+                    const float *kk = qkv + ((size_t)b * seq + j) * qs + dm + h * hd;
+                    double dot = 0;
+                    for (int e = 0; e < hd; e++)
+                        dot += (double)q[e] * kk[e];
+                    sc[j] = dot * scale;
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = 0; j < len[b]; j++)
+                    se += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < hd; e++) {
+                    double acc = 0;
+                    for (int j = 0; j < len[b]; j++)
+                        acc += sc[j] / se * qkv[((size_t)b * seq + j) * qs + 2 * dm + h * hd + e];
+                    ref[((size_t)b * seq + i) * dm + h * hd + e] = acc;
+                    pref[(size_t)b * dm + h * hd + e] += acc / len[b];
+                }
+            }
+    check_close_uniform("attention_bidir", out, ref, (int64_t)batch * seq * dm, 1e-5, 1e-5);
+    check_close_uniform("mean_pool", pool, pref, (int64_t)batch * dm, 1e-5, 1e-5);
+    free(qkv), free(out), free(pool), free(ref), free(pref);
+    dfree_all(c);
+}
+
+static void test_dispatch_validation(void **state)
+{
+    ctx_t *c = *state;
+    float *buf = dalloc(c, 4096);
+    assert_int_equal(colo_op_linear(c->s, buf, COLO_Q4_1, NULL, buf, 0, buf, 0, 1, 1, 33), COLO_EINVAL);
+    assert_int_equal(colo_op_linear(c->s, buf, (colo_dtype)99, NULL, buf, 0, buf, 0, 1, 1, 32), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_linear(c->s, buf, COLO_F32, NULL, buf, 0, buf, 0, 0, 1, 32), COLO_EINVAL);
+    assert_int_equal(colo_op_rmsnorm(c->s, NULL, buf, buf, 1, 1, 1e-5f), COLO_EINVAL);
+    assert_int_equal(colo_op_rope(c->s, buf, 0, (int32_t *)buf, 1, 1, 8, 7, 10000), COLO_EINVAL);
+    assert_int_equal(colo_op_gemm(c->s, false, false, 2, 2, 2, 1, buf, 1, 0, buf, 2, 0, COLO_F32, 0, buf, 2, 0, 1),
+                     COLO_EINVAL);
+    assert_int_equal(colo_op_dequantize(c->s, buf, COLO_Q8_0, buf, COLO_Q4_1, 32), COLO_EUNSUPPORTED);
+    colo_attn_desc d = {0};
+    assert_int_equal(colo_op_attention(c->s, &d, buf, buf, buf, buf), COLO_EINVAL);
+    assert_int_equal(colo_op_add(NULL, buf, buf, buf, 1), COLO_EINVAL);
+    assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+    dfree_all(c);
+}
+
+static void test_dtype_facts(void **state)
+{
+    (void)state;
+    assert_int_equal(colo_dtype_row_bytes(COLO_Q4_1, 64), 40);
+    assert_int_equal(colo_dtype_row_bytes(COLO_Q8_0, 32), 34);
+    assert_int_equal(colo_dtype_row_bytes(COLO_Q4_0, 32), 18);
+    assert_int_equal(colo_dtype_row_bytes(COLO_Q6_K, 256), 210);
+    assert_int_equal(colo_dtype_row_bytes(COLO_F16, 3), 6);
+    assert_int_equal(colo_dtype_row_bytes(COLO_Q4_1, 33), 0);
+    assert_int_equal(sizeof(colo_blk_q4_1), 20);
+    assert_int_equal(sizeof(colo_blk_q6_k), 210);
+    assert_string_equal(colo_dtype_name(COLO_Q4_1), "q4_1");
+    assert_null(colo_dtype_name((colo_dtype)77));
+    assert_false(colo_dtype_is_weight(COLO_I32));
+}
+
+#define PARITY_TESTS                                                                                            \
+    cmocka_unit_test(test_dtype_facts), cmocka_unit_test(test_dispatch_validation),                             \
+        cmocka_unit_test(test_linear_all_types), cmocka_unit_test(test_gemm),                                   \
+        cmocka_unit_test(test_dequantize_and_get_rows), cmocka_unit_test(test_row_ops),                         \
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rope), cmocka_unit_test(test_attention),      \
+        cmocka_unit_test(test_encoder_ops)

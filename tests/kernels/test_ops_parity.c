@@ -1,0 +1,37 @@
+/* Every op on the CPU backend against a float64 reference. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/kernels/parity_cases.h"
+
+static ctx_t ctx;
+
+static int setup(void **state)
+{
+    char err[256];
+    colo_device_config cfg = {.want = "cpu", .cpu_threads = 2};
+    rng_seed_from_env();
+    ctx.dev = colo_device_open(&cfg, err, sizeof err);
+    if (!ctx.dev)
+        return -1;
+    ctx.s = colo_stream_create(ctx.dev, NULL, err, sizeof err);
+    *state = &ctx;
+    return ctx.s ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    colo_stream_destroy(ctx.s);
+    colo_device_close(ctx.dev);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {PARITY_TESTS};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
