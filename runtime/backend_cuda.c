@@ -21,6 +21,8 @@ typedef struct cuda_stream {
     cublasHandle_t blas;
     void *scratch;
     size_t scratch_bytes;
+    int *d_flag; /* set by kernels on bad input */
+    int *h_flag; /* pinned copy read at sync */
     colo_status err;
 } cuda_stream;
 
@@ -82,6 +84,8 @@ bool colo_cuda_device_present(void)
 
 cudaStream_t colo_cuda_stream(const colo_stream *s) { return ((cuda_stream *)s->ctx)->st; }
 cublasHandle_t colo_cuda_cublas(const colo_stream *s) { return ((cuda_stream *)s->ctx)->blas; }
+
+int *colo_cuda_error_flag(colo_stream *s) { return ((cuda_stream *)s->ctx)->d_flag; }
 
 void colo_cuda_stream_fail(colo_stream *s, colo_status st)
 {
@@ -194,9 +198,19 @@ static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo
         goto out_stream;
     if ((st = COLO_CUBLAS_CHECK(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
         goto out_blas;
+    if ((st = COLO_CUDA_CHECK(cudaMalloc((void **)&cs->d_flag, sizeof(int)))) != COLO_OK)
+        goto out_blas;
+    if ((st = COLO_CUDA_CHECK(cudaMallocHost((void **)&cs->h_flag, sizeof(int)))) != COLO_OK)
+        goto out_flag;
+    if ((st = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st))) != COLO_OK)
+        goto out_host;
     s->ctx = cs;
     return COLO_OK;
 
+out_host:
+    cudaFreeHost(cs->h_flag);
+out_flag:
+    cudaFree(cs->d_flag);
 out_blas:
     cublasDestroy(cs->blas);
 out_stream:
@@ -214,13 +228,22 @@ static void cuda_stream_fini(colo_stream *s)
     cublasDestroy(cs->blas);
     cudaStreamDestroy(cs->st);
     cudaFree(cs->scratch);
+    cudaFree(cs->d_flag);
+    cudaFreeHost(cs->h_flag);
     free(cs);
 }
 
 static colo_status cuda_stream_sync(colo_stream *s)
 {
     cuda_stream *cs = s->ctx;
-    colo_status st = COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+    *cs->h_flag = 0;
+    colo_status st = COLO_CUDA_CHECK(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
+    if (st == COLO_OK)
+        st = COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+    if (st == COLO_OK && *cs->h_flag) {
+        st = (colo_status)*cs->h_flag;
+        st = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st)) == COLO_OK ? st : COLO_EDEVICE;
+    }
     if (cs->err != COLO_OK) {
         if (st == COLO_OK)
             st = cs->err;

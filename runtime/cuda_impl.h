@@ -40,6 +40,10 @@ cublasHandle_t colo_cuda_cublas(const colo_stream *s);
  * kept until the stream is destroyed; NULL with COLO_ENOMEM in *st. Only the
  * stream's owner thread calls it, between ops it queues. */
 void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st);
+/* Device int the stream's kernels set (atomicCAS from 0) to a colo_status
+ * when they meet bad input (an id out of range); sync returns that status
+ * and clears the flag. */
+int *colo_cuda_error_flag(colo_stream *s);
 /* Records st as the stream's error (the first wins; sync returns it). */
 void colo_cuda_stream_fail(colo_stream *s, colo_status st);
 

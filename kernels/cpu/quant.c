@@ -116,10 +116,16 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
     case COLO_F32:
         memcpy(dst, src, (size_t)n * 4);
         break;
-    case COLO_F16:
-        for (int64_t i = 0; i < n; i++)
+    case COLO_F16: {
+        int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))));
+#endif
+        for (; i < n; i++)
             dst[i] = colo_fp16_to_f32(((const uint16_t *)src)[i]);
         break;
+    }
     case COLO_BF16:
         for (int64_t i = 0; i < n; i++)
             dst[i] = colo_bf16_to_f32(((const uint16_t *)src)[i]);

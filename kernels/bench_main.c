@@ -1,0 +1,122 @@
+/* colo-bench-kernels: GFLOP/s of the F32 matmul and GB/s of the quantized
+ * matrix-vector product on a device. A benchmark, not a test: it prints,
+ * and asserts nothing about speed.
+ *
+ *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "runtime/backend.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *upload(colo_stream *s, colo_device *dev, const void *host, size_t bytes, colo_buffer **keep)
+{
+    char err[256];
+    *keep = colo_buffer_alloc(dev, bytes, err, sizeof err);
+    if (!*keep) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    colo_memcpy_h2d(s, colo_buffer_ptr(*keep), host, bytes);
+    colo_stream_sync(s);
+    return colo_buffer_ptr(*keep);
+}
+
+/* Runs linear m x n x k with weights of type t for about seconds; returns seconds per call. */
+static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds)
+{
+    size_t rb = colo_dtype_row_bytes(t, k);
+    unsigned char *w = malloc(rb * (size_t)n);
+    float *row = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)m * k * sizeof(float));
+    srand(1);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < k; j++)
+            row[j] = (float)rand() / RAND_MAX - 0.5f;
+        if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
+            memset(w + rb * (size_t)r, 0x11, rb); /* Q6_K: any bytes are a block */
+    }
+    for (int i = 0; i < m * k; i++)
+        x[i] = (float)rand() / RAND_MAX - 0.5f;
+    colo_buffer *bw, *bx, *by;
+    void *dw = upload(s, dev, w, rb * (size_t)n, &bw);
+    float *dx = upload(s, dev, x, (size_t)m * k * sizeof(float), &bx);
+    char err[256];
+    by = colo_buffer_alloc(dev, (size_t)m * n * sizeof(float), err, sizeof err);
+    float *dy = colo_buffer_ptr(by);
+    colo_op_linear(s, dw, t, NULL, dx, 0, dy, 0, m, n, k); /* warm-up */
+    colo_stream_sync(s);
+    int iters = 0;
+    double t0 = now_s(), el;
+    do {
+        for (int i = 0; i < 4; i++, iters++)
+            colo_op_linear(s, dw, t, NULL, dx, 0, dy, 0, m, n, k);
+        colo_stream_sync(s);
+        el = now_s() - t0;
+    } while (el < seconds);
+    colo_buffer_free(bw), colo_buffer_free(bx), colo_buffer_free(by);
+    free(w), free(row), free(x);
+    return el / iters;
+}
+
+int main(int argc, char **argv)
+{
+    const char *want = "cpu";
+    int threads = 0;
+    double seconds = 1.0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            want = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S]\n", argv[0]);
+            return !strcmp(argv[i], "--help") ? 0 : 2;
+        }
+    }
+    char err[256];
+    colo_device_config cfg = {.want = want, .cpu_threads = threads};
+    colo_device *dev = colo_device_open(&cfg, err, sizeof err);
+    if (!dev) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    colo_device_info info;
+    colo_device_get_info(dev, &info);
+    colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
+    printf("device: %s\n\n", info.name);
+
+    printf("%-34s %12s %10s\n", "matmul (F32 weights, linear)", "ms/call", "GFLOP/s");
+    const int mm[][3] = {{64, 576, 576}, {128, 1536, 576}, {256, 576, 1536}, {512, 1024, 1024}};
+    for (int i = 0; i < 4; i++) {
+        double t = time_linear(dev, s, COLO_F32, mm[i][0], mm[i][1], mm[i][2], seconds);
+        printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
+               2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
+    }
+    printf("\n%-34s %12s %10s\n", "mat-vec (m=1, quantized weights)", "ms/call", "GB/s");
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q6_K, COLO_F16};
+    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}};
+    for (int ti = 0; ti < 4; ti++)
+        for (int i = 0; i < 4; i++) {
+            if (mv[i][1] % colo_dtype_block_elems(types[ti]))
+                continue;
+            double t = time_linear(dev, s, types[ti], 1, mv[i][0], mv[i][1], seconds);
+            double bytes = (double)colo_dtype_row_bytes(types[ti], mv[i][1]) * mv[i][0];
+            printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
+                   bytes / t / 1e9);
+        }
+    colo_stream_destroy(s);
+    colo_device_close(dev);
+    return 0;
+}
