@@ -1,0 +1,390 @@
+#include "batching/engine.h"
+#include "batching/queue.h"
+#include "models/sampler.h"
+#include "models/unicode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct colo_gen_seq {
+    colo_seq cb;              /* planner state; cb.owner = this */
+    colo_gen_engine *e;
+    int n_prompt;
+    colo_gen_params p;
+    char *stop_buf[COLO_GEN_MAX_STOP];
+    size_t max_stop;
+    colo_sampler sampler;
+    colo_gen_callbacks cbs;
+    char *text;
+    size_t text_len, text_cap, emitted;
+    int32_t *gen;             /* generated ids */
+    int n_gen;
+    uint64_t added_ns, first_step_ns, first_token_ns;
+    colo_gen_seq *prev, *next; /* engine's list of live sequences */
+};
+
+struct colo_gen_engine {
+    colo_llama *m;
+    colo_stream *s;
+    colo_gen_config cfg;
+    colo_cb *planner;
+    int max_blocks; /* per sequence */
+    int stop_ids[3];
+    int n_stop_ids;
+    colo_gen_seq *live;
+    /* step scratch */
+    colo_cb_work *work;
+    colo_seq **stopped;
+    int32_t *tok, *pos, *seqi, *table, *rows;
+    float *logits;
+};
+
+static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
+static colo_status kv_alloc(void *ctx, int n, int32_t *out) { return colo_llama_kv_alloc(ctx, n, out); }
+static void kv_free(void *ctx, const int32_t *ids, int n) { colo_llama_kv_free(ctx, ids, n); }
+
+colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
+                                        size_t errlen)
+{
+    const colo_llama_hparams *hp = colo_llama_hparams_get(m);
+    colo_gen_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->m = m;
+    e->s = s;
+    e->cfg = *cfg;
+    colo_gen_config *c = &e->cfg;
+    if (c->max_running <= 0)
+        c->max_running = 16;
+    if (c->max_step_tokens < c->max_running)
+        c->max_step_tokens = c->max_running > 256 ? c->max_running : 256;
+    if (c->block_size <= 0)
+        c->block_size = 16;
+    if (c->kv_type != COLO_F32)
+        c->kv_type = COLO_F16;
+    if (c->max_seq_len <= 0 || c->max_seq_len > hp->n_ctx)
+        c->max_seq_len = hp->n_ctx;
+    e->max_blocks = (c->max_seq_len + c->block_size - 1) / c->block_size;
+    int R = c->max_running, T = c->max_step_tokens;
+    e->work = calloc((size_t)R, sizeof *e->work);
+    e->stopped = calloc((size_t)R, sizeof *e->stopped);
+    e->tok = malloc((size_t)T * 4);
+    e->pos = malloc((size_t)T * 4);
+    e->seqi = malloc((size_t)T * 4);
+    e->rows = malloc((size_t)R * 4);
+    e->table = malloc((size_t)R * e->max_blocks * 4);
+    e->logits = malloc((size_t)R * hp->n_vocab * sizeof(float));
+    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->rows || !e->table || !e->logits) {
+        colo_set_err(err, errlen, "out of memory");
+        goto out_free;
+    }
+    if (colo_llama_reserve(m, T, R, R, e->max_blocks) != COLO_OK) {
+        colo_set_err(err, errlen, "activations for %d tokens per step do not fit in the memory arena", T);
+        goto out_free;
+    }
+    int n_blocks = c->n_blocks;
+    if (n_blocks <= 0) {
+        /* Whatever the arena has left, less a little for alignment. */
+        size_t bb = colo_llama_kv_block_bytes(hp, c->block_size, c->kv_type);
+        colo_arena_stats st;
+        colo_arena_get_stats(colo_llama_arena(m), &st);
+        size_t avail = st.limit_bytes - st.used_bytes;
+        size_t slack = (size_t)hp->n_layer * 2 * 512;
+        n_blocks = avail > slack ? (int)((avail - slack) / bb) : 0;
+        if (n_blocks > (1 << 22))
+            n_blocks = 1 << 22;
+    }
+    if (n_blocks < 1) {
+        colo_set_err(err, errlen, "no memory left in the arena for the KV cache");
+        goto out_free;
+    }
+    char kerr[256];
+    if (colo_llama_kv_init(m, n_blocks, c->block_size, c->kv_type, kerr, sizeof kerr) != COLO_OK) {
+        colo_set_err(err, errlen, "%s", kerr);
+        goto out_free;
+    }
+    colo_cb_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
+                         .total_blocks = n_blocks};
+    colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free};
+    if (!(e->planner = colo_cb_create(&pc, &al))) {
+        colo_set_err(err, errlen, "invalid batching configuration");
+        goto out_free;
+    }
+    const colo_bpe *bpe = colo_llama_tokenizer(m);
+    int ids[3] = {colo_bpe_eos(bpe), colo_bpe_find(bpe, "<|im_end|>"), colo_bpe_find(bpe, "<|endoftext|>")};
+    for (int i = 0; i < 3; i++) {
+        bool dup = false;
+        for (int j = 0; j < e->n_stop_ids; j++)
+            dup |= e->stop_ids[j] == ids[i];
+        if (ids[i] >= 0 && !dup)
+            e->stop_ids[e->n_stop_ids++] = ids[i];
+    }
+    return e;
+
+out_free:
+    colo_gen_engine_free(e);
+    return NULL;
+}
+
+static void seq_free(colo_gen_seq *q)
+{
+    for (int i = 0; i < q->p.n_stop; i++)
+        free(q->stop_buf[i]);
+    colo_sampler_free(&q->sampler);
+    free(q->cb.tokens);
+    free(q->cb.blocks);
+    free(q->text);
+    free(q->gen);
+    free(q);
+}
+
+static void unlink_seq(colo_gen_engine *e, colo_gen_seq *q)
+{
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        e->live = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+}
+
+/* Emits final text: complete UTF-8, held back by max_stop - 1 bytes unless done. */
+static void emit(colo_gen_seq *q, int32_t token, bool done)
+{
+    size_t end = q->text_len;
+    if (!done) {
+        if (q->max_stop > 1)
+            end = end > q->max_stop - 1 ? end - (q->max_stop - 1) : 0;
+        end = colo_utf8_complete_prefix(q->text, end);
+    }
+    if (end < q->emitted)
+        end = q->emitted;
+    if (q->cbs.on_token && (end > q->emitted || token >= 0))
+        q->cbs.on_token(q->cbs.ud, token, q->text + q->emitted, end - q->emitted);
+    q->emitted = end;
+}
+
+static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error)
+{
+    colo_cb_remove(e->planner, &q->cb);
+    unlink_seq(e, q);
+    if (st == COLO_OK && q->emitted < q->text_len)
+        emit(q, -1, true);
+    colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
+                            .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
+                            .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
+                            .first_token_ns = q->first_token_ns, .done_ns = colo_now_ns(),
+                            .n_preempted = q->cb.n_preempted};
+    if (q->cbs.on_done)
+        q->cbs.on_done(q->cbs.ud, &out);
+    seq_free(q);
+}
+
+void colo_gen_engine_free(colo_gen_engine *e)
+{
+    if (!e)
+        return;
+    while (e->live)
+        finish(e, e->live, COLO_ECANCELED, NULL, "canceled");
+    colo_cb_destroy(e->planner);
+    free(e->work);
+    free(e->stopped);
+    free(e->tok);
+    free(e->pos);
+    free(e->seqi);
+    free(e->rows);
+    free(e->table);
+    free(e->logits);
+    free(e);
+}
+
+colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
+                           const colo_gen_callbacks *cb, char *err, size_t errlen)
+{
+    int cap = e->cfg.max_seq_len;
+    if (n_prompt <= 0) {
+        colo_set_err(err, errlen, "the prompt is empty");
+        return NULL;
+    }
+    if (n_prompt >= cap) {
+        colo_set_err(err, errlen, "the prompt has %d tokens; the context holds %d (prompt plus at least one new token)",
+                     n_prompt, cap);
+        return NULL;
+    }
+    colo_gen_seq *q = calloc(1, sizeof *q);
+    if (!q)
+        goto out_oom;
+    q->e = e;
+    q->p = *p;
+    q->cbs = *cb;
+    q->n_prompt = n_prompt;
+    q->cb.owner = q;
+    q->cb.priority = p->priority;
+    q->cb.cap = cap;
+    q->cb.max_blocks = e->max_blocks;
+    q->cb.tokens = malloc((size_t)cap * 4);
+    q->cb.blocks = malloc((size_t)e->max_blocks * 4);
+    q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
+    if (!q->cb.tokens || !q->cb.blocks || !q->gen)
+        goto out_oom;
+    memcpy(q->cb.tokens, prompt, (size_t)n_prompt * 4);
+    q->cb.n_tokens = n_prompt;
+    for (int i = 0; i < p->n_stop && i < COLO_GEN_MAX_STOP; i++) {
+        if (!(q->stop_buf[i] = strdup(p->stop[i])))
+            goto out_oom;
+        q->p.stop[i] = q->stop_buf[i];
+        size_t l = strlen(p->stop[i]);
+        q->max_stop = l > q->max_stop ? l : q->max_stop;
+    }
+    colo_sampler_init(&q->sampler, p->temperature, p->top_p, p->top_k, p->seed);
+    if (colo_cb_add(e->planner, &q->cb) != COLO_OK) {
+        colo_set_err(err, errlen, "the prompt (%d tokens) does not fit in the KV cache (%d blocks of %d tokens)",
+                     n_prompt, colo_llama_kv_n_blocks(e->m), e->cfg.block_size);
+        seq_free(q);
+        return NULL;
+    }
+    q->added_ns = colo_now_ns();
+    q->next = e->live;
+    if (e->live)
+        e->live->prev = q;
+    e->live = q;
+    return q;
+
+out_oom:
+    colo_set_err(err, errlen, "out of memory");
+    if (q) {
+        colo_sampler_init(&q->sampler, 0, 1, 0, 0);
+        seq_free(q);
+    }
+    return NULL;
+}
+
+void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
+
+static bool append_text(colo_gen_seq *q, const char *s, size_t n)
+{
+    if (q->text_len + n + 1 > q->text_cap) {
+        size_t cap = q->text_cap ? q->text_cap * 2 : 256;
+        while (cap < q->text_len + n + 1)
+            cap *= 2;
+        char *t = realloc(q->text, cap);
+        if (!t)
+            return false;
+        q->text = t;
+        q->text_cap = cap;
+    }
+    memcpy(q->text + q->text_len, s, n);
+    q->text_len += n;
+    q->text[q->text_len] = 0;
+    return true;
+}
+
+/* Handles the token sampled for q; may finish q. */
+static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
+{
+    uint64_t now = colo_now_ns();
+    if (!q->first_token_ns)
+        q->first_token_ns = now;
+    for (int i = 0; i < e->n_stop_ids; i++)
+        if (tok == e->stop_ids[i]) {
+            finish(e, q, COLO_OK, "stop", NULL);
+            return;
+        }
+    q->gen[q->n_gen++] = tok;
+    q->cb.tokens[q->cb.n_tokens++] = tok;
+    char piece[256];
+    size_t len = 0;
+    if (colo_bpe_decode(colo_llama_tokenizer(e->m), tok, piece, sizeof piece, &len) != COLO_OK)
+        len = 0;
+    size_t before = q->text_len;
+    if (!append_text(q, piece, len)) {
+        finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    for (int i = 0; i < q->p.n_stop; i++) {
+        size_t sl = strlen(q->p.stop[i]);
+        if (!sl)
+            continue;
+        size_t from = before + 1 > sl ? before + 1 - sl : 0;
+        char *hit = q->text_len >= sl ? memmem(q->text + from, q->text_len - from, q->p.stop[i], sl) : NULL;
+        if (hit) {
+            q->text_len = (size_t)(hit - q->text);
+            q->text[q->text_len] = 0;
+            if (q->emitted > q->text_len)
+                q->emitted = q->text_len;
+            finish(e, q, COLO_OK, "stop", NULL);
+            return;
+        }
+    }
+    emit(q, tok, false);
+    if (q->n_gen >= q->p.max_tokens || q->cb.n_tokens >= q->cb.cap)
+        finish(e, q, COLO_OK, "length", NULL);
+}
+
+colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled)
+{
+    int n_stopped = 0;
+    *n_scheduled = 0;
+    int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
+    for (int i = 0; i < n_stopped; i++)
+        finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
+    if (nw == 0)
+        return COLO_OK;
+    int n = 0, n_logits = 0;
+    uint64_t now = colo_now_ns();
+    for (int w = 0; w < nw; w++) {
+        colo_cb_work *wk = &e->work[w];
+        colo_gen_seq *q = wk->seq->owner;
+        if (!q->first_step_ns)
+            q->first_step_ns = now;
+        for (int i = 0; i < wk->n; i++, n++) {
+            e->tok[n] = wk->seq->tokens[wk->start + i];
+            e->pos[n] = wk->start + i;
+            e->seqi[n] = w;
+        }
+        memcpy(e->table + (size_t)w * e->max_blocks, wk->seq->blocks, (size_t)wk->seq->n_blocks * 4);
+        for (int b = wk->seq->n_blocks; b < e->max_blocks; b++)
+            e->table[(size_t)w * e->max_blocks + b] = 0;
+        if (wk->logits)
+            e->rows[n_logits++] = n - 1;
+    }
+    colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
+                              .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
+                              .logit_rows = e->rows};
+    if (member)
+        colo_cosched_step_begin(member);
+    colo_status st = colo_llama_forward(e->m, e->s, &batch, e->logits, member);
+    if (member)
+        colo_cosched_step_end(member);
+    if (st != COLO_OK) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));
+        for (int w = 0; w < nw; w++)
+            finish(e, (colo_gen_seq *)e->work[w].seq->owner, st, NULL, msg);
+        return st;
+    }
+    colo_cb_commit(e->planner, e->work, nw);
+    *n_scheduled = n;
+    int V = colo_llama_hparams_get(e->m)->n_vocab, li = 0;
+    for (int w = 0; w < nw; w++) {
+        if (!e->work[w].logits)
+            continue;
+        colo_gen_seq *q = e->work[w].seq->owner;
+        int tok = colo_sampler_sample(&q->sampler, e->logits + (size_t)li++ * V, V);
+        if (tok < 0)
+            finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+        else
+            accept_token(e, q, tok);
+    }
+    return COLO_OK;
+}
+
+int colo_gen_n_running(const colo_gen_engine *e) { return colo_cb_n_running(e->planner); }
+int colo_gen_n_waiting(const colo_gen_engine *e) { return colo_cb_n_waiting(e->planner); }
+int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks(e->m); }
+int colo_gen_kv_free_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_free(e->m); }
+int colo_gen_max_seq_len(const colo_gen_engine *e) { return e->cfg.max_seq_len; }
+uint64_t colo_gen_preemptions(const colo_gen_engine *e) { return colo_cb_n_preemptions(e->planner); }

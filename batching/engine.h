@@ -1,0 +1,93 @@
+/* batching/engine.h: generation on a llama model with continuous batching.
+ *
+ * The engine owns the model's paged KV cache and the running sequences.
+ * Each colo_gen_step plans a step with the continuous planner
+ * (batching/continuous.h), runs one forward pass over every scheduled token,
+ * samples the next token of each sequence that reached the end of its known
+ * text, and reports text as it becomes final: only complete UTF-8, and never
+ * bytes that might still turn out to be part of a stop string.
+ *
+ * One thread drives an engine (colo-generate's main thread, or a served
+ * model's executor); callbacks run on that thread. */
+#ifndef COLO_BATCHING_ENGINE_H
+#define COLO_BATCHING_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "batching/continuous.h"
+#include "models/llama.h"
+#include "runtime/cosched.h"
+
+#define COLO_GEN_MAX_STOP 8
+
+typedef struct colo_gen_params {
+    int max_tokens;      /* >= 1 */
+    float temperature;   /* 0 = greedy */
+    float top_p;         /* (0, 1] */
+    int top_k;           /* 0 = off */
+    uint64_t seed;
+    const char *stop[COLO_GEN_MAX_STOP]; /* copied at colo_gen_add */
+    int n_stop;
+    colo_priority priority;
+} colo_gen_params;
+
+typedef struct colo_gen_outcome {
+    colo_status status;        /* COLO_OK, COLO_ECANCELED, or the step's error */
+    const char *error;         /* when status != OK */
+    const char *finish_reason; /* "stop" | "length" when OK */
+    const int32_t *tokens;     /* generated ids (stop tokens excluded) */
+    int n_tokens;
+    int n_prompt;
+    const char *text;          /* generated text, stop string removed */
+    size_t text_len;
+    uint64_t added_ns, first_step_ns, first_token_ns, done_ns; /* monotonic */
+    int n_preempted;
+} colo_gen_outcome;
+
+typedef struct colo_gen_callbacks {
+    /* New final text (may be empty when held back) for a generated token. */
+    void (*on_token)(void *ud, int32_t token, const char *piece, size_t len);
+    /* Exactly once per sequence, after which it is freed. */
+    void (*on_done)(void *ud, const colo_gen_outcome *out);
+    void *ud;
+} colo_gen_callbacks;
+
+typedef struct colo_gen_config {
+    int max_running;     /* sequences per step (continuous batch size) */
+    int max_step_tokens; /* chunked-prefill token budget per step */
+    int block_size;      /* KV block, tokens */
+    colo_dtype kv_type;  /* F16 or F32 */
+    int n_blocks;        /* 0: every block the arena can hold after weights and activations */
+    int max_seq_len;     /* 0: the model's context length */
+} colo_gen_config;
+
+typedef struct colo_gen_engine colo_gen_engine;
+typedef struct colo_gen_seq colo_gen_seq;
+
+colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
+                                        size_t errlen);
+/* Cancels what is left (on_done with COLO_ECANCELED). Accepts NULL. */
+void colo_gen_engine_free(colo_gen_engine *e);
+
+/* Adds a sequence with its prompt tokens. NULL with a message when it can
+ * never run (empty, or prompt + 1 longer than the context or the cache). */
+colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
+                           const colo_gen_callbacks *cb, char *err, size_t errlen);
+/* Finishes seq now with COLO_ECANCELED (its on_done runs before this returns). */
+void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *seq);
+
+/* Runs one step. *n_scheduled gets the tokens computed (0: nothing to do).
+ * member (may be NULL) brackets the step for the co-scheduler. A device
+ * error fails the sequences of the step (on_done with the status) and is
+ * returned. */
+colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled);
+
+int colo_gen_n_running(const colo_gen_engine *e);
+int colo_gen_n_waiting(const colo_gen_engine *e);
+int colo_gen_kv_blocks(const colo_gen_engine *e);
+int colo_gen_kv_free_blocks(const colo_gen_engine *e);
+int colo_gen_max_seq_len(const colo_gen_engine *e);
+uint64_t colo_gen_preemptions(const colo_gen_engine *e);
+
+#endif

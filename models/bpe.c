@@ -1,0 +1,489 @@
+/* GPT-2 byte-level BPE with the smollm pre-tokenizer. */
+#include "models/bpe.h"
+#include "models/unicode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *s; /* into the text pool */
+    uint32_t len;
+    int32_t val;
+} hent;
+
+typedef struct {
+    hent *e;
+    size_t cap; /* power of two */
+} htab;
+
+struct colo_bpe {
+    int n_vocab;
+    char *pool;        /* every token and merge string */
+    const char **tok;  /* (n_vocab) */
+    uint32_t *tok_len;
+    uint8_t *special;  /* (n_vocab) */
+    htab vocab;        /* token text -> id */
+    htab merges;       /* "left right" -> rank */
+    int *specials;     /* ids of special tokens, longest text first */
+    int n_specials;
+    int bos, eos;
+    bool add_bos;
+    uint16_t byte_cp[256];  /* byte -> GPT-2 code point */
+    int16_t cp_byte[512];   /* code point (< 512) -> byte, -1 if none */
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool ht_init(htab *t, size_t n)
+{
+    t->cap = 16;
+    while (t->cap < n * 2)
+        t->cap *= 2;
+    t->e = calloc(t->cap, sizeof *t->e);
+    return t->e != NULL;
+}
+
+static void ht_put(htab *t, const char *s, uint32_t len, int32_t val)
+{
+    size_t i = hash_bytes(s, len) & (t->cap - 1);
+    while (t->e[i].s) {
+        if (t->e[i].len == len && !memcmp(t->e[i].s, s, len))
+            return; /* keep the first (lowest id / rank) */
+        i = (i + 1) & (t->cap - 1);
+    }
+    t->e[i] = (hent){s, len, val};
+}
+
+static int32_t ht_get(const htab *t, const char *s, size_t len)
+{
+    size_t i = hash_bytes(s, len) & (t->cap - 1);
+    while (t->e[i].s) {
+        if (t->e[i].len == len && !memcmp(t->e[i].s, s, len))
+            return t->e[i].val;
+        i = (i + 1) & (t->cap - 1);
+    }
+    return -1;
+}
+
+static void init_byte_map(colo_bpe *b)
+{
+    int n = 0;
+    for (int i = 0; i < 512; i++)
+        b->cp_byte[i] = -1;
+    for (int c = 0; c < 256; c++) {
+        bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+        b->byte_cp[c] = (uint16_t)(printable ? c : 256 + n++);
+        b->cp_byte[b->byte_cp[c]] = (int16_t)c;
+    }
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx)
+{
+    const colo_bpe *t = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (int)t->tok_len[y] - (int)t->tok_len[x];
+}
+
+colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
+{
+    colo_bpe *b = calloc(1, sizeof *b);
+    if (!b) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    init_byte_map(b);
+    colo_gguf_str model;
+    if (colo_gguf_get_str(g, "tokenizer.ggml.model", &model) || model.len != 4 || memcmp(model.ptr, "gpt2", 4)) {
+        colo_set_err(err, errlen, "tokenizer.ggml.model is missing or not gpt2 (byte-level BPE)");
+        goto out_free;
+    }
+    colo_gguf_type tt, mt, ty;
+    uint64_t n_tok, n_merge, n_type;
+    const uint8_t *tdata, *mdata, *ydata;
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.tokens", &tt, &n_tok, &tdata) || tt != COLO_GGUF_STRING || !n_tok ||
+        n_tok > (1u << 24)) {
+        colo_set_err(err, errlen, "tokenizer.ggml.tokens is missing or not a string array");
+        goto out_free;
+    }
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.merges", &mt, &n_merge, &mdata) || mt != COLO_GGUF_STRING) {
+        colo_set_err(err, errlen, "tokenizer.ggml.merges is missing or not a string array");
+        goto out_free;
+    }
+    bool have_types = colo_gguf_get_arr(g, "tokenizer.ggml.token_type", &ty, &n_type, &ydata) == COLO_OK;
+    if (have_types && (ty != COLO_GGUF_I32 || n_type != n_tok)) {
+        colo_set_err(err, errlen, "tokenizer.ggml.token_type does not match the tokens");
+        goto out_free;
+    }
+    b->n_vocab = (int)n_tok;
+    /* Sizes of the strings (validated by the reader), then one pool. */
+    size_t pool = 0;
+    const uint8_t *p = tdata;
+    for (uint64_t i = 0; i < n_tok; i++) {
+        uint64_t len;
+        memcpy(&len, p, 8);
+        pool += len + 1;
+        p += 8 + len;
+    }
+    const uint8_t *pm = mdata;
+    for (uint64_t i = 0; i < n_merge; i++) {
+        uint64_t len;
+        memcpy(&len, pm, 8);
+        pool += len + 1;
+        pm += 8 + len;
+    }
+    b->pool = malloc(pool ? pool : 1);
+    b->tok = malloc(n_tok * sizeof *b->tok);
+    b->tok_len = malloc(n_tok * sizeof *b->tok_len);
+    b->special = calloc(n_tok, 1);
+    b->specials = malloc(n_tok * sizeof *b->specials);
+    if (!b->pool || !b->tok || !b->tok_len || !b->special || !b->specials || !ht_init(&b->vocab, n_tok) ||
+        !ht_init(&b->merges, n_merge + 1)) {
+        colo_set_err(err, errlen, "out of memory");
+        goto out_free;
+    }
+    char *w = b->pool;
+    p = tdata;
+    for (uint64_t i = 0; i < n_tok; i++) {
+        uint64_t len;
+        memcpy(&len, p, 8);
+        memcpy(w, p + 8, len);
+        w[len] = 0;
+        b->tok[i] = w;
+        b->tok_len[i] = (uint32_t)len;
+        ht_put(&b->vocab, w, (uint32_t)len, (int32_t)i);
+        if (have_types) {
+            int32_t type;
+            memcpy(&type, ydata + 4 * i, 4);
+            if ((type == 3 || type == 4) && len > 0) {
+                b->special[i] = 1;
+                b->specials[b->n_specials++] = (int)i;
+            }
+        }
+        w += len + 1;
+        p += 8 + len;
+    }
+    pm = mdata;
+    for (uint64_t i = 0; i < n_merge; i++) {
+        uint64_t len;
+        memcpy(&len, pm, 8);
+        memcpy(w, pm + 8, len);
+        w[len] = 0;
+        if (!memchr(w, ' ', len)) {
+            colo_set_err(err, errlen, "tokenizer.ggml.merges entry %llu has no space", (unsigned long long)i);
+            goto out_free;
+        }
+        ht_put(&b->merges, w, (uint32_t)len, (int32_t)i);
+        w += len + 1;
+        pm += 8 + len;
+    }
+    qsort_r(b->specials, (size_t)b->n_specials, sizeof *b->specials, cmp_special, b);
+    uint32_t v;
+    b->bos = colo_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
+    b->eos = colo_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
+    bool add = false;
+    b->add_bos = colo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add) == COLO_OK ? add : false;
+    if (b->add_bos && b->bos < 0) {
+        colo_set_err(err, errlen, "tokenizer.ggml.add_bos_token is set but there is no BOS token");
+        goto out_free;
+    }
+    return b;
+
+out_free:
+    colo_bpe_free(b);
+    return NULL;
+}
+
+void colo_bpe_free(colo_bpe *b)
+{
+    if (!b)
+        return;
+    free(b->pool);
+    free(b->tok);
+    free(b->tok_len);
+    free(b->special);
+    free(b->specials);
+    free(b->vocab.e);
+    free(b->merges.e);
+    free(b);
+}
+
+int colo_bpe_n_vocab(const colo_bpe *b) { return b->n_vocab; }
+int colo_bpe_bos(const colo_bpe *b) { return b->bos; }
+int colo_bpe_eos(const colo_bpe *b) { return b->eos; }
+bool colo_bpe_add_bos(const colo_bpe *b) { return b->add_bos; }
+int colo_bpe_find(const colo_bpe *b, const char *s) { return ht_get(&b->vocab, s, strlen(s)); }
+bool colo_bpe_is_special(const colo_bpe *b, int id) { return id >= 0 && id < b->n_vocab && b->special[id]; }
+
+/* ---- output buffer ---------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *ids;
+    int n, cap;
+    bool oom;
+} idbuf;
+
+static void push(idbuf *o, int32_t id)
+{
+    if (o->oom)
+        return;
+    if (o->n == o->cap) {
+        int cap = o->cap ? o->cap * 2 : 64;
+        int32_t *p = realloc(o->ids, (size_t)cap * sizeof *p);
+        if (!p) {
+            o->oom = true;
+            return;
+        }
+        o->ids = p;
+        o->cap = cap;
+    }
+    o->ids[o->n++] = id;
+}
+
+/* ---- BPE on one pre-tokenized piece -------------------------------------------------- */
+
+typedef struct {
+    int start, len; /* into the byte-level encoded piece */
+} sym;
+
+static void bpe_piece(const colo_bpe *b, const unsigned char *piece, size_t n, idbuf *out)
+{
+    /* Byte-level encode: every byte becomes one code point of 1-2 UTF-8 bytes. */
+    char stackbuf[1024];
+    sym stacksyms[512];
+    char *enc = n * 2 <= sizeof stackbuf ? stackbuf : malloc(n * 2);
+    sym *syms = n <= 512 ? stacksyms : malloc(n * sizeof *syms);
+    char *key = NULL;
+    if (!enc || !syms) {
+        out->oom = true;
+        goto out;
+    }
+    int elen = 0;
+    for (size_t i = 0; i < n; i++) {
+        syms[i].start = elen;
+        syms[i].len = colo_utf8_encode(b->byte_cp[piece[i]], enc + elen);
+        elen += syms[i].len;
+    }
+    int ns = (int)n;
+    key = malloc((size_t)elen + 2);
+    if (!key) {
+        out->oom = true;
+        goto out;
+    }
+    for (;;) {
+        int best = -1;
+        int32_t best_rank = INT32_MAX;
+        for (int i = 0; i + 1 < ns; i++) {
+            int l1 = syms[i].len, l2 = syms[i + 1].len;
+            memcpy(key, enc + syms[i].start, (size_t)l1);
+            key[l1] = ' ';
+            memcpy(key + l1 + 1, enc + syms[i + 1].start, (size_t)l2);
+            int32_t r = ht_get(&b->merges, key, (size_t)(l1 + 1 + l2));
+            if (r >= 0 && r < best_rank) {
+                best_rank = r;
+                best = i;
+            }
+        }
+        if (best < 0)
+            break;
+        syms[best].len += syms[best + 1].len; /* neighbours are contiguous in enc */
+        memmove(&syms[best + 1], &syms[best + 2], (size_t)(ns - best - 2) * sizeof *syms);
+        ns--;
+    }
+    for (int i = 0; i < ns; i++) {
+        int32_t id = ht_get(&b->vocab, enc + syms[i].start, (size_t)syms[i].len);
+        if (id >= 0) {
+            push(out, id);
+            continue;
+        }
+        /* Not in the vocabulary: fall back to one token per byte. */
+        for (int j = 0; j < syms[i].len;) {
+            uint32_t cp;
+            int l = colo_utf8_decode((const unsigned char *)enc + syms[i].start + j, (size_t)(syms[i].len - j), &cp);
+            int32_t bid = ht_get(&b->vocab, enc + syms[i].start + j, (size_t)l);
+            if (bid >= 0)
+                push(out, bid);
+            j += l;
+        }
+    }
+out:
+    if (enc != stackbuf)
+        free(enc);
+    if (syms != stacksyms)
+        free(syms);
+    free(key);
+}
+
+/* ---- the GPT-2 pattern on a span without digits --------------------------------------- */
+
+typedef struct {
+    const unsigned char *s;
+    size_t n;
+} span;
+
+static uint32_t cp_at(span t, size_t i, int *len)
+{
+    uint32_t cp;
+    *len = colo_utf8_decode(t.s + i, t.n - i, &cp);
+    return cp;
+}
+
+static bool is_other(uint32_t cp) { return !colo_is_space(cp) && !colo_is_letter(cp) && !colo_is_number(cp); }
+
+/* Length of the match at i. */
+static size_t gpt2_match(span t, size_t i)
+{
+    const unsigned char *s = t.s;
+    size_t rest = t.n - i;
+    if (s[i] == '\'' && rest >= 2) {
+        char c = (char)s[i + 1];
+        if (c == 's' || c == 't' || c == 'm' || c == 'd')
+            return 2;
+        if (rest >= 3 && ((c == 'r' && s[i + 2] == 'e') || (c == 'v' && s[i + 2] == 'e') || (c == 'l' && s[i + 2] == 'l')))
+            return 3;
+    }
+    int l;
+    size_t j = i;
+    if (s[j] == ' ' && j + 1 < t.n)
+        j++;
+    uint32_t cp = cp_at(t, j, &l);
+    bool (*cls)(uint32_t) = colo_is_letter(cp)   ? colo_is_letter
+                            : colo_is_number(cp) ? colo_is_number
+                            : is_other(cp)       ? is_other
+                                                 : NULL;
+    if (cls) { /* ' ?\p{L}+' | ' ?\p{N}+' | ' ?[^\s\p{L}\p{N}]+' */
+        size_t k = j;
+        while (k < t.n && cls(cp_at(t, k, &l)))
+            k += (size_t)l;
+        return k - i;
+    }
+    /* \s+(?!\S) | \s+ */
+    size_t k = i, last = i;
+    while (k < t.n) {
+        uint32_t c2 = cp_at(t, k, &l);
+        if (!colo_is_space(c2))
+            break;
+        last = k;
+        k += (size_t)l;
+    }
+    if (k == i)
+        return 1; /* cannot happen: every code point is in one class */
+    if (k == t.n || last == i)
+        return k - i;
+    return last - i; /* leave the last space for the next token */
+}
+
+static void pretokenize(const colo_bpe *b, const unsigned char *s, size_t n, idbuf *out)
+{
+    size_t i = 0;
+    while (i < n && !out->oom) {
+        /* smollm: every digit is its own piece; the GPT-2 pattern runs on the text between. */
+        size_t j = i;
+        int l = 1;
+        while (j < n) {
+            uint32_t cp;
+            l = colo_utf8_decode(s + j, n - j, &cp);
+            if (colo_is_number(cp))
+                break;
+            j += (size_t)l;
+        }
+        span t = {s + i, j - i};
+        for (size_t k = 0; k < t.n;) {
+            size_t m = gpt2_match(t, k);
+            bpe_piece(b, t.s + k, m, out);
+            k += m;
+        }
+        if (j < n) {
+            bpe_piece(b, s + j, (size_t)l, out);
+            j += (size_t)l;
+        }
+        i = j;
+    }
+}
+
+colo_status colo_bpe_encode(const colo_bpe *b, const char *text, size_t len, bool allow_special, int32_t **out,
+                            int *n)
+{
+    idbuf o = {0};
+    const unsigned char *s = (const unsigned char *)text;
+    size_t start = 0;
+    if (b->add_bos)
+        push(&o, b->bos);
+    for (size_t i = 0; allow_special && i < len; i++) {
+        for (int k = 0; k < b->n_specials; k++) {
+            int id = b->specials[k];
+            uint32_t tl = b->tok_len[id];
+            if (tl <= len - i && !memcmp(s + i, b->tok[id], tl)) {
+                pretokenize(b, s + start, i - start, &o);
+                push(&o, id);
+                i += tl - 1;
+                start = i + 1;
+                break;
+            }
+        }
+    }
+    pretokenize(b, s + start, len - start, &o);
+    if (o.oom) {
+        free(o.ids);
+        return COLO_ENOMEM;
+    }
+    if (!o.ids)
+        o.ids = malloc(sizeof *o.ids); /* a valid pointer even for no tokens */
+    *out = o.ids;
+    *n = o.n;
+    return o.ids ? COLO_OK : COLO_ENOMEM;
+}
+
+colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, size_t *len)
+{
+    if (id < 0 || id >= b->n_vocab)
+        return COLO_EINVAL;
+    const char *t = b->tok[id];
+    size_t tl = b->tok_len[id];
+    if (b->special[id]) {
+        if (tl > cap)
+            return COLO_ENOMEM;
+        memcpy(buf, t, tl);
+        *len = tl;
+        return COLO_OK;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < tl;) {
+        uint32_t cp;
+        int l = colo_utf8_decode((const unsigned char *)t + i, tl - i, &cp);
+        if (o >= cap)
+            return COLO_ENOMEM;
+        if (cp < 512 && b->cp_byte[cp] >= 0) {
+            buf[o++] = (char)b->cp_byte[cp];
+        } else { /* not a byte-level code point: copy it as it is */
+            if (o + (size_t)l > cap)
+                return COLO_ENOMEM;
+            memcpy(buf + o, t + i, (size_t)l);
+            o += (size_t)l;
+        }
+        i += (size_t)l;
+    }
+    *len = o;
+    return COLO_OK;
+}
+
+char *colo_chatml_prompt(const colo_chat_msg *msgs, int n)
+{
+    size_t need = 32;
+    for (int i = 0; i < n; i++)
+        need += strlen(msgs[i].role) + strlen(msgs[i].content) + 32;
+    char *out = malloc(need);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(out + o, need - o, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
+    snprintf(out + o, need - o, "<|im_start|>assistant\n");
+    return out;
+}

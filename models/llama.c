@@ -1,0 +1,468 @@
+/* The llama architecture. SmolLM2-135M-Instruct (Q4_1 GGUF): 30 layers,
+ * E 576, 9 heads, 3 KV heads, F 1536, V 49152, rope base 100000 over 64
+ * dims, rms eps 1e-5, context 8192; matrices Q4_1, norms F32, the tied
+ * token embedding Q8_0 (no output.weight); tokenizer gpt2/smollm,
+ * add_bos_token false. Everything is read from the file. */
+#include "models/llama.h"
+#include "runtime/log.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *attn_norm; /* (E) f32 */
+    const void *wq;        /* (E, E) rows of E */
+    const void *wk;        /* (KV, E), KV = n_kv_head * head_dim */
+    const void *wv;        /* (KV, E) */
+    const void *wo;        /* (E, E) */
+    const void *ffn_norm;  /* (E) f32 */
+    const void *w_gate;    /* (F, E) */
+    const void *w_up;      /* (F, E) */
+    const void *w_down;    /* (E, F) */
+    colo_dtype tq, tk, tv, to, tg, tu, td;
+    void *k_cache, *v_cache; /* (n_blocks * block_size, KV) of kv_type */
+} layer;
+
+struct colo_llama {
+    colo_llama_hparams hp;
+    colo_arena *arena;
+    colo_bpe *bpe;
+    const void *tok_embd; /* (V, E) */
+    colo_dtype t_embd;
+    const void *out_norm; /* (E) f32 */
+    const void *output;   /* (V, E): output.weight or the tied token embedding */
+    colo_dtype t_out;
+    layer *layers;
+    size_t weight_bytes;
+    void **allocs;        /* every arena allocation, freed at the end */
+    int n_allocs, cap_allocs;
+    /* KV cache */
+    int n_blocks, block_size;
+    colo_dtype kv_type;
+    int32_t *free_ids;
+    int n_free;
+    /* activations for up to cap_tokens tokens and cap_logits logits */
+    int cap_tokens, cap_logits, cap_meta_seqs, cap_meta_blocks;
+    void *act;
+    float *x, *h, *q, *k, *v, *att, *g, *u, *lx, *logits;
+    int32_t *d_tokens, *d_pos, *d_seq, *d_slot, *d_rows, *d_table;
+    int32_t *h_slot;
+};
+
+static colo_status track(colo_llama *m, size_t bytes, void **out)
+{
+    if (m->n_allocs == m->cap_allocs) {
+        int cap = m->cap_allocs ? m->cap_allocs * 2 : 64;
+        void **a = realloc(m->allocs, (size_t)cap * sizeof *a);
+        if (!a)
+            return COLO_ENOMEM;
+        m->allocs = a;
+        m->cap_allocs = cap;
+    }
+    colo_status st = colo_arena_alloc(m->arena, bytes, 256, out);
+    if (st == COLO_OK)
+        m->allocs[m->n_allocs++] = *out;
+    return st;
+}
+
+static void untrack(colo_llama *m, void *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < m->n_allocs; i++)
+        if (m->allocs[i] == p) {
+            m->allocs[i] = m->allocs[--m->n_allocs];
+            break;
+        }
+    colo_arena_free(m->arena, p);
+}
+
+/* Uploads tensor name, checking its type class and shape (ne0, ne1). */
+static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_stream *s, const char *name, int64_t ne0,
+                               int64_t ne1, bool f32_only, const void **out, colo_dtype *type, char *err,
+                               size_t errlen)
+{
+    const colo_gguf_tensor *t = colo_gguf_find_tensor(g, name);
+    if (!t) {
+        colo_set_err(err, errlen, "tensor %s is missing", name);
+        return COLO_EFORMAT;
+    }
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+        colo_set_err(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                     (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                     (long long)ne0, (long long)ne1);
+        return COLO_EFORMAT;
+    }
+    if ((f32_only && t->type != COLO_F32) || !colo_dtype_is_weight(t->type)) {
+        colo_set_err(err, errlen, "tensor %s has type %s, which is not supported there", name,
+                     colo_dtype_name(t->type) ? colo_dtype_name(t->type) : "?");
+        return COLO_EFORMAT;
+    }
+    void *d;
+    colo_status st = track(m, t->bytes, &d);
+    if (st != COLO_OK) {
+        colo_set_err(err, errlen, "tensor %s: %zu bytes do not fit in the memory arena (%zu of %zu bytes used)", name,
+                     t->bytes, colo_arena_used(m->arena), colo_arena_limit(m->arena));
+        return st;
+    }
+    if ((st = colo_memcpy_h2d(s, d, t->data, t->bytes)) != COLO_OK) {
+        colo_set_err(err, errlen, "tensor %s: copy to the device failed (%s)", name, colo_status_str(st));
+        return st;
+    }
+    m->weight_bytes += t->bytes;
+    *out = d;
+    if (type)
+        *type = t->type;
+    return COLO_OK;
+}
+
+static colo_status hparam(const colo_gguf *g, const char *key, int *out, char *err, size_t errlen)
+{
+    uint32_t v;
+    colo_status st = colo_gguf_get_u32(g, key, &v);
+    if (st != COLO_OK || v == 0 || v > (1u << 24)) {
+        colo_set_err(err, errlen, "key %s is %s", key, st == COLO_EINVAL ? "missing" : "not a valid count");
+        return COLO_EFORMAT;
+    }
+    *out = (int)v;
+    return COLO_OK;
+}
+
+colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s, char *err, size_t errlen)
+{
+    char msg[512] = "";
+    colo_gguf *g = colo_gguf_open(path, err, errlen);
+    if (!g)
+        return NULL;
+    colo_llama *m = calloc(1, sizeof *m);
+    if (!m) {
+        colo_set_err(err, errlen, "%s: out of memory", path);
+        goto out_gguf;
+    }
+    m->arena = arena;
+    colo_llama_hparams *hp = &m->hp;
+    colo_gguf_str arch;
+    if (colo_gguf_get_str(g, "general.architecture", &arch) != COLO_OK || arch.len != 5 ||
+        memcmp(arch.ptr, "llama", 5)) {
+        snprintf(msg, sizeof msg, "general.architecture is not llama");
+        goto out_msg;
+    }
+    if (hparam(g, "llama.block_count", &hp->n_layer, msg, sizeof msg) ||
+        hparam(g, "llama.embedding_length", &hp->n_embd, msg, sizeof msg) ||
+        hparam(g, "llama.feed_forward_length", &hp->n_ff, msg, sizeof msg) ||
+        hparam(g, "llama.attention.head_count", &hp->n_head, msg, sizeof msg) ||
+        hparam(g, "llama.context_length", &hp->n_ctx, msg, sizeof msg))
+        goto out_msg;
+    if (colo_gguf_find(g, "llama.attention.head_count_kv")) {
+        if (hparam(g, "llama.attention.head_count_kv", &hp->n_kv_head, msg, sizeof msg))
+            goto out_msg;
+    } else {
+        hp->n_kv_head = hp->n_head;
+    }
+    if (hp->n_embd % hp->n_head || hp->n_head % hp->n_kv_head || (hp->n_embd / hp->n_head) % 2) {
+        snprintf(msg, sizeof msg, "heads (%d, %d kv) do not divide the embedding (%d)", hp->n_head, hp->n_kv_head,
+                 hp->n_embd);
+        goto out_msg;
+    }
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->n_rot = hp->head_dim;
+    if (colo_gguf_find(g, "llama.rope.dimension_count") &&
+        (hparam(g, "llama.rope.dimension_count", &hp->n_rot, msg, sizeof msg) || hp->n_rot > hp->head_dim ||
+         hp->n_rot % 2)) {
+        if (!*msg)
+            snprintf(msg, sizeof msg, "llama.rope.dimension_count %d is invalid", hp->n_rot);
+        goto out_msg;
+    }
+    hp->rope_base = 10000.0f;
+    if (colo_gguf_find(g, "llama.rope.freq_base") && colo_gguf_get_f32(g, "llama.rope.freq_base", &hp->rope_base)) {
+        snprintf(msg, sizeof msg, "llama.rope.freq_base is not a float");
+        goto out_msg;
+    }
+    if (colo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps) || !(hp->rms_eps > 0)) {
+        snprintf(msg, sizeof msg, "llama.attention.layer_norm_rms_epsilon is missing or invalid");
+        goto out_msg;
+    }
+    if (!(m->bpe = colo_bpe_from_gguf(g, msg, sizeof msg)))
+        goto out_msg;
+    hp->n_vocab = colo_bpe_n_vocab(m->bpe);
+
+    int E = hp->n_embd, KV = hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+    if (load_tensor(m, g, s, "token_embd.weight", E, V, false, &m->tok_embd, &m->t_embd, msg, sizeof msg) ||
+        load_tensor(m, g, s, "output_norm.weight", E, 1, true, &m->out_norm, NULL, msg, sizeof msg))
+        goto out_msg;
+    if (colo_gguf_find_tensor(g, "output.weight")) {
+        if (load_tensor(m, g, s, "output.weight", E, V, false, &m->output, &m->t_out, msg, sizeof msg))
+            goto out_msg;
+    } else {
+        m->output = m->tok_embd;
+        m->t_out = m->t_embd;
+    }
+    if (!(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto out_msg;
+    }
+    for (int l = 0; l < hp->n_layer; l++) {
+        layer *L = &m->layers[l];
+        char n[9][64];
+        const char *sfx[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                              "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
+        for (int i = 0; i < 9; i++)
+            snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", l, sfx[i]);
+        if (load_tensor(m, g, s, n[0], E, 1, true, &L->attn_norm, NULL, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[1], E, E, false, &L->wq, &L->tq, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[2], E, KV, false, &L->wk, &L->tk, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[3], E, KV, false, &L->wv, &L->tv, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[4], E, E, false, &L->wo, &L->to, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[5], E, 1, true, &L->ffn_norm, NULL, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[6], E, F, false, &L->w_gate, &L->tg, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[7], E, F, false, &L->w_up, &L->tu, msg, sizeof msg) ||
+            load_tensor(m, g, s, n[8], F, E, false, &L->w_down, &L->td, msg, sizeof msg))
+            goto out_msg;
+    }
+    colo_status st = colo_stream_sync(s); /* the mapping is unmapped below */
+    if (st != COLO_OK) {
+        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));
+        goto out_msg;
+    }
+    colo_gguf_close(g);
+    return m;
+
+out_msg:
+    colo_set_err(err, errlen, "%s: %s", path, msg);
+    colo_stream_sync(s);
+    colo_llama_free(m);
+out_gguf:
+    colo_gguf_close(g);
+    return NULL;
+}
+
+void colo_llama_free(colo_llama *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_allocs; i++)
+        colo_arena_free(m->arena, m->allocs[i]);
+    free(m->allocs);
+    free(m->layers);
+    free(m->free_ids);
+    free(m->h_slot);
+    colo_bpe_free(m->bpe);
+    free(m);
+}
+
+const colo_llama_hparams *colo_llama_hparams_get(const colo_llama *m) { return &m->hp; }
+const colo_bpe *colo_llama_tokenizer(const colo_llama *m) { return m->bpe; }
+colo_arena *colo_llama_arena(const colo_llama *m) { return m->arena; }
+size_t colo_llama_weight_bytes(const colo_llama *m) { return m->weight_bytes; }
+
+size_t colo_llama_kv_block_bytes(const colo_llama_hparams *hp, int block_size, colo_dtype kv_type)
+{
+    size_t es = kv_type == COLO_F16 ? 2 : 4;
+    return 2 * (size_t)hp->n_layer * (size_t)block_size * (size_t)hp->n_kv_head * hp->head_dim * es;
+}
+
+colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo_dtype kv_type, char *err,
+                               size_t errlen)
+{
+    if (m->n_blocks || n_blocks <= 0 || block_size <= 0 || (kv_type != COLO_F16 && kv_type != COLO_F32)) {
+        colo_set_err(err, errlen, "KV cache: invalid configuration");
+        return COLO_EINVAL;
+    }
+    size_t es = kv_type == COLO_F16 ? 2 : 4;
+    size_t per_layer = (size_t)n_blocks * block_size * m->hp.n_kv_head * m->hp.head_dim * es;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        if (track(m, per_layer, &m->layers[l].k_cache) || track(m, per_layer, &m->layers[l].v_cache)) {
+            colo_set_err(err, errlen,
+                         "KV cache: %d blocks of %d tokens need %zu bytes; the arena has %zu of %zu bytes free",
+                         n_blocks, block_size, 2 * per_layer * m->hp.n_layer,
+                         colo_arena_limit(m->arena) - colo_arena_used(m->arena), colo_arena_limit(m->arena));
+            for (int j = 0; j <= l; j++) {
+                untrack(m, m->layers[j].k_cache);
+                untrack(m, m->layers[j].v_cache);
+                m->layers[j].k_cache = m->layers[j].v_cache = NULL;
+            }
+            return COLO_ENOMEM;
+        }
+    }
+    m->free_ids = malloc((size_t)n_blocks * sizeof *m->free_ids);
+    if (!m->free_ids)
+        return COLO_ENOMEM;
+    for (int i = 0; i < n_blocks; i++)
+        m->free_ids[i] = n_blocks - 1 - i;
+    m->n_free = n_blocks;
+    m->n_blocks = n_blocks;
+    m->block_size = block_size;
+    m->kv_type = kv_type;
+    return COLO_OK;
+}
+
+int colo_llama_kv_n_blocks(const colo_llama *m) { return m->n_blocks; }
+int colo_llama_kv_block_size(const colo_llama *m) { return m->block_size; }
+int colo_llama_kv_n_free(const colo_llama *m) { return m->n_free; }
+
+colo_status colo_llama_kv_alloc(colo_llama *m, int n, int32_t *ids)
+{
+    if (n < 0 || n > m->n_free)
+        return COLO_ENOMEM;
+    for (int i = 0; i < n; i++)
+        ids[i] = m->free_ids[--m->n_free];
+    return COLO_OK;
+}
+
+void colo_llama_kv_free(colo_llama *m, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        COLO_ASSERT(m->n_free < m->n_blocks && ids[i] >= 0 && ids[i] < m->n_blocks);
+        m->free_ids[m->n_free++] = ids[i];
+    }
+}
+
+/* Activation scratch for n_tokens tokens, n_logits logits, a block table of
+ * n_seqs x max_blocks; re-allocated in the arena when a step needs more. */
+static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_seqs, int max_blocks)
+{
+    if (n_tokens <= m->cap_tokens && n_logits <= m->cap_logits && n_seqs * max_blocks <= m->cap_meta_blocks)
+        return COLO_OK;
+    int T = n_tokens > m->cap_tokens ? n_tokens : m->cap_tokens;
+    int L = n_logits > m->cap_logits ? n_logits : m->cap_logits;
+    int B = n_seqs * max_blocks > m->cap_meta_blocks ? n_seqs * max_blocks : m->cap_meta_blocks;
+    const colo_llama_hparams *hp = &m->hp;
+    size_t E = hp->n_embd, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+    size_t floats = T * (E * 4 + KV * 2 + F * 2) + L * (E + V);
+    size_t ints = (size_t)T * 4 + L + B;
+    size_t bytes = floats * 4 + ints * 4 + 16 * 256;
+    untrack(m, m->act);
+    m->act = NULL;
+    m->cap_tokens = m->cap_logits = m->cap_meta_blocks = 0;
+    void *p;
+    colo_status st = track(m, bytes, &p);
+    if (st != COLO_OK)
+        return st;
+    int32_t *hs = realloc(m->h_slot, (size_t)T * sizeof *hs);
+    if (!hs) {
+        untrack(m, p);
+        return COLO_ENOMEM;
+    }
+    m->h_slot = hs;
+    m->act = p;
+    char *c = p;
+#define TAKE(ptr, n, type)                                                                                  \
+    do {                                                                                                    \
+        ptr = (type *)c;                                                                                    \
+        c += ((n) * sizeof(type) + 255) & ~(size_t)255;                                                     \
+    } while (0)
+    TAKE(m->x, T * E, float);
+    TAKE(m->h, T * E, float);
+    TAKE(m->q, T * E, float);
+    TAKE(m->att, T * E, float);
+    TAKE(m->k, T * KV, float);
+    TAKE(m->v, T * KV, float);
+    TAKE(m->g, T * F, float);
+    TAKE(m->u, T * F, float);
+    TAKE(m->lx, L * E, float);
+    TAKE(m->logits, L * V, float);
+    TAKE(m->d_tokens, (size_t)T, int32_t);
+    TAKE(m->d_pos, (size_t)T, int32_t);
+    TAKE(m->d_seq, (size_t)T, int32_t);
+    TAKE(m->d_slot, (size_t)T, int32_t);
+    TAKE(m->d_rows, (size_t)L, int32_t);
+    TAKE(m->d_table, (size_t)B, int32_t);
+#undef TAKE
+    m->cap_tokens = T;
+    m->cap_logits = L;
+    m->cap_meta_blocks = B;
+    return COLO_OK;
+}
+
+/* On a failure after work was queued, the stream is drained first so the
+ * caller may free its host arrays. */
+colo_status colo_llama_reserve(colo_llama *m, int n_tokens, int n_logits, int n_seqs, int max_blocks)
+{
+    if (n_tokens <= 0 || n_logits < 0 || n_seqs <= 0 || max_blocks <= 0)
+        return COLO_EINVAL;
+    return ensure_act(m, n_tokens, n_logits, n_seqs, max_blocks);
+}
+
+#define TRY(call)                                                                                           \
+    do {                                                                                                    \
+        colo_status st_ = (call);                                                                           \
+        if (st_ != COLO_OK) {                                                                               \
+            colo_stream_sync(s);                                                                            \
+            return st_;                                                                                     \
+        }                                                                                                   \
+    } while (0)
+
+colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
+                               colo_cosched_member *throttle)
+{
+    const colo_llama_hparams *hp = &m->hp;
+    int n = b->n_tokens;
+    if (n <= 0 || b->n_logits < 0 || !m->n_blocks || b->n_seqs <= 0 || b->max_blocks <= 0)
+        return COLO_EINVAL;
+    int max_pos = 0;
+    for (int t = 0; t < n; t++) {
+        int p = b->pos[t], sq = b->seq[t];
+        if (p < 0 || p >= b->max_blocks * m->block_size || sq < 0 || sq >= b->n_seqs || b->tokens[t] < 0 ||
+            b->tokens[t] >= hp->n_vocab)
+            return COLO_EINVAL;
+        int32_t blk = b->block_table[(size_t)sq * b->max_blocks + p / m->block_size];
+        if (blk < 0 || blk >= m->n_blocks)
+            return COLO_EINVAL;
+        max_pos = p > max_pos ? p : max_pos;
+    }
+    for (int i = 0; i < b->n_logits; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= n)
+            return COLO_EINVAL;
+    TRY(ensure_act(m, n, b->n_logits, b->n_seqs, b->max_blocks));
+    for (int t = 0; t < n; t++) {
+        int p = b->pos[t];
+        m->h_slot[t] = b->block_table[(size_t)b->seq[t] * b->max_blocks + p / m->block_size] * m->block_size +
+                       p % m->block_size;
+    }
+    TRY(colo_memcpy_h2d(s, m->d_tokens, b->tokens, (size_t)n * 4));
+    TRY(colo_memcpy_h2d(s, m->d_pos, b->pos, (size_t)n * 4));
+    TRY(colo_memcpy_h2d(s, m->d_seq, b->seq, (size_t)n * 4));
+    TRY(colo_memcpy_h2d(s, m->d_slot, m->h_slot, (size_t)n * 4));
+    TRY(colo_memcpy_h2d(s, m->d_table, b->block_table, (size_t)b->n_seqs * b->max_blocks * 4));
+    if (b->n_logits)
+        TRY(colo_memcpy_h2d(s, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4));
+
+    int E = hp->n_embd, KV = hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+    TRY(colo_op_get_rows(s, m->tok_embd, m->t_embd, V, E, m->d_tokens, n, m->x));
+    colo_attn_desc ad = {.n_tokens = n, .n_head = hp->n_head, .n_kv_head = hp->n_kv_head, .head_dim = hp->head_dim,
+                         .block_size = m->block_size, .max_blocks = b->max_blocks, .max_pos = max_pos,
+                         .scale = 1.0f / sqrtf((float)hp->head_dim), .kv_type = m->kv_type, .tok_seq = m->d_seq,
+                         .tok_pos = m->d_pos, .block_table = m->d_table};
+    for (int l = 0; l < hp->n_layer; l++) {
+        const layer *L = &m->layers[l];
+        if (throttle)
+            colo_cosched_throttle(throttle, 14);
+        TRY(colo_op_rmsnorm(s, m->x, L->attn_norm, m->h, n, E, hp->rms_eps));
+        TRY(colo_op_linear(s, L->wq, L->tq, NULL, m->h, 0, m->q, 0, n, E, E));
+        TRY(colo_op_linear(s, L->wk, L->tk, NULL, m->h, 0, m->k, 0, n, KV, E));
+        TRY(colo_op_linear(s, L->wv, L->tv, NULL, m->h, 0, m->v, 0, n, KV, E));
+        TRY(colo_op_rope(s, m->q, 0, m->d_pos, n, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base));
+        TRY(colo_op_rope(s, m->k, 0, m->d_pos, n, hp->n_kv_head, hp->head_dim, hp->n_rot, hp->rope_base));
+        TRY(colo_op_kv_store(s, m->k, 0, m->v, 0, L->k_cache, L->v_cache, m->kv_type, m->d_slot, n, KV));
+        TRY(colo_op_attention(s, &ad, m->q, L->k_cache, L->v_cache, m->att));
+        TRY(colo_op_linear(s, L->wo, L->to, NULL, m->att, 0, m->h, 0, n, E, E));
+        TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
+        TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));
+        TRY(colo_op_linear(s, L->w_gate, L->tg, NULL, m->h, 0, m->g, 0, n, F, E));
+        TRY(colo_op_linear(s, L->w_up, L->tu, NULL, m->h, 0, m->u, 0, n, F, E));
+        TRY(colo_op_swiglu(s, m->g, m->u, m->g, (int64_t)n * F));
+        TRY(colo_op_linear(s, L->w_down, L->td, NULL, m->g, 0, m->h, 0, n, E, F));
+        TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
+    }
+    if (b->n_logits) {
+        if (throttle)
+            colo_cosched_throttle(throttle, 4);
+        TRY(colo_op_get_rows(s, m->x, COLO_F32, n, E, m->d_rows, b->n_logits, m->lx));
+        TRY(colo_op_rmsnorm(s, m->lx, m->out_norm, m->lx, b->n_logits, E, hp->rms_eps));
+        TRY(colo_op_linear(s, m->output, m->t_out, NULL, m->lx, 0, m->logits, 0, b->n_logits, V, E));
+        TRY(colo_memcpy_d2h(s, logits, m->logits, (size_t)b->n_logits * V * sizeof(float)));
+    }
+    return colo_stream_sync(s);
+}
