@@ -1,0 +1,286 @@
+/* The generation engine on a small synthetic model (F32 weights, so every
+ * matrix path computes in float): a sequence's tokens do not depend on what
+ * else is in the batch, on chunked prefill, or on being preempted and
+ * recomputed; stop strings, max_tokens and cancellation behave. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batching/engine.h"
+#include "models/mkmodel.h"
+
+static char model_path[300];
+static colo_device *dev;
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(model_path, sizeof model_path, "%s/colo-test-engine-%d.gguf", tmp, (int)getpid());
+    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = 11};
+    char err[256];
+    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
+        return -1;
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
+    dev = colo_device_open(&dc, err, sizeof err);
+    return dev ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    colo_device_close(dev);
+    unlink(model_path);
+    return 0;
+}
+
+typedef struct {
+    colo_arena *arena;
+    colo_stream *s;
+    colo_llama *m;
+    colo_gen_engine *e;
+} rig;
+
+static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
+{
+    char err[256];
+    r->arena = colo_arena_create_bytes(dev, "engine", 64 << 20, err, sizeof err);
+    r->s = colo_stream_create(dev, NULL, err, sizeof err);
+    r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
+    assert_non_null(r->m);
+    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = 4,
+                          .kv_type = COLO_F32, .n_blocks = n_blocks};
+    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    if (!r->e)
+        fail_msg("engine: %s", err);
+}
+
+static void rig_close(rig *r)
+{
+    colo_gen_engine_free(r->e);
+    colo_llama_free(r->m);
+    assert_int_equal(colo_arena_used(r->arena), 0); /* everything went back */
+    colo_stream_destroy(r->s);
+    colo_arena_destroy(r->arena);
+}
+
+typedef struct {
+    int32_t toks[256];
+    int n;
+    char text[4096];
+    size_t text_len;
+    char streamed[4096];
+    size_t streamed_len;
+    const char *finish;
+    colo_status status;
+    int done;
+} result;
+
+static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
+{
+    (void)tok;
+    result *r = ud;
+    memcpy(r->streamed + r->streamed_len, piece, len);
+    r->streamed_len += len;
+}
+
+static void on_done(void *ud, const colo_gen_outcome *o)
+{
+    result *r = ud;
+    r->n = o->n_tokens;
+    memcpy(r->toks, o->tokens, (size_t)o->n_tokens * 4);
+    memcpy(r->text, o->text, o->text_len);
+    r->text_len = o->text_len;
+    r->finish = o->finish_reason;
+    r->status = o->status;
+    r->done++;
+}
+
+static void prompt_ids(int which, int32_t *ids, int *n)
+{
+    *n = 3 + which * 7;
+    for (int i = 0; i < *n; i++)
+        ids[i] = (int32_t)((which * 31 + i * 17) % 256);
+}
+
+static void run_all(rig *r)
+{
+    int n;
+    for (int guard = 0; guard < 10000; guard++) {
+        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+        if (!n && !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e))
+            return;
+    }
+    fail_msg("engine did not finish");
+}
+
+static void generate(int max_running, int step_tokens, int n_blocks, int n_seqs, int max_tokens, result *out)
+{
+    rig r;
+    rig_open(&r, max_running, step_tokens, n_blocks);
+    colo_gen_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
+    char err[256];
+    for (int i = 0; i < n_seqs; i++) {
+        int32_t ids[64];
+        int n;
+        prompt_ids(i, ids, &n);
+        colo_gen_callbacks cb = {on_token, on_done, &out[i]};
+        memset(&out[i], 0, sizeof out[i]);
+        assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+    }
+    run_all(&r);
+    if (n_blocks)
+        printf("preemptions: %llu\n", (unsigned long long)colo_gen_preemptions(r.e));
+    rig_close(&r);
+}
+
+static void assert_same(const result *a, const result *b)
+{
+    assert_int_equal(a->done, 1);
+    assert_int_equal(b->done, 1);
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->toks, b->toks, (size_t)a->n * 4);
+    assert_int_equal(a->text_len, b->text_len);
+}
+
+static void test_batch_and_chunk_invariance(void **state)
+{
+    (void)state;
+    result alone[4], batch[4], chunked[4];
+    /* Alone: each prompt in an engine of its own. */
+    for (int i = 0; i < 4; i++) {
+        rig r;
+        rig_open(&r, 1, 256, 0);
+        colo_gen_params p = {.max_tokens = 24, .temperature = 0, .top_p = 1};
+        int32_t ids[64];
+        int n;
+        char err[256];
+        prompt_ids(i, ids, &n);
+        memset(&alone[i], 0, sizeof alone[i]);
+        colo_gen_callbacks cb = {on_token, on_done, &alone[i]};
+        assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+        run_all(&r);
+        rig_close(&r);
+    }
+    generate(4, 256, 0, 4, 24, batch);   /* all four in one batch */
+    generate(4, 5, 0, 4, 24, chunked);   /* 5-token steps: prefill in chunks */
+    for (int i = 0; i < 4; i++) {
+        assert_same(&alone[i], &batch[i]);
+        assert_same(&alone[i], &chunked[i]);
+        assert_string_equal(alone[i].finish, "length");
+        /* Streamed pieces add up to the final text. */
+        assert_int_equal(batch[i].streamed_len, batch[i].text_len);
+        assert_memory_equal(batch[i].streamed, batch[i].text, batch[i].text_len);
+    }
+}
+
+/* A cache far too small for four sequences at once: sequences wait and get
+ * preempted, and still produce exactly the tokens they produce alone. */
+static void test_preemption_recomputes_exactly(void **state)
+{
+    (void)state;
+    result roomy[4], tight[4];
+    generate(4, 64, 0, 4, 30, roomy);
+    generate(4, 64, 16, 4, 30, tight); /* 16 blocks of 4 tokens = 64 slots */
+    for (int i = 0; i < 4; i++)
+        assert_same(&roomy[i], &tight[i]);
+}
+
+static void test_stop_strings_and_limits(void **state)
+{
+    (void)state;
+    result base[1];
+    generate(1, 256, 0, 1, 40, base);
+    assert_true(base[0].text_len > 6);
+    /* A stop string taken from the middle of the text, spanning tokens or not. */
+    char stop[8];
+    size_t at = base[0].text_len / 2;
+    memcpy(stop, base[0].text + at, 3);
+    stop[3] = 0;
+    rig r;
+    rig_open(&r, 2, 256, 0);
+    result res;
+    memset(&res, 0, sizeof res);
+    colo_gen_params p = {.max_tokens = 40, .temperature = 0, .top_p = 1, .n_stop = 1};
+    p.stop[0] = stop;
+    int32_t ids[64];
+    int n;
+    char err[256];
+    prompt_ids(0, ids, &n);
+    colo_gen_callbacks cb = {on_token, on_done, &res};
+    assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+    run_all(&r);
+    char *first = memmem(base[0].text, base[0].text_len, stop, 3);
+    assert_non_null(first);
+    assert_string_equal(res.finish, "stop");
+    assert_int_equal(res.text_len, (size_t)(first - base[0].text));
+    assert_memory_equal(res.text, base[0].text, res.text_len);
+    /* Nothing of the stop string was streamed. */
+    assert_int_equal(res.streamed_len, res.text_len);
+
+    /* max_tokens, and a prompt that leaves no room. */
+    result short_res;
+    memset(&short_res, 0, sizeof short_res);
+    colo_gen_params p2 = {.max_tokens = 3, .temperature = 0, .top_p = 1};
+    colo_gen_callbacks cb2 = {on_token, on_done, &short_res};
+    assert_non_null(colo_gen_add(r.e, ids, n, &p2, &cb2, err, sizeof err));
+    run_all(&r);
+    assert_int_equal(short_res.n, 3);
+    assert_string_equal(short_res.finish, "length");
+    int32_t big[300] = {0};
+    assert_null(colo_gen_add(r.e, big, 256, &p2, &cb2, err, sizeof err));
+    assert_non_null(strstr(err, "context"));
+    assert_null(colo_gen_add(r.e, big, 0, &p2, &cb2, err, sizeof err));
+    rig_close(&r);
+}
+
+static void test_cancel_frees_blocks(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 4, 64, 0);
+    int total = colo_gen_kv_free_blocks(r.e);
+    result res[3];
+    colo_gen_seq *seqs[3];
+    colo_gen_params p = {.max_tokens = 50, .temperature = 0.9f, .top_p = 0.9f, .top_k = 20, .seed = 7};
+    char err[256];
+    for (int i = 0; i < 3; i++) {
+        int32_t ids[64];
+        int n;
+        prompt_ids(i, ids, &n);
+        memset(&res[i], 0, sizeof res[i]);
+        colo_gen_callbacks cb = {on_token, on_done, &res[i]};
+        seqs[i] = colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err);
+    }
+    int n;
+    for (int k = 0; k < 3; k++)
+        colo_gen_step(r.e, NULL, &n);
+    assert_true(colo_gen_kv_free_blocks(r.e) < total);
+    colo_gen_cancel(r.e, seqs[1]);
+    assert_int_equal(res[1].done, 1);
+    assert_int_equal(res[1].status, COLO_ECANCELED);
+    run_all(&r);
+    assert_int_equal(colo_gen_kv_free_blocks(r.e), total);
+    assert_int_equal(res[0].done, 1);
+    assert_int_equal(res[2].done, 1);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_and_chunk_invariance),
+        cmocka_unit_test(test_preemption_recomputes_exactly),
+        cmocka_unit_test(test_stop_strings_and_limits),
+        cmocka_unit_test(test_cancel_frees_blocks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
