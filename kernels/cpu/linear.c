@@ -80,6 +80,10 @@ typedef struct {
 } linear_args;
 
 #define TILE_ROWS 64
+/* Up to this many rows of x (exclusive), quantized weights are dotted with
+ * 8-bit activations (decode); more rows use exact F32 activations against
+ * weights expanded tile by tile (prefill and batched decode). */
+#define INT8_MAX_ROWS 2
 
 static void add_bias(const linear_args *a, int64_t r0, int64_t r1)
 {
@@ -170,7 +174,7 @@ static void linear_task(const void *p, int chunk, int n_chunks)
     colo_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
     if (r0 == r1)
         return;
-    if (a->m < 8)
+    if (a->m < INT8_MAX_ROWS)
         linear_small_m(a, r0, r1);
     else
         linear_large_m(a, r0, r1);
@@ -182,7 +186,7 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k};
     int nc = colo_cpu_chunks(s, n, 2.0 * m * k);
     /* Prefill tiles: keep chunks at least a tile tall. */
-    if (m >= 8 && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
+    if (m >= INT8_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
         nc = (n + TILE_ROWS - 1) / TILE_ROWS;
     return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -144,6 +144,18 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
         for (int64_t b = 0; b < n / 32; b++) {
             const colo_blk_q4_1 *q = (const colo_blk_q4_1 *)src + b;
             float d = colo_fp16_to_f32(q->d), m = colo_fp16_to_f32(q->m);
+#if defined(__AVX2__) && defined(__FMA__)
+            __m128i raw = _mm_loadu_si128((const __m128i *)q->qs);
+            __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(15));
+            __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15));
+            __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+            float *o = dst + b * 32;
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), vd, vm));
+            _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), vd, vm));
+            _mm256_storeu_ps(o + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), vd, vm));
+            _mm256_storeu_ps(o + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), vd, vm));
+            continue;
+#endif
             for (int j = 0; j < 16; j++) {
                 dst[b * 32 + j] = (q->qs[j] & 15) * d + m;
                 dst[b * 32 + j + 16] = (q->qs[j] >> 4) * d + m;
@@ -154,6 +166,13 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
         for (int64_t b = 0; b < n / 32; b++) {
             const colo_blk_q8_0 *q = (const colo_blk_q8_0 *)src + b;
             float d = colo_fp16_to_f32(q->d);
+#if defined(__AVX2__) && defined(__FMA__)
+            __m256 vd = _mm256_set1_ps(d);
+            for (int j = 0; j < 32; j += 8)
+                _mm256_storeu_ps(dst + b * 32 + j,
+                                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q->qs + j)))), vd));
+            continue;
+#endif
             for (int j = 0; j < 32; j++)
                 dst[b * 32 + j] = q->qs[j] * d;
         }

@@ -16,18 +16,20 @@
 #include "models/sampler.h"
 #include "tests/models/model_paths.h"
 
-/* Both colo and llama.cpp quantize activations to 8 bits in the decode
- * path; against the exact float64 logits llama.cpp deviates by up to 0.38
- * (mean 0.13) on these prompts, and colo by the same order. So:
+/* colo computes multi-row products (prefill) with exact F32 activations
+ * and single-row products (decode) with 8-bit activations, as llama.cpp does
+ * for all of them; against the exact float64 logits llama.cpp deviates by up
+ * to 0.38 (mean 0.13) on these prompts, colo by up to 0.15 on the first step.
+ * So:
  * - first-step logits: the exact float64 top-5 (scripts/ref/llama_f64.py)
  *   within LOGIT_TOL;
  * - greedy tokens equal llama.cpp's up to the first step whose reference
- *   top-1/top-2 margin is below NEAR_TIE (twice the worst deviation of
- *   each side: a near-tie either correct implementation may flip), and at
- *   least MIN_MATCHED tokens in all must be compared. */
-#define NEAR_TIE 0.8
-#define LOGIT_TOL 0.6
-#define MIN_MATCHED 200
+ *   top-1/top-2 margin is below NEAR_TIE (a near-tie the two noise
+ *   profiles may flip either way), and at least MIN_MATCHED tokens in all
+ *   are compared and equal. */
+#define NEAR_TIE 1.0
+#define LOGIT_TOL 0.3
+#define MIN_MATCHED 120
 
 typedef struct {
     colo_device *dev;
