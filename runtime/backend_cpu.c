@@ -37,6 +37,8 @@ typedef struct cpu_stream {
     cpu_task *free_tasks;  /* reused task nodes */
     int prio;
     int unit_first, unit_count;
+    void *scratch;      /* colo_cpu_stream_scratch */
+    size_t scratch_bytes;
     uint64_t enqueued;  /* tasks queued since creation */
     uint64_t completed; /* tasks finished */
     colo_status err;    /* first error since the last sync */
@@ -52,15 +54,28 @@ typedef struct cpu_pool {
     cpu_stream **streams;
     int n_streams, cap_streams;
     unsigned rr; /* rotates ties between equal priorities */
+    unsigned work_gen; /* bumped on every launch and completion (atomic) */
+    int sleepers;      /* workers blocked on work_cv */
     size_t budget_bytes;
     size_t held_bytes;
     char name[128];
 } cpu_pool;
 
+/* Pause iterations a worker or a waiter polls before it sleeps (~20-50 us). */
+#define SPIN_ITERS 2000
+
 static _Thread_local int tls_worker = -1;
 static _Thread_local cpu_stream *tls_stream;
 
 int colo_cpu_worker_index(void) { return tls_worker; }
+
+static void colo_cpu_stream_record(cpu_stream *cs, colo_status st)
+{
+    pthread_mutex_lock(&cs->pool->mu);
+    if (cs->err == COLO_OK)
+        cs->err = st;
+    pthread_mutex_unlock(&cs->pool->mu);
+}
 
 void colo_cpu_task_fail(colo_status st)
 {
@@ -104,8 +119,22 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&p->mu);
     for (;;) {
         cpu_stream *cs;
-        while (!p->stop && !(cs = pick_locked(p, tls_worker)))
+        while (!p->stop && !(cs = pick_locked(p, tls_worker))) {
+            /* Ops of a forward pass come every few microseconds: poll a
+             * little before sleeping, so a new op does not pay a wake-up. */
+            unsigned gen = __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE);
+            pthread_mutex_unlock(&p->mu);
+            for (int spin = 0; spin < SPIN_ITERS && __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) == gen; spin++)
+                __builtin_ia32_pause();
+            pthread_mutex_lock(&p->mu);
+            if (p->stop || (cs = pick_locked(p, tls_worker)))
+                break;
+            if (__atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) != gen)
+                continue;
+            p->sleepers++;
             pthread_cond_wait(&p->work_cv, &p->mu);
+            p->sleepers--;
+        }
         if (p->stop)
             break;
         p->rr++;
@@ -125,8 +154,9 @@ static void *worker_main(void *arg)
             t->next = cs->free_tasks;
             cs->free_tasks = t;
             cs->completed++;
+            __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
             pthread_cond_broadcast(&p->done_cv);
-            if (cs->head)
+            if (cs->head && p->sleepers)
                 pthread_cond_broadcast(&p->work_cv);
         }
     }
@@ -164,10 +194,31 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
         cs->head = t;
     cs->tail = t;
     cs->enqueued++;
-    if (cs->head == t)
+    __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
+    if (cs->head == t && p->sleepers)
         pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     return COLO_OK;
+}
+
+static colo_status cpu_stream_sync(colo_stream *s);
+
+void *colo_cpu_stream_scratch(colo_stream *s, size_t bytes)
+{
+    cpu_stream *cs = s->ctx;
+    if (bytes <= cs->scratch_bytes)
+        return cs->scratch;
+    colo_status st = cpu_stream_sync(s);
+    if (st != COLO_OK) /* keep the error for the caller's next sync */
+        colo_cpu_stream_record(cs, st);
+    void *p = NULL;
+    size_t want = bytes + bytes / 2 + 64;
+    if (posix_memalign(&p, 64, want))
+        return NULL;
+    free(cs->scratch);
+    cs->scratch = p;
+    cs->scratch_bytes = want;
+    return p;
 }
 
 int colo_cpu_stream_threads(const colo_stream *s)
@@ -296,6 +347,11 @@ static colo_status cpu_stream_sync(colo_stream *s)
 {
     cpu_stream *cs = s->ctx;
     cpu_pool *p = cs->pool;
+    for (int spin = 0; spin < SPIN_ITERS; spin++) {
+        if (__atomic_load_n(&cs->completed, __ATOMIC_ACQUIRE) == __atomic_load_n(&cs->enqueued, __ATOMIC_ACQUIRE))
+            break;
+        __builtin_ia32_pause();
+    }
     pthread_mutex_lock(&p->mu);
     while (cs->completed < cs->enqueued)
         pthread_cond_wait(&p->done_cv, &p->mu);
@@ -331,6 +387,7 @@ static void cpu_stream_fini(colo_stream *s)
         nx = t->next;
         free(t);
     }
+    free(cs->scratch);
     free(cs);
 }
 

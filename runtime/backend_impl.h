@@ -104,6 +104,12 @@ int colo_cpu_stream_threads(const colo_stream *s);
  * chunk use per-worker scratch memory. */
 int colo_cpu_worker_index(void);
 
+/* Host side, between launches: a buffer of at least bytes owned by the
+ * stream, for passing data between consecutive ops of the stream (a later
+ * op reads what an earlier one wrote). Growing it first waits for the
+ * stream's queued work. NULL when out of memory. */
+void *colo_cpu_stream_scratch(colo_stream *s, size_t bytes);
+
 /* Called from inside a chunk: records st as the stream's error (the first
  * one wins; colo_stream_sync returns it). */
 void colo_cpu_task_fail(colo_status st);

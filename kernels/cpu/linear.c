@@ -77,6 +77,7 @@ typedef struct {
     const float *x;
     float *y;
     int x_stride, y_stride, m, n, k;
+    const colo_blk_q8x *xq; /* x quantized by the op queued before (8-bit path) */
 } linear_args;
 
 #define TILE_ROWS 64
@@ -102,13 +103,7 @@ static void linear_small_m(const linear_args *a, int64_t r0, int64_t r1)
     bool int8 = a->w_type == COLO_Q4_0 || a->w_type == COLO_Q4_1 || a->w_type == COLO_Q8_0;
     if (int8) {
         int nb = a->k / 32;
-        colo_blk_q8x *xq = colo_cpu_scratch(0, (size_t)a->m * (size_t)nb * sizeof *xq);
-        if (!xq) {
-            colo_cpu_task_fail(COLO_ENOMEM);
-            return;
-        }
-        for (int i = 0; i < a->m; i++)
-            colo_cpu_quantize_q8x(a->x + (int64_t)i * a->x_stride, xq + (size_t)i * nb, a->k);
+        const colo_blk_q8x *xq = a->xq;
         for (int64_t r = r0; r < r1; r++) {
             const void *wr = w + (size_t)r * row_bytes;
             for (int i = 0; i < a->m; i++) {
@@ -180,10 +175,35 @@ static void linear_task(const void *p, int chunk, int n_chunks)
         linear_large_m(a, r0, r1);
 }
 
+typedef struct {
+    const float *x;
+    int x_stride, k;
+    colo_blk_q8x *out;
+} quant_args;
+
+static void quantize_task(const void *p, int chunk, int n_chunks)
+{
+    const quant_args *q = p;
+    (void)n_chunks;
+    colo_cpu_quantize_q8x(q->x + (int64_t)chunk * q->x_stride, q->out + (size_t)chunk * (q->k / 32), q->k);
+}
+
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
-    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k};
+    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL};
+    bool int8 = m < INT8_MAX_ROWS && (w_type == COLO_Q4_0 || w_type == COLO_Q4_1 || w_type == COLO_Q8_0);
+    if (int8) {
+        /* x is quantized once, by an op of its own, into the stream's scratch. */
+        colo_blk_q8x *xq = colo_cpu_stream_scratch(s, (size_t)m * (size_t)(k / 32) * sizeof *xq);
+        if (!xq)
+            return COLO_ENOMEM;
+        quant_args q = {x, a.x_stride, k, xq};
+        colo_status st = colo_cpu_launch(s, quantize_task, &q, sizeof q, m);
+        if (st != COLO_OK)
+            return st;
+        a.xq = xq;
+    }
     int nc = colo_cpu_chunks(s, n, 2.0 * m * k);
     /* Prefill tiles: keep chunks at least a tile tall. */
     if (m >= INT8_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)

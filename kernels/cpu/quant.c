@@ -262,6 +262,37 @@ colo_status colo_quantize_row(colo_dtype t, const float *src, void *dst, int64_t
 
 void colo_cpu_quantize_q8x(const float *x, colo_blk_q8x *out, int k)
 {
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < k / 32; b++) {
+        const float *v = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8), v2 = _mm256_loadu_ps(v + 16),
+               v3 = _mm256_loadu_ps(v + 24);
+        __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                  _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float d = amax / 127, id = d ? 1.0f / d : 0;
+        __m256 vid = _mm256_set1_ps(id);
+        /* Round to nearest even, as lrintf does. */
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        /* Pack 32-bit -> 16-bit -> 8-bit and undo the lane interleaving of the packs. */
+        __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)out[b].qs, p8);
+        out[b].d = d;
+        out[b].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+    return;
+#endif
     for (int b = 0; b < k / 32; b++) {
         const float *v = x + b * 32;
         float amax = 0;
