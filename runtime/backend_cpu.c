@@ -118,7 +118,7 @@ static void *worker_main(void *arg)
     free(arg);
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        cpu_stream *cs;
+        cpu_stream *cs = NULL;
         while (!p->stop && !(cs = pick_locked(p, tls_worker))) {
             /* Ops of a forward pass come every few microseconds: poll a
              * little before sleeping, so a new op does not pay a wake-up. */
