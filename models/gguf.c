@@ -372,6 +372,16 @@ const colo_gguf_tensor *colo_gguf_find_tensor(const colo_gguf *g, const char *na
     return NULL;
 }
 
+void colo_gguf_release(const colo_gguf *g, const colo_gguf_tensor *t)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t->data + t->bytes) & ~(page - 1);
+    (void)g;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static colo_status get_int(const colo_gguf_kv *kv, int64_t *out, bool *is_unsigned_big)
 {
     *is_unsigned_big = false;

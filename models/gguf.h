@@ -90,6 +90,10 @@ colo_status colo_gguf_arr_str(const colo_gguf *g, const char *key, uint64_t i, c
 int colo_gguf_n_tensors(const colo_gguf *g);
 const colo_gguf_tensor *colo_gguf_tensor_at(const colo_gguf *g, int i);
 const colo_gguf_tensor *colo_gguf_find_tensor(const colo_gguf *g, const char *name);
+/* Drops the pages of t's data from memory (they are read again from the
+ * file if touched): call once the tensor has been copied elsewhere, so a
+ * model being loaded is not resident twice. */
+void colo_gguf_release(const colo_gguf *g, const colo_gguf_tensor *t);
 
 /* ---- writer ----------------------------------------------------------------------- */
 

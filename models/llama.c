@@ -107,10 +107,11 @@ static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_stream *s
                      t->bytes, colo_arena_used(m->arena), colo_arena_limit(m->arena));
         return st;
     }
-    if ((st = colo_memcpy_h2d(s, d, t->data, t->bytes)) != COLO_OK) {
+    if ((st = colo_memcpy_h2d(s, d, t->data, t->bytes)) != COLO_OK || (st = colo_stream_sync(s)) != COLO_OK) {
         colo_set_err(err, errlen, "tensor %s: copy to the device failed (%s)", name, colo_status_str(st));
         return st;
     }
+    colo_gguf_release(g, t); /* the file's pages are not needed twice */
     m->weight_bytes += t->bytes;
     *out = d;
     if (type)

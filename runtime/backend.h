@@ -37,6 +37,8 @@ typedef struct colo_device_config {
     int cpu_threads;         /* CPU worker pool size; 0 = number of online cores */
     size_t cpu_memory_bytes; /* CPU arena budget; 0 = physical memory */
     int cuda_device;         /* CUDA device ordinal */
+    bool exact_activations;  /* never round activations to 8 bits in matrix products (slower
+                                decode; for validation against exact references) */
 } colo_device_config;
 
 typedef struct colo_device_info {

@@ -58,6 +58,7 @@ typedef struct cpu_pool {
     int sleepers;      /* workers blocked on work_cv */
     size_t budget_bytes;
     size_t held_bytes;
+    bool exact;
     char name[128];
 } cpu_pool;
 
@@ -220,6 +221,8 @@ void *colo_cpu_stream_scratch(colo_stream *s, size_t bytes)
     cs->scratch_bytes = want;
     return p;
 }
+
+bool colo_cpu_exact(const colo_stream *s) { return ((const cpu_stream *)s->ctx)->pool->exact; }
 
 int colo_cpu_stream_threads(const colo_stream *s)
 {
@@ -581,6 +584,7 @@ colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size
     p->n_threads = cfg && cfg->cpu_threads > 0 ? cfg->cpu_threads : (cores > 0 ? (int)cores : 1);
     size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     p->budget_bytes = cfg && cfg->cpu_memory_bytes ? cfg->cpu_memory_bytes : phys;
+    p->exact = cfg && cfg->exact_activations;
     char model[96];
     cpu_model_name(model, sizeof model);
     snprintf(p->name, sizeof p->name, "%s (%d threads)", model, p->n_threads);

@@ -100,6 +100,9 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
  * a hint for how many chunks to split an op into. */
 int colo_cpu_stream_threads(const colo_stream *s);
 
+/* The device was opened with exact_activations. */
+bool colo_cpu_exact(const colo_stream *s);
+
 /* Index of the calling worker in [0, pool size), or -1 off the pool: lets a
  * chunk use per-worker scratch memory. */
 int colo_cpu_worker_index(void);

@@ -100,7 +100,7 @@ static void linear_small_m(const linear_args *a, int64_t r0, int64_t r1)
 {
     size_t row_bytes = colo_dtype_row_bytes(a->w_type, a->k);
     const unsigned char *w = a->w;
-    bool int8 = a->w_type == COLO_Q4_0 || a->w_type == COLO_Q4_1 || a->w_type == COLO_Q8_0;
+    bool int8 = a->xq != NULL;
     if (int8) {
         int nb = a->k / 32;
         const colo_blk_q8x *xq = a->xq;
@@ -169,7 +169,7 @@ static void linear_task(const void *p, int chunk, int n_chunks)
     colo_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
     if (r0 == r1)
         return;
-    if (a->m < INT8_MAX_ROWS)
+    if (a->m < INT8_MAX_ROWS && (a->xq || (a->w_type != COLO_Q4_0 && a->w_type != COLO_Q4_1 && a->w_type != COLO_Q8_0)))
         linear_small_m(a, r0, r1);
     else
         linear_large_m(a, r0, r1);
@@ -192,7 +192,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL};
-    bool int8 = m < INT8_MAX_ROWS && (w_type == COLO_Q4_0 || w_type == COLO_Q4_1 || w_type == COLO_Q8_0);
+    bool int8 = m < INT8_MAX_ROWS && !colo_cpu_exact(s) &&
+                (w_type == COLO_Q4_0 || w_type == COLO_Q4_1 || w_type == COLO_Q8_0);
     if (int8) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
         colo_blk_q8x *xq = colo_cpu_stream_scratch(s, (size_t)m * (size_t)(k / 32) * sizeof *xq);

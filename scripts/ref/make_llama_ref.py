@@ -68,6 +68,9 @@ prompts = [
     chat("Explain photosynthesis in one sentence."),
     "1, 2, 3, 4, 5,",
     chat("Translate 'good morning' into Spanish."),
+    "The history of the Roman Empire begins",
+    "Water boils at 100 degrees Celsius because",
+    "In computer science, a hash table is",
 ]
 N = 40
 cases = []

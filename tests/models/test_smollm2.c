@@ -38,15 +38,13 @@ typedef struct {
     colo_llama *m;
 } fixture;
 
-static int setup(void **state)
+static int open_fixture(fixture *fp, bool exact)
 {
-    static fixture f;
+    fixture f = {0};
     char path[1024], err[512];
-    if (!colo_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
-        *state = NULL;
-        return 0;
-    }
-    colo_device_config dc = {.want = "cpu"};
+    if (!colo_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path))
+        return 1;
+    colo_device_config dc = {.want = "cpu", .exact_activations = exact};
     f.dev = colo_device_open(&dc, err, sizeof err);
     f.arena = colo_arena_create_bytes(f.dev, "smollm2", 1ull << 30, err, sizeof err);
     f.s = colo_stream_create(f.dev, NULL, err, sizeof err);
@@ -57,8 +55,16 @@ static int setup(void **state)
     }
     if (colo_llama_kv_init(f.m, 256, 16, COLO_F32, err, sizeof err) != COLO_OK)
         return -1;
-    *state = &f;
+    *fp = f;
     return 0;
+}
+
+static int setup(void **state)
+{
+    static fixture f;
+    int rc = open_fixture(&f, false);
+    *state = rc == 0 ? &f : NULL;
+    return rc < 0 ? -1 : 0;
 }
 
 static int teardown(void **state)
@@ -128,12 +134,12 @@ static void test_tokenizer_matches_reference(void **state)
     json_decref(j);
 }
 
-/* Runs prompt ids through the model, then greedy decoding token by token. */
-static void test_greedy_matches_reference(void **state)
+/* Runs prompt ids through the model, then greedy decoding token by token,
+ * against the reference continuation ref_key (margins in margin_key).
+ * Returns the tokens compared; *full counts prompts whose whole reference
+ * (>= 32 tokens, or up to its end of text) matched. */
+static int greedy_against(fixture *f, const char *ref_key, const char *margin_key, double near_tie, int *full)
 {
-    fixture *f = *state;
-    if (!f)
-        skip();
     json_t *j = load_json("tests/data/llama/smollm2_greedy.json");
     json_t *cases = json_object_get(j, "cases"), *c;
     size_t ci;
@@ -146,8 +152,8 @@ static void test_greedy_matches_reference(void **state)
     int total_checked = 0;
     double worst = 0;
     json_array_foreach(cases, ci, c) {
-        json_t *pids = json_object_get(c, "prompt_ids"), *ref = json_object_get(c, "greedy_ids"),
-               *margins = json_object_get(c, "top1_margins");
+        json_t *pids = json_object_get(c, "prompt_ids"), *ref = json_object_get(c, ref_key),
+               *margins = json_object_get(c, margin_key);
         int np = (int)json_array_size(pids);
         int32_t toks[1024], pos[1024], seq[1024];
         for (int i = 0; i < np; i++) {
@@ -191,7 +197,7 @@ static void test_greedy_matches_reference(void **state)
             int got = colo_argmax(logits, V);
             if (got != want) {
                 double margin = json_real_value(json_array_get(margins, (size_t)step));
-                if (margin < NEAR_TIE)
+                if (margin < near_tie)
                     break; /* a near-tie in the reference itself */
                 fail_msg("case %zu step %d: token %d, llama.cpp %d (reference margin %.3f)", ci, step, got, want,
                          margin);
@@ -207,20 +213,51 @@ static void test_greedy_matches_reference(void **state)
             b.n_tokens = 1;
             assert_int_equal(colo_llama_forward(f->m, f->s, &b, logits, NULL), COLO_OK);
         }
-        printf("case %zu: %d of %d reference tokens compared\n", ci, total_checked - before, n_ref);
+        printf("%s case %zu: %d of %d reference tokens equal\n", ref_key, ci, total_checked - before, n_ref);
+        /* Whole continuations of >= 32 tokens, or ending at end of text. */
+        *full += total_checked - before == n_ref &&
+                 (n_ref >= 32 || json_integer_value(json_array_get(ref, (size_t)n_ref - 1)) == 2);
     }
-    printf("greedy: %d tokens matched llama.cpp; first-step logits within %.3f of exact\n", total_checked, worst);
-    assert_true(total_checked >= MIN_MATCHED);
+    printf("%s: %d tokens equal; first-step logits within %.3f of exact\n", ref_key, total_checked, worst);
     colo_llama_kv_free(f->m, blocks, n_blocks);
     free(logits);
     json_decref(j);
+    return total_checked;
+}
+
+static void test_greedy_matches_llama_cpp(void **state)
+{
+    fixture *f = *state;
+    if (!f)
+        skip();
+    int full = 0;
+    assert_true(greedy_against(f, "greedy_ids", "top1_margins", NEAR_TIE, &full) >= MIN_MATCHED);
+}
+
+/* With exact activations colo computes what the float64 reference computes,
+ * up to float32 rounding: every prompt's whole greedy continuation (40
+ * tokens, or up to end of text) must be equal; a reference step with a
+ * margin under 1e-3 would end the comparison early and fail this. */
+static void test_greedy_exact_matches_f64(void **state)
+{
+    (void)state;
+    fixture f;
+    int rc = open_fixture(&f, true);
+    if (rc > 0)
+        skip();
+    assert_int_equal(rc, 0);
+    int full = 0;
+    greedy_against(&f, "greedy_f64_ids", "greedy_f64_margins", 1e-3, &full);
+    assert_int_equal(full, 13); /* every prompt of the reference file */
+    teardown((void **)&(fixture *){&f});
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_matches_reference),
-        cmocka_unit_test(test_greedy_matches_reference),
+        cmocka_unit_test(test_greedy_matches_llama_cpp),
+        cmocka_unit_test(test_greedy_exact_matches_f64),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
