@@ -4,6 +4,7 @@
  * token embedding Q8_0 (no output.weight); tokenizer gpt2/smollm,
  * add_bos_token false. Everything is read from the file. */
 #include "models/llama.h"
+#include "models/kv_cache.h"
 #include "runtime/log.h"
 
 #include <math.h>
@@ -22,7 +23,6 @@ typedef struct {
     const void *w_up;      /* (F, E) */
     const void *w_down;    /* (E, F) */
     colo_dtype tq, tk, tv, to, tg, tu, td;
-    void *k_cache, *v_cache; /* (n_blocks * block_size, KV) of kv_type */
 } layer;
 
 struct colo_llama {
@@ -38,11 +38,7 @@ struct colo_llama {
     size_t weight_bytes;
     void **allocs;        /* every arena allocation, freed at the end */
     int n_allocs, cap_allocs;
-    /* KV cache */
-    int n_blocks, block_size;
-    colo_dtype kv_type;
-    int32_t *free_ids;
-    int n_free;
+    colo_kv_cache *kv;    /* NULL until colo_llama_kv_init */
     /* activations for up to cap_tokens tokens and cap_logits logits */
     int cap_tokens, cap_logits, cap_meta_seqs, cap_meta_blocks;
     void *act;
@@ -131,6 +127,54 @@ static colo_status hparam(const colo_gguf *g, const char *key, int *out, char *e
     return COLO_OK;
 }
 
+/* Every hyperparameter but the vocabulary (the tokenizer's) from g; a
+ * message naming the key otherwise. */
+static colo_status read_hparams(const colo_gguf *g, colo_llama_hparams *hp, char *msg, size_t msglen)
+{
+    colo_gguf_str arch;
+    if (colo_gguf_get_str(g, "general.architecture", &arch) != COLO_OK || arch.len != 5 ||
+        memcmp(arch.ptr, "llama", 5)) {
+        snprintf(msg, msglen, "general.architecture is not llama");
+        return COLO_EFORMAT;
+    }
+    if (hparam(g, "llama.block_count", &hp->n_layer, msg, msglen) ||
+        hparam(g, "llama.embedding_length", &hp->n_embd, msg, msglen) ||
+        hparam(g, "llama.feed_forward_length", &hp->n_ff, msg, msglen) ||
+        hparam(g, "llama.attention.head_count", &hp->n_head, msg, msglen) ||
+        hparam(g, "llama.context_length", &hp->n_ctx, msg, msglen))
+        return COLO_EFORMAT;
+    if (colo_gguf_find(g, "llama.attention.head_count_kv")) {
+        if (hparam(g, "llama.attention.head_count_kv", &hp->n_kv_head, msg, msglen))
+            return COLO_EFORMAT;
+    } else {
+        hp->n_kv_head = hp->n_head;
+    }
+    if (hp->n_embd % hp->n_head || hp->n_head % hp->n_kv_head || (hp->n_embd / hp->n_head) % 2) {
+        snprintf(msg, msglen, "heads (%d, %d kv) do not divide the embedding (%d)", hp->n_head, hp->n_kv_head,
+                 hp->n_embd);
+        return COLO_EFORMAT;
+    }
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->n_rot = hp->head_dim;
+    if (colo_gguf_find(g, "llama.rope.dimension_count") &&
+        (hparam(g, "llama.rope.dimension_count", &hp->n_rot, msg, msglen) || hp->n_rot > hp->head_dim ||
+         hp->n_rot % 2)) {
+        if (!*msg)
+            snprintf(msg, msglen, "llama.rope.dimension_count %d is invalid", hp->n_rot);
+        return COLO_EFORMAT;
+    }
+    hp->rope_base = 10000.0f;
+    if (colo_gguf_find(g, "llama.rope.freq_base") && colo_gguf_get_f32(g, "llama.rope.freq_base", &hp->rope_base)) {
+        snprintf(msg, msglen, "llama.rope.freq_base is not a float");
+        return COLO_EFORMAT;
+    }
+    if (colo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps) || !(hp->rms_eps > 0)) {
+        snprintf(msg, msglen, "llama.attention.layer_norm_rms_epsilon is missing or invalid");
+        return COLO_EFORMAT;
+    }
+    return COLO_OK;
+}
+
 colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s, char *err, size_t errlen)
 {
     char msg[512] = "";
@@ -144,47 +188,8 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     }
     m->arena = arena;
     colo_llama_hparams *hp = &m->hp;
-    colo_gguf_str arch;
-    if (colo_gguf_get_str(g, "general.architecture", &arch) != COLO_OK || arch.len != 5 ||
-        memcmp(arch.ptr, "llama", 5)) {
-        snprintf(msg, sizeof msg, "general.architecture is not llama");
+    if (read_hparams(g, hp, msg, sizeof msg) != COLO_OK)
         goto out_msg;
-    }
-    if (hparam(g, "llama.block_count", &hp->n_layer, msg, sizeof msg) ||
-        hparam(g, "llama.embedding_length", &hp->n_embd, msg, sizeof msg) ||
-        hparam(g, "llama.feed_forward_length", &hp->n_ff, msg, sizeof msg) ||
-        hparam(g, "llama.attention.head_count", &hp->n_head, msg, sizeof msg) ||
-        hparam(g, "llama.context_length", &hp->n_ctx, msg, sizeof msg))
-        goto out_msg;
-    if (colo_gguf_find(g, "llama.attention.head_count_kv")) {
-        if (hparam(g, "llama.attention.head_count_kv", &hp->n_kv_head, msg, sizeof msg))
-            goto out_msg;
-    } else {
-        hp->n_kv_head = hp->n_head;
-    }
-    if (hp->n_embd % hp->n_head || hp->n_head % hp->n_kv_head || (hp->n_embd / hp->n_head) % 2) {
-        snprintf(msg, sizeof msg, "heads (%d, %d kv) do not divide the embedding (%d)", hp->n_head, hp->n_kv_head,
-                 hp->n_embd);
-        goto out_msg;
-    }
-    hp->head_dim = hp->n_embd / hp->n_head;
-    hp->n_rot = hp->head_dim;
-    if (colo_gguf_find(g, "llama.rope.dimension_count") &&
-        (hparam(g, "llama.rope.dimension_count", &hp->n_rot, msg, sizeof msg) || hp->n_rot > hp->head_dim ||
-         hp->n_rot % 2)) {
-        if (!*msg)
-            snprintf(msg, sizeof msg, "llama.rope.dimension_count %d is invalid", hp->n_rot);
-        goto out_msg;
-    }
-    hp->rope_base = 10000.0f;
-    if (colo_gguf_find(g, "llama.rope.freq_base") && colo_gguf_get_f32(g, "llama.rope.freq_base", &hp->rope_base)) {
-        snprintf(msg, sizeof msg, "llama.rope.freq_base is not a float");
-        goto out_msg;
-    }
-    if (colo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps) || !(hp->rms_eps > 0)) {
-        snprintf(msg, sizeof msg, "llama.attention.layer_norm_rms_epsilon is missing or invalid");
-        goto out_msg;
-    }
     if (!(m->bpe = colo_bpe_from_gguf(g, msg, sizeof msg)))
         goto out_msg;
     hp->n_vocab = colo_bpe_n_vocab(m->bpe);
@@ -239,15 +244,74 @@ out_gguf:
     return NULL;
 }
 
+colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_llama_memory *out, char *err,
+                                   size_t errlen)
+{
+    char msg[512] = "";
+    colo_status st = COLO_EFORMAT;
+    memset(out, 0, sizeof *out);
+    if (kv_type != COLO_F16 && kv_type != COLO_F32) {
+        colo_set_err(err, errlen, "KV cache type must be f16 or f32");
+        return COLO_EINVAL;
+    }
+    colo_gguf *g = colo_gguf_open(path, err, errlen);
+    if (!g)
+        return COLO_EFORMAT;
+    colo_llama_hparams *hp = &out->hp;
+    colo_gguf_type tt;
+    uint64_t n_tok;
+    const uint8_t *tdata;
+    if (read_hparams(g, hp, msg, sizeof msg) != COLO_OK)
+        goto out_msg;
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.tokens", &tt, &n_tok, &tdata) || tt != COLO_GGUF_STRING || !n_tok ||
+        n_tok > INT32_MAX) {
+        snprintf(msg, sizeof msg, "tokenizer.ggml.tokens is missing or not a string array");
+        goto out_msg;
+    }
+    hp->n_vocab = (int)n_tok;
+    static const char *const per_layer[] = {"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
+                                            "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
+    const char *global[] = {"token_embd.weight", "output_norm.weight", "output.weight"};
+    for (int i = 0; i < 3; i++) {
+        const colo_gguf_tensor *t = colo_gguf_find_tensor(g, global[i]);
+        if (!t && i < 2) {
+            snprintf(msg, sizeof msg, "tensor %s is missing", global[i]);
+            goto out_msg;
+        }
+        out->weight_bytes += t ? t->bytes : 0;
+    }
+    for (int l = 0; l < hp->n_layer; l++)
+        for (int i = 0; i < 9; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, per_layer[i]);
+            const colo_gguf_tensor *t = colo_gguf_find_tensor(g, name);
+            if (!t) {
+                snprintf(msg, sizeof msg, "tensor %s is missing", name);
+                goto out_msg;
+            }
+            out->weight_bytes += t->bytes;
+        }
+    out->kv_bytes_per_token = colo_kv_cache_token_bytes(hp->n_layer, hp->n_kv_head * hp->head_dim, kv_type);
+    out->act_bytes_per_token = colo_llama_act_bytes(hp, 1, 0, 0) - 16 * 256;
+    out->act_bytes_per_logit = colo_llama_act_bytes(hp, 0, 1, 0) - 16 * 256;
+    colo_gguf_close(g);
+    return COLO_OK;
+
+out_msg:
+    colo_set_err(err, errlen, "%s: %s", path, msg);
+    colo_gguf_close(g);
+    return st;
+}
+
 void colo_llama_free(colo_llama *m)
 {
     if (!m)
         return;
+    colo_kv_cache_destroy(m->kv);
     for (int i = 0; i < m->n_allocs; i++)
         colo_arena_free(m->arena, m->allocs[i]);
     free(m->allocs);
     free(m->layers);
-    free(m->free_ids);
     free(m->h_slot);
     colo_bpe_free(m->bpe);
     free(m);
@@ -260,64 +324,52 @@ size_t colo_llama_weight_bytes(const colo_llama *m) { return m->weight_bytes; }
 
 size_t colo_llama_kv_block_bytes(const colo_llama_hparams *hp, int block_size, colo_dtype kv_type)
 {
-    size_t es = kv_type == COLO_F16 ? 2 : 4;
-    return 2 * (size_t)hp->n_layer * (size_t)block_size * (size_t)hp->n_kv_head * hp->head_dim * es;
+    return (size_t)block_size * colo_kv_cache_token_bytes(hp->n_layer, hp->n_kv_head * hp->head_dim, kv_type);
 }
 
 colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo_dtype kv_type, char *err,
                                size_t errlen)
 {
-    if (m->n_blocks || n_blocks <= 0 || block_size <= 0 || (kv_type != COLO_F16 && kv_type != COLO_F32)) {
-        colo_set_err(err, errlen, "KV cache: invalid configuration");
+    if (m->kv) {
+        colo_set_err(err, errlen, "KV cache: already initialised");
         return COLO_EINVAL;
     }
-    size_t es = kv_type == COLO_F16 ? 2 : 4;
-    size_t per_layer = (size_t)n_blocks * block_size * m->hp.n_kv_head * m->hp.head_dim * es;
-    for (int l = 0; l < m->hp.n_layer; l++) {
-        if (track(m, per_layer, &m->layers[l].k_cache) || track(m, per_layer, &m->layers[l].v_cache)) {
-            colo_set_err(err, errlen,
-                         "KV cache: %d blocks of %d tokens need %zu bytes; the arena has %zu of %zu bytes free",
-                         n_blocks, block_size, 2 * per_layer * m->hp.n_layer,
-                         colo_arena_limit(m->arena) - colo_arena_used(m->arena), colo_arena_limit(m->arena));
-            for (int j = 0; j <= l; j++) {
-                untrack(m, m->layers[j].k_cache);
-                untrack(m, m->layers[j].v_cache);
-                m->layers[j].k_cache = m->layers[j].v_cache = NULL;
-            }
-            return COLO_ENOMEM;
-        }
+    if (n_blocks <= 0 || block_size <= 0 || (kv_type != COLO_F16 && kv_type != COLO_F32)) {
+        colo_set_err(err, errlen, "KV cache: invalid configuration (%d blocks of %d tokens)", n_blocks, block_size);
+        return COLO_EINVAL;
     }
-    m->free_ids = malloc((size_t)n_blocks * sizeof *m->free_ids);
-    if (!m->free_ids)
+    colo_kv_cache_config kc = {.n_layer = m->hp.n_layer, .kv_dim = m->hp.n_kv_head * m->hp.head_dim,
+                               .block_size = block_size, .n_blocks = n_blocks, .dtype = kv_type};
+    if (!(m->kv = colo_kv_cache_create(m->arena, &kc, err, errlen)))
         return COLO_ENOMEM;
-    for (int i = 0; i < n_blocks; i++)
-        m->free_ids[i] = n_blocks - 1 - i;
-    m->n_free = n_blocks;
-    m->n_blocks = n_blocks;
-    m->block_size = block_size;
-    m->kv_type = kv_type;
     return COLO_OK;
 }
 
-int colo_llama_kv_n_blocks(const colo_llama *m) { return m->n_blocks; }
-int colo_llama_kv_block_size(const colo_llama *m) { return m->block_size; }
-int colo_llama_kv_n_free(const colo_llama *m) { return m->n_free; }
+colo_kv_cache *colo_llama_kv_cache(const colo_llama *m) { return m->kv; }
+int colo_llama_kv_n_blocks(const colo_llama *m) { return m->kv ? colo_kv_cache_n_blocks(m->kv) : 0; }
+int colo_llama_kv_block_size(const colo_llama *m) { return m->kv ? colo_kv_cache_block_size(m->kv) : 0; }
+int colo_llama_kv_n_free(const colo_llama *m) { return m->kv ? colo_kv_cache_n_free(m->kv) : 0; }
 
 colo_status colo_llama_kv_alloc(colo_llama *m, int n, int32_t *ids)
 {
-    if (n < 0 || n > m->n_free)
-        return COLO_ENOMEM;
-    for (int i = 0; i < n; i++)
-        ids[i] = m->free_ids[--m->n_free];
-    return COLO_OK;
+    if (!m->kv)
+        return COLO_EINVAL;
+    return colo_kv_cache_alloc(m->kv, n, ids);
 }
 
 void colo_llama_kv_free(colo_llama *m, const int32_t *ids, int n)
 {
-    for (int i = 0; i < n; i++) {
-        COLO_ASSERT(m->n_free < m->n_blocks && ids[i] >= 0 && ids[i] < m->n_blocks);
-        m->free_ids[m->n_free++] = ids[i];
-    }
+    if (m->kv)
+        colo_kv_cache_release(m->kv, ids, n);
+}
+
+size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_logits, int n_table)
+{
+    size_t T = n_tokens, L = n_logits, B = n_table;
+    size_t E = hp->n_embd, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+    size_t floats = T * (E * 4 + KV * 2 + F * 2) + L * (E + V);
+    size_t ints = T * 4 + L + B;
+    return floats * 4 + ints * 4 + 16 * 256; /* 16 pieces, each 256-byte aligned */
 }
 
 /* Activation scratch for n_tokens tokens, n_logits logits, a block table of
@@ -331,9 +383,7 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     int B = n_seqs * max_blocks > m->cap_meta_blocks ? n_seqs * max_blocks : m->cap_meta_blocks;
     const colo_llama_hparams *hp = &m->hp;
     size_t E = hp->n_embd, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
-    size_t floats = T * (E * 4 + KV * 2 + F * 2) + L * (E + V);
-    size_t ints = (size_t)T * 4 + L + B;
-    size_t bytes = floats * 4 + ints * 4 + 16 * 256;
+    size_t bytes = colo_llama_act_bytes(hp, T, L, B);
     untrack(m, m->act);
     m->act = NULL;
     m->cap_tokens = m->cap_logits = m->cap_meta_blocks = 0;
@@ -400,16 +450,18 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
 {
     const colo_llama_hparams *hp = &m->hp;
     int n = b->n_tokens;
-    if (n <= 0 || b->n_logits < 0 || !m->n_blocks || b->n_seqs <= 0 || b->max_blocks <= 0)
+    if (n <= 0 || b->n_logits < 0 || !m->kv || b->n_seqs <= 0 || b->max_blocks <= 0)
         return COLO_EINVAL;
+    int bs = colo_kv_cache_block_size(m->kv), n_blocks = colo_kv_cache_n_blocks(m->kv);
+    colo_dtype kv_type = colo_kv_cache_config_get(m->kv)->dtype;
     int max_pos = 0;
     for (int t = 0; t < n; t++) {
         int p = b->pos[t], sq = b->seq[t];
-        if (p < 0 || p >= b->max_blocks * m->block_size || sq < 0 || sq >= b->n_seqs || b->tokens[t] < 0 ||
+        if (p < 0 || p >= hp->n_ctx || p >= b->max_blocks * bs || sq < 0 || sq >= b->n_seqs || b->tokens[t] < 0 ||
             b->tokens[t] >= hp->n_vocab)
             return COLO_EINVAL;
-        int32_t blk = b->block_table[(size_t)sq * b->max_blocks + p / m->block_size];
-        if (blk < 0 || blk >= m->n_blocks)
+        int32_t blk = b->block_table[(size_t)sq * b->max_blocks + p / bs];
+        if (blk < 0 || blk >= n_blocks)
             return COLO_EINVAL;
         max_pos = p > max_pos ? p : max_pos;
     }
@@ -419,8 +471,7 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
     TRY(ensure_act(m, n, b->n_logits, b->n_seqs, b->max_blocks));
     for (int t = 0; t < n; t++) {
         int p = b->pos[t];
-        m->h_slot[t] = b->block_table[(size_t)b->seq[t] * b->max_blocks + p / m->block_size] * m->block_size +
-                       p % m->block_size;
+        m->h_slot[t] = b->block_table[(size_t)b->seq[t] * b->max_blocks + p / bs] * bs + p % bs;
     }
     TRY(colo_memcpy_h2d(s, m->d_tokens, b->tokens, (size_t)n * 4));
     TRY(colo_memcpy_h2d(s, m->d_pos, b->pos, (size_t)n * 4));
@@ -433,8 +484,8 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
     int E = hp->n_embd, KV = hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
     TRY(colo_op_get_rows(s, m->tok_embd, m->t_embd, V, E, m->d_tokens, n, m->x));
     colo_attn_desc ad = {.n_tokens = n, .n_head = hp->n_head, .n_kv_head = hp->n_kv_head, .head_dim = hp->head_dim,
-                         .block_size = m->block_size, .max_blocks = b->max_blocks, .max_pos = max_pos,
-                         .scale = 1.0f / sqrtf((float)hp->head_dim), .kv_type = m->kv_type, .tok_seq = m->d_seq,
+                         .block_size = bs, .max_blocks = b->max_blocks, .max_pos = max_pos,
+                         .scale = 1.0f / sqrtf((float)hp->head_dim), .kv_type = kv_type, .tok_seq = m->d_seq,
                          .tok_pos = m->d_pos, .block_table = m->d_table};
     for (int l = 0; l < hp->n_layer; l++) {
         const layer *L = &m->layers[l];
@@ -446,8 +497,9 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
         TRY(colo_op_linear(s, L->wv, L->tv, NULL, m->h, 0, m->v, 0, n, KV, E));
         TRY(colo_op_rope(s, m->q, 0, m->d_pos, n, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base));
         TRY(colo_op_rope(s, m->k, 0, m->d_pos, n, hp->n_kv_head, hp->head_dim, hp->n_rot, hp->rope_base));
-        TRY(colo_op_kv_store(s, m->k, 0, m->v, 0, L->k_cache, L->v_cache, m->kv_type, m->d_slot, n, KV));
-        TRY(colo_op_attention(s, &ad, m->q, L->k_cache, L->v_cache, m->att));
+        void *kc = colo_kv_cache_k(m->kv, l), *vc = colo_kv_cache_v(m->kv, l);
+        TRY(colo_op_kv_store(s, m->k, 0, m->v, 0, kc, vc, kv_type, m->d_slot, n, KV));
+        TRY(colo_op_attention(s, &ad, m->q, kc, vc, m->att));
         TRY(colo_op_linear(s, L->wo, L->to, NULL, m->att, 0, m->h, 0, n, E, E));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
         TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));

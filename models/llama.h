@@ -1,11 +1,23 @@
 /* models/llama.h: the llama architecture (SmolLM2 and llama-shaped
  * synthetic models) from a GGUF file.
  *
+ * Every hyperparameter comes from the file: llama.block_count,
+ * embedding_length, feed_forward_length, attention.head_count,
+ * attention.head_count_kv (default head_count), rope.freq_base (default
+ * 10000), rope.dimension_count (default head_dim),
+ * attention.layer_norm_rms_epsilon, context_length; the vocabulary is the
+ * tokenizer's (tokenizer.ggml.tokens). Tensors (GGML order, ne0 first):
+ * token_embd (E, V), output_norm (E) F32, output (E, V) or, when absent,
+ * the token embedding (tied); per layer blk.N.attn_norm (E) F32, attn_q
+ * (E, E), attn_k/attn_v (E, KV), attn_output (E, E), ffn_norm (E) F32,
+ * ffn_gate/ffn_up (E, F), ffn_down (F, E); matrices of any weight dtype.
+ *
  * Weights live in the model's arena in their file type (Q4_1 stays Q4_1).
- * The KV cache is paged: n_blocks blocks of block_size tokens for every
- * layer, handed out by a block allocator (colo_llama_kv_alloc/free) that a
- * continuous batcher drives. One forward pass takes a batch of tokens from
- * several sequences at once (prefill chunks and decode steps alike).
+ * The KV cache is paged (models/kv_cache.h): n_blocks blocks of block_size
+ * tokens for every layer, handed out by a block allocator
+ * (colo_llama_kv_alloc/free, or the cache itself) that a continuous batcher
+ * drives. One forward pass takes a batch of tokens from several sequences at
+ * once (prefill chunks and decode steps alike).
  *
  * Threads: a model is used by one thread at a time (its executor); the
  * hyperparameters and tokenizer may be read from any thread. */
@@ -17,6 +29,7 @@
 
 #include "kernels/ops.h"
 #include "models/bpe.h"
+#include "models/kv_cache.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/cosched.h"
@@ -50,14 +63,38 @@ size_t colo_llama_weight_bytes(const colo_llama *m);
 /* Bytes of one KV block (K and V, every layer) of block_size tokens. */
 size_t colo_llama_kv_block_bytes(const colo_llama_hparams *hp, int block_size, colo_dtype kv_type);
 
+/* Memory a model needs, from the file alone (for config validation before
+ * loading): the arena must hold weight_bytes (plus up to 256 bytes of
+ * alignment per tensor), the KV cache (kv_bytes_per_token per cached token,
+ * in blocks), and the activation scratch of the largest step
+ * (colo_llama_act_bytes). */
+typedef struct colo_llama_memory {
+    colo_llama_hparams hp;
+    size_t weight_bytes;        /* every tensor the model uploads, in its file dtype */
+    size_t kv_bytes_per_token;  /* K and V of one token in every layer, at kv_type */
+    size_t act_bytes_per_token; /* activation scratch per token of a step */
+    size_t act_bytes_per_logit; /* per logits row of a step */
+} colo_llama_memory;
+
+/* COLO_EFORMAT with a message naming the key or tensor when path is not a
+ * loadable llama file; COLO_EINVAL for a kv_type other than F16/F32. */
+colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_llama_memory *out, char *err,
+                                   size_t errlen);
+/* Bytes of the activation scratch for steps of n_tokens tokens, n_logits
+ * logits rows and a block table of n_table entries (n_seqs * max_blocks). */
+size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_logits, int n_table);
+
 /* Allocates the paged KV cache: n_blocks blocks of block_size tokens.
  * COLO_ENOMEM (with err) when the arena cannot hold it. */
 colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo_dtype kv_type, char *err,
                                size_t errlen);
+/* The cache (NULL before colo_llama_kv_init); owned by the model. */
+colo_kv_cache *colo_llama_kv_cache(const colo_llama *m);
 int colo_llama_kv_n_blocks(const colo_llama *m);
 int colo_llama_kv_block_size(const colo_llama *m);
 int colo_llama_kv_n_free(const colo_llama *m);
-/* All or nothing: COLO_ENOMEM when fewer than n blocks are free. */
+/* All or nothing: COLO_ENOMEM when fewer than n blocks are free (EINVAL
+ * before kv_init). Same as colo_kv_cache_alloc on colo_llama_kv_cache. */
 colo_status colo_llama_kv_alloc(colo_llama *m, int n, int32_t *ids);
 void colo_llama_kv_free(colo_llama *m, const int32_t *ids, int n);
 
@@ -69,8 +106,12 @@ colo_status colo_llama_reserve(colo_llama *m, int n_tokens, int n_logits, int n_
 /* One step. Host arrays: token t of the batch is tokens[t] at position
  * pos[t] of sequence seq[t] (a row of block_table, (n_seqs, max_blocks));
  * its K/V are written to the cache and it attends to positions 0..pos[t]
- * of its sequence. Logits (n_logits, V) are produced for the tokens listed
- * in logit_rows and copied to the host array logits. */
+ * of its sequence (positions below pos[t] must already be in the cache or
+ * earlier in this batch). Logits (n_logits, V) are produced for the tokens
+ * listed in logit_rows and copied to the host array logits. COLO_EINVAL
+ * (nothing run) for a position at or past the context length or past the
+ * table, an unknown token, a block id outside the cache, or no KV cache;
+ * COLO_ENOMEM when the arena cannot hold the step's activations. */
 typedef struct colo_llama_batch {
     int n_tokens;
     const int32_t *tokens;

@@ -1,0 +1,184 @@
+#include "models/kv_cache.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct colo_kv_cache {
+    colo_kv_cache_config cfg;
+    colo_arena *arena;
+    void **k, **v;     /* (n_layer) each (n_blocks * block_size, kv_dim) */
+    size_t bytes;
+    int32_t *free_ids; /* stack; the top is handed out next */
+    int n_free;
+    uint8_t *held;     /* (n_blocks) 1 while handed out: catches double releases */
+};
+
+static size_t elem_bytes(colo_dtype t) { return t == COLO_F16 ? 2 : t == COLO_F32 ? 4 : 0; }
+
+size_t colo_kv_cache_token_bytes(int n_layer, int kv_dim, colo_dtype dtype)
+{
+    if (n_layer <= 0 || kv_dim <= 0)
+        return 0;
+    return 2 * (size_t)n_layer * (size_t)kv_dim * elem_bytes(dtype);
+}
+
+size_t colo_kv_cache_block_bytes(const colo_kv_cache_config *cfg)
+{
+    int bs = cfg->block_size ? cfg->block_size : COLO_KV_DEFAULT_BLOCK_SIZE;
+    if (bs < 0)
+        return 0;
+    return (size_t)bs * colo_kv_cache_token_bytes(cfg->n_layer, cfg->kv_dim, cfg->dtype);
+}
+
+int colo_kv_blocks_for(int n_tokens, int block_size)
+{
+    return n_tokens <= 0 || block_size <= 0 ? 0 : (n_tokens + block_size - 1) / block_size;
+}
+
+colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_config *cfg, char *err, size_t errlen)
+{
+    colo_kv_cache_config c = *cfg;
+    if (!c.block_size)
+        c.block_size = COLO_KV_DEFAULT_BLOCK_SIZE;
+    if (c.n_layer <= 0 || c.kv_dim <= 0 || c.block_size <= 0 || c.n_blocks <= 0 || !elem_bytes(c.dtype) ||
+        (size_t)c.n_blocks * c.block_size > (size_t)INT32_MAX) {
+        colo_set_err(err, errlen, "KV cache: invalid configuration (%d layers, row %d, %d blocks of %d tokens, %s)",
+                     c.n_layer, c.kv_dim, c.n_blocks, c.block_size,
+                     colo_dtype_name(c.dtype) ? colo_dtype_name(c.dtype) : "?");
+        return NULL;
+    }
+    colo_kv_cache *kc = calloc(1, sizeof *kc);
+    if (!kc)
+        goto out_host;
+    kc->cfg = c;
+    kc->arena = arena;
+    kc->k = calloc((size_t)c.n_layer, sizeof *kc->k);
+    kc->v = calloc((size_t)c.n_layer, sizeof *kc->v);
+    kc->free_ids = malloc((size_t)c.n_blocks * sizeof *kc->free_ids);
+    kc->held = calloc((size_t)c.n_blocks, 1);
+    if (!kc->k || !kc->v || !kc->free_ids || !kc->held)
+        goto out_host;
+    size_t per_array = (size_t)c.n_blocks * c.block_size * c.kv_dim * elem_bytes(c.dtype);
+    for (int l = 0; l < c.n_layer; l++) {
+        if (colo_arena_alloc(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
+            colo_arena_alloc(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
+            colo_set_err(err, errlen,
+                         "KV cache: %d blocks of %d tokens need %zu bytes; the arena has %zu of %zu bytes free",
+                         c.n_blocks, c.block_size, 2 * per_array * c.n_layer,
+                         colo_arena_limit(arena) - colo_arena_used(arena), colo_arena_limit(arena));
+            colo_kv_cache_destroy(kc);
+            return NULL;
+        }
+        kc->bytes += 2 * per_array;
+    }
+    for (int i = 0; i < c.n_blocks; i++)
+        kc->free_ids[i] = c.n_blocks - 1 - i; /* id 0 first */
+    kc->n_free = c.n_blocks;
+    return kc;
+
+out_host:
+    colo_set_err(err, errlen, "KV cache: out of host memory");
+    colo_kv_cache_destroy(kc);
+    return NULL;
+}
+
+void colo_kv_cache_destroy(colo_kv_cache *c)
+{
+    if (!c)
+        return;
+    for (int l = 0; l < c->cfg.n_layer; l++) {
+        if (c->k)
+            colo_arena_free(c->arena, c->k[l]);
+        if (c->v)
+            colo_arena_free(c->arena, c->v[l]);
+    }
+    free(c->k);
+    free(c->v);
+    free(c->free_ids);
+    free(c->held);
+    free(c);
+}
+
+const colo_kv_cache_config *colo_kv_cache_config_get(const colo_kv_cache *c) { return &c->cfg; }
+void *colo_kv_cache_k(const colo_kv_cache *c, int layer) { return c->k[layer]; }
+void *colo_kv_cache_v(const colo_kv_cache *c, int layer) { return c->v[layer]; }
+size_t colo_kv_cache_bytes(const colo_kv_cache *c) { return c->bytes; }
+int colo_kv_cache_n_blocks(const colo_kv_cache *c) { return c->cfg.n_blocks; }
+int colo_kv_cache_block_size(const colo_kv_cache *c) { return c->cfg.block_size; }
+int colo_kv_cache_n_free(const colo_kv_cache *c) { return c->n_free; }
+int colo_kv_cache_n_used(const colo_kv_cache *c) { return c->cfg.n_blocks - c->n_free; }
+
+colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
+{
+    if (n < 0)
+        return COLO_EINVAL;
+    if (n > c->n_free)
+        return COLO_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        ids[i] = c->free_ids[--c->n_free];
+        c->held[ids[i]] = 1;
+    }
+    return COLO_OK;
+}
+
+void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        COLO_ASSERT(id >= 0 && id < c->cfg.n_blocks && c->held[id]);
+        c->held[id] = 0;
+        c->free_ids[c->n_free++] = id;
+    }
+}
+
+colo_status colo_kv_table_init(colo_kv_table *t, int max_blocks)
+{
+    memset(t, 0, sizeof *t);
+    if (max_blocks <= 0)
+        return COLO_EINVAL;
+    if (!(t->ids = malloc((size_t)max_blocks * sizeof *t->ids)))
+        return COLO_ENOMEM;
+    for (int i = 0; i < max_blocks; i++)
+        t->ids[i] = -1;
+    t->max_blocks = max_blocks;
+    return COLO_OK;
+}
+
+void colo_kv_table_free(colo_kv_table *t)
+{
+    if (!t)
+        return;
+    COLO_ASSERT(t->n_blocks == 0);
+    free(t->ids);
+    t->ids = NULL;
+    t->max_blocks = 0;
+}
+
+colo_status colo_kv_table_ensure(colo_kv_cache *c, colo_kv_table *t, int n_tokens)
+{
+    if (n_tokens < 0)
+        return COLO_EINVAL;
+    int need = colo_kv_blocks_for(n_tokens, c->cfg.block_size);
+    if (need > t->max_blocks)
+        return COLO_EINVAL;
+    if (need <= t->n_blocks)
+        return COLO_OK;
+    colo_status st = colo_kv_cache_alloc(c, need - t->n_blocks, t->ids + t->n_blocks);
+    if (st == COLO_OK)
+        t->n_blocks = need;
+    return st;
+}
+
+void colo_kv_table_release(colo_kv_cache *c, colo_kv_table *t)
+{
+    colo_kv_cache_release(c, t->ids, t->n_blocks);
+    for (int i = 0; i < t->n_blocks; i++)
+        t->ids[i] = -1;
+    t->n_blocks = 0;
+}
+
+int32_t colo_kv_table_slot(const colo_kv_table *t, int block_size, int pos)
+{
+    return t->ids[pos / block_size] * block_size + pos % block_size;
+}
