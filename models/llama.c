@@ -345,6 +345,12 @@ colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo
     return COLO_OK;
 }
 
+void colo_llama_kv_fini(colo_llama *m)
+{
+    colo_kv_cache_destroy(m->kv);
+    m->kv = NULL;
+}
+
 colo_kv_cache *colo_llama_kv_cache(const colo_llama *m) { return m->kv; }
 int colo_llama_kv_n_blocks(const colo_llama *m) { return m->kv ? colo_kv_cache_n_blocks(m->kv) : 0; }
 int colo_llama_kv_block_size(const colo_llama *m) { return m->kv ? colo_kv_cache_block_size(m->kv) : 0; }

@@ -88,6 +88,10 @@ size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_lo
  * COLO_ENOMEM (with err) when the arena cannot hold it. */
 colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo_dtype kv_type, char *err,
                                size_t errlen);
+/* Returns the KV cache's memory to the arena (every block id becomes
+ * invalid); colo_llama_kv_init may then be called again, e.g. by a new
+ * engine with another block size. Nothing when there is none. */
+void colo_llama_kv_fini(colo_llama *m);
 /* The cache (NULL before colo_llama_kv_init); owned by the model. */
 colo_kv_cache *colo_llama_kv_cache(const colo_llama *m);
 int colo_llama_kv_n_blocks(const colo_llama *m);

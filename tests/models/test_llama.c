@@ -273,6 +273,15 @@ static void check_invariance(colo_dtype type)
     tables_close(&r, t, 3);
 
     assert_int_equal(colo_llama_kv_n_free(r.m), 64);
+    /* The cache can be given back and made again with another shape. */
+    size_t with_kv = colo_arena_used(r.arena);
+    colo_llama_kv_fini(r.m);
+    assert_null(colo_llama_kv_cache(r.m));
+    assert_int_equal(colo_arena_used(r.arena), with_kv - colo_llama_kv_block_bytes(hp, BS, COLO_F32) * 64);
+    char err[256];
+    assert_int_equal(colo_llama_kv_init(r.m, 8, 16, COLO_F16, err, sizeof err), COLO_OK);
+    r.kv = colo_llama_kv_cache(r.m);
+    assert_int_equal(colo_llama_kv_block_size(r.m), 16);
     rig_close(&r);
     unlink(path);
 }
