@@ -81,9 +81,9 @@ int main(int argc, char **argv)
         {"max-tokens", 1, 0, 'n'}, {"temperature", 1, 0, 't'}, {"top-p", 1, 0, 'P'},  {"top-k", 1, 0, 'k'},
         {"seed", 1, 0, 's'},      {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int o;
+    int o, oi = 0;
     char *end;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "", opts, &oi)) != -1) {
         errno = 0;
         switch (o) {
         case 'm': model = optarg; break;
@@ -105,7 +105,11 @@ int main(int argc, char **argv)
         }
         continue;
     bad:
-        fprintf(stderr, "colo-generate: invalid value for --%s: %s\n", opts[0].name ? "option" : "", optarg);
+        fprintf(stderr, "colo-generate: invalid value for --%s: %s\n", opts[oi].name, optarg);
+        return 2;
+    }
+    if (device && strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+        fprintf(stderr, "colo-generate: --device must be auto, cpu or cuda\n");
         return 2;
     }
     if (!model || (!prompt == !chat) || optind < argc) {
@@ -201,6 +205,19 @@ int main(int argc, char **argv)
             fprintf(stderr, " %d", ctx[0].tokens[i]);
         fprintf(stderr, "\n");
     }
+    /* Prefill ends when the last sequence has its first token; decode is
+     * every later token, until the last sequence is done. */
+    uint64_t first_all = 0, done_all = 0;
+    decode_tokens = 0;
+    for (int i = 0; i < batch; i++) {
+        first_all = ctx[i].first_ns > first_all ? ctx[i].first_ns : first_all;
+        done_all = ctx[i].done_ns > done_all ? ctx[i].done_ns : done_all;
+        decode_tokens += ctx[i].n_tok > 1 ? ctx[i].n_tok - 1 : 0;
+    }
+    if (first_all)
+        t_prefill = first_all;
+    if (done_all)
+        t3 = done_all;
     double pf = (t_prefill - t2) / 1e9, dc_s = (t3 - t_prefill) / 1e9;
     fprintf(stderr, "colo-generate: prefill %d tokens x %d in %.3f s (%.1f tokens/s); decode %ld tokens in %.3f s "
                     "(%.1f tokens/s); finish: %s\n",
