@@ -1,4 +1,5 @@
-/* kernels/cpu/cpu_kernels.h: shared by the CPU kernels only. */
+/* kernels/cpu/cpu_kernels.h: shared by the CPU kernels (and their tests)
+ * only; not part of the ops contract. */
 #ifndef COLO_KERNELS_CPU_KERNELS_H
 #define COLO_KERNELS_CPU_KERNELS_H
 
@@ -9,24 +10,55 @@
 #include "kernels/quant.h"
 #include "runtime/backend_impl.h"
 
-/* An activation block quantized to 8 bits: x = q * d; s = d * sum(q). */
+/* ---- dot products (dot.c) ------------------------------------------------------ */
+
+/* An activation block quantized to 8 bits: x[j] ~ qs[j] * d; s = d * sum(qs).
+ * d and s are adjacent (the kernels load them as one pair). */
 typedef struct {
     float d;
     float s;
     int8_t qs[32];
 } colo_blk_q8x;
 
-/* x (k floats, k % 32 == 0) -> k / 32 blocks. */
+/* x (k floats, k % 32 == 0) -> k / 32 blocks, q = round-to-nearest-even(x / d),
+ * d = max|x| / 127 (0 for an all-zero block). */
 void colo_cpu_quantize_q8x(const float *x, colo_blk_q8x *out, int k);
-/* Dot products of nb blocks of a weight row with quantized activations. */
-float colo_cpu_dot_q4_0(const colo_blk_q4_0 *w, const colo_blk_q8x *x, int nb);
-float colo_cpu_dot_q4_1(const colo_blk_q4_1 *w, const colo_blk_q8x *x, int nb);
-float colo_cpu_dot_q8_0(const colo_blk_q8_0 *w, const colo_blk_q8x *x, int nb);
+void colo_cpu_quantize_q8x_scalar(const float *x, colo_blk_q8x *out, int k);
+
+/* Most activation rows one weight-row pass serves. */
+#define COLO_CPU_DOT_ROWS 4
+
+/* out[r] = dot(weight row w of k elements, activation row r), r < nr, for nr
+ * in [1, COLO_CPU_DOT_ROWS]; activation row r is x + r * x_stride (blocks of
+ * 32; k / 32 of them). Weight rows stay in their block format (k % 32 == 0;
+ * Q6_K: k % 256 == 0). Each output is computed by the same instruction
+ * sequence whatever nr is, so a row's result does not depend on its
+ * neighbours. The _scalar versions are the portable fallbacks (the others
+ * use AVX2 when compiled with it); both are exported for the tests. */
+typedef void (*colo_cpu_vec_dot_fn)(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr,
+                                    float *out);
+void colo_cpu_vec_dot_q4_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q4_1(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q8_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q6_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q4_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q4_1_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q8_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q6_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+
+/* The integer dot product for weights of type t, or NULL when t has none. */
+colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t);
+
+/* F32 dot products: a . b, and F16 row w . F32 row x (n any length). */
 float colo_cpu_dot_f32(const float *a, const float *b, int n);
+float colo_cpu_dot_f16(const uint16_t *w, const float *x, int n);
+
+/* ---- shared helpers (ops_cpu.c) ---------------------------------------------------- */
 
 /* Per-thread scratch memory, slot in [0, 4): at least bytes, 64-byte
  * aligned, kept and reused by the thread (freed at thread exit). NULL when
- * out of memory. Contents are not preserved across calls that grow it. */
+ * out of memory. Contents are not preserved across calls that grow it.
+ * Slot use: 1 linear, 2 attention / gemm A, 3 gemm B. */
 void *colo_cpu_scratch(int slot, size_t bytes);
 
 /* [lo, hi) of n items for chunk c of nc. */
@@ -39,6 +71,14 @@ static inline void colo_chunk_range(int64_t n, int c, int nc, int64_t *lo, int64
 /* A sensible number of chunks for n items of roughly cost each (in flops). */
 int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
 
+/* linear.c: rows of x below which linear rounds x to 8 bits for quantized
+ * weights (int8 dot products); more rows use exact F32 activations and
+ * sgemm on expanded tiles. Default 2 (single-row decode only). A tuning
+ * knob for benchmarks; set it only while no op runs. */
+extern int colo_cpu_int8_max_rows;
+
+/* ---- the ops (one file per concern) ------------------------------------------------ */
+
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k);
 colo_status colo_cpu_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
@@ -49,5 +89,28 @@ colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const fl
 colo_status colo_cpu_attention_bidir(colo_stream *s, const float *q, int q_stride, const float *k, int k_stride,
                                      const float *v, int v_stride, float *out, const int32_t *len, int batch,
                                      int seq, int n_head, int head_dim, float scale);
+/* norm.c */
+colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
+colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,
+                               int n, float eps);
+colo_status colo_cpu_softmax(colo_stream *s, float *x, int rows, int n, float scale);
+colo_status colo_cpu_l2norm(colo_stream *s, float *x, int rows, int n);
+colo_status colo_cpu_mean_pool(colo_stream *s, const float *x, const int32_t *len, float *out, int batch, int seq,
+                               int d);
+/* elementwise.c */
+colo_status colo_cpu_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+colo_status colo_cpu_silu(colo_stream *s, const float *x, float *y, int64_t n);
+colo_status colo_cpu_gelu(colo_stream *s, const float *x, float *y, int64_t n);
+colo_status colo_cpu_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
+colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
+                          int head_dim, int n_rot, float freq_base);
+/* gather.c */
+colo_status colo_cpu_get_rows(colo_stream *s, const void *table, colo_dtype type, int64_t n_rows, int row_len,
+                              const int32_t *ids, int n_ids, float *out);
+colo_status colo_cpu_dequantize(colo_stream *s, const void *src, colo_dtype src_type, void *dst,
+                                colo_dtype dst_type, int64_t n);
+colo_status colo_cpu_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
+                              void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,
+                              int kv_dim);
 
 #endif

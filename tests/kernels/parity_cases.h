@@ -7,9 +7,11 @@
  *   linear / gemm, F32 weights:  1e-5 * sum|w x|
  *   linear, F16/BF16/quantized weights:  1e-5 * sum|w x| against the
  *     dequantized weights (the weight rounding is part of the reference)
- *   linear with 8-bit-quantized activations (Q4_0/Q4_1/Q8_0 weights, few
- *     rows): plus ||w||_2 * sqrt(sum over blocks of 32 (amax_b / 254)^2),
- *     the largest error rounding x to 8 bits can cause
+ *   linear with 8-bit-quantized activations (Q4_0/Q4_1/Q8_0/Q6_K weights,
+ *     a device without exact_activations): plus ||w||_2 * sqrt(sum over
+ *     blocks b of 32 of 32 (amax_b / 254)^2), the largest error rounding x
+ *     to 8 bits can cause (each x_j moves by at most amax_b / 254; Cauchy-
+ *     Schwarz); on a device with exact_activations the 1e-5 bound holds
  *   attention: 1e-4 with F32 caches, 2e-3 with F16 caches (values rounded)
  *   gemm with F16 inputs: 1e-5 * sum|a b| (inputs exact in F16)
  * Every output buffer is poisoned with NaN before the op runs, so an element
@@ -60,6 +62,7 @@ static void fill_normal(float *x, int64_t n, float scale)
 typedef struct {
     colo_device *dev;
     colo_stream *s;
+    colo_stream *exact_s; /* a stream of a device opened with exact_activations, or NULL */
     colo_buffer *bufs[64];
     int n_bufs;
 } ctx_t;
@@ -164,7 +167,9 @@ static double qerr_bound(const float *x, int k)
     return sqrt(s);
 }
 
-static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k, bool bias)
+/* linear on stream s; int8: the op may round x to 8-bit blocks (quantized
+ * weights on a device without exact_activations). */
+static void case_linear(ctx_t *c, colo_stream *s, bool int8, colo_dtype t, int m, int n, int k, bool bias)
 {
     float *wd;
     void *w = make_weights(t, n, k, &wd);
@@ -180,10 +185,12 @@ static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k, bool bias)
     float *dx = dput(c, xpad, (size_t)m * xs * sizeof(float));
     float *db = bias ? dput(c, b, (size_t)n * sizeof(float)) : NULL;
     float *dy = dpoison(c, (size_t)m * ys * sizeof(float));
-    assert_int_equal(colo_op_linear(c->s, dw, t, db, dx, xs, dy, ys, m, n, k), COLO_OK);
+    assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+    assert_int_equal(colo_op_linear(s, dw, t, db, dx, xs, dy, ys, m, n, k), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
     float *y = malloc((size_t)m * ys * sizeof(float));
     dget(c, y, dy, (size_t)m * ys * sizeof(float));
-    bool int8 = m < 8 && (t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0);
+    int8 = int8 && t != COLO_F32 && t != COLO_F16 && t != COLO_BF16;
     double *ref = malloc((size_t)m * n * sizeof(double)), *bound = malloc((size_t)m * n * sizeof(double));
     float *got = malloc((size_t)m * n * sizeof(float));
     for (int i = 0; i < m; i++) {
@@ -204,7 +211,8 @@ static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k, bool bias)
         }
     }
     char what[96];
-    snprintf(what, sizeof what, "linear %s m=%d n=%d k=%d%s", colo_dtype_name(t), m, n, k, bias ? " +bias" : "");
+    snprintf(what, sizeof what, "linear %s m=%d n=%d k=%d%s%s", colo_dtype_name(t), m, n, k, bias ? " +bias" : "",
+             int8 ? "" : " (exact activations)");
     check_close(what, got, ref, bound, (int64_t)m * n);
     free(w), free(wd), free(x), free(b), free(xpad), free(y), free(ref), free(bound), free(got);
     dfree_all(c);
@@ -214,10 +222,15 @@ static void test_linear_all_types(void **state)
 {
     ctx_t *c = *state;
     const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
-    const int shapes[][3] = {{1, 1, 256}, {1, 67, 512}, {3, 5, 256}, {7, 130, 256}, {17, 67, 512}, {33, 129, 256}};
+    /* Row counts around the kernels' groups of 4 rows and their path limits. */
+    const int shapes[][3] = {{1, 1, 256},  {1, 67, 512},  {2, 9, 768},   {3, 5, 256},  {5, 33, 768},
+                             {7, 130, 256}, {15, 19, 256}, {16, 70, 512}, {17, 67, 512}, {33, 129, 256}};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
-        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-            case_linear(c, types[t], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 1);
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            case_linear(c, c->s, true, types[t], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 1);
+            if (c->exact_s)
+                case_linear(c, c->exact_s, false, types[t], shapes[s][0], shapes[s][1], shapes[s][2], s % 2 == 0);
+        }
 }
 
 static void test_gemm(void **state)

@@ -8,6 +8,7 @@
 #include "tests/kernels/parity_cases.h"
 
 static ctx_t ctx;
+static colo_device *exact_dev;
 
 static int setup(void **state)
 {
@@ -18,13 +19,19 @@ static int setup(void **state)
     if (!ctx.dev)
         return -1;
     ctx.s = colo_stream_create(ctx.dev, NULL, err, sizeof err);
+    /* The same ops without 8-bit activations (CPU memory is shared). */
+    colo_device_config ecfg = {.want = "cpu", .cpu_threads = 2, .exact_activations = true};
+    exact_dev = colo_device_open(&ecfg, err, sizeof err);
+    ctx.exact_s = exact_dev ? colo_stream_create(exact_dev, NULL, err, sizeof err) : NULL;
     *state = &ctx;
-    return ctx.s ? 0 : -1;
+    return ctx.s && ctx.exact_s ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    colo_stream_destroy(ctx.exact_s);
+    colo_device_close(exact_dev);
     colo_stream_destroy(ctx.s);
     colo_device_close(ctx.dev);
     return 0;

@@ -1,0 +1,409 @@
+/* Dot products for linear on the CPU: weight rows in GGML block formats
+ * against activations quantized to 8-bit blocks of 32 (integer products,
+ * one float scale per block), and F32/F16 rows against F32 rows.
+ *
+ * The AVX2 versions unpack each weight block once and use it for up to
+ * COLO_CPU_DOT_ROWS activation rows, so a few decode rows cost little more
+ * than one. Per output the instruction sequence does not depend on how many
+ * rows share the pass (results are independent of batch composition). The
+ * scalar versions are the fallback where AVX2 is absent and the reference
+ * the tests compare against. */
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define DOT_AVX2 1
+#include <immintrin.h>
+#endif
+
+/* ---- activations to 8 bits ---------------------------------------------------------- */
+
+void colo_cpu_quantize_q8x_scalar(const float *x, colo_blk_q8x *out, int k)
+{
+    for (int b = 0; b < k / 32; b++) {
+        const float *v = x + b * 32;
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        float d = amax / 127, id = d ? 1.0f / d : 0;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (int)lrintf(v[j] * id);
+            out[b].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        out[b].d = d;
+        out[b].s = d * (float)sum;
+    }
+}
+
+void colo_cpu_quantize_q8x(const float *x, colo_blk_q8x *out, int k)
+{
+#ifdef DOT_AVX2
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < k / 32; b++) {
+        const float *v = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8), v2 = _mm256_loadu_ps(v + 16),
+               v3 = _mm256_loadu_ps(v + 24);
+        __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                  _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float d = amax / 127, id = d ? 1.0f / d : 0;
+        __m256 vid = _mm256_set1_ps(id);
+        /* Round to nearest even, as lrintf does. */
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        /* Pack 32-bit -> 16-bit -> 8-bit and undo the lane interleaving of the packs. */
+        __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)out[b].qs, p8);
+        out[b].d = d;
+        out[b].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+#else
+    colo_cpu_quantize_q8x_scalar(x, out, k);
+#endif
+}
+
+/* ---- scalar dot products ---------------------------------------------------------------- */
+
+void colo_cpu_vec_dot_q4_0_scalar(int k, const void *wv, const colo_blk_q8x *x, size_t x_stride, int nr, float *out)
+{
+    const colo_blk_q4_0 *w = wv;
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *xr = x + (size_t)r * x_stride;
+        float sum = 0;
+        for (int i = 0; i < k / 32; i++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += ((w[i].qs[j] & 15) - 8) * xr[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * xr[i].qs[j + 16];
+            sum += colo_fp16_to_f32(w[i].d) * xr[i].d * (float)s;
+        }
+        out[r] = sum;
+    }
+}
+
+void colo_cpu_vec_dot_q4_1_scalar(int k, const void *wv, const colo_blk_q8x *x, size_t x_stride, int nr, float *out)
+{
+    const colo_blk_q4_1 *w = wv;
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *xr = x + (size_t)r * x_stride;
+        float sum = 0;
+        for (int i = 0; i < k / 32; i++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += (w[i].qs[j] & 15) * xr[i].qs[j] + (w[i].qs[j] >> 4) * xr[i].qs[j + 16];
+            sum += colo_fp16_to_f32(w[i].d) * xr[i].d * (float)s + colo_fp16_to_f32(w[i].m) * xr[i].s;
+        }
+        out[r] = sum;
+    }
+}
+
+void colo_cpu_vec_dot_q8_0_scalar(int k, const void *wv, const colo_blk_q8x *x, size_t x_stride, int nr, float *out)
+{
+    const colo_blk_q8_0 *w = wv;
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *xr = x + (size_t)r * x_stride;
+        float sum = 0;
+        for (int i = 0; i < k / 32; i++) {
+            int s = 0;
+            for (int j = 0; j < 32; j++)
+                s += w[i].qs[j] * xr[i].qs[j];
+            sum += colo_fp16_to_f32(w[i].d) * xr[i].d * (float)s;
+        }
+        out[r] = sum;
+    }
+}
+
+/* 6-bit value of element e (0..255) of a Q6_K super-block, 0..63. */
+static inline int q6_k_value(const colo_blk_q6_k *b, int e)
+{
+    int half = e / 128, j = (e % 128) / 32, l = e % 32;
+    int lo = (b->ql[64 * half + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
+    int hi = (b->qh[32 * half + l] >> (2 * j)) & 3;
+    return lo | hi << 4;
+}
+
+void colo_cpu_vec_dot_q6_k_scalar(int k, const void *wv, const colo_blk_q8x *x, size_t x_stride, int nr, float *out)
+{
+    const colo_blk_q6_k *w = wv;
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *xr = x + (size_t)r * x_stride;
+        float sum = 0;
+        for (int i = 0; i < k / 256; i++) {
+            float d = colo_fp16_to_f32(w[i].d);
+            for (int blk = 0; blk < 8; blk++) { /* 32 elements: two scales of 16 */
+                const colo_blk_q8x *xb = xr + i * 8 + blk;
+                int tot = 0;
+                for (int g = 0; g < 2; g++) {
+                    int s = 0;
+                    for (int l = 16 * g; l < 16 * g + 16; l++)
+                        s += (q6_k_value(&w[i], blk * 32 + l) - 32) * xb->qs[l];
+                    tot += w[i].scales[8 * (blk / 4) + g + 2 * (blk % 4)] * s;
+                }
+                sum += d * xb->d * (float)tot;
+            }
+        }
+        out[r] = sum;
+    }
+}
+
+/* ---- AVX2 dot products ------------------------------------------------------------------- */
+
+#ifdef DOT_AVX2
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 32 products of unsigned u and signed s bytes, summed in 8 lanes, as floats. */
+INLINE __m256 dot_u8s8(__m256i u, __m256i s)
+{
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+/* 32 signed products of w and x (|w| <= 127 or x not -128), as floats. */
+INLINE __m256 dot_s8s8(__m256i w, __m256i x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+
+/* 16 bytes of nibbles: low nibbles to bytes 0..15, high nibbles to 16..31. */
+INLINE __m256i nibbles(const uint8_t *qs)
+{
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m128i m = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+}
+
+/* fp16 halves at p: [p[0], 0, 0, 0] and [p[0], p[1], 0, 0]. */
+INLINE __m128 half1(const uint16_t *p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(*p)); }
+INLINE __m128 half2(const uint16_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)v));
+}
+
+/* [d, s, 0, 0] of an activation block. */
+INLINE __m128 ds_pair(const colo_blk_q8x *b) { return _mm_castpd_ps(_mm_load_sd((const double *)(const void *)&b->d)); }
+
+INLINE __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* Each output accumulates even and odd blocks in two registers (two
+ * independent FMA chains), then adds them. */
+
+/* Q4_0: x = (q - 8) d; sum = d dx sum(q qx) - 8 d sx. */
+INLINE void q4_0_block(const colo_blk_q4_0 *w, const colo_blk_q8x *x, size_t xs, const int nr, __m256 *acc,
+                       __m128 *corr)
+{
+    __m256i q = nibbles(w->qs);
+    __m128 d = _mm_moveldup_ps(half1(&w->d));
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *b = x + r * xs;
+        __m128 t = _mm_mul_ps(d, ds_pair(b)); /* [d dx, d sx] */
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(t), dot_u8s8(q, load32(b->qs)), acc[r]);
+        corr[r] = _mm_add_ps(corr[r], t);
+    }
+}
+
+INLINE void q4_0_rows(int nb, const colo_blk_q4_0 *w, const colo_blk_q8x *x, size_t xs, const int nr, float *out)
+{
+    __m256 a0[COLO_CPU_DOT_ROWS], a1[COLO_CPU_DOT_ROWS];
+    __m128 corr[COLO_CPU_DOT_ROWS];
+    for (int r = 0; r < nr; r++)
+        a0[r] = a1[r] = _mm256_setzero_ps(), corr[r] = _mm_setzero_ps();
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        q4_0_block(w + i, x + i, xs, nr, a0, corr);
+        q4_0_block(w + i + 1, x + i + 1, xs, nr, a1, corr);
+    }
+    if (i < nb)
+        q4_0_block(w + i, x + i, xs, nr, a0, corr);
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum8(_mm256_add_ps(a0[r], a1[r])) - 8 * _mm_cvtss_f32(_mm_movehdup_ps(corr[r]));
+}
+
+/* Q4_1: x = q d + m; sum = d dx sum(q qx) + m sx. */
+INLINE void q4_1_block(const colo_blk_q4_1 *w, const colo_blk_q8x *x, size_t xs, const int nr, __m256 *acc,
+                       __m128 *mins)
+{
+    __m256i q = nibbles(w->qs);
+    __m128 dm = half2(&w->d); /* d and m are adjacent */
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *b = x + r * xs;
+        __m128 t = _mm_mul_ps(dm, ds_pair(b)); /* [d dx, m sx] */
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(t), dot_u8s8(q, load32(b->qs)), acc[r]);
+        mins[r] = _mm_add_ps(mins[r], t);
+    }
+}
+
+INLINE void q4_1_rows(int nb, const colo_blk_q4_1 *w, const colo_blk_q8x *x, size_t xs, const int nr, float *out)
+{
+    __m256 a0[COLO_CPU_DOT_ROWS], a1[COLO_CPU_DOT_ROWS];
+    __m128 mins[COLO_CPU_DOT_ROWS];
+    for (int r = 0; r < nr; r++)
+        a0[r] = a1[r] = _mm256_setzero_ps(), mins[r] = _mm_setzero_ps();
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        q4_1_block(w + i, x + i, xs, nr, a0, mins);
+        q4_1_block(w + i + 1, x + i + 1, xs, nr, a1, mins);
+    }
+    if (i < nb)
+        q4_1_block(w + i, x + i, xs, nr, a0, mins);
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum8(_mm256_add_ps(a0[r], a1[r])) + _mm_cvtss_f32(_mm_movehdup_ps(mins[r]));
+}
+
+INLINE void q8_0_block(const colo_blk_q8_0 *w, const colo_blk_q8x *x, size_t xs, const int nr, __m256 *acc)
+{
+    __m256i q = load32(w->qs), uq = _mm256_sign_epi8(q, q);
+    __m128 d = half1(&w->d);
+    for (int r = 0; r < nr; r++) {
+        const colo_blk_q8x *b = x + r * xs;
+        __m128 t = _mm_mul_ss(d, _mm_load_ss(&b->d));
+        __m256 p = dot_u8s8(uq, _mm256_sign_epi8(load32(b->qs), q));
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(t), p, acc[r]);
+    }
+}
+
+INLINE void q8_0_rows(int nb, const colo_blk_q8_0 *w, const colo_blk_q8x *x, size_t xs, const int nr, float *out)
+{
+    __m256 a0[COLO_CPU_DOT_ROWS], a1[COLO_CPU_DOT_ROWS];
+    for (int r = 0; r < nr; r++)
+        a0[r] = a1[r] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        q8_0_block(w + i, x + i, xs, nr, a0);
+        q8_0_block(w + i + 1, x + i + 1, xs, nr, a1);
+    }
+    if (i < nb)
+        q8_0_block(w + i, x + i, xs, nr, a0);
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum8(_mm256_add_ps(a0[r], a1[r]));
+}
+
+/* Q6_K: per half of 128, ql[0..63] hold the low nibbles and qh[0..31] the
+ * two high bits of four quarters of 32; one int8 scale per 16 elements;
+ * x = d * scale * (q - 32). */
+INLINE void q6_k_rows(int nsb, const colo_blk_q6_k *w, const colo_blk_q8x *x, size_t xs, const int nr, float *out)
+{
+    __m256 acc[2][COLO_CPU_DOT_ROWS];
+    for (int r = 0; r < nr; r++)
+        acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    for (int i = 0; i < nsb; i++) {
+        const colo_blk_q6_k *b = w + i;
+        __m128 d = half1(&b->d);
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = load32(b->ql + 64 * h), ql1 = load32(b->ql + 64 * h + 32), qh = load32(b->qh + 32 * h);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            const int8_t *sc = b->scales + 8 * h;
+            for (int j = 0; j < 4; j++) {
+                __m256i qs = _mm256_sub_epi8(q[j], k32), uq = _mm256_sign_epi8(qs, qs);
+                /* maddubs pairs: lanes 0..7 are elements 0..15 (scale 2j), 8..15 the rest (2j + 1). */
+                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+                for (int r = 0; r < nr; r++) {
+                    const colo_blk_q8x *xb = x + r * xs + i * 8 + h * 4 + j;
+                    __m256i p16 = _mm256_maddubs_epi16(uq, _mm256_sign_epi8(load32(xb->qs), qs));
+                    __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, s16));
+                    __m128 t = _mm_mul_ss(d, _mm_load_ss(&xb->d));
+                    acc[j & 1][r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(t), p, acc[j & 1][r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        out[r] = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
+}
+
+/* One copy of each kernel per row count, so the row loops unroll. */
+#define DOT_ENTRY(name, blk_t, per_k)                                                                       \
+    void colo_cpu_vec_dot_##name(int k, const void *w, const colo_blk_q8x *x, size_t xs, int nr, float *out) \
+    {                                                                                                         \
+        const blk_t *wb = w;                                                                                  \
+        switch (nr) {                                                                                         \
+        case 1: name##_rows(k / per_k, wb, x, xs, 1, out); break;                                             \
+        case 2: name##_rows(k / per_k, wb, x, xs, 2, out); break;                                             \
+        case 3: name##_rows(k / per_k, wb, x, xs, 3, out); break;                                             \
+        default: name##_rows(k / per_k, wb, x, xs, 4, out); break;                                            \
+        }                                                                                                     \
+    }
+#else
+#define DOT_ENTRY(name, blk_t, per_k)                                                                       \
+    void colo_cpu_vec_dot_##name(int k, const void *w, const colo_blk_q8x *x, size_t xs, int nr, float *out) \
+    {                                                                                                         \
+        colo_cpu_vec_dot_##name##_scalar(k, w, x, xs, nr, out);                                               \
+    }
+#endif
+
+DOT_ENTRY(q4_0, colo_blk_q4_0, 32)
+DOT_ENTRY(q4_1, colo_blk_q4_1, 32)
+DOT_ENTRY(q8_0, colo_blk_q8_0, 32)
+DOT_ENTRY(q6_k, colo_blk_q6_k, 256)
+
+colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t)
+{
+    switch (t) {
+    case COLO_Q4_0: return colo_cpu_vec_dot_q4_0;
+    case COLO_Q4_1: return colo_cpu_vec_dot_q4_1;
+    case COLO_Q8_0: return colo_cpu_vec_dot_q8_0;
+    case COLO_Q6_K: return colo_cpu_vec_dot_q6_k;
+    default: return NULL;
+    }
+}
+
+/* ---- float dot products ------------------------------------------------------------------ */
+
+float colo_cpu_dot_f32(const float *a, const float *b, int n)
+{
+    int i = 0;
+    float sum = 0;
+#ifdef DOT_AVX2
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    sum = hsum8(_mm256_add_ps(acc0, acc1));
+#endif
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+float colo_cpu_dot_f16(const uint16_t *w, const float *x, int n)
+{
+    int i = 0;
+    float sum = 0;
+#ifdef DOT_AVX2
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8)));
+        acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    sum = hsum8(_mm256_add_ps(acc0, acc1));
+#endif
+    for (; i < n; i++)
+        sum += colo_fp16_to_f32(w[i]) * x[i];
+    return sum;
+}
