@@ -66,6 +66,11 @@ colo_backend_kind colo_device_kind(const colo_device *dev);
 const colo_ops *colo_device_ops(const colo_device *dev);
 /* True when a CUDA device is usable in this process (built with CUDA, driver present, >= 1 GPU). */
 bool colo_cuda_available(void);
+/* True once a device error poisoned dev's context (CUDA: an illegal address,
+ * a device-side assert, an ECC error...). Nothing on dev can run again in
+ * this process: every later call on it fails with COLO_EFATAL. Always false
+ * on the CPU. Any thread. */
+bool colo_device_poisoned(const colo_device *dev);
 
 /* ---- buffers ---------------------------------------------------------------- */
 
@@ -96,6 +101,14 @@ colo_priority colo_stream_priority(const colo_stream *s);
 colo_status colo_stream_sync(colo_stream *s);
 /* COLO_OK when all queued work finished, COLO_EAGAIN while some is pending. */
 colo_status colo_stream_query(colo_stream *s);
+/* Gives the stream's math library caller-owned device memory as its
+ * workspace (CUDA: cuBLAS, through cublasSetWorkspace), so that an arena can
+ * account for it. ptr (aligned to 256 bytes) must stay valid until the
+ * stream is destroyed or given another workspace; ptr NULL with bytes 0
+ * takes the workspace away (the library then picks algorithms that need
+ * none). A no-op returning COLO_OK on backends without one (CPU). Called by
+ * the stream's owner between ops. */
+colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes);
 
 /* Asynchronous copies and fills, ordered on s. Host memory must stay valid
  * until the stream is synchronized. */

@@ -1,24 +1,75 @@
-/* The CUDA backend: one cudaMalloc per buffer, priority streams each with a
- * cuBLAS handle, CUDA events. Linked against the CUDA runtime and cuBLAS
- * dynamically; the driver API is never linked, so the binary starts (and
- * falls back to the CPU) on machines without a driver. */
+/* The CUDA backend: one cudaMalloc per buffer, priority streams each with its
+ * own cuBLAS handle, scratch and error flag, CUDA events for timing, and SM
+ * partitions through green contexts.
+ *
+ * Linked against the CUDA runtime and cuBLAS dynamically. The driver API
+ * (green contexts) is reached only through cudaGetDriverEntryPoint*, never
+ * linked, so the binary starts, and falls back to the CPU, on machines
+ * without an NVIDIA driver; cuda.h is included for its types alone. */
 #include "runtime/cuda_impl.h"
 #include "runtime/log.h"
 
+#include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/ops.h"
 
+#define CUDA_MAX_DEVICES 64
+#define CUDA_MAX_SM_GROUPS 64
+#define SCRATCH_MIN_BYTES ((size_t)1 << 20)
+
+/* ---- driver entry points for green contexts (CUDA >= 12.4 driver) ----------------------- */
+
+typedef CUresult (*pfn_cuGetErrorName)(CUresult, const char **);
+typedef CUresult (*pfn_cuDeviceGet)(CUdevice *, int);
+typedef CUresult (*pfn_cuDeviceGetDevResource)(CUdevice, CUdevResource *, CUdevResourceType);
+typedef CUresult (*pfn_cuDevSmResourceSplitByCount)(CUdevResource *, unsigned int *, const CUdevResource *,
+                                                    CUdevResource *, unsigned int, unsigned int);
+typedef CUresult (*pfn_cuDevResourceGenerateDesc)(CUdevResourceDesc *, CUdevResource *, unsigned int);
+typedef CUresult (*pfn_cuGreenCtxCreate)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
+typedef CUresult (*pfn_cuGreenCtxDestroy)(CUgreenCtx);
+typedef CUresult (*pfn_cuGreenCtxStreamCreate)(CUstream *, CUgreenCtx, unsigned int, int);
+
+typedef struct green_api {
+    pfn_cuGetErrorName get_error_name;
+    pfn_cuDeviceGet device_get;
+    pfn_cuDeviceGetDevResource get_dev_resource;
+    pfn_cuDevSmResourceSplitByCount split_by_count;
+    pfn_cuDevResourceGenerateDesc generate_desc;
+    pfn_cuGreenCtxCreate ctx_create;
+    pfn_cuGreenCtxDestroy ctx_destroy;
+    pfn_cuGreenCtxStreamCreate stream_create;
+} green_api;
+
+/* The SM groups of one split of the whole device: groups[i] holds SMs
+ * [i * group_sms, (i + 1) * group_sms) in colo's numbering; the remainder
+ * (remainder_sms, possibly 0) comes after the last group. */
+typedef struct sm_split {
+    CUdevice cu_dev;
+    unsigned n_groups;
+    unsigned group_sms;
+    CUdevResource groups[CUDA_MAX_SM_GROUPS];
+    CUdevResource remainder;
+    unsigned remainder_sms;
+} sm_split;
+
 typedef struct cuda_dev {
     int ordinal;
     struct cudaDeviceProp prop;
     int prio_least, prio_greatest;
+    bool can_partition;
+    green_api green;
+    sm_split split;
 } cuda_dev;
 
 typedef struct cuda_stream {
     cudaStream_t st;
     cublasHandle_t blas;
+    CUgreenCtx green; /* NULL unless the stream runs on an SM partition */
+    const green_api *api;
+    int sms;          /* SMs the stream may use */
+    size_t max_smem;  /* opt-in dynamic shared memory per block */
     void *scratch;
     size_t scratch_bytes;
     int *d_flag; /* set by kernels on bad input */
@@ -26,9 +77,19 @@ typedef struct cuda_stream {
     colo_status err;
 } cuda_stream;
 
-static int g_poisoned;
+/* ---- errors ------------------------------------------------------------------------------- */
 
-bool colo_cuda_poisoned(void) { return __atomic_load_n(&g_poisoned, __ATOMIC_ACQUIRE) != 0; }
+static int g_poisoned[CUDA_MAX_DEVICES];
+static int g_any_poisoned;
+
+bool colo_cuda_poisoned(void) { return __atomic_load_n(&g_any_poisoned, __ATOMIC_ACQUIRE) != 0; }
+
+static bool ordinal_poisoned(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= CUDA_MAX_DEVICES)
+        return colo_cuda_poisoned();
+    return __atomic_load_n(&g_poisoned[ordinal], __ATOMIC_ACQUIRE) != 0;
+}
 
 static bool poisons_context(cudaError_t e)
 {
@@ -42,11 +103,27 @@ static bool poisons_context(cudaError_t e)
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContained:
     case cudaErrorLaunchTimeout:
         return true;
     default:
         return false;
     }
+}
+
+static void mark_poisoned(void)
+{
+    int d = -1;
+    /* The runtime keeps the current device on the host: this works on a poisoned context. */
+    if (cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < CUDA_MAX_DEVICES) {
+        __atomic_store_n(&g_poisoned[d], 1, __ATOMIC_RELEASE);
+    } else {
+        for (int i = 0; i < CUDA_MAX_DEVICES; i++)
+            __atomic_store_n(&g_poisoned[i], 1, __ATOMIC_RELEASE);
+    }
+    if (!__atomic_exchange_n(&g_any_poisoned, 1, __ATOMIC_ACQ_REL))
+        COLO_ERROR("cuda: device %d: the context is poisoned; every GPU model on it fails until restart", d);
 }
 
 colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, int line)
@@ -55,8 +132,7 @@ colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, 
         return COLO_OK;
     COLO_ERROR("cuda: %s failed: %s (%s) at %s:%d", call, cudaGetErrorName(e), cudaGetErrorString(e), file, line);
     if (poisons_context(e)) {
-        if (!__atomic_exchange_n(&g_poisoned, 1, __ATOMIC_ACQ_REL))
-            COLO_ERROR("cuda: the context is poisoned; every GPU model is failed until restart");
+        mark_poisoned();
         return COLO_EFATAL;
     }
     if (e == cudaErrorMemoryAllocation)
@@ -68,23 +144,38 @@ colo_status colo_cublas_status(cublasStatus_t e, const char *call, const char *f
 {
     if (e == CUBLAS_STATUS_SUCCESS)
         return COLO_OK;
-    COLO_ERROR("cublas: %s failed: status %d at %s:%d", call, (int)e, file, line);
+    COLO_ERROR("cublas: %s failed: %s (%d) at %s:%d", call, cublasGetStatusName(e), (int)e, file, line);
     return e == CUBLAS_STATUS_ALLOC_FAILED ? COLO_ENOMEM : COLO_EDEVICE;
 }
+
+static colo_status cu_status(const green_api *api, CUresult r, const char *call, const char *file, int line)
+{
+    if (r == CUDA_SUCCESS)
+        return COLO_OK;
+    const char *name = NULL;
+    if (!api->get_error_name || api->get_error_name(r, &name) != CUDA_SUCCESS || !name)
+        name = "?";
+    COLO_ERROR("cuda driver: %s failed: %s (%d) at %s:%d", call, name, (int)r, file, line);
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? COLO_ENOMEM : COLO_EDEVICE;
+}
+#define CU_CHECK(api, call) cu_status((api), (call), #call, __FILE__, __LINE__)
 
 bool colo_cuda_device_present(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky "no driver" error */
+        cudaGetLastError(); /* clear the "no driver" / "no device" error */
         return false;
     }
     return n > 0;
 }
 
-cudaStream_t colo_cuda_stream(const colo_stream *s) { return ((cuda_stream *)s->ctx)->st; }
-cublasHandle_t colo_cuda_cublas(const colo_stream *s) { return ((cuda_stream *)s->ctx)->blas; }
+/* ---- accessors for kernels/cuda ------------------------------------------------------------- */
 
+cudaStream_t colo_cuda_stream(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->st; }
+cublasHandle_t colo_cuda_cublas(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->blas; }
+int colo_cuda_stream_sms(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->sms; }
+size_t colo_cuda_max_smem(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->max_smem; }
 int *colo_cuda_error_flag(colo_stream *s) { return ((cuda_stream *)s->ctx)->d_flag; }
 
 void colo_cuda_stream_fail(colo_stream *s, colo_status st)
@@ -100,7 +191,7 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     *st = COLO_OK;
     if (bytes <= cs->scratch_bytes)
         return cs->scratch;
-    size_t want = cs->scratch_bytes ? cs->scratch_bytes : (1u << 20);
+    size_t want = cs->scratch_bytes ? cs->scratch_bytes : SCRATCH_MIN_BYTES;
     while (want < bytes)
         want *= 2;
     /* Ops queued earlier may still read the old scratch. */
@@ -109,15 +200,86 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     cudaFree(cs->scratch);
     cs->scratch = NULL;
     cs->scratch_bytes = 0;
-    if ((*st = COLO_CUDA_CHECK(cudaMalloc(&cs->scratch, want))) != COLO_OK)
+    if ((*st = COLO_CUDA_CHECK(cudaMalloc(&cs->scratch, want))) != COLO_OK) {
+        cs->scratch = NULL;
         return NULL;
+    }
     cs->scratch_bytes = want;
     return cs->scratch;
 }
 
-static colo_status use_device(colo_device *dev)
+/* ---- device ------------------------------------------------------------------------------------ */
+
+static colo_status use_device(const colo_device *dev)
 {
-    return COLO_CUDA_CHECK(cudaSetDevice(((cuda_dev *)dev->ctx)->ordinal));
+    return COLO_CUDA_CHECK(cudaSetDevice(((const cuda_dev *)dev->ctx)->ordinal));
+}
+
+static void *driver_symbol(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    /* The 12.5 ABI of every symbol used here (green contexts came in 12.4, their streams in 12.5). */
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12050, cudaEnableDefault, &q);
+#else
+    cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
+#endif
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+/* Finds the green-context entry points and splits the device's SMs into the
+ * smallest groups the hardware allows (8 SMs on Hopper). Leaves
+ * can_partition false, with the reason in the log, when anything is missing. */
+static void probe_green(cuda_dev *cd)
+{
+    green_api *g = &cd->green;
+    g->get_error_name = (pfn_cuGetErrorName)driver_symbol("cuGetErrorName");
+    g->device_get = (pfn_cuDeviceGet)driver_symbol("cuDeviceGet");
+    g->get_dev_resource = (pfn_cuDeviceGetDevResource)driver_symbol("cuDeviceGetDevResource");
+    g->split_by_count = (pfn_cuDevSmResourceSplitByCount)driver_symbol("cuDevSmResourceSplitByCount");
+    g->generate_desc = (pfn_cuDevResourceGenerateDesc)driver_symbol("cuDevResourceGenerateDesc");
+    g->ctx_create = (pfn_cuGreenCtxCreate)driver_symbol("cuGreenCtxCreate");
+    g->ctx_destroy = (pfn_cuGreenCtxDestroy)driver_symbol("cuGreenCtxDestroy");
+    g->stream_create = (pfn_cuGreenCtxStreamCreate)driver_symbol("cuGreenCtxStreamCreate");
+    if (!g->device_get || !g->get_dev_resource || !g->split_by_count || !g->generate_desc || !g->ctx_create ||
+        !g->ctx_destroy || !g->stream_create) {
+        COLO_INFO("cuda: green contexts unavailable (driver older than CUDA 12.5): no SM partitions");
+        return;
+    }
+    sm_split *sp = &cd->split;
+    CUdevResource all;
+    memset(&all, 0, sizeof all);
+    if (CU_CHECK(g, g->device_get(&sp->cu_dev, cd->ordinal)) != COLO_OK ||
+        CU_CHECK(g, g->get_dev_resource(sp->cu_dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != COLO_OK) {
+        COLO_INFO("cuda: cannot read the device's SM resource: no SM partitions");
+        return;
+    }
+    unsigned min_sms = all.sm.minSmPartitionSize, align = all.sm.smCoscheduledAlignment;
+    unsigned gran = min_sms > align ? min_sms : align;
+    if (gran == 0)
+        gran = 1;
+    unsigned n = CUDA_MAX_SM_GROUPS;
+    memset(sp->groups, 0, sizeof sp->groups);
+    memset(&sp->remainder, 0, sizeof sp->remainder);
+    if (CU_CHECK(g, g->split_by_count(sp->groups, &n, &all, &sp->remainder, 0, gran)) != COLO_OK || n == 0) {
+        COLO_INFO("cuda: cannot split the device's SMs: no SM partitions");
+        return;
+    }
+    sp->n_groups = n;
+    sp->group_sms = sp->groups[0].sm.smCount;
+    sp->remainder_sms = sp->remainder.type == CU_DEV_RESOURCE_TYPE_SM ? sp->remainder.sm.smCount : 0;
+    if (sp->group_sms == 0) {
+        COLO_INFO("cuda: empty SM groups: no SM partitions");
+        return;
+    }
+    cd->can_partition = true;
+    COLO_INFO("cuda: SM partitions: %u groups of %u SMs, %u SMs left over (of %u)", sp->n_groups, sp->group_sms,
+              sp->remainder_sms, all.sm.smCount);
 }
 
 static void cuda_close(colo_device *dev)
@@ -141,19 +303,24 @@ static colo_status cuda_get_info(colo_device *dev, colo_device_info *info)
     info->prio_least = cd->prio_least;
     info->prio_greatest = cd->prio_greatest;
     info->compute_units = cd->prop.multiProcessorCount;
-    info->can_partition = false; /* green contexts: not wired yet */
+    info->can_partition = cd->can_partition;
     return st;
 }
+
+static bool cuda_poisoned(const colo_device *dev) { return ordinal_poisoned(((const cuda_dev *)dev->ctx)->ordinal); }
 
 static colo_status cuda_buffer_alloc(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
                                      size_t errlen)
 {
     *handle = NULL;
+    *ptr = NULL;
     colo_status st = use_device(dev);
     if (st == COLO_OK)
         st = COLO_CUDA_CHECK(cudaMalloc(ptr, bytes));
-    if (st != COLO_OK)
+    if (st != COLO_OK) {
+        *ptr = NULL;
         colo_set_err(err, errlen, "cuda: cannot allocate %zu bytes (%s)", bytes, colo_status_str(st));
+    }
     return st;
 }
 
@@ -161,9 +328,16 @@ static void cuda_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *ha
 {
     (void)bytes;
     (void)handle;
+    if (cuda_poisoned(dev)) { /* every call fails now: free quietly */
+        cudaFree(ptr);
+        cudaGetLastError();
+        return;
+    }
     if (use_device(dev) == COLO_OK)
         COLO_CUDA_CHECK(cudaFree(ptr));
 }
+
+/* ---- streams -------------------------------------------------------------------------------- */
 
 /* Config priority -> native: low = least, high = greatest, normal between. */
 static int native_priority(const cuda_dev *cd, colo_priority p)
@@ -175,12 +349,75 @@ static int native_priority(const cuda_dev *cd, colo_priority p)
     return (cd->prio_least + cd->prio_greatest) / 2;
 }
 
+/* Creates a green context holding SMs [first, first + count) (rounded to
+ * whole groups: both ends to the nearest group boundary, so that disjoint
+ * plans stay disjoint) and a stream in it. */
+static colo_status create_partition_stream(cuda_dev *cd, cuda_stream *cs, int first, int count, int prio, char *err,
+                                           size_t errlen)
+{
+    const green_api *g = &cd->green;
+    const sm_split *sp = &cd->split;
+    int gs = (int)sp->group_sms, total = (int)(sp->n_groups * sp->group_sms + sp->remainder_sms);
+    if (first >= total) {
+        colo_set_err(err, errlen, "cuda: SM partition [%d, %d) starts past the device's %d SMs", first, first + count,
+                     total);
+        return COLO_EINVAL;
+    }
+    int end = first + count > total ? total : first + count;
+    int g0 = (first + gs / 2) / gs, g1 = (end + gs / 2) / gs;
+    if (g0 >= (int)sp->n_groups)
+        g0 = (int)sp->n_groups - 1;
+    if (g1 > (int)sp->n_groups)
+        g1 = (int)sp->n_groups;
+    if (g1 <= g0)
+        g1 = g0 + 1;
+    /* A partition reaching the device's end also takes the SMs left over. */
+    bool with_rest = sp->remainder_sms > 0 && end > (int)(sp->n_groups * sp->group_sms) - gs / 2;
+    CUdevResource res[CUDA_MAX_SM_GROUPS + 1];
+    unsigned n = 0;
+    for (int i = g0; i < g1; i++)
+        res[n++] = sp->groups[i];
+    if (with_rest)
+        res[n++] = sp->remainder;
+    int got_first = g0 * gs, got_sms = (g1 - g0) * gs + (with_rest ? (int)sp->remainder_sms : 0);
+    if (got_first != first || got_sms != count)
+        COLO_WARN("cuda: SM partition [%d, %d) rounded to [%d, %d) (groups of %d SMs)", first, first + count,
+                  got_first, got_first + got_sms, gs);
+
+    CUdevResourceDesc desc = NULL;
+    CUstream stream = NULL;
+    colo_status st = CU_CHECK(g, g->generate_desc(&desc, res, n));
+    if (st == COLO_OK)
+        st = CU_CHECK(g, g->ctx_create(&cs->green, desc, sp->cu_dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    if (st != COLO_OK) {
+        cs->green = NULL;
+        colo_set_err(err, errlen, "cuda: cannot create a green context for SMs [%d, %d) (%s)", got_first,
+                     got_first + got_sms, colo_status_str(st));
+        return st;
+    }
+    st = CU_CHECK(g, g->stream_create(&stream, cs->green, CU_STREAM_NON_BLOCKING, prio));
+    if (st != COLO_OK) {
+        g->ctx_destroy(cs->green);
+        cs->green = NULL;
+        colo_set_err(err, errlen, "cuda: cannot create a stream on SMs [%d, %d) (%s)", got_first,
+                     got_first + got_sms, colo_status_str(st));
+        return st;
+    }
+    cs->st = (cudaStream_t)stream;
+    cs->api = g;
+    cs->sms = got_sms;
+    COLO_INFO("cuda: stream on SMs [%d, %d), priority %d", got_first, got_first + got_sms, prio);
+    return COLO_OK;
+}
+
 static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo_stream_config *cfg, char *err,
                                     size_t errlen)
 {
     cuda_dev *cd = dev->ctx;
-    if (cfg->unit_count) {
-        colo_set_err(err, errlen, "cuda: SM partitions (green contexts) are not available in this build");
+    if (cfg->unit_count && !cd->can_partition) {
+        colo_set_err(err, errlen,
+                     "cuda: SM partitions need green contexts (NVIDIA driver for CUDA >= 12.5), which this "
+                     "machine lacks");
         return COLO_EUNSUPPORTED;
     }
     cuda_stream *cs = calloc(1, sizeof *cs);
@@ -188,12 +425,19 @@ static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo
         colo_set_err(err, errlen, "cuda: out of host memory");
         return COLO_ENOMEM;
     }
+    cs->sms = cd->prop.multiProcessorCount;
+    cs->max_smem = cd->prop.sharedMemPerBlockOptin;
+    int prio = native_priority(cd, cfg->priority);
     colo_status st = use_device(dev);
-    if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(
-            cudaStreamCreateWithPriority(&cs->st, cudaStreamNonBlocking, native_priority(cd, cfg->priority)));
     if (st != COLO_OK)
         goto out_free;
+    if (cfg->unit_count) {
+        if ((st = create_partition_stream(cd, cs, cfg->unit_first, cfg->unit_count, prio, err, errlen)) != COLO_OK)
+            goto out_free_quiet;
+    } else if ((st = COLO_CUDA_CHECK(cudaStreamCreateWithPriority(&cs->st, cudaStreamNonBlocking, prio))) !=
+               COLO_OK) {
+        goto out_free;
+    }
     if ((st = COLO_CUBLAS_CHECK(cublasCreate(&cs->blas))) != COLO_OK)
         goto out_stream;
     if ((st = COLO_CUBLAS_CHECK(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
@@ -215,34 +459,50 @@ out_blas:
     cublasDestroy(cs->blas);
 out_stream:
     cudaStreamDestroy(cs->st);
+    if (cs->green)
+        cs->api->ctx_destroy(cs->green);
 out_free:
-    free(cs);
     colo_set_err(err, errlen, "cuda: cannot create a stream (%s)", colo_status_str(st));
+out_free_quiet:
+    free(cs);
     return st;
 }
 
 static void cuda_stream_fini(colo_stream *s)
 {
     cuda_stream *cs = s->ctx;
-    COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+    if (cuda_poisoned(s->dev)) {
+        cudaStreamSynchronize(cs->st);
+        cudaGetLastError();
+    } else {
+        COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+    }
     cublasDestroy(cs->blas);
     cudaStreamDestroy(cs->st);
+    if (cs->green)
+        cs->api->ctx_destroy(cs->green);
     cudaFree(cs->scratch);
     cudaFree(cs->d_flag);
     cudaFreeHost(cs->h_flag);
+    cudaGetLastError();
     free(cs);
 }
 
 static colo_status cuda_stream_sync(colo_stream *s)
 {
     cuda_stream *cs = s->ctx;
+    if (cuda_poisoned(s->dev))
+        return COLO_EFATAL;
     *cs->h_flag = 0;
-    colo_status st = COLO_CUDA_CHECK(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
+    colo_status st =
+        COLO_CUDA_CHECK(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
     if (st == COLO_OK)
         st = COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
     if (st == COLO_OK && *cs->h_flag) {
         st = (colo_status)*cs->h_flag;
-        st = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st)) == COLO_OK ? st : COLO_EDEVICE;
+        colo_status e = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st));
+        if (e != COLO_OK)
+            st = e;
     }
     if (cs->err != COLO_OK) {
         if (st == COLO_OK)
@@ -254,10 +514,21 @@ static colo_status cuda_stream_sync(colo_stream *s)
 
 static colo_status cuda_stream_query(colo_stream *s)
 {
+    if (cuda_poisoned(s->dev))
+        return COLO_EFATAL;
     cudaError_t e = cudaStreamQuery(((cuda_stream *)s->ctx)->st);
     if (e == cudaErrorNotReady)
         return COLO_EAGAIN;
     return COLO_CUDA_CHECK(e);
+}
+
+static colo_status cuda_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
+{
+    if (((uintptr_t)ptr & 255) != 0) {
+        COLO_ERROR("cuda: a cuBLAS workspace must be aligned to 256 bytes");
+        return COLO_EINVAL;
+    }
+    return COLO_CUBLAS_CHECK(cublasSetWorkspace(colo_cuda_cublas(s), ptr, bytes));
 }
 
 static colo_status cuda_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
@@ -273,12 +544,14 @@ static colo_status cuda_memset_async(colo_stream *s, void *dst, int byte, size_t
     return COLO_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, colo_cuda_stream(s)));
 }
 
+/* ---- events ------------------------------------------------------------------------------------- */
+
 static colo_status cuda_event_init(colo_device *dev, colo_event *ev, char *err, size_t errlen)
 {
-    cudaEvent_t e;
+    cudaEvent_t e = NULL;
     colo_status st = use_device(dev);
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaEventCreate(&e));
+        st = COLO_CUDA_CHECK(cudaEventCreate(&e)); /* with timing */
     if (st != COLO_OK) {
         colo_set_err(err, errlen, "cuda: cannot create an event (%s)", colo_status_str(st));
         return st;
@@ -287,7 +560,11 @@ static colo_status cuda_event_init(colo_device *dev, colo_event *ev, char *err, 
     return COLO_OK;
 }
 
-static void cuda_event_fini(colo_event *ev) { cudaEventDestroy((cudaEvent_t)ev->ctx); }
+static void cuda_event_fini(colo_event *ev)
+{
+    cudaEventDestroy((cudaEvent_t)ev->ctx);
+    cudaGetLastError();
+}
 
 static colo_status cuda_event_record(colo_event *ev, colo_stream *s)
 {
@@ -310,8 +587,10 @@ static colo_status cuda_event_sync(colo_event *ev)
 static colo_status cuda_event_elapsed_ms(colo_event *start, colo_event *end, float *ms)
 {
     cudaError_t e = cudaEventElapsedTime(ms, (cudaEvent_t)start->ctx, (cudaEvent_t)end->ctx);
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError();
         return COLO_EAGAIN;
+    }
     return COLO_CUDA_CHECK(e);
 }
 
@@ -333,6 +612,8 @@ static const colo_device_vtbl cuda_vtbl = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .event_elapsed_ms = cuda_event_elapsed_ms,
+    .poisoned = cuda_poisoned,
+    .stream_set_workspace = cuda_stream_set_workspace,
 };
 
 colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, size_t errlen)
@@ -344,21 +625,29 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
         goto out_free;
     }
     cd->ordinal = cfg ? cfg->cuda_device : 0;
+    if (cd->ordinal < 0 || cd->ordinal >= CUDA_MAX_DEVICES) {
+        colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
+        goto out_free;
+    }
     colo_status st = COLO_CUDA_CHECK(cudaSetDevice(cd->ordinal));
     if (st == COLO_OK)
         st = COLO_CUDA_CHECK(cudaGetDeviceProperties(&cd->prop, cd->ordinal));
     if (st == COLO_OK)
         st = COLO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&cd->prio_least, &cd->prio_greatest));
+    if (st == COLO_OK) /* create the primary context now, not inside the first op */
+        st = COLO_CUDA_CHECK(cudaFree(NULL));
     if (st != COLO_OK) {
         colo_set_err(err, errlen, "cuda: cannot open device %d (%s)", cd->ordinal, colo_status_str(st));
         goto out_free;
     }
+    probe_green(cd);
     dev->vt = &cuda_vtbl;
     dev->ops = &colo_cuda_ops;
     dev->kind = COLO_BACKEND_CUDA;
     dev->ctx = cd;
-    COLO_INFO("cuda: device %d: %s, %d SMs, %zu MiB, stream priorities %d..%d", cd->ordinal, cd->prop.name,
-              cd->prop.multiProcessorCount, cd->prop.totalGlobalMem >> 20, cd->prio_least, cd->prio_greatest);
+    COLO_INFO("cuda: device %d: %s (sm_%d%d), %d SMs, %zu MiB, stream priorities %d..%d", cd->ordinal,
+              cd->prop.name, cd->prop.major, cd->prop.minor, cd->prop.multiProcessorCount,
+              cd->prop.totalGlobalMem >> 20, cd->prio_least, cd->prio_greatest);
     return dev;
 
 out_free:

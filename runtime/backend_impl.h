@@ -47,6 +47,12 @@ typedef struct colo_device_vtbl {
     colo_status (*event_query)(colo_event *ev);
     colo_status (*event_sync)(colo_event *ev);
     colo_status (*event_elapsed_ms)(colo_event *start, colo_event *end, float *ms);
+
+    /* Optional slots (runtime/backend_optional.c supplies the default when NULL). */
+    /* Whether an error poisoned the device's context. NULL: never. */
+    bool (*poisoned)(const colo_device *dev);
+    /* Library workspace of a stream (colo_stream_set_workspace). NULL: a no-op. */
+    colo_status (*stream_set_workspace)(colo_stream *s, void *ptr, size_t bytes);
 } colo_device_vtbl;
 
 struct colo_device {

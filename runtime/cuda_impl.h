@@ -1,6 +1,16 @@
-/* runtime/cuda_impl.h: what the CUDA backend shares with kernels/cuda.
- * Backend-private: only runtime/backend_cuda.c and kernels/cuda include it.
- * C-compatible (the kernels include it from C++ through extern "C"). */
+/* runtime/cuda_impl.h: what the CUDA backend (runtime/backend_cuda.c) shares
+ * with the CUDA kernels (kernels/cuda). Backend-private: nobody else includes
+ * it. C-compatible; the kernels include it from C++ (extern "C" below).
+ *
+ * Errors: every CUDA runtime or cuBLAS call goes through COLO_CUDA_CHECK or
+ * COLO_CUBLAS_CHECK, which log the failing call with file and line and turn
+ * the error into a colo_status; nothing aborts the process:
+ *   - errors that poison the CUDA context (illegal address, launch failure,
+ *     device assert, illegal instruction, misaligned address, ECC, ...) give
+ *     COLO_EFATAL and mark the current device poisoned (colo_device_poisoned);
+ *   - allocation failures give COLO_ENOMEM;
+ *   - every other CUDA error and every cuBLAS error gives COLO_EDEVICE
+ *     (cuBLAS's own allocation failure: COLO_ENOMEM). */
 #ifndef COLO_RUNTIME_CUDA_IMPL_H
 #define COLO_RUNTIME_CUDA_IMPL_H
 
@@ -13,38 +23,52 @@
 extern "C" {
 #endif
 
-/* Turns a CUDA error into a status, logging the call, file and line. Errors
- * that poison the context (illegal address, launch failure, device assert,
- * ...) return COLO_EFATAL and mark the device failed; allocation errors
- * return COLO_ENOMEM; everything else COLO_EDEVICE. */
+/* Logs and converts a failed call (e != success); see above. */
 colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, int line);
 colo_status colo_cublas_status(cublasStatus_t e, const char *call, const char *file, int line);
 
-#define COLO_CUDA_CHECK(call)                                                                             \
-    ({                                                                                                    \
-        cudaError_t e_ = (call);                                                                          \
-        e_ == cudaSuccess ? COLO_OK : colo_cuda_status(e_, #call, __FILE__, __LINE__);                    \
-    })
-#define COLO_CUBLAS_CHECK(call)                                                                           \
-    ({                                                                                                    \
-        cublasStatus_t e_ = (call);                                                                       \
-        e_ == CUBLAS_STATUS_SUCCESS ? COLO_OK : colo_cublas_status(e_, #call, __FILE__, __LINE__);        \
-    })
+static inline colo_status colo_cuda_check_(cudaError_t e, const char *call, const char *file, int line)
+{
+    return e == cudaSuccess ? COLO_OK : colo_cuda_status(e, call, file, line);
+}
+static inline colo_status colo_cublas_check_(cublasStatus_t e, const char *call, const char *file, int line)
+{
+    return e == CUBLAS_STATUS_SUCCESS ? COLO_OK : colo_cublas_status(e, call, file, line);
+}
 
-/* True once an error poisoned this process's CUDA context. */
+/* Evaluate to a colo_status: COLO_OK, or the converted error. */
+#define COLO_CUDA_CHECK(call) colo_cuda_check_((call), #call, __FILE__, __LINE__)
+#define COLO_CUBLAS_CHECK(call) colo_cublas_check_((call), #call, __FILE__, __LINE__)
+
+/* True once an error poisoned the context of any CUDA device of this process. */
 bool colo_cuda_poisoned(void);
 
+/* ---- a stream's CUDA objects (valid for the stream's lifetime) ------------------------ */
+
 cudaStream_t colo_cuda_stream(const colo_stream *s);
+/* The stream's own cuBLAS handle, bound to colo_cuda_stream(s). */
 cublasHandle_t colo_cuda_cublas(const colo_stream *s);
-/* Per-stream scratch of at least bytes (device memory), grown on demand and
- * kept until the stream is destroyed; NULL with COLO_ENOMEM in *st. Only the
- * stream's owner thread calls it, between ops it queues. */
+/* SMs the stream's kernels may run on: its green-context partition, or every
+ * SM of the device. For sizing grids. */
+int colo_cuda_stream_sms(const colo_stream *s);
+/* Largest dynamic shared memory a block may opt in to (bytes). */
+size_t colo_cuda_max_smem(const colo_stream *s);
+
+/* Per-stream scratch: device memory of at least bytes, owned by the stream
+ * and kept until it is destroyed. Grown on demand with cudaMalloc (doubling,
+ * from 1 MiB); growing first waits for the stream's queued work, since an op
+ * queued earlier may still read the old buffer, so the hot path allocates
+ * nothing once the largest op has run. Every call may return the same
+ * memory: an op uses it for its own temporaries only, and ops queued later
+ * on the stream run after it. Returns NULL with *st set (COLO_ENOMEM...) on
+ * failure. Only the stream's owner thread calls it, while queuing ops. */
 void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st);
-/* Device int the stream's kernels set (atomicCAS from 0) to a colo_status
- * when they meet bad input (an id out of range); sync returns that status
- * and clears the flag. */
+
+/* Device int that the stream's kernels set (atomicCAS from 0) to a negative
+ * colo_status when they meet bad input (an id out of range): the next
+ * colo_stream_sync returns that status and clears the flag. */
 int *colo_cuda_error_flag(colo_stream *s);
-/* Records st as the stream's error (the first wins; sync returns it). */
+/* Records st as the stream's error (the first one wins; sync returns it). */
 void colo_cuda_stream_fail(colo_stream *s, colo_status st);
 
 #ifdef __cplusplus

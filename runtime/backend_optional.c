@@ -1,0 +1,18 @@
+/* Generic functions of runtime/backend.h for the optional slots of
+ * colo_device_vtbl: each checks its arguments and falls back to the
+ * documented default when a backend leaves the slot NULL. */
+#include "runtime/backend_impl.h"
+
+bool colo_device_poisoned(const colo_device *dev)
+{
+    return dev && dev->vt->poisoned && dev->vt->poisoned(dev);
+}
+
+colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
+{
+    if (!s || (!ptr && bytes) || (ptr && !bytes))
+        return COLO_EINVAL;
+    if (!s->dev->vt->stream_set_workspace)
+        return COLO_OK;
+    return s->dev->vt->stream_set_workspace(s, ptr, bytes);
+}
