@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${COLO_BUILD_DIR:-build}
-if [ ! -x "$build/colo-bench-kernels" ]; then
+if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target colo-bench-kernels
 fi
+cmake --build "$build" -j"$(nproc)" --target colo-bench-kernels >/dev/null
 exec "$build/colo-bench-kernels" "$@"

@@ -126,10 +126,18 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
             dst[i] = colo_fp16_to_f32(((const uint16_t *)src)[i]);
         break;
     }
-    case COLO_BF16:
-        for (int64_t i = 0; i < n; i++)
+    case COLO_BF16: {
+        int64_t i = 0;
+#if defined(__AVX2__)
+        for (; i + 8 <= n; i += 8) {
+            __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+#endif
+        for (; i < n; i++)
             dst[i] = colo_bf16_to_f32(((const uint16_t *)src)[i]);
         break;
+    }
     case COLO_Q4_0:
         for (int64_t b = 0; b < n / 32; b++) {
             const colo_blk_q4_0 *q = (const colo_blk_q4_0 *)src + b;

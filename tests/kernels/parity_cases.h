@@ -597,8 +597,27 @@ static void test_dispatch_validation(void **state)
     assert_int_equal(colo_op_gemm(c->s, false, false, 2, 2, 2, 1, buf, 1, 0, buf, 2, 0, COLO_F32, 0, buf, 2, 0, 1),
                      COLO_EINVAL);
     assert_int_equal(colo_op_dequantize(c->s, buf, COLO_Q8_0, buf, COLO_Q4_1, 32), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_linear(c->s, buf, COLO_Q6_K, NULL, buf, 0, buf, 0, 1, 1, 32), COLO_EINVAL);
+    assert_int_equal(colo_op_linear(c->s, buf, COLO_F32, NULL, buf, 31, buf, 0, 1, 1, 32), COLO_EINVAL);
+    assert_int_equal(colo_op_linear(c->s, buf, COLO_I32, NULL, buf, 0, buf, 0, 1, 1, 32), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_get_rows(c->s, buf, (colo_dtype)99, 4, 32, (int32_t *)buf, 1, buf), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_get_rows(c->s, buf, COLO_Q8_0, 4, 48, (int32_t *)buf, 1, buf), COLO_EINVAL);
+    assert_int_equal(colo_op_gemm(c->s, false, false, 2, 2, 2, 1, buf, 2, 0, buf, 2, 0, COLO_Q4_1, 0, buf, 2, 0, 1),
+                     COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_kv_store(c->s, buf, 0, buf, 0, buf, buf, COLO_Q8_0, (int32_t *)buf, 1, 8),
+                     COLO_EUNSUPPORTED);
+    assert_int_equal(colo_op_softmax(c->s, buf, 0, 4, 1.0f), COLO_EINVAL);
+    assert_int_equal(colo_op_layernorm(c->s, buf, buf, buf, buf, 1, 4, -1.0f), COLO_EINVAL);
     colo_attn_desc d = {0};
     assert_int_equal(colo_op_attention(c->s, &d, buf, buf, buf, buf), COLO_EINVAL);
+    int32_t *ib = (int32_t *)buf;
+    colo_attn_desc ok = {.n_tokens = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .block_size = 4, .max_blocks = 1,
+                         .max_pos = 3, .scale = 1, .kv_type = COLO_Q8_0, .tok_seq = ib, .tok_pos = ib,
+                         .block_table = ib};
+    assert_int_equal(colo_op_attention(c->s, &ok, buf, buf, buf, buf), COLO_EUNSUPPORTED);
+    ok.n_kv_head = 3; /* n_head not a multiple */
+    ok.kv_type = COLO_F32;
+    assert_int_equal(colo_op_attention(c->s, &ok, buf, buf, buf, buf), COLO_EINVAL);
     assert_int_equal(colo_op_add(NULL, buf, buf, buf, 1), COLO_EINVAL);
     assert_int_equal(colo_stream_sync(c->s), COLO_OK);
     dfree_all(c);
