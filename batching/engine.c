@@ -30,6 +30,7 @@ struct colo_gen_engine {
     colo_gen_config cfg;
     colo_cb *planner;
     int max_blocks; /* per sequence */
+    bool kv_owned;  /* this engine made the model's KV cache */
     int stop_ids[3];
     int n_stop_ids;
     colo_gen_seq *live;
@@ -106,6 +107,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         colo_set_err(err, errlen, "%s", kerr);
         goto out_free;
     }
+    e->kv_owned = true;
     colo_cb_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
                          .total_blocks = n_blocks};
     colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free};
@@ -171,8 +173,16 @@ static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const ch
 {
     colo_cb_remove(e->planner, &q->cb);
     unlink_seq(e, q);
-    if (st == COLO_OK && q->emitted < q->text_len)
-        emit(q, -1, true);
+    if (st == COLO_OK) {
+        /* A length cut may split a character: the text ends on whole UTF-8. */
+        size_t whole = colo_utf8_complete_prefix(q->text, q->text_len);
+        if (whole >= q->emitted && q->text) {
+            q->text_len = whole;
+            q->text[whole] = 0;
+        }
+        if (q->emitted < q->text_len)
+            emit(q, -1, true);
+    }
     colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
                             .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
@@ -190,6 +200,8 @@ void colo_gen_engine_free(colo_gen_engine *e)
     while (e->live)
         finish(e, e->live, COLO_ECANCELED, NULL, "canceled");
     colo_cb_destroy(e->planner);
+    if (e->kv_owned)
+        colo_llama_kv_fini(e->m);
     free(e->work);
     free(e->stopped);
     free(e->tok);
