@@ -1,0 +1,58 @@
+/* server/metrics.h: a small Prometheus metrics registry (text format 0.0.4).
+ *
+ * A family has a name, help text, a type (counter, gauge, histogram) and up
+ * to COLO_METRICS_MAX_LABELS label names; a series is one set of label
+ * values, created on first use. Names follow Prometheus: base units in the
+ * name (_seconds, _bytes), counters end in _total.
+ *
+ * Threads: every function may be called from any thread (one mutex per
+ * registry); colo_metrics_render is meant for the loop thread. Families and
+ * series live as long as the registry; the pointers stay valid. */
+#ifndef COLO_SERVER_METRICS_H
+#define COLO_SERVER_METRICS_H
+
+#include <stddef.h>
+
+#include "runtime/status.h"
+
+#define COLO_METRICS_MAX_LABELS 4
+#define COLO_METRICS_MAX_BUCKETS 32
+
+typedef struct colo_metrics colo_metrics;
+typedef struct colo_metric colo_metric; /* a family */
+
+typedef enum colo_metric_type { COLO_METRIC_COUNTER, COLO_METRIC_GAUGE, COLO_METRIC_HISTOGRAM } colo_metric_type;
+
+colo_metrics *colo_metrics_create(void);
+void colo_metrics_free(colo_metrics *m);
+
+/* Registers a family; label_names has n_labels entries (copied). NULL on a
+ * bad name, a duplicate, too many labels or no memory. For histograms,
+ * buckets are the n_buckets ascending upper bounds (+Inf is implicit). */
+colo_metric *colo_metrics_counter(colo_metrics *m, const char *name, const char *help, int n_labels,
+                                  const char *const *label_names);
+colo_metric *colo_metrics_gauge(colo_metrics *m, const char *name, const char *help, int n_labels,
+                                const char *const *label_names);
+colo_metric *colo_metrics_histogram(colo_metrics *m, const char *name, const char *help, int n_labels,
+                                    const char *const *label_names, const double *buckets, int n_buckets);
+
+/* Updates; label_values has the family's n_labels entries (NULL when it has
+ * none). COLO_EINVAL for the wrong kind of family or a negative counter
+ * increment; COLO_ENOMEM when a new series cannot be made. */
+colo_status colo_metric_add(colo_metric *f, const char *const *label_values, double v);      /* counter, gauge */
+/* gauge; or a counter mirroring a monotonic count kept elsewhere */
+colo_status colo_metric_set(colo_metric *f, const char *const *label_values, double v);
+colo_status colo_metric_observe(colo_metric *f, const char *const *label_values, double v);  /* histogram */
+
+/* Called at the start of each render (under no lock): set gauges from live
+ * state there (open connections, memory in use). */
+colo_status colo_metrics_on_render(colo_metrics *m, void (*fn)(void *ud), void *ud);
+
+/* The exposition text (malloc'd, NUL-terminated, caller frees) or NULL. */
+char *colo_metrics_render(colo_metrics *m, size_t *len);
+
+/* Buckets for request latencies in seconds (1 ms .. 60 s). */
+extern const double colo_metrics_latency_buckets[];
+extern const int colo_metrics_latency_buckets_n;
+
+#endif

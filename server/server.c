@@ -1,0 +1,223 @@
+/* The front door: config -> HTTP server, routes, auth, health and metrics. */
+#include "server/server.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "runtime/log.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct colo_server {
+    colo_http_server *http;
+    colo_router *router;
+    colo_metrics *metrics;
+    char *api_key; /* NULL: no authentication */
+    int shutdown_timeout_ms;
+    bool (*ready)(void *ud);
+    void *ready_ud;
+    colo_metric *m_requests, *m_duration, *m_body_in;
+    colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
+};
+
+bool colo_server_auth_ok(const char *authorization, const char *key)
+{
+    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
+        return false;
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
+    size_t gl = strlen(given), kl = strlen(key);
+    /* Time depends on the given length only, never on where bytes differ. */
+    unsigned char diff = (unsigned char)(gl != kl);
+    for (size_t i = 0; i < gl; i++)
+        diff |= (unsigned char)given[i] ^ (unsigned char)(kl ? key[i % kl] : 0);
+    return diff == 0 && kl > 0;
+}
+
+/* ---- built-in endpoints ---------------------------------------------------------- */
+
+static void h_live(colo_http_req *req, void *ud)
+{
+    (void)ud;
+    colo_http_respond_json(req, 200, json_pack("{s:s}", "status", "live"));
+}
+
+static void h_ready(colo_http_req *req, void *ud)
+{
+    colo_server *s = ud;
+    if (s->ready && !s->ready(s->ready_ud)) {
+        colo_http_add_header(req, "Retry-After", "1");
+        colo_http_error(req, 503, "not_ready", "the server is not ready");
+        return;
+    }
+    colo_http_respond_json(req, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static void h_metrics(colo_http_req *req, void *ud)
+{
+    colo_server *s = ud;
+    size_t len;
+    char *text = colo_metrics_render(s->metrics, &len);
+    if (!text) {
+        colo_http_error(req, 500, "internal_error", "could not render the metrics");
+        return;
+    }
+    colo_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+}
+
+/* ---- every request -------------------------------------------------------------------- */
+
+static void on_request(colo_http_req *req, void *ud)
+{
+    colo_server *s = ud;
+    if (s->api_key && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
+        !colo_server_auth_ok(colo_http_req_header(req, "Authorization"), s->api_key)) {
+        colo_http_add_header(req, "WWW-Authenticate", "Bearer");
+        colo_http_error(req, 401, "unauthorized", "a valid API key is required (Authorization: Bearer <key>)");
+        return;
+    }
+    colo_router_dispatch(s->router, req);
+}
+
+static void on_done(const colo_http_req *req, void *ud)
+{
+    colo_server *s = ud;
+    char status[8];
+    snprintf(status, sizeof status, "%d", colo_http_req_status(req));
+    const char *route = colo_http_req_route(req) ? colo_http_req_route(req) : "unmatched";
+    const char *method = colo_http_req_method(req)[0] ? colo_http_req_method(req) : "unknown";
+    colo_metric_add(s->m_requests, (const char *const[]){method, route, status}, 1);
+    double secs = (double)(now_ns() - colo_http_req_start_ns(req)) / 1e9;
+    colo_metric_observe(s->m_duration, (const char *const[]){method, route}, secs);
+    size_t body_len;
+    colo_http_req_body(req, &body_len);
+    colo_metric_add(s->m_body_in, NULL, (double)body_len);
+}
+
+static void on_render(void *ud)
+{
+    colo_server *s = ud;
+    colo_http_stats st;
+    colo_http_server_stats(s->http, &st);
+    colo_metric_set(s->m_open, NULL, (double)st.connections_open);
+    colo_metric_set(s->m_in_flight, NULL, (double)st.requests_in_flight);
+    /* counters mirrored from the HTTP core's own monotonic counts */
+    colo_metric_set(s->m_accepted, NULL, (double)st.connections_accepted);
+    colo_metric_set(s->m_rejected, NULL, (double)st.connections_rejected);
+    colo_metric_set(s->m_evicted, NULL, (double)st.connections_evicted);
+}
+
+static colo_status register_metrics(colo_server *s)
+{
+    colo_metrics *m = s->metrics;
+    s->m_requests = colo_metrics_counter(m, "colo_http_requests_total", "HTTP requests finished, by status.", 3,
+                                         (const char *const[]){"method", "route", "status"});
+    s->m_duration = colo_metrics_histogram(m, "colo_http_request_duration_seconds",
+                                           "Time from a request's first byte to its end.", 2,
+                                           (const char *const[]){"method", "route"}, colo_metrics_latency_buckets,
+                                           colo_metrics_latency_buckets_n);
+    s->m_body_in = colo_metrics_counter(m, "colo_http_request_body_bytes_total", "Request body bytes received.", 0,
+                                        NULL);
+    s->m_open = colo_metrics_gauge(m, "colo_http_connections_open", "Client connections open now.", 0, NULL);
+    s->m_in_flight =
+        colo_metrics_gauge(m, "colo_http_requests_in_flight", "Requests handed to a handler and not finished.", 0, NULL);
+    s->m_accepted = colo_metrics_counter(m, "colo_http_connections_accepted_total", "Client connections accepted.",
+                                         0, NULL);
+    s->m_rejected = colo_metrics_counter(m, "colo_http_connections_rejected_total",
+                                         "Connections refused at the limit, or failed accepts.", 0, NULL);
+    s->m_evicted = colo_metrics_counter(m, "colo_http_connections_evicted_total",
+                                        "Idle keep-alive connections closed to make room for new ones.", 0, NULL);
+    if (!s->m_requests || !s->m_duration || !s->m_body_in || !s->m_open || !s->m_in_flight || !s->m_accepted ||
+        !s->m_rejected || !s->m_evicted)
+        return COLO_ENOMEM;
+    return colo_metrics_on_render(m, on_render, s);
+}
+
+/* ---- life ------------------------------------------------------------------------------- */
+
+colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen)
+{
+    colo_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    const colo_server_cfg *sc = &cfg->server;
+    s->shutdown_timeout_ms = sc->shutdown_timeout_ms;
+    s->router = colo_router_create();
+    s->metrics = colo_metrics_create();
+    const char *key = colo_config_api_key(cfg);
+    if (!s->router || !s->metrics || (key && !(s->api_key = strdup(key))) || register_metrics(s) != COLO_OK) {
+        colo_set_err(err, errlen, "out of memory");
+        goto out_free;
+    }
+    if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
+        colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
+        colo_router_add(s->router, "GET", "/metrics", h_metrics, s, 0)) {
+        colo_set_err(err, errlen, "out of memory");
+        goto out_free;
+    }
+    colo_http_config hc = {
+        .host = sc->listen_host,
+        .port = sc->listen_port,
+        .max_body_bytes = (size_t)sc->max_body_bytes,
+        .max_header_bytes = (size_t)sc->max_header_bytes,
+        .max_connections = sc->max_connections,
+        .read_timeout_ms = sc->read_timeout_ms,
+        .write_timeout_ms = sc->write_timeout_ms,
+        .idle_timeout_ms = sc->idle_timeout_ms,
+        .log_requests = true,
+    };
+    s->http = colo_http_server_create(&hc, on_request, s, err, errlen);
+    if (!s->http)
+        goto out_free;
+    colo_http_server_on_done(s->http, on_done, s);
+    return s;
+
+out_free:
+    colo_server_free(s);
+    return NULL;
+}
+
+void colo_server_free(colo_server *s)
+{
+    if (!s)
+        return;
+    colo_http_server_free(s->http);
+    colo_router_free(s->router);
+    colo_metrics_free(s->metrics);
+    if (s->api_key) {
+        memset(s->api_key, 0, strlen(s->api_key));
+        free(s->api_key);
+    }
+    free(s);
+}
+
+colo_status colo_server_route(colo_server *s, const char *method, const char *pattern, colo_http_handler_fn fn,
+                              void *ud, unsigned flags)
+{
+    return colo_router_add(s->router, method, pattern, fn, ud, flags);
+}
+
+void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud)
+{
+    s->ready = ready;
+    s->ready_ud = ud;
+}
+
+colo_http_server *colo_server_http(colo_server *s) { return s->http; }
+colo_metrics *colo_server_metrics(colo_server *s) { return s->metrics; }
+int colo_server_port(const colo_server *s) { return colo_http_server_port(s->http); }
+colo_status colo_server_run(colo_server *s) { return colo_http_server_run(s->http); }
+void colo_server_shutdown(colo_server *s) { colo_http_server_shutdown(s->http, s->shutdown_timeout_ms); }

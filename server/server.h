@@ -1,0 +1,59 @@
+/* server/server.h: colo's HTTP front door, built from a colo_config.
+ *
+ * Ties the HTTP core (server/http.h), the router, API-key authentication,
+ * the metrics registry and the built-in endpoints together:
+ *   GET /health/live   200 {"status":"live"}                 (no API key)
+ *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key)
+ *   GET /metrics       Prometheus text format 0.0.4
+ * Model endpoints are added with colo_server_route before colo_server_run.
+ *
+ * Authentication: when colo_config_api_key(cfg) gives a key, every route
+ * not marked COLO_ROUTE_PUBLIC needs "Authorization: Bearer <key>"
+ * (compared in constant time), else 401 with WWW-Authenticate: Bearer.
+ *
+ * Metrics kept here (per finished request, labelled by route pattern):
+ *   colo_http_requests_total{method,route,status}
+ *   colo_http_request_duration_seconds{method,route}   (histogram)
+ *   colo_http_request_body_bytes_total, colo_http_response_body_bytes_total
+ *   colo_http_connections_open, colo_http_connections_accepted_total,
+ *   colo_http_connections_rejected_total, colo_http_connections_evicted_total,
+ *   colo_http_requests_in_flight
+ * Threads: create, route, set_ready and free on one thread; run on the loop
+ * thread; shutdown and colo_server_http's call from any thread. */
+#ifndef COLO_SERVER_SERVER_H
+#define COLO_SERVER_SERVER_H
+
+#include <stdbool.h>
+
+#include "config/config.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/router.h"
+
+typedef struct colo_server colo_server;
+
+/* Binds cfg->server.listen with cfg's limits and timeouts; reads the API
+ * key from the environment now. NULL with a message on failure. */
+colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen);
+void colo_server_free(colo_server *s);
+
+/* Adds a route (see router.h); before run. */
+colo_status colo_server_route(colo_server *s, const char *method, const char *pattern, colo_http_handler_fn fn,
+                              void *ud, unsigned flags);
+/* The readiness predicate behind /health/ready (loop thread); ready(ud)
+ * returning false answers 503. Without one the server is ready. */
+void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud);
+
+colo_http_server *colo_server_http(colo_server *s);
+colo_metrics *colo_server_metrics(colo_server *s);
+int colo_server_port(const colo_server *s);
+
+/* Runs the loop until shut down (see colo_http_server_run). */
+colo_status colo_server_run(colo_server *s);
+/* Any thread: graceful shutdown with the config's shutdown_timeout_ms. */
+void colo_server_shutdown(colo_server *s);
+
+/* Constant-time check of an Authorization header value against key. */
+bool colo_server_auth_ok(const char *authorization, const char *key);
+
+#endif
