@@ -220,6 +220,7 @@ int colo_bpe_eos(const colo_bpe *b) { return b->eos; }
 bool colo_bpe_add_bos(const colo_bpe *b) { return b->add_bos; }
 int colo_bpe_find(const colo_bpe *b, const char *s) { return ht_get(&b->vocab, s, strlen(s)); }
 bool colo_bpe_is_special(const colo_bpe *b, int id) { return id >= 0 && id < b->n_vocab && b->special[id]; }
+const char *colo_bpe_token_text(const colo_bpe *b, int id) { return id >= 0 && id < b->n_vocab ? b->tok[id] : NULL; }
 
 /* ---- output buffer ---------------------------------------------------------------- */
 

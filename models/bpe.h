@@ -34,13 +34,20 @@ bool colo_bpe_add_bos(const colo_bpe *b);
 int colo_bpe_find(const colo_bpe *b, const char *s);
 /* Control/special tokens (token_type 3 or 4). */
 bool colo_bpe_is_special(const colo_bpe *b, int id);
+/* The token's text as the vocabulary stores it (byte-level code points, not
+ * the bytes it decodes to), NUL-terminated, owned by b; NULL for an id out
+ * of range. */
+const char *colo_bpe_token_text(const colo_bpe *b, int id);
 
-/* Encodes len bytes of text into *out (malloc'd, the caller frees) and *n.
- * allow_special: special tokens written in the text (e.g. <|im_start|>)
- * become their ids; otherwise they are plain text. */
+/* Encodes len bytes of text into *out (malloc'd, the caller frees, valid
+ * even when *n is 0) and *n. Starts with the BOS token when
+ * colo_bpe_add_bos(b). allow_special: control tokens written in the text
+ * (e.g. <|im_start|>) become their ids, longest first; otherwise they are
+ * plain text. COLO_ENOMEM when out of memory. Time: O(len log len). */
 colo_status colo_bpe_encode(const colo_bpe *b, const char *text, size_t len, bool allow_special, int32_t **out,
                             int *n);
-/* The bytes token id stands for, into buf (cap bytes); *len gets the count.
+/* The bytes token id stands for (token_to_piece), into buf (cap bytes; a
+ * token is at most a few times its text's length); *len gets the count.
  * Special tokens give their text. COLO_EINVAL for an id out of range,
  * COLO_ENOMEM when cap is too small. */
 colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, size_t *len);

@@ -348,6 +348,14 @@ void colo_gguf_close(colo_gguf *g)
 uint32_t colo_gguf_version(const colo_gguf *g) { return g->version; }
 size_t colo_gguf_alignment(const colo_gguf *g) { return g->alignment; }
 size_t colo_gguf_file_size(const colo_gguf *g) { return g->size; }
+size_t colo_gguf_data_offset(const colo_gguf *g) { return g->data_off; }
+
+const char *colo_gguf_type_name(colo_gguf_type t)
+{
+    static const char *const names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                        "bool", "string", "array", "u64", "i64", "f64"};
+    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "?";
+}
 int colo_gguf_n_kv(const colo_gguf *g) { return g->n_kv; }
 const colo_gguf_kv *colo_gguf_kv_at(const colo_gguf *g, int i) { return i >= 0 && i < g->n_kv ? &g->kvs[i] : NULL; }
 int colo_gguf_n_tensors(const colo_gguf *g) { return g->n_tensors; }

@@ -26,6 +26,7 @@ struct colo_gguf_writer {
     uint64_t n_kv;
     wtensor *t;
     int n_t, cap_t;
+    uint32_t align; /* 0 until set: 32 */
 };
 
 static void put(bytes *b, const void *p, size_t n)
@@ -87,6 +88,12 @@ SCALAR(colo_gguf_writer_add_u32, uint32_t, COLO_GGUF_U32)
 SCALAR(colo_gguf_writer_add_i32, int32_t, COLO_GGUF_I32)
 SCALAR(colo_gguf_writer_add_u64, uint64_t, COLO_GGUF_U64)
 SCALAR(colo_gguf_writer_add_f32, float, COLO_GGUF_F32)
+SCALAR(colo_gguf_writer_add_u8, uint8_t, COLO_GGUF_U8)
+SCALAR(colo_gguf_writer_add_i8, int8_t, COLO_GGUF_I8)
+SCALAR(colo_gguf_writer_add_u16, uint16_t, COLO_GGUF_U16)
+SCALAR(colo_gguf_writer_add_i16, int16_t, COLO_GGUF_I16)
+SCALAR(colo_gguf_writer_add_i64, int64_t, COLO_GGUF_I64)
+SCALAR(colo_gguf_writer_add_f64, double, COLO_GGUF_F64)
 
 colo_status colo_gguf_writer_add_bool(colo_gguf_writer *w, const char *k, bool v)
 {
@@ -131,6 +138,45 @@ colo_status colo_gguf_writer_add_f32_arr(colo_gguf_writer *w, const char *k, con
     return w->kv.oom ? COLO_ENOMEM : COLO_OK;
 }
 
+static size_t elem_size(colo_gguf_type t)
+{
+    switch (t) {
+    case COLO_GGUF_U8: case COLO_GGUF_I8: case COLO_GGUF_BOOL: return 1;
+    case COLO_GGUF_U16: case COLO_GGUF_I16: return 2;
+    case COLO_GGUF_U32: case COLO_GGUF_I32: case COLO_GGUF_F32: return 4;
+    case COLO_GGUF_U64: case COLO_GGUF_I64: case COLO_GGUF_F64: return 8;
+    default: return 0;
+    }
+}
+
+colo_status colo_gguf_writer_add_arr(colo_gguf_writer *w, const char *k, colo_gguf_type t, const void *v, uint64_t n)
+{
+    size_t es = elem_size(t);
+    if (!es || n > SIZE_MAX / es)
+        return COLO_EINVAL;
+    key(w, k, COLO_GGUF_ARRAY);
+    put_u32(&w->kv, t);
+    put_u64(&w->kv, n);
+    put(&w->kv, v, (size_t)n * es);
+    return w->kv.oom ? COLO_ENOMEM : COLO_OK;
+}
+
+colo_status colo_gguf_writer_add_raw(colo_gguf_writer *w, const char *k, colo_gguf_type t, const void *bytes,
+                                     size_t n)
+{
+    key(w, k, t);
+    put(&w->kv, bytes, n);
+    return w->kv.oom ? COLO_ENOMEM : COLO_OK;
+}
+
+colo_status colo_gguf_writer_set_alignment(colo_gguf_writer *w, uint32_t align)
+{
+    if (w->align || !align || (align & (align - 1)) || align > (1u << 20))
+        return COLO_EINVAL;
+    w->align = align;
+    return align == 32 ? COLO_OK : colo_gguf_writer_add_u32(w, "general.alignment", align);
+}
+
 colo_status colo_gguf_writer_add_tensor(colo_gguf_writer *w, const char *name, colo_dtype type, int n_dims,
                                         const int64_t *ne)
 {
@@ -161,18 +207,23 @@ colo_status colo_gguf_writer_add_tensor(colo_gguf_writer *w, const char *name, c
     return COLO_OK;
 }
 
-#define ALIGN 32
-
-static bool write_pad(FILE *f, size_t at)
+static bool write_pad(FILE *f, size_t at, size_t align)
 {
-    static const uint8_t zero[ALIGN];
-    size_t pad = (ALIGN - at % ALIGN) % ALIGN;
-    return fwrite(zero, 1, pad, f) == pad;
+    static const uint8_t zero[4096];
+    size_t pad = (align - at % align) % align;
+    while (pad > 0) {
+        size_t k = pad < sizeof zero ? pad : sizeof zero;
+        if (fwrite(zero, 1, k, f) != k)
+            return false;
+        pad -= k;
+    }
+    return true;
 }
 
 colo_status colo_gguf_writer_finish(colo_gguf_writer *w, const char *path, colo_gguf_fill_fn fill, void *ctx,
                                     char *err, size_t errlen)
 {
+    size_t align = w->align ? w->align : 32;
     bytes head = {0};
     put(&head, "GGUF", 4);
     put_u32(&head, 3);
@@ -188,7 +239,7 @@ colo_status colo_gguf_writer_finish(colo_gguf_writer *w, const char *path, colo_
             put_u64(&head, (uint64_t)t->ne[d]);
         put_u32(&head, (uint32_t)t->type);
         put_u64(&head, off);
-        off += (t->size + ALIGN - 1) / ALIGN * ALIGN;
+        off += (t->size + align - 1) / align * align;
     }
     if (head.oom || w->kv.oom) {
         free(head.p);
@@ -202,7 +253,7 @@ colo_status colo_gguf_writer_finish(colo_gguf_writer *w, const char *path, colo_
         colo_set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
         return COLO_EIO;
     }
-    if (fwrite(head.p, 1, head.n, f) != head.n || !write_pad(f, head.n))
+    if (fwrite(head.p, 1, head.n, f) != head.n || !write_pad(f, head.n, align))
         st = COLO_EIO;
     void *buf = NULL;
     size_t cap = 0;
@@ -220,7 +271,7 @@ colo_status colo_gguf_writer_finish(colo_gguf_writer *w, const char *path, colo_
         memset(buf, 0, t->size);
         if (fill && (st = fill(ctx, i, buf, t->size)) != COLO_OK)
             break;
-        if (fwrite(buf, 1, t->size, f) != t->size || !write_pad(f, t->size))
+        if (fwrite(buf, 1, t->size, f) != t->size || !write_pad(f, t->size, align))
             st = COLO_EIO;
     }
     free(buf);
