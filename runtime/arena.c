@@ -123,9 +123,11 @@ void colo_arena_destroy(colo_arena *a)
     free(a);
 }
 
-static bool tab_grow(colo_arena *a)
+/* Rebuilds the table without tombstones, doubling it only when live entries
+ * fill half of it: steady alloc/free churn must not grow it forever. */
+static bool tab_rehash(colo_arena *a)
 {
-    size_t cap = a->cap_tab * 2;
+    size_t cap = (a->n_live + 1) * 2 > a->cap_tab ? a->cap_tab * 2 : a->cap_tab;
     live *t = malloc(cap * sizeof *t);
     if (!t)
         return false;
@@ -207,6 +209,8 @@ static bool free_insert(colo_arena *a, size_t off, size_t size)
 
 colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
 {
+    if (!out)
+        return COLO_EINVAL;
     *out = NULL;
     if (align == 0)
         align = 256;
@@ -217,7 +221,7 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
     bytes = (bytes + 255) & ~(size_t)255; /* keeps every range 256-aligned */
     colo_status st = COLO_ENOMEM;
     pthread_mutex_lock(&a->mu);
-    if ((a->n_used_slots + 1) * 4 > a->cap_tab * 3 && !tab_grow(a))
+    if ((a->n_used_slots + 1) * 4 > a->cap_tab * 3 && !tab_rehash(a))
         goto out;
     /* A free range can split into two pieces: make sure the list has room
      * first, so the allocation cannot fail half-way. */

@@ -81,8 +81,8 @@ void colo_stream_destroy(colo_stream *s)
 
 colo_device *colo_stream_device(const colo_stream *s) { return s->dev; }
 colo_priority colo_stream_priority(const colo_stream *s) { return s->priority; }
-colo_status colo_stream_sync(colo_stream *s) { return s->dev->vt->stream_sync(s); }
-colo_status colo_stream_query(colo_stream *s) { return s->dev->vt->stream_query(s); }
+colo_status colo_stream_sync(colo_stream *s) { return s ? s->dev->vt->stream_sync(s) : COLO_EINVAL; }
+colo_status colo_stream_query(colo_stream *s) { return s ? s->dev->vt->stream_query(s) : COLO_EINVAL; }
 
 static colo_status copy(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
 {
@@ -148,8 +148,8 @@ colo_status colo_event_record(colo_event *ev, colo_stream *s)
         return COLO_EINVAL;
     return ev->dev->vt->event_record(ev, s);
 }
-colo_status colo_event_query(colo_event *ev) { return ev->dev->vt->event_query(ev); }
-colo_status colo_event_sync(colo_event *ev) { return ev->dev->vt->event_sync(ev); }
+colo_status colo_event_query(colo_event *ev) { return ev ? ev->dev->vt->event_query(ev) : COLO_EINVAL; }
+colo_status colo_event_sync(colo_event *ev) { return ev ? ev->dev->vt->event_sync(ev) : COLO_EINVAL; }
 
 colo_status colo_event_elapsed_ms(colo_event *start, colo_event *end, float *ms)
 {

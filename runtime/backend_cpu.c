@@ -39,8 +39,8 @@ typedef struct cpu_stream {
     int unit_first, unit_count;
     void *scratch;      /* colo_cpu_stream_scratch */
     size_t scratch_bytes;
-    uint64_t enqueued;  /* tasks queued since creation */
-    uint64_t completed; /* tasks finished */
+    uint64_t enqueued;  /* tasks queued since creation (written under mu, atomically: sync polls it) */
+    uint64_t completed; /* tasks finished (likewise) */
     colo_status err;    /* first error since the last sync */
 } cpu_stream;
 
@@ -62,8 +62,19 @@ typedef struct cpu_pool {
     char name[128];
 } cpu_pool;
 
-/* Pause iterations a worker or a waiter polls before it sleeps (~20-50 us). */
+/* Pause iterations a worker or a waiter polls before it sleeps (~20-50 us):
+ * ops of a forward pass come every few microseconds, and a condition-variable
+ * wake-up costs about as much as a small op. Past that, an idle pool sleeps. */
 #define SPIN_ITERS 2000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 static _Thread_local int tls_worker = -1;
 static _Thread_local cpu_stream *tls_stream;
@@ -80,13 +91,8 @@ static void colo_cpu_stream_record(cpu_stream *cs, colo_status st)
 
 void colo_cpu_task_fail(colo_status st)
 {
-    cpu_stream *cs = tls_stream;
-    if (!cs || st == COLO_OK)
-        return;
-    pthread_mutex_lock(&cs->pool->mu);
-    if (cs->err == COLO_OK)
-        cs->err = st;
-    pthread_mutex_unlock(&cs->pool->mu);
+    if (tls_stream && st != COLO_OK)
+        colo_cpu_stream_record(tls_stream, st);
 }
 
 /* ---- the pool ---------------------------------------------------------------- */
@@ -121,12 +127,10 @@ static void *worker_main(void *arg)
     for (;;) {
         cpu_stream *cs = NULL;
         while (!p->stop && !(cs = pick_locked(p, tls_worker))) {
-            /* Ops of a forward pass come every few microseconds: poll a
-             * little before sleeping, so a new op does not pay a wake-up. */
             unsigned gen = __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE);
             pthread_mutex_unlock(&p->mu);
             for (int spin = 0; spin < SPIN_ITERS && __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) == gen; spin++)
-                __builtin_ia32_pause();
+                cpu_relax();
             pthread_mutex_lock(&p->mu);
             if (p->stop || (cs = pick_locked(p, tls_worker)))
                 break;
@@ -154,7 +158,7 @@ static void *worker_main(void *arg)
                 cs->tail = NULL;
             t->next = cs->free_tasks;
             cs->free_tasks = t;
-            cs->completed++;
+            __atomic_store_n(&cs->completed, cs->completed + 1, __ATOMIC_RELEASE);
             __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
             pthread_cond_broadcast(&p->done_cv);
             if (cs->head && p->sleepers)
@@ -194,7 +198,7 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
     else
         cs->head = t;
     cs->tail = t;
-    cs->enqueued++;
+    __atomic_store_n(&cs->enqueued, cs->enqueued + 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
     if (cs->head == t && p->sleepers)
         pthread_cond_broadcast(&p->work_cv);
@@ -353,7 +357,7 @@ static colo_status cpu_stream_sync(colo_stream *s)
     for (int spin = 0; spin < SPIN_ITERS; spin++) {
         if (__atomic_load_n(&cs->completed, __ATOMIC_ACQUIRE) == __atomic_load_n(&cs->enqueued, __ATOMIC_ACQUIRE))
             break;
-        __builtin_ia32_pause();
+        cpu_relax();
     }
     pthread_mutex_lock(&p->mu);
     while (cs->completed < cs->enqueued)
@@ -447,13 +451,22 @@ static colo_status cpu_memset_async(colo_stream *s, void *dst, int byte, size_t 
     return colo_cpu_launch(s, set_task, &a, sizeof a, copy_chunks(s, bytes));
 }
 
-/* Events: a marker task stamps the time it ran. */
+/* Events: a marker task stamps the time it ran and marks the event done.
+ * The event keeps no pointer to the stream, so it may outlive it. Each
+ * record gets a new generation; a marker of an older record (still queued
+ * when the event was recorded again) leaves the event alone. */
 typedef struct {
-    cpu_stream *cs;
-    uint64_t target; /* the stream's completed count once the marker ran */
-    uint64_t t_ns;
-    bool recorded;
+    cpu_pool *pool;
+    uint64_t gen;      /* generation of the latest record; 0 = never recorded */
+    uint64_t done_gen; /* generation whose marker ran (atomic) */
+    uint64_t t_ns;     /* CLOCK_MONOTONIC when that marker ran (atomic) */
+    int pending;       /* markers queued and not yet run, of any generation (atomic) */
 } cpu_event;
+
+typedef struct {
+    cpu_event *ev;
+    uint64_t gen;
+} marker_args;
 
 static uint64_t mono_ns(void)
 {
@@ -466,68 +479,90 @@ static void marker_task(const void *a, int chunk, int n_chunks)
 {
     (void)chunk;
     (void)n_chunks;
-    cpu_event *ev = *(cpu_event *const *)a;
-    __atomic_store_n(&ev->t_ns, mono_ns(), __ATOMIC_RELEASE);
+    const marker_args *m = a;
+    cpu_event *ce = m->ev;
+    if (__atomic_load_n(&ce->gen, __ATOMIC_ACQUIRE) == m->gen) {
+        __atomic_store_n(&ce->t_ns, mono_ns(), __ATOMIC_RELAXED);
+        __atomic_store_n(&ce->done_gen, m->gen, __ATOMIC_RELEASE);
+    }
+    /* The last touch of the event: once pending is 0 it may be freed.
+     * Waiters are woken by the task's completion, which follows under the
+     * pool mutex. */
+    __atomic_sub_fetch(&ce->pending, 1, __ATOMIC_RELEASE);
 }
 
 static colo_status cpu_event_init(colo_device *dev, colo_event *ev, char *err, size_t errlen)
 {
-    (void)dev;
     cpu_event *ce = calloc(1, sizeof *ce);
     if (!ce) {
         colo_set_err(err, errlen, "cpu: out of host memory");
         return COLO_ENOMEM;
     }
+    ce->pool = dev->ctx;
     ev->ctx = ce;
     return COLO_OK;
 }
 
-static void cpu_event_fini(colo_event *ev) { free(ev->ctx); }
-
-static colo_status cpu_event_record(colo_event *ev, colo_stream *s)
+static bool event_done(const cpu_event *ce)
 {
-    cpu_event *ce = ev->ctx;
-    cpu_stream *cs = s->ctx;
-    pthread_mutex_lock(&cs->pool->mu);
-    ce->cs = cs;
-    ce->target = cs->enqueued + 1;
-    ce->recorded = true;
-    ce->t_ns = 0;
-    pthread_mutex_unlock(&cs->pool->mu);
-    return colo_cpu_launch(s, marker_task, &ce, sizeof ce, 1);
-}
-
-static colo_status cpu_event_query(colo_event *ev)
-{
-    cpu_event *ce = ev->ctx;
-    if (!ce->recorded)
-        return COLO_OK;
-    pthread_mutex_lock(&ce->cs->pool->mu);
-    bool done = ce->cs->completed >= ce->target;
-    pthread_mutex_unlock(&ce->cs->pool->mu);
-    return done ? COLO_OK : COLO_EAGAIN;
+    return __atomic_load_n(&ce->done_gen, __ATOMIC_ACQUIRE) == __atomic_load_n(&ce->gen, __ATOMIC_ACQUIRE);
 }
 
 static colo_status cpu_event_sync(colo_event *ev)
 {
     cpu_event *ce = ev->ctx;
-    if (!ce->recorded)
+    if (event_done(ce))
         return COLO_OK;
-    cpu_pool *p = ce->cs->pool;
-    pthread_mutex_lock(&p->mu);
-    while (ce->cs->completed < ce->target)
-        pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&ce->pool->mu);
+    while (!event_done(ce))
+        pthread_cond_wait(&ce->pool->done_cv, &ce->pool->mu);
+    pthread_mutex_unlock(&ce->pool->mu);
     return COLO_OK;
+}
+
+/* Queued markers point at the event (even superseded ones): wait for them
+ * before freeing. */
+static void cpu_event_fini(colo_event *ev)
+{
+    cpu_event *ce = ev->ctx;
+    if (__atomic_load_n(&ce->pending, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&ce->pool->mu);
+        while (__atomic_load_n(&ce->pending, __ATOMIC_ACQUIRE))
+            pthread_cond_wait(&ce->pool->done_cv, &ce->pool->mu);
+        pthread_mutex_unlock(&ce->pool->mu);
+    }
+    free(ce);
+}
+
+static colo_status cpu_event_record(colo_event *ev, colo_stream *s)
+{
+    cpu_event *ce = ev->ctx;
+    uint64_t prev = __atomic_load_n(&ce->gen, __ATOMIC_RELAXED);
+    marker_args m = {ce, prev + 1};
+    __atomic_store_n(&ce->gen, prev + 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&ce->pending, 1, __ATOMIC_RELAXED);
+    colo_status st = colo_cpu_launch(s, marker_task, &m, sizeof m, 1);
+    if (st != COLO_OK) { /* not recorded: the event stays as it was */
+        __atomic_sub_fetch(&ce->pending, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&ce->gen, prev, __ATOMIC_RELEASE);
+    }
+    return st;
+}
+
+static colo_status cpu_event_query(colo_event *ev)
+{
+    return event_done(ev->ctx) ? COLO_OK : COLO_EAGAIN;
 }
 
 static colo_status cpu_event_elapsed_ms(colo_event *start, colo_event *end, float *ms)
 {
     cpu_event *a = start->ctx, *b = end->ctx;
-    if (!a->recorded || !b->recorded || cpu_event_query(start) != COLO_OK || cpu_event_query(end) != COLO_OK)
+    if (!a->gen || !b->gen)
+        return COLO_EINVAL; /* never recorded */
+    if (!event_done(a) || !event_done(b))
         return COLO_EAGAIN;
-    uint64_t ta = __atomic_load_n(&a->t_ns, __ATOMIC_ACQUIRE), tb = __atomic_load_n(&b->t_ns, __ATOMIC_ACQUIRE);
-    *ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
+    uint64_t ta = __atomic_load_n(&a->t_ns, __ATOMIC_RELAXED), tb = __atomic_load_n(&b->t_ns, __ATOMIC_RELAXED);
+    *ms = (float)((double)(int64_t)(tb - ta) / 1e6);
     return COLO_OK;
 }
 

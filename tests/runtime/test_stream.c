@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/backend_impl.h"
@@ -41,16 +42,27 @@ typedef struct {
     int tag;
     int sleep_us;
     volatile int *gate; /* when set, the op spins until *gate != 0 */
+    int *entered;       /* when set, counts chunks that started */
 } tag_args;
+
+/* Waits until n chunks counted by *entered started. */
+static void wait_entered(int *entered, int n)
+{
+    while (__atomic_load_n(entered, __ATOMIC_ACQUIRE) < n)
+        usleep(100);
+}
 
 static void tag_task(const void *a, int chunk, int n_chunks)
 {
     (void)chunk;
     (void)n_chunks;
     const tag_args *t = a;
-    if (t->gate)
-        while (!__atomic_load_n(t->gate, __ATOMIC_ACQUIRE))
-            usleep(100);
+    if (t->entered)
+        __atomic_fetch_add(t->entered, 1, __ATOMIC_RELEASE);
+    /* A gate nobody opens (a scheduling bug) gives up after ~5 s, so that
+     * the test fails on its checks instead of hanging. */
+    for (int waited = 0; t->gate && !__atomic_load_n(t->gate, __ATOMIC_ACQUIRE) && waited < 50000; waited++)
+        usleep(100);
     if (t->sleep_us)
         usleep((useconds_t)t->sleep_us);
     pthread_mutex_lock(&log_mu);
@@ -72,7 +84,7 @@ static void test_in_order_within_stream(void **state)
     colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
     log_reset();
     for (int i = 0; i < 200; i++) {
-        tag_args a = {i, (i % 7 == 0) ? 200 : 0, NULL};
+        tag_args a = {i, (i % 7 == 0) ? 200 : 0, NULL, NULL};
         assert_int_equal(colo_cpu_launch(s, tag_task, &a, sizeof a, 1), COLO_OK);
     }
     assert_int_equal(colo_stream_sync(s), COLO_OK);
@@ -84,39 +96,89 @@ static void test_in_order_within_stream(void **state)
 }
 
 /* One worker, blocked on a gate. Behind it: low-priority ops on one stream,
- * then one high-priority op. When the gate opens, the high op runs next. */
+ * then one high-priority op. When the gate opens, the high op runs next,
+ * whichever stream was created first. */
 static void test_priority_at_op_boundary(void **state)
 {
     (void)state;
-    colo_device *d = open_cpu(1);
-    colo_stream *lo = make_stream(d, COLO_PRIO_LOW, 0, 0);
-    colo_stream *hi = make_stream(d, COLO_PRIO_HIGH, 0, 0);
-    log_reset();
-    volatile int gate = 0;
-    tag_args blocker = {-1, 0, &gate};
-    colo_cpu_launch(lo, tag_task, &blocker, sizeof blocker, 1);
-    usleep(20 * 1000); /* the worker is now inside the blocker */
-    for (int i = 0; i < 5; i++) {
-        tag_args a = {i, 0, NULL};
-        colo_cpu_launch(lo, tag_task, &a, sizeof a, 1);
+    for (int order = 0; order < 2; order++) {
+        colo_device *d = open_cpu(1);
+        colo_stream *lo = NULL, *hi = NULL, *lo2 = NULL;
+        if (order == 0) {
+            lo = make_stream(d, COLO_PRIO_LOW, 0, 0);
+            lo2 = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+            hi = make_stream(d, COLO_PRIO_HIGH, 0, 0);
+        } else {
+            hi = make_stream(d, COLO_PRIO_HIGH, 0, 0);
+            lo2 = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+            lo = make_stream(d, COLO_PRIO_LOW, 0, 0);
+        }
+        log_reset();
+        volatile int gate = 0;
+        int entered = 0;
+        tag_args blocker = {-1, 0, &gate, &entered};
+        colo_cpu_launch(lo, tag_task, &blocker, sizeof blocker, 1);
+        wait_entered(&entered, 1); /* the worker is now inside the blocker */
+        for (int i = 0; i < 5; i++) {
+            tag_args a = {i, 0, NULL, NULL};
+            colo_cpu_launch(lo, tag_task, &a, sizeof a, 1);
+        }
+        tag_args n = {50, 0, NULL, NULL};
+        colo_cpu_launch(lo2, tag_task, &n, sizeof n, 1);
+        tag_args h = {100, 0, NULL, NULL};
+        colo_cpu_launch(hi, tag_task, &h, sizeof h, 1);
+        __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+        colo_stream_sync(lo);
+        colo_stream_sync(lo2);
+        colo_stream_sync(hi);
+        assert_int_equal(log_n, 8);
+        assert_int_equal(log_buf[0], -1);
+        assert_int_equal(log_buf[1], 100); /* high ran right after the op in flight */
+        assert_int_equal(log_buf[2], 50);  /* then normal, then low */
+        for (int i = 0; i < 5; i++)
+            assert_int_equal(log_buf[3 + i], i);
+        colo_stream_destroy(lo);
+        colo_stream_destroy(lo2);
+        colo_stream_destroy(hi);
+        colo_device_close(d);
     }
-    tag_args h = {100, 0, NULL};
-    colo_cpu_launch(hi, tag_task, &h, sizeof h, 1);
-    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
-    colo_stream_sync(lo);
-    colo_stream_sync(hi);
-    assert_int_equal(log_n, 7);
-    assert_int_equal(log_buf[0], -1);
-    assert_int_equal(log_buf[1], 100); /* high ran right after the op in flight */
-    for (int i = 0; i < 5; i++)
-        assert_int_equal(log_buf[2 + i], i);
-    colo_stream_destroy(lo);
-    colo_stream_destroy(hi);
-    colo_device_close(d);
 }
 
-/* With two workers both busy on best-effort chunks, a high op starts as soon
- * as one chunk ends: within one op. */
+typedef struct {
+    int *low_entered; /* low chunks started so far */
+    int *low_seen;    /* out: that count when the high op ran */
+    volatile int *low_gate;
+} high_args;
+
+static void high_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    const high_args *h = a;
+    *h->low_seen = __atomic_load_n(h->low_entered, __ATOMIC_ACQUIRE);
+    __atomic_store_n(h->low_gate, 1, __ATOMIC_RELEASE);
+}
+
+typedef struct {
+    volatile int *gate[3]; /* chunk c waits for *gate[c] (NULL: no wait) */
+    int *entered;
+} gated_args;
+
+static void gated_task(const void *a, int chunk, int n_chunks)
+{
+    (void)n_chunks;
+    const gated_args *g = a;
+    __atomic_fetch_add(g->entered, 1, __ATOMIC_RELEASE);
+    for (int waited = 0; g->gate[chunk] && !__atomic_load_n(g->gate[chunk], __ATOMIC_ACQUIRE) && waited < 50000;
+         waited++)
+        usleep(100);
+}
+
+/* Two workers inside chunks 0 and 1 of a three-chunk best-effort op; its
+ * chunk 2 is ready, and so is a high-priority op. When chunk 0 ends, its
+ * worker takes the high op, not chunk 2: a high op starts at the next chunk
+ * boundary. The high op itself opens chunk 1's gate, so what it sees does not
+ * depend on timing. */
 static void test_priority_with_pool(void **state)
 {
     (void)state;
@@ -124,30 +186,23 @@ static void test_priority_with_pool(void **state)
     colo_stream *lo = make_stream(d, COLO_PRIO_LOW, 0, 0);
     colo_stream *hi = make_stream(d, COLO_PRIO_HIGH, 0, 0);
     log_reset();
-    volatile int gate = 0;
-    tag_args blocker = {-1, 0, &gate};
-    colo_cpu_launch(lo, tag_task, &blocker, sizeof blocker, 2); /* both workers */
-    usleep(20 * 1000);
-    for (int i = 0; i < 10; i++) {
-        tag_args a = {i, 1000, NULL};
-        colo_cpu_launch(lo, tag_task, &a, sizeof a, 2);
+    volatile int gate0 = 0, gate1 = 0;
+    int entered = 0, seen = -1;
+    gated_args g = {{&gate0, &gate1, NULL}, &entered};
+    colo_cpu_launch(lo, gated_task, &g, sizeof g, 3);
+    wait_entered(&entered, 2);
+    for (int i = 0; i < 5; i++) {
+        tag_args t = {i, 0, NULL, NULL};
+        colo_cpu_launch(lo, tag_task, &t, sizeof t, 2);
     }
-    tag_args h = {100, 0, NULL};
-    colo_cpu_launch(hi, tag_task, &h, sizeof h, 1);
-    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
-    colo_stream_sync(lo);
-    colo_stream_sync(hi);
-    int pos = -1;
-    for (int i = 0; i < log_n; i++)
-        if (log_buf[i] == 100)
-            pos = i;
-    /* A worker freed by a blocker chunk takes the high op; at most one chunk
-     * of the next low op (taken by the other worker) can precede it. */
-    assert_true(pos >= 1);
-    int low_before = 0;
-    for (int i = 0; i < pos; i++)
-        low_before += log_buf[i] >= 0;
-    assert_true(low_before <= 1);
+    high_args h = {&entered, &seen, &gate1};
+    colo_cpu_launch(hi, high_task, &h, sizeof h, 1);
+    __atomic_store_n(&gate0, 1, __ATOMIC_RELEASE);
+    assert_int_equal(colo_stream_sync(hi), COLO_OK);
+    assert_int_equal(colo_stream_sync(lo), COLO_OK);
+    assert_int_equal(seen, 2); /* chunk 2 had not started */
+    assert_int_equal(entered, 3);
+    assert_int_equal(log_n, 10);
     colo_stream_destroy(lo);
     colo_stream_destroy(hi);
     colo_device_close(d);
@@ -208,10 +263,10 @@ static void test_events(void **state)
     char err[256];
     colo_event *e0 = colo_event_create(d, err, sizeof err), *e1 = colo_event_create(d, err, sizeof err);
     volatile int gate = 0;
-    tag_args blocker = {0, 0, &gate};
+    tag_args blocker = {0, 0, &gate, NULL};
     assert_int_equal(colo_event_record(e0, s), COLO_OK);
     colo_cpu_launch(s, tag_task, &blocker, sizeof blocker, 1);
-    tag_args slow = {1, 5000, NULL};
+    tag_args slow = {1, 5000, NULL, NULL};
     colo_cpu_launch(s, tag_task, &slow, sizeof slow, 1);
     assert_int_equal(colo_event_record(e1, s), COLO_OK);
     assert_int_equal(colo_event_query(e1), COLO_EAGAIN);
@@ -300,12 +355,196 @@ static void test_many_streams(void **state)
         colo_stream *ss[16];
         for (int i = 0; i < 16; i++) {
             ss[i] = make_stream(d, (colo_priority)(i % 3), 0, 0);
-            tag_args a = {i, 0, NULL};
+            tag_args a = {i, 0, NULL, NULL};
             colo_cpu_launch(ss[i], tag_task, &a, sizeof a, 2);
         }
         for (int i = 0; i < 16; i++)
             colo_stream_destroy(ss[i]); /* destroy waits for queued work */
     }
+    colo_device_close(d);
+}
+
+static void *open_gate_later(void *gate)
+{
+    usleep(20 * 1000);
+    __atomic_store_n((volatile int *)gate, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An event recorded again follows its latest record only; it outlives the
+ * streams it was recorded on; destroying it waits for markers still queued. */
+static void test_event_rerecord_and_lifetime(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *a = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    colo_stream *b = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    char err[256];
+    colo_event *e = colo_event_create(d, err, sizeof err), *first = colo_event_create(d, err, sizeof err);
+    assert_non_null(e);
+    float ms;
+    assert_int_equal(colo_event_query(e), COLO_OK); /* never recorded: nothing to wait for */
+    assert_int_equal(colo_event_sync(e), COLO_OK);
+    assert_int_equal(colo_event_elapsed_ms(e, first, &ms), COLO_EINVAL);
+
+    log_reset();
+    volatile int gate = 0;
+    tag_args blocker = {1, 0, &gate, NULL};
+    assert_int_equal(colo_event_record(first, b), COLO_OK);
+    colo_cpu_launch(a, tag_task, &blocker, sizeof blocker, 1);
+    assert_int_equal(colo_event_record(e, a), COLO_OK); /* behind the gate */
+    assert_int_equal(colo_event_query(e), COLO_EAGAIN);
+    assert_int_equal(colo_event_record(e, b), COLO_OK); /* b is idle */
+    assert_int_equal(colo_event_sync(e), COLO_OK);      /* returns while a is still gated */
+    assert_int_equal(colo_event_query(e), COLO_OK);
+    assert_int_equal(colo_stream_query(a), COLO_EAGAIN);
+    assert_int_equal(log_n, 0);
+    assert_int_equal(colo_event_elapsed_ms(first, e, &ms), COLO_OK);
+    assert_true(ms >= 0.0f);
+    /* The superseded marker on a still runs later: it must not flip e back. */
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    assert_int_equal(colo_stream_sync(a), COLO_OK);
+    assert_int_equal(colo_event_query(e), COLO_OK);
+
+    /* Recorded on a stream that is then destroyed: e still answers. */
+    colo_stream *tmp = make_stream(d, COLO_PRIO_LOW, 0, 0);
+    assert_int_equal(colo_event_record(e, tmp), COLO_OK);
+    colo_stream_destroy(tmp);
+    assert_int_equal(colo_event_query(e), COLO_OK);
+    assert_int_equal(colo_event_elapsed_ms(first, e, &ms), COLO_OK);
+
+    /* Destroyed while its marker is queued behind a gate another thread opens. */
+    gate = 0;
+    colo_cpu_launch(a, tag_task, &blocker, sizeof blocker, 1);
+    assert_int_equal(colo_event_record(e, a), COLO_OK);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, open_gate_later, (void *)&gate), 0);
+    colo_event_destroy(e);
+    pthread_join(th, NULL);
+    assert_int_equal(colo_stream_sync(a), COLO_OK);
+
+    colo_event_destroy(first);
+    colo_stream_destroy(a);
+    colo_stream_destroy(b);
+    colo_device_close(d);
+}
+
+static void record_outside(const void *a, int chunk, int n_chunks)
+{
+    (void)a;
+    (void)chunk;
+    (void)n_chunks;
+    assert_true(colo_cpu_worker_index() >= 0);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(1);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    char err[256] = "";
+    assert_int_equal(colo_stream_sync(NULL), COLO_EINVAL);
+    assert_int_equal(colo_stream_query(NULL), COLO_EINVAL);
+    assert_int_equal(colo_event_query(NULL), COLO_EINVAL);
+    assert_int_equal(colo_event_sync(NULL), COLO_EINVAL);
+    assert_int_equal(colo_event_record(NULL, s), COLO_EINVAL);
+    assert_int_equal(colo_memset(NULL, &err, 0, 1), COLO_EINVAL);
+    assert_int_equal(colo_memset(s, NULL, 0, 1), COLO_EINVAL);
+    assert_int_equal(colo_memcpy_d2h(s, NULL, NULL, 0), COLO_OK); /* zero bytes: nothing to do */
+    assert_int_equal(colo_cpu_launch(NULL, record_outside, NULL, 0, 1), COLO_EINVAL);
+    assert_int_equal(colo_cpu_launch(s, NULL, NULL, 0, 1), COLO_EINVAL);
+    colo_stream_config bad = {.priority = (colo_priority)7};
+    assert_null(colo_stream_create(d, &bad, err, sizeof err));
+    assert_true(strlen(err) > 0);
+    assert_null(colo_buffer_alloc(d, 0, err, sizeof err));
+    assert_null(colo_stream_create(NULL, NULL, err, sizeof err));
+    assert_null(colo_event_create(NULL, err, sizeof err));
+    colo_stream_destroy(NULL);
+    colo_event_destroy(NULL);
+    colo_buffer_free(NULL);
+    /* Off the pool: no worker index, and a failure report goes nowhere. */
+    assert_int_equal(colo_cpu_worker_index(), -1);
+    colo_cpu_task_fail(COLO_EDEVICE);
+    assert_int_equal(colo_cpu_launch(s, record_outside, NULL, 0, 1), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
+static int part_hi_queued, part_hi_done, part_violations, part_low_on_1;
+
+static void part_low_task(const void *a, int chunk, int n_chunks)
+{
+    (void)a;
+    (void)chunk;
+    (void)n_chunks;
+    if (colo_cpu_worker_index() == 1) {
+        __atomic_fetch_add(&part_low_on_1, 1, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&part_hi_queued, __ATOMIC_ACQUIRE) && !__atomic_load_n(&part_hi_done, __ATOMIC_ACQUIRE))
+            __atomic_fetch_add(&part_violations, 1, __ATOMIC_RELAXED);
+    }
+    usleep(300);
+}
+
+static void part_hi_last(const void *a, int chunk, int n_chunks)
+{
+    (void)a;
+    (void)chunk;
+    (void)n_chunks;
+    __atomic_store_n(&part_hi_done, 1, __ATOMIC_RELEASE);
+}
+
+/* A high-priority stream confined to worker 1 and a low one on both workers
+ * with plenty of queued work: the high ops run only on worker 1, and once
+ * they are queued worker 1 starts no low chunk until they are done (worker 0
+ * keeps running the low stream meanwhile). */
+static void test_priority_inside_partition(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *lo = make_stream(d, COLO_PRIO_LOW, 0, 0);
+    colo_stream *hi = make_stream(d, COLO_PRIO_HIGH, 1, 1);
+    enum { N = 16 };
+    int seen[N], cnt[N] = {0};
+    chunk_args c = {seen, cnt};
+    part_hi_queued = part_hi_done = part_violations = part_low_on_1 = 0;
+    for (int i = 0; i < 40; i++)
+        colo_cpu_launch(lo, part_low_task, NULL, 0, 2);
+    usleep(2000); /* both workers are in the low stream now */
+    colo_cpu_launch(hi, chunk_task, &c, sizeof c, N);
+    colo_cpu_launch(hi, part_hi_last, NULL, 0, 1);
+    __atomic_store_n(&part_hi_queued, 1, __ATOMIC_RELEASE);
+    assert_int_equal(colo_stream_sync(hi), COLO_OK);
+    assert_int_equal(colo_stream_sync(lo), COLO_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(cnt[i], 1);
+        assert_int_equal(seen[i], 1);
+    }
+    assert_int_equal(part_violations, 0);
+    assert_true(part_low_on_1 > 0); /* worker 1 did share the low stream's work */
+    colo_stream_destroy(lo);
+    colo_stream_destroy(hi);
+    colo_device_close(d);
+}
+
+/* An idle pool sleeps: over 200 ms without work its workers burn next to no
+ * CPU (a spinning pool would burn 400 ms). */
+static void test_idle_pool_sleeps(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    tag_args a = {0, 0, NULL, NULL};
+    colo_cpu_launch(s, tag_task, &a, sizeof a, 2);
+    colo_stream_sync(s);
+    usleep(10 * 1000); /* past the short poll after the last op */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    usleep(200 * 1000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    double cpu_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_true(cpu_ms < 50.0);
+    colo_stream_destroy(s);
     colo_device_close(d);
 }
 
@@ -320,6 +559,10 @@ int main(void)
         cmocka_unit_test(test_copies_in_order),
         cmocka_unit_test(test_errors_come_back_once),
         cmocka_unit_test(test_many_streams),
+        cmocka_unit_test(test_event_rerecord_and_lifetime),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_priority_inside_partition),
+        cmocka_unit_test(test_idle_pool_sleeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
