@@ -108,7 +108,7 @@ void http_conn_close_later(http_conn *c)
 /* Error responses close lingeringly; others as soon as they are written. */
 static void conn_after_write(http_conn *c)
 {
-    if (!c->close_after) {
+    if (!c->close_after && !c->srv->shutting_down) {
         llhttp_resume(&c->parser);
         enter_idle(c);
         conn_process_input(c);
@@ -201,6 +201,7 @@ static int count_header_bytes(llhttp_t *p, size_t len)
 static int on_message_begin(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
+    c->version_ok = false;
     if (!c->req && !(c->req = http_req_new(c->srv, c)))
         return parse_error(p, 503, "out of memory");
     return 0;
@@ -229,6 +230,7 @@ static int on_version_complete(llhttp_t *p)
 {
     if (p->http_major != 1 || p->http_minor > 1)
         return parse_error(p, 505, "only HTTP/1.0 and HTTP/1.1 are supported");
+    conn_of(p)->version_ok = true;
     return 0;
 }
 
@@ -364,12 +366,10 @@ void http_settings_init(llhttp_settings_t *st)
     st->on_message_complete = on_message_complete;
 }
 
-static int status_for(llhttp_errno_t e)
+static int status_for(const http_conn *c, llhttp_errno_t e)
 {
-    switch (e) {
-    case HPE_INVALID_VERSION: return 505;
-    default: return 400;
-    }
+    /* llhttp also says INVALID_VERSION for junk after a good version */
+    return e == HPE_INVALID_VERSION && !c->version_ok ? 505 : 400;
 }
 
 /* ---- the state machine --------------------------------------------------------------- */
@@ -423,7 +423,7 @@ static void conn_process_input(http_conn *c)
             conn_dispatch(c);
             return;
         }
-        int status = c->error_status ? c->error_status : status_for(e);
+        int status = c->error_status ? c->error_status : status_for(c, e);
         const char *msg = c->error_msg ? c->error_msg : llhttp_get_error_reason(&c->parser);
         http_conn_fail(c, status, msg ? msg : "malformed request");
         return;

@@ -90,6 +90,7 @@ struct http_conn {
     bool close_after;       /* close once the current response is written */
     bool linger_after;      /* ... lingeringly (error responses) */
     bool eof;               /* the client shut its write side */
+    bool version_ok;        /* the request line's version was read and accepted */
     uint64_t bytes_in;      /* of the current request */
     uint64_t header_bytes;  /* of the current request's line and headers */
     http_conn *prev, *next; /* all connections */

@@ -53,14 +53,15 @@ void http_server_conn_gone(colo_http_server *s)
 /* A 503 written straight to the socket of a connection over the limit. */
 static void reject(colo_http_server *s, int fd)
 {
-    static const char resp[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                               "Content-Type: application/json\r\n"
-                               "Content-Length: 86\r\n"
-                               "Connection: close\r\n"
-                               "Retry-After: 1\r\n\r\n"
-                               "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\",\"request_id\":\"\"}}\n";
-    ssize_t n = send(fd, resp, sizeof resp - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)n; /* best effort: the connection is closed either way */
+    static const char body[] =
+        "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\",\"request_id\":\"\"}}\n";
+    char resp[512];
+    int n = snprintf(resp, sizeof resp,
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
+                     sizeof body - 1, body);
+    ssize_t w = send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w; /* best effort: the connection is closed either way */
     evutil_closesocket(fd);
     atomic_fetch_add(&s->st_rejected, 1);
 }
@@ -327,6 +328,10 @@ colo_status colo_http_server_run(colo_http_server *s)
         if (rc == 1 || event_base_got_break(s->base))
             break; /* nothing left to wait for, or stopped */
     }
+    /* Freed bufferevents close their sockets from deferred callbacks: run
+     * them now, so clients see their connections closed when run returns. */
+    for (int i = 0; i < 4; i++)
+        event_base_loop(s->base, EVLOOP_NONBLOCK);
     return COLO_OK;
 }
 
