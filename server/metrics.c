@@ -130,7 +130,8 @@ static colo_metric *family_new(colo_metrics *m, colo_metric_type type, const cha
         family_free(f);
         return NULL;
     }
-    memcpy(f->buckets, buckets, (size_t)n_buckets * sizeof *buckets);
+    if (n_buckets)
+        memcpy(f->buckets, buckets, (size_t)n_buckets * sizeof *buckets);
     f->n_buckets = n_buckets;
     pthread_mutex_lock(&m->mu);
     for (colo_metric *g = m->families; g; g = g->next) {

@@ -96,7 +96,8 @@ static void sse_on_loop(void *ud)
 static void *sse_producer(void *arg)
 {
     sse_job *job = arg;
-    for (int i = 0; i <= job->n_events; i++) {
+    int n = job->n_events; /* the loop frees job after the last push */
+    for (int i = 0; i <= n; i++) {
         sse_push *p = malloc(sizeof *p); /* not cmocka asserts: this is not the test's thread */
         if (!p)
             abort();
