@@ -1,0 +1,939 @@
+/* loadtest/engine.c: the libevent load generator.
+ *
+ * Each connection is a bufferevent with its own llhttp parser. llhttp's
+ * callbacks only record what they see; the read and event callbacks decide
+ * (finish the request, send the next, close). Closed connections are put on
+ * a dead list and freed by a deferred event, never inside their own
+ * callbacks. */
+#include "loadtest/engine.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <llhttp.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LT_BODY_KEEP_MAX (4u << 20)      /* bytes of a 2xx body kept to read usage */
+#define LT_CONNECT_RETRY_MS 10           /* closed loop: pause after a refused connect */
+#define LT_TICK_MS 100
+
+typedef enum outcome { OUT_OK, OUT_HTTP, OUT_CONNECT, OUT_TIMEOUT, OUT_IO } outcome;
+
+typedef struct pending {
+    uint64_t intended_ns;
+    bool measured;
+} pending;
+
+typedef struct engine engine;
+typedef struct load_state load_state;
+
+typedef struct conn {
+    load_state *ls;
+    struct bufferevent *bev;
+    struct event *timer;             /* request timeout, or a deferred connect failure */
+    llhttp_t parser;
+    struct conn *prev, *next;        /* ls->conns, or engine's dead list */
+    struct conn *idle_next;
+    bool connected, busy, idle, dead, connect_failed;
+
+    /* the request in flight */
+    uint64_t intended_ns, sent_ns, first_byte_ns, last_event_ns;
+    bool measured, msg_complete;
+    int status;
+    bool sse;
+    char hdr_name[32];
+    size_t hdr_name_len;
+    char ctype[64];
+    size_t ctype_len;
+    char *body;                      /* 2xx non-SSE body, NUL-terminated */
+    size_t body_len, body_cap;
+    char *line;                      /* SSE: the line being read */
+    size_t line_len, line_cap;
+    char *data;                      /* SSE: the event's data lines */
+    size_t data_len, data_cap;
+    bool has_data, has_ttft, has_tokens;
+    double ttft_ms;
+    lt_samples itl;                  /* this request's inter-event gaps */
+    uint64_t tokens, events;
+} conn;
+
+struct load_state {
+    engine *e;
+    const lt_load *load;
+    lt_result *res;
+    conn *conns;
+    unsigned n_conns;
+    conn *idle;
+    pending *q;                      /* open loop: ring of requests waiting for a connection */
+    size_t q_head, q_len, q_cap;
+    struct event *arrival;
+    uint64_t next_intended_ns;
+    uint64_t n_arrivals;
+    uint64_t rng;
+    size_t next_req;
+    uint64_t recorded;               /* recorded requests created */
+    uint64_t last_done_ns;           /* last recorded completion */
+    bool stopped;                    /* no new requests */
+    bool done;
+    unsigned inflight;
+};
+
+struct engine {
+    struct event_base *base;
+    const lt_target *t;
+    const lt_run_opts *o;
+    llhttp_settings_t settings;
+    load_state *ls;
+    size_t n;
+    uint64_t t0_ns, warm_end_ns, end_ns; /* end_ns 0 in requests mode */
+    uint64_t timeout_ns;
+    struct event *tick, *stop_ev, *reaper;
+    conn *dead;
+    colo_status fatal;
+    bool tty_line;
+};
+
+uint64_t lt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t lt_rand_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double lt_rand_unit(uint64_t *state)
+{
+    return ((double)(lt_rand_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static double ns_to_ms(uint64_t ns) { return (double)ns / 1e6; }
+
+static void tv_from_ns(struct timeval *tv, uint64_t ns)
+{
+    tv->tv_sec = (time_t)(ns / 1000000000ull);
+    tv->tv_usec = (suseconds_t)((ns % 1000000000ull) / 1000ull);
+}
+
+static bool grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need)
+        nc *= 2;
+    char *nb = realloc(*buf, nc);
+    if (!nb)
+        return false;
+    *buf = nb;
+    *cap = nc;
+    return true;
+}
+
+/* ---- response parsing (llhttp callbacks record only) ------------------------ */
+
+/* Reads usage.completion_tokens (or a top-level completion_tokens). */
+static bool parse_tokens(const char *text, size_t len, uint64_t *tokens)
+{
+    if (!memmem(text, len, "completion_tokens", 17))
+        return false;
+    json_t *root = json_loadb(text, len, 0, NULL);
+    json_t *v = json_object_get(json_object_get(root, "usage"), "completion_tokens");
+    if (!v)
+        v = json_object_get(root, "completion_tokens");
+    bool found = json_is_integer(v) && json_integer_value(v) >= 0;
+    if (found)
+        *tokens = (uint64_t)json_integer_value(v);
+    json_decref(root);
+    return found;
+}
+
+static void sse_event(conn *c)
+{
+    if (c->data_len == 6 && memcmp(c->data, "[DONE]", 6) == 0)
+        return;
+    uint64_t now = lt_now_ns();
+    if (!c->has_ttft) {
+        c->has_ttft = true;
+        c->ttft_ms = ns_to_ms(now - c->intended_ns);
+    } else if (lt_samples_push(&c->itl, ns_to_ms(now - c->last_event_ns)) != COLO_OK) {
+        c->ls->e->fatal = COLO_ENOMEM;
+    }
+    c->last_event_ns = now;
+    c->events++;
+    uint64_t tokens;
+    if (parse_tokens(c->data, c->data_len, &tokens)) {
+        c->tokens = tokens;
+        c->has_tokens = true;
+    }
+}
+
+static int sse_line(conn *c, const char *line, size_t len)
+{
+    if (len && line[len - 1] == '\r')
+        len--;
+    if (len == 0) {
+        if (c->has_data)
+            sse_event(c);
+        c->has_data = false;
+        c->data_len = 0;
+        return 0;
+    }
+    if (len < 5 || memcmp(line, "data:", 5) != 0)
+        return 0; /* event:, id:, retry:, comments */
+    line += 5;
+    len -= 5;
+    if (len && line[0] == ' ') {
+        line++;
+        len--;
+    }
+    size_t sep = c->has_data ? 1 : 0;
+    if (!grow(&c->data, &c->data_cap, c->data_len + sep + len + 1))
+        return -1;
+    if (sep)
+        c->data[c->data_len++] = '\n';
+    memcpy(c->data + c->data_len, line, len);
+    c->data_len += len;
+    c->data[c->data_len] = '\0';
+    c->has_data = true;
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = p->data;
+    if (c->sse) {
+        while (len > 0) {
+            const char *nl = memchr(at, '\n', len);
+            size_t take = nl ? (size_t)(nl - at) : len;
+            if (!grow(&c->line, &c->line_cap, c->line_len + take + 1))
+                return -1;
+            memcpy(c->line + c->line_len, at, take);
+            c->line_len += take;
+            if (!nl)
+                break;
+            if (sse_line(c, c->line, c->line_len))
+                return -1;
+            c->line_len = 0;
+            at += take + 1;
+            len -= take + 1;
+        }
+        return 0;
+    }
+    if (c->status < 200 || c->status > 299 || c->body_len + len > LT_BODY_KEEP_MAX)
+        return 0;
+    if (!grow(&c->body, &c->body_cap, c->body_len + len + 1))
+        return -1;
+    memcpy(c->body + c->body_len, at, len);
+    c->body_len += len;
+    c->body[c->body_len] = '\0';
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = p->data;
+    size_t room = sizeof c->hdr_name - 1 - c->hdr_name_len;
+    size_t take = len < room ? len : room;
+    memcpy(c->hdr_name + c->hdr_name_len, at, take);
+    c->hdr_name_len += take;
+    c->hdr_name[c->hdr_name_len] = '\0';
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    conn *c = p->data;
+    if (strcasecmp(c->hdr_name, "content-type") != 0)
+        return 0;
+    size_t room = sizeof c->ctype - 1 - c->ctype_len;
+    size_t take = len < room ? len : room;
+    memcpy(c->ctype + c->ctype_len, at, take);
+    c->ctype_len += take;
+    c->ctype[c->ctype_len] = '\0';
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    conn *c = p->data;
+    c->hdr_name_len = 0;
+    c->hdr_name[0] = '\0';
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    conn *c = p->data;
+    c->status = p->status_code;
+    c->sse = strstr(c->ctype, "text/event-stream") != NULL;
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    conn *c = p->data;
+    if (c->sse && c->line_len) { /* a last line without its newline */
+        if (sse_line(c, c->line, c->line_len))
+            return -1;
+        c->line_len = 0;
+    }
+    if (c->sse && c->has_data) {
+        sse_event(c);
+        c->has_data = false;
+    }
+    c->msg_complete = true;
+    return 0;
+}
+
+/* ---- connections ---------------------------------------------------------------- */
+
+static void on_read(struct bufferevent *bev, void *arg);
+static void on_event(struct bufferevent *bev, short what, void *arg);
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+static void dispatch(load_state *ls);
+static void maybe_done(load_state *ls);
+static void closed_loop_next(load_state *ls, conn *c, bool after_connect_error);
+
+static void conn_free(conn *c)
+{
+    if (!c)
+        return;
+    if (c->bev)
+        bufferevent_free(c->bev);
+    if (c->timer)
+        event_free(c->timer);
+    free(c->body);
+    free(c->line);
+    free(c->data);
+    lt_samples_free(&c->itl);
+    free(c);
+}
+
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    engine *e = arg;
+    while (e->dead) {
+        conn *c = e->dead;
+        e->dead = c->next;
+        conn_free(c);
+    }
+}
+
+static void list_remove(conn **head, conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        *head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void idle_remove(load_state *ls, conn *c)
+{
+    for (conn **pp = &ls->idle; *pp; pp = &(*pp)->idle_next) {
+        if (*pp == c) {
+            *pp = c->idle_next;
+            break;
+        }
+    }
+    c->idle_next = NULL;
+    c->idle = false;
+}
+
+/* Detaches c and hands it to the reaper. */
+static void conn_close(conn *c)
+{
+    load_state *ls = c->ls;
+    if (c->dead)
+        return;
+    c->dead = true;
+    if (c->idle)
+        idle_remove(ls, c);
+    if (c->busy) {
+        c->busy = false;
+        ls->inflight--;
+    }
+    bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    event_del(c->timer);
+    list_remove(&ls->conns, c);
+    ls->n_conns--;
+    c->next = ls->e->dead;
+    ls->e->dead = c;
+    event_active(ls->e->reaper, EV_TIMEOUT, 0);
+}
+
+static conn *conn_open(load_state *ls)
+{
+    engine *e = ls->e;
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        goto out_nomem;
+    c->ls = ls;
+    c->bev = bufferevent_socket_new(e->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    c->timer = evtimer_new(e->base, on_timer, c);
+    if (!c->bev || !c->timer)
+        goto out_free;
+    llhttp_init(&c->parser, HTTP_RESPONSE, &e->settings);
+    c->parser.data = c;
+    bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    c->next = ls->conns;
+    if (ls->conns)
+        ls->conns->prev = c;
+    ls->conns = c;
+    ls->n_conns++;
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&e->t->addr, (int)e->t->addrlen) != 0) {
+        /* reported from the timer, not from inside the caller */
+        c->connect_failed = true;
+        struct timeval zero = {0, 0};
+        event_add(c->timer, &zero);
+    } else {
+        int one = 1;
+        evutil_socket_t fd = bufferevent_getfd(c->bev);
+        if (fd >= 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return c;
+out_free:
+    conn_free(c);
+out_nomem:
+    e->fatal = COLO_ENOMEM;
+    return NULL;
+}
+
+static void conn_send(conn *c, uint64_t intended_ns, bool measured)
+{
+    load_state *ls = c->ls;
+    engine *e = ls->e;
+    const lt_requests *rq = ls->load->requests;
+    size_t i = ls->next_req++ % rq->n;
+    uint64_t now = lt_now_ns();
+    c->busy = true;
+    ls->inflight++;
+    c->intended_ns = intended_ns;
+    c->sent_ns = now;
+    c->first_byte_ns = 0;
+    c->last_event_ns = 0;
+    c->measured = measured;
+    c->msg_complete = false;
+    c->status = 0;
+    c->sse = false;
+    c->hdr_name_len = 0;
+    c->hdr_name[0] = '\0';
+    c->ctype_len = 0;
+    c->ctype[0] = '\0';
+    c->body_len = c->line_len = c->data_len = 0;
+    c->has_data = c->has_ttft = c->has_tokens = false;
+    c->itl.n = 0;
+    c->tokens = c->events = 0;
+    if (!c->connect_failed) {
+        uint64_t elapsed = now - intended_ns;
+        uint64_t left = e->timeout_ns > elapsed ? e->timeout_ns - elapsed : 1000000;
+        struct timeval tv;
+        tv_from_ns(&tv, left);
+        event_add(c->timer, &tv);
+    }
+    if (bufferevent_write(c->bev, rq->v[i], rq->len[i]) != 0)
+        e->fatal = COLO_ENOMEM;
+}
+
+/* Records the outcome of c's request; c stays open. */
+static void request_end(conn *c, outcome out)
+{
+    load_state *ls = c->ls;
+    engine *e = ls->e;
+    lt_result *r = ls->res;
+    uint64_t now = lt_now_ns();
+    event_del(c->timer);
+    if (c->busy) {
+        c->busy = false;
+        ls->inflight--;
+    }
+    uint64_t tokens = c->has_tokens ? c->tokens : c->events;
+    bool has_tokens = c->has_tokens || c->events > 0;
+    if (out == OUT_OK && !c->sse && c->body_len && parse_tokens(c->body, c->body_len, &tokens))
+        has_tokens = true;
+    if (out == OUT_OK && e->end_ns && now >= e->warm_end_ns && now < e->end_ns) {
+        r->window_ok++;
+        if (has_tokens)
+            r->window_tokens += tokens;
+    }
+    if (!c->measured)
+        return;
+    ls->last_done_ns = now;
+    switch (out) {
+    case OUT_OK:
+        r->ok++;
+        if (has_tokens) {
+            r->tokens += tokens;
+            r->has_tokens = true;
+        }
+        if (!e->end_ns) {
+            r->window_ok++;
+            if (has_tokens)
+                r->window_tokens += tokens;
+        }
+        uint64_t first = c->first_byte_ns ? c->first_byte_ns : now;
+        r->client_queue_ms_sum += ns_to_ms(c->sent_ns - c->intended_ns);
+        r->first_byte_ms_sum += ns_to_ms(first - c->sent_ns);
+        r->recv_ms_sum += ns_to_ms(now - first);
+        if (lt_samples_push(&r->latency_ms, ns_to_ms(now - c->intended_ns)) != COLO_OK)
+            e->fatal = COLO_ENOMEM;
+        if (c->has_ttft && lt_samples_push(&r->ttft_ms, c->ttft_ms) != COLO_OK)
+            e->fatal = COLO_ENOMEM;
+        for (size_t i = 0; i < c->itl.n; i++)
+            if (lt_samples_push(&r->itl_ms, c->itl.v[i]) != COLO_OK)
+                e->fatal = COLO_ENOMEM;
+        break;
+    case OUT_HTTP: lt_result_count_status(r, c->status); break;
+    case OUT_CONNECT: r->connect_errors++; break;
+    case OUT_TIMEOUT: r->timeouts++; break;
+    case OUT_IO: r->io_errors++; break;
+    }
+}
+
+/* What a load does with a connection whose request just ended. */
+static void after_request(conn *c, bool reusable, bool after_connect_error)
+{
+    load_state *ls = c->ls;
+    if (!reusable)
+        conn_close(c);
+    if (ls->load->concurrency > 0) {
+        closed_loop_next(ls, reusable ? c : NULL, after_connect_error);
+    } else {
+        if (reusable) {
+            c->idle = true;
+            c->idle_next = ls->idle;
+            ls->idle = c;
+        }
+        dispatch(ls);
+    }
+    maybe_done(ls);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t len;
+    while ((len = evbuffer_get_length(in)) > 0) {
+        if (!c->busy) { /* bytes nobody asked for */
+            evbuffer_drain(in, len);
+            conn_close(c);
+            return;
+        }
+        if (!c->first_byte_ns)
+            c->first_byte_ns = lt_now_ns();
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            break;
+        llhttp_errno_t pe = llhttp_execute(&c->parser, v.iov_base, v.iov_len);
+        evbuffer_drain(in, v.iov_len);
+        if (pe != HPE_OK) {
+            request_end(c, OUT_IO);
+            after_request(c, false, false);
+            return;
+        }
+        if (c->msg_complete) {
+            bool ok = c->status >= 200 && c->status <= 299;
+            bool keep = llhttp_should_keep_alive(&c->parser);
+            request_end(c, ok ? OUT_OK : OUT_HTTP);
+            after_request(c, keep, false);
+            return;
+        }
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    conn *c = arg;
+    if (what & BEV_EVENT_CONNECTED) {
+        c->connected = true;
+        return;
+    }
+    if (!c->busy) { /* an idle keep-alive connection went away */
+        load_state *ls = c->ls;
+        conn_close(c);
+        if (!ls->load->concurrency)
+            dispatch(ls);
+        maybe_done(ls);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && c->connected) {
+        /* a response delimited by the end of the connection */
+        llhttp_errno_t pe = llhttp_finish(&c->parser);
+        if (pe == HPE_OK && c->msg_complete) {
+            bool ok = c->status >= 200 && c->status <= 299;
+            request_end(c, ok ? OUT_OK : OUT_HTTP);
+        } else {
+            request_end(c, OUT_IO);
+        }
+        after_request(c, false, false);
+        return;
+    }
+    bool refused = !c->connected;
+    request_end(c, refused ? OUT_CONNECT : OUT_IO);
+    after_request(c, false, refused);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn *c = arg;
+    if (c->connect_failed) {
+        request_end(c, OUT_CONNECT);
+        after_request(c, false, true);
+        return;
+    }
+    request_end(c, OUT_TIMEOUT);
+    after_request(c, false, false);
+}
+
+/* ---- loads ---------------------------------------------------------------- */
+
+static bool want_more(load_state *ls)
+{
+    return !ls->stopped && !ls->e->fatal;
+}
+
+/* Counts a new request; stops the load once enough are recorded. */
+static bool new_request(load_state *ls, uint64_t intended_ns)
+{
+    bool measured = intended_ns >= ls->e->warm_end_ns;
+    if (measured) {
+        ls->recorded++;
+        if (ls->e->o->requests && ls->recorded >= ls->e->o->requests)
+            ls->stopped = true;
+    }
+    return measured;
+}
+
+static void retry_slot(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    load_state *ls = arg;
+    ls->inflight--;
+    closed_loop_next(ls, NULL, false);
+    maybe_done(ls);
+}
+
+static void closed_loop_next(load_state *ls, conn *c, bool after_connect_error)
+{
+    if (!want_more(ls))
+        return;
+    if (after_connect_error) {
+        struct timeval tv = {0, LT_CONNECT_RETRY_MS * 1000};
+        if (event_base_once(ls->e->base, -1, EV_TIMEOUT, retry_slot, ls, &tv) != 0)
+            ls->e->fatal = COLO_ERR;
+        ls->inflight++; /* the slot is owed a request; keeps the load from finishing */
+        return;
+    }
+    if (!c && !(c = conn_open(ls)))
+        return;
+    uint64_t now = lt_now_ns();
+    conn_send(c, now, new_request(ls, now));
+}
+
+static pending *queue_head(load_state *ls) { return ls->q_len ? &ls->q[ls->q_head] : NULL; }
+
+static void queue_pop(load_state *ls)
+{
+    ls->q_head = (ls->q_head + 1) % ls->q_cap;
+    ls->q_len--;
+}
+
+static bool queue_push(load_state *ls, pending p)
+{
+    if (ls->q_len == ls->q_cap) {
+        size_t cap = ls->q_cap ? ls->q_cap * 2 : 256;
+        pending *q = malloc(cap * sizeof *q);
+        if (!q)
+            return false;
+        for (size_t i = 0; i < ls->q_len; i++)
+            q[i] = ls->q[(ls->q_head + i) % ls->q_cap];
+        free(ls->q);
+        ls->q = q;
+        ls->q_cap = cap;
+        ls->q_head = 0;
+    }
+    ls->q[(ls->q_head + ls->q_len) % ls->q_cap] = p;
+    ls->q_len++;
+    return true;
+}
+
+/* Queued requests older than the timeout are timeouts. */
+static void queue_expire(load_state *ls, uint64_t now)
+{
+    pending *p;
+    while ((p = queue_head(ls)) && now - p->intended_ns >= ls->e->timeout_ns) {
+        if (p->measured) {
+            ls->res->timeouts++;
+            ls->last_done_ns = now;
+        }
+        queue_pop(ls);
+    }
+}
+
+static void dispatch(load_state *ls)
+{
+    engine *e = ls->e;
+    queue_expire(ls, lt_now_ns());
+    pending *p;
+    while (!e->fatal && (p = queue_head(ls))) {
+        conn *c = ls->idle;
+        if (c) {
+            ls->idle = c->idle_next;
+            c->idle_next = NULL;
+            c->idle = false;
+        } else if (ls->n_conns < e->o->max_connections) {
+            if (!(c = conn_open(ls)))
+                return;
+        } else {
+            return;
+        }
+        pending req = *p;
+        queue_pop(ls);
+        conn_send(c, req.intended_ns, req.measured);
+    }
+}
+
+static uint64_t arrival_gap_ns(load_state *ls)
+{
+    double gap_s = ls->load->poisson ? -log(lt_rand_unit(&ls->rng)) / ls->load->rate_per_s
+                                     : 1.0 / ls->load->rate_per_s;
+    return (uint64_t)(gap_s * 1e9);
+}
+
+static void on_arrival(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    load_state *ls = arg;
+    engine *e = ls->e;
+    uint64_t now = lt_now_ns();
+    while (want_more(ls) && ls->next_intended_ns <= now) {
+        if (e->end_ns && ls->next_intended_ns >= e->end_ns) {
+            ls->stopped = true;
+            break;
+        }
+        pending p = {ls->next_intended_ns, false};
+        p.measured = new_request(ls, p.intended_ns);
+        if (!queue_push(ls, p)) {
+            e->fatal = COLO_ENOMEM;
+            break;
+        }
+        ls->n_arrivals++;
+        if (ls->load->poisson)
+            ls->next_intended_ns += arrival_gap_ns(ls);
+        else /* from the start, so timer lateness never accumulates */
+            ls->next_intended_ns = e->t0_ns + (uint64_t)((double)ls->n_arrivals * 1e9 / ls->load->rate_per_s);
+    }
+    dispatch(ls);
+    if (want_more(ls)) {
+        struct timeval tv;
+        tv_from_ns(&tv, ls->next_intended_ns > now ? ls->next_intended_ns - now : 0);
+        event_add(ls->arrival, &tv);
+    }
+    maybe_done(ls);
+}
+
+static void maybe_done(load_state *ls)
+{
+    engine *e = ls->e;
+    if (!ls->done && (e->fatal || (ls->stopped && ls->inflight == 0 && ls->q_len == 0))) {
+        ls->done = true;
+        if (!ls->last_done_ns)
+            ls->last_done_ns = lt_now_ns();
+    }
+    for (size_t i = 0; i < e->n; i++)
+        if (!e->ls[i].done)
+            return;
+    event_base_loopbreak(e->base);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    engine *e = arg;
+    for (size_t i = 0; i < e->n; i++) {
+        e->ls[i].stopped = true;
+        if (e->ls[i].arrival)
+            event_del(e->ls[i].arrival);
+    }
+    for (size_t i = 0; i < e->n; i++)
+        maybe_done(&e->ls[i]);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    engine *e = arg;
+    uint64_t now = lt_now_ns();
+    for (size_t i = 0; i < e->n; i++) {
+        load_state *ls = &e->ls[i];
+        queue_expire(ls, now);
+        if (!ls->load->concurrency)
+            dispatch(ls);
+        maybe_done(ls);
+    }
+    if (e->o->progress) {
+        uint64_t ok = 0, err = 0;
+        for (size_t i = 0; i < e->n; i++) {
+            ok += e->ls[i].res->ok;
+            err += lt_result_errors(e->ls[i].res);
+        }
+        double t = ns_to_ms(now - e->t0_ns) / 1000.0;
+        fprintf(stderr, "\r%s: %.1fs%s ok %llu errors %llu   ", e->o->phase ? e->o->phase : "run", t,
+                now < e->warm_end_ns ? " (warm-up)" : "", (unsigned long long)ok, (unsigned long long)err);
+        fflush(stderr);
+        e->tty_line = true;
+    }
+}
+
+colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
+                          const lt_run_opts *o, lt_result *results, char *err, size_t errlen)
+{
+    colo_status st = COLO_OK;
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.t = t;
+    e.o = o;
+    e.n = n_loads;
+    e.timeout_ns = (uint64_t)(o->timeout_s * 1e9);
+    for (size_t i = 0; i < n_loads; i++) {
+        if (!loads[i].requests || loads[i].requests->n == 0 ||
+            (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0))) {
+            lt_set_err(err, errlen, "load %zu: no requests, or neither concurrency nor rate", i);
+            return COLO_EINVAL;
+        }
+    }
+    if (n_loads == 0 || o->max_connections == 0 || !(o->timeout_s > 0) ||
+        (o->requests == 0 && !(o->duration_s > 0))) {
+        lt_set_err(err, errlen, "bad run options");
+        return COLO_EINVAL;
+    }
+    llhttp_settings_init(&e.settings);
+    e.settings.on_body = on_body;
+    e.settings.on_header_field = on_header_field;
+    e.settings.on_header_value = on_header_value;
+    e.settings.on_header_value_complete = on_header_value_complete;
+    e.settings.on_headers_complete = on_headers_complete;
+    e.settings.on_message_complete = on_message_complete;
+
+    e.base = event_base_new();
+    e.ls = calloc(n_loads, sizeof *e.ls);
+    if (!e.base || !e.ls) {
+        lt_set_err(err, errlen, "cannot create the event loop");
+        st = COLO_ENOMEM;
+        goto out_free;
+    }
+    e.tick = event_new(e.base, -1, EV_PERSIST, on_tick, &e);
+    e.stop_ev = evtimer_new(e.base, on_stop, &e);
+    e.reaper = event_new(e.base, -1, 0, reap, &e);
+    if (!e.tick || !e.stop_ev || !e.reaper) {
+        lt_set_err(err, errlen, "cannot create events");
+        st = COLO_ENOMEM;
+        goto out_free;
+    }
+    e.t0_ns = lt_now_ns();
+    e.warm_end_ns = e.t0_ns + (uint64_t)(o->warmup_s * 1e9);
+    e.end_ns = o->requests ? 0 : e.warm_end_ns + (uint64_t)(o->duration_s * 1e9);
+    struct timeval tv;
+    tv_from_ns(&tv, LT_TICK_MS * 1000000ull);
+    event_add(e.tick, &tv);
+    if (e.end_ns) {
+        tv_from_ns(&tv, e.end_ns - e.t0_ns);
+        event_add(e.stop_ev, &tv);
+    }
+    for (size_t i = 0; i < n_loads; i++) {
+        load_state *ls = &e.ls[i];
+        ls->e = &e;
+        ls->load = &loads[i];
+        ls->res = &results[i];
+        ls->rng = loads[i].seed ^ (0x51ed2701ull * (i + 1));
+        ls->next_req = (size_t)(lt_rand_next(&ls->rng) % loads[i].requests->n);
+        results[i].concurrency = loads[i].concurrency;
+        results[i].rate_per_s = loads[i].concurrency ? 0.0 : loads[i].rate_per_s;
+    }
+    for (size_t i = 0; i < n_loads && !e.fatal; i++) {
+        load_state *ls = &e.ls[i];
+        if (loads[i].concurrency) {
+            for (unsigned k = 0; k < loads[i].concurrency && want_more(ls); k++)
+                closed_loop_next(ls, NULL, false);
+        } else {
+            ls->arrival = evtimer_new(e.base, on_arrival, ls);
+            if (!ls->arrival) {
+                e.fatal = COLO_ENOMEM;
+                break;
+            }
+            ls->next_intended_ns = e.t0_ns;
+            struct timeval zero = {0, 0};
+            event_add(ls->arrival, &zero);
+        }
+    }
+    if (!e.fatal)
+        event_base_dispatch(e.base);
+    if (e.tty_line)
+        fprintf(stderr, "\r%*s\r", 70, "");
+    uint64_t now = lt_now_ns();
+    for (size_t i = 0; i < n_loads; i++) {
+        load_state *ls = &e.ls[i];
+        uint64_t end = ls->last_done_ns ? ls->last_done_ns : now;
+        if (e.end_ns)
+            results[i].window_s = (double)(e.end_ns - e.warm_end_ns) / 1e9;
+        else
+            results[i].window_s = end > e.warm_end_ns ? (double)(end - e.warm_end_ns) / 1e9 : 0.0;
+    }
+    if (e.fatal) {
+        lt_set_err(err, errlen, "load generator failed: %s", e.fatal == COLO_ENOMEM ? "out of memory" : "event error");
+        st = e.fatal;
+    }
+out_free:
+    if (e.ls) {
+        for (size_t i = 0; i < n_loads; i++) {
+            while (e.ls[i].conns) {
+                conn *c = e.ls[i].conns;
+                e.ls[i].conns = c->next;
+                conn_free(c);
+            }
+            if (e.ls[i].arrival)
+                event_free(e.ls[i].arrival);
+            free(e.ls[i].q);
+        }
+    }
+    reap(-1, 0, &e);
+    if (e.tick)
+        event_free(e.tick);
+    if (e.stop_ev)
+        event_free(e.stop_ev);
+    if (e.reaper)
+        event_free(e.reaper);
+    free(e.ls);
+    if (e.base)
+        event_base_free(e.base);
+    return st;
+}

@@ -1,0 +1,63 @@
+/* loadtest/engine.h: the load generator (one thread, libevent, many
+ * keep-alive HTTP/1.1 connections, responses parsed with llhttp).
+ *
+ * A phase drives one or more loads at once, one per model. A load is either
+ * closed loop (a fixed number of connections, each sending its next request
+ * when the previous one ends) or open loop (requests intended at a constant
+ * or Poisson rate; a request that finds no idle connection opens a new one
+ * up to max_connections, else waits in a queue). Latency always counts from
+ * the intended send time, so a queued request's wait is part of it (no
+ * coordinated omission).
+ *
+ * Requests intended before the warm-up ends are sent but not recorded. The
+ * phase stops issuing at warm-up + duration (or after `requests` recorded
+ * requests per load) and then lets what is in flight finish (each request is
+ * bounded by the timeout). Throughput counts the successful completions that
+ * fall inside [warm-up end, warm-up end + duration) (duration mode) or all
+ * recorded successes over the time to the last one (requests mode).
+ * Times come from CLOCK_MONOTONIC. Not thread-safe: call from one thread. */
+#ifndef COLO_LOADTEST_ENGINE_H
+#define COLO_LOADTEST_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loadtest/stats.h"
+#include "loadtest/workload.h"
+
+typedef struct lt_load {
+    const char *model;            /* label for results and progress */
+    const lt_requests *requests;  /* picked round-robin from a seeded start */
+    unsigned concurrency;         /* > 0: closed loop with this many connections */
+    double rate_per_s;            /* > 0 (and concurrency 0): open loop */
+    bool poisson;                 /* open loop: exponential gaps, else constant */
+    uint64_t seed;
+    bool stream;                  /* parse text/event-stream bodies for TTFT and ITL */
+} lt_load;
+
+typedef struct lt_run_opts {
+    double warmup_s;
+    double duration_s;            /* used when requests == 0 */
+    uint64_t requests;            /* > 0: recorded requests per load */
+    double timeout_s;             /* per request, from its intended send time */
+    unsigned max_connections;     /* per load, open loop */
+    bool progress;                /* \r-updated line on stderr */
+    const char *phase;            /* label for progress */
+} lt_run_opts;
+
+/* Monotonic clock, nanoseconds. */
+uint64_t lt_now_ns(void);
+
+/* Runs one phase. results[i] must be initialised (lt_result_init) and
+ * receives load i's measurements; the caller calls lt_result_finish and
+ * lt_result_fini. Returns COLO_OK even when every request failed (failures
+ * are results); an error only when the generator itself cannot run. */
+colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
+                          const lt_run_opts *o, lt_result *results, char *err, size_t errlen);
+
+/* splitmix64; the seeded generator for Poisson gaps and prompt offsets. */
+uint64_t lt_rand_next(uint64_t *state);
+/* Uniform in (0, 1). */
+double lt_rand_unit(uint64_t *state);
+
+#endif

@@ -1,0 +1,84 @@
+/* loadtest/workload.h: the target URL, request bodies and request bytes.
+ *
+ * A body is a JSON object text; a request is the full HTTP/1.1 request
+ * (request line, headers, body) ready to write, built once per run so the
+ * load generator only copies bytes. Ownership: lt_bodies and lt_requests own
+ * their strings; the _free functions release them and accept NULL. */
+#ifndef COLO_LOADTEST_WORKLOAD_H
+#define COLO_LOADTEST_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "runtime/status.h"
+
+typedef struct lt_target {
+    char host[256];          /* without brackets for IPv6 */
+    char port[16];
+    char authority[300];     /* the Host header: host[:port] as given */
+    char base_path[256];     /* path prefix from the URL, without trailing '/' */
+    struct sockaddr_storage addr; /* resolved once */
+    socklen_t addrlen;
+} lt_target;
+
+/* Parses http://host[:port][/prefix] and resolves the host. Only plain
+ * http is supported. COLO_EINVAL with a message on a bad URL or name. */
+colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errlen);
+
+typedef enum lt_kind {
+    LT_KIND_AUTO = 0,    /* ask GET /v1/models/<name> */
+    LT_KIND_GENERATIVE,  /* {"prompt", "max_tokens"} */
+    LT_KIND_ENCODER,     /* {"inputs": [...]} */
+} lt_kind;
+
+const char *lt_kind_name(lt_kind kind);
+
+typedef struct lt_bodies {
+    char **v;
+    size_t n;
+} lt_bodies;
+
+typedef struct lt_body_opts {
+    int max_tokens;      /* < 0: leave as given (built-in prompts use 16) */
+    bool stream;         /* add "stream": true to generative bodies */
+} lt_body_opts;
+
+/* The built-in bodies for a kind (several short prompts, or one set of
+ * sentences for an encoder). kind must not be LT_KIND_AUTO. */
+colo_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
+                              char *err, size_t errlen);
+
+/* Reads a JSON-lines prompts file: each line {"prompt"|"messages"|"inputs": ...}
+ * or {"body": {...}}, optionally with "model" (then it applies to that model
+ * only). Blank lines are skipped. Errors name the file and line. */
+colo_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
+                                lt_bodies *out, char *err, size_t errlen);
+void lt_bodies_free(lt_bodies *b);
+
+typedef struct lt_requests {
+    char **v;
+    size_t *len;
+    size_t n;
+} lt_requests;
+
+/* One request per body (or one body-less request when bodies is NULL or
+ * empty, for GET). path is the request target after the URL's prefix.
+ * api_key, when not NULL or empty, goes into "Authorization: Bearer". */
+colo_status lt_requests_build(const lt_target *t, const char *method, const char *path,
+                              const lt_bodies *bodies, const char *api_key,
+                              lt_requests *out, char *err, size_t errlen);
+void lt_requests_free(lt_requests *r);
+
+/* GET <prefix>/v1/models/<model> (blocking, timeout_s): kind "bert" is an
+ * encoder, anything else generative. COLO_EIO when the server cannot be
+ * reached, COLO_EINVAL when it answers 404, COLO_ERR when the model's state
+ * is "failed"; err says which. */
+colo_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
+                           double timeout_s, lt_kind *kind, char *err, size_t errlen);
+
+/* Small helper shared by the loadtest files: formats into (err, errlen). */
+void lt_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
