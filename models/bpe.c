@@ -30,6 +30,8 @@ struct colo_bpe {
     int bos, eos;
     bool add_bos;
     uint16_t byte_cp[256];  /* byte -> GPT-2 code point */
+    int32_t byte_tok[256];  /* byte -> its token, -1 if the vocabulary has none */
+    int32_t replacement;    /* the token of U+FFFD, -1 if none */
     int16_t cp_byte[512];   /* code point (< 512) -> byte, -1 if none */
 };
 
@@ -183,6 +185,15 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
         w += len + 1;
         pm += 8 + len;
     }
+    for (int c = 0; c < 256; c++) {
+        char t[4];
+        b->byte_tok[c] = ht_get(&b->vocab, t, (size_t)colo_utf8_encode(b->byte_cp[c], t));
+    }
+    char fffd[8];
+    int fl = colo_utf8_encode(b->byte_cp[0xEF], fffd);
+    fl += colo_utf8_encode(b->byte_cp[0xBF], fffd + fl);
+    fl += colo_utf8_encode(b->byte_cp[0xBD], fffd + fl);
+    b->replacement = ht_get(&b->vocab, fffd, (size_t)fl);
     qsort_r(b->specials, (size_t)b->n_specials, sizeof *b->specials, cmp_special, b);
     uint32_t v;
     b->bos = colo_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
@@ -249,76 +260,169 @@ static void push(idbuf *o, int32_t id)
 
 /* ---- BPE on one pre-tokenized piece -------------------------------------------------- */
 
+/* A symbol: a run of the piece's bytes, in a linked list of the symbols left. */
 typedef struct {
-    int start, len; /* into the byte-level encoded piece */
+    int start, len; /* bytes of the piece; their byte-level text is enc[estart, estart + elen) */
+    int estart, elen;
+    int prev, next; /* -1 at the ends */
 } sym;
+
+/* A candidate merge of symbol left with its right neighbour, valid while
+ * both still have the lengths they had when it was queued. */
+typedef struct {
+    int32_t rank;
+    int left, left_len, right_len;
+} cand;
+
+static bool cand_less(const cand *x, const cand *y)
+{
+    return x->rank != y->rank ? x->rank < y->rank : x->left < y->left; /* then leftmost */
+}
+
+static void heap_push(cand *h, int *n, cand c)
+{
+    int i = (*n)++;
+    while (i > 0 && cand_less(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static cand heap_pop(cand *h, int *n)
+{
+    cand top = h[0], last = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && cand_less(&h[c + 1], &h[c]))
+            c++;
+        if (!cand_less(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = last;
+    return top;
+}
+
+/* Rank of merging symbols l and r, or -1. */
+static int32_t merge_rank(const colo_bpe *b, const char *enc, const sym *l, const sym *r, char *key)
+{
+    memcpy(key, enc + l->estart, (size_t)l->elen);
+    key[l->elen] = ' ';
+    memcpy(key + l->elen + 1, enc + r->estart, (size_t)r->elen);
+    return ht_get(&b->merges, key, (size_t)(l->elen + 1 + r->elen));
+}
+
+static void queue_pair(const colo_bpe *b, const char *enc, const sym *s, int left, char *key, cand *h, int *nh)
+{
+    int right = s[left].next;
+    if (right < 0)
+        return;
+    int32_t r = merge_rank(b, enc, &s[left], &s[right], key);
+    if (r >= 0)
+        heap_push(h, nh, (cand){r, left, s[left].elen, s[right].elen});
+}
+
+/* Tokens for a symbol the vocabulary lacks: one per byte. A byte with no
+ * token of its own is dropped when it belongs to valid UTF-8 (as llama.cpp
+ * and Hugging Face tokenizers do) and becomes U+FFFD's token when it is not
+ * UTF-8 at all (as llama.cpp does). */
+static void push_bytes(const colo_bpe *b, const unsigned char *piece, const uint8_t *invalid, const sym *s,
+                       idbuf *out)
+{
+    for (int i = s->start; i < s->start + s->len; i++) {
+        int32_t id = b->byte_tok[piece[i]];
+        if (id < 0 && invalid[i])
+            id = b->replacement;
+        if (id >= 0)
+            push(out, id);
+    }
+}
 
 static void bpe_piece(const colo_bpe *b, const unsigned char *piece, size_t n, idbuf *out)
 {
-    /* Byte-level encode: every byte becomes one code point of 1-2 UTF-8 bytes. */
-    char stackbuf[1024];
-    sym stacksyms[512];
-    char *enc = n * 2 <= sizeof stackbuf ? stackbuf : malloc(n * 2);
-    sym *syms = n <= 512 ? stacksyms : malloc(n * sizeof *syms);
-    char *key = NULL;
-    if (!enc || !syms) {
+    if (n == 0)
+        return;
+    if (n == 1 && b->byte_tok[piece[0]] >= 0) { /* common: punctuation, digits, spaces */
+        push(out, b->byte_tok[piece[0]]);
+        return;
+    }
+    if (n > INT32_MAX / 4) {
         out->oom = true;
-        goto out;
+        return;
     }
-    int elen = 0;
-    for (size_t i = 0; i < n; i++) {
-        syms[i].start = elen;
-        syms[i].len = colo_utf8_encode(b->byte_cp[piece[i]], enc + elen);
-        elen += syms[i].len;
-    }
-    int ns = (int)n;
-    key = malloc((size_t)elen + 2);
-    if (!key) {
+    /* Every byte becomes one code point of 1-2 UTF-8 bytes; a merge key is
+     * two symbols and a space. */
+    char enc_st[512], key_st[1040];
+    sym syms_st[256];
+    cand heap_st[256];
+    uint8_t inv_st[256];
+    char *enc = n * 2 <= sizeof enc_st ? enc_st : malloc(n * 2);
+    char *key = n * 4 + 2 <= sizeof key_st ? key_st : malloc(n * 4 + 2);
+    sym *s = n <= 256 ? syms_st : malloc(n * sizeof *s);
+    uint8_t *invalid = n <= 256 ? inv_st : malloc(n);
+    /* Each merge queues at most two candidates; n - 1 are queued at first. */
+    size_t heap_cap = 3 * n;
+    cand *heap = heap_cap <= 256 ? heap_st : malloc(heap_cap * sizeof *heap);
+    if (!enc || !key || !s || !invalid || !heap) {
         out->oom = true;
-        goto out;
+        goto out_free;
     }
-    for (;;) {
-        int best = -1;
-        int32_t best_rank = INT32_MAX;
-        for (int i = 0; i + 1 < ns; i++) {
-            int l1 = syms[i].len, l2 = syms[i + 1].len;
-            memcpy(key, enc + syms[i].start, (size_t)l1);
-            key[l1] = ' ';
-            memcpy(key + l1 + 1, enc + syms[i + 1].start, (size_t)l2);
-            int32_t r = ht_get(&b->merges, key, (size_t)(l1 + 1 + l2));
-            if (r >= 0 && r < best_rank) {
-                best_rank = r;
-                best = i;
-            }
-        }
-        if (best < 0)
-            break;
-        syms[best].len += syms[best + 1].len; /* neighbours are contiguous in enc */
-        memmove(&syms[best + 1], &syms[best + 2], (size_t)(ns - best - 2) * sizeof *syms);
-        ns--;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = colo_utf8_decode(piece + i, n - i, &cp);
+        for (int k = 0; k < l; k++)
+            invalid[i + (size_t)k] = cp == UINT32_MAX;
+        i += (size_t)l;
     }
+    int elen = 0, ns = (int)n;
     for (int i = 0; i < ns; i++) {
-        int32_t id = ht_get(&b->vocab, enc + syms[i].start, (size_t)syms[i].len);
-        if (id >= 0) {
-            push(out, id);
-            continue;
-        }
-        /* Not in the vocabulary: fall back to one token per byte. */
-        for (int j = 0; j < syms[i].len;) {
-            uint32_t cp;
-            int l = colo_utf8_decode((const unsigned char *)enc + syms[i].start + j, (size_t)(syms[i].len - j), &cp);
-            int32_t bid = ht_get(&b->vocab, enc + syms[i].start + j, (size_t)l);
-            if (bid >= 0)
-                push(out, bid);
-            j += l;
-        }
+        int l = colo_utf8_encode(b->byte_cp[piece[i]], enc + elen);
+        s[i] = (sym){i, 1, elen, l, i - 1, i + 1 < ns ? i + 1 : -1};
+        elen += l;
     }
-out:
-    if (enc != stackbuf)
+    int nh = 0;
+    for (int i = 0; i + 1 < ns; i++)
+        queue_pair(b, enc, s, i, key, heap, &nh);
+    while (nh > 0) {
+        cand c = heap_pop(heap, &nh);
+        sym *l = &s[c.left];
+        if (l->len == 0 || l->elen != c.left_len || l->next < 0 || s[l->next].elen != c.right_len)
+            continue; /* stale: one side has merged since */
+        sym *r = &s[l->next];
+        l->len += r->len; /* neighbours are contiguous in the piece and in enc */
+        l->elen += r->elen;
+        l->next = r->next;
+        if (r->next >= 0)
+            s[r->next].prev = c.left;
+        r->len = 0;
+        if (l->prev >= 0)
+            queue_pair(b, enc, s, l->prev, key, heap, &nh);
+        queue_pair(b, enc, s, c.left, key, heap, &nh);
+    }
+    for (int i = 0; i >= 0; i = s[i].next) {
+        int32_t id = ht_get(&b->vocab, enc + s[i].estart, (size_t)s[i].elen);
+        if (id >= 0)
+            push(out, id);
+        else
+            push_bytes(b, piece, invalid, &s[i], out);
+    }
+out_free:
+    if (enc != enc_st)
         free(enc);
-    if (syms != stacksyms)
-        free(syms);
-    free(key);
+    if (key != key_st)
+        free(key);
+    if (s != syms_st)
+        free(s);
+    if (invalid != inv_st)
+        free(invalid);
+    if (heap != heap_st)
+        free(heap);
 }
 
 /* ---- the GPT-2 pattern on a span without digits --------------------------------------- */
