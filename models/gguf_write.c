@@ -31,7 +31,7 @@ struct colo_gguf_writer {
 
 static void put(bytes *b, const void *p, size_t n)
 {
-    if (b->oom)
+    if (b->oom || n == 0)
         return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 4096;
