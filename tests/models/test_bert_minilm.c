@@ -223,6 +223,38 @@ static void test_batch_invariance(void **state)
     free(got);
 }
 
+/* Weights converted to F16 at load stay close to the reference. */
+static void test_f16_weights(void **state)
+{
+    fixture *f = *state;
+    if (!f)
+        skip();
+    char dir[1024], err[512];
+    assert_non_null(colo_test_model_path("all-minilm-l6-v2", dir, sizeof dir));
+    colo_bert_config bc = {.weight_type = COLO_F16};
+    colo_bert *m = colo_bert_load(dir, &bc, f->arena, f->s, err, sizeof err);
+    if (!m)
+        fail_msg("load: %s", err);
+    assert_true(colo_bert_weight_bytes(m) < colo_bert_weight_bytes(f->m) * 6 / 10);
+    json_t *cases = json_object_get(f->embeddings, "cases");
+    int n = (int)json_array_size(cases), d = colo_bert_dim(m);
+    float *e = calloc((size_t)d, sizeof *e);
+    assert_non_null(e);
+    double min_cos = 1;
+    for (int i = 0; i < n; i++) {
+        json_t *c = json_array_get(cases, (size_t)i), *t = json_object_get(c, "text");
+        const char *txt = json_string_value(t);
+        size_t len = json_string_length(t);
+        assert_int_equal(colo_bert_encode(m, f->s, &txt, &len, 1, 1, e), COLO_OK);
+        double cs = cosine(e, json_object_get(c, "embedding"), d);
+        min_cos = cs < min_cos ? cs : min_cos;
+    }
+    printf("f16 weights: min cosine %.6f\n", min_cos);
+    assert_true(min_cos >= 0.999);
+    free(e);
+    colo_bert_free(m);
+}
+
 static void test_forward_rejects_bad_input(void **state)
 {
     fixture *f = *state;
@@ -249,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_tokens_match_reference),
         cmocka_unit_test(test_embeddings_match_reference),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_f16_weights),
         cmocka_unit_test(test_forward_rejects_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
