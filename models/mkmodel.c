@@ -4,22 +4,41 @@
 #include "models/unicode.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const merges[] = {"Ġ t", "t h", "h e", "Ġ a", "i n", "e r", "o n", "Ġ s", "r e", "Ġt he"};
 #define N_MERGES (int)(sizeof merges / sizeof *merges)
 static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+/* ChatML as a Jinja template, the form SmolLM2's file stores it in. */
+static const char chatml_template[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/* llama.cpp's file-type ids ("mostly" this type). */
+static uint32_t file_type(colo_dtype t)
+{
+    switch (t) {
+    case COLO_F32: return 0;
+    case COLO_F16: return 1;
+    case COLO_Q4_1: return 3;
+    case COLO_Q8_0: return 7;
+    default: return 0;
+    }
+}
 
 int colo_mkmodel_min_vocab(void) { return 256 + N_MERGES + 3; }
 
 typedef struct {
     const colo_mkmodel_config *c;
     int n_tensors;
-    colo_dtype types[1024];
-    int64_t row_len[1024]; /* elements per row */
-    bool norm[1024];
+    colo_dtype *types;  /* (2 + 9 * n_layer) */
+    int64_t *row_len;   /* elements per row */
+    bool *norm;
 } fill_ctx;
 
 static uint64_t mix(uint64_t x)
@@ -30,7 +49,49 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Tensor i: norms (ones with a little noise) or matrices (normal / sqrt(row length)). */
+/* Rows [r0, r1) of a matrix: values ~ N(0, 1/row length), seeded per row
+ * so the result does not depend on how rows are split among threads. The
+ * normal is Irwin-Hall's sum of four 16-bit uniforms (one 64-bit draw),
+ * rescaled to unit variance: cheap, and bounded at 3.46 sigma. */
+typedef struct {
+    colo_dtype type;
+    int64_t k;          /* row length */
+    uint64_t seed;
+    char *dst;          /* row r0 */
+    int64_t r0, r1;
+    colo_status st;
+} rows_job;
+
+static void *fill_rows(void *arg)
+{
+    rows_job *j = arg;
+    size_t rb = colo_dtype_row_bytes(j->type, j->k);
+    float *row = malloc((size_t)j->k * sizeof *row);
+    if (!row) {
+        j->st = COLO_ENOMEM;
+        return NULL;
+    }
+    const float scale = 1.7320508f / 65536.0f / sqrtf((float)j->k); /* the sum has sd 2^16 / sqrt(3) */
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        uint64_t s = mix(j->seed ^ ((uint64_t)r * 0xD1B54A32D192ED03ull));
+        for (int64_t i = 0; i < j->k; i++) {
+            s = mix(s);
+            int32_t sum = (int32_t)(s & 0xFFFF) + (int32_t)((s >> 16) & 0xFFFF) + (int32_t)((s >> 32) & 0xFFFF) +
+                          (int32_t)(s >> 48) - 2 * 65535;
+            row[i] = (float)sum * scale;
+        }
+        colo_status st = colo_quantize_row(j->type, row, j->dst + (size_t)(r - j->r0) * rb, j->k);
+        if (st != COLO_OK) {
+            j->st = st;
+            break;
+        }
+    }
+    free(row);
+    return NULL;
+}
+
+/* Tensor i: norms (ones with a little noise) or matrices, rows spread over
+ * up to 8 threads. */
 static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
 {
     fill_ctx *f = ctx;
@@ -46,25 +107,31 @@ static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
         return COLO_OK;
     }
     size_t rb = colo_dtype_row_bytes(t, k);
-    float scale = 1.0f / sqrtf((float)k);
-    float *row = malloc((size_t)k * sizeof *row);
-    if (!row)
-        return COLO_ENOMEM;
-    for (size_t r = 0; r < bytes / rb; r++) {
-        for (int64_t i = 0; i < k; i += 2) { /* Box-Muller pairs */
-            s = mix(s);
-            double u = ((s >> 11) + 0.5) / 9007199254740992.0;
-            s = mix(s);
-            double v = (double)(s >> 11) / 9007199254740992.0;
-            double m = sqrt(-2 * log(u));
-            row[i] = (float)(m * cos(6.283185307179586 * v)) * scale;
-            if (i + 1 < k)
-                row[i + 1] = (float)(m * sin(6.283185307179586 * v)) * scale;
-        }
-        colo_quantize_row(t, row, (char *)buf + r * rb, k);
+    int64_t rows = (int64_t)(bytes / rb);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    if (rows < 64 * nt)
+        nt = 1;
+    rows_job jobs[8];
+    pthread_t tid[8];
+    bool started[8] = {false};
+    for (int i = 0; i < nt; i++) {
+        int64_t r0 = rows * i / nt, r1 = rows * (i + 1) / nt;
+        jobs[i] = (rows_job){t, k, s, (char *)buf + (size_t)r0 * rb, r0, r1, COLO_OK};
+        if (i > 0)
+            started[i] = pthread_create(&tid[i], NULL, fill_rows, &jobs[i]) == 0;
+        if (i > 0 && !started[i])
+            fill_rows(&jobs[i]); /* no thread: do it here */
     }
-    free(row);
-    return COLO_OK;
+    fill_rows(&jobs[0]);
+    colo_status st = COLO_OK;
+    for (int i = 0; i < nt; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        if (jobs[i].st != COLO_OK)
+            st = jobs[i].st;
+    }
+    return st;
 }
 
 colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, char *err, size_t errlen)
@@ -95,6 +162,12 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
     int32_t *types = calloc((size_t)c->n_vocab, sizeof *types);
     fill_ctx *fc = calloc(1, sizeof *fc);
     if (!w || !toks || !types || !fc)
+        goto out;
+    size_t n_t = 2 + 9 * (size_t)c->n_layer;
+    fc->types = calloc(n_t, sizeof *fc->types);
+    fc->row_len = calloc(n_t, sizeof *fc->row_len);
+    fc->norm = calloc(n_t, sizeof *fc->norm);
+    if (!fc->types || !fc->row_len || !fc->norm)
         goto out;
     /* Byte tokens in GPT-2's byte-to-code-point order, then merges, specials, padding. */
     int n = 0, extra = 0;
@@ -152,7 +225,12 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
         colo_gguf_writer_add_str_arr(w, "tokenizer.ggml.merges", merges, N_MERGES) ||
         colo_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)eos + 1) ||
         colo_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos) ||
-        colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false))
+        colo_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eos) ||
+        colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false) ||
+        colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", false) ||
+        colo_gguf_writer_add_str(w, "tokenizer.chat_template", chatml_template) ||
+        colo_gguf_writer_add_u32(w, "general.file_type", file_type(c->type)) ||
+        colo_gguf_writer_add_u32(w, "general.quantization_version", 2))
         goto out;
     fc->c = c;
     int64_t E = c->n_embd, KV = (int64_t)c->n_kv_head * hd, F = c->n_ff, V = c->n_vocab;
@@ -175,7 +253,7 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
     } while (0)
     T2("token_embd.weight", c->type == COLO_Q4_1 ? COLO_Q8_0 : c->type, E, V);
     T1("output_norm.weight");
-    for (int l = 0; l < c->n_layer && fc->n_tensors + 9 < 1024; l++) {
+    for (int l = 0; l < c->n_layer; l++) {
         char nm[64];
 #define LN(sfx) (snprintf(nm, sizeof nm, "blk.%d." sfx ".weight", l), nm)
         T1(LN("attn_norm"));
@@ -189,11 +267,6 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
         T2(LN("ffn_down"), c->type, F, E);
 #undef LN
     }
-    if (c->n_layer * 9 + 2 > 1024) {
-        colo_set_err(err, errlen, "at most 113 layers");
-        st = COLO_EINVAL;
-        goto out;
-    }
     st = colo_gguf_writer_finish(w, path, fill, fc, err, errlen);
 out:
     if (st == COLO_ENOMEM)
@@ -203,6 +276,11 @@ out:
             free(toks[i]);
     free(toks);
     free(types);
+    if (fc) {
+        free(fc->types);
+        free(fc->row_len);
+        free(fc->norm);
+    }
     free(fc);
     colo_gguf_writer_free(w);
     return st;

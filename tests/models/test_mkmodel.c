@@ -120,6 +120,11 @@ static void test_layout_per_type(void **state)
         assert_true(n >= 5);
         assert_true(u32(g, "tokenizer.ggml.eos_token_id") < V);
         assert_true(u32(g, "tokenizer.ggml.bos_token_id") < V);
+        static const uint32_t ftype[] = {0, 1, 3, 7}; /* llama.cpp's file types */
+        assert_int_equal(u32(g, "general.file_type"), ftype[ti]);
+        assert_int_equal(u32(g, "tokenizer.ggml.padding_token_id"), u32(g, "tokenizer.ggml.eos_token_id"));
+        assert_int_equal(colo_gguf_get_str(g, "tokenizer.chat_template", &s), COLO_OK);
+        assert_true(s.len > 20 && memmem(s.ptr, s.len, "<|im_start|>", 12));
         bool add_bos = true;
         assert_int_equal(colo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos), COLO_OK);
         assert_false(add_bos);
