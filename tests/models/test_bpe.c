@@ -64,6 +64,13 @@ static void test_merges_and_specials(void **state)
     (void)state;
     int32_t *ids;
     int n;
+    /* Merges apply by rank, not left to right: in "the", t+h (rank 1) wins
+     * over h+e (rank 2), and "th"+"e" is no merge. */
+    assert_int_equal(colo_bpe_encode(bpe, "the", 3, false, &ids, &n), COLO_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], colo_bpe_find(bpe, "th"));
+    assert_int_equal(ids[1], colo_bpe_find(bpe, "e"));
+    free(ids);
     /* " the" becomes one token through the merges Ġ+t, h+e, Ġt+he. */
     assert_int_equal(colo_bpe_encode(bpe, " the", 4, false, &ids, &n), COLO_OK);
     assert_int_equal(n, 1);
@@ -118,12 +125,45 @@ static void test_arbitrary_bytes_round_trip(void **state)
         roundtrip(texts[i], strlen(texts[i]), false);
 }
 
+/* Long pieces (one word of 300,000 letters, a run of 100,000 spaces) and
+ * long texts: the merge loop is O(n log n), so this takes milliseconds;
+ * the quadratic loop it replaced took minutes. */
+static void test_long_inputs(void **state)
+{
+    (void)state;
+    size_t n = 300000;
+    char *s = malloc(n);
+    assert_non_null(s);
+    for (size_t i = 0; i < n; i++)
+        s[i] = "thein"[i % 5];
+    roundtrip(s, n, false);
+    memset(s, ' ', 100000);
+    roundtrip(s, 100000, false);
+    for (size_t i = 0; i < n; i++)
+        s[i] = (char)(i % 7 == 6 ? ' ' : "the rain"[i % 8]);
+    roundtrip(s, n, true);
+    /* "hehehe...": every h+e merge has the same rank; the result is
+     * "he" repeated, leftmost first, whatever the length. */
+    for (size_t i = 0; i < 1001; i++)
+        s[i] = "he"[i % 2];
+    int32_t *ids;
+    int k;
+    assert_int_equal(colo_bpe_encode(bpe, s, 1001, false, &ids, &k), COLO_OK);
+    assert_int_equal(k, 501);
+    for (int i = 0; i < 500; i++)
+        assert_int_equal(ids[i], colo_bpe_find(bpe, "he"));
+    assert_int_equal(ids[500], colo_bpe_find(bpe, "h"));
+    free(ids);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merges_and_specials),
         cmocka_unit_test(test_chatml),
         cmocka_unit_test(test_arbitrary_bytes_round_trip),
+        cmocka_unit_test(test_long_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
