@@ -29,6 +29,7 @@ struct colo_bpe {
     int n_specials;
     int bos, eos;
     bool add_bos;
+    bool split_digits;      /* pre-tokenizer "smollm": every digit its own piece */
     uint16_t byte_cp[256];  /* byte -> GPT-2 code point */
     int32_t byte_tok[256];  /* byte -> its token, -1 if the vocabulary has none */
     int32_t replacement;    /* the token of U+FFFD, -1 if none */
@@ -104,6 +105,21 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
     colo_gguf_str model;
     if (colo_gguf_get_str(g, "tokenizer.ggml.model", &model) || model.len != 4 || memcmp(model.ptr, "gpt2", 4)) {
         colo_set_err(err, errlen, "tokenizer.ggml.model is missing or not gpt2 (byte-level BPE)");
+        goto out_free;
+    }
+    /* The pre-tokenizer: "smollm" splits digits before the GPT-2 pattern;
+     * "gpt2" and "default" (or no key, as llama.cpp assumes) use the pattern
+     * alone. Others have patterns of their own that this tokenizer lacks. */
+    colo_gguf_str pre = {"default", 7};
+    if (colo_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == COLO_EFORMAT) {
+        colo_set_err(err, errlen, "tokenizer.ggml.pre is not a string");
+        goto out_free;
+    }
+    b->split_digits = pre.len == 6 && !memcmp(pre.ptr, "smollm", 6);
+    if (!b->split_digits && !(pre.len == 4 && !memcmp(pre.ptr, "gpt2", 4)) &&
+        !(pre.len == 7 && !memcmp(pre.ptr, "default", 7))) {
+        colo_set_err(err, errlen, "tokenizer.ggml.pre '%.*s' is not supported (smollm, gpt2 or default)",
+                     (int)(pre.len < 64 ? pre.len : 64), pre.ptr);
         goto out_free;
     }
     colo_gguf_type tt, mt, ty;
@@ -489,7 +505,7 @@ static void pretokenize(const colo_bpe *b, const unsigned char *s, size_t n, idb
     size_t i = 0;
     while (i < n && !out->oom) {
         /* smollm: every digit is its own piece; the GPT-2 pattern runs on the text between. */
-        size_t j = i;
+        size_t j = b->split_digits ? i : n;
         int l = 1;
         while (j < n) {
             uint32_t cp;

@@ -1,7 +1,11 @@
 /* models/bpe.h: GPT-2 byte-level BPE from GGUF metadata
- * (tokenizer.ggml.tokens / merges / token_type), with the "smollm"
- * pre-tokenizer (digits one by one, then the GPT-2 pattern), special tokens
- * matched whole, and ChatML prompts.
+ * (tokenizer.ggml.tokens / merges / token_type / bos / eos / add_bos_token /
+ * pre), special tokens matched whole, and ChatML prompts. Pre-tokenizers
+ * (tokenizer.ggml.pre): "smollm" (digits one by one, then the GPT-2
+ * pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)
+ * and "gpt2"/"default"/absent (the pattern alone); others are refused.
+ * Unicode classes come from tables generated from Unicode 14.0
+ * (scripts/ref/make_unicode_tables.py).
  *
  * Never fails on arbitrary input bytes: invalid UTF-8 is tokenized byte by
  * byte, and decoding returns exactly the bytes that were encoded.

@@ -157,6 +157,113 @@ static void test_long_inputs(void **state)
     free(s);
 }
 
+/* A hand-made tokenizer: the 256 byte tokens (GPT-2 order), then "12" and
+ * "Ġ1" with the merges "1 2" (rank 0) and "Ġ 1" (rank 1). */
+typedef struct {
+    const char *pre;     /* NULL: no key */
+    bool bad_merge;      /* a merge without a space */
+    bool short_types;    /* token_type shorter than tokens */
+    bool bos_missing;    /* add_bos_token without a BOS id */
+} tok_spec;
+
+static colo_bpe *make_tok(const tok_spec *sp, char *err, size_t errlen, colo_gguf **gout)
+{
+    char p2[320];
+    snprintf(p2, sizeof p2, "%s.tok", path);
+    colo_gguf_writer *w = colo_gguf_writer_create();
+    const char *toks[258];
+    char store[256][5];
+    int32_t types[258];
+    int extra = 0;
+    for (int c = 0; c < 256; c++) {
+        bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+        int cp = printable ? c : 256 + extra++;
+        memset(store[c], 0, 5);
+        if (cp < 0x80) {
+            store[c][0] = (char)cp;
+        } else {
+            store[c][0] = (char)(0xC0 | (cp >> 6));
+            store[c][1] = (char)(0x80 | (cp & 0x3F));
+        }
+        toks[c] = store[c];
+        types[c] = 1;
+    }
+    toks[256] = "12", toks[257] = "Ġ1";
+    types[256] = types[257] = 1;
+    const char *merges[] = {"1 2", sp->bad_merge ? "Ġ1" : "Ġ 1"};
+    assert_int_equal(colo_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2"), COLO_OK);
+    if (sp->pre)
+        assert_int_equal(colo_gguf_writer_add_str(w, "tokenizer.ggml.pre", sp->pre), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", toks, 258), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_i32_arr(w, "tokenizer.ggml.token_type", types, sp->short_types ? 257 : 258),
+                     COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_str_arr(w, "tokenizer.ggml.merges", merges, 2), COLO_OK);
+    if (sp->bos_missing)
+        assert_int_equal(colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true), COLO_OK);
+    assert_int_equal(colo_gguf_writer_finish(w, p2, NULL, NULL, err, errlen), COLO_OK);
+    colo_gguf_writer_free(w);
+    colo_gguf *g = colo_gguf_open(p2, err, errlen);
+    unlink(p2);
+    assert_non_null(g);
+    colo_bpe *b = colo_bpe_from_gguf(g, err, errlen);
+    if (b)
+        *gout = g;
+    else
+        colo_gguf_close(g);
+    return b;
+}
+
+static void test_pre_tokenizers_and_errors(void **state)
+{
+    (void)state;
+    char err[256];
+    colo_gguf *tg = NULL;
+    int32_t *ids;
+    int n;
+    /* smollm: " 12" is " ", "1", "2"; gpt2 (and no key): " 12" is one
+     * piece, where "1 2" merges first. */
+    static const struct {
+        const char *pre;
+        int n;
+    } cases[] = {{"smollm", 3}, {"gpt2", 2}, {NULL, 2}};
+    for (int i = 0; i < 3; i++) {
+        tok_spec sp = {.pre = cases[i].pre};
+        colo_bpe *b = make_tok(&sp, err, sizeof err, &tg);
+        if (!b)
+            fail_msg("%s", err);
+        assert_int_equal(colo_bpe_encode(b, " 12", 3, false, &ids, &n), COLO_OK);
+        assert_int_equal(n, cases[i].n);
+        int sp_id = colo_bpe_find(b, "Ġ"), one = colo_bpe_find(b, "1"), two = colo_bpe_find(b, "2");
+        if (cases[i].n == 3) {
+            assert_int_equal(ids[0], sp_id);
+            assert_int_equal(ids[1], one);
+            assert_int_equal(ids[2], two);
+        } else {
+            assert_int_equal(ids[0], sp_id);
+            assert_int_equal(ids[1], colo_bpe_find(b, "12"));
+        }
+        free(ids);
+        /* "x 1": the space stays apart from the digit in smollm; Ġ+1 merge in gpt2. */
+        assert_int_equal(colo_bpe_encode(b, "x 1", 3, false, &ids, &n), COLO_OK);
+        assert_int_equal(n, cases[i].n);
+        assert_int_equal(ids[n - 1], cases[i].n == 3 ? colo_bpe_find(b, "1") : colo_bpe_find(b, "Ġ1"));
+        free(ids);
+        colo_bpe_free(b);
+        colo_gguf_close(tg);
+    }
+    tok_spec bad[] = {{.pre = "qwen2"}, {.pre = "smollm", .bad_merge = true}, {.pre = "smollm", .short_types = true},
+                      {.pre = "smollm", .bos_missing = true}};
+    const char *want[] = {"qwen2", "merges", "token_type", "BOS"};
+    for (int i = 0; i < 4; i++) {
+        err[0] = 0;
+        colo_bpe *b = make_tok(&bad[i], err, sizeof err, &tg);
+        assert_null(b);
+        if (!strstr(err, want[i]))
+            fail_msg("'%s' not in '%s'", want[i], err);
+    }
+    colo_bpe_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_chatml),
         cmocka_unit_test(test_arbitrary_bytes_round_trip),
         cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_pre_tokenizers_and_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
