@@ -48,8 +48,9 @@ static uint64_t rng_u64(void)
 static float rng_uniform(void) { return (float)((rng_u64() >> 11) * (1.0 / 9007199254740992.0)); }
 static float rng_normal(void)
 {
-    float u = rng_uniform() + 1e-7f, v = rng_uniform();
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+    /* u in (0, 1] in double: a float u could round up to 1 and past it. */
+    double u = ((double)(rng_u64() >> 11) + 1.0) / 9007199254740992.0, v = (double)(rng_u64() >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
 }
 static void fill_normal(float *x, int64_t n, float scale)
 {
