@@ -844,7 +844,14 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
     e.settings.on_headers_complete = on_headers_complete;
     e.settings.on_message_complete = on_message_complete;
 
-    e.base = event_base_new();
+    /* precise timers: the default coarse clock would send open-loop requests
+     * up to a few ms late, and that lateness would count as latency */
+    struct event_config *cfg = event_config_new();
+    if (cfg) {
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+        e.base = event_base_new_with_config(cfg);
+        event_config_free(cfg);
+    }
     e.ls = calloc(n_loads, sizeof *e.ls);
     if (!e.base || !e.ls) {
         lt_set_err(err, errlen, "cannot create the event loop");

@@ -42,6 +42,7 @@ typedef struct stub_server {
     stub_cfg cfg;
     struct event_base *base;
     struct evconnlistener *listener;
+    struct event *stop_ev;  /* activated from the test thread; works before the loop runs */
     pthread_t thread;
     int port;
     long requests;        /* received so far (read after stub_stop) */
@@ -164,7 +165,7 @@ static void stub_read(struct bufferevent *bev, void *arg)
     sscanf(head, "%7s %255s", method, path);
     free(head);
     if (strcmp(method, "GET") == 0 && strncmp(path, "/v1/models/", 11) == 0) {
-        char body[128];
+        char body[384];
         if (strcmp(path + 11, "missing") == 0) {
             stub_write_response(c, 404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no such model\"}}");
         } else {
@@ -230,6 +231,13 @@ static void stub_accept(struct evconnlistener *l, evutil_socket_t fd, struct soc
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+static void stub_on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(((stub_server *)arg)->base);
+}
+
 static void *stub_thread(void *arg)
 {
     stub_server *s = arg;
@@ -249,13 +257,27 @@ static stub_server *stub_start(const stub_cfg *cfg)
     if (!s)
         return NULL;
     s->cfg = *cfg;
-    s->base = event_base_new();
+    struct event_config *ec = event_config_new();
+    if (ec) {
+        event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+        s->base = event_base_new_with_config(ec);
+        event_config_free(ec);
+    }
+    if (!s->base) {
+        free(s);
+        return NULL;
+    }
     struct sockaddr_in sin = {0};
     sin.sin_family = AF_INET;
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     s->listener = evconnlistener_new_bind(s->base, stub_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
                                           512, (struct sockaddr *)&sin, sizeof sin);
-    if (!s->listener) {
+    s->stop_ev = event_new(s->base, -1, 0, stub_on_stop, s);
+    if (!s->listener || !s->stop_ev) {
+        if (s->listener)
+            evconnlistener_free(s->listener);
+        if (s->stop_ev)
+            event_free(s->stop_ev);
         event_base_free(s->base);
         free(s);
         return NULL;
@@ -265,6 +287,7 @@ static stub_server *stub_start(const stub_cfg *cfg)
     getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&bound, &len);
     s->port = ntohs(bound.sin_port);
     if (pthread_create(&s->thread, NULL, stub_thread, s) != 0) {
+        event_free(s->stop_ev);
         evconnlistener_free(s->listener);
         event_base_free(s->base);
         free(s);
@@ -278,10 +301,11 @@ static void stub_stop(stub_server *s)
 {
     if (!s)
         return;
-    event_base_loopbreak(s->base);
+    event_active(s->stop_ev, EV_READ, 0);
     pthread_join(s->thread, NULL);
     while (s->conns)
         stub_conn_free(s->conns);
+    event_free(s->stop_ev);
     evconnlistener_free(s->listener);
     event_base_free(s->base);
     free(s);

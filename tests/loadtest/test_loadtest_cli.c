@@ -1,0 +1,244 @@
+/* tests/loadtest/test_loadtest_cli.c: colo-loadtest's command line through
+ * loadtest_main: exit codes 0/1/2, scenarios, and the JSON, CSV and HTML
+ * files, against the stub server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "loadtest/loadtest.h"
+#include "loadtest/report.h"
+#include "tests/loadtest/stub_server.h"
+
+static stub_server *srv;
+static char url[64];
+static char dir[64];
+
+static int run_cli(const char *first, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)"colo-loadtest";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(stdout);
+    return loadtest_main(argc, argv);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    stub_cfg cfg = {.delay_ms = 5, .tokens = 3, .model_kind = "llama"};
+    srv = stub_start(&cfg);
+    if (!srv)
+        return -1;
+    stub_url(srv, url, sizeof url);
+    snprintf(dir, sizeof dir, "/tmp/colo-lt-cliXXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    stub_stop(srv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    char missing[128];
+    path_in(missing, sizeof missing, "nope.jsonl");
+    assert_int_equal(run_cli("--help", NULL), 0);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--bogus", NULL), 2);
+    assert_int_equal(run_cli("--model", "m", NULL), 2);
+    assert_int_equal(run_cli("--url", url, NULL), 2);
+    assert_int_equal(run_cli("--url", "ftp://x", "--model", "m", NULL), 2);
+    assert_int_equal(run_cli("--url", "http://127.0.0.1:99999", "--model", "m", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--concurrency", "0", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--concurrency", "2", "--rate", "3", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "nope", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "sweep", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--prompts", missing, NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--sla-config", missing, NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--sla", "other:p99_ms=5", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--sla", "m:p99=5", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--kind", "m=gpu", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--json", "/nonexistent-dir/x.json", NULL), 2);
+}
+
+static void test_sla_exit_codes(void **state)
+{
+    (void)state;
+    /* 5 ms service: a 500 ms p99 holds, a 1 ms p99 cannot */
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "40", "--concurrency", "2", "--quiet",
+                             "--sla", "m:p99_ms=500,min_rps=1,max_error_rate=0", NULL), 0);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "40", "--concurrency", "2", "--quiet",
+                             "--sla", "m:p99_ms=1", NULL), 1);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "40", "--quiet", "--sla",
+                             "m:min_rps=100000", NULL), 1);
+    char yaml[128];
+    path_in(yaml, sizeof yaml, "colo.yaml");
+    FILE *f = fopen(yaml, "w");
+    assert_non_null(f);
+    fputs("models:\n  - name: m\n    kind: llama\n    sla: { p99_ms: 1000, max_error_rate: 0.5 }\n"
+          "  - name: other\n    sla: { p99_ms: 1 }\n", f);
+    fclose(f);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "30", "--quiet", "--sla-config", yaml,
+                             NULL), 0);
+    f = fopen(yaml, "w");
+    fputs("m: { p99_ms: 0.001 }\n", f);
+    fclose(f);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "30", "--quiet", "--sla-config", yaml,
+                             NULL), 1);
+    /* a model the server does not know */
+    assert_int_equal(run_cli("--url", url, "--model", "missing", "--requests", "5", "--quiet", NULL), 1);
+}
+
+static void test_individual_vs_concurrent_outputs(void **state)
+{
+    (void)state;
+    char json_path[128], csv_path[128], html_path[128];
+    path_in(json_path, sizeof json_path, "out.json");
+    path_in(csv_path, sizeof csv_path, "out.csv");
+    path_in(html_path, sizeof html_path, "out.html");
+    int rc = run_cli("--url", url, "--scenario", "individual-vs-concurrent", "--model", "a", "--model", "b",
+                     "--concurrency", "2", "--requests", "40", "--json", json_path, "--csv", csv_path, "--html",
+                     html_path, "--sla", "a:p99_ms=2000", NULL);
+    assert_int_equal(rc, 0);
+
+    json_error_t jerr;
+    json_t *root = json_load_file(json_path, 0, &jerr);
+    assert_non_null(root);
+    assert_string_equal(json_string_value(json_object_get(root, "scenario")), "individual-vs-concurrent");
+    json_t *phases = json_object_get(root, "phases");
+    assert_int_equal(json_array_size(phases), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(phases, 0), "name")), "individual");
+    json_t *conc = json_array_get(phases, 2);
+    assert_string_equal(json_string_value(json_object_get(conc, "name")), "concurrent");
+    json_t *models = json_object_get(conc, "models");
+    assert_int_equal(json_array_size(models), 2);
+    json_t *m0 = json_array_get(models, 0);
+    assert_int_equal(json_integer_value(json_object_get(m0, "ok")), 40);
+    json_t *lat = json_object_get(m0, "latency_ms");
+    assert_true(json_real_value(json_object_get(lat, "p50")) >= 4.5);
+    assert_true(json_real_value(json_object_get(lat, "p99")) >= json_real_value(json_object_get(lat, "p50")));
+    assert_true(json_is_object(json_object_get(m0, "errors")));
+    assert_true(json_real_value(json_object_get(m0, "tokens_per_s")) > 0);
+    json_t *cmp = json_object_get(root, "comparison");
+    assert_int_equal(json_array_size(json_object_get(cmp, "models")), 2);
+    double stp = json_real_value(json_object_get(cmp, "stp"));
+    assert_true(stp > 0.2 && stp < 4.0);
+    json_t *row = json_array_get(json_object_get(cmp, "models"), 0);
+    assert_true(json_is_number(json_object_get(json_object_get(row, "latency_impact_pct"), "p99")));
+    assert_true(json_is_number(json_object_get(row, "throughput_impact_pct")));
+    json_t *sla = json_object_get(root, "sla");
+    assert_true(json_is_true(json_object_get(sla, "pass")));
+    assert_int_equal(json_array_size(json_object_get(sla, "checks")), 1);
+    json_decref(root);
+
+    FILE *f = fopen(csv_path, "r");
+    assert_non_null(f);
+    char line[2048];
+    assert_non_null(fgets(line, sizeof line, f));
+    line[strcspn(line, "\n")] = '\0';
+    assert_string_equal(line, lt_csv_header);
+    assert_non_null(strstr(line, "Concurrency,Inferences/Second,Client Send,"));
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        int commas = 0;
+        for (char *p = line; *p; p++)
+            commas += *p == ',';
+        assert_int_equal(commas, 20);
+        assert_true(strncmp(line, "2,", 2) == 0); /* Concurrency */
+        if (strstr(line, ",concurrent,")) {
+            /* latency and throughput impact are filled on concurrent rows */
+            char *p = strstr(line, ",concurrent,") + strlen(",concurrent,");
+            assert_true(*p != ',');
+        }
+        long p50_us = 0;
+        sscanf(line, "%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%*[^,],%ld", &p50_us);
+        assert_true(p50_us >= 4500 && p50_us < 1000000); /* microseconds */
+        rows++;
+    }
+    fclose(f);
+    assert_int_equal(rows, 4);
+
+    f = fopen(html_path, "r");
+    assert_non_null(f);
+    static char html[1 << 20];
+    size_t n = fread(html, 1, sizeof html - 1, f);
+    html[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(html, "<svg"));
+    assert_non_null(strstr(html, "<polyline"));
+    assert_non_null(strstr(html, "SLA PASS"));
+    assert_null(strstr(html, "<script"));
+}
+
+static void test_sweep_and_open_loop(void **state)
+{
+    (void)state;
+    char json_path[128];
+    path_in(json_path, sizeof json_path, "sweep.json");
+    assert_int_equal(run_cli("--url", url, "--scenario", "sweep", "--model", "m", "--sweep-concurrency", "1,2,4",
+                             "--requests", "20", "--quiet", "--json", json_path, NULL), 0);
+    json_t *root = json_load_file(json_path, 0, NULL);
+    assert_non_null(root);
+    json_t *phases = json_object_get(root, "phases");
+    assert_int_equal(json_array_size(phases), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(phases, 2), "name")), "c=4");
+    json_decref(root);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--rate", "100", "--poisson", "--seed", "3",
+                             "--duration", "0.5", "--warmup", "0.1", "--quiet", "--json", json_path, NULL), 0);
+    root = json_load_file(json_path, 0, NULL);
+    json_t *m = json_array_get(json_object_get(json_array_get(json_object_get(root, "phases"), 0), "models"), 0);
+    assert_true(json_real_value(json_object_get(m, "rate_per_s")) == 100.0);
+    assert_true(json_integer_value(json_object_get(m, "ok")) >= 20);
+    json_decref(root);
+}
+
+static void test_prompts_and_kind(void **state)
+{
+    (void)state;
+    char prompts[128];
+    path_in(prompts, sizeof prompts, "p.jsonl");
+    FILE *f = fopen(prompts, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": \"one\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"two\"}]}\n", f);
+    fclose(f);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--prompts", prompts, "--requests", "10", "--quiet",
+                             NULL), 0);
+    assert_int_equal(run_cli("--url", url, "--model", "e", "--kind", "e=encoder", "--requests", "10", "--quiet",
+                             NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_sla_exit_codes),
+        cmocka_unit_test(test_individual_vs_concurrent_outputs),
+        cmocka_unit_test(test_sweep_and_open_loop),
+        cmocka_unit_test(test_prompts_and_kind),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
