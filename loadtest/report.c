@@ -371,11 +371,24 @@ colo_status lt_report_csv(const char *path, const lt_report *rep, char *err, siz
                 snprintf(tput_imp, sizeof tput_imp, "%.2f", m->rps_impact_pct);
             if (!r->concurrency)
                 snprintf(rate, sizeof rate, "%g", r->rate_per_s);
-            /* model names are [A-Za-z0-9._-] in practice; quote anyway */
-            fprintf(f, "%u,%.2f,%lld,%lld,0,0,0,0,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,\"%s\",%s,%s,%s,%s\n",
+            /* a model name needing quotes (comma, quote) is quoted, as RFC 4180 says */
+            bool quote = strpbrk(r->model, ",\"\r\n") != NULL;
+            char model[300];
+            size_t o = 0;
+            if (quote)
+                model[o++] = '"';
+            for (const char *m = r->model; *m && o < sizeof model - 3; m++) {
+                if (*m == '"')
+                    model[o++] = '"';
+                model[o++] = *m;
+            }
+            if (quote)
+                model[o++] = '"';
+            model[o] = '\0';
+            fprintf(f, "%u,%.2f,%lld,%lld,0,0,0,0,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%s,%s,%s\n",
                     r->concurrency, r->rps, us(send), us(wait), us(recv), us(r->lat.p50), us(r->lat.p90),
                     us(r->lat.p95), us(r->lat.p99), us(r->lat.mean),
-                    isnan(wait) ? 0 : us(wait + recv), us(wait), r->model, p->name, lat_imp, tput_imp, rate);
+                    isnan(wait) ? 0 : us(wait + recv), us(wait), model, p->name, lat_imp, tput_imp, rate);
         }
     }
     if (fclose(f) != 0) {

@@ -47,38 +47,92 @@ static double nice_ceil(double v)
     return 10 * p;
 }
 
-enum { CW = 600, CH = 330, ML = 62, MR = 20, MT = 16, MB = 46 };
+enum { CW = 560, CH = 330, ML = 62, MR = 20, MT = 16, MB = 46 };
+
+/* Colour of a phase: by the first-seen order of phase names, so a phase
+ * has the same colour in every chart. */
+static const char *phase_color(const lt_report *rep, const char *name)
+{
+    size_t distinct = 0;
+    for (size_t i = 0; i < rep->n_phases; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(rep->phases[j].name, rep->phases[i].name) == 0;
+        if (seen)
+            continue;
+        if (strcmp(rep->phases[i].name, name) == 0)
+            break;
+        distinct++;
+    }
+    return palette[distinct % N_COLORS];
+}
+
+/* x position of latency v: linear on [0, xmax], or log10 on [xmin, xmax]. */
+static double xpos(double v, bool log_x, double xmin, double xmax, double pw)
+{
+    if (!log_x)
+        return ML + pw * v / xmax;
+    if (v < xmin)
+        v = xmin;
+    return ML + pw * (log10(v) - log10(xmin)) / (log10(xmax) - log10(xmin));
+}
 
 static void cdf_chart(FILE *f, const lt_report *rep, const char *model)
 {
-    double xmax = 0;
+    double xmax = 0, xmin = INFINITY;
     for (size_t i = 0; i < rep->n_phases; i++)
         for (size_t k = 0; k < rep->phases[i].n; k++) {
             const lt_result *r = &rep->phases[i].results[k];
-            if (strcmp(r->model, model) == 0 && r->lat.n && r->lat.max > xmax)
+            if (strcmp(r->model, model) != 0 || !r->lat.n)
+                continue;
+            if (r->lat.max > xmax)
                 xmax = r->lat.max;
+            if (r->lat.min > 0 && r->lat.min < xmin)
+                xmin = r->lat.min;
         }
-    xmax = nice_ceil(xmax);
+    /* a long tail squashes a linear axis: go logarithmic past a 20x spread */
+    bool log_x = isfinite(xmin) && xmax / xmin > 20.0;
+    if (log_x) {
+        xmin = pow(10.0, floor(log10(xmin)));
+        xmax = pow(10.0, ceil(log10(xmax)));
+    } else {
+        xmax = nice_ceil(xmax);
+    }
     double pw = CW - ML - MR, ph = CH - MT - MB;
     fprintf(f, "<figure><svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", CW, CH, CW, CH);
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" class=\"plot\"/>\n", ML, MT, pw, ph);
-    for (int t = 0; t <= 5; t++) { /* x grid and labels */
-        double x = ML + pw * t / 5.0;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, MT, x, MT + ph);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>\n", x,
-                MT + ph + 16, xmax * t / 5.0);
+    if (log_x) {
+        for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
+            for (int m = 1; m < 10 && d * m <= xmax * 1.0001; m++) {
+                double x = xpos(d * m, true, xmin, xmax, pw);
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid%s\"/>", x, MT, x,
+                        MT + ph, m == 1 ? "" : " minor");
+                if (m == 1)
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>\n", x,
+                            MT + ph + 16, d);
+                if (d * 10 > xmax * 1.0001)
+                    break;
+            }
+        }
+    } else {
+        for (int t = 0; t <= 5; t++) {
+            double x = ML + pw * t / 5.0;
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, MT, x, MT + ph);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>\n", x,
+                    MT + ph + 16, xmax * t / 5.0);
+        }
     }
-    const double ys[] = {0, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0};
+    const double ys[] = {0, 0.25, 0.5, 0.75, 0.9, 0.99};
     for (size_t t = 0; t < sizeof ys / sizeof *ys; t++) {
         double y = MT + ph * (1.0 - ys[t]);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid%s\"/>", ML, y, ML + pw, y,
-                ys[t] == 0.9 || ys[t] == 0.99 ? " dash" : "");
+                ys[t] >= 0.9 ? " dash" : "");
         if (ys[t] != 0.75 && ys[t] != 0.25)
-            fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>\n", ML - 6, y + 4,
-                    ys[t]);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", ML - 6,
+                    y + (ys[t] == 0.99 ? 7 : 4), ys[t] == 0 ? "0" : ys[t] == 0.5 ? "p50" : ys[t] == 0.9 ? "p90" : "p99");
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">latency (ms)</text>\n",
-            ML + pw / 2, CH - 8);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">latency (ms%s)</text>\n",
+            ML + pw / 2, CH - 8, log_x ? ", log scale" : "");
     fprintf(f, "<text x=\"14\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 14 %.1f)\">"
                "fraction of requests</text>\n", MT + ph / 2, MT + ph / 2);
     size_t line = 0;
@@ -87,30 +141,32 @@ static void cdf_chart(FILE *f, const lt_report *rep, const char *model)
             const lt_result *r = &rep->phases[i].results[k];
             if (strcmp(r->model, model) != 0)
                 continue;
-            const char *color = palette[line % N_COLORS];
+            const char *color = phase_color(rep, rep->phases[i].name);
             size_t n = r->latency_ms.n;
             if (n) {
                 fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
                 size_t m = n < 400 ? n : 400;
-                double px = ML, py = MT + ph;
-                fprintf(f, "%.1f,%.1f ", px, py);
+                double py = MT + ph;
+                fprintf(f, "%.1f,%.1f ", xpos(r->latency_ms.v[0], log_x, xmin, xmax, pw), py);
                 for (size_t j = 0; j < m; j++) {
                     size_t idx = m == 1 ? n - 1 : j * (n - 1) / (m - 1);
-                    double x = ML + pw * r->latency_ms.v[idx] / xmax;
+                    double x = xpos(r->latency_ms.v[idx], log_x, xmin, xmax, pw);
                     double y = MT + ph * (1.0 - (double)(idx + 1) / (double)n);
                     fprintf(f, "%.1f,%.1f %.1f,%.1f ", x, py, x, y); /* steps */
                     py = y;
                 }
                 fputs("\"/>\n", f);
             }
-            double ly = MT + 14 + 18.0 * (double)line;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>", ML + pw - 170,
+            double ly = MT + ph - 12 - 18.0 * (double)line; /* legend bottom right, below the curves */
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>", ML + pw - 236,
                     ly - 5, color);
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", ML + pw - 150, ly);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", ML + pw - 216, ly);
             esc(f, rep->phases[i].name);
-            fprintf(f, " (p99 ");
+            fprintf(f, ": p50 ");
+            num(f, r->lat.p50, 1);
+            fprintf(f, ", p99 ");
             num(f, r->lat.p99, 1);
-            fprintf(f, " ms)</text>\n");
+            fprintf(f, " ms</text>\n");
             line++;
         }
     }
@@ -145,16 +201,12 @@ static void throughput_bars(FILE *f, const lt_report *rep)
         for (size_t k = 0; k < rep->phases[i].n; k++, row++) {
             const lt_result *r = &rep->phases[i].results[k];
             double y = 8 + (double)row * row_h;
-            size_t model_idx = 0; /* colour by model */
-            for (size_t j = 0; j < rep->phases[0].n; j++)
-                if (strcmp(rep->phases[0].results[j].model, r->model) == 0)
-                    model_idx = j;
             fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"legend\" text-anchor=\"end\">", label_w - 8, y + 14);
             esc(f, r->model);
             fputs(" &middot; ", f);
             esc(f, rep->phases[i].name);
             fprintf(f, "</text><rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>", label_w, y,
-                    bw * r->rps / vmax, row_h - 8, palette[model_idx % N_COLORS]);
+                    bw * r->rps / vmax, row_h - 8, phase_color(rep, rep->phases[i].name));
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%.2f req/s</text>\n",
                     label_w + bw * r->rps / vmax + 6, y + 14, r->rps);
         }
@@ -285,7 +337,7 @@ colo_status lt_report_html(const char *path, const lt_report *rep, char *err, si
           ".charts{display:flex;flex-wrap:wrap;gap:16px}figure{margin:0}figcaption{text-align:center;"
           "color:#374151;font-weight:600}\n"
           "svg .plot{fill:#fafafa;stroke:#9ca3af}svg .grid{stroke:#e5e7eb}svg .grid.dash{stroke:#cbd5e1;"
-          "stroke-dasharray:4 3}\n"
+          "stroke-dasharray:4 3}svg .grid.minor{stroke:#f1f5f9}\n"
           "svg text{font:12px system-ui,sans-serif;fill:#374151}svg .axis{font-size:13px}\n"
           "table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:13px}\n"
           "th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}\n"
