@@ -45,7 +45,7 @@ typedef struct conn {
 
     /* the request in flight */
     uint64_t intended_ns, sent_ns, first_byte_ns, last_event_ns;
-    bool measured, msg_complete;
+    bool measured, msg_complete, keep_alive;
     int status;
     bool sse;
     char hdr_name[32];
@@ -296,6 +296,8 @@ static int on_message_complete(llhttp_t *p)
         c->has_data = false;
     }
     c->msg_complete = true;
+    /* only valid here: llhttp resets its flags once the callback returns */
+    c->keep_alive = llhttp_should_keep_alive(p);
     return 0;
 }
 
@@ -435,6 +437,7 @@ static void conn_send(conn *c, uint64_t intended_ns, bool measured)
     c->last_event_ns = 0;
     c->measured = measured;
     c->msg_complete = false;
+    c->keep_alive = false;
     c->status = 0;
     c->sse = false;
     c->hdr_name_len = 0;
@@ -555,9 +558,8 @@ static void on_read(struct bufferevent *bev, void *arg)
         }
         if (c->msg_complete) {
             bool ok = c->status >= 200 && c->status <= 299;
-            bool keep = llhttp_should_keep_alive(&c->parser);
             request_end(c, ok ? OUT_OK : OUT_HTTP);
-            after_request(c, keep, false);
+            after_request(c, c->keep_alive, false);
             return;
         }
     }

@@ -46,6 +46,7 @@ typedef struct stub_server {
     pthread_t thread;
     int port;
     long requests;        /* received so far (read after stub_stop) */
+    long accepted;        /* connections accepted so far */
     struct stub_conn *conns; /* open connections, freed by stub_stop */
 } stub_server;
 
@@ -221,6 +222,7 @@ static void stub_accept(struct evconnlistener *l, evutil_socket_t fd, struct soc
         return;
     }
     c->s = s;
+    s->accepted++;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
