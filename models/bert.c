@@ -2,6 +2,7 @@
  * V 30522, 512 positions, max_seq_length 256, GELU, LayerNorm eps 1e-12).
  * Matrix products run on the real tokens packed back to back; attention
  * alone sees the batch padded to its longest sequence. */
+#include "models/alloc_set.h"
 #include "models/bert.h"
 #include "models/safetensors.h"
 
@@ -33,8 +34,7 @@ struct colo_bert {
     float *ln_g, *ln_b;      /* (E) embeddings.LayerNorm */
     layer *layers;
     size_t weight_bytes;
-    void **allocs;      /* every arena allocation, freed at the end */
-    int n_allocs, cap_allocs;
+    colo_alloc_set allocs; /* every arena allocation, freed at the end */
     /* activations for up to cap_tokens padded tokens and cap_seqs sequences */
     int cap_tokens, cap_seqs;
     void *act;
@@ -45,31 +45,10 @@ struct colo_bert {
 
 static colo_status track(colo_bert *m, size_t bytes, void **out)
 {
-    if (m->n_allocs == m->cap_allocs) {
-        int cap = m->cap_allocs ? m->cap_allocs * 2 : 128;
-        void **a = realloc(m->allocs, (size_t)cap * sizeof *a);
-        if (!a)
-            return COLO_ENOMEM;
-        m->allocs = a;
-        m->cap_allocs = cap;
-    }
-    colo_status st = colo_arena_alloc(m->arena, bytes ? bytes : 1, 256, out);
-    if (st == COLO_OK)
-        m->allocs[m->n_allocs++] = *out;
-    return st;
+    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
 }
 
-static void untrack(colo_bert *m, void *p)
-{
-    if (!p)
-        return;
-    for (int i = 0; i < m->n_allocs; i++)
-        if (m->allocs[i] == p) {
-            m->allocs[i] = m->allocs[--m->n_allocs];
-            break;
-        }
-    colo_arena_free(m->arena, p);
-}
+static void untrack(colo_bert *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
 
 /* ---- configuration files ------------------------------------------------------ */
 
@@ -404,9 +383,7 @@ void colo_bert_free(colo_bert *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->n_allocs; i++)
-        colo_arena_free(m->arena, m->allocs[i]);
-    free(m->allocs);
+    colo_alloc_set_clear(&m->allocs, m->arena);
     free(m->layers);
     free(m->host);
     colo_wordpiece_free(m->wp);

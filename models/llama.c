@@ -3,6 +3,7 @@
  * dims, rms eps 1e-5, context 8192; matrices Q4_1, norms F32, the tied
  * token embedding Q8_0 (no output.weight); tokenizer gpt2/smollm,
  * add_bos_token false. Everything is read from the file. */
+#include "models/alloc_set.h"
 #include "models/llama.h"
 #include "models/kv_cache.h"
 #include "runtime/log.h"
@@ -36,8 +37,7 @@ struct colo_llama {
     colo_dtype t_out;
     layer *layers;
     size_t weight_bytes;
-    void **allocs;        /* every arena allocation, freed at the end */
-    int n_allocs, cap_allocs;
+    colo_alloc_set allocs; /* every arena allocation, freed at the end */
     colo_kv_cache *kv;    /* NULL until colo_llama_kv_init */
     /* activations for up to cap_tokens tokens and cap_logits logits */
     int cap_tokens, cap_logits, cap_meta_seqs, cap_meta_blocks;
@@ -49,31 +49,10 @@ struct colo_llama {
 
 static colo_status track(colo_llama *m, size_t bytes, void **out)
 {
-    if (m->n_allocs == m->cap_allocs) {
-        int cap = m->cap_allocs ? m->cap_allocs * 2 : 64;
-        void **a = realloc(m->allocs, (size_t)cap * sizeof *a);
-        if (!a)
-            return COLO_ENOMEM;
-        m->allocs = a;
-        m->cap_allocs = cap;
-    }
-    colo_status st = colo_arena_alloc(m->arena, bytes, 256, out);
-    if (st == COLO_OK)
-        m->allocs[m->n_allocs++] = *out;
-    return st;
+    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
 }
 
-static void untrack(colo_llama *m, void *p)
-{
-    if (!p)
-        return;
-    for (int i = 0; i < m->n_allocs; i++)
-        if (m->allocs[i] == p) {
-            m->allocs[i] = m->allocs[--m->n_allocs];
-            break;
-        }
-    colo_arena_free(m->arena, p);
-}
+static void untrack(colo_llama *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
 
 /* Uploads tensor name, checking its type class and shape (ne0, ne1). */
 static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_stream *s, const char *name, int64_t ne0,
@@ -308,9 +287,7 @@ void colo_llama_free(colo_llama *m)
     if (!m)
         return;
     colo_kv_cache_destroy(m->kv);
-    for (int i = 0; i < m->n_allocs; i++)
-        colo_arena_free(m->arena, m->allocs[i]);
-    free(m->allocs);
+    colo_alloc_set_clear(&m->allocs, m->arena);
     free(m->layers);
     free(m->h_slot);
     colo_bpe_free(m->bpe);
