@@ -220,7 +220,8 @@ static void test_quantize_round_trip(void **state)
                 case COLO_Q4_0: bound = amax / 8 * 1.01 + amax * 0x1p-11; break; /* d = max / -8; 16 clamps to 15 */
                 case COLO_Q4_1: bound = (hi - lo) / 30 * 1.01 + (hi - lo + fabsf(lo)) * 0x1p-11; break;
                 case COLO_Q8_0: bound = amax / 254 * 1.01 + amax * 0x1p-11; break;
-                case COLO_F16: bound = fabsf(v) * 0x1p-11; break;
+                /* Below 2^-14, F16 is subnormal: half a step is 2^-25 absolute. */
+                case COLO_F16: bound = fmax(fabsf(v) * 0x1p-11, 0x1p-25); break;
                 default: bound = fabsf(v) * 0x1p-8; break;
                 }
                 if (!(fabs(y[b * 32 + j] - v) <= bound))
