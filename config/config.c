@@ -173,7 +173,17 @@ typedef int (*field_fn)(parse_ctx *p, const char *key, const yaml_node_t *v, voi
 /* dst = prefix "." key (field names are short: cut rather than fail). */
 static void join(char *dst, size_t cap, const char *prefix, const char *key)
 {
-    snprintf(dst, cap, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+    size_t lp = strlen(prefix), lk = strlen(key), o = 0;
+    if (lp > cap - 1)
+        lp = cap - 1;
+    memcpy(dst, prefix, lp);
+    o = lp;
+    if (lp && o < cap - 1)
+        dst[o++] = '.';
+    if (lk > cap - 1 - o)
+        lk = cap - 1 - o;
+    memcpy(dst + o, key, lk);
+    dst[o + lk] = 0;
 }
 
 /* Calls fn(key, value, obj, "prefix.key") for each pair of mapping n. */
@@ -325,7 +335,7 @@ static int batching_field(parse_ctx *p, const char *key, const yaml_node_t *v, v
             yaml_node_t *e = yaml_document_get_node(p->doc, *it);
             if (b->n_preferred == COLO_CFG_MAX_PREFERRED)
                 return fail(p, e, f, "at most %d sizes", COLO_CFG_MAX_PREFERRED);
-            int x;
+            int x = 0;
             if (get_int(p, e, f, 1, 4096, &x))
                 return -1;
             if (b->n_preferred && x <= b->preferred_batch_size[b->n_preferred - 1])
@@ -445,7 +455,10 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         colo_config_model_cache(cache, sizeof cache);
         if (strlen(cache) + strlen(m->source_file) + 2 > sizeof m->path)
             return fail(p, v, f, "the cache path is too long");
-        snprintf(m->path, sizeof m->path, "%s/%s", cache, m->source_file);
+        size_t lc = strlen(cache), lf = strlen(m->source_file);
+        memcpy(m->path, cache, lc);
+        m->path[lc] = '/';
+        memcpy(m->path + lc + 1, m->source_file, lf + 1);
         return 0;
     }
     if (!strcmp(key, "memory_fraction")) {
