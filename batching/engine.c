@@ -394,6 +394,7 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     return COLO_OK;
 }
 
+bool colo_gen_seq_started(const colo_gen_seq *q) { return q->first_step_ns != 0; }
 int colo_gen_n_running(const colo_gen_engine *e) { return colo_cb_n_running(e->planner); }
 int colo_gen_n_waiting(const colo_gen_engine *e) { return colo_cb_n_waiting(e->planner); }
 int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks(e->m); }

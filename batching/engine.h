@@ -83,6 +83,9 @@ void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *seq);
  * returned. */
 colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled);
 
+/* True once seq has been scheduled in a step (its queue wait is over). */
+bool colo_gen_seq_started(const colo_gen_seq *seq);
+
 int colo_gen_n_running(const colo_gen_engine *e);
 int colo_gen_n_waiting(const colo_gen_engine *e);
 int colo_gen_kv_blocks(const colo_gen_engine *e);

@@ -1,0 +1,116 @@
+/* batching/served.h: one model being served: its arena, stream, queue,
+ * co-scheduler membership and executor thread.
+ *
+ * colo_served_load checks that the model fits its memory fraction (weights,
+ * activations of the largest step and the minimum KV cache, with the bytes
+ * needed and available in the message), creates the model's arena of
+ * memory_fraction of the device budget, its stream (priority and compute
+ * units from the caller) and loads the weights into the arena. Then
+ * colo_served_start runs the executor thread:
+ *  - llama: continuous batching through the generation engine
+ *    (batching/engine.h). Requests are admitted from the queue while the
+ *    engine has room to run them; the engine's KV cache takes what the
+ *    arena has left after weights and activations. When the cache is full,
+ *    new requests wait in the queue (their queue deadline still runs:
+ *    COLO_ETIMEDOUT at the end), running sequences are never failed for
+ *    memory.
+ *  - bert: the dynamic batcher (colo_queue_form_batch with the model's
+ *    max_batch_size, preferred sizes and max_queue_delay_us), one forward
+ *    pass per batch.
+ * Every step is bracketed by the co-scheduler (runtime/cosched.h).
+ *
+ * Outcome statuses in colo_req_result: COLO_OK; COLO_EINVAL (the input can
+ * never run: prompt longer than the context, inputs the tokenizer refuses);
+ * COLO_ETIMEDOUT (queue deadline passed before the request started);
+ * COLO_ECANCELED (colo_served_cancel, or the model stopped); COLO_ENOMEM,
+ * COLO_EDEVICE, COLO_EFATAL (the step failed; EFATAL: the device context is
+ * lost and the model is now failed).
+ *
+ * Thread safety: submit, cancel, info and the state may be called from any
+ * thread; load, start, stop and free from one controlling thread. */
+#ifndef COLO_BATCHING_SERVED_H
+#define COLO_BATCHING_SERVED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batching/request.h"
+#include "config/config.h"
+#include "runtime/arena.h"
+#include "runtime/backend.h"
+#include "runtime/cosched.h"
+
+typedef enum colo_served_state {
+    COLO_SERVED_LOADING = 0,
+    COLO_SERVED_READY = 1,
+    COLO_SERVED_FAILED = 2,   /* a device error lost the model; requests get 503 */
+    COLO_SERVED_STOPPING = 3, /* shutting down; no new requests */
+} colo_served_state;
+
+const char *colo_served_state_name(colo_served_state s);
+
+/* Called on the executor thread after every step (for metrics). */
+typedef struct colo_served_hooks {
+    /* batch: requests (bert) or sequences (llama) in the step; tokens computed */
+    void (*on_step)(void *ud, const char *model, int batch, int tokens, double step_ms, double sched_wait_ms);
+    void *ud;
+} colo_served_hooks;
+
+typedef struct colo_served_env {
+    colo_device *dev;
+    colo_cosched *cs;              /* may be NULL: no co-scheduling */
+    size_t budget_bytes;           /* the budget fractions apply to; 0 = colo_arena_device_budget */
+    colo_stream_config stream;     /* the model's stream (priority, compute units) */
+    colo_served_hooks hooks;
+} colo_served_env;
+
+typedef struct colo_served colo_served;
+
+/* Loads mc's model. NULL with a message naming the model, the file and
+ * the problem (memory, missing tensor...). The model is not serving yet. */
+colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen);
+/* Starts the executor; the model is then ready. */
+colo_status colo_served_start(colo_served *m, char *err, size_t errlen);
+/* Refuses new requests, cancels queued and running ones (their on_done
+ * runs with COLO_ECANCELED) and joins the executor. Idempotent. */
+void colo_served_stop(colo_served *m);
+/* Stops it and frees everything. Accepts NULL. */
+void colo_served_free(colo_served *m);
+
+/* Queues r (filled by the caller; r->who.priority orders it). COLO_OK: on_done
+ * will run exactly once. COLO_EAGAIN: the queue is full (answer 429).
+ * COLO_ECANCELED: the model is not ready, failed or stopping (503).
+ * COLO_EINVAL: the request does not fit this kind of model. On an error r
+ * is untouched by the model and no callback runs. */
+colo_status colo_served_submit(colo_served *m, colo_request *r);
+/* Any thread: the client went away. A queued request is removed and its
+ * on_done (COLO_ECANCELED) runs on the calling thread before this returns;
+ * a running one is stopped by the executor soon, which then runs on_done. */
+void colo_served_cancel(colo_served *m, colo_request *r);
+
+typedef struct colo_served_info {
+    const char *name;
+    colo_model_kind kind;
+    colo_served_state state;
+    const char *error;         /* why it failed ("" otherwise) */
+    colo_priority priority;
+    colo_arena_stats mem;      /* limit, used, peak */
+    int queue_depth;
+    int max_queue;
+    int running;               /* sequences or requests in the executor */
+    int kv_blocks, kv_free_blocks, kv_block_size; /* llama */
+    int max_seq_len;           /* llama: tokens; bert: tokens per input */
+    int dim;                   /* bert: embedding size */
+    int n_vocab;
+    uint64_t preemptions;
+    double load_ms;
+    uint64_t steps;
+    uint64_t sched_wait_ns;    /* co-scheduler wait, total */
+} colo_served_info;
+
+void colo_served_get_info(colo_served *m, colo_served_info *out);
+colo_served_state colo_served_get_state(const colo_served *m);
+const colo_model_cfg *colo_served_config(const colo_served *m);
+
+#endif

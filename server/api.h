@@ -1,0 +1,47 @@
+/* server/api.h: the model endpoints of colo-server (docs/API.md).
+ *
+ *   POST /v1/models/{name}/infer   generation (prompt | messages) or embeddings (inputs)
+ *   GET  /v1/models                OpenAI's list shape with colo's fields
+ *   GET  /v1/models/{name}         one model: kind, state, memory, batching, queue
+ *   POST /v1/completions           OpenAI-compatible (SSE with "stream": true)
+ *   POST /v1/chat/completions      OpenAI-compatible (SSE with "stream": true)
+ *   POST /v1/embeddings            OpenAI-compatible (float or base64)
+ *
+ * Requests are decoded on the loop thread (server/api_request.h), queued on
+ * the model (batching/served.h) and answered from its executor through
+ * colo_http_server_call, so every response is written by the loop thread.
+ * A client that goes away cancels its request (queued or running).
+ *
+ * Statuses: 400 bad body or field, 404 unknown model, 429 (Retry-After) the
+ * model's queue is full, 503 the model is not ready or failed, its queue
+ * deadline passed, or its memory could not hold the request.
+ *
+ * Per-model metrics (labels model, and priority for queue time):
+ * colo_model_requests_total{model,status}, request / queue / prefill /
+ * decode / time-to-first-token / inter-token histograms in seconds, prompt
+ * and generated tokens, batch size and step time histograms, queue depth,
+ * running, memory limit / used / peak bytes, KV blocks, readiness, and the
+ * co-scheduler's wait time and steps by policy.
+ *
+ * Threads: create, add_model and free on the controlling thread before and
+ * after the loop runs; the hooks from any executor thread. */
+#ifndef COLO_SERVER_API_H
+#define COLO_SERVER_API_H
+
+#include <stdbool.h>
+
+#include "batching/served.h"
+#include "server/server.h"
+
+typedef struct colo_api colo_api;
+
+/* Registers the routes and metric families on srv; readiness needs every
+ * one of cfg's models added and ready. */
+colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, size_t errlen);
+/* Serves m (loaded and started); the api does not own it. */
+colo_status colo_api_add_model(colo_api *a, colo_served *m);
+/* Hooks for colo_served_env: step metrics. */
+colo_served_hooks colo_api_hooks(colo_api *a);
+void colo_api_free(colo_api *a);
+
+#endif

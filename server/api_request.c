@@ -1,0 +1,499 @@
+/* Request bodies of the model endpoints -> colo_api_input. */
+#include "server/api_request.h"
+#include "models/bpe.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STOP_BYTES 256
+#define MAX_MESSAGES 1024
+
+static const char *const prio_names[] = {"low", "normal", "high"}; /* = colo_priority */
+
+colo_status colo_priority_parse(const char *s, colo_priority *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, prio_names[i])) {
+            *out = (colo_priority)i;
+            return COLO_OK;
+        }
+    return COLO_EINVAL;
+}
+
+const char *colo_priority_name(colo_priority p)
+{
+    return (unsigned)p < 3 ? prio_names[p] : "normal";
+}
+
+const char *colo_api_model_field(json_t *body, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(body, "model");
+    if (!v) {
+        colo_set_err(err, errlen, "model: required (the name of a served model)");
+        return NULL;
+    }
+    if (!json_is_string(v)) {
+        colo_set_err(err, errlen, "model: must be a string");
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+/* ---- field checks ------------------------------------------------------------- */
+
+typedef struct dec {
+    colo_api_endpoint ep;
+    colo_model_kind kind;
+    const colo_api_limits *lim;
+    colo_api_input *in;
+    char *err;
+    size_t errlen;
+    json_t *prompt, *messages, *input;
+    bool max_tokens_set;
+} dec;
+
+static colo_status bad(dec *d, const char *key, const char *what)
+{
+    colo_set_err(d->err, d->errlen, "%s: %s", key, what);
+    return COLO_EINVAL;
+}
+
+/* A string without NUL bytes. */
+static bool plain_string(json_t *v)
+{
+    return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static colo_status get_int(dec *d, const char *key, json_t *v, long long lo, long long hi, long long *out)
+{
+    if (!json_is_integer(v))
+        return bad(d, key, "must be an integer");
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        colo_set_err(d->err, d->errlen, "%s: %lld is out of range [%lld, %lld]", key, x, lo, hi);
+        return COLO_EINVAL;
+    }
+    *out = x;
+    return COLO_OK;
+}
+
+static colo_status get_num(dec *d, const char *key, json_t *v, double lo, double hi, bool lo_open, double *out)
+{
+    if (!json_is_number(v))
+        return bad(d, key, "must be a number");
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+        colo_set_err(d->err, d->errlen, "%s: %g is out of range %s%g, %g]", key, x, lo_open ? "(" : "[", lo, hi);
+        return COLO_EINVAL;
+    }
+    *out = x;
+    return COLO_OK;
+}
+
+static colo_status get_bool(dec *d, const char *key, json_t *v, bool *out)
+{
+    if (!json_is_boolean(v))
+        return bad(d, key, "must be true or false");
+    *out = json_is_true(v);
+    return COLO_OK;
+}
+
+static colo_status add_stop(dec *d, json_t *s)
+{
+    colo_api_input *in = d->in;
+    if (!plain_string(s) || json_string_length(s) == 0)
+        return bad(d, "stop", "must be a non-empty string or an array of them");
+    if (json_string_length(s) > MAX_STOP_BYTES)
+        return bad(d, "stop", "a stop string is longer than 256 bytes");
+    if (in->params.n_stop >= COLO_REQ_MAX_STOP)
+        return bad(d, "stop", "at most 8 stop strings");
+    char *c = strdup(json_string_value(s));
+    if (!c)
+        return bad(d, "stop", "out of memory");
+    in->stop_buf[in->params.n_stop] = c;
+    in->params.stop[in->params.n_stop++] = c;
+    return COLO_OK;
+}
+
+/* OpenAI fields accepted and ignored when they hold the value that means
+ * "off"; anything else is refused, since ignoring it would change results. */
+static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *handled)
+{
+    static const char *const always[] = {"user", "store", "metadata", "service_tier", "parallel_tool_calls",
+                                         "prompt_cache_key", "safety_identifier", NULL};
+    *handled = true;
+    for (int i = 0; always[i]; i++)
+        if (!strcmp(key, always[i]))
+            return COLO_OK;
+    if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
+        if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
+            return COLO_OK;
+        return bad(d, key, "only 1 is supported");
+    }
+    if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+        if (json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "only 0 is supported");
+    }
+    if (!strcmp(key, "logit_bias")) {
+        if (json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "is not supported");
+    }
+    if (!strcmp(key, "logprobs") || !strcmp(key, "echo")) {
+        if (json_is_null(v) || json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "is not supported");
+    }
+    if (!strcmp(key, "top_logprobs")) {
+        if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "is not supported");
+    }
+    if (!strcmp(key, "suffix") || !strcmp(key, "tools") || !strcmp(key, "functions") ||
+        !strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
+        if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+            (json_is_string(v) && !strcmp(json_string_value(v), "none")))
+            return COLO_OK;
+        return bad(d, key, "is not supported");
+    }
+    if (!strcmp(key, "response_format")) {
+        json_t *t = json_object_get(v, "type");
+        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "text")))
+            return COLO_OK;
+        return bad(d, key, "only {\"type\":\"text\"} is supported");
+    }
+    *handled = false;
+    return COLO_OK;
+}
+
+/* Generation fields shared by every generative endpoint. */
+static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
+{
+    colo_api_input *in = d->in;
+    long long x;
+    double f;
+    colo_status st = COLO_OK;
+    *handled = true;
+    bool openai = d->ep != COLO_API_INFER;
+    if (!strcmp(key, "max_tokens") || (d->ep == COLO_API_CHAT && !strcmp(key, "max_completion_tokens"))) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_int(d, key, v, 1, d->lim->max_seq_len, &x)) == COLO_OK) {
+            in->params.max_tokens = (int)x;
+            d->max_tokens_set = true;
+        }
+    } else if (!strcmp(key, "temperature")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 2, false, &f)) == COLO_OK)
+            in->params.temperature = (float)f;
+    } else if (!strcmp(key, "top_p")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 1, true, &f)) == COLO_OK)
+            in->params.top_p = (float)f;
+    } else if (!strcmp(key, "top_k")) {
+        if ((st = get_int(d, key, v, 0, d->lim->n_vocab, &x)) == COLO_OK)
+            in->params.top_k = (int)x;
+    } else if (!strcmp(key, "seed")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_int(d, key, v, 0, INT64_MAX, &x)) == COLO_OK)
+            in->params.seed = (uint64_t)x;
+    } else if (!strcmp(key, "stop")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if (json_is_array(v)) {
+            size_t i;
+            json_t *s;
+            json_array_foreach(v, i, s) if ((st = add_stop(d, s)) != COLO_OK) return st;
+        } else {
+            st = add_stop(d, v);
+        }
+    } else if (!strcmp(key, "stream")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        st = get_bool(d, key, v, &in->params.stream);
+    } else if (openai && !strcmp(key, "stream_options")) {
+        if (json_is_null(v))
+            return COLO_OK;
+        if (!json_is_object(v))
+            return bad(d, key, "must be an object");
+        json_t *u = json_object_get(v, "include_usage");
+        if (u && (st = get_bool(d, "stream_options.include_usage", u, &in->include_usage)) != COLO_OK)
+            return st;
+    } else if (!strcmp(key, "priority")) {
+        if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
+            return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
+        in->has_priority = true;
+    } else {
+        *handled = false;
+    }
+    return st;
+}
+
+/* ---- prompts ------------------------------------------------------------------ */
+
+static colo_status set_prompt(dec *d, const char *text, size_t len, bool special)
+{
+    colo_api_input *in = d->in;
+    if (len == 0)
+        return bad(d, d->messages ? "messages" : "prompt", "is empty");
+    if (d->lim->max_prompt_bytes && len > d->lim->max_prompt_bytes) {
+        colo_set_err(d->err, d->errlen, "%s: %zu bytes is longer than the model's context allows (%zu bytes)",
+                     d->messages ? "messages" : "prompt", len, d->lim->max_prompt_bytes);
+        return COLO_EINVAL;
+    }
+    if (!(in->prompt = malloc(len + 1)))
+        return bad(d, "prompt", "out of memory");
+    memcpy(in->prompt, text, len);
+    in->prompt[len] = 0;
+    in->prompt_len = len;
+    in->special = special;
+    return COLO_OK;
+}
+
+static colo_status decode_prompt(dec *d)
+{
+    json_t *v = d->prompt;
+    if (json_is_array(v) && d->ep == COLO_API_COMPLETIONS) {
+        if (json_array_size(v) != 1 || !json_is_string(json_array_get(v, 0)))
+            return bad(d, "prompt", "must be a string (or an array of exactly one string)");
+        v = json_array_get(v, 0);
+    }
+    if (!json_is_string(v))
+        return bad(d, "prompt", "must be a string");
+    if (!plain_string(v))
+        return bad(d, "prompt", "must not contain NUL characters");
+    return set_prompt(d, json_string_value(v), json_string_length(v), false);
+}
+
+/* content: a string, or (OpenAI) an array of {"type":"text","text":...} parts. */
+static colo_status message_content(dec *d, json_t *c, char **out)
+{
+    if (plain_string(c)) {
+        *out = strdup(json_string_value(c));
+        return *out ? COLO_OK : bad(d, "messages", "out of memory");
+    }
+    if (!json_is_array(c) || d->ep == COLO_API_INFER)
+        return bad(d, "messages", "each content must be a string without NUL characters");
+    size_t total = 0, i;
+    json_t *p;
+    json_array_foreach(c, i, p) {
+        json_t *t = json_object_get(p, "type"), *x = json_object_get(p, "text");
+        if (!json_is_string(t) || strcmp(json_string_value(t), "text") || !plain_string(x))
+            return bad(d, "messages", "content parts must be {\"type\":\"text\",\"text\":\"...\"}");
+        total += json_string_length(x);
+    }
+    char *s = malloc(total + 1);
+    if (!s)
+        return bad(d, "messages", "out of memory");
+    size_t o = 0;
+    json_array_foreach(c, i, p) {
+        json_t *x = json_object_get(p, "text");
+        memcpy(s + o, json_string_value(x), json_string_length(x));
+        o += json_string_length(x);
+    }
+    s[o] = 0;
+    *out = s;
+    return COLO_OK;
+}
+
+static colo_status decode_messages(dec *d)
+{
+    json_t *v = d->messages;
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return bad(d, "messages", "must be a non-empty array of {\"role\",\"content\"}");
+    size_t n = json_array_size(v);
+    if (n > MAX_MESSAGES)
+        return bad(d, "messages", "more than 1024 messages");
+    colo_chat_msg *msgs = calloc(n, sizeof *msgs);
+    char **contents = calloc(n, sizeof *contents);
+    colo_status st = COLO_OK;
+    if (!msgs || !contents) {
+        st = bad(d, "messages", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n && st == COLO_OK; i++) {
+        json_t *m = json_array_get(v, i), *role = json_object_get(m, "role"), *c = json_object_get(m, "content");
+        if (!json_is_object(m) || !json_is_string(role) || !c) {
+            st = bad(d, "messages", "each message needs a string role and a content");
+            break;
+        }
+        const char *r = json_string_value(role);
+        if (!strcmp(r, "developer"))
+            r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+            st = bad(d, "messages", "role must be system, user or assistant");
+            break;
+        }
+        const char *k;
+        json_t *x;
+        json_object_foreach(m, k, x) if (strcmp(k, "role") && strcmp(k, "content") &&
+                                         (d->ep == COLO_API_INFER || strcmp(k, "name")))
+        {
+            colo_set_err(d->err, d->errlen, "messages: unknown field '%s' in a message", k);
+            st = COLO_EINVAL;
+            break;
+        }
+        if (st != COLO_OK || (st = message_content(d, c, &contents[i])) != COLO_OK)
+            break;
+        msgs[i].role = r;
+        msgs[i].content = contents[i];
+    }
+    if (st == COLO_OK) {
+        char *p = colo_chatml_prompt(msgs, (int)n);
+        st = p ? set_prompt(d, p, strlen(p), true) : bad(d, "messages", "out of memory");
+        free(p);
+    }
+out:
+    for (size_t i = 0; contents && i < n; i++)
+        free(contents[i]);
+    free(contents);
+    free(msgs);
+    return st;
+}
+
+static colo_status decode_inputs(dec *d, const char *key)
+{
+    colo_api_input *in = d->in;
+    json_t *v = d->input;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_array(v) && !json_is_string(v))
+        return bad(d, key, "must be a string or an array of strings");
+    if (n == 0)
+        return bad(d, key, "is empty");
+    if ((int)n > d->lim->max_inputs || n > 1u << 20) {
+        colo_set_err(d->err, d->errlen, "%s: %zu inputs; at most %d per request", key, n, d->lim->max_inputs);
+        return COLO_EINVAL;
+    }
+    in->inputs = calloc(n, sizeof *in->inputs);
+    in->input_lens = calloc(n, sizeof *in->input_lens);
+    if (!in->inputs || !in->input_lens)
+        return bad(d, key, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!plain_string(s))
+            return bad(d, key, json_is_string(s) ? "inputs must not contain NUL characters"
+                                                 : "must be a string or an array of strings (token arrays are "
+                                                   "not supported)");
+        if (d->lim->max_prompt_bytes && json_string_length(s) > d->lim->max_prompt_bytes)
+            return bad(d, key, "an input is too long");
+        if (!(in->inputs[i] = strdup(json_string_value(s))))
+            return bad(d, key, "out of memory");
+        in->input_lens[i] = json_string_length(s);
+        in->n_inputs = (int)i + 1;
+    }
+    return COLO_OK;
+}
+
+/* ---- the endpoints ------------------------------------------------------------ */
+
+static colo_status decode_gen(dec *d, json_t *body)
+{
+    colo_api_input *in = d->in;
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        bool handled = false;
+        colo_status st = COLO_OK;
+        if (!strcmp(key, "prompt") && d->ep != COLO_API_CHAT) {
+            d->prompt = v;
+            continue;
+        }
+        if (!strcmp(key, "messages") && d->ep != COLO_API_COMPLETIONS) {
+            d->messages = v;
+            continue;
+        }
+        if (!strcmp(key, "model") && d->ep != COLO_API_INFER)
+            continue;
+        if ((st = gen_field(d, key, v, &handled)) != COLO_OK)
+            return st;
+        if (!handled && d->ep != COLO_API_INFER && (st = openai_ignored(d, key, v, &handled)) != COLO_OK)
+            return st;
+        if (!handled) {
+            colo_set_err(d->err, d->errlen, "unknown field '%s'", key);
+            return COLO_EINVAL;
+        }
+    }
+    if (d->prompt && d->messages)
+        return bad(d, "prompt", "give prompt or messages, not both");
+    if (!d->prompt && !d->messages)
+        return bad(d, d->ep == COLO_API_CHAT ? "messages" : "prompt",
+                   d->ep == COLO_API_INFER ? "required (or messages)" : "required");
+    if (!d->max_tokens_set) {
+        int def = d->ep == COLO_API_COMPLETIONS ? 16 : 256;
+        in->params.max_tokens = def < d->lim->max_seq_len ? def : d->lim->max_seq_len;
+    }
+    return d->prompt ? decode_prompt(d) : decode_messages(d);
+}
+
+static colo_status decode_embed(dec *d, json_t *body)
+{
+    const char *key;
+    json_t *v;
+    bool infer = d->ep == COLO_API_INFER;
+    const char *input_key = infer ? "inputs" : "input";
+    json_object_foreach(body, key, v) {
+        if (!strcmp(key, input_key)) {
+            d->input = v;
+        } else if (!infer && !strcmp(key, "model")) {
+        } else if (!infer && !strcmp(key, "encoding_format")) {
+            if (!json_is_null(v)) {
+                if (!json_is_string(v) ||
+                    (strcmp(json_string_value(v), "float") && strcmp(json_string_value(v), "base64")))
+                    return bad(d, key, "must be \"float\" or \"base64\"");
+                d->in->base64 = !strcmp(json_string_value(v), "base64");
+            }
+        } else if (!infer && !strcmp(key, "user")) {
+        } else if (!infer && !strcmp(key, "dimensions")) {
+            if (!json_is_null(v))
+                return bad(d, key, "is not supported (the model's embeddings have a fixed size)");
+        } else if (!strcmp(key, "priority")) {
+            if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &d->in->priority) != COLO_OK)
+                return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
+            d->in->has_priority = true;
+        } else {
+            colo_set_err(d->err, d->errlen, "unknown field '%s'", key);
+            return COLO_EINVAL;
+        }
+    }
+    if (!d->input)
+        return bad(d, input_key, "required");
+    return decode_inputs(d, input_key);
+}
+
+colo_status colo_api_decode(colo_api_endpoint ep, colo_model_kind kind, json_t *body, const colo_api_limits *lim,
+                            colo_api_input *in, char *err, size_t errlen)
+{
+    memset(in, 0, sizeof *in);
+    in->params.temperature = 1.0f;
+    in->params.top_p = 1.0f;
+    in->params.seed = UINT64_MAX; /* none given: the caller picks one */
+    dec d = {.ep = ep, .kind = kind, .lim = lim, .in = in, .err = err, .errlen = errlen};
+    if (!json_is_object(body))
+        return bad(&d, "body", "must be a JSON object");
+    bool gen_ep = ep == COLO_API_COMPLETIONS || ep == COLO_API_CHAT;
+    if ((gen_ep && kind != COLO_KIND_LLAMA) || (ep == COLO_API_EMBEDDINGS && kind != COLO_KIND_BERT)) {
+        colo_set_err(err, errlen, "model: this model is %s; use %s", kind == COLO_KIND_LLAMA ? "generative" : "an encoder",
+                     kind == COLO_KIND_LLAMA ? "/v1/completions or /v1/chat/completions" : "/v1/embeddings");
+        return COLO_EINVAL;
+    }
+    return kind == COLO_KIND_LLAMA ? decode_gen(&d, body) : decode_embed(&d, body);
+}
+
+void colo_api_input_free(colo_api_input *in)
+{
+    free(in->prompt);
+    for (int i = 0; i < COLO_REQ_MAX_STOP; i++)
+        free(in->stop_buf[i]);
+    for (int i = 0; in->inputs && i < in->n_inputs; i++)
+        free(in->inputs[i]);
+    free(in->inputs);
+    free(in->input_lens);
+    memset(in, 0, sizeof *in);
+}
