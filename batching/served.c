@@ -140,10 +140,11 @@ static colo_status load_bert(colo_served *m, char *err, size_t errlen)
     colo_bert_config bc = {.weight_type = COLO_F32, .max_len = mc->max_seq_len};
     colo_bert_memory mem;
     int mb = max_running_of(mc);
-    if (colo_bert_memory_need(mc->path, &bc, mb, 0, &mem, e, sizeof e) != COLO_OK) {
+    if (colo_bert_memory_need(mc->path, &bc, mb, 2, &mem, e, sizeof e) != COLO_OK) {
         colo_set_err(err, errlen, "%s", e);
         return COLO_EFORMAT;
     }
+    mem.act_bytes = colo_bert_act_bytes(&mem.hp, mb, mem.hp.max_len);
     size_t limit = colo_arena_limit(m->arena);
     size_t need = mem.weight_bytes + mem.act_bytes + (size_t)(mem.hp.n_layer * 16 + 8) * 256;
     if (need > limit) {
