@@ -14,6 +14,8 @@ struct colo_cosched_member {
     bool inflight;
     int ops_since_high;        /* ops queued by this best-effort step while a higher one ran */
     uint64_t ticket;           /* TIMESLICE: ticket taken in step_begin */
+    bool waiting;              /* TIMESLICE: in step_begin */
+    colo_cosched_member *next_member;
     colo_cosched_member_stats st;
 };
 
@@ -24,10 +26,15 @@ struct colo_cosched {
     int n_members;
     int high_inflight;         /* non-best-effort steps running (PRIORITY) */
     int be_inflight;           /* best-effort steps running (PRIORITY) */
-    /* TIMESLICE: a ticket lock granting whole steps in arrival order. */
+    uint64_t high_since_ns;    /* PRIORITY: when high_inflight last became non-zero */
+    /* TIMESLICE: whole steps granted in arrival order (tickets), except that
+     * the member whose turn it is keeps the device until its turn ends. */
     uint64_t next_ticket;
-    uint64_t serving;
     bool slice_busy;
+    colo_cosched_member *holder; /* whose turn it is (NULL: nobody's) */
+    uint64_t turn_end_ns;        /* holder's turn ends */
+    uint64_t hold_until_ns;      /* holder's claim lapses (grace after its last step) */
+    colo_cosched_member *members;
 };
 
 static uint64_t now_ns(void)
@@ -58,7 +65,7 @@ const char *colo_sched_policy_name(colo_sched_policy p)
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
 {
     if (!cfg || (unsigned)cfg->policy > COLO_SCHED_PARTITION || cfg->best_effort_max_steps < 0 ||
-        cfg->best_effort_max_ops < 0) {
+        cfg->best_effort_max_ops < 0 || cfg->best_effort_max_us < 0 || cfg->quantum_us < 0) {
         colo_set_err(err, errlen, "invalid co-scheduler configuration");
         return NULL;
     }
@@ -96,6 +103,8 @@ colo_cosched_member *colo_cosched_join(colo_cosched *cs, const char *name, colo_
     m->best_effort = cs->cfg.policy == COLO_SCHED_PRIORITY && priority == COLO_PRIO_LOW;
     pthread_mutex_lock(&cs->mu);
     cs->n_members++;
+    m->next_member = cs->members;
+    cs->members = m;
     pthread_mutex_unlock(&cs->mu);
     return m;
 }
@@ -108,6 +117,13 @@ void colo_cosched_leave(colo_cosched_member *m)
     COLO_ASSERT(!m->inflight);
     pthread_mutex_lock(&cs->mu);
     cs->n_members--;
+    for (colo_cosched_member **p = &cs->members; *p; p = &(*p)->next_member)
+        if (*p == m) {
+            *p = m->next_member;
+            break;
+        }
+    if (cs->holder == m)
+        cs->holder = NULL;
     pthread_mutex_unlock(&cs->mu);
     free(m);
 }
@@ -118,6 +134,41 @@ static bool be_may_start(const colo_cosched *cs)
     return cs->high_inflight == 0 || cs->be_inflight < cs->cfg.best_effort_max_steps;
 }
 
+/* TIMESLICE: may m take the device now? Else *until gets when to look again
+ * without a wake-up (0: only on a wake-up). */
+static bool slice_may_take(const colo_cosched *cs, const colo_cosched_member *m, uint64_t now, uint64_t *until)
+{
+    *until = 0;
+    if (cs->slice_busy)
+        return false;
+    if (cs->holder == m && now < cs->turn_end_ns)
+        return true;
+    if (cs->holder && cs->holder != m && now < cs->hold_until_ns && now < cs->turn_end_ns) {
+        *until = cs->hold_until_ns < cs->turn_end_ns ? cs->hold_until_ns : cs->turn_end_ns;
+        return false;
+    }
+    for (const colo_cosched_member *o = cs->members; o; o = o->next_member)
+        if (o != m && o->waiting && o->ticket < m->ticket)
+            return false; /* an older waiter goes first */
+    return true;
+}
+
+static void wait_until(colo_cosched *cs, uint64_t until_ns)
+{
+    if (!until_ns) {
+        pthread_cond_wait(&cs->cv, &cs->mu);
+        return;
+    }
+    /* The condition variable uses CLOCK_REALTIME: convert the monotonic deadline. */
+    uint64_t now = now_ns(), d = until_ns > now ? until_ns - now : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + d;
+    ts.tv_sec = (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+}
+
 uint64_t colo_cosched_step_begin(colo_cosched_member *m)
 {
     colo_cosched *cs = m->cs;
@@ -125,19 +176,27 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
     COLO_ASSERT(!m->inflight);
     pthread_mutex_lock(&cs->mu);
     switch (cs->cfg.policy) {
-    case COLO_SCHED_TIMESLICE:
+    case COLO_SCHED_TIMESLICE: {
         m->ticket = cs->next_ticket++;
-        while (cs->serving != m->ticket || cs->slice_busy)
-            pthread_cond_wait(&cs->cv, &cs->mu);
+        m->waiting = true;
+        uint64_t until;
+        while (!slice_may_take(cs, m, now_ns(), &until))
+            wait_until(cs, until);
+        m->waiting = false;
         cs->slice_busy = true;
+        if (cs->holder != m) { /* a new turn */
+            cs->holder = m;
+            cs->turn_end_ns = now_ns() + (uint64_t)cs->cfg.quantum_us * 1000u;
+        }
         break;
+    }
     case COLO_SCHED_PRIORITY:
         if (m->best_effort) {
             while (!be_may_start(cs))
                 pthread_cond_wait(&cs->cv, &cs->mu);
             cs->be_inflight++;
-        } else {
-            cs->high_inflight++;
+        } else if (cs->high_inflight++ == 0) {
+            cs->high_since_ns = now_ns();
         }
         break;
     case COLO_SCHED_SPATIAL:
@@ -162,7 +221,7 @@ void colo_cosched_step_end(colo_cosched_member *m)
     switch (cs->cfg.policy) {
     case COLO_SCHED_TIMESLICE:
         cs->slice_busy = false;
-        cs->serving++;
+        cs->hold_until_ns = now_ns() + COLO_COSCHED_TURN_GRACE_US * 1000u;
         break;
     case COLO_SCHED_PRIORITY:
         if (m->best_effort)
@@ -186,7 +245,9 @@ void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
         return;
     colo_cosched *cs = m->cs;
     pthread_mutex_lock(&cs->mu);
-    if (cs->high_inflight > 0 && m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops) {
+    bool over_time = cs->cfg.best_effort_max_us > 0 && cs->high_inflight > 0 &&
+                     now_ns() - cs->high_since_ns > (uint64_t)cs->cfg.best_effort_max_us * 1000u;
+    if (cs->high_inflight > 0 && (over_time || m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops)) {
         uint64_t t0 = now_ns();
         m->st.throttled++;
         while (cs->high_inflight > 0)

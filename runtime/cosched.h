@@ -7,14 +7,18 @@
  *
  * Policies (docs/SCHEDULING.md has the trade-offs):
  *  - TIMESLICE: one member's step at a time, granted round-robin (FIFO of
- *    waiters). What time-slicing separate servers gives: the baseline.
+ *    waiters). A member's turn lasts quantum_us: while it lasts, the member
+ *    keeps the device for its next steps (others wait at most until its
+ *    turn ends, or TURN_GRACE_US after its last step when it has no next
+ *    one). What time-slicing separate servers gives: the baseline.
  *  - SPATIAL: every member runs whenever it likes, on equal-priority streams.
  *  - PRIORITY: streams get each member's priority; a LOW (best-effort)
  *    member may not start a step while a HIGH or NORMAL step is in flight
  *    unless fewer than best_effort_max_steps best-effort steps are running,
  *    and inside a running step it is held at each throttle point while a
  *    higher-priority step is in flight once it has queued best_effort_max_ops
- *    ops since that step began. Stream priority alone never preempts running
+ *    ops since that step began, or (best_effort_max_us > 0) once that step
+ *    has been in flight for best_effort_max_us. Stream priority alone never preempts running
  *    work; these caps bound the delay a best-effort member can cause.
  *  - PARTITION: disjoint compute-unit sets (SMs or cores) per member, chosen
  *    by colo_partition_plan; steps run freely, each in its own set.
@@ -40,7 +44,13 @@ typedef struct colo_cosched_config {
     colo_sched_policy policy;
     int best_effort_max_steps; /* PRIORITY: best-effort steps allowed to start while a higher step runs (default 0) */
     int best_effort_max_ops;   /* PRIORITY: ops a best-effort step may queue while a higher step runs (default 8) */
+    int best_effort_max_us;    /* PRIORITY: and for at most this long after a higher step began; 0 = no time cap */
+    int quantum_us;            /* TIMESLICE: a member's turn; 0 = one step per turn */
 } colo_cosched_config;
+
+/* TIMESLICE: how long the member whose turn it is may take between two of
+ * its steps before waiters may take the device. */
+#define COLO_COSCHED_TURN_GRACE_US 1000
 
 typedef struct colo_cosched colo_cosched;
 typedef struct colo_cosched_member colo_cosched_member;

@@ -86,7 +86,9 @@ int main(int argc, char **argv)
     colo_device_get_info(dev, &info);
     colo_cosched_config cc = {.policy = cfg.scheduler.policy,
                               .best_effort_max_steps = cfg.scheduler.best_effort_max_steps,
-                              .best_effort_max_ops = cfg.scheduler.best_effort_max_ops};
+                              .best_effort_max_ops = cfg.scheduler.best_effort_max_ops,
+                              .best_effort_max_us = cfg.scheduler.best_effort_max_us,
+                              .quantum_us = cfg.scheduler.quantum_us};
     int first[COLO_CFG_MAX_MODELS] = {0}, count[COLO_CFG_MAX_MODELS] = {0};
     if (cfg.scheduler.policy == COLO_SCHED_PARTITION) {
         if (!info.can_partition) {

@@ -242,6 +242,70 @@ static void test_priority_best_effort_step_cap(void **state)
 
 /* Under timeslice, a high-priority member waits for a running best-effort step
  * like anyone else: that is the baseline's cost. */
+/* best_effort_max_us: once a high step has been in flight that long, the
+ * best-effort step is held at its next throttle point even under the ops cap. */
+static void test_priority_time_cap(void **state)
+{
+    (void)state;
+    colo_cosched_config cfg = {.policy = COLO_SCHED_PRIORITY, .best_effort_max_ops = 1000,
+                               .best_effort_max_us = 20000};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+    assert_non_null(cs);
+    colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+    colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
+    colo_cosched_step_begin(be);
+    colo_cosched_step_begin(hi);
+    colo_cosched_throttle(be, 1); /* within both caps */
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(be, &st);
+    assert_int_equal(st.throttled, 0);
+    usleep(40 * 1000); /* past the time cap */
+    throttle_arg a = {.m = be, .n_ops = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, throttle_thread, &a), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&a.passed, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(hi);
+    pthread_join(t, NULL);
+    colo_cosched_member_get_stats(be, &st);
+    assert_int_equal(st.throttled, 1);
+    colo_cosched_step_end(be);
+    colo_cosched_leave(hi);
+    colo_cosched_leave(be);
+    colo_cosched_destroy(cs);
+}
+
+/* quantum_us: the member whose turn it is keeps the device for its next
+ * steps while the turn lasts, and a waiter gets it once the turn is over. */
+static void test_timeslice_quantum(void **state)
+{
+    (void)state;
+    colo_cosched_config cfg = {.policy = COLO_SCHED_TIMESLICE, .quantum_us = 200000};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+    assert_non_null(cs);
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_NORMAL);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+    colo_cosched_step_begin(a);
+    be_arg w = {.m = b};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, be_thread, &w), 0);
+    usleep(20 * 1000); /* b waits */
+    for (int i = 0; i < 5; i++) { /* a's next steps within its turn come first */
+        colo_cosched_step_end(a);
+        colo_cosched_step_begin(a);
+        assert_int_equal(__atomic_load_n(&w.began, __ATOMIC_SEQ_CST), 0);
+    }
+    colo_cosched_step_end(a);
+    pthread_join(t, NULL); /* a took no next step: b gets the device after the grace */
+    assert_int_equal(w.began, 1);
+
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_destroy(cs);
+}
+
 static void test_timeslice_makes_high_wait(void **state)
 {
     (void)state;
@@ -338,6 +402,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timeslice_serializes),
         cmocka_unit_test(test_timeslice_makes_high_wait),
+        cmocka_unit_test(test_timeslice_quantum),
+        cmocka_unit_test(test_priority_time_cap),
         cmocka_unit_test(test_spatial_overlaps),
         cmocka_unit_test(test_partition_overlaps),
         cmocka_unit_test(test_priority_holds_best_effort_start),
