@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Benchmarks through colo-server, driven by colo-loadtest (docs/BENCHMARKS.md).
+#
+#   scripts/bench-serve.sh colocation   two copies of one model (priority high and
+#                                       low) co-located under each scheduler policy:
+#                                       high-priority p99 concurrent/solo, best-effort
+#                                       throughput retention, STP
+#   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
+#                                       with 32 concurrent streams
+#
+# Environment:
+#   MODEL=FILE.gguf        the model (default: SmolLM2 from the model cache)
+#   BUILD=build            the build folder with colo-server and colo-loadtest
+#   DEVICE=auto|cpu|cuda   (default auto)
+#   POLICIES="timeslice spatial priority partition"
+#   CONC=4 MAX_TOKENS=32 DURATION=15 WARMUP=3     colocation load per model
+#   STREAMS=32 STREAM_TOKENS=64                   streams scenario
+#   MEM_FRACTION=0.2       each model's memory_fraction
+#   OUT=bench-serve-out    where JSON/HTML reports go
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-colocation}
+BUILD=${BUILD:-build}
+DEVICE=${DEVICE:-auto}
+POLICIES=${POLICIES:-timeslice spatial priority partition}
+CONC=${CONC:-4}
+MAX_TOKENS=${MAX_TOKENS:-32}
+DURATION=${DURATION:-15}
+WARMUP=${WARMUP:-3}
+STREAMS=${STREAMS:-32}
+STREAM_TOKENS=${STREAM_TOKENS:-64}
+MEM_FRACTION=${MEM_FRACTION:-0.2}
+OUT=${OUT:-bench-serve-out}
+if [ -z "${MODEL:-}" ]; then
+  MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+fi
+[ -r "$MODEL" ] || { echo "bench-serve: no model at $MODEL (scripts/fetch-models.sh, or MODEL=...)" >&2; exit 2; }
+for p in colo-server colo-loadtest; do
+  [ -x "$BUILD/$p" ] || { echo "bench-serve: $BUILD/$p is not built" >&2; exit 2; }
+done
+mkdir -p "$OUT"
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start_server CONFIG: starts colo-server, waits until ready; sets $port
+start_server() {
+  rm -f "$tmp/port"
+  "$BUILD/colo-server" --config "$1" --port-file "$tmp/port" >"$tmp/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 600); do
+    if [ -s "$tmp/port" ]; then
+      port=$(cat "$tmp/port")
+      if curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null 2>&1; then return 0; fi
+    fi
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; return 1; }
+    sleep 0.1
+  done
+  cat "$tmp/server.log" >&2
+  return 1
+}
+
+stop_server() {
+  kill -TERM "$server_pid"
+  wait "$server_pid" || { echo "bench-serve: colo-server exited non-zero" >&2; return 1; }
+  server_pid=
+}
+
+model_yaml() { # name priority
+  cat <<EOF
+  - name: $1
+    kind: llama
+    path: "$MODEL"
+    memory_fraction: $MEM_FRACTION
+    priority: $2
+    max_seq_len: 1024
+    batching: { max_batch_size: 32, max_queue: 1024, max_batch_prefill_tokens: 256 }
+EOF
+}
+
+case "$mode" in
+colocation)
+  summary="$OUT/colocation.tsv"
+  printf 'policy\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
+  for policy in $POLICIES; do
+    cfg="$tmp/$policy.yaml"
+    {
+      echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
+      echo "scheduler: { policy: $policy }"
+      echo "models:"
+      model_yaml hi high
+      model_yaml be low
+    } >"$cfg"
+    if ! start_server "$cfg"; then
+      echo "bench-serve: $policy: colo-server did not start (see above)" >&2
+      printf '%s\tunsupported\n' "$policy" >>"$summary"
+      server_pid=
+      continue
+    fi
+    echo "== $policy (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent \
+      --model hi --model be --kind hi=generative --kind be=generative --concurrency "$CONC" \
+      --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
+      --json "$OUT/colocation-$policy.json" --html "$OUT/colocation-$policy.html" --quiet || true
+    stop_server
+    python3 - "$OUT/colocation-$policy.json" "$policy" >>"$summary" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ph = {(m["phase"], m["model"]): m for p in d["phases"] for m in p["models"]}
+def g(phase, model, key, sub=None):
+    m = ph.get((phase, model))
+    v = m and m.get(key)
+    return v.get(sub) if sub and v else v
+hs, hc = g("individual", "hi", "latency_ms", "p99"), g("concurrent", "hi", "latency_ms", "p99")
+bs, bc = g("individual", "be", "tokens_per_s"), g("concurrent", "be", "tokens_per_s")
+f = lambda x: "%.1f" % x if x is not None else "-"
+r = lambda a, b: "%.2f" % (a / b) if a and b else "-"
+print("\t".join([sys.argv[2], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
+                 "%.2f" % d["comparison"]["stp"] if d.get("comparison") and d["comparison"].get("stp") else "-"]))
+PY
+  done
+  column -t -s $'\t' "$summary"
+  ;;
+streams)
+  cfg="$tmp/streams.yaml"
+  {
+    echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
+    echo "scheduler: { policy: spatial }"
+    echo "models:"
+    model_yaml m normal
+  } >"$cfg"
+  start_server "$cfg"
+  for c in 1 "$STREAMS"; do
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model m --kind m=generative --concurrency "$c" \
+      --max-tokens "$STREAM_TOKENS" --duration "$DURATION" --warmup "$WARMUP" --json "$OUT/streams-$c.json" \
+      --quiet || true
+  done
+  stop_server
+  python3 - "$OUT/streams-1.json" "$OUT/streams-$STREAMS.json" "$STREAMS" <<'PY'
+import json, sys
+def tps(f):
+    m = json.load(open(f))["phases"][0]["models"][0]
+    return m["tokens_per_s"], m["latency_ms"]["p50"], m["ok"]
+a, b = tps(sys.argv[1]), tps(sys.argv[2])
+print("streams  tok/s    p50_ms   ok")
+print("1        %-8.1f %-8.1f %d" % a)
+print("%-8s %-8.1f %-8.1f %d" % (sys.argv[3], *b))
+print("aggregate decode speed-up: %.2fx" % (b[0] / a[0]))
+PY
+  ;;
+*)
+  echo "usage: scripts/bench-serve.sh colocation|streams" >&2
+  exit 2
+  ;;
+esac
