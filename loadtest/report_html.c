@@ -99,7 +99,13 @@ static void cdf_chart(FILE *f, const lt_report *rep, const char *model)
         xmax = nice_ceil(xmax);
     }
     double pw = CW - ML - MR, ph = CH - MT - MB;
-    fprintf(f, "<figure><svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", CW, CH, CW, CH);
+    /* The legend goes under the x axis, one line per phase, clear of the curves. */
+    int n_lines = 0;
+    for (size_t i = 0; i < rep->n_phases; i++)
+        for (size_t k = 0; k < rep->phases[i].n; k++)
+            n_lines += strcmp(rep->phases[i].results[k].model, model) == 0;
+    int H = CH + 18 * n_lines + 4;
+    fprintf(f, "<figure><svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", CW, H, CW, H);
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%g\" height=\"%g\" class=\"plot\"/>\n", ML, MT, pw, ph);
     if (log_x) {
         for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
@@ -157,10 +163,9 @@ static void cdf_chart(FILE *f, const lt_report *rep, const char *model)
                 }
                 fputs("\"/>\n", f);
             }
-            double ly = MT + ph - 12 - 18.0 * (double)line; /* legend bottom right, below the curves */
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>", ML + pw - 236,
-                    ly - 5, color);
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", ML + pw - 216, ly);
+            double ly = CH + 10 + 18.0 * (double)line;
+            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>", ML, ly - 5, color);
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"legend\">", ML + 20, ly);
             esc(f, rep->phases[i].name);
             fprintf(f, ": p50 ");
             num(f, r->lat.p50, 1);
