@@ -418,7 +418,7 @@ static colo_status sse_json(api_call *c, json_t *j)
 {
     if (!j)
         return COLO_ENOMEM;
-    char *s = json_dumps(j, JSON_COMPACT);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(j);
     if (!s)
         return COLO_ENOMEM;
@@ -522,7 +522,7 @@ static void finish_stream(api_call *c)
     } else if (c->ep == COLO_API_INFER) {
         json_t *o = infer_json(c);
         if (o) {
-            char *s = json_dumps(o, JSON_COMPACT);
+            char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
             json_decref(o);
             if (s)
                 colo_http_sse_send(c->http, "done", s);

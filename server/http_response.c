@@ -361,7 +361,7 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 
 void colo_http_respond_json(colo_http_req *r, int status, json_t *body)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(body);
     if (!text) {
         colo_http_error(r, 500, "internal_error", "could not serialize the response");
