@@ -133,9 +133,8 @@ static colo_status load_llama(colo_served *m, char *err, size_t errlen)
     return COLO_OK;
 }
 
-static colo_status load_bert(colo_served *m, char *err, size_t errlen)
+static colo_status check_bert_fit(const colo_model_cfg *mc, size_t limit, char *err, size_t errlen)
 {
-    const colo_model_cfg *mc = &m->cfg;
     char e[512];
     colo_bert_config bc = {.weight_type = COLO_F32, .max_len = mc->max_seq_len};
     colo_bert_memory mem;
@@ -144,16 +143,31 @@ static colo_status load_bert(colo_served *m, char *err, size_t errlen)
         colo_set_err(err, errlen, "%s", e);
         return COLO_EFORMAT;
     }
-    mem.act_bytes = colo_bert_act_bytes(&mem.hp, mb, mem.hp.max_len);
-    size_t limit = colo_arena_limit(m->arena);
-    size_t need = mem.weight_bytes + mem.act_bytes + (size_t)(mem.hp.n_layer * 16 + 8) * 256;
+    size_t act = colo_bert_act_bytes(&mem.hp, mb, mem.hp.max_len);
+    size_t need = mem.weight_bytes + act + (size_t)(mem.hp.n_layer * 16 + 8) * 256;
     if (need > limit) {
         colo_set_err(err, errlen,
-                     "needs %zu bytes (weights %zu, activations for batches of %d %zu) but memory_fraction %g "
-                     "gives %zu bytes",
-                     need, mem.weight_bytes, mb, mem.act_bytes, mc->memory_fraction, limit);
+                     "needs %zu bytes (weights %zu, activations for batches of %d inputs of %d tokens %zu) but "
+                     "memory_fraction %g gives %zu bytes",
+                     need, mem.weight_bytes, mb, mem.hp.max_len, act, mc->memory_fraction, limit);
         return COLO_ENOMEM;
     }
+    return COLO_OK;
+}
+
+colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, char *err, size_t errlen)
+{
+    size_t limit = (size_t)((double)budget_bytes * mc->memory_fraction);
+    return mc->kind == COLO_KIND_LLAMA ? check_llama_fit(mc, limit, err, errlen) : check_bert_fit(mc, limit, err, errlen);
+}
+
+static colo_status load_bert(colo_served *m, char *err, size_t errlen)
+{
+    const colo_model_cfg *mc = &m->cfg;
+    char e[512];
+    colo_bert_config bc = {.weight_type = COLO_F32, .max_len = mc->max_seq_len};
+    int mb = max_running_of(mc);
+    size_t limit = colo_arena_limit(m->arena);
     if (!(m->bert = colo_bert_load(mc->path, &bc, m->arena, m->stream, e, sizeof e))) {
         colo_set_err(err, errlen, "%s", e);
         return COLO_EFORMAT;
@@ -180,10 +194,7 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     m->state = COLO_SERVED_LOADING;
     char e[768] = "";
     size_t budget = budget_of(env);
-    size_t limit = (size_t)((double)budget * mc->memory_fraction);
-    colo_status st = COLO_OK;
-    if (mc->kind == COLO_KIND_LLAMA)
-        st = check_llama_fit(mc, limit, e, sizeof e);
+    colo_status st = colo_served_check(mc, budget, e, sizeof e);
     if (st != COLO_OK)
         goto fail;
     if (!(m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e)) ||

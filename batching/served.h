@@ -67,6 +67,12 @@ typedef struct colo_served_env {
 
 typedef struct colo_served colo_served;
 
+/* Checks, from the model's file headers alone, that mc's model fits
+ * memory_fraction of budget_bytes (the checks of colo_served_load before it
+ * allocates). COLO_EFORMAT / COLO_EIO for a file that cannot be read as the
+ * kind, COLO_ENOMEM with the bytes needed and available. */
+colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, char *err, size_t errlen);
+
 /* Loads mc's model. NULL with a message naming the model, the file and
  * the problem (memory, missing tensor...). The model is not serving yet. */
 colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen);

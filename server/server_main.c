@@ -62,10 +62,33 @@ int main(int argc, char **argv)
         return 2;
     }
     if (check_only) {
+        /* Also what loading would check first: every model's file and its
+         * memory need against the device's budget. */
+        colo_device_config dc0 = {.want = cfg.server.device == COLO_DEVICE_CPU    ? "cpu"
+                                          : cfg.server.device == COLO_DEVICE_CUDA ? "cuda"
+                                                                                  : "auto",
+                                  .cpu_memory_bytes = (size_t)cfg.server.cpu_memory_bytes};
+        colo_device *dev0 = colo_device_open(&dc0, err, sizeof err);
+        if (!dev0) {
+            fprintf(stderr, "colo-server: %s\n", err);
+            return 1;
+        }
+        size_t budget = colo_arena_device_budget(dev0);
+        int bad = 0;
+        for (int i = 0; i < cfg.n_models; i++) {
+            const colo_model_cfg *mc = &cfg.models[i];
+            if (colo_served_check(mc, budget, err, sizeof err) != COLO_OK) {
+                fprintf(stderr, "%s:%d:%d: models[%d].memory_fraction: model %s (%s): %s\n", config, mc->mark.line,
+                        mc->mark.column, i, mc->name, mc->path, err);
+                bad++;
+            }
+        }
+        colo_device_close(dev0);
+        if (bad)
+            return 2;
         printf("%s: ok (%d model%s)\n", config, cfg.n_models, cfg.n_models == 1 ? "" : "s");
         return 0;
     }
-
     int rc = 1;
     colo_device_config dc = {.want = cfg.server.device == COLO_DEVICE_CPU    ? "cpu"
                                      : cfg.server.device == COLO_DEVICE_CUDA ? "cuda"
@@ -122,7 +145,7 @@ int main(int argc, char **argv)
         env.stream.unit_first = first[i];
         env.stream.unit_count = count[i];
         if (!(models[i] = colo_served_load(mc, &env, err, sizeof err))) {
-            COLO_ERROR("colo-server: %s:%d: %s", config, mc->mark.line, err);
+            COLO_ERROR("colo-server: %s:%d:%d: models[%d]: %s", config, mc->mark.line, mc->mark.column, i, err);
             goto out_free;
         }
         if (colo_served_start(models[i], err, sizeof err) != COLO_OK || colo_api_add_model(api, models[i])) {
