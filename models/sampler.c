@@ -1,6 +1,7 @@
 #include "models/sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 static uint64_t splitmix(uint64_t *x)
@@ -50,11 +51,25 @@ int colo_argmax(const float *x, int n)
     return best;
 }
 
-static int by_prob_desc(const void *a, const void *b, void *ctx)
+/* a ranks before b: higher probability, then lower id (a total order, so
+ * the draw does not depend on how candidates were arranged). */
+static inline bool before(const float *p, int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+
+static void sift_down(int *h, int n, int i, const float *p)
 {
-    const float *p = ctx;
-    float x = p[*(const int *)a], y = p[*(const int *)b];
-    return x < y ? 1 : x > y ? -1 : (*(const int *)a - *(const int *)b);
+    for (;;) {
+        int l = 2 * i + 1, best = i;
+        if (l < n && before(p, h[l], h[best]))
+            best = l;
+        if (l + 1 < n && before(p, h[l + 1], h[best]))
+            best = l + 1;
+        if (best == i)
+            return;
+        int t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
 }
 
 int colo_sampler_sample(colo_sampler *s, const float *logits, int n)
@@ -73,7 +88,7 @@ int colo_sampler_sample(colo_sampler *s, const float *logits, int n)
         s->cap = n;
     }
     float mx = logits[colo_argmax(logits, n)];
-    double sum = 0;
+    double total = 0;
     int m = 0;
     /* Candidates: tokens whose probability is not negligible (< 1e-9 of the top). */
     float cut = mx - 20.7f * s->temperature;
@@ -81,31 +96,68 @@ int colo_sampler_sample(colo_sampler *s, const float *logits, int n)
         if (logits[i] < cut)
             continue;
         s->probs[i] = expf((logits[i] - mx) / s->temperature);
+        total += s->probs[i];
         s->idx[m++] = i;
     }
-    qsort_r(s->idx, (size_t)m, sizeof *s->idx, by_prob_desc, s->probs);
-    if (s->top_k && m > s->top_k)
-        m = s->top_k;
-    for (int i = 0; i < m; i++)
-        sum += s->probs[s->idx[i]];
-    if (s->top_p < 1) {
-        double acc = 0;
+    if (!s->top_k && s->top_p >= 1) {
+        /* The whole distribution: no ranking needed. */
+        double r = uniform(s) * total, acc = 0;
         for (int i = 0; i < m; i++) {
-            acc += s->probs[s->idx[i]] / sum;
-            if (acc >= s->top_p) {
-                m = i + 1;
-                break;
-            }
+            acc += s->probs[s->idx[i]];
+            if (r < acc)
+                return s->idx[i];
         }
-        sum = 0;
-        for (int i = 0; i < m; i++)
-            sum += s->probs[s->idx[i]];
+        return s->idx[m - 1];
     }
-    double r = uniform(s) * sum, acc = 0;
-    for (int i = 0; i < m; i++) {
-        acc += s->probs[s->idx[i]];
+    /* Rank only as many candidates as top-k / top-p need: a heap over the
+     * candidates, popped best first; popped ids collect at the end of idx
+     * (idx[m - 1] is the best). */
+    int *h = s->idx;
+    const float *p = s->probs;
+    for (int i = m / 2 - 1; i >= 0; i--)
+        sift_down(h, m, i, p);
+    int k = s->top_k && s->top_k < m ? s->top_k : m;
+    int heap_n = m, taken = 0;
+    double kept = 0;
+#define POP()                                                                                                      \
+    do {                                                                                                           \
+        int top = h[0];                                                                                            \
+        h[0] = h[--heap_n];                                                                                        \
+        h[heap_n] = top;                                                                                           \
+        sift_down(h, heap_n, 0, p);                                                                                \
+        kept += p[top];                                                                                            \
+        taken++;                                                                                                   \
+    } while (0)
+    double mass = total;
+    if (s->top_k) {
+        while (taken < k)
+            POP();
+        mass = kept; /* top-p applies within the top k */
+    }
+    if (s->top_p < 1) {
+        /* The smallest best-first prefix holding top_p of the mass. */
+        double acc = 0;
+        int keep = 0;
+        for (;;) {
+            if (keep == taken) {
+                if (taken == k)
+                    break;
+                POP();
+            }
+            acc += p[h[m - 1 - keep]];
+            keep++;
+            if (acc >= s->top_p * mass)
+                break;
+        }
+        taken = keep;
+        kept = acc;
+    }
+#undef POP
+    double r = uniform(s) * kept, acc = 0;
+    for (int i = 0; i < taken; i++) {
+        acc += p[h[m - 1 - i]];
         if (r < acc)
-            return s->idx[i];
+            return h[m - 1 - i];
     }
-    return s->idx[m - 1];
+    return h[m - taken];
 }

@@ -5,6 +5,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 typedef struct {
     colo_attn_desc d;
@@ -19,7 +22,12 @@ static inline void load_row(colo_dtype t, const void *base, int64_t row, int off
         memcpy(dst, (const float *)base + row + off, (size_t)n * sizeof(float));
     } else {
         const uint16_t *h = (const uint16_t *)base + row + off;
-        for (int i = 0; i < n; i++)
+        int i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+        for (; i < n; i++)
             dst[i] = colo_fp16_to_f32(h[i]);
     }
 }
