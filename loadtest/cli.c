@@ -28,6 +28,12 @@ typedef struct cli {
     size_t n_kind_args;
     unsigned concurrency;
     double rate;
+    /* per-model loads (--concurrency NAME=N, --rate NAME=R), resolved after the models */
+    const char *load_args[2 * LT_MAX_MODELS];
+    bool load_is_rate[2 * LT_MAX_MODELS];
+    size_t n_load_args;
+    unsigned conc_of[LT_MAX_MODELS];
+    double rate_of[LT_MAX_MODELS];
     bool poisson;
     unsigned long long seed;
     double duration_s, warmup_s, timeout_s;
@@ -55,6 +61,7 @@ static void usage(FILE *out)
           "  --scenario single|individual-vs-concurrent|sweep   (default single)\n"
           "  --concurrency N          closed loop: N connections, each sends when its last request ends (default 1)\n"
           "  --rate R                 open loop: R requests/s per model, latency from the intended send time\n"
+          "  --concurrency NAME=N, --rate NAME=R   that model's own load (the others keep the global one)\n"
           "  --poisson                open loop with exponential gaps (seeded) instead of constant ones\n"
           "  --seed S                 seed for Poisson gaps and prompt order (default 1)\n"
           "  --sweep-concurrency LIST sweep: e.g. 1,2,4,8 (one model)\n"
@@ -202,14 +209,25 @@ static int parse_args(cli *c, int argc, char **argv)
             c->kind_args[c->n_kind_args++] = optarg;
             break;
         case 'c':
+        case 'r':
+            if (strchr(optarg, '=')) { /* a model's own load: resolved once the models are known */
+                if (c->n_load_args == 2 * LT_MAX_MODELS) {
+                    fprintf(stderr, "colo-loadtest: too many per-model loads\n");
+                    return EXIT_USAGE;
+                }
+                c->load_is_rate[c->n_load_args] = ch == 'r';
+                c->load_args[c->n_load_args++] = optarg;
+                break;
+            }
+            if (ch == 'r') {
+                if (!parse_pos(optarg, &c->rate, false))
+                    goto bad_value;
+                break;
+            }
             if (!parse_uint(optarg, 100000, &u) || u == 0)
                 goto bad_value;
             c->concurrency = (unsigned)u;
             have_conc = true;
-            break;
-        case 'r':
-            if (!parse_pos(optarg, &c->rate, false))
-                goto bad_value;
             break;
         case 'P': c->poisson = true; break;
         case 'S':
@@ -331,6 +349,31 @@ static int parse_args(cli *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    for (size_t i = 0; i < c->n_load_args; i++) {
+        const char *a = c->load_args[i], *eq = strchr(a, '=');
+        const char *flag = c->load_is_rate[i] ? "--rate" : "--concurrency";
+        size_t m = 0;
+        while (m < c->n_models &&
+               !(strlen(c->models[m]) == (size_t)(eq - a) && memcmp(c->models[m], a, (size_t)(eq - a)) == 0))
+            m++;
+        unsigned long long v;
+        double r;
+        bool ok = m < c->n_models && !sweep;
+        if (ok && c->load_is_rate[i]) {
+            ok = parse_pos(eq + 1, &r, false);
+            c->rate_of[m] = r;
+            c->conc_of[m] = 0;
+        } else if (ok) {
+            ok = parse_uint(eq + 1, 100000, &v) && v > 0;
+            c->conc_of[m] = (unsigned)v;
+            c->rate_of[m] = 0;
+        }
+        if (!ok) {
+            fprintf(stderr, "colo-loadtest: %s '%s': expected NAME=%s for a --model NAME (not in a sweep)\n", flag,
+                    a, c->load_is_rate[i] ? "REQUESTS_PER_S" : "CONNECTIONS");
+            return EXIT_USAGE;
+        }
+    }
     for (size_t i = 0; i < c->sla.n; i++) {
         bool found = false;
         for (size_t m = 0; m < c->n_models; m++)
@@ -443,6 +486,10 @@ static colo_status run_phase(const cli *c, const lt_target *t, model_work *w, co
         loads[i].requests = &w[idx[i]].requests;
         loads[i].concurrency = concurrency;
         loads[i].rate_per_s = rate;
+        if (c->conc_of[idx[i]] || c->rate_of[idx[i]] > 0) { /* the model's own load */
+            loads[i].concurrency = c->conc_of[idx[i]];
+            loads[i].rate_per_s = c->rate_of[idx[i]];
+        }
         loads[i].poisson = c->poisson;
         loads[i].seed = c->seed + idx[i];
         loads[i].stream = c->stream;
@@ -509,6 +556,8 @@ int loadtest_main(int argc, char **argv)
         snprintf(load_desc, sizeof load_desc, "concurrency %u", c.concurrency);
     else
         snprintf(load_desc, sizeof load_desc, "rate %g/s%s", c.rate, c.poisson ? " (poisson)" : "");
+    if (c.n_load_args)
+        snprintf(load_desc, sizeof load_desc, "per-model loads");
     if (strcmp(c.scenario, "sweep") == 0) {
         snprintf(load_desc, sizeof load_desc, "sweep of %s%s", c.sweep_rate ? "rate" : "concurrency",
                  c.poisson ? " (poisson)" : "");

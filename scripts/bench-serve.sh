@@ -14,6 +14,7 @@
 #   DEVICE=auto|cpu|cuda   (default auto)
 #   POLICIES="timeslice spatial priority partition"
 #   CONC=4 MAX_TOKENS=32 DURATION=15 WARMUP=3     colocation load per model
+#   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
 #   MEM_FRACTION=0.2       each model's memory_fraction
 #   OUT=bench-serve-out    where JSON/HTML reports go
@@ -24,6 +25,8 @@ BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-auto}
 POLICIES=${POLICIES:-timeslice spatial priority partition}
 CONC=${CONC:-4}
+HI_CONC=${HI_CONC:-$CONC}
+BE_CONC=${BE_CONC:-$CONC}
 MAX_TOKENS=${MAX_TOKENS:-32}
 DURATION=${DURATION:-15}
 WARMUP=${WARMUP:-3}
@@ -104,7 +107,8 @@ colocation)
     fi
     echo "== $policy (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
     "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent \
-      --model hi --model be --kind hi=generative --kind be=generative --concurrency "$CONC" \
+      --model hi --model be --kind hi=generative --kind be=generative \
+      --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC" \
       --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
       --json "$OUT/colocation-$policy.json" --html "$OUT/colocation-$policy.html" --quiet || true
     stop_server

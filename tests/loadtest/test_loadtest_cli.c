@@ -82,6 +82,9 @@ static void test_usage_errors(void **state)
     assert_int_equal(run_cli("--url", url, "--model", "m", "--sla", "other:p99_ms=5", NULL), 2);
     assert_int_equal(run_cli("--url", url, "--model", "m", "--sla", "m:p99=5", NULL), 2);
     assert_int_equal(run_cli("--url", url, "--model", "m", "--kind", "m=gpu", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--concurrency", "other=2", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--concurrency", "m=0", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--rate", "m=-1", NULL), 2);
     assert_int_equal(run_cli("--url", url, "--model", "m", "--json", "/nonexistent-dir/x.json", NULL), 2);
 }
 
@@ -111,6 +114,29 @@ static void test_sla_exit_codes(void **state)
                              NULL), 1);
     /* a model the server does not know */
     assert_int_equal(run_cli("--url", url, "--model", "missing", "--requests", "5", "--quiet", NULL), 1);
+}
+
+/* --concurrency NAME=N / --rate NAME=R give one model its own load. */
+static void test_per_model_loads(void **state)
+{
+    (void)state;
+    char json_path[128];
+    path_in(json_path, sizeof json_path, "loads.json");
+    int rc = run_cli("--url", url, "--model", "a", "--model", "b", "--concurrency", "b=3", "--rate", "a=50",
+                     "--requests", "20", "--quiet", "--json", json_path, NULL);
+    assert_int_equal(rc, 0);
+    json_t *root = json_load_file(json_path, 0, NULL);
+    assert_non_null(root);
+    json_t *models = json_object_get(json_array_get(json_object_get(root, "phases"), 0), "models");
+    assert_int_equal(json_array_size(models), 2);
+    json_t *a = json_array_get(models, 0), *b = json_array_get(models, 1);
+    assert_string_equal(json_string_value(json_object_get(a, "model")), "a");
+    assert_int_equal(json_integer_value(json_object_get(a, "concurrency")), 0);
+    assert_true(json_real_value(json_object_get(a, "rate_per_s")) == 50.0);
+    assert_int_equal(json_integer_value(json_object_get(b, "concurrency")), 3);
+    assert_int_equal(json_integer_value(json_object_get(a, "ok")), 20);
+    assert_int_equal(json_integer_value(json_object_get(b, "ok")), 20);
+    json_decref(root);
 }
 
 static void test_individual_vs_concurrent_outputs(void **state)
@@ -237,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_sla_exit_codes),
         cmocka_unit_test(test_individual_vs_concurrent_outputs),
+        cmocka_unit_test(test_per_model_loads),
         cmocka_unit_test(test_sweep_and_open_loop),
         cmocka_unit_test(test_prompts_and_kind),
     };
