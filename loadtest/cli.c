@@ -356,8 +356,8 @@ static int parse_args(cli *c, int argc, char **argv)
         while (m < c->n_models &&
                !(strlen(c->models[m]) == (size_t)(eq - a) && memcmp(c->models[m], a, (size_t)(eq - a)) == 0))
             m++;
-        unsigned long long v;
-        double r;
+        unsigned long long v = 0;
+        double r = 0;
         bool ok = m < c->n_models && !sweep;
         if (ok && c->load_is_rate[i]) {
             ok = parse_pos(eq + 1, &r, false);
