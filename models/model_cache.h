@@ -15,7 +15,7 @@
 colo_status colo_model_cache_dir(char *buf, size_t len);
 /* The path of file (e.g. "SmolLM2-135M-Instruct.Q4_1.gguf" or
  * "all-minilm-l6-v2/vocab.txt") in the cache into buf. True when the path
- * fits and names a readable file; false otherwise (buf then holds the path
+ * fits and names a readable file or folder; false otherwise (buf then holds the path
  * it looked at, when it fits). */
 bool colo_model_cache_path(const char *file, char *buf, size_t len);
 

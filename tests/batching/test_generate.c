@@ -18,7 +18,7 @@
 
 #include "batching/engine.h"
 #include "models/unicode.h"
-#include "tests/models/model_paths.h"
+#include "models/model_cache.h"
 
 /* An engine takes its model's KV cache for good, so every run loads the
  * model afresh (0.3 s). */
@@ -37,7 +37,7 @@ static int setup(void **state)
 {
     char err[512];
     *state = NULL;
-    if (!colo_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", fx.path, sizeof fx.path))
+    if (!colo_model_cache_path("SmolLM2-135M-Instruct.Q4_1.gguf", fx.path, sizeof fx.path))
         return 0;
     colo_device_config dc = {.want = "cpu"};
     if (!(fx.dev = colo_device_open(&dc, err, sizeof err)) ||

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "models/bert.h"
-#include "tests/models/model_paths.h"
+#include "models/model_cache.h"
 
 #define MIN_COSINE 0.9999   /* every sentence against sentence-transformers (float32 torch) */
 #define BATCH_TOL 1e-5      /* batched against one by one, per component */
@@ -42,7 +42,7 @@ static int setup(void **state)
     static fixture f;
     char dir[1024], err[512];
     *state = NULL;
-    if (!colo_test_model_path("all-minilm-l6-v2/model.safetensors", dir, sizeof dir))
+    if (!colo_model_cache_path("all-minilm-l6-v2/model.safetensors", dir, sizeof dir))
         return 0;
     *strrchr(dir, '/') = '\0';
     colo_device_config dc = {.want = "cpu"};
@@ -230,7 +230,7 @@ static void test_f16_weights(void **state)
     if (!f)
         skip();
     char dir[1024], err[512];
-    assert_non_null(colo_test_model_path("all-minilm-l6-v2", dir, sizeof dir));
+    assert_non_null(colo_model_cache_path("all-minilm-l6-v2", dir, sizeof dir));
     colo_bert_config bc = {.weight_type = COLO_F16};
     colo_bert *m = colo_bert_load(dir, &bc, f->arena, f->s, err, sizeof err);
     if (!m)

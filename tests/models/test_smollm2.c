@@ -14,7 +14,7 @@
 
 #include "models/llama.h"
 #include "models/sampler.h"
-#include "tests/models/model_paths.h"
+#include "models/model_cache.h"
 
 /* colo computes multi-row products (prefill) with exact F32 activations
  * and single-row products (decode) with 8-bit activations, as llama.cpp does
@@ -42,7 +42,7 @@ static int open_fixture(fixture *fp, bool exact)
 {
     fixture f = {0};
     char path[1024], err[512];
-    if (!colo_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path))
+    if (!colo_model_cache_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path))
         return 1;
     colo_device_config dc = {.want = "cpu", .exact_activations = exact};
     f.dev = colo_device_open(&dc, err, sizeof err);
