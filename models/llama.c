@@ -428,8 +428,24 @@ colo_status colo_llama_reserve(colo_llama *m, int n_tokens, int n_logits, int n_
         }                                                                                                   \
     } while (0)
 
+static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
+                           colo_cosched_member *throttle);
+
 colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
                                colo_cosched_member *throttle)
+{
+    /* A decode step: every token is its sequence's next one and gets logits. */
+    bool decode = b->n_tokens > 0 && b->n_logits == b->n_tokens;
+    for (int t = 1; decode && t < b->n_tokens; t++)
+        decode = b->seq[t] != b->seq[t - 1];
+    colo_stream_set_decode(s, decode);
+    colo_status st = forward(m, s, b, logits, throttle);
+    colo_stream_set_decode(s, false);
+    return st;
+}
+
+static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
+                           colo_cosched_member *throttle)
 {
     const colo_llama_hparams *hp = &m->hp;
     int n = b->n_tokens;

@@ -81,6 +81,8 @@ void colo_stream_destroy(colo_stream *s)
 
 colo_device *colo_stream_device(const colo_stream *s) { return s->dev; }
 colo_priority colo_stream_priority(const colo_stream *s) { return s->priority; }
+void colo_stream_set_decode(colo_stream *s, bool decode) { s->decode = decode; }
+bool colo_stream_decode(const colo_stream *s) { return s->decode; }
 colo_status colo_stream_sync(colo_stream *s) { return s ? s->dev->vt->stream_sync(s) : COLO_EINVAL; }
 colo_status colo_stream_query(colo_stream *s) { return s ? s->dev->vt->stream_query(s) : COLO_EINVAL; }
 

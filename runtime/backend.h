@@ -96,6 +96,13 @@ colo_stream *colo_stream_create(colo_device *dev, const colo_stream_config *cfg,
 void colo_stream_destroy(colo_stream *s); /* waits for queued work; accepts NULL */
 colo_device *colo_stream_device(const colo_stream *s);
 colo_priority colo_stream_priority(const colo_stream *s);
+/* Marks the ops queued next on s (until changed) as a decode step: every
+ * row of an activation is a different sequence's one new token. The CPU
+ * backend then gives up to 8 such rows the 8-bit activations it gives a
+ * single row, so each sequence gets the numerics it would get alone (and
+ * batched decode avoids expanding every weight to F32). The owner's thread. */
+void colo_stream_set_decode(colo_stream *s, bool decode);
+bool colo_stream_decode(const colo_stream *s);
 /* Waits until all work queued on s has finished. Returns the first error any
  * of it hit since the last synchronize (and clears it), else COLO_OK. */
 colo_status colo_stream_sync(colo_stream *s);

@@ -72,7 +72,8 @@ struct colo_buffer {
 struct colo_stream {
     colo_device *dev;
     colo_priority priority;
-    void *ctx; /* backend state */
+    bool decode; /* colo_stream_set_decode */
+    void *ctx;   /* backend state */
 };
 
 struct colo_event {

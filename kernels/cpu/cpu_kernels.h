@@ -76,6 +76,8 @@ int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
  * sgemm on expanded tiles. Default 2 (single-row decode only). A tuning
  * knob for benchmarks; set it only while no op runs. */
 extern int colo_cpu_int8_max_rows;
+/* The same for steps marked decode (colo_stream_set_decode); default 9. */
+extern int colo_cpu_int8_max_decode_rows;
 
 /* ---- the ops (one file per concern) ------------------------------------------------ */
 

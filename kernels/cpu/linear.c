@@ -2,8 +2,10 @@
  * rows), so each worker reads a disjoint part of W, once.
  *
  * Three paths, by the number of rows m of x and the weight type:
- * - int8 (Q4_0/Q4_1/Q8_0/Q6_K, m < colo_cpu_int8_max_rows, unless the device wants
- *   exact activations): an op queued first quantizes each row of x to 8-bit
+ * - int8 (Q4_0/Q4_1/Q8_0/Q6_K, m < colo_cpu_int8_max_rows, or m <
+ *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
+ *   unless the device wants exact activations): an op queued first
+ *   quantizes each row of x to 8-bit
  *   blocks of 32 into the stream's scratch, once; then each weight row, in
  *   its file format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a
  *   time by integer products (dot.c).
@@ -21,6 +23,11 @@
  * batched decode) keep exact F32 activations, which the model tests'
  * tolerances assume. */
 int colo_cpu_int8_max_rows = 2;
+/* The same in decode steps, where each row is one sequence's token: up to 8
+ * rows round to 8 bits, as each would alone. Expanding every weight
+ * to F32 for sgemm costs as much as the products themselves at that size (a
+ * 4-row step took 6.5x a 1-row one); from about 16 rows the tiles win. */
+int colo_cpu_int8_max_decode_rows = 9;
 /* Rows of x below which float weights are dotted row by row. */
 #define FLOAT_DOT_MAX_ROWS 2
 #define TILE_ROWS 64
@@ -144,7 +151,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL};
-    if (m < colo_cpu_int8_max_rows && colo_cpu_vec_dot_for(w_type) && !colo_cpu_exact(s)) {
+    int int8_rows = colo_stream_decode(s) ? colo_cpu_int8_max_decode_rows : colo_cpu_int8_max_rows;
+    if (m < int8_rows && colo_cpu_vec_dot_for(w_type) && !colo_cpu_exact(s)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
         colo_blk_q8x *xq = colo_cpu_stream_scratch(s, (size_t)m * (size_t)(k / 32) * sizeof *xq);
         if (!xq)
