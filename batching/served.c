@@ -371,6 +371,7 @@ static void run_llama(colo_served *m)
         colo_queue_item *it;
         while (m->n_jobs < max_live && (it = colo_queue_pop(m->q)))
             admit_llama(m, it->owner);
+        m->kv_free = colo_gen_kv_free_blocks(m->eng); /* cancellations free blocks at once */
         if (!m->n_jobs) {
             colo_queue_wait(m->q, 100u * 1000 * 1000);
             continue;

@@ -204,15 +204,20 @@ static json_t *embedding_json(const float *v, int dim, bool b64)
 
 /* ---- metrics ------------------------------------------------------------------- */
 
+static void count_request(colo_api *a, const char *model, int http_status)
+{
+    char status[8];
+    snprintf(status, sizeof status, "%d", http_status);
+    const char *ls[] = {model, status};
+    colo_metric_add(a->m_requests, ls, 1);
+}
+
 static void record(api_call *c, int http_status)
 {
     colo_api *a = c->api;
     const char *model = c->am->name;
-    char status[8];
-    snprintf(status, sizeof status, "%d", http_status);
-    const char *ls[] = {model, status};
     const char *lm[] = {model};
-    colo_metric_add(a->m_requests, ls, 1);
+    count_request(a, model, http_status);
     if (c->st != COLO_OK)
         return;
     const char *lq[] = {model, colo_priority_name(c->r.who.priority)};
@@ -625,6 +630,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     colo_status st = colo_api_decode(ep, mc->kind, body, &lim, &c->in, err, sizeof err);
     json_decref(body);
     if (st != COLO_OK) {
+        count_request(a, am->name, 400);
         colo_http_error(req, 400, "invalid_request", "%s", err);
         call_free(c);
         return;
@@ -649,6 +655,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     if (st == COLO_EAGAIN) {
         colo_served_info in;
         colo_served_get_info(am->m, &in);
+        count_request(a, am->name, 429);
         colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, 429, "queue_full", "model %s: the queue is full (%d requests); retry later", am->name,
                         in.max_queue);
@@ -658,6 +665,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     if (st != COLO_OK) {
         colo_served_info in;
         colo_served_get_info(am->m, &in);
+        count_request(a, am->name, 503);
         colo_http_add_header(req, "Retry-After", "5");
         colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", am->name, colo_served_state_name(in.state),
                         in.error[0] ? ": " : "", in.error);

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "models/mkmodel.h"
 
 typedef struct srv_fixture {
@@ -351,6 +353,91 @@ static inline char *srv_log(srv_fixture *f)
     if (buf)
         buf[n] = 0;
     return buf;
+}
+
+/* The body of r as JSON (NULL when it is not). */
+static inline json_t *srv_json(const srv_resp *r) { return r->body ? json_loads(r->body, 0, NULL) : NULL; }
+
+/* A header's value in r (copied into out), or NULL. */
+static inline const char *srv_header(const srv_resp *r, const char *name, char *out, size_t cap)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\r\n%s:", name);
+    const char *h = strcasestr(r->head, key);
+    if (!h)
+        return NULL;
+    h += strlen(key);
+    while (*h == ' ')
+        h++;
+    size_t n = strcspn(h, "\r\n");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, h, n);
+    out[n] = 0;
+    return out;
+}
+
+/* Splits an SSE body into events: names[i] ("" for unnamed) and data[i],
+ * both malloc'd. Returns the count (at most max). */
+static inline int srv_sse(const char *body, char **names, char **data, int max)
+{
+    int n = 0;
+    const char *p = body;
+    while (p && *p && n < max) {
+        const char *end = strstr(p, "\n\n");
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *ev = strndup(p, len);
+        char *name = strdup(""), *d = strdup("");
+        for (char *line = strtok(ev, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strncmp(line, "event: ", 7)) {
+                free(name);
+                name = strdup(line + 7);
+            } else if (!strncmp(line, "data: ", 6)) {
+                free(d);
+                d = strdup(line + 6);
+            }
+        }
+        free(ev);
+        names[n] = name;
+        data[n] = d;
+        n++;
+        p = end ? end + 2 : NULL;
+    }
+    return n;
+}
+
+/* Sends n requests (each complete raw bytes) on n connections at once and
+ * parses each response into r[i] (status 0 when none came). */
+static inline void srv_concurrent(int port, const char **raw, int n, srv_resp *r)
+{
+    int fd[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        fd[i] = srv_connect(port);
+        if (fd[i] >= 0)
+            srv_send_all(fd[i], raw[i], strlen(raw[i]));
+    }
+    for (int i = 0; i < n && i < 64; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        if (fd[i] < 0)
+            continue;
+        size_t len;
+        char *buf = srv_read_all(fd[i], 20000, &len);
+        if (buf && srv_parse(buf, len, &r[i]) == 0)
+            r[i].status = 0;
+        free(buf);
+        close(fd[i]);
+    }
+}
+
+/* A POST with Connection: close as raw bytes (malloc'd). */
+static inline char *srv_post_raw(const char *path, const char *extra_headers, const char *body)
+{
+    size_t cap = strlen(body) + strlen(path) + (extra_headers ? strlen(extra_headers) : 0) + 200;
+    char *req = malloc(cap);
+    if (req)
+        snprintf(req, cap, "POST %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n%sContent-Length: %zu\r\n\r\n%s", path,
+                 extra_headers ? extra_headers : "", strlen(body), body);
+    return req;
 }
 
 static inline void srv_cleanup(srv_fixture *f)
