@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Checks colo-server's OpenAI-compatible endpoints with the official `openai`
+# Python client (a pinned version from PyPI, in a virtualenv): lists models,
+# a chat completion, a streamed chat completion, a completion (plain and
+# streamed), an unknown model's 404 and, when MiniLM is in the model cache, an
+# embeddings request. Starts colo-server on a free port with an API key and
+# stops it at the end. Exit 0 only when every check passes.
+#
+#   scripts/openai-check.sh              a synthetic model written by colo-mkmodel
+#   scripts/openai-check.sh --smollm2    SmolLM2-135M-Instruct from the model cache
+#                                        (and the answer must name Paris)
+#
+# Environment:
+#   BUILD=build            the build folder (colo-server and colo-mkmodel are built when missing)
+#   COLO_VENV=DIR          the virtualenv (default $BUILD/openai-venv; created when missing)
+#   OPENAI_VERSION=3.51.0  the openai package version
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+COLO_VENV=${COLO_VENV:-$BUILD/openai-venv}
+OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
+smollm2=0
+case "${1:-}" in
+--smollm2) smollm2=1 ;;
+"") ;;
+*) echo "usage: scripts/openai-check.sh [--smollm2]" >&2; exit 2 ;;
+esac
+
+for p in colo-server colo-mkmodel; do
+  if [ ! -x "$BUILD/$p" ]; then
+    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
+    break
+  fi
+done
+
+py="$COLO_VENV/bin/python"
+if ! "$py" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION')" 2>/dev/null; then
+  echo "openai-check: installing openai==$OPENAI_VERSION into $COLO_VENV" >&2
+  python3 -m venv "$COLO_VENV"
+  "$py" -m pip install -q --disable-pip-version-check "openai==$OPENAI_VERSION"
+fi
+
+cache="${XDG_CACHE_HOME:-}"
+[ -n "$cache" ] || cache="$HOME/.cache"
+cache="$cache/colo/models"
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ]; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+expect=()
+if [ "$smollm2" = 1 ]; then
+  model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+  [ -r "$model" ] || { echo "openai-check: no $model (scripts/fetch-models.sh)" >&2; exit 2; }
+  name=smollm2
+  expect=(--expect-text Paris)
+else
+  model="$tmp/tiny.gguf"
+  "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
+    --vocab 512 --ctx 512 --seed 7 >/dev/null
+  name=tiny
+fi
+{
+  echo "server: { listen: \"127.0.0.1:0\", device: cpu, api_key_env: COLO_OPENAI_CHECK_KEY }"
+  echo "models:"
+  echo "  - { name: $name, kind: llama, path: \"$model\", memory_fraction: 0.05, max_seq_len: 512 }"
+  if [ -d "$cache/all-minilm-l6-v2" ]; then
+    echo "  - { name: minilm, kind: bert, path: \"$cache/all-minilm-l6-v2\", memory_fraction: 0.05 }"
+  fi
+} >"$tmp/colo.yaml"
+embed=()
+[ -d "$cache/all-minilm-l6-v2" ] && embed=(--embed-model minilm)
+[ ${#embed[@]} -gt 0 ] || echo "openai-check: MiniLM is not in the model cache; no embeddings check" >&2
+
+key="check-$$-$RANDOM"
+COLO_OPENAI_CHECK_KEY=$key "$BUILD/colo-server" --config "$tmp/colo.yaml" --port-file "$tmp/port" \
+  >"$tmp/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 300); do
+  if [ -s "$tmp/port" ] && curl -sf "http://127.0.0.1:$(cat "$tmp/port")/health/ready" >/dev/null 2>&1; then
+    break
+  fi
+  kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$tmp/port" ] || { echo "openai-check: colo-server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+
+rc=0
+"$py" scripts/openai_check.py --url "http://127.0.0.1:$(cat "$tmp/port")" --model "$name" \
+  --api-key "$key" "${embed[@]}" "${expect[@]}" || rc=$?
+kill -TERM "$server_pid"
+if ! wait "$server_pid"; then
+  echo "openai-check: colo-server did not exit cleanly on SIGTERM" >&2
+  tail -20 "$tmp/server.log" >&2
+  rc=1
+fi
+server_pid=
+exit "$rc"
