@@ -1,7 +1,9 @@
 #include "batching/engine.h"
+
 #include "batching/queue.h"
 #include "models/sampler.h"
 #include "models/unicode.h"
+#include "runtime/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,7 +228,8 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
                      n_prompt, cap);
         return NULL;
     }
-    colo_gen_seq *q = calloc(1, sizeof *q);
+    /* (an injected allocation fault stands for a failed host allocation) */
+    colo_gen_seq *q = colo_fault_hit(COLO_FAULT_ALLOC, colo_stream_label(e->s)) ? NULL : calloc(1, sizeof *q);
     if (!q)
         goto out_oom;
     q->e = e;

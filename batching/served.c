@@ -2,6 +2,7 @@
 #include "batching/engine.h"
 #include "models/bert.h"
 #include "models/llama.h"
+#include "runtime/fault.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -352,6 +353,16 @@ static void mark_failed(colo_served *m, const char *msg)
     COLO_ERROR("model %s: failed: %s", m->cfg.name, msg);
 }
 
+/* A poisoned device (another model's error may have poisoned it) fails
+ * this model too: marks it failed and fails what waits. True then. */
+static bool device_lost(colo_served *m)
+{
+    if (!colo_device_poisoned(m->env.dev))
+        return false;
+    mark_failed(m, "the device context was lost");
+    return true;
+}
+
 static void run_llama(colo_served *m)
 {
     int max_live = max_running_of(&m->cfg);
@@ -373,6 +384,10 @@ static void run_llama(colo_served *m)
             admit_llama(m, it->owner);
         m->kv_free = colo_gen_kv_free_blocks(m->eng); /* cancellations free blocks at once */
         if (!m->n_jobs) {
+            if (device_lost(m)) {
+                drain_queue(m, COLO_EFATAL, "the device context was lost");
+                return;
+            }
             colo_queue_wait(m->q, 100u * 1000 * 1000);
             continue;
         }
@@ -424,7 +439,7 @@ static void run_bert_batch(colo_served *m, colo_request **rs, int n)
     int *ntok = calloc((size_t)n, sizeof *ntok);
     colo_status *bad = calloc((size_t)n, sizeof *bad);
     uint64_t t0 = colo_now_ns();
-    if (!ids || !lens || !rows || !out || !ntok || !bad) {
+    if (!ids || !lens || !rows || !out || !ntok || !bad || colo_fault_hit(COLO_FAULT_ALLOC, m->cfg.name)) {
         for (int i = 0; i < n; i++)
             finish_plain(rs[i], COLO_ENOMEM, "out of memory");
         goto out;
@@ -507,6 +522,8 @@ static void run_bert(colo_served *m)
         uint64_t wait = 0;
         int n = colo_queue_form_batch(m->q, &pol, colo_now_ns(), items, &wait);
         if (n == 0) {
+            if (device_lost(m))
+                break;
             if (colo_queue_len(m->q) == 0)
                 colo_queue_wait(m->q, 100u * 1000 * 1000);
             else
@@ -548,6 +565,7 @@ static void *executor(void *arg)
 
 colo_status colo_served_start(colo_served *m, char *err, size_t errlen)
 {
+    colo_stream_set_label(m->stream, m->cfg.name); /* stream faults (runtime/fault.h) apply from now */
     m->state = COLO_SERVED_READY;
     int rc = pthread_create(&m->thread, NULL, executor, m);
     if (rc) {

@@ -2,6 +2,7 @@
 #include "kernels/ops.h"
 
 #include "runtime/backend_impl.h"
+#include "runtime/fault.h"
 
 const char *colo_dtype_name(colo_dtype t)
 {
@@ -55,16 +56,39 @@ bool colo_dtype_is_weight(colo_dtype t)
            t == COLO_Q6_K;
 }
 
+/* Injected faults (runtime/fault.h) and a poisoned device, before an op is
+ * queued on s; matrix ops may also get a math-library fault. */
+static colo_status op_faults(colo_stream *s, bool matrix)
+{
+    colo_device *dev = colo_stream_device(s);
+    if (colo_device_poisoned(dev))
+        return COLO_EFATAL;
+    const char *label = colo_stream_label(s);
+    if (!label)
+        return COLO_OK;
+    if (colo_fault_hit(COLO_FAULT_POISON, label)) {
+        __atomic_store_n(&dev->injected_poison, 1, __ATOMIC_RELEASE);
+        return COLO_EFATAL;
+    }
+    if (colo_fault_hit(COLO_FAULT_LAUNCH, label) || (matrix && colo_fault_hit(COLO_FAULT_BLAS, label)))
+        return COLO_EDEVICE;
+    return COLO_OK;
+}
+
 #define OPS(s) ((s) ? colo_device_ops(colo_stream_device(s)) : NULL)
-#define DISPATCH(s, slot, ...)                                                                                   \
+#define DISPATCH_OP(s, matrix, slot, ...)                                                                        \
     do {                                                                                                         \
         const colo_ops *ops_ = OPS(s);                                                                           \
         if (!ops_)                                                                                               \
             return COLO_EINVAL;                                                                                  \
         if (!ops_->slot)                                                                                         \
             return COLO_EUNSUPPORTED;                                                                            \
+        colo_status fst_ = op_faults(s, matrix);                                                                 \
+        if (fst_ != COLO_OK)                                                                                     \
+            return fst_;                                                                                         \
         return ops_->slot(s, __VA_ARGS__);                                                                       \
     } while (0)
+#define DISPATCH(s, slot, ...) DISPATCH_OP(s, false, slot, __VA_ARGS__)
 
 colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                            int x_stride, float *y, int y_stride, int m, int n, int k)
@@ -76,7 +100,7 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
         return COLO_EUNSUPPORTED;
     if (k % colo_dtype_block_elems(w_type))
         return COLO_EINVAL;
-    DISPATCH(s, linear, w, w_type, bias, x, x_stride, y, y_stride, m, n, k);
+    DISPATCH_OP(s, true, linear, w, w_type, bias, x, x_stride, y, y_stride, m, n, k);
 }
 
 colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
@@ -88,7 +112,7 @@ colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int 
         return COLO_EINVAL;
     if (ab_type != COLO_F32 && ab_type != COLO_F16)
         return COLO_EUNSUPPORTED;
-    DISPATCH(s, gemm, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, ab_type, beta, c, ldc,
+    DISPATCH_OP(s, true, gemm, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, ab_type, beta, c, ldc,
              stride_c, batch);
 }
 

@@ -10,6 +10,7 @@
  * nothing here assumes an arena's memory is one contiguous range forever. */
 #include "runtime/arena.h"
 #include "runtime/backend_impl.h"
+#include "runtime/fault.h"
 #include "runtime/log.h"
 
 #include <pthread.h>
@@ -216,7 +217,7 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         align = 256;
     if (!a || bytes == 0 || (align & (align - 1)))
         return COLO_EINVAL;
-    if (bytes > a->limit)
+    if (bytes > a->limit || colo_fault_hit(COLO_FAULT_ARENA, a->name))
         return COLO_ENOMEM;
     bytes = (bytes + 255) & ~(size_t)255; /* keeps every range 256-aligned */
     colo_status st = COLO_ENOMEM;

@@ -1,6 +1,7 @@
 /* Generic functions of runtime/backend.h: check arguments, call the backend. */
 #include "runtime/backend_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 colo_backend_kind colo_device_kind(const colo_device *dev) { return dev->kind; }
@@ -83,6 +84,14 @@ colo_device *colo_stream_device(const colo_stream *s) { return s->dev; }
 colo_priority colo_stream_priority(const colo_stream *s) { return s->priority; }
 void colo_stream_set_decode(colo_stream *s, bool decode) { s->decode = decode; }
 bool colo_stream_decode(const colo_stream *s) { return s->decode; }
+
+void colo_stream_set_label(colo_stream *s, const char *label)
+{
+    if (s)
+        snprintf(s->label, sizeof s->label, "%s", label ? label : "");
+}
+
+const char *colo_stream_label(const colo_stream *s) { return s && s->label[0] ? s->label : NULL; }
 colo_status colo_stream_sync(colo_stream *s) { return s ? s->dev->vt->stream_sync(s) : COLO_EINVAL; }
 colo_status colo_stream_query(colo_stream *s) { return s ? s->dev->vt->stream_query(s) : COLO_EINVAL; }
 

@@ -103,6 +103,11 @@ colo_priority colo_stream_priority(const colo_stream *s);
  * batched decode avoids expanding every weight to F32). The owner's thread. */
 void colo_stream_set_decode(colo_stream *s, bool decode);
 bool colo_stream_decode(const colo_stream *s);
+/* Names the stream's owner (a model), for logs and fault injection
+ * (runtime/fault.h); NULL or "" clears it. colo_stream_label is NULL when
+ * unset. The owner's thread. */
+void colo_stream_set_label(colo_stream *s, const char *label);
+const char *colo_stream_label(const colo_stream *s);
 /* Waits until all work queued on s has finished. Returns the first error any
  * of it hit since the last synchronize (and clears it), else COLO_OK. */
 colo_status colo_stream_sync(colo_stream *s);

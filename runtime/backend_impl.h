@@ -60,6 +60,7 @@ struct colo_device {
     const colo_ops *ops; /* kernels/ops.h table of this backend */
     colo_backend_kind kind;
     void *ctx;           /* backend state */
+    int injected_poison; /* runtime/fault.h "poison" fired on this device (__atomic access) */
 };
 
 struct colo_buffer {
@@ -74,6 +75,7 @@ struct colo_stream {
     colo_priority priority;
     bool decode; /* colo_stream_set_decode */
     void *ctx;   /* backend state */
+    char label[64]; /* colo_stream_set_label: the owning model, for fault injection */
 };
 
 struct colo_event {

@@ -5,7 +5,9 @@
 
 bool colo_device_poisoned(const colo_device *dev)
 {
-    return dev && dev->vt->poisoned && dev->vt->poisoned(dev);
+    if (!dev)
+        return false;
+    return __atomic_load_n(&dev->injected_poison, __ATOMIC_ACQUIRE) || (dev->vt->poisoned && dev->vt->poisoned(dev));
 }
 
 colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)

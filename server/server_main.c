@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "runtime/fault.h"
 #include "runtime/log.h"
 #include "server/api.h"
 #include "server/server.h"
@@ -58,6 +59,10 @@ int main(int argc, char **argv)
     static colo_config cfg; /* large: not on the stack */
     char err[1024];
     if (colo_config_load(config, &cfg, err, sizeof err) != COLO_OK) {
+        fprintf(stderr, "colo-server: %s\n", err);
+        return 2;
+    }
+    if (colo_fault_init(err, sizeof err) != COLO_OK) {
         fprintf(stderr, "colo-server: %s\n", err);
         return 2;
     }
