@@ -1,0 +1,37 @@
+/* Fuzz target: the YAML configuration (config/config.h) from arbitrary
+ * bytes, through colo_config_parse as colo_config_load uses it, and the
+ * size syntax (colo_config_parse_size) on the same bytes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static int init;
+    static colo_config cfg; /* large: not on the stack */
+    if (!init) {
+        fuzz_quiet();
+        init = 1;
+    }
+    char err[1024];
+    err[0] = 0;
+    colo_status st = colo_config_parse((const char *)data, size, "fuzz.yaml", &cfg, err, sizeof err);
+    if (st == COLO_OK) {
+        if (cfg.n_models < 1 || cfg.n_models > COLO_CFG_MAX_MODELS)
+            abort(); /* a parsed config has at least one model */
+        (void)colo_config_api_key(&cfg);
+    } else if (!err[0]) {
+        abort(); /* every refusal says why */
+    }
+    if (size < 64) {
+        char s[64];
+        memcpy(s, data, size);
+        s[size] = 0;
+        uint64_t v;
+        (void)colo_config_parse_size(s, &v);
+    }
+    return 0;
+}
