@@ -77,7 +77,8 @@ static int lookup(const colo_wordpiece *wp, const char *s, size_t len)
         if (id < 0)
             return -1;
         const char *t = wp->tok[id];
-        if (strncmp(t, s, len) == 0 && t[len] == '\0')
+        /* s may hold NUL bytes: t[len] is read only when t is that long */
+        if (strnlen(t, len + 1) == len && memcmp(t, s, len) == 0)
             return id;
     }
 }

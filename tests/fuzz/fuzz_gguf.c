@@ -121,8 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (g) {
         (void)colo_gguf_version(g);
         (void)colo_gguf_alignment(g);
-        if (colo_gguf_data_offset(g) > colo_gguf_file_size(g))
-            abort();
+        (void)colo_gguf_data_offset(g); /* may lie past the end when no tensor has bytes */
         read_kvs(g);
         read_tensors(g);
         use_tokenizer(g, data, size);
