@@ -358,6 +358,19 @@ static inline char *srv_log(srv_fixture *f)
 /* The body of r as JSON (NULL when it is not). */
 static inline json_t *srv_json(const srv_resp *r) { return r->body ? json_loads(r->body, 0, NULL) : NULL; }
 
+/* GET path; the answer's JSON (NULL when it is not JSON), its status in *status. */
+static inline json_t *srv_get_json(srv_fixture *f, const char *path, int *status)
+{
+    srv_resp r;
+    *status = 0;
+    if (!srv_http(f, "GET", path, NULL, &r))
+        return NULL;
+    *status = r.status;
+    json_t *j = srv_json(&r);
+    srv_resp_free(&r);
+    return j;
+}
+
 /* A header's value in r (copied into out), or NULL. */
 static inline const char *srv_header(const srv_resp *r, const char *name, char *out, size_t cap)
 {

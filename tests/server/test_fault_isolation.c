@@ -62,13 +62,11 @@ static const char *model_state(srv_fixture *f, const char *model, char *buf, siz
 {
     char path[64];
     snprintf(path, sizeof path, "/v1/models/%s", model);
-    srv_resp r;
-    assert_true(srv_http(f, "GET", path, NULL, &r));
-    assert_int_equal(r.status, 200);
-    json_t *j = srv_json(&r);
+    int status;
+    json_t *j = srv_get_json(f, path, &status);
+    assert_int_equal(status, 200);
     snprintf(buf, cap, "%s", json_string_value(json_object_get(j, "state")));
     json_decref(j);
-    srv_resp_free(&r);
     return buf;
 }
 

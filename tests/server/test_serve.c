@@ -66,11 +66,9 @@ static json_t *post_json(srv_fixture *f, const char *path, const char *body, int
 
 static json_t *get_json(srv_fixture *f, const char *path)
 {
-    srv_resp r;
-    assert_true(srv_http(f, "GET", path, NULL, &r));
-    assert_int_equal(r.status, 200);
-    json_t *j = srv_json(&r);
-    srv_resp_free(&r);
+    int status;
+    json_t *j = srv_get_json(f, path, &status);
+    assert_int_equal(status, 200);
     assert_non_null(j);
     return j;
 }

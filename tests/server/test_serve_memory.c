@@ -51,11 +51,9 @@ static json_t *model_info(srv_fixture *f, const char *name)
 {
     char path[64];
     snprintf(path, sizeof path, "/v1/models/%s", name);
-    srv_resp r;
-    assert_true(srv_http(f, "GET", path, NULL, &r));
-    assert_int_equal(r.status, 200);
-    json_t *j = srv_json(&r);
-    srv_resp_free(&r);
+    int status;
+    json_t *j = srv_get_json(f, path, &status);
+    assert_int_equal(status, 200);
     assert_non_null(j);
     return j;
 }
