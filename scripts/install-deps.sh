@@ -5,9 +5,10 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
-      libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp)
+      libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
+      clang libclang-rt-14-dev)
 # Optional extras used by benchmarks and checks; missing ones are only reported.
-extras=(wrk nginx-light prometheus clang libclang-rt-14-dev valgrind curl)
+extras=(wrk nginx-light prometheus valgrind curl)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,10 +2,11 @@
 # The test command: installs what is missing, fetches the model weights (tests
 # that need weights that could not be fetched report themselves skipped),
 # builds colo twice (the normal build, with CUDA when nvcc is found, and an
-# ASan+UBSan build without CUDA) and runs the whole ctest suite in each.
+# ASan+UBSan build without CUDA) and runs the whole ctest suite in each,
+# then each libFuzzer target for 20 s (scripts/fuzz.sh, a clang build).
 #
 #   scripts/test.sh            everything
-#   COLO_TEST_QUICK=1 ...      the normal build only
+#   COLO_TEST_QUICK=1 ...      the normal build only (no sanitizers, no fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -35,4 +36,6 @@ if [ "${COLO_TEST_QUICK:-0}" != 1 ]; then
   echo "== tests (ASan + UBSan)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+  echo "== fuzz (each target 20 s)"
+  scripts/fuzz.sh 20
 fi
