@@ -21,6 +21,12 @@
 static colo_gguf *gguf;
 static colo_bpe *bpe;
 
+static void teardown(void)
+{
+    colo_bpe_free(bpe);
+    colo_gguf_close(gguf);
+}
+
 static void build(void)
 {
     char path[64], err[256];
@@ -31,6 +37,7 @@ static void build(void)
         !(gguf = colo_gguf_open(path, err, sizeof err)) || !(bpe = colo_bpe_from_gguf(gguf, err, sizeof err)))
         abort();
     close(fd); /* the mapping stays */
+    atexit(teardown);
 }
 
 static void roundtrip(const char *text, size_t len, bool special)

@@ -101,6 +101,12 @@ static void dispatch(colo_http_req *req, void *ud)
     colo_router_dispatch(router, req);
 }
 
+static void teardown(void)
+{
+    colo_http_server_free(srv);
+    colo_router_free(router);
+}
+
 static void build(void)
 {
     char err[256];
@@ -126,6 +132,7 @@ static void build(void)
         colo_router_add(router, "POST", "/v1/later", on_later, NULL, 0) ||
         colo_router_add(router, "GET", "/v1/later", on_later, NULL, 0))
         abort();
+    atexit(teardown);
 }
 
 /* ---- one connection -------------------------------------------------------------------- */

@@ -19,6 +19,12 @@ static const char *const vocab[] = {
 
 static colo_wordpiece *wps[3];
 
+static void teardown(void)
+{
+    for (int i = 0; i < 3; i++)
+        colo_wordpiece_free(wps[i]);
+}
+
 static void build(void)
 {
     colo_wordpiece_config c[3];
@@ -31,6 +37,7 @@ static void build(void)
     for (int i = 0; i < 3; i++)
         if (!(wps[i] = colo_wordpiece_create(vocab, N_VOCAB, &c[i], err, sizeof err)))
             abort();
+    atexit(teardown);
 }
 
 static void encode(const colo_wordpiece *wp, const char *text, size_t len, bool special, int cap)
