@@ -57,7 +57,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 echo "== fuzz: build ($dir)"
 mkdir -p "$dir"
 CC=clang cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLO_FUZZ=ON -DCOLO_CUDA=OFF \
-  >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+  >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 cmake --build "$dir" -j"$jobs" --target "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
