@@ -436,7 +436,6 @@ static bool begin_stream(api_call *c)
 {
     if (c->started)
         return true;
-    colo_http_add_header(c->http, "Cache-Control", "no-cache");
     if (colo_http_stream_begin(c->http, 200, "text/event-stream") != COLO_OK)
         return false;
     c->started = true;

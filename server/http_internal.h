@@ -152,6 +152,8 @@ void http_req_free(colo_http_req *r);
 /* Ends r's life once finished and no longer attached: done hook, log, free. */
 void http_req_retire(colo_http_req *r);
 void http_req_assign_id(colo_http_req *r);
+/* A fresh request id (16 hex digits, unique in this process) into out. */
+void http_make_id(char *out, size_t cap);
 void http_req_abort(colo_http_req *r);
 
 #endif

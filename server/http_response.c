@@ -116,6 +116,13 @@ static bool id_acceptable(const char *s)
     return true;
 }
 
+void http_make_id(char *out, size_t cap)
+{
+    pthread_once(&id_once, id_init);
+    uint64_t n = atomic_fetch_add(&id_counter, 1) + 1;
+    snprintf(out, cap, "%016llx", (unsigned long long)id_mix(id_seed + n * 0x9e3779b97f4a7c15ull));
+}
+
 void http_req_assign_id(colo_http_req *r)
 {
     const char *given = colo_http_req_header(r, "X-Request-Id");
@@ -123,9 +130,7 @@ void http_req_assign_id(colo_http_req *r)
         memcpy(r->id, given, strlen(given) + 1);
         return;
     }
-    pthread_once(&id_once, id_init);
-    uint64_t n = atomic_fetch_add(&id_counter, 1) + 1;
-    snprintf(r->id, sizeof r->id, "%016llx", (unsigned long long)id_mix(id_seed + n * 0x9e3779b97f4a7c15ull));
+    http_make_id(r->id, sizeof r->id);
 }
 
 /* ---- the request object -------------------------------------------------------------- */

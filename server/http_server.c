@@ -53,13 +53,15 @@ void http_server_conn_gone(colo_http_server *s)
 /* A 503 written straight to the socket of a connection over the limit. */
 static void reject(colo_http_server *s, int fd)
 {
-    static const char body[] =
-        "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\",\"request_id\":\"\"}}\n";
-    char resp[512];
+    char id[32], body[160], resp[512];
+    http_make_id(id, sizeof id); /* the request was never read: a fresh id */
+    int bl = snprintf(body, sizeof body,
+                      "{\"error\":{\"code\":\"unavailable\",\"message\":\"too many connections\",\"request_id\":\"%s\"}}\n",
+                      id);
     int n = snprintf(resp, sizeof resp,
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-                     sizeof body - 1, body);
+                     "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\n\r\n%s",
+                     bl, id, body);
     ssize_t w = send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w; /* best effort: the connection is closed either way */
     evutil_closesocket(fd);

@@ -316,6 +316,17 @@ static void put_escaped(out *o, const char *s, bool quote)
     }
 }
 
+/* The shortest %g form that reads back as v ("0.0025", not
+ * "0.0025000000000000001"). */
+static void shortest_real(char *buf, size_t cap, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 static void put_number(out *o, double v)
 {
     if (isnan(v))
@@ -324,8 +335,11 @@ static void put_number(out *o, double v)
         put(o, v > 0 ? "+Inf" : "-Inf");
     else if (v == floor(v) && fabs(v) < 1e15)
         put(o, "%.0f", v);
-    else
-        put(o, "%.17g", v);
+    else {
+        char buf[32];
+        shortest_real(buf, sizeof buf, v);
+        put(o, "%s", buf);
+    }
 }
 
 /* {a="x",b="y"[,le="..."]} */
@@ -363,7 +377,7 @@ static void render_family(out *o, const colo_metric *f)
         for (int b = 0; b <= f->n_buckets; b++) {
             char le[64];
             if (b < f->n_buckets)
-                snprintf(le, sizeof le, "%.17g", f->buckets[b]);
+                shortest_real(le, sizeof le, f->buckets[b]);
             else
                 snprintf(le, sizeof le, "+Inf");
             cum += s->counts[b];

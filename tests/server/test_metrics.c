@@ -54,7 +54,7 @@ static void test_render_and_escape(void **state)
         "t_requests_total{model=\"x\",status=\"500\"} 1\n",
         "# TYPE t_memory_bytes gauge\nt_memory_bytes 1500000000\n",
         "# TYPE t_latency_seconds histogram\n",
-        "t_latency_seconds_bucket{model=\"m\",le=\"0.10000000000000001\"} 2\n",
+        "t_latency_seconds_bucket{model=\"m\",le=\"0.1\"} 2\n",
         "t_latency_seconds_bucket{model=\"m\",le=\"1\"} 3\n",
         "t_latency_seconds_bucket{model=\"m\",le=\"+Inf\"} 7\n",
         "t_latency_seconds_count{model=\"m\"} 7\n",
