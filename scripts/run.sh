@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 scripts/install-deps.sh
+# (the build type scripts/test.sh uses too, so that neither rebuilds the other's work)
 mkdir -p build
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
 cmake --build build -j"$jobs" --target colo-server colo-generate colo-mkmodel colo-loadtest
 scripts/fetch-models.sh
 
