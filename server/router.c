@@ -171,14 +171,17 @@ void colo_router_match(const colo_router *r, const char *method, const char *pat
         int sc = route_score(rt, segs, n);
         if (sc < 0)
             continue;
-        if (!strcmp(rt->method, method)) {
+        /* HEAD is GET without the body (the response layer drops it) */
+        bool head_get = !strcmp(method, "HEAD") && !strcmp(rt->method, "GET");
+        if (!strcmp(rt->method, method) || head_get) {
             if (sc > best_score) {
                 best = rt;
                 best_score = sc;
             }
         } else if (!strstr(out->allow, rt->method)) {
             size_t used = strlen(out->allow);
-            snprintf(out->allow + used, sizeof out->allow - used, "%s%s", used ? ", " : "", rt->method);
+            snprintf(out->allow + used, sizeof out->allow - used, "%s%s%s", used ? ", " : "", rt->method,
+                     strcmp(rt->method, "GET") ? "" : ", HEAD");
         }
     }
     if (!best) {

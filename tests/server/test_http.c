@@ -599,7 +599,7 @@ static void test_routes_404_405(void **state)
     request(fx->port, "DELETE /health/live HTTP/1.1\r\n\r\n", &r);
     assert_int_equal(r.status, 405);
     assert_error_body(&r, "method_not_allowed");
-    assert_string_equal(header(&r, "Allow"), "GET");
+    assert_string_equal(header(&r, "Allow"), "GET, HEAD");
     assert_non_null(strstr(r.headers, "405 Method Not Allowed"));
     /* parameterized routes: params decoded, exact segments beat parameters */
     request(fx->port, "GET /v1/models/sm%6Fl HTTP/1.1\r\n\r\n", &r);

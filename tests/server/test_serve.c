@@ -229,6 +229,19 @@ static void test_models(void **state)
     assert_int_equal(json_integer_value(json_object_get(m, "n_vocab")), 512);
     json_decref(m);
 
+    /* HEAD: GET's status and headers, no body */
+    const char *head = "HEAD /v1/models/a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    int fd = srv_connect(f->port);
+    assert_true(fd >= 0 && srv_send_all(fd, head, strlen(head)));
+    size_t hn;
+    char *hb = srv_read_all(fd, 10000, &hn);
+    close(fd);
+    assert_non_null(hb);
+    assert_true(!strncmp(hb, "HTTP/1.1 200", 12));
+    assert_non_null(strcasestr(hb, "\r\nContent-Length: "));
+    assert_true(hn > 4 && !strcmp(hb + hn - 4, "\r\n\r\n")); /* nothing after the headers */
+    free(hb);
+
     srv_resp r;
     assert_true(srv_http(f, "GET", "/v1/models/nope", NULL, &r));
     assert_int_equal(r.status, 404);
