@@ -24,7 +24,9 @@ static const char *two_models =
     "    path: m.gguf\n"
     "    memory_fraction: 0.2\n"
     "    priority: low\n"
-    "    batching: { max_batch_size: 1, max_queue: 1 }\n";
+    "    batching: { max_batch_size: 1, max_queue: 1 }\n"
+    "  - { name: c, kind: llama, path: m.gguf, memory_fraction: 0.1,\n"
+    "      batching: { max_batch_size: 1, max_queue: 8, queue_timeout_ms: 30 } }\n";
 
 static srv_fixture shared;
 
@@ -197,7 +199,7 @@ static void test_models(void **state)
     json_t *l = get_json(f, "/v1/models");
     assert_string_equal(jstr(l, "object"), "list");
     json_t *data = json_object_get(l, "data");
-    assert_int_equal(json_array_size(data), 2);
+    assert_int_equal(json_array_size(data), 3);
     const char *names[2] = {"a", "b"}, *prio[2] = {"high", "low"};
     for (int i = 0; i < 2; i++) {
         json_t *m = json_array_get(data, i);
@@ -522,6 +524,37 @@ static void test_queue_full(void **state)
     json_decref(j);
 }
 
+/* A request still queued past its deadline gets 503 queue_timeout with
+ * Retry-After (model c: one at a time, 30 ms in the queue at most). */
+static void test_queue_timeout(void **state)
+{
+    srv_fixture *f = *state;
+    const char *body = "{\"prompt\":\"long story\",\"max_tokens\":240,\"seed\":1}"; /* about 75 ms */
+    const char *raw[4];
+    for (int i = 0; i < 4; i++)
+        raw[i] = srv_post_raw("/v1/models/c/infer", NULL, body);
+    srv_resp r[4];
+    srv_concurrent(f->port, raw, 4, r);
+    int ok = 0, late = 0;
+    for (int i = 0; i < 4; i++) {
+        if (r[i].status == 503) {
+            char h[32];
+            assert_non_null(srv_header(&r[i], "Retry-After", h, sizeof h));
+            json_t *j = srv_json(&r[i]);
+            assert_string_equal(jstr(json_object_get(j, "error"), "code"), "queue_timeout");
+            json_decref(j);
+            late++;
+        } else {
+            assert_int_equal(r[i].status, 200);
+            ok++;
+        }
+        srv_resp_free(&r[i]);
+        free((char *)raw[i]);
+    }
+    assert_true(ok >= 1);
+    assert_true(late >= 1);
+}
+
 /* A client that goes away mid-stream frees its sequence: the model is idle
  * with all its KV blocks free soon after, and serves the next request. */
 static void test_disconnect_frees_sequence(void **state)
@@ -736,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_queue_timeout),
         cmocka_unit_test(test_disconnect_frees_sequence),
         cmocka_unit_test(test_metrics),
     };
