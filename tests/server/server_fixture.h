@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -262,6 +263,7 @@ static inline bool srv_start_env(srv_fixture *f, const char *yaml, const char *e
         return false;
     f->pid = fork();
     if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test never leaves a server behind */
         int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
