@@ -465,7 +465,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         c->eof = true;
         switch (c->state) {
         case CONN_WRITING:
-            c->close_after = true; /* finish writing, then close */
+            /* A half-close: finish writing, answer the requests already
+             * received (pipelined), then close (conn_process_input). */
             return;
         case CONN_IDLE:
         case CONN_READING_HEADERS:

@@ -471,6 +471,24 @@ static void test_keepalive_and_pipelining(void **state)
     assert_string_equal(header(&r, "Connection"), "close");
     assert_true(closed_by_server(cb, 2000));
     close_conn(cb);
+    /* pipelined requests then a half-close (printf ... | nc -N): every one
+     * is answered, then the server closes */
+    cb = open_conn(fx->port);
+    for (int i = 0; i < 4; i++) {
+        char req[256];
+        snprintf(req, sizeof req, "POST /test/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nhalf-%d", i);
+        SEND(cb->fd, req);
+    }
+    shutdown(cb->fd, SHUT_WR);
+    for (int i = 0; i < 4; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "half-%d", i);
+        assert_true(read_response(cb, &r));
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, want);
+    }
+    assert_true(closed_by_server(cb, 2000));
+    close_conn(cb);
 }
 
 static void test_chunked_body_and_expect(void **state)
