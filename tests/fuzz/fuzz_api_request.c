@@ -42,11 +42,7 @@ static void check(colo_api_endpoint ep, colo_model_kind kind, const colo_api_lim
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int init;
-    if (!init) {
-        fuzz_quiet();
-        init = 1;
-    }
+    fuzz_init_once(NULL);
     if (size < 1)
         return 0;
     colo_api_endpoint ep = (colo_api_endpoint)(data[0] & 3);

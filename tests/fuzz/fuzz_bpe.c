@@ -110,12 +110,7 @@ static void chat(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int init;
-    if (!init) {
-        fuzz_quiet();
-        build();
-        init = 1;
-    }
+    fuzz_init_once(build);
     if (size < 1)
         return 0;
     uint8_t mode = data[0];

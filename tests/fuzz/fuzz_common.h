@@ -35,4 +35,16 @@ static inline int fuzz_memfile(const uint8_t *data, size_t size, char *path, siz
 /* Parsers log what they refuse; a fuzz run must not print per input. */
 static inline void fuzz_quiet(void) { colo_log_set_level(COLO_LOG_ERROR); }
 
+/* Once per process: quiets the logs, then runs build (may be NULL). */
+static inline void fuzz_init_once(void (*build)(void))
+{
+    static int done;
+    if (done)
+        return;
+    fuzz_quiet();
+    if (build)
+        build();
+    done = 1;
+}
+
 #endif

@@ -10,12 +10,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int init;
     static colo_config cfg; /* large: not on the stack */
-    if (!init) {
-        fuzz_quiet();
-        init = 1;
-    }
+    fuzz_init_once(NULL);
     char err[1024];
     err[0] = 0;
     colo_status st = colo_config_parse((const char *)data, size, "fuzz.yaml", &cfg, err, sizeof err);

@@ -199,12 +199,7 @@ static void maybe_shut(client *c, int client_fd, int server_fd)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int init;
-    if (!init) {
-        fuzz_quiet();
-        build();
-        init = 1;
-    }
+    fuzz_init_once(build);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
         abort();

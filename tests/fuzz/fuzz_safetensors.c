@@ -10,11 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int init;
-    if (!init) {
-        fuzz_quiet();
-        init = 1;
-    }
+    fuzz_init_once(NULL);
     char path[64], err[512];
     int fd = fuzz_memfile(data, size, path, sizeof path);
     if (fd < 0)
