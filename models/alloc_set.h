@@ -20,4 +20,14 @@ void colo_alloc_set_give(colo_alloc_set *s, colo_arena *a, void *p);
 /* Returns every recorded allocation to a and frees the record. */
 void colo_alloc_set_clear(colo_alloc_set *s, colo_arena *a);
 
+/* Hands out the next piece of bytes from *cur, one allocation cut into
+ * 256-byte-aligned pieces (size the allocation with 256 spare bytes per
+ * piece), and advances *cur past it. */
+static inline void *colo_carve(char **cur, size_t bytes)
+{
+    void *p = *cur;
+    *cur += (bytes + 255) & ~(size_t)255;
+    return p;
+}
+
 #endif

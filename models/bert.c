@@ -468,26 +468,20 @@ static colo_status ensure_act(colo_bert *m, int n_tokens, int n_seqs)
     m->host = hs;
     m->act = p;
     char *c = p;
-#define TAKE(ptr, n, type)                                                                                  \
-    do {                                                                                                    \
-        ptr = (type *)c;                                                                                    \
-        c += ((n) * sizeof(type) + 255) & ~(size_t)255;                                                     \
-    } while (0)
-    TAKE(m->x, P * E, float);
-    TAKE(m->h, P * E, float);
-    TAKE(m->att, P * E, float);
-    TAKE(m->qkv, P * 3 * E, float);
-    TAKE(m->qkv_pad, P * 3 * E, float);
-    TAKE(m->att_pad, P * E, float);
-    TAKE(m->ff, P * F, float);
-    TAKE(m->pooled, (size_t)B * E, float);
-    TAKE(m->d_ids, P, int32_t);
-    TAKE(m->d_pos, P, int32_t);
-    TAKE(m->d_zero, P, int32_t);
-    TAKE(m->d_to_pad, P, int32_t);
-    TAKE(m->d_to_packed, P, int32_t);
-    TAKE(m->d_lens, (size_t)B, int32_t);
-#undef TAKE
+    m->x = colo_carve(&c, P * E * sizeof(float));
+    m->h = colo_carve(&c, P * E * sizeof(float));
+    m->att = colo_carve(&c, P * E * sizeof(float));
+    m->qkv = colo_carve(&c, P * 3 * E * sizeof(float));
+    m->qkv_pad = colo_carve(&c, P * 3 * E * sizeof(float));
+    m->att_pad = colo_carve(&c, P * E * sizeof(float));
+    m->ff = colo_carve(&c, P * F * sizeof(float));
+    m->pooled = colo_carve(&c, (size_t)B * E * sizeof(float));
+    m->d_ids = colo_carve(&c, P * sizeof(int32_t));
+    m->d_pos = colo_carve(&c, P * sizeof(int32_t));
+    m->d_zero = colo_carve(&c, P * sizeof(int32_t));
+    m->d_to_pad = colo_carve(&c, P * sizeof(int32_t));
+    m->d_to_packed = colo_carve(&c, P * sizeof(int32_t));
+    m->d_lens = colo_carve(&c, (size_t)B * sizeof(int32_t));
     COLO_ASSERT((size_t)(c - (char *)p) <= bytes);
     m->cap_tokens = T;
     m->cap_seqs = B;

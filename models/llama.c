@@ -382,28 +382,23 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     m->h_slot = hs;
     m->act = p;
     char *c = p;
-#define TAKE(ptr, n, type)                                                                                  \
-    do {                                                                                                    \
-        ptr = (type *)c;                                                                                    \
-        c += ((n) * sizeof(type) + 255) & ~(size_t)255;                                                     \
-    } while (0)
-    TAKE(m->x, T * E, float);
-    TAKE(m->h, T * E, float);
-    TAKE(m->q, T * E, float);
-    TAKE(m->att, T * E, float);
-    TAKE(m->k, T * KV, float);
-    TAKE(m->v, T * KV, float);
-    TAKE(m->g, T * F, float);
-    TAKE(m->u, T * F, float);
-    TAKE(m->lx, L * E, float);
-    TAKE(m->logits, L * V, float);
-    TAKE(m->d_tokens, (size_t)T, int32_t);
-    TAKE(m->d_pos, (size_t)T, int32_t);
-    TAKE(m->d_seq, (size_t)T, int32_t);
-    TAKE(m->d_slot, (size_t)T, int32_t);
-    TAKE(m->d_rows, (size_t)L, int32_t);
-    TAKE(m->d_table, (size_t)B, int32_t);
-#undef TAKE
+    m->x = colo_carve(&c, T * E * sizeof(float));
+    m->h = colo_carve(&c, T * E * sizeof(float));
+    m->q = colo_carve(&c, T * E * sizeof(float));
+    m->att = colo_carve(&c, T * E * sizeof(float));
+    m->k = colo_carve(&c, T * KV * sizeof(float));
+    m->v = colo_carve(&c, T * KV * sizeof(float));
+    m->g = colo_carve(&c, T * F * sizeof(float));
+    m->u = colo_carve(&c, T * F * sizeof(float));
+    m->lx = colo_carve(&c, L * E * sizeof(float));
+    m->logits = colo_carve(&c, L * V * sizeof(float));
+    m->d_tokens = colo_carve(&c, (size_t)T * sizeof(int32_t));
+    m->d_pos = colo_carve(&c, (size_t)T * sizeof(int32_t));
+    m->d_seq = colo_carve(&c, (size_t)T * sizeof(int32_t));
+    m->d_slot = colo_carve(&c, (size_t)T * sizeof(int32_t));
+    m->d_rows = colo_carve(&c, (size_t)L * sizeof(int32_t));
+    m->d_table = colo_carve(&c, (size_t)B * sizeof(int32_t));
+    COLO_ASSERT((size_t)(c - (char *)p) <= bytes);
     m->cap_tokens = T;
     m->cap_logits = L;
     m->cap_meta_blocks = B;
