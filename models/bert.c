@@ -69,7 +69,10 @@ static colo_status read_json(const char *dir, const char *name, bool required, j
     }
     fclose(f);
     if (!(*root = json_load_file(path, JSON_REJECT_DUPLICATES, &je)) || !json_is_object(*root)) {
-        snprintf(msg, msglen, "%s: %s (line %d)", name, *root ? "not a JSON object" : je.text, je.line);
+        if (*root)
+            snprintf(msg, msglen, "%s: not a JSON object", name);
+        else
+            snprintf(msg, msglen, "%s: %s (line %d)", name, je.text, je.line);
         json_decref(*root);
         *root = NULL;
         return COLO_EFORMAT;
@@ -132,6 +135,13 @@ static colo_status read_config(const char *dir, const colo_bert_config *cfg, col
         goto out_json;
     }
     hp->head_dim = hp->n_embd / hp->n_head;
+    double E = hp->n_embd, params = (double)(hp->n_vocab + hp->n_pos + hp->n_type) * E +
+                                    (double)hp->n_layer * (4 * E * E + 2 * E * hp->n_ff);
+    if (params > 1e11) { /* keeps every byte count below (and far from) SIZE_MAX */
+        snprintf(msg, msglen, "config.json: %.3g parameters is more than colo supports (1e11)", params);
+        st = COLO_EUNSUPPORTED;
+        goto out_json;
+    }
     const json_t *eps = json_object_get(c, "layer_norm_eps");
     hp->ln_eps = eps ? (float)json_number_value(eps) : 1e-12f;
     if (eps && !(json_is_number(eps) && hp->ln_eps > 0)) {

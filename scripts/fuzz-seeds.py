@@ -2,7 +2,8 @@
 """Writes the seed inputs of colo's fuzz targets: tests/fuzz/corpus/<name>/seed-*.
 
 Small, meaningful inputs for each parser (valid requests and bodies, a tiny
-GGUF and safetensors file, configurations, tokenizer texts). Deterministic:
+GGUF and safetensors file, configurations, a BERT model folder's JSON
+files, tokenizer texts). Deterministic:
 running it again rewrites the same bytes. Only seed-* files are written;
 regression inputs (regress-*) and anything else in the folders are left alone.
 
@@ -241,6 +242,54 @@ models:
 """)
 
 
+# ---- BERT model folder's JSON files ---------------------------------------------------------
+
+# all-minilm-l6-v2's settings (the fields colo reads, and a few it ignores).
+MINILM_CONFIG = {
+    "architectures": ["BertModel"], "hidden_act": "gelu", "hidden_size": 384, "intermediate_size": 1536,
+    "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12,
+    "num_hidden_layers": 6, "pad_token_id": 0, "position_embedding_type": "absolute", "type_vocab_size": 2,
+    "vocab_size": 30522,
+}
+
+
+def bert_config_seeds():
+    # Parts separated by a line "====": config.json, sentence_bert_config.json,
+    # tokenizer_config.json, 1_Pooling/config.json (fuzz_bert_config.c).
+    def put_parts(name, *parts):
+        put("bert_config", name, "\n====\n".join(p if isinstance(p, str) else json.dumps(p) for p in parts))
+
+    def cfg(**changes):
+        d = dict(MINILM_CONFIG)
+        for k, v in changes.items():
+            if v is None:
+                d.pop(k, None)
+            else:
+                d[k] = v
+        return d
+
+    sb = {"max_seq_length": 256, "do_lower_case": False}
+    tc = {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None, "model_max_length": 512}
+    pool = {"word_embedding_dimension": 384, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False}
+    put_parts("minilm", cfg(), sb, tc, pool)
+    put_parts("config-only", cfg())
+    put_parts("no-type-vocab", cfg(type_vocab_size=None))
+    put_parts("too-many-parameters", cfg(hidden_size=16777216, intermediate_size=16777216,
+                                         num_hidden_layers=16777216, num_attention_heads=1))
+    put_parts("heads-do-not-divide", cfg(num_attention_heads=7))
+    put_parts("not-bert", cfg(model_type="llama"))
+    put_parts("relative-positions", cfg(position_embedding_type="relative_key"))
+    put_parts("eps-zero", cfg(layer_norm_eps=0))
+    put_parts("one-position", cfg(max_position_embeddings=1))
+    put_parts("seq-length-too-long", cfg(), {"max_seq_length": 513}, tc, pool)
+    put_parts("cls-pooling", cfg(), sb, tc, {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True})
+    put_parts("cased-no-cjk", cfg(), sb, {"do_lower_case": False, "tokenize_chinese_chars": False,
+                                          "strip_accents": True}, pool)
+    put_parts("duplicate-key", '{"model_type": "bert", "model_type": "bert"}')
+    put_parts("not-an-object", "[1, 2, 3]")
+
+
 # ---- tokenizers ------------------------------------------------------------------------------
 
 def bpe_seeds():
@@ -271,6 +320,7 @@ def main():
     gguf_seeds(args.mkmodel)
     safetensors_seeds()
     config_seeds()
+    bert_config_seeds()
     bpe_seeds()
     wordpiece_seeds()
 

@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh [--merge] [SECONDS_PER_TARGET] [TARGET...]
 #
 #   SECONDS_PER_TARGET  default 60
-#   TARGET              http api_request gguf safetensors config bpe wordpiece
+#   TARGET              http api_request gguf safetensors config bert_config bpe wordpiece
 #                       (default: all)
 #   --merge             afterwards, add the inputs that found new coverage to
 #                       the committed corpus (tests/fuzz/corpus/<target>/),
@@ -34,7 +34,7 @@ if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then
   seconds=$1
   shift
 fi
-all=(http api_request gguf safetensors config bpe wordpiece)
+all=(http api_request gguf safetensors config bert_config bpe wordpiece)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -42,7 +42,7 @@ max_len() {
   case $1 in
     gguf) echo 65536 ;;
     http | api_request) echo 8192 ;;
-    safetensors | config) echo 8192 ;;
+    safetensors | config | bert_config) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
