@@ -67,11 +67,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char sep[] = "\n====\n";
     const uint8_t *p = data, *end = data + size;
     for (int i = 0; i < N_FILES; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
-        if (!p)
+        if (!p) { /* no part for this file: leave it out */
+            char path[128];
+            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+            unlink(path);
             continue;
+        }
         const uint8_t *cut = memmem(p, (size_t)(end - p), sep, sizeof sep - 1);
         size_t n = cut ? (size_t)(cut - p) : (size_t)(end - p);
         if (write_file(files[i], p, n) != 0)
