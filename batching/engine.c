@@ -33,7 +33,7 @@ struct colo_gen_engine {
     colo_cb *planner;
     int max_blocks; /* per sequence */
     bool kv_owned;  /* this engine made the model's KV cache */
-    int stop_ids[3];
+    int32_t stop_ids[4];
     int n_stop_ids;
     colo_gen_seq *live;
     /* step scratch */
@@ -118,8 +118,10 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         goto out_free;
     }
     const colo_bpe *bpe = colo_llama_tokenizer(m);
-    int ids[3] = {colo_bpe_eos(bpe), colo_bpe_find(bpe, "<|im_end|>"), colo_bpe_find(bpe, "<|endoftext|>")};
-    for (int i = 0; i < 3; i++) {
+    int32_t eos = colo_bpe_eos(bpe);
+    const int32_t *ids = c->n_stop_ids > 0 ? c->stop_ids : &eos;
+    int n_ids = c->n_stop_ids > 0 ? c->n_stop_ids : 1;
+    for (int i = 0; i < n_ids && i < 4; i++) {
         bool dup = false;
         for (int j = 0; j < e->n_stop_ids; j++)
             dup |= e->stop_ids[j] == ids[i];

@@ -60,6 +60,10 @@ typedef struct colo_gen_config {
     colo_dtype kv_type;  /* F16 or F32 */
     int n_blocks;        /* 0: every block the arena can hold after weights and activations */
     int max_seq_len;     /* 0: the model's context length */
+    /* tokens that end generation (the model's EOS and end-of-turn tokens,
+     * models/chat.h); none given: the tokenizer's EOS alone */
+    int32_t stop_ids[4];
+    int n_stop_ids;
 } colo_gen_config;
 
 typedef struct colo_gen_engine colo_gen_engine;

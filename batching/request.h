@@ -1,14 +1,19 @@
-/* batching/request.h: one inference request as a served model sees it.
+/* batching/request.h: the one record of an inference request, from the
+ * HTTP handler to the response.
  *
- * The front end (server/) fills a colo_request, submits it to a served model
- * (batching/served.h) and, when submit returned COLO_OK, gets exactly one
- * on_done call back: on the model's executor thread, or on the thread that
- * called colo_served_cancel while the request was still queued. After
- * on_done the model never touches the request again; the front end owns and
- * frees it.
+ * The front end (server/) creates a colo_request, fills its identity,
+ * parameters and input from its own memory pool, and submits it to a served
+ * model (batching/served.h). The model's kind tokenizes the input (applying
+ * its chat template) before the request is queued, so the exact token
+ * count is known at admission; the executor writes the outcome into the
+ * same record and calls on_done exactly once. After on_done the model never
+ * touches the request again; the front end frees it with colo_request_free,
+ * which frees everything allocated for it (one pool).
  *
- * The identity (id, model, priority) travels with the request through the
- * queue, the batcher and the scheduler, and into the logs. */
+ * Ownership by phase: the front end's thread until colo_served_submit; the
+ * served model (its preparing or executor thread) from a successful submit
+ * until on_done; the front end again after. Only `canceled` and the
+ * callbacks' own state cross threads. */
 #ifndef COLO_BATCHING_REQUEST_H
 #define COLO_BATCHING_REQUEST_H
 
@@ -19,28 +24,63 @@
 
 #include "batching/queue.h"
 #include "runtime/backend.h"
+#include "runtime/pool.h"
 
 #define COLO_REQ_MAX_STOP 8
 
+/* What the request asks of its model (a model kind serves one task). */
+typedef enum colo_task { COLO_TASK_GENERATE = 0, COLO_TASK_EMBED = 1 } colo_task;
+
+/* Who asked, and with what standing: read by the queue, the scheduler, the
+ * logs, and the tenants' quotas and accounting. */
 typedef struct colo_req_identity {
-    char id[72];    /* request id (X-Request-Id or generated) */
-    char model[64]; /* served model name */
+    char id[72];          /* request id (X-Request-Id or generated) */
+    char model[64];       /* served model name */
+    char organisation[64]; /* "" until tenants exist */
+    char project[64];
+    char key_id[24];      /* a short, non-secret id of the API key; "" = none */
     colo_priority priority;
+    uint64_t deadline_ns; /* queue deadline (monotonic); 0 = the model's queue_timeout_ms from submit */
 } colo_req_identity;
 
+typedef struct colo_chat_message {
+    const char *role;    /* "system" | "user" | "assistant" */
+    const char *content; /* NUL-terminated UTF-8 */
+} colo_chat_message;
+
 typedef struct colo_req_params {
-    int max_tokens;    /* >= 1 */
-    float temperature; /* 0 = greedy */
-    float top_p;       /* (0, 1]; 1 = off */
-    int top_k;         /* 0 = off */
+    int max_tokens;      /* >= 1 */
+    bool max_tokens_set; /* given by the client (else the default, shortened to what the context leaves) */
+    float temperature;   /* 0 = greedy */
+    float top_p;         /* (0, 1]; 1 = off */
+    int top_k;           /* 0 = off */
     uint64_t seed;
-    const char *stop[COLO_REQ_MAX_STOP]; /* stop strings, not emitted; copied at admission */
+    const char *stop[COLO_REQ_MAX_STOP]; /* stop strings, not emitted */
     int n_stop;
-    bool stream;       /* the front end wants on_token calls */
+    bool stream;         /* the front end wants on_token calls */
 } colo_req_params;
 
-/* Outcome, valid during on_done only (copy what you keep). */
-typedef struct colo_req_result {
+/* The input as the client sent it; exactly one of the three forms. */
+typedef struct colo_req_input {
+    const char *prompt;                /* generation: raw text (no template, special tokens are text) */
+    size_t prompt_len;
+    const colo_chat_message *messages; /* generation: a chat, templated by the model's kind */
+    int n_messages;
+    const char *const *texts;          /* embeddings: n_texts inputs */
+    const size_t *text_lens;
+    int n_texts;
+} colo_req_input;
+
+/* Tokens, filled by the model's kind before the request is queued. */
+typedef struct colo_req_tokens {
+    const int32_t *ids;    /* generation: the prompt; embeddings: every input, one after another */
+    int n;                 /* total */
+    const int *text_lens;  /* embeddings: tokens of each input (n_texts) */
+} colo_req_tokens;
+
+/* Outcome, written by the executor before on_done; pointers live in the
+ * request's pool (or are static strings). */
+typedef struct colo_req_outcome {
     colo_status status;        /* COLO_OK, or why it failed (see colo_served_submit) */
     const char *error;         /* message when status != OK */
     /* generation */
@@ -48,12 +88,12 @@ typedef struct colo_req_result {
     size_t text_len;
     const int32_t *tokens;     /* generated token ids */
     int n_tokens;
-    int n_prompt_tokens;
     const char *finish_reason; /* "stop" | "length"; NULL on error */
+    int n_preempted;
     /* embeddings */
-    const float *embeddings;   /* (n_inputs, dim), L2-normalised */
-    int n_inputs;
+    const float *embeddings;   /* (n_texts, dim), L2-normalised */
     int dim;
+    /* prompt or input tokens computed */
     int n_input_tokens;
     /* timing, milliseconds */
     double queue_ms;   /* submit -> first scheduled */
@@ -61,41 +101,48 @@ typedef struct colo_req_result {
     double decode_ms;  /* first token -> last token */
     double total_ms;   /* submit -> done */
     double ttft_ms;    /* submit -> first token (generation) */
-} colo_req_result;
+} colo_req_outcome;
+
+typedef struct colo_request colo_request;
 
 typedef struct colo_req_callbacks {
     /* A generated piece of text (complete UTF-8 only; may be empty while
      * text is held back for a possible stop string) and its token; only
-     * when params.stream. Executor thread; must not block. */
-    void (*on_token)(void *ud, int32_t token, const char *piece, size_t len);
-    /* Exactly once after a successful submit. Must not block. */
-    void (*on_done)(void *ud, const colo_req_result *res);
+     * when params.stream. Executor thread; must not block. Returns false to
+     * stop the request (a client that does not read its stream): it then
+     * ends with COLO_ECANCELED. */
+    bool (*on_token)(colo_request *r, int32_t token, const char *piece, size_t len);
+    /* Exactly once after a successful submit, with r->out filled. Any
+     * thread; must not block. */
+    void (*on_done)(colo_request *r);
     void *ud;
 } colo_req_callbacks;
 
-typedef enum colo_req_kind { COLO_REQ_GENERATE, COLO_REQ_EMBED } colo_req_kind;
-
-typedef struct colo_request {
+struct colo_request {
+    colo_pool *pool;        /* everything below that is allocated lives here */
     colo_req_identity who;
-    colo_req_kind kind;
-    /* generation: the prompt text; special tokens ("<|im_start|>") are
-     * recognised when special is true (chat templates) */
-    const char *prompt;
-    size_t prompt_len;
-    bool special;
+    colo_task task;
     colo_req_params params;
-    /* embeddings: n_inputs texts */
-    const char *const *inputs;
-    const size_t *input_lens;
-    int n_inputs;
-    uint64_t timeout_ns; /* queue deadline from submit; 0 = the model's queue_timeout_ms */
+    colo_req_input in;
+    colo_req_tokens tok;
+    colo_req_outcome out;
     colo_req_callbacks cb;
+    void *front;            /* the front end's per-request context (from the pool) */
 
     /* ---- owned by the served model from submit to on_done ---- */
     colo_queue_item qi;
-    atomic_int canceled; /* set by colo_served_cancel */
-    void *priv;          /* executor's per-request state */
+    atomic_int canceled;    /* set by colo_served_cancel */
+    void *priv;             /* executor's per-request state */
     uint64_t submit_ns;
-} colo_request;
+    struct colo_request *prep_next; /* waiting to be tokenized off the caller's thread */
+};
+
+/* A zeroed request with its own pool (params at their defaults:
+ * temperature 1, top_p 1). NULL when out of memory. */
+colo_request *colo_request_create(void);
+/* Frees the request and its pool. Accepts NULL. */
+void colo_request_free(colo_request *r);
+
+const char *colo_task_name(colo_task t);
 
 #endif

@@ -1,30 +1,38 @@
-/* batching/served.h: one model being served: its arena, stream, queue,
- * co-scheduler membership and executor thread.
+/* batching/served.h: one model being served: its kind (batching/kind.h),
+ * arena, stream, queue, co-scheduler membership and executor thread.
  *
- * colo_served_load checks that the model fits its memory fraction (weights,
- * activations of the largest step and the minimum KV cache, with the bytes
- * needed and available in the message), creates the model's arena of
- * memory_fraction of the device budget, its stream (priority and compute
- * units from the caller) and loads the weights into the arena. Then
- * colo_served_start runs the executor thread:
- *  - llama: continuous batching through the generation engine
- *    (batching/engine.h). Requests are admitted from the queue while the
- *    engine has room to run them; the engine's KV cache takes what the
- *    arena has left after weights and activations. When the cache is full,
- *    new requests wait in the queue (their queue deadline still runs:
- *    COLO_ETIMEDOUT at the end), running sequences are never failed for
- *    memory.
- *  - bert: the dynamic batcher (colo_queue_form_batch with the model's
- *    max_batch_size, preferred sizes and max_queue_delay_us), one forward
- *    pass per batch.
+ * colo_served_load asks the model's kind what the model needs (weights,
+ * activations of the largest step, one full-length sequence's KV cache),
+ * checks that it fits memory_fraction of the device budget (the message
+ * gives the bytes needed and available), creates the arena, the stream
+ * (priority and compute units from the caller) and loads the model into
+ * the arena. colo_served_start runs the executor thread, picked by the
+ * kind's task:
+ *  - generation (served_continuous.c): continuous batching through the
+ *    kind's admit/step. Requests are admitted from the queue while fewer
+ *    than max_batch_size are live; when the KV cache is full, new requests
+ *    wait in the queue (their queue deadline still runs: COLO_ETIMEDOUT at
+ *    the end), running sequences are never failed for memory.
+ *  - embeddings (served_dynamic.c): the dynamic batcher
+ *    (colo_queue_form_batch with max_batch_size, preferred sizes and
+ *    max_queue_delay_us), the kind's run_batch per batch.
  * Every step is bracketed by the co-scheduler (runtime/cosched.h).
  *
- * Outcome statuses in colo_req_result: COLO_OK; COLO_EINVAL (the input can
- * never run: prompt longer than the context, inputs the tokenizer refuses);
- * COLO_ETIMEDOUT (queue deadline passed before the request started);
- * COLO_ECANCELED (colo_served_cancel, or the model stopped); COLO_ENOMEM,
- * COLO_EDEVICE, COLO_EFATAL (the step failed; EFATAL: the device context is
- * lost and the model is now failed).
+ * A request is tokenized by the model's kind when it is submitted, before
+ * it is queued, so its exact length is known: one that can never run is
+ * refused at once with the token counts. Inputs longer than
+ * COLO_SERVED_INLINE_TOKENIZE_BYTES are tokenized on the model's preparing
+ * thread instead, so that a long prompt never stalls the caller (the event
+ * loop): the outcome of that tokenization then arrives through on_done.
+ *
+ * Outcome statuses (r->out.status): COLO_OK; COLO_EINVAL (the input can
+ * never run: prompt plus max_tokens longer than the context or the whole
+ * KV cache, inputs the tokenizer refuses); COLO_EAGAIN (the queue was full
+ * when a long input had been tokenized); COLO_ETIMEDOUT (queue deadline
+ * passed before the request started); COLO_ECANCELED (colo_served_cancel,
+ * a stream its client did not read, or the model stopped); COLO_ENOMEM,
+ * COLO_EDEVICE, COLO_EFATAL (the step failed; EFATAL: the device context
+ * is lost and the model is now failed).
  *
  * Thread safety: submit, cancel, info and the state may be called from any
  * thread; load, start, stop and free from one controlling thread. */
@@ -67,10 +75,14 @@ typedef struct colo_served_env {
 
 typedef struct colo_served colo_served;
 
+/* Inputs up to this many bytes are tokenized on the submitting thread. */
+#define COLO_SERVED_INLINE_TOKENIZE_BYTES 4096
+
 /* Checks, from the model's file headers alone, that mc's model fits
  * memory_fraction of budget_bytes (the checks of colo_served_load before it
- * allocates). COLO_EFORMAT / COLO_EIO for a file that cannot be read as the
- * kind, COLO_ENOMEM with the bytes needed and available. */
+ * allocates). COLO_EINVAL for an unknown kind (the message lists the
+ * known ones), COLO_EFORMAT / COLO_EIO for a file that cannot be read as
+ * the kind, COLO_ENOMEM with the bytes needed and available. */
 colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, char *err, size_t errlen);
 
 /* Loads mc's model. NULL with a message naming the model, the file and
@@ -84,12 +96,13 @@ void colo_served_stop(colo_served *m);
 /* Stops it and frees everything. Accepts NULL. */
 void colo_served_free(colo_served *m);
 
-/* Queues r (filled by the caller; r->who.priority orders it). COLO_OK: on_done
- * will run exactly once. COLO_EAGAIN: the queue is full (answer 429).
- * COLO_ECANCELED: the model is not ready, failed or stopping (503).
- * COLO_EINVAL: the request does not fit this kind of model. On an error r
- * is untouched by the model and no callback runs. */
-colo_status colo_served_submit(colo_served *m, colo_request *r);
+/* Tokenizes r (filled by the caller; r->who.priority orders it) and queues
+ * it. COLO_OK: on_done will run exactly once. COLO_EINVAL: r can never run
+ * on this model (the message says why, with the token counts; answer 400).
+ * COLO_EAGAIN: the queue is full (429). COLO_ECANCELED: the model is not
+ * ready, failed or stopping (503). COLO_ENOMEM: out of memory. On an error
+ * no callback runs. */
+colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_t errlen);
 /* Any thread: the client went away. A queued request is removed and its
  * on_done (COLO_ECANCELED) runs on the calling thread before this returns;
  * a running one is stopped by the executor soon, which then runs on_done. */
@@ -97,11 +110,17 @@ void colo_served_cancel(colo_served *m, colo_request *r);
 
 typedef struct colo_served_info {
     const char *name;
-    colo_model_kind kind;
+    const char *kind;          /* the kind's name ("llama", "bert") */
+    colo_task task;
     colo_served_state state;
     const char *error;         /* why it failed ("" otherwise) */
     colo_priority priority;
     colo_arena_stats mem;      /* limit, used, peak */
+    size_t weight_bytes;       /* of mem.used: weights */
+    size_t act_bytes;          /* activation scratch */
+    size_t kv_bytes;           /* KV cache reserved (generation) */
+    size_t kv_used_bytes;      /* of which blocks in use */
+    int kv_tokens;             /* tokens the whole KV cache holds */
     int queue_depth;
     int max_queue;
     int running;               /* sequences or requests in the executor */
@@ -118,5 +137,6 @@ typedef struct colo_served_info {
 void colo_served_get_info(colo_served *m, colo_served_info *out);
 colo_served_state colo_served_get_state(const colo_served *m);
 const colo_model_cfg *colo_served_config(const colo_served *m);
+colo_task colo_served_task(const colo_served *m);
 
 #endif

@@ -410,7 +410,6 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     model_ctx *mc = obj;
     colo_model_cfg *m = mc->m;
     model_marks *mk = mc->mk;
-    static const char *const kinds[] = {"llama", "bert", NULL};
     static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
     if (!strcmp(key, "name")) {
         mk->has_name = true;
@@ -423,11 +422,16 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         return 0;
     }
     if (!strcmp(key, "kind")) {
-        int i;
+        /* The name of a model kind; colo-server checks that it exists. */
         mk->has_kind = true;
-        if (get_enum(p, v, f, kinds, &i))
+        if (get_str(p, v, f, m->kind, sizeof m->kind))
             return -1;
-        m->kind = (colo_model_kind)i;
+        for (const char *c = m->kind; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+                return fail(p, v, f, "'%s': a kind's name is lower-case letters, digits and '_' (llama, bert)",
+                            m->kind);
+        if (!m->kind[0])
+            return fail(p, v, f, "is empty (llama or bert)");
         return 0;
     }
     if (!strcmp(key, "path")) {

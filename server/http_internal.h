@@ -98,11 +98,7 @@ struct http_conn {
     bool in_idle_list;
 };
 
-typedef struct http_call {
-    void (*fn)(void *ud);
-    void *ud;
-    struct http_call *next;
-} http_call;
+typedef colo_http_call http_call;
 
 struct colo_http_server {
     colo_http_config cfg;

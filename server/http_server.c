@@ -126,6 +126,21 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 
 static void begin_shutdown(colo_http_server *s, int timeout_ms);
 
+/* A posted call may be freed or posted again by its own fn: read it first. */
+static void run_calls(http_call *list)
+{
+    while (list) {
+        http_call *next = list->next;
+        bool heap = list->heap;
+        void (*fn)(void *) = list->fn;
+        void *ud = list->ud;
+        if (heap)
+            free(list);
+        fn(ud);
+        list = next;
+    }
+}
+
 static void on_calls(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -138,12 +153,7 @@ static void on_calls(evutil_socket_t fd, short what, void *arg)
     http_call *list = s->calls;
     s->calls = s->calls_tail = NULL;
     pthread_mutex_unlock(&s->call_mu);
-    while (list) {
-        http_call *next = list->next;
-        list->fn(list->ud);
-        free(list);
-        list = next;
-    }
+    run_calls(list);
 }
 
 colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), void *ud)
@@ -153,6 +163,13 @@ colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), voi
         return COLO_ENOMEM;
     call->fn = fn;
     call->ud = ud;
+    call->heap = true;
+    colo_http_server_post(s, call);
+    return COLO_OK;
+}
+
+void colo_http_server_post(colo_http_server *s, colo_http_call *call)
+{
     call->next = NULL;
     pthread_mutex_lock(&s->call_mu);
     if (s->calls_tail)
@@ -162,7 +179,6 @@ colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), voi
     s->calls_tail = call;
     pthread_mutex_unlock(&s->call_mu);
     event_active(s->call_ev, EV_READ, 1);
-    return COLO_OK;
 }
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
@@ -367,12 +383,7 @@ void colo_http_server_free(colo_http_server *s)
         pthread_mutex_unlock(&s->call_mu);
         if (!list)
             break;
-        while (list) {
-            http_call *next = list->next;
-            list->fn(list->ud);
-            free(list);
-            list = next;
-        }
+        run_calls(list);
     }
     if (s->call_ev)
         event_free(s->call_ev);

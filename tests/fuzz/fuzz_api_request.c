@@ -1,6 +1,6 @@
 /* Fuzz target: the model endpoints' JSON bodies (server/api_request.h),
  * parsed as the server parses them (colo_json_parse, server/http_json.h).
- * The first byte picks the endpoint and model kind (bits 0-2) and the
+ * The first byte picks the endpoint and the model's task (bits 0-2) and the
  * limits (bit 3: a large model or a tiny one); the rest is the body. */
 #include <jansson.h>
 #include <stdint.h>
@@ -16,27 +16,32 @@ static const colo_api_limits limits[2] = {
     {.max_seq_len = 16, .n_vocab = 300, .max_prompt_bytes = 64, .max_inputs = 2},
 };
 
-/* What a decoded request promises the executors. */
-static void check(colo_api_endpoint ep, colo_model_kind kind, const colo_api_limits *lim, const colo_api_input *in)
+/* What a decoded request promises the models' kinds. */
+static void check(colo_task task, const colo_api_limits *lim, const colo_request *r)
 {
-    (void)ep;
-    if (kind == COLO_KIND_BERT) {
-        if (in->n_inputs < 1 || in->n_inputs > lim->max_inputs || !in->inputs || !in->input_lens)
+    const colo_req_input *in = &r->in;
+    if (r->task != task)
+        abort();
+    if (task == COLO_TASK_EMBED) {
+        if (in->n_texts < 1 || in->n_texts > lim->max_inputs || !in->texts || !in->text_lens)
             abort();
-        for (int i = 0; i < in->n_inputs; i++)
-            if (!in->inputs[i] || strlen(in->inputs[i]) != in->input_lens[i] ||
-                in->input_lens[i] > lim->max_prompt_bytes)
+        for (int i = 0; i < in->n_texts; i++)
+            if (!in->texts[i] || strlen(in->texts[i]) != in->text_lens[i] || in->text_lens[i] > lim->max_prompt_bytes)
                 abort();
         return;
     }
-    if (!in->prompt || !in->prompt_len || strlen(in->prompt) != in->prompt_len ||
-        in->prompt_len > lim->max_prompt_bytes)
+    if (!in->prompt == !in->messages)
         abort();
-    if (in->params.max_tokens < 1 || in->params.max_tokens > lim->max_seq_len || in->params.top_k < 0 ||
-        in->params.top_k > lim->n_vocab || in->params.n_stop < 0 || in->params.n_stop > COLO_REQ_MAX_STOP)
+    if (in->prompt && (!in->prompt_len || strlen(in->prompt) != in->prompt_len || in->prompt_len > lim->max_prompt_bytes))
         abort();
-    for (int i = 0; i < in->params.n_stop; i++)
-        if (!in->params.stop[i])
+    for (int i = 0; in->messages && i < in->n_messages; i++)
+        if (!in->messages[i].role || !in->messages[i].content)
+            abort();
+    if (r->params.max_tokens < 1 || r->params.max_tokens > lim->max_seq_len || r->params.top_k < 0 ||
+        r->params.top_k > lim->n_vocab || r->params.n_stop < 0 || r->params.n_stop > COLO_REQ_MAX_STOP)
+        abort();
+    for (int i = 0; i < r->params.n_stop; i++)
+        if (!r->params.stop[i])
             abort();
 }
 
@@ -46,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     colo_api_endpoint ep = (colo_api_endpoint)(data[0] & 3);
-    colo_model_kind kind = data[0] & 4 ? COLO_KIND_BERT : COLO_KIND_LLAMA;
+    colo_task task = data[0] & 4 ? COLO_TASK_EMBED : COLO_TASK_GENERATE;
     const colo_api_limits *lim = &limits[(data[0] >> 3) & 1];
     char err[512];
     json_t *body = colo_json_parse((const char *)data + 1, size - 1, COLO_JSON_MAX_DEPTH, err, sizeof err);
@@ -56,13 +61,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *model = colo_api_model_field(body, err, sizeof err);
     if (!model && !err[0])
         abort();
-    colo_api_input in;
-    colo_status st = colo_api_decode(ep, kind, body, lim, &in, err, sizeof err);
+    colo_request *r = colo_request_create();
+    if (!r)
+        abort();
+    colo_api_input in = {.r = r};
+    colo_status st = colo_api_decode(ep, task, body, lim, &in, err, sizeof err);
     if (st == COLO_OK)
-        check(ep, kind, lim, &in);
+        check(task, lim, r);
     else if (st != COLO_EINVAL)
         abort(); /* every refusal is a 400 */
-    colo_api_input_free(&in);
+    colo_request_free(r);
     json_decref(body);
     return 0;
 }

@@ -16,8 +16,14 @@
 static const colo_api_limits lim = {.max_seq_len = 2048, .n_vocab = 49152, .max_prompt_bytes = 65536,
                                     .max_inputs = 64};
 
-/* Decodes text for (ep, kind); returns the status, message in err. */
-static colo_status dec(colo_api_endpoint ep, colo_model_kind kind, const char *text, colo_api_input *in, char *err,
+static void in_free(colo_api_input *in)
+{
+    colo_request_free(in->r);
+    in->r = NULL;
+}
+
+/* Decodes text for (ep, kind) into a new request (in_free frees it); returns the status, message in err. */
+static colo_status dec(colo_api_endpoint ep, colo_task kind, const char *text, colo_api_input *in, char *err,
                        size_t errlen)
 {
     json_error_t je;
@@ -25,6 +31,8 @@ static colo_status dec(colo_api_endpoint ep, colo_model_kind kind, const char *t
     if (!body)
         fail_msg("bad test JSON %s: %s", text, je.text);
     err[0] = 0;
+    in->r = colo_request_create();
+    assert_non_null(in->r);
     colo_status st = colo_api_decode(ep, kind, body, &lim, in, err, errlen);
     json_decref(body);
     return st;
@@ -35,33 +43,35 @@ static void test_infer_defaults(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"hi\"}", &in, err, sizeof err), COLO_OK);
-    assert_string_equal(in.prompt, "hi");
-    assert_int_equal(in.prompt_len, 2);
-    assert_false(in.special);
-    assert_int_equal(in.params.max_tokens, 256);
-    assert_true(in.params.temperature == 1.0f);
-    assert_true(in.params.top_p == 1.0f);
-    assert_int_equal(in.params.top_k, 0);
-    assert_true(in.params.seed == UINT64_MAX);
-    assert_int_equal(in.params.n_stop, 0);
-    assert_false(in.params.stream);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"hi\"}", &in, err, sizeof err), COLO_OK);
+    assert_string_equal(in.r->in.prompt, "hi");
+    assert_int_equal(in.r->in.prompt_len, 2);
+    assert_null(in.r->in.messages);
+    assert_false(in.r->params.max_tokens_set);
+    assert_int_equal(in.r->params.max_tokens, 256);
+    assert_true(in.r->params.temperature == 1.0f);
+    assert_true(in.r->params.top_p == 1.0f);
+    assert_int_equal(in.r->params.top_k, 0);
+    assert_true(in.r->params.seed == UINT64_MAX);
+    assert_int_equal(in.r->params.n_stop, 0);
+    assert_false(in.r->params.stream);
     assert_false(in.has_priority);
-    colo_api_input_free(&in);
+    in_free(&in);
 
     /* /v1/completions defaults to OpenAI's 16 tokens; the default never exceeds the context. */
-    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":[\"x\"]}", &in, err,
+    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"x\"]}", &in, err,
                          sizeof err),
                      COLO_OK);
-    assert_int_equal(in.params.max_tokens, 16);
-    assert_string_equal(in.prompt, "x");
-    colo_api_input_free(&in);
+    assert_int_equal(in.r->params.max_tokens, 16);
+    assert_string_equal(in.r->in.prompt, "x");
+    in_free(&in);
     colo_api_limits small = lim;
     small.max_seq_len = 100;
     json_t *b = json_loads("{\"prompt\":\"x\"}", 0, NULL);
-    assert_int_equal(colo_api_decode(COLO_API_INFER, COLO_KIND_LLAMA, b, &small, &in, err, sizeof err), COLO_OK);
-    assert_int_equal(in.params.max_tokens, 100);
-    colo_api_input_free(&in);
+    in.r = colo_request_create();
+    assert_int_equal(colo_api_decode(COLO_API_INFER, COLO_TASK_GENERATE, b, &small, &in, err, sizeof err), COLO_OK);
+    assert_int_equal(in.r->params.max_tokens, 100);
+    in_free(&in);
     json_decref(b);
 }
 
@@ -70,38 +80,41 @@ static void test_infer_all_fields(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_LLAMA,
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE,
                          "{\"prompt\":\"p\",\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,\"top_k\":40,"
                          "\"seed\":123,\"stop\":[\"a\",\"bc\"],\"stream\":true,\"priority\":\"high\"}",
                          &in, err, sizeof err),
                      COLO_OK);
-    assert_int_equal(in.params.max_tokens, 7);
-    assert_true(in.params.temperature == 0.0f);
-    assert_true(in.params.top_p == 0.5f);
-    assert_int_equal(in.params.top_k, 40);
-    assert_true(in.params.seed == 123);
-    assert_int_equal(in.params.n_stop, 2);
-    assert_string_equal(in.params.stop[0], "a");
-    assert_string_equal(in.params.stop[1], "bc");
-    assert_true(in.params.stream);
+    assert_int_equal(in.r->params.max_tokens, 7);
+    assert_true(in.r->params.max_tokens_set);
+    assert_true(in.r->params.temperature == 0.0f);
+    assert_true(in.r->params.top_p == 0.5f);
+    assert_int_equal(in.r->params.top_k, 40);
+    assert_true(in.r->params.seed == 123);
+    assert_int_equal(in.r->params.n_stop, 2);
+    assert_string_equal(in.r->params.stop[0], "a");
+    assert_string_equal(in.r->params.stop[1], "bc");
+    assert_true(in.r->params.stream);
     assert_true(in.has_priority);
     assert_int_equal(in.priority, COLO_PRIO_HIGH);
-    colo_api_input_free(&in);
+    in_free(&in);
 
     /* A single stop string; messages in the ChatML template with special tokens. */
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_LLAMA,
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE,
                          "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"}],"
                          "\"stop\":\"\\n\"}",
                          &in, err, sizeof err),
                      COLO_OK);
-    assert_int_equal(in.params.n_stop, 1);
-    assert_string_equal(in.params.stop[0], "\n");
-    assert_true(in.special);
-    assert_non_null(strstr(in.prompt, "<|im_start|>system\nS<|im_end|>"));
-    assert_non_null(strstr(in.prompt, "<|im_start|>user\nU<|im_end|>"));
-    size_t n = strlen(in.prompt);
-    assert_true(n > 20 && !strcmp(in.prompt + n - strlen("<|im_start|>assistant\n"), "<|im_start|>assistant\n"));
-    colo_api_input_free(&in);
+    assert_int_equal(in.r->params.n_stop, 1);
+    assert_string_equal(in.r->params.stop[0], "\n");
+    /* the messages stay messages: the model's kind applies its template */
+    assert_null(in.r->in.prompt);
+    assert_int_equal(in.r->in.n_messages, 2);
+    assert_string_equal(in.r->in.messages[0].role, "system");
+    assert_string_equal(in.r->in.messages[0].content, "S");
+    assert_string_equal(in.r->in.messages[1].role, "user");
+    assert_string_equal(in.r->in.messages[1].content, "U");
+    in_free(&in);
 }
 
 /* Each bad body is refused with a message that names the field. */
@@ -110,84 +123,84 @@ static void test_refusals(void **state)
     (void)state;
     static const struct {
         colo_api_endpoint ep;
-        colo_model_kind kind;
+        colo_task kind;
         const char *body, *field;
     } cases[] = {
-        {COLO_API_INFER, COLO_KIND_LLAMA, "[]", "body"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "\"prompt\"", "body"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"\"}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":null}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":[\"x\"]}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"a\\u0000b\"}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"messages\":[]}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"extra\":1}", "extra"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"model\":\"m\"}", "model"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"user\":\"u\"}", "user"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"max_tokens\":2049}", "max_tokens"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"max_tokens\":-9223372036854775807}", "max_tokens"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"temperature\":-0.1}", "temperature"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"temperature\":1e308}", "temperature"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"top_p\":0}", "top_p"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"top_p\":1.01}", "top_p"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"stop\":[1]}", "stop"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
+        {COLO_API_INFER, COLO_TASK_GENERATE, "[]", "body"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "\"prompt\"", "body"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"\"}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":null}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":[\"x\"]}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"a\\u0000b\"}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"messages\":[]}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"extra\":1}", "extra"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"model\":\"m\"}", "model"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"user\":\"u\"}", "user"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":2049}", "max_tokens"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":-9223372036854775807}", "max_tokens"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":-0.1}", "temperature"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":1e308}", "temperature"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":0}", "top_p"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":1.01}", "top_p"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1]}", "stop"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
          "stop"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"stream\":1}", "stream"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"prompt\":\"x\",\"priority\":\"HIGH\"}", "priority"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"messages\":[]}", "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"messages\":{}}", "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"messages\":[{\"role\":\"user\"}]}", "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"n\"}]}",
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stream\":1}", "stream"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"priority\":\"HIGH\"}", "priority"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[]}", "messages"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":{}}", "messages"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\"}]}", "messages"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"n\"}]}",
          "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA,
+        {COLO_API_INFER, COLO_TASK_GENERATE,
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}]}", "messages"},
-        {COLO_API_INFER, COLO_KIND_LLAMA, "{\"inputs\":[\"x\"]}", "inputs"},
-        {COLO_API_INFER, COLO_KIND_BERT, "{\"prompt\":\"x\"}", "prompt"},
-        {COLO_API_INFER, COLO_KIND_BERT, "{\"inputs\":[]}", "inputs"},
-        {COLO_API_INFER, COLO_KIND_BERT, "{\"inputs\":[[1,2]]}", "inputs"},
-        {COLO_API_INFER, COLO_KIND_BERT, "{\"inputs\":5}", "inputs"},
-        {COLO_API_INFER, COLO_KIND_BERT, "{\"inputs\":\"x\",\"model\":\"m\"}", "model"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", "prompt"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"messages\":[]}", "messages"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":2}", "n"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", "echo"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", "logprobs"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}",
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"inputs\":[\"x\"]}", "inputs"},
+        {COLO_API_INFER, COLO_TASK_EMBED, "{\"prompt\":\"x\"}", "prompt"},
+        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[]}", "inputs"},
+        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[[1,2]]}", "inputs"},
+        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":5}", "inputs"},
+        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":\"x\",\"model\":\"m\"}", "model"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":2}", "n"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", "echo"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", "logprobs"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}",
          "presence_penalty"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}",
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}",
          "logit_bias"},
-        {COLO_API_COMPLETIONS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
-        {COLO_API_CHAT, COLO_KIND_LLAMA, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
-        {COLO_API_CHAT, COLO_KIND_LLAMA, "{\"model\":\"m\"}", "messages"},
-        {COLO_API_CHAT, COLO_KIND_LLAMA,
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\"}", "messages"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"},
-        {COLO_API_CHAT, COLO_KIND_LLAMA,
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
          "tools"},
-        {COLO_API_CHAT, COLO_KIND_LLAMA,
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
          "\"response_format\":{\"type\":\"json_object\"}}",
          "response_format"},
-        {COLO_API_CHAT, COLO_KIND_BERT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        {COLO_API_CHAT, COLO_TASK_EMBED, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "model"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_LLAMA, "{\"model\":\"m\",\"input\":\"x\"}", "model"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_BERT, "{\"model\":\"m\"}", "input"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_BERT, "{\"model\":\"m\",\"input\":[1,2,3]}", "input"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_BERT, "{\"model\":\"m\",\"input\":\"x\",\"dimensions\":8}", "dimensions"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_BERT, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
+        {COLO_API_EMBEDDINGS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"input\":\"x\"}", "model"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\"}", "input"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[1,2,3]}", "input"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"dimensions\":8}", "dimensions"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
          "encoding_format"},
-        {COLO_API_EMBEDDINGS, COLO_KIND_BERT, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         colo_api_input in;
@@ -198,7 +211,7 @@ static void test_refusals(void **state)
                     err, cases[i].field);
         assert_int_equal(st, COLO_EINVAL);
         assert_non_null(strstr(err, cases[i].field));
-        colo_api_input_free(&in);
+        in_free(&in);
     }
 }
 
@@ -208,7 +221,7 @@ static void test_openai_accepted(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_CHAT, COLO_KIND_LLAMA,
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},"
                          "{\"role\":\"user\",\"name\":\"bob\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
                          "{\"type\":\"text\",\"text\":\"b\"}]}],"
@@ -219,28 +232,30 @@ static void test_openai_accepted(void **state)
                          &in, err, sizeof err),
                      COLO_OK);
     assert_true(in.include_usage);
-    assert_true(in.params.stream);
-    assert_int_equal(in.params.max_tokens, 9);
-    assert_non_null(strstr(in.prompt, "<|im_start|>system\nd<|im_end|>")); /* developer is system */
-    assert_non_null(strstr(in.prompt, "<|im_start|>user\nab<|im_end|>"));
-    colo_api_input_free(&in);
+    assert_true(in.r->params.stream);
+    assert_int_equal(in.r->params.max_tokens, 9);
+    assert_int_equal(in.r->in.n_messages, 2);
+    assert_string_equal(in.r->in.messages[0].role, "system"); /* developer is system */
+    assert_string_equal(in.r->in.messages[0].content, "d");
+    assert_string_equal(in.r->in.messages[1].content, "ab"); /* text parts joined */
+    in_free(&in);
 
-    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_KIND_BERT,
+    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED,
                          "{\"model\":\"m\",\"input\":[\"one\",\"two\"],\"encoding_format\":\"base64\",\"user\":\"u\"}",
                          &in, err, sizeof err),
                      COLO_OK);
-    assert_int_equal(in.n_inputs, 2);
-    assert_string_equal(in.inputs[1], "two");
-    assert_int_equal(in.input_lens[0], 3);
+    assert_int_equal(in.r->in.n_texts, 2);
+    assert_string_equal(in.r->in.texts[1], "two");
+    assert_int_equal(in.r->in.text_lens[0], 3);
     assert_true(in.base64);
-    colo_api_input_free(&in);
+    in_free(&in);
 
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_BERT, "{\"inputs\":\"solo\",\"priority\":\"low\"}", &in, err,
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":\"solo\",\"priority\":\"low\"}", &in, err,
                          sizeof err),
                      COLO_OK);
-    assert_int_equal(in.n_inputs, 1);
+    assert_int_equal(in.r->in.n_texts, 1);
     assert_int_equal(in.priority, COLO_PRIO_LOW);
-    colo_api_input_free(&in);
+    in_free(&in);
 }
 
 /* Size limits: prompt bytes, number of inputs, messages. */
@@ -255,23 +270,23 @@ static void test_limits(void **state)
     int k = sprintf(body, "{\"prompt\":\"");
     memset(body + k, 'y', n);
     strcpy(body + k + n, "\"}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_LLAMA, body, &in, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
     assert_non_null(strstr(err, "longer"));
-    colo_api_input_free(&in);
+    in_free(&in);
     body[k + n - 1] = 0; /* exactly the limit */
     strcat(body, "\"}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_LLAMA, body, &in, err, sizeof err), COLO_OK);
-    assert_int_equal(in.prompt_len, lim.max_prompt_bytes);
-    colo_api_input_free(&in);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
+    assert_int_equal(in.r->in.prompt_len, lim.max_prompt_bytes);
+    in_free(&in);
     free(body);
 
     char many[1024] = "{\"inputs\":[";
     for (int i = 0; i <= lim.max_inputs; i++)
         strcat(many, i ? ",\"a\"" : "\"a\"");
     strcat(many, "]}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_KIND_BERT, many, &in, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, many, &in, err, sizeof err), COLO_EINVAL);
     assert_non_null(strstr(err, "at most 64"));
-    colo_api_input_free(&in);
+    in_free(&in);
 }
 
 static void test_model_field_and_priority(void **state)

@@ -1,0 +1,119 @@
+/* batching/kind.h: the model-kind interface.
+ *
+ * A model kind (llama-family generative, bert encoder, ...) is one table of
+ * functions, filled by each kind as a backend fills its vtable, plus an
+ * opaque instance. batching/served.c owns queue, state and lifecycle and
+ * calls the table; nothing above batching/ knows a kind's internals.
+ *
+ * A kind serves one task (generation or embeddings), which picks the
+ * executor: generative kinds are driven by the continuous executor
+ * (admit / step / cancel), encoders by the dynamic batcher (run_batch).
+ *
+ * Adding a kind: write batching/kind_<name>.c filling a
+ * `const colo_model_kind colo_kind_<name>` and add one line to the table in
+ * batching/kinds.c.
+ *
+ * Threads: memory_need, load and free on the controlling thread;
+ * tokenize on any thread, concurrently with the executor (it reads only
+ * what load built); the rest on the model's executor thread. */
+#ifndef COLO_BATCHING_KIND_H
+#define COLO_BATCHING_KIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batching/request.h"
+#include "config/config.h"
+#include "runtime/arena.h"
+#include "runtime/backend.h"
+#include "runtime/cosched.h"
+
+/* Bytes a model needs, from its files alone, before anything is allocated. */
+typedef struct colo_kind_memory {
+    size_t weight_bytes;
+    size_t act_bytes;     /* activations of the largest step or batch */
+    size_t kv_min_bytes;  /* KV cache of one full-length sequence (0 for encoders) */
+    size_t overhead_bytes; /* alignment and small buffers */
+    int step_tokens;      /* the step the activations are sized for */
+    int max_seq_len;      /* tokens */
+} colo_kind_memory;
+
+/* What a loaded instance reports (executor or any thread; values may be a
+ * step old). */
+typedef struct colo_kind_info {
+    int max_seq_len;       /* generation: prompt + generated tokens; encoders: tokens per input */
+    int n_vocab;
+    int dim;               /* encoders: floats per embedding */
+    size_t weight_bytes;
+    size_t act_bytes;      /* activation scratch reserved */
+    size_t kv_bytes;       /* KV cache reserved (generation) */
+    size_t kv_used_bytes;  /* of which blocks in use */
+    int kv_blocks, kv_free_blocks, kv_block_size;
+    int kv_tokens;         /* tokens the whole cache holds */
+    uint64_t preemptions;
+    int running;           /* sequences in the engine */
+} colo_kind_info;
+
+/* The executor's side of a running request: the kind reports tokens and
+ * the end through these (executor thread). */
+typedef struct colo_kind_sink {
+    /* false: stop the request (its on_token refused more) */
+    bool (*token)(void *ud, colo_request *r, int32_t token, const char *piece, size_t len);
+    /* r->out is filled (status, text, tokens, timestamps in ns below) */
+    void (*done)(void *ud, colo_request *r, uint64_t first_step_ns, uint64_t first_token_ns, uint64_t done_ns);
+    void *ud;
+} colo_kind_sink;
+
+typedef struct colo_model_kind {
+    const char *name; /* the config's `kind:` */
+    colo_task task;
+
+    /* Memory mc's model needs (the batching settings size the activations).
+     * COLO_EFORMAT / COLO_EIO with a message naming the file and key or
+     * tensor. Required. */
+    colo_status (*memory_need)(const colo_model_cfg *mc, colo_kind_memory *out, char *err, size_t errlen);
+    /* Loads into arena (weights copied on s) and sizes the rest of the
+     * arena (KV cache). NULL with a message. Required. */
+    void *(*load)(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, const colo_kind_sink *sink,
+                  char *err, size_t errlen);
+    /* Frees what load made; accepts NULL. Required. */
+    void (*free)(void *inst);
+    /* Tokenizes r->in into r->tok (from r->pool), applying the chat
+     * template to messages, and checks it can ever run: COLO_EINVAL with
+     * the token counts when it cannot (prompt + max_tokens past the
+     * context or the whole KV cache); may shorten a default max_tokens.
+     * COLO_ENOMEM when out of memory. Required. */
+    colo_status (*tokenize)(void *inst, colo_request *r, char *err, size_t errlen);
+    void (*info)(void *inst, colo_kind_info *out); /* required */
+
+    /* ---- generation (task COLO_TASK_GENERATE): the continuous executor ---- */
+    /* Takes r (tokenized) into the running batch. COLO_ENOMEM / COLO_EINVAL
+     * with a message when it cannot; the sink is then not called. */
+    colo_status (*admit)(void *inst, colo_request *r, char *err, size_t errlen);
+    /* One step over the running batch; *n_tokens gets the tokens computed
+     * (0: nothing could run). A device error fails the step's requests
+     * through the sink and is returned. */
+    colo_status (*step)(void *inst, colo_cosched_member *member, int *n_tokens);
+    /* Ends r now with status (the sink's done runs before this returns). */
+    void (*cancel)(void *inst, colo_request *r, colo_status status, const char *msg);
+    /* True once r has been scheduled in a step (its queue wait is over). */
+    bool (*started)(void *inst, const colo_request *r);
+
+    /* ---- embeddings (task COLO_TASK_EMBED): the dynamic batcher ---- */
+    /* Runs rs (tokenized) and fills each one's outcome; returns the batch's
+     * status (a device error fails them all). *n_steps: forward passes. */
+    colo_status (*run_batch)(void *inst, colo_request *const *rs, int n, colo_cosched_member *member, int *n_steps);
+
+    /* ---- lifecycle, optional (NULL: not supported) ---- */
+    /* Drops what can be rebuilt (KV cache) and moves weights off the device. */
+    colo_status (*sleep)(void *inst, char *err, size_t errlen);
+    colo_status (*wake)(void *inst, char *err, size_t errlen);
+} colo_model_kind;
+
+/* The kind named name ("llama", "bert"), or NULL. */
+const colo_model_kind *colo_kind_find(const char *name);
+/* Every kind's name into buf, for messages: "llama, bert". */
+void colo_kind_names(char *buf, size_t cap);
+
+#endif

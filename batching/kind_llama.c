@@ -1,0 +1,323 @@
+/* The llama kind: llama-family generative models from GGUF, run by the
+ * generation engine (batching/engine.h) with continuous batching. */
+#include "batching/engine.h"
+#include "batching/kind.h"
+#include "models/chat.h"
+#include "models/llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct llama_kind {
+    colo_llama *m;
+    colo_gen_engine *eng;
+    colo_chat_template chat;
+    colo_kind_sink sink;
+    int block_size;
+    size_t block_bytes;
+    size_t act_bytes;
+} llama_kind;
+
+/* A request admitted into the engine (in the request's pool). */
+typedef struct llama_job {
+    colo_request *r;
+    llama_kind *k;
+    colo_gen_seq *seq;
+    colo_status why; /* reported when the engine ends it as canceled */
+    const char *why_msg;
+} llama_job;
+
+static int max_running_of(const colo_model_cfg *mc)
+{
+    return mc->batching.max_batch_size > 0 ? mc->batching.max_batch_size : 32;
+}
+
+static int step_tokens_of(const colo_model_cfg *mc)
+{
+    int t = mc->batching.max_batch_prefill_tokens > 0 ? mc->batching.max_batch_prefill_tokens : 512;
+    int r = max_running_of(mc);
+    return t < r ? r : t;
+}
+
+static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, char *err, size_t errlen)
+{
+    colo_llama_memory mem;
+    if (colo_llama_memory_need(mc->path, mc->kv_dtype, &mem, err, errlen) != COLO_OK)
+        return COLO_EFORMAT;
+    const colo_llama_hparams *hp = &mem.hp;
+    int bs = mc->kv_block_size > 0 ? mc->kv_block_size : 16;
+    int seq = mc->max_seq_len > 0 && mc->max_seq_len < hp->n_ctx ? mc->max_seq_len : hp->n_ctx;
+    int max_blocks = (seq + bs - 1) / bs;
+    int r = max_running_of(mc), t = step_tokens_of(mc);
+    *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes,
+                              .act_bytes = colo_llama_act_bytes(hp, t, r, r * max_blocks),
+                              .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
+                              .overhead_bytes = (size_t)(hp->n_layer * 9 + 3) * 256 + 64 * 256,
+                              .step_tokens = t,
+                              .max_seq_len = seq};
+    return COLO_OK;
+}
+
+static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, const colo_kind_sink *sink, char *err,
+                  size_t errlen)
+{
+    llama_kind *k = calloc(1, sizeof *k);
+    if (!k) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    k->sink = *sink;
+    if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
+        goto fail;
+    colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m));
+    colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
+                          .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
+                          .n_stop_ids = k->chat.n_stop_ids};
+    memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
+    colo_arena_stats before;
+    colo_arena_get_stats(arena, &before);
+    if (!(k->eng = colo_gen_engine_create(k->m, s, &gc, err, errlen)))
+        goto fail;
+    const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
+    k->block_size = colo_llama_kv_block_size(k->m);
+    k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype == COLO_F32 ? COLO_F32 : COLO_F16);
+    colo_arena_stats after;
+    colo_arena_get_stats(arena, &after);
+    size_t kv = (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
+    size_t grown = after.used_bytes - before.used_bytes;
+    k->act_bytes = grown > kv ? grown - kv : 0;
+    return k;
+fail:
+    colo_gen_engine_free(k->eng);
+    colo_llama_free(k->m);
+    free(k);
+    return NULL;
+}
+
+static void kind_free(void *inst)
+{
+    llama_kind *k = inst;
+    if (!k)
+        return;
+    colo_gen_engine_free(k->eng);
+    colo_llama_free(k->m);
+    free(k);
+}
+
+/* The prompt's text: the raw prompt, or the chat template over messages
+ * (in the request's pool). */
+static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text, size_t *len, bool *special)
+{
+    if (!r->in.messages) {
+        *text = r->in.prompt;
+        *len = r->in.prompt_len;
+        *special = false;
+        return COLO_OK;
+    }
+    int n = r->in.n_messages;
+    colo_chat_msg *msgs = colo_pool_calloc(r->pool, (size_t)n, sizeof *msgs);
+    if (!msgs)
+        return COLO_ENOMEM;
+    for (int i = 0; i < n; i++)
+        msgs[i] = (colo_chat_msg){r->in.messages[i].role, r->in.messages[i].content};
+    size_t cap = colo_chat_prompt_bytes(&k->chat, msgs, n);
+    char *buf = colo_pool_alloc(r->pool, cap);
+    if (!buf)
+        return COLO_ENOMEM;
+    *len = colo_chat_apply(&k->chat, msgs, n, buf, cap);
+    *text = buf;
+    *special = true;
+    return COLO_OK;
+}
+
+static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    const char *text;
+    size_t len;
+    bool special;
+    if (r->task != COLO_TASK_GENERATE) {
+        colo_set_err(err, errlen, "this model generates text; it makes no embeddings");
+        return COLO_EINVAL;
+    }
+    if (prompt_text(k, r, &text, &len, &special) != COLO_OK)
+        goto oom;
+    int32_t *ids = NULL;
+    int n = 0;
+    if (colo_bpe_encode(colo_llama_tokenizer(k->m), text, len, special, &ids, &n) != COLO_OK) {
+        free(ids);
+        goto oom;
+    }
+    int32_t *pids = n ? colo_pool_alloc(r->pool, (size_t)n * sizeof *pids) : NULL;
+    if (n && !pids) {
+        free(ids);
+        goto oom;
+    }
+    if (n)
+        memcpy(pids, ids, (size_t)n * sizeof *pids);
+    free(ids);
+    r->tok.ids = pids;
+    r->tok.n = n;
+    const char *what = r->in.messages ? "messages" : "prompt";
+    int ctx = colo_gen_max_seq_len(k->eng);
+    int cache = colo_gen_kv_blocks(k->eng) * k->block_size;
+    int limit = ctx < cache ? ctx : cache;
+    const char *limit_name = ctx <= cache ? "the model's context" : "the model's whole KV cache";
+    if (n == 0) {
+        colo_set_err(err, errlen, "%s: is empty after tokenization", what);
+        return COLO_EINVAL;
+    }
+    if (n >= limit) {
+        colo_set_err(err, errlen, "%s: %d tokens; %s holds %d tokens (prompt plus at least one new token)", what, n,
+                     limit_name, limit);
+        return COLO_EINVAL;
+    }
+    if (n + r->params.max_tokens > limit) {
+        if (r->params.max_tokens_set) {
+            colo_set_err(err, errlen,
+                         "max_tokens: the prompt has %d tokens and max_tokens is %d: %d tokens, but %s holds %d "
+                         "(at most %d new tokens for this prompt)",
+                         n, r->params.max_tokens, n + r->params.max_tokens, limit_name, limit, limit - n);
+            return COLO_EINVAL;
+        }
+        r->params.max_tokens = limit - n;
+    }
+    return COLO_OK;
+oom:
+    colo_set_err(err, errlen, "out of memory while tokenizing the prompt");
+    return COLO_ENOMEM;
+}
+
+static void info(void *inst, colo_kind_info *out)
+{
+    llama_kind *k = inst;
+    const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
+    memset(out, 0, sizeof *out);
+    out->max_seq_len = colo_gen_max_seq_len(k->eng);
+    out->n_vocab = hp->n_vocab;
+    out->weight_bytes = colo_llama_weight_bytes(k->m);
+    out->act_bytes = k->act_bytes;
+    out->kv_blocks = colo_gen_kv_blocks(k->eng);
+    out->kv_free_blocks = colo_gen_kv_free_blocks(k->eng);
+    out->kv_block_size = k->block_size;
+    out->kv_tokens = out->kv_blocks * k->block_size;
+    out->kv_bytes = (size_t)out->kv_blocks * k->block_bytes;
+    out->kv_used_bytes = (size_t)(out->kv_blocks - out->kv_free_blocks) * k->block_bytes;
+    out->preemptions = colo_gen_preemptions(k->eng);
+    out->running = colo_gen_n_running(k->eng) + colo_gen_n_waiting(k->eng);
+}
+
+static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
+{
+    llama_job *j = ud;
+    if (j->why != COLO_OK)
+        return;
+    if (!j->k->sink.token(j->k->sink.ud, j->r, token, piece, len)) {
+        j->why = COLO_ECANCELED;
+        j->why_msg = "the client did not read its stream";
+        atomic_store(&j->r->canceled, 1); /* the executor ends it before the next step */
+    }
+}
+
+static void job_on_done(void *ud, const colo_gen_outcome *o)
+{
+    llama_job *j = ud;
+    colo_request *r = j->r;
+    colo_req_outcome *out = &r->out;
+    out->status = o->status;
+    /* the engine's message lives in the sequence, freed after this call */
+    out->error = o->error ? colo_pool_strndup(r->pool, o->error, strlen(o->error)) : NULL;
+    if (o->error && !out->error)
+        out->error = "out of memory";
+    if (o->status == COLO_ECANCELED && j->why != COLO_OK) {
+        out->status = j->why;
+        out->error = j->why_msg;
+    }
+    out->n_input_tokens = o->n_prompt;
+    out->n_preempted = o->n_preempted;
+    if (out->status == COLO_OK) {
+        out->finish_reason = o->finish_reason;
+        char *text = colo_pool_strndup(r->pool, o->text ? o->text : "", o->text ? o->text_len : 0);
+        int32_t *toks = colo_pool_alloc(r->pool, (size_t)(o->n_tokens ? o->n_tokens : 1) * sizeof *toks);
+        if (!text || !toks) {
+            out->status = COLO_ENOMEM;
+            out->error = "out of memory";
+            out->finish_reason = NULL;
+        } else {
+            memcpy(toks, o->tokens, (size_t)o->n_tokens * sizeof *toks);
+            out->text = text;
+            out->text_len = o->text_len;
+            out->tokens = toks;
+            out->n_tokens = o->n_tokens;
+        }
+    }
+    r->priv = NULL;
+    j->k->sink.done(j->k->sink.ud, r, o->first_step_ns, o->first_token_ns, o->done_ns);
+}
+
+static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    llama_job *j = colo_pool_calloc(r->pool, 1, sizeof *j);
+    if (!j) {
+        colo_set_err(err, errlen, "out of memory");
+        return COLO_ENOMEM;
+    }
+    j->r = r;
+    j->k = k;
+    colo_gen_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
+                          .top_p = r->params.top_p, .top_k = r->params.top_k, .seed = r->params.seed,
+                          .n_stop = r->params.n_stop < COLO_GEN_MAX_STOP ? r->params.n_stop : COLO_GEN_MAX_STOP,
+                          .priority = r->who.priority};
+    for (int i = 0; i < gp.n_stop; i++)
+        gp.stop[i] = r->params.stop[i];
+    colo_gen_callbacks cb = {job_on_token, job_on_done, j};
+    if (!(j->seq = colo_gen_add(k->eng, r->tok.ids, r->tok.n, &gp, &cb, err, errlen)))
+        return r->tok.n >= colo_gen_max_seq_len(k->eng) ? COLO_EINVAL : COLO_ENOMEM;
+    r->priv = j;
+    return COLO_OK;
+}
+
+static colo_status step(void *inst, colo_cosched_member *member, int *n_tokens)
+{
+    llama_kind *k = inst;
+    return colo_gen_step(k->eng, member, n_tokens);
+}
+
+static void cancel(void *inst, colo_request *r, colo_status status, const char *msg)
+{
+    llama_kind *k = inst;
+    llama_job *j = r->priv;
+    if (!j)
+        return;
+    if (j->why == COLO_OK) {
+        j->why = status;
+        j->why_msg = msg;
+    }
+    colo_gen_cancel(k->eng, j->seq);
+}
+
+static bool started(void *inst, const colo_request *r)
+{
+    (void)inst;
+    const llama_job *j = r->priv;
+    return j && colo_gen_seq_started(j->seq);
+}
+
+const colo_model_kind colo_kind_llama = {
+    .name = "llama",
+    .task = COLO_TASK_GENERATE,
+    .memory_need = memory_need,
+    .load = load,
+    .free = kind_free,
+    .tokenize = tokenize,
+    .info = info,
+    .admit = admit,
+    .step = step,
+    .cancel = cancel,
+    .started = started,
+    .run_batch = NULL,
+    .sleep = NULL,
+    .wake = NULL,
+};

@@ -1,0 +1,116 @@
+/* The executor of generative kinds: continuous batching. Requests are
+ * admitted from the queue while fewer than max_batch_size are live; the
+ * kind's step runs the batch; cancellations and queue deadlines are
+ * applied between steps. */
+#include "batching/served_internal.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void admit_one(colo_served *m, colo_request *r)
+{
+    if (atomic_load(&r->canceled)) {
+        colo_served_finish(m, r, COLO_ECANCELED, "canceled");
+        return;
+    }
+    char e[256];
+    colo_status st = m->kind->admit(m->inst, r, e, sizeof e);
+    if (st != COLO_OK) {
+        const char *msg = colo_pool_strndup(r->pool, e, strlen(e));
+        colo_served_finish(m, r, st, msg ? msg : "out of memory");
+        return;
+    }
+    m->live[m->n_live++] = r;
+}
+
+/* Ends what was canceled, and what still waits for cache space past its
+ * queue deadline. A request leaves m->live as it ends (swapped with the
+ * last one), so the walk goes from the end. */
+static void apply_cancellations(colo_served *m)
+{
+    uint64_t now = colo_now_ns();
+    for (int i = m->n_live - 1; i >= 0; i--) {
+        if (i >= m->n_live)
+            continue;
+        colo_request *r = m->live[i];
+        if (atomic_load(&r->canceled))
+            m->kind->cancel(m->inst, r, COLO_ECANCELED, "canceled");
+        else if (r->qi.deadline_ns && now > r->qi.deadline_ns && !m->kind->started(m->inst, r))
+            m->kind->cancel(m->inst, r, COLO_ETIMEDOUT, "the KV cache stayed full past the request's queue deadline");
+    }
+}
+
+static void cancel_all(colo_served *m, colo_status st, const char *msg)
+{
+    while (m->n_live > 0) {
+        int before = m->n_live;
+        m->kind->cancel(m->inst, m->live[m->n_live - 1], st, msg);
+        if (m->n_live == before)
+            m->n_live--; /* the kind no longer knew it */
+    }
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+void colo_served_run_continuous(colo_served *m)
+{
+    int max_live = m->cfg.batching.max_batch_size > 0 ? m->cfg.batching.max_batch_size : 32;
+    m->live = calloc((size_t)max_live, sizeof *m->live);
+    m->n_live = 0;
+    if (!m->live) {
+        colo_served_mark_failed(m, "out of memory");
+        colo_served_drain_queue(m, COLO_ENOMEM, "out of memory");
+        return;
+    }
+    while (!atomic_load(&m->stopping)) {
+        colo_served_expire_queued(m);
+        apply_cancellations(m);
+        colo_queue_item *it;
+        while (m->n_live < max_live && (it = colo_queue_pop(m->q)))
+            admit_one(m, it->owner);
+        m->running = m->n_live;
+        colo_served_refresh_info(m); /* cancellations free blocks at once */
+        if (!m->n_live) {
+            if (colo_served_device_lost(m)) {
+                colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
+                break;
+            }
+            colo_queue_wait(m->q, 100u * 1000 * 1000);
+            continue;
+        }
+        int n_tokens = 0, batch = m->n_live;
+        uint64_t t0 = colo_now_ns();
+        colo_cosched_member_stats before = {0}, after = {0};
+        if (m->member)
+            colo_cosched_member_get_stats(m->member, &before);
+        colo_status st = m->kind->step(m->inst, m->member, &n_tokens);
+        uint64_t t1 = colo_now_ns();
+        if (m->member)
+            colo_cosched_member_get_stats(m->member, &after);
+        m->running = m->n_live;
+        colo_served_refresh_info(m);
+        if (n_tokens > 0)
+            colo_served_count_step(m, batch, n_tokens, t0, t1, after.wait_ns - before.wait_ns);
+        if (st != COLO_OK) {
+            COLO_WARN("model %s: step failed: %s", m->cfg.name, colo_status_str(st));
+            if (colo_device_poisoned(m->env.dev) || st == COLO_EFATAL) {
+                colo_served_mark_failed(m, "the device context was lost");
+                cancel_all(m, COLO_EFATAL, "the device context was lost");
+                colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
+                break;
+            }
+        } else if (n_tokens == 0) {
+            sleep_ms(1); /* every live sequence waits for cache space */
+        }
+    }
+    cancel_all(m, COLO_ECANCELED, "the server is shutting down");
+    m->running = 0;
+}

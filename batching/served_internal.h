@@ -1,0 +1,62 @@
+/* batching/served_internal.h: what served.c shares with the executors
+ * (served_continuous.c for generative kinds, served_dynamic.c for
+ * encoders). Not for use outside batching/. */
+#ifndef COLO_BATCHING_SERVED_INTERNAL_H
+#define COLO_BATCHING_SERVED_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "batching/kind.h"
+#include "batching/served.h"
+
+struct colo_served {
+    colo_model_cfg cfg;
+    colo_served_env env;
+    const colo_model_kind *kind;
+    void *inst; /* the kind's instance */
+    colo_arena *arena;
+    colo_stream *stream;
+    colo_cosched_member *member;
+    colo_queue *q;
+    pthread_t thread;
+    bool started;
+    _Atomic int state;
+    atomic_bool stopping;
+    char error[256];
+    double load_ms;
+    _Atomic uint64_t steps;
+    _Atomic int running;
+    /* requests admitted into a generative kind (executor thread only); one
+     * leaves before its on_done runs, since the front end may free it then */
+    colo_request **live;
+    int n_live;
+    /* the kind's figures, refreshed by the executor after each step */
+    pthread_mutex_t info_mu;
+    colo_kind_info info;
+    /* long inputs are tokenized on the preparing thread, off the caller's */
+    pthread_t prep_thread;
+    bool prep_started;
+    pthread_mutex_t prep_mu;
+    pthread_cond_t prep_cv;
+    colo_request *prep_head, *prep_tail;
+    bool prep_stop;
+};
+
+/* Executor loops (the executor thread). */
+void colo_served_run_continuous(colo_served *m);
+void colo_served_run_dynamic(colo_served *m);
+
+/* Shared by the executors. */
+void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg);
+void colo_served_expire_queued(colo_served *m);
+void colo_served_drain_queue(colo_served *m, colo_status st, const char *msg);
+void colo_served_mark_failed(colo_served *m, const char *msg);
+/* A poisoned device fails this model too: true then (the model is marked failed). */
+bool colo_served_device_lost(colo_served *m);
+void colo_served_refresh_info(colo_served *m);
+/* Step metrics and counters after a step that computed tokens. */
+void colo_served_count_step(colo_served *m, int batch, int tokens, uint64_t t0_ns, uint64_t t1_ns,
+                            uint64_t wait_ns);
+
+#endif

@@ -1,0 +1,90 @@
+/* server/api_internal.h: what the model endpoints' files share: api.c
+ * (handlers and the bridge from executors to the loop), api_render.c
+ * (JSON bodies and SSE events) and api_metrics.c (metric families). */
+#ifndef COLO_SERVER_API_INTERNAL_H
+#define COLO_SERVER_API_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/api.h"
+#include "server/api_request.h"
+#include "server/http.h"
+#include "server/http_json.h"
+
+/* Unsent bytes (buffered tokens plus the connection's output) past which a
+ * streaming request is canceled: its client does not read. */
+#define COLO_API_STREAM_MAX_BYTES (4u << 20)
+
+typedef struct api_model {
+    colo_served *m;
+    const char *name;
+} api_model;
+
+struct colo_api {
+    colo_server *srv;
+    colo_http_server *http;
+    colo_metrics *metrics;
+    const char *policy;
+    int n_expected;
+    api_model models[COLO_CFG_MAX_MODELS];
+    int n_models;
+    long created;
+    _Atomic uint64_t seed_counter;
+    colo_metric *m_requests, *m_duration, *m_queue, *m_prefill, *m_decode, *m_ttft, *m_itl;
+    colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
+    colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
+    colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
+    colo_metric *m_sched_wait, *m_sched_steps;
+};
+
+/* Generated pieces waiting for the loop thread: records of
+ * (int32 token, uint32 length, bytes), appended by the executor. Two
+ * buffers swap between the executor and the loop, so a stream allocates
+ * only while its buffers grow. */
+typedef struct tok_buf {
+    char *data;
+    size_t len, cap;
+} tok_buf;
+
+/* The front end's part of one request (in the request's pool). */
+typedef struct api_call {
+    colo_request *r;
+    colo_api *api;
+    api_model *am;
+    colo_http_req *http;
+    colo_api_endpoint ep;
+    colo_api_input in; /* options: include_usage, base64 */
+    bool started;      /* SSE stream begun */
+    bool aborted;
+    long created;
+    char oid[96];      /* OpenAI object id */
+    /* token stream: executor -> loop */
+    pthread_mutex_t mu;
+    tok_buf fill;      /* the executor appends here (under mu) */
+    tok_buf drain;     /* the loop reads here */
+    bool tok_posted;   /* tok_call is queued (under mu) */
+    _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
+    colo_http_call tok_call, done_call;
+} api_call;
+
+/* ---- api_render.c -------------------------------------------------------------- */
+/* A JSON string of text as UTF-8; invalid byte sequences become U+FFFD. */
+json_t *colo_api_json_text(const char *t, size_t n);
+json_t *colo_api_infer_json(const api_call *c);
+json_t *colo_api_openai_json(const api_call *c);
+/* One streamed chunk of an OpenAI endpoint (delta text, or the finish reason). */
+json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role);
+json_t *colo_api_usage_json(const api_call *c);
+json_t *colo_api_model_json(const colo_api *a, const api_model *am);
+int colo_api_status_http(colo_status st);
+const char *colo_api_status_code(colo_status st);
+
+/* ---- api_metrics.c ------------------------------------------------------------- */
+colo_status colo_api_register_metrics(colo_api *a);
+void colo_api_count_request(colo_api *a, const char *model, int http_status);
+/* Counts a finished request and, when it succeeded, its latencies and tokens. */
+void colo_api_record(const api_call *c, int http_status);
+void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
+
+#endif

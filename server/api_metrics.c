@@ -1,0 +1,138 @@
+/* The model endpoints' metric families (docs/API.md lists them). */
+#include "server/api_internal.h"
+
+#include <stdio.h>
+
+static const double batch_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+static const double step_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+
+void colo_api_count_request(colo_api *a, const char *model, int http_status)
+{
+    char status[8];
+    snprintf(status, sizeof status, "%d", http_status);
+    const char *ls[] = {model, status};
+    colo_metric_add(a->m_requests, ls, 1);
+}
+
+void colo_api_record(const api_call *c, int http_status)
+{
+    colo_api *a = c->api;
+    const colo_req_outcome *o = &c->r->out;
+    const char *model = c->am->name;
+    const char *lm[] = {model};
+    colo_api_count_request(a, model, http_status);
+    if (o->status != COLO_OK)
+        return;
+    const char *lq[] = {model, colo_priority_name(c->r->who.priority)};
+    colo_metric_observe(a->m_duration, lm, o->total_ms / 1e3);
+    colo_metric_observe(a->m_queue, lq, o->queue_ms / 1e3);
+    colo_metric_observe(a->m_prefill, lm, o->prefill_ms / 1e3);
+    colo_metric_add(a->m_prompt_tokens, lm, o->n_input_tokens);
+    if (c->r->task != COLO_TASK_GENERATE)
+        return;
+    colo_metric_observe(a->m_decode, lm, o->decode_ms / 1e3);
+    if (o->n_tokens > 0)
+        colo_metric_observe(a->m_ttft, lm, o->ttft_ms / 1e3);
+    /* the mean gap, once per gap: the histogram's sum and count stay exact */
+    for (int i = 1; i < o->n_tokens; i++)
+        colo_metric_observe(a->m_itl, lm, o->decode_ms / 1e3 / (o->n_tokens - 1));
+    colo_metric_add(a->m_gen_tokens, lm, o->n_tokens);
+}
+
+void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms)
+{
+    (void)tokens;
+    colo_api *a = ud;
+    const char *lm[] = {model};
+    const char *lp[] = {model, a->policy};
+    colo_metric_observe(a->m_batch, lm, batch);
+    colo_metric_observe(a->m_step, lm, step_ms / 1e3);
+    colo_metric_add(a->m_sched_steps, lp, 1);
+    colo_metric_add(a->m_sched_wait, lp, wait_ms / 1e3);
+}
+
+static void on_render(void *ud)
+{
+    colo_api *a = ud;
+    for (int i = 0; i < a->n_models; i++) {
+        colo_served_info in;
+        colo_served_get_info(a->models[i].m, &in);
+        const char *lm[] = {in.name};
+        colo_metric_set(a->m_depth, lm, in.queue_depth);
+        colo_metric_set(a->m_running, lm, in.running);
+        colo_metric_set(a->m_mem_used, lm, (double)in.mem.used_bytes);
+        colo_metric_set(a->m_mem_limit, lm, (double)in.mem.limit_bytes);
+        colo_metric_set(a->m_mem_peak, lm, (double)in.mem.peak_bytes);
+        colo_metric_set(a->m_ready, lm, in.state == COLO_SERVED_READY);
+        colo_metric_set(a->m_mem_weights, lm, (double)in.weight_bytes);
+        if (in.task == COLO_TASK_GENERATE) {
+            colo_metric_set(a->m_kv_bytes, lm, (double)in.kv_bytes);
+            colo_metric_set(a->m_kv_used_bytes, lm, (double)in.kv_used_bytes);
+            colo_metric_set(a->m_kv_total, lm, in.kv_blocks);
+            colo_metric_set(a->m_kv_free, lm, in.kv_free_blocks);
+            colo_metric_set(a->m_preempt, lm, (double)in.preemptions);
+        }
+    }
+}
+
+colo_status colo_api_register_metrics(colo_api *a)
+{
+    colo_metrics *m = a->metrics;
+    const char *const L1[] = {"model"}, *const L2s[] = {"model", "status"}, *const L2p[] = {"model", "priority"},
+                      *const L2pol[] = {"model", "policy"};
+    const double *lb = colo_metrics_latency_buckets;
+    int nlb = colo_metrics_latency_buckets_n;
+    int nbb = (int)(sizeof batch_buckets / sizeof *batch_buckets);
+    int nsb = (int)(sizeof step_buckets / sizeof *step_buckets);
+    a->m_requests = colo_metrics_counter(m, "colo_model_requests_total", "Model requests finished, by HTTP status.",
+                                         2, L2s);
+    a->m_duration = colo_metrics_histogram(m, "colo_model_request_duration_seconds",
+                                           "Submit to done, successful requests.", 1, L1, lb, nlb);
+    a->m_queue = colo_metrics_histogram(m, "colo_model_queue_duration_seconds",
+                                        "Time in the model's queue before the first step.", 2, L2p, lb, nlb);
+    a->m_prefill = colo_metrics_histogram(m, "colo_model_prefill_duration_seconds",
+                                          "First step to first token (generation) or the batch's compute (encoders).",
+                                          1, L1, lb, nlb);
+    a->m_decode = colo_metrics_histogram(m, "colo_model_decode_duration_seconds", "First token to last token.", 1,
+                                         L1, lb, nlb);
+    a->m_ttft = colo_metrics_histogram(m, "colo_model_time_to_first_token_seconds", "Submit to first token.", 1, L1,
+                                       lb, nlb);
+    a->m_itl = colo_metrics_histogram(m, "colo_model_inter_token_latency_seconds",
+                                      "Time between generated tokens (each request's mean gap, once per gap).", 1, L1,
+                                      step_buckets, nsb);
+    a->m_gen_tokens = colo_metrics_counter(m, "colo_model_generated_tokens_total", "Tokens generated.", 1, L1);
+    a->m_prompt_tokens = colo_metrics_counter(m, "colo_model_prompt_tokens_total", "Prompt or input tokens processed.",
+                                              1, L1);
+    a->m_batch = colo_metrics_histogram(m, "colo_model_batch_size", "Sequences (generation) or requests (encoders) per step.",
+                                        1, L1, batch_buckets, nbb);
+    a->m_step = colo_metrics_histogram(m, "colo_model_step_duration_seconds", "One executor step.", 1, L1, step_buckets,
+                                       nsb);
+    a->m_depth = colo_metrics_gauge(m, "colo_model_queue_depth", "Requests waiting in the model's queue.", 1, L1);
+    a->m_running = colo_metrics_gauge(m, "colo_model_running", "Requests in the model's executor.", 1, L1);
+    a->m_mem_used = colo_metrics_gauge(m, "colo_model_memory_used_bytes", "Bytes in use in the model's arena.", 1, L1);
+    a->m_mem_limit = colo_metrics_gauge(m, "colo_model_memory_limit_bytes", "The model's arena size.", 1, L1);
+    a->m_mem_peak = colo_metrics_gauge(m, "colo_model_memory_peak_bytes", "Highest use of the model's arena.", 1, L1);
+    a->m_mem_weights = colo_metrics_gauge(m, "colo_model_memory_weights_bytes", "Bytes of the model's weights.", 1,
+                                          L1);
+    a->m_kv_bytes = colo_metrics_gauge(m, "colo_model_kv_cache_bytes", "Bytes reserved for the KV cache.", 1, L1);
+    a->m_kv_used_bytes = colo_metrics_gauge(m, "colo_model_kv_cache_used_bytes", "Bytes of KV cache blocks in use.",
+                                            1, L1);
+    a->m_kv_total = colo_metrics_gauge(m, "colo_model_kv_blocks", "KV cache blocks of the model.", 1, L1);
+    a->m_kv_free = colo_metrics_gauge(m, "colo_model_kv_blocks_free", "KV cache blocks free.", 1, L1);
+    a->m_ready = colo_metrics_gauge(m, "colo_model_ready", "1 when the model serves requests.", 1, L1);
+    a->m_preempt = colo_metrics_counter(m, "colo_model_preemptions_total", "Sequences preempted for cache space.", 1,
+                                        L1);
+    a->m_sched_wait = colo_metrics_counter(m, "colo_scheduler_wait_seconds_total",
+                                           "Time executors waited for the co-scheduler, by policy.", 2, L2pol);
+    a->m_sched_steps = colo_metrics_counter(m, "colo_scheduler_steps_total", "Steps granted by the co-scheduler.", 2,
+                                            L2pol);
+    colo_metric *all[] = {a->m_requests, a->m_duration, a->m_queue, a->m_prefill, a->m_decode, a->m_ttft,
+                          a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,
+                          a->m_running, a->m_mem_used, a->m_mem_limit, a->m_mem_peak, a->m_kv_total, a->m_kv_free,
+                          a->m_ready, a->m_preempt, a->m_sched_wait, a->m_sched_steps, a->m_mem_weights,
+                          a->m_kv_bytes, a->m_kv_used_bytes};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!all[i])
+            return COLO_ENOMEM;
+    return colo_metrics_on_render(m, on_render, a);
+}

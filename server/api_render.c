@@ -1,0 +1,267 @@
+/* JSON bodies and SSE events of the model endpoints. */
+#include "server/api_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int colo_api_status_http(colo_status st)
+{
+    switch (st) {
+    case COLO_OK: return 200;
+    case COLO_EINVAL: return 400;
+    case COLO_EAGAIN: return 429;
+    default: return 503;
+    }
+}
+
+const char *colo_api_status_code(colo_status st)
+{
+    switch (st) {
+    case COLO_EINVAL: return "invalid_request";
+    case COLO_EAGAIN: return "queue_full";
+    case COLO_ETIMEDOUT: return "queue_timeout";
+    case COLO_ENOMEM: return "out_of_memory";
+    case COLO_ECANCELED: return "canceled";
+    case COLO_EDEVICE:
+    case COLO_EFATAL: return "model_failed";
+    default: return "internal_error";
+    }
+}
+
+/* Decodes one UTF-8 sequence at s (n bytes): its length, and *cp (UINT32_MAX
+ * when invalid: overlong, surrogate, past U+10FFFF or cut short). */
+static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned c = s[0];
+    int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    *cp = UINT32_MAX;
+    if (!len || (size_t)len > n)
+        return 1;
+    uint32_t v = len == 1 ? c : c & (0x7Fu >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 1;
+        v = v << 6 | (s[i] & 0x3Fu);
+    }
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 1;
+    *cp = v;
+    return len;
+}
+
+json_t *colo_api_json_text(const char *t, size_t n)
+{
+    json_t *j = json_stringn(t ? t : "", t ? n : 0);
+    if (j || !t)
+        return j;
+    char *buf = malloc(n * 3 + 1);
+    if (!buf)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = utf8_next((const unsigned char *)t + i, n - i, &cp);
+        if (cp == UINT32_MAX || cp == 0) {
+            memcpy(buf + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i += (size_t)l;
+            continue;
+        }
+        memcpy(buf + o, t + i, (size_t)l);
+        o += (size_t)l;
+        i += (size_t)l;
+    }
+    j = json_stringn(buf, o);
+    free(buf);
+    return j;
+}
+
+json_t *colo_api_usage_json(const api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    if (c->r->task == COLO_TASK_EMBED)
+        return json_pack("{s:i,s:i}", "prompt_tokens", o->n_input_tokens, "total_tokens", o->n_input_tokens);
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", o->n_input_tokens, "completion_tokens", o->n_tokens,
+                     "total_tokens", o->n_input_tokens + o->n_tokens);
+}
+
+static json_t *timing_json(const colo_req_outcome *o)
+{
+    return json_pack("{s:f,s:f,s:f,s:f,s:f}", "queue_ms", o->queue_ms, "prefill_ms", o->prefill_ms, "decode_ms",
+                     o->decode_ms, "total_ms", o->total_ms, "ttft_ms", o->ttft_ms);
+}
+
+static json_t *tokens_json(const int32_t *t, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(t[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+static char *base64_floats(const float *v, int n)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *b = (const unsigned char *)v; /* little-endian host */
+    size_t len = (size_t)n * 4, o = 0;
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned x = (unsigned)b[i] << 16 | (i + 1 < len ? (unsigned)b[i + 1] << 8 : 0) | (i + 2 < len ? b[i + 2] : 0);
+        out[o++] = tbl[x >> 18 & 63];
+        out[o++] = tbl[x >> 12 & 63];
+        out[o++] = i + 1 < len ? tbl[x >> 6 & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[x & 63] : '=';
+    }
+    out[o] = 0;
+    return out;
+}
+
+static json_t *embedding_json(const float *v, int dim, bool b64)
+{
+    if (b64) {
+        char *s = base64_floats(v, dim);
+        json_t *j = s ? json_string(s) : NULL;
+        free(s);
+        return j;
+    }
+    json_t *a = json_array();
+    for (int i = 0; a && i < dim; i++)
+        if (json_array_append_new(a, json_real(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *colo_api_infer_json(const api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    json_t *j = json_pack("{s:s,s:s}", "id", colo_http_req_id(c->http), "model", c->am->name);
+    if (!j)
+        return NULL;
+    int bad = 0;
+    if (c->r->task == COLO_TASK_GENERATE) {
+        bad |= json_object_set_new(j, "text", colo_api_json_text(o->text ? o->text : "", o->text_len));
+        bad |= json_object_set_new(j, "tokens", tokens_json(o->tokens, o->n_tokens));
+        bad |= json_object_set_new(j, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
+    } else {
+        json_t *arr = json_array();
+        for (int i = 0; arr && i < c->r->in.n_texts; i++)
+            bad |= json_array_append_new(arr, embedding_json(o->embeddings + (size_t)i * o->dim, o->dim, false));
+        bad |= json_object_set_new(j, "embeddings", arr);
+        bad |= json_object_set_new(j, "dim", json_integer(o->dim));
+    }
+    bad |= json_object_set_new(j, "usage", colo_api_usage_json(c));
+    bad |= json_object_set_new(j, "timing", timing_json(o));
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+json_t *colo_api_openai_json(const api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    if (c->ep == COLO_API_EMBEDDINGS) {
+        json_t *data = json_array();
+        int bad = !data;
+        for (int i = 0; data && i < c->r->in.n_texts; i++)
+            bad |= json_array_append_new(data, json_pack("{s:s,s:i,s:o}", "object", "embedding", "index", i,
+                                                         "embedding",
+                                                         embedding_json(o->embeddings + (size_t)i * o->dim, o->dim,
+                                                                        c->in.base64)));
+        json_t *j = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "model", c->am->name, "usage",
+                              colo_api_usage_json(c));
+        if (bad) {
+            json_decref(j);
+            return NULL;
+        }
+        return j;
+    }
+    const char *fin = o->finish_reason ? o->finish_reason : "stop";
+    json_t *text = colo_api_json_text(o->text ? o->text : "", o->text_len);
+    json_t *choice;
+    if (c->ep == COLO_API_CHAT)
+        choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:n}", "index", 0, "message", "role", "assistant", "content", text,
+                           "finish_reason", fin, "logprobs");
+    else
+        choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "text", text, "finish_reason", fin, "logprobs");
+    return json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", c->oid, "object",
+                     c->ep == COLO_API_CHAT ? "chat.completion" : "text_completion", "created",
+                     (json_int_t)c->created, "model", c->am->name, "choices", choice, "usage", colo_api_usage_json(c));
+}
+
+json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role)
+{
+    if (c->ep == COLO_API_CHAT) {
+        json_t *delta = json_object();
+        if (delta && role)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        if (delta && delta_text)
+            json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
+        return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:n}]}", "id", c->oid, "object",
+                         "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
+                         "choices", "index", 0, "delta", delta ? delta : json_null(), "finish_reason",
+                         finish ? json_string(finish) : json_null(), "logprobs");
+    }
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:n}]}", "id", c->oid, "object", "text_completion",
+                     "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", 0, "text",
+                     colo_api_json_text(delta_text ? delta_text : "", delta_text ? len : 0), "finish_reason",
+                     finish ? json_string(finish) : json_null(), "logprobs");
+}
+
+static json_t *memory_json(const colo_served_info *in)
+{
+    json_t *m = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "limit_bytes", (json_int_t)in->mem.limit_bytes, "used_bytes",
+                          (json_int_t)in->mem.used_bytes, "peak_bytes", (json_int_t)in->mem.peak_bytes,
+                          "weights_bytes", (json_int_t)in->weight_bytes, "activations_bytes",
+                          (json_int_t)in->act_bytes, "free_bytes",
+                          (json_int_t)(in->mem.limit_bytes > in->mem.used_bytes
+                                           ? in->mem.limit_bytes - in->mem.used_bytes
+                                           : 0));
+    if (m && in->task == COLO_TASK_GENERATE)
+        json_object_set_new(m, "kv_cache",
+                            json_pack("{s:I,s:I,s:i}", "reserved_bytes", (json_int_t)in->kv_bytes, "in_use_bytes",
+                                      (json_int_t)in->kv_used_bytes, "tokens", in->kv_tokens));
+    return m;
+}
+
+json_t *colo_api_model_json(const colo_api *a, const api_model *am)
+{
+    colo_served_info in;
+    colo_served_get_info(am->m, &in);
+    const colo_model_cfg *mc = colo_served_config(am->m);
+    const colo_batching_cfg *b = &mc->batching;
+    json_t *pref = json_array();
+    for (int i = 0; pref && i < b->n_preferred; i++)
+        json_array_append_new(pref, json_integer(b->preferred_batch_size[i]));
+    json_t *o = json_pack(
+        "{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:o,s:{s:i,s:o,s:i,s:i,s:i,s:i},s:i,s:i,s:i,s:i,s:f}", "id", in.name,
+        "object", "model", "created", (json_int_t)a->created, "owned_by", "colo", "kind", in.kind, "task",
+        colo_task_name(in.task), "state", colo_served_state_name(in.state), "priority",
+        colo_priority_name(in.priority), "memory", memory_json(&in), "batching", "max_batch_size", b->max_batch_size,
+        "preferred_batch_size", pref ? pref : json_null(), "max_queue_delay_us", b->max_queue_delay_us, "max_queue",
+        b->max_queue, "queue_timeout_ms", b->queue_timeout_ms, "max_batch_prefill_tokens",
+        b->max_batch_prefill_tokens, "queue_depth", in.queue_depth, "running", in.running, "max_seq_len",
+        in.max_seq_len, "n_vocab", in.n_vocab, "load_ms", in.load_ms);
+    if (!o)
+        return NULL;
+    if (in.task == COLO_TASK_GENERATE)
+        json_object_set_new(o, "kv_cache",
+                            json_pack("{s:i,s:i,s:i,s:I}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
+                                      "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions));
+    else
+        json_object_set_new(o, "dim", json_integer(in.dim));
+    if (in.error[0])
+        json_object_set_new(o, "error", json_string(in.error));
+    return o;
+}
