@@ -419,8 +419,21 @@ static void test_errors(void **state)
         memcpy(body + k + 2 * i, "a ", 2);
     strcpy(body + k + big, "\"}");
     j = post_json(f, "/v1/models/a/infer", body, 400);
+    const char *msg = jstr(json_object_get(j, "error"), "message");
+    assert_non_null(strstr(msg, "tokens"));
+    assert_non_null(strstr(msg, "256")); /* the context, in tokens */
     json_decref(j);
     free(body);
+    /* prompt + max_tokens past the context: 400 with both counts, before queueing */
+    j = post_json(f, "/v1/models/a/infer", "{\"prompt\":\"hello\",\"max_tokens\":255}", 400);
+    msg = jstr(json_object_get(j, "error"), "message");
+    assert_non_null(strstr(msg, "max_tokens is 255"));
+    assert_non_null(strstr(msg, "holds 256"));
+    json_decref(j);
+    j = post_json(f, "/v1/chat/completions",
+                  "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":256}", 400);
+    assert_non_null(strstr(jstr(json_object_get(j, "error"), "message"), "max_tokens"));
+    json_decref(j);
 }
 
 /* Keep-alive: three pipelined requests on one connection are answered in
