@@ -132,8 +132,6 @@ struct colo_http_server {
     atomic_uint_least64_t st_open, st_accepted, st_rejected, st_evicted, st_requests, st_in_flight;
 };
 
-uint64_t http_now_ns(void);
-
 /* http_conn.c */
 void http_conn_accept(colo_http_server *s, int fd);
 void http_conn_close_later(http_conn *c);

@@ -11,17 +11,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "runtime/clock.h"
 #include "runtime/log.h"
-
-uint64_t http_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 const char *colo_http_reason(int status)
 {
@@ -88,7 +81,7 @@ static atomic_uint_least64_t id_counter;
 static void id_init(void)
 {
     if (getrandom(&id_seed, sizeof id_seed, GRND_NONBLOCK) != (ssize_t)sizeof id_seed)
-        id_seed = http_now_ns() ^ ((uint64_t)getpid() << 32);
+        id_seed = colo_now_ns() ^ ((uint64_t)getpid() << 32);
 }
 
 /* A bijection of the 64-bit counter (splitmix64's finalizer): distinct
@@ -144,7 +137,7 @@ colo_http_req *http_req_new(colo_http_server *s, http_conn *c)
     r->conn = c;
     r->tokens = -1;
     r->queue_ms = -1;
-    r->start_ns = http_now_ns();
+    r->start_ns = colo_now_ns();
     r->http_minor = 1;
     return r;
 }
@@ -176,7 +169,7 @@ static void log_request(const colo_http_req *r)
     COLO_INFO("request id=%s method=%s path=%.200s model=%s status=%d tokens=%s queue_ms=%s total_ms=%.1f "
               "bytes_in=%zu bytes_out=%llu",
               r->id[0] ? r->id : "-", r->method[0] ? r->method : "-", r->path ? r->path : "-",
-              r->model[0] ? r->model : "-", r->status, tokens, queue, (double)(http_now_ns() - r->start_ns) / 1e6,
+              r->model[0] ? r->model : "-", r->status, tokens, queue, (double)(colo_now_ns() - r->start_ns) / 1e6,
               r->body_len, (unsigned long long)r->bytes_out);
 }
 
