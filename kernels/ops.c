@@ -10,6 +10,17 @@ bool colo_dtype_is_weight(colo_dtype t)
            t == COLO_Q6_K;
 }
 
+const colo_ops *colo_device_ops(const colo_device *dev)
+{
+    if (!dev)
+        return NULL;
+    switch (colo_device_kind(dev)) {
+    case COLO_BACKEND_CPU: return &colo_cpu_ops;
+    case COLO_BACKEND_CUDA: return &colo_cuda_ops;
+    }
+    return NULL;
+}
+
 /* Injected faults (runtime/fault.h) and a poisoned device, before an op is
  * queued on s; matrix ops may also get a math-library fault. */
 static colo_status op_faults(colo_stream *s, bool matrix)
@@ -21,7 +32,7 @@ static colo_status op_faults(colo_stream *s, bool matrix)
     if (!label)
         return COLO_OK;
     if (colo_fault_hit(COLO_FAULT_POISON, label)) {
-        __atomic_store_n(&dev->injected_poison, 1, __ATOMIC_RELEASE);
+        colo_device_mark_poisoned(dev);
         return COLO_EFATAL;
     }
     if (colo_fault_hit(COLO_FAULT_LAUNCH, label) || (matrix && colo_fault_hit(COLO_FAULT_BLAS, label)))

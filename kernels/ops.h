@@ -51,6 +51,8 @@ typedef struct colo_attn_desc {
     int q_stride;               /* elements between rows of q; 0 = n_head * head_dim */
 } colo_attn_desc;
 
+typedef struct colo_ops colo_ops;
+
 struct colo_ops {
     /* y (m, n) = x (m, k) . W (n, k)^T [+ bias (n)]. W is any weight dtype
      * (row-major, each row of k elements in its block format); x, y, bias F32;
@@ -162,11 +164,13 @@ colo_status colo_op_mean_pool(colo_stream *s, const float *x, const int32_t *len
                               int d);
 colo_status colo_op_l2norm(colo_stream *s, float *x, int rows, int n);
 
-/* The backends' tables (kernels/cpu/ops_cpu.c, kernels/cuda/ops_cuda.cu). */
+/* The backends' tables (kernels/cpu/ops_cpu.c, kernels/cuda/ops_cuda.cu; in
+ * a build without CUDA, kernels/cuda/ops_none.c, with no slot filled). */
 extern const colo_ops colo_cpu_ops;
-#ifdef COLO_CUDA
 extern const colo_ops colo_cuda_ops;
-#endif
+
+/* The op table of dev's backend kind; NULL for NULL or an unknown kind. */
+const colo_ops *colo_device_ops(const colo_device *dev);
 
 #ifdef __cplusplus
 }

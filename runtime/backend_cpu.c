@@ -8,6 +8,7 @@
  * are coarse (a slice of an op), so it is taken a few times per chunk. */
 #include "runtime/backend_impl.h"
 #include "runtime/clock.h"
+#include "runtime/cpu_task.h"
 #include "runtime/log.h"
 
 #include <cblas.h>
@@ -18,8 +19,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include "kernels/ops.h"
 
 typedef struct cpu_task {
     struct cpu_task *next;
@@ -644,7 +643,6 @@ colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size
         }
     }
     dev->vt = &cpu_vtbl;
-    dev->ops = &colo_cpu_ops;
     dev->kind = COLO_BACKEND_CPU;
     dev->ctx = p;
     return dev;

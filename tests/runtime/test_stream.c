@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/backend_impl.h"
+#include "runtime/cpu_task.h"
 
 static colo_device *open_cpu(int threads)
 {
