@@ -263,7 +263,7 @@ static int parse_args(cli *c, int argc, char **argv)
             break;
         case 'x': c->stream = true; break;
         case 'l':
-            if (lt_sla_parse_arg(optarg, &c->sla, err, sizeof err) != COLO_OK) {
+            if (lt_sla_parse_arg(optarg, &c->sla, err, sizeof err) != LT_OK) {
                 fprintf(stderr, "colo-loadtest: %s\n", err);
                 return EXIT_USAGE;
             }
@@ -383,7 +383,7 @@ static int parse_args(cli *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (c->sla_config && lt_sla_load_file(c->sla_config, &c->sla, err, sizeof err) != COLO_OK) {
+    if (c->sla_config && lt_sla_load_file(c->sla_config, &c->sla, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         return EXIT_USAGE;
     }
@@ -427,7 +427,7 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
         lt_bodies bodies = {0};
         bool get = strcmp(c->method, "GET") == 0;
         if (!get && c->prompts) {
-            if (lt_bodies_from_file(c->prompts, c->models[m], &bo, &bodies, err, sizeof err) != COLO_OK) {
+            if (lt_bodies_from_file(c->prompts, c->models[m], &bo, &bodies, err, sizeof err) != LT_OK) {
                 fprintf(stderr, "colo-loadtest: %s\n", err);
                 return EXIT_USAGE;
             }
@@ -436,19 +436,19 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
             if (kind == LT_KIND_AUTO && c->path)
                 kind = LT_KIND_GENERATIVE;
             if (kind == LT_KIND_AUTO) {
-                colo_status st = lt_model_probe(t, c->models[m], c->api_key, c->timeout_s < 10 ? c->timeout_s : 10,
+                lt_status st = lt_model_probe(t, c->models[m], c->api_key, c->timeout_s < 10 ? c->timeout_s : 10,
                                                 &kind, err, sizeof err);
-                if (st == COLO_EINVAL || st == COLO_ERR) {
+                if (st == LT_EINVAL || st == LT_ERR) {
                     fprintf(stderr, "colo-loadtest: %s\n", err);
                     return EXIT_FAILED;
                 }
-                if (st != COLO_OK) {
+                if (st != LT_OK) {
                     fprintf(stderr, "colo-loadtest: %s; assuming '%s' is generative (set --kind)\n", err,
                             c->models[m]);
                     kind = LT_KIND_GENERATIVE;
                 }
             }
-            if (lt_bodies_builtin(kind, &bo, &bodies, err, sizeof err) != COLO_OK) {
+            if (lt_bodies_builtin(kind, &bo, &bodies, err, sizeof err) != LT_OK) {
                 fprintf(stderr, "colo-loadtest: %s\n", err);
                 return EXIT_USAGE;
             }
@@ -458,9 +458,9 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
             snprintf(path, sizeof path, "%s", c->path);
         else
             snprintf(path, sizeof path, "/v1/models/%s/infer", c->models[m]);
-        colo_status st = lt_requests_build(t, c->method, path, &bodies, c->api_key, &w[m].requests, err, sizeof err);
+        lt_status st = lt_requests_build(t, c->method, path, &bodies, c->api_key, &w[m].requests, err, sizeof err);
         lt_bodies_free(&bodies);
-        if (st != COLO_OK) {
+        if (st != LT_OK) {
             fprintf(stderr, "colo-loadtest: %s\n", err);
             return EXIT_USAGE;
         }
@@ -469,15 +469,15 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
 }
 
 /* Runs one phase over models[idx[0..n)]; fills p. */
-static colo_status run_phase(const cli *c, const lt_target *t, model_work *w, const size_t *idx, size_t n,
-                             unsigned concurrency, double rate, const char *name, lt_phase *p)
+static lt_status run_phase(const cli *c, const lt_target *t, model_work *w, const size_t *idx, size_t n,
+                           unsigned concurrency, double rate, const char *name, lt_phase *p)
 {
     char err[256];
     lt_load loads[LT_MAX_MODELS];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->results = calloc(n, sizeof *p->results);
     if (!p->results)
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     p->n = n;
     for (size_t i = 0; i < n; i++) {
         lt_result_init(&p->results[i], c->models[idx[i]], name);
@@ -503,8 +503,8 @@ static colo_status run_phase(const cli *c, const lt_target *t, model_work *w, co
         .progress = !c->quiet && isatty(STDERR_FILENO),
         .phase = name,
     };
-    colo_status st = lt_engine_run(t, loads, n, &o, p->results, err, sizeof err);
-    if (st != COLO_OK)
+    lt_status st = lt_engine_run(t, loads, n, &o, p->results, err, sizeof err);
+    if (st != LT_OK)
         fprintf(stderr, "colo-loadtest: %s\n", err);
     for (size_t i = 0; i < n; i++)
         lt_result_finish(&p->results[i]);
@@ -525,7 +525,7 @@ int loadtest_main(int argc, char **argv)
     char err[512];
     if (rc >= 0)
         goto out_free_sla;
-    if (lt_target_parse(c.url, &t, err, sizeof err) != COLO_OK) {
+    if (lt_target_parse(c.url, &t, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_USAGE;
         goto out_free_sla;
@@ -550,7 +550,7 @@ int loadtest_main(int argc, char **argv)
     size_t all[LT_MAX_MODELS];
     for (size_t m = 0; m < c.n_models; m++)
         all[m] = m;
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     char load_desc[128];
     if (c.concurrency)
         snprintf(load_desc, sizeof load_desc, "concurrency %u", c.concurrency);
@@ -561,7 +561,7 @@ int loadtest_main(int argc, char **argv)
     if (strcmp(c.scenario, "sweep") == 0) {
         snprintf(load_desc, sizeof load_desc, "sweep of %s%s", c.sweep_rate ? "rate" : "concurrency",
                  c.poisson ? " (poisson)" : "");
-        for (size_t i = 0; i < c.n_sweep && st == COLO_OK; i++) {
+        for (size_t i = 0; i < c.n_sweep && st == LT_OK; i++) {
             char name[64];
             if (c.sweep_rate)
                 snprintf(name, sizeof name, "rate=%g", c.sweep[i]);
@@ -571,14 +571,14 @@ int loadtest_main(int argc, char **argv)
                            c.sweep_rate ? c.sweep[i] : 0, name, &phases[n_phases++]);
         }
     } else if (strcmp(c.scenario, "individual-vs-concurrent") == 0) {
-        for (size_t m = 0; m < c.n_models && st == COLO_OK; m++)
+        for (size_t m = 0; m < c.n_models && st == LT_OK; m++)
             st = run_phase(&c, &t, w, &all[m], 1, c.concurrency, c.rate, "individual", &phases[n_phases++]);
-        if (st == COLO_OK)
+        if (st == LT_OK)
             st = run_phase(&c, &t, w, all, c.n_models, c.concurrency, c.rate, "concurrent", &phases[n_phases++]);
     } else {
         st = run_phase(&c, &t, w, all, c.n_models, c.concurrency, c.rate, "single", &phases[n_phases++]);
     }
-    if (st != COLO_OK) {
+    if (st != LT_OK) {
         rc = EXIT_FAILED;
         goto out_free;
     }
@@ -593,14 +593,14 @@ int loadtest_main(int argc, char **argv)
     rep.streamed = c.stream;
     rep.phases = phases;
     rep.n_phases = n_phases;
-    if (strcmp(c.scenario, "individual-vs-concurrent") == 0 && lt_report_compare(&rep) != COLO_OK) {
+    if (strcmp(c.scenario, "individual-vs-concurrent") == 0 && lt_report_compare(&rep) != LT_OK) {
         fprintf(stderr, "colo-loadtest: out of memory\n");
         rc = EXIT_FAILED;
         goto out_free;
     }
     if (c.has_sla) {
         const lt_phase *judged = &phases[n_phases - 1]; /* concurrent, the only one, or the last step */
-        if (lt_sla_evaluate(&c.sla, judged->results, judged->n, c.stream, &rep.checks, &rep.n_checks) != COLO_OK) {
+        if (lt_sla_evaluate(&c.sla, judged->results, judged->n, c.stream, &rep.checks, &rep.n_checks) != LT_OK) {
             fprintf(stderr, "colo-loadtest: out of memory\n");
             rc = EXIT_FAILED;
             goto out_free;
@@ -631,15 +631,15 @@ int loadtest_main(int argc, char **argv)
                         phases[i].results[k].model, phases[i].name);
                 rc = EXIT_FAILED;
             }
-    if (c.json && lt_report_json(c.json, &rep, err, sizeof err) != COLO_OK) {
+    if (c.json && lt_report_json(c.json, &rep, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_USAGE;
     }
-    if (c.csv && lt_report_csv(c.csv, &rep, err, sizeof err) != COLO_OK) {
+    if (c.csv && lt_report_csv(c.csv, &rep, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_USAGE;
     }
-    if (c.html && lt_report_html(c.html, &rep, err, sizeof err) != COLO_OK) {
+    if (c.html && lt_report_html(c.html, &rep, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_USAGE;
     }
