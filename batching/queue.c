@@ -19,13 +19,6 @@ struct colo_queue {
     bool woken;
 };
 
-uint64_t colo_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 colo_queue *colo_queue_create(int max_len)
 {
     if (max_len <= 0)

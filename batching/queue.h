@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
+#include "runtime/clock.h" /* colo_now_ns: the queue's time base */
 
 typedef struct colo_queue_item {
     struct colo_queue_item *prev, *next; /* owned by the queue while queued */
@@ -27,9 +28,6 @@ typedef struct colo_queue_item {
 } colo_queue_item;
 
 typedef struct colo_queue colo_queue;
-
-/* Monotonic clock in nanoseconds (the queue's time base). */
-uint64_t colo_now_ns(void);
 
 /* max_len: items queued at most (> 0). NULL when out of memory. */
 colo_queue *colo_queue_create(int max_len);

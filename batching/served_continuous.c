@@ -3,12 +3,11 @@
  * kind's step runs the batch; cancellations and queue deadlines are
  * applied between steps. */
 #include "batching/served_internal.h"
+#include "runtime/clock.h"
 #include "runtime/log.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void admit_one(colo_served *m, colo_request *r)
 {
@@ -50,13 +49,6 @@ static void cancel_all(colo_served *m, colo_status st, const char *msg)
         m->kind->cancel(m->inst, m->live[m->n_live - 1], st, msg);
         if (m->n_live == before)
             m->n_live--; /* the kind no longer knew it */
-    }
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {0, (long)ms * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
     }
 }
 
@@ -108,7 +100,7 @@ void colo_served_run_continuous(colo_served *m)
                 break;
             }
         } else if (n_tokens == 0) {
-            sleep_ms(1); /* every live sequence waits for cache space */
+            colo_sleep_ns(1000 * 1000); /* every live sequence waits for cache space */
         }
     }
     cancel_all(m, COLO_ECANCELED, "the server is shutting down");

@@ -2,17 +2,9 @@
  * max_batch_size requests wait, a preferred size is reached, or the oldest
  * request has waited max_queue_delay_us; the kind runs it. */
 #include "batching/served_internal.h"
+#include "runtime/clock.h"
 
-#include <errno.h>
 #include <stdlib.h>
-#include <time.h>
-
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
 
 static void run_batch(colo_served *m, colo_request **rs, int n)
 {
@@ -68,7 +60,7 @@ void colo_served_run_dynamic(colo_served *m)
             if (colo_queue_len(m->q) == 0)
                 colo_queue_wait(m->q, 100u * 1000 * 1000);
             else
-                sleep_ns(wait < 200000 ? (wait ? wait : 1000) : 200000);
+                colo_sleep_ns(wait < 200000 ? (wait ? wait : 1000) : 200000);
             continue;
         }
         int k = 0;

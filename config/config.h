@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/ops.h"
 #include "runtime/backend.h"
 #include "runtime/cosched.h"
+#include "runtime/dtype.h"
 #include "runtime/status.h"
 
 #define COLO_CFG_MAX_MODELS 32

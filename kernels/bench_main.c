@@ -6,19 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "runtime/backend.h"
+#include "runtime/clock.h"
 #include "kernels/cpu/cpu_kernels.h" /* colo_cpu_int8_max_rows */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)colo_now_ns() * 1e-9; }
 
 static void *upload(colo_stream *s, colo_device *dev, const void *host, size_t bytes, colo_buffer **keep)
 {

@@ -1,59 +1,24 @@
-/* Dtype facts and the op dispatchers: argument checks, then the backend. */
+/* Weight types and the op dispatchers: argument checks, then the backend. */
 #include "kernels/ops.h"
 
 #include "runtime/backend_impl.h"
 #include "runtime/fault.h"
 
-const char *colo_dtype_name(colo_dtype t)
-{
-    switch (t) {
-    case COLO_F32: return "f32";
-    case COLO_F16: return "f16";
-    case COLO_BF16: return "bf16";
-    case COLO_Q4_0: return "q4_0";
-    case COLO_Q4_1: return "q4_1";
-    case COLO_Q8_0: return "q8_0";
-    case COLO_Q6_K: return "q6_k";
-    case COLO_I32: return "i32";
-    }
-    return NULL;
-}
-
-int colo_dtype_block_elems(colo_dtype t)
-{
-    switch (t) {
-    case COLO_F32: case COLO_F16: case COLO_BF16: case COLO_I32: return 1;
-    case COLO_Q4_0: case COLO_Q4_1: case COLO_Q8_0: return 32;
-    case COLO_Q6_K: return 256;
-    }
-    return 0;
-}
-
-size_t colo_dtype_block_bytes(colo_dtype t)
-{
-    switch (t) {
-    case COLO_F32: case COLO_I32: return 4;
-    case COLO_F16: case COLO_BF16: return 2;
-    case COLO_Q4_0: return 18;  /* fp16 d + 16 bytes */
-    case COLO_Q4_1: return 20;  /* fp16 d, fp16 m + 16 bytes */
-    case COLO_Q8_0: return 34;  /* fp16 d + 32 int8 */
-    case COLO_Q6_K: return 210; /* ql[128], qh[64], int8 scales[16], fp16 d */
-    }
-    return 0;
-}
-
-size_t colo_dtype_row_bytes(colo_dtype t, int64_t n)
-{
-    int be = colo_dtype_block_elems(t);
-    if (!be || n < 0 || n % be)
-        return 0;
-    return (size_t)(n / be) * colo_dtype_block_bytes(t);
-}
-
 bool colo_dtype_is_weight(colo_dtype t)
 {
     return t == COLO_F32 || t == COLO_F16 || t == COLO_BF16 || t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 ||
            t == COLO_Q6_K;
+}
+
+const colo_ops *colo_device_ops(const colo_device *dev)
+{
+    if (!dev)
+        return NULL;
+    switch (colo_device_kind(dev)) {
+    case COLO_BACKEND_CPU: return &colo_cpu_ops;
+    case COLO_BACKEND_CUDA: return &colo_cuda_ops;
+    }
+    return NULL;
 }
 
 /* Injected faults (runtime/fault.h) and a poisoned device, before an op is
@@ -67,7 +32,7 @@ static colo_status op_faults(colo_stream *s, bool matrix)
     if (!label)
         return COLO_OK;
     if (colo_fault_hit(COLO_FAULT_POISON, label)) {
-        __atomic_store_n(&dev->injected_poison, 1, __ATOMIC_RELEASE);
+        colo_device_mark_poisoned(dev);
         return COLO_EFATAL;
     }
     if (colo_fault_hit(COLO_FAULT_LAUNCH, label) || (matrix && colo_fault_hit(COLO_FAULT_BLAS, label)))

@@ -19,31 +19,12 @@
 #include <stdint.h>
 
 #include "runtime/backend.h"
+#include "runtime/dtype.h" /* colo_dtype and its sizes */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Element types. Values equal GGML's type ids, so GGUF tensor types map 1:1. */
-typedef enum colo_dtype {
-    COLO_F32 = 0,
-    COLO_F16 = 1,
-    COLO_Q4_0 = 2,  /* blocks of 32: fp16 d, 16 bytes of 4-bit q; x = (q - 8) * d */
-    COLO_Q4_1 = 3,  /* blocks of 32: fp16 d, fp16 m, 16 bytes; x = q * d + m (low nibbles: 0..15, high: 16..31) */
-    COLO_Q8_0 = 8,  /* blocks of 32: fp16 d, 32 int8 q; x = q * d */
-    COLO_Q6_K = 14, /* super-blocks of 256 (GGML's layout) */
-    COLO_BF16 = 30,
-    COLO_I32 = 26,  /* token ids, positions, block tables */
-} colo_dtype;
-
-/* Name ("f32", "q4_1"...) or NULL for an unknown value. */
-const char *colo_dtype_name(colo_dtype t);
-/* Elements per block (1 for plain types), 0 for an unknown type. */
-int colo_dtype_block_elems(colo_dtype t);
-/* Bytes per block (element size for plain types), 0 for an unknown type. */
-size_t colo_dtype_block_bytes(colo_dtype t);
-/* Bytes of a row of n elements; 0 when n is not a multiple of the block size. */
-size_t colo_dtype_row_bytes(colo_dtype t, int64_t n);
 /* True when linear/get_rows/dequantize accept t as a weight type. */
 bool colo_dtype_is_weight(colo_dtype t);
 
@@ -69,6 +50,8 @@ typedef struct colo_attn_desc {
     const int32_t *block_table; /* (n_seqs, max_blocks) */
     int q_stride;               /* elements between rows of q; 0 = n_head * head_dim */
 } colo_attn_desc;
+
+typedef struct colo_ops colo_ops;
 
 struct colo_ops {
     /* y (m, n) = x (m, k) . W (n, k)^T [+ bias (n)]. W is any weight dtype
@@ -181,11 +164,13 @@ colo_status colo_op_mean_pool(colo_stream *s, const float *x, const int32_t *len
                               int d);
 colo_status colo_op_l2norm(colo_stream *s, float *x, int rows, int n);
 
-/* The backends' tables (kernels/cpu/ops_cpu.c, kernels/cuda/ops_cuda.cu). */
+/* The backends' tables (kernels/cpu/ops_cpu.c, kernels/cuda/ops_cuda.cu; in
+ * a build without CUDA, kernels/cuda/ops_none.c, with no slot filled). */
 extern const colo_ops colo_cpu_ops;
-#ifdef COLO_CUDA
 extern const colo_ops colo_cuda_ops;
-#endif
+
+/* The op table of dev's backend kind; NULL for NULL or an unknown kind. */
+const colo_ops *colo_device_ops(const colo_device *dev);
 
 #ifdef __cplusplus
 }

@@ -174,12 +174,10 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
-/* Returns -1 to go on, else an exit code. */
-static int parse_args(cli *c, int argc, char **argv)
+static bool is_sweep(const cli *c) { return strcmp(c->scenario, "sweep") == 0; }
+
+static void set_defaults(cli *c)
 {
-    char err[256];
-    unsigned long long u;
-    bool have_conc = false;
     c->scenario = "single";
     c->seed = 1;
     c->duration_s = 10;
@@ -187,116 +185,134 @@ static int parse_args(cli *c, int argc, char **argv)
     c->max_connections = 1024;
     c->max_tokens = -1;
     c->method = "POST";
-    optind = 0; /* GNU: full reset, so loadtest_main can run again */
-    opterr = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        switch (ch) {
-        case 'u': c->url = optarg; break;
-        case 's': c->scenario = optarg; break;
-        case 'm':
-            if (c->n_models == LT_MAX_MODELS) {
-                fprintf(stderr, "colo-loadtest: at most %d models\n", LT_MAX_MODELS);
-                return EXIT_USAGE;
-            }
-            c->models[c->n_models++] = optarg;
-            break;
-        case 'k':
-            if (c->n_kind_args == LT_MAX_MODELS) {
-                fprintf(stderr, "colo-loadtest: too many --kind\n");
-                return EXIT_USAGE;
-            }
-            c->kind_args[c->n_kind_args++] = optarg;
-            break;
-        case 'c':
-        case 'r':
-            if (strchr(optarg, '=')) { /* a model's own load: resolved once the models are known */
-                if (c->n_load_args == 2 * LT_MAX_MODELS) {
-                    fprintf(stderr, "colo-loadtest: too many per-model loads\n");
-                    return EXIT_USAGE;
-                }
-                c->load_is_rate[c->n_load_args] = ch == 'r';
-                c->load_args[c->n_load_args++] = optarg;
-                break;
-            }
-            if (ch == 'r') {
-                if (!parse_pos(optarg, &c->rate, false))
-                    goto bad_value;
-                break;
-            }
-            if (!parse_uint(optarg, 100000, &u) || u == 0)
-                goto bad_value;
-            c->concurrency = (unsigned)u;
-            have_conc = true;
-            break;
-        case 'P': c->poisson = true; break;
-        case 'S':
-            if (!parse_uint(optarg, UINT64_MAX, &c->seed))
-                goto bad_value;
-            break;
-        case 'd':
-            if (!parse_pos(optarg, &c->duration_s, false))
-                goto bad_value;
-            break;
-        case 'n':
-            if (!parse_uint(optarg, 1000000000ull, &c->requests) || c->requests == 0)
-                goto bad_value;
-            break;
-        case 'w':
-            if (!parse_pos(optarg, &c->warmup_s, true))
-                goto bad_value;
-            break;
-        case 't':
-            if (!parse_pos(optarg, &c->timeout_s, false))
-                goto bad_value;
-            break;
-        case 'C':
-            if (!parse_uint(optarg, 1000000, &u) || u == 0)
-                goto bad_value;
-            c->max_connections = (unsigned)u;
-            break;
-        case 'p': c->prompts = optarg; break;
-        case 'T':
-            if (!parse_uint(optarg, 1000000, &u))
-                goto bad_value;
-            c->max_tokens = (int)u;
-            break;
-        case 'x': c->stream = true; break;
-        case 'l':
-            if (lt_sla_parse_arg(optarg, &c->sla, err, sizeof err) != COLO_OK) {
-                fprintf(stderr, "colo-loadtest: %s\n", err);
-                return EXIT_USAGE;
-            }
-            c->has_sla = true;
-            break;
-        case 'L': c->sla_config = optarg; c->has_sla = true; break;
-        case 'J': c->json = optarg; break;
-        case 'V': c->csv = optarg; break;
-        case 'H': c->html = optarg; break;
-        case 'W':
-        case 'R':
-            if (!parse_list(optarg, c->sweep, &c->n_sweep, ch == 'W'))
-                goto bad_value;
-            c->sweep_rate = ch == 'R';
-            break;
-        case 'a':
-            if (optarg[0] != '/')
-                goto bad_value;
-            c->path = optarg;
-            break;
-        case 'M':
-            if (strcmp(optarg, "POST") != 0 && strcmp(optarg, "GET") != 0)
-                goto bad_value;
-            c->method = optarg;
-            break;
-        case 'K': c->api_key = optarg; break;
-        case 'q': c->quiet = true; break;
-        case 'h': usage(stdout); return EXIT_OK;
-        default: /* getopt printed why */
-            fprintf(stderr, "colo-loadtest: see --help\n");
+}
+
+/* Names the option ch in a message about its bad value (optarg). */
+static int bad_value(int ch)
+{
+    for (const struct option *o = long_opts; o->name; o++)
+        if (o->val == ch)
+            fprintf(stderr, "colo-loadtest: bad value '%s' for --%s\n", optarg, o->name);
+    return EXIT_USAGE;
+}
+
+/* One option from getopt_long (ch, optarg). -1 to go on, else an exit code. */
+static int parse_option(cli *c, int ch, bool *have_conc)
+{
+    char err[256];
+    unsigned long long u;
+    switch (ch) {
+    case 'u': c->url = optarg; break;
+    case 's': c->scenario = optarg; break;
+    case 'm':
+        if (c->n_models == LT_MAX_MODELS) {
+            fprintf(stderr, "colo-loadtest: at most %d models\n", LT_MAX_MODELS);
             return EXIT_USAGE;
         }
+        c->models[c->n_models++] = optarg;
+        break;
+    case 'k':
+        if (c->n_kind_args == LT_MAX_MODELS) {
+            fprintf(stderr, "colo-loadtest: too many --kind\n");
+            return EXIT_USAGE;
+        }
+        c->kind_args[c->n_kind_args++] = optarg;
+        break;
+    case 'c':
+    case 'r':
+        if (strchr(optarg, '=')) { /* a model's own load: resolved once the models are known */
+            if (c->n_load_args == 2 * LT_MAX_MODELS) {
+                fprintf(stderr, "colo-loadtest: too many per-model loads\n");
+                return EXIT_USAGE;
+            }
+            c->load_is_rate[c->n_load_args] = ch == 'r';
+            c->load_args[c->n_load_args++] = optarg;
+            break;
+        }
+        if (ch == 'r') {
+            if (!parse_pos(optarg, &c->rate, false))
+                return bad_value(ch);
+            break;
+        }
+        if (!parse_uint(optarg, 100000, &u) || u == 0)
+            return bad_value(ch);
+        c->concurrency = (unsigned)u;
+        *have_conc = true;
+        break;
+    case 'P': c->poisson = true; break;
+    case 'S':
+        if (!parse_uint(optarg, UINT64_MAX, &c->seed))
+            return bad_value(ch);
+        break;
+    case 'd':
+        if (!parse_pos(optarg, &c->duration_s, false))
+            return bad_value(ch);
+        break;
+    case 'n':
+        if (!parse_uint(optarg, 1000000000ull, &c->requests) || c->requests == 0)
+            return bad_value(ch);
+        break;
+    case 'w':
+        if (!parse_pos(optarg, &c->warmup_s, true))
+            return bad_value(ch);
+        break;
+    case 't':
+        if (!parse_pos(optarg, &c->timeout_s, false))
+            return bad_value(ch);
+        break;
+    case 'C':
+        if (!parse_uint(optarg, 1000000, &u) || u == 0)
+            return bad_value(ch);
+        c->max_connections = (unsigned)u;
+        break;
+    case 'p': c->prompts = optarg; break;
+    case 'T':
+        if (!parse_uint(optarg, 1000000, &u))
+            return bad_value(ch);
+        c->max_tokens = (int)u;
+        break;
+    case 'x': c->stream = true; break;
+    case 'l':
+        if (lt_sla_parse_arg(optarg, &c->sla, err, sizeof err) != LT_OK) {
+            fprintf(stderr, "colo-loadtest: %s\n", err);
+            return EXIT_USAGE;
+        }
+        c->has_sla = true;
+        break;
+    case 'L': c->sla_config = optarg; c->has_sla = true; break;
+    case 'J': c->json = optarg; break;
+    case 'V': c->csv = optarg; break;
+    case 'H': c->html = optarg; break;
+    case 'W':
+    case 'R':
+        if (!parse_list(optarg, c->sweep, &c->n_sweep, ch == 'W'))
+            return bad_value(ch);
+        c->sweep_rate = ch == 'R';
+        break;
+    case 'a':
+        if (optarg[0] != '/')
+            return bad_value(ch);
+        c->path = optarg;
+        break;
+    case 'M':
+        if (strcmp(optarg, "POST") != 0 && strcmp(optarg, "GET") != 0)
+            return bad_value(ch);
+        c->method = optarg;
+        break;
+    case 'K': c->api_key = optarg; break;
+    case 'q': c->quiet = true; break;
+    case 'h': usage(stdout); return EXIT_OK;
+    default: /* getopt printed why */
+        fprintf(stderr, "colo-loadtest: see --help\n");
+        return EXIT_USAGE;
     }
+    return -1;
+}
+
+/* The options' combinations (after getopt). -1 when they make sense, else
+ * EXIT_USAGE with a message. */
+static int check_options(cli *c, int argc, char **argv, bool have_conc)
+{
     if (optind < argc) {
         fprintf(stderr, "colo-loadtest: unexpected argument '%s'\n", argv[optind]);
         return EXIT_USAGE;
@@ -313,7 +329,7 @@ static int parse_args(cli *c, int argc, char **argv)
         fprintf(stderr, "colo-loadtest: --poisson needs --rate or --sweep-rate\n");
         return EXIT_USAGE;
     }
-    bool sweep = strcmp(c->scenario, "sweep") == 0;
+    bool sweep = is_sweep(c);
     if (!sweep && strcmp(c->scenario, "single") != 0 && strcmp(c->scenario, "individual-vs-concurrent") != 0) {
         fprintf(stderr, "colo-loadtest: unknown scenario '%s' (single, individual-vs-concurrent, sweep)\n",
                 c->scenario);
@@ -330,6 +346,12 @@ static int parse_args(cli *c, int argc, char **argv)
     }
     if (!have_conc && !(c->rate > 0))
         c->concurrency = 1;
+    return -1;
+}
+
+/* --kind NAME=generative|encoder: the kind of each named model. */
+static int resolve_kinds(cli *c)
+{
     for (size_t i = 0; i < c->n_kind_args; i++) {
         const char *a = c->kind_args[i], *eq = strchr(a, '=');
         lt_kind kind = LT_KIND_AUTO;
@@ -349,6 +371,13 @@ static int parse_args(cli *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    return -1;
+}
+
+/* --concurrency/--rate NAME=VALUE: a model's own load. */
+static int resolve_loads(cli *c)
+{
+    bool sweep = is_sweep(c);
     for (size_t i = 0; i < c->n_load_args; i++) {
         const char *a = c->load_args[i], *eq = strchr(a, '=');
         const char *flag = c->load_is_rate[i] ? "--rate" : "--concurrency";
@@ -374,6 +403,13 @@ static int parse_args(cli *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    return -1;
+}
+
+/* --sla must name models; --sla-config adds its constraints. */
+static int resolve_slas(cli *c)
+{
+    char err[256];
     for (size_t i = 0; i < c->sla.n; i++) {
         bool found = false;
         for (size_t m = 0; m < c->n_models; m++)
@@ -383,18 +419,30 @@ static int parse_args(cli *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (c->sla_config && lt_sla_load_file(c->sla_config, &c->sla, err, sizeof err) != COLO_OK) {
+    if (c->sla_config && lt_sla_load_file(c->sla_config, &c->sla, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         return EXIT_USAGE;
     }
+    return -1;
+}
+
+/* Returns -1 to go on, else an exit code. */
+static int parse_args(cli *c, int argc, char **argv)
+{
+    bool have_conc = false;
+    set_defaults(c);
+    optind = 0; /* GNU: full reset, so loadtest_main can run again */
+    opterr = 1;
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, "", long_opts, NULL)) != -1)
+        if ((rc = parse_option(c, ch, &have_conc)) >= 0)
+            return rc;
+    if ((rc = check_options(c, argc, argv, have_conc)) >= 0 || (rc = resolve_kinds(c)) >= 0 ||
+        (rc = resolve_loads(c)) >= 0 || (rc = resolve_slas(c)) >= 0)
+        return rc;
     if (!c->api_key)
         c->api_key = getenv("COLO_API_KEY");
     return -1;
-bad_value:
-    for (const struct option *o = long_opts; o->name; o++)
-        if (o->val == ch)
-            fprintf(stderr, "colo-loadtest: bad value '%s' for --%s\n", optarg, o->name);
-    return EXIT_USAGE;
 }
 
 /* Output files must be writable before minutes of measuring. */
@@ -427,7 +475,7 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
         lt_bodies bodies = {0};
         bool get = strcmp(c->method, "GET") == 0;
         if (!get && c->prompts) {
-            if (lt_bodies_from_file(c->prompts, c->models[m], &bo, &bodies, err, sizeof err) != COLO_OK) {
+            if (lt_bodies_from_file(c->prompts, c->models[m], &bo, &bodies, err, sizeof err) != LT_OK) {
                 fprintf(stderr, "colo-loadtest: %s\n", err);
                 return EXIT_USAGE;
             }
@@ -436,19 +484,19 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
             if (kind == LT_KIND_AUTO && c->path)
                 kind = LT_KIND_GENERATIVE;
             if (kind == LT_KIND_AUTO) {
-                colo_status st = lt_model_probe(t, c->models[m], c->api_key, c->timeout_s < 10 ? c->timeout_s : 10,
+                lt_status st = lt_model_probe(t, c->models[m], c->api_key, c->timeout_s < 10 ? c->timeout_s : 10,
                                                 &kind, err, sizeof err);
-                if (st == COLO_EINVAL || st == COLO_ERR) {
+                if (st == LT_EINVAL || st == LT_ERR) {
                     fprintf(stderr, "colo-loadtest: %s\n", err);
                     return EXIT_FAILED;
                 }
-                if (st != COLO_OK) {
+                if (st != LT_OK) {
                     fprintf(stderr, "colo-loadtest: %s; assuming '%s' is generative (set --kind)\n", err,
                             c->models[m]);
                     kind = LT_KIND_GENERATIVE;
                 }
             }
-            if (lt_bodies_builtin(kind, &bo, &bodies, err, sizeof err) != COLO_OK) {
+            if (lt_bodies_builtin(kind, &bo, &bodies, err, sizeof err) != LT_OK) {
                 fprintf(stderr, "colo-loadtest: %s\n", err);
                 return EXIT_USAGE;
             }
@@ -458,9 +506,9 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
             snprintf(path, sizeof path, "%s", c->path);
         else
             snprintf(path, sizeof path, "/v1/models/%s/infer", c->models[m]);
-        colo_status st = lt_requests_build(t, c->method, path, &bodies, c->api_key, &w[m].requests, err, sizeof err);
+        lt_status st = lt_requests_build(t, c->method, path, &bodies, c->api_key, &w[m].requests, err, sizeof err);
         lt_bodies_free(&bodies);
-        if (st != COLO_OK) {
+        if (st != LT_OK) {
             fprintf(stderr, "colo-loadtest: %s\n", err);
             return EXIT_USAGE;
         }
@@ -469,15 +517,15 @@ static int prepare(const cli *c, const lt_target *t, model_work *w)
 }
 
 /* Runs one phase over models[idx[0..n)]; fills p. */
-static colo_status run_phase(const cli *c, const lt_target *t, model_work *w, const size_t *idx, size_t n,
-                             unsigned concurrency, double rate, const char *name, lt_phase *p)
+static lt_status run_phase(const cli *c, const lt_target *t, model_work *w, const size_t *idx, size_t n,
+                           unsigned concurrency, double rate, const char *name, lt_phase *p)
 {
     char err[256];
     lt_load loads[LT_MAX_MODELS];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->results = calloc(n, sizeof *p->results);
     if (!p->results)
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     p->n = n;
     for (size_t i = 0; i < n; i++) {
         lt_result_init(&p->results[i], c->models[idx[i]], name);
@@ -503,12 +551,111 @@ static colo_status run_phase(const cli *c, const lt_target *t, model_work *w, co
         .progress = !c->quiet && isatty(STDERR_FILENO),
         .phase = name,
     };
-    colo_status st = lt_engine_run(t, loads, n, &o, p->results, err, sizeof err);
-    if (st != COLO_OK)
+    lt_status st = lt_engine_run(t, loads, n, &o, p->results, err, sizeof err);
+    if (st != LT_OK)
         fprintf(stderr, "colo-loadtest: %s\n", err);
     for (size_t i = 0; i < n; i++)
         lt_result_finish(&p->results[i]);
     return st;
+}
+
+/* The load of the run in words, for the report. */
+static void describe_load(const cli *c, char *out, size_t len)
+{
+    if (c->concurrency)
+        snprintf(out, len, "concurrency %u", c->concurrency);
+    else
+        snprintf(out, len, "rate %g/s%s", c->rate, c->poisson ? " (poisson)" : "");
+    if (c->n_load_args)
+        snprintf(out, len, "per-model loads");
+    if (is_sweep(c))
+        snprintf(out, len, "sweep of %s%s", c->sweep_rate ? "rate" : "concurrency", c->poisson ? " (poisson)" : "");
+}
+
+/* Runs the scenario's phases into phases[0..*n_phases). */
+static lt_status run_scenario(const cli *c, const lt_target *t, model_work *w, lt_phase *phases, size_t *n_phases)
+{
+    size_t all[LT_MAX_MODELS];
+    for (size_t m = 0; m < c->n_models; m++)
+        all[m] = m;
+    lt_status st = LT_OK;
+    if (is_sweep(c)) {
+        for (size_t i = 0; i < c->n_sweep && st == LT_OK; i++) {
+            char name[64];
+            if (c->sweep_rate)
+                snprintf(name, sizeof name, "rate=%g", c->sweep[i]);
+            else
+                snprintf(name, sizeof name, "c=%u", (unsigned)c->sweep[i]);
+            st = run_phase(c, t, w, all, 1, c->sweep_rate ? 0 : (unsigned)c->sweep[i],
+                           c->sweep_rate ? c->sweep[i] : 0, name, &phases[(*n_phases)++]);
+        }
+    } else if (strcmp(c->scenario, "individual-vs-concurrent") == 0) {
+        for (size_t m = 0; m < c->n_models && st == LT_OK; m++)
+            st = run_phase(c, t, w, &all[m], 1, c->concurrency, c->rate, "individual", &phases[(*n_phases)++]);
+        if (st == LT_OK)
+            st = run_phase(c, t, w, all, c->n_models, c->concurrency, c->rate, "concurrent",
+                           &phases[(*n_phases)++]);
+    } else {
+        st = run_phase(c, t, w, all, c->n_models, c->concurrency, c->rate, "single", &phases[(*n_phases)++]);
+    }
+    return st;
+}
+
+/* Compares phases (individual-vs-concurrent) and checks the SLAs against
+ * the last phase (rep->has_sla, rep->sla_pass). LT_ENOMEM when out of memory. */
+static lt_status judge(const cli *c, lt_report *rep)
+{
+    if (strcmp(c->scenario, "individual-vs-concurrent") == 0 && lt_report_compare(rep) != LT_OK)
+        return LT_ENOMEM;
+    if (!c->has_sla)
+        return LT_OK;
+    const lt_phase *judged = &rep->phases[rep->n_phases - 1]; /* concurrent, the only one, or the last step */
+    if (lt_sla_evaluate(&c->sla, judged->results, judged->n, c->stream, &rep->checks, &rep->n_checks) != LT_OK)
+        return LT_ENOMEM;
+    rep->has_sla = true;
+    rep->sla_pass = true;
+    for (size_t i = 0; i < rep->n_checks; i++)
+        if (!rep->checks[i].pass)
+            rep->sla_pass = false;
+    return LT_OK;
+}
+
+/* The table on stdout, failed SLAs and models without a success on
+ * stderr, then the requested files. Returns rc, made worse by what failed. */
+static int report(const cli *c, const lt_report *rep, int rc)
+{
+    char err[512];
+    if (!c->quiet)
+        lt_report_table(stdout, rep);
+    fflush(stdout);
+    for (size_t i = 0; i < rep->n_checks; i++) {
+        const lt_sla_check *k = &rep->checks[i];
+        if (!k->pass)
+            fprintf(stderr, "colo-loadtest: SLA failed: %s %s measured %.3f, bound %s %g\n", k->model,
+                    k->constraint, k->measured, strcmp(k->constraint, "min_rps") ? "<=" : ">=", k->bound);
+        else if (k->skipped)
+            fprintf(stderr, "colo-loadtest: SLA %s %s not checked: run with --stream\n", k->model, k->constraint);
+    }
+    for (size_t i = 0; i < rep->n_phases; i++)
+        for (size_t k = 0; k < rep->phases[i].n; k++)
+            if (rep->phases[i].results[k].ok == 0) {
+                fprintf(stderr, "colo-loadtest: %s got no successful response in phase %s\n",
+                        rep->phases[i].results[k].model, rep->phases[i].name);
+                rc = EXIT_FAILED;
+            }
+    if (c->json && lt_report_json(c->json, rep, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        rc = EXIT_USAGE;
+    }
+    if (c->csv && lt_report_csv(c->csv, rep, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        rc = EXIT_USAGE;
+    }
+    if (c->html && lt_report_html(c->html, rep, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        rc = EXIT_USAGE;
+    }
+    return rc;
 }
 
 int loadtest_main(int argc, char **argv)
@@ -525,7 +672,7 @@ int loadtest_main(int argc, char **argv)
     char err[512];
     if (rc >= 0)
         goto out_free_sla;
-    if (lt_target_parse(c.url, &t, err, sizeof err) != COLO_OK) {
+    if (lt_target_parse(c.url, &t, err, sizeof err) != LT_OK) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_USAGE;
         goto out_free_sla;
@@ -545,44 +692,12 @@ int loadtest_main(int argc, char **argv)
     rc = prepare(&c, &t, w);
     if (rc >= 0)
         goto out_free;
-    rc = EXIT_OK;
-
-    size_t all[LT_MAX_MODELS];
-    for (size_t m = 0; m < c.n_models; m++)
-        all[m] = m;
-    colo_status st = COLO_OK;
-    char load_desc[128];
-    if (c.concurrency)
-        snprintf(load_desc, sizeof load_desc, "concurrency %u", c.concurrency);
-    else
-        snprintf(load_desc, sizeof load_desc, "rate %g/s%s", c.rate, c.poisson ? " (poisson)" : "");
-    if (c.n_load_args)
-        snprintf(load_desc, sizeof load_desc, "per-model loads");
-    if (strcmp(c.scenario, "sweep") == 0) {
-        snprintf(load_desc, sizeof load_desc, "sweep of %s%s", c.sweep_rate ? "rate" : "concurrency",
-                 c.poisson ? " (poisson)" : "");
-        for (size_t i = 0; i < c.n_sweep && st == COLO_OK; i++) {
-            char name[64];
-            if (c.sweep_rate)
-                snprintf(name, sizeof name, "rate=%g", c.sweep[i]);
-            else
-                snprintf(name, sizeof name, "c=%u", (unsigned)c.sweep[i]);
-            st = run_phase(&c, &t, w, all, 1, c.sweep_rate ? 0 : (unsigned)c.sweep[i],
-                           c.sweep_rate ? c.sweep[i] : 0, name, &phases[n_phases++]);
-        }
-    } else if (strcmp(c.scenario, "individual-vs-concurrent") == 0) {
-        for (size_t m = 0; m < c.n_models && st == COLO_OK; m++)
-            st = run_phase(&c, &t, w, &all[m], 1, c.concurrency, c.rate, "individual", &phases[n_phases++]);
-        if (st == COLO_OK)
-            st = run_phase(&c, &t, w, all, c.n_models, c.concurrency, c.rate, "concurrent", &phases[n_phases++]);
-    } else {
-        st = run_phase(&c, &t, w, all, c.n_models, c.concurrency, c.rate, "single", &phases[n_phases++]);
-    }
-    if (st != COLO_OK) {
+    if (run_scenario(&c, &t, w, phases, &n_phases) != LT_OK) {
         rc = EXIT_FAILED;
         goto out_free;
     }
-
+    char load_desc[128];
+    describe_load(&c, load_desc, sizeof load_desc);
     rep.url = c.url;
     rep.scenario = c.scenario;
     rep.load_desc = load_desc;
@@ -593,56 +708,12 @@ int loadtest_main(int argc, char **argv)
     rep.streamed = c.stream;
     rep.phases = phases;
     rep.n_phases = n_phases;
-    if (strcmp(c.scenario, "individual-vs-concurrent") == 0 && lt_report_compare(&rep) != COLO_OK) {
+    if (judge(&c, &rep) != LT_OK) {
         fprintf(stderr, "colo-loadtest: out of memory\n");
         rc = EXIT_FAILED;
         goto out_free;
     }
-    if (c.has_sla) {
-        const lt_phase *judged = &phases[n_phases - 1]; /* concurrent, the only one, or the last step */
-        if (lt_sla_evaluate(&c.sla, judged->results, judged->n, c.stream, &rep.checks, &rep.n_checks) != COLO_OK) {
-            fprintf(stderr, "colo-loadtest: out of memory\n");
-            rc = EXIT_FAILED;
-            goto out_free;
-        }
-        rep.has_sla = true;
-        rep.sla_pass = true;
-        for (size_t i = 0; i < rep.n_checks; i++)
-            if (!rep.checks[i].pass)
-                rep.sla_pass = false;
-        if (!rep.sla_pass)
-            rc = EXIT_FAILED;
-    }
-    if (!c.quiet)
-        lt_report_table(stdout, &rep);
-    fflush(stdout);
-    for (size_t i = 0; i < rep.n_checks; i++) {
-        const lt_sla_check *k = &rep.checks[i];
-        if (!k->pass)
-            fprintf(stderr, "colo-loadtest: SLA failed: %s %s measured %.3f, bound %s %g\n", k->model,
-                    k->constraint, k->measured, strcmp(k->constraint, "min_rps") ? "<=" : ">=", k->bound);
-        else if (k->skipped)
-            fprintf(stderr, "colo-loadtest: SLA %s %s not checked: run with --stream\n", k->model, k->constraint);
-    }
-    for (size_t i = 0; i < n_phases; i++)
-        for (size_t k = 0; k < phases[i].n; k++)
-            if (phases[i].results[k].ok == 0) {
-                fprintf(stderr, "colo-loadtest: %s got no successful response in phase %s\n",
-                        phases[i].results[k].model, phases[i].name);
-                rc = EXIT_FAILED;
-            }
-    if (c.json && lt_report_json(c.json, &rep, err, sizeof err) != COLO_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
-    if (c.csv && lt_report_csv(c.csv, &rep, err, sizeof err) != COLO_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
-    if (c.html && lt_report_html(c.html, &rep, err, sizeof err) != COLO_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
+    rc = report(&c, &rep, rep.has_sla && !rep.sla_pass ? EXIT_FAILED : EXIT_OK);
 out_free:
     free(rep.checks);
     lt_report_fini(&rep);

@@ -1,26 +1,25 @@
-/* loadtest/engine.c: the libevent load generator.
+/* loadtest/engine.c: the libevent load scheduler.
  *
- * Each connection is a bufferevent with its own llhttp parser. llhttp's
- * callbacks only record what they see; the read and event callbacks decide
- * (finish the request, send the next, close). Closed connections are put on
- * a dead list and freed by a deferred event, never inside their own
- * callbacks. */
+ * Loads issue requests (closed loop: one per connection, each after the
+ * last; open loop: arrivals on a timer, queued until a connection is free)
+ * and record each outcome in their results. Each connection is a
+ * bufferevent with its own response reader (loadtest/http_client.h); the
+ * read and event callbacks decide what follows (finish the request, send
+ * the next, close). Closed connections are put on a dead list and freed by
+ * a deferred event, never inside their own callbacks. */
 #include "loadtest/engine.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <jansson.h>
-#include <llhttp.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define LT_BODY_KEEP_MAX (4u << 20)      /* bytes of a 2xx body kept to read usage */
+#include "loadtest/http_client.h"
+
 #define LT_CONNECT_RETRY_MS 10           /* closed loop: pause after a refused connect */
 #define LT_TICK_MS 100
 
@@ -38,30 +37,14 @@ typedef struct conn {
     load_state *ls;
     struct bufferevent *bev;
     struct event *timer;             /* request timeout, or a deferred connect failure */
-    llhttp_t parser;
+    lt_http_response resp;           /* the response being read */
     struct conn *prev, *next;        /* ls->conns, or engine's dead list */
     struct conn *idle_next;
     bool connected, busy, idle, dead, connect_failed;
 
     /* the request in flight */
-    uint64_t intended_ns, sent_ns, first_byte_ns, last_event_ns;
-    bool measured, msg_complete, keep_alive;
-    int status;
-    bool sse;
-    char hdr_name[32];
-    size_t hdr_name_len;
-    char ctype[64];
-    size_t ctype_len;
-    char *body;                      /* 2xx non-SSE body, NUL-terminated */
-    size_t body_len, body_cap;
-    char *line;                      /* SSE: the line being read */
-    size_t line_len, line_cap;
-    char *data;                      /* SSE: the event's data lines */
-    size_t data_len, data_cap;
-    bool has_data, has_ttft, has_tokens;
-    double ttft_ms;
-    lt_samples itl;                  /* this request's inter-event gaps */
-    uint64_t tokens, events;
+    uint64_t intended_ns, sent_ns, first_byte_ns;
+    bool measured;
 } conn;
 
 struct load_state {
@@ -89,23 +72,15 @@ struct engine {
     struct event_base *base;
     const lt_target *t;
     const lt_run_opts *o;
-    llhttp_settings_t settings;
     load_state *ls;
     size_t n;
     uint64_t t0_ns, warm_end_ns, end_ns; /* end_ns 0 in requests mode */
     uint64_t timeout_ns;
     struct event *tick, *stop_ev, *reaper;
     conn *dead;
-    colo_status fatal;
+    lt_status fatal;
     bool tty_line;
 };
-
-uint64_t lt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t lt_rand_next(uint64_t *state)
 {
@@ -128,179 +103,6 @@ static void tv_from_ns(struct timeval *tv, uint64_t ns)
     tv->tv_usec = (suseconds_t)((ns % 1000000000ull) / 1000ull);
 }
 
-static bool grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return true;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    char *nb = realloc(*buf, nc);
-    if (!nb)
-        return false;
-    *buf = nb;
-    *cap = nc;
-    return true;
-}
-
-/* ---- response parsing (llhttp callbacks record only) ------------------------ */
-
-/* Reads usage.completion_tokens (or a top-level completion_tokens). */
-static bool parse_tokens(const char *text, size_t len, uint64_t *tokens)
-{
-    if (!memmem(text, len, "completion_tokens", 17))
-        return false;
-    json_t *root = json_loadb(text, len, 0, NULL);
-    json_t *v = json_object_get(json_object_get(root, "usage"), "completion_tokens");
-    if (!v)
-        v = json_object_get(root, "completion_tokens");
-    bool found = json_is_integer(v) && json_integer_value(v) >= 0;
-    if (found)
-        *tokens = (uint64_t)json_integer_value(v);
-    json_decref(root);
-    return found;
-}
-
-static void sse_event(conn *c)
-{
-    if (c->data_len == 6 && memcmp(c->data, "[DONE]", 6) == 0)
-        return;
-    uint64_t now = lt_now_ns();
-    if (!c->has_ttft) {
-        c->has_ttft = true;
-        c->ttft_ms = ns_to_ms(now - c->intended_ns);
-    } else if (lt_samples_push(&c->itl, ns_to_ms(now - c->last_event_ns)) != COLO_OK) {
-        c->ls->e->fatal = COLO_ENOMEM;
-    }
-    c->last_event_ns = now;
-    c->events++;
-    uint64_t tokens;
-    if (parse_tokens(c->data, c->data_len, &tokens)) {
-        c->tokens = tokens;
-        c->has_tokens = true;
-    }
-}
-
-static int sse_line(conn *c, const char *line, size_t len)
-{
-    if (len && line[len - 1] == '\r')
-        len--;
-    if (len == 0) {
-        if (c->has_data)
-            sse_event(c);
-        c->has_data = false;
-        c->data_len = 0;
-        return 0;
-    }
-    if (len < 5 || memcmp(line, "data:", 5) != 0)
-        return 0; /* event:, id:, retry:, comments */
-    line += 5;
-    len -= 5;
-    if (len && line[0] == ' ') {
-        line++;
-        len--;
-    }
-    size_t sep = c->has_data ? 1 : 0;
-    if (!grow(&c->data, &c->data_cap, c->data_len + sep + len + 1))
-        return -1;
-    if (sep)
-        c->data[c->data_len++] = '\n';
-    memcpy(c->data + c->data_len, line, len);
-    c->data_len += len;
-    c->data[c->data_len] = '\0';
-    c->has_data = true;
-    return 0;
-}
-
-static int on_body(llhttp_t *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    if (c->sse) {
-        while (len > 0) {
-            const char *nl = memchr(at, '\n', len);
-            size_t take = nl ? (size_t)(nl - at) : len;
-            if (!grow(&c->line, &c->line_cap, c->line_len + take + 1))
-                return -1;
-            memcpy(c->line + c->line_len, at, take);
-            c->line_len += take;
-            if (!nl)
-                break;
-            if (sse_line(c, c->line, c->line_len))
-                return -1;
-            c->line_len = 0;
-            at += take + 1;
-            len -= take + 1;
-        }
-        return 0;
-    }
-    if (c->status < 200 || c->status > 299 || c->body_len + len > LT_BODY_KEEP_MAX)
-        return 0;
-    if (!grow(&c->body, &c->body_cap, c->body_len + len + 1))
-        return -1;
-    memcpy(c->body + c->body_len, at, len);
-    c->body_len += len;
-    c->body[c->body_len] = '\0';
-    return 0;
-}
-
-static int on_header_field(llhttp_t *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    size_t room = sizeof c->hdr_name - 1 - c->hdr_name_len;
-    size_t take = len < room ? len : room;
-    memcpy(c->hdr_name + c->hdr_name_len, at, take);
-    c->hdr_name_len += take;
-    c->hdr_name[c->hdr_name_len] = '\0';
-    return 0;
-}
-
-static int on_header_value(llhttp_t *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    if (strcasecmp(c->hdr_name, "content-type") != 0)
-        return 0;
-    size_t room = sizeof c->ctype - 1 - c->ctype_len;
-    size_t take = len < room ? len : room;
-    memcpy(c->ctype + c->ctype_len, at, take);
-    c->ctype_len += take;
-    c->ctype[c->ctype_len] = '\0';
-    return 0;
-}
-
-static int on_header_value_complete(llhttp_t *p)
-{
-    conn *c = p->data;
-    c->hdr_name_len = 0;
-    c->hdr_name[0] = '\0';
-    return 0;
-}
-
-static int on_headers_complete(llhttp_t *p)
-{
-    conn *c = p->data;
-    c->status = p->status_code;
-    c->sse = strstr(c->ctype, "text/event-stream") != NULL;
-    return 0;
-}
-
-static int on_message_complete(llhttp_t *p)
-{
-    conn *c = p->data;
-    if (c->sse && c->line_len) { /* a last line without its newline */
-        if (sse_line(c, c->line, c->line_len))
-            return -1;
-        c->line_len = 0;
-    }
-    if (c->sse && c->has_data) {
-        sse_event(c);
-        c->has_data = false;
-    }
-    c->msg_complete = true;
-    /* only valid here: llhttp resets its flags once the callback returns */
-    c->keep_alive = llhttp_should_keep_alive(p);
-    return 0;
-}
-
 /* ---- connections ---------------------------------------------------------------- */
 
 static void on_read(struct bufferevent *bev, void *arg);
@@ -318,10 +120,7 @@ static void conn_free(conn *c)
         bufferevent_free(c->bev);
     if (c->timer)
         event_free(c->timer);
-    free(c->body);
-    free(c->line);
-    free(c->data);
-    lt_samples_free(&c->itl);
+    lt_http_response_fini(&c->resp);
     free(c);
 }
 
@@ -394,8 +193,7 @@ static conn *conn_open(load_state *ls)
     c->timer = evtimer_new(e->base, on_timer, c);
     if (!c->bev || !c->timer)
         goto out_free;
-    llhttp_init(&c->parser, HTTP_RESPONSE, &e->settings);
-    c->parser.data = c;
+    lt_http_response_init(&c->resp);
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     c->next = ls->conns;
@@ -403,22 +201,17 @@ static conn *conn_open(load_state *ls)
         ls->conns->prev = c;
     ls->conns = c;
     ls->n_conns++;
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&e->t->addr, (int)e->t->addrlen) != 0) {
+    if (lt_http_connect(c->bev, e->t) != LT_OK) {
         /* reported from the timer, not from inside the caller */
         c->connect_failed = true;
         struct timeval zero = {0, 0};
         event_add(c->timer, &zero);
-    } else {
-        int one = 1;
-        evutil_socket_t fd = bufferevent_getfd(c->bev);
-        if (fd >= 0)
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     return c;
 out_free:
     conn_free(c);
 out_nomem:
-    e->fatal = COLO_ENOMEM;
+    e->fatal = LT_ENOMEM;
     return NULL;
 }
 
@@ -434,20 +227,8 @@ static void conn_send(conn *c, uint64_t intended_ns, bool measured)
     c->intended_ns = intended_ns;
     c->sent_ns = now;
     c->first_byte_ns = 0;
-    c->last_event_ns = 0;
     c->measured = measured;
-    c->msg_complete = false;
-    c->keep_alive = false;
-    c->status = 0;
-    c->sse = false;
-    c->hdr_name_len = 0;
-    c->hdr_name[0] = '\0';
-    c->ctype_len = 0;
-    c->ctype[0] = '\0';
-    c->body_len = c->line_len = c->data_len = 0;
-    c->has_data = c->has_ttft = c->has_tokens = false;
-    c->itl.n = 0;
-    c->tokens = c->events = 0;
+    lt_http_response_reset(&c->resp, intended_ns);
     if (!c->connect_failed) {
         uint64_t elapsed = now - intended_ns;
         uint64_t left = e->timeout_ns > elapsed ? e->timeout_ns - elapsed : 1000000;
@@ -456,7 +237,7 @@ static void conn_send(conn *c, uint64_t intended_ns, bool measured)
         event_add(c->timer, &tv);
     }
     if (bufferevent_write(c->bev, rq->v[i], rq->len[i]) != 0)
-        e->fatal = COLO_ENOMEM;
+        e->fatal = LT_ENOMEM;
 }
 
 /* Records the outcome of c's request; c stays open. */
@@ -465,16 +246,17 @@ static void request_end(conn *c, outcome out)
     load_state *ls = c->ls;
     engine *e = ls->e;
     lt_result *r = ls->res;
+    const lt_http_response *resp = &c->resp;
     uint64_t now = lt_now_ns();
     event_del(c->timer);
     if (c->busy) {
         c->busy = false;
         ls->inflight--;
     }
-    uint64_t tokens = c->has_tokens ? c->tokens : c->events;
-    bool has_tokens = c->has_tokens || c->events > 0;
-    if (out == OUT_OK && !c->sse && c->body_len && parse_tokens(c->body, c->body_len, &tokens))
-        has_tokens = true;
+    if (resp->out_of_memory)
+        e->fatal = LT_ENOMEM;
+    uint64_t tokens = 0;
+    bool has_tokens = out == OUT_OK && lt_http_response_tokens(resp, &tokens);
     if (out == OUT_OK && e->end_ns && now >= e->warm_end_ns && now < e->end_ns) {
         r->window_ok++;
         if (has_tokens)
@@ -499,15 +281,15 @@ static void request_end(conn *c, outcome out)
         r->client_queue_ms_sum += ns_to_ms(c->sent_ns - c->intended_ns);
         r->first_byte_ms_sum += ns_to_ms(first - c->sent_ns);
         r->recv_ms_sum += ns_to_ms(now - first);
-        if (lt_samples_push(&r->latency_ms, ns_to_ms(now - c->intended_ns)) != COLO_OK)
-            e->fatal = COLO_ENOMEM;
-        if (c->has_ttft && lt_samples_push(&r->ttft_ms, c->ttft_ms) != COLO_OK)
-            e->fatal = COLO_ENOMEM;
-        for (size_t i = 0; i < c->itl.n; i++)
-            if (lt_samples_push(&r->itl_ms, c->itl.v[i]) != COLO_OK)
-                e->fatal = COLO_ENOMEM;
+        if (lt_samples_push(&r->latency_ms, ns_to_ms(now - c->intended_ns)) != LT_OK)
+            e->fatal = LT_ENOMEM;
+        if (resp->has_ttft && lt_samples_push(&r->ttft_ms, resp->ttft_ms) != LT_OK)
+            e->fatal = LT_ENOMEM;
+        for (size_t i = 0; i < resp->itl_ms.n; i++)
+            if (lt_samples_push(&r->itl_ms, resp->itl_ms.v[i]) != LT_OK)
+                e->fatal = LT_ENOMEM;
         break;
-    case OUT_HTTP: lt_result_count_status(r, c->status); break;
+    case OUT_HTTP: lt_result_count_status(r, resp->status); break;
     case OUT_CONNECT: r->connect_errors++; break;
     case OUT_TIMEOUT: r->timeouts++; break;
     case OUT_IO: r->io_errors++; break;
@@ -533,6 +315,8 @@ static void after_request(conn *c, bool reusable, bool after_connect_error)
     maybe_done(ls);
 }
 
+static outcome status_outcome(int status) { return status >= 200 && status <= 299 ? OUT_OK : OUT_HTTP; }
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
     conn *c = arg;
@@ -549,17 +333,16 @@ static void on_read(struct bufferevent *bev, void *arg)
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
-        llhttp_errno_t pe = llhttp_execute(&c->parser, v.iov_base, v.iov_len);
+        lt_status pst = lt_http_response_feed(&c->resp, v.iov_base, v.iov_len);
         evbuffer_drain(in, v.iov_len);
-        if (pe != HPE_OK) {
+        if (pst != LT_OK) {
             request_end(c, OUT_IO);
             after_request(c, false, false);
             return;
         }
-        if (c->msg_complete) {
-            bool ok = c->status >= 200 && c->status <= 299;
-            request_end(c, ok ? OUT_OK : OUT_HTTP);
-            after_request(c, c->keep_alive, false);
+        if (c->resp.complete) {
+            request_end(c, status_outcome(c->resp.status));
+            after_request(c, c->resp.keep_alive, false);
             return;
         }
     }
@@ -583,13 +366,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     }
     if ((what & BEV_EVENT_EOF) && c->connected) {
         /* a response delimited by the end of the connection */
-        llhttp_errno_t pe = llhttp_finish(&c->parser);
-        if (pe == HPE_OK && c->msg_complete) {
-            bool ok = c->status >= 200 && c->status <= 299;
-            request_end(c, ok ? OUT_OK : OUT_HTTP);
-        } else {
+        if (lt_http_response_finish(&c->resp) == LT_OK)
+            request_end(c, status_outcome(c->resp.status));
+        else
             request_end(c, OUT_IO);
-        }
         after_request(c, false, false);
         return;
     }
@@ -648,7 +428,7 @@ static void closed_loop_next(load_state *ls, conn *c, bool after_connect_error)
     if (after_connect_error) {
         struct timeval tv = {0, LT_CONNECT_RETRY_MS * 1000};
         if (event_base_once(ls->e->base, -1, EV_TIMEOUT, retry_slot, ls, &tv) != 0)
-            ls->e->fatal = COLO_ERR;
+            ls->e->fatal = LT_ERR;
         ls->inflight++; /* the slot is owed a request; keeps the load from finishing */
         return;
     }
@@ -743,7 +523,7 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
         pending p = {ls->next_intended_ns, false};
         p.measured = new_request(ls, p.intended_ns);
         if (!queue_push(ls, p)) {
-            e->fatal = COLO_ENOMEM;
+            e->fatal = LT_ENOMEM;
             break;
         }
         ls->n_arrivals++;
@@ -816,10 +596,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
-                          const lt_run_opts *o, lt_result *results, char *err, size_t errlen)
+lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
+                        const lt_run_opts *o, lt_result *results, char *err, size_t errlen)
 {
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     engine e;
     memset(&e, 0, sizeof e);
     e.t = t;
@@ -830,22 +610,14 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
         if (!loads[i].requests || loads[i].requests->n == 0 ||
             (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0))) {
             lt_set_err(err, errlen, "load %zu: no requests, or neither concurrency nor rate", i);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
     }
     if (n_loads == 0 || o->max_connections == 0 || !(o->timeout_s > 0) ||
         (o->requests == 0 && !(o->duration_s > 0))) {
         lt_set_err(err, errlen, "bad run options");
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
-    llhttp_settings_init(&e.settings);
-    e.settings.on_body = on_body;
-    e.settings.on_header_field = on_header_field;
-    e.settings.on_header_value = on_header_value;
-    e.settings.on_header_value_complete = on_header_value_complete;
-    e.settings.on_headers_complete = on_headers_complete;
-    e.settings.on_message_complete = on_message_complete;
-
     /* precise timers: the default coarse clock would send open-loop requests
      * up to a few ms late, and that lateness would count as latency */
     struct event_config *cfg = event_config_new();
@@ -857,7 +629,7 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
     e.ls = calloc(n_loads, sizeof *e.ls);
     if (!e.base || !e.ls) {
         lt_set_err(err, errlen, "cannot create the event loop");
-        st = COLO_ENOMEM;
+        st = LT_ENOMEM;
         goto out_free;
     }
     e.tick = event_new(e.base, -1, EV_PERSIST, on_tick, &e);
@@ -865,7 +637,7 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
     e.reaper = event_new(e.base, -1, 0, reap, &e);
     if (!e.tick || !e.stop_ev || !e.reaper) {
         lt_set_err(err, errlen, "cannot create events");
-        st = COLO_ENOMEM;
+        st = LT_ENOMEM;
         goto out_free;
     }
     e.t0_ns = lt_now_ns();
@@ -896,7 +668,7 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
         } else {
             ls->arrival = evtimer_new(e.base, on_arrival, ls);
             if (!ls->arrival) {
-                e.fatal = COLO_ENOMEM;
+                e.fatal = LT_ENOMEM;
                 break;
             }
             ls->next_intended_ns = e.t0_ns;
@@ -918,7 +690,7 @@ colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loa
             results[i].window_s = end > e.warm_end_ns ? (double)(end - e.warm_end_ns) / 1e9 : 0.0;
     }
     if (e.fatal) {
-        lt_set_err(err, errlen, "load generator failed: %s", e.fatal == COLO_ENOMEM ? "out of memory" : "event error");
+        lt_set_err(err, errlen, "load generator failed: %s", e.fatal == LT_ENOMEM ? "out of memory" : "event error");
         st = e.fatal;
     }
 out_free:

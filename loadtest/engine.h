@@ -15,13 +15,14 @@
  * bounded by the timeout). Throughput counts the successful completions that
  * fall inside [warm-up end, warm-up end + duration) (duration mode) or all
  * recorded successes over the time to the last one (requests mode).
- * Times come from CLOCK_MONOTONIC. Not thread-safe: call from one thread. */
+ * Times come from lt_now_ns (loadtest/clock.h). Not thread-safe: call from one thread. */
 #ifndef COLO_LOADTEST_ENGINE_H
 #define COLO_LOADTEST_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "loadtest/clock.h"
 #include "loadtest/stats.h"
 #include "loadtest/workload.h"
 
@@ -45,15 +46,12 @@ typedef struct lt_run_opts {
     const char *phase;            /* label for progress */
 } lt_run_opts;
 
-/* Monotonic clock, nanoseconds. */
-uint64_t lt_now_ns(void);
-
 /* Runs one phase. results[i] must be initialised (lt_result_init) and
  * receives load i's measurements; the caller calls lt_result_finish and
- * lt_result_fini. Returns COLO_OK even when every request failed (failures
+ * lt_result_fini. Returns LT_OK even when every request failed (failures
  * are results); an error only when the generator itself cannot run. */
-colo_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
-                          const lt_run_opts *o, lt_result *results, char *err, size_t errlen);
+lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
+                        const lt_run_opts *o, lt_result *results, char *err, size_t errlen);
 
 /* splitmix64; the seeded generator for Poisson gaps and prompt offsets. */
 uint64_t lt_rand_next(uint64_t *state);

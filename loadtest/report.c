@@ -45,14 +45,14 @@ static const lt_result *result_find(const lt_phase *p, const char *model)
     return NULL;
 }
 
-colo_status lt_report_compare(lt_report *rep)
+lt_status lt_report_compare(lt_report *rep)
 {
     const lt_phase *conc = phase_find(rep, "concurrent", NULL);
     if (!conc)
-        return COLO_EINVAL;
+        return LT_EINVAL;
     rep->cmp = calloc(conc->n ? conc->n : 1, sizeof *rep->cmp);
     if (!rep->cmp)
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     rep->n_cmp = 0;
     rep->stp = 0.0;
     for (size_t k = 0; k < conc->n; k++) {
@@ -72,7 +72,7 @@ colo_status lt_report_compare(lt_report *rep)
         if (!isnan(m->norm_throughput))
             rep->stp += m->norm_throughput;
     }
-    return COLO_OK;
+    return LT_OK;
 }
 
 void lt_report_fini(lt_report *rep)
@@ -244,7 +244,7 @@ static json_t *result_json(const lt_result *r)
     return o;
 }
 
-static colo_status json_build(const lt_report *rep, json_t **out)
+static lt_status json_build(const lt_report *rep, json_t **out)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:I,s:b}", "tool", "colo-loadtest", "url", rep->url,
                              "scenario", rep->scenario, "load", rep->load_desc ? rep->load_desc : "",
@@ -306,26 +306,26 @@ static colo_status json_build(const lt_report *rep, json_t **out)
         }
     }
     *out = root;
-    return COLO_OK;
+    return LT_OK;
 out_nomem:
     json_decref(root);
-    return COLO_ENOMEM;
+    return LT_ENOMEM;
 }
 
-colo_status lt_report_json(const char *path, const lt_report *rep, char *err, size_t errlen)
+lt_status lt_report_json(const char *path, const lt_report *rep, char *err, size_t errlen)
 {
     json_t *root = NULL;
-    if (json_build(rep, &root) != COLO_OK) {
+    if (json_build(rep, &root) != LT_OK) {
         lt_set_err(err, errlen, "out of memory building JSON");
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
     int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (rc != 0) {
         lt_set_err(err, errlen, "cannot write %s", path);
-        return COLO_EIO;
+        return LT_EIO;
     }
-    return COLO_OK;
+    return LT_OK;
 }
 
 /* ---- CSV ---------------------------------------------------------------- */
@@ -348,12 +348,12 @@ static const lt_compare *compare_for(const lt_report *rep, const lt_result *r)
     return NULL;
 }
 
-colo_status lt_report_csv(const char *path, const lt_report *rep, char *err, size_t errlen)
+lt_status lt_report_csv(const char *path, const lt_report *rep, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
     fprintf(f, "%s\n", lt_csv_header);
     for (size_t i = 0; i < rep->n_phases; i++) {
@@ -393,7 +393,7 @@ colo_status lt_report_csv(const char *path, const lt_report *rep, char *err, siz
     }
     if (fclose(f) != 0) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
-    return COLO_OK;
+    return LT_OK;
 }

@@ -47,16 +47,16 @@ typedef struct lt_report {
 
 /* Builds the comparison from the phases named "individual" (one per model)
  * and "concurrent". */
-colo_status lt_report_compare(lt_report *rep);
+lt_status lt_report_compare(lt_report *rep);
 void lt_report_fini(lt_report *rep);
 
 /* Percent change from base to value; NAN when base is 0 or either is NAN. */
 double lt_impact_pct(double base, double value);
 
 void lt_report_table(FILE *out, const lt_report *rep);
-colo_status lt_report_json(const char *path, const lt_report *rep, char *err, size_t errlen);
-colo_status lt_report_csv(const char *path, const lt_report *rep, char *err, size_t errlen);
-colo_status lt_report_html(const char *path, const lt_report *rep, char *err, size_t errlen);
+lt_status lt_report_json(const char *path, const lt_report *rep, char *err, size_t errlen);
+lt_status lt_report_csv(const char *path, const lt_report *rep, char *err, size_t errlen);
+lt_status lt_report_html(const char *path, const lt_report *rep, char *err, size_t errlen);
 
 /* The CSV header line (without newline), for tests. */
 extern const char lt_csv_header[];

@@ -325,12 +325,12 @@ static void sla_block(FILE *f, const lt_report *rep)
     fputs("</ul>\n", f);
 }
 
-colo_status lt_report_html(const char *path, const lt_report *rep, char *err, size_t errlen)
+lt_status lt_report_html(const char *path, const lt_report *rep, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
     fputs("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<title>colo-loadtest report</title>\n<style>\n"
@@ -392,7 +392,7 @@ colo_status lt_report_html(const char *path, const lt_report *rep, char *err, si
     fputs("</body></html>\n", f);
     if (fclose(f) != 0) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
-    return COLO_OK;
+    return LT_OK;
 }

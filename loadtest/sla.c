@@ -65,42 +65,42 @@ static bool sla_set_key(lt_sla *s, const char *key, const char *value, char *err
     return true;
 }
 
-colo_status lt_sla_parse_arg(const char *arg, lt_sla_set *set, char *err, size_t errlen)
+lt_status lt_sla_parse_arg(const char *arg, lt_sla_set *set, char *err, size_t errlen)
 {
     const char *colon = strchr(arg, ':');
     if (!colon || colon == arg || colon[1] == '\0') {
         lt_set_err(err, errlen, "--sla '%s': expected NAME:key=value[,key=value...]", arg);
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     char *list = strdup(colon + 1);
     if (!list) {
         lt_set_err(err, errlen, "out of memory");
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
     lt_sla tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.p99_ms = tmp.ttft_ms = tmp.min_rps = tmp.max_error_rate = NAN;
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     char why[192];
     char *save = NULL;
     for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         if (!eq) {
             lt_set_err(err, errlen, "--sla '%s': '%s' is not key=value", arg, item);
-            st = COLO_EINVAL;
+            st = LT_EINVAL;
             goto out_free_list;
         }
         *eq = '\0';
         if (!sla_set_key(&tmp, item, eq + 1, why, sizeof why)) {
             lt_set_err(err, errlen, "--sla '%s': %s", arg, why);
-            st = COLO_EINVAL;
+            st = LT_EINVAL;
             goto out_free_list;
         }
     }
     lt_sla *s = sla_get(set, arg, (size_t)(colon - arg));
     if (!s) {
         lt_set_err(err, errlen, "--sla '%s': model name too long or out of memory", arg);
-        st = COLO_EINVAL;
+        st = LT_EINVAL;
         goto out_free_list;
     }
     if (!isnan(tmp.p99_ms)) s->p99_ms = tmp.p99_ms;
@@ -131,18 +131,18 @@ static yaml_node_t *map_get(yaml_document_t *doc, yaml_node_t *map, const char *
     return NULL;
 }
 
-static colo_status sla_from_node(const char *path, yaml_document_t *doc, yaml_node_t *node,
-                                 const char *model, lt_sla_set *set, char *err, size_t errlen)
+static lt_status sla_from_node(const char *path, yaml_document_t *doc, yaml_node_t *node,
+                               const char *model, lt_sla_set *set, char *err, size_t errlen)
 {
     if (!node || node->type != YAML_MAPPING_NODE) {
         lt_set_err(err, errlen, "%s:%zu: the sla of '%s' must be a mapping", path,
                    node ? node->start_mark.line + 1 : 0, model);
-        return COLO_EFORMAT;
+        return LT_EFORMAT;
     }
     lt_sla *s = sla_get(set, model, strlen(model));
     if (!s) {
         lt_set_err(err, errlen, "%s: model name '%s' too long or out of memory", path, model);
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     char why[192];
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
@@ -151,49 +151,49 @@ static colo_status sla_from_node(const char *path, yaml_document_t *doc, yaml_no
         if (!k || !v || !sla_set_key(s, k, v, why, sizeof why)) {
             lt_set_err(err, errlen, "%s:%zu: %s", path, kn->start_mark.line + 1,
                        k && v ? why : "constraints are key: number");
-            return COLO_EFORMAT;
+            return LT_EFORMAT;
         }
     }
-    return COLO_OK;
+    return LT_OK;
 }
 
-colo_status lt_sla_load_file(const char *path, lt_sla_set *set, char *err, size_t errlen)
+lt_status lt_sla_load_file(const char *path, lt_sla_set *set, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
         fclose(f);
         lt_set_err(err, errlen, "out of memory");
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
     yaml_parser_set_input_file(&parser, f);
     if (!yaml_parser_load(&parser, &doc)) {
         lt_set_err(err, errlen, "%s:%zu:%zu: %s", path, parser.problem_mark.line + 1,
                    parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error");
-        st = COLO_EFORMAT;
+        st = LT_EFORMAT;
         goto out_parser;
     }
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root || root->type != YAML_MAPPING_NODE) {
         lt_set_err(err, errlen, "%s: expected a mapping (a colo config, or model name -> sla)", path);
-        st = COLO_EFORMAT;
+        st = LT_EFORMAT;
         goto out_doc;
     }
     yaml_node_t *models = map_get(&doc, root, "models");
     if (models && models->type == YAML_SEQUENCE_NODE) {
         for (yaml_node_item_t *it = models->data.sequence.items.start;
-             it < models->data.sequence.items.top && st == COLO_OK; it++) {
+             it < models->data.sequence.items.top && st == LT_OK; it++) {
             yaml_node_t *m = yaml_document_get_node(&doc, *it);
             const char *name = scalar(map_get(&doc, m, "name"));
             if (!name) {
                 lt_set_err(err, errlen, "%s:%zu: a model without a name", path, m->start_mark.line + 1);
-                st = COLO_EFORMAT;
+                st = LT_EFORMAT;
                 break;
             }
             yaml_node_t *sla = map_get(&doc, m, "sla");
@@ -202,12 +202,12 @@ colo_status lt_sla_load_file(const char *path, lt_sla_set *set, char *err, size_
         }
     } else {
         for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-             p < root->data.mapping.pairs.top && st == COLO_OK; p++) {
+             p < root->data.mapping.pairs.top && st == LT_OK; p++) {
             yaml_node_t *kn = yaml_document_get_node(&doc, p->key);
             const char *name = scalar(kn);
             if (!name) {
                 lt_set_err(err, errlen, "%s:%zu: model names are strings", path, kn->start_mark.line + 1);
-                st = COLO_EFORMAT;
+                st = LT_EFORMAT;
                 break;
             }
             st = sla_from_node(path, &doc, yaml_document_get_node(&doc, p->value), name, set, err, errlen);
@@ -256,8 +256,8 @@ static bool check_push(lt_sla_check **v, size_t *n, const char *model, const cha
     return true;
 }
 
-colo_status lt_sla_evaluate(const lt_sla_set *set, const lt_result *results, size_t n,
-                            bool streamed, lt_sla_check **checks, size_t *n_checks)
+lt_status lt_sla_evaluate(const lt_sla_set *set, const lt_result *results, size_t n,
+                          bool streamed, lt_sla_check **checks, size_t *n_checks)
 {
     *checks = NULL;
     *n_checks = 0;
@@ -282,7 +282,7 @@ colo_status lt_sla_evaluate(const lt_sla_set *set, const lt_result *results, siz
         free(*checks);
         *checks = NULL;
         *n_checks = 0;
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
-    return COLO_OK;
+    return LT_OK;
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "loadtest/stats.h"
-#include "runtime/status.h"
+#include "loadtest/status.h"
 
 typedef struct lt_sla {
     char model[128];
@@ -25,12 +25,12 @@ typedef struct lt_sla_set {
 } lt_sla_set;
 
 /* Parses 'NAME:p99_ms=X,ttft_ms=Y,min_rps=Z,max_error_rate=E' (any subset,
- * at least one) and merges it into set. COLO_EINVAL with a message. */
-colo_status lt_sla_parse_arg(const char *arg, lt_sla_set *set, char *err, size_t errlen);
+ * at least one) and merges it into set. LT_EINVAL with a message. */
+lt_status lt_sla_parse_arg(const char *arg, lt_sla_set *set, char *err, size_t errlen);
 
 /* Reads a YAML file: colo-server's config shape (models: [{name, sla: {...}}])
  * or a plain map NAME -> {constraints}. Errors name the file and line. */
-colo_status lt_sla_load_file(const char *path, lt_sla_set *set, char *err, size_t errlen);
+lt_status lt_sla_load_file(const char *path, lt_sla_set *set, char *err, size_t errlen);
 
 const lt_sla *lt_sla_find(const lt_sla_set *set, const char *model);
 void lt_sla_set_free(lt_sla_set *set);
@@ -47,7 +47,7 @@ typedef struct lt_sla_check {
 /* Checks every constraint of every model in results[0..n) that set names.
  * *checks is malloc'ed (caller frees). A constraint with nothing measured
  * (no successful request) fails. */
-colo_status lt_sla_evaluate(const lt_sla_set *set, const lt_result *results, size_t n,
-                            bool streamed, lt_sla_check **checks, size_t *n_checks);
+lt_status lt_sla_evaluate(const lt_sla_set *set, const lt_result *results, size_t n,
+                          bool streamed, lt_sla_check **checks, size_t *n_checks);
 
 #endif

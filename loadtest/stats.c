@@ -6,18 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-colo_status lt_samples_push(lt_samples *s, double value)
+lt_status lt_samples_push(lt_samples *s, double value)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 1024;
         double *v = realloc(s->v, cap * sizeof *v);
         if (!v)
-            return COLO_ENOMEM;
+            return LT_ENOMEM;
         s->v = v;
         s->cap = cap;
     }
     s->v[s->n++] = value;
-    return COLO_OK;
+    return LT_OK;
 }
 
 static int cmp_double(const void *a, const void *b)

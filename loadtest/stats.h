@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "loadtest/status.h"
 
 /* A growable array of samples. Zero-initialise; lt_samples_free releases. */
 typedef struct lt_samples {
@@ -19,7 +19,7 @@ typedef struct lt_samples {
     size_t n, cap;
 } lt_samples;
 
-colo_status lt_samples_push(lt_samples *s, double value);
+lt_status lt_samples_push(lt_samples *s, double value);
 void lt_samples_sort(lt_samples *s);
 void lt_samples_free(lt_samples *s);
 

@@ -5,22 +5,11 @@
 #include <jansson.h>
 #include <llhttp.h>
 #include <netdb.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-void lt_set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *lt_kind_name(lt_kind kind)
 {
@@ -31,20 +20,20 @@ const char *lt_kind_name(lt_kind kind)
     }
 }
 
-colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errlen)
+lt_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     const char *p = url;
     if (strncmp(p, "http://", 7) != 0) {
         lt_set_err(err, errlen, "bad URL '%s': only http://host[:port][/prefix] is supported", url);
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     p += 7;
     const char *slash = strchr(p, '/');
     size_t auth_len = slash ? (size_t)(slash - p) : strlen(p);
     if (auth_len == 0 || auth_len >= sizeof t->authority) {
         lt_set_err(err, errlen, "bad URL '%s': no host", url);
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     memcpy(t->authority, p, auth_len);
     const char *host = t->authority, *port = NULL;
@@ -53,7 +42,7 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
         const char *close = strchr(host, ']');
         if (!close) {
             lt_set_err(err, errlen, "bad URL '%s': unclosed '['", url);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
         host_len = (size_t)(close - host - 1);
         memcpy(t->host, host + 1, host_len);
@@ -61,14 +50,14 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
             port = close + 2;
         else if (close[1] != '\0') {
             lt_set_err(err, errlen, "bad URL '%s'", url);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
     } else {
         const char *colon = strchr(host, ':');
         host_len = colon ? (size_t)(colon - host) : strlen(host);
         if (host_len >= sizeof t->host) {
             lt_set_err(err, errlen, "bad URL '%s': host too long", url);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
         memcpy(t->host, host, host_len);
         if (colon)
@@ -76,7 +65,7 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
     }
     if (t->host[0] == '\0') {
         lt_set_err(err, errlen, "bad URL '%s': no host", url);
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     if (port) {
         char *end;
@@ -84,7 +73,7 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
         long v = strtol(port, &end, 10);
         if (*port == '\0' || *end != '\0' || errno || v < 1 || v > 65535) {
             lt_set_err(err, errlen, "bad URL '%s': bad port", url);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
         snprintf(t->port, sizeof t->port, "%ld", v);
     } else {
@@ -96,7 +85,7 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
             n--;
         if (n >= sizeof t->base_path || memchr(slash, '?', n) || memchr(slash, '#', n)) {
             lt_set_err(err, errlen, "bad URL '%s': path prefix too long or has a query", url);
-            return COLO_EINVAL;
+            return LT_EINVAL;
         }
         memcpy(t->base_path, slash, n);
     }
@@ -106,12 +95,12 @@ colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t err
     int rc = getaddrinfo(t->host, t->port, &hints, &res);
     if (rc != 0 || !res) {
         lt_set_err(err, errlen, "bad URL '%s': cannot resolve '%s': %s", url, t->host, gai_strerror(rc));
-        return COLO_EINVAL;
+        return LT_EINVAL;
     }
     memcpy(&t->addr, res->ai_addr, res->ai_addrlen);
     t->addrlen = res->ai_addrlen;
     freeaddrinfo(res);
-    return COLO_OK;
+    return LT_OK;
 }
 
 /* ---- bodies ---------------------------------------------------------------- */
@@ -134,18 +123,18 @@ static const char *const builtin_sentences[] = {
     "A sentence encoder maps text to a vector.",
 };
 
-static colo_status bodies_push(lt_bodies *b, json_t *obj, char *err, size_t errlen)
+static lt_status bodies_push(lt_bodies *b, json_t *obj, char *err, size_t errlen)
 {
     char *text = json_dumps(obj, JSON_COMPACT);
     char **v = text ? realloc(b->v, (b->n + 1) * sizeof *v) : NULL;
     if (!v) {
         free(text);
         lt_set_err(err, errlen, "out of memory");
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
     b->v = v;
     b->v[b->n++] = text;
-    return COLO_OK;
+    return LT_OK;
 }
 
 static bool body_is_generative(const json_t *obj)
@@ -165,18 +154,18 @@ static int body_apply_opts(json_t *obj, const lt_body_opts *o)
     return 0;
 }
 
-colo_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
-                              char *err, size_t errlen)
+lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
+                            char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     if (kind == LT_KIND_ENCODER) {
         json_t *obj = json_object(), *arr = json_array();
         if (!obj || !arr) {
             json_decref(obj);
             json_decref(arr);
             lt_set_err(err, errlen, "out of memory");
-            return COLO_ENOMEM;
+            return LT_ENOMEM;
         }
         for (size_t i = 0; i < sizeof builtin_sentences / sizeof *builtin_sentences; i++)
             json_array_append_new(arr, json_string(builtin_sentences[i]));
@@ -188,37 +177,37 @@ colo_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *ou
     lt_body_opts eff = *o;
     if (eff.max_tokens < 0)
         eff.max_tokens = 16;
-    for (size_t i = 0; i < sizeof builtin_prompts / sizeof *builtin_prompts && st == COLO_OK; i++) {
+    for (size_t i = 0; i < sizeof builtin_prompts / sizeof *builtin_prompts && st == LT_OK; i++) {
         json_t *obj = json_pack("{s:s}", "prompt", builtin_prompts[i]);
         if (!obj || body_apply_opts(obj, &eff)) {
             json_decref(obj);
             lt_set_err(err, errlen, "out of memory");
-            st = COLO_ENOMEM;
+            st = LT_ENOMEM;
             break;
         }
         st = bodies_push(out, obj, err, errlen);
         json_decref(obj);
     }
-    if (st != COLO_OK)
+    if (st != LT_OK)
         lt_bodies_free(out);
     return st;
 }
 
-colo_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
-                                lt_bodies *out, char *err, size_t errlen)
+lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
+                              lt_bodies *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "r");
     if (!f) {
         lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return COLO_EIO;
+        return LT_EIO;
     }
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     unsigned lineno = 0;
-    while (st == COLO_OK && (len = getline(&line, &cap, f)) >= 0) {
+    while (st == LT_OK && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t i = 0;
         while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
@@ -231,14 +220,14 @@ colo_status lt_bodies_from_file(const char *path, const char *model, const lt_bo
             lt_set_err(err, errlen, "%s:%u: not a JSON object%s%s", path, lineno, obj ? "" : ": ",
                        obj ? "" : jerr.text);
             json_decref(obj);
-            st = COLO_EFORMAT;
+            st = LT_EFORMAT;
             break;
         }
         json_t *m = json_object_get(obj, "model");
         if (m && !json_is_string(m)) {
             lt_set_err(err, errlen, "%s:%u: \"model\" must be a string", path, lineno);
             json_decref(obj);
-            st = COLO_EFORMAT;
+            st = LT_EFORMAT;
             break;
         }
         if (m && model && strcmp(json_string_value(m), model) != 0) {
@@ -250,7 +239,7 @@ colo_status lt_bodies_from_file(const char *path, const char *model, const lt_bo
             if (!json_is_object(body)) {
                 lt_set_err(err, errlen, "%s:%u: \"body\" must be an object", path, lineno);
                 json_decref(obj);
-                st = COLO_EFORMAT;
+                st = LT_EFORMAT;
                 break;
             }
             json_incref(body);
@@ -263,14 +252,14 @@ colo_status lt_bodies_from_file(const char *path, const char *model, const lt_bo
             lt_set_err(err, errlen, "%s:%u: needs \"prompt\", \"messages\", \"inputs\" or \"body\"",
                        path, lineno);
             json_decref(obj);
-            st = COLO_EFORMAT;
+            st = LT_EFORMAT;
             break;
         }
         json_decref(obj);
         if (!body || body_apply_opts(body, o)) {
             json_decref(body);
             lt_set_err(err, errlen, "out of memory");
-            st = COLO_ENOMEM;
+            st = LT_ENOMEM;
             break;
         }
         st = bodies_push(out, body, err, errlen);
@@ -278,11 +267,11 @@ colo_status lt_bodies_from_file(const char *path, const char *model, const lt_bo
     }
     free(line);
     fclose(f);
-    if (st == COLO_OK && out->n == 0) {
+    if (st == LT_OK && out->n == 0) {
         lt_set_err(err, errlen, "%s: no prompts for model '%s'", path, model ? model : "");
-        st = COLO_EFORMAT;
+        st = LT_EFORMAT;
     }
-    if (st != COLO_OK)
+    if (st != LT_OK)
         lt_bodies_free(out);
     return st;
 }
@@ -323,9 +312,9 @@ static char *request_format(const lt_target *t, const char *method, const char *
     return buf;
 }
 
-colo_status lt_requests_build(const lt_target *t, const char *method, const char *path,
-                              const lt_bodies *bodies, const char *api_key,
-                              lt_requests *out, char *err, size_t errlen)
+lt_status lt_requests_build(const lt_target *t, const char *method, const char *path,
+                            const lt_bodies *bodies, const char *api_key,
+                            lt_requests *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     size_t n = bodies && bodies->n ? bodies->n : 1;
@@ -340,11 +329,11 @@ colo_status lt_requests_build(const lt_target *t, const char *method, const char
             goto out_nomem;
         out->n = i + 1;
     }
-    return COLO_OK;
+    return LT_OK;
 out_nomem:
     lt_requests_free(out);
     lt_set_err(err, errlen, "out of memory");
-    return COLO_ENOMEM;
+    return LT_ENOMEM;
 }
 
 void lt_requests_free(lt_requests *r)
@@ -390,24 +379,24 @@ static int probe_on_complete(llhttp_t *p)
     return 0;
 }
 
-colo_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
-                           double timeout_s, lt_kind *kind, char *err, size_t errlen)
+lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
+                         double timeout_s, lt_kind *kind, char *err, size_t errlen)
 {
     char path[512];
     snprintf(path, sizeof path, "/v1/models/%s", model);
     size_t req_len;
     char *req = request_format(t, "GET", path, NULL, api_key, &req_len);
-    colo_status st = COLO_OK;
+    lt_status st = LT_OK;
     probe_body body = {0};
     int fd = -1;
     if (!req) {
         lt_set_err(err, errlen, "out of memory");
-        return COLO_ENOMEM;
+        return LT_ENOMEM;
     }
     fd = socket(t->addr.ss_family, SOCK_STREAM, 0);
     if (fd < 0) {
         lt_set_err(err, errlen, "socket: %s", strerror(errno));
-        st = COLO_EIO;
+        st = LT_EIO;
         goto out_free_req;
     }
     struct timeval tv = {(time_t)timeout_s, (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
@@ -415,14 +404,14 @@ colo_status lt_model_probe(const lt_target *t, const char *model, const char *ap
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (const struct sockaddr *)&t->addr, t->addrlen) != 0) {
         lt_set_err(err, errlen, "cannot connect to %s: %s", t->authority, strerror(errno));
-        st = COLO_EIO;
+        st = LT_EIO;
         goto out_close;
     }
     for (size_t off = 0; off < req_len;) {
         ssize_t w = write(fd, req + off, req_len - off);
         if (w <= 0) {
             lt_set_err(err, errlen, "write to %s: %s", t->authority, strerror(errno));
-            st = COLO_EIO;
+            st = LT_EIO;
             goto out_close;
         }
         off += (size_t)w;
@@ -440,18 +429,18 @@ colo_status lt_model_probe(const lt_target *t, const char *model, const char *ap
         llhttp_errno_t pe = r > 0 ? llhttp_execute(&parser, buf, (size_t)r) : llhttp_finish(&parser);
         if (pe != HPE_OK || r < 0 || (r == 0 && !body.done)) {
             lt_set_err(err, errlen, "GET %s from %s: no complete response", path, t->authority);
-            st = COLO_EIO;
+            st = LT_EIO;
             goto out_close;
         }
     }
     if (parser.status_code == 404) {
         lt_set_err(err, errlen, "model '%s' is not served at %s", model, t->authority);
-        st = COLO_EINVAL;
+        st = LT_EINVAL;
         goto out_close;
     }
     if (parser.status_code < 200 || parser.status_code > 299) {
         lt_set_err(err, errlen, "GET %s: HTTP %d", path, parser.status_code);
-        st = COLO_EIO;
+        st = LT_EIO;
         goto out_close;
     }
     json_t *info = body.buf ? json_loads(body.buf, 0, NULL) : NULL;
@@ -459,7 +448,7 @@ colo_status lt_model_probe(const lt_target *t, const char *model, const char *ap
     const char *state = json_string_value(json_object_get(info, "state"));
     if (state && strcmp(state, "failed") == 0) {
         lt_set_err(err, errlen, "model '%s' failed to load", model);
-        st = COLO_ERR;
+        st = LT_ERR;
     }
     *kind = k && strcmp(k, "bert") == 0 ? LT_KIND_ENCODER : LT_KIND_GENERATIVE;
     json_decref(info);

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "runtime/status.h"
+#include "loadtest/status.h"
 
 typedef struct lt_target {
     char host[256];          /* without brackets for IPv6 */
@@ -23,8 +23,8 @@ typedef struct lt_target {
 } lt_target;
 
 /* Parses http://host[:port][/prefix] and resolves the host. Only plain
- * http is supported. COLO_EINVAL with a message on a bad URL or name. */
-colo_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errlen);
+ * http is supported. LT_EINVAL with a message on a bad URL or name. */
+lt_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errlen);
 
 typedef enum lt_kind {
     LT_KIND_AUTO = 0,    /* ask GET /v1/models/<name> */
@@ -46,14 +46,14 @@ typedef struct lt_body_opts {
 
 /* The built-in bodies for a kind (several short prompts, or one set of
  * sentences for an encoder). kind must not be LT_KIND_AUTO. */
-colo_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
-                              char *err, size_t errlen);
+lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
+                            char *err, size_t errlen);
 
 /* Reads a JSON-lines prompts file: each line {"prompt"|"messages"|"inputs": ...}
  * or {"body": {...}}, optionally with "model" (then it applies to that model
  * only). Blank lines are skipped. Errors name the file and line. */
-colo_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
-                                lt_bodies *out, char *err, size_t errlen);
+lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
+                              lt_bodies *out, char *err, size_t errlen);
 void lt_bodies_free(lt_bodies *b);
 
 typedef struct lt_requests {
@@ -65,20 +65,16 @@ typedef struct lt_requests {
 /* One request per body (or one body-less request when bodies is NULL or
  * empty, for GET). path is the request target after the URL's prefix.
  * api_key, when not NULL or empty, goes into "Authorization: Bearer". */
-colo_status lt_requests_build(const lt_target *t, const char *method, const char *path,
-                              const lt_bodies *bodies, const char *api_key,
-                              lt_requests *out, char *err, size_t errlen);
+lt_status lt_requests_build(const lt_target *t, const char *method, const char *path,
+                            const lt_bodies *bodies, const char *api_key,
+                            lt_requests *out, char *err, size_t errlen);
 void lt_requests_free(lt_requests *r);
 
 /* GET <prefix>/v1/models/<model> (blocking, timeout_s): kind "bert" is an
- * encoder, anything else generative. COLO_EIO when the server cannot be
- * reached, COLO_EINVAL when it answers 404, COLO_ERR when the model's state
+ * encoder, anything else generative. LT_EIO when the server cannot be
+ * reached, LT_EINVAL when it answers 404, LT_ERR when the model's state
  * is "failed"; err says which. */
-colo_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
-                           double timeout_s, lt_kind *kind, char *err, size_t errlen);
-
-/* Small helper shared by the loadtest files: formats into (err, errlen). */
-void lt_set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
+                         double timeout_s, lt_kind *kind, char *err, size_t errlen);
 
 #endif

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 colo_backend_kind colo_device_kind(const colo_device *dev) { return dev->kind; }
-const colo_ops *colo_device_ops(const colo_device *dev) { return dev->ops; }
 
 colo_status colo_device_get_info(colo_device *dev, colo_device_info *info)
 {

@@ -25,7 +25,6 @@ typedef struct colo_device colo_device;
 typedef struct colo_buffer colo_buffer;
 typedef struct colo_stream colo_stream;
 typedef struct colo_event colo_event;
-typedef struct colo_ops colo_ops; /* kernels/ops.h */
 
 typedef enum colo_backend_kind { COLO_BACKEND_CPU = 0, COLO_BACKEND_CUDA = 1 } colo_backend_kind;
 
@@ -62,8 +61,6 @@ void colo_device_close(colo_device *dev);
 
 colo_status colo_device_get_info(colo_device *dev, colo_device_info *info);
 colo_backend_kind colo_device_kind(const colo_device *dev);
-/* The device's op table (kernels/ops.h). */
-const colo_ops *colo_device_ops(const colo_device *dev);
 /* True when a CUDA device is usable in this process (built with CUDA, driver present, >= 1 GPU). */
 bool colo_cuda_available(void);
 /* True once a device error poisoned dev's context (CUDA: an illegal address,

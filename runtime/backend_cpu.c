@@ -7,6 +7,8 @@
  * every chunk of its head task finished. One mutex guards the pool: chunks
  * are coarse (a slice of an op), so it is taken a few times per chunk. */
 #include "runtime/backend_impl.h"
+#include "runtime/clock.h"
+#include "runtime/cpu_task.h"
 #include "runtime/log.h"
 
 #include <cblas.h>
@@ -16,10 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
-
-#include "kernels/ops.h"
 
 typedef struct cpu_task {
     struct cpu_task *next;
@@ -459,7 +458,7 @@ typedef struct {
     cpu_pool *pool;
     uint64_t gen;      /* generation of the latest record; 0 = never recorded */
     uint64_t done_gen; /* generation whose marker ran (atomic) */
-    uint64_t t_ns;     /* CLOCK_MONOTONIC when that marker ran (atomic) */
+    uint64_t t_ns;     /* colo_now_ns() when that marker ran (atomic) */
     int pending;       /* markers queued and not yet run, of any generation (atomic) */
 } cpu_event;
 
@@ -468,13 +467,6 @@ typedef struct {
     uint64_t gen;
 } marker_args;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void marker_task(const void *a, int chunk, int n_chunks)
 {
     (void)chunk;
@@ -482,7 +474,7 @@ static void marker_task(const void *a, int chunk, int n_chunks)
     const marker_args *m = a;
     cpu_event *ce = m->ev;
     if (__atomic_load_n(&ce->gen, __ATOMIC_ACQUIRE) == m->gen) {
-        __atomic_store_n(&ce->t_ns, mono_ns(), __ATOMIC_RELAXED);
+        __atomic_store_n(&ce->t_ns, colo_now_ns(), __ATOMIC_RELAXED);
         __atomic_store_n(&ce->done_gen, m->gen, __ATOMIC_RELEASE);
     }
     /* The last touch of the event: once pending is 0 it may be freed.
@@ -651,7 +643,6 @@ colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size
         }
     }
     dev->vt = &cpu_vtbl;
-    dev->ops = &colo_cpu_ops;
     dev->kind = COLO_BACKEND_CPU;
     dev->ctx = p;
     return dev;

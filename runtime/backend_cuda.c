@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ops.h"
-
 #define CUDA_MAX_DEVICES 64
 #define CUDA_MAX_SM_GROUPS 64
 #define SCRATCH_MIN_BYTES ((size_t)1 << 20)
@@ -195,12 +193,12 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     while (want < bytes)
         want *= 2;
     /* Ops queued earlier may still read the old scratch. */
-    if ((*st = COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st))) != COLO_OK)
+    if ((*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
         return NULL;
     cudaFree(cs->scratch);
     cs->scratch = NULL;
     cs->scratch_bytes = 0;
-    if ((*st = COLO_CUDA_CHECK(cudaMalloc(&cs->scratch, want))) != COLO_OK) {
+    if ((*st = COLO_CHECK_CUDA(cudaMalloc(&cs->scratch, want))) != COLO_OK) {
         cs->scratch = NULL;
         return NULL;
     }
@@ -212,7 +210,7 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
 
 static colo_status use_device(const colo_device *dev)
 {
-    return COLO_CUDA_CHECK(cudaSetDevice(((const cuda_dev *)dev->ctx)->ordinal));
+    return COLO_CHECK_CUDA(cudaSetDevice(((const cuda_dev *)dev->ctx)->ordinal));
 }
 
 static void *driver_symbol(const char *name)
@@ -297,7 +295,7 @@ static colo_status cuda_get_info(colo_device *dev, colo_device_info *info)
     size_t free_b = 0, total_b = cd->prop.totalGlobalMem;
     colo_status st = use_device(dev);
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        st = COLO_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
     info->total_bytes = total_b;
     info->free_bytes = free_b;
     info->prio_least = cd->prio_least;
@@ -316,7 +314,7 @@ static colo_status cuda_buffer_alloc(colo_device *dev, size_t bytes, void **ptr,
     *ptr = NULL;
     colo_status st = use_device(dev);
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaMalloc(ptr, bytes));
+        st = COLO_CHECK_CUDA(cudaMalloc(ptr, bytes));
     if (st != COLO_OK) {
         *ptr = NULL;
         colo_set_err(err, errlen, "cuda: cannot allocate %zu bytes (%s)", bytes, colo_status_str(st));
@@ -334,7 +332,7 @@ static void cuda_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *ha
         return;
     }
     if (use_device(dev) == COLO_OK)
-        COLO_CUDA_CHECK(cudaFree(ptr));
+        COLO_CHECK_CUDA(cudaFree(ptr));
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
@@ -434,19 +432,19 @@ static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo
     if (cfg->unit_count) {
         if ((st = create_partition_stream(cd, cs, cfg->unit_first, cfg->unit_count, prio, err, errlen)) != COLO_OK)
             goto out_free_quiet;
-    } else if ((st = COLO_CUDA_CHECK(cudaStreamCreateWithPriority(&cs->st, cudaStreamNonBlocking, prio))) !=
+    } else if ((st = COLO_CHECK_CUDA(cudaStreamCreateWithPriority(&cs->st, cudaStreamNonBlocking, prio))) !=
                COLO_OK) {
         goto out_free;
     }
-    if ((st = COLO_CUBLAS_CHECK(cublasCreate(&cs->blas))) != COLO_OK)
+    if ((st = COLO_CHECK_CUBLAS(cublasCreate(&cs->blas))) != COLO_OK)
         goto out_stream;
-    if ((st = COLO_CUBLAS_CHECK(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
+    if ((st = COLO_CHECK_CUBLAS(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
         goto out_blas;
-    if ((st = COLO_CUDA_CHECK(cudaMalloc((void **)&cs->d_flag, sizeof(int)))) != COLO_OK)
+    if ((st = COLO_CHECK_CUDA(cudaMalloc((void **)&cs->d_flag, sizeof(int)))) != COLO_OK)
         goto out_blas;
-    if ((st = COLO_CUDA_CHECK(cudaMallocHost((void **)&cs->h_flag, sizeof(int)))) != COLO_OK)
+    if ((st = COLO_CHECK_CUDA(cudaMallocHost((void **)&cs->h_flag, sizeof(int)))) != COLO_OK)
         goto out_flag;
-    if ((st = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st))) != COLO_OK)
+    if ((st = COLO_CHECK_CUDA(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st))) != COLO_OK)
         goto out_host;
     s->ctx = cs;
     return COLO_OK;
@@ -475,7 +473,7 @@ static void cuda_stream_fini(colo_stream *s)
         cudaStreamSynchronize(cs->st);
         cudaGetLastError();
     } else {
-        COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+        COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
     }
     cublasDestroy(cs->blas);
     cudaStreamDestroy(cs->st);
@@ -495,12 +493,12 @@ static colo_status cuda_stream_sync(colo_stream *s)
         return COLO_EFATAL;
     *cs->h_flag = 0;
     colo_status st =
-        COLO_CUDA_CHECK(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
+        COLO_CHECK_CUDA(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaStreamSynchronize(cs->st));
+        st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
     if (st == COLO_OK && *cs->h_flag) {
         st = (colo_status)*cs->h_flag;
-        colo_status e = COLO_CUDA_CHECK(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st));
+        colo_status e = COLO_CHECK_CUDA(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st));
         if (e != COLO_OK)
             st = e;
     }
@@ -519,7 +517,7 @@ static colo_status cuda_stream_query(colo_stream *s)
     cudaError_t e = cudaStreamQuery(((cuda_stream *)s->ctx)->st);
     if (e == cudaErrorNotReady)
         return COLO_EAGAIN;
-    return COLO_CUDA_CHECK(e);
+    return COLO_CHECK_CUDA(e);
 }
 
 static colo_status cuda_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
@@ -528,7 +526,7 @@ static colo_status cuda_stream_set_workspace(colo_stream *s, void *ptr, size_t b
         COLO_ERROR("cuda: a cuBLAS workspace must be aligned to 256 bytes");
         return COLO_EINVAL;
     }
-    return COLO_CUBLAS_CHECK(cublasSetWorkspace(colo_cuda_cublas(s), ptr, bytes));
+    return COLO_CHECK_CUBLAS(cublasSetWorkspace(colo_cuda_cublas(s), ptr, bytes));
 }
 
 static colo_status cuda_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
@@ -536,12 +534,12 @@ static colo_status cuda_memcpy_async(colo_stream *s, void *dst, const void *src,
     enum cudaMemcpyKind k = kind == COLO_COPY_H2D   ? cudaMemcpyHostToDevice
                             : kind == COLO_COPY_D2H ? cudaMemcpyDeviceToHost
                                                     : cudaMemcpyDeviceToDevice;
-    return COLO_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, colo_cuda_stream(s)));
+    return COLO_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, k, colo_cuda_stream(s)));
 }
 
 static colo_status cuda_memset_async(colo_stream *s, void *dst, int byte, size_t bytes)
 {
-    return COLO_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, colo_cuda_stream(s)));
+    return COLO_CHECK_CUDA(cudaMemsetAsync(dst, byte, bytes, colo_cuda_stream(s)));
 }
 
 /* ---- events ------------------------------------------------------------------------------------- */
@@ -551,7 +549,7 @@ static colo_status cuda_event_init(colo_device *dev, colo_event *ev, char *err, 
     cudaEvent_t e = NULL;
     colo_status st = use_device(dev);
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaEventCreate(&e)); /* with timing */
+        st = COLO_CHECK_CUDA(cudaEventCreate(&e)); /* with timing */
     if (st != COLO_OK) {
         colo_set_err(err, errlen, "cuda: cannot create an event (%s)", colo_status_str(st));
         return st;
@@ -568,7 +566,7 @@ static void cuda_event_fini(colo_event *ev)
 
 static colo_status cuda_event_record(colo_event *ev, colo_stream *s)
 {
-    return COLO_CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev->ctx, colo_cuda_stream(s)));
+    return COLO_CHECK_CUDA(cudaEventRecord((cudaEvent_t)ev->ctx, colo_cuda_stream(s)));
 }
 
 static colo_status cuda_event_query(colo_event *ev)
@@ -576,12 +574,12 @@ static colo_status cuda_event_query(colo_event *ev)
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev->ctx);
     if (e == cudaErrorNotReady)
         return COLO_EAGAIN;
-    return COLO_CUDA_CHECK(e);
+    return COLO_CHECK_CUDA(e);
 }
 
 static colo_status cuda_event_sync(colo_event *ev)
 {
-    return COLO_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev->ctx));
+    return COLO_CHECK_CUDA(cudaEventSynchronize((cudaEvent_t)ev->ctx));
 }
 
 static colo_status cuda_event_elapsed_ms(colo_event *start, colo_event *end, float *ms)
@@ -591,7 +589,7 @@ static colo_status cuda_event_elapsed_ms(colo_event *start, colo_event *end, flo
         cudaGetLastError();
         return COLO_EAGAIN;
     }
-    return COLO_CUDA_CHECK(e);
+    return COLO_CHECK_CUDA(e);
 }
 
 static const colo_device_vtbl cuda_vtbl = {
@@ -629,20 +627,19 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
         colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
         goto out_free;
     }
-    colo_status st = COLO_CUDA_CHECK(cudaSetDevice(cd->ordinal));
+    colo_status st = COLO_CHECK_CUDA(cudaSetDevice(cd->ordinal));
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaGetDeviceProperties(&cd->prop, cd->ordinal));
+        st = COLO_CHECK_CUDA(cudaGetDeviceProperties(&cd->prop, cd->ordinal));
     if (st == COLO_OK)
-        st = COLO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&cd->prio_least, &cd->prio_greatest));
+        st = COLO_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&cd->prio_least, &cd->prio_greatest));
     if (st == COLO_OK) /* create the primary context now, not inside the first op */
-        st = COLO_CUDA_CHECK(cudaFree(NULL));
+        st = COLO_CHECK_CUDA(cudaFree(NULL));
     if (st != COLO_OK) {
         colo_set_err(err, errlen, "cuda: cannot open device %d (%s)", cd->ordinal, colo_status_str(st));
         goto out_free;
     }
     probe_green(cd);
     dev->vt = &cuda_vtbl;
-    dev->ops = &colo_cuda_ops;
     dev->kind = COLO_BACKEND_CUDA;
     dev->ctx = cd;
     COLO_INFO("cuda: device %d: %s (sm_%d%d), %d SMs, %zu MiB, stream priorities %d..%d", cd->ordinal,

@@ -1,6 +1,7 @@
 /* runtime/backend_impl.h: what a backend implements. Only backends (runtime/
- * cpu_*.c, runtime/backend_cuda.c, kernels/cpu, kernels/cuda) include this file;
- * everyone else uses runtime/backend.h.
+ * backend_*.c) and the kernels that run on them (kernels/) include this
+ * file; everyone else uses runtime/backend.h. The runtime knows nothing of
+ * the kernels: kernels/ops.c finds a device's op table by its backend kind.
  *
  * A backend fills one static const colo_device_vtbl naming every slot. The
  * generic functions of backend.h (runtime/backend.c) check arguments, then
@@ -57,10 +58,9 @@ typedef struct colo_device_vtbl {
 
 struct colo_device {
     const colo_device_vtbl *vt;
-    const colo_ops *ops; /* kernels/ops.h table of this backend */
     colo_backend_kind kind;
     void *ctx;           /* backend state */
-    int injected_poison; /* runtime/fault.h "poison" fired on this device (__atomic access) */
+    int injected_poison; /* colo_device_mark_poisoned was called (__atomic access) */
 };
 
 struct colo_buffer {
@@ -86,45 +86,16 @@ struct colo_event {
 /* ---- backend constructors, called by the registry (runtime/registry.c) ---- */
 
 colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size_t errlen);
-#ifdef COLO_CUDA
+/* Defined only in builds with CUDA (runtime/backend_cuda.c); only the
+ * registry calls them, and only in such builds. */
 colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, size_t errlen);
 bool colo_cuda_device_present(void);
-#endif
 
-/* ---- CPU backend: how kernels/cpu queue work on a stream ---------------------- */
+/* Marks dev's context poisoned from outside the backend (an injected
+ * "poison" fault, runtime/fault.h): colo_device_poisoned(dev) is true from
+ * now on. Any thread. */
+void colo_device_mark_poisoned(colo_device *dev);
 
-/* One chunk of a CPU op: chunk in [0, n_chunks). Chunks of one op may run on
- * different workers at once; they must write disjoint outputs. */
-typedef void (*colo_cpu_task_fn)(const void *args, int chunk, int n_chunks);
-
-#define COLO_CPU_TASK_ARGS_MAX 256
-
-/* Queues fn on s as n_chunks chunks (n_chunks >= 1). args (args_size bytes,
- * at most COLO_CPU_TASK_ARGS_MAX) are copied. Ops on one stream run in order:
- * the next op starts after every chunk of this one finished. Workers take the
- * chunks of the highest-priority ready stream first. */
-colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *args, size_t args_size, int n_chunks);
-
-/* Workers this stream's ops may run on (its partition, or the whole pool):
- * a hint for how many chunks to split an op into. */
-int colo_cpu_stream_threads(const colo_stream *s);
-
-/* The device was opened with exact_activations. */
-bool colo_cpu_exact(const colo_stream *s);
-
-/* Index of the calling worker in [0, pool size), or -1 off the pool: lets a
- * chunk use per-worker scratch memory. */
-int colo_cpu_worker_index(void);
-
-/* Host side, between launches: a buffer of at least bytes owned by the
- * stream, for passing data between consecutive ops of the stream (a later
- * op reads what an earlier one wrote). Growing it first waits for the
- * stream's queued work. NULL when out of memory. */
-void *colo_cpu_stream_scratch(colo_stream *s, size_t bytes);
-
-/* Called from inside a chunk: records st as the stream's error (the first
- * one wins; colo_stream_sync returns it). */
-void colo_cpu_task_fail(colo_status st);
 
 #ifdef __cplusplus
 }

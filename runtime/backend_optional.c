@@ -10,6 +10,12 @@ bool colo_device_poisoned(const colo_device *dev)
     return __atomic_load_n(&dev->injected_poison, __ATOMIC_ACQUIRE) || (dev->vt->poisoned && dev->vt->poisoned(dev));
 }
 
+void colo_device_mark_poisoned(colo_device *dev)
+{
+    if (dev)
+        __atomic_store_n(&dev->injected_poison, 1, __ATOMIC_RELEASE);
+}
+
 colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
 {
     if (!s || (!ptr && bytes) || (ptr && !bytes))

@@ -1,4 +1,5 @@
 #include "runtime/cosched.h"
+#include "runtime/clock.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -36,13 +37,6 @@ struct colo_cosched {
     uint64_t hold_until_ns;      /* holder's claim lapses (grace after its last step) */
     colo_cosched_member *members;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition"};
 
@@ -160,7 +154,7 @@ static void wait_until(colo_cosched *cs, uint64_t until_ns)
         return;
     }
     /* The condition variable uses CLOCK_REALTIME: convert the monotonic deadline. */
-    uint64_t now = now_ns(), d = until_ns > now ? until_ns - now : 0;
+    uint64_t now = colo_now_ns(), d = until_ns > now ? until_ns - now : 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + d;
@@ -172,7 +166,7 @@ static void wait_until(colo_cosched *cs, uint64_t until_ns)
 uint64_t colo_cosched_step_begin(colo_cosched_member *m)
 {
     colo_cosched *cs = m->cs;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = colo_now_ns();
     COLO_ASSERT(!m->inflight);
     pthread_mutex_lock(&cs->mu);
     switch (cs->cfg.policy) {
@@ -180,13 +174,13 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
         m->ticket = cs->next_ticket++;
         m->waiting = true;
         uint64_t until;
-        while (!slice_may_take(cs, m, now_ns(), &until))
+        while (!slice_may_take(cs, m, colo_now_ns(), &until))
             wait_until(cs, until);
         m->waiting = false;
         cs->slice_busy = true;
         if (cs->holder != m) { /* a new turn */
             cs->holder = m;
-            cs->turn_end_ns = now_ns() + (uint64_t)cs->cfg.quantum_us * 1000u;
+            cs->turn_end_ns = colo_now_ns() + (uint64_t)cs->cfg.quantum_us * 1000u;
         }
         break;
     }
@@ -196,7 +190,7 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
                 pthread_cond_wait(&cs->cv, &cs->mu);
             cs->be_inflight++;
         } else if (cs->high_inflight++ == 0) {
-            cs->high_since_ns = now_ns();
+            cs->high_since_ns = colo_now_ns();
         }
         break;
     case COLO_SCHED_SPATIAL:
@@ -207,7 +201,7 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
     m->ops_since_high = 0;
     m->st.steps++;
     m->st.inflight = 1;
-    uint64_t waited = now_ns() - t0;
+    uint64_t waited = colo_now_ns() - t0;
     m->st.wait_ns += waited;
     pthread_mutex_unlock(&cs->mu);
     return waited / 1000;
@@ -221,7 +215,7 @@ void colo_cosched_step_end(colo_cosched_member *m)
     switch (cs->cfg.policy) {
     case COLO_SCHED_TIMESLICE:
         cs->slice_busy = false;
-        cs->hold_until_ns = now_ns() + COLO_COSCHED_TURN_GRACE_US * 1000u;
+        cs->hold_until_ns = colo_now_ns() + COLO_COSCHED_TURN_GRACE_US * 1000u;
         break;
     case COLO_SCHED_PRIORITY:
         if (m->best_effort)
@@ -246,13 +240,13 @@ void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
     colo_cosched *cs = m->cs;
     pthread_mutex_lock(&cs->mu);
     bool over_time = cs->cfg.best_effort_max_us > 0 && cs->high_inflight > 0 &&
-                     now_ns() - cs->high_since_ns > (uint64_t)cs->cfg.best_effort_max_us * 1000u;
+                     colo_now_ns() - cs->high_since_ns > (uint64_t)cs->cfg.best_effort_max_us * 1000u;
     if (cs->high_inflight > 0 && (over_time || m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops)) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = colo_now_ns();
         m->st.throttled++;
         while (cs->high_inflight > 0)
             pthread_cond_wait(&cs->cv, &cs->mu);
-        m->st.throttle_ns += now_ns() - t0;
+        m->st.throttle_ns += colo_now_ns() - t0;
         m->ops_since_high = 0;
     }
     if (cs->high_inflight > 0)

@@ -2,8 +2,8 @@
  * with the CUDA kernels (kernels/cuda). Backend-private: nobody else includes
  * it. C-compatible; the kernels include it from C++ (extern "C" below).
  *
- * Errors: every CUDA runtime or cuBLAS call goes through COLO_CUDA_CHECK or
- * COLO_CUBLAS_CHECK, which log the failing call with file and line and turn
+ * Errors: every CUDA runtime or cuBLAS call goes through COLO_CHECK_CUDA or
+ * COLO_CHECK_CUBLAS, which log the failing call with file and line and turn
  * the error into a colo_status; nothing aborts the process:
  *   - errors that poison the CUDA context (illegal address, launch failure,
  *     device assert, illegal instruction, misaligned address, ECC, ...) give
@@ -37,8 +37,8 @@ static inline colo_status colo_cublas_check_(cublasStatus_t e, const char *call,
 }
 
 /* Evaluate to a colo_status: COLO_OK, or the converted error. */
-#define COLO_CUDA_CHECK(call) colo_cuda_check_((call), #call, __FILE__, __LINE__)
-#define COLO_CUBLAS_CHECK(call) colo_cublas_check_((call), #call, __FILE__, __LINE__)
+#define COLO_CHECK_CUDA(call) colo_cuda_check_((call), #call, __FILE__, __LINE__)
+#define COLO_CHECK_CUBLAS(call) colo_cublas_check_((call), #call, __FILE__, __LINE__)
 
 /* True once an error poisoned the context of any CUDA device of this process. */
 bool colo_cuda_poisoned(void);

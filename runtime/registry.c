@@ -1,4 +1,6 @@
-/* The device registry: the only place that knows which backends were built. */
+/* The device registry: the only place that knows which backends were built
+ * (the only file with #ifdef COLO_CUDA). Op tables are not its business:
+ * kernels/ops.c picks one by the device's backend kind. */
 #include "runtime/backend_impl.h"
 
 #include <string.h>

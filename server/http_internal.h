@@ -1,7 +1,8 @@
 /* server/http_internal.h: the structures behind server/http.h, shared by
  * http_server.c (listener, limits, cross-thread calls, shutdown),
- * http_conn.c (the per-connection state machine and parsing) and
- * http_response.c (responses, streams, the request object). Loop thread only
+ * http_conn.c (the per-connection state machine and parsing),
+ * http_request.c (the request object) and http_response.c (responses and
+ * streams). Loop thread only
  * unless a field says otherwise. */
 #ifndef COLO_SERVER_HTTP_INTERNAL_H
 #define COLO_SERVER_HTTP_INTERNAL_H
@@ -128,8 +129,6 @@ struct colo_http_server {
     atomic_uint_least64_t st_open, st_accepted, st_rejected, st_evicted, st_requests, st_in_flight;
 };
 
-uint64_t http_now_ns(void);
-
 /* http_conn.c */
 void http_conn_accept(colo_http_server *s, int fd);
 void http_conn_close_later(http_conn *c);
@@ -142,7 +141,7 @@ void http_conn_fail(http_conn *c, int status, const char *msg);
 void http_settings_init(llhttp_settings_t *st);
 void http_server_conn_gone(colo_http_server *s);
 
-/* http_response.c */
+/* http_request.c */
 colo_http_req *http_req_new(colo_http_server *s, http_conn *c);
 void http_req_free(colo_http_req *r);
 /* Ends r's life once finished and no longer attached: done hook, log, free. */

@@ -6,16 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/log.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct colo_server {
     colo_http_server *http;
@@ -98,7 +91,7 @@ static void on_done(const colo_http_req *req, void *ud)
     const char *route = colo_http_req_route(req) ? colo_http_req_route(req) : "unmatched";
     const char *method = colo_http_req_method(req)[0] ? colo_http_req_method(req) : "unknown";
     colo_metric_add(s->m_requests, (const char *const[]){method, route, status}, 1);
-    double secs = (double)(now_ns() - colo_http_req_start_ns(req)) / 1e9;
+    double secs = (double)(colo_now_ns() - colo_http_req_start_ns(req)) / 1e9;
     colo_metric_observe(s->m_duration, (const char *const[]){method, route}, secs);
     size_t body_len;
     colo_http_req_body(req, &body_len);

@@ -30,35 +30,249 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     colo_server_shutdown(s);
 }
 
-int main(int argc, char **argv)
+typedef struct options {
+    const char *config;
+    const char *port_file;
+    bool check_only;
+} options;
+
+/* Fills o from argv. -1 to go on, else the exit code (after --help, or 2
+ * with a message for a bad command line). */
+static int parse_args(int argc, char **argv, options *o)
 {
-    const char *config = NULL;
-    bool check_only = false;
-    const char *port_file = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
-            config = argv[++i];
+            o->config = argv[++i];
         } else if (!strcmp(argv[i], "--port-file") && i + 1 < argc) {
-            port_file = argv[++i];
+            o->port_file = argv[++i];
         } else if (!strcmp(argv[i], "--check-config")) {
-            check_only = true;
+            o->check_only = true;
         } else {
             fprintf(stderr, "colo-server: unknown or incomplete option '%s'\n", argv[i]);
             usage(stderr);
             return 2;
         }
     }
-    if (!config) {
+    if (!o->config) {
         fprintf(stderr, "colo-server: --config FILE is required\n");
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+static const char *device_want(const colo_config *cfg)
+{
+    return cfg->server.device == COLO_DEVICE_CPU ? "cpu" : cfg->server.device == COLO_DEVICE_CUDA ? "cuda" : "auto";
+}
+
+/* --check-config: also what loading would check first, every model's file
+ * and its memory need against the device's budget. Returns the exit code. */
+static int check_config(const char *config, const colo_config *cfg)
+{
+    char err[1024];
+    colo_device_config dc0 = {.want = device_want(cfg), .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes};
+    colo_device *dev0 = colo_device_open(&dc0, err, sizeof err);
+    if (!dev0) {
+        fprintf(stderr, "colo-server: %s\n", err);
+        return 1;
+    }
+    size_t budget = colo_arena_device_budget(dev0);
+    int bad = 0;
+    for (int i = 0; i < cfg->n_models; i++) {
+        const colo_model_cfg *mc = &cfg->models[i];
+        colo_status st = colo_served_check(mc, budget, err, sizeof err);
+        if (st != COLO_OK) {
+            fprintf(stderr, "%s:%d:%d: models[%d].%s: model %s (%s): %s\n", config, mc->mark.line, mc->mark.column, i,
+                    st == COLO_EINVAL ? "kind" : "memory_fraction", mc->name, mc->path, err);
+            bad++;
+        }
+    }
+    colo_device_close(dev0);
+    if (bad)
+        return 2;
+    printf("%s: ok (%d model%s)\n", config, cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    return 0;
+}
+
+/* Everything a running server holds, freed by app_free. */
+typedef struct app {
+    const char *config; /* the config file's path, for messages */
+    const colo_config *cfg;
+    colo_device *dev;
+    colo_device_info info;
+    colo_cosched *cs;
+    colo_server *s;
+    colo_api *api;
+    colo_served *models[COLO_CFG_MAX_MODELS];
+    int unit_first[COLO_CFG_MAX_MODELS], unit_count[COLO_CFG_MAX_MODELS]; /* partition policy */
+    struct event *sigterm, *sigint;
+} app;
+
+/* Under the partition policy, each model's compute units. */
+static bool plan_partitions(app *a)
+{
+    const colo_config *cfg = a->cfg;
+    if (cfg->scheduler.policy != COLO_SCHED_PARTITION)
+        return true;
+    if (!a->info.can_partition) {
+        COLO_ERROR("colo-server: %s: scheduler.policy partition is not supported on %s (CUDA needs green "
+                   "contexts, driver 12.4 or newer)",
+                   a->config, a->info.name);
+        return false;
+    }
+    char err[1024];
+    double share[COLO_CFG_MAX_MODELS];
+    for (int i = 0; i < cfg->n_models; i++)
+        share[i] = cfg->models[i].sm_share;
+    if (colo_partition_plan(a->info.compute_units, a->info.kind == COLO_BACKEND_CUDA ? 8 : 1, cfg->n_models, share,
+                            a->unit_first, a->unit_count, err, sizeof err) != COLO_OK) {
+        COLO_ERROR("colo-server: %s: scheduler: %s", a->config, err);
+        return false;
+    }
+    return true;
+}
+
+/* Opens the device, plans partitions, creates the co-scheduler, the HTTP
+ * server and the API. */
+static bool app_open(app *a)
+{
+    const colo_config *cfg = a->cfg;
+    char err[1024];
+    colo_device_config dc = {.want = device_want(cfg),
+                             .cpu_threads = cfg->server.threads,
+                             .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes};
+    if (!(a->dev = colo_device_open(&dc, err, sizeof err))) {
+        COLO_ERROR("colo-server: %s", err);
+        return false;
+    }
+    colo_device_get_info(a->dev, &a->info);
+    colo_cosched_config cc = {.policy = cfg->scheduler.policy,
+                              .best_effort_max_steps = cfg->scheduler.best_effort_max_steps,
+                              .best_effort_max_ops = cfg->scheduler.best_effort_max_ops,
+                              .best_effort_max_us = cfg->scheduler.best_effort_max_us,
+                              .quantum_us = cfg->scheduler.quantum_us};
+    if (!plan_partitions(a))
+        return false;
+    if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err)) ||
+        !(a->api = colo_api_create(a->s, cfg, err, sizeof err))) {
+        COLO_ERROR("colo-server: %s", err);
+        return false;
+    }
+    COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
+              a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
+              (double)colo_arena_device_budget(a->dev) / (1 << 20), colo_sched_policy_name(cfg->scheduler.policy));
+    return true;
+}
+
+/* Loads and starts every configured model, in config order. */
+/* One line per loaded model: where its memory went. */
+static void log_model(colo_served *m)
+{
+    colo_served_info mi;
+    colo_served_get_info(m, &mi);
+    const double MiB = 1 << 20;
+    char kv[160] = "";
+    if (mi.task == COLO_TASK_GENERATE)
+        snprintf(kv, sizeof kv, ", KV cache %.1f MiB (%d tokens, %.1f MiB in use)", (double)mi.kv_bytes / MiB,
+                 mi.kv_tokens, (double)mi.kv_used_bytes / MiB);
+    COLO_INFO("colo-server: model %s (%s, priority %s): memory limit %.1f MiB: weights %.1f MiB, activations "
+              "%.1f MiB%s, free %.1f MiB; loaded in %.0f ms",
+              mi.name, mi.kind, colo_priority_name(mi.priority), (double)mi.mem.limit_bytes / MiB,
+              (double)mi.weight_bytes / MiB, (double)mi.act_bytes / MiB, kv,
+              (double)(mi.mem.limit_bytes - mi.mem.used_bytes) / MiB, mi.load_ms);
+}
+
+static bool load_models(app *a)
+{
+    const colo_config *cfg = a->cfg;
+    char err[1024];
+    for (int i = 0; i < cfg->n_models; i++) {
+        const colo_model_cfg *mc = &cfg->models[i];
+        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api)};
+        env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
+                                  COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
+        env.stream.unit_first = a->unit_first[i];
+        env.stream.unit_count = a->unit_count[i];
+        if (!(a->models[i] = colo_served_load(mc, &env, err, sizeof err))) {
+            COLO_ERROR("colo-server: %s:%d:%d: models[%d]: %s", a->config, mc->mark.line, mc->mark.column, i, err);
+            return false;
+        }
+        if (colo_served_start(a->models[i], err, sizeof err) != COLO_OK || colo_api_add_model(a->api, a->models[i])) {
+            COLO_ERROR("colo-server: %s", err);
+            return false;
+        }
+        log_model(a->models[i]);
+    }
+    return true;
+}
+
+static bool install_signals(app *a)
+{
+    struct event_base *base = colo_http_server_base(colo_server_http(a->s));
+    a->sigterm = evsignal_new(base, SIGTERM, on_signal, a->s);
+    a->sigint = evsignal_new(base, SIGINT, on_signal, a->s);
+    if (!a->sigterm || !a->sigint || evsignal_add(a->sigterm, NULL) || evsignal_add(a->sigint, NULL)) {
+        COLO_ERROR("colo-server: cannot install signal handlers");
+        return false;
+    }
+    return true;
+}
+
+/* Announces the address, writes the port file when asked, then runs the
+ * event loop until shutdown. */
+static bool serve(app *a, const char *port_file)
+{
+    const colo_config *cfg = a->cfg;
+    bool v6 = strchr(cfg->server.listen_host, ':') != NULL;
+    COLO_INFO("colo-server: listening on http://%s%s%s:%d (%s, %d model%s)", v6 ? "[" : "", cfg->server.listen_host,
+              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) ? "API key required" : "no API key",
+              cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    if (port_file) {
+        FILE *pf = fopen(port_file, "w");
+        if (!pf || fprintf(pf, "%d\n", colo_server_port(a->s)) < 0 || fclose(pf)) {
+            COLO_ERROR("colo-server: cannot write the port to %s", port_file);
+            return false;
+        }
+    }
+    if (colo_server_run(a->s) != COLO_OK) {
+        COLO_ERROR("colo-server: the event loop failed");
+        return false;
+    }
+    COLO_INFO("colo-server: stopped");
+    return true;
+}
+
+static void app_free(app *a)
+{
+    if (a->sigterm)
+        event_free(a->sigterm);
+    if (a->sigint)
+        event_free(a->sigint);
+    /* Executors first: their last answers are posted to the loop, which
+     * colo_server_free runs (finishing requests whose clients are gone). */
+    for (int i = 0; i < a->cfg->n_models; i++)
+        colo_served_stop(a->models[i]);
+    colo_server_free(a->s);
+    colo_api_free(a->api);
+    for (int i = 0; i < a->cfg->n_models; i++)
+        colo_served_free(a->models[i]);
+    colo_cosched_destroy(a->cs);
+    colo_device_close(a->dev);
+}
+
+int main(int argc, char **argv)
+{
+    options o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
     static colo_config cfg; /* large: not on the stack */
     char err[1024];
-    if (colo_config_load(config, &cfg, err, sizeof err) != COLO_OK) {
+    if (colo_config_load(o.config, &cfg, err, sizeof err) != COLO_OK) {
         fprintf(stderr, "colo-server: %s\n", err);
         return 2;
     }
@@ -66,143 +280,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "colo-server: %s\n", err);
         return 2;
     }
-    if (check_only) {
-        /* Also what loading would check first: every model's file and its
-         * memory need against the device's budget. */
-        colo_device_config dc0 = {.want = cfg.server.device == COLO_DEVICE_CPU    ? "cpu"
-                                          : cfg.server.device == COLO_DEVICE_CUDA ? "cuda"
-                                                                                  : "auto",
-                                  .cpu_memory_bytes = (size_t)cfg.server.cpu_memory_bytes};
-        colo_device *dev0 = colo_device_open(&dc0, err, sizeof err);
-        if (!dev0) {
-            fprintf(stderr, "colo-server: %s\n", err);
-            return 1;
-        }
-        size_t budget = colo_arena_device_budget(dev0);
-        int bad = 0;
-        for (int i = 0; i < cfg.n_models; i++) {
-            const colo_model_cfg *mc = &cfg.models[i];
-            if (colo_served_check(mc, budget, err, sizeof err) != COLO_OK) {
-                fprintf(stderr, "%s:%d:%d: models[%d].memory_fraction: model %s (%s): %s\n", config, mc->mark.line,
-                        mc->mark.column, i, mc->name, mc->path, err);
-                bad++;
-            }
-        }
-        colo_device_close(dev0);
-        if (bad)
-            return 2;
-        printf("%s: ok (%d model%s)\n", config, cfg.n_models, cfg.n_models == 1 ? "" : "s");
-        return 0;
-    }
-    int rc = 1;
-    colo_device_config dc = {.want = cfg.server.device == COLO_DEVICE_CPU    ? "cpu"
-                                     : cfg.server.device == COLO_DEVICE_CUDA ? "cuda"
-                                                                             : "auto",
-                             .cpu_threads = cfg.server.threads,
-                             .cpu_memory_bytes = (size_t)cfg.server.cpu_memory_bytes};
-    colo_device *dev = NULL;
-    colo_cosched *cs = NULL;
-    colo_server *s = NULL;
-    colo_api *api = NULL;
-    colo_served *models[COLO_CFG_MAX_MODELS] = {0};
-    struct event *sigterm = NULL, *sigint = NULL;
-    if (!(dev = colo_device_open(&dc, err, sizeof err))) {
-        COLO_ERROR("colo-server: %s", err);
-        return 1;
-    }
-    colo_device_info info;
-    colo_device_get_info(dev, &info);
-    colo_cosched_config cc = {.policy = cfg.scheduler.policy,
-                              .best_effort_max_steps = cfg.scheduler.best_effort_max_steps,
-                              .best_effort_max_ops = cfg.scheduler.best_effort_max_ops,
-                              .best_effort_max_us = cfg.scheduler.best_effort_max_us,
-                              .quantum_us = cfg.scheduler.quantum_us};
-    int first[COLO_CFG_MAX_MODELS] = {0}, count[COLO_CFG_MAX_MODELS] = {0};
-    if (cfg.scheduler.policy == COLO_SCHED_PARTITION) {
-        if (!info.can_partition) {
-            COLO_ERROR("colo-server: %s: scheduler.policy partition is not supported on %s (CUDA needs green "
-                       "contexts, driver 12.4 or newer)",
-                       config, info.name);
-            goto out_free;
-        }
-        double share[COLO_CFG_MAX_MODELS];
-        for (int i = 0; i < cfg.n_models; i++)
-            share[i] = cfg.models[i].sm_share;
-        if (colo_partition_plan(info.compute_units, info.kind == COLO_BACKEND_CUDA ? 8 : 1, cfg.n_models, share,
-                                first, count, err, sizeof err) != COLO_OK) {
-            COLO_ERROR("colo-server: %s: scheduler: %s", config, err);
-            goto out_free;
-        }
-    }
-    if (!(cs = colo_cosched_create(&cc, err, sizeof err)) || !(s = colo_server_create(&cfg, err, sizeof err)) ||
-        !(api = colo_api_create(s, &cfg, err, sizeof err))) {
-        COLO_ERROR("colo-server: %s", err);
-        goto out_free;
-    }
-    COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", info.name,
-              info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", info.compute_units,
-              (double)colo_arena_device_budget(dev) / (1 << 20), colo_sched_policy_name(cfg.scheduler.policy));
-    for (int i = 0; i < cfg.n_models; i++) {
-        const colo_model_cfg *mc = &cfg.models[i];
-        colo_served_env env = {.dev = dev, .cs = cs, .hooks = colo_api_hooks(api)};
-        env.stream.priority = cfg.scheduler.policy == COLO_SCHED_PRIORITY || cfg.scheduler.policy ==
-                                  COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
-        env.stream.unit_first = first[i];
-        env.stream.unit_count = count[i];
-        if (!(models[i] = colo_served_load(mc, &env, err, sizeof err))) {
-            COLO_ERROR("colo-server: %s:%d:%d: models[%d]: %s", config, mc->mark.line, mc->mark.column, i, err);
-            goto out_free;
-        }
-        if (colo_served_start(models[i], err, sizeof err) != COLO_OK || colo_api_add_model(api, models[i])) {
-            COLO_ERROR("colo-server: %s", err);
-            goto out_free;
-        }
-        colo_served_info mi;
-        colo_served_get_info(models[i], &mi);
-        COLO_INFO("colo-server: model %s (%s, priority %s): memory limit %.1f MiB, %.1f MiB used after load, "
-                  "loaded in %.0f ms",
-                  mc->name, mc->kind, colo_priority_name(mc->priority),
-                  (double)mi.mem.limit_bytes / (1 << 20), (double)mi.mem.used_bytes / (1 << 20), mi.load_ms);
-    }
-    struct event_base *base = colo_http_server_base(colo_server_http(s));
-    sigterm = evsignal_new(base, SIGTERM, on_signal, s);
-    sigint = evsignal_new(base, SIGINT, on_signal, s);
-    if (!sigterm || !sigint || evsignal_add(sigterm, NULL) || evsignal_add(sigint, NULL)) {
-        COLO_ERROR("colo-server: cannot install signal handlers");
-        goto out_free;
-    }
-    bool v6 = strchr(cfg.server.listen_host, ':') != NULL;
-    COLO_INFO("colo-server: listening on http://%s%s%s:%d (%s, %d model%s)", v6 ? "[" : "", cfg.server.listen_host,
-              v6 ? "]" : "", colo_server_port(s), colo_config_api_key(&cfg) ? "API key required" : "no API key",
-              cfg.n_models, cfg.n_models == 1 ? "" : "s");
-    if (port_file) {
-        FILE *pf = fopen(port_file, "w");
-        if (!pf || fprintf(pf, "%d\n", colo_server_port(s)) < 0 || fclose(pf)) {
-            COLO_ERROR("colo-server: cannot write the port to %s", port_file);
-            goto out_free;
-        }
-    }
-    if (colo_server_run(s) != COLO_OK) {
-        COLO_ERROR("colo-server: the event loop failed");
-        goto out_free;
-    }
-    COLO_INFO("colo-server: stopped");
-    rc = 0;
-
-out_free:
-    if (sigterm)
-        event_free(sigterm);
-    if (sigint)
-        event_free(sigint);
-    /* Executors first: their last answers are posted to the loop, which
-     * colo_server_free runs (finishing requests whose clients are gone). */
-    for (int i = 0; i < cfg.n_models; i++)
-        colo_served_stop(models[i]);
-    colo_server_free(s);
-    colo_api_free(api);
-    for (int i = 0; i < cfg.n_models; i++)
-        colo_served_free(models[i]);
-    colo_cosched_destroy(cs);
-    colo_device_close(dev);
-    return rc;
+    if (o.check_only)
+        return check_config(o.config, &cfg);
+    static app a; /* large: not on the stack */
+    a.config = o.config;
+    a.cfg = &cfg;
+    bool ok = app_open(&a) && load_models(&a) && install_signals(&a) && serve(&a, o.port_file);
+    app_free(&a);
+    return ok ? 0 : 1;
 }

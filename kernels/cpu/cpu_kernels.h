@@ -8,7 +8,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
-#include "runtime/backend_impl.h"
+#include "runtime/cpu_task.h"
 
 /* ---- dot products (dot.c) ------------------------------------------------------ */
 

@@ -24,7 +24,7 @@ extern "C" {
 #include "runtime/cuda_impl.h"
 
 // Checks the launch just queued; a launch error becomes the op's status.
-#define COLO_LAUNCH_CHECK() COLO_CUDA_CHECK(cudaGetLastError())
+#define COLO_LAUNCH_CHECK() COLO_CHECK_CUDA(cudaGetLastError())
 
 static inline unsigned colo_div_up(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
 

@@ -589,6 +589,11 @@ static void test_encoder_ops(void **state)
 static void test_dispatch_validation(void **state)
 {
     ctx_t *c = *state;
+    /* The dispatcher finds the op table by the device's backend kind. */
+    colo_device *dev = colo_stream_device(c->s);
+    assert_ptr_equal(colo_device_ops(dev),
+                     colo_device_kind(dev) == COLO_BACKEND_CPU ? &colo_cpu_ops : &colo_cuda_ops);
+    assert_null(colo_device_ops(NULL));
     float *buf = dalloc(c, 4096);
     assert_int_equal(colo_op_linear(c->s, buf, COLO_Q4_1, NULL, buf, 0, buf, 0, 1, 1, 33), COLO_EINVAL);
     assert_int_equal(colo_op_linear(c->s, buf, (colo_dtype)99, NULL, buf, 0, buf, 0, 1, 1, 32), COLO_EUNSUPPORTED);

@@ -29,12 +29,12 @@ static void fixture_start(fixture *f, const stub_cfg *cfg)
     f->s = stub_start(cfg);
     assert_non_null(f->s);
     stub_url(f->s, url, sizeof url);
-    assert_int_equal(lt_target_parse(url, &f->t, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_target_parse(url, &f->t, err, sizeof err), LT_OK);
     lt_bodies b;
     lt_body_opts o = {4, cfg->sse};
-    assert_int_equal(lt_bodies_builtin(LT_KIND_GENERATIVE, &o, &b, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_bodies_builtin(LT_KIND_GENERATIVE, &o, &b, err, sizeof err), LT_OK);
     assert_int_equal(lt_requests_build(&f->t, "POST", "/v1/models/m/infer", &b, NULL, &f->rq, err, sizeof err),
-                     COLO_OK);
+                     LT_OK);
     lt_bodies_free(&b);
 }
 
@@ -54,7 +54,7 @@ static void run(fixture *f, const lt_load *l, const lt_run_opts *o, lt_result *r
 {
     char err[256];
     lt_result_init(r, "m", "test");
-    assert_int_equal(lt_engine_run(&f->t, l, 1, o, r, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_engine_run(&f->t, l, 1, o, r, err, sizeof err), LT_OK);
     lt_result_finish(r);
     printf("  ok %llu http %llu conn %llu timeout %llu io %llu  rps %.1f  p50 %.2f p90 %.2f p99 %.2f max %.2f ms"
            "  ttft p50 %.2f itl p50 %.2f\n",

@@ -57,7 +57,7 @@ static void test_summary_random(void **state)
         for (size_t i = 0; i < n; i++) {
             ref[i] = lt_rand_unit(&rng) * 1000.0;
             sum += ref[i];
-            assert_int_equal(lt_samples_push(&s, ref[i]), COLO_OK);
+            assert_int_equal(lt_samples_push(&s, ref[i]), LT_OK);
         }
         /* count how many are <= the reported p99: must be >= 99% and the next smaller fails */
         lt_summary sm;
@@ -124,21 +124,21 @@ static void test_sla_parse(void **state)
     char err[256];
     lt_sla_set set = {0};
     assert_int_equal(lt_sla_parse_arg("chat:p99_ms=800,ttft_ms=300,min_rps=2,max_error_rate=0.01", &set, err,
-                                      sizeof err), COLO_OK);
-    assert_int_equal(lt_sla_parse_arg("embed:p99_ms=50", &set, err, sizeof err), COLO_OK);
-    assert_int_equal(lt_sla_parse_arg("chat:p99_ms=900", &set, err, sizeof err), COLO_OK); /* merges */
+                                      sizeof err), LT_OK);
+    assert_int_equal(lt_sla_parse_arg("embed:p99_ms=50", &set, err, sizeof err), LT_OK);
+    assert_int_equal(lt_sla_parse_arg("chat:p99_ms=900", &set, err, sizeof err), LT_OK); /* merges */
     assert_int_equal(set.n, 2);
     const lt_sla *c = lt_sla_find(&set, "chat");
     assert_non_null(c);
     assert_true(c->p99_ms == 900 && c->ttft_ms == 300 && c->min_rps == 2 && c->max_error_rate == 0.01);
     const lt_sla *e = lt_sla_find(&set, "embed");
     assert_true(e->p99_ms == 50 && isnan(e->ttft_ms) && isnan(e->min_rps));
-    assert_int_equal(lt_sla_parse_arg("chat", &set, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_sla_parse_arg("chat:p98_ms=1", &set, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(lt_sla_parse_arg("chat", &set, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_sla_parse_arg("chat:p98_ms=1", &set, err, sizeof err), LT_EINVAL);
     assert_non_null(strstr(err, "p98_ms"));
-    assert_int_equal(lt_sla_parse_arg("chat:p99_ms=abc", &set, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_sla_parse_arg("chat:max_error_rate=2", &set, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_sla_parse_arg(":p99_ms=1", &set, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(lt_sla_parse_arg("chat:p99_ms=abc", &set, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_sla_parse_arg("chat:max_error_rate=2", &set, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_sla_parse_arg(":p99_ms=1", &set, err, sizeof err), LT_EINVAL);
     lt_sla_set_free(&set);
 }
 
@@ -166,27 +166,27 @@ static void test_sla_yaml(void **state)
                      "    sla: { p99_ms: 800, ttft_ms: 300, min_rps: 2, max_error_rate: 0.01 }\n"
                      "  - name: embed\n"
                      "    kind: bert\n");
-    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), LT_OK);
     assert_int_equal(set.n, 1);
     assert_true(lt_sla_find(&set, "chat")->ttft_ms == 300);
     lt_sla_set_free(&set);
 
     write_file(path, "chat: { p99_ms: 100 }\nembed:\n  min_rps: 5\n");
-    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), LT_OK);
     assert_int_equal(set.n, 2);
     assert_true(lt_sla_find(&set, "embed")->min_rps == 5);
     lt_sla_set_free(&set);
 
     write_file(path, "chat:\n  p99_ms: 100\n  p42: 3\n");
-    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), COLO_EFORMAT);
+    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), LT_EFORMAT);
     assert_non_null(strstr(err, ":3:")); /* names the line */
     lt_sla_set_free(&set);
 
     write_file(path, "chat: [1, 2\n");
-    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), COLO_EFORMAT);
+    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), LT_EFORMAT);
     lt_sla_set_free(&set);
     unlink(path);
-    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), COLO_EIO);
+    assert_int_equal(lt_sla_load_file(path, &set, err, sizeof err), LT_EIO);
 }
 
 static void test_sla_evaluate(void **state)
@@ -195,7 +195,7 @@ static void test_sla_evaluate(void **state)
     char err[256];
     lt_sla_set set = {0};
     assert_int_equal(lt_sla_parse_arg("a:p99_ms=20,min_rps=5,max_error_rate=0.05,ttft_ms=1", &set, err, sizeof err),
-                     COLO_OK);
+                     LT_OK);
     lt_result r[2];
     lt_result_init(&r[0], "a", "concurrent");
     lt_result_init(&r[1], "b", "concurrent");
@@ -208,7 +208,7 @@ static void test_sla_evaluate(void **state)
     lt_result_finish(&r[1]);
     lt_sla_check *checks;
     size_t n;
-    assert_int_equal(lt_sla_evaluate(&set, r, 2, false, &checks, &n), COLO_OK);
+    assert_int_equal(lt_sla_evaluate(&set, r, 2, false, &checks, &n), LT_OK);
     assert_int_equal(n, 4);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(checks[i].constraint, "p99_ms") == 0) {
@@ -222,7 +222,7 @@ static void test_sla_evaluate(void **state)
     }
     free(checks);
     /* streamed but no TTFT measured: fails */
-    assert_int_equal(lt_sla_evaluate(&set, r, 2, true, &checks, &n), COLO_OK);
+    assert_int_equal(lt_sla_evaluate(&set, r, 2, true, &checks, &n), LT_OK);
     for (size_t i = 0; i < n; i++)
         if (strcmp(checks[i].constraint, "ttft_ms") == 0)
             assert_false(checks[i].pass);
@@ -247,7 +247,7 @@ static void test_prompts_file(void **state)
     char err[256];
     lt_bodies b;
     lt_body_opts o = {8, true};
-    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), LT_OK);
     assert_int_equal(b.n, 3);
     json_t *j = json_loads(b.v[1], 0, NULL);
     assert_non_null(j);
@@ -259,7 +259,7 @@ static void test_prompts_file(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "max_tokens")), 8); /* --max-tokens overrides */
     json_decref(j);
     lt_bodies_free(&b);
-    assert_int_equal(lt_bodies_from_file(path, "embed", &o, &b, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_bodies_from_file(path, "embed", &o, &b, err, sizeof err), LT_OK);
     assert_int_equal(b.n, 3);
     j = json_loads(b.v[1], 0, NULL);
     assert_null(json_object_get(j, "stream")); /* encoders do not stream */
@@ -267,14 +267,14 @@ static void test_prompts_file(void **state)
     json_decref(j);
     lt_bodies_free(&b);
     write_file(path, "{\"prompt\": \"x\"}\n{\"nothing\": 1}\n");
-    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), COLO_EFORMAT);
+    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), LT_EFORMAT);
     assert_non_null(strstr(err, ":2:"));
     write_file(path, "{\"prompt\": \"x\", \"model\": \"other\"}\n");
-    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), COLO_EFORMAT);
+    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), LT_EFORMAT);
     write_file(path, "not json\n");
-    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), COLO_EFORMAT);
+    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), LT_EFORMAT);
     unlink(path);
-    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), COLO_EIO);
+    assert_int_equal(lt_bodies_from_file(path, "chat", &o, &b, err, sizeof err), LT_EIO);
 }
 
 static void test_builtin_bodies_and_requests(void **state)
@@ -282,13 +282,13 @@ static void test_builtin_bodies_and_requests(void **state)
     (void)state;
     char err[256];
     lt_target t;
-    assert_int_equal(lt_target_parse("http://127.0.0.1:8080/api/", &t, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_target_parse("http://127.0.0.1:8080/api/", &t, err, sizeof err), LT_OK);
     assert_string_equal(t.host, "127.0.0.1");
     assert_string_equal(t.port, "8080");
     assert_string_equal(t.base_path, "/api");
     lt_bodies b;
     lt_body_opts o = {-1, false};
-    assert_int_equal(lt_bodies_builtin(LT_KIND_GENERATIVE, &o, &b, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_bodies_builtin(LT_KIND_GENERATIVE, &o, &b, err, sizeof err), LT_OK);
     assert_true(b.n > 1);
     json_t *j = json_loads(b.v[0], 0, NULL);
     assert_true(json_is_string(json_object_get(j, "prompt")));
@@ -296,7 +296,7 @@ static void test_builtin_bodies_and_requests(void **state)
     json_decref(j);
     lt_requests rq;
     assert_int_equal(lt_requests_build(&t, "POST", "/v1/models/chat/infer", &b, "k3y", &rq, err, sizeof err),
-                     COLO_OK);
+                     LT_OK);
     assert_int_equal(rq.n, b.n);
     assert_true(strncmp(rq.v[0], "POST /api/v1/models/chat/infer HTTP/1.1\r\n", 41) == 0);
     assert_non_null(strstr(rq.v[0], "Host: 127.0.0.1:8080\r\n"));
@@ -307,18 +307,18 @@ static void test_builtin_bodies_and_requests(void **state)
     assert_int_equal(rq.len[0], strlen(rq.v[0]));
     lt_requests_free(&rq);
     lt_bodies_free(&b);
-    assert_int_equal(lt_bodies_builtin(LT_KIND_ENCODER, &o, &b, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_bodies_builtin(LT_KIND_ENCODER, &o, &b, err, sizeof err), LT_OK);
     j = json_loads(b.v[0], 0, NULL);
     assert_true(json_array_size(json_object_get(j, "inputs")) >= 2);
     json_decref(j);
     lt_bodies_free(&b);
 
-    assert_int_equal(lt_target_parse("http://[::1]:9/", &t, err, sizeof err), COLO_OK);
+    assert_int_equal(lt_target_parse("http://[::1]:9/", &t, err, sizeof err), LT_OK);
     assert_string_equal(t.host, "::1");
-    assert_int_equal(lt_target_parse("https://x", &t, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_target_parse("http://", &t, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_target_parse("http://h:99999", &t, err, sizeof err), COLO_EINVAL);
-    assert_int_equal(lt_target_parse("http://h:80x", &t, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(lt_target_parse("https://x", &t, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_target_parse("http://", &t, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_target_parse("http://h:99999", &t, err, sizeof err), LT_EINVAL);
+    assert_int_equal(lt_target_parse("http://h:80x", &t, err, sizeof err), LT_EINVAL);
 }
 
 static void test_rand_seeded(void **state)

@@ -12,7 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/backend_impl.h"
+#include "runtime/clock.h"
+#include "runtime/cpu_task.h"
 
 static colo_device *open_cpu(int threads)
 {
@@ -347,19 +348,52 @@ static void test_errors_come_back_once(void **state)
     colo_device_close(d);
 }
 
+/* Ops of many streams: out[j] = base + j, then out[j] = out[j] * mul + 1,
+ * each split into chunks over disjoint ranges of out. */
+typedef struct {
+    long *out;
+    int n;
+    long base; /* fill: the first value */
+    long mul;  /* scale: 0 for a fill */
+} many_args;
+
+static void many_task(const void *a, int chunk, int n_chunks)
+{
+    const many_args *m = a;
+    int lo = m->n * chunk / n_chunks, hi = m->n * (chunk + 1) / n_chunks;
+    for (int j = lo; j < hi; j++)
+        m->out[j] = m->mul ? m->out[j] * m->mul + 1 : m->base + j;
+}
+
+/* Sixteen streams of mixed priorities created, fed and destroyed twenty
+ * times: every stream's ops run, whole and in order, before destroy returns. */
 static void test_many_streams(void **state)
 {
     (void)state;
+    enum { N_STREAMS = 16, N_VALUES = 64 };
     colo_device *d = open_cpu(2);
+    unsigned seed = (unsigned)colo_now_ns();
+    printf("test_many_streams: seed %u\n", seed);
+    srand(seed);
+    static long out[N_STREAMS][N_VALUES];
+    long base[N_STREAMS], mul[N_STREAMS];
     for (int round = 0; round < 20; round++) {
-        colo_stream *ss[16];
-        for (int i = 0; i < 16; i++) {
+        colo_stream *ss[N_STREAMS];
+        for (int i = 0; i < N_STREAMS; i++) {
             ss[i] = make_stream(d, (colo_priority)(i % 3), 0, 0);
-            tag_args a = {i, 0, NULL, NULL};
-            colo_cpu_launch(ss[i], tag_task, &a, sizeof a, 2);
+            memset(out[i], 0, sizeof out[i]);
+            base[i] = rand() % 100000;
+            mul[i] = 2 + rand() % 7;
+            many_args fill = {out[i], N_VALUES, base[i], 0};
+            many_args scale = {out[i], N_VALUES, 0, mul[i]};
+            assert_int_equal(colo_cpu_launch(ss[i], many_task, &fill, sizeof fill, 2), COLO_OK);
+            assert_int_equal(colo_cpu_launch(ss[i], many_task, &scale, sizeof scale, 3), COLO_OK);
         }
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < N_STREAMS; i++)
             colo_stream_destroy(ss[i]); /* destroy waits for queued work */
+        for (int i = 0; i < N_STREAMS; i++)
+            for (int j = 0; j < N_VALUES; j++)
+                assert_int_equal(out[i][j], (base[i] + j) * mul[i] + 1);
     }
     colo_device_close(d);
 }
