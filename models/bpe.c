@@ -94,113 +94,137 @@ static int cmp_special(const void *a, const void *b, void *ctx)
     return (int)t->tok_len[y] - (int)t->tok_len[x];
 }
 
-colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
+/* The tokenizer's model must be gpt2 (byte-level BPE); the pre-tokenizer
+ * "smollm" splits digits before the GPT-2 pattern, "gpt2" and "default"
+ * (or no key, as llama.cpp assumes) use the pattern alone. Others have
+ * patterns of their own that this tokenizer lacks. */
+static bool read_kind(colo_bpe *b, const colo_gguf *g, char *err, size_t errlen)
 {
-    colo_bpe *b = calloc(1, sizeof *b);
-    if (!b) {
-        colo_set_err(err, errlen, "out of memory");
-        return NULL;
-    }
-    init_byte_map(b);
     colo_gguf_str model;
     if (colo_gguf_get_str(g, "tokenizer.ggml.model", &model) || model.len != 4 || memcmp(model.ptr, "gpt2", 4)) {
         colo_set_err(err, errlen, "tokenizer.ggml.model is missing or not gpt2 (byte-level BPE)");
-        goto out_free;
+        return false;
     }
-    /* The pre-tokenizer: "smollm" splits digits before the GPT-2 pattern;
-     * "gpt2" and "default" (or no key, as llama.cpp assumes) use the pattern
-     * alone. Others have patterns of their own that this tokenizer lacks. */
     colo_gguf_str pre = {"default", 7};
     if (colo_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == COLO_EFORMAT) {
         colo_set_err(err, errlen, "tokenizer.ggml.pre is not a string");
-        goto out_free;
+        return false;
     }
     b->split_digits = pre.len == 6 && !memcmp(pre.ptr, "smollm", 6);
     if (!b->split_digits && !(pre.len == 4 && !memcmp(pre.ptr, "gpt2", 4)) &&
         !(pre.len == 7 && !memcmp(pre.ptr, "default", 7))) {
         colo_set_err(err, errlen, "tokenizer.ggml.pre '%.*s' is not supported (smollm, gpt2 or default)",
                      (int)(pre.len < 64 ? pre.len : 64), pre.ptr);
-        goto out_free;
+        return false;
     }
+    return true;
+}
+
+/* The vocabulary arrays as the file holds them: strings are (u64 length,
+ * bytes) one after the other, already validated by the GGUF reader. */
+typedef struct {
+    const uint8_t *tokens, *merges, *types; /* types: (n_tok) i32, NULL when absent */
+    uint64_t n_tok, n_merge;
+} vocab_arrays;
+
+static bool read_arrays(const colo_gguf *g, vocab_arrays *a, char *err, size_t errlen)
+{
     colo_gguf_type tt, mt, ty;
-    uint64_t n_tok, n_merge, n_type;
-    const uint8_t *tdata, *mdata, *ydata;
-    if (colo_gguf_get_arr(g, "tokenizer.ggml.tokens", &tt, &n_tok, &tdata) || tt != COLO_GGUF_STRING || !n_tok ||
-        n_tok > (1u << 24)) {
+    uint64_t n_type;
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.tokens", &tt, &a->n_tok, &a->tokens) || tt != COLO_GGUF_STRING ||
+        !a->n_tok || a->n_tok > (1u << 24)) {
         colo_set_err(err, errlen, "tokenizer.ggml.tokens is missing or not a string array");
-        goto out_free;
+        return false;
     }
-    if (colo_gguf_get_arr(g, "tokenizer.ggml.merges", &mt, &n_merge, &mdata) || mt != COLO_GGUF_STRING) {
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.merges", &mt, &a->n_merge, &a->merges) || mt != COLO_GGUF_STRING) {
         colo_set_err(err, errlen, "tokenizer.ggml.merges is missing or not a string array");
-        goto out_free;
+        return false;
     }
-    bool have_types = colo_gguf_get_arr(g, "tokenizer.ggml.token_type", &ty, &n_type, &ydata) == COLO_OK;
-    if (have_types && (ty != COLO_GGUF_I32 || n_type != n_tok)) {
+    a->types = NULL;
+    if (colo_gguf_get_arr(g, "tokenizer.ggml.token_type", &ty, &n_type, &a->types) != COLO_OK) {
+        a->types = NULL;
+    } else if (ty != COLO_GGUF_I32 || n_type != a->n_tok) {
         colo_set_err(err, errlen, "tokenizer.ggml.token_type does not match the tokens");
-        goto out_free;
+        return false;
     }
-    b->n_vocab = (int)n_tok;
-    /* Sizes of the strings (validated by the reader), then one pool. */
-    size_t pool = 0;
-    const uint8_t *p = tdata;
-    for (uint64_t i = 0; i < n_tok; i++) {
+    return true;
+}
+
+/* Bytes the n strings at p take in the pool, each with its NUL. */
+static size_t pool_bytes(const uint8_t *p, uint64_t n)
+{
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < n; i++) {
         uint64_t len;
         memcpy(&len, p, 8);
-        pool += len + 1;
+        bytes += len + 1;
         p += 8 + len;
     }
-    const uint8_t *pm = mdata;
-    for (uint64_t i = 0; i < n_merge; i++) {
-        uint64_t len;
-        memcpy(&len, pm, 8);
-        pool += len + 1;
-        pm += 8 + len;
-    }
+    return bytes;
+}
+
+static bool alloc_tables(colo_bpe *b, const vocab_arrays *a)
+{
+    size_t pool = pool_bytes(a->tokens, a->n_tok) + pool_bytes(a->merges, a->n_merge);
     b->pool = malloc(pool ? pool : 1);
-    b->tok = malloc(n_tok * sizeof *b->tok);
-    b->tok_len = malloc(n_tok * sizeof *b->tok_len);
-    b->special = calloc(n_tok, 1);
-    b->specials = malloc(n_tok * sizeof *b->specials);
-    if (!b->pool || !b->tok || !b->tok_len || !b->special || !b->specials || !ht_init(&b->vocab, n_tok) ||
-        !ht_init(&b->merges, n_merge + 1)) {
-        colo_set_err(err, errlen, "out of memory");
-        goto out_free;
-    }
-    char *w = b->pool;
-    p = tdata;
-    for (uint64_t i = 0; i < n_tok; i++) {
+    b->tok = malloc(a->n_tok * sizeof *b->tok);
+    b->tok_len = malloc(a->n_tok * sizeof *b->tok_len);
+    b->special = calloc(a->n_tok, 1);
+    b->specials = malloc(a->n_tok * sizeof *b->specials);
+    return b->pool && b->tok && b->tok_len && b->special && b->specials && ht_init(&b->vocab, a->n_tok) &&
+           ht_init(&b->merges, a->n_merge + 1);
+}
+
+/* Copies the tokens into the pool from *w on, and advances *w. Control and
+ * user-defined tokens (types 3 and 4) are special: matched whole in text. */
+static void load_tokens(colo_bpe *b, const vocab_arrays *a, char **w)
+{
+    const uint8_t *p = a->tokens;
+    for (uint64_t i = 0; i < a->n_tok; i++) {
         uint64_t len;
         memcpy(&len, p, 8);
-        memcpy(w, p + 8, len);
-        w[len] = 0;
-        b->tok[i] = w;
+        memcpy(*w, p + 8, len);
+        (*w)[len] = 0;
+        b->tok[i] = *w;
         b->tok_len[i] = (uint32_t)len;
-        ht_put(&b->vocab, w, (uint32_t)len, (int32_t)i);
-        if (have_types) {
+        ht_put(&b->vocab, *w, (uint32_t)len, (int32_t)i);
+        if (a->types) {
             int32_t type;
-            memcpy(&type, ydata + 4 * i, 4);
+            memcpy(&type, a->types + 4 * i, 4);
             if ((type == 3 || type == 4) && len > 0) {
                 b->special[i] = 1;
                 b->specials[b->n_specials++] = (int)i;
             }
         }
-        w += len + 1;
+        *w += len + 1;
         p += 8 + len;
     }
-    pm = mdata;
-    for (uint64_t i = 0; i < n_merge; i++) {
+    qsort_r(b->specials, (size_t)b->n_specials, sizeof *b->specials, cmp_special, b);
+}
+
+/* Copies the merges ("left right", rank = index) into the pool from w on. */
+static bool load_merges(colo_bpe *b, const vocab_arrays *a, char *w, char *err, size_t errlen)
+{
+    const uint8_t *p = a->merges;
+    for (uint64_t i = 0; i < a->n_merge; i++) {
         uint64_t len;
-        memcpy(&len, pm, 8);
-        memcpy(w, pm + 8, len);
+        memcpy(&len, p, 8);
+        memcpy(w, p + 8, len);
         w[len] = 0;
         if (!memchr(w, ' ', len)) {
             colo_set_err(err, errlen, "tokenizer.ggml.merges entry %llu has no space", (unsigned long long)i);
-            goto out_free;
+            return false;
         }
         ht_put(&b->merges, w, (uint32_t)len, (int32_t)i);
         w += len + 1;
-        pm += 8 + len;
+        p += 8 + len;
     }
+    return true;
+}
+
+/* Each byte's token, and the token of U+FFFD (what invalid UTF-8 becomes). */
+static void map_bytes(colo_bpe *b)
+{
     for (int c = 0; c < 256; c++) {
         char t[4];
         b->byte_tok[c] = ht_get(&b->vocab, t, (size_t)colo_utf8_encode(b->byte_cp[c], t));
@@ -210,16 +234,46 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
     fl += colo_utf8_encode(b->byte_cp[0xBF], fffd + fl);
     fl += colo_utf8_encode(b->byte_cp[0xBD], fffd + fl);
     b->replacement = ht_get(&b->vocab, fffd, (size_t)fl);
-    qsort_r(b->specials, (size_t)b->n_specials, sizeof *b->specials, cmp_special, b);
+}
+
+static bool read_bos_eos(colo_bpe *b, const colo_gguf *g, char *err, size_t errlen)
+{
     uint32_t v;
+    uint32_t n_tok = (uint32_t)b->n_vocab;
     b->bos = colo_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
     b->eos = colo_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
     bool add = false;
     b->add_bos = colo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add) == COLO_OK ? add : false;
     if (b->add_bos && b->bos < 0) {
         colo_set_err(err, errlen, "tokenizer.ggml.add_bos_token is set but there is no BOS token");
+        return false;
+    }
+    return true;
+}
+
+colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
+{
+    colo_bpe *b = calloc(1, sizeof *b);
+    if (!b) {
+        colo_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    init_byte_map(b);
+    vocab_arrays a;
+    if (!read_kind(b, g, err, errlen) || !read_arrays(g, &a, err, errlen))
+        goto out_free;
+    b->n_vocab = (int)a.n_tok;
+    if (!alloc_tables(b, &a)) {
+        colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
+    char *w = b->pool;
+    load_tokens(b, &a, &w);
+    if (!load_merges(b, &a, w, err, errlen))
+        goto out_free;
+    map_bytes(b);
+    if (!read_bos_eos(b, g, err, errlen))
+        goto out_free;
     return b;
 
 out_free:

@@ -143,130 +143,153 @@ static bool known_type(uint32_t t)
     return colo_dtype_is_weight((colo_dtype)t) || t == COLO_I32;
 }
 
-static colo_status parse(colo_gguf *g, char *err, size_t errlen)
+/* Magic, version and the two counts, each count checked against what the
+ * file could hold. */
+static colo_status parse_header(colo_gguf *g, cursor *c, uint64_t *n_tensors, uint64_t *n_kv)
 {
-    cursor c = {g, 0, err, errlen};
     char magic[4];
     colo_status st;
-    if ((st = rd(&c, magic, 4, "magic")))
+    if ((st = rd(c, magic, 4, "magic")))
         return st;
     if (memcmp(magic, "GGUF", 4))
-        FAIL(&c, "not a GGUF file (bad magic)");
-    if ((st = rd(&c, &g->version, 4, "version")))
+        FAIL(c, "not a GGUF file (bad magic)");
+    if ((st = rd(c, &g->version, 4, "version")))
         return st;
     if (g->version != 2 && g->version != 3)
-        FAIL(&c, "GGUF version %u is not supported (2 or 3)", g->version);
-    uint64_t n_tensors, n_kv;
-    if ((st = rd(&c, &n_tensors, 8, "tensor count")) || (st = rd(&c, &n_kv, 8, "metadata count")))
+        FAIL(c, "GGUF version %u is not supported (2 or 3)", g->version);
+    if ((st = rd(c, n_tensors, 8, "tensor count")) || (st = rd(c, n_kv, 8, "metadata count")))
         return st;
     /* A key/value takes at least 12 bytes, a tensor info at least 28. */
-    if (n_kv > g->size / 12 || n_tensors > g->size / 28)
-        FAIL(&c, "counts (%llu keys, %llu tensors) cannot fit in a %zu-byte file", (unsigned long long)n_kv,
-             (unsigned long long)n_tensors, g->size);
-    g->kvs = calloc(n_kv ? n_kv : 1, sizeof *g->kvs);
-    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
-    if (!g->kvs || !g->tensors) {
-        colo_set_err(err, errlen, "%s: out of memory", g->path);
-        return COLO_ENOMEM;
+    if (*n_kv > g->size / 12 || *n_tensors > g->size / 28)
+        FAIL(c, "counts (%llu keys, %llu tensors) cannot fit in a %zu-byte file", (unsigned long long)*n_kv,
+             (unsigned long long)*n_tensors, g->size);
+    return COLO_OK;
+}
+
+/* Key/value i (the i before it already read): key, type, value skipped
+ * over; general.alignment taken as it passes. */
+static colo_status parse_kv(colo_gguf *g, cursor *c, uint64_t i)
+{
+    colo_gguf_kv *kv = &g->kvs[i];
+    char what[64];
+    snprintf(what, sizeof what, "key %llu", (unsigned long long)i);
+    uint32_t t;
+    colo_status st;
+    if ((st = rd_str(c, &kv->key, what)) || (st = rd(c, &t, 4, what)))
+        return st;
+    char key[128];
+    snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 120 ? kv->key.len : 120), kv->key.ptr);
+    kv->type = (colo_gguf_type)t;
+    kv->value = g->map + c->pos;
+    if (t == COLO_GGUF_ARRAY) {
+        uint32_t et;
+        if ((st = rd(c, &et, 4, key)) || (st = rd(c, &kv->arr_len, 8, key)))
+            return st;
+        kv->arr_type = (colo_gguf_type)et;
+        kv->arr_data = g->map + c->pos;
+        c->pos = (size_t)(kv->value - g->map);
     }
-    g->alignment = 32;
-    for (uint64_t i = 0; i < n_kv; i++) {
-        colo_gguf_kv *kv = &g->kvs[i];
-        char what[64];
-        snprintf(what, sizeof what, "key %llu", (unsigned long long)i);
-        uint32_t t;
-        if ((st = rd_str(&c, &kv->key, what)) || (st = rd(&c, &t, 4, what)))
-            return st;
-        char key[128];
-        snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 120 ? kv->key.len : 120), kv->key.ptr);
-        kv->type = (colo_gguf_type)t;
-        kv->value = g->map + c.pos;
-        if (t == COLO_GGUF_ARRAY) {
-            uint32_t et;
-            if ((st = rd(&c, &et, 4, key)) || (st = rd(&c, &kv->arr_len, 8, key)))
-                return st;
-            kv->arr_type = (colo_gguf_type)et;
-            kv->arr_data = g->map + c.pos;
-            c.pos = (size_t)(kv->value - g->map);
-        }
-        if ((st = skip_value(&c, kv->type, 0, key)))
-            return st;
-        for (uint64_t j = 0; j < i; j++)
-            if (g->kvs[j].key.len == kv->key.len && !memcmp(g->kvs[j].key.ptr, kv->key.ptr, kv->key.len))
-                FAIL(&c, "key %s appears twice", key);
-        g->n_kv++;
-        if (str_eq(kv->key, "general.alignment")) {
-            uint32_t a;
-            if (kv->type != COLO_GGUF_U32)
-                FAIL(&c, "general.alignment is not a uint32");
-            memcpy(&a, kv->value, 4);
-            if (!a || (a & (a - 1)) || a > (1u << 20))
-                FAIL(&c, "general.alignment %u is not a power of two", a);
-            g->alignment = a;
-        }
+    if ((st = skip_value(c, kv->type, 0, key)))
+        return st;
+    for (uint64_t j = 0; j < i; j++)
+        if (g->kvs[j].key.len == kv->key.len && !memcmp(g->kvs[j].key.ptr, kv->key.ptr, kv->key.len))
+            FAIL(c, "key %s appears twice", key);
+    g->n_kv++;
+    if (str_eq(kv->key, "general.alignment")) {
+        uint32_t a;
+        if (kv->type != COLO_GGUF_U32)
+            FAIL(c, "general.alignment is not a uint32");
+        memcpy(&a, kv->value, 4);
+        if (!a || (a & (a - 1)) || a > (1u << 20))
+            FAIL(c, "general.alignment %u is not a power of two", a);
+        g->alignment = a;
     }
-    for (uint64_t i = 0; i < n_tensors; i++) {
-        colo_gguf_tensor *t = &g->tensors[i];
-        char what[64];
-        snprintf(what, sizeof what, "tensor %llu", (unsigned long long)i);
-        colo_gguf_str name;
-        if ((st = rd_str(&c, &name, what)))
+    return COLO_OK;
+}
+
+/* The dimensions of tensor t (nd of them); *nel gets their product. */
+static colo_status parse_dims(cursor *c, colo_gguf_tensor *t, uint32_t nd, uint64_t *nel)
+{
+    colo_status st;
+    *nel = 1;
+    for (int d = 0; d < 4; d++)
+        t->ne[d] = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t ne;
+        if ((st = rd(c, &ne, 8, t->name)))
             return st;
-        if (name.len == 0 || name.len > GGUF_NAME_MAX)
-            FAIL(&c, "tensor %llu: name of %llu bytes", (unsigned long long)i, (unsigned long long)name.len);
-        memcpy(t->name, name.ptr, name.len);
-        t->name[name.len] = 0;
-        if (memchr(t->name, 0, name.len))
-            FAIL(&c, "tensor %llu: name contains a NUL byte", (unsigned long long)i);
-        uint32_t nd, type;
-        if ((st = rd(&c, &nd, 4, t->name)))
-            return st;
-        if (nd < 1 || nd > 4)
-            FAIL(&c, "tensor %s: %u dimensions (1 to 4 supported)", t->name, nd);
-        t->n_dims = (int)nd;
-        uint64_t nel = 1;
-        for (int d = 0; d < 4; d++)
-            t->ne[d] = 1;
-        for (uint32_t d = 0; d < nd; d++) {
-            uint64_t ne;
-            if ((st = rd(&c, &ne, 8, t->name)))
-                return st;
-            if (ne == 0 || ne > (1ull << 40) || nel > (1ull << 50) / ne)
-                FAIL(&c, "tensor %s: dimension %u of %llu elements is invalid", t->name, d, (unsigned long long)ne);
-            t->ne[d] = (int64_t)ne;
-            nel *= ne;
-        }
-        if ((st = rd(&c, &type, 4, t->name)) || (st = rd(&c, &t->offset, 8, t->name)))
-            return st;
-        if (!known_type(type))
-            FAIL(&c, "tensor %s: type %u is not supported", t->name, type);
-        t->type = (colo_dtype)type;
-        size_t rb = colo_dtype_row_bytes(t->type, t->ne[0]);
-        if (!rb)
-            FAIL(&c, "tensor %s: row of %lld elements is not a whole number of %s blocks", t->name,
-                 (long long)t->ne[0], colo_dtype_name(t->type));
-        t->bytes = rb * (size_t)(nel / (uint64_t)t->ne[0]);
-        if (t->offset % g->alignment)
-            FAIL(&c, "tensor %s: offset %llu is not aligned to %zu", t->name, (unsigned long long)t->offset,
-                 g->alignment);
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(g->tensors[j].name, t->name))
-                FAIL(&c, "tensor %s appears twice", t->name);
-        g->n_tensors++;
+        if (ne == 0 || ne > (1ull << 40) || *nel > (1ull << 50) / ne)
+            FAIL(c, "tensor %s: dimension %u of %llu elements is invalid", t->name, d, (unsigned long long)ne);
+        t->ne[d] = (int64_t)ne;
+        *nel *= ne;
     }
-    g->data_off = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
-    if (g->data_off > g->size && n_tensors)
-        FAIL(&c, "truncated: the data section starts past the end of the file");
-    colo_gguf_tensor **by_off = malloc((n_tensors ? n_tensors : 1) * sizeof *by_off);
+    return COLO_OK;
+}
+
+/* Tensor info i (the i before it already read): name, shape, type and
+ * offset, its size in bytes computed; where the data lies is checked once
+ * the data section is known (place_tensors). */
+static colo_status parse_tensor_info(colo_gguf *g, cursor *c, uint64_t i)
+{
+    colo_gguf_tensor *t = &g->tensors[i];
+    char what[64];
+    snprintf(what, sizeof what, "tensor %llu", (unsigned long long)i);
+    colo_gguf_str name;
+    colo_status st;
+    if ((st = rd_str(c, &name, what)))
+        return st;
+    if (name.len == 0 || name.len > GGUF_NAME_MAX)
+        FAIL(c, "tensor %llu: name of %llu bytes", (unsigned long long)i, (unsigned long long)name.len);
+    memcpy(t->name, name.ptr, name.len);
+    t->name[name.len] = 0;
+    if (memchr(t->name, 0, name.len))
+        FAIL(c, "tensor %llu: name contains a NUL byte", (unsigned long long)i);
+    uint32_t nd, type;
+    if ((st = rd(c, &nd, 4, t->name)))
+        return st;
+    if (nd < 1 || nd > 4)
+        FAIL(c, "tensor %s: %u dimensions (1 to 4 supported)", t->name, nd);
+    t->n_dims = (int)nd;
+    uint64_t nel;
+    if ((st = parse_dims(c, t, nd, &nel)))
+        return st;
+    if ((st = rd(c, &type, 4, t->name)) || (st = rd(c, &t->offset, 8, t->name)))
+        return st;
+    if (!known_type(type))
+        FAIL(c, "tensor %s: type %u is not supported", t->name, type);
+    t->type = (colo_dtype)type;
+    size_t rb = colo_dtype_row_bytes(t->type, t->ne[0]);
+    if (!rb)
+        FAIL(c, "tensor %s: row of %lld elements is not a whole number of %s blocks", t->name, (long long)t->ne[0],
+             colo_dtype_name(t->type));
+    t->bytes = rb * (size_t)(nel / (uint64_t)t->ne[0]);
+    if (t->offset % g->alignment)
+        FAIL(c, "tensor %s: offset %llu is not aligned to %zu", t->name, (unsigned long long)t->offset,
+             g->alignment);
+    for (uint64_t j = 0; j < i; j++)
+        if (!strcmp(g->tensors[j].name, t->name))
+            FAIL(c, "tensor %s appears twice", t->name);
+    g->n_tensors++;
+    return COLO_OK;
+}
+
+/* The data section starts at the first aligned offset after the tensor
+ * infos: every tensor must lie inside the file, and no two may overlap. */
+static colo_status place_tensors(colo_gguf *g, cursor *c)
+{
+    g->data_off = (c->pos + g->alignment - 1) / g->alignment * g->alignment;
+    if (g->data_off > g->size && g->n_tensors)
+        FAIL(c, "truncated: the data section starts past the end of the file");
+    colo_gguf_tensor **by_off = malloc((g->n_tensors ? (size_t)g->n_tensors : 1) * sizeof *by_off);
     if (!by_off) {
-        colo_set_err(err, errlen, "%s: out of memory", g->path);
+        colo_set_err(c->err, c->errlen, "%s: out of memory", g->path);
         return COLO_ENOMEM;
     }
     for (int i = 0; i < g->n_tensors; i++) {
         colo_gguf_tensor *t = &g->tensors[i];
         if (t->offset > g->size - g->data_off || t->bytes > g->size - g->data_off - t->offset) {
             free(by_off);
-            FAIL(&c, "tensor %s: %zu bytes at data offset %llu run past the end of the file (truncated?)", t->name,
+            FAIL(c, "tensor %s: %zu bytes at data offset %llu run past the end of the file (truncated?)", t->name,
                  t->bytes, (unsigned long long)t->offset);
         }
         t->data = g->map + g->data_off + t->offset;
@@ -279,11 +302,34 @@ static colo_status parse(colo_gguf *g, char *err, size_t errlen)
             snprintf(a, sizeof a, "%s", by_off[i - 1]->name);
             snprintf(b, sizeof b, "%s", by_off[i]->name);
             free(by_off);
-            FAIL(&c, "tensors %s and %s overlap", a, b);
+            FAIL(c, "tensors %s and %s overlap", a, b);
         }
     }
     free(by_off);
     return COLO_OK;
+}
+
+static colo_status parse(colo_gguf *g, char *err, size_t errlen)
+{
+    cursor c = {g, 0, err, errlen};
+    uint64_t n_tensors, n_kv;
+    colo_status st;
+    if ((st = parse_header(g, &c, &n_tensors, &n_kv)))
+        return st;
+    g->kvs = calloc(n_kv ? n_kv : 1, sizeof *g->kvs);
+    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    if (!g->kvs || !g->tensors) {
+        colo_set_err(err, errlen, "%s: out of memory", g->path);
+        return COLO_ENOMEM;
+    }
+    g->alignment = 32;
+    for (uint64_t i = 0; i < n_kv; i++)
+        if ((st = parse_kv(g, &c, i)))
+            return st;
+    for (uint64_t i = 0; i < n_tensors; i++)
+        if ((st = parse_tensor_info(g, &c, i)))
+            return st;
+    return place_tensors(g, &c);
 }
 
 colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)

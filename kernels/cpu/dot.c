@@ -177,9 +177,6 @@ INLINE __m256 dot_u8s8(__m256i u, __m256i s)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-/* 32 signed products of w and x (|w| <= 127 or x not -128), as floats. */
-INLINE __m256 dot_s8s8(__m256i w, __m256i x) { return dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
-
 /* 16 bytes of nibbles: low nibbles to bytes 0..15, high nibbles to 16..31. */
 INLINE __m256i nibbles(const uint8_t *qs)
 {

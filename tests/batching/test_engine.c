@@ -81,6 +81,7 @@ typedef struct {
     size_t streamed_len;
     const char *finish;
     colo_status status;
+    int n_preempted;
     int done;
 } result;
 
@@ -101,6 +102,7 @@ static void on_done(void *ud, const colo_gen_outcome *o)
     r->text_len = o->text_len;
     r->finish = o->finish_reason;
     r->status = o->status;
+    r->n_preempted = o->n_preempted;
     r->done++;
 }
 
@@ -122,7 +124,8 @@ static void run_all(rig *r)
     fail_msg("engine did not finish");
 }
 
-static void generate(int max_running, int step_tokens, int n_blocks, int n_seqs, int max_tokens, result *out)
+/* Runs n_seqs prompts to the end in one engine; returns its preemptions. */
+static uint64_t generate(int max_running, int step_tokens, int n_blocks, int n_seqs, int max_tokens, result *out)
 {
     rig r;
     rig_open(&r, max_running, step_tokens, n_blocks);
@@ -137,9 +140,9 @@ static void generate(int max_running, int step_tokens, int n_blocks, int n_seqs,
         assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
     }
     run_all(&r);
-    if (n_blocks)
-        printf("preemptions: %llu\n", (unsigned long long)colo_gen_preemptions(r.e));
+    uint64_t preemptions = colo_gen_preemptions(r.e);
     rig_close(&r);
+    return preemptions;
 }
 
 static void assert_same(const result *a, const result *b)
@@ -188,10 +191,17 @@ static void test_preemption_recomputes_exactly(void **state)
 {
     (void)state;
     result roomy[4], tight[4];
-    generate(4, 64, 0, 4, 30, roomy);
-    generate(4, 64, 16, 4, 30, tight); /* 16 blocks of 4 tokens = 64 slots */
-    for (int i = 0; i < 4; i++)
+    assert_int_equal(generate(4, 64, 0, 4, 30, roomy), 0);
+    uint64_t preemptions = generate(4, 64, 16, 4, 30, tight); /* 16 blocks of 4 tokens = 64 slots */
+    /* Without a preemption this would compare two runs that never differed. */
+    assert_true(preemptions > 0);
+    uint64_t seq_preemptions = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(roomy[i].n_preempted, 0);
+        seq_preemptions += (uint64_t)tight[i].n_preempted;
         assert_same(&roomy[i], &tight[i]);
+    }
+    assert_int_equal(seq_preemptions, preemptions);
 }
 
 static void test_stop_strings_and_limits(void **state)

@@ -187,8 +187,8 @@ static void test_batch_invariance(void **state)
     if (!f)
         skip();
     const char *texts[] = {"a", "A man is riding a horse.", "",
-                           "Padding must not change what a short sentence means next to a much longer one "
-                           "that goes on and on about batching, masks and mean pooling over real tokens.",
+                           ("Padding must not change what a short sentence means next to a much longer one "
+                            "that goes on and on about batching, masks and mean pooling over real tokens."),
                            "北京", "Two men pushed carts through the woods.", "x y z", "Hello, world!"};
     int n = (int)(sizeof texts / sizeof texts[0]), d = colo_bert_dim(f->m);
     float *ref = calloc((size_t)n * d, sizeof *ref), *got = calloc((size_t)n * d, sizeof *got);

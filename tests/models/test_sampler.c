@@ -15,7 +15,7 @@ static void random_logits(float *x, int n, unsigned seed)
 {
     srand(seed);
     for (int i = 0; i < n; i++)
-        x[i] = (float)rand() / RAND_MAX * 8 - 4;
+        x[i] = (float)rand() / (float)RAND_MAX * 8 - 4;
 }
 
 static void test_greedy_and_top_k_1(void **state)

@@ -1,0 +1,302 @@
+/* colo-generate: one-off generation from a GGUF file, through the same
+ * generation engine as colo-server.
+ * stdout: the generated text, then one newline; stderr: load time and speeds. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batching/engine.h"
+#include "batching/queue.h"
+#include "models/llama.h"
+#include "runtime/log.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: colo-generate --model FILE (--prompt TEXT | --chat TEXT) [options]\n"
+            "  --model FILE        llama-architecture GGUF file\n"
+            "  --prompt TEXT       raw completion prompt\n"
+            "  --chat TEXT         a user message, wrapped in the ChatML template\n"
+            "  --system TEXT       a system message for --chat\n"
+            "  --max-tokens N      tokens to generate at most (default 128)\n"
+            "  --temperature T     0 = greedy (default 0.8)\n"
+            "  --top-p P           nucleus sampling (default 0.95)\n"
+            "  --top-k K           0 = off (default 40)\n"
+            "  --seed S            random seed (default: time)\n"
+            "  --device D          auto | cpu | cuda (default auto)\n"
+            "  --threads N         CPU worker threads (default: all cores)\n"
+            "  --batch N           generate N copies at once (throughput; prints the first)\n"
+            "  --memory-bytes N    memory arena size (default: 2 GiB, at most the device's)\n"
+            "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
+            "  --print-tokens      print the prompt and generated token ids to stderr\n"
+            "stdout gets the generated text as it is produced, then one newline (always,\n"
+            "so that the statistics on stderr start on a line of their own); stderr gets\n"
+            "the load time and speeds.\n");
+}
+
+typedef struct {
+    const char *model, *prompt, *chat, *system, *device;
+    int max_tokens, top_k, threads, batch;
+    float temperature, top_p;
+    uint64_t seed;
+    size_t memory_bytes;
+    colo_dtype kv_type;
+    bool print_tokens;
+} options;
+
+/* Fills o from the command line. Returns -1 to go on, else the exit code
+ * (0 after --help, 2 on bad usage, with the message printed). */
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){.device = "auto", .max_tokens = 128, .top_k = 40, .batch = 1, .temperature = 0.8f,
+                   .top_p = 0.95f, .seed = (uint64_t)time(NULL), .memory_bytes = 2ull << 30, .kv_type = COLO_F16};
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},       {"chat", 1, 0, 'c'},    {"system", 1, 0, 'S'},
+        {"max-tokens", 1, 0, 'n'},   {"temperature", 1, 0, 't'},  {"top-p", 1, 0, 'P'},   {"top-k", 1, 0, 'k'},
+        {"seed", 1, 0, 's'},         {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
+        {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c, oi = 0;
+    char *end;
+    while ((c = getopt_long(argc, argv, "", opts, &oi)) != -1) {
+        errno = 0;
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'p': o->prompt = optarg; break;
+        case 'c': o->chat = optarg; break;
+        case 'S': o->system = optarg; break;
+        case 'n': o->max_tokens = (int)strtol(optarg, &end, 10); if (*end || o->max_tokens < 1) goto bad; break;
+        case 't': o->temperature = strtof(optarg, &end); if (*end || o->temperature < 0) goto bad; break;
+        case 'P': o->top_p = strtof(optarg, &end); if (*end || o->top_p <= 0 || o->top_p > 1) goto bad; break;
+        case 'k': o->top_k = (int)strtol(optarg, &end, 10); if (*end || o->top_k < 0) goto bad; break;
+        case 's': o->seed = strtoull(optarg, &end, 10); if (*end) goto bad; break;
+        case 'd': o->device = optarg; break;
+        case 'T': o->threads = (int)strtol(optarg, &end, 10); if (*end || o->threads < 0) goto bad; break;
+        case 'b': o->batch = (int)strtol(optarg, &end, 10); if (*end || o->batch < 1 || o->batch > 256) goto bad; break;
+        case 'M': o->memory_bytes = strtoull(optarg, &end, 10); if (*end || o->memory_bytes < (1u << 20)) goto bad; break;
+        case 'i': o->print_tokens = true; break;
+        case 'K':
+            if (!strcmp(optarg, "f16"))
+                o->kv_type = COLO_F16;
+            else if (!strcmp(optarg, "f32"))
+                o->kv_type = COLO_F32;
+            else
+                goto bad;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "colo-generate: invalid value for --%s: %s\n", opts[oi].name, optarg);
+        return 2;
+    }
+    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) {
+        fprintf(stderr, "colo-generate: --device must be auto, cpu or cuda\n");
+        return 2;
+    }
+    if (!o->model || (!o->prompt == !o->chat) || optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* What one generated sequence reports back. */
+typedef struct {
+    int idx;
+    bool print;         /* stream its text to stdout */
+    uint64_t first_ns, done_ns;
+    const char *finish;
+    int32_t *tokens;    /* (n_tok) generated ids, owned */
+    int n_tok;
+} seq_ctx;
+
+static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
+{
+    seq_ctx *c = ud;
+    (void)tok;
+    if (c->print && len) {
+        fwrite(piece, 1, len, stdout);
+        fflush(stdout);
+    }
+}
+
+static void on_done(void *ud, const colo_gen_outcome *o)
+{
+    seq_ctx *c = ud;
+    c->first_ns = o->first_token_ns;
+    c->done_ns = o->done_ns;
+    c->finish = o->finish_reason ? o->finish_reason : "error";
+    c->tokens = malloc((size_t)(o->n_tokens ? o->n_tokens : 1) * 4);
+    if (c->tokens)
+        memcpy(c->tokens, o->tokens, (size_t)o->n_tokens * 4);
+    c->n_tok = c->tokens ? o->n_tokens : 0;
+    if (o->status != COLO_OK)
+        fprintf(stderr, "colo-generate: sequence %d failed: %s\n", c->idx, o->error ? o->error : "?");
+}
+
+static void print_ids(const char *what, const int32_t *ids, int n)
+{
+    fprintf(stderr, "%s (%d):", what, n);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+/* The prompt's token ids (*ids owned by the caller): --chat wrapped in
+ * ChatML with its special tokens, --prompt as plain text. */
+static colo_status tokenize_prompt(const colo_llama *m, const options *o, int32_t **ids, int *n_ids)
+{
+    char *text;
+    if (o->chat) {
+        colo_chat_msg msgs[2];
+        int nm = 0;
+        if (o->system)
+            msgs[nm++] = (colo_chat_msg){"system", o->system};
+        msgs[nm++] = (colo_chat_msg){"user", o->chat};
+        text = colo_chatml_prompt(msgs, nm);
+    } else {
+        text = strdup(o->prompt);
+    }
+    colo_status st = text ? colo_bpe_encode(colo_llama_tokenizer(m), text, strlen(text), o->chat != NULL, ids, n_ids)
+                          : COLO_ENOMEM;
+    free(text);
+    return st;
+}
+
+/* Adds o->batch copies of the prompt (seeds seed, seed + 1, ...); only the
+ * first prints its text. */
+static bool add_sequences(colo_gen_engine *e, const options *o, const int32_t *ids, int n_ids, seq_ctx *ctx,
+                          char *err, size_t errlen)
+{
+    colo_gen_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
+                          .top_k = o->top_k, .priority = COLO_PRIO_NORMAL};
+    for (int i = 0; i < o->batch; i++) {
+        ctx[i].idx = i;
+        ctx[i].print = i == 0;
+        gp.seed = o->seed + (uint64_t)i;
+        colo_gen_callbacks cb = {on_token, on_done, &ctx[i]};
+        if (!colo_gen_add(e, ids, n_ids, &gp, &cb, err, errlen))
+            return false;
+    }
+    return true;
+}
+
+/* Steps the engine until every sequence is done. */
+static colo_status run_to_end(colo_gen_engine *e)
+{
+    colo_status st;
+    int n;
+    do {
+        st = colo_gen_step(e, NULL, &n);
+    } while (st == COLO_OK && n > 0);
+    return st;
+}
+
+/* Prefill ends when the last sequence has its first token; decode is every
+ * later token, until the last sequence is done. t_start: when the
+ * sequences were added. */
+static void report_speed(const options *o, const seq_ctx *ctx, int n_ids, uint64_t t_start)
+{
+    uint64_t first_all = t_start, done_all = t_start;
+    long decode_tokens = 0;
+    for (int i = 0; i < o->batch; i++) {
+        first_all = ctx[i].first_ns > first_all ? ctx[i].first_ns : first_all;
+        done_all = ctx[i].done_ns > done_all ? ctx[i].done_ns : done_all;
+        decode_tokens += ctx[i].n_tok > 1 ? ctx[i].n_tok - 1 : 0;
+    }
+    double pf = (first_all - t_start) / 1e9, dc = (done_all - first_all) / 1e9;
+    fprintf(stderr, "colo-generate: prefill %d tokens x %d in %.3f s (%.1f tokens/s); decode %ld tokens in %.3f s "
+                    "(%.1f tokens/s); finish: %s\n",
+            n_ids, o->batch, pf, (double)n_ids * o->batch / (pf > 0 ? pf : 1e-9), decode_tokens, dc,
+            decode_tokens / (dc > 0 ? dc : 1e-9), ctx[0].finish ? ctx[0].finish : "?");
+}
+
+/* Loads the model into arena, generates, reports. Returns the exit code;
+ * err gets the message of a failure. */
+static int generate(const options *o, colo_arena *arena, colo_stream *s, const char *device_name, char *err,
+                    size_t errlen)
+{
+    int rc = 1;
+    colo_gen_engine *e = NULL;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    seq_ctx *ctx = NULL;
+    uint64_t t0 = colo_now_ns();
+    colo_llama *m = colo_llama_load(o->model, arena, s, err, errlen);
+    if (!m)
+        return 1;
+    fprintf(stderr, "colo-generate: loaded %s in %.2f s on %s (%.1f MiB of weights)\n", o->model,
+            (colo_now_ns() - t0) / 1e9, device_name, colo_llama_weight_bytes(m) / 1048576.0);
+    if (tokenize_prompt(m, o, &ids, &n_ids) != COLO_OK) {
+        colo_set_err(err, errlen, "out of memory while tokenizing");
+        goto out;
+    }
+    if (o->print_tokens)
+        print_ids("prompt tokens", ids, n_ids);
+    colo_gen_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
+                          .kv_type = o->kv_type};
+    if (!(e = colo_gen_engine_create(m, s, &gc, err, errlen)))
+        goto out;
+    if (!(ctx = calloc((size_t)o->batch, sizeof *ctx))) {
+        colo_set_err(err, errlen, "out of memory");
+        goto out;
+    }
+    uint64_t t_start = colo_now_ns();
+    if (!add_sequences(e, o, ids, n_ids, ctx, err, errlen))
+        goto out;
+    colo_status st = run_to_end(e);
+    /* The newline ends the text before anything else goes to the terminal. */
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (st != COLO_OK) {
+        colo_set_err(err, errlen, "generation failed: %s", colo_status_str(st));
+        goto out;
+    }
+    if (o->print_tokens)
+        print_ids("generated tokens", ctx[0].tokens, ctx[0].n_tok);
+    report_speed(o, ctx, n_ids, t_start);
+    rc = 0;
+out:
+    colo_gen_engine_free(e);
+    if (ctx)
+        for (int i = 0; i < o->batch; i++)
+            free(ctx[i].tokens);
+    free(ctx);
+    free(ids);
+    colo_llama_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char err[512] = "";
+    colo_device_config dc = {.want = o.device, .cpu_threads = o.threads};
+    colo_device *dev = colo_device_open(&dc, err, sizeof err);
+    if (!dev) {
+        fprintf(stderr, "colo-generate: %s\n", err);
+        return 1;
+    }
+    rc = 1;
+    colo_device_info info;
+    colo_device_get_info(dev, &info);
+    size_t mem = o.memory_bytes < info.total_bytes ? o.memory_bytes : info.total_bytes;
+    colo_arena *arena = colo_arena_create_bytes(dev, "generate", mem, err, sizeof err);
+    colo_stream *s = arena ? colo_stream_create(dev, NULL, err, sizeof err) : NULL;
+    if (s)
+        rc = generate(&o, arena, s, info.name, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "colo-generate: %s\n", err);
+    colo_stream_destroy(s);
+    colo_arena_destroy(arena);
+    colo_device_close(dev);
+    return rc;
+}
