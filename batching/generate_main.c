@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "batching/engine.h"
+#include "models/chat.h"
 #include "batching/queue.h"
 #include "models/llama.h"
 #include "runtime/log.h"
@@ -149,7 +150,8 @@ static void print_ids(const char *what, const int32_t *ids, int n)
 
 /* The prompt's token ids (*ids owned by the caller): --chat wrapped in
  * ChatML with its special tokens, --prompt as plain text. */
-static colo_status tokenize_prompt(const colo_llama *m, const options *o, int32_t **ids, int *n_ids)
+static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template *chat, const options *o,
+                                   int32_t **ids, int *n_ids)
 {
     char *text;
     if (o->chat) {
@@ -158,7 +160,7 @@ static colo_status tokenize_prompt(const colo_llama *m, const options *o, int32_
         if (o->system)
             msgs[nm++] = (colo_chat_msg){"system", o->system};
         msgs[nm++] = (colo_chat_msg){"user", o->chat};
-        text = colo_chatml_prompt(msgs, nm);
+        text = colo_chat_prompt(chat, msgs, nm);
     } else {
         text = strdup(o->prompt);
     }
@@ -232,14 +234,17 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
         return 1;
     fprintf(stderr, "colo-generate: loaded %s in %.2f s on %s (%.1f MiB of weights)\n", o->model,
             (colo_now_ns() - t0) / 1e9, device_name, colo_llama_weight_bytes(m) / 1048576.0);
-    if (tokenize_prompt(m, o, &ids, &n_ids) != COLO_OK) {
+    colo_chat_template chat;
+    colo_chat_template_init(&chat, colo_llama_tokenizer(m));
+    if (tokenize_prompt(m, &chat, o, &ids, &n_ids) != COLO_OK) {
         colo_set_err(err, errlen, "out of memory while tokenizing");
         goto out;
     }
     if (o->print_tokens)
         print_ids("prompt tokens", ids, n_ids);
     colo_gen_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
-                          .kv_type = o->kv_type};
+                          .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids};
+    memcpy(gc.stop_ids, chat.stop_ids, sizeof gc.stop_ids);
     if (!(e = colo_gen_engine_create(m, s, &gc, err, errlen)))
         goto out;
     if (!(ctx = calloc((size_t)o->batch, sizeof *ctx))) {

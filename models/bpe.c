@@ -647,18 +647,3 @@ colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, si
     *len = o;
     return COLO_OK;
 }
-
-char *colo_chatml_prompt(const colo_chat_msg *msgs, int n)
-{
-    size_t need = 32;
-    for (int i = 0; i < n; i++)
-        need += strlen(msgs[i].role) + strlen(msgs[i].content) + 32;
-    char *out = malloc(need);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (int i = 0; i < n; i++)
-        o += (size_t)snprintf(out + o, need - o, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
-    snprintf(out + o, need - o, "<|im_start|>assistant\n");
-    return out;
-}

@@ -1,6 +1,6 @@
 /* models/bpe.h: GPT-2 byte-level BPE from GGUF metadata
  * (tokenizer.ggml.tokens / merges / token_type / bos / eos / add_bos_token /
- * pre), special tokens matched whole, and ChatML prompts. Pre-tokenizers
+ * pre), special tokens matched whole (chat templates: models/chat.h). Pre-tokenizers
  * (tokenizer.ggml.pre): "smollm" (digits one by one, then the GPT-2
  * pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)
  * and "gpt2"/"default"/absent (the pattern alone); others are refused.
@@ -56,8 +56,5 @@ colo_status colo_bpe_encode(const colo_bpe *b, const char *text, size_t len, boo
  * COLO_ENOMEM when cap is too small. */
 colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, size_t *len);
 
-/* ChatML: "<|im_start|>role\ncontent<|im_end|>\n" per message, then
- * "<|im_start|>assistant\n". malloc'd NUL-terminated; NULL when out of memory. */
-char *colo_chatml_prompt(const colo_chat_msg *msgs, int n);
 
 #endif

@@ -1,6 +1,7 @@
 #include "models/chat.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void add_stop(colo_chat_template *t, int id)
@@ -48,4 +49,19 @@ size_t colo_chat_apply(const colo_chat_template *t, const colo_chat_msg *msgs, i
     if (o < cap)
         o += (size_t)snprintf(out + o, cap - o, "<|im_start|>assistant\n");
     return o < cap ? o : cap - 1;
+}
+
+char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n)
+{
+    size_t cap = colo_chat_prompt_bytes(t, msgs, n);
+    char *out = malloc(cap);
+    if (out)
+        colo_chat_apply(t, msgs, n, out, cap);
+    return out;
+}
+
+char *colo_chatml_prompt(const colo_chat_msg *msgs, int n)
+{
+    colo_chat_template t = {.format = COLO_CHAT_CHATML};
+    return colo_chat_prompt(&t, msgs, n);
 }

@@ -35,4 +35,9 @@ size_t colo_chat_prompt_bytes(const colo_chat_template *t, const colo_chat_msg *
  * allow_special. */
 size_t colo_chat_apply(const colo_chat_template *t, const colo_chat_msg *msgs, int n, char *out, size_t cap);
 
+/* The prompt for msgs, malloc'd and NUL-terminated; NULL when out of memory. */
+char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n);
+/* ChatML's prompt for msgs (colo_chat_prompt with the ChatML template). */
+char *colo_chatml_prompt(const colo_chat_msg *msgs, int n);
+
 #endif

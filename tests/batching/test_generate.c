@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "batching/engine.h"
+#include "models/chat.h"
 #include "models/unicode.h"
 #include "models/model_cache.h"
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "models/bpe.h"
+#include "models/chat.h"
 #include "models/mkmodel.h"
 
 static char path[300];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "models/bpe.h"
+#include "models/chat.h"
 #include "models/model_cache.h"
 
 #define SMOLLM2 "SmolLM2-135M-Instruct.Q4_1.gguf"
