@@ -424,6 +424,19 @@ static void test_errors(void **state)
     assert_non_null(strstr(msg, "256")); /* the context, in tokens */
     json_decref(j);
     free(body);
+    /* Past 4 KiB the prompt is tokenized off the event loop: the same 400. */
+    body = malloc(6000);
+    assert_non_null(body);
+    k = sprintf(body, "{\"prompt\":\"");
+    for (int i = 0; i < 2500; i++)
+        memcpy(body + k + 2 * i, "b ", 2);
+    strcpy(body + k + 5000, "\"}");
+    j = post_json(f, "/v1/models/a/infer", body, 400);
+    msg = jstr(json_object_get(j, "error"), "message");
+    assert_non_null(strstr(msg, "tokens"));
+    assert_non_null(strstr(msg, "256"));
+    json_decref(j);
+    free(body);
     /* prompt + max_tokens past the context: 400 with both counts, before queueing */
     j = post_json(f, "/v1/models/a/infer", "{\"prompt\":\"hello\",\"max_tokens\":255}", 400);
     msg = jstr(json_object_get(j, "error"), "message");
