@@ -37,12 +37,12 @@ static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m,
     srand(1);
     for (int r = 0; r < n; r++) {
         for (int j = 0; j < k; j++)
-            row[j] = (float)rand() / RAND_MAX - 0.5f;
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
         if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
             memset(w + rb * (size_t)r, 0x11, rb); /* Q6_K: any bytes are a block */
     }
     for (int i = 0; i < m * k; i++)
-        x[i] = (float)rand() / RAND_MAX - 0.5f;
+        x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     colo_buffer *bw, *bx, *by;
     void *dw = upload(s, dev, w, rb * (size_t)n, &bw);
     float *dx = upload(s, dev, x, (size_t)m * k * sizeof(float), &bx);
@@ -71,7 +71,7 @@ static double time_gemm(colo_device *dev, colo_stream *s, int batch, int m, int 
     size_t na = (size_t)batch * m * k, nb = (size_t)batch * k * n, nc = (size_t)batch * m * n;
     float *h = malloc((na + nb) * sizeof(float));
     for (size_t i = 0; i < na + nb; i++)
-        h[i] = (float)rand() / RAND_MAX - 0.5f;
+        h[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     colo_buffer *ba, *bc;
     float *da = upload(s, dev, h, (na + nb) * sizeof(float), &ba), *db = da + na;
     char err[256];
