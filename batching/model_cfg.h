@@ -21,6 +21,7 @@ typedef struct colo_batching_cfg {
     int n_preferred;                                  /* 0 = none */
     int max_queue_delay_us;                           /* dynamic batching wait; default 2000 */
     int max_queue;                                    /* queued requests before 429; default 256 */
+    int max_queue_tokens;                             /* queued prompt tokens before 429; 0 (default) = no bound */
     int queue_timeout_ms;                             /* default 30000 */
     int max_batch_prefill_tokens;                     /* prompt tokens per step; default 512 */
 } colo_batching_cfg;

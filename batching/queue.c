@@ -15,6 +15,8 @@ struct colo_queue {
     int len[N_PRIO];
     int total;
     int max_len;
+    int64_t tokens;     /* sum of the queued items' lengths */
+    int64_t max_tokens; /* 0 = no bound */
     bool closed;
     bool woken;
 };
@@ -61,12 +63,15 @@ static void unlink_item(colo_queue *q, colo_queue_item *it)
     it->queued = false;
     q->len[prio_index(it->priority)]--;
     q->total--;
+    q->tokens -= it->length;
 }
 
 colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    if (q->closed || q->total >= q->max_len) {
+    /* an item longer than the whole bound still gets in alone */
+    bool over_tokens = q->max_tokens > 0 && q->total > 0 && q->tokens + it->length > q->max_tokens;
+    if (q->closed || q->total >= q->max_len || over_tokens) {
         pthread_mutex_unlock(&q->mu);
         return COLO_EAGAIN;
     }
@@ -80,6 +85,7 @@ colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
     it->queued = true;
     q->len[p]++;
     q->total++;
+    q->tokens += it->length;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return COLO_OK;
@@ -208,6 +214,21 @@ int colo_queue_len_prio(colo_queue *q, colo_priority prio)
 }
 
 int colo_queue_max_len(const colo_queue *q) { return q->max_len; }
+
+void colo_queue_set_max_tokens(colo_queue *q, int64_t max_tokens)
+{
+    pthread_mutex_lock(&q->mu);
+    q->max_tokens = max_tokens > 0 ? max_tokens : 0;
+    pthread_mutex_unlock(&q->mu);
+}
+
+int64_t colo_queue_tokens(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int64_t n = q->tokens;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
 
 bool colo_queue_wait(colo_queue *q, uint64_t timeout_ns)
 {

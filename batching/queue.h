@@ -66,6 +66,11 @@ int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *p, uint64_t no
 int colo_queue_len(colo_queue *q);
 int colo_queue_len_prio(colo_queue *q, colo_priority prio);
 int colo_queue_max_len(const colo_queue *q);
+/* Bounds the sum of the queued items' lengths (tokens): a push past it is
+ * COLO_EAGAIN, except into an empty queue. 0 = no bound (the default). */
+void colo_queue_set_max_tokens(colo_queue *q, int64_t max_tokens);
+/* The sum of the queued items' lengths. */
+int64_t colo_queue_tokens(colo_queue *q);
 
 /* Waits until the queue is non-empty, colo_queue_wake is called, or
  * timeout_ns passes (UINT64_MAX = no timeout). True when non-empty. */

@@ -96,6 +96,7 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
             snprintf(e, sizeof e, "out of memory");
         goto fail;
     }
+    colo_queue_set_max_tokens(m->q, mc->batching.max_queue_tokens);
     if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, env->stream.priority))) {
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
@@ -316,7 +317,7 @@ static colo_status enqueue(colo_served *m, colo_request *r)
 
 static const char *enqueue_error(colo_status st)
 {
-    return st == COLO_EAGAIN ? "the queue is full" : "the model is not serving";
+    return st == COLO_EAGAIN ? "the queue is full (requests or tokens)" : "the model is not serving";
 }
 
 static void *prep_main(void *arg)

@@ -348,6 +348,8 @@ static int batching_field(parse_ctx *p, const char *key, const yaml_node_t *v, v
         return get_int(p, v, f, 0, INT_MAX, &b->max_queue_delay_us);
     if (!strcmp(key, "max_queue"))
         return get_int(p, v, f, 1, 1 << 24, &b->max_queue);
+    if (!strcmp(key, "max_queue_tokens"))
+        return get_int(p, v, f, 0, INT_MAX, &b->max_queue_tokens);
     if (!strcmp(key, "queue_timeout_ms"))
         return get_int(p, v, f, 1, INT_MAX, &b->queue_timeout_ms);
     if (!strcmp(key, "max_batch_prefill_tokens"))

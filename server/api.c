@@ -260,8 +260,12 @@ static void refuse(api_call *c, colo_status st, const char *err)
         colo_served_info in;
         colo_served_get_info(c->am->m, &in);
         colo_http_add_header(req, "Retry-After", "1");
-        colo_http_error(req, 429, "queue_full", "model %s: the queue is full (%d requests); retry later",
-                        c->am->name, in.max_queue);
+        int max_tokens = colo_served_config(c->am->m)->batching.max_queue_tokens;
+        char tokens[64] = "";
+        if (max_tokens > 0)
+            snprintf(tokens, sizeof tokens, " or %d prompt tokens", max_tokens);
+        colo_http_error(req, 429, "queue_full", "model %s: the queue is full (%d requests%s); retry later",
+                        c->am->name, in.max_queue, tokens);
     } else if (st == COLO_ENOMEM) {
         colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, 503, "out_of_memory", "model %s: %s", c->am->name, err);

@@ -245,12 +245,12 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
     for (int i = 0; pref && i < b->n_preferred; i++)
         json_array_append_new(pref, json_integer(b->preferred_batch_size[i]));
     json_t *o = json_pack(
-        "{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:o,s:{s:i,s:o,s:i,s:i,s:i,s:i},s:i,s:i,s:i,s:i,s:f}", "id", in.name,
+        "{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:o,s:{s:i,s:o,s:i,s:i,s:i,s:i,s:i},s:i,s:i,s:i,s:i,s:f}", "id", in.name,
         "object", "model", "created", (json_int_t)a->created, "owned_by", "colo", "kind", in.kind, "task",
         colo_task_name(in.task), "state", colo_served_state_name(in.state), "priority",
         colo_priority_name(in.priority), "memory", memory_json(&in), "batching", "max_batch_size", b->max_batch_size,
         "preferred_batch_size", pref ? pref : json_null(), "max_queue_delay_us", b->max_queue_delay_us, "max_queue",
-        b->max_queue, "queue_timeout_ms", b->queue_timeout_ms, "max_batch_prefill_tokens",
+        b->max_queue, "max_queue_tokens", b->max_queue_tokens, "queue_timeout_ms", b->queue_timeout_ms, "max_batch_prefill_tokens",
         b->max_batch_prefill_tokens, "queue_depth", in.queue_depth, "running", in.running, "max_seq_len",
         in.max_seq_len, "n_vocab", in.n_vocab, "load_ms", in.load_ms);
     if (!o)

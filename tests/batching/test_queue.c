@@ -56,6 +56,31 @@ static void test_bounded_and_closed(void **state)
     assert_null(colo_queue_create(0));
 }
 
+/* A token bound counts the queued lengths; a long item still enters an
+ * empty queue alone; removal gives its tokens back. */
+static void test_token_bound(void **state)
+{
+    (void)state;
+    colo_queue *q = colo_queue_create(16);
+    colo_queue_set_max_tokens(q, 100);
+    colo_queue_item a = item(COLO_PRIO_NORMAL, 60), b = item(COLO_PRIO_NORMAL, 50), c = item(COLO_PRIO_HIGH, 40),
+                    big = item(COLO_PRIO_NORMAL, 500);
+    assert_int_equal(colo_queue_push(q, &a), COLO_OK);
+    assert_int_equal(colo_queue_push(q, &b), COLO_EAGAIN); /* 110 > 100 */
+    assert_int_equal(colo_queue_push(q, &c), COLO_OK);     /* 100 */
+    assert_int_equal(colo_queue_tokens(q), 100);
+    assert_true(colo_queue_remove(q, &a));
+    assert_int_equal(colo_queue_tokens(q), 40);
+    assert_int_equal(colo_queue_push(q, &b), COLO_OK); /* 90 */
+    assert_int_equal(colo_queue_push(q, &big), COLO_EAGAIN);
+    assert_ptr_equal(colo_queue_pop(q), &c);
+    assert_ptr_equal(colo_queue_pop(q), &b);
+    assert_int_equal(colo_queue_tokens(q), 0);
+    assert_int_equal(colo_queue_push(q, &big), COLO_OK); /* alone */
+    assert_ptr_equal(colo_queue_pop(q), &big);
+    colo_queue_destroy(q);
+}
+
 static void test_cancel_removes(void **state)
 {
     (void)state;
@@ -221,7 +246,7 @@ int main(void)
         cmocka_unit_test(test_cancel_removes),       cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_batch_full_size),      cmocka_unit_test(test_batch_preferred_and_delay),
         cmocka_unit_test(test_batch_groups_by_length), cmocka_unit_test(test_batch_high_priority_first),
-        cmocka_unit_test(test_wait),
+        cmocka_unit_test(test_wait),                 cmocka_unit_test(test_token_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

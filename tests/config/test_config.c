@@ -51,7 +51,7 @@ static void test_full_config(void **state)
                     "    sm_share: 0.5\n"
                     "    context: 4096\n"
                     "    kv_cache: { block_size: 32, dtype: f32 }\n"
-                    "    batching: { max_batch_size: 8, preferred_batch_size: [2, 4, 8], max_queue: 16,\n"
+                    "    batching: { max_batch_size: 8, preferred_batch_size: [2, 4, 8], max_queue: 16, max_queue_tokens: 4096,\n"
                     "                max_queue_delay_us: 100, queue_timeout_ms: 5, max_batch_prefill_tokens: 64 }\n"
                     "    sla: { p99_ms: 800, ttft_ms: 300, min_rps: 2, max_error_rate: 0.01 }\n"
                     "  - name: emb\n"
@@ -101,6 +101,7 @@ static void test_full_config(void **state)
     assert_int_equal(m->batching.n_preferred, 3);
     assert_int_equal(m->batching.preferred_batch_size[2], 8);
     assert_int_equal(m->batching.max_queue, 16);
+    assert_int_equal(m->batching.max_queue_tokens, 4096);
     assert_int_equal(m->batching.max_queue_delay_us, 100);
     assert_int_equal(m->batching.queue_timeout_ms, 5);
     assert_int_equal(m->batching.max_batch_prefill_tokens, 64);
