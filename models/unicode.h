@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/utf8.h"
+
 typedef struct colo_cp_range {
     uint32_t lo, hi;
 } colo_cp_range;
@@ -17,11 +19,6 @@ extern const int colo_unicode_number_n;
 extern const colo_cp_range colo_unicode_space[];
 extern const int colo_unicode_space_n;
 
-/* Decodes one code point at s (n bytes left) into *cp; returns its length
- * (1-4). Invalid or truncated sequences decode as one byte with *cp =
- * 0xFFFD | 0x80000000 | byte... callers only need: valid -> cp, invalid ->
- * a length of 1 and *cp = UINT32_MAX. */
-int colo_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 /* Encodes cp into out (4 bytes); returns the length. */
 int colo_utf8_encode(uint32_t cp, char *out);
 /* Length of the longest prefix of s[0, n) that is whole UTF-8 sequences

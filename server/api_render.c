@@ -1,5 +1,6 @@
 /* JSON bodies and SSE events of the model endpoints. */
 #include "server/api_internal.h"
+#include "runtime/utf8.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -30,28 +31,6 @@ const char *colo_api_status_code(colo_status st)
     }
 }
 
-/* Decodes one UTF-8 sequence at s (n bytes): its length, and *cp (UINT32_MAX
- * when invalid: overlong, surrogate, past U+10FFFF or cut short). */
-static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned c = s[0];
-    int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    *cp = UINT32_MAX;
-    if (!len || (size_t)len > n)
-        return 1;
-    uint32_t v = len == 1 ? c : c & (0x7Fu >> len);
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 1;
-        v = v << 6 | (s[i] & 0x3Fu);
-    }
-    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 1;
-    *cp = v;
-    return len;
-}
-
 json_t *colo_api_json_text(const char *t, size_t n)
 {
     json_t *j = json_stringn(t ? t : "", t ? n : 0);
@@ -63,7 +42,7 @@ json_t *colo_api_json_text(const char *t, size_t n)
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        int l = utf8_next((const unsigned char *)t + i, n - i, &cp);
+        int l = colo_utf8_decode((const unsigned char *)t + i, n - i, &cp);
         if (cp == UINT32_MAX || cp == 0) {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;
