@@ -1,6 +1,8 @@
 /* Weight types and the op dispatchers: argument checks, then the backend. */
 #include "kernels/ops.h"
 
+#include <math.h>
+
 #include "runtime/backend_impl.h"
 #include "runtime/fault.h"
 
@@ -120,13 +122,14 @@ colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma
     DISPATCH(s, layernorm, x, gamma, beta, y, rows, n, eps);
 }
 
-colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
-                         int head_dim, int n_rot, float freq_base)
+colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
+                         const colo_rope_desc *d)
 {
-    if (!x || !pos || rows <= 0 || n_heads <= 0 || head_dim <= 0 || n_rot <= 0 || n_rot > head_dim || n_rot % 2 ||
-        !(freq_base > 0) || x_stride < 0 || (x_stride && x_stride < n_heads * head_dim))
+    if (!x || !pos || !d || rows <= 0 || d->n_heads <= 0 || d->head_dim <= 0 || d->n_rot <= 0 ||
+        d->n_rot > d->head_dim || d->n_rot % 2 || !(d->freq_base > 0) || !(d->freq_scale > 0) ||
+        !isfinite(d->attn_factor) || x_stride < 0 || (x_stride && x_stride < d->n_heads * d->head_dim))
         return COLO_EINVAL;
-    DISPATCH(s, rope, x, x_stride, pos, rows, n_heads, head_dim, n_rot, freq_base);
+    DISPATCH(s, rope, x, x_stride, pos, rows, d);
 }
 
 colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float scale)
@@ -157,6 +160,20 @@ colo_status colo_op_gelu(colo_stream *s, const float *x, float *y, int64_t n)
     DISPATCH(s, gelu, x, y, n);
 }
 
+colo_status colo_op_geglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n)
+{
+    if (!gate || !up || !out || n <= 0)
+        return COLO_EINVAL;
+    DISPATCH(s, geglu, gate, up, out, n);
+}
+
+colo_status colo_op_scale(colo_stream *s, float *x, float alpha, int64_t n)
+{
+    if (!x || n <= 0 || !isfinite(alpha))
+        return COLO_EINVAL;
+    DISPATCH(s, scale, x, alpha, n);
+}
+
 colo_status colo_op_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n)
 {
     if (!a || !b || !out || n <= 0)
@@ -182,7 +199,8 @@ colo_status colo_op_attention(colo_stream *s, const colo_attn_desc *d, const flo
     if (!d || !q || !k_cache || !v_cache || !out || d->n_tokens <= 0 || d->n_head <= 0 || d->n_kv_head <= 0 ||
         d->n_head % d->n_kv_head || d->head_dim <= 0 || d->block_size <= 0 || d->max_blocks <= 0 ||
         d->max_pos < 0 || d->max_pos >= d->max_blocks * d->block_size || !d->tok_seq || !d->tok_pos ||
-        !d->block_table || d->q_stride < 0 || (d->q_stride && d->q_stride < d->n_head * d->head_dim))
+        !d->block_table || d->q_stride < 0 || (d->q_stride && d->q_stride < d->n_head * d->head_dim) ||
+        d->window < 0)
         return COLO_EINVAL;
     if (d->kv_type != COLO_F32 && d->kv_type != COLO_F16)
         return COLO_EUNSUPPORTED;

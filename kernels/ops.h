@@ -49,7 +49,25 @@ typedef struct colo_attn_desc {
     const int32_t *tok_pos;     /* (n_tokens) */
     const int32_t *block_table; /* (n_seqs, max_blocks) */
     int q_stride;               /* elements between rows of q; 0 = n_head * head_dim */
+    int window;                 /* sliding window: attend to positions > tok_pos - window; 0 = all */
 } colo_attn_desc;
+
+/* Rotary embedding of the first n_rot dims of each of n_heads heads of
+ * head_dim. Pair i (i < n_rot / 2) is (x[2i], x[2i+1]), or with neox
+ * (x[i], x[i + n_rot/2]); it turns by
+ *   theta_i = pos * freq_scale * freq_base^(-2i/n_rot) / freq_factors[i]
+ * (freq_factors NULL: 1), and cos/sin are multiplied by attn_factor (as
+ * GGML's rope_ext with ext_factor 0). */
+typedef struct colo_rope_desc {
+    int n_heads;
+    int head_dim;
+    int n_rot;
+    bool neox;
+    float freq_base;
+    float freq_scale;          /* 1 = no scaling */
+    float attn_factor;         /* 1 = none */
+    const float *freq_factors; /* (n_rot / 2) device floats, or NULL */
+} colo_rope_desc;
 
 typedef struct colo_ops colo_ops;
 
@@ -85,12 +103,10 @@ struct colo_ops {
     colo_status (*layernorm)(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
                              int rows, int n, float eps);
 
-    /* In-place rotary embedding on adjacent pairs (x[2i], x[2i+1]) of the
-     * first n_rot dims of each head: theta_i = pos * freq_base^(-2i/n_rot).
-     * x (rows, n_heads * head_dim) with row stride x_stride (0 = packed);
-     * pos (rows) int32. */
-    colo_status (*rope)(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
-                        int head_dim, int n_rot, float freq_base);
+    /* In-place rotary embedding (see colo_rope_desc). x (rows, n_heads *
+     * head_dim) with row stride x_stride (0 = packed); pos (rows) int32. */
+    colo_status (*rope)(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
+                        const colo_rope_desc *d);
 
     /* In place, per row: x = softmax(scale * x). */
     colo_status (*softmax)(colo_stream *s, float *x, int rows, int n, float scale);
@@ -101,6 +117,12 @@ struct colo_ops {
     colo_status (*silu)(colo_stream *s, const float *x, float *y, int64_t n);
     /* y (n) = x * Phi(x) (exact, erf-based GELU as BERT uses). */
     colo_status (*gelu)(colo_stream *s, const float *x, float *y, int64_t n);
+    /* out (n) = gelu_tanh(gate) * up, GELU's tanh approximation
+     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU as Gemma uses).
+     * out may equal gate or up. */
+    colo_status (*geglu)(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+    /* In place: x (n) *= alpha. */
+    colo_status (*scale)(colo_stream *s, float *x, float alpha, int64_t n);
     /* out (n) = a + b. out may equal a or b. */
     colo_status (*add)(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
 
@@ -145,12 +167,14 @@ colo_status colo_op_get_rows(colo_stream *s, const void *table, colo_dtype type,
 colo_status colo_op_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
 colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
                               int rows, int n, float eps);
-colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
-                         int head_dim, int n_rot, float freq_base);
+colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
+                         const colo_rope_desc *d);
 colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float scale);
 colo_status colo_op_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
 colo_status colo_op_silu(colo_stream *s, const float *x, float *y, int64_t n);
 colo_status colo_op_gelu(colo_stream *s, const float *x, float *y, int64_t n);
+colo_status colo_op_geglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+colo_status colo_op_scale(colo_stream *s, float *x, float alpha, int64_t n);
 colo_status colo_op_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
 colo_status colo_op_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
                              void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,

@@ -501,8 +501,12 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear(s, L->wq, L->tq, NULL, m->h, 0, m->q, 0, n, E, E));
         TRY(colo_op_linear(s, L->wk, L->tk, NULL, m->h, 0, m->k, 0, n, KV, E));
         TRY(colo_op_linear(s, L->wv, L->tv, NULL, m->h, 0, m->v, 0, n, KV, E));
-        TRY(colo_op_rope(s, m->q, 0, m->d_pos, n, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base));
-        TRY(colo_op_rope(s, m->k, 0, m->d_pos, n, hp->n_kv_head, hp->head_dim, hp->n_rot, hp->rope_base));
+        colo_rope_desc rq = {.n_heads = hp->n_head, .head_dim = hp->head_dim, .n_rot = hp->n_rot,
+                             .freq_base = hp->rope_base, .freq_scale = 1, .attn_factor = 1};
+        colo_rope_desc rk = rq;
+        rk.n_heads = hp->n_kv_head;
+        TRY(colo_op_rope(s, m->q, 0, m->d_pos, n, &rq));
+        TRY(colo_op_rope(s, m->k, 0, m->d_pos, n, &rk));
         void *kc = colo_kv_cache_k(m->kv, l), *vc = colo_kv_cache_v(m->kv, l);
         TRY(colo_op_kv_store(s, m->k, 0, m->v, 0, kc, vc, kv_type, m->d_slot, n, KV));
         TRY(colo_op_attention(s, &ad, m->q, kc, vc, m->att));

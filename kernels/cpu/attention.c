@@ -60,7 +60,8 @@ static void attn_task(const void *p, int chunk, int n_chunks)
         const int32_t *table = d->block_table + (int64_t)seq * d->max_blocks;
         float m = -INFINITY, l = 0;
         memset(acc, 0, sizeof acc);
-        for (int j = 0; j <= pos; j++) {
+        int j0 = d->window && pos >= d->window ? pos - d->window + 1 : 0;
+        for (int j = j0; j <= pos; j++) {
             int64_t slot = (int64_t)table[j / d->block_size] * d->block_size + j % d->block_size;
             load_row(d->kv_type, a->k_cache, slot * kv_dim, kvh * hd, hd, kr);
             float s = colo_cpu_dot_f32(q, kr, hd) * d->scale;
@@ -82,7 +83,8 @@ colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const fl
 {
     attn_args a = {*d, q, k_cache, v_cache, out};
     int64_t pairs = (int64_t)d->n_tokens * d->n_head;
-    int nc = colo_cpu_chunks(s, pairs, 4.0 * (d->max_pos + 1) * d->head_dim);
+    int keys = d->window && d->window < d->max_pos + 1 ? d->window : d->max_pos + 1;
+    int nc = colo_cpu_chunks(s, pairs, 4.0 * keys * d->head_dim);
     return colo_cpu_launch(s, attn_task, &a, sizeof a, nc);
 }
 

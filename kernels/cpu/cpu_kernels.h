@@ -104,8 +104,10 @@ colo_status colo_cpu_swiglu(colo_stream *s, const float *gate, const float *up, 
 colo_status colo_cpu_silu(colo_stream *s, const float *x, float *y, int64_t n);
 colo_status colo_cpu_gelu(colo_stream *s, const float *x, float *y, int64_t n);
 colo_status colo_cpu_add(colo_stream *s, const float *a, const float *b, float *out, int64_t n);
-colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
-                          int head_dim, int n_rot, float freq_base);
+colo_status colo_cpu_geglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n);
+colo_status colo_cpu_scale(colo_stream *s, float *x, float alpha, int64_t n);
+colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
+                          const colo_rope_desc *d);
 /* gather.c */
 colo_status colo_cpu_get_rows(colo_stream *s, const void *table, colo_dtype type, int64_t n_rows, int row_len,
                               const int32_t *ids, int n_ids, float *out);

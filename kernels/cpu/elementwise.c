@@ -6,13 +6,14 @@
 
 /* ---- element-wise ------------------------------------------------------------- */
 
-typedef enum { EW_SWIGLU, EW_SILU, EW_GELU, EW_ADD } ew_kind;
+typedef enum { EW_SWIGLU, EW_SILU, EW_GELU, EW_ADD, EW_GEGLU, EW_SCALE } ew_kind;
 
 typedef struct {
     ew_kind kind;
     const float *a, *b;
     float *out;
     int64_t n;
+    float alpha;
 } ew_args;
 
 static void ew_task(const void *p, int chunk, int n_chunks)
@@ -39,12 +40,23 @@ static void ew_task(const void *p, int chunk, int n_chunks)
         for (int64_t i = lo; i < hi; i++)
             e->out[i] = e->a[i] + e->b[i];
         break;
+    case EW_GEGLU:
+        for (int64_t i = lo; i < hi; i++) {
+            float g = e->a[i];
+            float t = tanhf(0.7978845608028654f * g * (1.0f + 0.044715f * g * g));
+            e->out[i] = 0.5f * g * (1.0f + t) * e->b[i];
+        }
+        break;
+    case EW_SCALE:
+        for (int64_t i = lo; i < hi; i++)
+            e->out[i] = e->a[i] * e->alpha;
+        break;
     }
 }
 
 static colo_status ew(colo_stream *s, ew_kind kind, const float *a, const float *b, float *out, int64_t n)
 {
-    ew_args e = {kind, a, b, out, n};
+    ew_args e = {kind, a, b, out, n, 1.0f};
     return colo_cpu_launch(s, ew_task, &e, sizeof e, colo_cpu_chunks(s, n, kind == EW_ADD ? 1 : 20));
 }
 
@@ -58,38 +70,54 @@ colo_status colo_cpu_add(colo_stream *s, const float *a, const float *b, float *
 {
     return ew(s, EW_ADD, a, b, out, n);
 }
+colo_status colo_cpu_geglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n)
+{
+    return ew(s, EW_GEGLU, gate, up, out, n);
+}
+colo_status colo_cpu_scale(colo_stream *s, float *x, float alpha, int64_t n)
+{
+    ew_args e = {EW_SCALE, x, NULL, x, n, alpha};
+    return colo_cpu_launch(s, ew_task, &e, sizeof e, colo_cpu_chunks(s, n, 1));
+}
 /* ---- rope ------------------------------------------------------------------------- */
 
 typedef struct {
     float *x;
     const int32_t *pos;
-    int stride, rows, n_heads, head_dim, n_rot;
-    float freq_base;
+    int stride, rows;
+    colo_rope_desc d;
 } rope_args;
 
+/* The angle in double (a float angle at position 8191 would be off by up
+ * to 5e-4 rad). */
 static void rope_task(const void *p, int chunk, int n_chunks)
 {
     const rope_args *r = p;
+    const colo_rope_desc *d = &r->d;
+    int half = d->n_rot / 2;
     int64_t lo, hi;
     colo_chunk_range(r->rows, chunk, n_chunks, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) {
         double pos = r->pos[i];
-        for (int d = 0; d < r->n_rot; d += 2) {
-            double theta = pos * pow((double)r->freq_base, -(double)d / r->n_rot);
-            float c = (float)cos(theta), sn = (float)sin(theta);
-            for (int h = 0; h < r->n_heads; h++) {
-                float *v = r->x + i * r->stride + (int64_t)h * r->head_dim + d;
-                float a = v[0], b = v[1];
-                v[0] = a * c - b * sn;
-                v[1] = a * sn + b * c;
+        for (int j = 0; j < half; j++) {
+            double theta = pos * d->freq_scale * pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            if (d->freq_factors)
+                theta /= d->freq_factors[j];
+            float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
+            int i0 = d->neox ? j : 2 * j, i1 = d->neox ? j + half : 2 * j + 1;
+            for (int h = 0; h < d->n_heads; h++) {
+                float *v = r->x + i * r->stride + (int64_t)h * d->head_dim;
+                float a = v[i0], b = v[i1];
+                v[i0] = a * c - b * sn;
+                v[i1] = a * sn + b * c;
             }
         }
     }
 }
 
-colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows, int n_heads,
-                            int head_dim, int n_rot, float freq_base)
+colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
+                          const colo_rope_desc *d)
 {
-    rope_args r = {x, pos, x_stride ? x_stride : n_heads * head_dim, rows, n_heads, head_dim, n_rot, freq_base};
-    return colo_cpu_launch(s, rope_task, &r, sizeof r, colo_cpu_chunks(s, rows, 30.0 * n_heads * head_dim));
+    rope_args r = {x, pos, x_stride ? x_stride : d->n_heads * d->head_dim, rows, *d};
+    return colo_cpu_launch(s, rope_task, &r, sizeof r, colo_cpu_chunks(s, rows, 30.0 * d->n_heads * d->head_dim));
 }

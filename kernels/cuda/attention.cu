@@ -213,6 +213,8 @@ __global__ void __launch_bounds__(32 * ATTN_WARPS)
         paged_keys keys = {d.block_table + (size_t)seq * d.max_blocks, d.block_size,
                            (int64_t)d.n_kv_head * hd, (int64_t)kvh * hd};
         int j0 = split * kps, j1 = min(pos + 1, j0 + kps);
+        if (d.window && j0 < pos - d.window + 1)
+            j0 = pos - d.window + 1;
         attend<KV, DPL, VEC>(qs, kc, vc, keys, j0, j1, hd, m, l, acc, flag);
     }
     if (n_split == 1) {

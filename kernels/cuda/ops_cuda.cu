@@ -83,39 +83,41 @@ static colo_status cuda_l2norm(colo_stream *s, float *x, int r, int n)
 // Block per row; the angle in double, as the CPU computes it: a float angle
 // at position 8191 would be off by up to 5e-4 rad. Each block first puts the
 // n_rot / 2 frequencies in shared memory.
-__global__ void rope_kernel(float *x, int stride, const int32_t *pos, int n_heads, int head_dim, int n_rot,
-                            double base)
+__global__ void rope_kernel(float *x, int stride, const int32_t *pos, colo_rope_desc d)
 {
     extern __shared__ double freq[];
-    int row = blockIdx.x, half = n_rot / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x)
-        freq[i] = pow(base, -(double)(2 * i) / n_rot);
+    int row = blockIdx.x, half = d.n_rot / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double f = d.freq_scale * pow((double)d.freq_base, -(double)(2 * i) / d.n_rot);
+        freq[i] = d.freq_factors ? f / d.freq_factors[i] : f;
+    }
     __syncthreads();
     double p = pos[row];
-    for (int i = threadIdx.x; i < n_heads * half; i += blockDim.x) {
-        int h = i / half, d = i % half;
+    for (int i = threadIdx.x; i < d.n_heads * half; i += blockDim.x) {
+        int h = i / half, j = i % half;
         double sn, c;
-        sincos(p * freq[d], &sn, &c);
-        float *v = x + (size_t)row * stride + (size_t)h * head_dim + 2 * d;
-        float a = v[0], b = v[1], fc = (float)c, fs = (float)sn;
-        v[0] = a * fc - b * fs;
-        v[1] = a * fs + b * fc;
+        sincos(p * freq[j], &sn, &c);
+        float *v = x + (size_t)row * stride + (size_t)h * d.head_dim;
+        int i0 = d.neox ? j : 2 * j, i1 = d.neox ? j + half : 2 * j + 1;
+        float a = v[i0], b = v[i1], fc = (float)c * d.attn_factor, fs = (float)sn * d.attn_factor;
+        v[i0] = a * fc - b * fs;
+        v[i1] = a * fs + b * fc;
     }
 }
 
-static colo_status cuda_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int r, int n_heads,
-                             int head_dim, int n_rot, float base)
+static colo_status cuda_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int r,
+                             const colo_rope_desc *d)
 {
-    if (n_rot < 2)
+    if (d->n_rot < 2)
         return COLO_OK; // nothing rotates
-    rope_kernel<<<r, 128, (size_t)(n_rot / 2) * sizeof(double), colo_cuda_stream(s)>>>(
-        x, x_stride ? x_stride : n_heads * head_dim, pos, n_heads, head_dim, n_rot, (double)base);
+    rope_kernel<<<r, 128, (size_t)(d->n_rot / 2) * sizeof(double), colo_cuda_stream(s)>>>(
+        x, x_stride ? x_stride : d->n_heads * d->head_dim, pos, *d);
     return COLO_LAUNCH_CHECK();
 }
 
 // ---- element-wise ---------------------------------------------------------------------------------
 
-enum { E_SWIGLU, E_SILU, E_GELU, E_ADD };
+enum { E_SWIGLU, E_SILU, E_GELU, E_ADD, E_GEGLU };
 
 template <int KIND> __global__ void ew_kernel(const float *a, const float *b, float *out, int64_t n)
 {
@@ -127,6 +129,8 @@ template <int KIND> __global__ void ew_kernel(const float *a, const float *b, fl
             out[i] = x / (1.0f + expf(-x));
         else if constexpr (KIND == E_GELU)
             out[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+        else if constexpr (KIND == E_GEGLU)
+            out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x))) * b[i];
         else
             out[i] = x + b[i];
     }
@@ -149,6 +153,24 @@ static colo_status cuda_gelu(colo_stream *s, const float *x, float *y, int64_t n
 static colo_status cuda_add(colo_stream *s, const float *a, const float *b, float *o, int64_t n)
 {
     return ew<E_ADD>(s, a, b, o, n);
+}
+static colo_status cuda_geglu(colo_stream *s, const float *g, const float *u, float *o, int64_t n)
+{
+    return ew<E_GEGLU>(s, g, u, o, n);
+}
+
+__global__ void scale_kernel(float *x, float alpha, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= alpha;
+}
+static colo_status cuda_scale(colo_stream *s, float *x, float alpha, int64_t n)
+{
+    unsigned blocks = colo_div_up(n, 256);
+    if (blocks > 65535u * 8)
+        blocks = 65535u * 8;
+    scale_kernel<<<blocks, 256, 0, colo_cuda_stream(s)>>>(x, alpha, n);
+    return COLO_LAUNCH_CHECK();
 }
 
 // ---- mean pooling -----------------------------------------------------------------------------------
@@ -194,6 +216,8 @@ extern "C" const colo_ops colo_cuda_ops = {
     /* swiglu */ cuda_swiglu,
     /* silu */ cuda_silu,
     /* gelu */ cuda_gelu,
+    /* geglu */ cuda_geglu,
+    /* scale */ cuda_scale,
     /* add */ cuda_add,
     /* kv_store */ colo_cuda_kv_store,
     /* attention */ colo_cuda_attention,

@@ -395,61 +395,83 @@ static void test_row_ops(void **state)
 static void test_elementwise(void **state)
 {
     ctx_t *c = *state;
-    for (int op = 0; op < 4; op++) {
+    static const char *names[] = {"swiglu", "silu", "gelu", "add", "geglu", "scale"};
+    for (int op = 0; op < 6; op++) {
         int64_t n = 1 + (int64_t)(rng_u64() % 5000);
         float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
         fill_normal(a, n, 3.0f), fill_normal(b, n, 3.0f);
+        float alpha = 0.5f + rng_uniform() * 30.0f;
         float *da = dput(c, a, (size_t)n * 4), *db = dput(c, b, (size_t)n * 4), *dy = dpoison(c, (size_t)n * 4);
         colo_status st = op == 0   ? colo_op_swiglu(c->s, da, db, dy, n)
                          : op == 1 ? colo_op_silu(c->s, da, dy, n)
                          : op == 2 ? colo_op_gelu(c->s, da, dy, n)
-                                   : colo_op_add(c->s, da, db, dy, n);
+                         : op == 3 ? colo_op_add(c->s, da, db, dy, n)
+                         : op == 4 ? colo_op_geglu(c->s, da, db, dy, n)
+                                   : colo_op_scale(c->s, dy = da, alpha, n);
         assert_int_equal(st, COLO_OK);
         dget(c, y, dy, (size_t)n * 4);
         double *ref = malloc((size_t)n * 8);
+        double scale = 1.0;
         for (int64_t i = 0; i < n; i++) {
             double x = a[i], silu = x / (1 + exp(-x));
-            ref[i] = op == 0 ? silu * b[i] : op == 1 ? silu : op == 2 ? 0.5 * x * (1 + erf(x / sqrt(2.0))) : x + b[i];
+            double gelu_tanh = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+            ref[i] = op == 0   ? silu * b[i]
+                     : op == 1 ? silu
+                     : op == 2 ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                     : op == 3 ? x + b[i]
+                     : op == 4 ? gelu_tanh * b[i]
+                               : x * alpha;
         }
-        static const char *names[] = {"swiglu", "silu", "gelu", "add"};
-        check_close_uniform(names[op], y, ref, n, 1e-5, 1e-6);
+        if (op == 5)
+            scale = alpha;
+        check_close_uniform(names[op], y, ref, n, 1e-5 * scale, 1e-6);
         free(a), free(b), free(y), free(ref);
         dfree_all(c);
     }
 }
 
+/* Variants: GGML's normal and neox pairings, partial rotation, linear
+ * scaling, per-frequency factors (Llama 3's rope_freqs, Phi-3's long and
+ * short factors) and an attention factor. */
 static void test_rope(void **state)
 {
     ctx_t *c = *state;
     int rows = 7, heads = 3, hd = 64, stride = heads * hd + 10;
-    for (int variant = 0; variant < 2; variant++) {
-        int n_rot = variant ? 32 : hd;
-        float base = variant ? 100000.0f : 10000.0f;
+    for (int variant = 0; variant < 5; variant++) {
+        int n_rot = variant == 1 || variant == 4 ? 32 : hd;
+        bool neox = variant >= 2;
+        float base = variant == 1 ? 100000.0f : 10000.0f;
+        float freq_scale = variant == 3 ? 0.125f : 1.0f, attn_factor = variant == 4 ? 1.19f : 1.0f;
+        float factors[32];
+        for (int i = 0; i < n_rot / 2; i++)
+            factors[i] = 1.0f + rng_uniform() * 30.0f;
+        bool use_factors = variant == 2 || variant == 4;
         float *x = malloc((size_t)rows * stride * 4);
         fill_normal(x, (int64_t)rows * stride, 1.0f);
         int32_t pos[7] = {0, 1, 5, 100, 2047, 3, 8191};
         float *dx = dput(c, x, (size_t)rows * stride * 4);
         int32_t *dp = dput(c, pos, sizeof pos);
-        assert_int_equal(colo_op_rope(c->s, dx, stride, dp, rows, heads, hd, n_rot, base), COLO_OK);
+        colo_rope_desc rd = {.n_heads = heads, .head_dim = hd, .n_rot = n_rot, .neox = neox, .freq_base = base,
+                             .freq_scale = freq_scale, .attn_factor = attn_factor,
+                             .freq_factors = use_factors ? dput(c, factors, sizeof factors) : NULL};
+        assert_int_equal(colo_op_rope(c->s, dx, stride, dp, rows, &rd), COLO_OK);
         float *y = malloc((size_t)rows * stride * 4);
         dget(c, y, dx, (size_t)rows * stride * 4);
         double *ref = malloc((size_t)rows * stride * 8);
+        for (size_t i = 0; i < (size_t)rows * stride; i++) /* what does not rotate stays */
+            ref[i] = x[i];
         for (int r = 0; r < rows; r++)
             for (int h = 0; h < heads; h++)
-                for (int d = 0; d < hd; d += 2) {
-                    size_t i = (size_t)r * stride + (size_t)h * hd + d;
-                    double a = x[i], b = x[i + 1];
-                    if (d < n_rot) {
-                        double th = pos[r] * pow(base, -(double)d / n_rot);
-                        ref[i] = a * cos(th) - b * sin(th);
-                        ref[i + 1] = a * sin(th) + b * cos(th);
-                    } else {
-                        ref[i] = a, ref[i + 1] = b;
-                    }
+                for (int j = 0; j < n_rot / 2; j++) {
+                    size_t row = (size_t)r * stride + (size_t)h * hd;
+                    size_t i0 = row + (neox ? j : 2 * j), i1 = row + (neox ? j + n_rot / 2 : 2 * j + 1);
+                    double a = x[i0], b = x[i1];
+                    double th = pos[r] * (double)freq_scale * pow(base, -(double)(2 * j) / n_rot);
+                    if (use_factors)
+                        th /= factors[j];
+                    ref[i0] = (a * cos(th) - b * sin(th)) * attn_factor;
+                    ref[i1] = (a * sin(th) + b * cos(th)) * attn_factor;
                 }
-        for (int r = 0; r < rows; r++) /* padding between rows untouched */
-            for (int j = heads * hd; j < stride; j++)
-                ref[(size_t)r * stride + j] = x[(size_t)r * stride + j];
         check_close_uniform("rope", y, ref, (int64_t)rows * stride, 1e-5, 2e-5);
         free(x), free(y), free(ref);
         dfree_all(c);
@@ -458,7 +480,7 @@ static void test_rope(void **state)
 
 /* Paged GQA attention: sequences of different lengths whose blocks are
  * scattered through the cache; K/V written with kv_store. */
-static void case_attention(ctx_t *c, colo_dtype kv_type)
+static void case_attention(ctx_t *c, colo_dtype kv_type, int window)
 {
     enum { NSEQ = 3, BS = 4, MAXB = 8, NBLK = NSEQ * MAXB };
     int n_head = 6, n_kv = 2, hd = 16, kv_dim = n_kv * hd;
@@ -499,7 +521,7 @@ static void case_attention(ctx_t *c, colo_dtype kv_type)
     colo_attn_desc d = {.n_tokens = total, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
                         .max_blocks = MAXB, .max_pos = 28, .scale = 1.0f / sqrtf((float)hd), .kv_type = kv_type,
                         .tok_seq = dput(c, tseq, (size_t)total * 4), .tok_pos = dput(c, tpos, (size_t)total * 4),
-                        .block_table = dput(c, table, sizeof table)};
+                        .block_table = dput(c, table, sizeof table), .window = window};
     assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
     float *out = malloc((size_t)total * n_head * hd * 4);
     dget(c, out, dout, (size_t)total * n_head * hd * 4);
@@ -510,18 +532,19 @@ static void case_attention(ctx_t *c, colo_dtype kv_type)
             for (int h = 0; h < n_head; h++) {
                 int t = base + p, kvh = h / (n_head / n_kv);
                 double sc[64], mx = -INFINITY, se = 0;
-                for (int j = 0; j <= p; j++) {
+                int j0 = window && p >= window ? p - window + 1 : 0;
+                for (int j = j0; j <= p; j++) {
                     double dot = 0;
                     for (int e = 0; e < hd; e++)
                         dot += (double)q[((size_t)t * n_head + h) * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
                     sc[j] = dot * d.scale;
                     mx = sc[j] > mx ? sc[j] : mx;
                 }
-                for (int j = 0; j <= p; j++)
+                for (int j = j0; j <= p; j++)
                     se += (sc[j] = exp(sc[j] - mx));
                 for (int e = 0; e < hd; e++) {
                     double acc = 0;
-                    for (int j = 0; j <= p; j++)
+                    for (int j = j0; j <= p; j++)
                         acc += sc[j] / se * v[(size_t)(base + j) * kv_dim + kvh * hd + e];
                     ref[((size_t)t * n_head + h) * hd + e] = acc;
                 }
@@ -534,8 +557,10 @@ static void case_attention(ctx_t *c, colo_dtype kv_type)
 
 static void test_attention(void **state)
 {
-    case_attention(*state, COLO_F32);
-    case_attention(*state, COLO_F16);
+    case_attention(*state, COLO_F32, 0);
+    case_attention(*state, COLO_F16, 0);
+    case_attention(*state, COLO_F32, 5); /* sliding window (Gemma 3's local layers) */
+    case_attention(*state, COLO_F16, 1);
 }
 
 static void test_encoder_ops(void **state)
@@ -599,7 +624,10 @@ static void test_dispatch_validation(void **state)
     assert_int_equal(colo_op_linear(c->s, buf, (colo_dtype)99, NULL, buf, 0, buf, 0, 1, 1, 32), COLO_EUNSUPPORTED);
     assert_int_equal(colo_op_linear(c->s, buf, COLO_F32, NULL, buf, 0, buf, 0, 0, 1, 32), COLO_EINVAL);
     assert_int_equal(colo_op_rmsnorm(c->s, NULL, buf, buf, 1, 1, 1e-5f), COLO_EINVAL);
-    assert_int_equal(colo_op_rope(c->s, buf, 0, (int32_t *)buf, 1, 1, 8, 7, 10000), COLO_EINVAL);
+    colo_rope_desc odd = {.n_heads = 1, .head_dim = 8, .n_rot = 7, .freq_base = 10000, .freq_scale = 1, .attn_factor = 1};
+    assert_int_equal(colo_op_rope(c->s, buf, 0, (int32_t *)buf, 1, &odd), COLO_EINVAL);
+    colo_rope_desc noscale = {.n_heads = 1, .head_dim = 8, .n_rot = 8, .freq_base = 10000, .attn_factor = 1};
+    assert_int_equal(colo_op_rope(c->s, buf, 0, (int32_t *)buf, 1, &noscale), COLO_EINVAL);
     assert_int_equal(colo_op_gemm(c->s, false, false, 2, 2, 2, 1, buf, 1, 0, buf, 2, 0, COLO_F32, 0, buf, 2, 0, 1),
                      COLO_EINVAL);
     assert_int_equal(colo_op_dequantize(c->s, buf, COLO_Q8_0, buf, COLO_Q4_1, 32), COLO_EUNSUPPORTED);
