@@ -70,6 +70,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         c->kv_type = COLO_F16;
     if (c->max_seq_len <= 0 || c->max_seq_len > hp->n_ctx)
         c->max_seq_len = hp->n_ctx;
+    colo_llama_set_seq_len(m, c->max_seq_len);
     e->max_blocks = (c->max_seq_len + c->block_size - 1) / c->block_size;
     int R = c->max_running, T = c->max_step_tokens;
     e->work = calloc((size_t)R, sizeof *e->work);

@@ -53,7 +53,7 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes,
                               .act_bytes = colo_llama_act_bytes(hp, t, r, r * max_blocks),
                               .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
-                              .overhead_bytes = (size_t)(hp->n_layer * 9 + 3) * 256 + 64 * 256,
+                              .overhead_bytes = (size_t)mem.n_tensors * 256 + 64 * 256,
                               .step_tokens = t,
                               .max_seq_len = seq};
     return COLO_OK;

@@ -1,16 +1,24 @@
-/* models/llama.h: the llama architecture (SmolLM2 and llama-shaped
- * synthetic models) from a GGUF file.
+/* models/llama.h: decoder-only transformers from a GGUF file: the
+ * architectures llama (Llama 2/3.x, Mistral, SmolLM2, DeepSeek-R1-Distill-
+ * Llama), qwen2 (Qwen2.5, DeepSeek-R1-Distill-Qwen), qwen3, phi3
+ * (Phi-3/3.5) and gemma3. docs/MODELS.md lists what each reads.
  *
- * Every hyperparameter comes from the file: llama.block_count,
+ * Every hyperparameter comes from the file (<arch>.block_count,
  * embedding_length, feed_forward_length, attention.head_count,
- * attention.head_count_kv (default head_count), rope.freq_base (default
- * 10000), rope.dimension_count (default head_dim),
- * attention.layer_norm_rms_epsilon, context_length; the vocabulary is the
- * tokenizer's (tokenizer.ggml.tokens). Tensors (GGML order, ne0 first):
- * token_embd (E, V), output_norm (E) F32, output (E, V) or, when absent,
- * the token embedding (tied); per layer blk.N.attn_norm (E) F32, attn_q
- * (E, E), attn_k/attn_v (E, KV), attn_output (E, E), ffn_norm (E) F32,
- * ffn_gate/ffn_up (E, F), ffn_down (F, E); matrices of any weight dtype.
+ * attention.head_count_kv, attention.key_length, rope.freq_base,
+ * rope.dimension_count, rope.scaling.*, attention.sliding_window,
+ * attention.layer_norm_rms_epsilon, context_length); the vocabulary is the
+ * tokenizer's. Tensors (GGML order, ne0 first) with Q = heads x head size,
+ * KV = kv heads x head size: token_embd (E, V), output_norm (E), output (E,
+ * V) or, when absent, the token embedding (tied); rope_freqs (llama) or
+ * rope_factors_long/short (phi3); per layer attn_norm, attn_q (E, Q),
+ * attn_k/attn_v (E, KV) or a fused attn_qkv (E, Q + 2 KV), optional
+ * biases, attn_q_norm/attn_k_norm (head size; qwen3, gemma3), attn_output
+ * (Q, E), post_attention_norm (gemma3), ffn_norm, ffn_gate/ffn_up (E, F) or
+ * a fused ffn_up (E, 2F; phi3), ffn_down (F, E), post_ffw_norm (gemma3).
+ * Norms, biases and factors are F32; matrices any weight dtype. A tensor
+ * the architecture does not read, or a key asking for what is not applied
+ * (other rope scalings, soft-capping, experts), is refused by name.
  *
  * Weights live in the model's arena in their file type (Q4_1 stays Q4_1).
  * The KV cache is paged (models/kv_cache.h): n_blocks blocks of block_size
@@ -34,27 +42,52 @@
 #include "runtime/backend.h"
 #include "runtime/cosched.h"
 
+typedef enum colo_llama_arch {
+    COLO_ARCH_LLAMA,
+    COLO_ARCH_QWEN2,
+    COLO_ARCH_QWEN3,
+    COLO_ARCH_PHI3,
+    COLO_ARCH_GEMMA3,
+} colo_llama_arch;
+
 typedef struct colo_llama_hparams {
+    colo_llama_arch arch;
     int n_layer;
     int n_embd;    /* E */
     int n_ff;      /* F */
     int n_head;
     int n_kv_head;
-    int head_dim;  /* E / n_head */
+    int head_dim;  /* attention.key_length, else E / n_head */
+    int q_dim;     /* Q = n_head * head_dim */
     int n_rot;     /* rotary dims per head */
     int n_vocab;   /* V */
     int n_ctx;     /* trained context length */
+    int n_ctx_orig; /* rope.scaling.original_context_length (phi3's long factors past it) */
     float rope_base;
+    float rope_base_swa;    /* gemma3's sliding-window layers */
+    float rope_scale;       /* linear scaling: 1 / rope.scaling.factor */
+    float rope_attn_factor; /* rope.scaling.attn_factor */
+    bool rope_neox;         /* GGML's neox pairing (every architecture but llama) */
+    int n_swa;              /* sliding window of gemma3's local layers; 0 none */
+    float embd_scale;       /* the token embedding is multiplied by it (gemma3: sqrt(E)) */
+    float attn_scale;       /* queries' scale in attention */
     float rms_eps;
 } colo_llama_hparams;
 
 typedef struct colo_llama colo_llama;
 
+/* "llama", "qwen2", "qwen3", "phi3", "gemma3". */
+const char *colo_llama_arch_name(colo_llama_arch a);
+
 /* Loads path into arena (weights copied with s). NULL with a message naming
- * the file and the key or tensor that is missing or malformed. The GGUF
- * file is closed once loaded. */
+ * the file and the key or tensor that is missing, malformed or not
+ * applied by colo. The GGUF file is closed once loaded. */
 colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s, char *err, size_t errlen);
 void colo_llama_free(colo_llama *m); /* returns its memory to the arena; accepts NULL */
+/* The longest sequence the model will run: picks phi3's long or short rope
+ * factors (long past rope.scaling.original_context_length, as llama.cpp
+ * does by its context). Short until called. */
+void colo_llama_set_seq_len(colo_llama *m, int max_seq_len);
 
 const colo_llama_hparams *colo_llama_hparams_get(const colo_llama *m);
 const colo_bpe *colo_llama_tokenizer(const colo_llama *m);
@@ -71,6 +104,7 @@ size_t colo_llama_kv_block_bytes(const colo_llama_hparams *hp, int block_size, c
 typedef struct colo_llama_memory {
     colo_llama_hparams hp;
     size_t weight_bytes;        /* every tensor the model uploads, in its file dtype */
+    int n_tensors;              /* how many */
     size_t kv_bytes_per_token;  /* K and V of one token in every layer, at kv_type */
     size_t act_bytes_per_token; /* activation scratch per token of a step */
     size_t act_bytes_per_logit; /* per logits row of a step */

@@ -26,8 +26,11 @@ static uint32_t file_type(colo_dtype t)
     switch (t) {
     case COLO_F32: return 0;
     case COLO_F16: return 1;
+    case COLO_Q4_0: return 2;
     case COLO_Q4_1: return 3;
     case COLO_Q8_0: return 7;
+    case COLO_Q6_K: return 18;
+    case COLO_BF16: return 32;
     default: return 0;
     }
 }
@@ -37,12 +40,16 @@ static uint32_t file_type(colo_dtype t)
 
 int colo_mkmodel_min_vocab(void) { return 256 + N_MERGES + 3; }
 
+/* What a tensor holds: a matrix, a norm's weights (near 1), a bias or
+ * rope frequency factors. */
+typedef enum { T_MATRIX, T_NORM, T_BIAS, T_FACTORS } tensor_kind;
+
 typedef struct {
     const colo_mkmodel_config *c;
     int n_tensors;
-    colo_dtype *types;  /* (2 + 9 * n_layer) */
+    colo_dtype *types;  /* (max_tensors) */
     int64_t *row_len;   /* elements per row */
-    bool *norm;
+    tensor_kind *kind;
     uint64_t total_bytes; /* of every tensor */
     colo_progress progress;
 } fill_ctx;
@@ -104,11 +111,33 @@ static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
     colo_dtype t = f->types[index];
     int64_t k = f->row_len[index];
     uint64_t s = mix(f->c->seed * 1315423911u + (uint64_t)index);
-    if (f->norm[index]) {
+    if (k < 0) { /* Llama 3.1's rope frequency factors */
+        float *w = buf;
+        double base = f->c->rope_base > 0 ? f->c->rope_base : 10000.0;
+        int half = (int)-k, n_rot = 2 * half;
+        for (int i = 0; i < half; i++) {
+            double freq = pow(base, -(double)(2 * i) / n_rot), wavelen = 2 * M_PI / freq;
+            double low = 8192.0 / 1.0, high = 8192.0 / 4.0;
+            if (wavelen < high)
+                w[i] = 1.0f;
+            else if (wavelen > low)
+                w[i] = 8.0f;
+            else {
+                double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+                w[i] = (float)(1.0 / ((1 - smooth) / 8.0 + smooth));
+            }
+        }
+        colo_progress_add(&f->progress, bytes);
+        return COLO_OK;
+    }
+    if (f->kind[index] != T_MATRIX) {
         float *w = buf;
         for (int64_t i = 0; i < k; i++) {
             s = mix(s);
-            w[i] = 1.0f + ((float)(s >> 40) / (1 << 24) - 0.5f) * 0.2f;
+            float u = (float)(s >> 40) / (1 << 24); /* [0, 1) */
+            w[i] = f->kind[index] == T_NORM   ? 1.0f + (u - 0.5f) * 0.2f
+                   : f->kind[index] == T_BIAS ? (u - 0.5f) * 0.5f
+                                              : 1.0f + u * 15.0f;
         }
         colo_progress_add(&f->progress, bytes);
         return COLO_OK;
@@ -144,19 +173,24 @@ static colo_status fill(void *ctx, int index, void *buf, size_t bytes)
 
 static colo_status check_config(const colo_mkmodel_config *c, char *err, size_t errlen)
 {
+    int hd = c->head_dim ? c->head_dim : c->n_head > 0 ? c->n_embd / c->n_head : 0;
     if (c->n_layer < 1 || c->n_embd < 32 || c->n_head < 1 || c->n_kv_head < 1 || c->n_ff < 32 || c->n_ctx < 8 ||
-        c->n_embd % c->n_head || c->n_head % c->n_kv_head || (c->n_embd / c->n_head) % 2 || c->n_layer > 1000) {
-        colo_set_err(err, errlen, "inconsistent shape: need layers >= 1, dim >= 32 divisible by heads, heads "
-                                  "divisible by kv-heads, an even head size, ffn >= 32, ctx >= 8");
+        (!c->head_dim && c->n_embd % c->n_head) || c->n_head % c->n_kv_head || hd % 2 || hd > 256 ||
+        c->n_layer > 1000 || (unsigned)c->arch > COLO_ARCH_GEMMA3) {
+        colo_set_err(err, errlen, "inconsistent shape: need layers >= 1, dim >= 32 divisible by heads (or a head "
+                                  "size), heads divisible by kv-heads, an even head size of at most 256, ffn >= 32, "
+                                  "ctx >= 8");
         return COLO_EINVAL;
     }
-    if (c->type != COLO_F32 && c->type != COLO_F16 && c->type != COLO_Q4_1 && c->type != COLO_Q8_0) {
-        colo_set_err(err, errlen, "--type must be f32, f16, q4_1 or q8_0");
+    if (c->type != COLO_F32 && c->type != COLO_F16 && c->type != COLO_BF16 && c->type != COLO_Q4_0 &&
+        c->type != COLO_Q4_1 && c->type != COLO_Q8_0) {
+        colo_set_err(err, errlen, "--type must be f32, f16, bf16, q4_0, q4_1 or q8_0");
         return COLO_EINVAL;
     }
     int be = colo_dtype_block_elems(c->type);
-    if (c->n_embd % be || c->n_ff % be) {
-        colo_set_err(err, errlen, "dim and ffn must be multiples of %d for %s", be, colo_dtype_name(c->type));
+    if (c->n_embd % be || c->n_ff % be || (c->n_head * hd) % be) {
+        colo_set_err(err, errlen, "dim, ffn and heads x head size must be multiples of %d for %s", be,
+                     colo_dtype_name(c->type));
         return COLO_EINVAL;
     }
     if (c->n_vocab < colo_mkmodel_min_vocab()) {
@@ -213,22 +247,40 @@ static bool build_vocab(const colo_mkmodel_config *c, char **toks, int32_t *type
 static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *c, char *const *toks,
                                 const int32_t *types, int eos)
 {
-    char name[64];
+    const char *an = colo_llama_arch_name(c->arch);
+    char name[64], k[96];
+    /* (not the architecture's name: llama.cpp treats a name with "phi3" in it as Phi-3's vocabulary) */
     snprintf(name, sizeof name, "colo synthetic %dL-%dd", c->n_layer, c->n_embd);
-    int hd = c->n_embd / c->n_head;
-    if (colo_gguf_writer_add_str(w, "general.architecture", "llama") ||
+    int hd = c->head_dim ? c->head_dim : c->n_embd / c->n_head;
+    float base = c->rope_base > 0 ? c->rope_base : c->arch == COLO_ARCH_GEMMA3 ? 1000000.0f : 10000.0f;
+#define K(sfx) (snprintf(k, sizeof k, "%s.%s", an, sfx), k)
+    if (colo_gguf_writer_add_str(w, "general.architecture", an) ||
         colo_gguf_writer_add_str(w, "general.name", name) ||
-        colo_gguf_writer_add_u32(w, "llama.block_count", (uint32_t)c->n_layer) ||
-        colo_gguf_writer_add_u32(w, "llama.context_length", (uint32_t)c->n_ctx) ||
-        colo_gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)c->n_embd) ||
-        colo_gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)c->n_ff) ||
-        colo_gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)c->n_head) ||
-        colo_gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_head) ||
-        colo_gguf_writer_add_f32(w, "llama.rope.freq_base", c->rope_base > 0 ? c->rope_base : 10000.0f) ||
-        colo_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f) ||
-        colo_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)hd) ||
-        colo_gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)c->n_vocab) ||
-        colo_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2") ||
+        colo_gguf_writer_add_u32(w, K("block_count"), (uint32_t)c->n_layer) ||
+        colo_gguf_writer_add_u32(w, K("context_length"), (uint32_t)c->n_ctx) ||
+        colo_gguf_writer_add_u32(w, K("embedding_length"), (uint32_t)c->n_embd) ||
+        colo_gguf_writer_add_u32(w, K("feed_forward_length"), (uint32_t)c->n_ff) ||
+        colo_gguf_writer_add_u32(w, K("attention.head_count"), (uint32_t)c->n_head) ||
+        colo_gguf_writer_add_u32(w, K("attention.head_count_kv"), (uint32_t)c->n_kv_head) ||
+        colo_gguf_writer_add_f32(w, K("rope.freq_base"), base) ||
+        colo_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), c->arch == COLO_ARCH_GEMMA3 ? 1e-6f : 1e-5f) ||
+        colo_gguf_writer_add_u32(w, K("rope.dimension_count"), (uint32_t)hd) ||
+        colo_gguf_writer_add_u32(w, K("vocab_size"), (uint32_t)c->n_vocab))
+        return COLO_ENOMEM;
+    if (c->head_dim && (colo_gguf_writer_add_u32(w, K("attention.key_length"), (uint32_t)hd) ||
+                        colo_gguf_writer_add_u32(w, K("attention.value_length"), (uint32_t)hd)))
+        return COLO_ENOMEM;
+    if (c->arch == COLO_ARCH_PHI3 && /* Phi-3.5's: long factors past 1/32 of the context */
+        (colo_gguf_writer_add_u32(w, K("rope.scaling.original_context_length"), (uint32_t)(c->n_ctx / 32 + 1)) ||
+         colo_gguf_writer_add_f32(w, K("rope.scaling.attn_factor"), 1.1902380714238083f) ||
+         colo_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)c->n_ctx * 2)))
+        return COLO_ENOMEM;
+    if (c->arch == COLO_ARCH_GEMMA3 &&
+        (colo_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)(c->n_swa ? c->n_swa : 512)) ||
+         colo_gguf_writer_add_f32(w, K("rope.freq_base_swa"), 10000.0f)))
+        return COLO_ENOMEM;
+#undef K
+    if (colo_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2") ||
         colo_gguf_writer_add_str(w, "tokenizer.ggml.pre", "smollm") ||
         colo_gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)c->n_vocab) ||
         colo_gguf_writer_add_i32_arr(w, "tokenizer.ggml.token_type", types, (uint64_t)c->n_vocab) ||
@@ -247,47 +299,91 @@ static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *
 
 /* A matrix of rows of k elements, or (norm) an F32 vector of k. */
 static colo_status add_tensor(colo_gguf_writer *w, fill_ctx *f, const char *name, colo_dtype type, int64_t k,
-                              int64_t rows, bool norm)
+                              int64_t rows, tensor_kind kind)
 {
-    int64_t ne[2] = {k, rows};
-    colo_status st = colo_gguf_writer_add_tensor(w, name, type, norm ? 1 : 2, ne);
+    bool vec = kind != T_MATRIX;
+    int64_t ne[2] = {k, vec ? 1 : rows};
+    colo_status st = colo_gguf_writer_add_tensor(w, name, vec ? COLO_F32 : type, vec ? 1 : 2, ne);
     if (st != COLO_OK)
         return st;
-    f->types[f->n_tensors] = type;
-    f->norm[f->n_tensors] = norm;
+    f->types[f->n_tensors] = vec ? COLO_F32 : type;
+    f->kind[f->n_tensors] = kind;
     f->row_len[f->n_tensors++] = k;
-    f->total_bytes += colo_dtype_row_bytes(type, k) * (uint64_t)(norm ? 1 : rows);
+    f->total_bytes += colo_dtype_row_bytes(vec ? COLO_F32 : type, k) * (uint64_t)(vec ? 1 : rows);
     return COLO_OK;
 }
 
-/* llama's tensors in llama.cpp's names and order; the token embedding is
- * Q8_0 in Q4_1 models, as in SmolLM2's file. */
+/* Llama 3.1's rope scaling as convert_hf_to_gguf writes it: factor 8,
+ * low/high frequency factors 1 and 4, original context 8192. */
+static colo_status add_llama3_freqs(colo_gguf_writer *w, fill_ctx *f, int n_rot)
+{
+    int64_t ne[1] = {n_rot / 2};
+    colo_status st = colo_gguf_writer_add_tensor(w, "rope_freqs.weight", COLO_F32, 1, ne);
+    if (st != COLO_OK)
+        return st;
+    f->types[f->n_tensors] = COLO_F32;
+    f->kind[f->n_tensors] = T_FACTORS; /* values written by fill_llama3 */
+    f->row_len[f->n_tensors++] = -(n_rot / 2);
+    f->total_bytes += (uint64_t)(n_rot / 2) * 4;
+    return COLO_OK;
+}
+
+/* The architecture's tensors in llama.cpp's names and order; the token
+ * embedding is Q8_0 in Q4_1 models, as in SmolLM2's file. */
 static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c, fill_ctx *f)
 {
-    int64_t E = c->n_embd, KV = (int64_t)c->n_kv_head * (c->n_embd / c->n_head), F = c->n_ff, V = c->n_vocab;
+    int hd = c->head_dim ? c->head_dim : c->n_embd / c->n_head;
+    int64_t E = c->n_embd, Q = (int64_t)c->n_head * hd, KV = (int64_t)c->n_kv_head * hd, F = c->n_ff, V = c->n_vocab;
     colo_dtype t = c->type;
+    colo_llama_arch a = c->arch;
     colo_status st;
-    if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : t, E, V, false)) ||
-        (st = add_tensor(w, f, "output_norm.weight", COLO_F32, E, 1, true)))
+    if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : t, E, V, T_MATRIX)) ||
+        (st = add_tensor(w, f, "output_norm.weight", COLO_F32, E, 1, T_NORM)))
         return st;
-    static const struct {
-        const char *name;
-        bool norm;
-        char k, rows; /* 'E' embedding, 'K' kv, 'F' ffn */
-    } per_layer[] = {{"attn_norm", true, 'E', '1'}, {"attn_q", false, 'E', 'E'},      {"attn_k", false, 'E', 'K'},
-                     {"attn_v", false, 'E', 'K'},   {"attn_output", false, 'E', 'E'}, {"ffn_norm", true, 'E', '1'},
-                     {"ffn_gate", false, 'E', 'F'}, {"ffn_up", false, 'E', 'F'},      {"ffn_down", false, 'F', 'E'}};
+    if (c->untied && (st = add_tensor(w, f, "output.weight", t, E, V, T_MATRIX)))
+        return st;
+    if (a == COLO_ARCH_LLAMA && c->llama3_rope && (st = add_llama3_freqs(w, f, hd)))
+        return st;
+    if (a == COLO_ARCH_PHI3 && ((st = add_tensor(w, f, "rope_factors_long.weight", COLO_F32, hd / 2, 1, T_FACTORS)) ||
+                                (st = add_tensor(w, f, "rope_factors_short.weight", COLO_F32, hd / 2, 1, T_FACTORS))))
+        return st;
     for (int l = 0; l < c->n_layer; l++) {
-        for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, per_layer[i].name);
-            int64_t k = per_layer[i].k == 'F' ? F : E;
-            char r = per_layer[i].rows;
-            int64_t rows = r == 'E' ? E : r == 'K' ? KV : r == 'F' ? F : 1;
-            bool norm = per_layer[i].norm;
-            if ((st = add_tensor(w, f, nm, norm ? COLO_F32 : t, k, rows, norm)))
+        char nm[64];
+#define ADD(sfx, type, k, rows, kind) \
+    (snprintf(nm, sizeof nm, "blk.%d.%s", l, sfx), (st = add_tensor(w, f, nm, type, k, rows, kind)) != COLO_OK)
+        if (ADD("attn_norm.weight", COLO_F32, E, 1, T_NORM))
+            return st;
+        if (a == COLO_ARCH_PHI3) {
+            if (ADD("attn_qkv.weight", t, E, Q + 2 * KV, T_MATRIX))
                 return st;
+        } else if (ADD("attn_q.weight", t, E, Q, T_MATRIX) || ADD("attn_k.weight", t, E, KV, T_MATRIX) ||
+                   ADD("attn_v.weight", t, E, KV, T_MATRIX)) {
+            return st;
         }
+        if (a == COLO_ARCH_QWEN2 && (ADD("attn_q.bias", COLO_F32, Q, 1, T_BIAS) ||
+                                     ADD("attn_k.bias", COLO_F32, KV, 1, T_BIAS) ||
+                                     ADD("attn_v.bias", COLO_F32, KV, 1, T_BIAS)))
+            return st;
+        if ((a == COLO_ARCH_QWEN3 || a == COLO_ARCH_GEMMA3) &&
+            (ADD("attn_q_norm.weight", COLO_F32, hd, 1, T_NORM) || ADD("attn_k_norm.weight", COLO_F32, hd, 1, T_NORM)))
+            return st;
+        if (ADD("attn_output.weight", t, Q, E, T_MATRIX))
+            return st;
+        if (a == COLO_ARCH_GEMMA3 && ADD("post_attention_norm.weight", COLO_F32, E, 1, T_NORM))
+            return st;
+        if (ADD("ffn_norm.weight", COLO_F32, E, 1, T_NORM))
+            return st;
+        if (a == COLO_ARCH_PHI3) {
+            if (ADD("ffn_up.weight", t, E, 2 * F, T_MATRIX))
+                return st;
+        } else if (ADD("ffn_gate.weight", t, E, F, T_MATRIX) || ADD("ffn_up.weight", t, E, F, T_MATRIX)) {
+            return st;
+        }
+        if (ADD("ffn_down.weight", t, F, E, T_MATRIX))
+            return st;
+        if (a == COLO_ARCH_GEMMA3 && ADD("post_ffw_norm.weight", COLO_F32, E, 1, T_NORM))
+            return st;
+#undef ADD
     }
     return COLO_OK;
 }
@@ -304,13 +400,13 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
     fill_ctx *fc = calloc(1, sizeof *fc);
     if (!w || !toks || !types || !fc)
         goto out;
-    size_t n_t = 2 + 9 * (size_t)c->n_layer;
+    size_t n_t = 6 + 16 * (size_t)c->n_layer;
     fc->c = c;
     fc->types = calloc(n_t, sizeof *fc->types);
     fc->row_len = calloc(n_t, sizeof *fc->row_len);
-    fc->norm = calloc(n_t, sizeof *fc->norm);
+    fc->kind = calloc(n_t, sizeof *fc->kind);
     int eos;
-    if (!fc->types || !fc->row_len || !fc->norm || !build_vocab(c, toks, types, &eos) ||
+    if (!fc->types || !fc->row_len || !fc->kind || !build_vocab(c, toks, types, &eos) ||
         add_metadata(w, c, toks, types, eos) != COLO_OK || add_tensors(w, c, fc) != COLO_OK)
         goto out;
     char what[300];
@@ -329,7 +425,7 @@ out:
     if (fc) {
         free(fc->types);
         free(fc->row_len);
-        free(fc->norm);
+        free(fc->kind);
     }
     free(fc);
     colo_gguf_writer_free(w);

@@ -1,19 +1,28 @@
-/* models/mkmodel.h: writes llama-shaped GGUF files with seeded random
+/* models/mkmodel.h: writes GGUF files of every architecture colo runs
+ * (llama, qwen2, qwen3, phi3, gemma3; models/llama.h) with seeded random
  * weights and a small byte-level BPE tokenizer (256 byte tokens, a few
  * merges, ChatML specials, <|endoftext|> as EOS), so that text and chat
- * requests work on synthetic models of any size. */
+ * requests work on synthetic models of any size. The files follow
+ * llama.cpp's conversions (names, keys, fused tensors), so llama.cpp loads
+ * them too. */
 #ifndef COLO_MODELS_MKMODEL_H
 #define COLO_MODELS_MKMODEL_H
 
 #include <stdint.h>
 
 #include "kernels/ops.h"
+#include "models/llama.h"
 
 typedef struct colo_mkmodel_config {
+    colo_llama_arch arch; /* default llama */
     int n_layer, n_embd, n_head, n_kv_head, n_ff, n_vocab, n_ctx;
-    colo_dtype type; /* matrices: F32, F16, Q4_1 or Q8_0; norms are F32 */
+    int head_dim;    /* 0: n_embd / n_head (else written as attention.key_length) */
+    colo_dtype type; /* matrices: F32, F16, BF16, Q4_0, Q4_1 or Q8_0; norms are F32 */
     uint64_t seed;
     float rope_base;
+    bool untied;     /* an output.weight (else tied to the token embedding) */
+    bool llama3_rope; /* llama: Llama 3.1's rope scaling as a rope_freqs tensor */
+    int n_swa;       /* gemma3: sliding window (0: 512) */
 } colo_mkmodel_config;
 
 /* Tokens the built-in tokenizer needs; --vocab must be at least this. */

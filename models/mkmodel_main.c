@@ -1,4 +1,5 @@
-/* colo-mkmodel: writes a llama-shaped GGUF with seeded random weights. */
+/* colo-mkmodel: writes a GGUF of any architecture colo runs, with seeded
+ * random weights. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,20 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: colo-mkmodel --out FILE --layers N --dim D --heads H --kv-heads KV --ffn F --vocab V\n"
-               "                    [--ctx N (default 2048)] [--type f16|q4_1|q8_0|f32 (default f16)] [--seed S]\n"
-               "Example shapes: 1B: --layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256\n"
-               "                8B: --layers 32 --dim 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256\n");
+               "                    [--arch llama|qwen2|qwen3|phi3|gemma3 (default llama)] [--head-dim N]\n"
+               "                    [--ctx N (default 2048)] [--seed S] [--rope-base B] [--untied]\n"
+               "                    [--type f32|f16|bf16|q4_0|q4_1|q8_0 (default f16)]\n"
+               "                    [--llama3-rope (llama: Llama 3.1's rope_freqs)] [--swa N (gemma3, default 512)]\n"
+               "Real shapes:\n"
+               "  Llama 3.2 1B:   --layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --llama3-rope\n"
+               "  DeepSeek-R1-Distill-Llama-8B: --layers 32 --dim 4096 --heads 32 --kv-heads 8 --ffn 14336\n"
+               "                  --vocab 128256 --llama3-rope --rope-base 500000 --untied --ctx 131072\n"
+               "  Phi-3.5-mini:   --arch phi3 --layers 32 --dim 3072 --heads 32 --kv-heads 32 --ffn 8192 --vocab 32064\n"
+               "                  --untied --ctx 131072\n"
+               "  Qwen2.5-7B:     --arch qwen2 --layers 28 --dim 3584 --heads 28 --kv-heads 4 --ffn 18944\n"
+               "                  --vocab 152064 --rope-base 1000000 --untied\n"
+               "  Gemma 3 270M:   --arch gemma3 --layers 18 --dim 640 --heads 4 --kv-heads 1 --head-dim 256\n"
+               "                  --ffn 2048 --vocab 262144 --ctx 32768\n");
 }
 
 static int parse_int(const char *s, int *out)
@@ -28,10 +40,12 @@ int main(int argc, char **argv)
 {
     const char *out = NULL;
     colo_mkmodel_config c = {.n_ctx = 2048, .type = COLO_F16, .seed = 1, .rope_base = 10000.0f};
-    static const struct option opts[] = {{"out", 1, 0, 'o'},    {"layers", 1, 0, 'l'}, {"dim", 1, 0, 'd'},
-                                         {"heads", 1, 0, 'H'},  {"kv-heads", 1, 0, 'k'}, {"ffn", 1, 0, 'f'},
-                                         {"vocab", 1, 0, 'v'},  {"ctx", 1, 0, 'c'},  {"type", 1, 0, 't'},
-                                         {"seed", 1, 0, 's'},   {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"out", 1, 0, 'o'},   {"layers", 1, 0, 'l'},    {"dim", 1, 0, 'd'},          {"heads", 1, 0, 'H'},
+        {"kv-heads", 1, 0, 'k'}, {"ffn", 1, 0, 'f'},    {"vocab", 1, 0, 'v'},        {"ctx", 1, 0, 'c'},
+        {"type", 1, 0, 't'},  {"seed", 1, 0, 's'},      {"arch", 1, 0, 'a'},         {"head-dim", 1, 0, 'D'},
+        {"untied", 0, 0, 'u'}, {"llama3-rope", 0, 0, '3'}, {"swa", 1, 0, 'w'},       {"rope-base", 1, 0, 'b'},
+        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     int o, rc = 0;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -44,11 +58,35 @@ int main(int argc, char **argv)
         case 'v': rc |= parse_int(optarg, &c.n_vocab); break;
         case 'c': rc |= parse_int(optarg, &c.n_ctx); break;
         case 's': c.seed = strtoull(optarg, NULL, 10); break;
+        case 'D': rc |= parse_int(optarg, &c.head_dim); break;
+        case 'w': rc |= parse_int(optarg, &c.n_swa); break;
+        case 'u': c.untied = true; break;
+        case '3': c.llama3_rope = true; break;
+        case 'b': {
+            char *end;
+            c.rope_base = strtof(optarg, &end);
+            if (*end || !(c.rope_base > 0))
+                rc = -1;
+            break;
+        }
+        case 'a': {
+            int found = 0;
+            for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++)
+                if (!strcmp(optarg, colo_llama_arch_name((colo_llama_arch)a)))
+                    c.arch = (colo_llama_arch)a, found = 1;
+            if (!found) {
+                fprintf(stderr, "colo-mkmodel: --arch %s: not one of llama, qwen2, qwen3, phi3, gemma3\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 't':
             if (!strcmp(optarg, "f16")) c.type = COLO_F16;
             else if (!strcmp(optarg, "f32")) c.type = COLO_F32;
             else if (!strcmp(optarg, "q4_1")) c.type = COLO_Q4_1;
             else if (!strcmp(optarg, "q8_0")) c.type = COLO_Q8_0;
+            else if (!strcmp(optarg, "bf16")) c.type = COLO_BF16;
+            else if (!strcmp(optarg, "q4_0")) c.type = COLO_Q4_0;
             else rc = -1;
             break;
         case 'h': usage(stdout); return 0;
