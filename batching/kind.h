@@ -37,6 +37,8 @@ typedef struct colo_kind_memory {
     size_t overhead_bytes; /* alignment and small buffers */
     int step_tokens;      /* the step the activations are sized for */
     int max_seq_len;      /* tokens */
+    int max_batch;        /* sequences running at once (generation) or inputs per batch (encoders) */
+    const char *what;     /* e.g. the architecture ("gemma3"), for messages; may be NULL */
 } colo_kind_memory;
 
 /* What a loaded instance reports (executor or any thread; values may be a

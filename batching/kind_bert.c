@@ -31,7 +31,9 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
                               .act_bytes = colo_bert_act_bytes(&mem.hp, mb, mem.hp.max_len),
                               .overhead_bytes = (size_t)(mem.hp.n_layer * 16 + 8) * 256,
                               .step_tokens = mb * mem.hp.max_len,
-                              .max_seq_len = mem.hp.max_len};
+                              .max_seq_len = mem.hp.max_len,
+                              .max_batch = mb,
+                              .what = "bert"};
     return COLO_OK;
 }
 

@@ -55,7 +55,9 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
                               .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
                               .overhead_bytes = (size_t)mem.n_tensors * 256 + 64 * 256,
                               .step_tokens = t,
-                              .max_seq_len = seq};
+                              .max_seq_len = seq,
+                              .max_batch = r,
+                              .what = colo_llama_arch_name(hp->arch)};
     return COLO_OK;
 }
 

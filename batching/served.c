@@ -41,6 +41,14 @@ static const colo_model_kind *kind_of(const colo_model_cfg *mc, char *err, size_
 
 colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, char *err, size_t errlen)
 {
+    return colo_served_plan(mc, budget_bytes, NULL, 0, err, errlen);
+}
+
+static double mib(size_t b) { return (double)b / (1 << 20); }
+
+colo_status colo_served_plan(const colo_model_cfg *mc, size_t budget_bytes, char *plan, size_t plan_len, char *err,
+                             size_t errlen)
+{
     const colo_model_kind *k = kind_of(mc, err, errlen);
     if (!k)
         return COLO_EINVAL;
@@ -50,8 +58,26 @@ colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, cha
     if (st != COLO_OK)
         return st;
     size_t need = mem.weight_bytes + mem.act_bytes + mem.kv_min_bytes + mem.overhead_bytes;
-    if (need <= limit)
+    if (need <= limit) {
+        if (plan && k->task == COLO_TASK_GENERATE) {
+            size_t rest = limit - (need - mem.kv_min_bytes);
+            double full = (double)mem.kv_min_bytes * mem.max_batch;
+            snprintf(plan, plan_len,
+                     "%s: weights %.1f MiB, activations %.1f MiB (%d tokens per step), KV cache %.1f MiB per "
+                     "%d-token sequence, %.1f MiB for %d full-length sequences; memory_fraction %g gives %.1f MiB, "
+                     "%.1f MiB of it for the KV cache (%.1f full-length sequences)",
+                     mem.what ? mem.what : k->name, mib(mem.weight_bytes), mib(mem.act_bytes), mem.step_tokens,
+                     mib(mem.kv_min_bytes), mem.max_seq_len, full / (1 << 20), mem.max_batch, mc->memory_fraction,
+                     mib(limit), mib(rest), mem.kv_min_bytes ? (double)rest / mem.kv_min_bytes : 0.0);
+        } else if (plan) {
+            snprintf(plan, plan_len,
+                     "%s: weights %.1f MiB, activations %.1f MiB (batches of %d inputs of %d tokens); "
+                     "memory_fraction %g gives %.1f MiB",
+                     mem.what ? mem.what : k->name, mib(mem.weight_bytes), mib(mem.act_bytes), mem.max_batch,
+                     mem.max_seq_len, mc->memory_fraction, mib(limit));
+        }
         return COLO_OK;
+    }
     if (k->task == COLO_TASK_GENERATE)
         colo_set_err(err, errlen,
                      "needs %zu bytes (weights %zu, activations for %d tokens per step %zu, KV cache for one "
@@ -87,8 +113,10 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     pthread_cond_init(&m->prep_cv, NULL);
     char e[768] = "";
     size_t budget = budget_of(env);
-    if (!(m->kind = kind_of(mc, e, sizeof e)) || colo_served_check(mc, budget, e, sizeof e) != COLO_OK)
+    char plan[512];
+    if (!(m->kind = kind_of(mc, e, sizeof e)) || colo_served_plan(mc, budget, plan, sizeof plan, e, sizeof e) != COLO_OK)
         goto fail;
+    COLO_INFO("model %s: %s", mc->name, plan);
     if (!(m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e)) ||
         !(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e)) ||
         !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {

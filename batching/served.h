@@ -84,6 +84,11 @@ typedef struct colo_served colo_served;
  * known ones), COLO_EFORMAT / COLO_EIO for a file that cannot be read as
  * the kind, COLO_ENOMEM with the bytes needed and available. */
 colo_status colo_served_check(const colo_model_cfg *mc, size_t budget_bytes, char *err, size_t errlen);
+/* The same, and on success the plan in plan (one line: weights, KV cache
+ * per sequence of max_seq_len and for the whole batch, activations, what
+ * memory_fraction gives); plan may be NULL. */
+colo_status colo_served_plan(const colo_model_cfg *mc, size_t budget_bytes, char *plan, size_t plan_len, char *err,
+                             size_t errlen);
 
 /* Loads mc's model. NULL with a message naming the model, the file and
  * the problem (memory, missing tensor...). The model is not serving yet. */

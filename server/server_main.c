@@ -84,7 +84,10 @@ static int check_config(const char *config, const colo_config *cfg)
     int bad = 0;
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];
-        colo_status st = colo_served_check(mc, budget, err, sizeof err);
+        char plan[512];
+        colo_status st = colo_served_plan(mc, budget, plan, sizeof plan, err, sizeof err);
+        if (st == COLO_OK)
+            printf("%s: model %s (%s): %s\n", config, mc->name, mc->path, plan);
         if (st != COLO_OK) {
             fprintf(stderr, "%s:%d:%d: models[%d].%s: model %s (%s): %s\n", config, mc->mark.line, mc->mark.column, i,
                     st == COLO_EINVAL ? "kind" : "memory_fraction", mc->name, mc->path, err);
