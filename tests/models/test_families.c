@@ -1,4 +1,6 @@
-/* Every architecture against llama.cpp: synthetic models of each family and
+/* Every architecture against llama.cpp, and what colo refuses.
+ *
+ * Synthetic models of each family and
  * weight type (colo-mkmodel, seeded, so the same files as the reference's)
  * run a fixed prompt and then llama.cpp's 16 greedy tokens, teacher-forced;
  * at every step colo's logits must agree with llama.cpp's
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/gguf.h"
 #include "models/llama.h"
 #include "models/mkmodel.h"
 #include "runtime/backend.h"
@@ -207,8 +210,109 @@ static void test_families(void **state)
     assert_true(n >= 5);
 }
 
+/* ---- refusals ---------------------------------------------------------------------- */
+
+static colo_status zero_fill(void *ctx, int index, void *buf, size_t bytes)
+{
+    (void)ctx, (void)index;
+    memset(buf, 0, bytes);
+    return COLO_OK;
+}
+
+/* A minimal one-layer file of arch (llama-shaped tensors, F32, E 64,
+ * 4 heads, F 128, V 64); variant adds one thing colo must refuse. */
+typedef enum { V_NONE, V_ARCH, V_YARN, V_EXPERTS, V_SOFTCAP, V_EXTRA_TENSOR, V_MISSING, V_SHAPE, V_SWA } variant;
+
+static void write_minimal(const char *path, const char *arch, variant v)
+{
+    colo_gguf_writer *w = colo_gguf_writer_create();
+    assert_non_null(w);
+    char k[96];
+    const char *a = v == V_ARCH ? "mamba" : arch;
+#define K(sfx) (snprintf(k, sizeof k, "%s.%s", a, sfx), k)
+    assert_int_equal(colo_gguf_writer_add_str(w, "general.architecture", a), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("block_count"), 1), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("context_length"), 128), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("embedding_length"), 64), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("feed_forward_length"), 128), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("attention.head_count"), 4), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f), COLO_OK);
+    if (v == V_YARN)
+        assert_int_equal(colo_gguf_writer_add_str(w, K("rope.scaling.type"), "yarn"), COLO_OK);
+    if (v == V_EXPERTS)
+        assert_int_equal(colo_gguf_writer_add_u32(w, K("expert_count"), 8), COLO_OK);
+    if (v == V_SOFTCAP)
+        assert_int_equal(colo_gguf_writer_add_f32(w, K("final_logit_softcapping"), 30.0f), COLO_OK);
+    if (v == V_SWA)
+        assert_int_equal(colo_gguf_writer_add_u32(w, K("attention.sliding_window"), 32), COLO_OK);
+#undef K
+    const char *toks[64];
+    char buf[64][8];
+    for (int i = 0; i < 64; i++)
+        snprintf(buf[i], sizeof buf[i], "t%d", i), toks[i] = buf[i];
+    assert_int_equal(colo_gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", toks, 64), COLO_OK);
+    struct {
+        const char *name;
+        int64_t ne0, ne1;
+    } t[] = {{"token_embd.weight", 64, 64},         {"output_norm.weight", 64, 1},
+             {"blk.0.attn_norm.weight", 64, 1},     {"blk.0.attn_q.weight", 64, 64},
+             {"blk.0.attn_k.weight", 64, 64},       {"blk.0.attn_v.weight", 64, 64},
+             {"blk.0.attn_output.weight", 64, 64},  {"blk.0.ffn_norm.weight", 64, 1},
+             {"blk.0.ffn_gate.weight", 64, 128},    {"blk.0.ffn_up.weight", 64, 128},
+             {"blk.0.ffn_down.weight", v == V_SHAPE ? 64 : 128, 64}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (v == V_MISSING && i == 5)
+            continue;
+        int64_t ne[2] = {t[i].ne0, t[i].ne1};
+        assert_int_equal(colo_gguf_writer_add_tensor(w, t[i].name, COLO_F32, t[i].ne1 > 1 ? 2 : 1, ne), COLO_OK);
+    }
+    if (v == V_EXTRA_TENSOR) {
+        int64_t ne[2] = {64, 8};
+        assert_int_equal(colo_gguf_writer_add_tensor(w, "blk.0.ffn_gate_inp.weight", COLO_F32, 2, ne), COLO_OK);
+    }
+    char err[256];
+    assert_int_equal(colo_gguf_writer_finish(w, path, zero_fill, NULL, err, sizeof err), COLO_OK);
+    colo_gguf_writer_free(w);
+}
+
+/* What would change the computation and is not applied is refused, with
+ * its name, before anything is allocated (colo_llama_memory_need: what
+ * --check-config runs). */
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        variant v;
+        const char *want;
+    } cases[] = {{V_ARCH, "architecture 'mamba' is not supported"},
+                 {V_YARN, "llama.rope.scaling.type 'yarn' is not supported"},
+                 {V_EXPERTS, "key llama.expert_count is set"},
+                 {V_SOFTCAP, "key llama.final_logit_softcapping is set"},
+                 {V_EXTRA_TENSOR, "tensor blk.0.ffn_gate_inp.weight is not part of the llama architecture"},
+                 {V_MISSING, "tensor blk.0.attn_v.weight is missing"},
+                 {V_SHAPE, "tensor blk.0.ffn_down.weight has shape [64, 64"},
+                 {V_SWA, "key llama.attention.sliding_window is 32"}};
+    char path[400], err[512];
+    snprintf(path, sizeof path, "%s/minimal.gguf", tmpdir);
+    colo_llama_memory mem;
+    write_minimal(path, "llama", V_NONE);
+    if (colo_llama_memory_need(path, COLO_F16, &mem, err, sizeof err) != COLO_OK)
+        fail_msg("the minimal file is refused: %s", err);
+    assert_int_equal(mem.n_tensors, 11);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_minimal(path, "llama", cases[i].v);
+        assert_int_equal(colo_llama_memory_need(path, COLO_F16, &mem, err, sizeof err), COLO_EFORMAT);
+        if (!strstr(err, cases[i].want))
+            fail_msg("case %zu: message '%s' does not say '%s'", i, err, cases[i].want);
+    }
+    /* A qwen3 file must have its q/k norms. */
+    write_minimal(path, "qwen3", V_NONE);
+    assert_int_equal(colo_llama_memory_need(path, COLO_F16, &mem, err, sizeof err), COLO_EFORMAT);
+    assert_non_null(strstr(err, "tensor blk.0.attn_q_norm.weight is missing"));
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families), cmocka_unit_test(test_refusals)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
