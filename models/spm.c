@@ -204,14 +204,14 @@ static void try_pair(const colo_spm *s, const char *t, const sym *sy, int left, 
 void colo_spm_encode_text(const colo_spm *s, const char *text, size_t len, bool space_prefix, colo_tok_ids *out)
 {
     /* The escaped text: a space marker for the prefix and for every space. */
-    size_t n_sp = space_prefix;
+    size_t n_sp = 0;
     for (size_t i = 0; i < len; i++)
         n_sp += text[i] == ' ';
     if (len > INT32_MAX / 4) {
         out->oom = true;
         return;
     }
-    size_t n = len + n_sp * 2;
+    size_t n = len + n_sp * 2 + (space_prefix ? 3 : 0);
     if (n == 0)
         return;
     char *t = malloc(n);

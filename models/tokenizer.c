@@ -107,12 +107,16 @@ static void add_eog(colo_tokenizer *t, int id)
     t->eog[t->n_eog++] = id;
 }
 
-/* Tokens that end a turn whatever their type says, as llama.cpp finds them
- * by name; they become control tokens. */
-static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>",      "<|end|>",       "<end_of_turn>",
-                                        "<|endoftext|>", "<|end_of_text|>", "<EOT>",   "<｜end▁of▁sentence｜>"};
-static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>", "<|endoftext|>",
-                                        "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<eos>"};
+/* Tokens that end a turn or the generation whatever their type says, as
+ * llama.cpp finds them by name (src/llama-vocab.cpp); they become control
+ * tokens, so they are plain text unless special tokens are parsed. */
+static const char *const eot_names[] = {"<|eot_id|>",      "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                        "<|endoftext|>",   "<|end_of_text|>", "<EOT>", "_<EOT>",
+                                        "[EOT]",           "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
+static const char *const eog_names[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["};
 
 static void read_specials(colo_tokenizer *t, const colo_gguf *g)
 {
@@ -129,10 +133,12 @@ static void read_specials(colo_tokenizer *t, const colo_gguf *g)
     add_eog(t, t->eos);
     add_eog(t, t->eot);
     add_eog(t, t->eom);
-    for (size_t i = 0; i < sizeof eog_names / sizeof eog_names[0]; i++)
-        add_eog(t, find_len(t, eog_names[i], strlen(eog_names[i])));
-    for (int i = 0; i < t->n_eog; i++)
-        t->attr[t->eog[i]] |= A_CONTROL;
+    for (size_t i = 0; i < sizeof eog_names / sizeof eog_names[0]; i++) {
+        int id = find_len(t, eog_names[i], strlen(eog_names[i]));
+        add_eog(t, id);
+        if (id >= 0)
+            t->attr[id] |= A_CONTROL;
+    }
     if (t->eot >= 0)
         t->attr[t->eot] |= A_CONTROL;
 }
