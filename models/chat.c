@@ -79,29 +79,26 @@ static colo_chat_format detect(const char *j)
  * '<|im_start|>system\n...<|im_end|>'; copies its text, unescaped. */
 static void chatml_default_system(const char *j, char *out, size_t cap)
 {
+    static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n"};
     out[0] = 0;
-    const char *p = strstr(j, "<|im_start|>system\\n");
-    size_t skip = strlen("<|im_start|>system\\n");
-    if (!p) {
-        p = strstr(j, "<|im_start|>system\n");
-        skip = strlen("<|im_start|>system\n");
-    }
-    if (!p)
-        return;
-    p += skip;
-    const char *end = strstr(p, "<|im_end|>");
-    if (!end || memchr(p, '{', (size_t)(end - p)) || memchr(p, '+', (size_t)(end - p)))
-        return; /* not a literal: the chat's own system message is written there */
-    size_t o = 0;
-    for (; p < end && o + 1 < cap; p++) {
-        if (*p == '\\' && p + 1 < end) {
-            p++;
-            out[o++] = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
-        } else {
-            out[o++] = *p;
+    for (int h = 0; h < 2; h++) {
+        for (const char *p = strstr(j, heads[h]); p; p = strstr(p + 1, heads[h])) {
+            const char *s = p + strlen(heads[h]), *end = strstr(s, "<|im_end|>");
+            if (!end || end == s || strcspn(s, "{}+'\"") < (size_t)(end - s))
+                continue; /* not a literal: the chat's own system message is written there */
+            size_t o = 0;
+            for (; s < end && o + 1 < cap; s++) {
+                if (*s == '\\' && s + 1 < end) {
+                    s++;
+                    out[o++] = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s;
+                } else {
+                    out[o++] = *s;
+                }
+            }
+            out[o] = 0;
+            return;
         }
     }
-    out[o] = 0;
 }
 
 /* Llama 3.1+ templates open with a system block that dates the chat:
@@ -137,11 +134,10 @@ static void copy_token(const colo_tokenizer *tok, int id, char *out, size_t cap)
     snprintf(out, cap, "%s", s ? s : "");
 }
 
-colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer *tok, const char *override,
-                                    char *err, size_t errlen)
+colo_status colo_chat_template_from_text(colo_chat_template *t, const char *j, const char *override,
+                                         const char *bos, const char *eos, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    const char *j = colo_tokenizer_chat_template(tok);
     if (override && *override) {
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
             if (!strcmp(formats[i].name, override))
@@ -162,12 +158,25 @@ colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer 
             return COLO_EINVAL;
         }
     }
-    copy_token(tok, colo_tokenizer_bos(tok), t->bos, sizeof t->bos);
-    copy_token(tok, colo_tokenizer_eos(tok), t->eos, sizeof t->eos);
+    snprintf(t->bos, sizeof t->bos, "%s", bos ? bos : "");
+    snprintf(t->eos, sizeof t->eos, "%s", eos ? eos : "");
     if (j && t->format == COLO_CHAT_CHATML)
         chatml_default_system(j, t->default_system, sizeof t->default_system);
     if (t->format == COLO_CHAT_LLAMA3)
         llama3_date(j ? j : "Cutting Knowledge Date date_string = \"26 Jul 2024\"", t->date, sizeof t->date);
+    t->close_think = t->format == COLO_CHAT_DEEPSEEK_R1 && j && strstr(j, "enable_thinking");
+    return COLO_OK;
+}
+
+colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer *tok, const char *override,
+                                    char *err, size_t errlen)
+{
+    char bos[64], eos[64];
+    copy_token(tok, colo_tokenizer_bos(tok), bos, sizeof bos);
+    copy_token(tok, colo_tokenizer_eos(tok), eos, sizeof eos);
+    colo_status st = colo_chat_template_from_text(t, colo_tokenizer_chat_template(tok), override, bos, eos, err, errlen);
+    if (st != COLO_OK)
+        return st;
     static const char *const turn_end[] = {
         [COLO_CHAT_CHATML] = "<|im_end|>",   [COLO_CHAT_LLAMA3] = "<|eot_id|>", [COLO_CHAT_GEMMA] = "<end_of_turn>",
         [COLO_CHAT_PHI3] = "<|end|>",        [COLO_CHAT_DEEPSEEK_R1] = "<｜end▁of▁sentence｜>",
@@ -231,7 +240,7 @@ static bool role_is(const colo_chat_msg *m, const char *r) { return !strcmp(m->r
 
 static void render_chatml(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
-    if (t->default_system[0] && (n == 0 || !role_is(&m[0], "system"))) {
+    if (t->default_system[0] && n > 0 && !role_is(&m[0], "system")) {
         put(b, "<|im_start|>system\n");
         put(b, t->default_system);
         put(b, "<|im_end|>\n");
@@ -365,6 +374,8 @@ static void render_deepseek_r1(const colo_chat_template *t, const colo_chat_msg 
         }
     }
     put(b, "<｜Assistant｜><think>\n");
+    if (t->close_think)
+        put(b, "</think>");
 }
 
 char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n)

@@ -53,6 +53,7 @@ typedef struct colo_chat_template {
     char bos[64], eos[64];        /* the texts of bos_token and eos_token */
     char default_system[1024];    /* chatml: the system message written when the chat has none; "" none */
     char date[32];                /* llama3: "Today Date: " of the system block; "" no system block */
+    bool close_think;             /* deepseek-r1: the template closes <think> unless enable_thinking */
     int32_t stop_ids[COLO_CHAT_MAX_STOP_IDS]; /* end of generation: EOS and the end-of-turn tokens */
     int n_stop_ids;
 } colo_chat_template;
@@ -66,6 +67,10 @@ typedef struct colo_chat_template {
  * template colo does not recognise. */
 colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer *tok, const char *override,
                                     char *err, size_t errlen);
+/* The same from a template's jinja text (NULL: none) and the texts of
+ * bos_token and eos_token, with no stop tokens. */
+colo_status colo_chat_template_from_text(colo_chat_template *t, const char *jinja, const char *override,
+                                         const char *bos, const char *eos, char *err, size_t errlen);
 /* Whether name is a format colo_chat_template_init accepts as override. */
 bool colo_chat_format_known(const char *name);
 /* "chatml", "llama3", ... ("none" for COLO_CHAT_NONE). */
