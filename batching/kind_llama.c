@@ -40,11 +40,38 @@ static int step_tokens_of(const colo_model_cfg *mc)
     return t < r ? r : t;
 }
 
+/* The file's tokenizer and chat template as loading takes them, so that an
+ * unknown tokenizer, pre-tokenizer or template fails before any memory is
+ * allocated (and at colo-server --check-config). COLO_EINVAL with a message
+ * naming the model. */
+static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t errlen)
+{
+    char msg[512];
+    colo_gguf *g = colo_gguf_open(mc->path, msg, sizeof msg);
+    if (!g) {
+        colo_set_err(err, errlen, "%s", msg);
+        return COLO_EFORMAT;
+    }
+    colo_status st = COLO_OK;
+    colo_chat_template chat;
+    colo_tokenizer *t = colo_tokenizer_from_gguf(g, msg, sizeof msg);
+    if (!t || colo_chat_template_init(&chat, t, mc->chat_template, msg, sizeof msg) != COLO_OK) {
+        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        st = COLO_EINVAL;
+    }
+    colo_tokenizer_free(t);
+    colo_gguf_close(g);
+    return st;
+}
+
 static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, char *err, size_t errlen)
 {
     colo_llama_memory mem;
     if (colo_llama_memory_need(mc->path, mc->kv_dtype, &mem, err, errlen) != COLO_OK)
         return COLO_EFORMAT;
+    colo_status tst = check_tokenizer(mc, err, errlen);
+    if (tst != COLO_OK)
+        return tst;
     const colo_llama_hparams *hp = &mem.hp;
     int bs = mc->kv_block_size > 0 ? mc->kv_block_size : 16;
     int seq = mc->max_seq_len > 0 && mc->max_seq_len < hp->n_ctx ? mc->max_seq_len : hp->n_ctx;

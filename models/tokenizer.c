@@ -284,6 +284,7 @@ int colo_tokenizer_eot(const colo_tokenizer *t) { return t->eot; }
 int colo_tokenizer_unk(const colo_tokenizer *t) { return t->unk; }
 bool colo_tokenizer_add_bos(const colo_tokenizer *t) { return t->add_bos; }
 bool colo_tokenizer_add_eos(const colo_tokenizer *t) { return t->add_eos; }
+bool colo_tokenizer_add_space_prefix(const colo_tokenizer *t) { return t->add_space_prefix; }
 const char *colo_tokenizer_chat_template(const colo_tokenizer *t) { return t->chat_template; }
 
 const int32_t *colo_tokenizer_eog(const colo_tokenizer *t, int *n)

@@ -48,6 +48,9 @@ int colo_tokenizer_eot(const colo_tokenizer *t);
 int colo_tokenizer_unk(const colo_tokenizer *t);
 bool colo_tokenizer_add_bos(const colo_tokenizer *t);
 bool colo_tokenizer_add_eos(const colo_tokenizer *t);
+/* SentencePiece: a space is put before text that starts the prompt or
+ * follows a special token (tokenizer.ggml.add_space_prefix). */
+bool colo_tokenizer_add_space_prefix(const colo_tokenizer *t);
 /* The end-of-generation tokens (EOS, EOT, EOM and the tokens llama.cpp
  * names so); *n gets their count, the array is owned by t. */
 const int32_t *colo_tokenizer_eog(const colo_tokenizer *t, int *n);

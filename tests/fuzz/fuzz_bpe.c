@@ -1,4 +1,4 @@
-/* Fuzz target: byte-level BPE (models/bpe.h) with the tokenizer of a
+/* Fuzz target: the tokenizer (models/tokenizer.h: byte-level BPE) with the tokenizer of a
  * synthetic model (models/mkmodel.h: 256 byte tokens, merges, ChatML
  * specials), built once. The first byte picks the mode; the rest is:
  *   bit 1 clear: text to encode (bit 0: allow_special), and its tokens

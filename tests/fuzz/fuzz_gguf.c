@@ -1,7 +1,7 @@
 /* Fuzz target: the GGUF reader (models/gguf.h) on arbitrary bytes, then
  * what the server reads from a GGUF before loading weights: every key
  * through the typed getters, string arrays element by element, every
- * tensor's bytes, the BPE tokenizer (models/bpe.h) and a llama model's
+ * tensor's bytes, the tokenizer (models/tokenizer.h) and a llama model's
  * memory need (models/llama.h). */
 #include <stdint.h>
 #include <stdlib.h>

@@ -18,13 +18,21 @@
 #include "models/model_cache.h"
 #include "models/tokenizer.h"
 
-/* The vocabularies, the model and pre-tokenizer each names. */
+/* The vocabularies, the model and pre-tokenizer each names, and the file
+ * in the model cache when it is a model's own (NULL: llama.cpp's
+ * llama-vocab/ggml-vocab-NAME.gguf). */
 static const struct {
-    const char *name, *model, *pre;
+    const char *name, *model, *pre, *file;
 } vocabs[] = {
-    {"llama-bpe", "gpt2", "llama-bpe"}, {"llama-spm", "llama", "default"}, {"phi-3", "llama", "default"},
-    {"qwen2", "gpt2", "qwen2"},         {"gpt-2", "gpt2", "gpt-2"},         {"starcoder", "gpt2", "starcoder"},
-    {"refact", "gpt2", "refact"},       {"mpt", "gpt2", "mpt"},
+    {"llama-bpe", "gpt2", "llama-bpe", NULL},
+    {"llama-spm", "llama", "default", NULL},
+    {"phi-3", "llama", "default", NULL},
+    {"qwen2", "gpt2", "qwen2", NULL},
+    {"gpt-2", "gpt2", "gpt-2", NULL},
+    {"starcoder", "gpt2", "starcoder", NULL},
+    {"refact", "gpt2", "refact", NULL},
+    {"mpt", "gpt2", "mpt", NULL},
+    {"gemma-3-270m-q4_k_m", "llama", "default", "gemma-3-270m-q4_k_m.gguf"}, /* Gemma 3's 262,144 tokens */
 };
 
 typedef struct {
@@ -32,15 +40,22 @@ typedef struct {
     colo_tokenizer *t;
 } vocab;
 
-/* Opens llama-vocab/ggml-vocab-NAME.gguf from the model cache; false when
- * it is not there. */
-static bool open_vocab(const char *name, vocab *v, char *path, size_t cap)
+/* Opens vocabulary i from the model cache; false when it is not there. */
+static bool open_vocab(size_t i, vocab *v, char *path, size_t cap)
 {
     char file[128], err[512];
-    snprintf(file, sizeof file, "llama-vocab/ggml-vocab-%s.gguf", name);
+    if (vocabs[i].file)
+        snprintf(file, sizeof file, "%s", vocabs[i].file);
+    else
+        snprintf(file, sizeof file, "llama-vocab/ggml-vocab-%s.gguf", vocabs[i].name);
     if (!colo_model_cache_path(file, path, cap))
         return false;
     v->g = colo_gguf_open(path, err, sizeof err);
+    if (!v->g && vocabs[i].file) {
+        /* a whole model whose weights this build cannot read yet: its vocabulary is left out */
+        fprintf(stderr, "%s left out: %s\n", vocabs[i].name, err);
+        return false;
+    }
     if (!v->g)
         fail_msg("%s: %s", path, err);
     v->t = colo_tokenizer_from_gguf(v->g, err, sizeof err);
@@ -97,7 +112,7 @@ static void round_trip(const colo_tokenizer *t, const char *text, size_t len)
         assert_int_equal(colo_tokenizer_decode(t, ids[k], buf + o, cap - o, &l), COLO_OK);
         o += l;
     }
-    size_t skip = !strcmp(colo_tokenizer_model(t), "llama") && len > 0 && o > 0 && buf[0] == ' ';
+    size_t skip = colo_tokenizer_add_space_prefix(t) && len > 0 && o > 0 && buf[0] == ' ';
     if (o - skip != len || memcmp(buf + skip, text, len))
         fail_msg("round trip of \"%.*s\" gave \"%.*s\"", (int)len, text, (int)o, buf);
     free(buf);
@@ -111,7 +126,7 @@ static void test_reference_ids(void **state)
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         vocab vc;
         char path[4096], jpath[4096];
-        if (!open_vocab(vocabs[v].name, &vc, path, sizeof path))
+        if (!open_vocab(v, &vc, path, sizeof path))
             continue;
         tested++;
         assert_string_equal(colo_tokenizer_model(vc.t), vocabs[v].model);
@@ -181,7 +196,7 @@ static void test_llama_cpp_inputs(void **state)
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         vocab vc;
         char path[4096], p2[4200];
-        if (!open_vocab(vocabs[v].name, &vc, path, sizeof path))
+        if (!open_vocab(v, &vc, path, sizeof path))
             continue;
         size_t in_len, out_len;
         snprintf(p2, sizeof p2, "%s.inp", path);
