@@ -313,62 +313,24 @@ const char *colo_tokenizer_token_text(const colo_tokenizer *t, int id) { return 
 /* ---- encoding ---------------------------------------------------------------------------- */
 
 typedef struct {
-    int pos, len, id;
+    int pos, id;
 } match;
 
 static int cmp_match(const void *a, const void *b)
 {
     const match *x = a, *y = b;
-    if (x->len != y->len)
-        return y->len - x->len;
     if (x->id != y->id)
-        return x->id - y->id;
-    return x->pos - y->pos;
+        return x->id < y->id ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-/* Where special tokens stand in s: tok_at[i] is the token that starts at i
- * or -1, taken[i] marks bytes of a token or white space it strips. As in
- * llama.cpp, longer tokens are matched first, each at its leftmost free
- * places. */
-static bool find_specials(const colo_tokenizer *t, const unsigned char *s, size_t n, bool parse_special,
-                          int32_t *tok_at, uint8_t *taken)
+/* Accepts the matches of one length, each where its bytes are still free. */
+static void take(const colo_tokenizer *t, const unsigned char *s, size_t n, size_t L, const match *m, size_t nm,
+                 int32_t *tok_at, uint8_t *taken)
 {
-    match *m = NULL;
-    size_t nm = 0, cap = 0;
-    for (size_t i = 0; i < n; i++) {
-        tok_at[i] = -1;
-        taken[i] = 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!t->first_byte[s[i]])
-            continue;
-        for (int k = 0; k < t->n_special_lens; k++) {
-            size_t L = (size_t)t->special_lens[k];
-            if (L > n - i)
-                continue;
-            int32_t id = colo_tok_ht_get(&t->special, (const char *)s + i, L);
-            if (id < 0 || (!parse_special && (t->attr[id] & (A_CONTROL | A_UNKNOWN))))
-                continue;
-            if (nm == cap) {
-                cap = cap ? cap * 2 : 16;
-                match *p = realloc(m, cap * sizeof *m);
-                if (!p) {
-                    free(m);
-                    return false;
-                }
-                m = p;
-            }
-            m[nm++] = (match){(int)i, (int)L, id};
-        }
-    }
-    if (nm > 1)
-        qsort(m, nm, sizeof *m, cmp_match);
     for (size_t k = 0; k < nm; k++) {
-        size_t p = (size_t)m[k].pos, L = (size_t)m[k].len;
-        bool free_span = true;
-        for (size_t j = p; j < p + L && free_span; j++)
-            free_span = !taken[j];
-        if (!free_span)
+        size_t p = (size_t)m[k].pos;
+        if (memchr(taken + p, 1, L))
             continue;
         memset(taken + p, 1, L);
         tok_at[p] = m[k].id;
@@ -378,6 +340,38 @@ static bool find_specials(const colo_tokenizer *t, const unsigned char *s, size_
         if (t->attr[m[k].id] & A_LSTRIP)
             for (size_t j = p; j > 0 && !taken[j - 1] && isspace(s[j - 1]); j--)
                 taken[j - 1] = 1;
+    }
+}
+
+/* Where special tokens stand in s: tok_at[i] is the token that starts at i
+ * or -1, taken[i] marks bytes of a token or white space it strips. As in
+ * llama.cpp, longer tokens are matched first, each at its leftmost free
+ * places. Memory: one match per byte of s, per length. */
+static bool find_specials(const colo_tokenizer *t, const unsigned char *s, size_t n, bool parse_special,
+                          int32_t *tok_at, uint8_t *taken)
+{
+    for (size_t i = 0; i < n; i++) {
+        tok_at[i] = -1;
+        taken[i] = 0;
+    }
+    match *m = NULL;
+    for (int k = 0; k < t->n_special_lens; k++) {
+        size_t L = (size_t)t->special_lens[k], nm = 0;
+        if (L > n)
+            continue;
+        for (size_t i = 0; i + L <= n; i++) {
+            if (!t->first_byte[s[i]] || taken[i])
+                continue;
+            int32_t id = colo_tok_ht_get(&t->special, (const char *)s + i, L);
+            if (id < 0 || (!parse_special && (t->attr[id] & (A_CONTROL | A_UNKNOWN))))
+                continue;
+            if (!m && !(m = malloc(n * sizeof *m)))
+                return false;
+            m[nm++] = (match){(int)i, id};
+        }
+        if (nm > 1)
+            qsort(m, nm, sizeof *m, cmp_match);
+        take(t, s, n, L, m, nm, tok_at, taken);
     }
     free(m);
     return true;
