@@ -118,8 +118,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         colo_set_err(err, errlen, "invalid batching configuration");
         goto out_free;
     }
-    const colo_bpe *bpe = colo_llama_tokenizer(m);
-    int32_t eos = colo_bpe_eos(bpe);
+    int32_t eos = colo_tokenizer_eos(colo_llama_tokenizer(m));
     const int32_t *ids = c->n_stop_ids > 0 ? c->stop_ids : &eos;
     int n_ids = c->n_stop_ids > 0 ? c->n_stop_ids : 1;
     for (int i = 0; i < n_ids && i < 4; i++) {
@@ -315,7 +314,7 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
     q->cb.tokens[q->cb.n_tokens++] = tok;
     char piece[256];
     size_t len = 0;
-    if (colo_bpe_decode(colo_llama_tokenizer(e->m), tok, piece, sizeof piece, &len) != COLO_OK)
+    if (colo_tokenizer_decode(colo_llama_tokenizer(e->m), tok, piece, sizeof piece, &len) != COLO_OK)
         len = 0;
     size_t before = q->text_len;
     if (!append_text(q, piece, len)) {

@@ -22,6 +22,8 @@ static void usage(FILE *f)
             "  --prompt TEXT       raw completion prompt\n"
             "  --chat TEXT         a user message, wrapped in the ChatML template\n"
             "  --system TEXT       a system message for --chat\n"
+            "  --chat-template NAME  chatml, llama3, gemma, phi3, mistral or deepseek-r1 instead of\n"
+            "                      the file's template\n"
             "  --max-tokens N      tokens to generate at most (default 128)\n"
             "  --temperature T     0 = greedy (default 0.8)\n"
             "  --top-p P           nucleus sampling (default 0.95)\n"
@@ -39,7 +41,7 @@ static void usage(FILE *f)
 }
 
 typedef struct {
-    const char *model, *prompt, *chat, *system, *device;
+    const char *model, *prompt, *chat, *system, *device, *chat_template;
     int max_tokens, top_k, threads, batch;
     float temperature, top_p;
     uint64_t seed;
@@ -59,6 +61,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"max-tokens", 1, 0, 'n'},   {"temperature", 1, 0, 't'},  {"top-p", 1, 0, 'P'},   {"top-k", 1, 0, 'k'},
         {"seed", 1, 0, 's'},         {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
+        {"chat-template", 1, 0, 'C'},
         {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
@@ -69,6 +72,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'p': o->prompt = optarg; break;
         case 'c': o->chat = optarg; break;
         case 'S': o->system = optarg; break;
+        case 'C': o->chat_template = optarg; break;
         case 'n': o->max_tokens = (int)strtol(optarg, &end, 10); if (*end || o->max_tokens < 1) goto bad; break;
         case 't': o->temperature = strtof(optarg, &end); if (*end || o->temperature < 0) goto bad; break;
         case 'P': o->top_p = strtof(optarg, &end); if (*end || o->top_p <= 0 || o->top_p > 1) goto bad; break;
@@ -148,8 +152,9 @@ static void print_ids(const char *what, const int32_t *ids, int n)
     fprintf(stderr, "\n");
 }
 
-/* The prompt's token ids (*ids owned by the caller): --chat wrapped in
- * ChatML with its special tokens, --prompt as plain text. */
+/* The prompt's token ids (*ids owned by the caller): --chat in the model's
+ * chat template with its special tokens, --prompt as plain text (both with
+ * the BOS the file asks for). */
 static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template *chat, const options *o,
                                    int32_t **ids, int *n_ids)
 {
@@ -161,10 +166,15 @@ static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template
             msgs[nm++] = (colo_chat_msg){"system", o->system};
         msgs[nm++] = (colo_chat_msg){"user", o->chat};
         text = colo_chat_prompt(chat, msgs, nm);
+        if (!text && chat->format == COLO_CHAT_NONE) {
+            fprintf(stderr, "colo-generate: %s has no chat template; use --chat-template NAME or --prompt\n", o->model);
+            return COLO_EINVAL;
+        }
     } else {
         text = strdup(o->prompt);
     }
-    colo_status st = text ? colo_bpe_encode(colo_llama_tokenizer(m), text, strlen(text), o->chat != NULL, ids, n_ids)
+    colo_status st = text ? colo_tokenizer_encode(colo_llama_tokenizer(m), text, strlen(text), true, o->chat != NULL, ids,
+                                                  n_ids)
                           : COLO_ENOMEM;
     free(text);
     return st;
@@ -235,9 +245,14 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     fprintf(stderr, "colo-generate: loaded %s in %.2f s on %s (%.1f MiB of weights)\n", o->model,
             (colo_now_ns() - t0) / 1e9, device_name, colo_llama_weight_bytes(m) / 1048576.0);
     colo_chat_template chat;
-    colo_chat_template_init(&chat, colo_llama_tokenizer(m));
-    if (tokenize_prompt(m, &chat, o, &ids, &n_ids) != COLO_OK) {
-        colo_set_err(err, errlen, "out of memory while tokenizing");
+    char msg[512];
+    if (colo_chat_template_init(&chat, colo_llama_tokenizer(m), o->chat_template, msg, sizeof msg) != COLO_OK) {
+        colo_set_err(err, errlen, "%s: %s", o->model, msg);
+        goto out;
+    }
+    colo_status tst = tokenize_prompt(m, &chat, o, &ids, &n_ids);
+    if (tst != COLO_OK) {
+        colo_set_err(err, errlen, tst == COLO_EINVAL ? "no chat template" : "out of memory while tokenizing");
         goto out;
     }
     if (o->print_tokens)

@@ -40,11 +40,38 @@ static int step_tokens_of(const colo_model_cfg *mc)
     return t < r ? r : t;
 }
 
+/* The file's tokenizer and chat template as loading takes them, so that an
+ * unknown tokenizer, pre-tokenizer or template fails before any memory is
+ * allocated (and at colo-server --check-config). COLO_EINVAL with a message
+ * naming the model. */
+static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t errlen)
+{
+    char msg[512];
+    colo_gguf *g = colo_gguf_open(mc->path, msg, sizeof msg);
+    if (!g) {
+        colo_set_err(err, errlen, "%s", msg);
+        return COLO_EFORMAT;
+    }
+    colo_status st = COLO_OK;
+    colo_chat_template chat;
+    colo_tokenizer *t = colo_tokenizer_from_gguf(g, msg, sizeof msg);
+    if (!t || colo_chat_template_init(&chat, t, mc->chat_template, msg, sizeof msg) != COLO_OK) {
+        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        st = COLO_EINVAL;
+    }
+    colo_tokenizer_free(t);
+    colo_gguf_close(g);
+    return st;
+}
+
 static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, char *err, size_t errlen)
 {
     colo_llama_memory mem;
     if (colo_llama_memory_need(mc->path, mc->kv_dtype, &mem, err, errlen) != COLO_OK)
         return COLO_EFORMAT;
+    colo_status tst = check_tokenizer(mc, err, errlen);
+    if (tst != COLO_OK)
+        return tst;
     const colo_llama_hparams *hp = &mem.hp;
     int bs = mc->kv_block_size > 0 ? mc->kv_block_size : 16;
     int seq = mc->max_seq_len > 0 && mc->max_seq_len < hp->n_ctx ? mc->max_seq_len : hp->n_ctx;
@@ -72,7 +99,11 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     k->sink = *sink;
     if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
         goto fail;
-    colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m));
+    char msg[512];
+    if (colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m), mc->chat_template, msg, sizeof msg) != COLO_OK) {
+        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        goto fail;
+    }
     colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids};
@@ -108,7 +139,7 @@ static void kind_free(void *inst)
 }
 
 /* The prompt's text: the raw prompt, or the chat template over messages
- * (in the request's pool). */
+ * (in the request's pool). COLO_EINVAL when the model has no template. */
 static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text, size_t *len, bool *special)
 {
     if (!r->in.messages) {
@@ -123,11 +154,18 @@ static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text
         return COLO_ENOMEM;
     for (int i = 0; i < n; i++)
         msgs[i] = (colo_chat_msg){r->in.messages[i].role, r->in.messages[i].content};
-    size_t cap = colo_chat_prompt_bytes(&k->chat, msgs, n);
-    char *buf = colo_pool_alloc(r->pool, cap);
+    if (k->chat.format == COLO_CHAT_NONE)
+        return COLO_EINVAL;
+    char *p = colo_chat_prompt(&k->chat, msgs, n);
+    if (!p)
+        return COLO_ENOMEM;
+    *len = strlen(p);
+    char *buf = colo_pool_alloc(r->pool, *len + 1);
+    if (buf)
+        memcpy(buf, p, *len + 1);
+    free(p);
     if (!buf)
         return COLO_ENOMEM;
-    *len = colo_chat_apply(&k->chat, msgs, n, buf, cap);
     *text = buf;
     *special = true;
     return COLO_OK;
@@ -143,11 +181,18 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
         colo_set_err(err, errlen, "this model generates text; it makes no embeddings");
         return COLO_EINVAL;
     }
-    if (prompt_text(k, r, &text, &len, &special) != COLO_OK)
+    colo_status pst = prompt_text(k, r, &text, &len, &special);
+    if (pst == COLO_EINVAL) {
+        colo_set_err(err, errlen,
+                     "messages: this model's file has no chat template; its config needs chat_template: (or send a "
+                     "prompt)");
+        return COLO_EINVAL;
+    }
+    if (pst != COLO_OK)
         goto oom;
     int32_t *ids = NULL;
     int n = 0;
-    if (colo_bpe_encode(colo_llama_tokenizer(k->m), text, len, special, &ids, &n) != COLO_OK) {
+    if (colo_tokenizer_encode(colo_llama_tokenizer(k->m), text, len, true, special, &ids, &n) != COLO_OK) {
         free(ids);
         goto oom;
     }

@@ -43,6 +43,7 @@ typedef struct colo_model_cfg {
     int max_seq_len;         /* tokens (key max_seq_len or context); 0 = the model's own */
     int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
     colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */
+    char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */

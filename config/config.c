@@ -472,6 +472,17 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         mk->fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_fraction);
     }
+    if (!strcmp(key, "chat_template")) {
+        static const char *const names[] = {"chatml",     "llama3",     "gemma",
+                                            "phi3",       "mistral",    "mistral-v1",
+                                            "mistral-v3", "mistral-v3-tekken", "deepseek-r1",
+                                            NULL}; /* = models/chat.h */
+        int i;
+        if (get_enum(p, v, f, names, &i))
+            return -1;
+        snprintf(m->chat_template, sizeof m->chat_template, "%s", names[i]);
+        return 0;
+    }
     if (!strcmp(key, "priority")) {
         int i;
         if (get_enum(p, v, f, prios, &i))

@@ -1,79 +1,61 @@
-/* GPT-2 byte-level BPE with the smollm pre-tokenizer. */
+/* GPT-2 byte-level BPE and its pre-tokenizers. */
 #include "models/bpe.h"
+#include "models/tokenizer_impl.h"
 #include "models/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *s; /* into the text pool */
-    uint32_t len;
-    int32_t val;
-} hent;
+/* How text is cut into pieces before BPE (tokenizer.ggml.pre). */
+typedef enum {
+    PRE_GPT2,   /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+    PRE_SMOLLM, /* every digit alone, then PRE_GPT2 on the text between */
+    PRE_LLAMA3, /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+    PRE_QWEN2,  /* PRE_LLAMA3 with \p{N} one digit at a time */
+} pre_kind;
 
-typedef struct {
-    hent *e;
-    size_t cap; /* power of two */
-} htab;
+/* The names llama.cpp gives each pattern (src/llama-vocab.cpp), and
+ * whether a piece that is a whole token skips the merges (ignore_merges). */
+static const struct {
+    const char *name;
+    pre_kind kind;
+    bool ignore_merges;
+} pre_names[] = {
+    {"default", PRE_GPT2, false},  /* also an absent key; see colo_bpe_from_gguf */
+    {"gpt-2", PRE_GPT2, false},      {"gpt2", PRE_GPT2, false},       {"phi-2", PRE_GPT2, false},
+    {"mpt", PRE_GPT2, false},        {"olmo", PRE_GPT2, false},       {"jais", PRE_GPT2, false},
+    {"jina-es", PRE_GPT2, false},    {"jina-de", PRE_GPT2, false},    {"jina-v2-es", PRE_GPT2, false},
+    {"jina-v2-de", PRE_GPT2, false}, {"gigachat", PRE_GPT2, false},   {"exaone4", PRE_GPT2, false},
+    {"mellum", PRE_GPT2, false},     {"trillion", PRE_GPT2, false},   {"granite-docling", PRE_GPT2, false},
+    {"a.x-4.0", PRE_GPT2, false},
+    {"smollm", PRE_SMOLLM, false},   {"starcoder", PRE_SMOLLM, false}, {"refact", PRE_SMOLLM, false},
+    {"command-r", PRE_SMOLLM, false}, {"codeshell", PRE_SMOLLM, false}, {"exaone", PRE_SMOLLM, false},
+    {"minerva-7b", PRE_SMOLLM, false}, {"mellum2", PRE_SMOLLM, false},
+    {"llama-bpe", PRE_LLAMA3, true}, {"llama3", PRE_LLAMA3, true},    {"llama-v3", PRE_LLAMA3, true},
+    {"falcon3", PRE_LLAMA3, true},   {"falcon-h1", PRE_LLAMA3, true}, {"pixtral", PRE_LLAMA3, true},
+    {"midm-2.0", PRE_LLAMA3, true},  {"lfm2", PRE_LLAMA3, true},      {"dbrx", PRE_LLAMA3, false},
+    {"smaug-bpe", PRE_LLAMA3, false},
+    {"qwen2", PRE_QWEN2, false},     {"deepseek-r1-qwen", PRE_QWEN2, false}, {"megrez", PRE_QWEN2, false},
+    {"hunyuan", PRE_QWEN2, false},   {"solar-open", PRE_QWEN2, false}, {"grok-2", PRE_QWEN2, false},
+    {"laguna", PRE_QWEN2, false},    {"kormo", PRE_QWEN2, false},     {"f2llmv2", PRE_QWEN2, false},
+};
 
 struct colo_bpe {
     int n_vocab;
     char *pool;        /* every token and merge string */
     const char **tok;  /* (n_vocab) */
-    uint32_t *tok_len;
-    uint8_t *special;  /* (n_vocab) */
-    htab vocab;        /* token text -> id */
-    htab merges;       /* "left right" -> rank */
-    int *specials;     /* ids of special tokens, longest text first */
-    int n_specials;
-    int bos, eos;
-    bool add_bos;
-    bool split_digits;      /* pre-tokenizer "smollm": every digit its own piece */
+    uint32_t *tok_len; /* (n_vocab) */
+    colo_tok_htab vocab;  /* token text -> id */
+    colo_tok_htab merges; /* "left right" -> rank */
+    pre_kind pre;
+    bool ignore_merges;
+    char pre_name[32];
     uint16_t byte_cp[256];  /* byte -> GPT-2 code point */
     int32_t byte_tok[256];  /* byte -> its token, -1 if the vocabulary has none */
     int32_t replacement;    /* the token of U+FFFD, -1 if none */
     int16_t cp_byte[512];   /* code point (< 512) -> byte, -1 if none */
 };
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static bool ht_init(htab *t, size_t n)
-{
-    t->cap = 16;
-    while (t->cap < n * 2)
-        t->cap *= 2;
-    t->e = calloc(t->cap, sizeof *t->e);
-    return t->e != NULL;
-}
-
-static void ht_put(htab *t, const char *s, uint32_t len, int32_t val)
-{
-    size_t i = hash_bytes(s, len) & (t->cap - 1);
-    while (t->e[i].s) {
-        if (t->e[i].len == len && !memcmp(t->e[i].s, s, len))
-            return; /* keep the first (lowest id / rank) */
-        i = (i + 1) & (t->cap - 1);
-    }
-    t->e[i] = (hent){s, len, val};
-}
-
-static int32_t ht_get(const htab *t, const char *s, size_t len)
-{
-    size_t i = hash_bytes(s, len) & (t->cap - 1);
-    while (t->e[i].s) {
-        if (t->e[i].len == len && !memcmp(t->e[i].s, s, len))
-            return t->e[i].val;
-        i = (i + 1) & (t->cap - 1);
-    }
-    return -1;
-}
 
 static void init_byte_map(colo_bpe *b)
 {
@@ -87,50 +69,38 @@ static void init_byte_map(colo_bpe *b)
     }
 }
 
-static int cmp_special(const void *a, const void *b, void *ctx)
+/* tokenizer.ggml.pre names the pattern; no key means "default", which
+ * colo (like its earlier versions) cuts with the GPT-2 pattern. */
+static bool read_pre(colo_bpe *b, const colo_gguf *g, char *err, size_t errlen)
 {
-    const colo_bpe *t = ctx;
-    int x = *(const int *)a, y = *(const int *)b;
-    return (int)t->tok_len[y] - (int)t->tok_len[x];
-}
-
-/* The tokenizer's model must be gpt2 (byte-level BPE); the pre-tokenizer
- * "smollm" splits digits before the GPT-2 pattern, "gpt2" and "default"
- * (or no key, as llama.cpp assumes) use the pattern alone. Others have
- * patterns of their own that this tokenizer lacks. */
-static bool read_kind(colo_bpe *b, const colo_gguf *g, char *err, size_t errlen)
-{
-    colo_gguf_str model;
-    if (colo_gguf_get_str(g, "tokenizer.ggml.model", &model) || model.len != 4 || memcmp(model.ptr, "gpt2", 4)) {
-        colo_set_err(err, errlen, "tokenizer.ggml.model is missing or not gpt2 (byte-level BPE)");
-        return false;
-    }
     colo_gguf_str pre = {"default", 7};
     if (colo_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == COLO_EFORMAT) {
         colo_set_err(err, errlen, "tokenizer.ggml.pre is not a string");
         return false;
     }
-    b->split_digits = pre.len == 6 && !memcmp(pre.ptr, "smollm", 6);
-    if (!b->split_digits && !(pre.len == 4 && !memcmp(pre.ptr, "gpt2", 4)) &&
-        !(pre.len == 7 && !memcmp(pre.ptr, "default", 7))) {
-        colo_set_err(err, errlen, "tokenizer.ggml.pre '%.*s' is not supported (smollm, gpt2 or default)",
-                     (int)(pre.len < 64 ? pre.len : 64), pre.ptr);
-        return false;
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++) {
+        if (strlen(pre_names[i].name) == pre.len && !memcmp(pre_names[i].name, pre.ptr, pre.len)) {
+            b->pre = pre_names[i].kind;
+            b->ignore_merges = pre_names[i].ignore_merges;
+            snprintf(b->pre_name, sizeof b->pre_name, "%s", pre_names[i].name);
+            return true;
+        }
     }
-    return true;
+    colo_set_err(err, errlen,
+                 "tokenizer.ggml.pre '%.*s' is not supported (colo knows llama-bpe, qwen2, deepseek-r1-qwen, "
+                 "smollm, gpt-2 and their aliases; see docs/MODELS.md)",
+                 (int)(pre.len < 64 ? pre.len : 64), pre.ptr);
+    return false;
 }
 
-/* The vocabulary arrays as the file holds them: strings are (u64 length,
- * bytes) one after the other, already validated by the GGUF reader. */
 typedef struct {
-    const uint8_t *tokens, *merges, *types; /* types: (n_tok) i32, NULL when absent */
+    const uint8_t *tokens, *merges;
     uint64_t n_tok, n_merge;
 } vocab_arrays;
 
 static bool read_arrays(const colo_gguf *g, vocab_arrays *a, char *err, size_t errlen)
 {
-    colo_gguf_type tt, mt, ty;
-    uint64_t n_type;
+    colo_gguf_type tt, mt;
     if (colo_gguf_get_arr(g, "tokenizer.ggml.tokens", &tt, &a->n_tok, &a->tokens) || tt != COLO_GGUF_STRING ||
         !a->n_tok || a->n_tok > (1u << 24)) {
         colo_set_err(err, errlen, "tokenizer.ggml.tokens is missing or not a string array");
@@ -140,43 +110,21 @@ static bool read_arrays(const colo_gguf *g, vocab_arrays *a, char *err, size_t e
         colo_set_err(err, errlen, "tokenizer.ggml.merges is missing or not a string array");
         return false;
     }
-    a->types = NULL;
-    if (colo_gguf_get_arr(g, "tokenizer.ggml.token_type", &ty, &n_type, &a->types) != COLO_OK) {
-        a->types = NULL;
-    } else if (ty != COLO_GGUF_I32 || n_type != a->n_tok) {
-        colo_set_err(err, errlen, "tokenizer.ggml.token_type does not match the tokens");
-        return false;
-    }
     return true;
-}
-
-/* Bytes the n strings at p take in the pool, each with its NUL. */
-static size_t pool_bytes(const uint8_t *p, uint64_t n)
-{
-    size_t bytes = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t len;
-        memcpy(&len, p, 8);
-        bytes += len + 1;
-        p += 8 + len;
-    }
-    return bytes;
 }
 
 static bool alloc_tables(colo_bpe *b, const vocab_arrays *a)
 {
-    size_t pool = pool_bytes(a->tokens, a->n_tok) + pool_bytes(a->merges, a->n_merge);
+    size_t pool = colo_tok_pool_bytes(a->tokens, a->n_tok) + colo_tok_pool_bytes(a->merges, a->n_merge);
     b->pool = malloc(pool ? pool : 1);
     b->tok = malloc(a->n_tok * sizeof *b->tok);
     b->tok_len = malloc(a->n_tok * sizeof *b->tok_len);
-    b->special = calloc(a->n_tok, 1);
-    b->specials = malloc(a->n_tok * sizeof *b->specials);
-    return b->pool && b->tok && b->tok_len && b->special && b->specials && ht_init(&b->vocab, a->n_tok) &&
-           ht_init(&b->merges, a->n_merge + 1);
+    return b->pool && b->tok && b->tok_len && colo_tok_ht_init(&b->vocab, a->n_tok) &&
+           colo_tok_ht_init(&b->merges, a->n_merge + 1);
 }
 
-/* Copies the tokens into the pool from *w on, and advances *w. Control and
- * user-defined tokens (types 3 and 4) are special: matched whole in text. */
+/* Copies the tokens into the pool from *w on, and advances *w. A text
+ * that appears twice maps to its last id, as in llama.cpp. */
 static void load_tokens(colo_bpe *b, const vocab_arrays *a, char **w)
 {
     const uint8_t *p = a->tokens;
@@ -187,19 +135,10 @@ static void load_tokens(colo_bpe *b, const vocab_arrays *a, char **w)
         (*w)[len] = 0;
         b->tok[i] = *w;
         b->tok_len[i] = (uint32_t)len;
-        ht_put(&b->vocab, *w, (uint32_t)len, (int32_t)i);
-        if (a->types) {
-            int32_t type;
-            memcpy(&type, a->types + 4 * i, 4);
-            if ((type == 3 || type == 4) && len > 0) {
-                b->special[i] = 1;
-                b->specials[b->n_specials++] = (int)i;
-            }
-        }
+        colo_tok_ht_put(&b->vocab, *w, (uint32_t)len, (int32_t)i, true);
         *w += len + 1;
         p += 8 + len;
     }
-    qsort_r(b->specials, (size_t)b->n_specials, sizeof *b->specials, cmp_special, b);
 }
 
 /* Copies the merges ("left right", rank = index) into the pool from w on. */
@@ -215,7 +154,7 @@ static bool load_merges(colo_bpe *b, const vocab_arrays *a, char *w, char *err, 
             colo_set_err(err, errlen, "tokenizer.ggml.merges entry %llu has no space", (unsigned long long)i);
             return false;
         }
-        ht_put(&b->merges, w, (uint32_t)len, (int32_t)i);
+        colo_tok_ht_put(&b->merges, w, (uint32_t)len, (int32_t)i, false);
         w += len + 1;
         p += 8 + len;
     }
@@ -227,28 +166,13 @@ static void map_bytes(colo_bpe *b)
 {
     for (int c = 0; c < 256; c++) {
         char t[4];
-        b->byte_tok[c] = ht_get(&b->vocab, t, (size_t)colo_utf8_encode(b->byte_cp[c], t));
+        b->byte_tok[c] = colo_tok_ht_get(&b->vocab, t, (size_t)colo_utf8_encode(b->byte_cp[c], t));
     }
     char fffd[8];
     int fl = colo_utf8_encode(b->byte_cp[0xEF], fffd);
     fl += colo_utf8_encode(b->byte_cp[0xBF], fffd + fl);
     fl += colo_utf8_encode(b->byte_cp[0xBD], fffd + fl);
-    b->replacement = ht_get(&b->vocab, fffd, (size_t)fl);
-}
-
-static bool read_bos_eos(colo_bpe *b, const colo_gguf *g, char *err, size_t errlen)
-{
-    uint32_t v;
-    uint32_t n_tok = (uint32_t)b->n_vocab;
-    b->bos = colo_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
-    b->eos = colo_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v) == COLO_OK && v < n_tok ? (int)v : -1;
-    bool add = false;
-    b->add_bos = colo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add) == COLO_OK ? add : false;
-    if (b->add_bos && b->bos < 0) {
-        colo_set_err(err, errlen, "tokenizer.ggml.add_bos_token is set but there is no BOS token");
-        return false;
-    }
-    return true;
+    b->replacement = colo_tok_ht_get(&b->vocab, fffd, (size_t)fl);
 }
 
 colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
@@ -260,7 +184,7 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
     }
     init_byte_map(b);
     vocab_arrays a;
-    if (!read_kind(b, g, err, errlen) || !read_arrays(g, &a, err, errlen))
+    if (!read_pre(b, g, err, errlen) || !read_arrays(g, &a, err, errlen))
         goto out_free;
     b->n_vocab = (int)a.n_tok;
     if (!alloc_tables(b, &a)) {
@@ -272,8 +196,6 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen)
     if (!load_merges(b, &a, w, err, errlen))
         goto out_free;
     map_bytes(b);
-    if (!read_bos_eos(b, g, err, errlen))
-        goto out_free;
     return b;
 
 out_free:
@@ -288,44 +210,22 @@ void colo_bpe_free(colo_bpe *b)
     free(b->pool);
     free(b->tok);
     free(b->tok_len);
-    free(b->special);
-    free(b->specials);
     free(b->vocab.e);
     free(b->merges.e);
     free(b);
 }
 
 int colo_bpe_n_vocab(const colo_bpe *b) { return b->n_vocab; }
-int colo_bpe_bos(const colo_bpe *b) { return b->bos; }
-int colo_bpe_eos(const colo_bpe *b) { return b->eos; }
-bool colo_bpe_add_bos(const colo_bpe *b) { return b->add_bos; }
-int colo_bpe_find(const colo_bpe *b, const char *s) { return ht_get(&b->vocab, s, strlen(s)); }
-bool colo_bpe_is_special(const colo_bpe *b, int id) { return id >= 0 && id < b->n_vocab && b->special[id]; }
-const char *colo_bpe_token_text(const colo_bpe *b, int id) { return id >= 0 && id < b->n_vocab ? b->tok[id] : NULL; }
+const char *colo_bpe_pre_name(const colo_bpe *b) { return b->pre_name; }
+int colo_bpe_find(const colo_bpe *b, const char *s, size_t len) { return colo_tok_ht_get(&b->vocab, s, len); }
 
-/* ---- output buffer ---------------------------------------------------------------- */
-
-typedef struct {
-    int32_t *ids;
-    int n, cap;
-    bool oom;
-} idbuf;
-
-static void push(idbuf *o, int32_t id)
+const char *colo_bpe_token_text(const colo_bpe *b, int id, size_t *len)
 {
-    if (o->oom)
-        return;
-    if (o->n == o->cap) {
-        int cap = o->cap ? o->cap * 2 : 64;
-        int32_t *p = realloc(o->ids, (size_t)cap * sizeof *p);
-        if (!p) {
-            o->oom = true;
-            return;
-        }
-        o->ids = p;
-        o->cap = cap;
-    }
-    o->ids[o->n++] = id;
+    if (id < 0 || id >= b->n_vocab)
+        return NULL;
+    if (len)
+        *len = b->tok_len[id];
+    return b->tok[id];
 }
 
 /* ---- BPE on one pre-tokenized piece -------------------------------------------------- */
@@ -385,7 +285,7 @@ static int32_t merge_rank(const colo_bpe *b, const char *enc, const sym *l, cons
     memcpy(key, enc + l->estart, (size_t)l->elen);
     key[l->elen] = ' ';
     memcpy(key + l->elen + 1, enc + r->estart, (size_t)r->elen);
-    return ht_get(&b->merges, key, (size_t)(l->elen + 1 + r->elen));
+    return colo_tok_ht_get(&b->merges, key, (size_t)(l->elen + 1 + r->elen));
 }
 
 static void queue_pair(const colo_bpe *b, const char *enc, const sym *s, int left, char *key, cand *h, int *nh)
@@ -403,23 +303,23 @@ static void queue_pair(const colo_bpe *b, const char *enc, const sym *s, int lef
  * and Hugging Face tokenizers do) and becomes U+FFFD's token when it is not
  * UTF-8 at all (as llama.cpp does). */
 static void push_bytes(const colo_bpe *b, const unsigned char *piece, const uint8_t *invalid, const sym *s,
-                       idbuf *out)
+                       colo_tok_ids *out)
 {
     for (int i = s->start; i < s->start + s->len; i++) {
         int32_t id = b->byte_tok[piece[i]];
         if (id < 0 && invalid[i])
             id = b->replacement;
         if (id >= 0)
-            push(out, id);
+            colo_tok_push(out, id);
     }
 }
 
-static void bpe_piece(const colo_bpe *b, const unsigned char *piece, size_t n, idbuf *out)
+static void bpe_piece(const colo_bpe *b, const unsigned char *piece, size_t n, colo_tok_ids *out)
 {
     if (n == 0)
         return;
     if (n == 1 && b->byte_tok[piece[0]] >= 0) { /* common: punctuation, digits, spaces */
-        push(out, b->byte_tok[piece[0]]);
+        colo_tok_push(out, b->byte_tok[piece[0]]);
         return;
     }
     if (n > INT32_MAX / 4) {
@@ -476,9 +376,9 @@ static void bpe_piece(const colo_bpe *b, const unsigned char *piece, size_t n, i
         queue_pair(b, enc, s, c.left, key, heap, &nh);
     }
     for (int i = 0; i >= 0; i = s[i].next) {
-        int32_t id = ht_get(&b->vocab, enc + s[i].estart, (size_t)s[i].elen);
+        int32_t id = colo_tok_ht_get(&b->vocab, enc + s[i].estart, (size_t)s[i].elen);
         if (id >= 0)
-            push(out, id);
+            colo_tok_push(out, id);
         else
             push_bytes(b, piece, invalid, &s[i], out);
     }
@@ -495,7 +395,8 @@ out_free:
         free(heap);
 }
 
-/* ---- the GPT-2 pattern on a span without digits --------------------------------------- */
+
+/* ---- pre-tokenizers ------------------------------------------------------------------- */
 
 typedef struct {
     const unsigned char *s;
@@ -554,12 +455,128 @@ static size_t gpt2_match(span t, size_t i)
     return last - i; /* leave the last space for the next token */
 }
 
-static void pretokenize(const colo_bpe *b, const unsigned char *s, size_t n, idbuf *out)
+
+static bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+
+static int ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? (int)(c + 32) : (int)c; }
+
+/* Length of the match at i of the Llama 3 pattern (digits: at most
+ * max_digits in a piece: 3 for llama-bpe, 1 for qwen2). */
+static size_t llama3_match(span t, size_t i, int max_digits)
 {
+    int l, l2;
+    uint32_t c = cp_at(t, i, &l);
+    if (c == '\'' && i + 1 < t.n) { /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+        int c1 = ascii_lower(t.s[i + 1]);
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+            return 2;
+        if (i + 2 < t.n) {
+            int c2 = ascii_lower(t.s[i + 2]);
+            if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+                return 3;
+        }
+    }
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    size_t j = i;
+    if (!colo_is_letter(c) && !is_crlf(c) && !colo_is_number(c) && i + (size_t)l < t.n &&
+        colo_is_letter(cp_at(t, i + (size_t)l, &l2)))
+        j = i + (size_t)l;
+    if (colo_is_letter(cp_at(t, j, &l2))) {
+        size_t k = j;
+        while (k < t.n && colo_is_letter(cp_at(t, k, &l2)))
+            k += (size_t)l2;
+        return k - i;
+    }
+    if (colo_is_number(c)) { /* \p{N}{1,max_digits} */
+        size_t k = i;
+        for (int d = 0; d < max_digits && k < t.n && colo_is_number(cp_at(t, k, &l2)); d++)
+            k += (size_t)l2;
+        return k - i;
+    }
+    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+    j = i;
+    if (c == ' ' && i + 1 < t.n && is_other(cp_at(t, i + 1, &l2)))
+        j = i + 1;
+    if (is_other(cp_at(t, j, &l2))) {
+        size_t k = j;
+        while (k < t.n && is_other(cp_at(t, k, &l2)))
+            k += (size_t)l2;
+        while (k < t.n && is_crlf(t.s[k]))
+            k++;
+        return k - i;
+    }
+    /* \s*[\r\n]+ | \s+(?!\S) | \s+ */
+    size_t k = i, last = i, after_nl = 0;
+    while (k < t.n) {
+        uint32_t c2 = cp_at(t, k, &l2);
+        if (!colo_is_space(c2))
+            break;
+        last = k;
+        k += (size_t)l2;
+        if (is_crlf(c2))
+            after_nl = k;
+    }
+    if (after_nl)
+        return after_nl - i;
+    if (k == i)
+        return (size_t)l; /* cannot happen: every code point is in one class */
+    if (k == t.n || last == i)
+        return k - i;
+    return last - i; /* leave the last space for the next piece */
+}
+
+static void piece_out(const colo_bpe *b, const unsigned char *s, size_t n, colo_tok_ids *out)
+{
+    if (b->ignore_merges && n > 1) {
+        /* the piece's byte-level text, when it is a token, is that token */
+        char st[256];
+        size_t cap = n * 2;
+        char *enc = cap <= sizeof st ? st : malloc(cap);
+        if (!enc) {
+            out->oom = true;
+            return;
+        }
+        size_t e = 0;
+        for (size_t i = 0; i < n; i++)
+            e += (size_t)colo_utf8_encode(b->byte_cp[s[i]], enc + e);
+        int32_t id = colo_tok_ht_get(&b->vocab, enc, e);
+        if (enc != st)
+            free(enc);
+        if (id >= 0) {
+            colo_tok_push(out, id);
+            return;
+        }
+    }
+    bpe_piece(b, s, n, out);
+}
+
+/* Cuts the text between digits with the GPT-2 pattern. */
+static void gpt2_span(const colo_bpe *b, span t, colo_tok_ids *out)
+{
+    for (size_t k = 0; k < t.n;) {
+        size_t m = gpt2_match(t, k);
+        piece_out(b, t.s + k, m, out);
+        k += m;
+    }
+}
+
+void colo_bpe_encode_text(const colo_bpe *b, const char *text, size_t n, colo_tok_ids *out)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (b->pre == PRE_LLAMA3 || b->pre == PRE_QWEN2) {
+        span t = {s, n};
+        int digits = b->pre == PRE_LLAMA3 ? 3 : 1;
+        for (size_t k = 0; k < n && !out->oom;) {
+            size_t m = llama3_match(t, k, digits);
+            piece_out(b, s + k, m, out);
+            k += m;
+        }
+        return;
+    }
     size_t i = 0;
     while (i < n && !out->oom) {
         /* smollm: every digit is its own piece; the GPT-2 pattern runs on the text between. */
-        size_t j = b->split_digits ? i : n;
+        size_t j = b->pre == PRE_SMOLLM ? i : n;
         int l = 1;
         while (j < n) {
             uint32_t cp;
@@ -568,51 +585,13 @@ static void pretokenize(const colo_bpe *b, const unsigned char *s, size_t n, idb
                 break;
             j += (size_t)l;
         }
-        span t = {s + i, j - i};
-        for (size_t k = 0; k < t.n;) {
-            size_t m = gpt2_match(t, k);
-            bpe_piece(b, t.s + k, m, out);
-            k += m;
-        }
+        gpt2_span(b, (span){s + i, j - i}, out);
         if (j < n) {
-            bpe_piece(b, s + j, (size_t)l, out);
+            piece_out(b, s + j, (size_t)l, out);
             j += (size_t)l;
         }
         i = j;
     }
-}
-
-colo_status colo_bpe_encode(const colo_bpe *b, const char *text, size_t len, bool allow_special, int32_t **out,
-                            int *n)
-{
-    idbuf o = {0};
-    const unsigned char *s = (const unsigned char *)text;
-    size_t start = 0;
-    if (b->add_bos)
-        push(&o, b->bos);
-    for (size_t i = 0; allow_special && i < len; i++) {
-        for (int k = 0; k < b->n_specials; k++) {
-            int id = b->specials[k];
-            uint32_t tl = b->tok_len[id];
-            if (tl <= len - i && !memcmp(s + i, b->tok[id], tl)) {
-                pretokenize(b, s + start, i - start, &o);
-                push(&o, id);
-                i += tl - 1;
-                start = i + 1;
-                break;
-            }
-        }
-    }
-    pretokenize(b, s + start, len - start, &o);
-    if (o.oom) {
-        free(o.ids);
-        return COLO_ENOMEM;
-    }
-    if (!o.ids)
-        o.ids = malloc(sizeof *o.ids); /* a valid pointer even for no tokens */
-    *out = o.ids;
-    *n = o.n;
-    return o.ids ? COLO_OK : COLO_ENOMEM;
 }
 
 colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, size_t *len)
@@ -621,13 +600,6 @@ colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, si
         return COLO_EINVAL;
     const char *t = b->tok[id];
     size_t tl = b->tok_len[id];
-    if (b->special[id]) {
-        if (tl > cap)
-            return COLO_ENOMEM;
-        memcpy(buf, t, tl);
-        *len = tl;
-        return COLO_OK;
-    }
     size_t o = 0;
     for (size_t i = 0; i < tl;) {
         uint32_t cp;

@@ -1,11 +1,20 @@
 /* models/bpe.h: GPT-2 byte-level BPE from GGUF metadata
- * (tokenizer.ggml.tokens / merges / token_type / bos / eos / add_bos_token /
- * pre), special tokens matched whole (chat templates: models/chat.h). Pre-tokenizers
- * (tokenizer.ggml.pre): "smollm" (digits one by one, then the GPT-2
- * pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)
- * and "gpt2"/"default"/absent (the pattern alone); others are refused.
- * Unicode classes come from tables generated from Unicode 14.0
- * (scripts/ref/make_unicode_tables.py).
+ * (tokenizer.ggml.model "gpt2": tokenizer.ggml.tokens / merges / pre), one
+ * of the backends of models/tokenizer.h, which handles special tokens,
+ * BOS/EOS and token types; callers use that facade.
+ *
+ * Pre-tokenizers (tokenizer.ggml.pre), as llama.cpp names them:
+ *   gpt-2 (and gpt2, default or no key, mpt, olmo, phi-2, ...): the GPT-2
+ *     pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *   smollm (and starcoder, refact, command-r, ...): every digit alone, then
+ *     the GPT-2 pattern;
+ *   llama-bpe (Llama 3; and llama3, falcon3, pixtral, dbrx, ...):
+ *     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ , where a piece
+ *     that is a whole token skips the merges;
+ *   qwen2 (and deepseek-r1-qwen, megrez, ...): the same with \p{N} alone.
+ * Others are refused with their name. Unicode classes come from tables
+ * generated from Unicode 14.0 (scripts/ref/make_unicode_tables.py).
  *
  * Never fails on arbitrary input bytes: invalid UTF-8 is tokenized byte by
  * byte, and decoding returns exactly the bytes that were encoded.
@@ -20,41 +29,29 @@
 #include "models/gguf.h"
 
 typedef struct colo_bpe colo_bpe;
+typedef struct colo_tok_ids colo_tok_ids; /* models/tokenizer_impl.h */
 
-typedef struct colo_chat_msg {
-    const char *role;
-    const char *content;
-} colo_chat_msg;
-
-/* NULL with a message naming the missing or malformed key. */
+/* NULL with a message naming the missing or malformed key, or the
+ * pre-tokenizer colo lacks. */
 colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen);
 void colo_bpe_free(colo_bpe *b); /* accepts NULL */
 
 int colo_bpe_n_vocab(const colo_bpe *b);
-int colo_bpe_bos(const colo_bpe *b);  /* -1 when none */
-int colo_bpe_eos(const colo_bpe *b);
-bool colo_bpe_add_bos(const colo_bpe *b);
-/* Id of the token whose text is exactly s, or -1. */
-int colo_bpe_find(const colo_bpe *b, const char *s);
-/* Control/special tokens (token_type 3 or 4). */
-bool colo_bpe_is_special(const colo_bpe *b, int id);
-/* The token's text as the vocabulary stores it (byte-level code points, not
- * the bytes it decodes to), NUL-terminated, owned by b; NULL for an id out
- * of range. */
-const char *colo_bpe_token_text(const colo_bpe *b, int id);
+/* The pre-tokenizer's name as the file gives it ("default" when absent). */
+const char *colo_bpe_pre_name(const colo_bpe *b);
+/* Id of the token whose vocabulary text is s[0, len), or -1. */
+int colo_bpe_find(const colo_bpe *b, const char *s, size_t len);
+/* The token's text as the vocabulary stores it (byte-level code points),
+ * NUL-terminated, owned by b, its length in *len (may be NULL); NULL for
+ * an id out of range. */
+const char *colo_bpe_token_text(const colo_bpe *b, int id, size_t *len);
 
-/* Encodes len bytes of text into *out (malloc'd, the caller frees, valid
- * even when *n is 0) and *n. Starts with the BOS token when
- * colo_bpe_add_bos(b). allow_special: control tokens written in the text
- * (e.g. <|im_start|>) become their ids, longest first; otherwise they are
- * plain text. COLO_ENOMEM when out of memory. Time: O(len log len). */
-colo_status colo_bpe_encode(const colo_bpe *b, const char *text, size_t len, bool allow_special, int32_t **out,
-                            int *n);
-/* The bytes token id stands for (token_to_piece), into buf (cap bytes; a
- * token is at most a few times its text's length); *len gets the count.
- * Special tokens give their text. COLO_EINVAL for an id out of range,
- * COLO_ENOMEM when cap is too small. */
+/* Appends the tokens of len bytes of plain text (no special tokens) to
+ * out; out->oom is set when out of memory. Time: O(len log len). */
+void colo_bpe_encode_text(const colo_bpe *b, const char *text, size_t len, colo_tok_ids *out);
+/* The bytes token id's byte-level text stands for, into buf (cap bytes);
+ * *len gets the count. COLO_EINVAL for an id out of range, COLO_ENOMEM
+ * when cap is too small. */
 colo_status colo_bpe_decode(const colo_bpe *b, int id, char *buf, size_t cap, size_t *len);
-
 
 #endif

@@ -1,8 +1,44 @@
+/* Chat templates of the common model families, rendered in C. */
 #include "models/chat.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static const struct {
+    const char *name;
+    colo_chat_format f;
+} formats[] = {
+    {"chatml", COLO_CHAT_CHATML},
+    {"llama3", COLO_CHAT_LLAMA3},
+    {"gemma", COLO_CHAT_GEMMA},
+    {"phi3", COLO_CHAT_PHI3},
+    {"mistral", COLO_CHAT_MISTRAL_V3},
+    {"mistral-v1", COLO_CHAT_MISTRAL_V1},
+    {"mistral-v3", COLO_CHAT_MISTRAL_V3},
+    {"mistral-v3-tekken", COLO_CHAT_MISTRAL_V3_TEKKEN},
+    {"deepseek-r1", COLO_CHAT_DEEPSEEK_R1},
+};
+
+bool colo_chat_format_known(const char *name)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (!strcmp(formats[i].name, name))
+            return true;
+    return false;
+}
+
+const char *colo_chat_format_name(colo_chat_format f)
+{
+    if (f == COLO_CHAT_MISTRAL_V3)
+        return "mistral-v3";
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i].f == f)
+            return formats[i].name;
+    return "none";
+}
 
 static void add_stop(colo_chat_template *t, int id)
 {
@@ -14,50 +50,354 @@ static void add_stop(colo_chat_template *t, int id)
     t->stop_ids[t->n_stop_ids++] = id;
 }
 
-void colo_chat_template_init(colo_chat_template *t, const colo_bpe *bpe)
+/* The family of a jinja template, by markers that stay when templates
+ * grow tools and options; COLO_CHAT_NONE when none fits. */
+static colo_chat_format detect(const char *j)
+{
+    if (strstr(j, "<|im_start|>"))
+        return COLO_CHAT_CHATML;
+    if (strstr(j, "<｜User｜>") && strstr(j, "<｜Assistant｜>"))
+        return COLO_CHAT_DEEPSEEK_R1;
+    if (strstr(j, "<|start_header_id|>") && strstr(j, "<|end_header_id|>"))
+        return COLO_CHAT_LLAMA3;
+    if (strstr(j, "<start_of_turn>"))
+        return COLO_CHAT_GEMMA;
+    if (strstr(j, "<|user|>") && strstr(j, "<|assistant|>") && strstr(j, "<|end|>"))
+        return COLO_CHAT_PHI3;
+    if (strstr(j, "[INST]") && !strstr(j, "<<SYS>>") && !strstr(j, "[SYSTEM_PROMPT]")) {
+        if (strstr(j, "\"[INST]\"") || strstr(j, "'[INST]'"))
+            return COLO_CHAT_MISTRAL_V3_TEKKEN;
+        if (strstr(j, " [/INST]"))
+            return COLO_CHAT_MISTRAL_V1;
+        return COLO_CHAT_MISTRAL_V3;
+    }
+    return COLO_CHAT_NONE;
+}
+
+/* ChatML templates (SmolLM2, Qwen 2.5) that write a system message of
+ * their own when the chat has none hold it as a string literal
+ * '<|im_start|>system\n...<|im_end|>'; copies its text, unescaped. */
+static void chatml_default_system(const char *j, char *out, size_t cap)
+{
+    static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n"};
+    out[0] = 0;
+    for (int h = 0; h < 2; h++) {
+        for (const char *p = strstr(j, heads[h]); p; p = strstr(p + 1, heads[h])) {
+            const char *s = p + strlen(heads[h]), *end = strstr(s, "<|im_end|>");
+            if (!end || end == s || strcspn(s, "{}+'\"") < (size_t)(end - s))
+                continue; /* not a literal: the chat's own system message is written there */
+            size_t o = 0;
+            for (; s < end && o + 1 < cap; s++) {
+                if (*s == '\\' && s + 1 < end) {
+                    s++;
+                    out[o++] = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s;
+                } else {
+                    out[o++] = *s;
+                }
+            }
+            out[o] = 0;
+            return;
+        }
+    }
+}
+
+/* Llama 3.1+ templates open with a system block that dates the chat:
+ * the date the template fixes, or today's (strftime_now). */
+static void llama3_date(const char *j, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (!strstr(j, "Cutting Knowledge Date"))
+        return;
+    if (strstr(j, "strftime_now")) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(out, cap, "%d %b %Y", &tm);
+        return;
+    }
+    const char *p = strstr(j, "date_string = \"");
+    if (p) {
+        p += strlen("date_string = \"");
+        const char *e = strchr(p, '"');
+        if (e && (size_t)(e - p) < cap) {
+            memcpy(out, p, (size_t)(e - p));
+            out[e - p] = 0;
+            return;
+        }
+    }
+    snprintf(out, cap, "26 Jul 2024");
+}
+
+static void copy_token(const colo_tokenizer *tok, int id, char *out, size_t cap)
+{
+    const char *s = id >= 0 ? colo_tokenizer_token_text(tok, id) : NULL;
+    snprintf(out, cap, "%s", s ? s : "");
+}
+
+colo_status colo_chat_template_from_text(colo_chat_template *t, const char *j, const char *override,
+                                         const char *bos, const char *eos, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    t->format = COLO_CHAT_CHATML;
-    add_stop(t, colo_bpe_eos(bpe));
-    add_stop(t, colo_bpe_find(bpe, "<|im_end|>"));
-    add_stop(t, colo_bpe_find(bpe, "<|endoftext|>"));
-}
-
-const char *colo_chat_format_name(colo_chat_format f)
-{
-    switch (f) {
-    case COLO_CHAT_CHATML: return "chatml";
+    if (override && *override) {
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+            if (!strcmp(formats[i].name, override))
+                t->format = formats[i].f;
+        if (t->format == COLO_CHAT_NONE) {
+            colo_set_err(err, errlen,
+                         "chat_template '%s' is not one colo renders (chatml, llama3, gemma, phi3, mistral, "
+                         "mistral-v1, mistral-v3, mistral-v3-tekken, deepseek-r1)",
+                         override);
+            return COLO_EINVAL;
+        }
+    } else if (j) {
+        t->format = detect(j);
+        if (t->format == COLO_CHAT_NONE) {
+            colo_set_err(err, errlen,
+                         "the file's chat template (tokenizer.chat_template) is not one colo recognises; set "
+                         "chat_template: to chatml, llama3, gemma, phi3, mistral or deepseek-r1 in the model's config");
+            return COLO_EINVAL;
+        }
     }
-    return "unknown";
+    snprintf(t->bos, sizeof t->bos, "%s", bos ? bos : "");
+    snprintf(t->eos, sizeof t->eos, "%s", eos ? eos : "");
+    if (j && t->format == COLO_CHAT_CHATML)
+        chatml_default_system(j, t->default_system, sizeof t->default_system);
+    if (t->format == COLO_CHAT_LLAMA3)
+        llama3_date(j ? j : "Cutting Knowledge Date date_string = \"26 Jul 2024\"", t->date, sizeof t->date);
+    t->close_think = t->format == COLO_CHAT_DEEPSEEK_R1 && j && strstr(j, "enable_thinking");
+    return COLO_OK;
 }
 
-size_t colo_chat_prompt_bytes(const colo_chat_template *t, const colo_chat_msg *msgs, int n)
+colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer *tok, const char *override,
+                                    char *err, size_t errlen)
 {
-    (void)t;
-    size_t need = sizeof "<|im_start|>assistant\n";
+    char bos[64], eos[64];
+    copy_token(tok, colo_tokenizer_bos(tok), bos, sizeof bos);
+    copy_token(tok, colo_tokenizer_eos(tok), eos, sizeof eos);
+    colo_status st = colo_chat_template_from_text(t, colo_tokenizer_chat_template(tok), override, bos, eos, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    static const char *const turn_end[] = {
+        [COLO_CHAT_CHATML] = "<|im_end|>",   [COLO_CHAT_LLAMA3] = "<|eot_id|>", [COLO_CHAT_GEMMA] = "<end_of_turn>",
+        [COLO_CHAT_PHI3] = "<|end|>",        [COLO_CHAT_DEEPSEEK_R1] = "<｜end▁of▁sentence｜>",
+    };
+    add_stop(t, colo_tokenizer_eos(tok));
+    if ((size_t)t->format < sizeof turn_end / sizeof turn_end[0] && turn_end[t->format])
+        add_stop(t, colo_tokenizer_find(tok, turn_end[t->format]));
+    if (t->format == COLO_CHAT_LLAMA3)
+        add_stop(t, colo_tokenizer_find(tok, "<|eom_id|>"));
+    add_stop(t, colo_tokenizer_eot(tok));
+    if (t->format == COLO_CHAT_CHATML)
+        add_stop(t, colo_tokenizer_find(tok, "<|endoftext|>"));
+    return COLO_OK;
+}
+
+/* ---- rendering --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void put_n(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* jinja's |trim */
+static void put_trim(sbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && is_ws(*s))
+        s++, n--;
+    while (n && is_ws(s[n - 1]))
+        n--;
+    put_n(b, s, n);
+}
+
+static bool role_is(const colo_chat_msg *m, const char *r) { return !strcmp(m->role, r); }
+
+static void render_chatml(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
+{
+    if (t->default_system[0] && n > 0 && !role_is(&m[0], "system")) {
+        put(b, "<|im_start|>system\n");
+        put(b, t->default_system);
+        put(b, "<|im_end|>\n");
+    }
+    for (int i = 0; i < n; i++) {
+        put(b, "<|im_start|>");
+        put(b, m[i].role);
+        put(b, "\n");
+        put(b, m[i].content);
+        put(b, "<|im_end|>\n");
+    }
+    put(b, "<|im_start|>assistant\n");
+}
+
+static void render_llama3(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
+{
+    put(b, t->bos);
+    int i = 0;
+    if (t->date[0]) { /* Llama 3.1+: the system block is always there */
+        put(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ");
+        put(b, t->date);
+        put(b, "\n\n");
+        if (n > 0 && role_is(&m[0], "system")) {
+            put_trim(b, m[0].content);
+            i = 1;
+        }
+        put(b, "<|eot_id|>");
+    }
+    for (; i < n; i++) {
+        put(b, "<|start_header_id|>");
+        put(b, m[i].role);
+        put(b, "<|end_header_id|>\n\n");
+        put_trim(b, m[i].content);
+        put(b, "<|eot_id|>");
+    }
+    put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void render_gemma(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
+{
+    put(b, t->bos);
+    const char *prefix = NULL;
+    int i = 0;
+    if (n > 0 && role_is(&m[0], "system")) {
+        prefix = m[0].content;
+        i = 1;
+    }
+    for (bool first = true; i < n; i++, first = false) {
+        put(b, "<start_of_turn>");
+        put(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+        put(b, "\n");
+        if (first && prefix) {
+            put(b, prefix);
+            put(b, "\n\n");
+        }
+        put_trim(b, m[i].content);
+        put(b, "<end_of_turn>\n");
+    }
+    put(b, "<start_of_turn>model\n");
+}
+
+static void render_phi3(const colo_chat_msg *m, int n, sbuf *b)
+{
+    for (int i = 0; i < n; i++) {
+        const char *tag = role_is(&m[i], "system") ? (m[i].content[0] ? "<|system|>\n" : NULL)
+                          : role_is(&m[i], "user")    ? "<|user|>\n"
+                          : role_is(&m[i], "assistant") ? "<|assistant|>\n"
+                                                        : NULL;
+        if (!tag)
+            continue;
+        put(b, tag);
+        put(b, m[i].content);
+        put(b, "<|end|>\n");
+    }
+    put(b, "<|assistant|>\n");
+}
+
+/* Mistral: the system message goes into the last user turn, when the chat
+ * ends with one; v1 puts spaces inside [INST] ... [/INST], tekken none. */
+static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
+{
+    bool tekken = t->format == COLO_CHAT_MISTRAL_V3_TEKKEN, v1 = t->format == COLO_CHAT_MISTRAL_V1;
+    const char *open = tekken ? "[INST]" : "[INST] ", *close = v1 ? " [/INST]" : "[/INST]";
+    const char *sys = NULL;
+    int i = 0;
+    if (n > 0 && role_is(&m[0], "system")) {
+        sys = m[0].content;
+        i = 1;
+    }
+    put(b, t->bos);
+    for (; i < n; i++) {
+        if (role_is(&m[i], "user")) {
+            put(b, open);
+            if (sys && i == n - 1) {
+                put(b, sys);
+                put(b, "\n\n");
+            }
+            put(b, m[i].content);
+            put(b, close);
+        } else if (role_is(&m[i], "assistant")) {
+            if (tekken) {
+                put(b, m[i].content);
+            } else {
+                put(b, " ");
+                put_trim(b, m[i].content);
+            }
+            put(b, t->eos);
+        }
+    }
+}
+
+static void render_deepseek_r1(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
+{
+    put(b, t->bos);
+    const char *sys = "";
     for (int i = 0; i < n; i++)
-        need += strlen(msgs[i].role) + strlen(msgs[i].content) + sizeof "<|im_start|>\n<|im_end|>\n";
-    return need;
-}
-
-size_t colo_chat_apply(const colo_chat_template *t, const colo_chat_msg *msgs, int n, char *out, size_t cap)
-{
-    (void)t;
-    size_t o = 0;
-    for (int i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(out + o, cap - o, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
-    if (o < cap)
-        o += (size_t)snprintf(out + o, cap - o, "<|im_start|>assistant\n");
-    return o < cap ? o : cap - 1;
+        if (role_is(&m[i], "system"))
+            sys = m[i].content;
+    put(b, sys);
+    for (int i = 0; i < n; i++) {
+        if (role_is(&m[i], "user")) {
+            put(b, "<｜User｜>");
+            put(b, m[i].content);
+        } else if (role_is(&m[i], "assistant")) {
+            const char *c = m[i].content, *think;
+            while ((think = strstr(c, "</think>")))
+                c = think + strlen("</think>");
+            put(b, "<｜Assistant｜>");
+            put(b, c);
+            put(b, "<｜end▁of▁sentence｜>");
+        }
+    }
+    put(b, "<｜Assistant｜><think>\n");
+    if (t->close_think)
+        put(b, "</think>");
 }
 
 char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n)
 {
-    size_t cap = colo_chat_prompt_bytes(t, msgs, n);
-    char *out = malloc(cap);
-    if (out)
-        colo_chat_apply(t, msgs, n, out, cap);
-    return out;
+    sbuf b = {0};
+    switch (t->format) {
+    case COLO_CHAT_NONE: return NULL;
+    case COLO_CHAT_CHATML: render_chatml(t, msgs, n, &b); break;
+    case COLO_CHAT_LLAMA3: render_llama3(t, msgs, n, &b); break;
+    case COLO_CHAT_GEMMA: render_gemma(t, msgs, n, &b); break;
+    case COLO_CHAT_PHI3: render_phi3(msgs, n, &b); break;
+    case COLO_CHAT_MISTRAL_V1:
+    case COLO_CHAT_MISTRAL_V3:
+    case COLO_CHAT_MISTRAL_V3_TEKKEN: render_mistral(t, msgs, n, &b); break;
+    case COLO_CHAT_DEEPSEEK_R1: render_deepseek_r1(t, msgs, n, &b); break;
+    }
+    put(&b, "");
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
 }
 
 char *colo_chatml_prompt(const colo_chat_msg *msgs, int n)

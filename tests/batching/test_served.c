@@ -248,6 +248,24 @@ static void test_kind_registry(void **state)
     assert_non_null(strstr(err, "unknown kind 'gpt' (known: llama, bert)"));
 }
 
+/* The chat template is checked with the memory, before loading (and so at
+ * --check-config): an unknown override fails naming the model. */
+static void test_chat_template_checked(void **state)
+{
+    (void)state;
+    colo_model_cfg mc = {.name = "t2", .kind = "llama", .memory_fraction = 1.0, .kv_block_size = 16,
+                         .kv_dtype = COLO_F16, .batching = {.max_batch_size = 4, .max_batch_prefill_tokens = 64}};
+    snprintf(mc.path, sizeof mc.path, "%s", model_path);
+    char err[512];
+    assert_int_equal(colo_served_check(&mc, 64u << 20, err, sizeof err), COLO_OK);
+    snprintf(mc.chat_template, sizeof mc.chat_template, "gemma");
+    assert_int_equal(colo_served_check(&mc, 64u << 20, err, sizeof err), COLO_OK);
+    snprintf(mc.chat_template, sizeof mc.chat_template, "vicuna");
+    assert_int_equal(colo_served_check(&mc, 64u << 20, err, sizeof err), COLO_EINVAL);
+    assert_non_null(strstr(err, "model 't2'"));
+    assert_non_null(strstr(err, "'vicuna'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_wrong_task_refused),
         cmocka_unit_test(test_stream_backpressure_cancels),
         cmocka_unit_test(test_kind_registry),
+        cmocka_unit_test(test_chat_template_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

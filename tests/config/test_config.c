@@ -62,7 +62,8 @@ static void test_full_config(void **state)
                     "  - name: bg\n"
                     "    kind: llama\n"
                     "    path: models/b.gguf\n"
-                    "    memory_fraction: 0.2\n";
+                    "    memory_fraction: 0.2\n"
+                    "    chat_template: mistral-v3-tekken\n";
     assert_int_equal(colo_config_parse(y, strlen(y), "/etc/colo/c.yaml", &cfg, err, sizeof err), COLO_OK);
     const colo_server_cfg *s = &cfg.server;
     assert_string_equal(s->listen_host, "::1");
@@ -97,6 +98,8 @@ static void test_full_config(void **state)
     assert_int_equal(m->max_seq_len, 4096);
     assert_int_equal(m->kv_block_size, 32);
     assert_int_equal(m->kv_dtype, COLO_F32);
+    assert_string_equal(m->chat_template, ""); /* the file's */
+    assert_string_equal(cfg.models[2].chat_template, "mistral-v3-tekken");
     assert_int_equal(m->batching.max_batch_size, 8);
     assert_int_equal(m->batching.n_preferred, 3);
     assert_int_equal(m->batching.preferred_batch_size[2], 8);
@@ -252,6 +255,8 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:2:70: models[0].priority:", "high");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, kv_cache: {dtype: q4}}\n",
                  "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32");
+    expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, chat_template: vicuna}\n",
+                 "t.yaml:2:75: models[0].chat_template:", "chatml, llama3, gemma");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, batching: {max_batch: 4}}\n",
                  "t.yaml:2:71: models[0].batching.max_batch:", "unknown key");
     expect_error("models:\n  - name: a\n    kind: llama\n    path: /x\n    memory_fraction: 0.5\n"

@@ -1,4 +1,4 @@
-/* Fuzz target: byte-level BPE (models/bpe.h) with the tokenizer of a
+/* Fuzz target: the tokenizer (models/tokenizer.h: byte-level BPE) with the tokenizer of a
  * synthetic model (models/mkmodel.h: 256 byte tokens, merges, ChatML
  * specials), built once. The first byte picks the mode; the rest is:
  *   bit 1 clear: text to encode (bit 0: allow_special), and its tokens
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/chat.h"
 #include "models/gguf.h"
 #include "models/mkmodel.h"
@@ -20,11 +20,11 @@
 #define DECODE_CAP 256 /* bytes a token may decode to, here */
 
 static colo_gguf *gguf;
-static colo_bpe *bpe;
+static colo_tokenizer *bpe;
 
 static void teardown(void)
 {
-    colo_bpe_free(bpe);
+    colo_tokenizer_free(bpe);
     colo_gguf_close(gguf);
 }
 
@@ -35,7 +35,7 @@ static void build(void)
     colo_mkmodel_config c = {.n_layer = 1, .n_embd = 32, .n_head = 2, .n_kv_head = 1, .n_ff = 32,
                              .n_vocab = 320, .n_ctx = 64, .type = COLO_Q8_0, .seed = 1};
     if (fd < 0 || colo_mkmodel_write(path, &c, err, sizeof err) != COLO_OK ||
-        !(gguf = colo_gguf_open(path, err, sizeof err)) || !(bpe = colo_bpe_from_gguf(gguf, err, sizeof err)))
+        !(gguf = colo_gguf_open(path, err, sizeof err)) || !(bpe = colo_tokenizer_from_gguf(gguf, err, sizeof err)))
         abort();
     close(fd); /* the mapping stays */
     atexit(teardown);
@@ -45,7 +45,7 @@ static void roundtrip(const char *text, size_t len, bool special)
 {
     int32_t *ids = NULL;
     int n = 0;
-    if (colo_bpe_encode(bpe, text, len, special, &ids, &n) != COLO_OK)
+    if (colo_tokenizer_encode(bpe, text, len, true, special, &ids, &n) != COLO_OK)
         abort();
     char *out = malloc(len + DECODE_CAP);
     if (!out)
@@ -53,8 +53,8 @@ static void roundtrip(const char *text, size_t len, bool special)
     size_t o = 0;
     for (int i = 0; i < n; i++) {
         size_t piece;
-        if (ids[i] < 0 || ids[i] >= colo_bpe_n_vocab(bpe) ||
-            colo_bpe_decode(bpe, ids[i], out + o, len + DECODE_CAP - o, &piece) != COLO_OK)
+        if (ids[i] < 0 || ids[i] >= colo_tokenizer_n_vocab(bpe) ||
+            colo_tokenizer_decode(bpe, ids[i], out + o, len + DECODE_CAP - o, &piece) != COLO_OK)
             abort();
         o += piece;
         if (o > len)
@@ -74,13 +74,13 @@ static void decode_ids(const uint8_t *data, size_t size)
         char buf[DECODE_CAP];
         size_t len = 0;
         size_t cap = (size_t)(data[i] & 7); /* small buffers too */
-        colo_status st = colo_bpe_decode(bpe, id, buf, cap ? cap : sizeof buf, &len);
-        bool in_range = id >= 0 && id < colo_bpe_n_vocab(bpe);
+        colo_status st = colo_tokenizer_decode(bpe, id, buf, cap ? cap : sizeof buf, &len);
+        bool in_range = id >= 0 && id < colo_tokenizer_n_vocab(bpe);
         if ((st == COLO_EINVAL) == in_range || (st == COLO_OK && len > (cap ? cap : sizeof buf)))
             abort();
-        if ((colo_bpe_token_text(bpe, id) != NULL) != in_range)
+        if ((colo_tokenizer_token_text(bpe, id) != NULL) != in_range)
             abort();
-        (void)colo_bpe_is_special(bpe, id);
+        (void)colo_tokenizer_is_special(bpe, id);
     }
 }
 

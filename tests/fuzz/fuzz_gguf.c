@@ -1,14 +1,14 @@
 /* Fuzz target: the GGUF reader (models/gguf.h) on arbitrary bytes, then
  * what the server reads from a GGUF before loading weights: every key
  * through the typed getters, string arrays element by element, every
- * tensor's bytes, the BPE tokenizer (models/bpe.h) and a llama model's
+ * tensor's bytes, the tokenizer (models/tokenizer.h) and a llama model's
  * memory need (models/llama.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/gguf.h"
 #include "models/llama.h"
 #include "fuzz_common.h"
@@ -82,28 +82,28 @@ static void read_tensors(const colo_gguf *g)
 static void use_tokenizer(const colo_gguf *g, const uint8_t *data, size_t size)
 {
     char err[256];
-    colo_bpe *b = colo_bpe_from_gguf(g, err, sizeof err);
+    colo_tokenizer *b = colo_tokenizer_from_gguf(g, err, sizeof err);
     if (!b)
         return;
     /* Encode a slice of the input itself with the vocabulary it carries. */
     size_t n = size < 256 ? size : 256;
     int32_t *ids = NULL;
     int n_ids = 0;
-    if (colo_bpe_encode(b, (const char *)data + size - n, n, true, &ids, &n_ids) == COLO_OK) {
+    if (colo_tokenizer_encode(b, (const char *)data + size - n, n, true, true, &ids, &n_ids) == COLO_OK) {
         char buf[1024];
         size_t len;
         for (int i = 0; i < n_ids; i++)
-            (void)colo_bpe_decode(b, ids[i], buf, sizeof buf, &len);
+            (void)colo_tokenizer_decode(b, ids[i], buf, sizeof buf, &len);
     }
     free(ids);
-    for (int id = -1; id <= colo_bpe_n_vocab(b) && id < 512; id++) {
+    for (int id = -1; id <= colo_tokenizer_n_vocab(b) && id < 512; id++) {
         char buf[1024];
         size_t len;
-        (void)colo_bpe_decode(b, id, buf, sizeof buf, &len);
-        (void)colo_bpe_token_text(b, id);
-        (void)colo_bpe_is_special(b, id);
+        (void)colo_tokenizer_decode(b, id, buf, sizeof buf, &len);
+        (void)colo_tokenizer_token_text(b, id);
+        (void)colo_tokenizer_is_special(b, id);
     }
-    colo_bpe_free(b);
+    colo_tokenizer_free(b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

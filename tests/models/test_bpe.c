@@ -11,13 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/chat.h"
 #include "models/mkmodel.h"
 
 static char path[300];
 static colo_gguf *g;
-static colo_bpe *bpe;
+static colo_tokenizer *bpe;
 
 static int setup(void **state)
 {
@@ -29,14 +29,14 @@ static int setup(void **state)
     char err[256];
     if (colo_mkmodel_write(path, &c, err, sizeof err) != COLO_OK || !(g = colo_gguf_open(path, err, sizeof err)))
         return -1;
-    bpe = colo_bpe_from_gguf(g, err, sizeof err);
+    bpe = colo_tokenizer_from_gguf(g, err, sizeof err);
     return bpe ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    colo_bpe_free(bpe);
+    colo_tokenizer_free(bpe);
     colo_gguf_close(g);
     unlink(path);
     return 0;
@@ -46,12 +46,12 @@ static void roundtrip(const char *s, size_t n, bool special)
 {
     int32_t *ids;
     int k;
-    assert_int_equal(colo_bpe_encode(bpe, s, n, special, &ids, &k), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, s, n, true, special, &ids, &k), COLO_OK);
     char *out = malloc(n * 16 + 16);
     size_t o = 0;
     for (int i = 0; i < k; i++) {
         size_t len;
-        assert_int_equal(colo_bpe_decode(bpe, ids[i], out + o, n * 16 + 16 - o, &len), COLO_OK);
+        assert_int_equal(colo_tokenizer_decode(bpe, ids[i], out + o, n * 16 + 16 - o, &len), COLO_OK);
         o += len;
     }
     assert_int_equal(o, n);
@@ -67,35 +67,35 @@ static void test_merges_and_specials(void **state)
     int n;
     /* Merges apply by rank, not left to right: in "the", t+h (rank 1) wins
      * over h+e (rank 2), and "th"+"e" is no merge. */
-    assert_int_equal(colo_bpe_encode(bpe, "the", 3, false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, "the", 3, true, false, &ids, &n), COLO_OK);
     assert_int_equal(n, 2);
-    assert_int_equal(ids[0], colo_bpe_find(bpe, "th"));
-    assert_int_equal(ids[1], colo_bpe_find(bpe, "e"));
+    assert_int_equal(ids[0], colo_tokenizer_find(bpe, "th"));
+    assert_int_equal(ids[1], colo_tokenizer_find(bpe, "e"));
     free(ids);
     /* " the" becomes one token through the merges Ġ+t, h+e, Ġt+he. */
-    assert_int_equal(colo_bpe_encode(bpe, " the", 4, false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, " the", 4, true, false, &ids, &n), COLO_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ids[0], colo_bpe_find(bpe, "Ġthe"));
+    assert_int_equal(ids[0], colo_tokenizer_find(bpe, "Ġthe"));
     free(ids);
     const char *chat = "<|im_start|>user\nhi<|im_end|>\n";
-    assert_int_equal(colo_bpe_encode(bpe, chat, strlen(chat), true, &ids, &n), COLO_OK);
-    assert_int_equal(ids[0], colo_bpe_find(bpe, "<|im_start|>"));
+    assert_int_equal(colo_tokenizer_encode(bpe, chat, strlen(chat), true, true, &ids, &n), COLO_OK);
+    assert_int_equal(ids[0], colo_tokenizer_find(bpe, "<|im_start|>"));
     bool has_end = false;
     for (int i = 0; i < n; i++)
-        has_end |= ids[i] == colo_bpe_find(bpe, "<|im_end|>");
+        has_end |= ids[i] == colo_tokenizer_find(bpe, "<|im_end|>");
     assert_true(has_end);
-    assert_true(colo_bpe_is_special(bpe, ids[0]));
+    assert_true(colo_tokenizer_is_special(bpe, ids[0]));
     free(ids);
     /* Without special parsing the markers are plain text. */
-    assert_int_equal(colo_bpe_encode(bpe, chat, strlen(chat), false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, chat, strlen(chat), true, false, &ids, &n), COLO_OK);
     for (int i = 0; i < n; i++)
-        assert_false(colo_bpe_is_special(bpe, ids[i]));
+        assert_false(colo_tokenizer_is_special(bpe, ids[i]));
     free(ids);
-    assert_int_equal(colo_bpe_eos(bpe), colo_bpe_find(bpe, "<|endoftext|>"));
-    assert_false(colo_bpe_add_bos(bpe));
+    assert_int_equal(colo_tokenizer_eos(bpe), colo_tokenizer_find(bpe, "<|endoftext|>"));
+    assert_false(colo_tokenizer_add_bos(bpe));
     char buf[4];
     size_t len;
-    assert_int_equal(colo_bpe_decode(bpe, 99999, buf, sizeof buf, &len), COLO_EINVAL);
+    assert_int_equal(colo_tokenizer_decode(bpe, 99999, buf, sizeof buf, &len), COLO_EINVAL);
 }
 
 static void test_chatml(void **state)
@@ -149,11 +149,11 @@ static void test_long_inputs(void **state)
         s[i] = "he"[i % 2];
     int32_t *ids;
     int k;
-    assert_int_equal(colo_bpe_encode(bpe, s, 1001, false, &ids, &k), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, s, 1001, true, false, &ids, &k), COLO_OK);
     assert_int_equal(k, 501);
     for (int i = 0; i < 500; i++)
-        assert_int_equal(ids[i], colo_bpe_find(bpe, "he"));
-    assert_int_equal(ids[500], colo_bpe_find(bpe, "h"));
+        assert_int_equal(ids[i], colo_tokenizer_find(bpe, "he"));
+    assert_int_equal(ids[500], colo_tokenizer_find(bpe, "h"));
     free(ids);
     free(s);
 }
@@ -167,7 +167,7 @@ typedef struct {
     bool bos_missing;    /* add_bos_token without a BOS id */
 } tok_spec;
 
-static colo_bpe *make_tok(const tok_spec *sp, char *err, size_t errlen, colo_gguf **gout)
+static colo_tokenizer *make_tok(const tok_spec *sp, char *err, size_t errlen, colo_gguf **gout)
 {
     char p2[320];
     snprintf(p2, sizeof p2, "%s.tok", path);
@@ -206,7 +206,7 @@ static colo_bpe *make_tok(const tok_spec *sp, char *err, size_t errlen, colo_ggu
     colo_gguf *g = colo_gguf_open(p2, err, errlen);
     unlink(p2);
     assert_non_null(g);
-    colo_bpe *b = colo_bpe_from_gguf(g, err, errlen);
+    colo_tokenizer *b = colo_tokenizer_from_gguf(g, err, errlen);
     if (b)
         *gout = g;
     else
@@ -221,48 +221,52 @@ static void test_pre_tokenizers_and_errors(void **state)
     colo_gguf *tg = NULL;
     int32_t *ids;
     int n;
-    /* smollm: " 12" is " ", "1", "2"; gpt2 (and no key): " 12" is one
-     * piece, where "1 2" merges first. */
+    /* smollm and qwen2: " 12" is " ", "1", "2"; gpt2 (and no key): " 12"
+     * is one piece, where "1 2" merges first; llama-bpe: " " then "12"
+     * (three digits at most in a piece). */
     static const struct {
         const char *pre;
-        int n;
-    } cases[] = {{"smollm", 3}, {"gpt2", 2}, {NULL, 2}};
-    for (int i = 0; i < 3; i++) {
+        int n;      /* tokens of " 12" */
+        int n_x1;   /* tokens of "x 1" */
+        bool sp1;   /* "x 1" ends with "Ġ1" */
+    } cases[] = {{"smollm", 3, 3, false}, {"gpt2", 2, 2, true},       {NULL, 2, 2, true},
+                 {"qwen2", 3, 3, false},  {"llama-bpe", 2, 3, false}, {"deepseek-r1-qwen", 3, 3, false}};
+    for (int i = 0; i < 6; i++) {
         tok_spec sp = {.pre = cases[i].pre};
-        colo_bpe *b = make_tok(&sp, err, sizeof err, &tg);
+        colo_tokenizer *b = make_tok(&sp, err, sizeof err, &tg);
         if (!b)
             fail_msg("%s", err);
-        assert_int_equal(colo_bpe_encode(b, " 12", 3, false, &ids, &n), COLO_OK);
+        assert_int_equal(colo_tokenizer_encode(b, " 12", 3, true, false, &ids, &n), COLO_OK);
         assert_int_equal(n, cases[i].n);
-        int sp_id = colo_bpe_find(b, "Ġ"), one = colo_bpe_find(b, "1"), two = colo_bpe_find(b, "2");
+        int sp_id = colo_tokenizer_find(b, "Ġ"), one = colo_tokenizer_find(b, "1"), two = colo_tokenizer_find(b, "2");
         if (cases[i].n == 3) {
             assert_int_equal(ids[0], sp_id);
             assert_int_equal(ids[1], one);
             assert_int_equal(ids[2], two);
         } else {
             assert_int_equal(ids[0], sp_id);
-            assert_int_equal(ids[1], colo_bpe_find(b, "12"));
+            assert_int_equal(ids[1], colo_tokenizer_find(b, "12"));
         }
         free(ids);
         /* "x 1": the space stays apart from the digit in smollm; Ġ+1 merge in gpt2. */
-        assert_int_equal(colo_bpe_encode(b, "x 1", 3, false, &ids, &n), COLO_OK);
-        assert_int_equal(n, cases[i].n);
-        assert_int_equal(ids[n - 1], cases[i].n == 3 ? colo_bpe_find(b, "1") : colo_bpe_find(b, "Ġ1"));
+        assert_int_equal(colo_tokenizer_encode(b, "x 1", 3, true, false, &ids, &n), COLO_OK);
+        assert_int_equal(n, cases[i].n_x1);
+        assert_int_equal(ids[n - 1], cases[i].sp1 ? colo_tokenizer_find(b, "Ġ1") : colo_tokenizer_find(b, "1"));
         free(ids);
-        colo_bpe_free(b);
+        colo_tokenizer_free(b);
         colo_gguf_close(tg);
     }
-    tok_spec bad[] = {{.pre = "qwen2"}, {.pre = "smollm", .bad_merge = true}, {.pre = "smollm", .short_types = true},
+    tok_spec bad[] = {{.pre = "no-such-pre"}, {.pre = "smollm", .bad_merge = true}, {.pre = "smollm", .short_types = true},
                       {.pre = "smollm", .bos_missing = true}};
-    const char *want[] = {"qwen2", "merges", "token_type", "BOS"};
+    const char *want[] = {"no-such-pre", "merges", "token_type", "BOS"};
     for (int i = 0; i < 4; i++) {
         err[0] = 0;
-        colo_bpe *b = make_tok(&bad[i], err, sizeof err, &tg);
+        colo_tokenizer *b = make_tok(&bad[i], err, sizeof err, &tg);
         assert_null(b);
         if (!strstr(err, want[i]))
             fail_msg("'%s' not in '%s'", want[i], err);
     }
-    colo_bpe_free(NULL);
+    colo_tokenizer_free(NULL);
 }
 
 int main(void)

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/chat.h"
 #include "models/model_cache.h"
 
@@ -22,7 +22,7 @@
 
 typedef struct {
     colo_gguf *g;
-    colo_bpe *bpe;
+    colo_tokenizer *bpe;
 } fixture;
 
 static int setup(void **state)
@@ -36,7 +36,7 @@ static int setup(void **state)
         return -1;
     f->g = colo_gguf_open(path, err, sizeof err);
     if (f->g)
-        f->bpe = colo_bpe_from_gguf(f->g, err, sizeof err);
+        f->bpe = colo_tokenizer_from_gguf(f->g, err, sizeof err);
     if (!f->bpe) {
         fprintf(stderr, "%s\n", err);
         colo_gguf_close(f->g);
@@ -51,19 +51,19 @@ static int teardown(void **state)
 {
     fixture *f = *state;
     if (f) {
-        colo_bpe_free(f->bpe);
+        colo_tokenizer_free(f->bpe);
         colo_gguf_close(f->g);
         free(f);
     }
     return 0;
 }
 
-static void decode_all(const colo_bpe *b, const int32_t *ids, int n, char *buf, size_t cap, size_t *len)
+static void decode_all(const colo_tokenizer *b, const int32_t *ids, int n, char *buf, size_t cap, size_t *len)
 {
     size_t o = 0;
     for (int k = 0; k < n; k++) {
         size_t l;
-        assert_int_equal(colo_bpe_decode(b, ids[k], buf + o, cap - o, &l), COLO_OK);
+        assert_int_equal(colo_tokenizer_decode(b, ids[k], buf + o, cap - o, &l), COLO_OK);
         o += l;
     }
     *len = o;
@@ -89,7 +89,7 @@ static void test_reference_ids(void **state)
         assert_non_null(text);
         int32_t *got;
         int n;
-        assert_int_equal(colo_bpe_encode(f->bpe, text, strlen(text), special, &got, &n), COLO_OK);
+        assert_int_equal(colo_tokenizer_encode(f->bpe, text, strlen(text), true, special, &got, &n), COLO_OK);
         bool same = (size_t)n == json_array_size(ids);
         for (int k = 0; same && k < n; k++)
             same = got[k] == json_integer_value(json_array_get(ids, (size_t)k));
@@ -119,27 +119,27 @@ static void test_metadata(void **state)
     fixture *f = *state;
     if (!f)
         skip();
-    assert_int_equal(colo_bpe_n_vocab(f->bpe), 49152);
-    assert_false(colo_bpe_add_bos(f->bpe));
-    int eos = colo_bpe_eos(f->bpe);
+    assert_int_equal(colo_tokenizer_n_vocab(f->bpe), 49152);
+    assert_false(colo_tokenizer_add_bos(f->bpe));
+    int eos = colo_tokenizer_eos(f->bpe);
     assert_true(eos >= 0);
-    assert_true(colo_bpe_is_special(f->bpe, eos));
+    assert_true(colo_tokenizer_is_special(f->bpe, eos));
     const char *names[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     for (int i = 0; i < 3; i++) {
-        int id = colo_bpe_find(f->bpe, names[i]);
+        int id = colo_tokenizer_find(f->bpe, names[i]);
         assert_true(id >= 0);
-        assert_true(colo_bpe_is_special(f->bpe, id));
-        assert_string_equal(colo_bpe_token_text(f->bpe, id), names[i]);
+        assert_true(colo_tokenizer_is_special(f->bpe, id));
+        assert_string_equal(colo_tokenizer_token_text(f->bpe, id), names[i]);
     }
-    assert_null(colo_bpe_token_text(f->bpe, 49152));
+    assert_null(colo_tokenizer_token_text(f->bpe, 49152));
     /* A ChatML prompt: specials whole, the roles and contents as text. */
     colo_chat_msg m[2] = {{"system", "You are helpful."}, {"user", "What is 2+2?"}};
     char *p = colo_chatml_prompt(m, 2);
     assert_non_null(p);
     int32_t *ids;
     int n;
-    assert_int_equal(colo_bpe_encode(f->bpe, p, strlen(p), true, &ids, &n), COLO_OK);
-    int im_start = colo_bpe_find(f->bpe, "<|im_start|>"), im_end = colo_bpe_find(f->bpe, "<|im_end|>");
+    assert_int_equal(colo_tokenizer_encode(f->bpe, p, strlen(p), true, true, &ids, &n), COLO_OK);
+    int im_start = colo_tokenizer_find(f->bpe, "<|im_start|>"), im_end = colo_tokenizer_find(f->bpe, "<|im_end|>");
     int starts = 0, ends = 0;
     for (int k = 0; k < n; k++) {
         starts += ids[k] == im_start;
@@ -180,13 +180,13 @@ static void test_random_round_trip(void **state)
         for (int special = 0; special < 2; special++) {
             int32_t *ids;
             int n;
-            assert_int_equal(colo_bpe_encode(f->bpe, text, len, special, &ids, &n), COLO_OK);
+            assert_int_equal(colo_tokenizer_encode(f->bpe, text, len, true, special, &ids, &n), COLO_OK);
             size_t olen;
             decode_all(f->bpe, ids, n, out, sizeof out, &olen);
             assert_int_equal(olen, len);
             assert_memory_equal(out, text, len);
             for (int k = 0; k < n; k++)
-                assert_true(ids[k] >= 0 && ids[k] < colo_bpe_n_vocab(f->bpe));
+                assert_true(ids[k] >= 0 && ids[k] < colo_tokenizer_n_vocab(f->bpe));
             free(ids);
         }
     }
@@ -205,16 +205,16 @@ static void test_bytes_without_token(void **state)
         skip();
     int32_t *ids;
     int n;
-    int a = colo_bpe_find(f->bpe, "a"), b = colo_bpe_find(f->bpe, "b"), fffd = colo_bpe_find(f->bpe, "ï¿½");
+    int a = colo_tokenizer_find(f->bpe, "a"), b = colo_tokenizer_find(f->bpe, "b"), fffd = colo_tokenizer_find(f->bpe, "ï¿½");
     assert_int_equal(a, 81);
     assert_int_equal(b, 82);
     assert_true(fffd >= 0);
-    assert_int_equal(colo_bpe_encode(f->bpe, "a\x04" "b", 3, false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(f->bpe, "a\x04" "b", 3, true, false, &ids, &n), COLO_OK);
     assert_int_equal(n, 2);
     assert_int_equal(ids[0], a);
     assert_int_equal(ids[1], b);
     free(ids);
-    assert_int_equal(colo_bpe_encode(f->bpe, "a\xff" "b\xc0", 4, false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(f->bpe, "a\xff" "b\xc0", 4, true, false, &ids, &n), COLO_OK);
     assert_int_equal(n, 4);
     assert_int_equal(ids[0], a);
     assert_int_equal(ids[1], fffd);
@@ -225,10 +225,10 @@ static void test_bytes_without_token(void **state)
     for (int x = 0; x < 256; x++) {
         for (int y = 0; y < 256; y += 17) {
             char t[2] = {(char)x, (char)y};
-            assert_int_equal(colo_bpe_encode(f->bpe, t, 2, true, &ids, &n), COLO_OK);
+            assert_int_equal(colo_tokenizer_encode(f->bpe, t, 2, true, true, &ids, &n), COLO_OK);
             assert_true(n <= 2);
             for (int k = 0; k < n; k++)
-                assert_true(ids[k] >= 0 && ids[k] < colo_bpe_n_vocab(f->bpe));
+                assert_true(ids[k] >= 0 && ids[k] < colo_tokenizer_n_vocab(f->bpe));
             free(ids);
         }
     }

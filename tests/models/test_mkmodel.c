@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "kernels/quant.h"
-#include "models/bpe.h"
+#include "models/tokenizer.h"
 #include "models/mkmodel.h"
 
 #define L 2
@@ -264,17 +264,17 @@ static void test_tokenizer(void **state)
     (void)state;
     char path[512], err[512];
     colo_gguf *g = make(1, 3, path, sizeof path);
-    colo_bpe *bpe = colo_bpe_from_gguf(g, err, sizeof err);
+    colo_tokenizer *bpe = colo_tokenizer_from_gguf(g, err, sizeof err);
     if (!bpe)
         fail_msg("%s", err);
-    assert_int_equal(colo_bpe_n_vocab(bpe), V);
-    int eos = colo_bpe_eos(bpe);
-    assert_int_equal(eos, colo_bpe_find(bpe, "<|endoftext|>"));
-    assert_true(colo_bpe_is_special(bpe, colo_bpe_find(bpe, "<|im_start|>")));
-    assert_true(colo_bpe_is_special(bpe, colo_bpe_find(bpe, "<|im_end|>")));
+    assert_int_equal(colo_tokenizer_n_vocab(bpe), V);
+    int eos = colo_tokenizer_eos(bpe);
+    assert_int_equal(eos, colo_tokenizer_find(bpe, "<|endoftext|>"));
+    assert_true(colo_tokenizer_is_special(bpe, colo_tokenizer_find(bpe, "<|im_start|>")));
+    assert_true(colo_tokenizer_is_special(bpe, colo_tokenizer_find(bpe, "<|im_end|>")));
     int32_t *ids;
     int n;
-    assert_int_equal(colo_bpe_encode(bpe, "hello world", 11, false, &ids, &n), COLO_OK);
+    assert_int_equal(colo_tokenizer_encode(bpe, "hello world", 11, true, false, &ids, &n), COLO_OK);
     /* "hello" uses the merge h+e; " world" is byte tokens. */
     assert_true(n >= 2 && n < 11);
     char buf[64];
@@ -282,27 +282,27 @@ static void test_tokenizer(void **state)
     for (int k = 0; k < n; k++) {
         size_t l;
         assert_true(ids[k] >= 0 && ids[k] < V);
-        assert_false(colo_bpe_is_special(bpe, ids[k]));
-        assert_int_equal(colo_bpe_decode(bpe, ids[k], buf + o, sizeof buf - o, &l), COLO_OK);
+        assert_false(colo_tokenizer_is_special(bpe, ids[k]));
+        assert_int_equal(colo_tokenizer_decode(bpe, ids[k], buf + o, sizeof buf - o, &l), COLO_OK);
         o += l;
     }
     assert_int_equal(o, 11);
     assert_memory_equal(buf, "hello world", 11);
-    assert_int_equal(ids[0], colo_bpe_find(bpe, "he"));
-    assert_int_equal(ids[1], colo_bpe_find(bpe, "l"));
+    assert_int_equal(ids[0], colo_tokenizer_find(bpe, "he"));
+    assert_int_equal(ids[1], colo_tokenizer_find(bpe, "l"));
     free(ids);
     /* Every byte has its token: arbitrary bytes round-trip. */
     for (int c = 0; c < 256; c++) {
         char t = (char)c;
-        assert_int_equal(colo_bpe_encode(bpe, &t, 1, false, &ids, &n), COLO_OK);
+        assert_int_equal(colo_tokenizer_encode(bpe, &t, 1, true, false, &ids, &n), COLO_OK);
         assert_int_equal(n, 1);
         size_t l;
-        assert_int_equal(colo_bpe_decode(bpe, ids[0], buf, sizeof buf, &l), COLO_OK);
+        assert_int_equal(colo_tokenizer_decode(bpe, ids[0], buf, sizeof buf, &l), COLO_OK);
         assert_int_equal(l, 1);
         assert_int_equal((unsigned char)buf[0], c);
         free(ids);
     }
-    colo_bpe_free(bpe);
+    colo_tokenizer_free(bpe);
     colo_gguf_close(g);
 }
 

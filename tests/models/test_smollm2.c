@@ -98,14 +98,14 @@ static void test_tokenizer_matches_reference(void **state)
     json_t *j = load_json("tests/data/bpe/smollm2_tokens.json");
     json_t *cases = json_object_get(j, "cases"), *c;
     size_t i;
-    const colo_bpe *bpe = colo_llama_tokenizer(f->m);
+    const colo_tokenizer *bpe = colo_llama_tokenizer(f->m);
     json_array_foreach(cases, i, c) {
         const char *text = json_string_value(json_object_get(c, "text"));
         bool special = json_is_true(json_object_get(c, "special"));
         json_t *ids = json_object_get(c, "ids");
         int32_t *got;
         int n;
-        assert_int_equal(colo_bpe_encode(bpe, text, strlen(text), special, &got, &n), COLO_OK);
+        assert_int_equal(colo_tokenizer_encode(bpe, text, strlen(text), true, special, &got, &n), COLO_OK);
         bool same = (size_t)n == json_array_size(ids);
         for (int k = 0; same && k < n; k++)
             same = got[k] == json_integer_value(json_array_get(ids, (size_t)k));
@@ -124,7 +124,7 @@ static void test_tokenizer_matches_reference(void **state)
         size_t o = 0;
         for (int k = 0; k < n; k++) {
             size_t len;
-            assert_int_equal(colo_bpe_decode(bpe, got[k], buf + o, sizeof buf - o, &len), COLO_OK);
+            assert_int_equal(colo_tokenizer_decode(bpe, got[k], buf + o, sizeof buf - o, &len), COLO_OK);
             o += len;
         }
         assert_int_equal(o, strlen(text));
