@@ -189,6 +189,14 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
         for (int64_t b = 0; b < n / 256; b++)
             deq_q6_k((const colo_blk_q6_k *)src + b, dst + b * 256);
         break;
+    case COLO_Q5_0:
+    case COLO_Q5_1:
+    case COLO_Q2_K:
+    case COLO_Q3_K:
+    case COLO_Q4_K:
+    case COLO_Q5_K:
+        colo_cpu_dequantize_row_k(t, src, dst, n);
+        break;
     case COLO_I32:
         break;
     }
@@ -262,6 +270,6 @@ colo_status colo_quantize_row(colo_dtype t, const float *src, void *dst, int64_t
         }
         return COLO_OK;
     default:
-        return COLO_EUNSUPPORTED;
+        return colo_cpu_quantize_row_k(t, src, dst, n);
     }
 }
