@@ -39,7 +39,7 @@ static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m,
         for (int j = 0; j < k; j++)
             row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
         if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
-            memset(w + rb * (size_t)r, 0x11, rb); /* Q6_K: any bytes are a block */
+            memset(w + rb * (size_t)r, 0x11, rb);
     }
     for (int i = 0; i < m * k; i++)
         x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
@@ -136,10 +136,15 @@ int main(int argc, char **argv)
                2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
     }
     printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
-    const colo_dtype types[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q6_K, COLO_Q4_0, COLO_F16, COLO_BF16};
-    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}};
-    for (int ti = 0; ti < 6; ti++)
-        for (int i = 0; i < 4; i++) {
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
+    const int n_types = (int)(sizeof types / sizeof *types);
+    /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
+     * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
+    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
+    const int n_mv = (int)(sizeof mv / sizeof *mv);
+    for (int ti = 0; ti < n_types; ti++)
+        for (int i = 0; i < n_mv; i++) {
             if (mv[i][1] % colo_dtype_block_elems(types[ti]))
                 continue;
             double t = time_linear(dev, s, types[ti], 1, mv[i][0], mv[i][1], seconds);
@@ -147,6 +152,21 @@ int main(int argc, char **argv)
             printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
                    bytes / t / 1e9);
         }
+    /* Batched decode: m rows against one 4096 x 4096 weight, the paths a
+     * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
+     * allows, for every m here, to compare). GB/s = weight bytes / time. */
+    printf("\n%-34s %12s %10s\n", "rows (linear n=4096 k=4096)", "ms/call", "GB/s");
+    int saved_rows = colo_cpu_int8_max_rows;
+    if (info.kind == COLO_BACKEND_CPU)
+        colo_cpu_int8_max_rows = 1 << 30;
+    const int batch_rows[] = {2, 4, 8, 16, 32};
+    for (int ti = 0; ti < n_types - 3; ti++)
+        for (int i = 0; i < 5; i++) {
+            double t = time_linear(dev, s, types[ti], batch_rows[i], 4096, 4096, seconds);
+            double bytes = (double)colo_dtype_row_bytes(types[ti], 4096) * 4096;
+            printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);
+        }
+    colo_cpu_int8_max_rows = saved_rows;
     if (info.kind == COLO_BACKEND_CPU) {
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
