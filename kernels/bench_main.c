@@ -92,6 +92,44 @@ static double time_gemm(colo_device *dev, colo_stream *s, int batch, int m, int 
     return best;
 }
 
+/* One thread's cost of the int8 dot product of type t on cache-resident
+ * data (64 weight rows of 4096, nr activation rows): ns per 32 weight
+ * elements and activation row. The kernel alone, without the pool. */
+static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
+{
+    enum { N = 64, K = 4096 };
+    size_t rb = colo_dtype_row_bytes(t, K);
+    unsigned char *w = malloc(rb * N);
+    float *row = malloc(K * sizeof(float));
+    colo_blk_q8x *xq = malloc((size_t)COLO_CPU_DOT_ROWS * (K / 32) * sizeof *xq);
+    for (int r = 0; r < N; r++) {
+        for (int j = 0; j < K; j++)
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_quantize_row(t, row, w + rb * r, K);
+    }
+    for (int r = 0; r < COLO_CPU_DOT_ROWS; r++) {
+        for (int j = 0; j < K; j++)
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_cpu_quantize_q8x(row, xq + (size_t)r * (K / 32), K);
+    }
+    colo_cpu_vec_dot_fn dot = colo_cpu_vec_dot_for(t);
+    float out[COLO_CPU_DOT_ROWS];
+    volatile float sink = 0;
+    double t0 = now_s(), best = 1e30;
+    do {
+        double b0 = now_s();
+        for (int r = 0; r < N; r++) {
+            dot(K, w + rb * r, xq, K / 32, nr, out);
+            sink += out[0];
+        }
+        double el = now_s() - b0;
+        best = el < best ? el : best;
+    } while (now_s() - t0 < seconds);
+    (void)sink;
+    free(w), free(row), free(xq);
+    return best / ((double)N * (K / 32) * nr) * 1e9;
+}
+
 int main(int argc, char **argv)
 {
     const char *want = "cpu";
@@ -168,6 +206,10 @@ int main(int argc, char **argv)
         }
     colo_cpu_int8_max_rows = saved_rows;
     if (info.kind == COLO_BACKEND_CPU) {
+        printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
+        for (int ti = 0; ti < n_types - 3; ti++)
+            printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(types[ti]), dot_ns_per_block(types[ti], 1, seconds),
+                   dot_ns_per_block(types[ti], 4, seconds));
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
         printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=576)", "int8 ms", "F32 ms");

@@ -22,6 +22,25 @@ static void deq_q5(const uint8_t *qh4, const uint8_t *qs, float d, float m, bool
 {
     uint32_t qh;
     memcpy(&qh, qh4, 4);
+#if defined(QK_AVX2)
+    /* Bytes j = code of element j: nibbles, then bit j of qh spread to byte j. */
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs), m15 = _mm_set1_epi8(15);
+    __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m15), _mm_and_si128(raw, m15));
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    __m256i bits = _mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread),
+                                   _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    bits = _mm256_and_si256(_mm256_cmpeq_epi8(bits, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(16));
+    codes = _mm256_or_si256(codes, bits);
+    __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m), v16 = _mm256_set1_ps(16.0f);
+    for (int g = 0; g < 4; g++) {
+        __m128i c8 = g < 2 ? _mm256_castsi256_si128(codes) : _mm256_extracti128_si256(codes, 1);
+        __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(g & 1 ? _mm_srli_si128(c8, 8) : c8));
+        /* (q - 16) is exact in float, so this equals the scalar (q - 16) * d. */
+        _mm256_storeu_ps(y + 8 * g, has_min ? _mm256_fmadd_ps(c, vd, vm) : _mm256_mul_ps(_mm256_sub_ps(c, v16), vd));
+    }
+    return;
+#endif
+
     for (int j = 0; j < 16; j++) {
         int a = (qs[j] & 15) | (int)(((qh >> j) & 1) << 4), b = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
         if (has_min) {
