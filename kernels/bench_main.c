@@ -212,16 +212,16 @@ int main(int argc, char **argv)
                    dot_ns_per_block(types[ti], 4, seconds));
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
-        printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=576)", "int8 ms", "F32 ms");
+        printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
         int saved = colo_cpu_int8_max_rows;
         const int rows[] = {1, 2, 4, 8, 16, 32};
-        const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0};
-        for (int ti = 0; ti < 2; ti++)
+        const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_0, COLO_Q6_K};
+        for (int ti = 0; ti < 5; ti++)
             for (int i = 0; i < 6; i++) {
                 colo_cpu_int8_max_rows = 1 << 30;
-                double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 576, seconds);
+                double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 colo_cpu_int8_max_rows = 0;
-                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 576, seconds);
+                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 printf("  %-5s m=%-3d %38.3f %10.3f\n", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
             }
         colo_cpu_int8_max_rows = saved;

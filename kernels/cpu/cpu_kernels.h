@@ -13,7 +13,7 @@
 /* ---- the 5-bit formats and the K-quants (quant_k.c) ------------------------------------- */
 
 /* colo_dequantize_row / colo_quantize_row for Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K (and the quantizer of Q6_K); the quantizer returns COLO_EUNSUPPORTED
+ * Q5_K, Q6_K; the quantizer returns COLO_EUNSUPPORTED
  * for any other type. */
 void colo_cpu_dequantize_row_k(colo_dtype t, const void *src, float *dst, int64_t n);
 colo_status colo_cpu_quantize_row_k(colo_dtype t, const float *src, void *dst, int64_t n);

@@ -53,9 +53,80 @@ static void deq_q5(const uint8_t *qh4, const uint8_t *qs, float d, float m, bool
     }
 }
 
+#if defined(QK_AVX2)
+/* y[0..31] = v[j] * a (mul: a0 for j < 16, a1 after) or fma(a, v[j], b)
+ * (fma), for 32 signed bytes v. */
+static inline void store32(__m256i v, float a0, float a1, float b0, float b1, bool fma, float *y)
+{
+    __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int g = 0; g < 4; g++) {
+        __m256 a = _mm256_set1_ps(g < 2 ? a0 : a1), b = _mm256_set1_ps(g < 2 ? b0 : b1);
+        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[g]));
+        _mm256_storeu_ps(y + 8 * g, fma ? _mm256_fmadd_ps(a, f, b) : _mm256_mul_ps(a, f));
+    }
+}
+#endif
+
+static void deq_q6_k(const colo_blk_q6_k *b, float *y)
+{
+    const float d = colo_fp16_to_f32(b->d);
+#if defined(QK_AVX2)
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        const int8_t *sc = b->scales + 8 * h;
+        for (int j = 0; j < 4; j++)
+            store32(_mm256_sub_epi8(q[j], k32), d * (float)sc[2 * j], d * (float)sc[2 * j + 1], 0, 0, false,
+                    y + 128 * h + 32 * j);
+    }
+    return;
+#endif
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    const int8_t *sc = b->scales;
+    for (int half = 0; half < 2; half++) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = (int)((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = (int)((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * sc[is] * q1;
+            y[l + 32] = d * sc[is + 2] * q2;
+            y[l + 64] = d * sc[is + 4] * q3;
+            y[l + 96] = d * sc[is + 6] * q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
 static void deq_q2_k(const colo_blk_q2_k *b, float *y)
 {
     float d = colo_fp16_to_f32(b->d), dmin = colo_fp16_to_f32(b->dmin);
+#if defined(QK_AVX2)
+    for (int n = 0; n < 2; n++) {
+        __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * n));
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+            int g = 8 * n + 2 * j;
+            store32(q, d * (float)(b->scales[g] & 15), d * (float)(b->scales[g + 1] & 15),
+                    -(dmin * (float)(b->scales[g] >> 4)), -(dmin * (float)(b->scales[g + 1] >> 4)), true,
+                    y + 128 * n + 32 * j);
+        }
+    }
+    return;
+#endif
     for (int g = 0; g < 16; g++) { /* sub-block of 16 */
         float dl = d * (float)(b->scales[g] & 15), ml = dmin * (float)(b->scales[g] >> 4);
         int e0 = 16 * g, shift = 2 * ((e0 % 128) / 32);
@@ -70,6 +141,20 @@ static void deq_q3_k(const colo_blk_q3_k *b, float *y)
     float d = colo_fp16_to_f32(b->d);
     int8_t sc[16];
     colo_q3_k_scales(b->scales, sc);
+#if defined(QK_AVX2)
+    __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    for (int n = 0; n < 2; n++) {
+        __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * n));
+        for (int j = 0; j < 4; j++) {
+            __m256i lo = _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi8(3));
+            __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * n + j)), _mm256_set1_epi8(1));
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
+            int g = 8 * n + 2 * j;
+            store32(q, d * (float)sc[g], d * (float)sc[g + 1], 0, 0, false, y + 128 * n + 32 * j);
+        }
+    }
+    return;
+#endif
     for (int g = 0; g < 16; g++) {
         float dl = d * (float)sc[g];
         int e0 = 16 * g, shift = 2 * ((e0 % 128) / 32), hbit = e0 / 32;
@@ -136,6 +221,10 @@ void colo_cpu_dequantize_row_k(colo_dtype t, const void *src, float *dst, int64_
     case COLO_Q2_K:
         for (int64_t b = 0; b < n / 256; b++)
             deq_q2_k((const colo_blk_q2_k *)src + b, dst + b * 256);
+        break;
+    case COLO_Q6_K:
+        for (int64_t b = 0; b < n / 256; b++)
+            deq_q6_k((const colo_blk_q6_k *)src + b, dst + b * 256);
         break;
     case COLO_Q3_K:
         for (int64_t b = 0; b < n / 256; b++)
