@@ -157,7 +157,7 @@ listen stats
 
 
 def haproxy_states(stats_port):
-    """{server: (status, current sessions)} from HAProxy's CSV statistics."""
+    """{server: (status, requests in flight)} from HAProxy's CSV statistics."""
     st, body = http_get(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=1.0)
     if st != 200:
         return {}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the offline Kubernetes tools that scripts/k8s-validate.py uses
+# Installs the offline Kubernetes packages that scripts/k8s-validate.py uses
 # (Helm 4 through helm-python-sdk, no helm binary; kubernetes-validate with
 # the Kubernetes API schemas) from PyPI into their own virtual environment,
 # ${XDG_CACHE_HOME:-$HOME/.cache}/colo/k8s-venv (or $COLO_K8S_VENV).
 # Idempotent: nothing is fetched when both import. About 110 MB to download.
-# pip's output goes to k8s-tools.log in that folder (its end is printed on
+# pip's output goes to k8s-deps.log in that folder (its end is printed on
 # failure). Exit 0 when both are usable, 1 otherwise.
 set -euo pipefail
 
@@ -16,20 +16,20 @@ if [ -n "${COLO_K8S_VENV:-}" ]; then
 elif [ -n "${XDG_CACHE_HOME:-}" ]; then
   venv=$XDG_CACHE_HOME/colo/k8s-venv
 else
-  venv=${HOME:?k8s-tools: neither XDG_CACHE_HOME nor HOME is set}/.cache/colo/k8s-venv
+  venv=${HOME:?k8s-deps: neither XDG_CACHE_HOME nor HOME is set}/.cache/colo/k8s-venv
 fi
 if "$venv/bin/python3" -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; then
-  echo "k8s-tools: present in $venv"
+  echo "k8s-deps: present in $venv"
   exit 0
 fi
 mkdir -p "$venv"
-log=$venv/k8s-tools.log
-echo "k8s-tools: installing $HELM_SDK $KUBE_VALIDATE into $venv (log: $log)"
+log=$venv/k8s-deps.log
+echo "k8s-deps: installing $HELM_SDK $KUBE_VALIDATE into $venv (log: $log)"
 if ! { python3 -m venv "$venv" &&
        "$venv/bin/python3" -m pip install --disable-pip-version-check --no-input -q "$HELM_SDK" "$KUBE_VALIDATE"; } \
        >"$log" 2>&1; then
-  echo "k8s-tools: failed; the end of $log:" >&2
+  echo "k8s-deps: failed; the end of $log:" >&2
   tail -n 20 "$log" >&2
   exit 1
 fi
-echo "k8s-tools: done"
+echo "k8s-deps: done"
