@@ -1,6 +1,7 @@
 /* The front door: config -> HTTP server, routes, auth, health and metrics. */
 #include "server/server.h"
 
+#include <event2/event.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@ struct colo_server {
     colo_metrics *metrics;
     char *api_key; /* NULL: no authentication */
     int shutdown_timeout_ms;
+    int drain_delay_ms;
+    bool draining;             /* SIGTERM seen: not ready, still serving */
+    struct event *drain_timer; /* ends the drain delay */
     bool (*ready)(void *ud);
     void *ready_ud;
     colo_metric *m_requests, *m_duration, *m_body_in;
@@ -48,6 +52,11 @@ static void h_live(colo_http_req *req, void *ud)
 static void h_ready(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
+    if (s->draining) {
+        colo_http_add_header(req, "Retry-After", "1");
+        colo_http_error(req, 503, "draining", "the server is shutting down");
+        return;
+    }
     if (s->ready && !s->ready(s->ready_ud)) {
         colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, 503, "not_ready", "the server is not ready");
@@ -148,6 +157,7 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     }
     const colo_server_cfg *sc = &cfg->server;
     s->shutdown_timeout_ms = sc->shutdown_timeout_ms;
+    s->drain_delay_ms = sc->drain_delay_ms;
     s->router = colo_router_create();
     s->metrics = colo_metrics_create();
     const char *key = colo_config_api_key(cfg);
@@ -187,6 +197,8 @@ void colo_server_free(colo_server *s)
 {
     if (!s)
         return;
+    if (s->drain_timer)
+        event_free(s->drain_timer);
     colo_http_server_free(s->http);
     colo_router_free(s->router);
     colo_metrics_free(s->metrics);
@@ -214,3 +226,31 @@ colo_metrics *colo_server_metrics(colo_server *s) { return s->metrics; }
 int colo_server_port(const colo_server *s) { return colo_http_server_port(s->http); }
 colo_status colo_server_run(colo_server *s) { return colo_http_server_run(s->http); }
 void colo_server_shutdown(colo_server *s) { colo_http_server_shutdown(s->http, s->shutdown_timeout_ms); }
+
+static void on_drain_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    colo_server *s = arg;
+    COLO_INFO("colo-server: drain delay over: shutting down");
+    colo_server_shutdown(s);
+}
+
+void colo_server_drain(colo_server *s)
+{
+    if (s->draining || s->drain_delay_ms <= 0) {
+        s->draining = true;
+        colo_server_shutdown(s);
+        return;
+    }
+    s->draining = true;
+    struct timeval tv = {s->drain_delay_ms / 1000, (s->drain_delay_ms % 1000) * 1000};
+    if (!s->drain_timer)
+        s->drain_timer = evtimer_new(colo_http_server_base(s->http), on_drain_end, s);
+    if (!s->drain_timer || evtimer_add(s->drain_timer, &tv)) {
+        COLO_WARN("colo-server: cannot arm the drain timer: shutting down now");
+        colo_server_shutdown(s);
+        return;
+    }
+    COLO_INFO("colo-server: draining: not ready, serving for %d ms more", s->drain_delay_ms);
+}
