@@ -81,6 +81,15 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
 
+/* ---- api_anthropic.c ------------------------------------------------------------ */
+json_t *colo_api_anthropic_json(const api_call *c);
+/* Streamed event data: message_start, a text delta, message_delta (stop
+ * reason and output tokens), an error. */
+json_t *colo_api_anthropic_start_json(const api_call *c);
+json_t *colo_api_anthropic_delta_json(const char *text, size_t len);
+json_t *colo_api_anthropic_end_json(const api_call *c);
+json_t *colo_api_anthropic_error_json(int http_status, const char *message);
+
 /* ---- api_metrics.c ------------------------------------------------------------- */
 colo_status colo_api_register_metrics(colo_api *a);
 void colo_api_count_request(colo_api *a, const char *model, int http_status);

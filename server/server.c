@@ -80,13 +80,29 @@ static void h_metrics(colo_http_req *req, void *ud)
 
 /* ---- every request -------------------------------------------------------------------- */
 
+/* Anthropic's clients send the key as "x-api-key: <key>". */
+static bool key_ok(colo_http_req *req, const char *key)
+{
+    const char *x = colo_http_req_header(req, "x-api-key");
+    char bearer[600];
+    if (x && strlen(x) < sizeof bearer - 8) {
+        snprintf(bearer, sizeof bearer, "Bearer %s", x);
+        if (colo_server_auth_ok(bearer, key))
+            return true;
+    }
+    return colo_server_auth_ok(colo_http_req_header(req, "Authorization"), key);
+}
+
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
-    if (s->api_key && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
-        !colo_server_auth_ok(colo_http_req_header(req, "Authorization"), s->api_key)) {
+    /* Anthropic's Messages API answers errors in its own shape. */
+    if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
+        colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
+    if (s->api_key && !colo_router_is_public(s->router, colo_http_req_path(req)) && !key_ok(req, s->api_key)) {
         colo_http_add_header(req, "WWW-Authenticate", "Bearer");
-        colo_http_error(req, 401, "unauthorized", "a valid API key is required (Authorization: Bearer <key>)");
+        colo_http_error(req, 401, "unauthorized",
+                        "a valid API key is required (Authorization: Bearer <key>, or x-api-key: <key>)");
         return;
     }
     colo_router_dispatch(s->router, req);
