@@ -42,8 +42,8 @@ static int step_tokens_of(const colo_model_cfg *mc)
 
 /* The file's tokenizer and chat template as loading takes them, so that an
  * unknown tokenizer, pre-tokenizer or template fails before any memory is
- * allocated (and at colo-server --check-config). COLO_EINVAL with a message
- * naming the model. */
+ * allocated (and at colo-server --check-config). COLO_EINVAL with the
+ * reason. */
 static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t errlen)
 {
     char msg[512];
@@ -56,7 +56,7 @@ static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t e
     colo_chat_template chat;
     colo_tokenizer *t = colo_tokenizer_from_gguf(g, msg, sizeof msg);
     if (!t || colo_chat_template_init(&chat, t, mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg); /* the caller names the model */
         st = COLO_EINVAL;
     }
     colo_tokenizer_free(t);
@@ -101,7 +101,7 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         goto fail;
     char msg[512];
     if (colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m), mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg);
         goto fail;
     }
     colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
