@@ -57,6 +57,7 @@ typedef struct api_call {
     colo_api_endpoint ep;
     colo_api_input in; /* options: include_usage, base64 */
     bool started;      /* SSE stream begun */
+    size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     bool aborted;
     long created;
     char oid[96];      /* OpenAI object id */
@@ -77,6 +78,13 @@ json_t *colo_api_openai_json(const api_call *c);
 /* One streamed chunk of an OpenAI endpoint (delta text, or the finish reason). */
 json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role);
 json_t *colo_api_usage_json(const api_call *c);
+/* The same with a chunk's logprobs (stolen; NULL: null). */
+json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
+                               json_t *logprobs);
+/* Logprobs of n tokens in the endpoint's shape (text_offset: completions'
+ * offset of the first token in the text). */
+json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                               size_t text_offset);
 json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
