@@ -36,6 +36,7 @@ typedef struct model_point {
     double requests, ok, tokens;           /* tokens: generated (generation) or input (embeddings) */
     double batch_sum, batch_count;
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
+    double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: latency, ttft */
 } model_point;
 
 typedef struct point {
@@ -156,6 +157,13 @@ static void take_model(colo_api *a, api_model *am, model_point *p)
     memcpy(p->dur, r.counts, sizeof p->dur);
     colo_metric_read(a->m_ttft, lm, &r);
     memcpy(p->ttft, r.counts, sizeof p->ttft);
+    static const char *const objectives[2] = {"latency", "ttft"};
+    for (int k = 0; k < 2; k++) {
+        colo_metric_read(a->m_slo, (const char *const[]){am->name, objectives[k], "met"}, &r);
+        p->slo_met[k] = r.value;
+        colo_metric_read(a->m_slo, (const char *const[]){am->name, objectives[k], NULL}, &r);
+        p->slo_total[k] = r.value;
+    }
 }
 
 static void take_point(colo_api *a)
@@ -214,21 +222,11 @@ static double quantile(const double *bounds, int nb, const uint64_t *now, const 
     return bounds[nb - 1];
 }
 
-/* Fraction of the window's observations at or below limit (interpolated
- * within its bucket); NAN without observations. */
-static double fraction_below(const double *bounds, int nb, const uint64_t *now, const uint64_t *then, double limit)
+/* Met over all in the window for SLO objective k; NAN without requests. */
+static double attainment(const model_point *n, const model_point *t, int k)
 {
-    double total = 0, below = 0;
-    for (int b = 0; b <= nb; b++) {
-        double c = (double)(now[b] - then[b]);
-        total += c;
-        double lo = b ? bounds[b - 1] : 0, hi = b < nb ? bounds[b] : INFINITY;
-        if (limit >= hi)
-            below += c;
-        else if (limit > lo && b < nb)
-            below += c * (limit - lo) / (hi - lo);
-    }
-    return total > 0 ? below / total : NAN;
+    double all = n->slo_total[k] - t->slo_total[k];
+    return all > 0 ? (n->slo_met[k] - t->slo_met[k]) / all : NAN;
 }
 
 /* Sets key to v unless v is unknown (NAN). */
@@ -300,11 +298,11 @@ static json_t *window_json(const colo_api *a, int i, const point *now, const poi
         json_t *slo = json_object();
         if (sla->p99_ms > 0) {
             json_object_set_new(slo, "latency_target_seconds", json_real(sla->p99_ms / 1e3));
-            put_real(slo, "latency_attainment_ratio", fraction_below(lb, nb, n->dur, t->dur, sla->p99_ms / 1e3));
+            put_real(slo, "latency_attainment_ratio", attainment(n, t, 0));
         }
         if (sla->ttft_ms > 0) {
             json_object_set_new(slo, "ttft_target_seconds", json_real(sla->ttft_ms / 1e3));
-            put_real(slo, "ttft_attainment_ratio", fraction_below(lb, nb, n->ttft, t->ttft, sla->ttft_ms / 1e3));
+            put_real(slo, "ttft_attainment_ratio", attainment(n, t, 1));
         }
         json_object_set_new(w, "slo", slo);
     }

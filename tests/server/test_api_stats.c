@@ -23,7 +23,7 @@ static const char *config =
     "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.2, priority: high,\n"
     "      sla: { p99_ms: 60000, ttft_ms: 60000 } }\n"
     "  - { name: b, kind: llama, path: m.gguf, memory_fraction: 0.1, priority: low,\n"
-    "      batching: { max_batch_size: 4 } }\n";
+    "      batching: { max_batch_size: 4 }, sla: { p99_ms: 0.001 } }\n";
 
 static srv_fixture shared;
 
@@ -136,7 +136,22 @@ static void test_stats_follow_requests(void **state)
     assert_true(num(a, "window/batch_size_mean") >= 1);
     assert_true(num(a, "window/slo/latency_attainment_ratio") == 1.0); /* a 60 s target */
     assert_true(num(a, "window/slo/latency_target_seconds") == 60.0);
-    assert_null(json_object_get(json_object_get(b, "window"), "slo")); /* b has no SLA */
+    assert_true(num(b, "window/slo/latency_attainment_ratio") == 0.0); /* a 1 us target */
+    assert_null(json_object_get(json_object_get(json_object_get(b, "window"), "slo"), "ttft_attainment_ratio"));
+    assert_true(num(a, "window/slo/ttft_attainment_ratio") == 1.0);
+    /* the same counts in /metrics */
+    srv_resp mr;
+    assert_true(srv_http(f, "GET", "/metrics", NULL, &mr));
+    char line[256];
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",objective=\"latency\",result=\"met\"} %d\n", na);
+    assert_non_null(strstr(mr.body, line));
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",objective=\"ttft\",result=\"met\"} %d\n", na);
+    assert_non_null(strstr(mr.body, line));
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"b\",objective=\"latency\",result=\"missed\"} %d\n", nb);
+    assert_non_null(strstr(mr.body, line));
+    assert_null(strstr(mr.body, "colo_model_slo_requests_total{model=\"a\",objective=\"latency\",result=\"missed\"}"));
+    assert_non_null(strstr(mr.body, "colo_model_queue_capacity{model=\"b\"} 256\n"));
+    srv_resp_free(&mr);
     double secs = num(a, "window/seconds");
     assert_true(fabs(num(a, "window/requests_per_second") * secs - na) < 1e-6 * na + 1e-6);
     /* history: one rate per step; over the window they add up to the requests */
