@@ -38,7 +38,7 @@ struct colo_api {
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
-    colo_metric *m_queue_cap, *m_slo;
+    colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
     colo_metric *m_sched_wait, *m_sched_steps;
     api_stats *stats; /* NULL until colo_api_watch */
 };
