@@ -284,12 +284,12 @@ static json_t *window_json(const colo_api *a, int i, const point *now, const poi
         put_real(w, "requests_per_second", (n->requests - t->requests) / secs);
         put_real(w, "tokens_per_second", (n->tokens - t->tokens) / secs);
     }
-    int nb;
-    const double *lb = colo_metric_buckets(a->m_duration, &nb);
+    int nb, nt;
+    const double *lb = colo_metric_buckets(a->m_duration, &nb), *tb = colo_metric_buckets(a->m_ttft, &nt);
     put_real(w, "latency_p50_seconds", quantile(lb, nb, n->dur, t->dur, 0.5));
     put_real(w, "latency_p99_seconds", quantile(lb, nb, n->dur, t->dur, 0.99));
-    put_real(w, "ttft_p50_seconds", quantile(lb, nb, n->ttft, t->ttft, 0.5));
-    put_real(w, "ttft_p99_seconds", quantile(lb, nb, n->ttft, t->ttft, 0.99));
+    put_real(w, "ttft_p50_seconds", quantile(tb, nt, n->ttft, t->ttft, 0.5));
+    put_real(w, "ttft_p99_seconds", quantile(tb, nt, n->ttft, t->ttft, 0.99));
     double bc = n->batch_count - t->batch_count;
     if (bc > 0)
         put_real(w, "batch_size_mean", (n->batch_sum - t->batch_sum) / bc);

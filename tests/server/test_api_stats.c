@@ -48,6 +48,32 @@ static int teardown(void **state)
     return code == 0 ? 0 : -1;
 }
 
+/* histogram_quantile over one series' cumulative buckets in /metrics text,
+ * as Prometheus computes it: linear within the bucket, the highest finite
+ * bound past it. */
+static double metrics_quantile(const char *metrics, const char *family, const char *model, double q)
+{
+    double le[64], cum[64];
+    int n = 0;
+    char key[160];
+    int kl = snprintf(key, sizeof key, "%s_bucket{model=\"%s\",le=\"", family, model);
+    for (const char *p = strstr(metrics, key); p && n < 64; p = strstr(p + 1, key)) {
+        p += kl;
+        le[n] = strncmp(p, "+Inf", 4) ? strtod(p, NULL) : INFINITY;
+        cum[n++] = strtod(strchr(p, ' ') + 1, NULL);
+    }
+    assert_true(n >= 2);
+    double rank = q * cum[n - 1];
+    for (int b = 0; b < n; b++)
+        if (cum[b] >= rank) {
+            if (isinf(le[b]))
+                return le[b - 1];
+            double lo = b ? le[b - 1] : 0, below = b ? cum[b - 1] : 0;
+            return lo + (le[b] - lo) * (rank - below) / (cum[b] - below);
+        }
+    return NAN;
+}
+
 static json_t *model_of(json_t *stats, const char *name)
 {
     size_t i;
@@ -150,6 +176,15 @@ static void test_stats_follow_requests(void **state)
     snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"b\",objective=\"latency\",result=\"missed\"} %d\n", nb);
     assert_non_null(strstr(mr.body, line));
     assert_null(strstr(mr.body, "colo_model_slo_requests_total{model=\"a\",objective=\"latency\",result=\"missed\"}"));
+    /* the window holds every request so far: its percentiles are those of the whole histograms */
+    const char *fam[] = {"colo_model_request_duration_seconds", "colo_model_time_to_first_token_seconds"};
+    const char *key[][2] = {{"window/latency_p50_seconds", "window/latency_p99_seconds"},
+                            {"window/ttft_p50_seconds", "window/ttft_p99_seconds"}};
+    for (int k = 0; k < 2; k++) {
+        double w50 = metrics_quantile(mr.body, fam[k], "a", 0.5), w99 = metrics_quantile(mr.body, fam[k], "a", 0.99);
+        assert_true(fabs(num(a, key[k][0]) - w50) <= 1e-6 * w50);
+        assert_true(fabs(num(a, key[k][1]) - w99) <= 1e-6 * w99);
+    }
     assert_non_null(strstr(mr.body, "colo_model_queue_capacity{model=\"b\"} 256\n"));
     srv_resp_free(&mr);
     double secs = num(a, "window/seconds");
