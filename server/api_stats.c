@@ -62,9 +62,13 @@ struct api_stats {
 
 /* ---- device metric families ------------------------------------------------------- */
 
+/* Known values are set; unknown ones have no series (removed if a
+ * reading that worked before now fails). */
 static void set_known(colo_metric *f, const char *device, double v)
 {
-    if (!isnan(v))
+    if (isnan(v))
+        colo_metric_remove(f, (const char *const[]){device});
+    else
         colo_metric_set(f, (const char *const[]){device}, v);
 }
 
@@ -90,7 +94,9 @@ static void on_render_device(void *ud)
     for (int i = 0; i < s.n_workers; i++) {
         char w[16];
         snprintf(w, sizeof w, "%d", i);
-        if (!isnan(s.worker_utilization_ratio[i]))
+        if (isnan(s.worker_utilization_ratio[i]))
+            colo_metric_remove(st->m_worker, (const char *const[]){d, w});
+        else
             colo_metric_set(st->m_worker, (const char *const[]){d, w}, s.worker_utilization_ratio[i]);
     }
     colo_metric_set(st->m_info, (const char *const[]){d, st->info.name, s.source}, 1);

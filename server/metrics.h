@@ -45,6 +45,10 @@ colo_status colo_metric_add(colo_metric *f, const char *const *label_values, dou
 colo_status colo_metric_set(colo_metric *f, const char *const *label_values, double v);
 colo_status colo_metric_observe(colo_metric *f, const char *const *label_values, double v);  /* histogram */
 
+/* Removes the series with these label values, so that a value that became
+ * unknown is absent rather than stale. COLO_OK also when there was none. */
+colo_status colo_metric_remove(colo_metric *f, const char *const *label_values);
+
 /* Reads back what the registry holds, summed over every series whose
  * labels match label_values (n_labels entries; a NULL entry matches any
  * value; label_values itself may be NULL to match all). Counters and gauges
