@@ -539,4 +539,10 @@ colo_status colo_api_add_model(colo_api *a, colo_served *m)
 
 colo_served_hooks colo_api_hooks(colo_api *a) { return (colo_served_hooks){colo_api_on_step, a}; }
 
-void colo_api_free(colo_api *a) { free(a); }
+void colo_api_free(colo_api *a)
+{
+    if (!a)
+        return;
+    colo_api_stats_free(a);
+    free(a);
+}

@@ -21,6 +21,8 @@ typedef struct api_model {
     const char *name;
 } api_model;
 
+typedef struct api_stats api_stats; /* api_stats.c */
+
 struct colo_api {
     colo_server *srv;
     colo_http_server *http;
@@ -36,7 +38,9 @@ struct colo_api {
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
+    colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
     colo_metric *m_sched_wait, *m_sched_steps;
+    api_stats *stats; /* NULL until colo_api_watch */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -104,5 +108,9 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status);
 /* Counts a finished request and, when it succeeded, its latencies and tokens. */
 void colo_api_record(const api_call *c, int http_status);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
+
+/* ---- api_stats.c --------------------------------------------------------------- */
+/* Stops watching (colo_api_unwatch) and frees the history. Accepts a->stats NULL. */
+void colo_api_stats_free(colo_api *a);
 
 #endif
