@@ -55,6 +55,8 @@ typedef struct api_call {
     colo_http_req *http;
     colo_api_endpoint ep;
     colo_api_input in; /* options: include_usage, base64 */
+    int tenant_key;    /* the caller's key (server/tenants.h) */
+    bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
     bool aborted;
     long created;
@@ -79,6 +81,16 @@ json_t *colo_api_usage_json(const api_call *c);
 json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
+
+/* ---- api_usage.c: tenants' admission and accounting, GET /v1/usage ------------ */
+/* Identifies the caller into c->r->who and admits it (quotas, allowed model,
+ * priority ceiling); sets who.priority and the queue item's fair-share
+ * fields. False: answered (401/403/429) and accounted. */
+bool colo_api_admit(api_call *c);
+/* A request that was admitted ends with http_status: the ledger (before
+ * the answer is sent), the tenant metrics and the quotas' slots. */
+void colo_api_account(api_call *c, int http_status);
+colo_status colo_api_usage_routes(colo_api *a);
 
 /* ---- api_metrics.c ------------------------------------------------------------- */
 colo_status colo_api_register_metrics(colo_api *a);

@@ -11,10 +11,37 @@
 #include "server/api.h"
 #include "server/server.h"
 #include "server/api_request.h"
+#include "server/sha256.h"
+
+/* --hash-key: the SHA-256 of a key (argument, or stdin's first line). */
+static int hash_key(const char *arg)
+{
+    char line[4096];
+    const char *key = arg;
+    if (!key) {
+        if (!fgets(line, sizeof line, stdin)) {
+            fprintf(stderr, "colo-server: --hash-key: no key on standard input\n");
+            return 2;
+        }
+        line[strcspn(line, "\r\n")] = 0;
+        key = line;
+    }
+    if (!key[0] || strlen(key) > 512 || strpbrk(key, " ,\t")) {
+        fprintf(stderr, "colo-server: --hash-key: a key is 1 to 512 bytes without spaces or commas\n");
+        return 2;
+    }
+    uint8_t d[32];
+    char hex[65];
+    colo_sha256(key, strlen(key), d);
+    colo_sha256_hex(d, hex);
+    printf("%s\n", hex);
+    return 0;
+}
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: colo-server --config FILE [--check-config] [--port-file FILE]\n"
+               "       colo-server --hash-key [KEY]   print KEY's SHA-256 for tenants' keys (KEY from stdin when omitted)\n"
                "  --config FILE    the YAML configuration (docs/CONFIG.md)\n"
                "  --port-file FILE write the bound port there once serving (with listen port 0)\n"
                "  --check-config   only read and check the configuration, then exit\n"
@@ -48,6 +75,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->config = argv[++i];
         } else if (!strcmp(argv[i], "--port-file") && i + 1 < argc) {
             o->port_file = argv[++i];
+        } else if (!strcmp(argv[i], "--hash-key")) {
+            return hash_key(i + 1 < argc ? argv[i + 1] : NULL);
         } else if (!strcmp(argv[i], "--check-config")) {
             o->check_only = true;
         } else {
