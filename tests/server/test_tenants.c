@@ -19,7 +19,7 @@
 
 /* Three tenants (projects) in two organizations, an extra key with a quota
  * of 0, and the admin key from the environment. */
-static const char *KEYS[] = {"k-search", "k-ads", "k-bi", "k-zero", "k-bi-2"};
+static const char *KEYS[] = {"k-search", "k-ads", "k-bi", "k-zero", "k-bi-2", "k-lab"};
 
 static void hash(const char *key, char hex[65])
 {
@@ -30,8 +30,8 @@ static void hash(const char *key, char hex[65])
 
 static char *config_text(const char *extra_models, bool with_bi)
 {
-    char h[5][65];
-    for (int i = 0; i < 5; i++)
+    char h[6][65];
+    for (int i = 0; i < 6; i++)
         hash(KEYS[i], h[i]);
     char *y = malloc(8192);
     snprintf(y, 8192,
@@ -56,8 +56,9 @@ static char *config_text(const char *extra_models, bool with_bi)
              "          - { name: zero, sha256: \"%s\", quotas: { requests_per_minute: 0 } }\n"
              "  - organization: globex\n"
              "    projects:\n"
+             "      - { name: lab, keys: [ { name: lab, sha256: \"%s\", quotas: { requests_per_minute: 2 } } ] }\n"
              "%s",
-             extra_models ? extra_models : "", h[0], h[1], h[3],
+             extra_models ? extra_models : "", h[0], h[1], h[3], h[5],
              with_bi ? "" : "      - { name: other, keys: [] }\n");
     if (with_bi) {
         size_t n = strlen(y);
@@ -222,6 +223,29 @@ static void test_project_then_organization_rpm(void **state)
     srv_resp_free(&r);
 }
 
+/* a key's own quota; the headers on a streamed answer */
+static void test_key_rpm_and_stream_headers(void **state)
+{
+    (void)state;
+    srv_resp r;
+    assert_int_equal(post("k-lab", "/v1/completions", "{\"model\":\"a\",\"prompt\":\"hi\",\"max_tokens\":3,\"stream\":true}", &r),
+                     200);
+    char v[64];
+    assert_non_null(srv_header(&r, "Content-Type", v, sizeof v));
+    assert_non_null(strstr(v, "text/event-stream"));
+    assert_int_equal(header_num(&r, "x-ratelimit-limit-requests"), 2);
+    assert_int_equal(header_num(&r, "x-ratelimit-remaining-requests"), 1);
+    assert_non_null(strstr(r.body, "[DONE]"));
+    srv_resp_free(&r);
+    assert_int_equal(post("k-lab", "/v1/completions", GEN, &r), 200);
+    assert_int_equal(header_num(&r, "x-ratelimit-remaining-requests"), 0);
+    srv_resp_free(&r);
+    assert_int_equal(post("k-lab", "/v1/completions", GEN, &r), 429);
+    expect_error(&r, 429, "quota_exceeded", "key lab: requests_per_minute quota of 2");
+    assert_true(header_num(&r, "Retry-After") >= 1 && header_num(&r, "Retry-After") <= 30);
+    srv_resp_free(&r);
+}
+
 /* globex/bi: 40 tokens a minute, taken when a request ends; a request is
  * admitted while the bucket holds at least one. */
 static void test_tokens_quota(void **state)
@@ -333,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_hostile_keys),
         cmocka_unit_test(test_quota_zero_and_access),
         cmocka_unit_test(test_project_then_organization_rpm),
+        cmocka_unit_test(test_key_rpm_and_stream_headers),
         cmocka_unit_test(test_tokens_quota),
         cmocka_unit_test(test_concurrent_burst),
         cmocka_unit_test(test_config_unknown_model),
