@@ -114,24 +114,29 @@ static void add_row(void *ud, const colo_usage_row *row)
         u->failed = true;
 }
 
-/* The value of name in a query string (copied, not decoded: the values
- * here are times and names), or NULL. */
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The value of name in a query string, percent-decoded into buf (cut at
+ * cap - 1 bytes; a bad escape is kept as is), or NULL when absent. */
 static const char *query_param(const char *q, const char *name, char *buf, size_t cap)
 {
     size_t nl = strlen(name);
     for (const char *p = q; p && *p;) {
         size_t n = strcspn(p, "&");
         if (n > nl && !strncmp(p, name, nl) && p[nl] == '=') {
-            size_t vl = n - nl - 1;
-            if (vl >= cap)
-                vl = cap - 1;
-            memcpy(buf, p + nl + 1, vl);
-            buf[vl] = 0;
-            for (char *c = buf; *c; c++)
-                if (*c == '+')
-                    *c = ' ';
-                else if (c[0] == '%' && c[1] == '3' && (c[2] == 'A' || c[2] == 'a'))
-                    memmove(c + 1, c + 3, strlen(c + 3) + 1), *c = ':';
+            size_t o = 0;
+            for (const char *c = p + nl + 1; c < p + n && o + 1 < cap; c++) {
+                if (*c == '%' && c + 2 < p + n && hex_digit(c[1]) >= 0 && hex_digit(c[2]) >= 0) {
+                    buf[o++] = (char)(hex_digit(c[1]) * 16 + hex_digit(c[2]));
+                    c += 2;
+                } else {
+                    buf[o++] = *c == '+' ? ' ' : *c;
+                }
+            }
+            buf[o] = 0;
             return buf;
         }
         p += n;

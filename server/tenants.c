@@ -238,11 +238,10 @@ static bool model_allowed(const colo_tenant_level_cfg *c, const char *model)
     return false;
 }
 
+/* Seconds with one decimal ("59.8s"), as a duration header value. */
 static void fmt_reset(char *buf, size_t cap, double s)
 {
-    if (s < 0)
-        s = 0;
-    snprintf(buf, cap, "%.3gs", s < 0.001 ? 0 : s);
+    snprintf(buf, cap, "%.1fs", s > 0 ? s : 0);
 }
 
 /* x-ratelimit-{limit,remaining,reset}-SUFFIX from the level whose bucket

@@ -145,6 +145,15 @@ static void test_kill9_restart_deleted_tenant(void **state)
     u = get(&f, "ka", "/v1/usage?from=tomorrow", &st);
     assert_int_equal(st, 400);
     json_decref(u);
+    /* percent-encoded parameters; a range before everything is empty */
+    u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant%2Cmodel&to=2000-01-01T00%3A00%3A00Z", &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(u, "data")), 0);
+    json_decref(u);
+    u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant%2Cmodel&from=2000-01-01T00%3A00%3A00Z", &st);
+    assert_int_equal(st, 200);
+    assert_true(json_array_size(json_object_get(u, "data")) >= 1);
+    json_decref(u);
 
     /* globex/bi deleted from the config: its key is refused, its usage stays */
     assert_int_equal(srv_stop(&f), 0);
