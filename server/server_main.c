@@ -261,8 +261,13 @@ static bool serve(app *a, const char *port_file)
     const colo_config *cfg = a->cfg;
     bool v6 = strchr(cfg->server.listen_host, ':') != NULL;
     COLO_INFO("colo-server: listening on http://%s%s%s:%d (%s, %d model%s)", v6 ? "[" : "", cfg->server.listen_host,
-              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) ? "API key required" : "no API key",
+              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) || cfg->tenants.n_keys ? "API key required" : "no API key",
               cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    if (cfg->tenants.n_orgs || cfg->usage.enabled)
+        COLO_INFO("colo-server: tenants: %d organization%s, %d project%s, %d key%s; usage ledger %s",
+                  cfg->tenants.n_orgs, cfg->tenants.n_orgs == 1 ? "" : "s", cfg->tenants.n_projects,
+                  cfg->tenants.n_projects == 1 ? "" : "s", cfg->tenants.n_keys, cfg->tenants.n_keys == 1 ? "" : "s",
+                  cfg->usage.enabled ? cfg->usage.db : "off");
     if (port_file) {
         FILE *pf = fopen(port_file, "w");
         if (!pf || fprintf(pf, "%d\n", colo_server_port(a->s)) < 0 || fclose(pf)) {
