@@ -40,7 +40,9 @@ static colo_usage_row row(const char *org, const char *project, const char *mode
 static void test_record_and_query(void **state)
 {
     (void)state;
-    char path[] = "/tmp/colo-ledger-XXXXXX", db[64], err[256];
+    char path[256], db[300], err[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/colo-ledger-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     assert_non_null(mkdtemp(path));
     snprintf(db, sizeof db, "%s/u.sqlite", path);
     colo_ledger *l = colo_ledger_open(db, true, err, sizeof err);
@@ -98,8 +100,8 @@ static void test_record_and_query(void **state)
     assert_int_equal(s.r[0].requests, n2);
     assert_int_equal(s.r[0].status, 0);
     colo_ledger_close(l);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", path);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     assert_int_equal(system(cmd), 0);
 }
 
