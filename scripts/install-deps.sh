@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
       clang libclang-rt-14-dev curl)
-pkgs+=(libsqlite3-dev) # the usage ledger (server/ledger.c)
 # Optional extras used by benchmarks and checks.
 extras=(wrk nginx-light prometheus valgrind)
+pkgs+=(libsqlite3-dev) # the usage ledger (server/ledger.c)
 
 missing=()
 want=("${pkgs[@]}")
