@@ -1,15 +1,28 @@
 /* The usage ledger on SQLite. */
 #include "server/ledger.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* The WAL is copied into the database by a thread of its own every
+ * CHECKPOINT_INTERVAL_MS, on its own connection: a checkpoint syncs the
+ * files, and the loop thread that records requests must not wait for a
+ * disk flush (with synchronous=NORMAL its commits only append to the WAL). */
+#define CHECKPOINT_INTERVAL_MS 1000
+
 struct colo_ledger {
     sqlite3 *db;
     sqlite3_stmt *upsert;
+    char *path;
+    pthread_t checkpointer;
+    bool checkpointer_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop; /* under mu */
 };
 
 static const char SCHEMA[] =
@@ -30,13 +43,42 @@ static const char UPSERT[] =
     " queue_seconds = queue_seconds + excluded.queue_seconds,"
     " device_seconds = device_seconds + excluded.device_seconds;";
 
+static void *checkpoint_loop(void *arg)
+{
+    colo_ledger *l = arg;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return NULL; /* the records still land in the WAL; closing the ledger checkpoints them */
+    }
+    sqlite3_busy_timeout(db, 1000);
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += CHECKPOINT_INTERVAL_MS / 1000;
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        if (l->stop)
+            break;
+        pthread_mutex_unlock(&l->mu);
+        sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL); /* busy: next time */
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    sqlite3_close(db);
+    return NULL;
+}
+
 colo_ledger *colo_ledger_open(const char *path, bool write, char *err, size_t errlen)
 {
     colo_ledger *l = calloc(1, sizeof *l);
-    if (!l) {
+    if (!l || !(l->path = strdup(path))) {
+        free(l);
         colo_set_err(err, errlen, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
     int flags = write ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
     if (sqlite3_open_v2(path, &l->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         colo_set_err(err, errlen, "%s: %s", path, l->db ? sqlite3_errmsg(l->db) : "cannot open");
@@ -55,6 +97,12 @@ colo_ledger *colo_ledger_open(const char *path, bool write, char *err, size_t er
         colo_set_err(err, errlen, "%s: %s", path, sqlite3_errmsg(l->db));
         goto out_close;
     }
+    if (write && sqlite3_exec(l->db, "PRAGMA wal_autocheckpoint=0;", NULL, NULL, NULL) == SQLITE_OK) {
+        if (pthread_create(&l->checkpointer, NULL, checkpoint_loop, l) == 0)
+            l->checkpointer_started = true;
+        else /* no thread: the writer checkpoints, as SQLite does by default */
+            sqlite3_exec(l->db, "PRAGMA wal_autocheckpoint=1000;", NULL, NULL, NULL);
+    }
     return l;
 
 out_close:
@@ -66,8 +114,18 @@ void colo_ledger_close(colo_ledger *l)
 {
     if (!l)
         return;
+    if (l->checkpointer_started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_signal(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->checkpointer, NULL);
+    }
     sqlite3_finalize(l->upsert);
-    sqlite3_close(l->db);
+    sqlite3_close(l->db); /* the last connection: checkpoints and removes the WAL */
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l->path);
     free(l);
 }
 

@@ -8,7 +8,11 @@
  * crash of the process (kill -9): WAL with synchronous=NORMAL loses commits
  * only when the machine itself loses power.
  *
- * Threads: one ledger per thread (the server's loop thread; colo-usage). */
+ * A writing ledger copies its WAL into the database from a thread of its
+ * own once a second, so a record never waits for a disk flush.
+ *
+ * Threads: each function on the thread that opened the ledger (the
+ * server's loop thread; colo-usage). */
 #ifndef COLO_SERVER_LEDGER_H
 #define COLO_SERVER_LEDGER_H
 
