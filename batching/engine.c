@@ -173,7 +173,16 @@ static void emit(colo_gen_seq *q, int32_t token, bool done)
     q->emitted = end;
 }
 
+static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+                      int stop_index);
+
 static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error)
+{
+    finish_at(e, q, st, reason, error, -1);
+}
+
+static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+                      int stop_index)
 {
     colo_cb_remove(e->planner, &q->cb);
     unlink_seq(e, q);
@@ -188,7 +197,7 @@ static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const ch
             emit(q, -1, true);
     }
     colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
-                            .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
+                            .stop_index = stop_index, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
                             .first_token_ns = q->first_token_ns, .done_ns = colo_now_ns(),
                             .n_preempted = q->cb.n_preempted};
@@ -332,7 +341,7 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
             q->text[q->text_len] = 0;
             if (q->emitted > q->text_len)
                 q->emitted = q->text_len;
-            finish(e, q, COLO_OK, "stop", NULL);
+            finish_at(e, q, COLO_OK, "stop", NULL, i);
             return;
         }
     }

@@ -36,6 +36,7 @@ typedef struct colo_gen_outcome {
     colo_status status;        /* COLO_OK, COLO_ECANCELED, or the step's error */
     const char *error;         /* when status != OK */
     const char *finish_reason; /* "stop" | "length" when OK */
+    int stop_index;            /* the stop string that ended it (index into params.stop), or -1 */
     const int32_t *tokens;     /* generated ids (stop tokens excluded) */
     int n_tokens;
     int n_prompt;

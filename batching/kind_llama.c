@@ -42,8 +42,8 @@ static int step_tokens_of(const colo_model_cfg *mc)
 
 /* The file's tokenizer and chat template as loading takes them, so that an
  * unknown tokenizer, pre-tokenizer or template fails before any memory is
- * allocated (and at colo-server --check-config). COLO_EINVAL with a message
- * naming the model. */
+ * allocated (and at colo-server --check-config). COLO_EINVAL with the
+ * reason. */
 static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t errlen)
 {
     char msg[512];
@@ -56,7 +56,7 @@ static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t e
     colo_chat_template chat;
     colo_tokenizer *t = colo_tokenizer_from_gguf(g, msg, sizeof msg);
     if (!t || colo_chat_template_init(&chat, t, mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg); /* the caller names the model */
         st = COLO_EINVAL;
     }
     colo_tokenizer_free(t);
@@ -101,7 +101,7 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         goto fail;
     char msg[512];
     if (colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m), mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg);
         goto fail;
     }
     colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
@@ -285,6 +285,8 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
     out->n_preempted = o->n_preempted;
     if (out->status == COLO_OK) {
         out->finish_reason = o->finish_reason;
+        out->stop_sequence = o->stop_index >= 0 && o->stop_index < r->params.n_stop ? r->params.stop[o->stop_index]
+                                                                                     : NULL;
         char *text = colo_pool_strndup(r->pool, o->text ? o->text : "", o->text ? o->text_len : 0);
         int32_t *toks = colo_pool_alloc(r->pool, (size_t)(o->n_tokens ? o->n_tokens : 1) * sizeof *toks);
         if (!text || !toks) {
@@ -352,6 +354,43 @@ static bool started(void *inst, const colo_request *r)
     return j && colo_gen_seq_started(j->seq);
 }
 
+static colo_status detokenize(void *inst, const int32_t *ids, int n, colo_pool *pool, const char **text, size_t *len,
+                              char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    const colo_tokenizer *t = colo_llama_tokenizer(k->m);
+    size_t cap = (size_t)n * 16 + 1, o = 0;
+    char *buf = colo_pool_alloc(pool, cap);
+    for (int i = 0; buf && i < n; i++) {
+        size_t l;
+        colo_status st;
+        while ((st = colo_tokenizer_decode(t, ids[i], buf + o, cap - o - 1, &l)) == COLO_ENOMEM) {
+            char *bigger = colo_pool_alloc(pool, cap * 2);
+            if (!bigger)
+                break;
+            memcpy(bigger, buf, o);
+            buf = bigger, cap *= 2;
+        }
+        if (st == COLO_EINVAL) {
+            colo_set_err(err, errlen, "token %d is not in the vocabulary (%d tokens)", ids[i],
+                         colo_tokenizer_n_vocab(t));
+            return COLO_EINVAL;
+        }
+        if (st != COLO_OK)
+            buf = NULL;
+        else
+            o += l;
+    }
+    if (!buf) {
+        colo_set_err(err, errlen, "out of memory");
+        return COLO_ENOMEM;
+    }
+    buf[o] = 0;
+    *text = buf;
+    *len = o;
+    return COLO_OK;
+}
+
 const colo_model_kind colo_kind_llama = {
     .name = "llama",
     .task = COLO_TASK_GENERATE,
@@ -360,6 +399,7 @@ const colo_model_kind colo_kind_llama = {
     .free = kind_free,
     .tokenize = tokenize,
     .info = info,
+    .detokenize = detokenize,
     .admit = admit,
     .step = step,
     .cancel = cancel,

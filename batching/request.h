@@ -89,6 +89,7 @@ typedef struct colo_req_outcome {
     const int32_t *tokens;     /* generated token ids */
     int n_tokens;
     const char *finish_reason; /* "stop" | "length"; NULL on error */
+    const char *stop_sequence; /* the stop string (params.stop) that ended it, or NULL */
     int n_preempted;
     /* embeddings */
     const float *embeddings;   /* (n_texts, dim), L2-normalised */

@@ -430,6 +430,34 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
     return st;
 }
 
+colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen)
+{
+    if (r->task != m->kind->task) {
+        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
+                     colo_task_name(r->task));
+        return COLO_EINVAL;
+    }
+    if (m->state != COLO_SERVED_READY) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    return m->kind->tokenize(m->inst, r, err, errlen);
+}
+
+colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
+                                   size_t *len, char *err, size_t errlen)
+{
+    if (!m->kind->detokenize) {
+        colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (m->state != COLO_SERVED_READY) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    return m->kind->detokenize(m->inst, ids, n, pool, text, len, err, errlen);
+}
+
 void colo_served_cancel(colo_served *m, colo_request *r)
 {
     atomic_store(&r->canceled, 1);

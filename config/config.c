@@ -285,6 +285,8 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 1, INT_MAX, &s->idle_timeout_ms);
     if (!strcmp(key, "shutdown_timeout_ms"))
         return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
+    if (!strcmp(key, "drain_delay_ms"))
+        return get_int(p, v, f, 0, INT_MAX, &s->drain_delay_ms);
     return unknown_key(p, v, f);
 }
 

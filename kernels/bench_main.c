@@ -39,7 +39,7 @@ static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m,
         for (int j = 0; j < k; j++)
             row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
         if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
-            memset(w + rb * (size_t)r, 0x11, rb); /* Q6_K: any bytes are a block */
+            memset(w + rb * (size_t)r, 0x11, rb);
     }
     for (int i = 0; i < m * k; i++)
         x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
@@ -92,6 +92,44 @@ static double time_gemm(colo_device *dev, colo_stream *s, int batch, int m, int 
     return best;
 }
 
+/* One thread's cost of the int8 dot product of type t on cache-resident
+ * data (64 weight rows of 4096, nr activation rows): ns per 32 weight
+ * elements and activation row. The kernel alone, without the pool. */
+static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
+{
+    enum { N = 64, K = 4096 };
+    size_t rb = colo_dtype_row_bytes(t, K);
+    unsigned char *w = malloc(rb * N);
+    float *row = malloc(K * sizeof(float));
+    colo_blk_q8x *xq = malloc((size_t)COLO_CPU_DOT_ROWS * (K / 32) * sizeof *xq);
+    for (int r = 0; r < N; r++) {
+        for (int j = 0; j < K; j++)
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_quantize_row(t, row, w + rb * r, K);
+    }
+    for (int r = 0; r < COLO_CPU_DOT_ROWS; r++) {
+        for (int j = 0; j < K; j++)
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_cpu_quantize_q8x(row, xq + (size_t)r * (K / 32), K);
+    }
+    colo_cpu_vec_dot_fn dot = colo_cpu_vec_dot_for(t);
+    float out[COLO_CPU_DOT_ROWS];
+    volatile float sink = 0;
+    double t0 = now_s(), best = 1e30;
+    do {
+        double b0 = now_s();
+        for (int r = 0; r < N; r++) {
+            dot(K, w + rb * r, xq, K / 32, nr, out);
+            sink += out[0];
+        }
+        double el = now_s() - b0;
+        best = el < best ? el : best;
+    } while (now_s() - t0 < seconds);
+    (void)sink;
+    free(w), free(row), free(xq);
+    return best / ((double)N * (K / 32) * nr) * 1e9;
+}
+
 int main(int argc, char **argv)
 {
     const char *want = "cpu";
@@ -136,10 +174,15 @@ int main(int argc, char **argv)
                2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
     }
     printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
-    const colo_dtype types[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q6_K, COLO_Q4_0, COLO_F16, COLO_BF16};
-    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}};
-    for (int ti = 0; ti < 6; ti++)
-        for (int i = 0; i < 4; i++) {
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
+    const int n_types = (int)(sizeof types / sizeof *types);
+    /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
+     * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
+    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
+    const int n_mv = (int)(sizeof mv / sizeof *mv);
+    for (int ti = 0; ti < n_types; ti++)
+        for (int i = 0; i < n_mv; i++) {
             if (mv[i][1] % colo_dtype_block_elems(types[ti]))
                 continue;
             double t = time_linear(dev, s, types[ti], 1, mv[i][0], mv[i][1], seconds);
@@ -147,19 +190,38 @@ int main(int argc, char **argv)
             printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
                    bytes / t / 1e9);
         }
+    /* Batched decode: m rows against one 4096 x 4096 weight, the paths a
+     * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
+     * allows, for every m here, to compare). GB/s = weight bytes / time. */
+    printf("\n%-34s %12s %10s\n", "rows (linear n=4096 k=4096)", "ms/call", "GB/s");
+    int saved_rows = colo_cpu_int8_max_rows;
+    if (info.kind == COLO_BACKEND_CPU)
+        colo_cpu_int8_max_rows = 1 << 30;
+    const int batch_rows[] = {2, 4, 8, 16, 32};
+    for (int ti = 0; ti < n_types - 3; ti++)
+        for (int i = 0; i < 5; i++) {
+            double t = time_linear(dev, s, types[ti], batch_rows[i], 4096, 4096, seconds);
+            double bytes = (double)colo_dtype_row_bytes(types[ti], 4096) * 4096;
+            printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);
+        }
+    colo_cpu_int8_max_rows = saved_rows;
     if (info.kind == COLO_BACKEND_CPU) {
+        printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
+        for (int ti = 0; ti < n_types - 3; ti++)
+            printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(types[ti]), dot_ns_per_block(types[ti], 1, seconds),
+                   dot_ns_per_block(types[ti], 4, seconds));
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
-        printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=576)", "int8 ms", "F32 ms");
+        printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
         int saved = colo_cpu_int8_max_rows;
         const int rows[] = {1, 2, 4, 8, 16, 32};
-        const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0};
-        for (int ti = 0; ti < 2; ti++)
+        const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_0, COLO_Q6_K};
+        for (int ti = 0; ti < 5; ti++)
             for (int i = 0; i < 6; i++) {
                 colo_cpu_int8_max_rows = 1 << 30;
-                double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 576, seconds);
+                double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 colo_cpu_int8_max_rows = 0;
-                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 576, seconds);
+                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 printf("  %-5s m=%-3d %38.3f %10.3f\n", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
             }
         colo_cpu_int8_max_rows = saved;

@@ -9,7 +9,8 @@
 bool colo_dtype_is_weight(colo_dtype t)
 {
     return t == COLO_F32 || t == COLO_F16 || t == COLO_BF16 || t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 ||
-           t == COLO_Q6_K;
+           t == COLO_Q6_K || t == COLO_Q5_0 || t == COLO_Q5_1 || t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q4_K ||
+           t == COLO_Q5_K;
 }
 
 const colo_ops *colo_device_ops(const colo_device *dev)

@@ -19,8 +19,14 @@ typedef enum colo_dtype {
     COLO_F16 = 1,
     COLO_Q4_0 = 2,  /* blocks of 32: fp16 d, 16 bytes of 4-bit q; x = (q - 8) * d */
     COLO_Q4_1 = 3,  /* blocks of 32: fp16 d, fp16 m, 16 bytes; x = q * d + m (low nibbles: 0..15, high: 16..31) */
+    COLO_Q5_0 = 6,  /* blocks of 32: fp16 d, 32 high bits, 16 bytes of nibbles; x = (q - 16) * d */
+    COLO_Q5_1 = 7,  /* blocks of 32: fp16 d, fp16 m, 32 high bits, 16 bytes; x = q * d + m */
     COLO_Q8_0 = 8,  /* blocks of 32: fp16 d, 32 int8 q; x = q * d */
-    COLO_Q6_K = 14, /* super-blocks of 256 (GGML's layout) */
+    COLO_Q2_K = 10, /* super-blocks of 256: 16 x 16 with 4-bit scale and min; x = d sc q - dmin m, q 2 bits */
+    COLO_Q3_K = 11, /* super-blocks of 256: 16 x 16 with 6-bit scale; x = d (sc - 32) (q - 4), q 3 bits */
+    COLO_Q4_K = 12, /* super-blocks of 256: 8 x 32 with 6-bit scale and min; x = d sc q - dmin m, q 4 bits */
+    COLO_Q5_K = 13, /* as Q4_K with a fifth bit per element */
+    COLO_Q6_K = 14, /* super-blocks of 256: 16 x 16 with int8 scale; x = d sc (q - 32), q 6 bits */
     COLO_BF16 = 30,
     COLO_I32 = 26,  /* token ids, positions, block tables */
 } colo_dtype;

@@ -91,6 +91,20 @@ static colo_status sse_json(api_call *c, json_t *j)
     return st;
 }
 
+/* A named event (Anthropic's streams name every event). */
+static colo_status sse_event(api_call *c, const char *event, json_t *j)
+{
+    if (!j)
+        return COLO_ENOMEM;
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    if (!s)
+        return COLO_ENOMEM;
+    colo_status st = colo_http_sse_send(c->http, event, s);
+    free(s);
+    return st;
+}
+
 static bool begin_stream(api_call *c)
 {
     if (c->started)
@@ -100,6 +114,13 @@ static bool begin_stream(api_call *c)
     c->started = true;
     if (c->ep == COLO_API_CHAT)
         sse_json(c, colo_api_chunk_json(c, "", 0, NULL, true));
+    if (c->ep == COLO_API_MESSAGES) {
+        sse_event(c, "message_start", colo_api_anthropic_start_json(c));
+        sse_event(c, "content_block_start",
+                  json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0, "content_block",
+                            "type", "text", "text", ""));
+        sse_event(c, "ping", json_pack("{s:s}", "type", "ping"));
+    }
     return true;
 }
 
@@ -123,6 +144,8 @@ static void deliver_tokens(void *ud)
         if (c->ep == COLO_API_INFER)
             sse_json(c, json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
                                   colo_api_json_text(piece, len)));
+        else if (c->ep == COLO_API_MESSAGES && len)
+            sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
         else if (len)
             sse_json(c, colo_api_chunk_json(c, piece, len, NULL, false));
         o += 8 + len;
@@ -137,6 +160,17 @@ static void deliver_tokens(void *ud)
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
+    if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
+        if (o->status != COLO_OK) {
+            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), o->error));
+        } else {
+            sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
+            sse_event(c, "message_delta", colo_api_anthropic_end_json(c));
+            sse_event(c, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+        }
+        colo_http_stream_end(c->http);
+        return;
+    }
     if (o->status != COLO_OK) {
         json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", colo_api_status_code(o->status), "message",
                               o->error ? o->error : "failed", "request_id", colo_http_req_id(c->http));
@@ -195,7 +229,10 @@ static void deliver_done(void *ud)
     } else if (o->status != COLO_OK) {
         answer_error(c, status, o->status, o->error);
     } else {
-        colo_http_respond_json(h, 200, c->ep == COLO_API_INFER ? colo_api_infer_json(c) : colo_api_openai_json(c));
+        colo_http_respond_json(h, 200,
+                               c->ep == COLO_API_INFER      ? colo_api_infer_json(c)
+                               : c->ep == COLO_API_MESSAGES ? colo_api_anthropic_json(c)
+                                                            : colo_api_openai_json(c));
     }
     call_free(c);
 }
@@ -279,14 +316,58 @@ static void refuse(api_call *c, colo_status st, const char *err)
     }
 }
 
+/* The endpoints answered on the loop thread without generating:
+ * count_tokens, tokenize, detokenize. */
+static void answer_now(api_call *c)
+{
+    char err[512] = "";
+    colo_request *r = c->r;
+    colo_served *m = c->am->m;
+    colo_status st;
+    json_t *j = NULL;
+    if (c->ep == COLO_API_DETOKENIZE) {
+        const char *text;
+        size_t len;
+        st = colo_served_detokenize(m, c->in.tokens, c->in.n_tokens, r->pool, &text, &len, err, sizeof err);
+        if (st == COLO_OK)
+            j = json_pack("{s:o}", "text", colo_api_json_text(text, len));
+    } else {
+        st = colo_served_tokenize(m, r, err, sizeof err);
+        if (st == COLO_OK && c->ep == COLO_API_COUNT_TOKENS) {
+            j = json_pack("{s:i}", "input_tokens", r->tok.n);
+        } else if (st == COLO_OK) {
+            json_t *ids = json_array();
+            for (int i = 0; ids && i < r->tok.n; i++)
+                if (json_array_append_new(ids, json_integer(r->tok.ids[i]))) {
+                    json_decref(ids);
+                    ids = NULL;
+                }
+            j = ids ? json_pack("{s:o,s:i}", "tokens", ids, "count", r->tok.n) : NULL;
+        }
+    }
+    if (st == COLO_OK) {
+        colo_api_count_request(c->api, c->am->name, 200);
+        colo_api_account(c, 200);
+        colo_http_respond_json(c->http, 200, j);
+        return;
+    }
+    int status = st == COLO_EUNSUPPORTED ? 400 : colo_api_status_http(st);
+    colo_api_count_request(c->api, c->am->name, status);
+    colo_api_account(c, status);
+    if (status == 400)
+        colo_http_error(c->http, 400, "invalid_request", "%s", err);
+    else
+        answer_error(c, status, st, err);
+}
+
 static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
 {
     json_t *body = colo_http_req_json(req);
     if (!body)
         return; /* answered 400 */
     char err[512];
-    const char *name = ep == COLO_API_INFER ? colo_http_req_param(req, "name")
-                                            : colo_api_model_field(body, err, sizeof err);
+    bool by_path = ep == COLO_API_INFER || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE;
+    const char *name = by_path ? colo_http_req_param(req, "name") : colo_api_model_field(body, err, sizeof err);
     if (!name) {
         colo_http_error(req, 400, "invalid_request", "%s", err);
         json_decref(body);
@@ -326,8 +407,14 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);
-    snprintf(c->oid, sizeof c->oid, "%s-%s", ep == COLO_API_CHAT ? "chatcmpl" : "cmpl", r->who.id);
+    snprintf(c->oid, sizeof c->oid, "%s%s", ep == COLO_API_CHAT ? "chatcmpl-" : ep == COLO_API_MESSAGES ? "msg_" : "cmpl-",
+             r->who.id);
     err[0] = 0;
+    if (ep == COLO_API_COUNT_TOKENS || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE) {
+        answer_now(c);
+        call_free(c);
+        return;
+    }
     st = colo_served_submit(am->m, r, err, sizeof err);
     if (st != COLO_OK) {
         colo_api_account(c, colo_api_status_http(st));
@@ -342,6 +429,10 @@ static void h_infer(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_INF
 static void h_completions(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COMPLETIONS); }
 static void h_chat(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_CHAT); }
 static void h_embeddings(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_EMBEDDINGS); }
+static void h_messages(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_MESSAGES); }
+static void h_count_tokens(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COUNT_TOKENS); }
+static void h_tokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_TOKENIZE); }
+static void h_detokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_DETOKENIZE); }
 
 static void h_models(colo_http_req *req, void *ud)
 {
@@ -407,7 +498,11 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
                   {"GET", "/v1/models/{name}", h_model},
                   {"POST", "/v1/completions", h_completions},
                   {"POST", "/v1/chat/completions", h_chat},
-                  {"POST", "/v1/embeddings", h_embeddings}};
+                  {"POST", "/v1/embeddings", h_embeddings},
+                  {"POST", "/v1/messages", h_messages},
+                  {"POST", "/v1/messages/count_tokens", h_count_tokens},
+                  {"POST", "/v1/models/{name}/tokenize", h_tokenize},
+                  {"POST", "/v1/models/{name}/detokenize", h_detokenize}};
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, a, 0) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", routes[i].method, routes[i].pattern);

@@ -35,6 +35,7 @@ struct colo_api {
     colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
+    colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
     colo_metric *m_sched_wait, *m_sched_steps;
 };
 
@@ -81,6 +82,15 @@ json_t *colo_api_usage_json(const api_call *c);
 json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
+
+/* ---- api_anthropic.c ------------------------------------------------------------ */
+json_t *colo_api_anthropic_json(const api_call *c);
+/* Streamed event data: message_start, a text delta, message_delta (stop
+ * reason and output tokens), an error. */
+json_t *colo_api_anthropic_start_json(const api_call *c);
+json_t *colo_api_anthropic_delta_json(const char *text, size_t len);
+json_t *colo_api_anthropic_end_json(const api_call *c);
+json_t *colo_api_anthropic_error_json(int http_status, const char *message);
 
 /* ---- api_usage.c: tenants' admission and accounting, GET /v1/usage ------------ */
 /* Identifies the caller into c->r->who and admits it (quotas, allowed model,

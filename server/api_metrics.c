@@ -71,6 +71,8 @@ static void on_render(void *ud)
             colo_metric_set(a->m_kv_total, lm, in.kv_blocks);
             colo_metric_set(a->m_kv_free, lm, in.kv_free_blocks);
             colo_metric_set(a->m_preempt, lm, (double)in.preemptions);
+            if (in.kv_blocks > 0)
+                colo_metric_set(a->m_kv_usage, lm, (double)(in.kv_blocks - in.kv_free_blocks) / in.kv_blocks);
         }
     }
 }
@@ -119,6 +121,8 @@ colo_status colo_api_register_metrics(colo_api *a)
                                             1, L1);
     a->m_kv_total = colo_metrics_gauge(m, "colo_model_kv_blocks", "KV cache blocks of the model.", 1, L1);
     a->m_kv_free = colo_metrics_gauge(m, "colo_model_kv_blocks_free", "KV cache blocks free.", 1, L1);
+    a->m_kv_usage = colo_metrics_gauge(m, "colo_model_kv_cache_usage_ratio",
+                                       "KV cache blocks in use over all blocks, 0 to 1.", 1, L1);
     a->m_ready = colo_metrics_gauge(m, "colo_model_ready", "1 when the model serves requests.", 1, L1);
     a->m_preempt = colo_metrics_counter(m, "colo_model_preemptions_total", "Sequences preempted for cache space.", 1,
                                         L1);
@@ -134,5 +138,7 @@ colo_status colo_api_register_metrics(colo_api *a)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (!all[i])
             return COLO_ENOMEM;
+    if (!a->m_kv_usage)
+        return COLO_ENOMEM;
     return colo_metrics_on_render(m, on_render, a);
 }

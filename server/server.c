@@ -1,6 +1,7 @@
 /* The front door: config -> HTTP server, routes, auth, health and metrics. */
 #include "server/server.h"
 
+#include <event2/event.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@ struct colo_server {
     colo_tenants *tenants; /* keys, quotas; who is admin */
     colo_ledger *ledger;   /* NULL: usage.enabled false */
     int shutdown_timeout_ms;
+    int drain_delay_ms;
+    bool draining;             /* SIGTERM seen: not ready, still serving */
+    struct event *drain_timer; /* ends the drain delay */
     bool (*ready)(void *ud);
     void *ready_ud;
     colo_metric *m_requests, *m_duration, *m_body_in;
@@ -51,6 +55,11 @@ static void h_live(colo_http_req *req, void *ud)
 static void h_ready(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
+    if (s->draining) {
+        colo_http_add_header(req, "Retry-After", "1");
+        colo_http_error(req, 503, "draining", "the server is shutting down");
+        return;
+    }
     if (s->ready && !s->ready(s->ready_ud)) {
         colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, 503, "not_ready", "the server is not ready");
@@ -77,6 +86,9 @@ static void h_metrics(colo_http_req *req, void *ud)
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
+    /* Anthropic's Messages API answers errors in its own shape. */
+    if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
+        colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
     if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
         colo_tenants_authenticate(s->tenants, req, &why) < 0) {
@@ -152,6 +164,7 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     }
     const colo_server_cfg *sc = &cfg->server;
     s->shutdown_timeout_ms = sc->shutdown_timeout_ms;
+    s->drain_delay_ms = sc->drain_delay_ms;
     s->router = colo_router_create();
     s->metrics = colo_metrics_create();
     if (!s->router || !s->metrics || register_metrics(s) != COLO_OK) {
@@ -194,6 +207,8 @@ void colo_server_free(colo_server *s)
 {
     if (!s)
         return;
+    if (s->drain_timer)
+        event_free(s->drain_timer);
     colo_http_server_free(s->http);
     colo_router_free(s->router);
     colo_metrics_free(s->metrics);
@@ -221,3 +236,31 @@ colo_metrics *colo_server_metrics(colo_server *s) { return s->metrics; }
 int colo_server_port(const colo_server *s) { return colo_http_server_port(s->http); }
 colo_status colo_server_run(colo_server *s) { return colo_http_server_run(s->http); }
 void colo_server_shutdown(colo_server *s) { colo_http_server_shutdown(s->http, s->shutdown_timeout_ms); }
+
+static void on_drain_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    colo_server *s = arg;
+    COLO_INFO("colo-server: drain delay over: shutting down");
+    colo_server_shutdown(s);
+}
+
+void colo_server_drain(colo_server *s)
+{
+    if (s->draining || s->drain_delay_ms <= 0) {
+        s->draining = true;
+        colo_server_shutdown(s);
+        return;
+    }
+    s->draining = true;
+    struct timeval tv = {s->drain_delay_ms / 1000, (s->drain_delay_ms % 1000) * 1000};
+    if (!s->drain_timer)
+        s->drain_timer = evtimer_new(colo_http_server_base(s->http), on_drain_end, s);
+    if (!s->drain_timer || evtimer_add(s->drain_timer, &tv)) {
+        COLO_WARN("colo-server: cannot arm the drain timer: shutting down now");
+        colo_server_shutdown(s);
+        return;
+    }
+    COLO_INFO("colo-server: draining: not ready, serving for %d ms more", s->drain_delay_ms);
+}

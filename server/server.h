@@ -3,7 +3,8 @@
  * Ties the HTTP core (server/http.h), the router, API-key authentication,
  * the metrics registry and the built-in endpoints together:
  *   GET /health/live   200 {"status":"live"}                 (no API key)
- *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key)
+ *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key;
+ *                      503 "draining" once colo_server_drain was called)
  *   GET /metrics       Prometheus text format 0.0.4
  * Model endpoints are added with colo_server_route before colo_server_run.
  *
@@ -58,6 +59,12 @@ int colo_server_port(const colo_server *s);
 colo_status colo_server_run(colo_server *s);
 /* Any thread: graceful shutdown with the config's shutdown_timeout_ms. */
 void colo_server_shutdown(colo_server *s);
+/* Loop thread (SIGTERM): /health/ready answers 503 "draining" from now on,
+ * the server keeps accepting and serving for the config's drain_delay_ms
+ * (so that a load balancer's checks take it out first), then shuts down
+ * as colo_server_shutdown does. A second call, or a delay of 0, shuts
+ * down at once. */
+void colo_server_drain(colo_server *s);
 
 /* Constant-time check of an Authorization header value against key. */
 bool colo_server_auth_ok(const char *authorization, const char *key);

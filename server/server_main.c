@@ -54,7 +54,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     colo_server *s = arg;
     COLO_INFO("colo-server: %s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    colo_server_shutdown(s);
+    if (sig == SIGTERM)
+        colo_server_drain(s); /* not ready first, for load balancers (server.drain_delay_ms) */
+    else
+        colo_server_shutdown(s);
 }
 
 typedef struct options {

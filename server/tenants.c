@@ -167,29 +167,37 @@ int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, c
 {
     if (!t->auth)
         return 0;
-    const char *value = NULL;
+    /* Exactly one credential: "Authorization: Bearer KEY", or "x-api-key: KEY"
+     * (as Anthropic's clients send it). */
+    const char *key = NULL;
     int n = 0;
+    bool bad_scheme = false;
     for (int i = 0; i < colo_http_req_header_count(req); i++) {
         const char *name, *v;
         colo_http_req_header_at(req, i, &name, &v);
         if (name && !strcasecmp(name, "Authorization")) {
-            value = v;
             n++;
+            if (strncasecmp(v, "Bearer ", 7))
+                bad_scheme = true;
+            else
+                key = v + 7;
+        } else if (name && !strcasecmp(name, "x-api-key")) {
+            n++;
+            key = v;
         }
     }
     if (n == 0) {
-        *why = "a valid API key is required (Authorization: Bearer <key>)";
+        *why = "a valid API key is required (Authorization: Bearer <key>, or x-api-key: <key>)";
         return -1;
     }
     if (n > 1) {
-        *why = "give exactly one Authorization header";
+        *why = "give exactly one Authorization or x-api-key header";
         return -1;
     }
-    if (strncasecmp(value, "Bearer ", 7)) {
+    if (bad_scheme) {
         *why = "the Authorization header must be 'Bearer <key>'";
         return -1;
     }
-    const char *key = value + 7;
     while (*key == ' ')
         key++;
     size_t len = strlen(key);

@@ -47,10 +47,10 @@ void colo_tenants_free(colo_tenants *t);
  * "default/default" and needs no key. */
 bool colo_tenants_auth_required(const colo_tenants *t);
 
-/* The caller's key from req's Authorization header: its index (>= 0), or
- * -1 with the reason in *why (no header, two headers, not "Bearer KEY", a
- * key with spaces or commas, longer than COLO_TENANT_MAX_KEY_BYTES, or
- * unknown). Without auth_required, always the default tenant's index. */
+/* The caller's key from req's "Authorization: Bearer KEY" or "x-api-key:
+ * KEY" header: its index (>= 0), or -1 with the reason in *why (no header,
+ * two of them, not "Bearer KEY", a key with spaces or commas, longer than
+ * COLO_TENANT_MAX_KEY_BYTES, or unknown). Without auth_required, always the default tenant's index. */
 int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, const char **why);
 
 /* The key of server.api_key_env (or the keyless default tenant). */

@@ -10,6 +10,14 @@
 #include "kernels/quant.h"
 #include "runtime/cpu_task.h"
 
+/* ---- the 5-bit formats and the K-quants (quant_k.c) ------------------------------------- */
+
+/* colo_dequantize_row / colo_quantize_row for Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K; the quantizer returns COLO_EUNSUPPORTED
+ * for any other type. */
+void colo_cpu_dequantize_row_k(colo_dtype t, const void *src, float *dst, int64_t n);
+colo_status colo_cpu_quantize_row_k(colo_dtype t, const float *src, void *dst, int64_t n);
+
 /* ---- dot products (dot.c) ------------------------------------------------------ */
 
 /* An activation block quantized to 8 bits: x[j] ~ qs[j] * d; s = d * sum(qs).
@@ -31,7 +39,7 @@ void colo_cpu_quantize_q8x_scalar(const float *x, colo_blk_q8x *out, int k);
 /* out[r] = dot(weight row w of k elements, activation row r), r < nr, for nr
  * in [1, COLO_CPU_DOT_ROWS]; activation row r is x + r * x_stride (blocks of
  * 32; k / 32 of them). Weight rows stay in their block format (k % 32 == 0;
- * Q6_K: k % 256 == 0). Each output is computed by the same instruction
+ * K-quants: k % 256 == 0). Each output is computed by the same instruction
  * sequence whatever nr is, so a row's result does not depend on its
  * neighbours. The _scalar versions are the portable fallbacks (the others
  * use AVX2 when compiled with it); both are exported for the tests. */
@@ -45,6 +53,18 @@ void colo_cpu_vec_dot_q4_0_scalar(int k, const void *w, const colo_blk_q8x *x, s
 void colo_cpu_vec_dot_q4_1_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q8_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q6_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_1(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_1_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q2_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q2_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q3_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q3_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q4_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q4_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_q5_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 
 /* The integer dot product for weights of type t, or NULL when t has none. */
 colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t);

@@ -13,10 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define DOT_AVX2 1
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/dot_avx2.h"
 
 /* ---- activations to 8 bits ---------------------------------------------------------- */
 
@@ -161,44 +158,6 @@ void colo_cpu_vec_dot_q6_k_scalar(int k, const void *wv, const colo_blk_q8x *x, 
 /* ---- AVX2 dot products ------------------------------------------------------------------- */
 
 #ifdef DOT_AVX2
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* 32 products of unsigned u and signed s bytes, summed in 8 lanes, as floats. */
-INLINE __m256 dot_u8s8(__m256i u, __m256i s)
-{
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-}
-
-/* 16 bytes of nibbles: low nibbles to bytes 0..15, high nibbles to 16..31. */
-INLINE __m256i nibbles(const uint8_t *qs)
-{
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    __m128i m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
-}
-
-/* fp16 halves at p: [p[0], 0, 0, 0] and [p[0], p[1], 0, 0]. */
-INLINE __m128 half1(const uint16_t *p) { return _mm_cvtph_ps(_mm_cvtsi32_si128(*p)); }
-INLINE __m128 half2(const uint16_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)v));
-}
-
-/* [d, s, 0, 0] of an activation block. */
-INLINE __m128 ds_pair(const colo_blk_q8x *b) { return _mm_castpd_ps(_mm_load_sd((const double *)(const void *)&b->d)); }
-
-INLINE __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
 /* Each output accumulates even and odd blocks in two registers (two
  * independent FMA chains), then adds them. */
 
@@ -331,24 +290,6 @@ INLINE void q6_k_rows(int nsb, const colo_blk_q6_k *w, const colo_blk_q8x *x, si
         out[r] = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
 }
 
-/* One copy of each kernel per row count, so the row loops unroll. */
-#define DOT_ENTRY(name, blk_t, per_k)                                                                       \
-    void colo_cpu_vec_dot_##name(int k, const void *w, const colo_blk_q8x *x, size_t xs, int nr, float *out) \
-    {                                                                                                         \
-        const blk_t *wb = w;                                                                                  \
-        switch (nr) {                                                                                         \
-        case 1: name##_rows(k / per_k, wb, x, xs, 1, out); break;                                             \
-        case 2: name##_rows(k / per_k, wb, x, xs, 2, out); break;                                             \
-        case 3: name##_rows(k / per_k, wb, x, xs, 3, out); break;                                             \
-        default: name##_rows(k / per_k, wb, x, xs, 4, out); break;                                            \
-        }                                                                                                     \
-    }
-#else
-#define DOT_ENTRY(name, blk_t, per_k)                                                                       \
-    void colo_cpu_vec_dot_##name(int k, const void *w, const colo_blk_q8x *x, size_t xs, int nr, float *out) \
-    {                                                                                                         \
-        colo_cpu_vec_dot_##name##_scalar(k, w, x, xs, nr, out);                                               \
-    }
 #endif
 
 DOT_ENTRY(q4_0, colo_blk_q4_0, 32)
@@ -363,6 +304,12 @@ colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t)
     case COLO_Q4_1: return colo_cpu_vec_dot_q4_1;
     case COLO_Q8_0: return colo_cpu_vec_dot_q8_0;
     case COLO_Q6_K: return colo_cpu_vec_dot_q6_k;
+    case COLO_Q5_0: return colo_cpu_vec_dot_q5_0;
+    case COLO_Q5_1: return colo_cpu_vec_dot_q5_1;
+    case COLO_Q2_K: return colo_cpu_vec_dot_q2_k;
+    case COLO_Q3_K: return colo_cpu_vec_dot_q3_k;
+    case COLO_Q4_K: return colo_cpu_vec_dot_q4_k;
+    case COLO_Q5_K: return colo_cpu_vec_dot_q5_k;
     default: return NULL;
     }
 }

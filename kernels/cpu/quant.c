@@ -86,30 +86,6 @@ uint16_t colo_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
-static void deq_q6_k(const colo_blk_q6_k *b, float *y)
-{
-    const float d = colo_fp16_to_f32(b->d);
-    const uint8_t *ql = b->ql, *qh = b->qh;
-    const int8_t *sc = b->scales;
-    for (int half = 0; half < 2; half++) {
-        for (int l = 0; l < 32; l++) {
-            int is = l / 16;
-            int q1 = (int)((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            int q2 = (int)((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l] = d * sc[is] * q1;
-            y[l + 32] = d * sc[is + 2] * q2;
-            y[l + 64] = d * sc[is + 4] * q3;
-            y[l + 96] = d * sc[is + 6] * q4;
-        }
-        y += 128;
-        ql += 64;
-        qh += 32;
-        sc += 8;
-    }
-}
-
 void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
 {
     switch (t) {
@@ -186,8 +162,13 @@ void colo_dequantize_row(colo_dtype t, const void *src, float *dst, int64_t n)
         }
         break;
     case COLO_Q6_K:
-        for (int64_t b = 0; b < n / 256; b++)
-            deq_q6_k((const colo_blk_q6_k *)src + b, dst + b * 256);
+    case COLO_Q5_0:
+    case COLO_Q5_1:
+    case COLO_Q2_K:
+    case COLO_Q3_K:
+    case COLO_Q4_K:
+    case COLO_Q5_K:
+        colo_cpu_dequantize_row_k(t, src, dst, n);
         break;
     case COLO_I32:
         break;
@@ -262,6 +243,6 @@ colo_status colo_quantize_row(colo_dtype t, const float *src, void *dst, int64_t
         }
         return COLO_OK;
     default:
-        return COLO_EUNSUPPORTED;
+        return colo_cpu_quantize_row_k(t, src, dst, n);
     }
 }

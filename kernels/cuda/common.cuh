@@ -4,8 +4,10 @@
 // Block formats (kernels/ops.h, kernels/quant.h), decoded with the same
 // arithmetic as the CPU (kernels/cpu/quant.c) so that dequantized values are
 // bit-identical: Q4_0 (q - 8) * d, Q4_1 fma(q, d, m), Q8_0 q * d, Q6_K
-// (d * scale) * q. Blocks sit at 2-byte alignment in a row (18, 20, 34, 210
-// bytes), so they are read with 16-bit loads.
+// (d * scale) * q, Q5_0 (q - 16) * d, Q5_1 fma(q, d, m), Q2_K/Q4_K/Q5_K
+// fma(d * sc, q, -(dmin * m)), Q3_K (d * sc) * q. Blocks sit at 2-byte
+// alignment in a row (18, 20, 22, 24, 34, 84, 110, 144, 176, 210 bytes), so
+// they are read with 16-bit (or byte) loads.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -40,6 +42,12 @@ template <typename F> static colo_status colo_with_wtype(colo_dtype t, F &&f)
     case COLO_Q4_1: return f(std::integral_constant<int, COLO_Q4_1>());
     case COLO_Q8_0: return f(std::integral_constant<int, COLO_Q8_0>());
     case COLO_Q6_K: return f(std::integral_constant<int, COLO_Q6_K>());
+    case COLO_Q5_0: return f(std::integral_constant<int, COLO_Q5_0>());
+    case COLO_Q5_1: return f(std::integral_constant<int, COLO_Q5_1>());
+    case COLO_Q2_K: return f(std::integral_constant<int, COLO_Q2_K>());
+    case COLO_Q3_K: return f(std::integral_constant<int, COLO_Q3_K>());
+    case COLO_Q4_K: return f(std::integral_constant<int, COLO_Q4_K>());
+    case COLO_Q5_K: return f(std::integral_constant<int, COLO_Q5_K>());
     default: return COLO_EUNSUPPORTED;
     }
 }
@@ -116,6 +124,87 @@ template <int T> __device__ __forceinline__ void colo_decode8(const uint8_t *row
             for (int u = 0; u < 2; u++) {
                 int q = (int)(((l2 >> (8 * u + lshift)) & 15) | (((h2 >> (8 * u + hshift)) & 3) << 4)) - 32;
                 v[t + u] = __fmul_rn(ds, (float)q);
+            }
+        }
+    } else if constexpr (T == COLO_Q5_0 || T == COLO_Q5_1) {
+        constexpr int bb = T == COLO_Q5_0 ? 22 : 24, hoff = T == COLO_Q5_0 ? 2 : 4, qoff = hoff + 4;
+        const uint8_t *b = row + (sb >> 2) * bb;
+        int q = (int)(sb & 3);
+        lo = (sb >> 2) * 32 + 4 * q;
+        hi = lo + 16;
+        uint32_t qs = colo_ld16(b + qoff + 4 * q) | (colo_ld16(b + qoff + 4 * q + 2) << 16);
+        uint32_t qh = colo_ld16(b + hoff) | (colo_ld16(b + hoff + 2) << 16);
+        float d = colo_h2f(colo_ld16(b));
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int l = (int)(((qs >> (8 * t)) & 15) | (((qh >> (4 * q + t)) & 1) << 4));
+            int h = (int)(((qs >> (8 * t + 4)) & 15) | (((qh >> (4 * q + t + 16)) & 1) << 4));
+            if constexpr (T == COLO_Q5_0) {
+                v[t] = __fmul_rn((float)(l - 16), d);
+                v[t + 4] = __fmul_rn((float)(h - 16), d);
+            } else {
+                float m = colo_h2f(colo_ld16(b + 2));
+                v[t] = __fmaf_rn((float)l, d, m);
+                v[t + 4] = __fmaf_rn((float)h, d, m);
+            }
+        }
+    } else if constexpr (T == COLO_Q4_K || T == COLO_Q5_K) {
+        constexpr int bb = T == COLO_Q4_K ? 144 : 176, qoff = T == COLO_Q4_K ? 16 : 48;
+        const uint8_t *b = row + (sb >> 5) * bb, *sc = b + 4;
+        int j0 = (int)(sb & 31) * 8, j = j0 >> 5, l0 = j0 & 31;
+        lo = (sb >> 5) * 256 + j0;
+        hi = lo + 4;
+        int s, mn;
+        if (j < 4) {
+            s = sc[j] & 63;
+            mn = sc[j + 4] & 63;
+        } else {
+            s = (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+            mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        }
+        float d1 = __fmul_rn(colo_h2f(colo_ld16(b)), (float)s), m1 = -__fmul_rn(colo_h2f(colo_ld16(b + 2)), (float)mn);
+        const uint8_t *qs = b + qoff + 32 * (j >> 1) + l0;
+        int shift = 4 * (j & 1);
+#pragma unroll
+        for (int t = 0; t < 8; t += 2) {
+            uint32_t two = colo_ld16(qs + t);
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int q = (int)((two >> (8 * u + shift)) & 15);
+                if constexpr (T == COLO_Q5_K)
+                    q |= ((b[16 + l0 + t + u] >> j) & 1) << 4;
+                v[t + u] = __fmaf_rn(d1, (float)q, m1);
+            }
+        }
+    } else if constexpr (T == COLO_Q2_K || T == COLO_Q3_K) {
+        constexpr int bb = T == COLO_Q2_K ? 84 : 110, qoff = T == COLO_Q2_K ? 16 : 32;
+        const uint8_t *b = row + (sb >> 5) * bb;
+        int j0 = (int)(sb & 31) * 8, g = j0 >> 4, l0 = j0 & 31;
+        lo = (sb >> 5) * 256 + j0;
+        hi = lo + 4;
+        const uint8_t *qs = b + qoff + 32 * (j0 >> 7) + l0;
+        int shift = 2 * ((j0 & 127) >> 5);
+        float dl, ml = 0.0f;
+        if constexpr (T == COLO_Q2_K) {
+            dl = __fmul_rn(colo_h2f(colo_ld16(b + 80)), (float)(b[g] & 15));
+            ml = -__fmul_rn(colo_h2f(colo_ld16(b + 82)), (float)(b[g] >> 4));
+        } else {
+            const uint8_t *sc = b + 96;
+            int slo = g < 8 ? (sc[g] & 15) : (sc[g - 8] >> 4), shi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+            dl = __fmul_rn(colo_h2f(colo_ld16(b + 108)), (float)((slo | (shi << 4)) - 32));
+        }
+#pragma unroll
+        for (int t = 0; t < 8; t += 2) {
+            uint32_t two = colo_ld16(qs + t);
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int q = (int)((two >> (8 * u + shift)) & 3);
+                if constexpr (T == COLO_Q2_K) {
+                    v[t + u] = __fmaf_rn(dl, (float)q, ml);
+                } else {
+                    q |= ((b[l0 + t + u] >> (j0 >> 5)) & 1) << 2;
+                    v[t + u] = __fmul_rn(dl, (float)(q - 4));
+                }
             }
         }
     } else {

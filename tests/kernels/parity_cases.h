@@ -7,7 +7,7 @@
  *   linear / gemm, F32 weights:  1e-5 * sum|w x|
  *   linear, F16/BF16/quantized weights:  1e-5 * sum|w x| against the
  *     dequantized weights (the weight rounding is part of the reference)
- *   linear with 8-bit-quantized activations (Q4_0/Q4_1/Q8_0/Q6_K weights,
+ *   linear with 8-bit-quantized activations (block-format weights,
  *     a device without exact_activations): plus ||w||_2 * sqrt(sum over
  *     blocks b of 32 of 32 (amax_b / 254)^2), the largest error rounding x
  *     to 8 bits can cause (each x_j moves by at most amax_b / 254; Cauchy-
@@ -138,13 +138,25 @@ static void *make_weights(colo_dtype t, int n, int k, float **deq)
     float *row = malloc((size_t)k * sizeof(float));
     for (int r = 0; r < n; r++) {
         unsigned char *wr = w + rb * (size_t)r;
-        if (t == COLO_Q6_K) {
-            /* Any bytes are a valid Q6_K block once d is a small finite half. */
+        int d_off = -1, m_off = -1; /* offsets of the fp16 scales in a block */
+        switch (t) {
+        case COLO_Q6_K: d_off = 208; break;
+        case COLO_Q3_K: d_off = 108; break;
+        case COLO_Q2_K: d_off = 80, m_off = 82; break;
+        case COLO_Q4_K: case COLO_Q5_K: d_off = 0, m_off = 2; break;
+        default: break;
+        }
+        if (d_off >= 0) {
+            /* Any bytes are a valid K-quant block once d (and dmin) are
+             * small finite halves: every code and packed scale occurs. */
+            size_t bb = colo_dtype_block_bytes(t);
             for (size_t i = 0; i < rb; i++)
                 wr[i] = (unsigned char)rng_u64();
             for (int b = 0; b < k / 256; b++) {
-                colo_blk_q6_k *q = (colo_blk_q6_k *)wr + b;
-                q->d = colo_f32_to_fp16(0.001f + 0.004f * rng_uniform());
+                uint16_t d = colo_f32_to_fp16(0.001f + 0.004f * rng_uniform()), m = colo_f32_to_fp16(0.003f * rng_uniform());
+                memcpy(wr + b * bb + d_off, &d, 2);
+                if (m_off >= 0)
+                    memcpy(wr + b * bb + m_off, &m, 2);
             }
         } else {
             fill_normal(row, k, 0.5f);
@@ -222,7 +234,8 @@ static void case_linear(ctx_t *c, colo_stream *s, bool int8, colo_dtype t, int m
 static void test_linear_all_types(void **state)
 {
     ctx_t *c = *state;
-    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1,
+                                COLO_Q8_0, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
     /* Row counts around the kernels' groups of 4 rows and their path limits. */
     const int shapes[][3] = {{1, 1, 256},  {1, 67, 512},  {2, 9, 768},   {3, 5, 256},  {5, 33, 768},
                              {7, 130, 256}, {15, 19, 256}, {16, 70, 512}, {17, 67, 512}, {33, 129, 256}};
@@ -299,7 +312,8 @@ static void test_gemm(void **state)
 static void test_dequantize_and_get_rows(void **state)
 {
     ctx_t *c = *state;
-    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1,
+                                COLO_Q8_0, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
         int rows = 9, k = 512;
         float *wd;

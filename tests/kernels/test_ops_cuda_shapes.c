@@ -214,7 +214,8 @@ static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k)
 
 static void test_linear_rows(void **state)
 {
-    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1,
+                                COLO_Q8_0, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         case_linear(*state, types[i], 12, 300, 1536);
         case_linear(*state, types[i], 16, 77, 512);

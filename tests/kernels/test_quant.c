@@ -17,6 +17,11 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quant.h"
 
+#include <strings.h>
+
+/* How much larger than GGML's (with its search) this quantizer's rms error may be. */
+#define QUANT_ERR_RATIO 1.25
+
 static uint64_t rng_state;
 
 static void seed_from_env(void)
@@ -130,6 +135,164 @@ static void test_q4_0_q4_1_q8_0_layouts(void **state)
     assert_int_equal(offsetof(colo_blk_q6_k, d), 208);
 }
 
+/* GGML's sizes and field offsets of the 5-bit formats and the K-quants. */
+static void test_q5_k_quant_layouts(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof(colo_blk_q5_0), 22);
+    assert_int_equal(offsetof(colo_blk_q5_0, qs), 6);
+    assert_int_equal(sizeof(colo_blk_q5_1), 24);
+    assert_int_equal(offsetof(colo_blk_q5_1, qs), 8);
+    assert_int_equal(sizeof(colo_blk_q2_k), 84);
+    assert_int_equal(offsetof(colo_blk_q2_k, d), 80);
+    assert_int_equal(sizeof(colo_blk_q3_k), 110);
+    assert_int_equal(offsetof(colo_blk_q3_k, scales), 96);
+    assert_int_equal(offsetof(colo_blk_q3_k, d), 108);
+    assert_int_equal(sizeof(colo_blk_q4_k), 144);
+    assert_int_equal(offsetof(colo_blk_q4_k, qs), 16);
+    assert_int_equal(sizeof(colo_blk_q5_k), 176);
+    assert_int_equal(offsetof(colo_blk_q5_k, qh), 16);
+    assert_int_equal(offsetof(colo_blk_q5_k, qs), 48);
+    const colo_dtype types[] = {COLO_Q5_0, COLO_Q5_1, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K};
+    const size_t bytes[] = {22, 24, 84, 110, 144, 176};
+    for (size_t t = 0; t < 6; t++) {
+        assert_int_equal(colo_dtype_block_bytes(types[t]), bytes[t]);
+        assert_int_equal(colo_dtype_block_elems(types[t]), t < 2 ? 32 : 256);
+        assert_true(colo_dtype_is_weight(types[t]));
+    }
+    /* One element at a time through Q4_K and Q5_K: only element e is nonzero
+     * (code 1, every scale 1, every min 0); for Q5_K the code is 16 (fifth bit). */
+    for (int e = 0; e < 256; e += 5) {
+        colo_blk_q4_k b4;
+        colo_blk_q5_k b5;
+        memset(&b4, 0, sizeof b4);
+        memset(&b5, 0, sizeof b5);
+        b4.d = b5.d = colo_f32_to_fp16(1.0f);
+        for (int j = 0; j < 4; j++)
+            b4.scales[j] = b5.scales[j] = 1, b4.scales[j + 8] = b5.scales[j + 8] = 1; /* sc[0..7] = 1 */
+        b4.qs[32 * (e / 64) + e % 32] = (uint8_t)(1 << (4 * ((e % 64) / 32)));
+        b5.qh[e % 32] = (uint8_t)(1 << (e / 32));
+        float y4[256], y5[256];
+        colo_dequantize_row(COLO_Q4_K, &b4, y4, 256);
+        colo_dequantize_row(COLO_Q5_K, &b5, y5, 256);
+        for (int i = 0; i < 256; i++) {
+            assert_true(y4[i] == (i == e ? 1.0f : 0.0f));
+            assert_true(y5[i] == (i == e ? 16.0f : 0.0f));
+        }
+    }
+}
+
+/* ---- against GGML's own quantizers and dequantizers -------------------------------------- */
+
+/* tests/data/quant/quant_ref.txt (README.md there): per type, input floats,
+ * the blocks GGML's quantizer made of them, and GGML's dequantization. */
+typedef struct {
+    char name[16];
+    int n;
+    float *x, *y;
+    unsigned char *q;
+    size_t q_bytes;
+} ggml_ref;
+
+static bool read_ref(FILE *f, ggml_ref *r)
+{
+    if (fscanf(f, "%15s %d", r->name, &r->n) != 2 || r->n <= 0 || r->n > 1 << 16)
+        return false;
+    r->x = malloc((size_t)r->n * 4), r->y = malloc((size_t)r->n * 4), r->q = malloc((size_t)r->n * 4);
+    for (int i = 0; i < r->n; i++)
+        if (fscanf(f, "%a", &r->x[i]) != 1)
+            return false;
+    char hex[3] = {0};
+    r->q_bytes = 0;
+    int c;
+    while ((c = fgetc(f)) == ' ' || c == '\n')
+        ;
+    while (c != EOF && c != '\n' && r->q_bytes < (size_t)r->n * 4) {
+        hex[0] = (char)c, hex[1] = (char)fgetc(f);
+        r->q[r->q_bytes++] = (unsigned char)strtoul(hex, NULL, 16);
+        c = fgetc(f);
+    }
+    for (int i = 0; i < r->n; i++)
+        if (fscanf(f, "%a", &r->y[i]) != 1)
+            return false;
+    return true;
+}
+
+static colo_dtype dtype_named(const char *ggml_name)
+{
+    const colo_dtype all[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0,
+                              COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!strcasecmp(colo_dtype_name(all[i]), ggml_name))
+            return all[i];
+    return COLO_I32;
+}
+
+static double rms_err(const float *a, const float *b, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return sqrt(s / n);
+}
+
+/* For every type: GGML's blocks dequantize here to GGML's values; the int8
+ * dot products read them as GGML does; this quantizer's error on the same
+ * input stays within a factor of GGML's (which searches for its scales). */
+static void test_ggml_reference_blocks(void **state)
+{
+    (void)state;
+    FILE *f = fopen(COLO_SOURCE_DIR "/tests/data/quant/quant_ref.txt", "r");
+    assert_non_null(f);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, f)); /* the header comment */
+    int n_types = 0;
+    ggml_ref r;
+    while (read_ref(f, &r)) {
+        colo_dtype t = dtype_named(r.name);
+        if (t == COLO_I32)
+            fail_msg("reference type %s unknown", r.name);
+        n_types++;
+        assert_int_equal(r.q_bytes, colo_dtype_row_bytes(t, r.n));
+        float *y = malloc((size_t)r.n * 4), *mine = malloc((size_t)r.n * 4);
+        unsigned char *q = malloc(r.q_bytes);
+        colo_dequantize_row(t, r.q, y, r.n);
+        double ymax = 0;
+        for (int i = 0; i < r.n; i++)
+            ymax = fabs(r.y[i]) > ymax ? fabs(r.y[i]) : ymax;
+        for (int i = 0; i < r.n; i++)
+            if (!(fabs(y[i] - r.y[i]) <= 0x1p-22 * ymax))
+                fail_msg("%s: element %d: %a, GGML %a", r.name, i, y[i], r.y[i]);
+        /* Dot products of GGML's blocks with 8-bit activations. */
+        int nb = r.n / 32;
+        float *x = malloc((size_t)r.n * 4);
+        colo_blk_q8x *xq = malloc((size_t)nb * sizeof *xq);
+        for (int i = 0; i < r.n; i++)
+            x[i] = rng_normal();
+        colo_cpu_quantize_q8x(x, xq, r.n);
+        double ref = 0, mag = 0;
+        for (int i = 0; i < r.n; i++) {
+            double p = (double)r.y[i] * xq[i / 32].qs[i % 32] * xq[i / 32].d;
+            ref += p, mag += fabs(p);
+        }
+        float got;
+        colo_cpu_vec_dot_for(t)(r.n, r.q, xq, nb, 1, &got);
+        if (!(fabs(got - ref) <= 1e-5 * mag + 1e-6))
+            fail_msg("%s: dot %.9g, reference %.9g", r.name, got, ref);
+        /* This quantizer against GGML's on the same input. */
+        assert_int_equal(colo_quantize_row(t, r.x, q, r.n), COLO_OK);
+        colo_dequantize_row(t, q, mine, r.n);
+        double e_mine = rms_err(mine, r.x, r.n), e_ggml = rms_err(r.y, r.x, r.n);
+        printf("  %-5s rms error %.3g (GGML %.3g, ratio %.2f)\n", r.name, e_mine, e_ggml, e_mine / e_ggml);
+        if (!(e_mine <= QUANT_ERR_RATIO * e_ggml))
+            fail_msg("%s: quantizer rms error %.3g > %.1f x GGML's %.3g", r.name, e_mine, QUANT_ERR_RATIO, e_ggml);
+        free(y), free(mine), free(q), free(x), free(xq);
+        free(r.x), free(r.y), free(r.q);
+    }
+    fclose(f);
+    assert_int_equal(n_types, 10);
+}
+
 /* GGML's dequantize_row_q6_K, restated: per half of 128 elements (ql += 64,
  * qh += 32, sc += 8), for l < 32 with is = l / 16:
  *   y[l]      = d sc[is]     ((ql[l]      & 15) | ((qh[l] >> 0) & 3) << 4) - 32)
@@ -197,7 +360,7 @@ static void test_q6_k_layout(void **state)
 static void test_quantize_round_trip(void **state)
 {
     (void)state;
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_F16, COLO_BF16};
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_F16, COLO_BF16, COLO_Q5_0, COLO_Q5_1};
     enum { N = 32 * 40 };
     float x[N], y[N];
     unsigned char q[N * 4];
@@ -220,6 +383,8 @@ static void test_quantize_round_trip(void **state)
                 case COLO_Q4_0: bound = amax / 8 * 1.01 + amax * 0x1p-11; break; /* d = max / -8; 16 clamps to 15 */
                 case COLO_Q4_1: bound = (hi - lo) / 30 * 1.01 + (hi - lo + fabsf(lo)) * 0x1p-11; break;
                 case COLO_Q8_0: bound = amax / 254 * 1.01 + amax * 0x1p-11; break;
+                case COLO_Q5_0: bound = amax / 16 * 1.01 + amax * 0x1p-11; break; /* d = max / -16; 32 clamps to 31 */
+                case COLO_Q5_1: bound = (hi - lo) / 62 * 1.01 + (hi - lo + fabsf(lo)) * 0x1p-11; break;
                 /* Below 2^-14, F16 is subnormal: half a step is 2^-25 absolute. */
                 case COLO_F16: bound = fmax(fabsf(v) * 0x1p-11, 0x1p-25); break;
                 default: bound = fabsf(v) * 0x1p-8; break;
@@ -230,7 +395,45 @@ static void test_quantize_round_trip(void **state)
             }
         }
     }
-    assert_int_equal(colo_quantize_row(COLO_Q6_K, x, q, 256), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_quantize_row(COLO_I32, x, q, 256), COLO_EUNSUPPORTED);
+}
+
+/* The K-quants' round trip on normal rows whose spread changes every 32
+ * elements: the rms error relative to the rms of the input stays within
+ * 1.25x of what this quantizer measured (about 0.33, 0.15, 0.08, 0.04,
+ * 0.019 for Q2_K..Q6_K; test_ggml_reference_blocks compares it with GGML's),
+ * and no element leaves the range of its sub-block by much. */
+static void test_quantize_round_trip_k(void **state)
+{
+    (void)state;
+    const colo_dtype types[] = {COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
+    const double rel[] = {0.41, 0.19, 0.1, 0.05, 0.024};
+    enum { N = 256 * 8 };
+    static float x[N], y[N];
+    static unsigned char q[N * 4];
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        double sx = 0;
+        for (int i = 0; i < N; i++) {
+            x[i] = rng_normal() * (1 + (i / 32) % 5) + ((i / 64) % 3 == 1 ? 0.5f : 0.0f);
+            sx += (double)x[i] * x[i];
+        }
+        assert_int_equal(colo_quantize_row(types[t], x, q, N), COLO_OK);
+        colo_dequantize_row(types[t], q, y, N);
+        double e = rms_err(y, x, N) / sqrt(sx / N);
+        printf("  %-5s relative rms error %.3g\n", colo_dtype_name(types[t]), e);
+        if (!(e <= rel[t]))
+            fail_msg("%s: relative rms error %.3g > %.3g", colo_dtype_name(types[t]), e, rel[t]);
+        for (int b = 0; b < N / 16; b++) {
+            float lo = 0, hi = 0;
+            for (int j = 0; j < 16; j++)
+                lo = fminf(lo, x[b * 16 + j]), hi = fmaxf(hi, x[b * 16 + j]);
+            for (int j = 0; j < 16; j++) {
+                float v = y[b * 16 + j], slack = (hi - lo) * 0.6f;
+                if (!(v >= lo - slack && v <= hi + slack))
+                    fail_msg("%s: element %d: %g outside [%g, %g]", colo_dtype_name(types[t]), b * 16 + j, v, lo, hi);
+            }
+        }
+    }
 }
 
 /* ---- activations to 8 bits, and the integer dot products --------------------------------------- */
@@ -260,6 +463,34 @@ static void test_quantize_activations(void **state)
     assert_true(a[2].d == 0 && a[2].s == 0);
 }
 
+/* Random bytes as a row of k elements of type t, with small finite fp16
+ * scales (any other bytes make a valid block); false for the types other
+ * than Q5_0, Q5_1, Q2_K..Q5_K. */
+static bool random_blocks(colo_dtype t, unsigned char *w, int k)
+{
+    /* Offsets of the fp16 scales in each block (-1: none). */
+    int d_off, m_off;
+    switch (t) {
+    case COLO_Q5_0: d_off = 0, m_off = -1; break;
+    case COLO_Q5_1: d_off = 0, m_off = 2; break;
+    case COLO_Q2_K: d_off = 80, m_off = 82; break;
+    case COLO_Q3_K: d_off = 108, m_off = -1; break;
+    case COLO_Q4_K: case COLO_Q5_K: d_off = 0, m_off = 2; break;
+    default: return false;
+    }
+    size_t bb = colo_dtype_block_bytes(t), nb = (size_t)k / (size_t)colo_dtype_block_elems(t);
+    for (size_t i = 0; i < bb * nb; i++)
+        w[i] = (unsigned char)rng_u64();
+    for (size_t b = 0; b < nb; b++) {
+        uint16_t d = colo_f32_to_fp16(0.001f + 0.003f * (float)(rng_u64() % 1000) / 1000);
+        uint16_t m = colo_f32_to_fp16((t == COLO_Q5_1 ? -0.5f : 0.002f) * (float)(rng_u64() % 1000) / 1000);
+        memcpy(w + b * bb + d_off, &d, 2);
+        if (m_off >= 0)
+            memcpy(w + b * bb + m_off, &m, 2);
+    }
+    return true;
+}
+
 /* Weights (n rows of k) of type t and their exact values. */
 static void *weights(colo_dtype t, int n, int k, double *deq)
 {
@@ -273,6 +504,12 @@ static void *weights(colo_dtype t, int n, int k, double *deq)
                 random_q6_k((colo_blk_q6_k *)wr + b);
                 ref_q6_k((colo_blk_q6_k *)wr + b, deq + (size_t)r * k + b * 256);
             }
+        } else if (random_blocks(t, wr, k)) {
+            /* Every bit pattern of the codes and packed scales; the values
+             * from the dequantizer, which the GGML reference test checks. */
+            colo_dequantize_row(t, wr, row, k);
+            for (int j = 0; j < k; j++)
+                deq[(size_t)r * k + j] = row[j];
         } else {
             for (int j = 0; j < k; j++)
                 row[j] = rng_normal();
@@ -293,7 +530,8 @@ static void *weights(colo_dtype t, int n, int k, double *deq)
 static void test_int8_dot_products(void **state)
 {
     (void)state;
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K, COLO_Q5_0,
+                                COLO_Q5_1, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K};
     const int ks[] = {256, 512, 32 * 41};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
@@ -313,6 +551,12 @@ static void test_int8_dot_products(void **state)
             colo_cpu_vec_dot_fn scalar = types[t] == COLO_Q4_0   ? colo_cpu_vec_dot_q4_0_scalar
                                          : types[t] == COLO_Q4_1 ? colo_cpu_vec_dot_q4_1_scalar
                                          : types[t] == COLO_Q8_0 ? colo_cpu_vec_dot_q8_0_scalar
+                                         : types[t] == COLO_Q5_0 ? colo_cpu_vec_dot_q5_0_scalar
+                                         : types[t] == COLO_Q5_1 ? colo_cpu_vec_dot_q5_1_scalar
+                                         : types[t] == COLO_Q2_K ? colo_cpu_vec_dot_q2_k_scalar
+                                         : types[t] == COLO_Q3_K ? colo_cpu_vec_dot_q3_k_scalar
+                                         : types[t] == COLO_Q4_K ? colo_cpu_vec_dot_q4_k_scalar
+                                         : types[t] == COLO_Q5_K ? colo_cpu_vec_dot_q5_k_scalar
                                                                  : colo_cpu_vec_dot_q6_k_scalar;
             for (int row = 0; row < n; row++) {
                 const unsigned char *wr = w + rb * row;
@@ -366,7 +610,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp16_facts_and_round_trip), cmocka_unit_test(test_bf16_facts_and_round_trip),
         cmocka_unit_test(test_q4_0_q4_1_q8_0_layouts),    cmocka_unit_test(test_q6_k_layout),
-        cmocka_unit_test(test_quantize_round_trip),       cmocka_unit_test(test_quantize_activations),
+        cmocka_unit_test(test_q5_k_quant_layouts),        cmocka_unit_test(test_ggml_reference_blocks),
+        cmocka_unit_test(test_quantize_round_trip),       cmocka_unit_test(test_quantize_round_trip_k),
+        cmocka_unit_test(test_quantize_activations),
         cmocka_unit_test(test_int8_dot_products),         cmocka_unit_test(test_float_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

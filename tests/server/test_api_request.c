@@ -201,6 +201,47 @@ static void test_refusals(void **state)
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
          "encoding_format"},
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
+#define UM "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM "}", "max_tokens"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4}", "messages"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":0," UM "}", "max_tokens"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"temperature\":1.5}",
+         "temperature"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop_sequences\":\"x\"}",
+         "stop_sequences"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop\":[\"x\"]}", "stop"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "role"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
+         "image"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
+         "tool_result"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+         "{\"role\":\"assistant\",\"content\":\"y\"}]}",
+         "last message"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"system\":5}", "system"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"tools\":[{\"name\":\"f\"}]}",
+         "tools"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4," UM ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}}",
+         "thinking"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"n\":1}", "'n'"},
+        {COLO_API_MESSAGES, COLO_TASK_EMBED, "{\"model\":\"m\",\"max_tokens\":4," UM "}", "model"},
+        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
+        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM ",\"max_tokens\":4}", "max_tokens"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{}", "prompt"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\"," UM "}", "prompt"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"add_bos\":true}", "add_bos"},
+        {COLO_API_TOKENIZE, COLO_TASK_EMBED, "{" UM "}", "messages"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[1,\"2\"]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[49152]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[-1]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_EMBED, "{\"tokens\":[1]}", "model"},
+#undef UM
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         colo_api_input in;
@@ -213,6 +254,53 @@ static void test_refusals(void **state)
         assert_non_null(strstr(err, cases[i].field));
         in_free(&in);
     }
+}
+
+/* Anthropic's Messages API: system first, text blocks joined, stop
+ * sequences, the sampling fields; count_tokens without max_tokens. */
+static void test_anthropic_messages(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"max_tokens\":7,\"system\":[{\"type\":\"text\",\"text\":\"Be \"},"
+                         "{\"type\":\"text\",\"text\":\"brief.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+                         "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello\"},"
+                         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Why?\"}]}],"
+                         "\"stop_sequences\":[\"END\",\"\\n\\n\"],\"temperature\":0.5,\"top_k\":40,\"top_p\":0.9,"
+                         "\"stream\":true,\"metadata\":{\"user_id\":\"u\"},\"tools\":[]}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    colo_request *r = in.r;
+    assert_int_equal(r->in.n_messages, 4);
+    assert_string_equal(r->in.messages[0].role, "system");
+    assert_string_equal(r->in.messages[0].content, "Be brief.");
+    assert_string_equal(r->in.messages[2].role, "assistant");
+    assert_string_equal(r->in.messages[3].content, "Why?");
+    assert_int_equal(r->params.max_tokens, 7);
+    assert_true(r->params.max_tokens_set);
+    assert_int_equal(r->params.n_stop, 2);
+    assert_string_equal(r->params.stop[1], "\n\n");
+    assert_true(r->params.temperature == 0.5f);
+    assert_int_equal(r->params.top_k, 40);
+    assert_true(r->params.stream);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_messages, 1);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[0,5,49151]}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.n_tokens, 3);
+    assert_int_equal(in.tokens[2], 49151);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_TOKENIZE, COLO_TASK_EMBED, "{\"prompt\":\"two words\"}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_texts, 1);
+    assert_string_equal(in.r->in.texts[0], "two words");
+    in_free(&in);
 }
 
 /* OpenAI fields that are harmless to ignore are accepted. */
@@ -319,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_infer_defaults),          cmocka_unit_test(test_infer_all_fields),
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_openai_accepted),
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
+        cmocka_unit_test(test_anthropic_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,7 +144,16 @@ static void test_hostile_keys(void **state)
     srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/completions",
                            "Authorization: Bearer k-search\r\nAuthorization: Bearer k-ads\r\n", GEN, &r));
-    expect_error(&r, 401, "unauthorized", "exactly one Authorization header");
+    expect_error(&r, 401, "unauthorized", "exactly one Authorization or x-api-key header");
+    srv_resp_free(&r);
+    /* x-api-key (Anthropic's clients) is a key too, but not beside Authorization */
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "x-api-key: k-unknown\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
+    expect_error(&r, 401, "unauthorized", "unknown API key");
+    srv_resp_free(&r);
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "x-api-key: k-search\r\nAuthorization: Bearer k-search\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
+    expect_error(&r, 401, "unauthorized", "exactly one");
     srv_resp_free(&r);
     /* a very long key (below the header limit): refused before hashing */
     char *long_key = malloc(6001);
