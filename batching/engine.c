@@ -22,6 +22,10 @@ struct colo_gen_seq {
     size_t text_len, text_cap, emitted;
     int32_t *gen;             /* generated ids */
     int n_gen;
+    colo_sampler_bias *bias;  /* a copy of p.shape.bias */
+    float *lp;                /* per generated token, when p.logprobs >= 0 */
+    int32_t *top_ids;         /* (max_tokens, p.logprobs) */
+    float *top_lps;
     uint64_t added_ns, first_step_ns, first_token_ns;
     colo_gen_seq *prev, *next; /* engine's list of live sequences */
 };
@@ -140,6 +144,10 @@ static void seq_free(colo_gen_seq *q)
     for (int i = 0; i < q->p.n_stop; i++)
         free(q->stop_buf[i]);
     colo_sampler_free(&q->sampler);
+    free(q->bias);
+    free(q->lp);
+    free(q->top_ids);
+    free(q->top_lps);
     free(q->cb.tokens);
     free(q->cb.blocks);
     free(q->text);
@@ -197,7 +205,8 @@ static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const
             emit(q, -1, true);
     }
     colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
-                            .stop_index = stop_index, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
+                            .stop_index = stop_index, .logprobs = q->lp, .top_ids = q->top_ids,
+                            .top_logprobs = q->top_lps, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
                             .first_token_ns = q->first_token_ns, .done_ns = colo_now_ns(),
                             .n_preempted = q->cb.n_preempted};
@@ -256,6 +265,26 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
     q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
     if (!q->cb.tokens || !q->cb.blocks || !q->gen)
         goto out_oom;
+    size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
+    if (q->p.top_logprobs > COLO_GEN_MAX_LOGPROBS)
+        q->p.top_logprobs = COLO_GEN_MAX_LOGPROBS;
+    if (q->p.top_logprobs < 0)
+        q->p.top_logprobs = 0;
+    if (q->p.logprobs) {
+        size_t k = q->p.top_logprobs > 0 ? (size_t)q->p.top_logprobs : 1;
+        if (!(q->lp = malloc(mt * sizeof *q->lp)) || !(q->top_ids = malloc(mt * k * sizeof *q->top_ids)) ||
+            !(q->top_lps = malloc(mt * k * sizeof *q->top_lps)))
+            goto out_oom;
+    }
+    if (p->shape.n_bias > 0) {
+        if (!(q->bias = malloc((size_t)p->shape.n_bias * sizeof *q->bias)))
+            goto out_oom;
+        memcpy(q->bias, p->shape.bias, (size_t)p->shape.n_bias * sizeof *q->bias);
+        q->p.shape.bias = q->bias;
+    } else {
+        q->p.shape.bias = NULL;
+        q->p.shape.n_bias = 0;
+    }
     memcpy(q->cb.tokens, prompt, (size_t)n_prompt * 4);
     q->cb.n_tokens = n_prompt;
     for (int i = 0; i < p->n_stop && i < COLO_GEN_MAX_STOP; i++) {
@@ -316,6 +345,11 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
         q->first_token_ns = now;
     for (int i = 0; i < e->n_stop_ids; i++)
         if (tok == e->stop_ids[i]) {
+            finish(e, q, COLO_OK, "stop", NULL);
+            return;
+        }
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+        if (tok == q->p.stop_ids[i]) {
             finish(e, q, COLO_OK, "stop", NULL);
             return;
         }
@@ -399,7 +433,14 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         if (!e->work[w].logits)
             continue;
         colo_gen_seq *q = e->work[w].seq->owner;
-        int tok = colo_sampler_sample(&q->sampler, e->logits + (size_t)li++ * V, V);
+        const float *row = e->logits + (size_t)li++ * V;
+        int tok = colo_sampler_sample_shaped(&q->sampler, row, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
+                                             q->n_prompt);
+        if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
+            int k = q->p.top_logprobs;
+            colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
+                          q->top_lps + (size_t)q->n_gen * (k ? k : 1));
+        }
         if (tok < 0)
             finish(e, q, COLO_ENOMEM, NULL, "out of memory");
         else
@@ -409,6 +450,18 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
 }
 
 bool colo_gen_seq_started(const colo_gen_seq *q) { return q->first_step_ns != 0; }
+
+bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k)
+{
+    if (!q->lp || i < 0 || i >= q->n_gen)
+        return false;
+    int kk = q->p.top_logprobs;
+    *lp = q->lp[i];
+    *ids = q->top_ids + (size_t)i * (kk ? kk : 1);
+    *lps = q->top_lps + (size_t)i * (kk ? kk : 1);
+    *k = kk;
+    return true;
+}
 int colo_gen_n_running(const colo_gen_engine *e) { return colo_cb_n_running(e->planner); }
 int colo_gen_n_waiting(const colo_gen_engine *e) { return colo_cb_n_waiting(e->planner); }
 int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks(e->m); }

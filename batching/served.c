@@ -525,6 +525,8 @@ colo_request *colo_request_create(void)
     r->pool = p;
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
+    r->params.repetition_penalty = 1.0f;
+    r->params.logprobs = -1;
     return r;
 }
 

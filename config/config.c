@@ -287,6 +287,8 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
     if (!strcmp(key, "drain_delay_ms"))
         return get_int(p, v, f, 0, INT_MAX, &s->drain_delay_ms);
+    if (!strcmp(key, "telemetry_interval_ms"))
+        return get_int(p, v, f, 100, 3600000, &s->telemetry_interval_ms);
     return unknown_key(p, v, f);
 }
 
@@ -965,6 +967,7 @@ void colo_config_defaults(colo_config *c)
     s->write_timeout_ms = 30000;
     s->idle_timeout_ms = 60000;
     s->shutdown_timeout_ms = 10000;
+    s->telemetry_interval_ms = 2000;
     c->scheduler.policy = COLO_SCHED_PRIORITY;
     c->scheduler.best_effort_max_steps = 0;
     c->scheduler.best_effort_max_ops = 8;

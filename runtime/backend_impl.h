@@ -54,6 +54,8 @@ typedef struct colo_device_vtbl {
     bool (*poisoned)(const colo_device *dev);
     /* Library workspace of a stream (colo_stream_set_workspace). NULL: a no-op. */
     colo_status (*stream_set_workspace)(colo_stream *s, void *ptr, size_t bytes);
+    /* CPU time of each host worker (colo_device_worker_cpu_ns). NULL: no workers, 0. */
+    int (*worker_cpu_ns)(colo_device *dev, uint64_t *ns, int max);
 } colo_device_vtbl;
 
 struct colo_device {

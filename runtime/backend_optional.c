@@ -24,3 +24,10 @@ colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
         return COLO_OK;
     return s->dev->vt->stream_set_workspace(s, ptr, bytes);
 }
+
+int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
+{
+    if (!dev || !dev->vt->worker_cpu_ns || (max > 0 && !ns))
+        return 0;
+    return dev->vt->worker_cpu_ns(dev, ns, max < 0 ? 0 : max);
+}

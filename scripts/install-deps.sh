@@ -16,6 +16,8 @@ pkgs=(build-essential cmake pkg-config git python3 python3-pip
       libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
       clang libclang-rt-14-dev curl
       haproxy python3-venv) # the replicas test behind HAProxy; the venv of scripts/k8s-deps.sh
+# The dashboard's browser test (headless Chromium) and the Prometheus rules' tests (promtool).
+pkgs+=(chromium prometheus)
 # Optional extras used by benchmarks and checks.
 extras=(wrk nginx-light prometheus valgrind)
 pkgs+=(libsqlite3-dev) # the usage ledger (server/ledger.c)

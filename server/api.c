@@ -55,12 +55,18 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
     pthread_mutex_lock(&c->mu);
     if (c->fill.len + atomic_load(&c->unsent_bytes) > COLO_API_STREAM_MAX_BYTES) {
         ok = false; /* the client does not read: the executor cancels the request */
-    } else if (buf_reserve(&c->fill, 8 + len)) {
+    } else if (buf_reserve(&c->fill, 9 + len + sizeof(colo_req_token_logprobs))) {
+        /* token, length, whether logprobs follow the piece, the piece, the logprobs */
         uint32_t l = (uint32_t)len;
-        memcpy(c->fill.data + c->fill.len, &token, 4);
-        memcpy(c->fill.data + c->fill.len + 4, &l, 4);
-        memcpy(c->fill.data + c->fill.len + 8, piece, len);
-        c->fill.len += 8 + len;
+        uint8_t has_lp = r->token_logprobs != NULL;
+        char *o = c->fill.data + c->fill.len;
+        memcpy(o, &token, 4);
+        memcpy(o + 4, &l, 4);
+        o[8] = (char)has_lp;
+        memcpy(o + 9, piece, len);
+        if (has_lp)
+            memcpy(o + 9 + len, r->token_logprobs, sizeof *r->token_logprobs);
+        c->fill.len += 9 + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
         post = !c->tok_posted;
         c->tok_posted = true;
     } /* else: out of memory; the final answer still has the whole text */
@@ -114,6 +120,10 @@ static bool begin_stream(api_call *c)
     c->started = true;
     if (c->ep == COLO_API_CHAT)
         sse_json(c, colo_api_chunk_json(c, "", 0, NULL, true));
+    if (c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt) { /* the prompt first */
+        sse_json(c, colo_api_chunk_json(c, c->r->in.prompt, c->r->in.prompt_len, NULL, false));
+        c->text_sent = c->r->in.prompt_len;
+    }
     if (c->ep == COLO_API_MESSAGES) {
         sse_event(c, "message_start", colo_api_anthropic_start_json(c));
         sse_event(c, "content_block_start",
@@ -135,20 +145,32 @@ static void deliver_tokens(void *ud)
     c->fill.len = 0;
     c->tok_posted = false;
     pthread_mutex_unlock(&c->mu);
-    for (size_t o = 0; o + 8 <= t.len && !client_gone(c) && begin_stream(c);) {
+    for (size_t o = 0; o + 9 <= t.len && !client_gone(c) && begin_stream(c);) {
         int32_t token;
         uint32_t len;
+        colo_req_token_logprobs lp;
         memcpy(&token, t.data + o, 4);
         memcpy(&len, t.data + o + 4, 4);
-        const char *piece = t.data + o + 8;
-        if (c->ep == COLO_API_INFER)
-            sse_json(c, json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
-                                  colo_api_json_text(piece, len)));
-        else if (c->ep == COLO_API_MESSAGES && len)
+        bool has_lp = t.data[o + 8] != 0;
+        const char *piece = t.data + o + 9;
+        if (has_lp)
+            memcpy(&lp, piece + len, sizeof lp);
+        if (c->ep == COLO_API_INFER) {
+            json_t *ev = json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
+                                   colo_api_json_text(piece, len));
+            if (ev && has_lp)
+                json_object_set_new(ev, "logprobs", colo_api_logprobs_json(c, &token, &lp, 1, 0));
+            sse_json(c, ev);
+        } else if (c->ep == COLO_API_MESSAGES && len) {
             sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
-        else if (len)
+        } else if (has_lp && token >= 0) { /* every token gets its chunk, text or not */
+            sse_json(c, colo_api_chunk_lp_json(c, piece, len, NULL, false,
+                                               colo_api_logprobs_json(c, &token, &lp, 1, c->text_sent)));
+        } else if (len) {
             sse_json(c, colo_api_chunk_json(c, piece, len, NULL, false));
-        o += 8 + len;
+        }
+        c->text_sent += len;
+        o += 9 + len + (has_lp ? sizeof lp : 0);
     }
     t.len = 0;
     c->drain = t;
@@ -530,4 +552,10 @@ colo_status colo_api_add_model(colo_api *a, colo_served *m)
 
 colo_served_hooks colo_api_hooks(colo_api *a) { return (colo_served_hooks){colo_api_on_step, a}; }
 
-void colo_api_free(colo_api *a) { free(a); }
+void colo_api_free(colo_api *a)
+{
+    if (!a)
+        return;
+    colo_api_stats_free(a);
+    free(a);
+}

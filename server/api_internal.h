@@ -21,6 +21,8 @@ typedef struct api_model {
     const char *name;
 } api_model;
 
+typedef struct api_stats api_stats; /* api_stats.c */
+
 struct colo_api {
     colo_server *srv;
     colo_http_server *http;
@@ -36,7 +38,9 @@ struct colo_api {
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
+    colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
     colo_metric *m_sched_wait, *m_sched_steps;
+    api_stats *stats; /* NULL until colo_api_watch */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -59,6 +63,7 @@ typedef struct api_call {
     int tenant_key;    /* the caller's key (server/tenants.h) */
     bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
+    size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     bool aborted;
     long created;
     char oid[96];      /* OpenAI object id */
@@ -79,6 +84,13 @@ json_t *colo_api_openai_json(const api_call *c);
 /* One streamed chunk of an OpenAI endpoint (delta text, or the finish reason). */
 json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role);
 json_t *colo_api_usage_json(const api_call *c);
+/* The same with a chunk's logprobs (stolen; NULL: null). */
+json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
+                               json_t *logprobs);
+/* Logprobs of n tokens in the endpoint's shape (text_offset: completions'
+ * offset of the first token in the text). */
+json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                               size_t text_offset);
 json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
@@ -108,5 +120,9 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status);
 /* Counts a finished request and, when it succeeded, its latencies and tokens. */
 void colo_api_record(const api_call *c, int http_status);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
+
+/* ---- api_stats.c --------------------------------------------------------------- */
+/* Stops watching (colo_api_unwatch) and frees the history. Accepts a->stats NULL. */
+void colo_api_stats_free(colo_api *a);
 
 #endif

@@ -52,6 +52,8 @@ typedef struct dec {
     size_t errlen;
     json_t *prompt, *messages, *input;
     bool max_tokens_set;
+    int top_logprobs;  /* chat: top_logprobs (-1: not given) */
+    bool logprobs_off; /* chat: logprobs: false */
 } dec;
 
 static colo_status bad(dec *d, const char *key, const char *what)
@@ -100,11 +102,52 @@ static colo_status get_bool(dec *d, const char *key, json_t *v, bool *out)
     return COLO_OK;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100]} (at most 1024 entries). */
+static colo_status logit_bias(dec *d, json_t *v)
+{
+    if (!json_is_object(v))
+        return bad(d, "logit_bias", "must be an object of \"token id\": bias");
+    size_t n = json_object_size(v);
+    if (n > 1024)
+        return bad(d, "logit_bias", "more than 1024 entries");
+    colo_req_logit_bias *b = colo_pool_calloc(d->in->r->pool, n ? n : 1, sizeof *b);
+    if (!b)
+        return bad(d, "logit_bias", "out of memory");
+    const char *k;
+    json_t *x;
+    size_t i = 0;
+    json_object_foreach(v, k, x) {
+        char *end;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || id < 0 || id >= d->lim->n_vocab) {
+            colo_set_err(d->err, d->errlen, "logit_bias: '%.32s' is not a token id of this model (0 to %d)", k,
+                         d->lim->n_vocab - 1);
+            return COLO_EINVAL;
+        }
+        if (!json_is_number(x) || !isfinite(json_number_value(x)) || json_number_value(x) < -100 ||
+            json_number_value(x) > 100)
+            return bad(d, "logit_bias", "each bias must be a number from -100 to 100");
+        b[i].token = (int32_t)id;
+        b[i++].bias = (float)json_number_value(x);
+    }
+    d->in->r->params.logit_bias = b;
+    d->in->r->params.n_logit_bias = (int)n;
+    return COLO_OK;
+}
+
 static colo_status add_stop(dec *d, json_t *s)
 {
     colo_api_input *in = d->in;
+    if (json_is_integer(s)) { /* a token id */
+        if (json_integer_value(s) < 0 || json_integer_value(s) >= d->lim->n_vocab)
+            return bad(d, "stop", "a token id outside the vocabulary");
+        if (in->r->params.n_stop_ids >= COLO_REQ_MAX_STOP)
+            return bad(d, "stop", "at most 8 stop token ids");
+        in->r->params.stop_ids[in->r->params.n_stop_ids++] = (int32_t)json_integer_value(s);
+        return COLO_OK;
+    }
     if (!plain_string(s) || json_string_length(s) == 0)
-        return bad(d, "stop", "must be a non-empty string or an array of them");
+        return bad(d, "stop", "must be a non-empty string, a token id, or an array of them");
     if (json_string_length(s) > MAX_STOP_BYTES)
         return bad(d, "stop", "a stop string is longer than 256 bytes");
     if (in->r->params.n_stop >= COLO_REQ_MAX_STOP)
@@ -130,26 +173,6 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
         if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
             return COLO_OK;
         return bad(d, key, "only 1 is supported");
-    }
-    if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
-        if (json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "only 0 is supported");
-    }
-    if (!strcmp(key, "logit_bias")) {
-        if (json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
-    if (!strcmp(key, "logprobs") || !strcmp(key, "echo")) {
-        if (json_is_null(v) || json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
-    if (!strcmp(key, "top_logprobs")) {
-        if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
     }
     if (!strcmp(key, "suffix") || !strcmp(key, "tools") || !strcmp(key, "functions") ||
         !strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
@@ -228,6 +251,46 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
         if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
             return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
         in->has_priority = true;
+    } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, -2, 2, false, &f)) == COLO_OK)
+            *(key[0] == 'p' ? &in->r->params.presence_penalty : &in->r->params.frequency_penalty) = (float)f;
+    } else if (!strcmp(key, "repetition_penalty")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 10, true, &f)) == COLO_OK)
+            in->r->params.repetition_penalty = (float)f;
+    } else if (!strcmp(key, "min_p")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 1, false, &f)) == COLO_OK)
+            in->r->params.min_p = (float)f;
+    } else if (!strcmp(key, "logit_bias")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        st = logit_bias(d, v);
+    } else if (!strcmp(key, "logprobs")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if (d->ep == COLO_API_CHAT) { /* a bool; top_logprobs says how many */
+            bool on;
+            if ((st = get_bool(d, key, v, &on)) == COLO_OK && on && in->r->params.logprobs < 0)
+                in->r->params.logprobs = 0;
+            if (st == COLO_OK && !on)
+                d->logprobs_off = true;
+        } else if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK) {
+            in->r->params.logprobs = (int)x;
+        }
+    } else if (d->ep == COLO_API_CHAT && !strcmp(key, "top_logprobs")) {
+        if (json_is_null(v))
+            return COLO_OK;
+        if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK)
+            d->top_logprobs = (int)x;
+    } else if (d->ep == COLO_API_COMPLETIONS && !strcmp(key, "echo")) {
+        if (json_is_null(v))
+            return COLO_OK;
+        st = get_bool(d, key, v, &in->r->params.echo);
     } else {
         *handled = false;
     }
@@ -676,6 +739,12 @@ static colo_status decode_gen(dec *d, json_t *body)
             return COLO_EINVAL;
         }
     }
+    if (d->top_logprobs >= 0) {
+        if (in->r->params.logprobs < 0 && !d->logprobs_off && d->top_logprobs > 0)
+            return bad(d, "top_logprobs", "needs logprobs: true");
+        if (in->r->params.logprobs >= 0)
+            in->r->params.logprobs = d->top_logprobs;
+    }
     if (d->prompt && d->messages)
         return bad(d, "prompt", "give prompt or messages, not both");
     if (!d->prompt && !d->messages)
@@ -735,7 +804,9 @@ colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, 
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
     r->params.seed = UINT64_MAX; /* none given: the caller picks one */
-    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen};
+    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen, .top_logprobs = -1};
+    r->params.repetition_penalty = 1.0f;
+    r->params.logprobs = -1;
     if (!json_is_object(body))
         return bad(&d, "body", "must be a JSON object");
     bool gen = task == COLO_TASK_GENERATE;

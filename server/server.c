@@ -29,13 +29,53 @@ struct colo_server {
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
 };
 
+/* Decodes standard base64 (with or without padding) into out; -1 when it
+ * is not base64 or does not fit. */
+static int base64_decode(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (; *in && *in != '='; in++) {
+        const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char *d = strchr(digits, *in);
+        if (!d)
+            return -1;
+        acc = (acc << 6) | (unsigned)(d - digits);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= cap)
+                return -1;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = 0;
+    return (int)n;
+}
+
 bool colo_server_auth_ok(const char *authorization, const char *key)
 {
-    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
+    if (!authorization || !key)
         return false;
-    const char *given = authorization + 7;
-    while (*given == ' ')
-        given++;
+    const char *given;
+    char basic[512];
+    if (!strncasecmp(authorization, "Bearer ", 7)) {
+        given = authorization + 7;
+        while (*given == ' ')
+            given++;
+    } else if (!strncasecmp(authorization, "Basic ", 6)) {
+        /* a browser's credentials: any user name, the key as the password */
+        const char *b64 = authorization + 6;
+        while (*b64 == ' ')
+            b64++;
+        char *colon;
+        if (base64_decode(b64, basic, sizeof basic) < 0 || !(colon = strchr(basic, ':')))
+            return false;
+        given = colon + 1;
+    } else {
+        return false;
+    }
     size_t gl = strlen(given), kl = strlen(key);
     /* Time depends on the given length only, never on where bytes differ. */
     unsigned char diff = (unsigned char)(gl != kl);
@@ -92,7 +132,9 @@ static void on_request(colo_http_req *req, void *ud)
     const char *why = NULL;
     if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
         colo_tenants_authenticate(s->tenants, req, &why) < 0) {
-        colo_http_add_header(req, "WWW-Authenticate", "Bearer");
+        /* a browser asks for the key (as a password) on the pages meant for it */
+        bool page = !strcmp(colo_http_req_path(req), "/dashboard");
+        colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
         colo_http_error(req, 401, "unauthorized", "%s", why);
         return;
     }

@@ -242,6 +242,10 @@ static bool load_models(app *a)
         }
         log_model(a->models[i]);
     }
+    if (colo_api_watch(a->api, a->dev, cfg->server.telemetry_interval_ms, err, sizeof err) != COLO_OK) {
+        COLO_ERROR("colo-server: telemetry: %s", err);
+        return false;
+    }
     return true;
 }
 
@@ -296,6 +300,7 @@ static void app_free(app *a)
      * colo_server_free runs (finishing requests whose clients are gone). */
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_stop(a->models[i]);
+    colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
     colo_api_free(a->api);
     for (int i = 0; i < a->cfg->n_models; i++)

@@ -150,7 +150,7 @@ static void test_refusals(void **state)
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1]}", "stop"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1.5]}", "stop"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
          "stop"},
@@ -174,12 +174,26 @@ static void test_refusals(void **state)
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":2}", "n"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", "echo"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", "logprobs"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}",
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":1}", "echo"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":2.5}",
          "presence_penalty"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}",
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":\"1\"}",
+         "frequency_penalty"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}",
+         "repetition_penalty"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1.5}", "min_p"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"x\":5}}",
          "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"49152\":5}}",
+         "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}",
+         "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[-1]}", "stop"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", "top_logprobs"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", "logprobs"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
         {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
         {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\"}", "messages"},
@@ -254,6 +268,51 @@ static void test_refusals(void **state)
         assert_non_null(strstr(err, cases[i].field));
         in_free(&in);
     }
+}
+
+/* Sampling fields: penalties, min-p, biases, stop token ids, logprobs, echo. */
+static void test_sampling_fields(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5,\"frequency_penalty\":-1,"
+                         "\"repetition_penalty\":1.1,\"min_p\":0.05,\"logit_bias\":{\"7\":-100,\"9\":2.5},"
+                         "\"stop\":[\"END\",13,2],\"logprobs\":5,\"echo\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    colo_req_params *p = &in.r->params;
+    assert_true(p->presence_penalty == 0.5f && p->frequency_penalty == -1.0f);
+    assert_true(p->repetition_penalty == 1.1f && p->min_p == 0.05f);
+    assert_int_equal(p->n_logit_bias, 2);
+    assert_int_equal(p->n_stop, 1);
+    assert_int_equal(p->n_stop_ids, 2);
+    assert_int_equal(p->stop_ids[0], 13);
+    assert_int_equal(p->logprobs, 5);
+    assert_true(p->echo);
+    in_free(&in);
+    /* defaults: off */
+    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", &in, err,
+                         sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, -1);
+    assert_true(in.r->params.repetition_penalty == 1.0f);
+    in_free(&in);
+    /* chat: logprobs is a bool, top_logprobs the count */
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                         "\"top_logprobs\":4}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, 4);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, 0);
+    in_free(&in);
 }
 
 /* Anthropic's Messages API: system first, text blocks joined, stop
@@ -407,7 +466,7 @@ int main(void)
         cmocka_unit_test(test_infer_defaults),          cmocka_unit_test(test_infer_all_fields),
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_openai_accepted),
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
-        cmocka_unit_test(test_anthropic_messages),
+        cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,20 @@ static void test_hostile_keys(void **state)
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
     expect_error(&r, 401, "unauthorized", "exactly one");
     srv_resp_free(&r);
+    /* a browser's Basic credentials carry the key as the password:
+     * "u:k-search" and "u:nope" in base64 */
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic dTprLXNlYXJjaA==\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1,\"priority\":\"high\"}", &r));
+    expect_error(&r, 403, "priority_not_allowed", "project search"); /* known: search's ceiling applies */
+    srv_resp_free(&r);
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic dTpub3Bl\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
+    expect_error(&r, 401, "unauthorized", "unknown API key");
+    srv_resp_free(&r);
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic !!!\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
+    expect_error(&r, 401, "unauthorized", "must be 'Bearer <key>'");
+    srv_resp_free(&r);
     /* a very long key (below the header limit): refused before hashing */
     char *long_key = malloc(6001);
     memset(long_key, 'k', 6000);
