@@ -129,6 +129,9 @@ typedef struct colo_req_outcome {
     double decode_ms;  /* first token -> last token */
     double total_ms;   /* submit -> done */
     double ttft_ms;    /* submit -> first token (generation) */
+    /* device time: each step's (or batch's) time shared among its requests
+     * in proportion to their tokens in it (batching/share.h), seconds */
+    double device_s;
 } colo_req_outcome;
 
 typedef struct colo_request colo_request;
@@ -165,6 +168,8 @@ struct colo_request {
     atomic_int canceled;    /* set by colo_served_cancel */
     void *priv;             /* executor's per-request state */
     uint64_t submit_ns;
+    struct colo_step_share *share; /* the step it is in (batching/share.h) */
+    double share_w;                /* its tokens in that step */
     struct colo_request *prep_next; /* waiting to be tokenized off the caller's thread */
 };
 

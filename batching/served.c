@@ -1,6 +1,7 @@
 /* A served model's lifecycle, queue and submission; the executors are in
  * served_continuous.c and served_dynamic.c. */
 #include "batching/served_internal.h"
+#include "batching/share.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -163,6 +164,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
             m->live[i] = m->live[--m->n_live];
             break;
         }
+    colo_share_close(r, done_ns); /* its part of the step it ends in */
     colo_req_outcome *o = &r->out;
     uint64_t first = first_step_ns ? first_step_ns : done_ns;
     o->queue_ms = ms_between(r->submit_ns, first);

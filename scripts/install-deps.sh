@@ -20,6 +20,7 @@ pkgs=(build-essential cmake pkg-config git python3 python3-pip
 pkgs+=(chromium prometheus)
 # Optional extras used by benchmarks and checks.
 extras=(wrk nginx-light prometheus valgrind)
+pkgs+=(libsqlite3-dev) # the usage ledger (server/ledger.c)
 
 missing=()
 want=("${pkgs[@]}")

@@ -238,6 +238,7 @@ static void deliver_done(void *ud)
     if (o->status == COLO_ECANCELED && !gone && !c->aborted)
         status = 503; /* the model stopped under it, or its client stopped reading */
     colo_api_record(c, status);
+    colo_api_account(c, status); /* the ledger, before the answer leaves */
     colo_http_req_set_tokens(h, c->r->task == COLO_TASK_GENERATE ? o->n_tokens : o->n_input_tokens);
     colo_http_req_set_queue_ms(h, o->queue_ms);
     if (gone) {
@@ -368,11 +369,13 @@ static void answer_now(api_call *c)
     }
     if (st == COLO_OK) {
         colo_api_count_request(c->api, c->am->name, 200);
+        colo_api_account(c, 200);
         colo_http_respond_json(c->http, 200, j);
         return;
     }
     int status = st == COLO_EUNSUPPORTED ? 400 : colo_api_status_http(st);
     colo_api_count_request(c->api, c->am->name, status);
+    colo_api_account(c, status);
     if (status == 400)
         colo_http_error(c->http, 400, "invalid_request", "%s", err);
     else
@@ -420,6 +423,10 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     snprintf(r->who.id, sizeof r->who.id, "%s", colo_http_req_id(req));
     snprintf(r->who.model, sizeof r->who.model, "%s", am->name);
     r->who.priority = c->in.has_priority ? c->in.priority : mc->priority;
+    if (!colo_api_admit(c)) {
+        call_free(c);
+        return;
+    }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);
     snprintf(c->oid, sizeof c->oid, "%s%s", ep == COLO_API_CHAT ? "chatcmpl-" : ep == COLO_API_MESSAGES ? "msg_" : "cmpl-",
@@ -432,6 +439,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     }
     st = colo_served_submit(am->m, r, err, sizeof err);
     if (st != COLO_OK) {
+        colo_api_account(c, colo_api_status_http(st));
         refuse(c, st, err);
         call_free(c);
         return;
@@ -523,6 +531,11 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
             free(a);
             return NULL;
         }
+    if (colo_api_usage_routes(a) != COLO_OK) {
+        colo_set_err(err, errlen, "cannot add the route GET /v1/usage");
+        free(a);
+        return NULL;
+    }
     colo_server_set_ready(srv, ready, a);
     return a;
 }

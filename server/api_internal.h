@@ -60,6 +60,8 @@ typedef struct api_call {
     colo_http_req *http;
     colo_api_endpoint ep;
     colo_api_input in; /* options: include_usage, base64 */
+    int tenant_key;    /* the caller's key (server/tenants.h) */
+    bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     bool aborted;
@@ -101,6 +103,16 @@ json_t *colo_api_anthropic_start_json(const api_call *c);
 json_t *colo_api_anthropic_delta_json(const char *text, size_t len);
 json_t *colo_api_anthropic_end_json(const api_call *c);
 json_t *colo_api_anthropic_error_json(int http_status, const char *message);
+
+/* ---- api_usage.c: tenants' admission and accounting, GET /v1/usage ------------ */
+/* Identifies the caller into c->r->who and admits it (quotas, allowed model,
+ * priority ceiling); sets who.priority and the queue item's fair-share
+ * fields. False: answered (401/403/429) and accounted. */
+bool colo_api_admit(api_call *c);
+/* A request that was admitted ends with http_status: the ledger (before
+ * the answer is sent), the tenant metrics and the quotas' slots. */
+void colo_api_account(api_call *c, int http_status);
+colo_status colo_api_usage_routes(colo_api *a);
 
 /* ---- api_metrics.c ------------------------------------------------------------- */
 colo_status colo_api_register_metrics(colo_api *a);

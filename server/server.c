@@ -10,12 +10,15 @@
 
 #include "runtime/clock.h"
 #include "runtime/log.h"
+#include "server/ledger.h"
+#include "server/tenants.h"
 
 struct colo_server {
     colo_http_server *http;
     colo_router *router;
     colo_metrics *metrics;
-    char *api_key; /* NULL: no authentication */
+    colo_tenants *tenants; /* keys, quotas; who is admin */
+    colo_ledger *ledger;   /* NULL: usage.enabled false */
     int shutdown_timeout_ms;
     int drain_delay_ms;
     bool draining;             /* SIGTERM seen: not ready, still serving */
@@ -120,31 +123,19 @@ static void h_metrics(colo_http_req *req, void *ud)
 
 /* ---- every request -------------------------------------------------------------------- */
 
-/* Anthropic's clients send the key as "x-api-key: <key>". */
-static bool key_ok(colo_http_req *req, const char *key)
-{
-    const char *x = colo_http_req_header(req, "x-api-key");
-    char bearer[600];
-    if (x && strlen(x) < sizeof bearer - 8) {
-        snprintf(bearer, sizeof bearer, "Bearer %s", x);
-        if (colo_server_auth_ok(bearer, key))
-            return true;
-    }
-    return colo_server_auth_ok(colo_http_req_header(req, "Authorization"), key);
-}
-
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
     /* Anthropic's Messages API answers errors in its own shape. */
     if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
         colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
-    if (s->api_key && !colo_router_is_public(s->router, colo_http_req_path(req)) && !key_ok(req, s->api_key)) {
+    const char *why = NULL;
+    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
+        colo_tenants_authenticate(s->tenants, req, &why) < 0) {
         /* a browser asks for the key (as a password) on the pages meant for it */
         bool page = !strcmp(colo_http_req_path(req), "/dashboard");
         colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
-        colo_http_error(req, 401, "unauthorized",
-                        "a valid API key is required (Authorization: Bearer <key>, or x-api-key: <key>)");
+        colo_http_error(req, 401, "unauthorized", "%s", why);
         return;
     }
     colo_router_dispatch(s->router, req);
@@ -218,11 +209,14 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     s->drain_delay_ms = sc->drain_delay_ms;
     s->router = colo_router_create();
     s->metrics = colo_metrics_create();
-    const char *key = colo_config_api_key(cfg);
-    if (!s->router || !s->metrics || (key && !(s->api_key = strdup(key))) || register_metrics(s) != COLO_OK) {
+    if (!s->router || !s->metrics || register_metrics(s) != COLO_OK) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
+    if (!(s->tenants = colo_tenants_create(cfg, colo_config_api_key(cfg), s->metrics, err, errlen)))
+        goto out_free;
+    if (cfg->usage.enabled && cfg->usage.db[0] && !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen)))
+        goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/metrics", h_metrics, s, 0)) {
@@ -260,10 +254,8 @@ void colo_server_free(colo_server *s)
     colo_http_server_free(s->http);
     colo_router_free(s->router);
     colo_metrics_free(s->metrics);
-    if (s->api_key) {
-        memset(s->api_key, 0, strlen(s->api_key));
-        free(s->api_key);
-    }
+    colo_tenants_free(s->tenants);
+    colo_ledger_close(s->ledger);
     free(s);
 }
 
@@ -280,6 +272,8 @@ void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud)
 }
 
 colo_http_server *colo_server_http(colo_server *s) { return s->http; }
+colo_tenants *colo_server_tenants(colo_server *s) { return s->tenants; }
+colo_ledger *colo_server_ledger(colo_server *s) { return s->ledger; }
 colo_metrics *colo_server_metrics(colo_server *s) { return s->metrics; }
 int colo_server_port(const colo_server *s) { return colo_http_server_port(s->http); }
 colo_status colo_server_run(colo_server *s) { return colo_http_server_run(s->http); }

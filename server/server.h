@@ -8,9 +8,11 @@
  *   GET /metrics       Prometheus text format 0.0.4
  * Model endpoints are added with colo_server_route before colo_server_run.
  *
- * Authentication: when colo_config_api_key(cfg) gives a key, every route
- * not marked COLO_ROUTE_PUBLIC needs "Authorization: Bearer <key>"
- * (compared in constant time), else 401 with WWW-Authenticate: Bearer.
+ * Authentication: when colo_config_api_key(cfg) gives a key or tenants:
+ * lists keys, every route not marked COLO_ROUTE_PUBLIC needs
+ * "Authorization: Bearer <key>" with a known key (compared by SHA-256 in
+ * constant time; server/tenants.h), else 401 with WWW-Authenticate: Bearer.
+ * The usage ledger (server/ledger.h) is opened here when usage.enabled.
  *
  * Metrics kept here (per finished request, labelled by route pattern):
  *   colo_http_requests_total{method,route,status}
@@ -47,6 +49,10 @@ void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud);
 
 colo_http_server *colo_server_http(colo_server *s);
 colo_metrics *colo_server_metrics(colo_server *s);
+struct colo_tenants;
+struct colo_ledger;
+struct colo_tenants *colo_server_tenants(colo_server *s);
+struct colo_ledger *colo_server_ledger(colo_server *s); /* NULL when usage is off */
 int colo_server_port(const colo_server *s);
 
 /* Runs the loop until shut down (see colo_http_server_run). */
