@@ -1,10 +1,12 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
+#include "models/json_fsm.h"
 #include "models/sampler.h"
 #include "models/unicode.h"
 #include "runtime/fault.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@ struct colo_gen_seq {
     int32_t *gen;             /* generated ids */
     int n_gen;
     colo_sampler_bias *bias;  /* a copy of p.shape.bias */
+    colo_json_fsm *json;      /* p.json_object: the output so far */
     float *lp;                /* per generated token, when p.logprobs >= 0 */
     int32_t *top_ids;         /* (max_tokens, p.logprobs) */
     float *top_lps;
@@ -45,6 +48,11 @@ struct colo_gen_engine {
     colo_seq **stopped;
     int32_t *tok, *pos, *seqi, *table, *rows;
     float *logits;
+    /* constrained decoding: every token's bytes (built on first use) and a scratch row */
+    char **tok_bytes;
+    uint16_t *tok_len;
+    bool *tok_special;
+    float *masked;
 };
 
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
@@ -145,6 +153,7 @@ static void seq_free(colo_gen_seq *q)
         free(q->stop_buf[i]);
     colo_sampler_free(&q->sampler);
     free(q->bias);
+    free(q->json);
     free(q->lp);
     free(q->top_ids);
     free(q->top_lps);
@@ -215,6 +224,17 @@ static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const
     seq_free(q);
 }
 
+static void free_token_bytes(colo_gen_engine *e)
+{
+    if (e->tok_bytes)
+        for (int i = 0; i < colo_llama_hparams_get(e->m)->n_vocab; i++)
+            free(e->tok_bytes[i]);
+    free(e->tok_bytes);
+    free(e->tok_len);
+    free(e->tok_special);
+    free(e->masked);
+}
+
 void colo_gen_engine_free(colo_gen_engine *e)
 {
     if (!e)
@@ -232,7 +252,77 @@ void colo_gen_engine_free(colo_gen_engine *e)
     free(e->rows);
     free(e->table);
     free(e->logits);
+    free_token_bytes(e);
     free(e);
+}
+
+/* Every token's bytes, once: what constrained decoding tries against the
+ * grammar. false when out of memory. */
+static bool token_bytes(colo_gen_engine *e)
+{
+    if (e->tok_bytes)
+        return true;
+    const colo_tokenizer *t = colo_llama_tokenizer(e->m);
+    int V = colo_llama_hparams_get(e->m)->n_vocab;
+    e->tok_bytes = calloc((size_t)V, sizeof *e->tok_bytes);
+    e->tok_len = calloc((size_t)V, sizeof *e->tok_len);
+    e->tok_special = calloc((size_t)V, sizeof *e->tok_special);
+    e->masked = malloc((size_t)V * sizeof *e->masked);
+    if (!e->tok_bytes || !e->tok_len || !e->tok_special || !e->masked) {
+        free_token_bytes(e);
+        e->tok_bytes = NULL, e->tok_len = NULL, e->tok_special = NULL, e->masked = NULL;
+        return false;
+    }
+    for (int i = 0; i < V; i++) {
+        char buf[512];
+        size_t n = 0;
+        if (colo_tokenizer_decode(t, i, buf, sizeof buf, &n) != COLO_OK)
+            n = 0;
+        e->tok_special[i] = colo_tokenizer_is_special(t, i);
+        e->tok_len[i] = (uint16_t)n;
+        if (n && !(e->tok_bytes[i] = malloc(n))) {
+            free_token_bytes(e);
+            e->tok_bytes = NULL, e->tok_len = NULL, e->tok_special = NULL, e->masked = NULL;
+            return false;
+        }
+        if (n)
+            memcpy(e->tok_bytes[i], buf, n);
+    }
+    return true;
+}
+
+static bool is_stop(const colo_gen_engine *e, const colo_gen_seq *q, int tok)
+{
+    for (int i = 0; i < e->n_stop_ids; i++)
+        if (tok == e->stop_ids[i])
+            return true;
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+        if (tok == q->p.stop_ids[i])
+            return true;
+    return false;
+}
+
+/* The logits of row with every token that cannot continue q's JSON masked
+ * (-inf): a token must keep the output a valid prefix; a stop token is
+ * allowed only once the object is complete, and then only a stop token. */
+static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
+{
+    bool done = colo_json_fsm_done(q->json);
+    int allowed = 0;
+    for (int i = 0; i < V; i++) {
+        bool ok;
+        if (is_stop(e, q, i))
+            ok = done;
+        else if (done || e->tok_special[i] || !e->tok_len[i])
+            ok = false;
+        else {
+            colo_json_fsm t = *q->json;
+            ok = colo_json_fsm_feed(&t, e->tok_bytes[i], e->tok_len[i]);
+        }
+        e->masked[i] = ok ? row[i] : -INFINITY;
+        allowed += ok;
+    }
+    return allowed ? e->masked : row; /* (nothing allowed cannot happen with a byte-level vocabulary) */
 }
 
 colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
@@ -275,6 +365,11 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
         if (!(q->lp = malloc(mt * sizeof *q->lp)) || !(q->top_ids = malloc(mt * k * sizeof *q->top_ids)) ||
             !(q->top_lps = malloc(mt * k * sizeof *q->top_lps)))
             goto out_oom;
+    }
+    if (p->json_object) {
+        if (!(q->json = malloc(sizeof *q->json)))
+            goto out_oom;
+        colo_json_fsm_init(q->json);
     }
     if (p->shape.n_bias > 0) {
         if (!(q->bias = malloc((size_t)p->shape.n_bias * sizeof *q->bias)))
@@ -434,8 +529,18 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
             continue;
         colo_gen_seq *q = e->work[w].seq->owner;
         const float *row = e->logits + (size_t)li++ * V;
-        int tok = colo_sampler_sample_shaped(&q->sampler, row, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
+        const float *pick = row;
+        if (q->json) {
+            if (!token_bytes(e)) {
+                finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+                continue;
+            }
+            pick = json_mask(e, q, row, V);
+        }
+        int tok = colo_sampler_sample_shaped(&q->sampler, pick, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
                                              q->n_prompt);
+        if (tok >= 0 && q->json && !is_stop(e, q, tok))
+            colo_json_fsm_feed(q->json, e->tok_bytes[tok], e->tok_len[tok]);
         if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
             int k = q->p.top_logprobs;
             colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),

@@ -34,6 +34,7 @@ typedef struct colo_gen_params {
     int32_t stop_ids[COLO_GEN_MAX_STOP]; /* tokens that end it, besides the engine's */
     int n_stop_ids;
     colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_gen_add) */
+    bool json_object;          /* constrained decoding: the output is a JSON object (models/json_fsm.h) */
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;

@@ -358,6 +358,7 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                           .n_stop_ids = r->params.n_stop_ids < COLO_GEN_MAX_STOP ? r->params.n_stop_ids
                                                                                  : COLO_GEN_MAX_STOP,
                           .logprobs = r->params.logprobs >= 0,
+                          .json_object = r->params.json_object,
                           .top_logprobs = r->params.logprobs > 0 ? r->params.logprobs : 0,
                           .shape = {.presence = r->params.presence_penalty,
                                     .frequency = r->params.frequency_penalty,

@@ -83,6 +83,7 @@ typedef struct colo_req_params {
     int n_logit_bias;
     int logprobs;            /* -1: none; 0..COLO_REQ_MAX_LOGPROBS: the chosen token's and this many top ones */
     bool echo;               /* the prompt's text before the output (completions) */
+    bool json_object;        /* constrained decoding: the output is a JSON object */
     bool stream;         /* the front end wants on_token calls */
 } colo_req_params;
 

@@ -185,7 +185,11 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
         json_t *t = json_object_get(v, "type");
         if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "text")))
             return COLO_OK;
-        return bad(d, key, "only {\"type\":\"text\"} is supported");
+        if (json_is_string(t) && !strcmp(json_string_value(t), "json_object")) {
+            d->in->r->params.json_object = true;
+            return COLO_OK;
+        }
+        return bad(d, key, "only {\"type\":\"text\"} and {\"type\":\"json_object\"} are supported (json_schema is not yet)");
     }
     *handled = false;
     return COLO_OK;

@@ -204,7 +204,7 @@ static void test_refusals(void **state)
          "tools"},
         {COLO_API_CHAT, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-         "\"response_format\":{\"type\":\"json_object\"}}",
+         "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
          "response_format"},
         {COLO_API_CHAT, COLO_TASK_EMBED, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "model"},
