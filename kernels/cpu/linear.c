@@ -2,7 +2,7 @@
  * rows), so each worker reads a disjoint part of W, once.
  *
  * Three paths, by the number of rows m of x and the weight type:
- * - int8 (Q4_0/Q4_1/Q8_0/Q6_K, m < colo_cpu_int8_max_rows, or m <
+ * - int8 (every block format, m < colo_cpu_int8_max_rows, or m <
  *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
  *   unless the device wants exact activations): an op queued first
  *   quantizes each row of x to 8-bit
