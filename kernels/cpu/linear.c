@@ -31,6 +31,9 @@ int colo_cpu_int8_max_decode_rows = 9;
 /* Rows of x below which float weights are dotted row by row. */
 #define FLOAT_DOT_MAX_ROWS 2
 #define TILE_ROWS 64
+/* The int8 path: weight rows per tile, and x rows a tile meets at most. */
+#define INT8_TILE_ROWS 16
+#define INT8_GROUP_ROWS 32
 
 typedef struct {
     const void *w;
@@ -47,15 +50,33 @@ static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
     size_t row_bytes = colo_dtype_row_bytes(a->w_type, a->k);
     colo_cpu_vec_dot_fn dot = colo_cpu_vec_dot_for(a->w_type);
     size_t nb = (size_t)a->k / 32;
-    float out[COLO_CPU_DOT_ROWS];
-    for (int64_t r = r0; r < r1; r++) {
-        const unsigned char *wr = (const unsigned char *)a->w + (size_t)r * row_bytes;
-        float b = a->bias ? a->bias[r] : 0.0f;
-        for (int i = 0; i < a->m; i += COLO_CPU_DOT_ROWS) {
-            int nr = a->m - i < COLO_CPU_DOT_ROWS ? a->m - i : COLO_CPU_DOT_ROWS;
-            dot(a->k, wr, a->xq + (size_t)i * nb, nb, nr, out);
-            for (int j = 0; j < nr; j++)
-                a->y[(int64_t)(i + j) * a->y_stride + r] = out[j] + b;
+    /* A tile of weight rows meets each group of x rows in turn (the tile
+     * stays in L1 across the groups), and its outputs gather in buf, then go
+     * to y as runs of INT8_TILE_ROWS floats rather than one float per row of
+     * y each (rows n floats apart). Thread CPU time per block and x row at
+     * 4096 x 4096, 8 to 16 rows: 0.83-0.91 ns against 0.89-1.19 ns when each
+     * weight row met every x row before the next. Each output's instruction
+     * sequence is unchanged (x rows in the same groups of 4). */
+    float buf[INT8_GROUP_ROWS][INT8_TILE_ROWS];
+    for (int i0 = 0; i0 < a->m; i0 += INT8_GROUP_ROWS) {
+        int mg = a->m - i0 < INT8_GROUP_ROWS ? a->m - i0 : INT8_GROUP_ROWS;
+        for (int64_t t0 = r0; t0 < r1; t0 += INT8_TILE_ROWS) {
+            int nt = (int)(r1 - t0 < INT8_TILE_ROWS ? r1 - t0 : INT8_TILE_ROWS);
+            for (int i = 0; i < mg; i += COLO_CPU_DOT_ROWS) {
+                int nr = mg - i < COLO_CPU_DOT_ROWS ? mg - i : COLO_CPU_DOT_ROWS;
+                for (int t = 0; t < nt; t++) {
+                    float out[COLO_CPU_DOT_ROWS];
+                    dot(a->k, (const unsigned char *)a->w + (size_t)(t0 + t) * row_bytes,
+                        a->xq + (size_t)(i0 + i) * nb, nb, nr, out);
+                    for (int j = 0; j < nr; j++)
+                        buf[i + j][t] = out[j];
+                }
+            }
+            for (int i = 0; i < mg; i++) {
+                float *y = a->y + (int64_t)(i0 + i) * a->y_stride + t0;
+                for (int t = 0; t < nt; t++)
+                    y[t] = buf[i][t] + (a->bias ? a->bias[t0 + t] : 0.0f);
+            }
         }
     }
 }
