@@ -298,6 +298,17 @@ INLINE int hsum_i32(__m256i v)
 }
 INLINE __m256i load_bsums(const colo_blk_q8k *b) { return _mm256_loadu_si256((const __m256i *)b->bsums); }
 
+/* From 16 int16 scales (sub-blocks 0..15 of 16), the pair of sub-blocks
+ * 8 h + 2 j and 8 h + 2 j + 1 as maddubs lanes want them: the first in the
+ * low 8 lanes, the second in the high 8. */
+INLINE __m256i scale_pair(__m256i sc16, const int h, const int j)
+{
+    __m256i dup = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    const __m256i base = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                                          2, 3, 2, 3, 2, 3);
+    return _mm256_shuffle_epi8(dup, _mm256_add_epi8(base, _mm256_set1_epi8((char)(4 * j))));
+}
+
 /* Q4_K / Q5_K (as k4_rows): integer sums of the whole super-block per row,
  * the mins from the activation's sums per 16. */
 INLINE void k4_rows_k(int nsb, const uint8_t *w, const int bsize, const int qh_off, const int qs_off,
@@ -383,9 +394,8 @@ INLINE void q6_k_k_rows(int nsb, const colo_blk_q6_k *w, const colo_blk_q8k *x, 
             q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-            const int8_t *sc = b->scales + 8 * h;
             for (int j = 0; j < 4; j++) {
-                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+                __m256i s16 = scale_pair(sc16, h, j);
                 for (int r = 0; r < nr; r++) {
                     __m256i p = _mm256_maddubs_epi16(q[j], load32(x[r * xs + i].qs + 128 * h + 32 * j));
                     isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s16));
@@ -431,10 +441,7 @@ INLINE void q3_k_k_rows(int nsb, const colo_blk_q3_k *w, const colo_blk_q8k *x, 
                 __m256i lo = _mm256_and_si256(srl16(raw, 2 * j), m3);
                 __m256i hi = _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2);
                 __m256i q = _mm256_or_si256(lo, hi);
-                int g = 8 * n + 2 * j;
-                int sa = (int)((sw[g >> 2] >> (8 * (g & 3))) & 255) - 32;
-                int sb = (int)((sw[(g + 1) >> 2] >> (8 * ((g + 1) & 3))) & 255) - 32;
-                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16((short)sb), _mm_set1_epi16((short)sa));
+                __m256i s16 = scale_pair(sc16, n, j);
                 for (int r = 0; r < nr; r++) {
                     __m256i p = _mm256_maddubs_epi16(q, load32(x[r * xs + i].qs + 128 * n + 32 * j));
                     isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s16));
@@ -462,6 +469,7 @@ INLINE void q2_k_k_rows(int nsb, const colo_blk_q2_k *w, const colo_blk_q8k *x, 
         float d = _mm_cvtss_f32(dd), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
         __m128i packed = _mm_loadu_si128((const __m128i *)b->scales);
         __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(15)));
+        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(15)));
         __m256i isum[COLO_CPU_DOT_ROWS];
         for (int r = 0; r < nr; r++)
             isum[r] = _mm256_setzero_si256();
@@ -469,8 +477,7 @@ INLINE void q2_k_k_rows(int nsb, const colo_blk_q2_k *w, const colo_blk_q8k *x, 
             __m256i raw = load32(b->qs + 32 * n);
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(srl16(raw, 2 * j), m3);
-                int g = 8 * n + 2 * j;
-                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(b->scales[g + 1] & 15), _mm_set1_epi16(b->scales[g] & 15));
+                __m256i s16 = scale_pair(sc16, n, j);
                 for (int r = 0; r < nr; r++) {
                     __m256i p = _mm256_maddubs_epi16(q, load32(x[r * xs + i].qs + 128 * n + 32 * j));
                     isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s16));
