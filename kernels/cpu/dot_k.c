@@ -323,11 +323,18 @@ INLINE void k4_rows_k(int nsb, const uint8_t *w, const int bsize, const int qh_o
         const uint8_t *b = w + (size_t)i * bsize;
         __m128 dd = half2((const uint16_t *)(const void *)b);
         float d = _mm_cvtss_f32(dd), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
-        uint8_t sc[8], mn[8];
-        colo_k4_scales(b + 4, sc, mn);
+        /* The 8 scales and 8 mins (colo_k4_scales) as bytes 0..7 and 8..15 of
+         * one vector, built in registers from 32-bit words. */
+        uint32_t x0, x1, x2;
+        memcpy(&x0, b + 4, 4), memcpy(&x1, b + 8, 4), memcpy(&x2, b + 12, 4);
+        __m128i scmn = _mm_setr_epi32((int)(x0 & 0x3f3f3f3f),
+                                      (int)((x2 & 0x0f0f0f0f) | (((x0 >> 6) & 0x03030303) << 4)),
+                                      (int)(x1 & 0x3f3f3f3f),
+                                      (int)(((x2 >> 4) & 0x0f0f0f0f) | (((x1 >> 6) & 0x03030303) << 4)));
         /* mins as 16 int16 lanes, each sub-block's min twice (its two sums per 16). */
-        __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn),
-                                                              _mm_loadl_epi64((const __m128i *)mn)));
+        __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scmn, scmn));
+        __m256i sc16 = _mm256_cvtepu8_epi16(scmn); /* lanes 0..7: the scales, in both halves below */
+        sc16 = _mm256_permute2x128_si256(sc16, sc16, 0x00);
         __m256i qh = qh_off ? load32(b + qh_off) : _mm256_setzero_si256();
         __m256i isum[COLO_CPU_DOT_ROWS];
         for (int r = 0; r < nr; r++)
@@ -335,11 +342,13 @@ INLINE void k4_rows_k(int nsb, const uint8_t *w, const int bsize, const int qh_o
         for (int c = 0; c < 4; c++) {
             __m256i raw = load32(b + qs_off + 32 * c);
             __m256i q0 = _mm256_and_si256(raw, m4), q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if (qh_off) {
-                q0 = _mm256_or_si256(q0, _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * c), one), 4));
-                q1 = _mm256_or_si256(q1, _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * c + 1), one), 4));
+            if (qh_off) { /* bits 2c and 2c + 1 of qh; qh moves down by 2 per chunk */
+                q0 = _mm256_or_si256(q0, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+                q1 = _mm256_or_si256(q1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+                qh = _mm256_srli_epi16(qh, 2);
             }
-            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0404 * c)));
+            __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0302 + 0x0404 * c)));
             for (int r = 0; r < nr; r++) {
                 const int8_t *xq = x[r * xs + i].qs + 64 * c;
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, load32(xq)), s0);
