@@ -68,6 +68,7 @@ typedef struct {
 /* x (k floats, k % 256 == 0) -> k / 256 blocks, q = round-to-nearest-even(x / d),
  * d = max|x| / 127 over the 256. */
 void colo_cpu_quantize_q8k(const float *x, colo_blk_q8k *out, int k);
+void colo_cpu_quantize_q8k_scalar(const float *x, colo_blk_q8k *out, int k);
 
 /* As colo_cpu_vec_dot_fn, against colo_blk_q8k rows (x_stride in blocks of
  * 256), for the K-quants; the same contract otherwise. */

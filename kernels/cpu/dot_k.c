@@ -154,6 +154,44 @@ DOT_ENTRY(q5_1, colo_blk_q5_1, 32)
 
 void colo_cpu_quantize_q8k(const float *x, colo_blk_q8k *out, int k)
 {
+#ifdef DOT_AVX2
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < k / 256; b++) {
+        const float *v = x + b * 256;
+        __m256 am = _mm256_setzero_ps();
+        for (int j = 0; j < 256; j += 8)
+            am = _mm256_max_ps(am, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + j)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float d = _mm_cvtss_f32(m4) / 127, id = d ? 1.0f / d : 0;
+        __m256 vid = _mm256_set1_ps(id);
+        for (int j = 0; j < 256; j += 32) {
+            /* Round to nearest even, as lrintf does. */
+            __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j), vid));
+            __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 8), vid));
+            __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 16), vid));
+            __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 24), vid));
+            __m256i s01 = _mm256_add_epi32(i0, i1), s23 = _mm256_add_epi32(i2, i3);
+            __m128i t01 = _mm_add_epi32(_mm256_castsi256_si128(s01), _mm256_extracti128_si256(s01, 1));
+            __m128i t23 = _mm_add_epi32(_mm256_castsi256_si128(s23), _mm256_extracti128_si256(s23, 1));
+            __m128i h = _mm_hadd_epi32(t01, t23);
+            h = _mm_hadd_epi32(h, h); /* [sum 0..15, sum 16..31, ...] */
+            out[b].bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(h);
+            out[b].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(h, 1);
+            __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(out[b].qs + j), p8);
+        }
+        out[b].d = d;
+    }
+#else
+    colo_cpu_quantize_q8k_scalar(x, out, k);
+#endif
+}
+
+void colo_cpu_quantize_q8k_scalar(const float *x, colo_blk_q8k *out, int k)
+{
     for (int b = 0; b < k / 256; b++) {
         const float *v = x + b * 256;
         float amax = 0;

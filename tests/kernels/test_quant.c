@@ -596,12 +596,14 @@ static void test_quantize_activations_k(void **state)
     (void)state;
     enum { K = 256 * 3 };
     float x[K];
-    colo_blk_q8k a[K / 256];
+    colo_blk_q8k a[K / 256], s[K / 256];
     for (int i = 0; i < K; i++)
         x[i] = rng_normal() * (float)(1 + (i / 32) % 7);
     for (int j = 0; j < 256; j++) /* an all-zero block */
         x[256 + j] = 0;
     colo_cpu_quantize_q8k(x, a, K);
+    colo_cpu_quantize_q8k_scalar(x, s, K);
+    assert_memory_equal(a, s, sizeof a); /* SIMD and scalar round the same way */
     for (int b = 0; b < K / 256; b++) {
         float amax = 0;
         for (int j = 0; j < 256; j++)
