@@ -412,6 +412,12 @@ static int check_baseline(cli *c)
         for (size_t i = 0; i < n; i++)
             c->models[c->n_models++] = c->config_models[i];
     }
+    /* the config's sla: blocks are the goodput SLOs' default (they set the
+     * exit code only when given with --sla-config) */
+    if (lt_sla_load_file(c->config, &c->config_sla, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        return EXIT_USAGE;
+    }
     c->url = "http://127.0.0.1:1"; /* replaced by each server's own */
     return -1;
 }
@@ -580,5 +586,6 @@ int loadtest_main(int argc, char **argv)
     if (rc < 0)
         rc = lt_cli_run(&c);
     lt_sla_set_free(&c.sla);
+    lt_sla_set_free(&c.config_sla);
     return rc;
 }

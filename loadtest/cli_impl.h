@@ -45,6 +45,7 @@ typedef struct cli {
     lt_sla_set sla;
     const char *sla_config;
     bool has_sla;
+    lt_sla_set config_sla;           /* --baseline: the config's sla: blocks, goodput's default */
     lt_slo goodput;                  /* --goodput: for every model */
     bool has_goodput;
     double attainment;               /* 0..1 */

@@ -355,6 +355,8 @@ static bool slo_of(const cli *c, const char *model, lt_slo *out)
     }
     const lt_sla *s = lt_sla_find(&c->sla, model);
     if (!s)
+        s = lt_sla_find(&c->config_sla, model);
+    if (!s)
         return false;
     out->ttft_ms = s->ttft_ms;
     out->e2e_ms = s->p99_ms;

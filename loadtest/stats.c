@@ -227,10 +227,12 @@ bool lt_slo_met(const lt_slo *s, const lt_req_rec *q)
         return false;
     if (!isnan(s->e2e_ms) && !(q->e2e_ms <= s->e2e_ms))
         return false;
-    if (!isnan(s->ttft_ms) && !(q->ttft_ms <= s->ttft_ms))
+    /* a response that generated nothing was first and last at once */
+    double ttft = isnan(q->ttft_ms) && q->output_tokens == 0 ? q->e2e_ms : q->ttft_ms;
+    if (!isnan(s->ttft_ms) && !(ttft <= s->ttft_ms))
         return false;
     if (!isnan(s->tpot_ms)) {
-        if (isnan(q->ttft_ms))
+        if (isnan(ttft))
             return false;
         if (!isnan(q->tpot_ms) && !(q->tpot_ms <= s->tpot_ms))
             return false;

@@ -71,7 +71,8 @@ typedef struct lt_req_rec {
  * --goodput` defines them; NAN: not set. A request is good when it
  * succeeded and meets every set bound. A TTFT bound needs a measured TTFT
  * (streaming); a TPOT bound needs a TTFT too and holds for a request of one
- * output token (no decode phase). */
+ * output token (no decode phase). A streamed response with no token at all
+ * counts its end-to-end time as its TTFT. */
 typedef struct lt_slo {
     double ttft_ms, tpot_ms, e2e_ms;
 } lt_slo;
