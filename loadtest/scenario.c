@@ -1,6 +1,7 @@
 /* loadtest/scenario.c: colo-loadtest's scenarios (single, individual vs
  * concurrent, sweeps, the separate-process baseline), goodput, cost and the
  * outputs, from the options cli.c parsed. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -244,17 +245,21 @@ static lt_status run_scenario(const cli *c, model_work *w, lt_phase *phases, siz
 
 /* ---- the separate-process baseline ------------------------------------------------ */
 
-static void remove_dir(const char *dir, lt_server *servers, size_t n, const char *colo_log)
+/* Removes the baseline's folder and the files colo-loadtest put there. */
+static void remove_dir(const char *dir)
 {
-    char path[1024];
-    for (size_t i = 0; i < n; i++) {
-        unlink(servers[i].log_path);
-        snprintf(path, sizeof path, "%s/separate-%zu.yaml", dir, i);
-        unlink(path);
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[1024];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
     }
-    unlink(colo_log);
-    snprintf(path, sizeof path, "%s/colo.yaml", dir);
-    unlink(path);
     rmdir(dir);
 }
 
@@ -335,10 +340,10 @@ static int run_baseline(const cli *c, model_work *w, lt_phase *phases, size_t *n
     if (rc < 0 && run_ind_conc(c, w, "", phases, n_phases) != LT_OK)
         rc = EXIT_FAILED;
     lt_server_stop(&colo);
-    if (rc < 0)
-        remove_dir(dir, servers, c->n_models, colo_log);
-    else
+    if (rc >= 0 && access(servers[0].log_path, F_OK) == 0) /* a server ran: its log may say why */
         fprintf(stderr, "colo-loadtest: the servers' configs and logs are kept in %s\n", dir);
+    else
+        remove_dir(dir);
     return rc;
 }
 
