@@ -14,6 +14,7 @@
 static void usage(FILE *out)
 {
     fputs("usage: colo-loadtest --url URL --model NAME [--model NAME ...] [options]\n"
+          "       colo-loadtest --baseline separate --config FILE [--model NAME ...] [options]\n"
           "\n"
           "scenario and load:\n"
           "  --scenario single|individual-vs-concurrent|sweep   (default single)\n"
@@ -21,8 +22,9 @@ static void usage(FILE *out)
           "  --rate R                 open loop: R requests/s per model, latency from the intended send time\n"
           "  --concurrency NAME=N, --rate NAME=R   that model's own load (the others keep the global one)\n"
           "  --poisson                open loop with exponential gaps (seeded) instead of constant ones\n"
-          "  --burstiness B           open loop with gamma gaps of shape B (1 = Poisson, < 1 burstier), as vllm's\n"
-          "  --seed S                 seed for Poisson gaps and prompt order (default 1)\n"
+          "  --burstiness B           open loop with gamma gaps of shape B (1 = Poisson, < 1 burstier), as vllm\n"
+          "                           bench serve's --burstiness\n"
+          "  --seed S                 seed of the arrival gaps, the prompt order and synthetic prompts (default 1)\n"
           "  --sweep-concurrency LIST sweep: e.g. 1,2,4,8 (every --model at each step, together)\n"
           "  --sweep-rate LIST        sweep: e.g. 1,2,4 requests/s per model; with SLOs, reports the highest rate\n"
           "                           meeting --attainment, per model\n"
@@ -40,7 +42,7 @@ static void usage(FILE *out)
           "  --input-len N            synthetic prompts of about N tokens (common words), instead of the built-in ones\n"
           "  --output-len N           their max_tokens (default 16)\n"
           "  --len-spread R           both lengths uniform in [len*(1-R), len*(1+R)], 0 <= R < 1 (default 0)\n"
-          "  --stream                 ask for SSE; measures time to first token and inter-token latency\n"
+          "  --stream                 ask for SSE; measures TTFT, TPOT (time per output token) and inter-token latency\n"
           "  --path PATH              request target instead of /v1/models/NAME/infer (NAME is then a label)\n"
           "  --method POST|GET        (default POST; GET sends no body)\n"
           "  --api-key KEY            Authorization: Bearer KEY (default: $COLO_API_KEY when set)\n"
@@ -69,7 +71,8 @@ static void usage(FILE *out)
           "  --json FILE  --csv FILE  --html FILE   --quiet (no table, no progress line)   --help\n"
           "  --requests-out FILE      one JSON line per recorded request (times, TTFT, TPOT, tokens, outcome)\n"
           "\n"
-          "exit codes: 0 ok, 1 SLA failed / model unknown or failed / no successful response, 2 usage\n",
+          "exit codes: 0 ok, 1 SLA failed / model unknown or failed / no successful response / a baseline\n"
+          "server did not start, 2 usage\n",
           out);
 }
 
