@@ -294,6 +294,8 @@ static void pct_cell(FILE *f, double v, bool higher_is_worse)
 {
     if (isnan(v))
         fputs("<td>n/a</td>", f);
+    else if (v == 0)
+        fputs("<td>0.0%</td>", f);
     else
         fprintf(f, "<td class=\"%s\">%+.1f%%</td>", (v > 0) == higher_is_worse ? "up" : "down", v);
 }
@@ -500,6 +502,13 @@ static void timeline_chart(FILE *f, const lt_report *rep, const char *model)
             }
             for (size_t b = 0; b < nb; b++)
                 sr->x[b] = (double)b + 0.5; /* the middle of its second */
+            /* the last second is partial (the phase drains): scaled to a
+             * rate when it covers at least half a second, else left out */
+            double cover = tmax - floor(tmax);
+            if (nb > 1 && cover < 0.5)
+                nb--;
+            else if (cover >= 0.5)
+                sr->y[nb - 1] /= cover;
             sr->n = nb;
             sr->color = phase_color(rep, rep->phases[i].name);
             snprintf(sr->label, sizeof sr->label, "%s", rep->phases[i].name);
@@ -606,16 +615,20 @@ static void pair_bars(FILE *f, const lt_report *rep, const char *caption, const 
                 vmin = v[j];
         }
     }
-    vmax = nice_ceil(vmax);
-    vmin = vmin < 0 ? -nice_ceil(-vmin) : 0;
+    /* ticks on a round step that covers both signs */
+    double step = nice_ceil((vmax - vmin > 0 ? vmax - vmin : 1.0) / 5.0);
+    vmin = floor(vmin / step) * step;
+    vmax = ceil(vmax / step) * step;
+    if (vmax <= vmin)
+        vmax = vmin + step;
     double bw = w - label_w - 110, span = vmax - vmin;
     double x0 = label_w + bw * (0 - vmin) / span;
     fprintf(f, "<figure><svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", w, h, w, h);
-    for (int t = 0; t <= 4; t++) {
-        double x = label_w + bw * t / 4.0;
+    for (double t = vmin; t <= vmax + step * 1e-9; t += step) {
+        double x = label_w + bw * (t - vmin) / span;
         fprintf(f, "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/>", x, x, h - 24);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%g%s</text>\n", x, h - 8,
-                vmin + span * t / 4.0, unit);
+                fabs(t) < step * 1e-9 ? 0.0 : t, unit);
     }
     fprintf(f, "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%d\" stroke=\"#374151\"/>\n", x0, x0, h - 24);
     const char *names[2] = {"separate servers", "colo"};
@@ -634,8 +647,9 @@ static void pair_bars(FILE *f, const lt_report *rep, const char *caption, const 
             double x1 = label_w + bw * (v[j] - vmin) / span;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"/>", x1 < x0 ? x1 : x0, y,
                     fabs(x1 - x0), row_h - 6, colors[j]);
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%+.1f%s</text>\n", (x1 > x0 ? x1 : x0) + 6, y + 13,
-                    v[j], unit);
+            fprintf(f, impact ? "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%+.1f%s</text>\n"
+                              : "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%.1f%s</text>\n",
+                    (x1 > x0 ? x1 : x0) + 6, y + 13, v[j], unit);
         }
     }
     fputs("</svg><figcaption>", f);
@@ -648,9 +662,10 @@ static void baseline_section(FILE *f, const lt_report *rep)
     fputs("<h2>Separate servers vs colo</h2>\n<p class=\"meta\">The same models, loads and device: one colo-server "
           "per model (the baseline), then one colo-server with every model. Impacts compare each model running "
           "together with the others against running alone.</p>\n", f);
-    fputs("<table><thead><tr><th>model</th><th>p99 impact, separate</th><th>p99 impact, colo</th>"
-          "<th>TTFT p99 impact, separate</th><th>TTFT p99 impact, colo</th><th>throughput kept, separate</th>"
-          "<th>throughput kept, colo</th><th>goodput, separate</th><th>goodput, colo</th></tr></thead><tbody>\n", f);
+    fputs("<table><thead><tr><th>model</th><th>p99 impact<br>separate</th><th>p99 impact<br>colo</th>"
+          "<th>TTFT p99 impact<br>separate</th><th>TTFT p99 impact<br>colo</th><th>throughput kept<br>separate</th>"
+          "<th>throughput kept<br>colo</th><th>goodput req/s<br>separate</th><th>goodput req/s<br>colo</th>"
+          "</tr></thead><tbody>\n", f);
     for (size_t i = 0; i < rep->n_cmp; i++) {
         const lt_compare *c = &rep->cmp[i], *b = cmp_find(rep->base_cmp, rep->n_base_cmp, c->conc->model);
         if (!b)
@@ -759,7 +774,8 @@ lt_status lt_report_html(const char *path, const lt_report *rep, char *err, size
           "svg .plot{fill:#fafafa;stroke:#9ca3af}svg .grid{stroke:#e5e7eb}svg .grid.dash{stroke:#cbd5e1;"
           "stroke-dasharray:4 3}svg .grid.minor{stroke:#f1f5f9}\n"
           "svg text{font:12px system-ui,sans-serif;fill:#374151}svg .axis{font-size:13px}\n"
-          "table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:13px}\n"
+          "table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:13px;display:block;"
+          "overflow-x:auto;max-width:100%}\n"
           "th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}\n"
           "th{background:#f3f4f6}td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}\n"
           "td.up{color:#b91c1c}td.down{color:#15803d}\n"
