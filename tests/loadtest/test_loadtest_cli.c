@@ -357,7 +357,7 @@ static void test_sweep_max_rate(void **state)
     path_in(json_path, sizeof json_path, "sweep.json");
     path_in(html_path, sizeof html_path, "sweep.html");
     int rc = run_cli("--url", u, "--scenario", "sweep", "--model", "m", "--model", "n", "--sweep-rate", "5,10,120",
-                     "--duration", "1", "--max-connections", "1", "--goodput", "e2e:100", "--attainment", "90",
+                     "--duration", "1", "--max-connections", "1", "--goodput", "e2e:250", "--attainment", "90",
                      "--quiet", "--json", json_path, "--html", html_path, NULL);
     stub_stop(s);
     assert_int_equal(rc, 0);
