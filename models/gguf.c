@@ -46,6 +46,22 @@ typedef struct {
         return COLO_EFORMAT;                                                                              \
     } while (0)
 
+/* GGML's names of the types colo does not read, for messages. */
+static const char *ggml_type_name(uint32_t t)
+{
+    static const struct {
+        uint32_t id;
+        const char *name;
+    } names[] = {{4, "Q4_2 (removed from GGML)"}, {5, "Q4_3 (removed from GGML)"}, {9, "Q8_1"}, {15, "Q8_K"},
+                 {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"},
+                 {22, "IQ2_S"}, {23, "IQ4_XS"}, {24, "I8"}, {25, "I16"}, {27, "I64"}, {28, "F64"}, {29, "IQ1_M"},
+                 {34, "TQ1_0"}, {35, "TQ2_0"}, {39, "MXFP4"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (names[i].id == t)
+            return names[i].name;
+    return "unknown";
+}
+
 static colo_status need(cursor *c, uint64_t n, const char *what)
 {
     if (n > c->g->size - c->pos)
@@ -256,7 +272,7 @@ static colo_status parse_tensor_info(colo_gguf *g, cursor *c, uint64_t i)
     if ((st = rd(c, &type, 4, t->name)) || (st = rd(c, &t->offset, 8, t->name)))
         return st;
     if (!known_type(type))
-        FAIL(c, "tensor %s: type %u is not supported", t->name, type);
+        FAIL(c, "tensor %s: type %u (%s) is not supported", t->name, type, ggml_type_name(type));
     t->type = (colo_dtype)type;
     size_t rb = colo_dtype_row_bytes(t->type, t->ne[0]);
     if (!rb)

@@ -290,6 +290,11 @@ static void test_specific_errors(void **state)
     spill(bad, c, n);
     assert_null(colo_gguf_open(bad, err, sizeof err));
     assert_non_null(strstr(err, "type 99"));
+    type = 16; /* an i-quant: named */
+    memcpy(p + 5 + 4 + 8, &type, 4);
+    spill(bad, c, n);
+    assert_null(colo_gguf_open(bad, err, sizeof err));
+    assert_non_null(strstr(err, "tensor t.f32: type 16 (IQ2_XXS) is not supported"));
 
     assert_null(colo_gguf_open("/nonexistent/x.gguf", err, sizeof err));
     assert_non_null(strstr(err, "cannot open"));
