@@ -9,6 +9,7 @@
  * difference of two points, so nothing is added to a request's path, and
  * /v1/stats renders only when someone asks. */
 #include "server/api_internal.h"
+#include "server/tenants.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -45,6 +46,7 @@ typedef struct point {
     int64_t unix_ms; /* wall clock, for the page's axis */
     colo_device_sample dev;
     model_point *m; /* n_models entries */
+    json_t *tenants; /* per tenant usage at this point (colo_tenants_stats_json) */
 } point;
 
 struct api_stats {
@@ -184,6 +186,8 @@ static void take_point(colo_api *a)
     colo_telemetry_latest(st->tel, &p->dev);
     for (int i = 0; i < st->n_models; i++)
         take_model(a, &a->models[i], &p->m[i]);
+    json_decref(p->tenants);
+    p->tenants = colo_tenants_stats_json(colo_server_tenants(a->srv)); /* (the loop thread) */
     st->head = (st->head + 1) % st->cap;
     if (st->len < st->cap)
         st->len++;
@@ -384,6 +388,8 @@ static json_t *stats_json(const colo_api *a, const api_stats *st, int end)
     for (int i = 0; i < st->n_models; i++)
         json_array_append_new(models, model_json(a, st, i, end, then));
     json_object_set_new(o, "models", models);
+    /* per tenant usage at the point */
+    json_object_set_new(o, "tenants", now->tenants ? json_incref(now->tenants) : json_array());
     return o;
 }
 
@@ -484,8 +490,10 @@ void colo_api_stats_free(colo_api *a)
     if (!st)
         return;
     colo_api_unwatch(a);
-    for (int i = 0; i < st->cap; i++)
+    for (int i = 0; i < st->cap; i++) {
         free(st->ring[i].m);
+        json_decref(st->ring[i].tenants);
+    }
     free(st);
     a->stats = NULL;
 }

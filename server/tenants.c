@@ -429,3 +429,30 @@ void colo_tenants_count(colo_tenants *t, int key, const char *model, int http_st
     if (device_s > 0)
         colo_metric_add(t->m_device, (const char *const[]){k->tenant, model}, device_s);
 }
+
+json_t *colo_tenants_stats_json(colo_tenants *t)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < t->n_keys; i++) {
+        const tkey *k = &t->keys[i];
+        bool seen = false; /* one entry per project: its keys share the label */
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(t->keys[j].tenant, k->tenant);
+        if (seen)
+            continue;
+        colo_metric_reading rq, pt, ct, dv;
+        const char *const l1[] = {k->tenant, NULL, NULL}, *const lp[] = {k->tenant, NULL, "prompt"},
+                          *const lc[] = {k->tenant, NULL, "completion"}, *const ld[] = {k->tenant, NULL};
+        colo_metric_read(t->m_requests, l1, &rq);
+        colo_metric_read(t->m_tokens, lp, &pt);
+        colo_metric_read(t->m_tokens, lc, &ct);
+        colo_metric_read(t->m_device, ld, &dv);
+        const level *proj = k->n_chain > 1 ? k->chain[1] : k->chain[0];
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:i}", "tenant", k->tenant,
+                                           "organization", k->org, "project", k->project, "requests",
+                                           (json_int_t)rq.value, "prompt_tokens", (json_int_t)pt.value,
+                                           "completion_tokens", (json_int_t)ct.value, "device_seconds", dv.value,
+                                           "in_flight", proj ? proj->in_flight : 0));
+    }
+    return a;
+}

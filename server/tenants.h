@@ -27,6 +27,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "batching/request.h"
 #include "config/config.h"
 #include "server/http.h"
@@ -42,6 +44,11 @@ typedef struct colo_tenants colo_tenants;
 colo_tenants *colo_tenants_create(const colo_config *cfg, const char *server_key, colo_metrics *m, char *err,
                                   size_t errlen);
 void colo_tenants_free(colo_tenants *t);
+/* Per tenant ("organization/project", the metrics' label): requests,
+ * prompt and completion tokens and device-seconds so far (from the tenant
+ * metrics) and requests in flight, as a JSON array in config order; an
+ * empty array without tenants in the config. NULL when out of memory. */
+json_t *colo_tenants_stats_json(colo_tenants *t);
 
 /* False when no key is configured at all: every caller is the tenant
  * "default/default" and needs no key. */
