@@ -40,6 +40,7 @@ typedef struct colo_model_cfg {
     double memory_fraction;  /* (0, 1], required: the model's guaranteed share of the device budget */
     colo_priority priority;  /* default COLO_PRIO_NORMAL; LOW = best-effort */
     double sm_share;         /* policy partition only; 0 = an equal share of what is left */
+    double share;            /* policy fair: weight of its worker time (0 = 1) */
     int max_seq_len;         /* tokens (key max_seq_len or context); 0 = the model's own */
     int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
     colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */

@@ -24,7 +24,7 @@ typedef struct parse_ctx {
 
 /* Per-model marks for the checks that run after every model is read. */
 typedef struct model_marks {
-    colo_cfg_mark fraction, sm_share;
+    colo_cfg_mark fraction, sm_share, share;
     bool has_name, has_kind, has_path, has_source, has_fraction, has_seq_len;
 } model_marks;
 
@@ -309,7 +309,7 @@ static int cap_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *
 static int scheduler_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_scheduler_cfg *s = obj;
-    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", NULL};
+    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", NULL};
     if (!strcmp(key, "policy")) {
         int i;
         if (get_enum(p, v, f, policies, &i))
@@ -497,6 +497,10 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     if (!strcmp(key, "sm_share")) {
         mk->sm_share = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->sm_share);
+    }
+    if (!strcmp(key, "share")) {
+        mk->share = mark_of(v);
+        return get_num(p, v, f, 0, true, 1000, &m->share);
     }
     if (!strcmp(key, "max_seq_len") || !strcmp(key, "context")) {
         if (mk->has_seq_len)
@@ -941,6 +945,10 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
         if (m->sm_share > 0 && c->scheduler.policy != COLO_SCHED_PARTITION) {
             snprintf(field, sizeof field, "models[%d].sm_share", i);
             return fail_at(p, marks[i].sm_share, field, "only used with scheduler.policy: partition");
+        }
+        if (m->share > 0 && c->scheduler.policy != COLO_SCHED_FAIR) {
+            snprintf(field, sizeof field, "models[%d].share", i);
+            return fail_at(p, marks[i].share, field, "only used with scheduler.policy: fair");
         }
         shares += m->sm_share;
         if (shares > 1.0 + FRACTION_SLACK) {

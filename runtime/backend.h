@@ -94,6 +94,11 @@ typedef struct colo_stream_config {
      * [unit_first, unit_first + unit_count). unit_count 0 = all units. */
     int unit_first;
     int unit_count;
+    /* Weighted fair sharing (policy "fair"): among streams of the same
+     * priority that have work, the CPU pool hands out chunks so that each
+     * stream's worker time is in proportion to its share (0 = 1); a stream
+     * without work leaves its part to the others. CUDA streams ignore it. */
+    double share;
 } colo_stream_config;
 
 colo_stream *colo_stream_create(colo_device *dev, const colo_stream_config *cfg, char *err, size_t errlen);

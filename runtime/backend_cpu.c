@@ -37,6 +37,9 @@ typedef struct cpu_stream {
     cpu_task *free_tasks;  /* reused task nodes */
     int prio;
     int unit_first, unit_count;
+    double share;       /* weight among streams of its priority (> 0) */
+    double vtime;       /* worker nanoseconds used / share: the fair picker's clock (under mu) */
+    bool active;        /* had work at the last pick (under mu) */
     void *scratch;      /* colo_cpu_stream_scratch */
     size_t scratch_bytes;
     uint64_t enqueued;  /* tasks queued since creation (written under mu, atomically: sync polls it) */
@@ -102,17 +105,31 @@ static bool eligible(const cpu_stream *cs, int worker)
     return cs->unit_count == 0 || (worker >= cs->unit_first && worker < cs->unit_first + cs->unit_count);
 }
 
-/* Highest-priority stream with a chunk to hand out to worker; ties rotate. */
+/* Highest-priority stream with a chunk to hand out to worker; among equal
+ * priorities the one that has used the least worker time for its share
+ * (weighted fair sharing; equal shares and equal use rotate). A stream
+ * that comes back from idle starts at the least clock of those with work,
+ * so idle time is never banked as credit. */
 static cpu_stream *pick_locked(cpu_pool *p, int worker)
 {
     cpu_stream *best = NULL;
     int n = p->n_streams;
+    double min_v = -1;
+    for (int k = 0; k < n; k++) { /* the clock of the streams with work */
+        cpu_stream *cs = p->streams[k];
+        if (cs->active && cs->head && (min_v < 0 || cs->vtime < min_v))
+            min_v = cs->vtime;
+    }
     for (int k = 0; k < n; k++) {
         cpu_stream *cs = p->streams[(p->rr + (unsigned)k) % (unsigned)n];
         cpu_task *t = cs->head;
-        if (!t || t->next_chunk >= t->n_chunks || !eligible(cs, worker))
+        bool has_work = t && t->next_chunk < t->n_chunks;
+        if (t && !cs->active && min_v >= 0 && cs->vtime < min_v)
+            cs->vtime = min_v; /* back from idle */
+        cs->active = t != NULL;
+        if (!has_work || !eligible(cs, worker))
             continue;
-        if (!best || cs->prio > best->prio)
+        if (!best || cs->prio > best->prio || (cs->prio == best->prio && cs->vtime < best->vtime))
             best = cs;
     }
     return best;
@@ -148,10 +165,13 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
 
         tls_stream = cs;
+        uint64_t t0 = colo_now_ns();
         t->fn(t->args, chunk, t->n_chunks);
+        uint64_t used = colo_now_ns() - t0;
         tls_stream = NULL;
 
         pthread_mutex_lock(&p->mu);
+        cs->vtime += (double)used / cs->share;
         if (++t->done_chunks == t->n_chunks) {
             cs->head = t->next;
             if (!cs->head)
@@ -329,6 +349,7 @@ static colo_status cpu_stream_init(colo_device *dev, colo_stream *s, const colo_
     cs->s = s;
     cs->pool = p;
     cs->prio = (int)cfg->priority;
+    cs->share = cfg->share > 0 ? cfg->share : 1.0;
     cs->unit_first = cfg->unit_first;
     cs->unit_count = cfg->unit_count;
     pthread_mutex_lock(&p->mu);

@@ -38,11 +38,11 @@ struct colo_cosched {
     colo_cosched_member *members;
 };
 
-static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition"};
+static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition", "fair"};
 
 colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out)
 {
-    for (int i = 0; s && i < 4; i++) {
+    for (int i = 0; s && i < 5; i++) {
         if (!strcmp(s, policy_names[i])) {
             *out = (colo_sched_policy)i;
             return COLO_OK;
@@ -53,7 +53,7 @@ colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out)
 
 const char *colo_sched_policy_name(colo_sched_policy p)
 {
-    return (unsigned)p < 4 ? policy_names[p] : "unknown";
+    return (unsigned)p < 5 ? policy_names[p] : "unknown";
 }
 
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
@@ -195,6 +195,7 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
         break;
     case COLO_SCHED_SPATIAL:
     case COLO_SCHED_PARTITION:
+    case COLO_SCHED_FAIR:
         break;
     }
     m->inflight = true;
@@ -225,6 +226,7 @@ void colo_cosched_step_end(colo_cosched_member *m)
         break;
     case COLO_SCHED_SPATIAL:
     case COLO_SCHED_PARTITION:
+    case COLO_SCHED_FAIR:
         break;
     }
     m->inflight = false;

@@ -22,6 +22,11 @@
  *    work; these caps bound the delay a best-effort member can cause.
  *  - PARTITION: disjoint compute-unit sets (SMs or cores) per member, chosen
  *    by colo_partition_plan; steps run freely, each in its own set.
+ *  - FAIR: steps run freely, as under SPATIAL, on streams whose share
+ *    (colo_stream_config.share, from each model's share:) weighs them: the
+ *    CPU pool divides worker time in proportion to the shares among models
+ *    that have work, and a model with less work than its share gets all it
+ *    needs.
  *
  * Thread safety: every function may be called from any thread; a member is
  * used by one executor thread. */
@@ -38,6 +43,7 @@ typedef enum colo_sched_policy {
     COLO_SCHED_SPATIAL = 1,
     COLO_SCHED_PRIORITY = 2,
     COLO_SCHED_PARTITION = 3,
+    COLO_SCHED_FAIR = 4,
 } colo_sched_policy;
 
 typedef struct colo_cosched_config {
@@ -63,7 +69,7 @@ typedef struct colo_cosched_member_stats {
     uint64_t inflight;       /* 1 while a step is running */
 } colo_cosched_member_stats;
 
-/* Parses "timeslice" | "spatial" | "priority" | "partition". */
+/* Parses "timeslice" | "spatial" | "priority" | "partition" | "fair". */
 colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out);
 const char *colo_sched_policy_name(colo_sched_policy p);
 

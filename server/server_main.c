@@ -230,6 +230,7 @@ static bool load_models(app *a)
         colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api)};
         env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
                                   COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
+        env.stream.share = cfg->scheduler.policy == COLO_SCHED_FAIR ? mc->share : 0;
         env.stream.unit_first = a->unit_first[i];
         env.stream.unit_count = a->unit_count[i];
         if (!(a->models[i] = colo_served_load(mc, &env, err, sizeof err))) {

@@ -240,7 +240,11 @@ static void test_errors_unknown_and_types(void **state)
     expect_error("server:\n  device: tpu\n" M1, "t.yaml:2:11: server.device:", "auto, cpu, cuda");
     expect_error("server:\n  api_key_env: 'MY KEY'\n" M1, "t.yaml:2:16: server.api_key_env:", "variable name");
     expect_error("server: [1, 2]\n" M1, "t.yaml:1:9: server:", "expected a mapping");
-    expect_error("scheduler: {policy: fair}\n" M1, "t.yaml:1:21: scheduler.policy:", "expected one of");
+    expect_error("scheduler: {policy: fastest}\n" M1, "t.yaml:1:21: scheduler.policy:", "expected one of");
+    expect_error("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 0.5, share: 2}\n",
+                 "t.yaml:2:67: models[0].share:", "only used with scheduler.policy: fair");
+    expect_error("scheduler: {policy: fair}\nmodels:\n  - {name: m, kind: llama, path: /x, memory_fraction: 0.5, share: 0}\n",
+                 "t.yaml:3:67: models[0].share:", "");
     expect_error("scheduler: {best_effort_cap: {max_ops: 1}}\n" M1,
                  "t.yaml:1:31: scheduler.best_effort_cap.max_ops:", "unknown key");
     expect_error("models:\n  - {name: a, kind: 'G P T', path: /x, memory_fraction: 0.1}\n",

@@ -388,12 +388,12 @@ static void test_policy_names(void **state)
 {
     (void)state;
     colo_sched_policy p;
-    const char *names[] = {"timeslice", "spatial", "priority", "partition"};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"timeslice", "spatial", "priority", "partition", "fair"};
+    for (int i = 0; i < 5; i++) {
         assert_int_equal(colo_sched_policy_parse(names[i], &p), COLO_OK);
         assert_string_equal(colo_sched_policy_name(p), names[i]);
     }
-    assert_int_equal(colo_sched_policy_parse("fair", &p), COLO_EINVAL);
+    assert_int_equal(colo_sched_policy_parse("edf", &p), COLO_EINVAL);
     assert_int_equal(colo_sched_policy_parse(NULL, &p), COLO_EINVAL);
 }
 

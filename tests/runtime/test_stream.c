@@ -582,6 +582,63 @@ static void test_idle_pool_sleeps(void **state)
     colo_device_close(d);
 }
 
+/* Weighted fair sharing: two streams of the same priority, always
+ * backlogged, with shares 1 and 3, get the pool's worker time about 1:3
+ * while both have work. */
+typedef struct {
+    uint64_t *busy_ns;
+    int spin_us;
+} spin_args;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    const spin_args *s = a;
+    uint64_t t0 = mono_ns();
+    while (mono_ns() - t0 < (uint64_t)s->spin_us * 1000u)
+        ;
+    __atomic_fetch_add(s->busy_ns, mono_ns() - t0, __ATOMIC_RELAXED);
+}
+
+static void test_fair_shares(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    char err[256];
+    colo_stream_config ca = {.priority = COLO_PRIO_NORMAL, .share = 1}, cb = {.priority = COLO_PRIO_NORMAL, .share = 3};
+    colo_stream *a = colo_stream_create(d, &ca, err, sizeof err), *b = colo_stream_create(d, &cb, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    uint64_t busy_a = 0, busy_b = 0;
+    spin_args sa = {&busy_a, 50}, sb = {&busy_b, 50};
+    /* ops of 4 chunks (a stream runs its ops in order: only an op's chunks
+     * can use several workers at once); b's backlog is more than 3x a's
+     * half, so that a still has work when b is done */
+    for (int i = 0; i < 400; i++) {
+        if (i < 250)
+            assert_int_equal(colo_cpu_launch(a, spin_task, &sa, sizeof sa, 4), COLO_OK);
+        assert_int_equal(colo_cpu_launch(b, spin_task, &sb, sizeof sb, 4), COLO_OK);
+    }
+    assert_int_equal(colo_stream_sync(b), COLO_OK);
+    uint64_t ta = __atomic_load_n(&busy_a, __ATOMIC_RELAXED), tb = __atomic_load_n(&busy_b, __ATOMIC_RELAXED);
+    double ratio = (double)ta / (double)tb;
+    printf("worker time while both had work: a %.1f ms, b %.1f ms, a/b %.3f (shares 1:3)\n", ta / 1e6, tb / 1e6,
+           ratio);
+    assert_true(ratio > 0.25 && ratio < 0.42);
+    assert_int_equal(colo_stream_sync(a), COLO_OK);
+    colo_stream_destroy(a);
+    colo_stream_destroy(b);
+    colo_device_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
+        cmocka_unit_test(test_fair_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
