@@ -12,6 +12,10 @@ struct colo_kv_cache {
     int32_t *free_ids; /* stack; the top is handed out next */
     int n_free;
     uint8_t *held;     /* (n_blocks) 1 while handed out: catches double releases */
+    size_t block_bytes; /* one block in every layer, K and V */
+    size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
+    uint64_t reclaims;  /* blocks given back because the pool asked */
+    bool decommit;      /* release physical pages of freed blocks */
 };
 
 static size_t elem_bytes(colo_dtype t) { return t == COLO_F16 ? 2 : t == COLO_F32 ? 4 : 0; }
@@ -61,8 +65,8 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
         goto out_host;
     size_t per_array = (size_t)c.n_blocks * c.block_size * c.kv_dim * elem_bytes(c.dtype);
     for (int l = 0; l < c.n_layer; l++) {
-        if (colo_arena_alloc(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
-            colo_arena_alloc(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
+        if (colo_arena_reserve(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
+            colo_arena_reserve(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
             colo_set_err(err, errlen,
                          "KV cache: %d blocks of %d tokens need %zu bytes; the arena has %zu of %zu bytes free",
                          c.n_blocks, c.block_size, 2 * per_array * c.n_layer,
@@ -72,9 +76,12 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
         }
         kc->bytes += 2 * per_array;
     }
+    kc->row_bytes = (size_t)c.block_size * c.kv_dim * elem_bytes(c.dtype);
+    kc->block_bytes = 2 * (size_t)c.n_layer * kc->row_bytes;
     for (int i = 0; i < c.n_blocks; i++)
         kc->free_ids[i] = c.n_blocks - 1 - i; /* id 0 first */
     kc->n_free = c.n_blocks;
+    kc->decommit = colo_arena_is_elastic(arena);
     return kc;
 
 out_host:
@@ -115,11 +122,35 @@ colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
         return COLO_EINVAL;
     if (n > c->n_free)
         return COLO_ENOMEM;
+    if (n == 0)
+        return COLO_OK;
+    colo_status st = colo_arena_charge(c->arena, (size_t)n * c->block_bytes);
+    if (st != COLO_OK)
+        return st; /* EAGAIN: the guarantee comes back soon; ENOMEM: nothing to borrow now */
     for (int i = 0; i < n; i++) {
         ids[i] = c->free_ids[--c->n_free];
         c->held[ids[i]] = 1;
     }
     return COLO_OK;
+}
+
+/* Releases the pages of block id in every array. A page shared with a
+ * neighbouring block goes only when that block is free too, so the range
+ * reaches into free neighbours (their pages are gone already or go now). */
+static void decommit_block(colo_kv_cache *c, int32_t id)
+{
+    int32_t a = id, b = id;
+    while (a > 0 && !c->held[a - 1] && (size_t)(id - a) * c->row_bytes < 65536)
+        a--;
+    while (b + 1 < c->cfg.n_blocks && !c->held[b + 1] && (size_t)(b - id) * c->row_bytes < 65536)
+        b++;
+    /* This block and its free neighbours; the backend keeps whole pages
+     * only, so a page a held neighbour touches stays. */
+    size_t lo2 = (size_t)a * c->row_bytes, hi2 = (size_t)(b + 1) * c->row_bytes;
+    for (int l = 0; l < c->cfg.n_layer; l++) {
+        colo_arena_decommit(c->arena, (char *)c->k[l] + lo2, hi2 - lo2);
+        colo_arena_decommit(c->arena, (char *)c->v[l] + lo2, hi2 - lo2);
+    }
 }
 
 void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
@@ -130,7 +161,23 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
         c->held[id] = 0;
         c->free_ids[c->n_free++] = id;
     }
+    if (n > 0 && c->decommit)
+        for (int i = 0; i < n; i++)
+            decommit_block(c, ids[i]);
+    if (n > 0)
+        colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
 }
+
+void colo_kv_cache_set_decommit(colo_kv_cache *c, bool on) { c->decommit = on; }
+
+int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c)
+{
+    size_t w = colo_arena_reclaim_wanted_bytes(c->arena);
+    return w ? (int)((w + c->block_bytes - 1) / c->block_bytes) : 0;
+}
+
+void colo_kv_cache_count_reclaimed(colo_kv_cache *c, int n_blocks) { c->reclaims += (uint64_t)n_blocks; }
+uint64_t colo_kv_cache_reclaimed(const colo_kv_cache *c) { return c->reclaims; }
 
 colo_status colo_kv_table_init(colo_kv_table *t, int max_blocks)
 {

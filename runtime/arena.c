@@ -5,10 +5,12 @@
  * allocation is best-fit, which keeps large holes for the KV cache and
  * weights. Live allocations are found by offset in a hash table.
  *
- * Later, blocks borrowed from a shared pool (elastic memory) will be
- * tracked beside these ranges with an owner, so that they can be reclaimed;
- * nothing here assumes an arena's memory is one contiguous range forever. */
+ * Elastic arenas add a charge, kept by their memory pool under the pool's
+ * lock: the free list says where storage lives, the charge how much of it
+ * is in use (runtime/arena.h). Lock order: an arena's lock, then its
+ * pool's. */
 #include "runtime/arena.h"
+#include "runtime/clock.h"
 #include "runtime/backend_impl.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
@@ -26,6 +28,7 @@ typedef struct live {
     size_t off;   /* returned offset; SIZE_MAX = empty slot, SIZE_MAX-1 = tombstone */
     size_t start; /* start of the range taken (before alignment) */
     size_t size;  /* bytes taken */
+    bool reserved; /* colo_arena_reserve on an elastic arena: not charged with the range */
 } live;
 
 #define SLOT_EMPTY SIZE_MAX
@@ -42,6 +45,21 @@ struct colo_arena {
     live *tab;     /* open addressing on off */
     size_t cap_tab, n_live, n_used_slots;
     size_t used, peak;
+    /* elastic arenas (pool != NULL); charged, want and reclaims under pool->mu */
+    colo_mem_pool *pool;
+    size_t guarantee, charged, charged_peak, reserved, want;
+    uint64_t reclaims;
+    struct colo_arena *next_member;
+};
+
+struct colo_mem_pool {
+    pthread_mutex_t mu;
+    size_t budget, used, guaranteed;
+    /* An owner waits for its guarantee: nobody borrows until its charge
+     * succeeds, or until this time (an owner that stopped asking). */
+    uint64_t demand_until_ns;
+    colo_arena *demander;
+    colo_arena *members;
 };
 
 size_t colo_arena_device_budget(colo_device *dev)
@@ -65,8 +83,17 @@ colo_arena *colo_arena_create(colo_device *dev, const char *name, double fractio
 
 static size_t hash_off(size_t off, size_t cap) { return (size_t)((off * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1); }
 
+static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_bytes, bool reserve, char *err,
+                             size_t errlen);
+
 colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t limit_bytes, char *err,
                                     size_t errlen)
+{
+    return arena_new(dev, name, limit_bytes, false, err, errlen);
+}
+
+static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_bytes, bool reserve, char *err,
+                             size_t errlen)
 {
     limit_bytes &= ~(size_t)255;
     if (!dev || limit_bytes == 0) {
@@ -82,7 +109,8 @@ colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t l
     a->dev = dev;
     a->limit = limit_bytes;
     char berr[256];
-    a->buf = colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
+    a->buf = reserve ? colo_buffer_reserve(dev, limit_bytes, berr, sizeof berr)
+                     : colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
     if (!a->buf) {
         colo_set_err(err, errlen, "arena %s: cannot reserve %zu bytes: %s", a->name, limit_bytes, berr);
         goto out_free;
@@ -117,6 +145,20 @@ void colo_arena_destroy(colo_arena *a)
         return;
     if (a->n_live)
         COLO_DEBUG("arena %s destroyed with %zu live allocations (%zu bytes)", a->name, a->n_live, a->used);
+    if (a->pool) {
+        colo_mem_pool *p = a->pool;
+        pthread_mutex_lock(&p->mu);
+        for (colo_arena **pp = &p->members; *pp; pp = &(*pp)->next_member)
+            if (*pp == a) {
+                *pp = a->next_member;
+                break;
+            }
+        p->used -= a->charged;
+        p->guaranteed -= a->guarantee;
+        if (p->demander == a)
+            p->demand_until_ns = 0, p->demander = NULL;
+        pthread_mutex_unlock(&p->mu);
+    }
     colo_buffer_free(a->buf);
     pthread_mutex_destroy(&a->mu);
     free(a->free_r);
@@ -208,7 +250,11 @@ static bool free_insert(colo_arena *a, size_t off, size_t size)
     return true;
 }
 
-colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
+static colo_status pool_charge(colo_arena *a, size_t bytes);
+static void pool_uncharge(colo_arena *a, size_t bytes);
+
+/* Takes a range of the buffer; charges it unless reserve_only. */
+static colo_status sub_alloc(colo_arena *a, size_t bytes, size_t align, void **out, bool reserve_only)
 {
     if (!out)
         return COLO_EINVAL;
@@ -248,6 +294,9 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         goto out;
     range r = a->free_r[best];
     size_t take = bytes + best_pad;
+    if (a->pool && !reserve_only && pool_charge(a, take) != COLO_OK)
+        goto out;
+    tab_insert(a, (live){r.off + best_pad, r.off, take, reserve_only && a->pool});
     if (r.size == take) {
         memmove(&a->free_r[best], &a->free_r[best + 1], (size_t)(a->n_free - best - 1) * sizeof(range));
         a->n_free--;
@@ -255,15 +304,28 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         a->free_r[best].off += take;
         a->free_r[best].size -= take;
     }
-    tab_insert(a, (live){r.off + best_pad, r.off, take});
-    a->used += take;
-    if (a->used > a->peak)
-        a->peak = a->used;
+    if (reserve_only && a->pool) {
+        a->reserved += take;
+    } else {
+        a->used += take;
+        if (a->used > a->peak)
+            a->peak = a->used;
+    }
     *out = (char *)colo_buffer_ptr(a->buf) + r.off + best_pad;
     st = COLO_OK;
 out:
     pthread_mutex_unlock(&a->mu);
     return st;
+}
+
+colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
+{
+    return sub_alloc(a, bytes, align, out, false);
+}
+
+colo_status colo_arena_reserve(colo_arena *a, size_t bytes, size_t align, void **out)
+{
+    return sub_alloc(a, bytes, align, out, true);
 }
 
 void colo_arena_free(colo_arena *a, void *p)
@@ -290,16 +352,48 @@ void colo_arena_free(colo_arena *a, void *p)
         /* Host memory ran out: the range leaks, the arena stays consistent. */
         COLO_ERROR("arena %s: out of host memory; %zu bytes stay unusable", a->name, taken.size);
     }
-    a->used -= taken.size;
+    if (taken.reserved) {
+        a->reserved -= taken.size;
+    } else {
+        a->used -= taken.size;
+        if (a->pool)
+            pool_uncharge(a, taken.size);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
 void colo_arena_get_stats(colo_arena *a, colo_arena_stats *st)
 {
+    memset(st, 0, sizeof *st);
     pthread_mutex_lock(&a->mu);
     st->limit_bytes = a->limit;
     st->used_bytes = a->used;
     st->peak_bytes = a->peak;
+    st->guaranteed_bytes = a->limit;
+    if (a->pool) {
+        colo_mem_pool *p = a->pool;
+        pthread_mutex_lock(&p->mu);
+        st->used_bytes = a->charged;
+        st->peak_bytes = a->charged_peak;
+        st->guaranteed_bytes = a->guarantee;
+        st->borrowed_bytes = a->charged > a->guarantee ? a->charged - a->guarantee : 0;
+        st->reserved_bytes = a->reserved;
+        st->reclaim_wanted_bytes = a->want;
+        st->reclaims = a->reclaims;
+        /* Borrowing takes memory no one is guaranteed first, then idle
+         * guarantees; what is lent is shared among idle owners by their idle bytes. */
+        size_t borrowed = 0, idle = 0;
+        for (colo_arena *m = p->members; m; m = m->next_member) {
+            borrowed += m->charged > m->guarantee ? m->charged - m->guarantee : 0;
+            idle += m->guarantee > m->charged ? m->guarantee - m->charged : 0;
+        }
+        size_t unassigned = p->budget > p->guaranteed ? p->budget - p->guaranteed : 0;
+        size_t lent = borrowed > unassigned ? borrowed - unassigned : 0;
+        size_t mine = a->guarantee > a->charged ? a->guarantee - a->charged : 0;
+        if (lent && idle)
+            st->lent_bytes = (size_t)((double)lent * (double)mine / (double)idle);
+        pthread_mutex_unlock(&p->mu);
+    }
     st->n_allocs = a->n_live;
     size_t largest = 0;
     for (int i = 0; i < a->n_free; i++) {
@@ -313,18 +407,16 @@ void colo_arena_get_stats(colo_arena *a, colo_arena_stats *st)
 
 size_t colo_arena_used(colo_arena *a)
 {
-    pthread_mutex_lock(&a->mu);
-    size_t u = a->used;
-    pthread_mutex_unlock(&a->mu);
-    return u;
+    colo_arena_stats st;
+    colo_arena_get_stats(a, &st);
+    return st.used_bytes;
 }
 
 size_t colo_arena_peak(colo_arena *a)
 {
-    pthread_mutex_lock(&a->mu);
-    size_t p = a->peak;
-    pthread_mutex_unlock(&a->mu);
-    return p;
+    colo_arena_stats st;
+    colo_arena_get_stats(a, &st);
+    return st.peak_bytes;
 }
 
 size_t colo_arena_limit(const colo_arena *a) { return a->limit; }
@@ -333,8 +425,190 @@ void colo_arena_reset_peak(colo_arena *a)
 {
     pthread_mutex_lock(&a->mu);
     a->peak = a->used;
+    if (a->pool) {
+        pthread_mutex_lock(&a->pool->mu);
+        a->charged_peak = a->charged;
+        pthread_mutex_unlock(&a->pool->mu);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
 const char *colo_arena_name(const colo_arena *a) { return a->name; }
 colo_device *colo_arena_device(const colo_arena *a) { return a->dev; }
+
+bool colo_arena_is_elastic(const colo_arena *a) { return a && a->pool; }
+
+/* ---- elastic memory ------------------------------------------------------------ */
+
+colo_mem_pool *colo_mem_pool_create(size_t budget_bytes)
+{
+    colo_mem_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    p->budget = budget_bytes;
+    return p;
+}
+
+void colo_mem_pool_destroy(colo_mem_pool *p)
+{
+    if (!p)
+        return;
+    COLO_ASSERT(!p->members);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+size_t colo_mem_pool_budget(const colo_mem_pool *p) { return p->budget; }
+
+size_t colo_mem_pool_used(colo_mem_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t u = p->used;
+    pthread_mutex_unlock(&p->mu);
+    return u;
+}
+
+size_t colo_mem_pool_guaranteed(colo_mem_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t g = p->guaranteed;
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
+colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_mem_pool *pool, size_t guarantee_bytes,
+                                      size_t ceiling_bytes, char *err, size_t errlen)
+{
+    if (!pool || guarantee_bytes == 0 || ceiling_bytes < guarantee_bytes) {
+        colo_set_err(err, errlen, "arena %s: an elastic arena needs a pool and 0 < guarantee <= ceiling",
+                     name ? name : "");
+        return NULL;
+    }
+    pthread_mutex_lock(&pool->mu);
+    size_t free_g = pool->budget > pool->guaranteed ? pool->budget - pool->guaranteed : 0;
+    pthread_mutex_unlock(&pool->mu);
+    if (guarantee_bytes > free_g) {
+        colo_set_err(err, errlen, "arena %s: a guarantee of %zu bytes does not fit: %zu of the %zu-byte budget are "
+                     "not guaranteed to others", name ? name : "", guarantee_bytes, free_g, pool->budget);
+        return NULL;
+    }
+    colo_arena *a = arena_new(dev, name, ceiling_bytes, true, err, errlen);
+    if (!a)
+        return NULL;
+    pthread_mutex_lock(&pool->mu);
+    if (guarantee_bytes > pool->budget - pool->guaranteed) { /* another arena joined meanwhile */
+        pthread_mutex_unlock(&pool->mu);
+        colo_set_err(err, errlen, "arena %s: a guarantee of %zu bytes no longer fits the budget", a->name,
+                     guarantee_bytes);
+        colo_arena_destroy(a);
+        return NULL;
+    }
+    a->pool = pool;
+    a->guarantee = guarantee_bytes;
+    pool->guaranteed += guarantee_bytes;
+    a->next_member = pool->members;
+    pool->members = a;
+    pthread_mutex_unlock(&pool->mu);
+    return a;
+}
+
+/* Under pool->mu. */
+static colo_status pool_charge_locked(colo_arena *a, size_t bytes)
+{
+    colo_mem_pool *p = a->pool;
+    if (a->charged + bytes > a->limit)
+        return COLO_ENOMEM;
+    bool within = a->charged + bytes <= a->guarantee;
+    uint64_t now = colo_now_ns();
+    if (!within && now < p->demand_until_ns)
+        return COLO_ENOMEM; /* an owner is taking its guarantee back */
+    if (p->used + bytes <= p->budget) {
+        if (p->demander == a)
+            p->demand_until_ns = 0, p->demander = NULL;
+        a->charged += bytes;
+        p->used += bytes;
+        if (a->charged > a->charged_peak)
+            a->charged_peak = a->charged;
+        return COLO_OK;
+    }
+    if (!within)
+        return COLO_ENOMEM;
+    /* The owner's guarantee is lent: ask the borrowers for it. */
+    size_t deficit = p->used + bytes - p->budget;
+    for (colo_arena *m = p->members; m && deficit; m = m->next_member) {
+        if (m == a || m->charged <= m->guarantee)
+            continue;
+        size_t give = m->charged - m->guarantee;
+        if (give > deficit)
+            give = deficit;
+        if (m->want < give) {
+            if (!m->want)
+                m->reclaims++;
+            m->want = give;
+        }
+        deficit -= give;
+    }
+    p->demand_until_ns = now + 1000ull * 1000 * 1000;
+    p->demander = a;
+    return COLO_EAGAIN;
+}
+
+static colo_status pool_charge(colo_arena *a, size_t bytes)
+{
+    pthread_mutex_lock(&a->pool->mu);
+    colo_status st = pool_charge_locked(a, bytes);
+    pthread_mutex_unlock(&a->pool->mu);
+    return st == COLO_EAGAIN ? COLO_ENOMEM : st;
+}
+
+static void pool_uncharge(colo_arena *a, size_t bytes)
+{
+    colo_mem_pool *p = a->pool;
+    pthread_mutex_lock(&p->mu);
+    COLO_ASSERT(bytes <= a->charged);
+    a->charged -= bytes;
+    p->used -= bytes;
+    a->want = a->want > bytes ? a->want - bytes : 0;
+    if (a->charged <= a->guarantee)
+        a->want = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+colo_status colo_arena_charge(colo_arena *a, size_t bytes)
+{
+    if (!a)
+        return COLO_EINVAL;
+    if (!a->pool || bytes == 0)
+        return COLO_OK;
+    pthread_mutex_lock(&a->pool->mu);
+    colo_status st = pool_charge_locked(a, bytes);
+    pthread_mutex_unlock(&a->pool->mu);
+    return st;
+}
+
+void colo_arena_uncharge(colo_arena *a, size_t bytes)
+{
+    if (a && a->pool && bytes)
+        pool_uncharge(a, bytes);
+}
+
+void colo_arena_decommit(colo_arena *a, void *p, size_t bytes)
+{
+    if (!a || !p || !bytes)
+        return;
+    char *base = colo_buffer_ptr(a->buf);
+    if ((char *)p < base || (char *)p + bytes > base + a->limit)
+        return;
+    colo_buffer_decommit(a->buf, (size_t)((char *)p - base), bytes);
+}
+
+size_t colo_arena_reclaim_wanted_bytes(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    pthread_mutex_lock(&a->pool->mu);
+    size_t w = a->want;
+    pthread_mutex_unlock(&a->pool->mu);
+    return w;
+}

@@ -76,8 +76,18 @@ bool colo_device_poisoned(const colo_device *dev);
  * err set on failure. */
 colo_buffer *colo_buffer_alloc(colo_device *dev, size_t bytes, char *err, size_t errlen);
 void colo_buffer_free(colo_buffer *buf); /* accepts NULL */
+/* Address space for memory committed as it is used, not counted against
+ * the device's budget (an elastic arena's ceiling; its pool keeps the
+ * budget). Backends without such a reservation allocate as
+ * colo_buffer_alloc does. */
+colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size_t errlen);
 void *colo_buffer_ptr(const colo_buffer *buf);
 size_t colo_buffer_size(const colo_buffer *buf);
+/* Releases the physical memory of the whole pages inside [offset, offset +
+ * bytes) of buf; their contents are lost, the addresses stay valid (CPU:
+ * madvise(MADV_DONTNEED), pages come back zeroed on the next touch).
+ * Backends that cannot do it ignore the call. */
+void colo_buffer_decommit(colo_buffer *buf, size_t offset, size_t bytes);
 
 /* ---- streams ------------------------------------------------------------------ */
 

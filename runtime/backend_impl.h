@@ -54,6 +54,13 @@ typedef struct colo_device_vtbl {
     bool (*poisoned)(const colo_device *dev);
     /* Library workspace of a stream (colo_stream_set_workspace). NULL: a no-op. */
     colo_status (*stream_set_workspace)(colo_stream *s, void *ptr, size_t bytes);
+    /* Releases the physical memory under [ptr, ptr + bytes) of a buffer
+     * (whole pages; the range stays addressable). NULL: a no-op. */
+    void (*buffer_decommit)(colo_device *dev, void *ptr, size_t bytes);
+    /* Address space committed on use and outside the device's budget,
+     * freed by buffer_free. NULL: buffer_alloc. */
+    colo_status (*buffer_reserve)(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                  size_t errlen);
 } colo_device_vtbl;
 
 struct colo_device {
