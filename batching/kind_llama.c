@@ -117,7 +117,8 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype == COLO_F32 ? COLO_F32 : COLO_F16);
     colo_arena_stats after;
     colo_arena_get_stats(arena, &after);
-    size_t kv = (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
+    /* An elastic arena charges KV blocks as they are used, not at creation. */
+    size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
     size_t grown = after.used_bytes - before.used_bytes;
     k->act_bytes = grown > kv ? grown - kv : 0;
     return k;

@@ -117,7 +117,14 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     if (!(m->kind = kind_of(mc, e, sizeof e)) || colo_served_plan(mc, budget, plan, sizeof plan, e, sizeof e) != COLO_OK)
         goto fail;
     COLO_INFO("model %s: %s", mc->name, plan);
-    if (!(m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e)) ||
+    if (env->pool) {
+        double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
+        m->arena = colo_arena_create_elastic(env->dev, mc->name, env->pool, (size_t)((double)budget * mc->memory_fraction),
+                                             (size_t)((double)budget * ceil_f), e, sizeof e);
+    } else {
+        m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e);
+    }
+    if (!m->arena ||
         !(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e)) ||
         !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {
         if (!e[0])

@@ -71,6 +71,10 @@ typedef struct colo_served_env {
     size_t budget_bytes;           /* the budget fractions apply to; 0 = colo_arena_device_budget */
     colo_stream_config stream;     /* the model's stream (priority, compute units) */
     colo_served_hooks hooks;
+    /* the device-wide memory pool (runtime/arena.h) the model's arena
+     * joins, guaranteed memory_fraction and growing to memory_max_fraction;
+     * NULL: a fixed arena of memory_fraction */
+    colo_mem_pool *pool;
 } colo_served_env;
 
 typedef struct colo_served colo_served;

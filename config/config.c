@@ -24,7 +24,7 @@ typedef struct parse_ctx {
 
 /* Per-model marks for the checks that run after every model is read. */
 typedef struct model_marks {
-    colo_cfg_mark fraction, sm_share;
+    colo_cfg_mark fraction, sm_share, max_fraction;
     bool has_name, has_kind, has_path, has_source, has_fraction, has_seq_len;
 } model_marks;
 
@@ -467,6 +467,10 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         memcpy(m->path + lc + 1, m->source_file, lf + 1);
         return 0;
     }
+    if (!strcmp(key, "memory_max_fraction")) {
+        mk->max_fraction = mark_of(v);
+        return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
+    }
     if (!strcmp(key, "memory_fraction")) {
         mk->has_fraction = true;
         mk->fraction = mark_of(v);
@@ -593,6 +597,11 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
     for (int i = 0; i < c->n_models; i++) {
         const colo_model_cfg *m = &c->models[i];
         fractions += m->memory_fraction;
+        if (m->memory_max_fraction > 0 && m->memory_max_fraction < m->memory_fraction) {
+            snprintf(field, sizeof field, "models[%d].memory_max_fraction", i);
+            return fail_at(p, marks[i].max_fraction, field, "%g is below memory_fraction %g (a ceiling, not a share)",
+                           m->memory_max_fraction, m->memory_fraction);
+        }
         if (fractions > 1.0 + FRACTION_SLACK) {
             snprintf(field, sizeof field, "models[%d].memory_fraction", i);
             return fail_at(p, marks[i].fraction, field, "memory fractions sum to %.3f here, past 1.0", fractions);

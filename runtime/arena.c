@@ -504,6 +504,8 @@ colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_m
         colo_arena_destroy(a);
         return NULL;
     }
+    if (guarantee_bytes > a->limit) /* the limit is rounded down to 256 bytes */
+        guarantee_bytes = a->limit;
     a->pool = pool;
     a->guarantee = guarantee_bytes;
     pool->guaranteed += guarantee_bytes;

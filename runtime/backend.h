@@ -81,6 +81,8 @@ void colo_buffer_free(colo_buffer *buf); /* accepts NULL */
  * budget). Backends without such a reservation allocate as
  * colo_buffer_alloc does. */
 colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size_t errlen);
+/* Whether colo_buffer_reserve takes address space only on dev. */
+bool colo_device_can_reserve(const colo_device *dev);
 void *colo_buffer_ptr(const colo_buffer *buf);
 size_t colo_buffer_size(const colo_buffer *buf);
 /* Releases the physical memory of the whole pages inside [offset, offset +

@@ -57,3 +57,5 @@ colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size
     b->size = bytes;
     return b;
 }
+
+bool colo_device_can_reserve(const colo_device *dev) { return dev && dev->vt->buffer_reserve; }

@@ -35,6 +35,7 @@ struct colo_api {
     colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
+    colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
     colo_metric *m_sched_wait, *m_sched_steps;
 };
 

@@ -207,6 +207,14 @@ static json_t *memory_json(const colo_served_info *in)
                           (json_int_t)(in->mem.limit_bytes > in->mem.used_bytes
                                            ? in->mem.limit_bytes - in->mem.used_bytes
                                            : 0));
+    if (m) {
+        /* elastic memory: the guarantee, the ceiling (limit_bytes) and what is lent either way */
+        json_object_set_new(m, "guaranteed_bytes", json_integer((json_int_t)in->mem.guaranteed_bytes));
+        json_object_set_new(m, "ceiling_bytes", json_integer((json_int_t)in->mem.limit_bytes));
+        json_object_set_new(m, "borrowed_bytes", json_integer((json_int_t)in->mem.borrowed_bytes));
+        json_object_set_new(m, "lent_bytes", json_integer((json_int_t)in->mem.lent_bytes));
+        json_object_set_new(m, "reclaims", json_integer((json_int_t)in->mem.reclaims));
+    }
     if (m && in->task == COLO_TASK_GENERATE)
         json_object_set_new(m, "kv_cache",
                             json_pack("{s:I,s:I,s:i}", "reserved_bytes", (json_int_t)in->kv_bytes, "in_use_bytes",

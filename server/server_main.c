@@ -108,6 +108,7 @@ typedef struct app {
     colo_device *dev;
     colo_device_info info;
     colo_cosched *cs;
+    colo_mem_pool *pool; /* elastic memory; NULL where the device cannot reserve address space */
     colo_server *s;
     colo_api *api;
     colo_served *models[COLO_CFG_MAX_MODELS];
@@ -193,9 +194,21 @@ static bool load_models(app *a)
 {
     const colo_config *cfg = a->cfg;
     char err[1024];
+    if (colo_device_can_reserve(a->dev)) {
+        if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev)))) {
+            COLO_ERROR("colo-server: out of memory");
+            return false;
+        }
+    } else {
+        for (int i = 0; i < cfg->n_models; i++)
+            if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)
+                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (no on-demand memory "
+                          "mapping yet): the model keeps memory_fraction",
+                          i, cfg->models[i].name, a->info.name);
+    }
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];
-        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api)};
+        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api), .pool = a->pool};
         env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
                                   COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
         env.stream.unit_first = a->unit_first[i];
@@ -264,6 +277,7 @@ static void app_free(app *a)
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_free(a->models[i]);
     colo_cosched_destroy(a->cs);
+    colo_mem_pool_destroy(a->pool);
     colo_device_close(a->dev);
 }
 
