@@ -15,6 +15,9 @@ const char *colo_served_state_name(colo_served_state s)
     case COLO_SERVED_READY: return "ready";
     case COLO_SERVED_FAILED: return "failed";
     case COLO_SERVED_STOPPING: return "stopping";
+    case COLO_SERVED_SLEEPING: return "sleeping";
+    case COLO_SERVED_WAKING: return "waking";
+    case COLO_SERVED_DRAINING: return "draining";
     }
     return "unknown";
 }
@@ -287,7 +290,8 @@ void colo_served_stop(colo_served *m)
 {
     if (!m || !m->q)
         return;
-    if (m->state == COLO_SERVED_READY || m->state == COLO_SERVED_LOADING)
+    int s = m->state;
+    if (s != COLO_SERVED_FAILED)
         m->state = COLO_SERVED_STOPPING;
     atomic_store(&m->stopping, true);
     stop_prep(m);
@@ -336,9 +340,17 @@ static size_t input_bytes(const colo_request *r)
 }
 
 /* Queues a tokenized request. */
+/* States in which a model takes requests (a sleeping one wakes for them). */
+static bool accepting(const colo_served *m)
+{
+    int s = m->state;
+    return !atomic_load(&m->draining) &&
+           (s == COLO_SERVED_READY || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING);
+}
+
 static colo_status enqueue(colo_served *m, colo_request *r)
 {
-    if (m->state != COLO_SERVED_READY)
+    if (!accepting(m))
         return COLO_ECANCELED;
     uint64_t to = (uint64_t)m->cfg.batching.queue_timeout_ms * 1000000u;
     r->qi.priority = r->who.priority;
@@ -400,7 +412,7 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
                      colo_task_name(r->task));
         return COLO_EINVAL;
     }
-    if (m->state != COLO_SERVED_READY) {
+    if (!accepting(m)) {
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }
@@ -476,6 +488,11 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->dim = in.dim;
     out->n_vocab = in.n_vocab;
     out->preemptions = in.preemptions;
+    out->sleeps = atomic_load(&m->sleeps);
+    out->wakes = atomic_load(&m->wakes);
+    out->last_wake_ms = (double)atomic_load(&m->last_wake_ns) / 1e6;
+    out->keep_alive_ms = m->cfg.keep_alive_ms;
+    out->in_batch = in.in_batch;
     out->load_ms = m->load_ms;
     out->steps = m->steps;
     if (m->member) {
@@ -512,3 +529,56 @@ void colo_request_free(colo_request *r)
 }
 
 const char *colo_task_name(colo_task t) { return t == COLO_TASK_EMBED ? "embeddings" : "generation"; }
+
+/* ---- sleep, wake, drain ------------------------------------------------------------ */
+
+colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+{
+    if (!m->kind->sleep || !m->kind->wake) {
+        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (!accepting(m)) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    atomic_store(&m->want_wake, false);
+    atomic_store(&m->want_sleep, true);
+    colo_queue_wake(m->q);
+    return COLO_OK;
+}
+
+colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
+{
+    if (!m->kind->sleep || !m->kind->wake) {
+        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (!accepting(m)) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    atomic_store(&m->want_sleep, false);
+    atomic_store(&m->want_wake, true);
+    colo_queue_wake(m->q);
+    return COLO_OK;
+}
+
+void colo_served_drain(colo_served *m)
+{
+    atomic_store(&m->draining, true);
+    int s = m->state;
+    if (s == COLO_SERVED_READY || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING)
+        m->state = COLO_SERVED_DRAINING;
+    colo_queue_wake(m->q);
+}
+
+bool colo_served_drained(colo_served *m)
+{
+    if (!atomic_load(&m->draining))
+        return false;
+    pthread_mutex_lock(&m->prep_mu);
+    bool prep_idle = !m->prep_head;
+    pthread_mutex_unlock(&m->prep_mu);
+    return prep_idle && colo_queue_len(m->q) == 0 && m->running == 0;
+}

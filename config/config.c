@@ -262,13 +262,14 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 0, 4096, &s->threads);
     if (!strcmp(key, "cpu_memory_bytes"))
         return get_size(p, v, f, 0, &s->cpu_memory_bytes);
-    if (!strcmp(key, "api_key_env")) {
-        if (get_str(p, v, f, s->api_key_env, sizeof s->api_key_env))
+    if (!strcmp(key, "api_key_env") || !strcmp(key, "admin_key_env")) {
+        char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
+        if (get_str(p, v, f, dst, sizeof s->api_key_env))
             return -1;
-        for (const char *c = s->api_key_env; *c; c++)
+        for (const char *c = dst; *c; c++)
             if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
-                  (*c >= '0' && *c <= '9' && c != s->api_key_env)))
-                return fail(p, v, f, "'%s' is not an environment variable name", s->api_key_env);
+                  (*c >= '0' && *c <= '9' && c != dst)))
+                return fail(p, v, f, "'%s' is not an environment variable name", dst);
         return 0;
     }
     if (!strcmp(key, "max_body_bytes"))
@@ -467,6 +468,8 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         memcpy(m->path + lc + 1, m->source_file, lf + 1);
         return 0;
     }
+    if (!strcmp(key, "keep_alive_ms"))
+        return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
     if (!strcmp(key, "memory_max_fraction")) {
         mk->max_fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
@@ -627,6 +630,7 @@ void colo_config_defaults(colo_config *c)
     colo_server_cfg *s = &c->server;
     snprintf(s->listen_host, sizeof s->listen_host, "127.0.0.1");
     s->listen_port = 8080;
+    snprintf(s->admin_key_env, sizeof s->admin_key_env, "COLO_ADMIN_KEY");
     s->device = COLO_DEVICE_AUTO;
     s->max_body_bytes = 1u << 20;
     s->max_header_bytes = 16u << 10;
@@ -655,6 +659,14 @@ const char *colo_config_api_key(const colo_config *cfg)
     if (!cfg || !cfg->server.api_key_env[0])
         return NULL;
     const char *v = getenv(cfg->server.api_key_env);
+    return v && *v ? v : NULL;
+}
+
+const char *colo_config_admin_key(const colo_config *cfg)
+{
+    if (!cfg || !cfg->server.admin_key_env[0])
+        return NULL;
+    const char *v = getenv(cfg->server.admin_key_env);
     return v && *v ? v : NULL;
 }
 

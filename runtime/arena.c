@@ -356,8 +356,11 @@ void colo_arena_free(colo_arena *a, void *p)
         a->reserved -= taken.size;
     } else {
         a->used -= taken.size;
-        if (a->pool)
+        if (a->pool) {
             pool_uncharge(a, taken.size);
+            /* physical memory follows use: the freed range's whole pages go back */
+            colo_buffer_decommit(a->buf, taken.start, taken.size);
+        }
     }
     pthread_mutex_unlock(&a->mu);
 }

@@ -367,9 +367,12 @@ static bool ready(void *ud)
     colo_api *a = ud;
     if (a->n_models < a->n_expected)
         return false;
-    for (int i = 0; i < a->n_models; i++)
-        if (colo_served_get_state(a->models[i].m) != COLO_SERVED_READY)
+    for (int i = 0; i < a->n_models; i++) {
+        colo_served_state s = colo_served_get_state(a->models[i].m);
+        /* a sleeping model serves: a request wakes it */
+        if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;
+    }
     return true;
 }
 
@@ -408,6 +411,11 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
             free(a);
             return NULL;
         }
+    /* the lifecycle routes under /admin/ (server/admin.h) */
+    if (!(a->admin = colo_admin_create(srv, a, cfg, err, errlen))) {
+        free(a);
+        return NULL;
+    }
     colo_server_set_ready(srv, ready, a);
     return a;
 }
@@ -422,6 +430,14 @@ colo_status colo_api_add_model(colo_api *a, colo_served *m)
     return COLO_OK;
 }
 
-colo_served_hooks colo_api_hooks(colo_api *a) { return (colo_served_hooks){colo_api_on_step, a}; }
+colo_served_hooks colo_api_hooks(colo_api *a)
+{
+    return (colo_served_hooks){.on_step = colo_api_on_step, .on_wake = colo_api_on_wake, .ud = a};
+}
 
-void colo_api_free(colo_api *a) { free(a); }
+void colo_api_free(colo_api *a)
+{
+    if (a)
+        colo_admin_free(a->admin);
+    free(a);
+}

@@ -244,8 +244,9 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
         return NULL;
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
-                            json_pack("{s:i,s:i,s:i,s:I}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
-                                      "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions));
+                            json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
+                                      "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions,
+                                      "running_sequences", in.in_batch));
     else
         json_object_set_new(o, "dim", json_integer(in.dim));
     if (in.error[0])
