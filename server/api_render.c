@@ -242,6 +242,9 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
         in.max_seq_len, "n_vocab", in.n_vocab, "load_ms", in.load_ms);
     if (!o)
         return NULL;
+    json_object_set_new(o, "lifecycle",
+                        json_pack("{s:I,s:I,s:f,s:i}", "sleeps", (json_int_t)in.sleeps, "wakes", (json_int_t)in.wakes,
+                                  "last_wake_ms", in.last_wake_ms, "keep_alive_ms", in.keep_alive_ms));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
                             json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
