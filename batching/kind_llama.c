@@ -124,9 +124,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
     size_t grown = after.used_bytes - before.used_bytes;
     k->act_bytes = grown > kv ? grown - kv : 0;
-    k->ctx_tokens = colo_gen_max_seq_len(k->eng);
     k->n_vocab = hp->n_vocab;
-    k->cache_tokens = colo_gen_kv_blocks(k->eng) * k->block_size;
     return COLO_OK;
 }
 
@@ -161,6 +159,9 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     }
     if (bring_up(k, err, errlen) != COLO_OK)
         goto fail;
+    /* read by tokenize on any thread: set once here, never by wake */
+    k->ctx_tokens = colo_gen_max_seq_len(k->eng);
+    k->cache_tokens = colo_gen_kv_blocks(k->eng) * k->block_size;
     return k;
 fail:
     kind_free(k);
@@ -192,12 +193,14 @@ static colo_status kind_wake(void *inst, char *err, size_t errlen)
     llama_kind *k = inst;
     if (k->eng)
         return COLO_OK;
-    int ctx = k->ctx_tokens, cache = k->cache_tokens;
     colo_status st = bring_up(k, err, errlen);
-    if (st == COLO_OK && (k->ctx_tokens != ctx || k->cache_tokens < cache)) {
-        /* tokenize checked queued requests against the old sizes */
-        k->ctx_tokens = ctx < k->ctx_tokens ? ctx : k->ctx_tokens;
-        k->cache_tokens = cache < k->cache_tokens ? cache : k->cache_tokens;
+    if (st == COLO_OK && (colo_gen_max_seq_len(k->eng) != k->ctx_tokens ||
+                          colo_gen_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
+        /* the same config and file make the same sizes; tokenize checked
+         * queued requests against them */
+        colo_set_err(err, errlen, "the model woke with a smaller context or KV cache than it was loaded with");
+        kind_sleep(k, NULL, 0);
+        return COLO_EINVAL;
     }
     return st;
 }

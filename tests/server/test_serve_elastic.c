@@ -16,7 +16,8 @@
 
 #define N_A 8
 #define N_B 6
-#define GEN 200
+#define GEN 240   /* a's generations */
+#define GEN_B 100 /* b's */
 
 static bool need_of(srv_fixture *f, double *need, double *kv)
 {
@@ -64,7 +65,8 @@ static json_t *info(srv_fixture *f, const char *name)
 static int send_req(srv_fixture *f, const char *model, int seed)
 {
     char body[160], path[64];
-    snprintf(body, sizeof body, "{\"prompt\":\"story %d\",\"max_tokens\":%d,\"seed\":%d,\"temperature\":0}", seed, GEN,
+    int gen = model[0] == 'a' ? GEN : GEN_B;
+    snprintf(body, sizeof body, "{\"prompt\":\"story %d\",\"max_tokens\":%d,\"seed\":%d,\"temperature\":0}", seed, gen,
              seed);
     snprintf(path, sizeof path, "/v1/models/%s/infer", model);
     char *raw = srv_post_raw(path, NULL, body);
@@ -108,8 +110,9 @@ static void test_borrow_and_give_back(void **state)
     double need = 0, kv = 0;
     assert_true(need_of(&f, &need, &kv));
     /* a: its need and 1.5 sequences; b: its need and room for its burst
-     * (each sequence reaches about 4/5 of the context); nothing else. */
-    double budget = 2 * need + (1.5 + 0.85 * N_B) * kv;
+     * (each of its sequences reaches 100 tokens and a little); nothing
+     * else. a's eight sequences of 240 tokens need more than all of it. */
+    double budget = 2 * need + (1.5 + 0.45 * N_B) * kv;
     double fa = (need + 1.5 * kv) / budget, fb = 1.0 - fa - 1e-9;
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
@@ -141,23 +144,36 @@ static void test_borrow_and_give_back(void **state)
     for (int i = 0; i < N_B; i++)
         ref_b[i] = recv_tokens(send_req(&f, "b", 50 + i));
 
-    /* a alone: it borrows b's idle guarantee and runs all eight at once. */
+    /* a alone: it borrows b's idle guarantee, runs all eight at once and
+     * fills the budget. */
     int fa_fd[N_A], fb_fd[N_B];
     for (int i = 0; i < N_A; i++)
         fa_fd[i] = send_req(&f, "a", 10 + i);
     json_int_t peak_borrowed = 0, peak_running = 0, peak_lent = 0;
-    for (int t = 0; t < 400 && !(peak_running == N_A && peak_borrowed > 0); t++) {
+    double block = kv / 16; /* 16-token blocks of a 256-token context */
+    bool full = false;
+    double min_free = budget;
+    for (int t = 0; t < 4000 && !full; t++) {
         json_t *m = info(&f, "a"), *mb = info(&f, "b");
         if (jint(m, "memory", "borrowed_bytes") > peak_borrowed)
             peak_borrowed = jint(m, "memory", "borrowed_bytes");
         if (jint(mb, "memory", "lent_bytes") > peak_lent)
             peak_lent = jint(mb, "memory", "lent_bytes");
-        if (jint(m, "running", NULL) > peak_running && jint(m, "queue_depth", NULL) == 0)
-            peak_running = jint(m, "running", NULL);
+        if (jint(m, "kv_cache", "running_sequences") > peak_running)
+            peak_running = jint(m, "kv_cache", "running_sequences");
+        /* b's burst cannot be admitted without a giving memory back */
+        double free_bytes = budget - (double)jint(m, "memory", "used_bytes") - (double)jint(mb, "memory", "used_bytes");
+        full = free_bytes < N_B * block && peak_running == N_A;
+        min_free = free_bytes < min_free ? free_bytes : min_free;
         json_decref(m);
         json_decref(mb);
-        srv_sleep_ms(5);
+        if (!full)
+            srv_sleep_ms(1);
     }
+    if (!full)
+        fprintf(stderr, "a never filled the budget: %lld running at most, %.0f bytes free at least, %.0f wanted\n",
+                (long long)peak_running, min_free, N_B * block);
+    assert_true(full);
     assert_true(peak_borrowed > 0);
     assert_int_equal(peak_running, N_A);
     /* b bursts while a holds its guarantee. */
