@@ -15,7 +15,7 @@ struct colo_kv_cache {
     size_t block_bytes; /* one block in every layer, K and V */
     size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
     uint64_t reclaims;  /* blocks given back because the pool asked */
-    bool decommit;      /* release physical pages of freed blocks */
+    bool on_demand;     /* elastic arena: blocks are committed as handed out */
 };
 
 static size_t elem_bytes(colo_dtype t) { return t == COLO_F16 ? 2 : t == COLO_F32 ? 4 : 0; }
@@ -81,7 +81,7 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
     for (int i = 0; i < c.n_blocks; i++)
         kc->free_ids[i] = c.n_blocks - 1 - i; /* id 0 first */
     kc->n_free = c.n_blocks;
-    kc->decommit = colo_arena_is_elastic(arena);
+    kc->on_demand = colo_arena_is_elastic(arena);
     return kc;
 
 out_host:
@@ -116,6 +116,9 @@ int colo_kv_cache_block_size(const colo_kv_cache *c) { return c->cfg.block_size;
 int colo_kv_cache_n_free(const colo_kv_cache *c) { return c->n_free; }
 int colo_kv_cache_n_used(const colo_kv_cache *c) { return c->cfg.n_blocks - c->n_free; }
 
+static colo_status commit_block(colo_kv_cache *c, int32_t id);
+static void decommit_block(colo_kv_cache *c, int32_t id);
+
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
 {
     if (n < 0)
@@ -128,28 +131,48 @@ colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
     if (st != COLO_OK)
         return st; /* EAGAIN: the guarantee comes back soon; ENOMEM: nothing to borrow now */
     for (int i = 0; i < n; i++) {
+        int32_t id = c->free_ids[c->n_free - 1 - i];
+        if (c->on_demand && commit_block(c, id) != COLO_OK) {
+            for (int k = 0; k < i; k++)
+                decommit_block(c, c->free_ids[c->n_free - 1 - k]);
+            colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
+            return COLO_ENOMEM; /* the device has no memory to back it */
+        }
+    }
+    for (int i = 0; i < n; i++) {
         ids[i] = c->free_ids[--c->n_free];
         c->held[ids[i]] = 1;
     }
     return COLO_OK;
 }
 
-/* Releases the pages of block id in every array. A page shared with a
- * neighbouring block goes only when that block is free too, so the range
- * reaches into free neighbours (their pages are gone already or go now). */
+/* Block id's storage in every array is in use (commit) or no longer
+ * (decommit); the arena counts users per page or chunk, so a page two
+ * blocks share goes only with the second. */
+static colo_status commit_block(colo_kv_cache *c, int32_t id)
+{
+    size_t off = (size_t)id * c->row_bytes;
+    for (int l = 0; l < c->cfg.n_layer; l++) {
+        colo_status st = colo_arena_commit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        if (st == COLO_OK && (st = colo_arena_commit(c->arena, (char *)c->v[l] + off, c->row_bytes)) != COLO_OK)
+            colo_arena_decommit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        if (st != COLO_OK) {
+            for (int m = 0; m < l; m++) {
+                colo_arena_decommit(c->arena, (char *)c->k[m] + off, c->row_bytes);
+                colo_arena_decommit(c->arena, (char *)c->v[m] + off, c->row_bytes);
+            }
+            return st;
+        }
+    }
+    return COLO_OK;
+}
+
 static void decommit_block(colo_kv_cache *c, int32_t id)
 {
-    int32_t a = id, b = id;
-    while (a > 0 && !c->held[a - 1] && (size_t)(id - a) * c->row_bytes < 65536)
-        a--;
-    while (b + 1 < c->cfg.n_blocks && !c->held[b + 1] && (size_t)(b - id) * c->row_bytes < 65536)
-        b++;
-    /* This block and its free neighbours; the backend keeps whole pages
-     * only, so a page a held neighbour touches stays. */
-    size_t lo2 = (size_t)a * c->row_bytes, hi2 = (size_t)(b + 1) * c->row_bytes;
+    size_t off = (size_t)id * c->row_bytes;
     for (int l = 0; l < c->cfg.n_layer; l++) {
-        colo_arena_decommit(c->arena, (char *)c->k[l] + lo2, hi2 - lo2);
-        colo_arena_decommit(c->arena, (char *)c->v[l] + lo2, hi2 - lo2);
+        colo_arena_decommit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        colo_arena_decommit(c->arena, (char *)c->v[l] + off, c->row_bytes);
     }
 }
 
@@ -161,14 +184,13 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
         c->held[id] = 0;
         c->free_ids[c->n_free++] = id;
     }
-    if (n > 0 && c->decommit)
+    if (c->on_demand)
         for (int i = 0; i < n; i++)
             decommit_block(c, ids[i]);
     if (n > 0)
         colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
 }
 
-void colo_kv_cache_set_decommit(colo_kv_cache *c, bool on) { c->decommit = on; }
 
 int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c)
 {

@@ -25,8 +25,9 @@
  * handed out and uncharged when it is released. In an elastic arena
  * (runtime/arena.h) the cache is created with n_blocks = what the ceiling
  * holds; blocks past the model's guarantee are borrowed from the device's
- * memory pool, and a released block's physical pages are given back
- * (colo_arena_decommit). Allocation then has two "not now" answers:
+ * memory pool; a block's storage is committed when it is handed out and
+ * decommitted when it is released (colo_arena_commit/decommit: pages, or
+ * 2 MiB chunks on CUDA, are backed while a block uses them). Allocation then has two "not now" answers:
  * COLO_ENOMEM (every block id is taken, or nothing can be borrowed now)
  * and COLO_EAGAIN (within the guarantee: borrowers were asked to give the
  * memory back). When another model needs its guarantee
@@ -101,9 +102,6 @@ int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c);
 /* Counts n blocks given back on the pool's request (for metrics). */
 void colo_kv_cache_count_reclaimed(colo_kv_cache *c, int n_blocks);
 uint64_t colo_kv_cache_reclaimed(const colo_kv_cache *c);
-/* Whether released blocks give their physical pages back (default: in an
- * elastic arena). */
-void colo_kv_cache_set_decommit(colo_kv_cache *c, bool on);
 
 /* A sequence's block table (host memory, owned by the table). */
 typedef struct colo_kv_table {

@@ -50,6 +50,10 @@ struct colo_arena {
     size_t guarantee, charged, charged_peak, reserved, want;
     uint64_t reclaims;
     struct colo_arena *next_member;
+    /* elastic arenas: users of each chunk of the buffer (under mu); a
+     * chunk is committed while it has one */
+    size_t chunk;
+    uint32_t *chunk_use; /* (ceil(buffer size / chunk)) */
 };
 
 struct colo_mem_pool {
@@ -109,7 +113,9 @@ static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_by
     a->dev = dev;
     a->limit = limit_bytes;
     char berr[256];
-    a->buf = reserve ? colo_buffer_reserve(dev, limit_bytes, berr, sizeof berr)
+    /* reserved address space in whole 2 MiB, so that every chunk of it is whole */
+    size_t buf_bytes = reserve ? (limit_bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1) : limit_bytes;
+    a->buf = reserve ? colo_buffer_reserve(dev, buf_bytes, berr, sizeof berr)
                      : colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
     if (!a->buf) {
         colo_set_err(err, errlen, "arena %s: cannot reserve %zu bytes: %s", a->name, limit_bytes, berr);
@@ -123,6 +129,14 @@ static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_by
         colo_set_err(err, errlen, "arena: out of host memory");
         goto out_buf;
     }
+    if (reserve) {
+        a->chunk = colo_buffer_granularity(a->buf);
+        size_t n = (colo_buffer_size(a->buf) + a->chunk - 1) / a->chunk;
+        if (!(a->chunk_use = calloc(n, sizeof *a->chunk_use))) { /* zero pages: free until touched */
+            colo_set_err(err, errlen, "arena: out of host memory");
+            goto out_buf;
+        }
+    }
     for (size_t i = 0; i < a->cap_tab; i++)
         a->tab[i].off = SLOT_EMPTY;
     a->free_r[0] = (range){0, limit_bytes};
@@ -131,6 +145,7 @@ static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_by
     return a;
 
 out_buf:
+    free(a->chunk_use);
     free(a->free_r);
     free(a->tab);
     colo_buffer_free(a->buf);
@@ -160,6 +175,7 @@ void colo_arena_destroy(colo_arena *a)
         pthread_mutex_unlock(&p->mu);
     }
     colo_buffer_free(a->buf);
+    free(a->chunk_use);
     pthread_mutex_destroy(&a->mu);
     free(a->free_r);
     free(a->tab);
@@ -250,6 +266,71 @@ static bool free_insert(colo_arena *a, size_t off, size_t size)
     return true;
 }
 
+/* ---- on-demand memory of elastic arenas: users per chunk (under a->mu) ---- */
+
+static void chunk_span(const colo_arena *a, size_t first, size_t end, size_t *off, size_t *bytes)
+{
+    size_t size = colo_buffer_size(a->buf);
+    *off = first * a->chunk;
+    *bytes = (end * a->chunk < size ? end * a->chunk : size) - *off;
+}
+
+/* Drops one user of chunks [first, end); those left with none are given back. */
+static void chunks_put(colo_arena *a, size_t first, size_t end)
+{
+    for (size_t c = first; c < end;) {
+        COLO_ASSERT(a->chunk_use[c] > 0);
+        if (--a->chunk_use[c]) {
+            c++;
+            continue;
+        }
+        size_t e = c + 1;
+        while (e < end && a->chunk_use[e] == 1) {
+            a->chunk_use[e] = 0;
+            e++;
+        }
+        size_t off, bytes;
+        chunk_span(a, c, e, &off, &bytes);
+        colo_buffer_decommit(a->buf, off, bytes);
+        c = e;
+    }
+}
+
+/* One more user of every chunk [off, off + bytes) touches; the first user
+ * commits it. All or nothing: COLO_ENOMEM and no change. */
+static colo_status chunks_get(colo_arena *a, size_t off, size_t bytes)
+{
+    if (!a->chunk_use || !bytes)
+        return COLO_OK;
+    size_t first = off / a->chunk, end = (off + bytes - 1) / a->chunk + 1;
+    for (size_t c = first; c < end;) {
+        if (a->chunk_use[c]) {
+            a->chunk_use[c]++;
+            c++;
+            continue;
+        }
+        size_t e = c + 1;
+        while (e < end && !a->chunk_use[e])
+            e++;
+        size_t o, n;
+        chunk_span(a, c, e, &o, &n);
+        if (colo_buffer_commit(a->buf, o, n) != COLO_OK) {
+            chunks_put(a, first, c);
+            return COLO_ENOMEM;
+        }
+        for (size_t k = c; k < e; k++)
+            a->chunk_use[k] = 1;
+        c = e;
+    }
+    return COLO_OK;
+}
+
+static void chunks_release(colo_arena *a, size_t off, size_t bytes)
+{
+    if (a->chunk_use && bytes)
+        chunks_put(a, off / a->chunk, (off + bytes - 1) / a->chunk + 1);
+}
+
 static colo_status pool_charge(colo_arena *a, size_t bytes);
 static void pool_uncharge(colo_arena *a, size_t bytes);
 
@@ -296,6 +377,10 @@ static colo_status sub_alloc(colo_arena *a, size_t bytes, size_t align, void **o
     size_t take = bytes + best_pad;
     if (a->pool && !reserve_only && pool_charge(a, take) != COLO_OK)
         goto out;
+    if (a->pool && !reserve_only && chunks_get(a, r.off, take) != COLO_OK) {
+        pool_uncharge(a, take);
+        goto out;
+    }
     tab_insert(a, (live){r.off + best_pad, r.off, take, reserve_only && a->pool});
     if (r.size == take) {
         memmove(&a->free_r[best], &a->free_r[best + 1], (size_t)(a->n_free - best - 1) * sizeof(range));
@@ -358,8 +443,7 @@ void colo_arena_free(colo_arena *a, void *p)
         a->used -= taken.size;
         if (a->pool) {
             pool_uncharge(a, taken.size);
-            /* physical memory follows use: the freed range's whole pages go back */
-            colo_buffer_decommit(a->buf, taken.start, taken.size);
+            chunks_release(a, taken.start, taken.size); /* physical memory follows use */
         }
     }
     pthread_mutex_unlock(&a->mu);
@@ -598,14 +682,38 @@ void colo_arena_uncharge(colo_arena *a, size_t bytes)
         pool_uncharge(a, bytes);
 }
 
+static bool range_of(const colo_arena *a, const void *p, size_t bytes, size_t *off)
+{
+    const char *base = colo_buffer_ptr(a->buf);
+    if ((const char *)p < base || bytes > a->limit || (size_t)((const char *)p - base) > a->limit - bytes)
+        return false;
+    *off = (size_t)((const char *)p - base);
+    return true;
+}
+
+colo_status colo_arena_commit(colo_arena *a, void *p, size_t bytes)
+{
+    size_t off;
+    if (!a || !p)
+        return COLO_EINVAL;
+    if (!a->chunk_use || !bytes)
+        return COLO_OK;
+    if (!range_of(a, p, bytes, &off))
+        return COLO_EINVAL;
+    pthread_mutex_lock(&a->mu);
+    colo_status st = chunks_get(a, off, bytes);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
 void colo_arena_decommit(colo_arena *a, void *p, size_t bytes)
 {
-    if (!a || !p || !bytes)
+    size_t off;
+    if (!a || !p || !a->chunk_use || !bytes || !range_of(a, p, bytes, &off))
         return;
-    char *base = colo_buffer_ptr(a->buf);
-    if ((char *)p < base || (char *)p + bytes > base + a->limit)
-        return;
-    colo_buffer_decommit(a->buf, (size_t)((char *)p - base), bytes);
+    pthread_mutex_lock(&a->mu);
+    chunks_release(a, off, bytes);
+    pthread_mutex_unlock(&a->mu);
 }
 
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a)

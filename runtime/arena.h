@@ -113,10 +113,15 @@ colo_status colo_arena_reserve(colo_arena *a, size_t bytes, size_t align, void *
 colo_status colo_arena_charge(colo_arena *a, size_t bytes);
 /* Gives back a charge. */
 void colo_arena_uncharge(colo_arena *a, size_t bytes);
-/* Releases the physical pages entirely inside [p, p + bytes) (reserved
- * storage that is no longer used; its contents are lost): CPU
- * madvise(MADV_DONTNEED), CUDA a no-op until the buffer maps memory on
- * demand. */
+/* Reserved storage [p, p + bytes) is about to be used / is no longer used.
+ * The arena counts users per chunk of its buffer (CPU: a page; CUDA: 2
+ * MiB): the first commit of a chunk backs it with physical memory (CUDA:
+ * maps it; COLO_ENOMEM when the device has none), the last decommit gives
+ * it back (CPU: madvise(MADV_DONTNEED); its contents are lost). Calls pair
+ * up on the same ranges; ranges may share chunks. Ordinary allocations of
+ * an elastic arena are committed and decommitted by alloc and free. Fixed
+ * arenas: no-ops (everything is backed). */
+colo_status colo_arena_commit(colo_arena *a, void *p, size_t bytes);
 void colo_arena_decommit(colo_arena *a, void *p, size_t bytes);
 /* Bytes the pool asks this arena to give back (0: none). Any thread. */
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a);

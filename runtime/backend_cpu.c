@@ -330,11 +330,12 @@ static void cpu_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *han
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Only whole pages inside the range: the partial pages at its ends may hold
- * a neighbour's data. */
-static void cpu_buffer_decommit(colo_device *dev, void *ptr, size_t bytes)
+/* Whole pages (the arena's chunks); partial pages at the ends of a range
+ * are left alone all the same. */
+static void cpu_buffer_decommit(colo_device *dev, void *handle, void *ptr, size_t bytes)
 {
     (void)dev;
+    (void)handle;
     static size_t page;
     if (!page) {
         long ps = sysconf(_SC_PAGESIZE);
@@ -344,6 +345,13 @@ static void cpu_buffer_decommit(colo_device *dev, void *ptr, size_t bytes)
     uintptr_t hi = ((uintptr_t)ptr + bytes) & ~(uintptr_t)(page - 1);
     if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
         COLO_WARN("cpu: madvise(MADV_DONTNEED) of %zu bytes failed: %s", (size_t)(hi - lo), strerror(errno));
+}
+
+static size_t cpu_buffer_granularity(const colo_device *dev)
+{
+    (void)dev;
+    long ps = sysconf(_SC_PAGESIZE);
+    return ps > 0 ? (size_t)ps : 4096;
 }
 
 static colo_status cpu_stream_init(colo_device *dev, colo_stream *s, const colo_stream_config *cfg, char *err,
@@ -600,6 +608,7 @@ static const colo_device_vtbl cpu_vtbl = {
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_decommit = cpu_buffer_decommit,
     .buffer_reserve = cpu_buffer_reserve,
+    .buffer_granularity = cpu_buffer_granularity,
     .buffer_free = cpu_buffer_free,
     .stream_init = cpu_stream_init,
     .stream_fini = cpu_stream_fini,

@@ -27,13 +27,29 @@ colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
     return s->dev->vt->stream_set_workspace(s, ptr, bytes);
 }
 
+size_t colo_buffer_granularity(const colo_buffer *b)
+{
+    if (!b || !b->dev->vt->buffer_granularity)
+        return 4096;
+    return b->dev->vt->buffer_granularity(b->dev);
+}
+
+colo_status colo_buffer_commit(colo_buffer *b, size_t offset, size_t bytes)
+{
+    if (!b || offset > b->size || bytes > b->size - offset)
+        return COLO_EINVAL;
+    if (!b->dev->vt->buffer_commit || !bytes)
+        return COLO_OK;
+    return b->dev->vt->buffer_commit(b->dev, b->handle, (char *)b->ptr + offset, bytes);
+}
+
 void colo_buffer_decommit(colo_buffer *b, size_t offset, size_t bytes)
 {
     if (!b || offset >= b->size || !b->dev->vt->buffer_decommit)
         return;
     if (bytes > b->size - offset)
         bytes = b->size - offset;
-    b->dev->vt->buffer_decommit(b->dev, (char *)b->ptr + offset, bytes);
+    b->dev->vt->buffer_decommit(b->dev, b->handle, (char *)b->ptr + offset, bytes);
 }
 
 colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size_t errlen)
@@ -58,4 +74,7 @@ colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size
     return b;
 }
 
-bool colo_device_can_reserve(const colo_device *dev) { return dev && dev->vt->buffer_reserve; }
+bool colo_device_can_reserve(const colo_device *dev)
+{
+    return dev && dev->vt->buffer_reserve && (!dev->vt->reserve_supported || dev->vt->reserve_supported(dev));
+}

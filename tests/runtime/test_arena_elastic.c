@@ -150,24 +150,39 @@ static void test_physical_memory_follows_use(void **state)
     assert_int_equal(colo_arena_reserve(a, bytes, page, (void **)&p), COLO_OK);
     assert_true(resident_pages(p, bytes) < 16); /* reserved: nothing backed yet */
     assert_int_equal(colo_arena_charge(a, bytes), COLO_OK);
+    /* Three users of adjacent ranges whose ends are not on page boundaries,
+     * as KV blocks are: [0, lo), [lo, hi), [hi, bytes). */
+    size_t lo = 3 * MiB + 100, hi = 19 * MiB + 7;
+    assert_int_equal(colo_arena_commit(a, p, lo), COLO_OK);
+    assert_int_equal(colo_arena_commit(a, p + lo, hi - lo), COLO_OK);
+    assert_int_equal(colo_arena_commit(a, p + hi, bytes - hi), COLO_OK);
     unsigned seed = (unsigned)getpid();
-    for (size_t i = 0; i < bytes; i += page)
+    for (size_t i = 0; i < bytes; i += page / 2)
         p[i] = (char)(1 + rand_r(&seed) % 100);
     assert_int_equal(resident_pages(p, bytes), bytes / page);
-    /* Give back a middle range that does not start or end on a page: only
-     * the whole pages inside go, the neighbours' bytes stay. */
-    size_t lo = 3 * MiB + 100, hi = 19 * MiB + 7;
-    char before_lo = p[lo - 100], before_hi = p[(hi & ~(page - 1))];
+    /* The middle user leaves: the pages only it used go, the two pages it
+     * shares with its neighbours stay, with their bytes. */
+    char before_lo = p[lo - 1], before_hi = p[hi];
     colo_arena_decommit(a, p + lo, hi - lo);
-    colo_arena_uncharge(a, 16 * MiB);
     size_t gone = ((hi & ~(page - 1)) - ((lo + page - 1) & ~(page - 1))) / page;
     assert_int_equal(resident_pages(p, bytes), bytes / page - gone);
-    assert_int_equal(p[lo - 100], before_lo);
-    assert_int_equal(p[hi & ~(page - 1)], before_hi);
+    assert_int_equal(p[lo - 1], before_lo);
+    assert_int_equal(p[hi], before_hi);
     assert_int_equal(p[8 * MiB], 0); /* given back: it reads as zero and is backed again on touch */
-    assert_int_equal(stats(a).used_bytes, 16 * MiB);
-    colo_arena_uncharge(a, 16 * MiB);
+    /* The other two leave: nothing stays resident. */
+    colo_arena_decommit(a, p, lo);
+    colo_arena_decommit(a, p + hi, bytes - hi);
+    assert_true(resident_pages(p, bytes) <= 1); /* (the zero page read above may still be mapped) */
+    colo_arena_uncharge(a, bytes);
     colo_arena_free(a, p);
+
+    /* Ordinary allocations: backed while allocated, given back when freed. */
+    char *w = NULL;
+    assert_int_equal(colo_arena_alloc(a, 8 * MiB, page, (void **)&w), COLO_OK);
+    memset(w, 7, 8 * MiB);
+    assert_int_equal(resident_pages(w, 8 * MiB), 8 * MiB / page);
+    colo_arena_free(a, w);
+    assert_int_equal(resident_pages(w, 8 * MiB), 0);
     colo_arena_destroy(a);
     colo_mem_pool_destroy(pool);
 }
