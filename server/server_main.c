@@ -194,7 +194,13 @@ static bool load_models(app *a)
 {
     const colo_config *cfg = a->cfg;
     char err[1024];
-    if (colo_device_can_reserve(a->dev)) {
+    /* Elastic memory: always on the CPU; on CUDA (virtual memory management)
+     * only when a model asks to borrow, so that other configs keep one
+     * cudaMalloc per model. */
+    bool borrows = false;
+    for (int i = 0; i < cfg->n_models; i++)
+        borrows |= cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction;
+    if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || borrows)) {
         if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev)))) {
             COLO_ERROR("colo-server: out of memory");
             return false;
@@ -202,8 +208,8 @@ static bool load_models(app *a)
     } else {
         for (int i = 0; i < cfg->n_models; i++)
             if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)
-                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (no on-demand memory "
-                          "mapping yet): the model keeps memory_fraction",
+                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (no virtual memory "
+                          "management): the model keeps memory_fraction",
                           i, cfg->models[i].name, a->info.name);
     }
     for (int i = 0; i < cfg->n_models; i++) {
