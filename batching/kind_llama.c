@@ -388,6 +388,10 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
 static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
 {
     llama_kind *k = inst;
+    if (!k->eng) { /* the executor wakes the model before it admits */
+        colo_set_err(err, errlen, "the model is asleep");
+        return COLO_ECANCELED;
+    }
     llama_job *j = colo_pool_calloc(r->pool, 1, sizeof *j);
     if (!j) {
         colo_set_err(err, errlen, "out of memory");
@@ -411,6 +415,10 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
 static colo_status step(void *inst, colo_cosched_member *member, int *n_tokens)
 {
     llama_kind *k = inst;
+    if (!k->eng) {
+        *n_tokens = 0;
+        return COLO_OK;
+    }
     return colo_gen_step(k->eng, member, n_tokens);
 }
 

@@ -303,12 +303,32 @@ void colo_served_stop(colo_served *m)
     colo_served_drain_queue(m, COLO_ECANCELED, "the server is shutting down");
 }
 
-void colo_served_free(colo_served *m)
+void colo_served_unload(colo_served *m)
 {
     if (!m)
         return;
     colo_served_stop(m);
     if (m->kind)
+        m->kind->free(m->inst);
+    m->inst = NULL;
+    colo_cosched_leave(m->member);
+    m->member = NULL;
+    colo_stream_destroy(m->stream);
+    m->stream = NULL;
+    colo_arena_destroy(m->arena);
+    m->arena = NULL;
+    pthread_mutex_lock(&m->info_mu);
+    memset(&m->info, 0, sizeof m->info);
+    pthread_mutex_unlock(&m->info_mu);
+    COLO_INFO("model %s: unloaded", m->cfg.name);
+}
+
+void colo_served_free(colo_served *m)
+{
+    if (!m)
+        return;
+    colo_served_stop(m);
+    if (m->kind && m->inst)
         m->kind->free(m->inst);
     colo_cosched_leave(m->member);
     colo_queue_destroy(m->q);
@@ -567,9 +587,9 @@ colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
 void colo_served_drain(colo_served *m)
 {
     atomic_store(&m->draining, true);
-    int s = m->state;
-    if (s == COLO_SERVED_READY || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING)
-        m->state = COLO_SERVED_DRAINING;
+    int s = COLO_SERVED_READY;
+    /* a sleeping or waking model becomes draining when it is awake */
+    atomic_compare_exchange_strong(&m->state, &s, COLO_SERVED_DRAINING);
     colo_queue_wake(m->q);
 }
 

@@ -123,6 +123,11 @@ colo_status colo_served_wake(colo_served *m, char *err, size_t errlen);
  * finishes; colo_served_drained then says when it is done. */
 void colo_served_drain(colo_served *m);
 bool colo_served_drained(colo_served *m);
+/* Stops the model and frees its instance, stream and arena (its memory
+ * goes back to the device and the pool); the struct stays, for
+ * colo_served_free, and answers info with nothing in memory. Controlling
+ * thread; after colo_served_drained, or to cancel what is left. */
+void colo_served_unload(colo_served *m);
 
 /* Tokenizes r (filled by the caller; r->who.priority orders it) and queues
  * it. COLO_OK: on_done will run exactly once. COLO_EINVAL: r can never run

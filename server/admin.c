@@ -1,14 +1,27 @@
 /* The admin routes: model sleep and wake at run time (server/admin.h). */
 #include "server/admin.h"
 #include "server/api_internal.h"
+#include "runtime/log.h"
 
+#include <event2/event.h>
 #include <jansson.h>
+
+/* An unload under way: polled until the model has drained. */
+typedef struct unload_job {
+    colo_admin *ad;
+    api_model *am;
+    struct event *tick;
+    colo_http_call finish; /* posted once drained, so it runs after the answers already queued */
+    uint64_t since_ns;
+    bool live;
+} unload_job;
 
 #include <stdlib.h>
 #include <string.h>
 
 struct colo_admin {
     colo_api *api;
+    unload_job jobs[COLO_CFG_MAX_MODELS];
     char key[256]; /* "" = none */
     bool loopback; /* the listener is a loopback address */
 };
@@ -39,7 +52,7 @@ static api_model *model_of(colo_http_req *req, colo_admin *ad)
 {
     const char *name = colo_http_req_param(req, "name");
     for (int i = 0; name && i < ad->api->n_models; i++)
-        if (!strcmp(ad->api->models[i].name, name)) {
+        if (!ad->api->models[i].unloaded && !strcmp(ad->api->models[i].name, name)) {
             colo_http_req_set_model(req, name);
             return &ad->api->models[i];
         }
@@ -54,7 +67,8 @@ static void h_list(colo_http_req *req, void *ud)
         return;
     json_t *data = json_array();
     for (int i = 0; data && i < ad->api->n_models; i++)
-        if (json_array_append_new(data, colo_api_model_json(ad->api, &ad->api->models[i])) != 0) {
+        if (!ad->api->models[i].unloaded &&
+            json_array_append_new(data, colo_api_model_json(ad->api, &ad->api->models[i])) != 0) {
             json_decref(data);
             data = NULL;
         }
@@ -68,6 +82,10 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
     api_model *am = model_of(req, ad);
     if (!am)
         return;
+    if (am->unloading) {
+        colo_http_error(req, 409, "model_not_serving", "model %s is being unloaded", am->name);
+        return;
+    }
     char err[256];
     colo_status st = wake ? colo_served_wake(am->m, err, sizeof err) : colo_served_sleep(am->m, err, sizeof err);
     if (st == COLO_EUNSUPPORTED) {
@@ -81,6 +99,61 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
     colo_http_respond_json(req, 202,
                            json_pack("{s:s,s:s,s:s}", "model", am->name, "requested", wake ? "wake" : "sleep", "state",
                                      colo_served_state_name(colo_served_get_state(am->m))));
+}
+
+static void unload_finish(void *ud)
+{
+    unload_job *j = ud;
+    colo_served_unload(j->am->m);
+    j->am->unloaded = true;
+    event_free(j->tick);
+    j->tick = NULL;
+    j->live = false;
+}
+
+static void unload_tick(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd, (void)what;
+    unload_job *j = ud;
+    if (colo_served_drained(j->am->m) || colo_served_get_state(j->am->m) == COLO_SERVED_FAILED) {
+        j->finish = (colo_http_call){.fn = unload_finish, .ud = j};
+        colo_http_server_post(j->ad->api->http, &j->finish);
+        return;
+    }
+    struct timeval tv = {0, 10 * 1000};
+    evtimer_add(j->tick, &tv);
+}
+
+/* DELETE /admin/models/{name}: 202 at once; the model refuses new requests
+ * (503 with Retry-After), finishes what it has, then is unloaded and gone
+ * from the API. */
+static void h_unload(colo_http_req *req, void *ud)
+{
+    colo_admin *ad = ud;
+    if (!allowed(req, ad))
+        return;
+    api_model *am = model_of(req, ad);
+    if (!am)
+        return;
+    if (am->unloading) {
+        colo_http_error(req, 409, "model_not_serving", "model %s is already being unloaded", am->name);
+        return;
+    }
+    unload_job *j = &ad->jobs[am - ad->api->models];
+    j->ad = ad;
+    j->am = am;
+    if (!(j->tick = evtimer_new(colo_http_server_base(ad->api->http), unload_tick, j))) {
+        colo_http_error(req, 503, "out_of_memory", "cannot start the unload");
+        return;
+    }
+    j->live = true;
+    am->unloading = true;
+    colo_served_drain(am->m);
+    struct timeval tv = {0, 0};
+    evtimer_add(j->tick, &tv);
+    COLO_INFO("admin: unloading model %s once it has drained", am->name);
+    colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s}", "model", am->name, "requested", "unload", "state",
+                                               colo_served_state_name(colo_served_get_state(am->m))));
 }
 
 static void h_sleep(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, false); }
@@ -112,7 +185,8 @@ colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config
         colo_http_handler_fn fn;
     } routes[] = {{"GET", "/admin/models", h_list},
                   {"POST", "/admin/models/{name}/sleep", h_sleep},
-                  {"POST", "/admin/models/{name}/wake", h_wake}};
+                  {"POST", "/admin/models/{name}/wake", h_wake},
+                  {"DELETE", "/admin/models/{name}", h_unload}};
     /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=
@@ -124,4 +198,9 @@ colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config
     return ad;
 }
 
-void colo_admin_free(colo_admin *ad) { free(ad); }
+void colo_admin_free(colo_admin *ad)
+{
+    /* An unload still draining at shutdown leaves its timer to the event
+     * base, which the server has freed by now. */
+    free(ad);
+}

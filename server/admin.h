@@ -5,6 +5,9 @@
  *   POST /admin/models/{name}/sleep  202: the model drops its KV cache and
  *                                    weights once what it runs has finished
  *   POST /admin/models/{name}/wake   202: it loads its weights again
+ *   DELETE /admin/models/{name}      202: it refuses new requests (503 with
+ *                                    Retry-After), finishes what it has, is
+ *                                    unloaded (memory freed) and leaves the API
  *
  * Guarded by an admin key distinct from the API key, read at start from
  * the variable server.admin_key_env names (default COLO_ADMIN_KEY):

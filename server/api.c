@@ -14,7 +14,7 @@
 static api_model *find_model(colo_api *a, const char *name)
 {
     for (int i = 0; i < a->n_models; i++)
-        if (!strcmp(a->models[i].name, name))
+        if (!a->models[i].unloaded && !strcmp(a->models[i].name, name))
             return &a->models[i];
     return NULL;
 }
@@ -342,7 +342,7 @@ static void h_models(colo_http_req *req, void *ud)
     colo_api *a = ud;
     json_t *data = json_array();
     for (int i = 0; data && i < a->n_models; i++)
-        if (json_array_append_new(data, colo_api_model_json(a, &a->models[i]))) {
+        if (!a->models[i].unloaded && json_array_append_new(data, colo_api_model_json(a, &a->models[i]))) {
             json_decref(data);
             data = NULL;
         }
@@ -368,6 +368,8 @@ static bool ready(void *ud)
     if (a->n_models < a->n_expected)
         return false;
     for (int i = 0; i < a->n_models; i++) {
+        if (a->models[i].unloaded || a->models[i].unloading)
+            continue;
         colo_served_state s = colo_served_get_state(a->models[i].m);
         /* a sleeping model serves: a request wakes it */
         if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)

@@ -20,6 +20,7 @@
 typedef struct api_model {
     colo_served *m;
     const char *name;
+    bool unloading, unloaded; /* DELETE /admin/models/{name} (loop thread); unloaded: gone from the API */
 } api_model;
 
 struct colo_api {

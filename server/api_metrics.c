@@ -62,6 +62,8 @@ static void on_render(void *ud)
 {
     colo_api *a = ud;
     for (int i = 0; i < a->n_models; i++) {
+        if (a->models[i].unloaded)
+            continue;
         colo_served_info in;
         colo_served_get_info(a->models[i].m, &in);
         const char *lm[] = {in.name};

@@ -89,7 +89,8 @@ static json_t *recv_tokens(int fd)
     if (r.status != 200)
         fprintf(stderr, "%d %s\n", r.status, r.body);
     assert_int_equal(r.status, 200);
-    json_t *j = srv_json(&r);
+    /* (generated text may hold U+0000, which jansson refuses by default) */
+    json_t *j = r.body ? json_loads(r.body, JSON_ALLOW_NUL, NULL) : NULL;
     srv_resp_free(&r);
     assert_non_null(j);
     json_t *t = json_incref(json_object_get(j, "tokens"));
