@@ -1,10 +1,12 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
+#include "models/json_fsm.h"
 #include "models/sampler.h"
 #include "models/unicode.h"
 #include "runtime/fault.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,11 @@ struct colo_gen_seq {
     size_t text_len, text_cap, emitted;
     int32_t *gen;             /* generated ids */
     int n_gen;
+    colo_sampler_bias *bias;  /* a copy of p.shape.bias */
+    colo_json_fsm *json;      /* p.json_object: the output so far */
+    float *lp;                /* per generated token, when p.logprobs >= 0 */
+    int32_t *top_ids;         /* (max_tokens, p.logprobs) */
+    float *top_lps;
     uint64_t added_ns, first_step_ns, first_token_ns;
     colo_gen_seq *prev, *next; /* engine's list of live sequences */
 };
@@ -41,6 +48,11 @@ struct colo_gen_engine {
     colo_seq **stopped;
     int32_t *tok, *pos, *seqi, *table, *rows;
     float *logits;
+    /* constrained decoding: every token's bytes (built on first use) and a scratch row */
+    char **tok_bytes;
+    uint16_t *tok_len;
+    bool *tok_special;
+    float *masked;
 };
 
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
@@ -140,6 +152,11 @@ static void seq_free(colo_gen_seq *q)
     for (int i = 0; i < q->p.n_stop; i++)
         free(q->stop_buf[i]);
     colo_sampler_free(&q->sampler);
+    free(q->bias);
+    free(q->json);
+    free(q->lp);
+    free(q->top_ids);
+    free(q->top_lps);
     free(q->cb.tokens);
     free(q->cb.blocks);
     free(q->text);
@@ -173,7 +190,16 @@ static void emit(colo_gen_seq *q, int32_t token, bool done)
     q->emitted = end;
 }
 
+static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+                      int stop_index);
+
 static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error)
+{
+    finish_at(e, q, st, reason, error, -1);
+}
+
+static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+                      int stop_index)
 {
     colo_cb_remove(e->planner, &q->cb);
     unlink_seq(e, q);
@@ -188,13 +214,25 @@ static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const ch
             emit(q, -1, true);
     }
     colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
-                            .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
+                            .stop_index = stop_index, .logprobs = q->lp, .top_ids = q->top_ids,
+                            .top_logprobs = q->top_lps, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
                             .first_token_ns = q->first_token_ns, .done_ns = colo_now_ns(),
                             .n_preempted = q->cb.n_preempted};
     if (q->cbs.on_done)
         q->cbs.on_done(q->cbs.ud, &out);
     seq_free(q);
+}
+
+static void free_token_bytes(colo_gen_engine *e)
+{
+    if (e->tok_bytes)
+        for (int i = 0; i < colo_llama_hparams_get(e->m)->n_vocab; i++)
+            free(e->tok_bytes[i]);
+    free(e->tok_bytes);
+    free(e->tok_len);
+    free(e->tok_special);
+    free(e->masked);
 }
 
 void colo_gen_engine_free(colo_gen_engine *e)
@@ -214,7 +252,77 @@ void colo_gen_engine_free(colo_gen_engine *e)
     free(e->rows);
     free(e->table);
     free(e->logits);
+    free_token_bytes(e);
     free(e);
+}
+
+/* Every token's bytes, once: what constrained decoding tries against the
+ * grammar. false when out of memory. */
+static bool token_bytes(colo_gen_engine *e)
+{
+    if (e->tok_bytes)
+        return true;
+    const colo_tokenizer *t = colo_llama_tokenizer(e->m);
+    int V = colo_llama_hparams_get(e->m)->n_vocab;
+    e->tok_bytes = calloc((size_t)V, sizeof *e->tok_bytes);
+    e->tok_len = calloc((size_t)V, sizeof *e->tok_len);
+    e->tok_special = calloc((size_t)V, sizeof *e->tok_special);
+    e->masked = malloc((size_t)V * sizeof *e->masked);
+    if (!e->tok_bytes || !e->tok_len || !e->tok_special || !e->masked) {
+        free_token_bytes(e);
+        e->tok_bytes = NULL, e->tok_len = NULL, e->tok_special = NULL, e->masked = NULL;
+        return false;
+    }
+    for (int i = 0; i < V; i++) {
+        char buf[512];
+        size_t n = 0;
+        if (colo_tokenizer_decode(t, i, buf, sizeof buf, &n) != COLO_OK)
+            n = 0;
+        e->tok_special[i] = colo_tokenizer_is_special(t, i);
+        e->tok_len[i] = (uint16_t)n;
+        if (n && !(e->tok_bytes[i] = malloc(n))) {
+            free_token_bytes(e);
+            e->tok_bytes = NULL, e->tok_len = NULL, e->tok_special = NULL, e->masked = NULL;
+            return false;
+        }
+        if (n)
+            memcpy(e->tok_bytes[i], buf, n);
+    }
+    return true;
+}
+
+static bool is_stop(const colo_gen_engine *e, const colo_gen_seq *q, int tok)
+{
+    for (int i = 0; i < e->n_stop_ids; i++)
+        if (tok == e->stop_ids[i])
+            return true;
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+        if (tok == q->p.stop_ids[i])
+            return true;
+    return false;
+}
+
+/* The logits of row with every token that cannot continue q's JSON masked
+ * (-inf): a token must keep the output a valid prefix; a stop token is
+ * allowed only once the object is complete, and then only a stop token. */
+static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
+{
+    bool done = colo_json_fsm_done(q->json);
+    int allowed = 0;
+    for (int i = 0; i < V; i++) {
+        bool ok;
+        if (is_stop(e, q, i))
+            ok = done;
+        else if (done || e->tok_special[i] || !e->tok_len[i])
+            ok = false;
+        else {
+            colo_json_fsm t = *q->json;
+            ok = colo_json_fsm_feed(&t, e->tok_bytes[i], e->tok_len[i]);
+        }
+        e->masked[i] = ok ? row[i] : -INFINITY;
+        allowed += ok;
+    }
+    return allowed ? e->masked : row; /* (nothing allowed cannot happen with a byte-level vocabulary) */
 }
 
 colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
@@ -247,6 +355,31 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
     q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
     if (!q->cb.tokens || !q->cb.blocks || !q->gen)
         goto out_oom;
+    size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
+    if (q->p.top_logprobs > COLO_GEN_MAX_LOGPROBS)
+        q->p.top_logprobs = COLO_GEN_MAX_LOGPROBS;
+    if (q->p.top_logprobs < 0)
+        q->p.top_logprobs = 0;
+    if (q->p.logprobs) {
+        size_t k = q->p.top_logprobs > 0 ? (size_t)q->p.top_logprobs : 1;
+        if (!(q->lp = malloc(mt * sizeof *q->lp)) || !(q->top_ids = malloc(mt * k * sizeof *q->top_ids)) ||
+            !(q->top_lps = malloc(mt * k * sizeof *q->top_lps)))
+            goto out_oom;
+    }
+    if (p->json_object) {
+        if (!(q->json = malloc(sizeof *q->json)))
+            goto out_oom;
+        colo_json_fsm_init(q->json);
+    }
+    if (p->shape.n_bias > 0) {
+        if (!(q->bias = malloc((size_t)p->shape.n_bias * sizeof *q->bias)))
+            goto out_oom;
+        memcpy(q->bias, p->shape.bias, (size_t)p->shape.n_bias * sizeof *q->bias);
+        q->p.shape.bias = q->bias;
+    } else {
+        q->p.shape.bias = NULL;
+        q->p.shape.n_bias = 0;
+    }
     memcpy(q->cb.tokens, prompt, (size_t)n_prompt * 4);
     q->cb.n_tokens = n_prompt;
     for (int i = 0; i < p->n_stop && i < COLO_GEN_MAX_STOP; i++) {
@@ -310,6 +443,11 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
             finish(e, q, COLO_OK, "stop", NULL);
             return;
         }
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+        if (tok == q->p.stop_ids[i]) {
+            finish(e, q, COLO_OK, "stop", NULL);
+            return;
+        }
     q->gen[q->n_gen++] = tok;
     q->cb.tokens[q->cb.n_tokens++] = tok;
     char piece[256];
@@ -332,7 +470,7 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
             q->text[q->text_len] = 0;
             if (q->emitted > q->text_len)
                 q->emitted = q->text_len;
-            finish(e, q, COLO_OK, "stop", NULL);
+            finish_at(e, q, COLO_OK, "stop", NULL, i);
             return;
         }
     }
@@ -397,7 +535,24 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         if (!e->work[w].logits)
             continue;
         colo_gen_seq *q = e->work[w].seq->owner;
-        int tok = colo_sampler_sample(&q->sampler, e->logits + (size_t)li++ * V, V);
+        const float *row = e->logits + (size_t)li++ * V;
+        const float *pick = row;
+        if (q->json) {
+            if (!token_bytes(e)) {
+                finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+                continue;
+            }
+            pick = json_mask(e, q, row, V);
+        }
+        int tok = colo_sampler_sample_shaped(&q->sampler, pick, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
+                                             q->n_prompt);
+        if (tok >= 0 && q->json && !is_stop(e, q, tok))
+            colo_json_fsm_feed(q->json, e->tok_bytes[tok], e->tok_len[tok]);
+        if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
+            int k = q->p.top_logprobs;
+            colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
+                          q->top_lps + (size_t)q->n_gen * (k ? k : 1));
+        }
         if (tok < 0)
             finish(e, q, COLO_ENOMEM, NULL, "out of memory");
         else
@@ -407,6 +562,18 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
 }
 
 bool colo_gen_seq_started(const colo_gen_seq *q) { return q->first_step_ns != 0; }
+
+bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k)
+{
+    if (!q->lp || i < 0 || i >= q->n_gen)
+        return false;
+    int kk = q->p.top_logprobs;
+    *lp = q->lp[i];
+    *ids = q->top_ids + (size_t)i * (kk ? kk : 1);
+    *lps = q->top_lps + (size_t)i * (kk ? kk : 1);
+    *k = kk;
+    return true;
+}
 int colo_gen_n_running(const colo_gen_engine *e) { return colo_cb_n_running(e->planner); }
 int colo_gen_n_waiting(const colo_gen_engine *e) { return colo_cb_n_waiting(e->planner); }
 int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks(e->m); }

@@ -17,9 +17,11 @@
 
 #include "batching/continuous.h"
 #include "models/llama.h"
+#include "models/sampler.h"
 #include "runtime/cosched.h"
 
 #define COLO_GEN_MAX_STOP 8
+#define COLO_GEN_MAX_LOGPROBS 20
 
 typedef struct colo_gen_params {
     int max_tokens;      /* >= 1 */
@@ -29,6 +31,12 @@ typedef struct colo_gen_params {
     uint64_t seed;
     const char *stop[COLO_GEN_MAX_STOP]; /* copied at colo_gen_add */
     int n_stop;
+    int32_t stop_ids[COLO_GEN_MAX_STOP]; /* tokens that end it, besides the engine's */
+    int n_stop_ids;
+    colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_gen_add) */
+    bool json_object;          /* constrained decoding: the output is a JSON object (models/json_fsm.h) */
+    bool logprobs;             /* keep each token's log-probability ... */
+    int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
 } colo_gen_params;
 
@@ -36,8 +44,15 @@ typedef struct colo_gen_outcome {
     colo_status status;        /* COLO_OK, COLO_ECANCELED, or the step's error */
     const char *error;         /* when status != OK */
     const char *finish_reason; /* "stop" | "length" when OK */
+    int stop_index;            /* the stop string that ended it (index into params.stop), or -1 */
     const int32_t *tokens;     /* generated ids (stop tokens excluded) */
     int n_tokens;
+    /* when params.logprobs, per generated token (n_tokens): the chosen
+     * token's log-probability, and top_logprobs top ones (ids, values; a
+     * row of max(top_logprobs, 1) per token) */
+    const float *logprobs;
+    const int32_t *top_ids;
+    const float *top_logprobs;
     int n_prompt;
     const char *text;          /* generated text, stop string removed */
     size_t text_len;
@@ -68,6 +83,10 @@ typedef struct colo_gen_config {
 
 typedef struct colo_gen_engine colo_gen_engine;
 typedef struct colo_gen_seq colo_gen_seq;
+
+/* Generated token i's log-probabilities (params.logprobs): false
+ * otherwise. ids/lps point into the sequence (valid until it finishes). */
+bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k);
 
 colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
                                         size_t errlen);

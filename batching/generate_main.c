@@ -166,10 +166,8 @@ static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template
             msgs[nm++] = (colo_chat_msg){"system", o->system};
         msgs[nm++] = (colo_chat_msg){"user", o->chat};
         text = colo_chat_prompt(chat, msgs, nm);
-        if (!text && chat->format == COLO_CHAT_NONE) {
-            fprintf(stderr, "colo-generate: %s has no chat template; use --chat-template NAME or --prompt\n", o->model);
+        if (!text && chat->format == COLO_CHAT_NONE)
             return COLO_EINVAL;
-        }
     } else {
         text = strdup(o->prompt);
     }
@@ -252,7 +250,10 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     }
     colo_status tst = tokenize_prompt(m, &chat, o, &ids, &n_ids);
     if (tst != COLO_OK) {
-        colo_set_err(err, errlen, tst == COLO_EINVAL ? "no chat template" : "out of memory while tokenizing");
+        if (tst == COLO_EINVAL)
+            colo_set_err(err, errlen, "%s has no chat template; use --chat-template NAME or --prompt", o->model);
+        else
+            colo_set_err(err, errlen, "out of memory while tokenizing");
         goto out;
     }
     if (o->print_tokens)

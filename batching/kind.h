@@ -89,6 +89,11 @@ typedef struct colo_model_kind {
      * COLO_ENOMEM when out of memory. Required. */
     colo_status (*tokenize)(void *inst, colo_request *r, char *err, size_t errlen);
     void (*info)(void *inst, colo_kind_info *out); /* required */
+    /* The text of token ids (from pool; the bytes the tokens stand for,
+     * special tokens as their text). Any thread. Optional (NULL: the kind
+     * has no text output). */
+    colo_status (*detokenize)(void *inst, const int32_t *ids, int n, colo_pool *pool, const char **text, size_t *len,
+                              char *err, size_t errlen);
 
     /* ---- generation (task COLO_TASK_GENERATE): the continuous executor ---- */
     /* Takes r (tokenized) into the running batch. COLO_ENOMEM / COLO_EINVAL

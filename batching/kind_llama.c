@@ -5,6 +5,11 @@
 #include "models/chat.h"
 #include "models/llama.h"
 
+_Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
+                   offsetof(colo_req_logit_bias, bias) == offsetof(colo_sampler_bias, bias),
+               "the request's logit biases are passed to the sampler as they are");
+
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +39,23 @@ typedef struct llama_job {
     colo_gen_seq *seq;
     colo_status why; /* reported when the engine ends it as canceled */
     const char *why_msg;
+    int n_emitted;   /* tokens passed to the sink (their index for logprobs) */
+    colo_req_token_logprobs lp; /* the one being passed */
 } llama_job;
+
+/* Generated token i's logprobs from the engine into *out; false when not kept. */
+static bool token_logprobs(const colo_gen_seq *q, int i, colo_req_token_logprobs *out)
+{
+    const int32_t *ids;
+    const float *lps;
+    int k;
+    if (!colo_gen_seq_logprobs(q, i, &out->logprob, &ids, &lps, &k))
+        return false;
+    out->n_top = k;
+    memcpy(out->top_ids, ids, (size_t)k * sizeof *ids);
+    memcpy(out->top_logprobs, lps, (size_t)k * sizeof *lps);
+    return true;
+}
 
 static int max_running_of(const colo_model_cfg *mc)
 {
@@ -50,8 +71,8 @@ static int step_tokens_of(const colo_model_cfg *mc)
 
 /* The file's tokenizer and chat template as loading takes them, so that an
  * unknown tokenizer, pre-tokenizer or template fails before any memory is
- * allocated (and at colo-server --check-config). COLO_EINVAL with a message
- * naming the model. */
+ * allocated (and at colo-server --check-config). COLO_EINVAL with the
+ * reason. */
 static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t errlen)
 {
     char msg[512];
@@ -64,7 +85,7 @@ static colo_status check_tokenizer(const colo_model_cfg *mc, char *err, size_t e
     colo_chat_template chat;
     colo_tokenizer *t = colo_tokenizer_from_gguf(g, msg, sizeof msg);
     if (!t || colo_chat_template_init(&chat, t, mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg); /* the caller names the model */
         st = COLO_EINVAL;
     }
     colo_tokenizer_free(t);
@@ -154,7 +175,7 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         goto fail;
     }
     if (colo_chat_template_init(&k->chat, k->tok, mc->chat_template, msg, sizeof msg) != COLO_OK) {
-        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        colo_set_err(err, errlen, "%s", msg);
         goto fail;
     }
     if (bring_up(k, err, errlen) != COLO_OK)
@@ -342,6 +363,11 @@ static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
     llama_job *j = ud;
     if (j->why != COLO_OK)
         return;
+    j->r->token_logprobs = NULL;
+    if (token >= 0 && j->r->params.logprobs >= 0 && token_logprobs(j->seq, j->n_emitted, &j->lp))
+        j->r->token_logprobs = &j->lp;
+    if (token >= 0)
+        j->n_emitted++;
     if (!j->k->sink.token(j->k->sink.ud, j->r, token, piece, len)) {
         j->why = COLO_ECANCELED;
         j->why_msg = "the client did not read its stream";
@@ -367,6 +393,8 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
     out->n_preempted = o->n_preempted;
     if (out->status == COLO_OK) {
         out->finish_reason = o->finish_reason;
+        out->stop_sequence = o->stop_index >= 0 && o->stop_index < r->params.n_stop ? r->params.stop[o->stop_index]
+                                                                                     : NULL;
         char *text = colo_pool_strndup(r->pool, o->text ? o->text : "", o->text ? o->text_len : 0);
         int32_t *toks = colo_pool_alloc(r->pool, (size_t)(o->n_tokens ? o->n_tokens : 1) * sizeof *toks);
         if (!text || !toks) {
@@ -375,6 +403,17 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
             out->finish_reason = NULL;
         } else {
             memcpy(toks, o->tokens, (size_t)o->n_tokens * sizeof *toks);
+            if (o->logprobs && o->n_tokens > 0) {
+                colo_req_token_logprobs *lp = colo_pool_calloc(r->pool, (size_t)o->n_tokens, sizeof *lp);
+                int kk = r->params.logprobs > 0 ? r->params.logprobs : 0, row = kk ? kk : 1;
+                for (int i = 0; lp && i < o->n_tokens; i++) {
+                    lp[i].logprob = o->logprobs[i];
+                    lp[i].n_top = kk;
+                    memcpy(lp[i].top_ids, o->top_ids + (size_t)i * row, (size_t)kk * sizeof(int32_t));
+                    memcpy(lp[i].top_logprobs, o->top_logprobs + (size_t)i * row, (size_t)kk * sizeof(float));
+                }
+                out->logprobs = lp; /* NULL when out of memory: the answer goes without */
+            }
             out->text = text;
             out->text_len = o->text_len;
             out->tokens = toks;
@@ -402,9 +441,23 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
     colo_gen_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
                           .top_p = r->params.top_p, .top_k = r->params.top_k, .seed = r->params.seed,
                           .n_stop = r->params.n_stop < COLO_GEN_MAX_STOP ? r->params.n_stop : COLO_GEN_MAX_STOP,
+                          .n_stop_ids = r->params.n_stop_ids < COLO_GEN_MAX_STOP ? r->params.n_stop_ids
+                                                                                 : COLO_GEN_MAX_STOP,
+                          .logprobs = r->params.logprobs >= 0,
+                          .json_object = r->params.json_object,
+                          .top_logprobs = r->params.logprobs > 0 ? r->params.logprobs : 0,
+                          .shape = {.presence = r->params.presence_penalty,
+                                    .frequency = r->params.frequency_penalty,
+                                    .repetition = r->params.repetition_penalty,
+                                    .min_p = r->params.min_p,
+                                    /* the same layout: {int32 token, float bias} */
+                                    .bias = (const colo_sampler_bias *)r->params.logit_bias,
+                                    .n_bias = r->params.n_logit_bias},
                           .priority = r->who.priority};
     for (int i = 0; i < gp.n_stop; i++)
         gp.stop[i] = r->params.stop[i];
+    for (int i = 0; i < gp.n_stop_ids; i++)
+        gp.stop_ids[i] = r->params.stop_ids[i];
     colo_gen_callbacks cb = {job_on_token, job_on_done, j};
     if (!(j->seq = colo_gen_add(k->eng, r->tok.ids, r->tok.n, &gp, &cb, err, errlen)))
         return r->tok.n >= colo_gen_max_seq_len(k->eng) ? COLO_EINVAL : COLO_ENOMEM;
@@ -442,6 +495,43 @@ static bool started(void *inst, const colo_request *r)
     return j && colo_gen_seq_started(j->seq);
 }
 
+static colo_status detokenize(void *inst, const int32_t *ids, int n, colo_pool *pool, const char **text, size_t *len,
+                              char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    const colo_tokenizer *t = k->tok; /* the kind's own: also while asleep */
+    size_t cap = (size_t)n * 16 + 1, o = 0;
+    char *buf = colo_pool_alloc(pool, cap);
+    for (int i = 0; buf && i < n; i++) {
+        size_t l;
+        colo_status st;
+        while ((st = colo_tokenizer_decode(t, ids[i], buf + o, cap - o - 1, &l)) == COLO_ENOMEM) {
+            char *bigger = colo_pool_alloc(pool, cap * 2);
+            if (!bigger)
+                break;
+            memcpy(bigger, buf, o);
+            buf = bigger, cap *= 2;
+        }
+        if (st == COLO_EINVAL) {
+            colo_set_err(err, errlen, "token %d is not in the vocabulary (%d tokens)", ids[i],
+                         colo_tokenizer_n_vocab(t));
+            return COLO_EINVAL;
+        }
+        if (st != COLO_OK)
+            buf = NULL;
+        else
+            o += l;
+    }
+    if (!buf) {
+        colo_set_err(err, errlen, "out of memory");
+        return COLO_ENOMEM;
+    }
+    buf[o] = 0;
+    *text = buf;
+    *len = o;
+    return COLO_OK;
+}
+
 const colo_model_kind colo_kind_llama = {
     .name = "llama",
     .task = COLO_TASK_GENERATE,
@@ -450,6 +540,7 @@ const colo_model_kind colo_kind_llama = {
     .free = kind_free,
     .tokenize = tokenize,
     .info = info,
+    .detokenize = detokenize,
     .admit = admit,
     .step = step,
     .cancel = cancel,

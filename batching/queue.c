@@ -1,6 +1,7 @@
 #include "batching/queue.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ struct colo_queue {
     int64_t max_tokens; /* 0 = no bound */
     bool closed;
     bool woken;
+    /* fair share: each class's decayed use (tokens) at use_ns */
+    double use[COLO_QUEUE_MAX_CLASSES];
+    uint64_t use_ns[COLO_QUEUE_MAX_CLASSES];
 };
 
 colo_queue *colo_queue_create(int max_len)
@@ -91,11 +95,54 @@ colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
     return COLO_OK;
 }
 
+static int class_of(const colo_queue_item *it)
+{
+    return it->share_class < 0 ? 0 : it->share_class >= COLO_QUEUE_MAX_CLASSES ? COLO_QUEUE_MAX_CLASSES - 1
+                                                                               : it->share_class;
+}
+
+static double weight_of(const colo_queue_item *it) { return it->share_weight > 0 ? it->share_weight : 1.0; }
+
+static double decayed_locked(colo_queue *q, int c, uint64_t now_ns)
+{
+    if (q->use[c] == 0 || now_ns <= q->use_ns[c])
+        return q->use[c];
+    return q->use[c] * exp2(-(double)(now_ns - q->use_ns[c]) / (double)COLO_QUEUE_SHARE_HALFLIFE_NS);
+}
+
+/* The class of an item leaving the queue for the executor pays for it. */
+static void charge_locked(colo_queue *q, const colo_queue_item *it, uint64_t now_ns)
+{
+    int c = class_of(it);
+    q->use[c] = decayed_locked(q, c, now_ns) + (double)it->length + (double)(it->share_extra > 0 ? it->share_extra : 0);
+    q->use_ns[c] = now_ns;
+}
+
+/* The next item of the highest non-empty priority: the oldest item of the
+ * class with the least use per weight (the list is in arrival order, so
+ * the first item seen of a class is its oldest). */
 static colo_queue_item *first_locked(colo_queue *q)
 {
-    for (int p = N_PRIO - 1; p >= 0; p--)
-        if (q->head[p].next != &q->head[p])
-            return q->head[p].next;
+    for (int p = N_PRIO - 1; p >= 0; p--) {
+        colo_queue_item *h = &q->head[p];
+        if (h->next == h)
+            continue;
+        colo_queue_item *best = h->next;
+        if (q->len[p] == 1)
+            return best;
+        uint64_t now = colo_now_ns();
+        double best_v = decayed_locked(q, class_of(best), now) / weight_of(best);
+        for (colo_queue_item *it = best->next; it != h; it = it->next) {
+            if (class_of(it) == class_of(best))
+                continue;
+            double v = decayed_locked(q, class_of(it), now) / weight_of(it);
+            if (v < best_v) {
+                best = it;
+                best_v = v;
+            }
+        }
+        return best;
+    }
     return NULL;
 }
 
@@ -103,8 +150,10 @@ colo_queue_item *colo_queue_pop(colo_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     colo_queue_item *it = first_locked(q);
-    if (it)
+    if (it) {
         unlink_item(q, it);
+        charge_locked(q, it, colo_now_ns());
+    }
     pthread_mutex_unlock(&q->mu);
     return it;
 }
@@ -178,6 +227,7 @@ int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *pol, uint64_t 
     int n = 0;
     out[n++] = anchor;
     unlink_item(q, anchor);
+    charge_locked(q, anchor, now_ns);
     for (int p = N_PRIO - 1; p >= 0 && n < target; p--) {
         while (n < target && q->head[p].next != &q->head[p]) {
             colo_queue_item *best = NULL;
@@ -190,11 +240,21 @@ int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *pol, uint64_t 
                 }
             }
             unlink_item(q, best);
+            charge_locked(q, best, now_ns);
             out[n++] = best;
         }
     }
     pthread_mutex_unlock(&q->mu);
     return n;
+}
+
+double colo_queue_share_use(colo_queue *q, int share_class, uint64_t now_ns)
+{
+    colo_queue_item probe = {.share_class = share_class};
+    pthread_mutex_lock(&q->mu);
+    double v = decayed_locked(q, class_of(&probe), now_ns);
+    pthread_mutex_unlock(&q->mu);
+    return v;
 }
 
 int colo_queue_len(colo_queue *q)

@@ -1,7 +1,12 @@
 /* batching/queue.h: a model's request queue.
  *
  * Requests wait here between the HTTP loop (producer) and the model's
- * executor (consumer). Three priority levels, FIFO within a level; a bounded
+ * executor (consumer). Three priority levels; within a level, weighted fair
+ * queueing between share classes (tenants): the next item is the oldest of
+ * the class whose recent use (tokens of the items taken, decayed with a
+ * half-life of COLO_QUEUE_SHARE_HALFLIFE_NS) divided by its weight is the
+ * lowest, so a class that floods the queue cannot starve another; FIFO
+ * within a class, and so FIFO when every item is of one class. A bounded
  * length (the caller answers 429 past it); a deadline per request; removal
  * of a queued request when its client goes away.
  *
@@ -17,6 +22,9 @@
 #include "runtime/backend.h"
 #include "runtime/clock.h" /* colo_now_ns: the queue's time base */
 
+#define COLO_QUEUE_MAX_CLASSES 256
+#define COLO_QUEUE_SHARE_HALFLIFE_NS (30ull * 1000 * 1000 * 1000)
+
 typedef struct colo_queue_item {
     struct colo_queue_item *prev, *next; /* owned by the queue while queued */
     colo_priority priority;
@@ -25,6 +33,12 @@ typedef struct colo_queue_item {
     int length;           /* work size used to group batches (tokens); >= 0 */
     bool queued;
     void *owner;          /* the request this item belongs to */
+    /* Fair share between tenants (set by the caller; zeroes: one class,
+     * weight 1): items of one priority are served in the order of their
+     * class's recent use divided by its weight (see colo_queue_pop). */
+    int share_class;      /* [0, COLO_QUEUE_MAX_CLASSES); others share the last */
+    double share_weight;  /* > 0; <= 0 counts as 1 */
+    int share_extra;      /* cost beyond length (a generation's max_tokens), in tokens */
 } colo_queue_item;
 
 typedef struct colo_queue colo_queue;
@@ -37,8 +51,12 @@ void colo_queue_destroy(colo_queue *q);
 /* Queues it (priority, deadline_ns, length, owner set by the caller).
  * COLO_EAGAIN when the queue is full or closed; it is then untouched. */
 colo_status colo_queue_push(colo_queue *q, colo_queue_item *it);
-/* Removes and returns the oldest item of the highest priority, or NULL. */
+/* Removes and returns the next item of the highest priority (the fair
+ * share's choice, see above), or NULL. Its class is charged its length +
+ * share_extra. */
 colo_queue_item *colo_queue_pop(colo_queue *q);
+/* The decayed use of share_class (tokens) at now_ns; for tests. */
+double colo_queue_share_use(colo_queue *q, int share_class, uint64_t now_ns);
 /* Removes it if it is still queued; true when it was. */
 bool colo_queue_remove(colo_queue *q, colo_queue_item *it);
 /* Removes up to max items whose deadline passed by now_ns into out; returns how many. */

@@ -48,6 +48,22 @@ typedef struct colo_chat_message {
     const char *content; /* NUL-terminated UTF-8 */
 } colo_chat_message;
 
+typedef struct colo_req_logit_bias {
+    int32_t token;
+    float bias; /* added to the logit; -100 or less: never */
+} colo_req_logit_bias;
+
+#define COLO_REQ_MAX_LOGPROBS 20
+
+/* One generated token's log-probabilities (the model's distribution, before
+ * penalties, biases and temperature). */
+typedef struct colo_req_token_logprobs {
+    float logprob;                         /* of the chosen token */
+    int n_top;
+    int32_t top_ids[COLO_REQ_MAX_LOGPROBS]; /* best first */
+    float top_logprobs[COLO_REQ_MAX_LOGPROBS];
+} colo_req_token_logprobs;
+
 typedef struct colo_req_params {
     int max_tokens;      /* >= 1 */
     bool max_tokens_set; /* given by the client (else the default, shortened to what the context leaves) */
@@ -57,6 +73,17 @@ typedef struct colo_req_params {
     uint64_t seed;
     const char *stop[COLO_REQ_MAX_STOP]; /* stop strings, not emitted */
     int n_stop;
+    int32_t stop_ids[COLO_REQ_MAX_STOP]; /* tokens that end it, besides the model's own */
+    int n_stop_ids;
+    float presence_penalty;  /* OpenAI's, over the generated tokens; 0 = off */
+    float frequency_penalty; /* 0 = off */
+    float repetition_penalty; /* llama.cpp's, over the last 64 tokens; 1 = off */
+    float min_p;             /* 0 = off */
+    const colo_req_logit_bias *logit_bias; /* n_logit_bias entries */
+    int n_logit_bias;
+    int logprobs;            /* -1: none; 0..COLO_REQ_MAX_LOGPROBS: the chosen token's and this many top ones */
+    bool echo;               /* the prompt's text before the output (completions) */
+    bool json_object;        /* constrained decoding: the output is a JSON object */
     bool stream;         /* the front end wants on_token calls */
 } colo_req_params;
 
@@ -89,6 +116,8 @@ typedef struct colo_req_outcome {
     const int32_t *tokens;     /* generated token ids */
     int n_tokens;
     const char *finish_reason; /* "stop" | "length"; NULL on error */
+    const char *stop_sequence; /* the stop string (params.stop) that ended it, or NULL */
+    const colo_req_token_logprobs *logprobs; /* per generated token (n_tokens) when params.logprobs >= 0 */
     int n_preempted;
     /* embeddings */
     const float *embeddings;   /* (n_texts, dim), L2-normalised */
@@ -101,6 +130,9 @@ typedef struct colo_req_outcome {
     double decode_ms;  /* first token -> last token */
     double total_ms;   /* submit -> done */
     double ttft_ms;    /* submit -> first token (generation) */
+    /* device time: each step's (or batch's) time shared among its requests
+     * in proportion to their tokens in it (batching/share.h), seconds */
+    double device_s;
 } colo_req_outcome;
 
 typedef struct colo_request colo_request;
@@ -128,12 +160,17 @@ struct colo_request {
     colo_req_outcome out;
     colo_req_callbacks cb;
     void *front;            /* the front end's per-request context (from the pool) */
+    /* The logprobs of the token cb.on_token is called with, when asked for
+     * (NULL otherwise); valid during that call. */
+    const colo_req_token_logprobs *token_logprobs;
 
     /* ---- owned by the served model from submit to on_done ---- */
     colo_queue_item qi;
     atomic_int canceled;    /* set by colo_served_cancel */
     void *priv;             /* executor's per-request state */
     uint64_t submit_ns;
+    struct colo_step_share *share; /* the step it is in (batching/share.h) */
+    double share_w;                /* its tokens in that step */
     struct colo_request *prep_next; /* waiting to be tokenized off the caller's thread */
 };
 

@@ -1,6 +1,7 @@
 /* A served model's lifecycle, queue and submission; the executors are in
  * served_continuous.c and served_dynamic.c. */
 #include "batching/served_internal.h"
+#include "batching/share.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -173,6 +174,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
             m->live[i] = m->live[--m->n_live];
             break;
         }
+    colo_share_close(r, done_ns); /* its part of the step it ends in */
     colo_req_outcome *o = &r->out;
     uint64_t first = first_step_ns ? first_step_ns : done_ns;
     o->queue_ms = ms_between(r->submit_ns, first);
@@ -467,6 +469,34 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
     return st;
 }
 
+colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen)
+{
+    if (r->task != m->kind->task) {
+        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
+                     colo_task_name(r->task));
+        return COLO_EINVAL;
+    }
+    if (m->state != COLO_SERVED_READY) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    return m->kind->tokenize(m->inst, r, err, errlen);
+}
+
+colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
+                                   size_t *len, char *err, size_t errlen)
+{
+    if (!m->kind->detokenize) {
+        colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (m->state != COLO_SERVED_READY) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    return m->kind->detokenize(m->inst, ids, n, pool, text, len, err, errlen);
+}
+
 void colo_served_cancel(colo_served *m, colo_request *r)
 {
     atomic_store(&r->canceled, 1);
@@ -539,6 +569,8 @@ colo_request *colo_request_create(void)
     r->pool = p;
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
+    r->params.repetition_penalty = 1.0f;
+    r->params.logprobs = -1;
     return r;
 }
 

@@ -141,6 +141,15 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
  * a running one is stopped by the executor soon, which then runs on_done. */
 void colo_served_cancel(colo_served *m, colo_request *r);
 
+/* Tokenizes r on the calling thread (r->tok, chat template applied), with
+ * the checks colo_served_submit makes first, without queuing it.
+ * COLO_ECANCELED when the model is not ready. */
+colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen);
+/* The text of token ids, in pool. COLO_EUNSUPPORTED for a kind without
+ * text output (encoders), COLO_EINVAL for an id outside the vocabulary. */
+colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
+                                   size_t *len, char *err, size_t errlen);
+
 typedef struct colo_served_info {
     const char *name;
     const char *kind;          /* the kind's name ("llama", "bert") */

@@ -3,6 +3,7 @@
  * kind's step runs the batch; cancellations and queue deadlines are
  * applied between steps. */
 #include "batching/served_internal.h"
+#include "batching/share.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
@@ -167,8 +168,11 @@ void colo_served_run_continuous(colo_served *m)
         colo_cosched_member_stats before = {0}, after = {0};
         if (m->member)
             colo_cosched_member_get_stats(m->member, &before);
+        colo_step_share share;
+        colo_share_step_begin(&share, m->live, m->n_live, t0, m->kind->started, m->inst);
         colo_status st = m->kind->step(m->inst, m->member, &n_tokens);
         uint64_t t1 = colo_now_ns();
+        colo_share_step_end(&share, m->live, m->n_live, t1);
         if (m->member)
             colo_cosched_member_get_stats(m->member, &after);
         m->running = m->n_live;

@@ -2,6 +2,7 @@
  * max_batch_size requests wait, a preferred size is reached, or the oldest
  * request has waited max_queue_delay_us; the kind runs it. */
 #include "batching/served_internal.h"
+#include "batching/share.h"
 #include "runtime/clock.h"
 
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static void run_batch(colo_served *m, colo_request **rs, int n)
     uint64_t t0 = colo_now_ns();
     colo_status st = m->kind->run_batch(m->inst, rs, n, m->member, &steps);
     uint64_t t1 = colo_now_ns();
+    colo_share_batch(rs, n, t1 - t0);
     if (m->member)
         colo_cosched_member_get_stats(m->member, &after);
     if (steps > 0) {

@@ -286,6 +286,10 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 1, INT_MAX, &s->idle_timeout_ms);
     if (!strcmp(key, "shutdown_timeout_ms"))
         return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
+    if (!strcmp(key, "drain_delay_ms"))
+        return get_int(p, v, f, 0, INT_MAX, &s->drain_delay_ms);
+    if (!strcmp(key, "telemetry_interval_ms"))
+        return get_int(p, v, f, 100, 3600000, &s->telemetry_interval_ms);
     return unknown_key(p, v, f);
 }
 
@@ -575,6 +579,337 @@ static int parse_models(parse_ctx *p, const yaml_node_t *v, colo_config *c, mode
     return 0;
 }
 
+/* ---- tenants, usage, pricing ------------------------------------------------------ */
+
+static bool name_ok(const char *s)
+{
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_' || *c == '.'))
+            return false;
+    return true;
+}
+
+static int get_name(parse_ctx *p, const yaml_node_t *v, const char *f, char *out, size_t cap)
+{
+    if (get_str(p, v, f, out, cap))
+        return -1;
+    if (!name_ok(out))
+        return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", out);
+    return 0;
+}
+
+/* A quota: a count >= 0, or "unlimited". */
+static int get_quota(parse_ctx *p, const yaml_node_t *v, const char *f, int64_t *out)
+{
+    if (v->type == YAML_SCALAR_NODE && !strcmp(scalar(v), "unlimited")) {
+        *out = -1;
+        return 0;
+    }
+    if (v->type != YAML_SCALAR_NODE)
+        return fail(p, v, f, "expected a count or 'unlimited'");
+    char *end;
+    errno = 0;
+    long long x = strtoll(scalar(v), &end, 10);
+    if (!scalar(v)[0] || *end || errno || x < 0 || x > (1ll << 40))
+        return fail(p, v, f, "expected a count in [0, 2^40] or 'unlimited', got '%s'", scalar(v));
+    *out = x;
+    return 0;
+}
+
+static int quota_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_quota_cfg *q = obj;
+    if (!strcmp(key, "requests_per_minute"))
+        return get_quota(p, v, f, &q->requests_per_minute);
+    if (!strcmp(key, "tokens_per_minute"))
+        return get_quota(p, v, f, &q->tokens_per_minute);
+    if (!strcmp(key, "concurrent")) {
+        int64_t x;
+        if (get_quota(p, v, f, &x))
+            return -1;
+        if (x > INT_MAX)
+            return fail(p, v, f, "at most %d", INT_MAX);
+        q->concurrent = (int)x;
+        return 0;
+    }
+    return unknown_key(p, v, f);
+}
+
+/* The keys every level shares; 1 when key is not one of them. */
+static int level_field(parse_ctx *p, const char *key, const yaml_node_t *v, colo_tenant_level_cfg *l, const char *f)
+{
+    static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
+    if (!strcmp(key, "quotas"))
+        return each_key(p, v, f, quota_field, &l->quotas);
+    if (!strcmp(key, "weight"))
+        return get_num(p, v, f, 0, true, 1e6, &l->weight);
+    if (!strcmp(key, "max_priority")) {
+        int i;
+        if (get_enum(p, v, f, prios, &i))
+            return -1;
+        l->max_priority = (colo_priority)i;
+        return 0;
+    }
+    if (!strcmp(key, "models")) {
+        if (v->type != YAML_SEQUENCE_NODE)
+            return fail(p, v, f, "expected a list of model names");
+        l->n_models = 0;
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+            if (l->n_models == COLO_CFG_MAX_TENANT_MODELS)
+                return fail(p, e, f, "at most %d models", COLO_CFG_MAX_TENANT_MODELS);
+            if (get_str(p, e, f, l->models[l->n_models], sizeof l->models[0]))
+                return -1;
+            l->model_marks[l->n_models++] = mark_of(e);
+        }
+        if (l->n_models == 0)
+            return fail(p, v, f, "an empty list allows no model; leave models: out to allow all");
+        return 0;
+    }
+    return 1;
+}
+
+static void level_defaults(colo_tenant_level_cfg *l, const yaml_node_t *n)
+{
+    memset(l, 0, sizeof *l);
+    l->quotas = (colo_quota_cfg){-1, -1, -1};
+    l->weight = 1;
+    l->max_priority = COLO_PRIO_HIGH;
+    l->mark = mark_of(n);
+}
+
+typedef struct key_ctx {
+    colo_key_cfg *k;
+    bool has_hash;
+} key_ctx;
+
+static int key_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    key_ctx *kc = obj;
+    if (!strcmp(key, "name"))
+        return get_name(p, v, f, kc->k->l.name, sizeof kc->k->l.name);
+    if (!strcmp(key, "sha256")) {
+        kc->has_hash = true;
+        if (v->type != YAML_SCALAR_NODE || colo_config_parse_sha256(scalar(v), kc->k->sha256) != COLO_OK)
+            return fail(p, v, f, "expected 64 hex digits (colo-server --hash-key prints them)");
+        return 0;
+    }
+    int r = level_field(p, key, v, &kc->k->l, f);
+    return r == 1 ? unknown_key(p, v, f) : r;
+}
+
+typedef struct project_ctx {
+    colo_config *c;
+    int project;
+} project_ctx;
+
+static int parse_keys(parse_ctx *p, const yaml_node_t *v, const char *f, colo_config *c, int project)
+{
+    colo_tenants_cfg *t = &c->tenants;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of keys");
+    int first = t->n_keys;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *kn = yaml_document_get_node(p->doc, *it);
+        if (t->n_keys == COLO_CFG_MAX_KEYS)
+            return fail(p, kn, f, "at most %d keys in all", COLO_CFG_MAX_KEYS);
+        char field[192];
+        snprintf(field, sizeof field, "%s[%d]", f, t->n_keys - first);
+        colo_key_cfg *k = &t->keys[t->n_keys];
+        level_defaults(&k->l, kn);
+        k->project = project;
+        key_ctx kc = {k, false};
+        if (each_key(p, kn, field, key_field, &kc))
+            return -1;
+        if (!k->l.name[0])
+            return fail(p, kn, field, "name: is required");
+        if (!kc.has_hash)
+            return fail(p, kn, field, "sha256: is required (colo-server --hash-key prints it)");
+        for (int j = 0; j < t->n_keys; j++) {
+            if (j >= first && !strcmp(t->keys[j].l.name, k->l.name))
+                return fail(p, kn, field, "key name '%s' is already used at line %d", k->l.name,
+                            t->keys[j].l.mark.line);
+            if (!memcmp(t->keys[j].sha256, k->sha256, 32))
+                return fail(p, kn, field, "the same key is already given at line %d", t->keys[j].l.mark.line);
+        }
+        t->n_keys++;
+    }
+    return 0;
+}
+
+static int project_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    project_ctx *pc = obj;
+    colo_project_cfg *pr = &pc->c->tenants.projects[pc->project];
+    if (!strcmp(key, "name"))
+        return get_name(p, v, f, pr->l.name, sizeof pr->l.name);
+    if (!strcmp(key, "keys"))
+        return parse_keys(p, v, f, pc->c, pc->project);
+    int r = level_field(p, key, v, &pr->l, f);
+    return r == 1 ? unknown_key(p, v, f) : r;
+}
+
+typedef struct org_ctx {
+    colo_config *c;
+    int org;
+} org_ctx;
+
+static int parse_projects(parse_ctx *p, const yaml_node_t *v, const char *f, colo_config *c, int org)
+{
+    colo_tenants_cfg *t = &c->tenants;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of projects");
+    int first = t->n_projects;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *pn = yaml_document_get_node(p->doc, *it);
+        if (t->n_projects == COLO_CFG_MAX_PROJECTS)
+            return fail(p, pn, f, "at most %d projects in all", COLO_CFG_MAX_PROJECTS);
+        char field[192];
+        snprintf(field, sizeof field, "%s[%d]", f, t->n_projects - first);
+        int idx = t->n_projects++;
+        colo_project_cfg *pr = &t->projects[idx];
+        level_defaults(&pr->l, pn);
+        pr->org = org;
+        project_ctx pc = {c, idx};
+        if (each_key(p, pn, field, project_field, &pc))
+            return -1;
+        if (!pr->l.name[0])
+            return fail(p, pn, field, "name: is required");
+        for (int j = first; j < idx; j++)
+            if (!strcmp(t->projects[j].l.name, pr->l.name))
+                return fail(p, pn, field, "project name '%s' is already used at line %d", pr->l.name,
+                            t->projects[j].l.mark.line);
+    }
+    return 0;
+}
+
+static int org_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    org_ctx *oc = obj;
+    colo_org_cfg *o = &oc->c->tenants.orgs[oc->org];
+    if (!strcmp(key, "organization")) {
+        if (get_name(p, v, f, o->l.name, sizeof o->l.name))
+            return -1;
+        if (!strcmp(o->l.name, "default"))
+            return fail(p, v, f, "'default' is the organization of server.api_key_env's key; choose another name");
+        return 0;
+    }
+    if (!strcmp(key, "projects"))
+        return parse_projects(p, v, f, oc->c, oc->org);
+    int r = level_field(p, key, v, &o->l, f);
+    return r == 1 ? unknown_key(p, v, f) : r;
+}
+
+static int parse_tenants(parse_ctx *p, const yaml_node_t *v, colo_config *c)
+{
+    colo_tenants_cfg *t = &c->tenants;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, "tenants", "expected a list of organizations");
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *on = yaml_document_get_node(p->doc, *it);
+        if (t->n_orgs == COLO_CFG_MAX_ORGS)
+            return fail(p, on, "tenants", "at most %d organizations", COLO_CFG_MAX_ORGS);
+        char field[64];
+        snprintf(field, sizeof field, "tenants[%d]", t->n_orgs);
+        int idx = t->n_orgs++;
+        colo_org_cfg *o = &t->orgs[idx];
+        level_defaults(&o->l, on);
+        org_ctx oc = {c, idx};
+        if (each_key(p, on, field, org_field, &oc))
+            return -1;
+        if (!o->l.name[0])
+            return fail(p, on, field, "organization: is required");
+        for (int j = 0; j < idx; j++)
+            if (!strcmp(t->orgs[j].l.name, o->l.name))
+                return fail(p, on, field, "organization '%s' is already used at line %d", o->l.name,
+                            t->orgs[j].l.mark.line);
+    }
+    return 0;
+}
+
+/* Every model a level names must be served (models may come after tenants). */
+static int tenants_check(parse_ctx *p, const colo_config *c)
+{
+    const colo_tenants_cfg *t = &c->tenants;
+    int n = t->n_orgs + t->n_projects + t->n_keys;
+    for (int i = 0; i < n; i++) {
+        const colo_tenant_level_cfg *l = i < t->n_orgs                   ? &t->orgs[i].l
+                                         : i < t->n_orgs + t->n_projects ? &t->projects[i - t->n_orgs].l
+                                                                          : &t->keys[i - t->n_orgs - t->n_projects].l;
+        for (int m = 0; m < l->n_models; m++) {
+            bool found = false;
+            for (int j = 0; j < c->n_models && !found; j++)
+                found = !strcmp(c->models[j].name, l->models[m]);
+            if (!found)
+                return fail_at(p, l->model_marks[m], "tenants.models",
+                               "'%s' (of %s) is not a model in models:", l->models[m], l->name);
+        }
+    }
+    return 0;
+}
+
+static int usage_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_usage_cfg *u = obj;
+    if (!strcmp(key, "enabled")) {
+        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
+            return fail(p, v, f, "expected true or false");
+        u->enabled = !strcmp(scalar(v), "true");
+        return 0;
+    }
+    if (!strcmp(key, "db")) {
+        char raw[1024];
+        if (get_str(p, v, f, raw, sizeof raw))
+            return -1;
+        const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
+        int n = snprintf(u->db, sizeof u->db, "%s%s%s", dir, dir[0] ? "/" : "", raw);
+        if (n < 0 || (size_t)n >= sizeof u->db)
+            return fail(p, v, f, "the path is too long");
+        return 0;
+    }
+    return unknown_key(p, v, f);
+}
+
+static int price_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_price_cfg *pr = obj;
+    if (!strcmp(key, "per_device_hour"))
+        return get_num(p, v, f, 0, false, 1e12, &pr->per_device_hour);
+    if (!strcmp(key, "per_million_tokens"))
+        return get_num(p, v, f, 0, false, 1e12, &pr->per_million_tokens);
+    return unknown_key(p, v, f);
+}
+
+static int pricing_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    colo_pricing_cfg *pc = obj;
+    if (!strcmp(key, "currency"))
+        return get_str(p, v, f, pc->currency, sizeof pc->currency);
+    if (!strcmp(key, "models")) {
+        if (v->type != YAML_MAPPING_NODE)
+            return fail(p, v, f, "expected a mapping of model name to prices");
+        for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+            yaml_node_t *k = yaml_document_get_node(p->doc, pr->key), *mv = yaml_document_get_node(p->doc, pr->value);
+            if (!k || !mv || k->type != YAML_SCALAR_NODE)
+                return fail(p, k, f, "keys must be model names");
+            if (pc->n_models == COLO_CFG_MAX_MODELS)
+                return fail(p, k, f, "at most %d models", COLO_CFG_MAX_MODELS);
+            colo_price_cfg *m = &pc->models[pc->n_models];
+            char field[192];
+            join(field, sizeof field, f, scalar(k));
+            if (get_str(p, k, field, m->model, sizeof m->model) || each_key(p, mv, field, price_field, m))
+                return -1;
+            for (int j = 0; j < pc->n_models; j++)
+                if (!strcmp(pc->models[j].model, m->model))
+                    return fail(p, k, field, "priced twice");
+            pc->n_models++;
+        }
+        return 0;
+    }
+    return unknown_key(p, v, f);
+}
+
 typedef struct top_ctx {
     colo_config *c;
     model_marks *marks;
@@ -589,6 +924,12 @@ static int top_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *
         return each_key(p, v, f, scheduler_field, &t->c->scheduler);
     if (!strcmp(key, "models"))
         return parse_models(p, v, t->c, t->marks);
+    if (!strcmp(key, "tenants"))
+        return parse_tenants(p, v, t->c);
+    if (!strcmp(key, "usage"))
+        return each_key(p, v, f, usage_field, &t->c->usage);
+    if (!strcmp(key, "pricing"))
+        return each_key(p, v, f, pricing_field, &t->c->pricing);
     return unknown_key(p, v, f);
 }
 
@@ -621,7 +962,7 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
     }
     if (c->n_models == 0)
         return fail(p, root, "models", "at least one model is required");
-    return 0;
+    return tenants_check(p, c);
 }
 
 void colo_config_defaults(colo_config *c)
@@ -639,10 +980,31 @@ void colo_config_defaults(colo_config *c)
     s->write_timeout_ms = 30000;
     s->idle_timeout_ms = 60000;
     s->shutdown_timeout_ms = 10000;
+    s->telemetry_interval_ms = 2000;
     c->scheduler.policy = COLO_SCHED_PRIORITY;
     c->scheduler.best_effort_max_steps = 0;
     c->scheduler.best_effort_max_ops = 8;
     c->scheduler.quantum_us = 10000;
+    c->usage.enabled = true;
+    snprintf(c->pricing.currency, sizeof c->pricing.currency, "USD");
+}
+
+colo_status colo_config_parse_sha256(const char *hex, uint8_t out[32])
+{
+    if (!hex || strlen(hex) != 64)
+        return COLO_EINVAL;
+    for (int i = 0; i < 64; i++) {
+        char ch = hex[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0)
+            return COLO_EINVAL;
+        if (i % 2 == 0)
+            out[i / 2] = (uint8_t)(d << 4);
+        else
+            out[i / 2] |= (uint8_t)d;
+    }
+    return COLO_OK;
 }
 
 void colo_config_model_cache(char *buf, size_t len)
@@ -718,6 +1080,13 @@ colo_status colo_config_parse(const char *yaml, size_t len, const char *file, co
     }
     if (each_key(&p, root, "", top_field, &t) || cross_check(&p, cfg, marks, root))
         goto out_delete_doc;
+    if (!cfg->usage.db[0]) {
+        int n = snprintf(cfg->usage.db, sizeof cfg->usage.db, "%s%susage.sqlite", p.dir, p.dir[0] ? "/" : "");
+        if (n < 0 || (size_t)n >= sizeof cfg->usage.db) {
+            colo_set_err(err, errlen, "%s:1:1: usage.db: the default path beside the config is too long", file);
+            goto out_delete_doc;
+        }
+    }
     st = COLO_OK;
 
 out_delete_doc:

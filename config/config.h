@@ -44,6 +44,8 @@ typedef struct colo_server_cfg {
     int write_timeout_ms;      /* no write progress while output is pending; default 30000 */
     int idle_timeout_ms;       /* keep-alive connection with no request; default 60000 */
     int shutdown_timeout_ms;   /* graceful shutdown: in-flight requests get this long; default 10000 */
+    int drain_delay_ms;        /* on SIGTERM: not ready but still serving this long, then shut down; default 0 */
+    int telemetry_interval_ms; /* device sampling and /v1/stats history step; default 2000 */
 } colo_server_cfg;
 
 typedef struct colo_scheduler_cfg {
@@ -56,12 +58,84 @@ typedef struct colo_scheduler_cfg {
     int quantum_us;            /* policy timeslice: a member's turn; default 10000 */
 } colo_scheduler_cfg;
 
+/* ---- tenants (docs/TENANTS.md): organization -> project -> key ---- */
+#define COLO_CFG_MAX_ORGS 32
+#define COLO_CFG_MAX_PROJECTS 128
+#define COLO_CFG_MAX_KEYS 256
+#define COLO_CFG_MAX_TENANT_MODELS 8
+#define COLO_CFG_TENANT_NAME 48
+
+/* Quotas of one level; -1 = no limit (the default), 0 = nothing allowed. */
+typedef struct colo_quota_cfg {
+    int64_t requests_per_minute;
+    int64_t tokens_per_minute; /* prompt + completion; embeddings count input tokens */
+    int concurrent;            /* requests in flight */
+} colo_quota_cfg;
+
+/* What every level (organization, project, key) may set. */
+typedef struct colo_tenant_level_cfg {
+    char name[COLO_CFG_TENANT_NAME];
+    colo_quota_cfg quotas;
+    double weight; /* fair-share weight, > 0; default 1 */
+    char models[COLO_CFG_MAX_TENANT_MODELS][64]; /* allowed models; n_models 0 = all */
+    colo_cfg_mark model_marks[COLO_CFG_MAX_TENANT_MODELS];
+    int n_models;
+    colo_priority max_priority; /* highest priority a request may ask for; default high */
+    colo_cfg_mark mark;
+} colo_tenant_level_cfg;
+
+typedef struct colo_org_cfg {
+    colo_tenant_level_cfg l;
+} colo_org_cfg;
+
+typedef struct colo_project_cfg {
+    colo_tenant_level_cfg l;
+    int org; /* index into tenants.orgs */
+} colo_project_cfg;
+
+typedef struct colo_key_cfg {
+    colo_tenant_level_cfg l;
+    uint8_t sha256[32]; /* SHA-256 of the key's bytes; never the key itself */
+    int project;        /* index into tenants.projects */
+} colo_key_cfg;
+
+typedef struct colo_tenants_cfg {
+    colo_org_cfg orgs[COLO_CFG_MAX_ORGS];
+    int n_orgs;
+    colo_project_cfg projects[COLO_CFG_MAX_PROJECTS];
+    int n_projects;
+    colo_key_cfg keys[COLO_CFG_MAX_KEYS];
+    int n_keys;
+} colo_tenants_cfg;
+
+/* usage: the ledger of finished requests (SQLite). */
+typedef struct colo_usage_cfg {
+    bool enabled;  /* default true */
+    char db[1024]; /* default: usage.sqlite beside the config file */
+} colo_usage_cfg;
+
+/* pricing: what a model's use costs, for colo-usage reports. */
+typedef struct colo_price_cfg {
+    char model[64];
+    double per_device_hour;      /* currency units per device-hour; 0 = none */
+    double per_million_tokens;   /* per million prompt + completion tokens; 0 = none */
+} colo_price_cfg;
+
+typedef struct colo_pricing_cfg {
+    char currency[16]; /* default "USD" */
+    colo_price_cfg models[COLO_CFG_MAX_MODELS];
+    int n_models;
+} colo_pricing_cfg;
+
 typedef struct colo_config {
     char file[1024]; /* as given to load/parse */
     colo_server_cfg server;
     colo_scheduler_cfg scheduler;
     colo_model_cfg models[COLO_CFG_MAX_MODELS];
     int n_models;    /* >= 1 */
+    colo_tenants_cfg tenants;
+    colo_usage_cfg usage;
+    colo_pricing_cfg pricing;
 } colo_config;
 
 /* Reads and checks path into *cfg (defaults filled in). COLO_EIO when the
@@ -88,6 +162,9 @@ const char *colo_config_api_key(const colo_config *cfg);
 /* The admin key, the same way from server.admin_key_env; NULL: none (the
  * admin routes then answer only on a loopback listener). */
 const char *colo_config_admin_key(const colo_config *cfg);
+
+/* Hex of a SHA-256 (64 digits, either case) into out. */
+colo_status colo_config_parse_sha256(const char *hex, uint8_t out[32]);
 
 /* Sizes as the config accepts them: "1048576", "512KiB", "8GiB", "1MB", "2G".
  * COLO_EINVAL on anything else or on overflow. */

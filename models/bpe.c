@@ -16,7 +16,8 @@ typedef enum {
 } pre_kind;
 
 /* The names llama.cpp gives each pattern (src/llama-vocab.cpp), and
- * whether a piece that is a whole token skips the merges (ignore_merges). */
+ * whether a piece that is a whole token skips the merges (ignore_merges;
+ * the same names add a BOS when the file does not say). */
 static const struct {
     const char *name;
     pre_kind kind;
@@ -216,6 +217,7 @@ void colo_bpe_free(colo_bpe *b)
 }
 
 int colo_bpe_n_vocab(const colo_bpe *b) { return b->n_vocab; }
+bool colo_bpe_default_add_bos(const colo_bpe *b) { return b->ignore_merges; }
 const char *colo_bpe_pre_name(const colo_bpe *b) { return b->pre_name; }
 int colo_bpe_find(const colo_bpe *b, const char *s, size_t len) { return colo_tok_ht_get(&b->vocab, s, len); }
 

@@ -37,6 +37,9 @@ colo_bpe *colo_bpe_from_gguf(const colo_gguf *g, char *err, size_t errlen);
 void colo_bpe_free(colo_bpe *b); /* accepts NULL */
 
 int colo_bpe_n_vocab(const colo_bpe *b);
+/* Whether llama.cpp adds a BOS for this pre-tokenizer when the file has no
+ * tokenizer.ggml.add_bos_token (the Llama 3 family does). */
+bool colo_bpe_default_add_bos(const colo_bpe *b);
 /* The pre-tokenizer's name as the file gives it ("default" when absent). */
 const char *colo_bpe_pre_name(const colo_bpe *b);
 /* Id of the token whose vocabulary text is s[0, len), or -1. */

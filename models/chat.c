@@ -165,6 +165,7 @@ colo_status colo_chat_template_from_text(colo_chat_template *t, const char *j, c
     if (t->format == COLO_CHAT_LLAMA3)
         llama3_date(j ? j : "Cutting Knowledge Date date_string = \"26 Jul 2024\"", t->date, sizeof t->date);
     t->close_think = t->format == COLO_CHAT_DEEPSEEK_R1 && j && strstr(j, "enable_thinking");
+    t->inst_space = t->format == COLO_CHAT_MISTRAL_V1 && (!j || strstr(j, "' [INST] '") || strstr(j, "\" [INST] \""));
     return COLO_OK;
 }
 
@@ -318,12 +319,14 @@ static void render_phi3(const colo_chat_msg *m, int n, sbuf *b)
     put(b, "<|assistant|>\n");
 }
 
-/* Mistral: the system message goes into the last user turn, when the chat
- * ends with one; v1 puts spaces inside [INST] ... [/INST], tekken none. */
+/* Mistral v3: the system message goes into the last user turn, when the
+ * chat ends with one; tekken has no spaces inside [INST]...[/INST]. v1 puts
+ * it into the first user turn, with spaces around [INST] and [/INST]. */
 static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
     bool tekken = t->format == COLO_CHAT_MISTRAL_V3_TEKKEN, v1 = t->format == COLO_CHAT_MISTRAL_V1;
-    const char *open = tekken ? "[INST]" : "[INST] ", *close = v1 ? " [/INST]" : "[/INST]";
+    const char *open = tekken ? "[INST]" : v1 && t->inst_space ? " [INST] " : "[INST] ";
+    const char *close = v1 ? " [/INST]" : "[/INST]";
     const char *sys = NULL;
     int i = 0;
     if (n > 0 && role_is(&m[0], "system")) {
@@ -331,17 +334,20 @@ static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, 
         i = 1;
     }
     put(b, t->bos);
-    for (; i < n; i++) {
+    for (int first = i; i < n; i++) {
         if (role_is(&m[i], "user")) {
             put(b, open);
-            if (sys && i == n - 1) {
+            if (sys && (v1 ? i == first : i == n - 1)) {
                 put(b, sys);
                 put(b, "\n\n");
             }
             put(b, m[i].content);
             put(b, close);
         } else if (role_is(&m[i], "assistant")) {
-            if (tekken) {
+            if (v1) {
+                put(b, t->inst_space ? " " : "");
+                put(b, m[i].content);
+            } else if (tekken) {
                 put(b, m[i].content);
             } else {
                 put(b, " ");

@@ -15,7 +15,8 @@
  *                "model"; a system message prefixes the first user turn
  *   phi3         <|system|>\n...<|end|>\n<|user|>\n...<|end|>\n<|assistant|>\n
  *   mistral      [INST] ...[/INST] answer</s>, system message in the last
- *                user turn (v3; mistral-v1 and mistral-v3-tekken spacing)
+ *                user turn (v3; tekken without spaces); mistral-v1:
+ *                " [INST] ... [/INST] answer</s>", system in the first
  *   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜><think>\n
  * The prompt starts with the BOS text when the template writes one; encode
  * it with colo_tokenizer_encode(add_special, parse_special), which then
@@ -54,6 +55,7 @@ typedef struct colo_chat_template {
     char default_system[1024];    /* chatml: the system message written when the chat has none; "" none */
     char date[32];                /* llama3: "Today Date: " of the system block; "" no system block */
     bool close_think;             /* deepseek-r1: the template closes <think> unless enable_thinking */
+    bool inst_space;              /* mistral-v1: " [INST] " and " answer" (v0.2's older template: neither) */
     int32_t stop_ids[COLO_CHAT_MAX_STOP_IDS]; /* end of generation: EOS and the end-of-turn tokens */
     int n_stop_ids;
 } colo_chat_template;

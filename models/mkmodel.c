@@ -21,14 +21,22 @@ static const char chatml_template[] =
     "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
 /* llama.cpp's file-type ids ("mostly" this type). */
-static uint32_t file_type(colo_dtype t)
+static uint32_t file_type(colo_dtype t, bool k_mix)
 {
+    if (k_mix)
+        return t == COLO_Q5_K ? 17 : 15; /* Q5_K_M, Q4_K_M */
     switch (t) {
     case COLO_F32: return 0;
     case COLO_F16: return 1;
     case COLO_Q4_0: return 2;
     case COLO_Q4_1: return 3;
     case COLO_Q8_0: return 7;
+    case COLO_Q5_0: return 8;
+    case COLO_Q5_1: return 9;
+    case COLO_Q2_K: return 10;
+    case COLO_Q3_K: return 11;
+    case COLO_Q4_K: return 14;
+    case COLO_Q5_K: return 16;
     case COLO_Q6_K: return 18;
     case COLO_BF16: return 32;
     default: return 0;
@@ -182,9 +190,9 @@ static colo_status check_config(const colo_mkmodel_config *c, char *err, size_t 
                                   "ctx >= 8");
         return COLO_EINVAL;
     }
-    if (c->type != COLO_F32 && c->type != COLO_F16 && c->type != COLO_BF16 && c->type != COLO_Q4_0 &&
-        c->type != COLO_Q4_1 && c->type != COLO_Q8_0) {
-        colo_set_err(err, errlen, "--type must be f32, f16, bf16, q4_0, q4_1 or q8_0");
+    if (!colo_dtype_is_weight(c->type) || (c->k_mix && c->type != COLO_Q4_K && c->type != COLO_Q5_K)) {
+        colo_set_err(err, errlen, "--type must be a weight type (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                                  "q2_k, q3_k, q4_k, q5_k, q6_k) or q4_k_m / q5_k_m");
         return COLO_EINVAL;
     }
     int be = colo_dtype_block_elems(c->type);
@@ -291,7 +299,7 @@ static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *
         colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false) ||
         colo_gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", false) ||
         colo_gguf_writer_add_str(w, "tokenizer.chat_template", chatml_template) ||
-        colo_gguf_writer_add_u32(w, "general.file_type", file_type(c->type)) ||
+        colo_gguf_writer_add_u32(w, "general.file_type", file_type(c->type, c->k_mix)) ||
         colo_gguf_writer_add_u32(w, "general.quantization_version", 2))
         return COLO_ENOMEM;
     return COLO_OK;
@@ -328,6 +336,26 @@ static colo_status add_llama3_freqs(colo_gguf_writer *w, fill_ctx *f, int n_rot)
     return COLO_OK;
 }
 
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and
+ * every third between. */
+static bool more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+
+/* A matrix's type: the file's, or under a _K_M mix Q6_K for the output
+ * (the token embedding when it is tied), and attn_v/ffn_down of the layers
+ * more_bits picks, as llama.cpp's quantizer does. */
+static colo_dtype matrix_type(const colo_mkmodel_config *c, const char *what, int l)
+{
+    if (!c->k_mix)
+        return c->type;
+    if (!strcmp(what, "output") || (!strcmp(what, "token_embd") && !c->untied))
+        return COLO_Q6_K;
+    if ((!strcmp(what, "attn_v") || !strcmp(what, "ffn_down")) && more_bits(l, c->n_layer))
+        return COLO_Q6_K;
+    if (!strcmp(what, "attn_qkv"))
+        return c->type == COLO_Q4_K ? COLO_Q5_K : COLO_Q6_K;
+    return c->type;
+}
+
 /* The architecture's tensors in llama.cpp's names and order; the token
  * embedding is Q8_0 in Q4_1 models, as in SmolLM2's file. */
 static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c, fill_ctx *f)
@@ -337,10 +365,11 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
     colo_dtype t = c->type;
     colo_llama_arch a = c->arch;
     colo_status st;
-    if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : t, E, V, T_MATRIX)) ||
+    if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : matrix_type(c, "token_embd", 0), E,
+                         V, T_MATRIX)) ||
         (st = add_tensor(w, f, "output_norm.weight", COLO_F32, E, 1, T_NORM)))
         return st;
-    if (c->untied && (st = add_tensor(w, f, "output.weight", t, E, V, T_MATRIX)))
+    if (c->untied && (st = add_tensor(w, f, "output.weight", matrix_type(c, "output", 0), E, V, T_MATRIX)))
         return st;
     if (a == COLO_ARCH_LLAMA && c->llama3_rope && (st = add_llama3_freqs(w, f, hd)))
         return st;
@@ -354,10 +383,10 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
         if (ADD("attn_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;
         if (a == COLO_ARCH_PHI3) {
-            if (ADD("attn_qkv.weight", t, E, Q + 2 * KV, T_MATRIX))
+            if (ADD("attn_qkv.weight", matrix_type(c, "attn_qkv", l), E, Q + 2 * KV, T_MATRIX))
                 return st;
         } else if (ADD("attn_q.weight", t, E, Q, T_MATRIX) || ADD("attn_k.weight", t, E, KV, T_MATRIX) ||
-                   ADD("attn_v.weight", t, E, KV, T_MATRIX)) {
+                   ADD("attn_v.weight", matrix_type(c, "attn_v", l), E, KV, T_MATRIX)) {
             return st;
         }
         if (a == COLO_ARCH_QWEN2 && (ADD("attn_q.bias", COLO_F32, Q, 1, T_BIAS) ||
@@ -379,7 +408,7 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
         } else if (ADD("ffn_gate.weight", t, E, F, T_MATRIX) || ADD("ffn_up.weight", t, E, F, T_MATRIX)) {
             return st;
         }
-        if (ADD("ffn_down.weight", t, F, E, T_MATRIX))
+        if (ADD("ffn_down.weight", matrix_type(c, "ffn_down", l), F, E, T_MATRIX))
             return st;
         if (a == COLO_ARCH_GEMMA3 && ADD("post_ffw_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;

@@ -17,7 +17,9 @@ typedef struct colo_mkmodel_config {
     colo_llama_arch arch; /* default llama */
     int n_layer, n_embd, n_head, n_kv_head, n_ff, n_vocab, n_ctx;
     int head_dim;    /* 0: n_embd / n_head (else written as attention.key_length) */
-    colo_dtype type; /* matrices: F32, F16, BF16, Q4_0, Q4_1 or Q8_0; norms are F32 */
+    colo_dtype type; /* matrices: any weight type (kernels/quant.h); norms are F32 */
+    bool k_mix;      /* with Q4_K or Q5_K: llama.cpp's _K_M mix (output, and attn_v/ffn_down of
+                        a third of the layers, in Q6_K; phi3's fused QKV one step up) */
     uint64_t seed;
     float rope_base;
     bool untied;     /* an output.weight (else tied to the token embedding) */

@@ -12,7 +12,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: colo-mkmodel --out FILE --layers N --dim D --heads H --kv-heads KV --ffn F --vocab V\n"
                "                    [--arch llama|qwen2|qwen3|phi3|gemma3 (default llama)] [--head-dim N]\n"
                "                    [--ctx N (default 2048)] [--seed S] [--rope-base B] [--untied]\n"
-               "                    [--type f32|f16|bf16|q4_0|q4_1|q8_0 (default f16)]\n"
+               "                    [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k\n"
+               "                            |q4_k_m|q5_k_m (default f16; _k_m: llama.cpp's mix)]\n"
                "                    [--llama3-rope (llama: Llama 3.1's rope_freqs)] [--swa N (gemma3, default 512)]\n"
                "Real shapes:\n"
                "  Llama 3.2 1B:   --layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --llama3-rope\n"
@@ -80,15 +81,24 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case 't':
-            if (!strcmp(optarg, "f16")) c.type = COLO_F16;
-            else if (!strcmp(optarg, "f32")) c.type = COLO_F32;
-            else if (!strcmp(optarg, "q4_1")) c.type = COLO_Q4_1;
-            else if (!strcmp(optarg, "q8_0")) c.type = COLO_Q8_0;
-            else if (!strcmp(optarg, "bf16")) c.type = COLO_BF16;
-            else if (!strcmp(optarg, "q4_0")) c.type = COLO_Q4_0;
-            else rc = -1;
+        case 't': {
+            static const struct {
+                const char *name;
+                colo_dtype t;
+                bool mix;
+            } types[] = {{"f32", COLO_F32, 0},   {"f16", COLO_F16, 0},   {"bf16", COLO_BF16, 0},
+                         {"q4_0", COLO_Q4_0, 0}, {"q4_1", COLO_Q4_1, 0}, {"q5_0", COLO_Q5_0, 0},
+                         {"q5_1", COLO_Q5_1, 0}, {"q8_0", COLO_Q8_0, 0}, {"q2_k", COLO_Q2_K, 0},
+                         {"q3_k", COLO_Q3_K, 0}, {"q4_k", COLO_Q4_K, 0}, {"q5_k", COLO_Q5_K, 0},
+                         {"q6_k", COLO_Q6_K, 0}, {"q4_k_m", COLO_Q4_K, 1}, {"q5_k_m", COLO_Q5_K, 1}};
+            int found = 0;
+            for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+                if (!strcmp(optarg, types[i].name))
+                    c.type = types[i].t, c.k_mix = types[i].mix, found = 1;
+            if (!found)
+                rc = -1;
             break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

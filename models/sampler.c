@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -17,20 +18,29 @@ void colo_sampler_init(colo_sampler *s, float temperature, float top_p, int top_
     s->temperature = temperature;
     s->top_p = top_p > 0 && top_p <= 1 ? top_p : 1;
     s->top_k = top_k > 0 ? top_k : 0;
+    s->min_p = 0;
     s->state[0] = splitmix(&seed);
     s->state[1] = splitmix(&seed);
     s->probs = NULL;
     s->idx = NULL;
     s->cap = 0;
+    s->work = NULL;
+    s->seen = NULL;
+    s->work_cap = 0;
 }
 
 void colo_sampler_free(colo_sampler *s)
 {
     free(s->probs);
     free(s->idx);
+    free(s->work);
+    free(s->seen);
     s->probs = NULL;
     s->idx = NULL;
     s->cap = 0;
+    s->work = NULL;
+    s->seen = NULL;
+    s->work_cap = 0;
 }
 
 static double uniform(colo_sampler *s)
@@ -90,8 +100,13 @@ int colo_sampler_sample(colo_sampler *s, const float *logits, int n)
     float mx = logits[colo_argmax(logits, n)];
     double total = 0;
     int m = 0;
-    /* Candidates: tokens whose probability is not negligible (< 1e-9 of the top). */
+    /* Candidates: tokens whose probability is not negligible (< 1e-9 of the
+     * top), nor under min-p. */
     float cut = mx - 20.7f * s->temperature;
+    if (s->min_p > 0) {
+        float mp = mx + s->temperature * logf(s->min_p);
+        cut = mp > cut ? mp : cut;
+    }
     for (int i = 0; i < n; i++) {
         if (logits[i] < cut)
             continue;
@@ -160,4 +175,89 @@ int colo_sampler_sample(colo_sampler *s, const float *logits, int n)
             return h[m - 1 - i];
     }
     return h[m - taken];
+}
+
+/* ---- shaping ------------------------------------------------------------------------ */
+
+bool colo_sampler_shape_active(const colo_sampler_shape *sh)
+{
+    return sh && (sh->presence != 0 || sh->frequency != 0 || (sh->repetition != 0 && sh->repetition != 1) ||
+                  sh->min_p > 0 || sh->n_bias > 0);
+}
+
+int colo_sampler_sample_shaped(colo_sampler *s, const float *logits, int n, const colo_sampler_shape *sh,
+                               const int32_t *hist, int n_hist, int n_prompt)
+{
+    if (!colo_sampler_shape_active(sh))
+        return colo_sampler_sample(s, logits, n);
+    if (s->work_cap < n) {
+        free(s->work);
+        free(s->seen);
+        s->work = malloc((size_t)n * sizeof *s->work);
+        s->seen = calloc((size_t)n, 1);
+        if (!s->work || !s->seen) {
+            s->work_cap = 0;
+            return -1;
+        }
+        s->work_cap = n;
+    }
+    float *w = s->work;
+    memcpy(w, logits, (size_t)n * sizeof *w);
+    if (sh->repetition != 0 && sh->repetition != 1) {
+        int last = sh->repeat_last_n > 0 ? sh->repeat_last_n : 64;
+        for (int i = n_hist - last > 0 ? n_hist - last : 0; i < n_hist; i++) {
+            int t = hist[i];
+            if (t < 0 || t >= n || (s->seen[t] & 1))
+                continue;
+            s->seen[t] |= 1;
+            w[t] = w[t] > 0 ? w[t] / sh->repetition : w[t] * sh->repetition;
+        }
+    }
+    if (sh->presence != 0 || sh->frequency != 0) {
+        for (int i = n_prompt; i < n_hist; i++) {
+            int t = hist[i];
+            if (t < 0 || t >= n)
+                continue;
+            w[t] -= sh->frequency;
+            if (!(s->seen[t] & 2))
+                w[t] -= sh->presence;
+            s->seen[t] |= 2;
+        }
+    }
+    for (int i = 0; i < n_hist; i++) /* back to zero for the next call */
+        if (hist[i] >= 0 && hist[i] < n)
+            s->seen[hist[i]] = 0;
+    for (int i = 0; i < sh->n_bias; i++) {
+        int t = sh->bias[i].token;
+        if (t >= 0 && t < n)
+            w[t] = sh->bias[i].bias <= -100 ? -INFINITY : w[t] + sh->bias[i].bias;
+    }
+    s->min_p = sh->min_p;
+    int tok = colo_sampler_sample(s, w, n);
+    s->min_p = 0;
+    return tok;
+}
+
+void colo_logprobs(const float *logits, int n, int chosen, int k, float *chosen_lp, int32_t *top_ids, float *top_lps)
+{
+    float mx = logits[colo_argmax(logits, n)];
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    *chosen_lp = (float)(logits[chosen] - lse);
+    if (k > 20)
+        k = 20;
+    int m = 0; /* top-k by insertion: k is small */
+    for (int i = 0; i < n && k > 0; i++) {
+        float v = logits[i];
+        if (m == k && v <= logits[top_ids[m - 1]])
+            continue;
+        int j = m < k ? m++ : m - 1;
+        while (j > 0 && logits[top_ids[j - 1]] < v)
+            top_ids[j] = top_ids[j - 1], j--;
+        top_ids[j] = i;
+    }
+    for (int i = 0; i < m; i++)
+        top_lps[i] = (float)(logits[top_ids[i]] - lse);
 }

@@ -147,10 +147,7 @@ static void read_specials(colo_tokenizer *t, const colo_gguf *g)
 static void read_flags(colo_tokenizer *t, const colo_gguf *g)
 {
     bool spm = t->kind == KIND_SPM;
-    const char *pre = spm ? "default" : colo_bpe_pre_name(t->bpe);
-    t->add_bos = spm || !strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3") ||
-                 !strcmp(pre, "falcon3") || !strcmp(pre, "falcon-h1") || !strcmp(pre, "pixtral") ||
-                 !strcmp(pre, "midm-2.0") || !strcmp(pre, "lfm2");
+    t->add_bos = spm || colo_bpe_default_add_bos(t->bpe);
     t->add_bos = t->add_bos && t->bos >= 0; /* a default only; the key below must name a BOS */
     t->add_eos = false;
     t->add_space_prefix = spm;

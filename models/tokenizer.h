@@ -14,7 +14,8 @@
  *
  * Never fails on arbitrary input bytes; decoding the ids of a text without
  * special tokens gives the text back (for SentencePiece, after the leading
- * space it adds). Thread safety: read-only after creation. */
+ * space it adds, and with U+2581 read back as a space). Thread safety:
+ * read-only after creation. */
 #ifndef COLO_MODELS_TOKENIZER_H
 #define COLO_MODELS_TOKENIZER_H
 

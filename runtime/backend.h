@@ -49,6 +49,7 @@ typedef struct colo_device_info {
     int prio_greatest;
     int compute_units;     /* SMs (CUDA) or worker threads (CPU) */
     bool can_partition;    /* disjoint compute-unit sets per stream are supported */
+    char pci_bus_id[32];   /* CUDA: "domain:bus:device.0" in hex, the form NVML looks devices up by; CPU: "" */
 } colo_device_info;
 
 /* ---- devices (runtime/registry.c) ---------------------------------------- */
@@ -68,6 +69,12 @@ bool colo_cuda_available(void);
  * this process: every later call on it fails with COLO_EFATAL. Always false
  * on the CPU. Any thread. */
 bool colo_device_poisoned(const colo_device *dev);
+
+/* The CPU time (ns, CLOCK_THREAD_CPUTIME) each worker of dev's pool has
+ * used since it started, into ns[0 .. min(n, max)). Returns n, the number
+ * of workers (0 on backends without a host worker pool: CUDA). Reads the
+ * threads' clocks only; costs the workers nothing. Any thread. */
+int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max);
 
 /* ---- buffers ---------------------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -601,6 +602,19 @@ static colo_status cpu_event_elapsed_ms(colo_event *start, colo_event *end, floa
     return COLO_OK;
 }
 
+static int cpu_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
+{
+    cpu_pool *p = dev->ctx;
+    for (int i = 0; i < p->n_threads && i < max; i++) {
+        clockid_t cid;
+        struct timespec ts;
+        ns[i] = 0;
+        if (!pthread_getcpuclockid(p->threads[i], &cid) && !clock_gettime(cid, &ts))
+            ns[i] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+    return p->n_threads;
+}
+
 static const colo_device_vtbl cpu_vtbl = {
     .name = "cpu",
     .close = cpu_close,
@@ -622,6 +636,7 @@ static const colo_device_vtbl cpu_vtbl = {
     .event_query = cpu_event_query,
     .event_sync = cpu_event_sync,
     .event_elapsed_ms = cpu_event_elapsed_ms,
+    .worker_cpu_ns = cpu_worker_cpu_ns,
 };
 
 static void cpu_model_name(char *out, size_t len)

@@ -337,6 +337,8 @@ static colo_status cuda_get_info(colo_device *dev, colo_device_info *info)
     info->prio_greatest = cd->prio_greatest;
     info->compute_units = cd->prop.multiProcessorCount;
     info->can_partition = cd->can_partition;
+    snprintf(info->pci_bus_id, sizeof info->pci_bus_id, "%08x:%02x:%02x.0", (unsigned)cd->prop.pciDomainID,
+             (unsigned)cd->prop.pciBusID, (unsigned)cd->prop.pciDeviceID);
     return st;
 }
 

@@ -69,6 +69,8 @@ typedef struct colo_device_vtbl {
     colo_status (*buffer_commit)(colo_device *dev, void *handle, void *ptr, size_t bytes);
     /* Gives whole chunks back. NULL: a no-op. */
     void (*buffer_decommit)(colo_device *dev, void *handle, void *ptr, size_t bytes);
+    /* CPU time of each host worker (colo_device_worker_cpu_ns). NULL: no workers, 0. */
+    int (*worker_cpu_ns)(colo_device *dev, uint64_t *ns, int max);
 } colo_device_vtbl;
 
 struct colo_device {

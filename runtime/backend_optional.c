@@ -78,3 +78,10 @@ bool colo_device_can_reserve(const colo_device *dev)
 {
     return dev && dev->vt->buffer_reserve && (!dev->vt->reserve_supported || dev->vt->reserve_supported(dev));
 }
+
+int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
+{
+    if (!dev || !dev->vt->worker_cpu_ns || (max > 0 && !ns))
+        return 0;
+    return dev->vt->worker_cpu_ns(dev, ns, max < 0 ? 0 : max);
+}

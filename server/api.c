@@ -55,12 +55,18 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
     pthread_mutex_lock(&c->mu);
     if (c->fill.len + atomic_load(&c->unsent_bytes) > COLO_API_STREAM_MAX_BYTES) {
         ok = false; /* the client does not read: the executor cancels the request */
-    } else if (buf_reserve(&c->fill, 8 + len)) {
+    } else if (buf_reserve(&c->fill, 9 + len + sizeof(colo_req_token_logprobs))) {
+        /* token, length, whether logprobs follow the piece, the piece, the logprobs */
         uint32_t l = (uint32_t)len;
-        memcpy(c->fill.data + c->fill.len, &token, 4);
-        memcpy(c->fill.data + c->fill.len + 4, &l, 4);
-        memcpy(c->fill.data + c->fill.len + 8, piece, len);
-        c->fill.len += 8 + len;
+        uint8_t has_lp = r->token_logprobs != NULL;
+        char *o = c->fill.data + c->fill.len;
+        memcpy(o, &token, 4);
+        memcpy(o + 4, &l, 4);
+        o[8] = (char)has_lp;
+        memcpy(o + 9, piece, len);
+        if (has_lp)
+            memcpy(o + 9 + len, r->token_logprobs, sizeof *r->token_logprobs);
+        c->fill.len += 9 + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
         post = !c->tok_posted;
         c->tok_posted = true;
     } /* else: out of memory; the final answer still has the whole text */
@@ -91,6 +97,20 @@ static colo_status sse_json(api_call *c, json_t *j)
     return st;
 }
 
+/* A named event (Anthropic's streams name every event). */
+static colo_status sse_event(api_call *c, const char *event, json_t *j)
+{
+    if (!j)
+        return COLO_ENOMEM;
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    if (!s)
+        return COLO_ENOMEM;
+    colo_status st = colo_http_sse_send(c->http, event, s);
+    free(s);
+    return st;
+}
+
 static bool begin_stream(api_call *c)
 {
     if (c->started)
@@ -100,6 +120,17 @@ static bool begin_stream(api_call *c)
     c->started = true;
     if (c->ep == COLO_API_CHAT)
         sse_json(c, colo_api_chunk_json(c, "", 0, NULL, true));
+    if (c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt) { /* the prompt first */
+        sse_json(c, colo_api_chunk_json(c, c->r->in.prompt, c->r->in.prompt_len, NULL, false));
+        c->text_sent = c->r->in.prompt_len;
+    }
+    if (c->ep == COLO_API_MESSAGES) {
+        sse_event(c, "message_start", colo_api_anthropic_start_json(c));
+        sse_event(c, "content_block_start",
+                  json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0, "content_block",
+                            "type", "text", "text", ""));
+        sse_event(c, "ping", json_pack("{s:s}", "type", "ping"));
+    }
     return true;
 }
 
@@ -114,18 +145,32 @@ static void deliver_tokens(void *ud)
     c->fill.len = 0;
     c->tok_posted = false;
     pthread_mutex_unlock(&c->mu);
-    for (size_t o = 0; o + 8 <= t.len && !client_gone(c) && begin_stream(c);) {
+    for (size_t o = 0; o + 9 <= t.len && !client_gone(c) && begin_stream(c);) {
         int32_t token;
         uint32_t len;
+        colo_req_token_logprobs lp;
         memcpy(&token, t.data + o, 4);
         memcpy(&len, t.data + o + 4, 4);
-        const char *piece = t.data + o + 8;
-        if (c->ep == COLO_API_INFER)
-            sse_json(c, json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
-                                  colo_api_json_text(piece, len)));
-        else if (len)
+        bool has_lp = t.data[o + 8] != 0;
+        const char *piece = t.data + o + 9;
+        if (has_lp)
+            memcpy(&lp, piece + len, sizeof lp);
+        if (c->ep == COLO_API_INFER) {
+            json_t *ev = json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
+                                   colo_api_json_text(piece, len));
+            if (ev && has_lp)
+                json_object_set_new(ev, "logprobs", colo_api_logprobs_json(c, &token, &lp, 1, 0));
+            sse_json(c, ev);
+        } else if (c->ep == COLO_API_MESSAGES && len) {
+            sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
+        } else if (has_lp && token >= 0) { /* every token gets its chunk, text or not */
+            sse_json(c, colo_api_chunk_lp_json(c, piece, len, NULL, false,
+                                               colo_api_logprobs_json(c, &token, &lp, 1, c->text_sent)));
+        } else if (len) {
             sse_json(c, colo_api_chunk_json(c, piece, len, NULL, false));
-        o += 8 + len;
+        }
+        c->text_sent += len;
+        o += 9 + len + (has_lp ? sizeof lp : 0);
     }
     t.len = 0;
     c->drain = t;
@@ -137,6 +182,17 @@ static void deliver_tokens(void *ud)
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
+    if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
+        if (o->status != COLO_OK) {
+            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), o->error));
+        } else {
+            sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
+            sse_event(c, "message_delta", colo_api_anthropic_end_json(c));
+            sse_event(c, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+        }
+        colo_http_stream_end(c->http);
+        return;
+    }
     if (o->status != COLO_OK) {
         json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", colo_api_status_code(o->status), "message",
                               o->error ? o->error : "failed", "request_id", colo_http_req_id(c->http));
@@ -182,6 +238,7 @@ static void deliver_done(void *ud)
     if (o->status == COLO_ECANCELED && !gone && !c->aborted)
         status = 503; /* the model stopped under it, or its client stopped reading */
     colo_api_record(c, status);
+    colo_api_account(c, status); /* the ledger, before the answer leaves */
     colo_http_req_set_tokens(h, c->r->task == COLO_TASK_GENERATE ? o->n_tokens : o->n_input_tokens);
     colo_http_req_set_queue_ms(h, o->queue_ms);
     if (gone) {
@@ -194,7 +251,10 @@ static void deliver_done(void *ud)
     } else if (o->status != COLO_OK) {
         answer_error(c, status, o->status, o->error);
     } else {
-        colo_http_respond_json(h, 200, c->ep == COLO_API_INFER ? colo_api_infer_json(c) : colo_api_openai_json(c));
+        colo_http_respond_json(h, 200,
+                               c->ep == COLO_API_INFER      ? colo_api_infer_json(c)
+                               : c->ep == COLO_API_MESSAGES ? colo_api_anthropic_json(c)
+                                                            : colo_api_openai_json(c));
     }
     call_free(c);
 }
@@ -278,14 +338,58 @@ static void refuse(api_call *c, colo_status st, const char *err)
     }
 }
 
+/* The endpoints answered on the loop thread without generating:
+ * count_tokens, tokenize, detokenize. */
+static void answer_now(api_call *c)
+{
+    char err[512] = "";
+    colo_request *r = c->r;
+    colo_served *m = c->am->m;
+    colo_status st;
+    json_t *j = NULL;
+    if (c->ep == COLO_API_DETOKENIZE) {
+        const char *text;
+        size_t len;
+        st = colo_served_detokenize(m, c->in.tokens, c->in.n_tokens, r->pool, &text, &len, err, sizeof err);
+        if (st == COLO_OK)
+            j = json_pack("{s:o}", "text", colo_api_json_text(text, len));
+    } else {
+        st = colo_served_tokenize(m, r, err, sizeof err);
+        if (st == COLO_OK && c->ep == COLO_API_COUNT_TOKENS) {
+            j = json_pack("{s:i}", "input_tokens", r->tok.n);
+        } else if (st == COLO_OK) {
+            json_t *ids = json_array();
+            for (int i = 0; ids && i < r->tok.n; i++)
+                if (json_array_append_new(ids, json_integer(r->tok.ids[i]))) {
+                    json_decref(ids);
+                    ids = NULL;
+                }
+            j = ids ? json_pack("{s:o,s:i}", "tokens", ids, "count", r->tok.n) : NULL;
+        }
+    }
+    if (st == COLO_OK) {
+        colo_api_count_request(c->api, c->am->name, 200);
+        colo_api_account(c, 200);
+        colo_http_respond_json(c->http, 200, j);
+        return;
+    }
+    int status = st == COLO_EUNSUPPORTED ? 400 : colo_api_status_http(st);
+    colo_api_count_request(c->api, c->am->name, status);
+    colo_api_account(c, status);
+    if (status == 400)
+        colo_http_error(c->http, 400, "invalid_request", "%s", err);
+    else
+        answer_error(c, status, st, err);
+}
+
 static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
 {
     json_t *body = colo_http_req_json(req);
     if (!body)
         return; /* answered 400 */
     char err[512];
-    const char *name = ep == COLO_API_INFER ? colo_http_req_param(req, "name")
-                                            : colo_api_model_field(body, err, sizeof err);
+    bool by_path = ep == COLO_API_INFER || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE;
+    const char *name = by_path ? colo_http_req_param(req, "name") : colo_api_model_field(body, err, sizeof err);
     if (!name) {
         colo_http_error(req, 400, "invalid_request", "%s", err);
         json_decref(body);
@@ -319,12 +423,23 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     snprintf(r->who.id, sizeof r->who.id, "%s", colo_http_req_id(req));
     snprintf(r->who.model, sizeof r->who.model, "%s", am->name);
     r->who.priority = c->in.has_priority ? c->in.priority : mc->priority;
+    if (!colo_api_admit(c)) {
+        call_free(c);
+        return;
+    }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);
-    snprintf(c->oid, sizeof c->oid, "%s-%s", ep == COLO_API_CHAT ? "chatcmpl" : "cmpl", r->who.id);
+    snprintf(c->oid, sizeof c->oid, "%s%s", ep == COLO_API_CHAT ? "chatcmpl-" : ep == COLO_API_MESSAGES ? "msg_" : "cmpl-",
+             r->who.id);
     err[0] = 0;
+    if (ep == COLO_API_COUNT_TOKENS || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE) {
+        answer_now(c);
+        call_free(c);
+        return;
+    }
     st = colo_served_submit(am->m, r, err, sizeof err);
     if (st != COLO_OK) {
+        colo_api_account(c, colo_api_status_http(st));
         refuse(c, st, err);
         call_free(c);
         return;
@@ -336,6 +451,10 @@ static void h_infer(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_INF
 static void h_completions(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COMPLETIONS); }
 static void h_chat(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_CHAT); }
 static void h_embeddings(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_EMBEDDINGS); }
+static void h_messages(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_MESSAGES); }
+static void h_count_tokens(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COUNT_TOKENS); }
+static void h_tokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_TOKENIZE); }
+static void h_detokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_DETOKENIZE); }
 
 static void h_models(colo_http_req *req, void *ud)
 {
@@ -406,13 +525,22 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
                   {"GET", "/v1/models/{name}", h_model},
                   {"POST", "/v1/completions", h_completions},
                   {"POST", "/v1/chat/completions", h_chat},
-                  {"POST", "/v1/embeddings", h_embeddings}};
+                  {"POST", "/v1/embeddings", h_embeddings},
+                  {"POST", "/v1/messages", h_messages},
+                  {"POST", "/v1/messages/count_tokens", h_count_tokens},
+                  {"POST", "/v1/models/{name}/tokenize", h_tokenize},
+                  {"POST", "/v1/models/{name}/detokenize", h_detokenize}};
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, a, 0) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", routes[i].method, routes[i].pattern);
             free(a);
             return NULL;
         }
+    if (colo_api_usage_routes(a) != COLO_OK) {
+        colo_set_err(err, errlen, "cannot add the route GET /v1/usage");
+        free(a);
+        return NULL;
+    }
     /* the lifecycle routes under /admin/ (server/admin.h) */
     if (!(a->admin = colo_admin_create(srv, a, cfg, err, errlen))) {
         free(a);
@@ -439,7 +567,9 @@ colo_served_hooks colo_api_hooks(colo_api *a)
 
 void colo_api_free(colo_api *a)
 {
-    if (a)
-        colo_admin_free(a->admin);
+    if (!a)
+        return;
+    colo_admin_free(a->admin);
+    colo_api_stats_free(a);
     free(a);
 }

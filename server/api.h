@@ -42,6 +42,16 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
 colo_status colo_api_add_model(colo_api *a, colo_served *m);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
+/* Watches dev (runtime/telemetry.h, sampled every interval_ms off the
+ * loop), exports the colo_device_* metric families, keeps a short history
+ * of every added model's counters (a timer on the loop thread, one point
+ * per interval) and serves GET /v1/stats and GET /dashboard
+ * (docs/OBSERVABILITY.md). Call after the models are added, before the
+ * loop runs; dev must outlive colo_api_unwatch. */
+colo_status colo_api_watch(colo_api *a, colo_device *dev, int interval_ms, char *err, size_t errlen);
+/* Stops the sampler and the timer (before the loop's base is freed);
+ * /v1/stats then answers from the history it has. Accepts NULL. */
+void colo_api_unwatch(colo_api *a);
 void colo_api_free(colo_api *a);
 
 #endif

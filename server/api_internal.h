@@ -23,6 +23,8 @@ typedef struct api_model {
     bool unloading, unloaded; /* DELETE /admin/models/{name} (loop thread); unloaded: gone from the API */
 } api_model;
 
+typedef struct api_stats api_stats; /* api_stats.c */
+
 struct colo_api {
     colo_server *srv;
     colo_http_server *http;
@@ -37,6 +39,9 @@ struct colo_api {
     colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
+    colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
+    colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
+    api_stats *stats; /* NULL until colo_api_watch */
     colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
     colo_metric *m_sched_wait, *m_sched_steps;
     colo_metric *m_wake, *m_state; /* lifecycle */
@@ -60,7 +65,10 @@ typedef struct api_call {
     colo_http_req *http;
     colo_api_endpoint ep;
     colo_api_input in; /* options: include_usage, base64 */
+    int tenant_key;    /* the caller's key (server/tenants.h) */
+    bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
+    size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     bool aborted;
     long created;
     char oid[96];      /* OpenAI object id */
@@ -81,9 +89,35 @@ json_t *colo_api_openai_json(const api_call *c);
 /* One streamed chunk of an OpenAI endpoint (delta text, or the finish reason). */
 json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role);
 json_t *colo_api_usage_json(const api_call *c);
+/* The same with a chunk's logprobs (stolen; NULL: null). */
+json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
+                               json_t *logprobs);
+/* Logprobs of n tokens in the endpoint's shape (text_offset: completions'
+ * offset of the first token in the text). */
+json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                               size_t text_offset);
 json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
+
+/* ---- api_anthropic.c ------------------------------------------------------------ */
+json_t *colo_api_anthropic_json(const api_call *c);
+/* Streamed event data: message_start, a text delta, message_delta (stop
+ * reason and output tokens), an error. */
+json_t *colo_api_anthropic_start_json(const api_call *c);
+json_t *colo_api_anthropic_delta_json(const char *text, size_t len);
+json_t *colo_api_anthropic_end_json(const api_call *c);
+json_t *colo_api_anthropic_error_json(int http_status, const char *message);
+
+/* ---- api_usage.c: tenants' admission and accounting, GET /v1/usage ------------ */
+/* Identifies the caller into c->r->who and admits it (quotas, allowed model,
+ * priority ceiling); sets who.priority and the queue item's fair-share
+ * fields. False: answered (401/403/429) and accounted. */
+bool colo_api_admit(api_call *c);
+/* A request that was admitted ends with http_status: the ledger (before
+ * the answer is sent), the tenant metrics and the quotas' slots. */
+void colo_api_account(api_call *c, int http_status);
+colo_status colo_api_usage_routes(colo_api *a);
 
 /* ---- api_metrics.c ------------------------------------------------------------- */
 colo_status colo_api_register_metrics(colo_api *a);
@@ -92,5 +126,9 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status);
 void colo_api_record(const api_call *c, int http_status);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
 void colo_api_on_wake(void *ud, const char *model, double wake_s);
+
+/* ---- api_stats.c --------------------------------------------------------------- */
+/* Stops watching (colo_api_unwatch) and frees the history. Accepts a->stats NULL. */
+void colo_api_stats_free(colo_api *a);
 
 #endif

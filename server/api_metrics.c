@@ -28,6 +28,13 @@ void colo_api_record(const api_call *c, int http_status)
     colo_metric_observe(a->m_queue, lq, o->queue_ms / 1e3);
     colo_metric_observe(a->m_prefill, lm, o->prefill_ms / 1e3);
     colo_metric_add(a->m_prompt_tokens, lm, o->n_input_tokens);
+    const colo_sla_cfg *sla = &colo_served_config(c->am->m)->sla;
+    if (sla->p99_ms > 0)
+        colo_metric_add(a->m_slo, (const char *const[]){model, "latency", o->total_ms <= sla->p99_ms ? "met" : "missed"},
+                        1);
+    if (sla->ttft_ms > 0 && c->r->task == COLO_TASK_GENERATE && o->n_tokens > 0)
+        colo_metric_add(a->m_slo, (const char *const[]){model, "ttft", o->ttft_ms <= sla->ttft_ms ? "met" : "missed"},
+                        1);
     if (c->r->task != COLO_TASK_GENERATE)
         return;
     colo_metric_observe(a->m_decode, lm, o->decode_ms / 1e3);
@@ -61,6 +68,7 @@ void colo_api_on_wake(void *ud, const char *model, double wake_s)
 static void on_render(void *ud)
 {
     colo_api *a = ud;
+    colo_metric_set(a->m_sched_info, (const char *const[]){a->policy}, 1);
     for (int i = 0; i < a->n_models; i++) {
         if (a->models[i].unloaded)
             continue;
@@ -68,6 +76,8 @@ static void on_render(void *ud)
         colo_served_get_info(a->models[i].m, &in);
         const char *lm[] = {in.name};
         colo_metric_set(a->m_depth, lm, in.queue_depth);
+        colo_metric_set(a->m_queue_cap, lm, in.max_queue);
+        colo_metric_set(a->m_info, (const char *const[]){in.name, in.kind, colo_priority_name(in.priority)}, 1);
         colo_metric_set(a->m_running, lm, in.running);
         colo_metric_set(a->m_mem_used, lm, (double)in.mem.used_bytes);
         colo_metric_set(a->m_mem_limit, lm, (double)in.mem.limit_bytes);
@@ -90,6 +100,8 @@ static void on_render(void *ud)
             colo_metric_set(a->m_kv_total, lm, in.kv_blocks);
             colo_metric_set(a->m_kv_free, lm, in.kv_free_blocks);
             colo_metric_set(a->m_preempt, lm, (double)in.preemptions);
+            if (in.kv_blocks > 0)
+                colo_metric_set(a->m_kv_usage, lm, (double)(in.kv_blocks - in.kv_free_blocks) / in.kv_blocks);
         }
     }
 }
@@ -127,6 +139,17 @@ colo_status colo_api_register_metrics(colo_api *a)
     a->m_step = colo_metrics_histogram(m, "colo_model_step_duration_seconds", "One executor step.", 1, L1, step_buckets,
                                        nsb);
     a->m_depth = colo_metrics_gauge(m, "colo_model_queue_depth", "Requests waiting in the model's queue.", 1, L1);
+    a->m_queue_cap = colo_metrics_gauge(m, "colo_model_queue_capacity",
+                                        "Requests the model's queue holds before it answers 429.", 1, L1);
+    a->m_info = colo_metrics_gauge(m, "colo_model_info", "A served model (always 1), its kind and priority.", 3,
+                                   (const char *const[]){"model", "kind", "priority"});
+    a->m_sched_info = colo_metrics_gauge(m, "colo_scheduler_info", "The co-scheduler (always 1) and its policy.", 1,
+                                         (const char *const[]){"policy"});
+    a->m_slo = colo_metrics_counter(m, "colo_model_slo_requests_total",
+                                    "Successful requests of models with an SLA, by objective (latency: the "
+                                    "request's total time against sla.p99_ms; ttft: against sla.ttft_ms) and "
+                                    "result (met, missed).",
+                                    3, (const char *const[]){"model", "objective", "result"});
     a->m_running = colo_metrics_gauge(m, "colo_model_running", "Requests in the model's executor.", 1, L1);
     a->m_mem_used = colo_metrics_gauge(m, "colo_model_memory_used_bytes", "Bytes in use in the model's arena.", 1, L1);
     a->m_mem_limit = colo_metrics_gauge(m, "colo_model_memory_limit_bytes", "The model's arena size.", 1, L1);
@@ -138,6 +161,8 @@ colo_status colo_api_register_metrics(colo_api *a)
                                             1, L1);
     a->m_kv_total = colo_metrics_gauge(m, "colo_model_kv_blocks", "KV cache blocks of the model.", 1, L1);
     a->m_kv_free = colo_metrics_gauge(m, "colo_model_kv_blocks_free", "KV cache blocks free.", 1, L1);
+    a->m_kv_usage = colo_metrics_gauge(m, "colo_model_kv_cache_usage_ratio",
+                                       "KV cache blocks in use over all blocks, 0 to 1.", 1, L1);
     a->m_ready = colo_metrics_gauge(m, "colo_model_ready", "1 when the model serves requests.", 1, L1);
     a->m_preempt = colo_metrics_counter(m, "colo_model_preemptions_total", "Sequences preempted for cache space.", 1,
                                         L1);
@@ -164,9 +189,11 @@ colo_status colo_api_register_metrics(colo_api *a)
                           a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,
                           a->m_running, a->m_mem_used, a->m_mem_limit, a->m_mem_peak, a->m_kv_total, a->m_kv_free,
                           a->m_ready, a->m_preempt, a->m_sched_wait, a->m_sched_steps, a->m_mem_weights,
-                          a->m_kv_bytes, a->m_kv_used_bytes};
+                          a->m_kv_bytes, a->m_kv_used_bytes, a->m_queue_cap, a->m_slo, a->m_info, a->m_sched_info};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (!all[i])
             return COLO_ENOMEM;
+    if (!a->m_kv_usage)
+        return COLO_ENOMEM;
     return colo_metrics_on_render(m, on_render, a);
 }

@@ -131,6 +131,8 @@ json_t *colo_api_infer_json(const api_call *c)
         bad |= json_object_set_new(j, "text", colo_api_json_text(o->text ? o->text : "", o->text_len));
         bad |= json_object_set_new(j, "tokens", tokens_json(o->tokens, o->n_tokens));
         bad |= json_object_set_new(j, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
+        if (c->r->params.logprobs >= 0 && o->logprobs)
+            bad |= json_object_set_new(j, "logprobs", colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, 0));
     } else {
         json_t *arr = json_array();
         for (int i = 0; arr && i < c->r->in.n_texts; i++)
@@ -167,13 +169,28 @@ json_t *colo_api_openai_json(const api_call *c)
         return j;
     }
     const char *fin = o->finish_reason ? o->finish_reason : "stop";
-    json_t *text = colo_api_json_text(o->text ? o->text : "", o->text_len);
+    bool echo = c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt;
+    size_t pl = echo ? c->r->in.prompt_len : 0;
+    json_t *text;
+    if (echo) {
+        char *both = colo_pool_alloc(c->r->pool, pl + o->text_len + 1);
+        if (both) {
+            memcpy(both, c->r->in.prompt, pl);
+            memcpy(both + pl, o->text ? o->text : "", o->text_len);
+        }
+        text = both ? colo_api_json_text(both, pl + o->text_len) : NULL;
+    } else {
+        text = colo_api_json_text(o->text ? o->text : "", o->text_len);
+    }
+    json_t *lp = c->r->params.logprobs >= 0 && o->logprobs
+                     ? colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, pl)
+                     : json_null();
     json_t *choice;
     if (c->ep == COLO_API_CHAT)
-        choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:n}", "index", 0, "message", "role", "assistant", "content", text,
-                           "finish_reason", fin, "logprobs");
+        choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", 0, "message", "role", "assistant", "content", text,
+                           "finish_reason", fin, "logprobs", lp);
     else
-        choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "text", text, "finish_reason", fin, "logprobs");
+        choice = json_pack("{s:i,s:o,s:s,s:o}", "index", 0, "text", text, "finish_reason", fin, "logprobs", lp);
     return json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", c->oid, "object",
                      c->ep == COLO_API_CHAT ? "chat.completion" : "text_completion", "created",
                      (json_int_t)c->created, "model", c->am->name, "choices", choice, "usage", colo_api_usage_json(c));
@@ -181,21 +198,29 @@ json_t *colo_api_openai_json(const api_call *c)
 
 json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role)
 {
+    return colo_api_chunk_lp_json(c, delta_text, len, finish, role, NULL);
+}
+
+json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
+                               json_t *logprobs)
+{
+    if (!logprobs)
+        logprobs = json_null();
     if (c->ep == COLO_API_CHAT) {
         json_t *delta = json_object();
         if (delta && role)
             json_object_set_new(delta, "role", json_string("assistant"));
         if (delta && delta_text)
             json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
-        return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:n}]}", "id", c->oid, "object",
+        return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object",
                          "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
                          "choices", "index", 0, "delta", delta ? delta : json_null(), "finish_reason",
-                         finish ? json_string(finish) : json_null(), "logprobs");
+                         finish ? json_string(finish) : json_null(), "logprobs", logprobs);
     }
-    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:n}]}", "id", c->oid, "object", "text_completion",
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object", "text_completion",
                      "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", 0, "text",
                      colo_api_json_text(delta_text ? delta_text : "", delta_text ? len : 0), "finish_reason",
-                     finish ? json_string(finish) : json_null(), "logprobs");
+                     finish ? json_string(finish) : json_null(), "logprobs", logprobs);
 }
 
 static json_t *memory_json(const colo_served_info *in)
@@ -255,4 +280,85 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
     if (in.error[0])
         json_object_set_new(o, "error", json_string(in.error));
     return o;
+}
+
+/* ---- log-probabilities ---------------------------------------------------------------- */
+
+/* A token's text and bytes (OpenAI's "token" and "bytes"). */
+static json_t *token_text(const api_call *c, int32_t id, json_t **bytes)
+{
+    const char *t = "";
+    size_t n = 0;
+    char err[128];
+    if (colo_served_detokenize(c->am->m, &id, 1, c->r->pool, &t, &n, err, sizeof err) != COLO_OK)
+        t = "", n = 0;
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t i = 0; *bytes && i < n; i++)
+            json_array_append_new(*bytes, json_integer((unsigned char)t[i]));
+    }
+    return colo_api_json_text(t, n);
+}
+
+/* Chat's entry for one token: {token, logprob, bytes, top_logprobs: [...]}. */
+static json_t *chat_lp_entry(const api_call *c, int32_t id, const colo_req_token_logprobs *lp)
+{
+    json_t *bytes = NULL, *top = json_array();
+    json_t *t = token_text(c, id, &bytes);
+    json_t *e = json_pack("{s:o,s:f,s:o,s:o}", "token", t, "logprob", (double)lp->logprob, "bytes",
+                          bytes ? bytes : json_null(), "top_logprobs", top ? top : json_array());
+    for (int k = 0; top && k < lp->n_top; k++) {
+        json_t *b = NULL;
+        json_t *tt = token_text(c, lp->top_ids[k], &b);
+        json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", tt, "logprob", (double)lp->top_logprobs[k],
+                                             "bytes", b ? b : json_null()));
+    }
+    return e;
+}
+
+/* Logprobs of tokens [from, to) of a request, or of one streamed token
+ * (ids/lps of n == 1), in the endpoint's shape: chat {"content":[...]},
+ * completions {"tokens","token_logprobs","top_logprobs","text_offset"},
+ * /infer [{"token","logprob","top":[{"token","logprob"}]}]. */
+json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                               size_t text_offset)
+{
+    if (c->ep == COLO_API_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; content && i < n; i++)
+            json_array_append_new(content, chat_lp_entry(c, ids[i], &lps[i]));
+        return json_pack("{s:o}", "content", content ? content : json_array());
+    }
+    if (c->ep == COLO_API_INFER) {
+        json_t *a = json_array();
+        for (int i = 0; a && i < n; i++) {
+            json_t *top = json_array();
+            for (int k = 0; top && k < lps[i].n_top; k++)
+                json_array_append_new(top, json_pack("{s:i,s:f}", "token", lps[i].top_ids[k], "logprob",
+                                                     (double)lps[i].top_logprobs[k]));
+            json_array_append_new(a, json_pack("{s:i,s:f,s:o}", "token", ids[i], "logprob", (double)lps[i].logprob,
+                                               "top", top ? top : json_array()));
+        }
+        return a;
+    }
+    json_t *toks = json_array(), *lp = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = text_offset;
+    for (int i = 0; toks && lp && tops && offs && i < n; i++) {
+        json_t *t = token_text(c, ids[i], NULL);
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(t);
+        json_array_append_new(toks, t);
+        json_array_append_new(lp, json_real(lps[i].logprob));
+        json_t *top = json_object();
+        for (int k = 0; top && k < lps[i].n_top; k++) {
+            json_t *tt = token_text(c, lps[i].top_ids[k], NULL);
+            if (tt && !json_object_get(top, json_string_value(tt)))
+                json_object_set_new(top, json_string_value(tt), json_real(lps[i].top_logprobs[k]));
+            json_decref(tt);
+        }
+        json_array_append_new(tops, top ? top : json_object());
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks ? toks : json_array(), "token_logprobs",
+                     lp ? lp : json_array(), "top_logprobs", tops ? tops : json_array(), "text_offset",
+                     offs ? offs : json_array());
 }

@@ -52,6 +52,8 @@ typedef struct dec {
     size_t errlen;
     json_t *prompt, *messages, *input;
     bool max_tokens_set;
+    int top_logprobs;  /* chat: top_logprobs (-1: not given) */
+    bool logprobs_off; /* chat: logprobs: false */
 } dec;
 
 static colo_status bad(dec *d, const char *key, const char *what)
@@ -100,11 +102,52 @@ static colo_status get_bool(dec *d, const char *key, json_t *v, bool *out)
     return COLO_OK;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100]} (at most 1024 entries). */
+static colo_status logit_bias(dec *d, json_t *v)
+{
+    if (!json_is_object(v))
+        return bad(d, "logit_bias", "must be an object of \"token id\": bias");
+    size_t n = json_object_size(v);
+    if (n > 1024)
+        return bad(d, "logit_bias", "more than 1024 entries");
+    colo_req_logit_bias *b = colo_pool_calloc(d->in->r->pool, n ? n : 1, sizeof *b);
+    if (!b)
+        return bad(d, "logit_bias", "out of memory");
+    const char *k;
+    json_t *x;
+    size_t i = 0;
+    json_object_foreach(v, k, x) {
+        char *end;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || id < 0 || id >= d->lim->n_vocab) {
+            colo_set_err(d->err, d->errlen, "logit_bias: '%.32s' is not a token id of this model (0 to %d)", k,
+                         d->lim->n_vocab - 1);
+            return COLO_EINVAL;
+        }
+        if (!json_is_number(x) || !isfinite(json_number_value(x)) || json_number_value(x) < -100 ||
+            json_number_value(x) > 100)
+            return bad(d, "logit_bias", "each bias must be a number from -100 to 100");
+        b[i].token = (int32_t)id;
+        b[i++].bias = (float)json_number_value(x);
+    }
+    d->in->r->params.logit_bias = b;
+    d->in->r->params.n_logit_bias = (int)n;
+    return COLO_OK;
+}
+
 static colo_status add_stop(dec *d, json_t *s)
 {
     colo_api_input *in = d->in;
+    if (json_is_integer(s)) { /* a token id */
+        if (json_integer_value(s) < 0 || json_integer_value(s) >= d->lim->n_vocab)
+            return bad(d, "stop", "a token id outside the vocabulary");
+        if (in->r->params.n_stop_ids >= COLO_REQ_MAX_STOP)
+            return bad(d, "stop", "at most 8 stop token ids");
+        in->r->params.stop_ids[in->r->params.n_stop_ids++] = (int32_t)json_integer_value(s);
+        return COLO_OK;
+    }
     if (!plain_string(s) || json_string_length(s) == 0)
-        return bad(d, "stop", "must be a non-empty string or an array of them");
+        return bad(d, "stop", "must be a non-empty string, a token id, or an array of them");
     if (json_string_length(s) > MAX_STOP_BYTES)
         return bad(d, "stop", "a stop string is longer than 256 bytes");
     if (in->r->params.n_stop >= COLO_REQ_MAX_STOP)
@@ -131,26 +174,6 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
             return COLO_OK;
         return bad(d, key, "only 1 is supported");
     }
-    if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
-        if (json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "only 0 is supported");
-    }
-    if (!strcmp(key, "logit_bias")) {
-        if (json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
-    if (!strcmp(key, "logprobs") || !strcmp(key, "echo")) {
-        if (json_is_null(v) || json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
-    if (!strcmp(key, "top_logprobs")) {
-        if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
     if (!strcmp(key, "suffix") || !strcmp(key, "tools") || !strcmp(key, "functions") ||
         !strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
         if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
@@ -162,7 +185,11 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
         json_t *t = json_object_get(v, "type");
         if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "text")))
             return COLO_OK;
-        return bad(d, key, "only {\"type\":\"text\"} is supported");
+        if (json_is_string(t) && !strcmp(json_string_value(t), "json_object")) {
+            d->in->r->params.json_object = true;
+            return COLO_OK;
+        }
+        return bad(d, key, "only {\"type\":\"text\"} and {\"type\":\"json_object\"} are supported (json_schema is not yet)");
     }
     *handled = false;
     return COLO_OK;
@@ -228,6 +255,46 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
         if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
             return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
         in->has_priority = true;
+    } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, -2, 2, false, &f)) == COLO_OK)
+            *(key[0] == 'p' ? &in->r->params.presence_penalty : &in->r->params.frequency_penalty) = (float)f;
+    } else if (!strcmp(key, "repetition_penalty")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 10, true, &f)) == COLO_OK)
+            in->r->params.repetition_penalty = (float)f;
+    } else if (!strcmp(key, "min_p")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_num(d, key, v, 0, 1, false, &f)) == COLO_OK)
+            in->r->params.min_p = (float)f;
+    } else if (!strcmp(key, "logit_bias")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        st = logit_bias(d, v);
+    } else if (!strcmp(key, "logprobs")) {
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if (d->ep == COLO_API_CHAT) { /* a bool; top_logprobs says how many */
+            bool on;
+            if ((st = get_bool(d, key, v, &on)) == COLO_OK && on && in->r->params.logprobs < 0)
+                in->r->params.logprobs = 0;
+            if (st == COLO_OK && !on)
+                d->logprobs_off = true;
+        } else if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK) {
+            in->r->params.logprobs = (int)x;
+        }
+    } else if (d->ep == COLO_API_CHAT && !strcmp(key, "top_logprobs")) {
+        if (json_is_null(v))
+            return COLO_OK;
+        if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK)
+            d->top_logprobs = (int)x;
+    } else if (d->ep == COLO_API_COMPLETIONS && !strcmp(key, "echo")) {
+        if (json_is_null(v))
+            return COLO_OK;
+        st = get_bool(d, key, v, &in->r->params.echo);
     } else {
         *handled = false;
     }
@@ -385,6 +452,268 @@ static colo_status decode_inputs(dec *d, const char *key)
     return COLO_OK;
 }
 
+/* ---- Anthropic's Messages API ---------------------------------------------------- */
+
+/* A content: a string or an array of {"type":"text","text":...} blocks
+ * (cache_control and citations are accepted and have no effect). */
+static colo_status anthropic_content(dec *d, const char *key, json_t *c, const char **out, size_t *len)
+{
+    colo_pool *pool = d->in->r->pool;
+    if (json_is_string(c)) {
+        if (!plain_string(c))
+            return bad(d, key, "must not contain NUL characters");
+        *len = json_string_length(c);
+        *out = colo_pool_strndup(pool, json_string_value(c), *len);
+        return *out ? COLO_OK : bad(d, key, "out of memory");
+    }
+    if (!json_is_array(c))
+        return bad(d, key, "must be a string or an array of content blocks");
+    size_t total = 0, i;
+    json_t *b;
+    json_array_foreach(c, i, b) {
+        json_t *t = json_object_get(b, "type"), *x = json_object_get(b, "text");
+        if (!json_is_object(b) || !json_is_string(t))
+            return bad(d, key, "each content block needs a string type");
+        if (strcmp(json_string_value(t), "text")) {
+            colo_set_err(d->err, d->errlen, "%s: content blocks of type '%.32s' are not supported (only text)", key,
+                         json_string_value(t));
+            return COLO_EINVAL;
+        }
+        if (!plain_string(x))
+            return bad(d, key, "a text block needs a text string without NUL characters");
+        const char *k;
+        json_t *v;
+        json_object_foreach(b, k, v) if (strcmp(k, "type") && strcmp(k, "text") && strcmp(k, "cache_control") &&
+                                         strcmp(k, "citations"))
+        {
+            colo_set_err(d->err, d->errlen, "%s: unknown field '%.32s' in a text block", key, k);
+            return COLO_EINVAL;
+        }
+        total += json_string_length(x);
+    }
+    char *s = colo_pool_alloc(pool, total + 1);
+    if (!s)
+        return bad(d, key, "out of memory");
+    size_t o = 0;
+    json_array_foreach(c, i, b) {
+        json_t *x = json_object_get(b, "text");
+        memcpy(s + o, json_string_value(x), json_string_length(x));
+        o += json_string_length(x);
+    }
+    s[o] = 0;
+    *out = s;
+    *len = o;
+    return COLO_OK;
+}
+
+/* system + messages -> the request's chat (system first). */
+static colo_status anthropic_chat(dec *d, json_t *system, json_t *messages)
+{
+    colo_request *r = d->in->r;
+    if (!json_is_array(messages) || json_array_size(messages) == 0)
+        return bad(d, "messages", "required: a non-empty array of {\"role\",\"content\"}");
+    size_t n = json_array_size(messages);
+    if (n > MAX_MESSAGES)
+        return bad(d, "messages", "more than 1024 messages");
+    bool sys = system && !json_is_null(system);
+    colo_chat_message *msgs = colo_pool_calloc(r->pool, n + 1, sizeof *msgs);
+    if (!msgs)
+        return bad(d, "messages", "out of memory");
+    size_t total = 0, len;
+    int k = 0;
+    if (sys) {
+        colo_status st = anthropic_content(d, "system", system, &msgs[0].content, &len);
+        if (st != COLO_OK)
+            return st;
+        msgs[k++].role = "system";
+        total += len;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(messages, i), *role = json_object_get(m, "role"), *c = json_object_get(m, "content");
+        if (!json_is_object(m) || !json_is_string(role) || !c)
+            return bad(d, "messages", "each message needs a string role and a content");
+        const char *rl = json_string_value(role);
+        if (strcmp(rl, "user") && strcmp(rl, "assistant"))
+            return bad(d, "messages", "role must be user or assistant (the system prompt is the top-level system)");
+        const char *key;
+        json_t *x;
+        json_object_foreach(m, key, x) if (strcmp(key, "role") && strcmp(key, "content"))
+        {
+            colo_set_err(d->err, d->errlen, "messages: unknown field '%.32s' in a message", key);
+            return COLO_EINVAL;
+        }
+        colo_status st = anthropic_content(d, "messages", c, &msgs[k].content, &len);
+        if (st != COLO_OK)
+            return st;
+        msgs[k++].role = !strcmp(rl, "user") ? "user" : "assistant";
+        total += len + strlen(rl);
+    }
+    if (!strcmp(msgs[k - 1].role, "assistant"))
+        return bad(d, "messages", "the last message must be the user's (continuing an assistant turn is not "
+                                  "supported)");
+    colo_status st = check_prompt_bytes(d, total);
+    if (st != COLO_OK)
+        return st;
+    r->in.messages = msgs;
+    r->in.n_messages = k;
+    return COLO_OK;
+}
+
+/* Fields Anthropic's clients send that change nothing here when off. */
+static colo_status anthropic_off(dec *d, const char *key, json_t *v, bool *handled)
+{
+    *handled = true;
+    static const char *const ignored[] = {"metadata", "service_tier", "cache_control", "inference_geo", "speed",
+                                          "user_profile_id", "workspace_id", "diagnostics", NULL};
+    for (int i = 0; ignored[i]; i++)
+        if (!strcmp(key, ignored[i]))
+            return COLO_OK;
+    if (!strcmp(key, "output_config") || !strcmp(key, "container")) {
+        if (json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "is not supported");
+    }
+    if (!strcmp(key, "tools") || !strcmp(key, "mcp_servers")) {
+        if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
+            return COLO_OK;
+        return bad(d, key, "tools are not supported yet");
+    }
+    if (!strcmp(key, "tool_choice")) {
+        json_t *t = json_object_get(v, "type");
+        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "none")))
+            return COLO_OK;
+        return bad(d, key, "tools are not supported yet");
+    }
+    if (!strcmp(key, "thinking")) {
+        json_t *t = json_object_get(v, "type");
+        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "disabled")))
+            return COLO_OK;
+        return bad(d, key, "extended thinking is not supported");
+    }
+    *handled = false;
+    return COLO_OK;
+}
+
+static colo_status decode_anthropic(dec *d, json_t *body)
+{
+    colo_api_input *in = d->in;
+    colo_request *r = in->r;
+    bool count = d->ep == COLO_API_COUNT_TOKENS;
+    json_t *system = NULL, *messages = NULL;
+    const char *key;
+    json_t *v;
+    long long x;
+    double f;
+    json_object_foreach(body, key, v) {
+        colo_status st = COLO_OK;
+        bool handled = true;
+        if (!strcmp(key, "model")) {
+        } else if (!strcmp(key, "system")) {
+            system = v;
+        } else if (!strcmp(key, "messages")) {
+            messages = v;
+        } else if (count) {
+            if ((st = anthropic_off(d, key, v, &handled)) == COLO_OK && !handled) {
+                colo_set_err(d->err, d->errlen, "unknown field '%.32s'", key);
+                return COLO_EINVAL;
+            }
+        } else if (!strcmp(key, "max_tokens")) {
+            if ((st = get_int(d, key, v, 1, d->lim->max_seq_len, &x)) == COLO_OK) {
+                r->params.max_tokens = (int)x;
+                d->max_tokens_set = true;
+            }
+        } else if (!strcmp(key, "temperature")) {
+            if ((st = get_num(d, key, v, 0, 1, false, &f)) == COLO_OK)
+                r->params.temperature = (float)f;
+        } else if (!strcmp(key, "top_p")) {
+            if ((st = get_num(d, key, v, 0, 1, true, &f)) == COLO_OK)
+                r->params.top_p = (float)f;
+        } else if (!strcmp(key, "top_k")) {
+            if ((st = get_int(d, key, v, 0, d->lim->n_vocab, &x)) == COLO_OK)
+                r->params.top_k = (int)x;
+        } else if (!strcmp(key, "stop_sequences")) {
+            if (!json_is_array(v))
+                return bad(d, key, "must be an array of strings");
+            size_t i;
+            json_t *s;
+            json_array_foreach(v, i, s) if ((st = add_stop(d, s)) != COLO_OK) return st;
+        } else if (!strcmp(key, "stream")) {
+            st = get_bool(d, key, v, &r->params.stream);
+        } else if (!strcmp(key, "priority")) {
+            if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
+                return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
+            in->has_priority = true;
+        } else if ((st = anthropic_off(d, key, v, &handled)) == COLO_OK && !handled) {
+            colo_set_err(d->err, d->errlen, "unknown field '%.32s'", key);
+            return COLO_EINVAL;
+        }
+        if (st != COLO_OK)
+            return st;
+    }
+    if (!count && !d->max_tokens_set)
+        return bad(d, "max_tokens", "required");
+    r->params.max_tokens_set = d->max_tokens_set;
+    if (count)
+        r->params.max_tokens = 1;
+    d->messages = messages;
+    return anthropic_chat(d, system, messages);
+}
+
+/* ---- tokenize and detokenize ------------------------------------------------------- */
+
+static colo_status decode_tokenize(dec *d, json_t *body)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (!strcmp(key, "prompt")) {
+            d->prompt = v;
+        } else if (!strcmp(key, "messages")) {
+            d->messages = v;
+        } else {
+            colo_set_err(d->err, d->errlen, "unknown field '%.32s' (give prompt or messages)", key);
+            return COLO_EINVAL;
+        }
+    }
+    if (!!d->prompt == !!d->messages)
+        return bad(d, "prompt", "give prompt or messages (one of them)");
+    d->in->r->params.max_tokens = 1;
+    return d->prompt ? decode_prompt(d) : decode_messages(d);
+}
+
+static colo_status decode_detokenize(dec *d, json_t *body)
+{
+    const char *key;
+    json_t *v, *tokens = NULL;
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "tokens")) {
+            colo_set_err(d->err, d->errlen, "unknown field '%.32s' (give tokens)", key);
+            return COLO_EINVAL;
+        }
+        tokens = v;
+    }
+    if (!json_is_array(tokens))
+        return bad(d, "tokens", "required: an array of token ids");
+    size_t n = json_array_size(tokens);
+    if (n > (size_t)d->lim->max_seq_len * 4 + 64)
+        return bad(d, "tokens", "too many tokens");
+    int32_t *ids = colo_pool_alloc(d->in->r->pool, (n ? n : 1) * sizeof *ids);
+    if (!ids)
+        return bad(d, "tokens", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(tokens, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= d->lim->n_vocab) {
+            colo_set_err(d->err, d->errlen, "tokens: element %zu is not a token id of this model (0 to %d)", i,
+                         d->lim->n_vocab - 1);
+            return COLO_EINVAL;
+        }
+        ids[i] = (int32_t)json_integer_value(t);
+    }
+    d->in->tokens = ids;
+    d->in->n_tokens = (int)n;
+    return COLO_OK;
+}
+
 /* ---- the endpoints ------------------------------------------------------------ */
 
 static colo_status decode_gen(dec *d, json_t *body)
@@ -413,6 +742,12 @@ static colo_status decode_gen(dec *d, json_t *body)
             colo_set_err(d->err, d->errlen, "unknown field '%s'", key);
             return COLO_EINVAL;
         }
+    }
+    if (d->top_logprobs >= 0) {
+        if (in->r->params.logprobs < 0 && !d->logprobs_off && d->top_logprobs > 0)
+            return bad(d, "top_logprobs", "needs logprobs: true");
+        if (in->r->params.logprobs >= 0)
+            in->r->params.logprobs = d->top_logprobs;
     }
     if (d->prompt && d->messages)
         return bad(d, "prompt", "give prompt or messages, not both");
@@ -473,15 +808,38 @@ colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, 
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
     r->params.seed = UINT64_MAX; /* none given: the caller picks one */
-    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen};
+    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen, .top_logprobs = -1};
+    r->params.repetition_penalty = 1.0f;
+    r->params.logprobs = -1;
     if (!json_is_object(body))
         return bad(&d, "body", "must be a JSON object");
     bool gen = task == COLO_TASK_GENERATE;
-    bool gen_ep = ep == COLO_API_COMPLETIONS || ep == COLO_API_CHAT;
+    bool gen_ep = ep == COLO_API_COMPLETIONS || ep == COLO_API_CHAT || ep == COLO_API_MESSAGES ||
+                  ep == COLO_API_COUNT_TOKENS || ep == COLO_API_DETOKENIZE;
     if ((gen_ep && !gen) || (ep == COLO_API_EMBEDDINGS && gen)) {
         colo_set_err(err, errlen, "model: this model is %s; use %s", gen ? "generative" : "an encoder",
-                     gen ? "/v1/completions or /v1/chat/completions" : "/v1/embeddings");
+                     gen ? "/v1/completions, /v1/chat/completions or /v1/messages" : "/v1/embeddings");
         return COLO_EINVAL;
     }
+    if (ep == COLO_API_MESSAGES || ep == COLO_API_COUNT_TOKENS)
+        return decode_anthropic(&d, body);
+    if (ep == COLO_API_TOKENIZE) {
+        colo_status st = decode_tokenize(&d, body);
+        if (st != COLO_OK || gen)
+            return st;
+        /* an encoder tokenizes the prompt as its one input */
+        if (d.messages)
+            return bad(&d, "messages", "an encoder has no chat template; give prompt");
+        const char **texts = colo_pool_calloc(r->pool, 1, sizeof *texts);
+        size_t *lens = colo_pool_calloc(r->pool, 1, sizeof *lens);
+        if (!texts || !lens)
+            return bad(&d, "prompt", "out of memory");
+        texts[0] = r->in.prompt, lens[0] = r->in.prompt_len;
+        r->in.texts = texts, r->in.text_lens = lens, r->in.n_texts = 1;
+        r->in.prompt = NULL;
+        return COLO_OK;
+    }
+    if (ep == COLO_API_DETOKENIZE)
+        return decode_detokenize(&d, body);
     return gen ? decode_gen(&d, body) : decode_embed(&d, body);
 }

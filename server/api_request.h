@@ -6,7 +6,12 @@
  *  - /v1/models/{name}/infer is strict: unknown fields are refused.
  *  - The OpenAI-compatible endpoints accept OpenAI's other fields where
  *    ignoring them is harmless (n: 1, user, stream_options, logprobs: false,
- *    presence/frequency_penalty: 0, ...) and refuse the rest. */
+ *    presence/frequency_penalty: 0, ...) and refuse the rest.
+ *  - /v1/messages and /v1/messages/count_tokens take Anthropic's fields
+ *    (system, messages of text blocks, max_tokens, stop_sequences, ...);
+ *    tools, images, documents and thinking are refused by name.
+ *  - tokenize takes a prompt or messages (then the chat template applies),
+ *    detokenize a token array. */
 #ifndef COLO_SERVER_API_REQUEST_H
 #define COLO_SERVER_API_REQUEST_H
 
@@ -23,6 +28,10 @@ typedef enum colo_api_endpoint {
     COLO_API_COMPLETIONS = 1, /* POST /v1/completions */
     COLO_API_CHAT = 2,        /* POST /v1/chat/completions */
     COLO_API_EMBEDDINGS = 3,  /* POST /v1/embeddings */
+    COLO_API_MESSAGES = 4,    /* POST /v1/messages (Anthropic's Messages API) */
+    COLO_API_COUNT_TOKENS = 5, /* POST /v1/messages/count_tokens */
+    COLO_API_TOKENIZE = 6,    /* POST /v1/models/{name}/tokenize */
+    COLO_API_DETOKENIZE = 7,  /* POST /v1/models/{name}/detokenize */
 } colo_api_endpoint;
 
 /* Limits a request is checked against (from the model). */
@@ -41,6 +50,8 @@ typedef struct colo_api_input {
     colo_priority priority;
     bool include_usage;    /* stream_options.include_usage */
     bool base64;           /* encoding_format: "base64" */
+    const int32_t *tokens; /* detokenize: the ids (in r's pool) */
+    int n_tokens;
 } colo_api_input;
 
 /* The "model" field of an OpenAI-style body: its string, or NULL with a

@@ -72,6 +72,7 @@ struct colo_http_req {
     int n_resp_headers;
     int status;
     bool streaming, chunked;
+    colo_http_error_style error_style;
     uint64_t bytes_out;
     /* lifetime: handed to the handler, finished by it, client gone */
     bool handed, finished, aborted;

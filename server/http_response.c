@@ -64,6 +64,23 @@ const char *colo_http_error_code(int status)
     }
 }
 
+const char *colo_http_anthropic_error_type(int status)
+{
+    switch (status) {
+    case 400: case 405: case 409: case 411: case 414: case 422: case 431: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: case 529: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+void colo_http_req_set_error_style(colo_http_req *r, colo_http_error_style style) { r->error_style = style; }
+colo_http_error_style colo_http_req_error_style(const colo_http_req *r) { return r->error_style; }
+
 /* ---- responses --------------------------------------------------------------------------- */
 
 static bool header_text_ok(const char *s)
@@ -171,8 +188,12 @@ void colo_http_error(colo_http_req *r, int status, const char *code, const char 
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
             *p = '?';
-    json_t *body = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code ? code : colo_http_error_code(status),
-                             "message", msg, "request_id", r->id);
+    json_t *body =
+        r->error_style == COLO_HTTP_ERRORS_ANTHROPIC
+            ? json_pack("{s:s,s:{s:s,s:s},s:s}", "type", "error", "error", "type",
+                        colo_http_anthropic_error_type(status), "message", msg, "request_id", r->id)
+            : json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code ? code : colo_http_error_code(status), "message",
+                        msg, "request_id", r->id);
     if (!body) {
         static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}\n";
         colo_http_respond(r, status, "application/json", fallback, sizeof fallback - 1);

@@ -251,6 +251,64 @@ colo_status colo_metric_observe(colo_metric *f, const char *const *label_values,
     return update(f, label_values, v, 2);
 }
 
+colo_status colo_metric_remove(colo_metric *f, const char *const *label_values)
+{
+    if (!f || (f->n_labels && !label_values))
+        return COLO_EINVAL;
+    pthread_mutex_lock(&f->reg->mu);
+    series *prev = NULL, *s = f->series;
+    for (; s; prev = s, s = s->next) {
+        int i = 0;
+        while (i < f->n_labels && !strcmp(s->values[i], label_values[i] ? label_values[i] : ""))
+            i++;
+        if (i == f->n_labels)
+            break;
+    }
+    if (s) {
+        if (prev)
+            prev->next = s->next;
+        else
+            f->series = s->next;
+        if (f->tail == s)
+            f->tail = prev;
+        for (int i = 0; i < f->n_labels; i++)
+            free(s->values[i]);
+        free(s);
+    }
+    pthread_mutex_unlock(&f->reg->mu);
+    return COLO_OK;
+}
+
+int colo_metric_read(colo_metric *f, const char *const *label_values, colo_metric_reading *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!f)
+        return 0;
+    int matched = 0;
+    pthread_mutex_lock(&f->reg->mu);
+    for (const series *s = f->series; s; s = s->next) {
+        int i = 0;
+        while (i < f->n_labels && (!label_values || !label_values[i] || !strcmp(s->values[i], label_values[i])))
+            i++;
+        if (i < f->n_labels)
+            continue;
+        matched++;
+        out->value += s->value;
+        out->count += s->count;
+        out->sum += s->sum;
+        for (int b = 0; b <= f->n_buckets && b <= COLO_METRICS_MAX_BUCKETS; b++)
+            out->counts[b] += s->counts[b];
+    }
+    pthread_mutex_unlock(&f->reg->mu);
+    return matched;
+}
+
+const double *colo_metric_buckets(const colo_metric *f, int *n)
+{
+    *n = f ? f->n_buckets : 0;
+    return f ? f->buckets : NULL;
+}
+
 colo_status colo_metrics_on_render(colo_metrics *m, void (*fn)(void *ud), void *ud)
 {
     pthread_mutex_lock(&m->mu);

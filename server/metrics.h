@@ -12,6 +12,7 @@
 #define COLO_SERVER_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/status.h"
 
@@ -43,6 +44,27 @@ colo_status colo_metric_add(colo_metric *f, const char *const *label_values, dou
 /* gauge; or a counter mirroring a monotonic count kept elsewhere */
 colo_status colo_metric_set(colo_metric *f, const char *const *label_values, double v);
 colo_status colo_metric_observe(colo_metric *f, const char *const *label_values, double v);  /* histogram */
+
+/* Removes the series with these label values, so that a value that became
+ * unknown is absent rather than stale. COLO_OK also when there was none. */
+colo_status colo_metric_remove(colo_metric *f, const char *const *label_values);
+
+/* Reads back what the registry holds, summed over every series whose
+ * labels match label_values (n_labels entries; a NULL entry matches any
+ * value; label_values itself may be NULL to match all). Counters and gauges
+ * fill value; histograms fill counts (per bucket, not cumulative: the
+ * family's n_buckets bounds then +Inf, at most COLO_METRICS_MAX_BUCKETS + 1),
+ * count and sum. Returns the number of series that matched (0: none, the
+ * reading is zero). */
+typedef struct colo_metric_reading {
+    double value;
+    uint64_t counts[COLO_METRICS_MAX_BUCKETS + 1];
+    uint64_t count;
+    double sum;
+} colo_metric_reading;
+int colo_metric_read(colo_metric *f, const char *const *label_values, colo_metric_reading *out);
+/* A histogram's bucket upper bounds (the *n finite ones; +Inf follows). */
+const double *colo_metric_buckets(const colo_metric *f, int *n);
 
 /* Called at the start of each render (under no lock): set gauges from live
  * state there (open connections, memory in use). */

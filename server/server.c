@@ -1,6 +1,7 @@
 /* The front door: config -> HTTP server, routes, auth, health and metrics. */
 #include "server/server.h"
 
+#include <event2/event.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,26 +10,72 @@
 
 #include "runtime/clock.h"
 #include "runtime/log.h"
+#include "server/ledger.h"
+#include "server/tenants.h"
 
 struct colo_server {
     colo_http_server *http;
     colo_router *router;
     colo_metrics *metrics;
-    char *api_key; /* NULL: no authentication */
+    colo_tenants *tenants; /* keys, quotas; who is admin */
+    colo_ledger *ledger;   /* NULL: usage.enabled false */
     int shutdown_timeout_ms;
+    int drain_delay_ms;
+    bool draining;             /* SIGTERM seen: not ready, still serving */
+    struct event *drain_timer; /* ends the drain delay */
     bool (*ready)(void *ud);
     void *ready_ud;
     colo_metric *m_requests, *m_duration, *m_body_in;
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
 };
 
+/* Decodes standard base64 (with or without padding) into out; -1 when it
+ * is not base64 or does not fit. */
+static int base64_decode(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (; *in && *in != '='; in++) {
+        const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char *d = strchr(digits, *in);
+        if (!d)
+            return -1;
+        acc = (acc << 6) | (unsigned)(d - digits);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= cap)
+                return -1;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = 0;
+    return (int)n;
+}
+
 bool colo_server_auth_ok(const char *authorization, const char *key)
 {
-    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
+    if (!authorization || !key)
         return false;
-    const char *given = authorization + 7;
-    while (*given == ' ')
-        given++;
+    const char *given;
+    char basic[512];
+    if (!strncasecmp(authorization, "Bearer ", 7)) {
+        given = authorization + 7;
+        while (*given == ' ')
+            given++;
+    } else if (!strncasecmp(authorization, "Basic ", 6)) {
+        /* a browser's credentials: any user name, the key as the password */
+        const char *b64 = authorization + 6;
+        while (*b64 == ' ')
+            b64++;
+        char *colon;
+        if (base64_decode(b64, basic, sizeof basic) < 0 || !(colon = strchr(basic, ':')))
+            return false;
+        given = colon + 1;
+    } else {
+        return false;
+    }
     size_t gl = strlen(given), kl = strlen(key);
     /* Time depends on the given length only, never on where bytes differ. */
     unsigned char diff = (unsigned char)(gl != kl);
@@ -48,6 +95,11 @@ static void h_live(colo_http_req *req, void *ud)
 static void h_ready(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
+    if (s->draining) {
+        colo_http_add_header(req, "Retry-After", "1");
+        colo_http_error(req, 503, "draining", "the server is shutting down");
+        return;
+    }
     if (s->ready && !s->ready(s->ready_ud)) {
         colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, 503, "not_ready", "the server is not ready");
@@ -74,10 +126,16 @@ static void h_metrics(colo_http_req *req, void *ud)
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
-    if (s->api_key && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
-        !colo_server_auth_ok(colo_http_req_header(req, "Authorization"), s->api_key)) {
-        colo_http_add_header(req, "WWW-Authenticate", "Bearer");
-        colo_http_error(req, 401, "unauthorized", "a valid API key is required (Authorization: Bearer <key>)");
+    /* Anthropic's Messages API answers errors in its own shape. */
+    if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
+        colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
+    const char *why = NULL;
+    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
+        colo_tenants_authenticate(s->tenants, req, &why) < 0) {
+        /* a browser asks for the key (as a password) on the pages meant for it */
+        bool page = !strcmp(colo_http_req_path(req), "/dashboard");
+        colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
+        colo_http_error(req, 401, "unauthorized", "%s", why);
         return;
     }
     colo_router_dispatch(s->router, req);
@@ -148,13 +206,17 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     }
     const colo_server_cfg *sc = &cfg->server;
     s->shutdown_timeout_ms = sc->shutdown_timeout_ms;
+    s->drain_delay_ms = sc->drain_delay_ms;
     s->router = colo_router_create();
     s->metrics = colo_metrics_create();
-    const char *key = colo_config_api_key(cfg);
-    if (!s->router || !s->metrics || (key && !(s->api_key = strdup(key))) || register_metrics(s) != COLO_OK) {
+    if (!s->router || !s->metrics || register_metrics(s) != COLO_OK) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
+    if (!(s->tenants = colo_tenants_create(cfg, colo_config_api_key(cfg), s->metrics, err, errlen)))
+        goto out_free;
+    if (cfg->usage.enabled && cfg->usage.db[0] && !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen)))
+        goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/metrics", h_metrics, s, 0)) {
@@ -187,13 +249,13 @@ void colo_server_free(colo_server *s)
 {
     if (!s)
         return;
+    if (s->drain_timer)
+        event_free(s->drain_timer);
     colo_http_server_free(s->http);
     colo_router_free(s->router);
     colo_metrics_free(s->metrics);
-    if (s->api_key) {
-        memset(s->api_key, 0, strlen(s->api_key));
-        free(s->api_key);
-    }
+    colo_tenants_free(s->tenants);
+    colo_ledger_close(s->ledger);
     free(s);
 }
 
@@ -210,7 +272,37 @@ void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud)
 }
 
 colo_http_server *colo_server_http(colo_server *s) { return s->http; }
+colo_tenants *colo_server_tenants(colo_server *s) { return s->tenants; }
+colo_ledger *colo_server_ledger(colo_server *s) { return s->ledger; }
 colo_metrics *colo_server_metrics(colo_server *s) { return s->metrics; }
 int colo_server_port(const colo_server *s) { return colo_http_server_port(s->http); }
 colo_status colo_server_run(colo_server *s) { return colo_http_server_run(s->http); }
 void colo_server_shutdown(colo_server *s) { colo_http_server_shutdown(s->http, s->shutdown_timeout_ms); }
+
+static void on_drain_end(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    colo_server *s = arg;
+    COLO_INFO("colo-server: drain delay over: shutting down");
+    colo_server_shutdown(s);
+}
+
+void colo_server_drain(colo_server *s)
+{
+    if (s->draining || s->drain_delay_ms <= 0) {
+        s->draining = true;
+        colo_server_shutdown(s);
+        return;
+    }
+    s->draining = true;
+    struct timeval tv = {s->drain_delay_ms / 1000, (s->drain_delay_ms % 1000) * 1000};
+    if (!s->drain_timer)
+        s->drain_timer = evtimer_new(colo_http_server_base(s->http), on_drain_end, s);
+    if (!s->drain_timer || evtimer_add(s->drain_timer, &tv)) {
+        COLO_WARN("colo-server: cannot arm the drain timer: shutting down now");
+        colo_server_shutdown(s);
+        return;
+    }
+    COLO_INFO("colo-server: draining: not ready, serving for %d ms more", s->drain_delay_ms);
+}

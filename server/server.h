@@ -3,13 +3,16 @@
  * Ties the HTTP core (server/http.h), the router, API-key authentication,
  * the metrics registry and the built-in endpoints together:
  *   GET /health/live   200 {"status":"live"}                 (no API key)
- *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key)
+ *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key;
+ *                      503 "draining" once colo_server_drain was called)
  *   GET /metrics       Prometheus text format 0.0.4
  * Model endpoints are added with colo_server_route before colo_server_run.
  *
- * Authentication: when colo_config_api_key(cfg) gives a key, every route
- * not marked COLO_ROUTE_PUBLIC needs "Authorization: Bearer <key>"
- * (compared in constant time), else 401 with WWW-Authenticate: Bearer.
+ * Authentication: when colo_config_api_key(cfg) gives a key or tenants:
+ * lists keys, every route not marked COLO_ROUTE_PUBLIC needs
+ * "Authorization: Bearer <key>" with a known key (compared by SHA-256 in
+ * constant time; server/tenants.h), else 401 with WWW-Authenticate: Bearer.
+ * The usage ledger (server/ledger.h) is opened here when usage.enabled.
  *
  * Metrics kept here (per finished request, labelled by route pattern):
  *   colo_http_requests_total{method,route,status}
@@ -46,14 +49,26 @@ void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud);
 
 colo_http_server *colo_server_http(colo_server *s);
 colo_metrics *colo_server_metrics(colo_server *s);
+struct colo_tenants;
+struct colo_ledger;
+struct colo_tenants *colo_server_tenants(colo_server *s);
+struct colo_ledger *colo_server_ledger(colo_server *s); /* NULL when usage is off */
 int colo_server_port(const colo_server *s);
 
 /* Runs the loop until shut down (see colo_http_server_run). */
 colo_status colo_server_run(colo_server *s);
 /* Any thread: graceful shutdown with the config's shutdown_timeout_ms. */
 void colo_server_shutdown(colo_server *s);
+/* Loop thread (SIGTERM): /health/ready answers 503 "draining" from now on,
+ * the server keeps accepting and serving for the config's drain_delay_ms
+ * (so that a load balancer's checks take it out first), then shuts down
+ * as colo_server_shutdown does. A second call, or a delay of 0, shuts
+ * down at once. */
+void colo_server_drain(colo_server *s);
 
-/* Constant-time check of an Authorization header value against key. */
+/* Constant-time check of an Authorization header value against key:
+ * "Bearer <key>", or "Basic" credentials (what a browser sends after the
+ * /dashboard's challenge) whose password is the key. */
 bool colo_server_auth_ok(const char *authorization, const char *key);
 
 #endif

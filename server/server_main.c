@@ -11,10 +11,37 @@
 #include "server/api.h"
 #include "server/server.h"
 #include "server/api_request.h"
+#include "server/sha256.h"
+
+/* --hash-key: the SHA-256 of a key (argument, or stdin's first line). */
+static int hash_key(const char *arg)
+{
+    char line[4096];
+    const char *key = arg;
+    if (!key) {
+        if (!fgets(line, sizeof line, stdin)) {
+            fprintf(stderr, "colo-server: --hash-key: no key on standard input\n");
+            return 2;
+        }
+        line[strcspn(line, "\r\n")] = 0;
+        key = line;
+    }
+    if (!key[0] || strlen(key) > 512 || strpbrk(key, " ,\t")) {
+        fprintf(stderr, "colo-server: --hash-key: a key is 1 to 512 bytes without spaces or commas\n");
+        return 2;
+    }
+    uint8_t d[32];
+    char hex[65];
+    colo_sha256(key, strlen(key), d);
+    colo_sha256_hex(d, hex);
+    printf("%s\n", hex);
+    return 0;
+}
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: colo-server --config FILE [--check-config] [--port-file FILE]\n"
+               "       colo-server --hash-key [KEY]   print KEY's SHA-256 for tenants' keys (KEY from stdin when omitted)\n"
                "  --config FILE    the YAML configuration (docs/CONFIG.md)\n"
                "  --port-file FILE write the bound port there once serving (with listen port 0)\n"
                "  --check-config   only read and check the configuration, then exit\n"
@@ -27,7 +54,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     colo_server *s = arg;
     COLO_INFO("colo-server: %s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    colo_server_shutdown(s);
+    if (sig == SIGTERM)
+        colo_server_drain(s); /* not ready first, for load balancers (server.drain_delay_ms) */
+    else
+        colo_server_shutdown(s);
 }
 
 typedef struct options {
@@ -48,6 +78,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->config = argv[++i];
         } else if (!strcmp(argv[i], "--port-file") && i + 1 < argc) {
             o->port_file = argv[++i];
+        } else if (!strcmp(argv[i], "--hash-key")) {
+            return hash_key(i + 1 < argc ? argv[i + 1] : NULL);
         } else if (!strcmp(argv[i], "--check-config")) {
             o->check_only = true;
         } else {
@@ -229,6 +261,10 @@ static bool load_models(app *a)
         }
         log_model(a->models[i]);
     }
+    if (colo_api_watch(a->api, a->dev, cfg->server.telemetry_interval_ms, err, sizeof err) != COLO_OK) {
+        COLO_ERROR("colo-server: telemetry: %s", err);
+        return false;
+    }
     return true;
 }
 
@@ -251,8 +287,13 @@ static bool serve(app *a, const char *port_file)
     const colo_config *cfg = a->cfg;
     bool v6 = strchr(cfg->server.listen_host, ':') != NULL;
     COLO_INFO("colo-server: listening on http://%s%s%s:%d (%s, %d model%s)", v6 ? "[" : "", cfg->server.listen_host,
-              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) ? "API key required" : "no API key",
+              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) || cfg->tenants.n_keys ? "API key required" : "no API key",
               cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    if (cfg->tenants.n_orgs || cfg->usage.enabled)
+        COLO_INFO("colo-server: tenants: %d organization%s, %d project%s, %d key%s; usage ledger %s",
+                  cfg->tenants.n_orgs, cfg->tenants.n_orgs == 1 ? "" : "s", cfg->tenants.n_projects,
+                  cfg->tenants.n_projects == 1 ? "" : "s", cfg->tenants.n_keys, cfg->tenants.n_keys == 1 ? "" : "s",
+                  cfg->usage.enabled ? cfg->usage.db : "off");
     if (port_file) {
         FILE *pf = fopen(port_file, "w");
         if (!pf || fprintf(pf, "%d\n", colo_server_port(a->s)) < 0 || fclose(pf)) {
@@ -278,6 +319,7 @@ static void app_free(app *a)
      * colo_server_free runs (finishing requests whose clients are gone). */
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_stop(a->models[i]);
+    colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
     colo_api_free(a->api);
     for (int i = 0; i < a->cfg->n_models; i++)

@@ -249,7 +249,7 @@ static void test_kind_registry(void **state)
 }
 
 /* The chat template is checked with the memory, before loading (and so at
- * --check-config): an unknown override fails naming the model. */
+ * --check-config, which names the model): an unknown override fails. */
 static void test_chat_template_checked(void **state)
 {
     (void)state;
@@ -262,7 +262,6 @@ static void test_chat_template_checked(void **state)
     assert_int_equal(colo_served_check(&mc, 64u << 20, err, sizeof err), COLO_OK);
     snprintf(mc.chat_template, sizeof mc.chat_template, "vicuna");
     assert_int_equal(colo_served_check(&mc, 64u << 20, err, sizeof err), COLO_EINVAL);
-    assert_non_null(strstr(err, "model 't2'"));
     assert_non_null(strstr(err, "'vicuna'"));
 }
 

@@ -1,7 +1,8 @@
 /* Fuzz target: the model endpoints' JSON bodies (server/api_request.h),
  * parsed as the server parses them (colo_json_parse, server/http_json.h).
- * The first byte picks the endpoint and the model's task (bits 0-2) and the
- * limits (bit 3: a large model or a tiny one); the rest is the body. */
+ * The first byte picks the endpoint (bits 0-1 and 4), the model's task
+ * (bit 2) and the limits (bit 3: a large model or a tiny one); the rest is
+ * the body. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,11 +18,20 @@ static const colo_api_limits limits[2] = {
 };
 
 /* What a decoded request promises the models' kinds. */
-static void check(colo_task task, const colo_api_limits *lim, const colo_request *r)
+static void check(colo_api_endpoint ep, colo_task task, const colo_api_limits *lim, const colo_api_input *ai)
 {
+    const colo_request *r = ai->r;
     const colo_req_input *in = &r->in;
     if (r->task != task)
         abort();
+    if (ep == COLO_API_DETOKENIZE) {
+        if (ai->n_tokens < 0 || (ai->n_tokens && !ai->tokens))
+            abort();
+        for (int i = 0; i < ai->n_tokens; i++)
+            if (ai->tokens[i] < 0 || ai->tokens[i] >= lim->n_vocab)
+                abort();
+        return;
+    }
     if (task == COLO_TASK_EMBED) {
         if (in->n_texts < 1 || in->n_texts > lim->max_inputs || !in->texts || !in->text_lens)
             abort();
@@ -50,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_init_once(NULL);
     if (size < 1)
         return 0;
-    colo_api_endpoint ep = (colo_api_endpoint)(data[0] & 3);
+    colo_api_endpoint ep = (colo_api_endpoint)((data[0] & 3) | ((data[0] >> 2) & 4));
     colo_task task = data[0] & 4 ? COLO_TASK_EMBED : COLO_TASK_GENERATE;
     const colo_api_limits *lim = &limits[(data[0] >> 3) & 1];
     char err[512];
@@ -67,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     colo_api_input in = {.r = r};
     colo_status st = colo_api_decode(ep, task, body, lim, &in, err, sizeof err);
     if (st == COLO_OK)
-        check(task, lim, r);
+        check(ep, task, lim, &in);
     else if (st != COLO_EINVAL)
         abort(); /* every refusal is a 400 */
     colo_request_free(r);

@@ -9,10 +9,11 @@
  * wherever llama.cpp's top-2 margin is wider than twice that tolerance.
  *
  * Tolerances (max |colo - llama.cpp| over the vocabulary): F32 weights
- * 0.01 (both use F16 KV caches; llama.cpp's products are F32 too); 8-bit
- * and 4-bit weights 0.25: llama.cpp rounds activations to 8 bits in every
- * product, colo only in single-row (decode) products, so prefill differs by
- * that rounding (docs/MODELS.md). */
+ * 0.01 (both use F16 KV caches; llama.cpp's products are F32 too); F16 and
+ * BF16 0.05 (llama.cpp rounds activations to the weights' type); quantized
+ * weights 0.25: llama.cpp rounds activations to 8 bits in every product,
+ * colo only in single-row (decode) products, so prefill differs by that
+ * rounding (docs/MODELS.md). Measured: 0.0025, 0.027 and 0.165. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,11 +92,15 @@ static void parse_flags(json_t *flags, colo_mkmodel_config *c)
                 fail_msg("unknown --arch %s", v);
             i++;
         } else if (!strcmp(f, "--type")) {
-            static const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16, COLO_Q4_0, COLO_Q4_1, COLO_Q8_0};
+            static const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1,
+                                               COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                               COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
             bool found = false;
             for (size_t t = 0; t < sizeof types / sizeof *types; t++)
                 if (!strcmp(v, colo_dtype_name(types[t])))
                     c->type = types[t], found = true;
+            if (!strcmp(v, "q4_k_m") || !strcmp(v, "q5_k_m"))
+                c->type = v[1] == '4' ? COLO_Q4_K : COLO_Q5_K, c->k_mix = true, found = true;
             if (!found)
                 fail_msg("unknown --type %s", v);
             i++;
@@ -142,8 +147,8 @@ static double run_case(const char *file)
         tok[i] = (int32_t)json_integer_value(json_array_get(prompt, i)), pos[i] = i;
     float *logits = malloc((size_t)V * sizeof *logits);
     assert_non_null(logits);
-    bool quant = c.type != COLO_F32;
-    double tol = quant ? 0.25 : 0.01, worst = 0;
+    bool half = c.type == COLO_F16 || c.type == COLO_BF16;
+    double tol = c.type == COLO_F32 ? 0.01 : half ? 0.05 : 0.25, worst = 0;
     int n = np, at = 0; /* the first step: the whole prompt */
     for (int st = 0; st < ns; st++) {
         json_t *ref = json_array_get(steps, st);

@@ -352,8 +352,14 @@ static void test_program(void **state)
     snprintf(args, sizeof args, "--out '%s' --layers 1 --dim 64 --heads 4 --kv-heads 2 --ffn 64 --vocab 10", path);
     assert_int_equal(run(args), 2); /* vocab too small */
     snprintf(args, sizeof args, "--out '%s' --layers 1 --dim 64 --heads 4 --kv-heads 2 --ffn 64 --vocab 300 "
-                                "--type q5_0", path);
-    assert_int_equal(run(args), 2);
+                                "--type q9_9", path);
+    assert_int_equal(run(args), 2); /* unknown type */
+    snprintf(args, sizeof args, "--out '%s' --layers 1 --dim 64 --heads 4 --kv-heads 2 --ffn 64 --vocab 300 "
+                                "--type q4_k_m", path);
+    assert_int_equal(run(args), 2); /* 64 is not a multiple of Q4_K's 256 */
+    snprintf(args, sizeof args, "--out '%s' --layers 1 --dim 64 --heads 4 --kv-heads 2 --ffn 64 --vocab 300 "
+                                "--arch mamba", path);
+    assert_int_equal(run(args), 2); /* unknown architecture */
     snprintf(args, sizeof args, "--out '%s' --layers 3 --dim 64 --heads 4 --kv-heads 1 --ffn 128 --vocab 400 "
                                 "--ctx 1024 --type q4_1 --seed 9", path);
     assert_int_equal(run(args), 0);

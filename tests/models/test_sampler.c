@@ -98,6 +98,83 @@ static void test_top_k_and_top_p_cut(void **state)
     colo_sampler_free(&pp);
 }
 
+/* Penalties and biases change the greedy choice as their definitions say. */
+static void test_shape_greedy(void **state)
+{
+    (void)state;
+    colo_sampler s;
+    colo_sampler_init(&s, 0, 1, 0, 1);
+    float l[5] = {1.0f, 3.0f, 2.9f, 0.5f, -1.0f};
+    int32_t hist[4] = {4, 1, 1, 0}; /* prompt: 4; generated: 1, 1, 0 */
+    colo_sampler_shape none = {0};
+    assert_int_equal(colo_sampler_sample_shaped(&s, l, 5, &none, hist, 4, 1), 1);
+    assert_false(colo_sampler_shape_active(&none));
+    /* frequency 0.1 x 2 occurrences: token 1 at 2.8 < 2.9 */
+    colo_sampler_shape f = {.frequency = 0.1f};
+    assert_int_equal(colo_sampler_sample_shaped(&s, l, 5, &f, hist, 4, 1), 2);
+    /* presence counts once: 3.0 - 0.05 > 2.9 */
+    colo_sampler_shape pr = {.presence = 0.05f};
+    assert_int_equal(colo_sampler_sample_shaped(&s, l, 5, &pr, hist, 4, 1), 1);
+    /* the prompt's tokens are not penalized by presence: token 4 stays at -1 */
+    colo_sampler_shape rep = {.repetition = 2.0f}; /* 3.0 / 2 = 1.5 < 2.9 */
+    assert_int_equal(colo_sampler_sample_shaped(&s, l, 5, &rep, hist, 4, 1), 2);
+    colo_sampler_bias b[2] = {{1, -100}, {3, 2.6f}}; /* 1 never; 3 at 3.1 */
+    colo_sampler_shape bias = {.bias = b, .n_bias = 2};
+    assert_int_equal(colo_sampler_sample_shaped(&s, l, 5, &bias, hist, 4, 1), 3);
+    /* the logits given are not changed */
+    assert_true(l[1] == 3.0f && l[3] == 0.5f);
+    colo_sampler_free(&s);
+}
+
+/* min-p drops what is less likely than min_p x the best; a -100 bias is never drawn. */
+static void test_shape_sampling(void **state)
+{
+    (void)state;
+    colo_sampler s;
+    colo_sampler_init(&s, 1.0f, 1, 0, 42);
+    float l[4] = {0.0f, -0.5f, -3.0f, 1.0f};
+    colo_sampler_bias never = {3, -100};
+    colo_sampler_shape sh = {.min_p = 0.3f, .bias = &never, .n_bias = 1};
+    int seen[4] = {0};
+    for (int i = 0; i < 2000; i++) {
+        int t = colo_sampler_sample_shaped(&s, l, 4, &sh, NULL, 0, 0);
+        assert_true(t >= 0 && t < 4);
+        seen[t]++;
+    }
+    /* p(2)/p(0) = e^-3 < 0.3: dropped; 3 is banned; 0 and 1 both drawn */
+    assert_int_equal(seen[2], 0);
+    assert_int_equal(seen[3], 0);
+    assert_true(seen[0] > 0 && seen[1] > 0);
+    colo_sampler_free(&s);
+}
+
+/* Log-probabilities: log-softmax of the logits; the top ones sorted, the
+ * chosen one among them when it is the best. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    float l[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -3.0f};
+    float lp, top[4];
+    int32_t ids[4];
+    colo_logprobs(l, 6, 1, 4, &lp, ids, top);
+    double z = 0;
+    for (int i = 0; i < 6; i++)
+        z += exp(l[i]);
+    assert_true(fabs(lp - (2.0 - log(z))) < 1e-5);
+    assert_int_equal(ids[0], 1); /* ties: the lower id first */
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(ids[2], 4);
+    assert_int_equal(ids[3], 0);
+    double sum = 0;
+    for (int k = 0; k < 4; k++) {
+        assert_true(fabs(top[k] - (l[ids[k]] - log(z))) < 1e-5);
+        if (k)
+            assert_true(top[k] <= top[k - 1]);
+        sum += exp(top[k]);
+    }
+    assert_true(sum <= 1.0 + 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -105,6 +182,9 @@ int main(void)
         cmocka_unit_test(test_seed_reproduces),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_top_k_and_top_p_cut),
+        cmocka_unit_test(test_shape_greedy),
+        cmocka_unit_test(test_shape_sampling),
+        cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -358,7 +358,8 @@ static inline char *srv_log(srv_fixture *f)
 }
 
 /* The body of r as JSON (NULL when it is not). */
-static inline json_t *srv_json(const srv_resp *r) { return r->body ? json_loads(r->body, 0, NULL) : NULL; }
+/* (generated text may hold U+0000, which JSON writes as \u0000) */
+static inline json_t *srv_json(const srv_resp *r) { return r->body ? json_loads(r->body, JSON_ALLOW_NUL, NULL) : NULL; }
 
 /* GET path; the answer's JSON (NULL when it is not JSON), its status in *status. */
 static inline json_t *srv_get_json(srv_fixture *f, const char *path, int *status)

@@ -150,7 +150,7 @@ static void test_refusals(void **state)
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1]}", "stop"},
+        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1.5]}", "stop"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
         {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
          "stop"},
@@ -174,12 +174,26 @@ static void test_refusals(void **state)
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":2}", "n"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", "echo"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", "logprobs"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5}",
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":1}", "echo"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":2.5}",
          "presence_penalty"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}",
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":\"1\"}",
+         "frequency_penalty"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}",
+         "repetition_penalty"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1.5}", "min_p"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"x\":5}}",
          "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"49152\":5}}",
+         "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}",
+         "logit_bias"},
+        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[-1]}", "stop"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", "top_logprobs"},
+        {COLO_API_CHAT, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", "logprobs"},
         {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
         {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
         {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\"}", "messages"},
@@ -190,7 +204,7 @@ static void test_refusals(void **state)
          "tools"},
         {COLO_API_CHAT, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-         "\"response_format\":{\"type\":\"json_object\"}}",
+         "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
          "response_format"},
         {COLO_API_CHAT, COLO_TASK_EMBED, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "model"},
@@ -201,6 +215,47 @@ static void test_refusals(void **state)
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
          "encoding_format"},
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
+#define UM "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM "}", "max_tokens"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4}", "messages"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":0," UM "}", "max_tokens"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"temperature\":1.5}",
+         "temperature"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop_sequences\":\"x\"}",
+         "stop_sequences"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop\":[\"x\"]}", "stop"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "role"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
+         "image"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
+         "tool_result"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+         "{\"role\":\"assistant\",\"content\":\"y\"}]}",
+         "last message"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"system\":5}", "system"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"tools\":[{\"name\":\"f\"}]}",
+         "tools"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+         "{\"model\":\"m\",\"max_tokens\":4," UM ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}}",
+         "thinking"},
+        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"n\":1}", "'n'"},
+        {COLO_API_MESSAGES, COLO_TASK_EMBED, "{\"model\":\"m\",\"max_tokens\":4," UM "}", "model"},
+        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
+        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM ",\"max_tokens\":4}", "max_tokens"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{}", "prompt"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\"," UM "}", "prompt"},
+        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"add_bos\":true}", "add_bos"},
+        {COLO_API_TOKENIZE, COLO_TASK_EMBED, "{" UM "}", "messages"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[1,\"2\"]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[49152]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[-1]}", "tokens"},
+        {COLO_API_DETOKENIZE, COLO_TASK_EMBED, "{\"tokens\":[1]}", "model"},
+#undef UM
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         colo_api_input in;
@@ -213,6 +268,98 @@ static void test_refusals(void **state)
         assert_non_null(strstr(err, cases[i].field));
         in_free(&in);
     }
+}
+
+/* Sampling fields: penalties, min-p, biases, stop token ids, logprobs, echo. */
+static void test_sampling_fields(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5,\"frequency_penalty\":-1,"
+                         "\"repetition_penalty\":1.1,\"min_p\":0.05,\"logit_bias\":{\"7\":-100,\"9\":2.5},"
+                         "\"stop\":[\"END\",13,2],\"logprobs\":5,\"echo\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    colo_req_params *p = &in.r->params;
+    assert_true(p->presence_penalty == 0.5f && p->frequency_penalty == -1.0f);
+    assert_true(p->repetition_penalty == 1.1f && p->min_p == 0.05f);
+    assert_int_equal(p->n_logit_bias, 2);
+    assert_int_equal(p->n_stop, 1);
+    assert_int_equal(p->n_stop_ids, 2);
+    assert_int_equal(p->stop_ids[0], 13);
+    assert_int_equal(p->logprobs, 5);
+    assert_true(p->echo);
+    in_free(&in);
+    /* defaults: off */
+    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", &in, err,
+                         sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, -1);
+    assert_true(in.r->params.repetition_penalty == 1.0f);
+    in_free(&in);
+    /* chat: logprobs is a bool, top_logprobs the count */
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                         "\"top_logprobs\":4}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, 4);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->params.logprobs, 0);
+    in_free(&in);
+}
+
+/* Anthropic's Messages API: system first, text blocks joined, stop
+ * sequences, the sampling fields; count_tokens without max_tokens. */
+static void test_anthropic_messages(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"max_tokens\":7,\"system\":[{\"type\":\"text\",\"text\":\"Be \"},"
+                         "{\"type\":\"text\",\"text\":\"brief.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+                         "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello\"},"
+                         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Why?\"}]}],"
+                         "\"stop_sequences\":[\"END\",\"\\n\\n\"],\"temperature\":0.5,\"top_k\":40,\"top_p\":0.9,"
+                         "\"stream\":true,\"metadata\":{\"user_id\":\"u\"},\"tools\":[]}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    colo_request *r = in.r;
+    assert_int_equal(r->in.n_messages, 4);
+    assert_string_equal(r->in.messages[0].role, "system");
+    assert_string_equal(r->in.messages[0].content, "Be brief.");
+    assert_string_equal(r->in.messages[2].role, "assistant");
+    assert_string_equal(r->in.messages[3].content, "Why?");
+    assert_int_equal(r->params.max_tokens, 7);
+    assert_true(r->params.max_tokens_set);
+    assert_int_equal(r->params.n_stop, 2);
+    assert_string_equal(r->params.stop[1], "\n\n");
+    assert_true(r->params.temperature == 0.5f);
+    assert_int_equal(r->params.top_k, 40);
+    assert_true(r->params.stream);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_messages, 1);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[0,5,49151]}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.n_tokens, 3);
+    assert_int_equal(in.tokens[2], 49151);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_TOKENIZE, COLO_TASK_EMBED, "{\"prompt\":\"two words\"}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_texts, 1);
+    assert_string_equal(in.r->in.texts[0], "two words");
+    in_free(&in);
 }
 
 /* OpenAI fields that are harmless to ignore are accepted. */
@@ -319,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_infer_defaults),          cmocka_unit_test(test_infer_all_fields),
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_openai_accepted),
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
+        cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,10 @@ static void sse_on_loop(void *ud)
     free(p);
 }
 
+/* Producers still pushing: the fixture waits for them before freeing the
+ * server they push to. */
+static atomic_int producers_running;
+
 static void *sse_producer(void *arg)
 {
     sse_job *job = arg;
@@ -108,6 +113,7 @@ static void *sse_producer(void *arg)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    atomic_fetch_sub(&producers_running, 1);
     return NULL;
 }
 
@@ -122,6 +128,7 @@ static void h_stream(colo_http_req *req, void *ud)
     job->req = req;
     job->n_events = 5;
     assert_int_equal(colo_http_stream_begin(req, 200, "text/event-stream"), COLO_OK);
+    atomic_fetch_add(&producers_running, 1);
     assert_int_equal(pthread_create(&job->thread, NULL, sse_producer, job), 0);
 }
 
@@ -171,6 +178,11 @@ static fixture *start(bool with_key)
 
 static void stop(fixture *fx)
 {
+    for (int i = 0; i < 5000 && atomic_load(&producers_running) > 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&producers_running), 0);
     colo_server_shutdown(fx->srv);
     assert_int_equal(pthread_join(fx->loop, NULL), 0);
     colo_server_free(fx->srv);

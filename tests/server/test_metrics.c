@@ -98,6 +98,54 @@ static void *hammer(void *arg)
     return NULL;
 }
 
+/* Reading back sums the matching series (NULL matches any value);
+ * removing a series takes it out of the exposition. */
+static void test_read_and_remove(void **state)
+{
+    (void)state;
+    colo_metrics *m = colo_metrics_create();
+    const char *const L2[] = {"model", "status"};
+    colo_metric *c = colo_metrics_counter(m, "r_total", "r", 2, L2);
+    const double b[] = {1, 2};
+    colo_metric *h = colo_metrics_histogram(m, "h_seconds", "h", 1, (const char *const[]){"model"}, b, 2);
+    int n200 = 1 + rand() % 50, n503 = 1 + rand() % 50;
+    assert_int_equal(colo_metric_add(c, (const char *const[]){"a", "200"}, n200), COLO_OK);
+    assert_int_equal(colo_metric_add(c, (const char *const[]){"a", "503"}, n503), COLO_OK);
+    assert_int_equal(colo_metric_add(c, (const char *const[]){"b", "200"}, 7), COLO_OK);
+    colo_metric_reading r;
+    assert_int_equal(colo_metric_read(c, (const char *const[]){"a", NULL}, &r), 2);
+    assert_true(r.value == n200 + n503);
+    assert_int_equal(colo_metric_read(c, (const char *const[]){"a", "200"}, &r), 1);
+    assert_true(r.value == n200);
+    assert_int_equal(colo_metric_read(c, NULL, &r), 3);
+    assert_true(r.value == n200 + n503 + 7);
+    assert_int_equal(colo_metric_read(c, (const char *const[]){"c", NULL}, &r), 0);
+    assert_true(r.value == 0);
+    for (double v = 0.5; v < 3; v += 1) /* 0.5, 1.5, 2.5: one in each bucket */
+        colo_metric_observe(h, (const char *const[]){"a"}, v);
+    assert_int_equal(colo_metric_read(h, (const char *const[]){"a"}, &r), 1);
+    assert_true(r.count == 3 && r.counts[0] == 1 && r.counts[1] == 1 && r.counts[2] == 1 && r.sum == 4.5);
+    int nb;
+    assert_true(colo_metric_buckets(h, &nb)[1] == 2 && nb == 2);
+
+    assert_int_equal(colo_metric_remove(c, (const char *const[]){"a", "503"}), COLO_OK);
+    assert_int_equal(colo_metric_remove(c, (const char *const[]){"x", "1"}), COLO_OK); /* none: nothing */
+    char *text = colo_metrics_render(m, NULL);
+    assert_non_null(text);
+    assert_null(strstr(text, "status=\"503\""));
+    assert_non_null(strstr(text, "r_total{model=\"b\",status=\"200\"} 7\n"));
+    free(text);
+    /* the last series removed, a new one appends after the others */
+    assert_int_equal(colo_metric_remove(c, (const char *const[]){"b", "200"}), COLO_OK);
+    assert_int_equal(colo_metric_add(c, (const char *const[]){"d", "200"}, 1), COLO_OK);
+    text = colo_metrics_render(m, NULL);
+    assert_non_null(strstr(text, "r_total{model=\"a\",status=\"200\"}"));
+    assert_true(strstr(text, "r_total{model=\"d\"") > strstr(text, "r_total{model=\"a\""));
+    assert_int_equal(colo_metric_read(c, NULL, &r), 2);
+    free(text);
+    colo_metrics_free(m);
+}
+
 static void test_threads(void **state)
 {
     (void)state;
@@ -127,6 +175,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_and_escape),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_read_and_remove),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

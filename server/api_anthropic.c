@@ -1,0 +1,54 @@
+/* Anthropic's Messages API (/v1/messages): the response body and the
+ * streamed events (message_start, content_block_start, ping,
+ * content_block_delta, content_block_stop, message_delta, message_stop,
+ * error), from the same request record as the OpenAI endpoints. */
+#include "server/api_internal.h"
+
+#include <jansson.h>
+#include <string.h>
+
+/* "end_turn" (an end-of-turn token), "stop_sequence" (one of
+ * stop_sequences, named in stop_sequence), "max_tokens". */
+static const char *stop_reason(const colo_req_outcome *o)
+{
+    if (o->finish_reason && !strcmp(o->finish_reason, "length"))
+        return "max_tokens";
+    return o->stop_sequence ? "stop_sequence" : "end_turn";
+}
+
+json_t *colo_api_anthropic_json(const api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:o}],s:s,s:o,s:{s:i,s:i}}", "id", c->oid, "type", "message", "role",
+                     "assistant", "model", c->am->name, "content", "type", "text", "text",
+                     colo_api_json_text(o->text ? o->text : "", o->text_len), "stop_reason", stop_reason(o),
+                     "stop_sequence", o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage",
+                     "input_tokens", o->n_input_tokens, "output_tokens", o->n_tokens);
+}
+
+json_t *colo_api_anthropic_start_json(const api_call *c)
+{
+    return json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type", "message_start", "message", "id",
+                     c->oid, "type", "message", "role", "assistant", "model", c->am->name, "content", "stop_reason",
+                     "stop_sequence", "usage", "input_tokens", c->r->tok.n, "output_tokens", 0);
+}
+
+json_t *colo_api_anthropic_delta_json(const char *text, size_t len)
+{
+    return json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index", 0, "delta", "type",
+                     "text_delta", "text", colo_api_json_text(text, len));
+}
+
+json_t *colo_api_anthropic_end_json(const api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    return json_pack("{s:s,s:{s:s,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason", stop_reason(o),
+                     "stop_sequence", o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage",
+                     "output_tokens", o->n_tokens);
+}
+
+json_t *colo_api_anthropic_error_json(int http_status, const char *message)
+{
+    return json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
+                     colo_http_anthropic_error_type(http_status), "message", message ? message : "failed");
+}
