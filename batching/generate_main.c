@@ -35,6 +35,7 @@ static void usage(FILE *f)
             "  --memory-bytes N    memory arena size (default: 2 GiB, at most the device's)\n"
             "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
+            "  --json              constrained decoding: the output is a JSON object\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
             "so that the statistics on stderr start on a line of their own); stderr gets\n"
             "the load time and speeds.\n");
@@ -48,6 +49,7 @@ typedef struct {
     size_t memory_bytes;
     colo_dtype kv_type;
     bool print_tokens;
+    bool json;
 } options;
 
 /* Fills o from the command line. Returns -1 to go on, else the exit code
@@ -61,7 +63,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"max-tokens", 1, 0, 'n'},   {"temperature", 1, 0, 't'},  {"top-p", 1, 0, 'P'},   {"top-k", 1, 0, 'k'},
         {"seed", 1, 0, 's'},         {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
-        {"chat-template", 1, 0, 'C'},
+        {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
         {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
@@ -83,6 +85,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'b': o->batch = (int)strtol(optarg, &end, 10); if (*end || o->batch < 1 || o->batch > 256) goto bad; break;
         case 'M': o->memory_bytes = strtoull(optarg, &end, 10); if (*end || o->memory_bytes < (1u << 20)) goto bad; break;
         case 'i': o->print_tokens = true; break;
+        case 'j': o->json = true; break;
         case 'K':
             if (!strcmp(optarg, "f16"))
                 o->kv_type = COLO_F16;
@@ -184,7 +187,7 @@ static bool add_sequences(colo_gen_engine *e, const options *o, const int32_t *i
                           char *err, size_t errlen)
 {
     colo_gen_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
-                          .top_k = o->top_k, .priority = COLO_PRIO_NORMAL};
+                          .top_k = o->top_k, .json_object = o->json, .priority = COLO_PRIO_NORMAL};
     for (int i = 0; i < o->batch; i++) {
         ctx[i].idx = i;
         ctx[i].print = i == 0;

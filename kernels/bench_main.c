@@ -102,6 +102,7 @@ static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
     unsigned char *w = malloc(rb * N);
     float *row = malloc(K * sizeof(float));
     colo_blk_q8x *xq = malloc((size_t)COLO_CPU_DOT_ROWS * (K / 32) * sizeof *xq);
+    colo_blk_q8k *xk = malloc((size_t)COLO_CPU_DOT_ROWS * (K / 256) * sizeof *xk);
     for (int r = 0; r < N; r++) {
         for (int j = 0; j < K; j++)
             row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
@@ -111,22 +112,27 @@ static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
         for (int j = 0; j < K; j++)
             row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
         colo_cpu_quantize_q8x(row, xq + (size_t)r * (K / 32), K);
+        colo_cpu_quantize_q8k(row, xk + (size_t)r * (K / 256), K);
     }
     colo_cpu_vec_dot_fn dot = colo_cpu_vec_dot_for(t);
+    colo_cpu_vec_dot_k_fn dot_k = colo_cpu_vec_dot_k_for(t);
     float out[COLO_CPU_DOT_ROWS];
     volatile float sink = 0;
     double t0 = now_s(), best = 1e30;
     do {
         double b0 = now_s();
         for (int r = 0; r < N; r++) {
-            dot(K, w + rb * r, xq, K / 32, nr, out);
+            if (dot_k)
+                dot_k(K, w + rb * r, xk, K / 256, nr, out);
+            else
+                dot(K, w + rb * r, xq, K / 32, nr, out);
             sink += out[0];
         }
         double el = now_s() - b0;
         best = el < best ? el : best;
     } while (now_s() - t0 < seconds);
     (void)sink;
-    free(w), free(row), free(xq);
+    free(w), free(row), free(xq), free(xk);
     return best / ((double)N * (K / 32) * nr) * 1e9;
 }
 

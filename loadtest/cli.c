@@ -1,4 +1,4 @@
-/* loadtest/cli.c: colo-loadtest's options, scenarios and exit codes. */
+/* loadtest/cli.c: colo-loadtest's options and their checks; scenario.c runs them. */
 #include "loadtest/loadtest.h"
 
 #include <errno.h>
@@ -9,53 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loadtest/engine.h"
-#include "loadtest/report.h"
-#include "loadtest/sla.h"
-#include "loadtest/workload.h"
-
-#define LT_MAX_MODELS 32
-#define LT_MAX_SWEEP 64
-
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
-
-typedef struct cli {
-    const char *url, *scenario;
-    const char *models[LT_MAX_MODELS];
-    lt_kind kinds[LT_MAX_MODELS];
-    size_t n_models;
-    const char *kind_args[LT_MAX_MODELS];
-    size_t n_kind_args;
-    unsigned concurrency;
-    double rate;
-    /* per-model loads (--concurrency NAME=N, --rate NAME=R), resolved after the models */
-    const char *load_args[2 * LT_MAX_MODELS];
-    bool load_is_rate[2 * LT_MAX_MODELS];
-    size_t n_load_args;
-    unsigned conc_of[LT_MAX_MODELS];
-    double rate_of[LT_MAX_MODELS];
-    bool poisson;
-    unsigned long long seed;
-    double duration_s, warmup_s, timeout_s;
-    unsigned long long requests;
-    unsigned max_connections;
-    const char *prompts;
-    int max_tokens;
-    bool stream;
-    lt_sla_set sla;
-    const char *sla_config;
-    bool has_sla;
-    const char *json, *csv, *html;
-    double sweep[LT_MAX_SWEEP];
-    size_t n_sweep;
-    bool sweep_rate;
-    const char *path, *method, *api_key;
-    bool quiet;
-} cli;
+#include "loadtest/cli_impl.h"
 
 static void usage(FILE *out)
 {
     fputs("usage: colo-loadtest --url URL --model NAME [--model NAME ...] [options]\n"
+          "       colo-loadtest --baseline separate --config FILE [--model NAME ...] [options]\n"
           "\n"
           "scenario and load:\n"
           "  --scenario single|individual-vs-concurrent|sweep   (default single)\n"
@@ -63,9 +22,12 @@ static void usage(FILE *out)
           "  --rate R                 open loop: R requests/s per model, latency from the intended send time\n"
           "  --concurrency NAME=N, --rate NAME=R   that model's own load (the others keep the global one)\n"
           "  --poisson                open loop with exponential gaps (seeded) instead of constant ones\n"
-          "  --seed S                 seed for Poisson gaps and prompt order (default 1)\n"
-          "  --sweep-concurrency LIST sweep: e.g. 1,2,4,8 (one model)\n"
-          "  --sweep-rate LIST        sweep: e.g. 1,2,4 requests/s (one model)\n"
+          "  --burstiness B           open loop with gamma gaps of shape B (1 = Poisson, < 1 burstier), as vllm\n"
+          "                           bench serve's --burstiness\n"
+          "  --seed S                 seed of the arrival gaps, the prompt order and synthetic prompts (default 1)\n"
+          "  --sweep-concurrency LIST sweep: e.g. 1,2,4,8 (every --model at each step, together)\n"
+          "  --sweep-rate LIST        sweep: e.g. 1,2,4 requests/s per model; with SLOs, reports the highest rate\n"
+          "                           meeting --attainment, per model\n"
           "  --duration SECONDS       measured time per phase (default 10)\n"
           "  --requests N             measured requests per model per phase, instead of --duration\n"
           "  --warmup SECONDS         sent but not measured, before each phase's measurement (default 0)\n"
@@ -77,7 +39,10 @@ static void usage(FILE *out)
           "  --prompts FILE           JSON lines: {\"prompt\"|\"messages\"|\"inputs\": ...} or {\"body\": {...}},\n"
           "                           optionally with \"model\"; used round-robin from a seeded start\n"
           "  --max-tokens N           max_tokens of generative requests (built-in prompts: 16)\n"
-          "  --stream                 ask for SSE; measures time to first token and inter-token latency\n"
+          "  --input-len N            synthetic prompts of about N tokens (common words), instead of the built-in ones\n"
+          "  --output-len N           their max_tokens (default 16)\n"
+          "  --len-spread R           both lengths uniform in [len*(1-R), len*(1+R)], 0 <= R < 1 (default 0)\n"
+          "  --stream                 ask for SSE; measures TTFT, TPOT (time per output token) and inter-token latency\n"
           "  --path PATH              request target instead of /v1/models/NAME/infer (NAME is then a label)\n"
           "  --method POST|GET        (default POST; GET sends no body)\n"
           "  --api-key KEY            Authorization: Bearer KEY (default: $COLO_API_KEY when set)\n"
@@ -86,10 +51,28 @@ static void usage(FILE *out)
           "  --sla 'NAME:p99_ms=X,ttft_ms=Y,min_rps=Z,max_error_rate=E'   (repeatable)\n"
           "  --sla-config FILE        YAML: a colo config (models: [{name, sla: {...}}]) or NAME -> {...}\n"
           "\n"
-          "outputs:\n"
-          "  --json FILE  --csv FILE  --html FILE   --quiet (no table)   --help\n"
+          "goodput (requests meeting every per-request SLO; default: each model's sla ttft_ms and p99_ms):\n"
+          "  --goodput 'ttft:MS tpot:MS e2e:MS'   any subset; also as separate words after --goodput\n"
+          "  --attainment PCT         sweep: the share of requests that must meet the SLOs (default 90)\n"
           "\n"
-          "exit codes: 0 ok, 1 SLA failed / model unknown or failed / no successful response, 2 usage\n",
+          "separate-process baseline (one command: separate servers, then colo, side by side):\n"
+          "  --baseline separate      with --config FILE: one colo-server per model of FILE (same device and\n"
+          "                           fractions), alone and together, then one colo-server with every model\n"
+          "  --config FILE            the colo config; --model picks some of its models (default all)\n"
+          "  --server PATH            colo-server to start (default: beside colo-loadtest)\n"
+          "  --startup-timeout S      seconds a server may take to become ready (default 300)\n"
+          "\n"
+          "cost:\n"
+          "  --device-hourly-cost USD price of one device-hour: cost per million output tokens and per 1,000\n"
+          "                           requests, one device per model against shared (individual-vs-concurrent)\n"
+          "  --device-count N         devices per deployment (default 1)\n"
+          "\n"
+          "outputs:\n"
+          "  --json FILE  --csv FILE  --html FILE   --quiet (no table, no progress line)   --help\n"
+          "  --requests-out FILE      one JSON line per recorded request (times, TTFT, TPOT, tokens, outcome)\n"
+          "\n"
+          "exit codes: 0 ok, 1 SLA failed / model unknown or failed / no successful response / a baseline\n"
+          "server did not start, 2 usage\n",
           out);
 }
 
@@ -142,6 +125,22 @@ static bool parse_list(const char *s, double *v, size_t *n, bool integers)
     return *n > 0;
 }
 
+enum {
+    OPT_BURSTINESS = 256,
+    OPT_INPUT_LEN,
+    OPT_OUTPUT_LEN,
+    OPT_LEN_SPREAD,
+    OPT_GOODPUT,
+    OPT_ATTAINMENT,
+    OPT_REQUESTS_OUT,
+    OPT_BASELINE,
+    OPT_CONFIG,
+    OPT_SERVER,
+    OPT_STARTUP_TIMEOUT,
+    OPT_HOURLY_COST,
+    OPT_DEVICE_COUNT,
+};
+
 static const struct option long_opts[] = {
     {"url", required_argument, 0, 'u'},
     {"scenario", required_argument, 0, 's'},
@@ -171,6 +170,19 @@ static const struct option long_opts[] = {
     {"api-key", required_argument, 0, 'K'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
+    {"burstiness", required_argument, 0, OPT_BURSTINESS},
+    {"input-len", required_argument, 0, OPT_INPUT_LEN},
+    {"output-len", required_argument, 0, OPT_OUTPUT_LEN},
+    {"len-spread", required_argument, 0, OPT_LEN_SPREAD},
+    {"goodput", required_argument, 0, OPT_GOODPUT},
+    {"attainment", required_argument, 0, OPT_ATTAINMENT},
+    {"requests-out", required_argument, 0, OPT_REQUESTS_OUT},
+    {"baseline", required_argument, 0, OPT_BASELINE},
+    {"config", required_argument, 0, OPT_CONFIG},
+    {"server", required_argument, 0, OPT_SERVER},
+    {"startup-timeout", required_argument, 0, OPT_STARTUP_TIMEOUT},
+    {"device-hourly-cost", required_argument, 0, OPT_HOURLY_COST},
+    {"device-count", required_argument, 0, OPT_DEVICE_COUNT},
     {0, 0, 0, 0},
 };
 
@@ -185,6 +197,11 @@ static void set_defaults(cli *c)
     c->max_connections = 1024;
     c->max_tokens = -1;
     c->method = "POST";
+    c->goodput = lt_slo_none();
+    c->attainment = 0.9;
+    c->output_len = 16;
+    c->startup_timeout_s = 300;
+    c->device_count = 1;
 }
 
 /* Names the option ch in a message about its bad value (optarg). */
@@ -302,6 +319,58 @@ static int parse_option(cli *c, int ch, bool *have_conc)
     case 'K': c->api_key = optarg; break;
     case 'q': c->quiet = true; break;
     case 'h': usage(stdout); return EXIT_OK;
+    case OPT_BURSTINESS:
+        if (!parse_pos(optarg, &c->burstiness, false))
+            return bad_value(ch);
+        break;
+    case OPT_INPUT_LEN:
+    case OPT_OUTPUT_LEN:
+        if (!parse_uint(optarg, 1000000, &u) || u == 0)
+            return bad_value(ch);
+        *(ch == OPT_INPUT_LEN ? &c->input_len : &c->output_len) = (int)u;
+        break;
+    case OPT_LEN_SPREAD:
+        if (!parse_pos(optarg, &c->len_spread, true) || c->len_spread >= 1)
+            return bad_value(ch);
+        break;
+    case OPT_GOODPUT: {
+        /* 'ttft:300 tpot:50' as one word, or several words (the rest come as operands) */
+        char buf[256], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", optarg);
+        for (char *t = strtok_r(buf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+            if (lt_slo_parse(t, &c->goodput, err, sizeof err) != LT_OK) {
+                fprintf(stderr, "colo-loadtest: %s\n", err);
+                return EXIT_USAGE;
+            }
+        c->has_goodput = true;
+        break;
+    }
+    case OPT_ATTAINMENT:
+        if (!parse_pos(optarg, &c->attainment, false) || c->attainment > 100)
+            return bad_value(ch);
+        c->attainment /= 100.0;
+        break;
+    case OPT_REQUESTS_OUT: c->requests_out = optarg; break;
+    case OPT_BASELINE:
+        if (strcmp(optarg, "separate") != 0)
+            return bad_value(ch);
+        c->baseline = optarg;
+        break;
+    case OPT_CONFIG: c->config = optarg; break;
+    case OPT_SERVER: c->server_bin = optarg; break;
+    case OPT_STARTUP_TIMEOUT:
+        if (!parse_pos(optarg, &c->startup_timeout_s, false))
+            return bad_value(ch);
+        break;
+    case OPT_HOURLY_COST:
+        if (!parse_pos(optarg, &c->hourly_cost, false))
+            return bad_value(ch);
+        break;
+    case OPT_DEVICE_COUNT:
+        if (!parse_uint(optarg, 100000, &u) || u == 0)
+            return bad_value(ch);
+        c->device_count = (unsigned)u;
+        break;
     default: /* getopt printed why */
         fprintf(stderr, "colo-loadtest: see --help\n");
         return EXIT_USAGE;
@@ -309,16 +378,84 @@ static int parse_option(cli *c, int ch, bool *have_conc)
     return -1;
 }
 
+/* --baseline separate --config FILE: the models come from the config, the
+ * URLs from the servers it starts. */
+static int check_baseline(cli *c)
+{
+    char err[512];
+    if (!c->baseline || !c->config) {
+        fprintf(stderr, "colo-loadtest: --baseline separate and --config FILE go together\n");
+        return EXIT_USAGE;
+    }
+    if (c->url) {
+        fprintf(stderr, "colo-loadtest: --baseline starts its own servers; drop --url\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(c->scenario, "single") != 0 && strcmp(c->scenario, "individual-vs-concurrent") != 0) {
+        fprintf(stderr, "colo-loadtest: --baseline runs individual-vs-concurrent; drop --scenario %s\n",
+                c->scenario);
+        return EXIT_USAGE;
+    }
+    c->scenario = "individual-vs-concurrent";
+    size_t n = 0;
+    if (lt_config_models(c->config, c->config_models, LT_MAX_MODELS, &n, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        return EXIT_USAGE;
+    }
+    for (size_t m = 0; m < c->n_models; m++) {
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = strcmp(c->models[m], c->config_models[i]) == 0;
+        if (!found) {
+            fprintf(stderr, "colo-loadtest: --model %s is not a model of %s\n", c->models[m], c->config);
+            return EXIT_USAGE;
+        }
+    }
+    if (c->n_models == 0) {
+        for (size_t i = 0; i < n; i++)
+            c->models[c->n_models++] = c->config_models[i];
+    }
+    /* the config's sla: blocks are the goodput SLOs' default (they set the
+     * exit code only when given with --sla-config) */
+    if (lt_sla_load_file(c->config, &c->config_sla, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: %s\n", err);
+        return EXIT_USAGE;
+    }
+    c->url = "http://127.0.0.1:1"; /* replaced by each server's own */
+    return -1;
+}
+
 /* The options' combinations (after getopt). -1 when they make sense, else
  * EXIT_USAGE with a message. */
 static int check_options(cli *c, int argc, char **argv, bool have_conc)
 {
-    if (optind < argc) {
-        fprintf(stderr, "colo-loadtest: unexpected argument '%s'\n", argv[optind]);
-        return EXIT_USAGE;
+    char err[256];
+    for (; optind < argc; optind++) {
+        /* the further words of --goodput ttft:300 tpot:50 */
+        if (!c->has_goodput || lt_slo_parse(argv[optind], &c->goodput, err, sizeof err) != LT_OK) {
+            fprintf(stderr, "colo-loadtest: unexpected argument '%s'\n", argv[optind]);
+            return EXIT_USAGE;
+        }
+    }
+    if (c->baseline || c->config) {
+        int rc = check_baseline(c);
+        if (rc >= 0)
+            return rc;
     }
     if (!c->url || c->n_models == 0) {
         fprintf(stderr, "colo-loadtest: --url and at least one --model are required (see --help)\n");
+        return EXIT_USAGE;
+    }
+    if (c->burstiness > 0 && !(c->rate > 0) && !(c->n_sweep && c->sweep_rate)) {
+        fprintf(stderr, "colo-loadtest: --burstiness needs --rate or --sweep-rate\n");
+        return EXIT_USAGE;
+    }
+    if (c->input_len && c->prompts) {
+        fprintf(stderr, "colo-loadtest: --input-len and --prompts exclude each other\n");
+        return EXIT_USAGE;
+    }
+    if (c->has_goodput && !lt_slo_any(&c->goodput)) {
+        fprintf(stderr, "colo-loadtest: --goodput needs ttft:MS, tpot:MS or e2e:MS\n");
         return EXIT_USAGE;
     }
     if (have_conc && c->rate > 0) {
@@ -335,9 +472,9 @@ static int check_options(cli *c, int argc, char **argv, bool have_conc)
                 c->scenario);
         return EXIT_USAGE;
     }
-    if (sweep != (c->n_sweep > 0) || (sweep && c->n_models != 1)) {
-        fprintf(stderr, "colo-loadtest: --scenario sweep takes one --model and --sweep-concurrency or "
-                        "--sweep-rate (and they need it)\n");
+    if (sweep != (c->n_sweep > 0)) {
+        fprintf(stderr, "colo-loadtest: --scenario sweep takes --sweep-concurrency or --sweep-rate (and they "
+                        "need it)\n");
         return EXIT_USAGE;
     }
     if (sweep && (have_conc || c->rate > 0)) {
@@ -426,8 +563,7 @@ static int resolve_slas(cli *c)
     return -1;
 }
 
-/* Returns -1 to go on, else an exit code. */
-static int parse_args(cli *c, int argc, char **argv)
+int lt_cli_parse(cli *c, int argc, char **argv)
 {
     bool have_conc = false;
     set_defaults(c);
@@ -445,288 +581,14 @@ static int parse_args(cli *c, int argc, char **argv)
     return -1;
 }
 
-/* Output files must be writable before minutes of measuring. */
-static bool outputs_writable(const cli *c)
-{
-    const char *paths[] = {c->json, c->csv, c->html};
-    for (size_t i = 0; i < 3; i++) {
-        if (!paths[i])
-            continue;
-        FILE *f = fopen(paths[i], "a");
-        if (!f) {
-            fprintf(stderr, "colo-loadtest: cannot write %s: %s\n", paths[i], strerror(errno));
-            return false;
-        }
-        fclose(f);
-    }
-    return true;
-}
-
-typedef struct model_work {
-    lt_requests requests;
-} model_work;
-
-/* Builds each model's requests; -1 to go on, else an exit code. */
-static int prepare(const cli *c, const lt_target *t, model_work *w)
-{
-    char err[512];
-    lt_body_opts bo = {c->max_tokens, c->stream};
-    for (size_t m = 0; m < c->n_models; m++) {
-        lt_bodies bodies = {0};
-        bool get = strcmp(c->method, "GET") == 0;
-        if (!get && c->prompts) {
-            if (lt_bodies_from_file(c->prompts, c->models[m], &bo, &bodies, err, sizeof err) != LT_OK) {
-                fprintf(stderr, "colo-loadtest: %s\n", err);
-                return EXIT_USAGE;
-            }
-        } else if (!get) {
-            lt_kind kind = c->kinds[m];
-            if (kind == LT_KIND_AUTO && c->path)
-                kind = LT_KIND_GENERATIVE;
-            if (kind == LT_KIND_AUTO) {
-                lt_status st = lt_model_probe(t, c->models[m], c->api_key, c->timeout_s < 10 ? c->timeout_s : 10,
-                                                &kind, err, sizeof err);
-                if (st == LT_EINVAL || st == LT_ERR) {
-                    fprintf(stderr, "colo-loadtest: %s\n", err);
-                    return EXIT_FAILED;
-                }
-                if (st != LT_OK) {
-                    fprintf(stderr, "colo-loadtest: %s; assuming '%s' is generative (set --kind)\n", err,
-                            c->models[m]);
-                    kind = LT_KIND_GENERATIVE;
-                }
-            }
-            if (lt_bodies_builtin(kind, &bo, &bodies, err, sizeof err) != LT_OK) {
-                fprintf(stderr, "colo-loadtest: %s\n", err);
-                return EXIT_USAGE;
-            }
-        }
-        char path[512];
-        if (c->path)
-            snprintf(path, sizeof path, "%s", c->path);
-        else
-            snprintf(path, sizeof path, "/v1/models/%s/infer", c->models[m]);
-        lt_status st = lt_requests_build(t, c->method, path, &bodies, c->api_key, &w[m].requests, err, sizeof err);
-        lt_bodies_free(&bodies);
-        if (st != LT_OK) {
-            fprintf(stderr, "colo-loadtest: %s\n", err);
-            return EXIT_USAGE;
-        }
-    }
-    return -1;
-}
-
-/* Runs one phase over models[idx[0..n)]; fills p. */
-static lt_status run_phase(const cli *c, const lt_target *t, model_work *w, const size_t *idx, size_t n,
-                           unsigned concurrency, double rate, const char *name, lt_phase *p)
-{
-    char err[256];
-    lt_load loads[LT_MAX_MODELS];
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->results = calloc(n, sizeof *p->results);
-    if (!p->results)
-        return LT_ENOMEM;
-    p->n = n;
-    for (size_t i = 0; i < n; i++) {
-        lt_result_init(&p->results[i], c->models[idx[i]], name);
-        memset(&loads[i], 0, sizeof loads[i]);
-        loads[i].model = c->models[idx[i]];
-        loads[i].requests = &w[idx[i]].requests;
-        loads[i].concurrency = concurrency;
-        loads[i].rate_per_s = rate;
-        if (c->conc_of[idx[i]] || c->rate_of[idx[i]] > 0) { /* the model's own load */
-            loads[i].concurrency = c->conc_of[idx[i]];
-            loads[i].rate_per_s = c->rate_of[idx[i]];
-        }
-        loads[i].poisson = c->poisson;
-        loads[i].seed = c->seed + idx[i];
-        loads[i].stream = c->stream;
-    }
-    lt_run_opts o = {
-        .warmup_s = c->warmup_s,
-        .duration_s = c->duration_s,
-        .requests = c->requests,
-        .timeout_s = c->timeout_s,
-        .max_connections = c->max_connections,
-        .progress = !c->quiet && isatty(STDERR_FILENO),
-        .phase = name,
-    };
-    lt_status st = lt_engine_run(t, loads, n, &o, p->results, err, sizeof err);
-    if (st != LT_OK)
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-    for (size_t i = 0; i < n; i++)
-        lt_result_finish(&p->results[i]);
-    return st;
-}
-
-/* The load of the run in words, for the report. */
-static void describe_load(const cli *c, char *out, size_t len)
-{
-    if (c->concurrency)
-        snprintf(out, len, "concurrency %u", c->concurrency);
-    else
-        snprintf(out, len, "rate %g/s%s", c->rate, c->poisson ? " (poisson)" : "");
-    if (c->n_load_args)
-        snprintf(out, len, "per-model loads");
-    if (is_sweep(c))
-        snprintf(out, len, "sweep of %s%s", c->sweep_rate ? "rate" : "concurrency", c->poisson ? " (poisson)" : "");
-}
-
-/* Runs the scenario's phases into phases[0..*n_phases). */
-static lt_status run_scenario(const cli *c, const lt_target *t, model_work *w, lt_phase *phases, size_t *n_phases)
-{
-    size_t all[LT_MAX_MODELS];
-    for (size_t m = 0; m < c->n_models; m++)
-        all[m] = m;
-    lt_status st = LT_OK;
-    if (is_sweep(c)) {
-        for (size_t i = 0; i < c->n_sweep && st == LT_OK; i++) {
-            char name[64];
-            if (c->sweep_rate)
-                snprintf(name, sizeof name, "rate=%g", c->sweep[i]);
-            else
-                snprintf(name, sizeof name, "c=%u", (unsigned)c->sweep[i]);
-            st = run_phase(c, t, w, all, 1, c->sweep_rate ? 0 : (unsigned)c->sweep[i],
-                           c->sweep_rate ? c->sweep[i] : 0, name, &phases[(*n_phases)++]);
-        }
-    } else if (strcmp(c->scenario, "individual-vs-concurrent") == 0) {
-        for (size_t m = 0; m < c->n_models && st == LT_OK; m++)
-            st = run_phase(c, t, w, &all[m], 1, c->concurrency, c->rate, "individual", &phases[(*n_phases)++]);
-        if (st == LT_OK)
-            st = run_phase(c, t, w, all, c->n_models, c->concurrency, c->rate, "concurrent",
-                           &phases[(*n_phases)++]);
-    } else {
-        st = run_phase(c, t, w, all, c->n_models, c->concurrency, c->rate, "single", &phases[(*n_phases)++]);
-    }
-    return st;
-}
-
-/* Compares phases (individual-vs-concurrent) and checks the SLAs against
- * the last phase (rep->has_sla, rep->sla_pass). LT_ENOMEM when out of memory. */
-static lt_status judge(const cli *c, lt_report *rep)
-{
-    if (strcmp(c->scenario, "individual-vs-concurrent") == 0 && lt_report_compare(rep) != LT_OK)
-        return LT_ENOMEM;
-    if (!c->has_sla)
-        return LT_OK;
-    const lt_phase *judged = &rep->phases[rep->n_phases - 1]; /* concurrent, the only one, or the last step */
-    if (lt_sla_evaluate(&c->sla, judged->results, judged->n, c->stream, &rep->checks, &rep->n_checks) != LT_OK)
-        return LT_ENOMEM;
-    rep->has_sla = true;
-    rep->sla_pass = true;
-    for (size_t i = 0; i < rep->n_checks; i++)
-        if (!rep->checks[i].pass)
-            rep->sla_pass = false;
-    return LT_OK;
-}
-
-/* The table on stdout, failed SLAs and models without a success on
- * stderr, then the requested files. Returns rc, made worse by what failed. */
-static int report(const cli *c, const lt_report *rep, int rc)
-{
-    char err[512];
-    if (!c->quiet)
-        lt_report_table(stdout, rep);
-    fflush(stdout);
-    for (size_t i = 0; i < rep->n_checks; i++) {
-        const lt_sla_check *k = &rep->checks[i];
-        if (!k->pass)
-            fprintf(stderr, "colo-loadtest: SLA failed: %s %s measured %.3f, bound %s %g\n", k->model,
-                    k->constraint, k->measured, strcmp(k->constraint, "min_rps") ? "<=" : ">=", k->bound);
-        else if (k->skipped)
-            fprintf(stderr, "colo-loadtest: SLA %s %s not checked: run with --stream\n", k->model, k->constraint);
-    }
-    for (size_t i = 0; i < rep->n_phases; i++)
-        for (size_t k = 0; k < rep->phases[i].n; k++)
-            if (rep->phases[i].results[k].ok == 0) {
-                fprintf(stderr, "colo-loadtest: %s got no successful response in phase %s\n",
-                        rep->phases[i].results[k].model, rep->phases[i].name);
-                rc = EXIT_FAILED;
-            }
-    if (c->json && lt_report_json(c->json, rep, err, sizeof err) != LT_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
-    if (c->csv && lt_report_csv(c->csv, rep, err, sizeof err) != LT_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
-    if (c->html && lt_report_html(c->html, rep, err, sizeof err) != LT_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-    }
-    return rc;
-}
-
 int loadtest_main(int argc, char **argv)
 {
     cli c;
     memset(&c, 0, sizeof c);
-    int rc = parse_args(&c, argc, argv);
-    lt_target t;
-    model_work *w = NULL;
-    lt_phase *phases = NULL;
-    size_t n_phases = 0;
-    lt_report rep;
-    memset(&rep, 0, sizeof rep);
-    char err[512];
-    if (rc >= 0)
-        goto out_free_sla;
-    if (lt_target_parse(c.url, &t, err, sizeof err) != LT_OK) {
-        fprintf(stderr, "colo-loadtest: %s\n", err);
-        rc = EXIT_USAGE;
-        goto out_free_sla;
-    }
-    if (!outputs_writable(&c)) {
-        rc = EXIT_USAGE;
-        goto out_free_sla;
-    }
-    w = calloc(c.n_models, sizeof *w);
-    size_t max_phases = c.n_sweep ? c.n_sweep : c.n_models + 1;
-    phases = calloc(max_phases, sizeof *phases);
-    if (!w || !phases) {
-        fprintf(stderr, "colo-loadtest: out of memory\n");
-        rc = EXIT_USAGE;
-        goto out_free;
-    }
-    rc = prepare(&c, &t, w);
-    if (rc >= 0)
-        goto out_free;
-    if (run_scenario(&c, &t, w, phases, &n_phases) != LT_OK) {
-        rc = EXIT_FAILED;
-        goto out_free;
-    }
-    char load_desc[128];
-    describe_load(&c, load_desc, sizeof load_desc);
-    rep.url = c.url;
-    rep.scenario = c.scenario;
-    rep.load_desc = load_desc;
-    rep.warmup_s = c.warmup_s;
-    rep.duration_s = c.duration_s;
-    rep.timeout_s = c.timeout_s;
-    rep.requests = c.requests;
-    rep.streamed = c.stream;
-    rep.phases = phases;
-    rep.n_phases = n_phases;
-    if (judge(&c, &rep) != LT_OK) {
-        fprintf(stderr, "colo-loadtest: out of memory\n");
-        rc = EXIT_FAILED;
-        goto out_free;
-    }
-    rc = report(&c, &rep, rep.has_sla && !rep.sla_pass ? EXIT_FAILED : EXIT_OK);
-out_free:
-    free(rep.checks);
-    lt_report_fini(&rep);
-    for (size_t i = 0; phases && i < n_phases; i++) {
-        for (size_t k = 0; k < phases[i].n; k++)
-            lt_result_fini(&phases[i].results[k]);
-        free(phases[i].results);
-    }
-    free(phases);
-    for (size_t m = 0; w && m < c.n_models; m++)
-        lt_requests_free(&w[m].requests);
-    free(w);
-out_free_sla:
+    int rc = lt_cli_parse(&c, argc, argv);
+    if (rc < 0)
+        rc = lt_cli_run(&c);
     lt_sla_set_free(&c.sla);
+    lt_sla_set_free(&c.config_sla);
     return rc;
 }

@@ -23,7 +23,12 @@
 #define LT_CONNECT_RETRY_MS 10           /* closed loop: pause after a refused connect */
 #define LT_TICK_MS 100
 
-typedef enum outcome { OUT_OK, OUT_HTTP, OUT_CONNECT, OUT_TIMEOUT, OUT_IO } outcome;
+typedef lt_outcome outcome;
+#define OUT_OK LT_OUT_OK
+#define OUT_HTTP LT_OUT_HTTP
+#define OUT_CONNECT LT_OUT_CONNECT
+#define OUT_TIMEOUT LT_OUT_TIMEOUT
+#define OUT_IO LT_OUT_IO
 
 typedef struct pending {
     uint64_t intended_ns;
@@ -95,7 +100,35 @@ double lt_rand_unit(uint64_t *state)
     return ((double)(lt_rand_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+double lt_rand_gamma(uint64_t *rng, double shape)
+{
+    if (shape < 1.0) /* boost: Gamma(a) = Gamma(a + 1) * U^(1/a) */
+        return lt_rand_gamma(rng, shape + 1.0) * pow(lt_rand_unit(rng), 1.0 / shape);
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        /* a standard normal by Box-Muller */
+        double x = sqrt(-2.0 * log(lt_rand_unit(rng))) * cos(2.0 * M_PI * lt_rand_unit(rng));
+        double v = 1.0 + c * x;
+        if (v <= 0.0)
+            continue;
+        v = v * v * v;
+        double u = lt_rand_unit(rng);
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v))
+            return d * v;
+    }
+}
+
+double lt_arrival_gap_s(uint64_t *rng, double rate_per_s, double burstiness)
+{
+    if (burstiness <= 0.0)
+        return 1.0 / rate_per_s;
+    if (burstiness == 1.0)
+        return -log(lt_rand_unit(rng)) / rate_per_s;
+    return lt_rand_gamma(rng, burstiness) / (rate_per_s * burstiness);
+}
+
 static double ns_to_ms(uint64_t ns) { return (double)ns / 1e6; }
+static double rel_s(const engine *e, uint64_t ns) { return ns >= e->t0_ns ? (double)(ns - e->t0_ns) / 1e9 : 0.0; }
 
 static void tv_from_ns(struct timeval *tv, uint64_t ns)
 {
@@ -201,7 +234,7 @@ static conn *conn_open(load_state *ls)
         ls->conns->prev = c;
     ls->conns = c;
     ls->n_conns++;
-    if (lt_http_connect(c->bev, e->t) != LT_OK) {
+    if (lt_http_connect(c->bev, ls->load->target ? ls->load->target : e->t) != LT_OK) {
         /* reported from the timer, not from inside the caller */
         c->connect_failed = true;
         struct timeval zero = {0, 0};
@@ -265,6 +298,38 @@ static void request_end(conn *c, outcome out)
     if (!c->measured)
         return;
     ls->last_done_ns = now;
+    uint64_t prompt = 0;
+    bool has_prompt = out == OUT_OK && lt_http_response_prompt_tokens(resp, &prompt);
+    lt_req_rec rec = {
+        .intended_s = rel_s(e, c->intended_ns),
+        .sent_s = rel_s(e, c->sent_ns),
+        .done_s = rel_s(e, now),
+        .e2e_ms = NAN,
+        .ttft_ms = NAN,
+        .tpot_ms = NAN,
+        .itl_mean_ms = NAN,
+        .prompt_tokens = has_prompt ? (int64_t)prompt : -1,
+        .output_tokens = has_tokens ? (int64_t)tokens : -1,
+        .status = resp->status,
+        .outcome = out,
+        .in_window = out == OUT_OK && (e->end_ns ? now >= e->warm_end_ns && now < e->end_ns : true),
+    };
+    if (out == OUT_OK) {
+        rec.e2e_ms = ns_to_ms(now - c->intended_ns);
+        if (resp->has_ttft) {
+            rec.ttft_ms = resp->ttft_ms;
+            if (has_tokens && tokens >= 2)
+                rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (double)(tokens - 1);
+        }
+        if (resp->itl_ms.n) {
+            double sum = 0;
+            for (size_t i = 0; i < resp->itl_ms.n; i++)
+                sum += resp->itl_ms.v[i];
+            rec.itl_mean_ms = sum / (double)resp->itl_ms.n;
+        }
+    }
+    if (lt_result_add_req(r, &rec) != LT_OK)
+        e->fatal = LT_ENOMEM;
     switch (out) {
     case OUT_OK:
         r->ok++;
@@ -272,6 +337,14 @@ static void request_end(conn *c, outcome out)
             r->tokens += tokens;
             r->has_tokens = true;
         }
+        if (has_prompt) {
+            r->prompt_tokens += prompt;
+            r->has_prompt_tokens = true;
+            if (rec.in_window)
+                r->window_prompt_tokens += prompt;
+        }
+        if (!isnan(rec.tpot_ms) && lt_samples_push(&r->tpot_ms, rec.tpot_ms) != LT_OK)
+            e->fatal = LT_ENOMEM;
         if (!e->end_ns) {
             r->window_ok++;
             if (has_tokens)
@@ -473,6 +546,11 @@ static void queue_expire(load_state *ls, uint64_t now)
         if (p->measured) {
             ls->res->timeouts++;
             ls->last_done_ns = now;
+            lt_req_rec rec = {.intended_s = rel_s(ls->e, p->intended_ns), .sent_s = NAN, .done_s = rel_s(ls->e, now),
+                              .e2e_ms = NAN, .ttft_ms = NAN, .tpot_ms = NAN, .itl_mean_ms = NAN,
+                              .prompt_tokens = -1, .output_tokens = -1, .outcome = LT_OUT_TIMEOUT};
+            if (lt_result_add_req(ls->res, &rec) != LT_OK)
+                ls->e->fatal = LT_ENOMEM;
         }
         queue_pop(ls);
     }
@@ -501,11 +579,14 @@ static void dispatch(load_state *ls)
     }
 }
 
+static double load_burstiness(const lt_load *l)
+{
+    return l->burstiness > 0 ? l->burstiness : l->poisson ? 1.0 : 0.0;
+}
+
 static uint64_t arrival_gap_ns(load_state *ls)
 {
-    double gap_s = ls->load->poisson ? -log(lt_rand_unit(&ls->rng)) / ls->load->rate_per_s
-                                     : 1.0 / ls->load->rate_per_s;
-    return (uint64_t)(gap_s * 1e9);
+    return (uint64_t)(lt_arrival_gap_s(&ls->rng, ls->load->rate_per_s, load_burstiness(ls->load)) * 1e9);
 }
 
 static void on_arrival(evutil_socket_t fd, short what, void *arg)
@@ -527,7 +608,7 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
             break;
         }
         ls->n_arrivals++;
-        if (ls->load->poisson)
+        if (load_burstiness(ls->load) > 0)
             ls->next_intended_ns += arrival_gap_ns(ls);
         else /* from the start, so timer lateness never accumulates */
             ls->next_intended_ns = e->t0_ns + (uint64_t)((double)ls->n_arrivals * 1e9 / ls->load->rate_per_s);
@@ -583,14 +664,24 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         maybe_done(ls);
     }
     if (e->o->progress) {
-        uint64_t ok = 0, err = 0;
+        uint64_t ok = 0, err = 0, inflight = 0;
         for (size_t i = 0; i < e->n; i++) {
             ok += e->ls[i].res->ok;
             err += lt_result_errors(e->ls[i].res);
+            inflight += e->ls[i].inflight + e->ls[i].q_len;
         }
         double t = ns_to_ms(now - e->t0_ns) / 1000.0;
-        fprintf(stderr, "\r%s: %.1fs%s ok %llu errors %llu   ", e->o->phase ? e->o->phase : "run", t,
-                now < e->warm_end_ns ? " (warm-up)" : "", (unsigned long long)ok, (unsigned long long)err);
+        char total[48];
+        if (e->end_ns)
+            snprintf(total, sizeof total, "%.1f/%.1fs", t, (double)(e->end_ns - e->t0_ns) / 1e9);
+        else if (e->o->total_requests)
+            snprintf(total, sizeof total, "%.1fs, %llu/%llu requests", t, (unsigned long long)(ok + err),
+                     (unsigned long long)e->o->total_requests);
+        else
+            snprintf(total, sizeof total, "%.1fs", t);
+        fprintf(stderr, "\r\033[K%s %s%s  ok %llu  errors %llu  in flight %llu", e->o->phase ? e->o->phase : "run",
+                total, now < e->warm_end_ns ? " (warm-up)" : e->end_ns && now >= e->end_ns ? " (draining)" : "",
+                (unsigned long long)ok, (unsigned long long)err, (unsigned long long)inflight);
         fflush(stderr);
         e->tty_line = true;
     }
@@ -679,7 +770,7 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
     if (!e.fatal)
         event_base_dispatch(e.base);
     if (e.tty_line)
-        fprintf(stderr, "\r%*s\r", 70, "");
+        fprintf(stderr, "\r\033[K");
     uint64_t now = lt_now_ns();
     for (size_t i = 0; i < n_loads; i++) {
         load_state *ls = &e.ls[i];

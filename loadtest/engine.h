@@ -32,7 +32,10 @@ typedef struct lt_load {
     unsigned concurrency;         /* > 0: closed loop with this many connections */
     double rate_per_s;            /* > 0 (and concurrency 0): open loop */
     bool poisson;                 /* open loop: exponential gaps, else constant */
+    double burstiness;            /* > 0: open loop with gamma gaps of this shape (1 = Poisson), as
+                                     vllm bench serve's --burstiness; overrides poisson */
     uint64_t seed;
+    const lt_target *target;      /* this load's server; NULL: the run's */
     bool stream;                  /* parse text/event-stream bodies for TTFT and ITL */
 } lt_load;
 
@@ -44,6 +47,7 @@ typedef struct lt_run_opts {
     unsigned max_connections;     /* per load, open loop */
     bool progress;                /* \r-updated line on stderr */
     const char *phase;            /* label for progress */
+    uint64_t total_requests;      /* progress only: requests expected in the run (0: unknown) */
 } lt_run_opts;
 
 /* Runs one phase. results[i] must be initialised (lt_result_init) and
@@ -52,6 +56,15 @@ typedef struct lt_run_opts {
  * are results); an error only when the generator itself cannot run. */
 lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
                         const lt_run_opts *o, lt_result *results, char *err, size_t errlen);
+
+/* The gap before the next arrival, seconds, for rate_per_s: constant
+ * (burstiness <= 0), exponential (burstiness 1) or gamma with shape
+ * burstiness and scale 1 / (rate * burstiness), so the mean rate stays
+ * rate_per_s and the squared coefficient of variation of the gaps is
+ * 1 / burstiness (below 1 burstier than Poisson, above 1 steadier). */
+double lt_arrival_gap_s(uint64_t *rng, double rate_per_s, double burstiness);
+/* A Gamma(shape, 1) variate (Marsaglia and Tsang), shape > 0. */
+double lt_rand_gamma(uint64_t *rng, double shape);
 
 /* splitmix64; the seeded generator for Poisson gaps and prompt offsets. */
 uint64_t lt_rand_next(uint64_t *state);

@@ -30,20 +30,70 @@ static bool grow(char **buf, size_t *cap, size_t need)
     return true;
 }
 
-/* Reads usage.completion_tokens (or a top-level completion_tokens). */
-static bool parse_tokens(const char *text, size_t len, uint64_t *tokens)
+/* Reads usage.completion_tokens (or a top-level completion_tokens) and
+ * usage.prompt_tokens of a parsed body. */
+static void usage_of(json_t *root, bool *has_out, uint64_t *out, bool *has_prompt, uint64_t *prompt)
 {
-    if (!memmem(text, len, "completion_tokens", 17))
-        return false;
-    json_t *root = json_loadb(text, len, 0, NULL);
-    json_t *v = json_object_get(json_object_get(root, "usage"), "completion_tokens");
+    json_t *usage = json_object_get(root, "usage");
+    json_t *v = json_object_get(usage, "completion_tokens");
     if (!v)
         v = json_object_get(root, "completion_tokens");
-    bool found = json_is_integer(v) && json_integer_value(v) >= 0;
-    if (found)
-        *tokens = (uint64_t)json_integer_value(v);
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        *has_out = true;
+    }
+    v = json_object_get(usage, "prompt_tokens");
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *prompt = (uint64_t)json_integer_value(v);
+        *has_prompt = true;
+    }
+}
+
+static void parse_usage(const char *text, size_t len, bool *has_out, uint64_t *out, bool *has_prompt,
+                        uint64_t *prompt)
+{
+    if (!memmem(text, len, "_tokens", 7))
+        return;
+    json_t *root = json_loadb(text, len, 0, NULL);
+    usage_of(root, has_out, out, has_prompt, prompt);
     json_decref(root);
-    return found;
+}
+
+static bool nonempty_string(const json_t *v)
+{
+    return json_is_string(v) && json_string_length(v) > 0;
+}
+
+/* Whether an SSE data event carries generated text: colo's infer events
+ * ({"token", "text"}), OpenAI chunks with a non-empty choices[0].text or
+ * choices[0].delta.content, or anything that is not JSON. Role-only and
+ * usage-only chunks, errors and named events (event: done) do not. Reads
+ * the usage an event carries either way. */
+static bool sse_token_event(lt_http_response *r)
+{
+    if (r->event_len && strcmp(r->event, "message") != 0) {
+        parse_usage(r->data, r->data_len, &r->has_tokens, &r->tokens, &r->has_prompt_tokens, &r->prompt_tokens);
+        return false;
+    }
+    json_t *root = r->data_len && r->data[0] == '{' ? json_loadb(r->data, r->data_len, 0, NULL) : NULL;
+    if (!root)
+        return true;
+    usage_of(root, &r->has_tokens, &r->tokens, &r->has_prompt_tokens, &r->prompt_tokens);
+    bool token;
+    json_t *choices = json_object_get(root, "choices");
+    if (json_is_array(choices)) {
+        json_t *c0 = json_array_get(choices, 0);
+        token = nonempty_string(json_object_get(c0, "text")) ||
+                nonempty_string(json_object_get(json_object_get(c0, "delta"), "content"));
+    } else if (json_object_get(root, "token")) {
+        token = true;
+    } else if (json_object_get(root, "text")) {
+        token = nonempty_string(json_object_get(root, "text"));
+    } else {
+        token = !json_object_get(root, "error");
+    }
+    json_decref(root);
+    return token;
 }
 
 /* ---- Server-Sent Events -------------------------------------------------------- */
@@ -53,6 +103,8 @@ static void sse_event(lt_http_response *r)
     if (r->data_len == 6 && memcmp(r->data, "[DONE]", 6) == 0)
         return;
     uint64_t now = lt_now_ns();
+    if (!sse_token_event(r))
+        return;
     if (!r->has_ttft) {
         r->has_ttft = true;
         r->ttft_ms = ns_to_ms(now - r->start_ns);
@@ -61,11 +113,6 @@ static void sse_event(lt_http_response *r)
     }
     r->last_event_ns = now;
     r->events++;
-    uint64_t tokens;
-    if (parse_tokens(r->data, r->data_len, &tokens)) {
-        r->tokens = tokens;
-        r->has_tokens = true;
-    }
 }
 
 static int sse_line(lt_http_response *r, const char *line, size_t len)
@@ -77,10 +124,24 @@ static int sse_line(lt_http_response *r, const char *line, size_t len)
             sse_event(r);
         r->has_data = false;
         r->data_len = 0;
+        r->event_len = 0;
+        r->event[0] = '\0';
+        return 0;
+    }
+    if (len >= 6 && memcmp(line, "event:", 6) == 0) {
+        line += 6;
+        len -= 6;
+        if (len && line[0] == ' ') {
+            line++;
+            len--;
+        }
+        r->event_len = len < sizeof r->event - 1 ? len : sizeof r->event - 1;
+        memcpy(r->event, line, r->event_len);
+        r->event[r->event_len] = '\0';
         return 0;
     }
     if (len < 5 || memcmp(line, "data:", 5) != 0)
-        return 0; /* event:, id:, retry:, comments */
+        return 0; /* id:, retry:, comments */
     line += 5;
     len -= 5;
     if (len && line[0] == ' ') {
@@ -225,7 +286,10 @@ void lt_http_response_reset(lt_http_response *r, uint64_t start_ns)
     r->ctype_len = 0;
     r->ctype[0] = '\0';
     r->body_len = r->line_len = r->data_len = 0;
-    r->has_data = r->has_ttft = r->has_tokens = false;
+    r->has_data = r->has_ttft = r->has_tokens = r->has_prompt_tokens = false;
+    r->prompt_tokens = 0;
+    r->event_len = 0;
+    r->event[0] = '\0';
     r->itl_ms.n = 0;
     r->tokens = r->events = 0;
     r->out_of_memory = false;
@@ -245,9 +309,23 @@ bool lt_http_response_tokens(const lt_http_response *r, uint64_t *tokens)
 {
     *tokens = r->has_tokens ? r->tokens : r->events;
     bool found = r->has_tokens || r->events > 0;
-    if (!r->sse && r->body_len && parse_tokens(r->body, r->body_len, tokens))
-        found = true;
+    if (!r->sse && r->body_len) {
+        bool has = false, has_p = false;
+        uint64_t p;
+        parse_usage(r->body, r->body_len, &has, tokens, &has_p, &p);
+        found = found || has;
+    }
     return found;
+}
+
+bool lt_http_response_prompt_tokens(const lt_http_response *r, uint64_t *tokens)
+{
+    bool has = r->has_prompt_tokens, has_o = false;
+    uint64_t o;
+    *tokens = r->prompt_tokens;
+    if (!r->sse && r->body_len)
+        parse_usage(r->body, r->body_len, &has_o, &o, &has, tokens);
+    return has;
 }
 
 void lt_http_response_fini(lt_http_response *r)

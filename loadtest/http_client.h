@@ -34,11 +34,13 @@ typedef struct lt_http_response {
     char *body;          /* 2xx non-SSE body, NUL-terminated; NULL or stale when body_len is 0 */
     size_t body_len;
     bool has_ttft;       /* a data event arrived */
-    double ttft_ms;      /* start_ns -> first data event */
-    lt_samples itl_ms;   /* gaps between consecutive data events */
-    uint64_t events;     /* data events, "[DONE]" not counted */
+    double ttft_ms;      /* start_ns -> first token event */
+    lt_samples itl_ms;   /* gaps between consecutive token events */
+    uint64_t events;     /* token events: data events with generated text (see http_client.c) */
     bool has_tokens;     /* an event carried usage.completion_tokens */
     uint64_t tokens;     /* the last such count */
+    bool has_prompt_tokens; /* an event carried usage.prompt_tokens */
+    uint64_t prompt_tokens;
     bool out_of_memory;  /* a gap could not be kept (the response itself was read) */
 
     /* parser state */
@@ -49,6 +51,8 @@ typedef struct lt_http_response {
     char ctype[64];
     size_t ctype_len;
     size_t body_cap;
+    char event[32];      /* SSE: the event's name (event: line), "" when none */
+    size_t event_len;
     char *line;          /* SSE: the line being read */
     size_t line_len, line_cap;
     char *data;          /* SSE: the event's data lines */
@@ -71,6 +75,9 @@ lt_status lt_http_response_finish(lt_http_response *r);
  * body, else the last count an SSE event carried, else the number of data
  * events. False when none of these is known. */
 bool lt_http_response_tokens(const lt_http_response *r, uint64_t *tokens);
+/* Prompt tokens of a complete 2xx response (usage.prompt_tokens of the body
+ * or of an SSE event). False when not known. */
+bool lt_http_response_prompt_tokens(const lt_http_response *r, uint64_t *tokens);
 /* Frees the buffers. Accepts NULL. */
 void lt_http_response_fini(lt_http_response *r);
 

@@ -1,19 +1,11 @@
-/* loadtest/report.c: comparison, text table, JSON and CSV outputs. */
+/* loadtest/report.c: comparisons, sweep limits, cost, and the text table. */
 #include "loadtest/report.h"
 
-#include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "loadtest/workload.h"
-
-const char lt_csv_header[] =
-    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
-    "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
-    "p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait,"
-    "model,phase,latency_impact_pct,throughput_impact_pct,request_rate";
 
 double lt_impact_pct(double base, double value)
 {
@@ -45,22 +37,24 @@ static const lt_result *result_find(const lt_phase *p, const char *model)
     return NULL;
 }
 
-lt_status lt_report_compare(lt_report *rep)
+static lt_status compare_phases(const lt_report *rep, const char *ind_name, const char *conc_name,
+                                lt_compare **out, size_t *n_out, double *stp)
 {
-    const lt_phase *conc = phase_find(rep, "concurrent", NULL);
+    const lt_phase *conc = phase_find(rep, conc_name, NULL);
     if (!conc)
         return LT_EINVAL;
-    rep->cmp = calloc(conc->n ? conc->n : 1, sizeof *rep->cmp);
-    if (!rep->cmp)
+    lt_compare *cmp = calloc(conc->n ? conc->n : 1, sizeof *cmp);
+    if (!cmp)
         return LT_ENOMEM;
-    rep->n_cmp = 0;
-    rep->stp = 0.0;
+    *out = cmp;
+    *n_out = 0;
+    *stp = 0.0;
     for (size_t k = 0; k < conc->n; k++) {
         const lt_result *c = &conc->results[k];
-        const lt_result *i = result_find(phase_find(rep, "individual", c->model), c->model);
+        const lt_result *i = result_find(phase_find(rep, ind_name, c->model), c->model);
         if (!i)
             continue;
-        lt_compare *m = &rep->cmp[rep->n_cmp++];
+        lt_compare *m = &cmp[(*n_out)++];
         m->ind = i;
         m->conc = c;
         m->p50_impact_pct = lt_impact_pct(i->lat.p50, c->lat.p50);
@@ -70,9 +64,146 @@ lt_status lt_report_compare(lt_report *rep)
         m->tps_impact_pct = i->has_tokens && c->has_tokens ? lt_impact_pct(i->tokens_per_s, c->tokens_per_s) : NAN;
         m->norm_throughput = i->rps > 0 ? c->rps / i->rps : NAN;
         if (!isnan(m->norm_throughput))
-            rep->stp += m->norm_throughput;
+            *stp += m->norm_throughput;
     }
     return LT_OK;
+}
+
+lt_status lt_report_compare(lt_report *rep)
+{
+    lt_status st = compare_phases(rep, "individual", "concurrent", &rep->cmp, &rep->n_cmp, &rep->stp);
+    if (st != LT_OK)
+        return st;
+    if (phase_find(rep, "separate-concurrent", NULL))
+        st = compare_phases(rep, "separate-individual", "separate-concurrent", &rep->base_cmp, &rep->n_base_cmp,
+                            &rep->base_stp);
+    return st;
+}
+
+const lt_compare *lt_report_compare_for(const lt_report *rep, const lt_result *r)
+{
+    for (size_t i = 0; i < rep->n_cmp; i++)
+        if (rep->cmp[i].conc == r)
+            return &rep->cmp[i];
+    for (size_t i = 0; i < rep->n_base_cmp; i++)
+        if (rep->base_cmp[i].conc == r)
+            return &rep->base_cmp[i];
+    return NULL;
+}
+
+/* ---- sweeps ---------------------------------------------------------------- */
+
+typedef struct rate_point {
+    double rate, attainment;
+} rate_point;
+
+static int cmp_rate(const void *a, const void *b)
+{
+    double x = ((const rate_point *)a)->rate, y = ((const rate_point *)b)->rate;
+    return (x > y) - (x < y);
+}
+
+lt_status lt_report_sweep_max(lt_report *rep)
+{
+    free(rep->sweep_max);
+    rep->sweep_max = NULL;
+    rep->n_sweep_max = 0;
+    if (!rep->n_phases)
+        return LT_OK;
+    const lt_phase *first = &rep->phases[0];
+    rep->sweep_max = calloc(first->n ? first->n : 1, sizeof *rep->sweep_max);
+    rate_point *pts = calloc(rep->n_phases, sizeof *pts);
+    double *rates = calloc(rep->n_phases, sizeof *rates), *att = calloc(rep->n_phases, sizeof *att);
+    lt_status st = LT_OK;
+    if (!rep->sweep_max || !pts || !rates || !att) {
+        st = LT_ENOMEM;
+        goto out_free;
+    }
+    for (size_t k = 0; k < first->n; k++) {
+        const char *model = first->results[k].model;
+        size_t n = 0;
+        for (size_t i = 0; i < rep->n_phases; i++) {
+            const lt_result *r = result_find(&rep->phases[i], model);
+            if (!r || !r->has_slo || r->concurrency || strncmp(rep->phases[i].name, "rate=", 5) != 0)
+                continue;
+            pts[n].rate = r->rate_per_s;
+            pts[n].attainment = r->attainment;
+            n++;
+        }
+        if (!n)
+            continue;
+        qsort(pts, n, sizeof *pts, cmp_rate);
+        for (size_t i = 0; i < n; i++) {
+            rates[i] = pts[i].rate;
+            att[i] = pts[i].attainment;
+        }
+        lt_sweep_max *sm = &rep->sweep_max[rep->n_sweep_max++];
+        snprintf(sm->model, sizeof sm->model, "%s", model);
+        sm->max_rate = lt_max_rate_at(rates, att, n, rep->attainment_target, &sm->bounded);
+    }
+out_free:
+    free(pts);
+    free(rates);
+    free(att);
+    return st;
+}
+
+/* ---- cost ---------------------------------------------------------------- */
+
+static void cost_fill(lt_cost_row *row, const char *setup, double devices, double usd_per_device_hour,
+                      const lt_compare *cmp, size_t n, bool alone)
+{
+    memset(row, 0, sizeof *row);
+    row->setup = setup;
+    row->devices = devices;
+    row->usd_per_hour = devices * usd_per_device_hour;
+    bool tokens = n > 0;
+    row->worst_p99_impact_pct = row->worst_ttft_impact_pct = row->worst_tpot_impact_pct = NAN;
+    for (size_t i = 0; i < n; i++) {
+        const lt_result *r = alone ? cmp[i].ind : cmp[i].conc;
+        row->rps += r->rps;
+        if (r->has_tokens)
+            row->tokens_per_s += r->tokens_per_s;
+        else
+            tokens = false;
+        if (alone)
+            continue;
+        double imp[3] = {cmp[i].p99_impact_pct, lt_impact_pct(cmp[i].ind->ttft.p99, cmp[i].conc->ttft.p99),
+                         lt_impact_pct(cmp[i].ind->tpot.p99, cmp[i].conc->tpot.p99)};
+        double *worst[3] = {&row->worst_p99_impact_pct, &row->worst_ttft_impact_pct, &row->worst_tpot_impact_pct};
+        for (int j = 0; j < 3; j++)
+            if (!isnan(imp[j]) && (isnan(*worst[j]) || imp[j] > *worst[j]))
+                *worst[j] = imp[j];
+    }
+    if (!tokens)
+        row->tokens_per_s = NAN;
+    row->usd_per_m_tokens = row->tokens_per_s > 0 ? row->usd_per_hour / (row->tokens_per_s * 3600.0) * 1e6 : NAN;
+    row->usd_per_k_requests = row->rps > 0 ? row->usd_per_hour / (row->rps * 3600.0) * 1e3 : NAN;
+}
+
+void lt_report_cost(lt_report *rep, double usd_per_hour, unsigned device_count)
+{
+    rep->has_cost = true;
+    rep->hourly_cost_usd = usd_per_hour;
+    rep->device_count = device_count;
+    rep->n_cost = 0;
+    if (!rep->n_cmp)
+        return;
+    double n_models = (double)rep->n_cmp;
+    cost_fill(&rep->cost[rep->n_cost++], "one device per model", n_models * device_count, usd_per_hour, rep->cmp,
+              rep->n_cmp, true);
+    if (rep->n_base_cmp)
+        cost_fill(&rep->cost[rep->n_cost++], "separate servers, shared", device_count, usd_per_hour,
+                  rep->base_cmp, rep->n_base_cmp, false);
+    cost_fill(&rep->cost[rep->n_cost++], "colo, shared", device_count, usd_per_hour, rep->cmp, rep->n_cmp, false);
+    const lt_cost_row *ded = &rep->cost[0];
+    for (size_t i = 0; i < rep->n_cost; i++) {
+        lt_cost_row *row = &rep->cost[i];
+        bool tok = !isnan(row->usd_per_m_tokens) && !isnan(ded->usd_per_m_tokens);
+        double base = tok ? ded->usd_per_m_tokens : ded->usd_per_k_requests;
+        double v = tok ? row->usd_per_m_tokens : row->usd_per_k_requests;
+        row->savings_pct = isnan(base) || isnan(v) || base == 0 ? NAN : (base - v) / base * 100.0;
+    }
 }
 
 void lt_report_fini(lt_report *rep)
@@ -82,6 +213,12 @@ void lt_report_fini(lt_report *rep)
     free(rep->cmp);
     rep->cmp = NULL;
     rep->n_cmp = 0;
+    free(rep->base_cmp);
+    rep->base_cmp = NULL;
+    rep->n_base_cmp = 0;
+    free(rep->sweep_max);
+    rep->sweep_max = NULL;
+    rep->n_sweep_max = 0;
 }
 
 /* ---- text table ---------------------------------------------------------------- */
@@ -110,6 +247,120 @@ static void fmt_load(char *buf, size_t len, const lt_result *r)
         snprintf(buf, len, "%g/s", r->rate_per_s);
 }
 
+static void compare_table(FILE *out, const char *title, const lt_compare *cmp, size_t n, double stp)
+{
+    fprintf(out, "\n%s (impact = (concurrent - individual) / individual)\n", title);
+    fprintf(out, "%-16s %9s %9s %8s %9s %9s %8s %9s %9s %8s %9s %9s %8s %7s\n", "model", "p50 ind",
+            "p50 conc", "impact", "p99 ind", "p99 conc", "impact", "rps ind", "rps conc", "impact",
+            "tok/s ind", "tok/s con", "impact", "errors");
+    for (size_t i = 0; i < n; i++) {
+        const lt_compare *m = &cmp[i];
+        char v[12][24];
+        fmt_num(v[0], sizeof v[0], m->ind->lat.p50, 2);
+        fmt_num(v[1], sizeof v[1], m->conc->lat.p50, 2);
+        fmt_pct(v[2], sizeof v[2], m->p50_impact_pct);
+        fmt_num(v[3], sizeof v[3], m->ind->lat.p99, 2);
+        fmt_num(v[4], sizeof v[4], m->conc->lat.p99, 2);
+        fmt_pct(v[5], sizeof v[5], m->p99_impact_pct);
+        fmt_num(v[6], sizeof v[6], m->ind->rps, 2);
+        fmt_num(v[7], sizeof v[7], m->conc->rps, 2);
+        fmt_pct(v[8], sizeof v[8], m->rps_impact_pct);
+        fmt_num(v[9], sizeof v[9], m->ind->has_tokens ? m->ind->tokens_per_s : NAN, 1);
+        fmt_num(v[10], sizeof v[10], m->conc->has_tokens ? m->conc->tokens_per_s : NAN, 1);
+        fmt_pct(v[11], sizeof v[11], m->tps_impact_pct);
+        fprintf(out, "%-16s %9s %9s %8s %9s %9s %8s %9s %9s %8s %9s %9s %8s %3llu/%-3llu\n", m->conc->model, v[0],
+                v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+                (unsigned long long)lt_result_errors(m->ind), (unsigned long long)lt_result_errors(m->conc));
+    }
+    fprintf(out, "STP (sum of concurrent/individual throughput) = %.3f of %zu (%zu = no interference)\n", stp, n, n);
+}
+
+static const lt_compare *cmp_find(const lt_compare *cmp, size_t n, const char *model)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cmp[i].conc->model, model) == 0)
+            return &cmp[i];
+    return NULL;
+}
+
+/* Separate servers and colo side by side, per model. */
+static void baseline_table(FILE *out, const lt_report *rep)
+{
+    fprintf(out, "\nseparate servers vs colo (same models, loads and device; together, against each alone)\n");
+    fprintf(out, "%-16s %11s %11s %11s %11s %11s %11s %11s %11s %11s %11s\n", "model", "p99 sep", "p99 colo",
+            "ttft99 sep", "ttft99 colo", "retain sep", "retain colo", "tok/s sep", "tok/s colo", "goodput sep",
+            "goodput co");
+    for (size_t i = 0; i < rep->n_cmp; i++) {
+        const lt_compare *c = &rep->cmp[i], *b = cmp_find(rep->base_cmp, rep->n_base_cmp, c->conc->model);
+        if (!b)
+            continue;
+        char v[10][24];
+        fmt_pct(v[0], sizeof v[0], b->p99_impact_pct);
+        fmt_pct(v[1], sizeof v[1], c->p99_impact_pct);
+        fmt_pct(v[2], sizeof v[2], lt_impact_pct(b->ind->ttft.p99, b->conc->ttft.p99));
+        fmt_pct(v[3], sizeof v[3], lt_impact_pct(c->ind->ttft.p99, c->conc->ttft.p99));
+        fmt_num(v[4], sizeof v[4], b->norm_throughput * 100, 1);
+        fmt_num(v[5], sizeof v[5], c->norm_throughput * 100, 1);
+        fmt_num(v[6], sizeof v[6], b->conc->has_tokens ? b->conc->tokens_per_s : NAN, 1);
+        fmt_num(v[7], sizeof v[7], c->conc->has_tokens ? c->conc->tokens_per_s : NAN, 1);
+        fmt_num(v[8], sizeof v[8], b->conc->has_slo ? b->conc->goodput_rps : NAN, 2);
+        fmt_num(v[9], sizeof v[9], c->conc->has_slo ? c->conc->goodput_rps : NAN, 2);
+        fprintf(out, "%-16s %11s %11s %11s %11s %10s%% %10s%% %11s %11s %11s %11s\n", c->conc->model, v[0], v[1],
+                v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]);
+    }
+    fprintf(out, "STP: separate servers %.3f, colo %.3f (of %zu)\n", rep->base_stp, rep->stp, rep->n_cmp);
+    fprintf(out, "(p99/ttft99: latency impact of running together; retain: concurrent throughput as %% of alone;"
+                 " goodput: req/s meeting the SLOs, together)\n");
+}
+
+static void goodput_table(FILE *out, const lt_report *rep)
+{
+    fprintf(out, "\ngoodput (requests meeting every SLO)\n%-22s %-16s %-28s %9s %11s %9s\n", "phase", "model",
+            "SLOs", "good", "attainment", "goodput");
+    for (size_t i = 0; i < rep->n_phases; i++)
+        for (size_t k = 0; k < rep->phases[i].n; k++) {
+            const lt_result *r = &rep->phases[i].results[k];
+            if (!r->has_slo)
+                continue;
+            char slo[96] = "", a[24], g[24];
+            size_t o = 0;
+            if (!isnan(r->slo.ttft_ms))
+                o += (size_t)snprintf(slo + o, sizeof slo - o, "ttft<=%g ", r->slo.ttft_ms);
+            if (!isnan(r->slo.tpot_ms) && o < sizeof slo)
+                o += (size_t)snprintf(slo + o, sizeof slo - o, "tpot<=%g ", r->slo.tpot_ms);
+            if (!isnan(r->slo.e2e_ms) && o < sizeof slo)
+                snprintf(slo + o, sizeof slo - o, "e2e<=%g", r->slo.e2e_ms);
+            fmt_num(a, sizeof a, r->attainment * 100, 1);
+            fmt_num(g, sizeof g, r->goodput_rps, 2);
+            fprintf(out, "%-22s %-16s %-28s %9llu %10s%% %9s\n", rep->phases[i].name, r->model, slo,
+                    (unsigned long long)r->good, a, g);
+        }
+}
+
+static void cost_table(FILE *out, const lt_report *rep)
+{
+    fprintf(out, "\ncost at $%g per device-hour, %u device%s per deployment (at the loads offered)\n",
+            rep->hourly_cost_usd, rep->device_count, rep->device_count == 1 ? "" : "s");
+    fprintf(out, "%-26s %7s %9s %9s %10s %11s %11s %9s %11s %11s\n", "setup", "devices", "$/hour", "req/s", "tok/s",
+            "$/M tokens", "$/1k req", "savings", "worst p99", "worst ttft");
+    for (size_t i = 0; i < rep->n_cost; i++) {
+        const lt_cost_row *c = &rep->cost[i];
+        char v[8][24];
+        fmt_num(v[0], sizeof v[0], c->usd_per_hour, 2);
+        fmt_num(v[1], sizeof v[1], c->rps, 2);
+        fmt_num(v[2], sizeof v[2], c->tokens_per_s, 1);
+        fmt_num(v[3], sizeof v[3], c->usd_per_m_tokens, 3);
+        fmt_num(v[4], sizeof v[4], c->usd_per_k_requests, 4);
+        fmt_pct(v[5], sizeof v[5], c->savings_pct);
+        fmt_pct(v[6], sizeof v[6], c->worst_p99_impact_pct);
+        fmt_pct(v[7], sizeof v[7], c->worst_ttft_impact_pct);
+        fprintf(out, "%-26s %7g %9s %9s %10s %11s %11s %9s %11s %11s\n", c->setup, c->devices, v[0], v[1], v[2], v[3],
+                v[4], v[5], v[6], v[7]);
+    }
+    fprintf(out, "(savings: cost per output token, or per request without token counts, against one device per"
+                 " model; worst p99/ttft: the latency price, the worst model's p99 change against running alone)\n");
+}
+
 void lt_report_table(FILE *out, const lt_report *rep)
 {
     fprintf(out, "colo-loadtest  %s  scenario %s  %s  warm-up %gs  %s\n\n", rep->url, rep->scenario,
@@ -118,13 +369,14 @@ void lt_report_table(FILE *out, const lt_report *rep)
             "load", "ok", "errors", "timeout", "req/s", "tok/s", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
             "max ms", "mean ms");
     if (rep->streamed)
-        fprintf(out, " %9s %9s %9s %9s", "ttft p50", "ttft p99", "itl p50", "itl p99");
+        fprintf(out, " %9s %9s %9s %9s %9s %9s", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "itl p50",
+                "itl p99");
     fputc('\n', out);
     for (size_t i = 0; i < rep->n_phases; i++) {
         const lt_phase *p = &rep->phases[i];
         for (size_t k = 0; k < p->n; k++) {
             const lt_result *r = &p->results[k];
-            char load[32], v[14][24];
+            char load[32], v[16][24];
             fmt_load(load, sizeof load, r);
             fmt_num(v[0], sizeof v[0], r->rps, 2);
             fmt_num(v[1], sizeof v[1], r->has_tokens ? r->tokens_per_s : NAN, 1);
@@ -141,9 +393,11 @@ void lt_report_table(FILE *out, const lt_report *rep)
             if (rep->streamed) {
                 fmt_num(v[8], sizeof v[8], r->ttft.p50, 2);
                 fmt_num(v[9], sizeof v[9], r->ttft.p99, 2);
-                fmt_num(v[10], sizeof v[10], r->itl.p50, 2);
-                fmt_num(v[11], sizeof v[11], r->itl.p99, 2);
-                fprintf(out, " %9s %9s %9s %9s", v[8], v[9], v[10], v[11]);
+                fmt_num(v[10], sizeof v[10], r->tpot.p50, 2);
+                fmt_num(v[11], sizeof v[11], r->tpot.p99, 2);
+                fmt_num(v[12], sizeof v[12], r->itl.p50, 2);
+                fmt_num(v[13], sizeof v[13], r->itl.p99, 2);
+                fprintf(out, " %9s %9s %9s %9s %9s %9s", v[8], v[9], v[10], v[11], v[12], v[13]);
             }
             fputc('\n', out);
         }
@@ -167,34 +421,28 @@ void lt_report_table(FILE *out, const lt_report *rep)
                     (unsigned long long)r->io_errors, r->error_rate * 100.0);
         }
     }
-    if (rep->n_cmp) {
-        fprintf(out, "\nindividual vs concurrent (impact = (concurrent - individual) / individual)\n");
-        fprintf(out, "%-16s %9s %9s %8s %9s %9s %8s %9s %9s %8s %9s %9s %8s %7s\n", "model", "p50 ind",
-                "p50 conc", "impact", "p99 ind", "p99 conc", "impact", "rps ind", "rps conc", "impact",
-                "tok/s ind", "tok/s con", "impact", "errors");
-        for (size_t i = 0; i < rep->n_cmp; i++) {
-            const lt_compare *m = &rep->cmp[i];
-            char v[12][24];
-            fmt_num(v[0], sizeof v[0], m->ind->lat.p50, 2);
-            fmt_num(v[1], sizeof v[1], m->conc->lat.p50, 2);
-            fmt_pct(v[2], sizeof v[2], m->p50_impact_pct);
-            fmt_num(v[3], sizeof v[3], m->ind->lat.p99, 2);
-            fmt_num(v[4], sizeof v[4], m->conc->lat.p99, 2);
-            fmt_pct(v[5], sizeof v[5], m->p99_impact_pct);
-            fmt_num(v[6], sizeof v[6], m->ind->rps, 2);
-            fmt_num(v[7], sizeof v[7], m->conc->rps, 2);
-            fmt_pct(v[8], sizeof v[8], m->rps_impact_pct);
-            fmt_num(v[9], sizeof v[9], m->ind->has_tokens ? m->ind->tokens_per_s : NAN, 1);
-            fmt_num(v[10], sizeof v[10], m->conc->has_tokens ? m->conc->tokens_per_s : NAN, 1);
-            fmt_pct(v[11], sizeof v[11], m->tps_impact_pct);
-            fprintf(out, "%-16s %9s %9s %8s %9s %9s %8s %9s %9s %8s %9s %9s %8s %3llu/%-3llu\n",
-                    m->conc->model, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
-                    v[11], (unsigned long long)lt_result_errors(m->ind),
-                    (unsigned long long)lt_result_errors(m->conc));
+    if (rep->n_base_cmp)
+        compare_table(out, "separate servers: individual vs concurrent", rep->base_cmp, rep->n_base_cmp,
+                      rep->base_stp);
+    if (rep->n_cmp)
+        compare_table(out, rep->n_base_cmp ? "colo: individual vs concurrent" : "individual vs concurrent",
+                      rep->cmp, rep->n_cmp, rep->stp);
+    if (rep->n_base_cmp && rep->n_cmp)
+        baseline_table(out, rep);
+    if (rep->has_goodput)
+        goodput_table(out, rep);
+    if (rep->n_sweep_max) {
+        fprintf(out, "\nhighest rate with attainment >= %.0f%% (interpolated)\n", rep->attainment_target * 100);
+        for (size_t i = 0; i < rep->n_sweep_max; i++) {
+            const lt_sweep_max *m = &rep->sweep_max[i];
+            if (isnan(m->max_rate))
+                fprintf(out, "  %-16s below the lowest rate tested\n", m->model);
+            else
+                fprintf(out, "  %-16s %s%.3f req/s\n", m->model, m->bounded ? "" : ">= ", m->max_rate);
         }
-        fprintf(out, "STP (sum of concurrent/individual throughput) = %.3f of %zu (%zu = no interference)\n",
-                rep->stp, rep->n_cmp, rep->n_cmp);
     }
+    if (rep->n_cost)
+        cost_table(out, rep);
     if (rep->has_sla) {
         fprintf(out, "\nSLA: %s\n", rep->sla_pass ? "PASS" : "FAIL");
         for (size_t i = 0; i < rep->n_checks; i++) {
@@ -209,191 +457,3 @@ void lt_report_table(FILE *out, const lt_report *rep)
     }
 }
 
-/* ---- JSON ---------------------------------------------------------------- */
-
-static json_t *jnum(double v)
-{
-    return isnan(v) || isinf(v) ? json_null() : json_real(v);
-}
-
-static json_t *summary_json(const lt_summary *s)
-{
-    return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "n", (json_int_t)s->n, "min", jnum(s->min),
-                     "mean", jnum(s->mean), "p50", jnum(s->p50), "p90", jnum(s->p90), "p95", jnum(s->p95),
-                     "p99", jnum(s->p99), "max", jnum(s->max));
-}
-
-static json_t *result_json(const lt_result *r)
-{
-    json_t *by_status = json_object();
-    for (size_t s = 0; by_status && s < r->n_status; s++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", r->by_status[s].status);
-        json_object_set_new(by_status, key, json_integer((json_int_t)r->by_status[s].count));
-    }
-    json_t *o = json_pack(
-        "{s:s,s:s,s:I,s:o,s:I,s:{s:I,s:o,s:I,s:I,s:I},s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "model", r->model,
-        "phase", r->phase, "concurrency", (json_int_t)r->concurrency, "rate_per_s",
-        r->concurrency ? json_null() : jnum(r->rate_per_s), "ok", (json_int_t)r->ok, "errors", "http",
-        (json_int_t)r->http_errors, "http_by_status", by_status ? by_status : json_object(), "connect",
-        (json_int_t)r->connect_errors, "timeout", (json_int_t)r->timeouts, "io", (json_int_t)r->io_errors,
-        "error_rate", jnum(r->error_rate), "window_s", jnum(r->window_s), "throughput_rps", jnum(r->rps),
-        "tokens_per_s", r->has_tokens ? jnum(r->tokens_per_s) : json_null(), "latency_ms",
-        summary_json(&r->lat), "ttft_ms", summary_json(&r->ttft), "itl_ms", summary_json(&r->itl),
-        "tokens", r->has_tokens ? json_integer((json_int_t)r->tokens) : json_null());
-    return o;
-}
-
-static lt_status json_build(const lt_report *rep, json_t **out)
-{
-    json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:I,s:b}", "tool", "colo-loadtest", "url", rep->url,
-                             "scenario", rep->scenario, "load", rep->load_desc ? rep->load_desc : "",
-                             "warmup_s", jnum(rep->warmup_s), "duration_s",
-                             rep->requests ? json_null() : jnum(rep->duration_s), "timeout_s",
-                             jnum(rep->timeout_s), "requests", (json_int_t)rep->requests, "stream",
-                             rep->streamed);
-    json_t *phases = json_array();
-    if (!root || !phases)
-        goto out_nomem;
-    json_object_set_new(root, "phases", phases);
-    for (size_t i = 0; i < rep->n_phases; i++) {
-        json_t *models = json_array();
-        json_t *ph = json_pack("{s:s,s:o}", "name", rep->phases[i].name, "models", models);
-        if (!ph || json_array_append_new(phases, ph))
-            goto out_nomem;
-        for (size_t k = 0; k < rep->phases[i].n; k++) {
-            json_t *r = result_json(&rep->phases[i].results[k]);
-            if (!r || json_array_append_new(models, r))
-                goto out_nomem;
-        }
-    }
-    if (rep->n_cmp) {
-        json_t *rows = json_array();
-        json_t *cmp = json_pack("{s:o,s:o}", "models", rows, "stp", jnum(rep->stp));
-        if (!cmp || json_object_set_new(root, "comparison", cmp))
-            goto out_nomem;
-        for (size_t i = 0; i < rep->n_cmp; i++) {
-            const lt_compare *m = &rep->cmp[i];
-            json_t *row = json_pack(
-                "{s:s,s:{s:o,s:o,s:o},s:{s:o,s:o,s:o},s:{s:o,s:o,s:o},s:{s:o,s:o},s:{s:o,s:o},s:o,s:o,s:o,s:I,s:I}",
-                "model", m->conc->model,
-                "individual_ms", "p50", jnum(m->ind->lat.p50), "p90", jnum(m->ind->lat.p90), "p99", jnum(m->ind->lat.p99),
-                "concurrent_ms", "p50", jnum(m->conc->lat.p50), "p90", jnum(m->conc->lat.p90), "p99", jnum(m->conc->lat.p99),
-                "latency_impact_pct", "p50", jnum(m->p50_impact_pct), "p90", jnum(m->p90_impact_pct), "p99", jnum(m->p99_impact_pct),
-                "throughput_rps", "individual", jnum(m->ind->rps), "concurrent", jnum(m->conc->rps),
-                "tokens_per_s", "individual", m->ind->has_tokens ? jnum(m->ind->tokens_per_s) : json_null(),
-                "concurrent", m->conc->has_tokens ? jnum(m->conc->tokens_per_s) : json_null(),
-                "throughput_impact_pct", jnum(m->rps_impact_pct), "tokens_impact_pct", jnum(m->tps_impact_pct),
-                "normalised_throughput", jnum(m->norm_throughput),
-                "errors_individual", (json_int_t)lt_result_errors(m->ind),
-                "errors_concurrent", (json_int_t)lt_result_errors(m->conc));
-            if (!row || json_array_append_new(rows, row))
-                goto out_nomem;
-        }
-    }
-    if (rep->has_sla) {
-        json_t *checks = json_array();
-        json_t *sla = json_pack("{s:b,s:o}", "pass", rep->sla_pass, "checks", checks);
-        if (!sla || json_object_set_new(root, "sla", sla))
-            goto out_nomem;
-        for (size_t i = 0; i < rep->n_checks; i++) {
-            const lt_sla_check *c = &rep->checks[i];
-            json_t *row = json_pack("{s:s,s:s,s:o,s:o,s:b,s:b}", "model", c->model, "constraint",
-                                    c->constraint, "measured", jnum(c->measured), "bound", jnum(c->bound),
-                                    "pass", c->pass, "skipped", c->skipped);
-            if (!row || json_array_append_new(checks, row))
-                goto out_nomem;
-        }
-    }
-    *out = root;
-    return LT_OK;
-out_nomem:
-    json_decref(root);
-    return LT_ENOMEM;
-}
-
-lt_status lt_report_json(const char *path, const lt_report *rep, char *err, size_t errlen)
-{
-    json_t *root = NULL;
-    if (json_build(rep, &root) != LT_OK) {
-        lt_set_err(err, errlen, "out of memory building JSON");
-        return LT_ENOMEM;
-    }
-    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    json_decref(root);
-    if (rc != 0) {
-        lt_set_err(err, errlen, "cannot write %s", path);
-        return LT_EIO;
-    }
-    return LT_OK;
-}
-
-/* ---- CSV ---------------------------------------------------------------- */
-
-static long long us(double ms)
-{
-    return isnan(ms) ? 0 : llround(ms * 1000.0);
-}
-
-static double mean_of(double sum, uint64_t n)
-{
-    return n ? sum / (double)n : NAN;
-}
-
-static const lt_compare *compare_for(const lt_report *rep, const lt_result *r)
-{
-    for (size_t i = 0; i < rep->n_cmp; i++)
-        if (rep->cmp[i].conc == r)
-            return &rep->cmp[i];
-    return NULL;
-}
-
-lt_status lt_report_csv(const char *path, const lt_report *rep, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return LT_EIO;
-    }
-    fprintf(f, "%s\n", lt_csv_header);
-    for (size_t i = 0; i < rep->n_phases; i++) {
-        const lt_phase *p = &rep->phases[i];
-        for (size_t k = 0; k < p->n; k++) {
-            const lt_result *r = &p->results[k];
-            double send = mean_of(r->client_queue_ms_sum, r->ok);
-            double wait = mean_of(r->first_byte_ms_sum, r->ok);
-            double recv = mean_of(r->recv_ms_sum, r->ok);
-            const lt_compare *m = compare_for(rep, r);
-            char lat_imp[32] = "", tput_imp[32] = "", rate[32] = "";
-            if (m && !isnan(m->p99_impact_pct))
-                snprintf(lat_imp, sizeof lat_imp, "%.2f", m->p99_impact_pct);
-            if (m && !isnan(m->rps_impact_pct))
-                snprintf(tput_imp, sizeof tput_imp, "%.2f", m->rps_impact_pct);
-            if (!r->concurrency)
-                snprintf(rate, sizeof rate, "%g", r->rate_per_s);
-            /* a model name needing quotes (comma, quote) is quoted, as RFC 4180 says */
-            bool quote = strpbrk(r->model, ",\"\r\n") != NULL;
-            char model[300];
-            size_t o = 0;
-            if (quote)
-                model[o++] = '"';
-            for (const char *m = r->model; *m && o < sizeof model - 3; m++) {
-                if (*m == '"')
-                    model[o++] = '"';
-                model[o++] = *m;
-            }
-            if (quote)
-                model[o++] = '"';
-            model[o] = '\0';
-            fprintf(f, "%u,%.2f,%lld,%lld,0,0,0,0,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%s,%s,%s\n",
-                    r->concurrency, r->rps, us(send), us(wait), us(recv), us(r->lat.p50), us(r->lat.p90),
-                    us(r->lat.p95), us(r->lat.p99), us(r->lat.mean),
-                    isnan(wait) ? 0 : us(wait + recv), us(wait), model, p->name, lat_imp, tput_imp, rate);
-        }
-    }
-    if (fclose(f) != 0) {
-        lt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return LT_EIO;
-    }
-    return LT_OK;
-}

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <llhttp.h>
+#include <math.h>
+#include <stdint.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,15 @@ lt_status lt_target_parse(const char *url, lt_target *t, char *err, size_t errle
 }
 
 /* ---- bodies ---------------------------------------------------------------- */
+
+/* splitmix64, for the synthetic prompts */
+static uint64_t lt_wl_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 
 static const char *const builtin_prompts[] = {
     "Write one sentence about the sea.",
@@ -274,6 +285,111 @@ lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body
     if (st != LT_OK)
         lt_bodies_free(out);
     return st;
+}
+
+static const char *const synth_words[] = {
+    "the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with",
+    "as", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by", "word", "but",
+    "what", "some", "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your",
+    "how", "said", "an", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about",
+    "many", "then", "them", "write", "would", "like", "so", "these", "her", "long", "make", "thing",
+    "see", "him", "two", "has", "look", "more", "day", "could", "go", "come", "did", "number", "sound",
+    "no", "most", "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down",
+    "side", "been", "now", "find", "any", "new", "work", "part", "take", "get", "place", "made", "live",
+};
+
+/* uniform in [len * (1 - spread), len * (1 + spread)], at least 1 */
+static int synth_len(uint64_t *rng, int len, double spread)
+{
+    double lo = len * (1.0 - spread), hi = len * (1.0 + spread);
+    double u = (double)(lt_wl_rand(rng) >> 11) * (1.0 / 9007199254740992.0);
+    int v = (int)floor(lo + u * (hi - lo + 1.0));
+    if (v > (int)floor(hi))
+        v = (int)floor(hi);
+    return v < 1 ? 1 : v;
+}
+
+lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (o->input_len <= 0 || o->output_len <= 0 || o->count == 0 || !(o->spread >= 0 && o->spread < 1)) {
+        lt_set_err(err, errlen, "synthetic prompts: lengths must be positive and the spread in [0, 1)");
+        return LT_EINVAL;
+    }
+    uint64_t rng = o->seed ^ 0x5eed5eedull;
+    const size_t n_words = sizeof synth_words / sizeof *synth_words;
+    lt_status st = LT_OK;
+    char *text = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < o->count && st == LT_OK; i++) {
+        int in_len = synth_len(&rng, o->input_len, o->spread);
+        int out_len = synth_len(&rng, o->output_len, o->spread);
+        size_t need = (size_t)in_len * 8 + 1;
+        if (need > cap) {
+            char *t = realloc(text, need);
+            if (!t) {
+                st = LT_ENOMEM;
+                break;
+            }
+            text = t;
+            cap = need;
+        }
+        size_t len = 0;
+        for (int w = 0; w < in_len; w++) {
+            const char *word = synth_words[lt_wl_rand(&rng) % n_words];
+            if (w)
+                text[len++] = ' ';
+            size_t wl = strlen(word);
+            memcpy(text + len, word, wl);
+            len += wl;
+        }
+        text[len] = '\0';
+        json_t *obj = json_pack("{s:s,s:i}", "prompt", text, "max_tokens", out_len);
+        if (!obj || (o->stream && json_object_set_new(obj, "stream", json_true()))) {
+            json_decref(obj);
+            st = LT_ENOMEM;
+            break;
+        }
+        st = bodies_push(out, obj, err, errlen);
+        json_decref(obj);
+    }
+    free(text);
+    if (st == LT_ENOMEM)
+        lt_set_err(err, errlen, "out of memory");
+    if (st != LT_OK)
+        lt_bodies_free(out);
+    return st;
+}
+
+lt_status lt_bodies_openai(lt_bodies *b, const char *model, bool chat, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        json_t *obj = json_loads(b->v[i], 0, NULL);
+        if (!obj) {
+            lt_set_err(err, errlen, "out of memory");
+            return LT_ENOMEM;
+        }
+        int bad = 0;
+        if (!json_object_get(obj, "model"))
+            bad |= json_object_set_new(obj, "model", json_string(model));
+        json_t *prompt = json_object_get(obj, "prompt");
+        if (chat && json_is_string(prompt) && !json_object_get(obj, "messages")) {
+            bad |= json_object_set_new(obj, "messages",
+                                       json_pack("[{s:s,s:O}]", "role", "user", "content", prompt));
+            bad |= json_object_del(obj, "prompt");
+        }
+        if (json_is_true(json_object_get(obj, "stream")) && !json_object_get(obj, "stream_options"))
+            bad |= json_object_set_new(obj, "stream_options", json_pack("{s:b}", "include_usage", 1));
+        char *text = bad ? NULL : json_dumps(obj, JSON_COMPACT);
+        json_decref(obj);
+        if (!text) {
+            lt_set_err(err, errlen, "out of memory");
+            return LT_ENOMEM;
+        }
+        free(b->v[i]);
+        b->v[i] = text;
+    }
+    return LT_OK;
 }
 
 void lt_bodies_free(lt_bodies *b)

@@ -56,6 +56,28 @@ lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body
                               lt_bodies *out, char *err, size_t errlen);
 void lt_bodies_free(lt_bodies *b);
 
+/* Synthetic generative bodies with a length distribution, as vllm bench
+ * serve's random dataset: each prompt is input_len words (common English
+ * words, about one token each; the server's usage.prompt_tokens gives the
+ * exact count) and asks for output_len tokens, each length drawn uniformly
+ * from [len * (1 - spread), len * (1 + spread)] (at least 1), seeded. */
+typedef struct lt_synth_opts {
+    int input_len;       /* > 0 */
+    int output_len;      /* > 0 */
+    double spread;       /* 0 <= spread < 1 */
+    size_t count;        /* bodies to make, > 0 */
+    unsigned long long seed;
+    bool stream;
+} lt_synth_opts;
+
+lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err, size_t errlen);
+
+/* Adapts generative bodies to an OpenAI endpoint: sets "model" when absent;
+ * for chat (/v1/chat/completions), turns "prompt" into one user message;
+ * with "stream": true asks for stream_options.include_usage, so that the
+ * last event carries the token counts. */
+lt_status lt_bodies_openai(lt_bodies *b, const char *model, bool chat, char *err, size_t errlen);
+
 typedef struct lt_requests {
     char **v;
     size_t *len;

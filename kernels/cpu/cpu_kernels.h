@@ -39,7 +39,7 @@ void colo_cpu_quantize_q8x_scalar(const float *x, colo_blk_q8x *out, int k);
 /* out[r] = dot(weight row w of k elements, activation row r), r < nr, for nr
  * in [1, COLO_CPU_DOT_ROWS]; activation row r is x + r * x_stride (blocks of
  * 32; k / 32 of them). Weight rows stay in their block format (k % 32 == 0;
- * K-quants: k % 256 == 0). Each output is computed by the same instruction
+ * the K-quants have their own, below). Each output is computed by the same instruction
  * sequence whatever nr is, so a row's result does not depend on its
  * neighbours. The _scalar versions are the portable fallbacks (the others
  * use AVX2 when compiled with it); both are exported for the tests. */
@@ -48,25 +48,47 @@ typedef void (*colo_cpu_vec_dot_fn)(int k, const void *w, const colo_blk_q8x *x,
 void colo_cpu_vec_dot_q4_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q4_1(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q8_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q6_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q4_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q4_1_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q8_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q6_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q5_0(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q5_0_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q5_1(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 void colo_cpu_vec_dot_q5_1_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q2_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q2_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q3_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q3_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q4_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q4_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q5_k(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
-void colo_cpu_vec_dot_q5_k_scalar(int k, const void *w, const colo_blk_q8x *x, size_t x_stride, int nr, float *out);
 
-/* The integer dot product for weights of type t, or NULL when t has none. */
+/* Activations for the K-quants: one scale per 256 and the sums of each 16
+ * quants, as GGML's Q8_K, so that a super-block's products stay in
+ * integers: x[j] ~ qs[j] * d, bsums[g] = sum of qs[16 g .. 16 g + 15]. */
+typedef struct {
+    float d;
+    int16_t bsums[16];
+    int8_t qs[256];
+} colo_blk_q8k;
+
+/* x (k floats, k % 256 == 0) -> k / 256 blocks, q = round-to-nearest-even(x / d),
+ * d = max|x| / 127 over the 256. */
+void colo_cpu_quantize_q8k(const float *x, colo_blk_q8k *out, int k);
+void colo_cpu_quantize_q8k_scalar(const float *x, colo_blk_q8k *out, int k);
+
+/* As colo_cpu_vec_dot_fn, against colo_blk_q8k rows (x_stride in blocks of
+ * 256), for the K-quants; the same contract otherwise. */
+typedef void (*colo_cpu_vec_dot_k_fn)(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr,
+                                      float *out);
+void colo_cpu_vec_dot_k_q2_k(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q2_k_scalar(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q3_k(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q3_k_scalar(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q4_k(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q4_k_scalar(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q5_k(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q5_k_scalar(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q6_k(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+void colo_cpu_vec_dot_k_q6_k_scalar(int k, const void *w, const colo_blk_q8k *x, size_t x_stride, int nr, float *out);
+/* The K-quant dot product for weights of type t, or NULL when t is no K-quant. */
+colo_cpu_vec_dot_k_fn colo_cpu_vec_dot_k_for(colo_dtype t);
+
+/* The integer dot product for weights of type t against blocks of 32, or
+ * NULL when t has none (the K-quants: colo_cpu_vec_dot_k_for). */
 colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t);
 
 /* F32 dot products: a . b, and F16 row w . F32 row x (n any length). */

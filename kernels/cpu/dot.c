@@ -1,4 +1,5 @@
-/* Dot products for linear on the CPU: weight rows in GGML block formats
+/* Dot products for linear on the CPU: weight rows in GGML block formats (Q4_0,
+ * Q4_1, Q8_0; the others are in dot_k.c)
  * against activations quantized to 8-bit blocks of 32 (integer products,
  * one float scale per block), and F32/F16 rows against F32 rows.
  *
@@ -122,39 +123,6 @@ void colo_cpu_vec_dot_q8_0_scalar(int k, const void *wv, const colo_blk_q8x *x, 
     }
 }
 
-/* 6-bit value of element e (0..255) of a Q6_K super-block, 0..63. */
-static inline int q6_k_value(const colo_blk_q6_k *b, int e)
-{
-    int half = e / 128, j = (e % 128) / 32, l = e % 32;
-    int lo = (b->ql[64 * half + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
-    int hi = (b->qh[32 * half + l] >> (2 * j)) & 3;
-    return lo | hi << 4;
-}
-
-void colo_cpu_vec_dot_q6_k_scalar(int k, const void *wv, const colo_blk_q8x *x, size_t x_stride, int nr, float *out)
-{
-    const colo_blk_q6_k *w = wv;
-    for (int r = 0; r < nr; r++) {
-        const colo_blk_q8x *xr = x + (size_t)r * x_stride;
-        float sum = 0;
-        for (int i = 0; i < k / 256; i++) {
-            float d = colo_fp16_to_f32(w[i].d);
-            for (int blk = 0; blk < 8; blk++) { /* 32 elements: two scales of 16 */
-                const colo_blk_q8x *xb = xr + i * 8 + blk;
-                int tot = 0;
-                for (int g = 0; g < 2; g++) {
-                    int s = 0;
-                    for (int l = 16 * g; l < 16 * g + 16; l++)
-                        s += (q6_k_value(&w[i], blk * 32 + l) - 32) * xb->qs[l];
-                    tot += w[i].scales[8 * (blk / 4) + g + 2 * (blk % 4)] * s;
-                }
-                sum += d * xb->d * (float)tot;
-            }
-        }
-        out[r] = sum;
-    }
-}
-
 /* ---- AVX2 dot products ------------------------------------------------------------------- */
 
 #ifdef DOT_AVX2
@@ -251,51 +219,11 @@ INLINE void q8_0_rows(int nb, const colo_blk_q8_0 *w, const colo_blk_q8x *x, siz
         out[r] = hsum8(_mm256_add_ps(a0[r], a1[r]));
 }
 
-/* Q6_K: per half of 128, ql[0..63] hold the low nibbles and qh[0..31] the
- * two high bits of four quarters of 32; one int8 scale per 16 elements;
- * x = d * scale * (q - 32). */
-INLINE void q6_k_rows(int nsb, const colo_blk_q6_k *w, const colo_blk_q8x *x, size_t xs, const int nr, float *out)
-{
-    __m256 acc[2][COLO_CPU_DOT_ROWS];
-    for (int r = 0; r < nr; r++)
-        acc[0][r] = acc[1][r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    for (int i = 0; i < nsb; i++) {
-        const colo_blk_q6_k *b = w + i;
-        __m128 d = half1(&b->d);
-        for (int h = 0; h < 2; h++) {
-            __m256i ql0 = load32(b->ql + 64 * h), ql1 = load32(b->ql + 64 * h + 32), qh = load32(b->qh + 32 * h);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-            const int8_t *sc = b->scales + 8 * h;
-            for (int j = 0; j < 4; j++) {
-                __m256i qs = _mm256_sub_epi8(q[j], k32), uq = _mm256_sign_epi8(qs, qs);
-                /* maddubs pairs: lanes 0..7 are elements 0..15 (scale 2j), 8..15 the rest (2j + 1). */
-                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
-                for (int r = 0; r < nr; r++) {
-                    const colo_blk_q8x *xb = x + r * xs + i * 8 + h * 4 + j;
-                    __m256i p16 = _mm256_maddubs_epi16(uq, _mm256_sign_epi8(load32(xb->qs), qs));
-                    __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, s16));
-                    __m128 t = _mm_mul_ss(d, _mm_load_ss(&xb->d));
-                    acc[j & 1][r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(t), p, acc[j & 1][r]);
-                }
-            }
-        }
-    }
-    for (int r = 0; r < nr; r++)
-        out[r] = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
-}
-
 #endif
 
 DOT_ENTRY(q4_0, colo_blk_q4_0, 32)
 DOT_ENTRY(q4_1, colo_blk_q4_1, 32)
 DOT_ENTRY(q8_0, colo_blk_q8_0, 32)
-DOT_ENTRY(q6_k, colo_blk_q6_k, 256)
 
 colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t)
 {
@@ -303,13 +231,8 @@ colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t)
     case COLO_Q4_0: return colo_cpu_vec_dot_q4_0;
     case COLO_Q4_1: return colo_cpu_vec_dot_q4_1;
     case COLO_Q8_0: return colo_cpu_vec_dot_q8_0;
-    case COLO_Q6_K: return colo_cpu_vec_dot_q6_k;
     case COLO_Q5_0: return colo_cpu_vec_dot_q5_0;
     case COLO_Q5_1: return colo_cpu_vec_dot_q5_1;
-    case COLO_Q2_K: return colo_cpu_vec_dot_q2_k;
-    case COLO_Q3_K: return colo_cpu_vec_dot_q3_k;
-    case COLO_Q4_K: return colo_cpu_vec_dot_q4_k;
-    case COLO_Q5_K: return colo_cpu_vec_dot_q5_k;
     default: return NULL;
     }
 }

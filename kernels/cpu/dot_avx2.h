@@ -25,7 +25,13 @@ INLINE float hsum8(__m256 v)
 /* 32 products of unsigned u and signed s bytes, summed in 8 lanes, as floats. */
 INLINE __m256 dot_u8s8(__m256i u, __m256i s)
 {
+#if defined(__AVXVNNI__)
+    /* One instruction, and no 16-bit saturation (the sums are the same:
+     * u * s pairs stay within int16 for every format here). */
+    return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s));
+#else
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
 }
 
 /* 16 bytes of nibbles: low nibbles to bytes 0..15, high nibbles to 16..31. */

@@ -2,13 +2,14 @@
  * rows), so each worker reads a disjoint part of W, once.
  *
  * Three paths, by the number of rows m of x and the weight type:
- * - int8 (Q4_0/Q4_1/Q8_0/Q6_K, m < colo_cpu_int8_max_rows, or m <
+ * - int8 (every block format, m < colo_cpu_int8_max_rows, or m <
  *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
  *   unless the device wants exact activations): an op queued first
- *   quantizes each row of x to 8-bit
- *   blocks of 32 into the stream's scratch, once; then each weight row, in
- *   its file format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a
- *   time by integer products (dot.c).
+ *   quantizes each row of x to 8-bit blocks into the stream's scratch,
+ *   once (blocks of 32 with a scale each; for the K-quants blocks of 256
+ *   with one scale and sums per 16); then each weight row, in its file
+ *   format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a time by
+ *   integer products (dot.c, dot_k.c).
  * - float dots (m < FLOAT_DOT_MAX_ROWS): each weight row is read as F32 or
  *   F16 directly, or expanded to per-thread scratch, and dotted in F32.
  * - tiles (the rest, prefill): TILE_ROWS weight rows at a time are expanded
@@ -31,6 +32,9 @@ int colo_cpu_int8_max_decode_rows = 9;
 /* Rows of x below which float weights are dotted row by row. */
 #define FLOAT_DOT_MAX_ROWS 2
 #define TILE_ROWS 64
+/* The int8 path: weight rows per tile, and x rows a tile meets at most. */
+#define INT8_TILE_ROWS 16
+#define INT8_GROUP_ROWS 32
 
 typedef struct {
     const void *w;
@@ -40,22 +44,45 @@ typedef struct {
     float *y;
     int x_stride, y_stride, m, n, k;
     const colo_blk_q8x *xq; /* (m, k / 32) x quantized by the op queued before, or NULL */
+    const colo_blk_q8k *xk; /* (m, k / 256) the same for the K-quants, or NULL */
 } linear_args;
 
 static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
 {
     size_t row_bytes = colo_dtype_row_bytes(a->w_type, a->k);
     colo_cpu_vec_dot_fn dot = colo_cpu_vec_dot_for(a->w_type);
-    size_t nb = (size_t)a->k / 32;
-    float out[COLO_CPU_DOT_ROWS];
-    for (int64_t r = r0; r < r1; r++) {
-        const unsigned char *wr = (const unsigned char *)a->w + (size_t)r * row_bytes;
-        float b = a->bias ? a->bias[r] : 0.0f;
-        for (int i = 0; i < a->m; i += COLO_CPU_DOT_ROWS) {
-            int nr = a->m - i < COLO_CPU_DOT_ROWS ? a->m - i : COLO_CPU_DOT_ROWS;
-            dot(a->k, wr, a->xq + (size_t)i * nb, nb, nr, out);
-            for (int j = 0; j < nr; j++)
-                a->y[(int64_t)(i + j) * a->y_stride + r] = out[j] + b;
+    colo_cpu_vec_dot_k_fn dot_k = colo_cpu_vec_dot_k_for(a->w_type);
+    size_t nb = (size_t)a->k / 32, nbk = (size_t)a->k / 256;
+    /* A tile of weight rows meets each group of x rows in turn (the tile
+     * stays in L1 across the groups), and its outputs gather in buf, then go
+     * to y as runs of INT8_TILE_ROWS floats rather than one float per row of
+     * y each (rows n floats apart). Thread CPU time per block and x row at
+     * 4096 x 4096, 8 to 16 rows: 0.83-0.91 ns against 0.89-1.19 ns when each
+     * weight row met every x row before the next. Each output's instruction
+     * sequence is unchanged (x rows in the same groups of 4). */
+    float buf[INT8_GROUP_ROWS][INT8_TILE_ROWS];
+    for (int i0 = 0; i0 < a->m; i0 += INT8_GROUP_ROWS) {
+        int mg = a->m - i0 < INT8_GROUP_ROWS ? a->m - i0 : INT8_GROUP_ROWS;
+        for (int64_t t0 = r0; t0 < r1; t0 += INT8_TILE_ROWS) {
+            int nt = (int)(r1 - t0 < INT8_TILE_ROWS ? r1 - t0 : INT8_TILE_ROWS);
+            for (int i = 0; i < mg; i += COLO_CPU_DOT_ROWS) {
+                int nr = mg - i < COLO_CPU_DOT_ROWS ? mg - i : COLO_CPU_DOT_ROWS;
+                for (int t = 0; t < nt; t++) {
+                    float out[COLO_CPU_DOT_ROWS];
+                    const void *wr = (const unsigned char *)a->w + (size_t)(t0 + t) * row_bytes;
+                    if (a->xk)
+                        dot_k(a->k, wr, a->xk + (size_t)(i0 + i) * nbk, nbk, nr, out);
+                    else
+                        dot(a->k, wr, a->xq + (size_t)(i0 + i) * nb, nb, nr, out);
+                    for (int j = 0; j < nr; j++)
+                        buf[i + j][t] = out[j];
+                }
+            }
+            for (int i = 0; i < mg; i++) {
+                float *y = a->y + (int64_t)(i0 + i) * a->y_stride + t0;
+                for (int t = 0; t < nt; t++)
+                    y[t] = buf[i][t] + (a->bias ? a->bias[t0 + t] : 0.0f);
+            }
         }
     }
 }
@@ -124,7 +151,7 @@ static void linear_task(const void *p, int chunk, int n_chunks)
     colo_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
     if (r0 == r1)
         return;
-    if (a->xq)
+    if (a->xq || a->xk)
         linear_int8(a, r0, r1);
     else if (a->m < FLOAT_DOT_MAX_ROWS)
         linear_float_dots(a, r0, r1);
@@ -136,6 +163,7 @@ typedef struct {
     const float *x;
     int x_stride, k, m;
     colo_blk_q8x *out;
+    colo_blk_q8k *out_k; /* instead of out, for the K-quants */
 } quant_args;
 
 static void quantize_task(const void *p, int chunk, int n_chunks)
@@ -143,29 +171,39 @@ static void quantize_task(const void *p, int chunk, int n_chunks)
     const quant_args *q = p;
     int64_t lo, hi;
     colo_chunk_range(q->m, chunk, n_chunks, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++)
-        colo_cpu_quantize_q8x(q->x + i * q->x_stride, q->out + (size_t)i * (size_t)(q->k / 32), q->k);
+    for (int64_t i = lo; i < hi; i++) {
+        if (q->out_k)
+            colo_cpu_quantize_q8k(q->x + i * q->x_stride, q->out_k + (size_t)i * (size_t)(q->k / 256), q->k);
+        else
+            colo_cpu_quantize_q8x(q->x + i * q->x_stride, q->out + (size_t)i * (size_t)(q->k / 32), q->k);
+    }
 }
 
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
-    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL};
+    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL};
     int int8_rows = colo_stream_decode(s) ? colo_cpu_int8_max_decode_rows : colo_cpu_int8_max_rows;
-    if (m < int8_rows && colo_cpu_vec_dot_for(w_type) && !colo_cpu_exact(s)) {
+    bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
+    if (m < int8_rows && (k_quant || colo_cpu_vec_dot_for(w_type)) && !colo_cpu_exact(s)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
-        colo_blk_q8x *xq = colo_cpu_stream_scratch(s, (size_t)m * (size_t)(k / 32) * sizeof *xq);
+        size_t bytes = k_quant ? (size_t)m * (size_t)(k / 256) * sizeof(colo_blk_q8k)
+                               : (size_t)m * (size_t)(k / 32) * sizeof(colo_blk_q8x);
+        void *xq = colo_cpu_stream_scratch(s, bytes);
         if (!xq)
             return COLO_ENOMEM;
-        quant_args q = {x, a.x_stride, k, m, xq};
+        quant_args q = {x, a.x_stride, k, m, k_quant ? NULL : xq, k_quant ? xq : NULL};
         colo_status st = colo_cpu_launch(s, quantize_task, &q, sizeof q, colo_cpu_chunks(s, m, 4.0 * k));
         if (st != COLO_OK)
             return st;
-        a.xq = xq;
+        if (k_quant)
+            a.xk = xq;
+        else
+            a.xq = xq;
     }
     int nc = colo_cpu_chunks(s, n, 2.0 * m * k);
     /* Tiles: keep chunks at least a tile tall. */
-    if (!a.xq && m >= FLOAT_DOT_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
+    if (!a.xq && !a.xk && m >= FLOAT_DOT_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
         nc = (n + TILE_ROWS - 1) / TILE_ROWS;
     return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
 }

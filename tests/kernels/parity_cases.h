@@ -9,7 +9,8 @@
  *     dequantized weights (the weight rounding is part of the reference)
  *   linear with 8-bit-quantized activations (block-format weights,
  *     a device without exact_activations): plus ||w||_2 * sqrt(sum over
- *     blocks b of 32 of 32 (amax_b / 254)^2), the largest error rounding x
+ *     blocks b of 32 (of 256 for the K-quants, whose activations take one
+ *     scale per 256) of 32 (256) (amax_b / 254)^2), the largest error rounding x
  *     to 8 bits can cause (each x_j moves by at most amax_b / 254; Cauchy-
  *     Schwarz); on a device with exact_activations the 1e-5 bound holds
  *   attention: 1e-4 with F32 caches, 2e-3 with F16 caches (values rounded)
@@ -168,14 +169,15 @@ static void *make_weights(colo_dtype t, int n, int k, float **deq)
     return w;
 }
 
-static double qerr_bound(const float *x, int k)
+/* blk: elements per activation scale (32; 256 for the K-quants). */
+static double qerr_bound(const float *x, int k, int blk)
 {
     double s = 0;
-    for (int b = 0; b < k / 32; b++) {
+    for (int b = 0; b < k / blk; b++) {
         double amax = 0;
-        for (int j = 0; j < 32; j++)
-            amax = fabs(x[b * 32 + j]) > amax ? fabs(x[b * 32 + j]) : amax;
-        s += 32 * (amax / 254) * (amax / 254);
+        for (int j = 0; j < blk; j++)
+            amax = fabs(x[b * blk + j]) > amax ? fabs(x[b * blk + j]) : amax;
+        s += blk * (amax / 254) * (amax / 254);
     }
     return sqrt(s);
 }
@@ -207,7 +209,7 @@ static void case_linear(ctx_t *c, colo_stream *s, bool int8, colo_dtype t, int m
     double *ref = malloc((size_t)m * n * sizeof(double)), *bound = malloc((size_t)m * n * sizeof(double));
     float *got = malloc((size_t)m * n * sizeof(float));
     for (int i = 0; i < m; i++) {
-        double qe = int8 ? qerr_bound(x + (size_t)i * k, k) : 0;
+        double qe = int8 ? qerr_bound(x + (size_t)i * k, k, colo_dtype_block_elems(t) == 256 ? 256 : 32) : 0;
         for (int r = 0; r < n; r++) {
             double acc = 0, mag = 0, wn = 0;
             for (int j = 0; j < k; j++) {

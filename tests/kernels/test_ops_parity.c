@@ -7,6 +7,8 @@
 
 #include "tests/kernels/parity_cases.h"
 
+#include "kernels/cpu/cpu_kernels.h" /* colo_cpu_int8_max_rows */
+
 static ctx_t ctx;
 static colo_device *exact_dev;
 
@@ -37,8 +39,43 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The int8 path for many rows (as decode steps of large batches may take
+ * it): groups of 4 x rows, tiles of weight rows, more rows than one group
+ * of 32 and weight counts that are no multiple of a tile, each output
+ * within the int8 bound; and each row's output the same bits as when it
+ * is the only row. */
+static void test_linear_int8_many_rows(void **state)
+{
+    ctx_t *c = *state;
+    int saved = colo_cpu_int8_max_rows;
+    colo_cpu_int8_max_rows = 1 << 30;
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q5_1, COLO_Q8_0, COLO_Q3_K, COLO_Q4_K, COLO_Q6_K};
+    const int shapes[][3] = {{9, 37, 256}, {33, 67, 512}, {70, 17, 256}};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            case_linear(c, c->s, true, types[t], shapes[i][0], shapes[i][1], shapes[i][2], i == 1);
+    /* Row independence: 37 rows at once against each row alone. */
+    int m = 37, n = 45, k = 512;
+    float *wd;
+    void *w = make_weights(COLO_Q4_K, n, k, &wd);
+    float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4), *y1 = malloc((size_t)n * 4);
+    fill_normal(x, (int64_t)m * k, 1.0f);
+    void *dw = dput(c, w, colo_dtype_row_bytes(COLO_Q4_K, k) * n);
+    float *dx = dput(c, x, (size_t)m * k * 4), *dy = dpoison(c, (size_t)m * n * 4);
+    assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_K, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    dget(c, y, dy, (size_t)m * n * 4);
+    for (int r = 0; r < m; r++) {
+        assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_K, NULL, dx + (size_t)r * k, 0, dy, 0, 1, n, k), COLO_OK);
+        dget(c, y1, dy, (size_t)n * 4);
+        assert_memory_equal(y1, y + (size_t)r * n, (size_t)n * 4);
+    }
+    free(w), free(wd), free(x), free(y), free(y1);
+    dfree_all(c);
+    colo_cpu_int8_max_rows = saved;
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {PARITY_TESTS};
+    const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -263,20 +263,29 @@ static void test_ggml_reference_blocks(void **state)
         for (int i = 0; i < r.n; i++)
             if (!(fabs(y[i] - r.y[i]) <= 0x1p-22 * ymax))
                 fail_msg("%s: element %d: %a, GGML %a", r.name, i, y[i], r.y[i]);
-        /* Dot products of GGML's blocks with 8-bit activations. */
-        int nb = r.n / 32;
+        /* Dot products of GGML's blocks with 8-bit activations (blocks of 32,
+         * or of 256 for the K-quants). */
+        int nb = r.n / 32, nbk = r.n / 256;
         float *x = malloc((size_t)r.n * 4);
-        colo_blk_q8x *xq = malloc((size_t)nb * sizeof *xq);
+        colo_blk_q8x *xq = malloc((size_t)r.n / 32 * sizeof *xq);
+        colo_blk_q8k *xk = malloc(((size_t)r.n / 256 + 1) * sizeof *xk);
         for (int i = 0; i < r.n; i++)
             x[i] = rng_normal();
         colo_cpu_quantize_q8x(x, xq, r.n);
+        if (nbk)
+            colo_cpu_quantize_q8k(x, xk, r.n);
+        bool k_quant = colo_cpu_vec_dot_k_for(t) != NULL;
         double ref = 0, mag = 0;
         for (int i = 0; i < r.n; i++) {
-            double p = (double)r.y[i] * xq[i / 32].qs[i % 32] * xq[i / 32].d;
+            double xv = k_quant ? (double)xk[i / 256].qs[i % 256] * xk[i / 256].d : (double)xq[i / 32].qs[i % 32] * xq[i / 32].d;
+            double p = (double)r.y[i] * xv;
             ref += p, mag += fabs(p);
         }
         float got;
-        colo_cpu_vec_dot_for(t)(r.n, r.q, xq, nb, 1, &got);
+        if (k_quant)
+            colo_cpu_vec_dot_k_for(t)(r.n, r.q, xk, nbk, 1, &got);
+        else
+            colo_cpu_vec_dot_for(t)(r.n, r.q, xq, nb, 1, &got);
         if (!(fabs(got - ref) <= 1e-5 * mag + 1e-6))
             fail_msg("%s: dot %.9g, reference %.9g", r.name, got, ref);
         /* This quantizer against GGML's on the same input. */
@@ -286,7 +295,7 @@ static void test_ggml_reference_blocks(void **state)
         printf("  %-5s rms error %.3g (GGML %.3g, ratio %.2f)\n", r.name, e_mine, e_ggml, e_mine / e_ggml);
         if (!(e_mine <= QUANT_ERR_RATIO * e_ggml))
             fail_msg("%s: quantizer rms error %.3g > %.1f x GGML's %.3g", r.name, e_mine, QUANT_ERR_RATIO, e_ggml);
-        free(y), free(mine), free(q), free(x), free(xq);
+        free(y), free(mine), free(q), free(x), free(xq), free(xk);
         free(r.x), free(r.y), free(r.q);
     }
     fclose(f);
@@ -530,8 +539,7 @@ static void *weights(colo_dtype t, int n, int k, double *deq)
 static void test_int8_dot_products(void **state)
 {
     (void)state;
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q6_K, COLO_Q5_0,
-                                COLO_Q5_1, COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K};
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q5_0, COLO_Q5_1};
     const int ks[] = {256, 512, 32 * 41};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
@@ -552,12 +560,7 @@ static void test_int8_dot_products(void **state)
                                          : types[t] == COLO_Q4_1 ? colo_cpu_vec_dot_q4_1_scalar
                                          : types[t] == COLO_Q8_0 ? colo_cpu_vec_dot_q8_0_scalar
                                          : types[t] == COLO_Q5_0 ? colo_cpu_vec_dot_q5_0_scalar
-                                         : types[t] == COLO_Q5_1 ? colo_cpu_vec_dot_q5_1_scalar
-                                         : types[t] == COLO_Q2_K ? colo_cpu_vec_dot_q2_k_scalar
-                                         : types[t] == COLO_Q3_K ? colo_cpu_vec_dot_q3_k_scalar
-                                         : types[t] == COLO_Q4_K ? colo_cpu_vec_dot_q4_k_scalar
-                                         : types[t] == COLO_Q5_K ? colo_cpu_vec_dot_q5_k_scalar
-                                                                 : colo_cpu_vec_dot_q6_k_scalar;
+                                                                 : colo_cpu_vec_dot_q5_1_scalar;
             for (int row = 0; row < n; row++) {
                 const unsigned char *wr = w + rb * row;
                 float single[COLO_CPU_DOT_ROWS];
@@ -572,6 +575,93 @@ static void test_int8_dot_products(void **state)
                         for (int j = 0; j < k; j++) {
                             const colo_blk_q8x *b = xq + (size_t)r * nb + j / 32;
                             double p = wd[(size_t)row * k + j] * ((double)b->qs[j % 32] * b->d);
+                            ref += p, mag += fabs(p);
+                        }
+                        double bound = 1e-5 * mag + 1e-6;
+                        if (!(fabs(got[r] - ref) <= bound) || !(fabs(got_s[r] - ref) <= bound))
+                            fail_msg("%s k=%d row %d nr=%d r=%d: simd %.9g scalar %.9g ref %.9g bound %.3g",
+                                     colo_dtype_name(types[t]), k, row, nr, r, got[r], got_s[r], ref, bound);
+                        assert_int_equal(f32_bits(got[r]), f32_bits(single[r]));
+                    }
+                }
+            }
+            free(wd), free(w), free(x), free(xq);
+        }
+}
+
+/* Activations for the K-quants: one scale per 256, each quant within half
+ * a step, the sums per 16 exact. */
+static void test_quantize_activations_k(void **state)
+{
+    (void)state;
+    enum { K = 256 * 3 };
+    float x[K];
+    colo_blk_q8k a[K / 256], s[K / 256];
+    for (int i = 0; i < K; i++)
+        x[i] = rng_normal() * (float)(1 + (i / 32) % 7);
+    for (int j = 0; j < 256; j++) /* an all-zero block */
+        x[256 + j] = 0;
+    colo_cpu_quantize_q8k(x, a, K);
+    colo_cpu_quantize_q8k_scalar(x, s, K);
+    assert_memory_equal(a, s, sizeof a); /* SIMD and scalar round the same way */
+    for (int b = 0; b < K / 256; b++) {
+        float amax = 0;
+        for (int j = 0; j < 256; j++)
+            amax = fabsf(x[b * 256 + j]) > amax ? fabsf(x[b * 256 + j]) : amax;
+        assert_true(a[b].d == amax / 127);
+        for (int g = 0; g < 16; g++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) {
+                int j = 16 * g + l;
+                assert_true(fabs(x[b * 256 + j] - a[b].qs[j] * (double)a[b].d) <= a[b].d * 0.5 * (1 + 1e-6));
+                sum += a[b].qs[j];
+            }
+            assert_int_equal(a[b].bsums[g], sum);
+        }
+    }
+    assert_true(a[1].d == 0);
+}
+
+/* The K-quant kernels (SIMD and scalar) against the float64 dot of the
+ * exact weights with the exact quantized activations, 1..COLO_CPU_DOT_ROWS
+ * rows; a row's SIMD result is the same bits whatever the row count. */
+static void test_int8_dot_products_k(void **state)
+{
+    (void)state;
+    const colo_dtype types[] = {COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
+    colo_cpu_vec_dot_k_fn scalars[] = {colo_cpu_vec_dot_k_q2_k_scalar, colo_cpu_vec_dot_k_q3_k_scalar,
+                                       colo_cpu_vec_dot_k_q4_k_scalar, colo_cpu_vec_dot_k_q5_k_scalar,
+                                       colo_cpu_vec_dot_k_q6_k_scalar};
+    const int ks[] = {256, 512, 256 * 5};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            int k = ks[ki], n = 5, nb = k / 256;
+            assert_null(colo_cpu_vec_dot_for(types[t]));
+            double *wd = malloc((size_t)n * k * sizeof(double));
+            unsigned char *w = weights(types[t], n, k, wd);
+            size_t rb = colo_dtype_row_bytes(types[t], k);
+            float *x = malloc((size_t)COLO_CPU_DOT_ROWS * k * sizeof(float));
+            colo_blk_q8k *xq = malloc((size_t)COLO_CPU_DOT_ROWS * nb * sizeof *xq);
+            for (int i = 0; i < COLO_CPU_DOT_ROWS * k; i++)
+                x[i] = rng_normal() * 2;
+            for (int r = 0; r < COLO_CPU_DOT_ROWS; r++)
+                colo_cpu_quantize_q8k(x + (size_t)r * k, xq + (size_t)r * nb, k);
+            colo_cpu_vec_dot_k_fn simd = colo_cpu_vec_dot_k_for(types[t]);
+            assert_non_null(simd);
+            for (int row = 0; row < n; row++) {
+                const unsigned char *wr = w + rb * row;
+                float single[COLO_CPU_DOT_ROWS];
+                for (int r = 0; r < COLO_CPU_DOT_ROWS; r++)
+                    simd(k, wr, xq + (size_t)r * nb, nb, 1, &single[r]);
+                for (int nr = 1; nr <= COLO_CPU_DOT_ROWS; nr++) {
+                    float got[COLO_CPU_DOT_ROWS], got_s[COLO_CPU_DOT_ROWS];
+                    simd(k, wr, xq, nb, nr, got);
+                    scalars[t](k, wr, xq, nb, nr, got_s);
+                    for (int r = 0; r < nr; r++) {
+                        double ref = 0, mag = 0;
+                        for (int j = 0; j < k; j++) {
+                            const colo_blk_q8k *b = xq + (size_t)r * nb + j / 256;
+                            double p = wd[(size_t)row * k + j] * ((double)b->qs[j % 256] * b->d);
                             ref += p, mag += fabs(p);
                         }
                         double bound = 1e-5 * mag + 1e-6;
@@ -613,7 +703,8 @@ int main(void)
         cmocka_unit_test(test_q5_k_quant_layouts),        cmocka_unit_test(test_ggml_reference_blocks),
         cmocka_unit_test(test_quantize_round_trip),       cmocka_unit_test(test_quantize_round_trip_k),
         cmocka_unit_test(test_quantize_activations),
-        cmocka_unit_test(test_int8_dot_products),         cmocka_unit_test(test_float_dots),
+        cmocka_unit_test(test_int8_dot_products),         cmocka_unit_test(test_quantize_activations_k),
+        cmocka_unit_test(test_int8_dot_products_k),         cmocka_unit_test(test_float_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

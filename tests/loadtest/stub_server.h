@@ -31,10 +31,11 @@ typedef struct stub_cfg {
     int hang_every;       /* > 0: every Nth request is never answered */
     bool chunked;         /* 200 bodies in two chunks */
     bool sse;             /* 200 answers are SSE streams */
-    int sse_first_ms;     /* delay before the first data event */
+    int sse_first_ms;     /* delay before the first data event (slow_ms for the slow_every-th request) */
     int sse_gap_ms;       /* between data events */
     int sse_events;       /* data events before [DONE] */
     int tokens;           /* usage.completion_tokens in 200 bodies (0: no usage) */
+    int prompt_tokens;    /* > 0: usage.prompt_tokens beside it (bodies and the last SSE event) */
     const char *model_kind; /* GET /v1/models/NAME answers {"kind": model_kind}; NAME "missing" 404s */
 } stub_cfg;
 
@@ -96,8 +97,9 @@ static void stub_sse_step(stub_conn *c)
     if (c->sse_left > 0) {
         int k = c->s->cfg.sse_events - c->sse_left;
         int len = c->sse_left == 1
-                      ? snprintf(ev, sizeof ev, "data: {\"text\":\"t%d\",\"usage\":{\"completion_tokens\":%d}}\n\n", k,
-                                 c->s->cfg.sse_events)
+                      ? snprintf(ev, sizeof ev,
+                                 "data: {\"text\":\"t%d\",\"usage\":{\"completion_tokens\":%d,\"prompt_tokens\":%d}}\n\n",
+                                 k, c->s->cfg.sse_events, c->s->cfg.prompt_tokens)
                       : snprintf(ev, sizeof ev, "data: {\"text\":\"t%d\"}\n\n", k);
         evbuffer_add_printf(out, "%x\r\n%s\r\n", len, ev);
         c->sse_left--;
@@ -122,7 +124,10 @@ static void stub_timer(evutil_socket_t fd, short what, void *arg)
         stub_sse_step(c);
     } else {
         char body[128];
-        if (cfg->tokens)
+        if (cfg->tokens && cfg->prompt_tokens)
+            snprintf(body, sizeof body, "{\"text\":\"ok\",\"usage\":{\"completion_tokens\":%d,\"prompt_tokens\":%d}}",
+                     cfg->tokens, cfg->prompt_tokens);
+        else if (cfg->tokens)
             snprintf(body, sizeof body, "{\"text\":\"ok\",\"usage\":{\"completion_tokens\":%d}}", cfg->tokens);
         else
             snprintf(body, sizeof body, "{\"text\":\"ok\"}");
@@ -195,7 +200,7 @@ static void stub_read(struct bufferevent *bev, void *arg)
         evbuffer_add_printf(bufferevent_get_output(bev), "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                                          "Transfer-Encoding: chunked\r\n\r\n");
         c->sse_left = cfg->sse_events;
-        delay_ms = cfg->sse_first_ms;
+        delay_ms = cfg->slow_every && n % cfg->slow_every == 0 ? cfg->slow_ms : cfg->sse_first_ms;
     } else {
         c->sse_left = -1;
     }

@@ -1,6 +1,7 @@
 /* tests/loadtest/test_loadtest_cli.c: colo-loadtest's command line through
  * loadtest_main: exit codes 0/1/2, scenarios, and the JSON, CSV and HTML
  * files, against the stub server. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -257,6 +258,198 @@ static void test_prompts_and_kind(void **state)
                              NULL), 0);
 }
 
+
+static json_t *load_json(const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        fprintf(stderr, "%s: %s\n", path, jerr.text);
+    assert_non_null(root);
+    return root;
+}
+
+static json_t *phase_model(json_t *root, size_t phase, size_t model)
+{
+    return json_array_get(json_object_get(json_array_get(json_object_get(root, "phases"), phase), "models"), model);
+}
+
+/* --goodput (one word or several), vllm's field names, --requests-out. */
+static void test_goodput_and_requests_out(void **state)
+{
+    (void)state;
+    char json_path[128], req_path[128];
+    path_in(json_path, sizeof json_path, "gp.json");
+    path_in(req_path, sizeof req_path, "gp.jsonl");
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "20", "--quiet", "--goodput", "e2e:2000",
+                             "--json", json_path, "--requests-out", req_path, NULL), 0);
+    json_t *root = load_json(json_path);
+    json_t *m = phase_model(root, 0, 0);
+    assert_int_equal(json_integer_value(json_object_get(m, "completed")), 20);
+    assert_int_equal(json_integer_value(json_object_get(m, "failed")), 0);
+    assert_true(json_real_value(json_object_get(m, "attainment_pct")) == 100.0);
+    assert_true(json_real_value(json_object_get(m, "request_goodput")) > 0);
+    assert_true(json_real_value(json_object_get(m, "request_goodput")) ==
+                json_real_value(json_object_get(m, "request_throughput")));
+    assert_true(json_real_value(json_object_get(json_object_get(m, "goodput_slo"), "e2e_ms")) == 2000.0);
+    assert_true(json_is_null(json_object_get(json_object_get(m, "goodput_slo"), "ttft_ms")));
+    const char *names[] = {"request_throughput", "output_throughput", "mean_e2el_ms", "median_e2el_ms",
+                           "std_e2el_ms", "p90_e2el_ms", "p95_e2el_ms", "p99_e2el_ms", "max_e2el_ms",
+                           "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_itl_ms", "total_output_tokens"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        assert_non_null(json_object_get(m, names[i]));
+    assert_true(json_real_value(json_object_get(m, "median_e2el_ms")) >= 4.5); /* the stub's 5 ms */
+    assert_true(json_is_null(json_object_get(m, "mean_ttft_ms")));           /* not streamed */
+    assert_int_equal(json_integer_value(json_object_get(m, "total_output_tokens")), 60);
+    json_decref(root);
+
+    FILE *f = fopen(req_path, "r");
+    assert_non_null(f);
+    char line[1024];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *r = json_loads(line, 0, NULL);
+        assert_non_null(r);
+        assert_string_equal(json_string_value(json_object_get(r, "outcome")), "ok");
+        assert_string_equal(json_string_value(json_object_get(r, "phase")), "single");
+        assert_int_equal(json_integer_value(json_object_get(r, "output_tokens")), 3);
+        assert_true(json_real_value(json_object_get(r, "e2el_ms")) >= 4.5);
+        assert_true(json_is_true(json_object_get(r, "good")));
+        json_decref(r);
+        lines++;
+    }
+    fclose(f);
+    assert_int_equal(lines, 20);
+
+    /* vllm's spelling: the SLOs as separate words; a 1 ms bound nobody meets */
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "10", "--quiet", "--goodput", "e2e:1",
+                             "tpot:50", "--json", json_path, NULL), 0);
+    root = load_json(json_path);
+    m = phase_model(root, 0, 0);
+    assert_true(json_real_value(json_object_get(m, "attainment_pct")) == 0.0);
+    assert_true(json_real_value(json_object_get(json_object_get(m, "goodput_slo"), "tpot_ms")) == 50.0);
+    json_decref(root);
+    /* the default: the model's SLA (p99_ms as a per-request bound) */
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--requests", "10", "--quiet", "--sla", "m:p99_ms=3000",
+                             "--json", json_path, NULL), 0);
+    root = load_json(json_path);
+    m = phase_model(root, 0, 0);
+    assert_true(json_real_value(json_object_get(json_object_get(m, "goodput_slo"), "e2e_ms")) == 3000.0);
+    json_decref(root);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--goodput", "itl:5", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--goodput", "e2e:5", "extra", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "e2e:5", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--attainment", "120", NULL), 2);
+}
+
+/* A rate sweep against a server of known capacity (one connection, 20 ms a
+ * request: 50/s): attainment holds at low rates and collapses past the
+ * capacity, and the interpolated limit lies between. Two models: each gets
+ * its own limit. */
+static void test_sweep_max_rate(void **state)
+{
+    (void)state;
+    stub_cfg cfg = {.delay_ms = 20, .tokens = 2};
+    stub_server *s = stub_start(&cfg);
+    assert_non_null(s);
+    char u[64], json_path[128], html_path[128];
+    stub_url(s, u, sizeof u);
+    path_in(json_path, sizeof json_path, "sweep.json");
+    path_in(html_path, sizeof html_path, "sweep.html");
+    int rc = run_cli("--url", u, "--scenario", "sweep", "--model", "m", "--model", "n", "--sweep-rate", "5,10,120",
+                     "--duration", "1", "--max-connections", "1", "--goodput", "e2e:250", "--attainment", "90",
+                     "--quiet", "--json", json_path, "--html", html_path, NULL);
+    stub_stop(s);
+    assert_int_equal(rc, 0);
+    json_t *root = load_json(json_path);
+    json_t *sweep = json_object_get(root, "sweep");
+    assert_true(json_real_value(json_object_get(sweep, "attainment_target_pct")) == 90.0);
+    json_t *models = json_object_get(sweep, "models");
+    assert_int_equal(json_array_size(models), 2);
+    for (size_t k = 0; k < 2; k++) {
+        json_t *row = json_array_get(models, k);
+        double att[3];
+        for (size_t p = 0; p < 3; p++)
+            att[p] = json_real_value(json_object_get(phase_model(root, p, k), "attainment_pct"));
+        double max = json_real_value(json_object_get(row, "max_rate_per_s"));
+        printf("  %s: attainment %.1f%% %.1f%% %.1f%%, max rate %.2f/s\n",
+               json_string_value(json_object_get(row, "model")), att[0], att[1], att[2], max);
+        assert_true(att[0] >= 90.0);
+        assert_true(att[2] < 90.0);
+        assert_true(json_is_true(json_object_get(row, "bounded")));
+        /* the line between the bracketing steps crosses 90% at max */
+        double rates[3] = {5, 10, 120};
+        size_t i = att[1] >= 90.0 ? 2 : 1;
+        assert_true(max >= rates[i - 1] && max <= rates[i]);
+        double at = att[i - 1] + (att[i] - att[i - 1]) * (max - rates[i - 1]) / (rates[i] - rates[i - 1]);
+        assert_true(fabs(at - 90.0) < 1e-6);
+    }
+    json_decref(root);
+    FILE *f = fopen(html_path, "r");
+    assert_non_null(f);
+    static char html[1 << 21];
+    size_t n = fread(html, 1, sizeof html - 1, f);
+    html[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(html, "attainment against the offered rate"));
+    assert_non_null(strstr(html, "goodput against the offered rate"));
+    assert_non_null(strstr(html, "per second</figcaption>")); /* the throughput timelines */
+}
+
+/* Gamma arrivals, synthetic lengths and cost through the command line. */
+static void test_arrivals_lengths_cost(void **state)
+{
+    (void)state;
+    char json_path[128];
+    path_in(json_path, sizeof json_path, "cost.json");
+    assert_int_equal(run_cli("--url", url, "--scenario", "individual-vs-concurrent", "--model", "a", "--model", "b",
+                             "--rate", "40", "--burstiness", "0.5", "--input-len", "20", "--output-len", "5",
+                             "--len-spread", "0.5", "--duration", "0.5", "--device-hourly-cost", "3",
+                             "--device-count", "2", "--quiet", "--json", json_path, NULL), 0);
+    json_t *root = load_json(json_path);
+    assert_true(json_real_value(json_object_get(root, "burstiness")) == 0.5);
+    json_t *cost = json_object_get(root, "cost");
+    assert_true(json_real_value(json_object_get(cost, "device_hourly_cost_usd")) == 3.0);
+    json_t *setups = json_object_get(cost, "setups");
+    assert_int_equal(json_array_size(setups), 2);
+    json_t *ded = json_array_get(setups, 0), *shared = json_array_get(setups, 1);
+    assert_string_equal(json_string_value(json_object_get(ded, "setup")), "one device per model");
+    assert_true(json_real_value(json_object_get(ded, "usd_per_hour")) == 12.0); /* 2 models x 2 devices x $3 */
+    assert_true(json_real_value(json_object_get(shared, "usd_per_hour")) == 6.0);
+    double tps = json_real_value(json_object_get(shared, "output_throughput"));
+    double per_m = json_real_value(json_object_get(shared, "usd_per_million_output_tokens"));
+    assert_true(tps > 0 && fabs(per_m - 6.0 / (tps * 3600) * 1e6) < 1e-6 * per_m);
+    double d = json_real_value(json_object_get(ded, "usd_per_million_output_tokens"));
+    assert_true(fabs(json_real_value(json_object_get(shared, "savings_pct")) - (d - per_m) / d * 100) < 1e-6);
+    json_decref(root);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--burstiness", "2", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--rate", "5", "--len-spread", "1", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--input-len", "5", "--prompts", json_path, NULL), 2);
+}
+
+static void test_baseline_usage(void **state)
+{
+    (void)state;
+    char yaml[128];
+    path_in(yaml, sizeof yaml, "base.yaml");
+    FILE *f = fopen(yaml, "w");
+    assert_non_null(f);
+    fputs("models:\n  - { name: a, kind: llama, path: a.gguf, memory_fraction: 0.1 }\n", f);
+    fclose(f);
+    assert_int_equal(run_cli("--baseline", "separate", NULL), 2);
+    assert_int_equal(run_cli("--config", yaml, NULL), 2);
+    assert_int_equal(run_cli("--baseline", "shared", "--config", yaml, NULL), 2);
+    assert_int_equal(run_cli("--baseline", "separate", "--config", yaml, "--url", url, NULL), 2);
+    assert_int_equal(run_cli("--baseline", "separate", "--config", yaml, "--model", "zz", NULL), 2);
+    assert_int_equal(run_cli("--baseline", "separate", "--config", yaml, "--scenario", "sweep", NULL), 2);
+    char missing[128];
+    path_in(missing, sizeof missing, "none.yaml");
+    assert_int_equal(run_cli("--baseline", "separate", "--config", missing, NULL), 2);
+    /* a server that does not exist: a clear failure, not a crash */
+    assert_int_equal(run_cli("--baseline", "separate", "--config", yaml, "--server", "/nonexistent/colo-server",
+                             "--quiet", NULL), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +459,10 @@ int main(void)
         cmocka_unit_test(test_per_model_loads),
         cmocka_unit_test(test_sweep_and_open_loop),
         cmocka_unit_test(test_prompts_and_kind),
+        cmocka_unit_test(test_goodput_and_requests_out),
+        cmocka_unit_test(test_sweep_max_rate),
+        cmocka_unit_test(test_arrivals_lengths_cost),
+        cmocka_unit_test(test_baseline_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
