@@ -135,13 +135,19 @@ static bool ensure_blocks(colo_cb *cb, colo_seq *s, colo_cb_work *work, int *n_w
         if (blocks_for(cb, s->n_tokens) > s->max_blocks) {
             goto stop;
         }
-        if (cb->al.alloc(cb->al.ctx, need, s->blocks + s->n_blocks) == COLO_OK) {
+        colo_status st = cb->al.alloc(cb->al.ctx, need, s->blocks + s->n_blocks);
+        if (st == COLO_OK) {
             s->n_blocks += need;
             return true;
         }
+        if (st == COLO_EAGAIN)
+            return false; /* memory guaranteed to this model is on its way back: wait */
         colo_seq *v = pick_victim(cb);
-        if (v == s && cb->n_running == 1)
+        if (v == s && cb->n_running == 1) {
+            if (cb->al.n_free(cb->al.ctx) >= need)
+                return false; /* the cache has the ids, the device not the memory now: wait */
             goto stop; /* alone and still too big: it has outgrown the cache */
+        }
         *budget += unplan(work, n_work, v);
         preempt(cb, v);
         if (v == s)
@@ -214,6 +220,17 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
             break; /* a higher level is waiting: lower levels wait behind it */
     }
     return n_work;
+}
+
+int colo_cb_shed(colo_cb *cb, int n_blocks)
+{
+    int freed = 0;
+    while (freed < n_blocks && cb->running) {
+        colo_seq *v = pick_victim(cb);
+        freed += v->n_blocks;
+        preempt(cb, v);
+    }
+    return freed;
 }
 
 void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)

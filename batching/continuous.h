@@ -29,7 +29,11 @@ typedef struct colo_block_allocator {
     void *ctx;
     /* Blocks free now. */
     int (*n_free)(void *ctx);
-    /* Allocates n block ids into out, all or nothing: COLO_ENOMEM when fewer are free. */
+    /* Allocates n block ids into out, all or nothing. COLO_ENOMEM: fewer
+     * are free, or (elastic memory) the ids are free but the device memory
+     * to back them is not: the planner preempts others, or a sequence
+     * alone waits. COLO_EAGAIN: memory guaranteed to this model is being
+     * given back by borrowers: the sequence waits, nobody is preempted. */
     colo_status (*alloc)(void *ctx, int n, int32_t *out);
     void (*free)(void *ctx, const int32_t *ids, int n);
 } colo_block_allocator;
@@ -87,6 +91,12 @@ colo_status colo_cb_add(colo_cb *cb, colo_seq *seq);
  * stopped (room for max_running; state DONE, blocks freed) so the caller can
  * finish them with finish_reason "length". Returns the entries of work. */
 int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_stopped);
+
+/* Preempts running sequences (lowest priority, most recently admitted
+ * first; kept and recomputed later) until at least n_blocks blocks are
+ * freed or none runs: how a borrower gives memory back at a step
+ * boundary. Returns the blocks freed. */
+int colo_cb_shed(colo_cb *cb, int n_blocks);
 
 /* After the step ran: the planned tokens are now cached. */
 void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work);

@@ -483,6 +483,13 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
 {
     int n_stopped = 0;
     *n_scheduled = 0;
+    /* Memory lent to this model and wanted back by its owner goes back now,
+     * before this step takes any: the sequences on it are preempted and
+     * recomputed later. */
+    colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    int want = kv ? colo_kv_cache_reclaim_wanted(kv) : 0;
+    if (want > 0)
+        colo_kv_cache_count_reclaimed(kv, colo_cb_shed(e->planner, want));
     int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
         finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
@@ -573,3 +580,9 @@ int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks
 int colo_gen_kv_free_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_free(e->m); }
 int colo_gen_max_seq_len(const colo_gen_engine *e) { return e->cfg.max_seq_len; }
 uint64_t colo_gen_preemptions(const colo_gen_engine *e) { return colo_cb_n_preemptions(e->planner); }
+
+uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e)
+{
+    colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    return kv ? colo_kv_cache_reclaimed(kv) : 0;
+}

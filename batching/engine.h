@@ -115,5 +115,7 @@ int colo_gen_kv_blocks(const colo_gen_engine *e);
 int colo_gen_kv_free_blocks(const colo_gen_engine *e);
 int colo_gen_max_seq_len(const colo_gen_engine *e);
 uint64_t colo_gen_preemptions(const colo_gen_engine *e);
+/* KV blocks given back to other models' guarantees (elastic memory). */
+uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e);
 
 #endif

@@ -55,6 +55,7 @@ typedef struct colo_kind_info {
     int kv_tokens;         /* tokens the whole cache holds */
     uint64_t preemptions;
     int running;           /* sequences in the engine */
+    int in_batch;          /* of which in the running batch (the rest wait for KV space) */
 } colo_kind_info;
 
 /* The executor's side of a running request: the kind reports tokens and

@@ -15,8 +15,16 @@ _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
 #include <string.h>
 
 typedef struct llama_kind {
-    colo_llama *m;
-    colo_gen_engine *eng;
+    colo_llama *m;         /* NULL while asleep */
+    colo_gen_engine *eng;  /* NULL while asleep */
+    /* what tokenize reads (any thread), kept through sleep and wake */
+    colo_tokenizer *tok;
+    int ctx_tokens, cache_tokens, n_vocab;
+    uint64_t preemptions_before; /* of the engines before a sleep */
+    /* what wake needs to load again */
+    colo_model_cfg mc;
+    colo_arena *arena;
+    colo_stream *s;
     colo_chat_template chat;
     colo_kind_sink sink;
     int block_size;
@@ -109,6 +117,40 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     return COLO_OK;
 }
 
+/* Loads the weights and makes the engine (load and wake). */
+static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
+{
+    const colo_model_cfg *mc = &k->mc;
+    colo_arena *arena = k->arena;
+    colo_stream *s = k->s;
+    if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
+        return COLO_ENOMEM;
+    colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
+                          .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
+                          .n_stop_ids = k->chat.n_stop_ids};
+    memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
+    colo_arena_stats before;
+    colo_arena_get_stats(arena, &before);
+    if (!(k->eng = colo_gen_engine_create(k->m, s, &gc, err, errlen))) {
+        colo_llama_free(k->m);
+        k->m = NULL;
+        return COLO_ENOMEM;
+    }
+    const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
+    k->block_size = colo_llama_kv_block_size(k->m);
+    k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype == COLO_F32 ? COLO_F32 : COLO_F16);
+    colo_arena_stats after;
+    colo_arena_get_stats(arena, &after);
+    /* An elastic arena charges KV blocks as they are used, not at creation. */
+    size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
+    size_t grown = after.used_bytes - before.used_bytes;
+    k->act_bytes = grown > kv ? grown - kv : 0;
+    k->n_vocab = hp->n_vocab;
+    return COLO_OK;
+}
+
+static void kind_free(void *inst);
+
 static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, const colo_kind_sink *sink, char *err,
                   size_t errlen)
 {
@@ -118,35 +160,70 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         return NULL;
     }
     k->sink = *sink;
-    if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
-        goto fail;
+    k->mc = *mc;
+    k->arena = arena;
+    k->s = s;
     char msg[512];
-    if (colo_chat_template_init(&k->chat, colo_llama_tokenizer(k->m), mc->chat_template, msg, sizeof msg) != COLO_OK) {
+    /* The kind's own tokenizer: tokenize runs on any thread, also while
+     * the weights are asleep. */
+    colo_gguf *g = colo_gguf_open(mc->path, msg, sizeof msg);
+    if (g)
+        k->tok = colo_tokenizer_from_gguf(g, msg, sizeof msg);
+    colo_gguf_close(g);
+    if (!k->tok) {
+        colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
+        goto fail;
+    }
+    if (colo_chat_template_init(&k->chat, k->tok, mc->chat_template, msg, sizeof msg) != COLO_OK) {
         colo_set_err(err, errlen, "%s", msg);
         goto fail;
     }
-    colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
-                          .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
-                          .n_stop_ids = k->chat.n_stop_ids};
-    memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
-    colo_arena_stats before;
-    colo_arena_get_stats(arena, &before);
-    if (!(k->eng = colo_gen_engine_create(k->m, s, &gc, err, errlen)))
+    if (bring_up(k, err, errlen) != COLO_OK)
         goto fail;
-    const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
-    k->block_size = colo_llama_kv_block_size(k->m);
-    k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype == COLO_F32 ? COLO_F32 : COLO_F16);
-    colo_arena_stats after;
-    colo_arena_get_stats(arena, &after);
-    size_t kv = (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
-    size_t grown = after.used_bytes - before.used_bytes;
-    k->act_bytes = grown > kv ? grown - kv : 0;
+    /* read by tokenize on any thread: set once here, never by wake */
+    k->ctx_tokens = colo_gen_max_seq_len(k->eng);
+    k->cache_tokens = colo_gen_kv_blocks(k->eng) * k->block_size;
     return k;
 fail:
+    kind_free(k);
+    return NULL;
+}
+
+/* Drops the KV cache and the weights (the arena gets their memory back;
+ * physical pages of an elastic arena go back to the device). The weights
+ * are read from the file again on wake. Executor thread, nothing admitted. */
+static colo_status kind_sleep(void *inst, char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    if (!k->eng)
+        return COLO_OK;
+    if (colo_gen_n_running(k->eng) || colo_gen_n_waiting(k->eng)) {
+        colo_set_err(err, errlen, "sequences are still running");
+        return COLO_EAGAIN;
+    }
+    k->preemptions_before += colo_gen_preemptions(k->eng);
     colo_gen_engine_free(k->eng);
     colo_llama_free(k->m);
-    free(k);
-    return NULL;
+    k->eng = NULL;
+    k->m = NULL;
+    return COLO_OK;
+}
+
+static colo_status kind_wake(void *inst, char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    if (k->eng)
+        return COLO_OK;
+    colo_status st = bring_up(k, err, errlen);
+    if (st == COLO_OK && (colo_gen_max_seq_len(k->eng) != k->ctx_tokens ||
+                          colo_gen_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
+        /* the same config and file make the same sizes; tokenize checked
+         * queued requests against them */
+        colo_set_err(err, errlen, "the model woke with a smaller context or KV cache than it was loaded with");
+        kind_sleep(k, NULL, 0);
+        return COLO_EINVAL;
+    }
+    return st;
 }
 
 static void kind_free(void *inst)
@@ -156,6 +233,7 @@ static void kind_free(void *inst)
         return;
     colo_gen_engine_free(k->eng);
     colo_llama_free(k->m);
+    colo_tokenizer_free(k->tok);
     free(k);
 }
 
@@ -213,7 +291,7 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
         goto oom;
     int32_t *ids = NULL;
     int n = 0;
-    if (colo_tokenizer_encode(colo_llama_tokenizer(k->m), text, len, true, special, &ids, &n) != COLO_OK) {
+    if (colo_tokenizer_encode(k->tok, text, len, true, special, &ids, &n) != COLO_OK) {
         free(ids);
         goto oom;
     }
@@ -228,8 +306,8 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     r->tok.ids = pids;
     r->tok.n = n;
     const char *what = r->in.messages ? "messages" : "prompt";
-    int ctx = colo_gen_max_seq_len(k->eng);
-    int cache = colo_gen_kv_blocks(k->eng) * k->block_size;
+    int ctx = k->ctx_tokens;
+    int cache = k->cache_tokens;
     int limit = ctx < cache ? ctx : cache;
     const char *limit_name = ctx <= cache ? "the model's context" : "the model's whole KV cache";
     if (n == 0) {
@@ -260,10 +338,13 @@ oom:
 static void info(void *inst, colo_kind_info *out)
 {
     llama_kind *k = inst;
-    const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
     memset(out, 0, sizeof *out);
-    out->max_seq_len = colo_gen_max_seq_len(k->eng);
-    out->n_vocab = hp->n_vocab;
+    out->max_seq_len = k->ctx_tokens;
+    out->n_vocab = k->n_vocab;
+    out->kv_block_size = k->block_size;
+    out->preemptions = k->preemptions_before;
+    if (!k->eng)
+        return; /* asleep: nothing in memory */
     out->weight_bytes = colo_llama_weight_bytes(k->m);
     out->act_bytes = k->act_bytes;
     out->kv_blocks = colo_gen_kv_blocks(k->eng);
@@ -272,8 +353,9 @@ static void info(void *inst, colo_kind_info *out)
     out->kv_tokens = out->kv_blocks * k->block_size;
     out->kv_bytes = (size_t)out->kv_blocks * k->block_bytes;
     out->kv_used_bytes = (size_t)(out->kv_blocks - out->kv_free_blocks) * k->block_bytes;
-    out->preemptions = colo_gen_preemptions(k->eng);
+    out->preemptions += colo_gen_preemptions(k->eng);
     out->running = colo_gen_n_running(k->eng) + colo_gen_n_waiting(k->eng);
+    out->in_batch = colo_gen_n_running(k->eng);
 }
 
 static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
@@ -345,6 +427,10 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
 static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
 {
     llama_kind *k = inst;
+    if (!k->eng) { /* the executor wakes the model before it admits */
+        colo_set_err(err, errlen, "the model is asleep");
+        return COLO_ECANCELED;
+    }
     llama_job *j = colo_pool_calloc(r->pool, 1, sizeof *j);
     if (!j) {
         colo_set_err(err, errlen, "out of memory");
@@ -382,6 +468,10 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
 static colo_status step(void *inst, colo_cosched_member *member, int *n_tokens)
 {
     llama_kind *k = inst;
+    if (!k->eng) {
+        *n_tokens = 0;
+        return COLO_OK;
+    }
     return colo_gen_step(k->eng, member, n_tokens);
 }
 
@@ -409,7 +499,7 @@ static colo_status detokenize(void *inst, const int32_t *ids, int n, colo_pool *
                               char *err, size_t errlen)
 {
     llama_kind *k = inst;
-    const colo_tokenizer *t = colo_llama_tokenizer(k->m);
+    const colo_tokenizer *t = k->tok; /* the kind's own: also while asleep */
     size_t cap = (size_t)n * 16 + 1, o = 0;
     char *buf = colo_pool_alloc(pool, cap);
     for (int i = 0; buf && i < n; i++) {
@@ -456,6 +546,6 @@ const colo_model_kind colo_kind_llama = {
     .cancel = cancel,
     .started = started,
     .run_batch = NULL,
-    .sleep = NULL,
-    .wake = NULL,
+    .sleep = kind_sleep,
+    .wake = kind_wake,
 };

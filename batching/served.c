@@ -16,6 +16,9 @@ const char *colo_served_state_name(colo_served_state s)
     case COLO_SERVED_READY: return "ready";
     case COLO_SERVED_FAILED: return "failed";
     case COLO_SERVED_STOPPING: return "stopping";
+    case COLO_SERVED_SLEEPING: return "sleeping";
+    case COLO_SERVED_WAKING: return "waking";
+    case COLO_SERVED_DRAINING: return "draining";
     }
     return "unknown";
 }
@@ -118,7 +121,14 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     if (!(m->kind = kind_of(mc, e, sizeof e)) || colo_served_plan(mc, budget, plan, sizeof plan, e, sizeof e) != COLO_OK)
         goto fail;
     COLO_INFO("model %s: %s", mc->name, plan);
-    if (!(m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e)) ||
+    if (env->pool) {
+        double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
+        m->arena = colo_arena_create_elastic(env->dev, mc->name, env->pool, (size_t)((double)budget * mc->memory_fraction),
+                                             (size_t)((double)budget * ceil_f), e, sizeof e);
+    } else {
+        m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e);
+    }
+    if (!m->arena ||
         !(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e)) ||
         !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {
         if (!e[0])
@@ -282,7 +292,8 @@ void colo_served_stop(colo_served *m)
 {
     if (!m || !m->q)
         return;
-    if (m->state == COLO_SERVED_READY || m->state == COLO_SERVED_LOADING)
+    int s = m->state;
+    if (s != COLO_SERVED_FAILED)
         m->state = COLO_SERVED_STOPPING;
     atomic_store(&m->stopping, true);
     stop_prep(m);
@@ -294,12 +305,32 @@ void colo_served_stop(colo_served *m)
     colo_served_drain_queue(m, COLO_ECANCELED, "the server is shutting down");
 }
 
-void colo_served_free(colo_served *m)
+void colo_served_unload(colo_served *m)
 {
     if (!m)
         return;
     colo_served_stop(m);
     if (m->kind)
+        m->kind->free(m->inst);
+    m->inst = NULL;
+    colo_cosched_leave(m->member);
+    m->member = NULL;
+    colo_stream_destroy(m->stream);
+    m->stream = NULL;
+    colo_arena_destroy(m->arena);
+    m->arena = NULL;
+    pthread_mutex_lock(&m->info_mu);
+    memset(&m->info, 0, sizeof m->info);
+    pthread_mutex_unlock(&m->info_mu);
+    COLO_INFO("model %s: unloaded", m->cfg.name);
+}
+
+void colo_served_free(colo_served *m)
+{
+    if (!m)
+        return;
+    colo_served_stop(m);
+    if (m->kind && m->inst)
         m->kind->free(m->inst);
     colo_cosched_leave(m->member);
     colo_queue_destroy(m->q);
@@ -331,9 +362,17 @@ static size_t input_bytes(const colo_request *r)
 }
 
 /* Queues a tokenized request. */
+/* States in which a model takes requests (a sleeping one wakes for them). */
+static bool accepting(const colo_served *m)
+{
+    int s = m->state;
+    return !atomic_load(&m->draining) &&
+           (s == COLO_SERVED_READY || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING);
+}
+
 static colo_status enqueue(colo_served *m, colo_request *r)
 {
-    if (m->state != COLO_SERVED_READY)
+    if (!accepting(m))
         return COLO_ECANCELED;
     uint64_t to = (uint64_t)m->cfg.batching.queue_timeout_ms * 1000000u;
     r->qi.priority = r->who.priority;
@@ -395,7 +434,7 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
                      colo_task_name(r->task));
         return COLO_EINVAL;
     }
-    if (m->state != COLO_SERVED_READY) {
+    if (!accepting(m)) {
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }
@@ -499,6 +538,11 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->dim = in.dim;
     out->n_vocab = in.n_vocab;
     out->preemptions = in.preemptions;
+    out->sleeps = atomic_load(&m->sleeps);
+    out->wakes = atomic_load(&m->wakes);
+    out->last_wake_ms = (double)atomic_load(&m->last_wake_ns) / 1e6;
+    out->keep_alive_ms = m->cfg.keep_alive_ms;
+    out->in_batch = in.in_batch;
     out->load_ms = m->load_ms;
     out->steps = m->steps;
     if (m->member) {
@@ -537,3 +581,56 @@ void colo_request_free(colo_request *r)
 }
 
 const char *colo_task_name(colo_task t) { return t == COLO_TASK_EMBED ? "embeddings" : "generation"; }
+
+/* ---- sleep, wake, drain ------------------------------------------------------------ */
+
+colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+{
+    if (!m->kind->sleep || !m->kind->wake) {
+        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (!accepting(m)) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    atomic_store(&m->want_wake, false);
+    atomic_store(&m->want_sleep, true);
+    colo_queue_wake(m->q);
+    return COLO_OK;
+}
+
+colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
+{
+    if (!m->kind->sleep || !m->kind->wake) {
+        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
+        return COLO_EUNSUPPORTED;
+    }
+    if (!accepting(m)) {
+        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+        return COLO_ECANCELED;
+    }
+    atomic_store(&m->want_sleep, false);
+    atomic_store(&m->want_wake, true);
+    colo_queue_wake(m->q);
+    return COLO_OK;
+}
+
+void colo_served_drain(colo_served *m)
+{
+    atomic_store(&m->draining, true);
+    int s = COLO_SERVED_READY;
+    /* a sleeping or waking model becomes draining when it is awake */
+    atomic_compare_exchange_strong(&m->state, &s, COLO_SERVED_DRAINING);
+    colo_queue_wake(m->q);
+}
+
+bool colo_served_drained(colo_served *m)
+{
+    if (!atomic_load(&m->draining))
+        return false;
+    pthread_mutex_lock(&m->prep_mu);
+    bool prep_idle = !m->prep_head;
+    pthread_mutex_unlock(&m->prep_mu);
+    return prep_idle && colo_queue_len(m->q) == 0 && m->running == 0;
+}

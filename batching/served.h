@@ -54,6 +54,9 @@ typedef enum colo_served_state {
     COLO_SERVED_READY = 1,
     COLO_SERVED_FAILED = 2,   /* a device error lost the model; requests get 503 */
     COLO_SERVED_STOPPING = 3, /* shutting down; no new requests */
+    COLO_SERVED_SLEEPING = 4, /* KV cache and weights dropped; a request wakes it */
+    COLO_SERVED_WAKING = 5,   /* loading its weights again; requests wait in the queue */
+    COLO_SERVED_DRAINING = 6, /* finishing what it has before it is unloaded; no new requests */
 } colo_served_state;
 
 const char *colo_served_state_name(colo_served_state s);
@@ -62,6 +65,8 @@ const char *colo_served_state_name(colo_served_state s);
 typedef struct colo_served_hooks {
     /* batch: requests (bert) or sequences (llama) in the step; tokens computed */
     void (*on_step)(void *ud, const char *model, int batch, int tokens, double step_ms, double sched_wait_ms);
+    /* after the model woke (may be NULL): how long the wake took */
+    void (*on_wake)(void *ud, const char *model, double wake_s);
     void *ud;
 } colo_served_hooks;
 
@@ -71,6 +76,10 @@ typedef struct colo_served_env {
     size_t budget_bytes;           /* the budget fractions apply to; 0 = colo_arena_device_budget */
     colo_stream_config stream;     /* the model's stream (priority, compute units) */
     colo_served_hooks hooks;
+    /* the device-wide memory pool (runtime/arena.h) the model's arena
+     * joins, guaranteed memory_fraction and growing to memory_max_fraction;
+     * NULL: a fixed arena of memory_fraction */
+    colo_mem_pool *pool;
 } colo_served_env;
 
 typedef struct colo_served colo_served;
@@ -100,6 +109,25 @@ colo_status colo_served_start(colo_served *m, char *err, size_t errlen);
 void colo_served_stop(colo_served *m);
 /* Stops it and frees everything. Accepts NULL. */
 void colo_served_free(colo_served *m);
+
+/* Sleep and wake (any thread; they ask the executor, which acts between
+ * steps). colo_served_sleep: once the requests it runs have finished (it
+ * admits no new ones meanwhile), the model drops its KV cache and weights
+ * (the kind's sleep) and is SLEEPING; a queued request, or
+ * colo_served_wake, wakes it (WAKING, then READY). COLO_EUNSUPPORTED when
+ * the kind cannot sleep, COLO_ECANCELED when the model is not serving
+ * (failed, draining, stopping). */
+colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen);
+colo_status colo_served_wake(colo_served *m, char *err, size_t errlen);
+/* Refuses new requests (COLO_ECANCELED) while what is queued and running
+ * finishes; colo_served_drained then says when it is done. */
+void colo_served_drain(colo_served *m);
+bool colo_served_drained(colo_served *m);
+/* Stops the model and frees its instance, stream and arena (its memory
+ * goes back to the device and the pool); the struct stays, for
+ * colo_served_free, and answers info with nothing in memory. Controlling
+ * thread; after colo_served_drained, or to cancel what is left. */
+void colo_served_unload(colo_served *m);
 
 /* Tokenizes r (filled by the caller; r->who.priority orders it) and queues
  * it. COLO_OK: on_done will run exactly once. COLO_EINVAL: r can never run
@@ -143,6 +171,10 @@ typedef struct colo_served_info {
     int dim;                   /* bert: embedding size */
     int n_vocab;
     uint64_t preemptions;
+    uint64_t sleeps, wakes;    /* times it went to sleep and woke */
+    double last_wake_ms;       /* the last wake's duration */
+    int keep_alive_ms;         /* idle time before it sleeps by itself; 0 = never */
+    int in_batch;              /* llama: sequences in the running batch (the rest of running wait for KV space) */
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */

@@ -52,7 +52,7 @@ void colo_served_run_dynamic(colo_served *m)
         free(rs);
         return;
     }
-    while (!atomic_load(&m->stopping) && m->state == COLO_SERVED_READY) {
+    while (!atomic_load(&m->stopping) && (m->state == COLO_SERVED_READY || m->state == COLO_SERVED_DRAINING)) {
         colo_served_expire_queued(m);
         uint64_t wait = 0;
         int n = colo_queue_form_batch(m->q, &pol, colo_now_ns(), items, &wait);

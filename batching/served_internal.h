@@ -26,6 +26,11 @@ struct colo_served {
     char error[256];
     double load_ms;
     _Atomic uint64_t steps;
+    /* sleep and wake: asked by any thread, done by the executor */
+    atomic_bool want_sleep, want_wake, draining;
+    _Atomic uint64_t sleeps, wakes;
+    _Atomic uint64_t last_wake_ns;
+    uint64_t idle_since_ns; /* executor thread: when it last had nothing to do (0: busy) */
     _Atomic int running;
     /* requests admitted into a generative kind (executor thread only); one
      * leaves before its on_done runs, since the front end may free it then */

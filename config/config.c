@@ -24,7 +24,7 @@ typedef struct parse_ctx {
 
 /* Per-model marks for the checks that run after every model is read. */
 typedef struct model_marks {
-    colo_cfg_mark fraction, sm_share, share;
+    colo_cfg_mark fraction, sm_share, share, max_fraction;
     bool has_name, has_kind, has_path, has_source, has_fraction, has_seq_len;
 } model_marks;
 
@@ -262,13 +262,14 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 0, 4096, &s->threads);
     if (!strcmp(key, "cpu_memory_bytes"))
         return get_size(p, v, f, 0, &s->cpu_memory_bytes);
-    if (!strcmp(key, "api_key_env")) {
-        if (get_str(p, v, f, s->api_key_env, sizeof s->api_key_env))
+    if (!strcmp(key, "api_key_env") || !strcmp(key, "admin_key_env")) {
+        char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
+        if (get_str(p, v, f, dst, sizeof s->api_key_env))
             return -1;
-        for (const char *c = s->api_key_env; *c; c++)
+        for (const char *c = dst; *c; c++)
             if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
-                  (*c >= '0' && *c <= '9' && c != s->api_key_env)))
-                return fail(p, v, f, "'%s' is not an environment variable name", s->api_key_env);
+                  (*c >= '0' && *c <= '9' && c != dst)))
+                return fail(p, v, f, "'%s' is not an environment variable name", dst);
         return 0;
     }
     if (!strcmp(key, "max_body_bytes"))
@@ -470,6 +471,12 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         m->path[lc] = '/';
         memcpy(m->path + lc + 1, m->source_file, lf + 1);
         return 0;
+    }
+    if (!strcmp(key, "keep_alive_ms"))
+        return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
+    if (!strcmp(key, "memory_max_fraction")) {
+        mk->max_fraction = mark_of(v);
+        return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
     }
     if (!strcmp(key, "memory_fraction")) {
         mk->has_fraction = true;
@@ -938,6 +945,11 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
     for (int i = 0; i < c->n_models; i++) {
         const colo_model_cfg *m = &c->models[i];
         fractions += m->memory_fraction;
+        if (m->memory_max_fraction > 0 && m->memory_max_fraction < m->memory_fraction) {
+            snprintf(field, sizeof field, "models[%d].memory_max_fraction", i);
+            return fail_at(p, marks[i].max_fraction, field, "%g is below memory_fraction %g (a ceiling, not a share)",
+                           m->memory_max_fraction, m->memory_fraction);
+        }
         if (fractions > 1.0 + FRACTION_SLACK) {
             snprintf(field, sizeof field, "models[%d].memory_fraction", i);
             return fail_at(p, marks[i].fraction, field, "memory fractions sum to %.3f here, past 1.0", fractions);
@@ -967,6 +979,7 @@ void colo_config_defaults(colo_config *c)
     colo_server_cfg *s = &c->server;
     snprintf(s->listen_host, sizeof s->listen_host, "127.0.0.1");
     s->listen_port = 8080;
+    snprintf(s->admin_key_env, sizeof s->admin_key_env, "COLO_ADMIN_KEY");
     s->device = COLO_DEVICE_AUTO;
     s->max_body_bytes = 1u << 20;
     s->max_header_bytes = 16u << 10;
@@ -1016,6 +1029,14 @@ const char *colo_config_api_key(const colo_config *cfg)
     if (!cfg || !cfg->server.api_key_env[0])
         return NULL;
     const char *v = getenv(cfg->server.api_key_env);
+    return v && *v ? v : NULL;
+}
+
+const char *colo_config_admin_key(const colo_config *cfg)
+{
+    if (!cfg || !cfg->server.admin_key_env[0])
+        return NULL;
+    const char *v = getenv(cfg->server.admin_key_env);
     return v && *v ? v : NULL;
 }
 

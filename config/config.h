@@ -36,6 +36,7 @@ typedef struct colo_server_cfg {
     int threads;               /* CPU worker pool; 0 (default) = one per core */
     uint64_t cpu_memory_bytes; /* CPU memory budget; 0 (default) = physical memory */
     char api_key_env[128];     /* name of the variable holding the API key; "" = none */
+    char admin_key_env[128];   /* the variable holding the admin key (/admin/ routes); default COLO_ADMIN_KEY */
     uint64_t max_body_bytes;   /* default 1 MiB */
     uint64_t max_header_bytes; /* request line + headers; default 16 KiB */
     int max_connections;       /* default 4096 */
@@ -158,6 +159,9 @@ void colo_config_model_cache(char *buf, size_t len);
  * that is set and the variable is non-empty, else NULL (no authentication).
  * The pointer is the environment's: copy it before changing the environment. */
 const char *colo_config_api_key(const colo_config *cfg);
+/* The admin key, the same way from server.admin_key_env; NULL: none (the
+ * admin routes then answer only on a loopback listener). */
+const char *colo_config_admin_key(const colo_config *cfg);
 
 /* Hex of a SHA-256 (64 digits, either case) into out. */
 colo_status colo_config_parse_sha256(const char *hex, uint8_t out[32]);

@@ -12,6 +12,10 @@ struct colo_kv_cache {
     int32_t *free_ids; /* stack; the top is handed out next */
     int n_free;
     uint8_t *held;     /* (n_blocks) 1 while handed out: catches double releases */
+    size_t block_bytes; /* one block in every layer, K and V */
+    size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
+    uint64_t reclaims;  /* blocks given back because the pool asked */
+    bool on_demand;     /* elastic arena: blocks are committed as handed out */
 };
 
 static size_t elem_bytes(colo_dtype t) { return t == COLO_F16 ? 2 : t == COLO_F32 ? 4 : 0; }
@@ -61,8 +65,8 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
         goto out_host;
     size_t per_array = (size_t)c.n_blocks * c.block_size * c.kv_dim * elem_bytes(c.dtype);
     for (int l = 0; l < c.n_layer; l++) {
-        if (colo_arena_alloc(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
-            colo_arena_alloc(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
+        if (colo_arena_reserve(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
+            colo_arena_reserve(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
             colo_set_err(err, errlen,
                          "KV cache: %d blocks of %d tokens need %zu bytes; the arena has %zu of %zu bytes free",
                          c.n_blocks, c.block_size, 2 * per_array * c.n_layer,
@@ -72,9 +76,12 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
         }
         kc->bytes += 2 * per_array;
     }
+    kc->row_bytes = (size_t)c.block_size * c.kv_dim * elem_bytes(c.dtype);
+    kc->block_bytes = 2 * (size_t)c.n_layer * kc->row_bytes;
     for (int i = 0; i < c.n_blocks; i++)
         kc->free_ids[i] = c.n_blocks - 1 - i; /* id 0 first */
     kc->n_free = c.n_blocks;
+    kc->on_demand = colo_arena_is_elastic(arena);
     return kc;
 
 out_host:
@@ -109,17 +116,64 @@ int colo_kv_cache_block_size(const colo_kv_cache *c) { return c->cfg.block_size;
 int colo_kv_cache_n_free(const colo_kv_cache *c) { return c->n_free; }
 int colo_kv_cache_n_used(const colo_kv_cache *c) { return c->cfg.n_blocks - c->n_free; }
 
+static colo_status commit_block(colo_kv_cache *c, int32_t id);
+static void decommit_block(colo_kv_cache *c, int32_t id);
+
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
 {
     if (n < 0)
         return COLO_EINVAL;
     if (n > c->n_free)
         return COLO_ENOMEM;
+    if (n == 0)
+        return COLO_OK;
+    colo_status st = colo_arena_charge(c->arena, (size_t)n * c->block_bytes);
+    if (st != COLO_OK)
+        return st; /* EAGAIN: the guarantee comes back soon; ENOMEM: nothing to borrow now */
+    for (int i = 0; i < n; i++) {
+        int32_t id = c->free_ids[c->n_free - 1 - i];
+        if (c->on_demand && commit_block(c, id) != COLO_OK) {
+            for (int k = 0; k < i; k++)
+                decommit_block(c, c->free_ids[c->n_free - 1 - k]);
+            colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
+            return COLO_ENOMEM; /* the device has no memory to back it */
+        }
+    }
     for (int i = 0; i < n; i++) {
         ids[i] = c->free_ids[--c->n_free];
         c->held[ids[i]] = 1;
     }
     return COLO_OK;
+}
+
+/* Block id's storage in every array is in use (commit) or no longer
+ * (decommit); the arena counts users per page or chunk, so a page two
+ * blocks share goes only with the second. */
+static colo_status commit_block(colo_kv_cache *c, int32_t id)
+{
+    size_t off = (size_t)id * c->row_bytes;
+    for (int l = 0; l < c->cfg.n_layer; l++) {
+        colo_status st = colo_arena_commit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        if (st == COLO_OK && (st = colo_arena_commit(c->arena, (char *)c->v[l] + off, c->row_bytes)) != COLO_OK)
+            colo_arena_decommit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        if (st != COLO_OK) {
+            for (int m = 0; m < l; m++) {
+                colo_arena_decommit(c->arena, (char *)c->k[m] + off, c->row_bytes);
+                colo_arena_decommit(c->arena, (char *)c->v[m] + off, c->row_bytes);
+            }
+            return st;
+        }
+    }
+    return COLO_OK;
+}
+
+static void decommit_block(colo_kv_cache *c, int32_t id)
+{
+    size_t off = (size_t)id * c->row_bytes;
+    for (int l = 0; l < c->cfg.n_layer; l++) {
+        colo_arena_decommit(c->arena, (char *)c->k[l] + off, c->row_bytes);
+        colo_arena_decommit(c->arena, (char *)c->v[l] + off, c->row_bytes);
+    }
 }
 
 void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
@@ -130,7 +184,22 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
         c->held[id] = 0;
         c->free_ids[c->n_free++] = id;
     }
+    if (c->on_demand)
+        for (int i = 0; i < n; i++)
+            decommit_block(c, ids[i]);
+    if (n > 0)
+        colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
 }
+
+
+int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c)
+{
+    size_t w = colo_arena_reclaim_wanted_bytes(c->arena);
+    return w ? (int)((w + c->block_bytes - 1) / c->block_bytes) : 0;
+}
+
+void colo_kv_cache_count_reclaimed(colo_kv_cache *c, int n_blocks) { c->reclaims += (uint64_t)n_blocks; }
+uint64_t colo_kv_cache_reclaimed(const colo_kv_cache *c) { return c->reclaims; }
 
 colo_status colo_kv_table_init(colo_kv_table *t, int max_blocks)
 {

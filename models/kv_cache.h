@@ -20,33 +20,28 @@
  * by block as the sequence grows (colo_kv_table_ensure), released in one
  * call.
  *
- * Shared pool (designed, not implemented). The elastic-memory step lets a
- * model's cache borrow blocks beyond its guaranteed memory_fraction, up to
- * memory_max_fraction, from memory other models are not using, and give them
- * back when the owner needs them. The plan keeps this API:
- *   - A cache is created with n_blocks = the borrowable maximum, but only
- *     ids [0, n_own) are backed at first; on CUDA each layer's K/V arrays
- *     are reserved as virtual address space (cuMemAddressReserve) and
- *     physical memory for ids [n_own, n_blocks) is mapped in chunks of
- *     blocks lent by a device-wide pool (cuMemMap); the CPU arena already
- *     commits lazily. Slots keep their meaning, so the ops do not change.
- *   - The allocator hands out owned ids before borrowed ones, so borrowed
- *     chunks empty first when load falls.
- *   - Reclaim: the pool asks a borrower for a chunk back; the cache marks the
- *     chunk's ids unallocatable and reports which are held; the borrower's
- *     batcher preempts the sequences holding them (they are recomputed
- *     later, as for any preemption) at its next step boundary, releases the
- *     ids, and the chunk is unmapped and returned. So callers must already
- *     treat COLO_ENOMEM as transient and hold blocks only through a table
- *     they can release at a step boundary, which the batcher does today.
- *   - The pool is shared between executor threads and will take a lock;
- *     the per-cache free list stays single-threaded.
+ * Elastic memory. The storage is reserved address space in the model's
+ * arena (colo_arena_reserve); a block is charged to the arena when it is
+ * handed out and uncharged when it is released. In an elastic arena
+ * (runtime/arena.h) the cache is created with n_blocks = what the ceiling
+ * holds; blocks past the model's guarantee are borrowed from the device's
+ * memory pool; a block's storage is committed when it is handed out and
+ * decommitted when it is released (colo_arena_commit/decommit: pages, or
+ * 2 MiB chunks on CUDA, are backed while a block uses them). Allocation then has two "not now" answers:
+ * COLO_ENOMEM (every block id is taken, or nothing can be borrowed now)
+ * and COLO_EAGAIN (within the guarantee: borrowers were asked to give the
+ * memory back). When another model needs its guarantee
+ * back, colo_kv_cache_reclaim_wanted says how many blocks this cache must
+ * give back; the batcher preempts sequences (recomputed later) and
+ * releases their blocks at its next step boundary. Slots keep their
+ * meaning, so the ops do not change.
  *
  * Threads: a cache belongs to one executor thread (alloc/release/tables);
  * the storage pointers may be read by any thread. */
 #ifndef COLO_MODELS_KV_CACHE_H
 #define COLO_MODELS_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,10 +90,18 @@ int colo_kv_cache_n_free(const colo_kv_cache *c);
 int colo_kv_cache_n_used(const colo_kv_cache *c);
 
 /* Takes n block ids into ids, all or nothing: COLO_ENOMEM (nothing taken)
- * when fewer than n are free; COLO_EINVAL for n < 0. */
+ * when fewer than n are free or the arena's pool has nothing to lend now,
+ * COLO_EAGAIN when the pool is taking the guarantee back from borrowers;
+ * COLO_EINVAL for n < 0. */
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids);
 /* Gives back n ids from colo_kv_cache_alloc. */
 void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n);
+
+/* Blocks the arena's pool asks this cache to give back now (0: none). */
+int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c);
+/* Counts n blocks given back on the pool's request (for metrics). */
+void colo_kv_cache_count_reclaimed(colo_kv_cache *c, int n_blocks);
+uint64_t colo_kv_cache_reclaimed(const colo_kv_cache *c);
 
 /* A sequence's block table (host memory, owned by the table). */
 typedef struct colo_kv_table {

@@ -5,10 +5,12 @@
  * allocation is best-fit, which keeps large holes for the KV cache and
  * weights. Live allocations are found by offset in a hash table.
  *
- * Later, blocks borrowed from a shared pool (elastic memory) will be
- * tracked beside these ranges with an owner, so that they can be reclaimed;
- * nothing here assumes an arena's memory is one contiguous range forever. */
+ * Elastic arenas add a charge, kept by their memory pool under the pool's
+ * lock: the free list says where storage lives, the charge how much of it
+ * is in use (runtime/arena.h). Lock order: an arena's lock, then its
+ * pool's. */
 #include "runtime/arena.h"
+#include "runtime/clock.h"
 #include "runtime/backend_impl.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
@@ -26,6 +28,7 @@ typedef struct live {
     size_t off;   /* returned offset; SIZE_MAX = empty slot, SIZE_MAX-1 = tombstone */
     size_t start; /* start of the range taken (before alignment) */
     size_t size;  /* bytes taken */
+    bool reserved; /* colo_arena_reserve on an elastic arena: not charged with the range */
 } live;
 
 #define SLOT_EMPTY SIZE_MAX
@@ -42,6 +45,25 @@ struct colo_arena {
     live *tab;     /* open addressing on off */
     size_t cap_tab, n_live, n_used_slots;
     size_t used, peak;
+    /* elastic arenas (pool != NULL); charged, want and reclaims under pool->mu */
+    colo_mem_pool *pool;
+    size_t guarantee, charged, charged_peak, reserved, want;
+    uint64_t reclaims;
+    struct colo_arena *next_member;
+    /* elastic arenas: users of each chunk of the buffer (under mu); a
+     * chunk is committed while it has one */
+    size_t chunk;
+    uint32_t *chunk_use; /* (ceil(buffer size / chunk)) */
+};
+
+struct colo_mem_pool {
+    pthread_mutex_t mu;
+    size_t budget, used, guaranteed;
+    /* An owner waits for its guarantee: nobody borrows until its charge
+     * succeeds, or until this time (an owner that stopped asking). */
+    uint64_t demand_until_ns;
+    colo_arena *demander;
+    colo_arena *members;
 };
 
 size_t colo_arena_device_budget(colo_device *dev)
@@ -65,8 +87,17 @@ colo_arena *colo_arena_create(colo_device *dev, const char *name, double fractio
 
 static size_t hash_off(size_t off, size_t cap) { return (size_t)((off * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1); }
 
+static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_bytes, bool reserve, char *err,
+                             size_t errlen);
+
 colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t limit_bytes, char *err,
                                     size_t errlen)
+{
+    return arena_new(dev, name, limit_bytes, false, err, errlen);
+}
+
+static colo_arena *arena_new(colo_device *dev, const char *name, size_t limit_bytes, bool reserve, char *err,
+                             size_t errlen)
 {
     limit_bytes &= ~(size_t)255;
     if (!dev || limit_bytes == 0) {
@@ -82,7 +113,10 @@ colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t l
     a->dev = dev;
     a->limit = limit_bytes;
     char berr[256];
-    a->buf = colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
+    /* reserved address space in whole 2 MiB, so that every chunk of it is whole */
+    size_t buf_bytes = reserve ? (limit_bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1) : limit_bytes;
+    a->buf = reserve ? colo_buffer_reserve(dev, buf_bytes, berr, sizeof berr)
+                     : colo_buffer_alloc(dev, limit_bytes, berr, sizeof berr);
     if (!a->buf) {
         colo_set_err(err, errlen, "arena %s: cannot reserve %zu bytes: %s", a->name, limit_bytes, berr);
         goto out_free;
@@ -95,6 +129,14 @@ colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t l
         colo_set_err(err, errlen, "arena: out of host memory");
         goto out_buf;
     }
+    if (reserve) {
+        a->chunk = colo_buffer_granularity(a->buf);
+        size_t n = (colo_buffer_size(a->buf) + a->chunk - 1) / a->chunk;
+        if (!(a->chunk_use = calloc(n, sizeof *a->chunk_use))) { /* zero pages: free until touched */
+            colo_set_err(err, errlen, "arena: out of host memory");
+            goto out_buf;
+        }
+    }
     for (size_t i = 0; i < a->cap_tab; i++)
         a->tab[i].off = SLOT_EMPTY;
     a->free_r[0] = (range){0, limit_bytes};
@@ -103,6 +145,7 @@ colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t l
     return a;
 
 out_buf:
+    free(a->chunk_use);
     free(a->free_r);
     free(a->tab);
     colo_buffer_free(a->buf);
@@ -117,7 +160,22 @@ void colo_arena_destroy(colo_arena *a)
         return;
     if (a->n_live)
         COLO_DEBUG("arena %s destroyed with %zu live allocations (%zu bytes)", a->name, a->n_live, a->used);
+    if (a->pool) {
+        colo_mem_pool *p = a->pool;
+        pthread_mutex_lock(&p->mu);
+        for (colo_arena **pp = &p->members; *pp; pp = &(*pp)->next_member)
+            if (*pp == a) {
+                *pp = a->next_member;
+                break;
+            }
+        p->used -= a->charged;
+        p->guaranteed -= a->guarantee;
+        if (p->demander == a)
+            p->demand_until_ns = 0, p->demander = NULL;
+        pthread_mutex_unlock(&p->mu);
+    }
     colo_buffer_free(a->buf);
+    free(a->chunk_use);
     pthread_mutex_destroy(&a->mu);
     free(a->free_r);
     free(a->tab);
@@ -208,7 +266,76 @@ static bool free_insert(colo_arena *a, size_t off, size_t size)
     return true;
 }
 
-colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
+/* ---- on-demand memory of elastic arenas: users per chunk (under a->mu) ---- */
+
+static void chunk_span(const colo_arena *a, size_t first, size_t end, size_t *off, size_t *bytes)
+{
+    size_t size = colo_buffer_size(a->buf);
+    *off = first * a->chunk;
+    *bytes = (end * a->chunk < size ? end * a->chunk : size) - *off;
+}
+
+/* Drops one user of chunks [first, end); those left with none are given back. */
+static void chunks_put(colo_arena *a, size_t first, size_t end)
+{
+    for (size_t c = first; c < end;) {
+        COLO_ASSERT(a->chunk_use[c] > 0);
+        if (--a->chunk_use[c]) {
+            c++;
+            continue;
+        }
+        size_t e = c + 1;
+        while (e < end && a->chunk_use[e] == 1) {
+            a->chunk_use[e] = 0;
+            e++;
+        }
+        size_t off, bytes;
+        chunk_span(a, c, e, &off, &bytes);
+        colo_buffer_decommit(a->buf, off, bytes);
+        c = e;
+    }
+}
+
+/* One more user of every chunk [off, off + bytes) touches; the first user
+ * commits it. All or nothing: COLO_ENOMEM and no change. */
+static colo_status chunks_get(colo_arena *a, size_t off, size_t bytes)
+{
+    if (!a->chunk_use || !bytes)
+        return COLO_OK;
+    size_t first = off / a->chunk, end = (off + bytes - 1) / a->chunk + 1;
+    for (size_t c = first; c < end;) {
+        if (a->chunk_use[c]) {
+            a->chunk_use[c]++;
+            c++;
+            continue;
+        }
+        size_t e = c + 1;
+        while (e < end && !a->chunk_use[e])
+            e++;
+        size_t o, n;
+        chunk_span(a, c, e, &o, &n);
+        if (colo_buffer_commit(a->buf, o, n) != COLO_OK) {
+            chunks_put(a, first, c);
+            return COLO_ENOMEM;
+        }
+        for (size_t k = c; k < e; k++)
+            a->chunk_use[k] = 1;
+        c = e;
+    }
+    return COLO_OK;
+}
+
+static void chunks_release(colo_arena *a, size_t off, size_t bytes)
+{
+    if (a->chunk_use && bytes)
+        chunks_put(a, off / a->chunk, (off + bytes - 1) / a->chunk + 1);
+}
+
+static colo_status pool_charge(colo_arena *a, size_t bytes);
+static void pool_uncharge(colo_arena *a, size_t bytes);
+
+/* Takes a range of the buffer; charges it unless reserve_only. */
+static colo_status sub_alloc(colo_arena *a, size_t bytes, size_t align, void **out, bool reserve_only)
 {
     if (!out)
         return COLO_EINVAL;
@@ -248,6 +375,13 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         goto out;
     range r = a->free_r[best];
     size_t take = bytes + best_pad;
+    if (a->pool && !reserve_only && pool_charge(a, take) != COLO_OK)
+        goto out;
+    if (a->pool && !reserve_only && chunks_get(a, r.off, take) != COLO_OK) {
+        pool_uncharge(a, take);
+        goto out;
+    }
+    tab_insert(a, (live){r.off + best_pad, r.off, take, reserve_only && a->pool});
     if (r.size == take) {
         memmove(&a->free_r[best], &a->free_r[best + 1], (size_t)(a->n_free - best - 1) * sizeof(range));
         a->n_free--;
@@ -255,15 +389,28 @@ colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         a->free_r[best].off += take;
         a->free_r[best].size -= take;
     }
-    tab_insert(a, (live){r.off + best_pad, r.off, take});
-    a->used += take;
-    if (a->used > a->peak)
-        a->peak = a->used;
+    if (reserve_only && a->pool) {
+        a->reserved += take;
+    } else {
+        a->used += take;
+        if (a->used > a->peak)
+            a->peak = a->used;
+    }
     *out = (char *)colo_buffer_ptr(a->buf) + r.off + best_pad;
     st = COLO_OK;
 out:
     pthread_mutex_unlock(&a->mu);
     return st;
+}
+
+colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out)
+{
+    return sub_alloc(a, bytes, align, out, false);
+}
+
+colo_status colo_arena_reserve(colo_arena *a, size_t bytes, size_t align, void **out)
+{
+    return sub_alloc(a, bytes, align, out, true);
 }
 
 void colo_arena_free(colo_arena *a, void *p)
@@ -290,16 +437,50 @@ void colo_arena_free(colo_arena *a, void *p)
         /* Host memory ran out: the range leaks, the arena stays consistent. */
         COLO_ERROR("arena %s: out of host memory; %zu bytes stay unusable", a->name, taken.size);
     }
-    a->used -= taken.size;
+    if (taken.reserved) {
+        a->reserved -= taken.size;
+    } else {
+        a->used -= taken.size;
+        if (a->pool) {
+            pool_uncharge(a, taken.size);
+            chunks_release(a, taken.start, taken.size); /* physical memory follows use */
+        }
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
 void colo_arena_get_stats(colo_arena *a, colo_arena_stats *st)
 {
+    memset(st, 0, sizeof *st);
     pthread_mutex_lock(&a->mu);
     st->limit_bytes = a->limit;
     st->used_bytes = a->used;
     st->peak_bytes = a->peak;
+    st->guaranteed_bytes = a->limit;
+    if (a->pool) {
+        colo_mem_pool *p = a->pool;
+        pthread_mutex_lock(&p->mu);
+        st->used_bytes = a->charged;
+        st->peak_bytes = a->charged_peak;
+        st->guaranteed_bytes = a->guarantee;
+        st->borrowed_bytes = a->charged > a->guarantee ? a->charged - a->guarantee : 0;
+        st->reserved_bytes = a->reserved;
+        st->reclaim_wanted_bytes = a->want;
+        st->reclaims = a->reclaims;
+        /* Borrowing takes memory no one is guaranteed first, then idle
+         * guarantees; what is lent is shared among idle owners by their idle bytes. */
+        size_t borrowed = 0, idle = 0;
+        for (colo_arena *m = p->members; m; m = m->next_member) {
+            borrowed += m->charged > m->guarantee ? m->charged - m->guarantee : 0;
+            idle += m->guarantee > m->charged ? m->guarantee - m->charged : 0;
+        }
+        size_t unassigned = p->budget > p->guaranteed ? p->budget - p->guaranteed : 0;
+        size_t lent = borrowed > unassigned ? borrowed - unassigned : 0;
+        size_t mine = a->guarantee > a->charged ? a->guarantee - a->charged : 0;
+        if (lent && idle)
+            st->lent_bytes = (size_t)((double)lent * (double)mine / (double)idle);
+        pthread_mutex_unlock(&p->mu);
+    }
     st->n_allocs = a->n_live;
     size_t largest = 0;
     for (int i = 0; i < a->n_free; i++) {
@@ -313,18 +494,16 @@ void colo_arena_get_stats(colo_arena *a, colo_arena_stats *st)
 
 size_t colo_arena_used(colo_arena *a)
 {
-    pthread_mutex_lock(&a->mu);
-    size_t u = a->used;
-    pthread_mutex_unlock(&a->mu);
-    return u;
+    colo_arena_stats st;
+    colo_arena_get_stats(a, &st);
+    return st.used_bytes;
 }
 
 size_t colo_arena_peak(colo_arena *a)
 {
-    pthread_mutex_lock(&a->mu);
-    size_t p = a->peak;
-    pthread_mutex_unlock(&a->mu);
-    return p;
+    colo_arena_stats st;
+    colo_arena_get_stats(a, &st);
+    return st.peak_bytes;
 }
 
 size_t colo_arena_limit(const colo_arena *a) { return a->limit; }
@@ -333,8 +512,216 @@ void colo_arena_reset_peak(colo_arena *a)
 {
     pthread_mutex_lock(&a->mu);
     a->peak = a->used;
+    if (a->pool) {
+        pthread_mutex_lock(&a->pool->mu);
+        a->charged_peak = a->charged;
+        pthread_mutex_unlock(&a->pool->mu);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
 const char *colo_arena_name(const colo_arena *a) { return a->name; }
 colo_device *colo_arena_device(const colo_arena *a) { return a->dev; }
+
+bool colo_arena_is_elastic(const colo_arena *a) { return a && a->pool; }
+
+/* ---- elastic memory ------------------------------------------------------------ */
+
+colo_mem_pool *colo_mem_pool_create(size_t budget_bytes)
+{
+    colo_mem_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    p->budget = budget_bytes;
+    return p;
+}
+
+void colo_mem_pool_destroy(colo_mem_pool *p)
+{
+    if (!p)
+        return;
+    COLO_ASSERT(!p->members);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+size_t colo_mem_pool_budget(const colo_mem_pool *p) { return p->budget; }
+
+size_t colo_mem_pool_used(colo_mem_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t u = p->used;
+    pthread_mutex_unlock(&p->mu);
+    return u;
+}
+
+size_t colo_mem_pool_guaranteed(colo_mem_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t g = p->guaranteed;
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
+colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_mem_pool *pool, size_t guarantee_bytes,
+                                      size_t ceiling_bytes, char *err, size_t errlen)
+{
+    if (!pool || guarantee_bytes == 0 || ceiling_bytes < guarantee_bytes) {
+        colo_set_err(err, errlen, "arena %s: an elastic arena needs a pool and 0 < guarantee <= ceiling",
+                     name ? name : "");
+        return NULL;
+    }
+    pthread_mutex_lock(&pool->mu);
+    size_t free_g = pool->budget > pool->guaranteed ? pool->budget - pool->guaranteed : 0;
+    pthread_mutex_unlock(&pool->mu);
+    if (guarantee_bytes > free_g) {
+        colo_set_err(err, errlen, "arena %s: a guarantee of %zu bytes does not fit: %zu of the %zu-byte budget are "
+                     "not guaranteed to others", name ? name : "", guarantee_bytes, free_g, pool->budget);
+        return NULL;
+    }
+    colo_arena *a = arena_new(dev, name, ceiling_bytes, true, err, errlen);
+    if (!a)
+        return NULL;
+    pthread_mutex_lock(&pool->mu);
+    if (guarantee_bytes > pool->budget - pool->guaranteed) { /* another arena joined meanwhile */
+        pthread_mutex_unlock(&pool->mu);
+        colo_set_err(err, errlen, "arena %s: a guarantee of %zu bytes no longer fits the budget", a->name,
+                     guarantee_bytes);
+        colo_arena_destroy(a);
+        return NULL;
+    }
+    if (guarantee_bytes > a->limit) /* the limit is rounded down to 256 bytes */
+        guarantee_bytes = a->limit;
+    a->pool = pool;
+    a->guarantee = guarantee_bytes;
+    pool->guaranteed += guarantee_bytes;
+    a->next_member = pool->members;
+    pool->members = a;
+    pthread_mutex_unlock(&pool->mu);
+    return a;
+}
+
+/* Under pool->mu. */
+static colo_status pool_charge_locked(colo_arena *a, size_t bytes)
+{
+    colo_mem_pool *p = a->pool;
+    if (a->charged + bytes > a->limit)
+        return COLO_ENOMEM;
+    bool within = a->charged + bytes <= a->guarantee;
+    uint64_t now = colo_now_ns();
+    if (!within && now < p->demand_until_ns)
+        return COLO_ENOMEM; /* an owner is taking its guarantee back */
+    if (p->used + bytes <= p->budget) {
+        if (p->demander == a)
+            p->demand_until_ns = 0, p->demander = NULL;
+        a->charged += bytes;
+        p->used += bytes;
+        if (a->charged > a->charged_peak)
+            a->charged_peak = a->charged;
+        return COLO_OK;
+    }
+    if (!within)
+        return COLO_ENOMEM;
+    /* The owner's guarantee is lent: ask the borrowers for it. */
+    size_t deficit = p->used + bytes - p->budget;
+    for (colo_arena *m = p->members; m && deficit; m = m->next_member) {
+        if (m == a || m->charged <= m->guarantee)
+            continue;
+        size_t give = m->charged - m->guarantee;
+        if (give > deficit)
+            give = deficit;
+        if (m->want < give) {
+            if (!m->want)
+                m->reclaims++;
+            m->want = give;
+        }
+        deficit -= give;
+    }
+    p->demand_until_ns = now + 1000ull * 1000 * 1000;
+    p->demander = a;
+    return COLO_EAGAIN;
+}
+
+static colo_status pool_charge(colo_arena *a, size_t bytes)
+{
+    pthread_mutex_lock(&a->pool->mu);
+    colo_status st = pool_charge_locked(a, bytes);
+    pthread_mutex_unlock(&a->pool->mu);
+    return st == COLO_EAGAIN ? COLO_ENOMEM : st;
+}
+
+static void pool_uncharge(colo_arena *a, size_t bytes)
+{
+    colo_mem_pool *p = a->pool;
+    pthread_mutex_lock(&p->mu);
+    COLO_ASSERT(bytes <= a->charged);
+    a->charged -= bytes;
+    p->used -= bytes;
+    a->want = a->want > bytes ? a->want - bytes : 0;
+    if (a->charged <= a->guarantee)
+        a->want = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+colo_status colo_arena_charge(colo_arena *a, size_t bytes)
+{
+    if (!a)
+        return COLO_EINVAL;
+    if (!a->pool || bytes == 0)
+        return COLO_OK;
+    pthread_mutex_lock(&a->pool->mu);
+    colo_status st = pool_charge_locked(a, bytes);
+    pthread_mutex_unlock(&a->pool->mu);
+    return st;
+}
+
+void colo_arena_uncharge(colo_arena *a, size_t bytes)
+{
+    if (a && a->pool && bytes)
+        pool_uncharge(a, bytes);
+}
+
+static bool range_of(const colo_arena *a, const void *p, size_t bytes, size_t *off)
+{
+    const char *base = colo_buffer_ptr(a->buf);
+    if ((const char *)p < base || bytes > a->limit || (size_t)((const char *)p - base) > a->limit - bytes)
+        return false;
+    *off = (size_t)((const char *)p - base);
+    return true;
+}
+
+colo_status colo_arena_commit(colo_arena *a, void *p, size_t bytes)
+{
+    size_t off;
+    if (!a || !p)
+        return COLO_EINVAL;
+    if (!a->chunk_use || !bytes)
+        return COLO_OK;
+    if (!range_of(a, p, bytes, &off))
+        return COLO_EINVAL;
+    pthread_mutex_lock(&a->mu);
+    colo_status st = chunks_get(a, off, bytes);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+void colo_arena_decommit(colo_arena *a, void *p, size_t bytes)
+{
+    size_t off;
+    if (!a || !p || !a->chunk_use || !bytes || !range_of(a, p, bytes, &off))
+        return;
+    pthread_mutex_lock(&a->mu);
+    chunks_release(a, off, bytes);
+    pthread_mutex_unlock(&a->mu);
+}
+
+size_t colo_arena_reclaim_wanted_bytes(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    pthread_mutex_lock(&a->pool->mu);
+    size_t w = a->want;
+    pthread_mutex_unlock(&a->pool->mu);
+    return w;
+}

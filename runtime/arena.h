@@ -1,20 +1,41 @@
-/* runtime/arena.h: a model's memory, a fixed fraction of a device.
+/* runtime/arena.h: a model's memory: a guaranteed share of a device, and
+ * what it may borrow beyond it.
  *
  * Every allocation of a model (weights, activations, KV cache, library
  * workspaces) comes from its arena. An arena owns one device buffer of
- * limit_bytes = fraction * budget (CUDA: one cudaMalloc; CPU: address space
- * committed lazily) and sub-allocates it. Past the limit an allocation
- * returns COLO_ENOMEM and changes nothing: not this arena, not any other.
+ * limit_bytes (CUDA: one allocation; CPU: address space committed lazily)
+ * and sub-allocates it. Past the limit an allocation returns COLO_ENOMEM
+ * and changes nothing: not this arena, not any other.
+ *
+ * Fixed arenas (colo_arena_create*) hold limit_bytes = fraction * budget;
+ * everything allocated is charged at once.
+ *
+ * Elastic arenas (colo_arena_create_elastic) share a device-wide memory
+ * pool (colo_mem_pool). limit_bytes is the ceiling (address space); what
+ * counts is what is charged: ordinary allocations are charged when made,
+ * and storage taken with colo_arena_reserve (the KV cache's blocks) is
+ * charged piece by piece with colo_arena_charge as it is used and
+ * uncharged (its physical pages released) as it is freed. The pool grants
+ * a charge while the sum of every member's charges stays within its
+ * budget; up to its guarantee a member always gets its memory: when the
+ * pool is full, members charged past their own guarantee (borrowers) are
+ * asked to give memory back (colo_arena_reclaim_wanted_bytes) and the
+ * charge answers COLO_EAGAIN until they have; while such a request is
+ * open nobody borrows more. A charge past the ceiling, or past the
+ * guarantee when the pool is full, is COLO_ENOMEM.
  *
  * Thread safety: alloc/free/stats may be called from any thread. */
 #ifndef COLO_RUNTIME_ARENA_H
 #define COLO_RUNTIME_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/backend.h"
 
 typedef struct colo_arena colo_arena;
+typedef struct colo_mem_pool colo_mem_pool;
 
 typedef struct colo_arena_stats {
     size_t limit_bytes; /* capacity */
@@ -22,6 +43,13 @@ typedef struct colo_arena_stats {
     size_t peak_bytes;  /* highest used_bytes since creation or the last reset_peak */
     size_t n_allocs;    /* live allocations */
     size_t largest_free_bytes; /* largest single allocation that would succeed now */
+    /* elastic arenas (fixed arenas: guaranteed = limit, the rest 0) */
+    size_t guaranteed_bytes; /* the share the pool always grants */
+    size_t borrowed_bytes;   /* charged past the guarantee */
+    size_t lent_bytes;       /* of the unused guarantee, what others borrow now */
+    size_t reserved_bytes;   /* address space taken with colo_arena_reserve (charged or not) */
+    size_t reclaim_wanted_bytes; /* the pool asks this much back now */
+    uint64_t reclaims;       /* times the pool asked this arena to give memory back */
 } colo_arena_stats;
 
 /* Budget an arena fraction applies to: CUDA: the device's total memory;
@@ -52,6 +80,50 @@ size_t colo_arena_peak(colo_arena *a);
 size_t colo_arena_limit(const colo_arena *a);
 void colo_arena_reset_peak(colo_arena *a);
 const char *colo_arena_name(const colo_arena *a);
+bool colo_arena_is_elastic(const colo_arena *a);
 colo_device *colo_arena_device(const colo_arena *a);
+
+/* ---- elastic memory ------------------------------------------------------- */
+
+/* A device-wide budget that elastic arenas share. NULL without host memory.
+ * Destroy it after its arenas. Thread-safe. */
+colo_mem_pool *colo_mem_pool_create(size_t budget_bytes);
+void colo_mem_pool_destroy(colo_mem_pool *p); /* accepts NULL */
+size_t colo_mem_pool_budget(const colo_mem_pool *p);
+/* Bytes charged by every member now. */
+size_t colo_mem_pool_used(colo_mem_pool *p);
+/* Sum of the members' guarantees. */
+size_t colo_mem_pool_guaranteed(colo_mem_pool *p);
+
+/* An arena of pool with guarantee_bytes always granted and ceiling_bytes
+ * (>= guarantee) of address space at most. NULL with err when the guarantee
+ * does not fit what the other members are guaranteed, or the device cannot
+ * reserve the address space. */
+colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_mem_pool *pool, size_t guarantee_bytes,
+                                      size_t ceiling_bytes, char *err, size_t errlen);
+
+/* Takes bytes of address space like colo_arena_alloc, without charging it
+ * (fixed arenas: the same as colo_arena_alloc). Freed with colo_arena_free;
+ * the caller uncharges what it charged first. */
+colo_status colo_arena_reserve(colo_arena *a, size_t bytes, size_t align, void **out);
+/* Charges bytes of reserved storage about to be used: COLO_OK, COLO_EAGAIN
+ * (within the guarantee, the pool is full: borrowers were asked to give
+ * memory back, try again after their next step), COLO_ENOMEM (past the
+ * ceiling, or nothing to borrow now). Fixed arenas: always COLO_OK. */
+colo_status colo_arena_charge(colo_arena *a, size_t bytes);
+/* Gives back a charge. */
+void colo_arena_uncharge(colo_arena *a, size_t bytes);
+/* Reserved storage [p, p + bytes) is about to be used / is no longer used.
+ * The arena counts users per chunk of its buffer (CPU: a page; CUDA: 2
+ * MiB): the first commit of a chunk backs it with physical memory (CUDA:
+ * maps it; COLO_ENOMEM when the device has none), the last decommit gives
+ * it back (CPU: madvise(MADV_DONTNEED); its contents are lost). Calls pair
+ * up on the same ranges; ranges may share chunks. Ordinary allocations of
+ * an elastic arena are committed and decommitted by alloc and free. Fixed
+ * arenas: no-ops (everything is backed). */
+colo_status colo_arena_commit(colo_arena *a, void *p, size_t bytes);
+void colo_arena_decommit(colo_arena *a, void *p, size_t bytes);
+/* Bytes the pool asks this arena to give back (0: none). Any thread. */
+size_t colo_arena_reclaim_wanted_bytes(colo_arena *a);
 
 #endif

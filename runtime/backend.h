@@ -83,8 +83,29 @@ int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max);
  * err set on failure. */
 colo_buffer *colo_buffer_alloc(colo_device *dev, size_t bytes, char *err, size_t errlen);
 void colo_buffer_free(colo_buffer *buf); /* accepts NULL */
+/* Address space for memory committed as it is used, not counted against
+ * the device's budget (an elastic arena's ceiling; its pool keeps the
+ * budget). Backends without such a reservation allocate as
+ * colo_buffer_alloc does. */
+colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size_t errlen);
+/* Whether colo_buffer_reserve takes address space only on dev (CPU; CUDA
+ * with the driver's virtual memory management). */
+bool colo_device_can_reserve(const colo_device *dev);
 void *colo_buffer_ptr(const colo_buffer *buf);
 size_t colo_buffer_size(const colo_buffer *buf);
+/* On-demand memory of a buffer from colo_buffer_reserve, in whole chunks of
+ * colo_buffer_granularity bytes (CPU: a page; CUDA: the allocation
+ * granularity, 2 MiB): offset and bytes are multiples of it (the arena
+ * counts users per chunk and calls these on the first and last).
+ * commit backs [offset, offset + bytes) with physical memory (CPU: nothing
+ * to do, a page is backed on first touch; CUDA: cuMemCreate + cuMemMap);
+ * COLO_ENOMEM when the device has none. decommit gives it back; its
+ * contents are lost (CPU: madvise(MADV_DONTNEED), the pages read as zero
+ * again; CUDA: cuMemUnmap + cuMemRelease). Backends without on-demand
+ * memory do nothing. */
+size_t colo_buffer_granularity(const colo_buffer *buf);
+colo_status colo_buffer_commit(colo_buffer *buf, size_t offset, size_t bytes);
+void colo_buffer_decommit(colo_buffer *buf, size_t offset, size_t bytes);
 
 /* ---- streams ------------------------------------------------------------------ */
 

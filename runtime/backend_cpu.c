@@ -322,14 +322,57 @@ static colo_status cpu_buffer_alloc(colo_device *dev, size_t bytes, void **ptr, 
     return COLO_OK;
 }
 
+/* An elastic arena's ceiling: its pool, not held_bytes, keeps the budget.
+ * handle marks it so that free leaves held_bytes alone. */
+static char cpu_reserved_mark;
+
+static colo_status cpu_buffer_reserve(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                      size_t errlen)
+{
+    (void)dev;
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        colo_set_err(err, errlen, "cpu: mmap of %zu bytes failed: %s", bytes, strerror(errno));
+        return COLO_ENOMEM;
+    }
+    *ptr = m;
+    *handle = &cpu_reserved_mark;
+    return COLO_OK;
+}
+
 static void cpu_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *handle)
 {
-    (void)handle;
     cpu_pool *p = dev->ctx;
     munmap(ptr, bytes);
+    if (handle == &cpu_reserved_mark)
+        return;
     pthread_mutex_lock(&p->mu);
     p->held_bytes -= bytes;
     pthread_mutex_unlock(&p->mu);
+}
+
+/* Whole pages (the arena's chunks); partial pages at the ends of a range
+ * are left alone all the same. */
+static void cpu_buffer_decommit(colo_device *dev, void *handle, void *ptr, size_t bytes)
+{
+    (void)dev;
+    (void)handle;
+    static size_t page;
+    if (!page) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page = ps > 0 ? (size_t)ps : 4096;
+    }
+    uintptr_t lo = ((uintptr_t)ptr + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + bytes) & ~(uintptr_t)(page - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
+        COLO_WARN("cpu: madvise(MADV_DONTNEED) of %zu bytes failed: %s", (size_t)(hi - lo), strerror(errno));
+}
+
+static size_t cpu_buffer_granularity(const colo_device *dev)
+{
+    (void)dev;
+    long ps = sysconf(_SC_PAGESIZE);
+    return ps > 0 ? (size_t)ps : 4096;
 }
 
 static colo_status cpu_stream_init(colo_device *dev, colo_stream *s, const colo_stream_config *cfg, char *err,
@@ -598,6 +641,9 @@ static const colo_device_vtbl cpu_vtbl = {
     .close = cpu_close,
     .get_info = cpu_get_info,
     .buffer_alloc = cpu_buffer_alloc,
+    .buffer_decommit = cpu_buffer_decommit,
+    .buffer_reserve = cpu_buffer_reserve,
+    .buffer_granularity = cpu_buffer_granularity,
     .buffer_free = cpu_buffer_free,
     .stream_init = cpu_stream_init,
     .stream_fini = cpu_stream_fini,

@@ -29,6 +29,40 @@ typedef CUresult (*pfn_cuGreenCtxCreate)(CUgreenCtx *, CUdevResourceDesc, CUdevi
 typedef CUresult (*pfn_cuGreenCtxDestroy)(CUgreenCtx);
 typedef CUresult (*pfn_cuGreenCtxStreamCreate)(CUstream *, CUgreenCtx, unsigned int, int);
 
+/* On-demand device memory (virtual memory management, CUDA >= 10.2 driver). */
+typedef CUresult (*pfn_cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+typedef CUresult (*pfn_cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*pfn_cuMemAddressFree)(CUdeviceptr, size_t);
+typedef CUresult (*pfn_cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                                    unsigned long long);
+typedef CUresult (*pfn_cuMemRelease)(CUmemGenericAllocationHandle);
+typedef CUresult (*pfn_cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*pfn_cuMemUnmap)(CUdeviceptr, size_t);
+typedef CUresult (*pfn_cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*pfn_cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *,
+                                                      CUmemAllocationGranularity_flags);
+
+typedef struct vmm_api {
+    pfn_cuMemAddressReserve reserve;
+    pfn_cuMemAddressFree address_free;
+    pfn_cuMemCreate create;
+    pfn_cuMemRelease release;
+    pfn_cuMemMap map;
+    pfn_cuMemUnmap unmap;
+    pfn_cuMemSetAccess set_access;
+    bool ok;      /* every entry point found and the device supports it */
+    size_t gran;  /* allocation granularity, bytes */
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+} vmm_api;
+
+/* A reserved buffer: address space, and one physical allocation per mapped chunk. */
+typedef struct vmm_buf {
+    CUdeviceptr base;
+    size_t size;                        /* a multiple of gran */
+    CUmemGenericAllocationHandle *h;    /* (size / gran) 0 = not mapped */
+} vmm_buf;
+
 typedef struct green_api {
     pfn_cuGetErrorName get_error_name;
     pfn_cuDeviceGet device_get;
@@ -59,6 +93,7 @@ typedef struct cuda_dev {
     bool can_partition;
     green_api green;
     sm_split split;
+    vmm_api vmm;
 } cuda_dev;
 
 typedef struct cuda_stream {
@@ -309,6 +344,144 @@ static colo_status cuda_get_info(colo_device *dev, colo_device_info *info)
 
 static bool cuda_poisoned(const colo_device *dev) { return ordinal_poisoned(((const cuda_dev *)dev->ctx)->ordinal); }
 
+/* ---- on-demand memory: reserved address space, chunks mapped as used ------------------------ */
+
+static void probe_vmm(cuda_dev *cd)
+{
+    vmm_api *v = &cd->vmm;
+    pfn_cuDeviceGetAttribute get_attr = (pfn_cuDeviceGetAttribute)driver_symbol("cuDeviceGetAttribute");
+    pfn_cuMemGetAllocationGranularity get_gran =
+        (pfn_cuMemGetAllocationGranularity)driver_symbol("cuMemGetAllocationGranularity");
+    pfn_cuDeviceGet device_get = (pfn_cuDeviceGet)driver_symbol("cuDeviceGet");
+    v->reserve = (pfn_cuMemAddressReserve)driver_symbol("cuMemAddressReserve");
+    v->address_free = (pfn_cuMemAddressFree)driver_symbol("cuMemAddressFree");
+    v->create = (pfn_cuMemCreate)driver_symbol("cuMemCreate");
+    v->release = (pfn_cuMemRelease)driver_symbol("cuMemRelease");
+    v->map = (pfn_cuMemMap)driver_symbol("cuMemMap");
+    v->unmap = (pfn_cuMemUnmap)driver_symbol("cuMemUnmap");
+    v->set_access = (pfn_cuMemSetAccess)driver_symbol("cuMemSetAccess");
+    CUdevice cu = 0;
+    int supported = 0;
+    if (!get_attr || !get_gran || !device_get || !v->reserve || !v->address_free || !v->create || !v->release ||
+        !v->map || !v->unmap || !v->set_access || device_get(&cu, cd->ordinal) != CUDA_SUCCESS ||
+        get_attr(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu) != CUDA_SUCCESS ||
+        !supported) {
+        COLO_INFO("cuda: device %d: no virtual memory management: arenas are fixed (memory_max_fraction ignored)",
+                  cd->ordinal);
+        return;
+    }
+    memset(&v->prop, 0, sizeof v->prop);
+    v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    v->prop.location.id = cd->ordinal;
+    memset(&v->access, 0, sizeof v->access);
+    v->access.location = v->prop.location;
+    v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    size_t gran = 0;
+    if (get_gran(&gran, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || !gran ||
+        (gran & (gran - 1))) {
+        COLO_INFO("cuda: device %d: no usable allocation granularity: arenas are fixed", cd->ordinal);
+        return;
+    }
+    v->gran = gran;
+    v->ok = true;
+}
+
+static bool cuda_reserve_supported(const colo_device *dev) { return ((const cuda_dev *)dev->ctx)->vmm.ok; }
+static size_t cuda_buffer_granularity(const colo_device *dev) { return ((const cuda_dev *)dev->ctx)->vmm.gran; }
+
+static colo_status cuda_buffer_reserve(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                       size_t errlen)
+{
+    cuda_dev *cd = dev->ctx;
+    const vmm_api *v = &cd->vmm;
+    *ptr = *handle = NULL;
+    if (!v->ok) {
+        colo_set_err(err, errlen, "cuda: this device or driver has no virtual memory management");
+        return COLO_EUNSUPPORTED;
+    }
+    vmm_buf *b = calloc(1, sizeof *b);
+    size_t size = (bytes + v->gran - 1) & ~(v->gran - 1);
+    if (b)
+        b->h = calloc(size / v->gran, sizeof *b->h);
+    if (!b || !b->h) {
+        free(b);
+        colo_set_err(err, errlen, "cuda: out of host memory");
+        return COLO_ENOMEM;
+    }
+    CUresult r = v->reserve(&b->base, size, v->gran, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        free(b->h);
+        free(b);
+        colo_set_err(err, errlen, "cuda: cuMemAddressReserve of %zu bytes failed (CUresult %d)", size, (int)r);
+        return COLO_ENOMEM;
+    }
+    b->size = size;
+    *ptr = (void *)(uintptr_t)b->base;
+    *handle = b;
+    return COLO_OK;
+}
+
+/* Unmaps chunks [first, end) that are mapped. The caller has finished the
+ * work that used them (a KV block is released after its step synchronized). */
+static void vmm_unmap(const vmm_api *v, vmm_buf *b, size_t first, size_t end)
+{
+    for (size_t c = first; c < end; c++) {
+        if (!b->h[c])
+            continue;
+        CUresult r = v->unmap(b->base + c * v->gran, v->gran);
+        if (r == CUDA_SUCCESS)
+            r = v->release(b->h[c]);
+        if (r != CUDA_SUCCESS)
+            COLO_WARN("cuda: giving back a %zu-byte chunk failed (CUresult %d)", v->gran, (int)r);
+        b->h[c] = 0;
+    }
+}
+
+static colo_status cuda_buffer_commit(colo_device *dev, void *handle, void *ptr, size_t bytes)
+{
+    cuda_dev *cd = dev->ctx;
+    const vmm_api *v = &cd->vmm;
+    vmm_buf *b = handle;
+    if (!b)
+        return COLO_OK; /* a cudaMalloc buffer: always backed */
+    size_t off = (size_t)((uintptr_t)ptr - b->base);
+    size_t first = off / v->gran, end = (off + bytes + v->gran - 1) / v->gran;
+    if (end * v->gran > b->size)
+        return COLO_EINVAL;
+    for (size_t c = first; c < end; c++) {
+        if (b->h[c])
+            continue;
+        CUdeviceptr at = b->base + c * v->gran;
+        CUmemGenericAllocationHandle h = 0;
+        CUresult r = v->create(&h, v->gran, &v->prop, 0);
+        if (r == CUDA_SUCCESS && (r = v->map(at, v->gran, 0, h, 0)) != CUDA_SUCCESS)
+            v->release(h);
+        if (r == CUDA_SUCCESS && (r = v->set_access(at, v->gran, &v->access, 1)) != CUDA_SUCCESS) {
+            v->unmap(at, v->gran);
+            v->release(h);
+        }
+        if (r != CUDA_SUCCESS) {
+            vmm_unmap(v, b, first, c);
+            COLO_DEBUG("cuda: mapping a %zu-byte chunk failed (CUresult %d)", v->gran, (int)r);
+            return COLO_ENOMEM;
+        }
+        b->h[c] = h;
+    }
+    return COLO_OK;
+}
+
+static void cuda_buffer_decommit(colo_device *dev, void *handle, void *ptr, size_t bytes)
+{
+    cuda_dev *cd = dev->ctx;
+    vmm_buf *b = handle;
+    if (!b)
+        return;
+    size_t off = (size_t)((uintptr_t)ptr - b->base), g = cd->vmm.gran;
+    size_t first = off / g, end = (off + bytes + g - 1) / g;
+    vmm_unmap(&cd->vmm, b, first, end * g > b->size ? b->size / g : end);
+}
+
 static colo_status cuda_buffer_alloc(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
                                      size_t errlen)
 {
@@ -327,7 +500,17 @@ static colo_status cuda_buffer_alloc(colo_device *dev, size_t bytes, void **ptr,
 static void cuda_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *handle)
 {
     (void)bytes;
-    (void)handle;
+    if (handle) { /* reserved: give back every chunk, then the address space */
+        cuda_dev *cd = dev->ctx;
+        vmm_buf *b = handle;
+        if (!cuda_poisoned(dev))
+            cudaDeviceSynchronize();
+        vmm_unmap(&cd->vmm, b, 0, b->size / cd->vmm.gran);
+        cd->vmm.address_free(b->base, b->size);
+        free(b->h);
+        free(b);
+        return;
+    }
     if (cuda_poisoned(dev)) { /* every call fails now: free quietly */
         cudaFree(ptr);
         cudaGetLastError();
@@ -600,6 +783,11 @@ static const colo_device_vtbl cuda_vtbl = {
     .get_info = cuda_get_info,
     .buffer_alloc = cuda_buffer_alloc,
     .buffer_free = cuda_buffer_free,
+    .buffer_reserve = cuda_buffer_reserve,
+    .reserve_supported = cuda_reserve_supported,
+    .buffer_granularity = cuda_buffer_granularity,
+    .buffer_commit = cuda_buffer_commit,
+    .buffer_decommit = cuda_buffer_decommit,
     .stream_init = cuda_stream_init,
     .stream_fini = cuda_stream_fini,
     .stream_sync = cuda_stream_sync,
@@ -641,6 +829,7 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
         goto out_free;
     }
     probe_green(cd);
+    probe_vmm(cd);
     dev->vt = &cuda_vtbl;
     dev->kind = COLO_BACKEND_CUDA;
     dev->ctx = cd;

@@ -54,6 +54,21 @@ typedef struct colo_device_vtbl {
     bool (*poisoned)(const colo_device *dev);
     /* Library workspace of a stream (colo_stream_set_workspace). NULL: a no-op. */
     colo_status (*stream_set_workspace)(colo_stream *s, void *ptr, size_t bytes);
+    /* Address space for on-demand memory, outside the device's budget,
+     * freed by buffer_free (which releases what is still committed). NULL:
+     * buffer_alloc. */
+    colo_status (*buffer_reserve)(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
+                                  size_t errlen);
+    /* Whether buffer_reserve works on this device. NULL: when the slot is filled. */
+    bool (*reserve_supported)(const colo_device *dev);
+    /* Chunk size of commit/decommit on a reserved buffer (bytes, a power of
+     * two). NULL: 4096. */
+    size_t (*buffer_granularity)(const colo_device *dev);
+    /* Backs whole chunks [ptr, ptr + bytes) of a reserved buffer (handle
+     * from buffer_reserve). NULL: memory is backed on touch. */
+    colo_status (*buffer_commit)(colo_device *dev, void *handle, void *ptr, size_t bytes);
+    /* Gives whole chunks back. NULL: a no-op. */
+    void (*buffer_decommit)(colo_device *dev, void *handle, void *ptr, size_t bytes);
     /* CPU time of each host worker (colo_device_worker_cpu_ns). NULL: no workers, 0. */
     int (*worker_cpu_ns)(colo_device *dev, uint64_t *ns, int max);
 } colo_device_vtbl;

@@ -3,6 +3,8 @@
  * documented default when a backend leaves the slot NULL. */
 #include "runtime/backend_impl.h"
 
+#include <stdlib.h>
+
 bool colo_device_poisoned(const colo_device *dev)
 {
     if (!dev)
@@ -23,6 +25,58 @@ colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes)
     if (!s->dev->vt->stream_set_workspace)
         return COLO_OK;
     return s->dev->vt->stream_set_workspace(s, ptr, bytes);
+}
+
+size_t colo_buffer_granularity(const colo_buffer *b)
+{
+    if (!b || !b->dev->vt->buffer_granularity)
+        return 4096;
+    return b->dev->vt->buffer_granularity(b->dev);
+}
+
+colo_status colo_buffer_commit(colo_buffer *b, size_t offset, size_t bytes)
+{
+    if (!b || offset > b->size || bytes > b->size - offset)
+        return COLO_EINVAL;
+    if (!b->dev->vt->buffer_commit || !bytes)
+        return COLO_OK;
+    return b->dev->vt->buffer_commit(b->dev, b->handle, (char *)b->ptr + offset, bytes);
+}
+
+void colo_buffer_decommit(colo_buffer *b, size_t offset, size_t bytes)
+{
+    if (!b || offset >= b->size || !b->dev->vt->buffer_decommit)
+        return;
+    if (bytes > b->size - offset)
+        bytes = b->size - offset;
+    b->dev->vt->buffer_decommit(b->dev, b->handle, (char *)b->ptr + offset, bytes);
+}
+
+colo_buffer *colo_buffer_reserve(colo_device *dev, size_t bytes, char *err, size_t errlen)
+{
+    if (!dev || bytes == 0) {
+        colo_set_err(err, errlen, "buffer: need a device and a non-zero size");
+        return NULL;
+    }
+    if (!dev->vt->buffer_reserve)
+        return colo_buffer_alloc(dev, bytes, err, errlen);
+    colo_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        colo_set_err(err, errlen, "buffer: out of host memory");
+        return NULL;
+    }
+    if (dev->vt->buffer_reserve(dev, bytes, &b->ptr, &b->handle, err, errlen) != COLO_OK) {
+        free(b);
+        return NULL;
+    }
+    b->dev = dev;
+    b->size = bytes;
+    return b;
+}
+
+bool colo_device_can_reserve(const colo_device *dev)
+{
+    return dev && dev->vt->buffer_reserve && (!dev->vt->reserve_supported || dev->vt->reserve_supported(dev));
 }
 
 int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)

@@ -14,7 +14,7 @@
 static api_model *find_model(colo_api *a, const char *name)
 {
     for (int i = 0; i < a->n_models; i++)
-        if (!strcmp(a->models[i].name, name))
+        if (!a->models[i].unloaded && !strcmp(a->models[i].name, name))
             return &a->models[i];
     return NULL;
 }
@@ -461,7 +461,7 @@ static void h_models(colo_http_req *req, void *ud)
     colo_api *a = ud;
     json_t *data = json_array();
     for (int i = 0; data && i < a->n_models; i++)
-        if (json_array_append_new(data, colo_api_model_json(a, &a->models[i]))) {
+        if (!a->models[i].unloaded && json_array_append_new(data, colo_api_model_json(a, &a->models[i]))) {
             json_decref(data);
             data = NULL;
         }
@@ -486,9 +486,14 @@ static bool ready(void *ud)
     colo_api *a = ud;
     if (a->n_models < a->n_expected)
         return false;
-    for (int i = 0; i < a->n_models; i++)
-        if (colo_served_get_state(a->models[i].m) != COLO_SERVED_READY)
+    for (int i = 0; i < a->n_models; i++) {
+        if (a->models[i].unloaded || a->models[i].unloading)
+            continue;
+        colo_served_state s = colo_served_get_state(a->models[i].m);
+        /* a sleeping model serves: a request wakes it */
+        if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;
+    }
     return true;
 }
 
@@ -536,6 +541,11 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
         free(a);
         return NULL;
     }
+    /* the lifecycle routes under /admin/ (server/admin.h) */
+    if (!(a->admin = colo_admin_create(srv, a, cfg, err, errlen))) {
+        free(a);
+        return NULL;
+    }
     colo_server_set_ready(srv, ready, a);
     return a;
 }
@@ -550,12 +560,16 @@ colo_status colo_api_add_model(colo_api *a, colo_served *m)
     return COLO_OK;
 }
 
-colo_served_hooks colo_api_hooks(colo_api *a) { return (colo_served_hooks){colo_api_on_step, a}; }
+colo_served_hooks colo_api_hooks(colo_api *a)
+{
+    return (colo_served_hooks){.on_step = colo_api_on_step, .on_wake = colo_api_on_wake, .ud = a};
+}
 
 void colo_api_free(colo_api *a)
 {
     if (!a)
         return;
+    colo_admin_free(a->admin);
     colo_api_stats_free(a);
     free(a);
 }

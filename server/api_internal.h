@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "server/admin.h"
 #include "server/api.h"
 #include "server/api_request.h"
 #include "server/http.h"
@@ -19,6 +20,7 @@
 typedef struct api_model {
     colo_served *m;
     const char *name;
+    bool unloading, unloaded; /* DELETE /admin/models/{name} (loop thread); unloaded: gone from the API */
 } api_model;
 
 typedef struct api_stats api_stats; /* api_stats.c */
@@ -39,8 +41,11 @@ struct colo_api {
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
     colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
-    colo_metric *m_sched_wait, *m_sched_steps;
     api_stats *stats; /* NULL until colo_api_watch */
+    colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
+    colo_metric *m_sched_wait, *m_sched_steps;
+    colo_metric *m_wake, *m_state; /* lifecycle */
+    colo_admin *admin;
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -120,6 +125,7 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status);
 /* Counts a finished request and, when it succeeded, its latencies and tokens. */
 void colo_api_record(const api_call *c, int http_status);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
+void colo_api_on_wake(void *ud, const char *model, double wake_s);
 
 /* ---- api_stats.c --------------------------------------------------------------- */
 /* Stops watching (colo_api_unwatch) and frees the history. Accepts a->stats NULL. */

@@ -58,11 +58,20 @@ void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double
     colo_metric_add(a->m_sched_wait, lp, wait_ms / 1e3);
 }
 
+void colo_api_on_wake(void *ud, const char *model, double wake_s)
+{
+    colo_api *a = ud;
+    const char *lm[] = {model};
+    colo_metric_observe(a->m_wake, lm, wake_s);
+}
+
 static void on_render(void *ud)
 {
     colo_api *a = ud;
     colo_metric_set(a->m_sched_info, (const char *const[]){a->policy}, 1);
     for (int i = 0; i < a->n_models; i++) {
+        if (a->models[i].unloaded)
+            continue;
         colo_served_info in;
         colo_served_get_info(a->models[i].m, &in);
         const char *lm[] = {in.name};
@@ -75,6 +84,16 @@ static void on_render(void *ud)
         colo_metric_set(a->m_mem_peak, lm, (double)in.mem.peak_bytes);
         colo_metric_set(a->m_ready, lm, in.state == COLO_SERVED_READY);
         colo_metric_set(a->m_mem_weights, lm, (double)in.weight_bytes);
+        colo_metric_set(a->m_mem_guaranteed, lm, (double)in.mem.guaranteed_bytes);
+        colo_metric_set(a->m_mem_borrowed, lm, (double)in.mem.borrowed_bytes);
+        colo_metric_set(a->m_mem_lent, lm, (double)in.mem.lent_bytes);
+        colo_metric_set(a->m_kv_reclaims, lm, (double)in.mem.reclaims);
+        static const colo_served_state states[] = {COLO_SERVED_LOADING, COLO_SERVED_READY, COLO_SERVED_SLEEPING,
+                                                   COLO_SERVED_WAKING, COLO_SERVED_DRAINING, COLO_SERVED_FAILED};
+        for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
+            const char *ls[] = {in.name, colo_served_state_name(states[s])};
+            colo_metric_set(a->m_state, ls, in.state == states[s]);
+        }
         if (in.task == COLO_TASK_GENERATE) {
             colo_metric_set(a->m_kv_bytes, lm, (double)in.kv_bytes);
             colo_metric_set(a->m_kv_used_bytes, lm, (double)in.kv_used_bytes);
@@ -151,6 +170,21 @@ colo_status colo_api_register_metrics(colo_api *a)
                                            "Time executors waited for the co-scheduler, by policy.", 2, L2pol);
     a->m_sched_steps = colo_metrics_counter(m, "colo_scheduler_steps_total", "Steps granted by the co-scheduler.", 2,
                                             L2pol);
+    a->m_mem_guaranteed = colo_metrics_gauge(m, "colo_model_memory_guaranteed_bytes",
+                                             "The model's guaranteed memory (memory_fraction).", 1, L1);
+    a->m_mem_borrowed = colo_metrics_gauge(m, "colo_model_memory_borrowed_bytes",
+                                           "Bytes the model uses past its guarantee.", 1, L1);
+    a->m_mem_lent = colo_metrics_gauge(m, "colo_model_memory_lent_bytes",
+                                       "Bytes of the model's idle guarantee other models use now.", 1, L1);
+    a->m_kv_reclaims = colo_metrics_counter(m, "colo_model_kv_reclaims_total",
+                                            "Times the model was asked to give borrowed KV memory back.", 1, L1);
+    a->m_wake = colo_metrics_histogram(m, "colo_model_wake_seconds", "Time a sleeping model took to wake.", 1, L1, lb,
+                                       nlb);
+    const char *const L2st[] = {"model", "state"};
+    a->m_state = colo_metrics_gauge(m, "colo_model_state", "1 for the model's current state.", 2, L2st);
+    if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
+        !a->m_state)
+        return COLO_ENOMEM;
     colo_metric *all[] = {a->m_requests, a->m_duration, a->m_queue, a->m_prefill, a->m_decode, a->m_ttft,
                           a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,
                           a->m_running, a->m_mem_used, a->m_mem_limit, a->m_mem_peak, a->m_kv_total, a->m_kv_free,

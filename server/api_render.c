@@ -232,6 +232,14 @@ static json_t *memory_json(const colo_served_info *in)
                           (json_int_t)(in->mem.limit_bytes > in->mem.used_bytes
                                            ? in->mem.limit_bytes - in->mem.used_bytes
                                            : 0));
+    if (m) {
+        /* elastic memory: the guarantee, the ceiling (limit_bytes) and what is lent either way */
+        json_object_set_new(m, "guaranteed_bytes", json_integer((json_int_t)in->mem.guaranteed_bytes));
+        json_object_set_new(m, "ceiling_bytes", json_integer((json_int_t)in->mem.limit_bytes));
+        json_object_set_new(m, "borrowed_bytes", json_integer((json_int_t)in->mem.borrowed_bytes));
+        json_object_set_new(m, "lent_bytes", json_integer((json_int_t)in->mem.lent_bytes));
+        json_object_set_new(m, "reclaims", json_integer((json_int_t)in->mem.reclaims));
+    }
     if (m && in->task == COLO_TASK_GENERATE)
         json_object_set_new(m, "kv_cache",
                             json_pack("{s:I,s:I,s:i}", "reserved_bytes", (json_int_t)in->kv_bytes, "in_use_bytes",
@@ -259,10 +267,14 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
         in.max_seq_len, "n_vocab", in.n_vocab, "load_ms", in.load_ms);
     if (!o)
         return NULL;
+    json_object_set_new(o, "lifecycle",
+                        json_pack("{s:I,s:I,s:f,s:i}", "sleeps", (json_int_t)in.sleeps, "wakes", (json_int_t)in.wakes,
+                                  "last_wake_ms", in.last_wake_ms, "keep_alive_ms", in.keep_alive_ms));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
-                            json_pack("{s:i,s:i,s:i,s:I}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
-                                      "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions));
+                            json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
+                                      "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions,
+                                      "running_sequences", in.in_batch));
     else
         json_object_set_new(o, "dim", json_integer(in.dim));
     if (in.error[0])

@@ -140,6 +140,7 @@ typedef struct app {
     colo_device *dev;
     colo_device_info info;
     colo_cosched *cs;
+    colo_mem_pool *pool; /* elastic memory; NULL where the device cannot reserve address space */
     colo_server *s;
     colo_api *api;
     colo_served *models[COLO_CFG_MAX_MODELS];
@@ -225,9 +226,27 @@ static bool load_models(app *a)
 {
     const colo_config *cfg = a->cfg;
     char err[1024];
+    /* Elastic memory: always on the CPU; on CUDA (virtual memory management)
+     * only when a model asks to borrow, so that other configs keep one
+     * cudaMalloc per model. */
+    bool borrows = false;
+    for (int i = 0; i < cfg->n_models; i++)
+        borrows |= cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction;
+    if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || borrows)) {
+        if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev)))) {
+            COLO_ERROR("colo-server: out of memory");
+            return false;
+        }
+    } else {
+        for (int i = 0; i < cfg->n_models; i++)
+            if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)
+                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (no virtual memory "
+                          "management): the model keeps memory_fraction",
+                          i, cfg->models[i].name, a->info.name);
+    }
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];
-        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api)};
+        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api), .pool = a->pool};
         env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
                                   COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
         env.stream.share = cfg->scheduler.policy == COLO_SCHED_FAIR ? mc->share : 0;
@@ -307,6 +326,7 @@ static void app_free(app *a)
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_free(a->models[i]);
     colo_cosched_destroy(a->cs);
+    colo_mem_pool_destroy(a->pool);
     colo_device_close(a->dev);
 }
 

@@ -1,0 +1,318 @@
+/* Elastic memory with real sequences on the CPU backend: two models share
+ * one memory pool. A model borrows the idle guarantee of the other and runs
+ * more sequences at once than its own guarantee allows; when the owner
+ * bursts, the borrower gives its memory back within one of its steps; the
+ * preempted sequences finish with the tokens they make alone (greedy), and
+ * no request fails. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batching/engine.h"
+#include "models/mkmodel.h"
+
+#define BS 4          /* tokens per KV block */
+#define PROMPT 8      /* tokens per prompt */
+#define GEN 16        /* generated tokens per sequence */
+#define SEQ_BLOCKS ((PROMPT + GEN) / BS)
+#define N_A 8         /* the borrower's sequences */
+#define N_B 6         /* the owner's burst */
+
+static char model_path[300];
+static colo_device *dev;
+static uint64_t seed;
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(model_path, sizeof model_path, "%s/colo-test-elastic-%d.gguf", tmp, (int)getpid());
+    seed = (uint64_t)getpid() * 2654435761u;
+    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = seed};
+    char err[256];
+    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
+        return -1;
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
+    dev = colo_device_open(&dc, err, sizeof err);
+    return dev ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    colo_device_close(dev);
+    unlink(model_path);
+    return 0;
+}
+
+typedef struct {
+    colo_arena *arena;
+    colo_stream *s;
+    colo_llama *m;
+    colo_gen_engine *e;
+} rig;
+
+static void rig_start(rig *r, int max_running, int n_blocks)
+{
+    char err[256];
+    r->s = colo_stream_create(dev, NULL, err, sizeof err);
+    assert_non_null(r->s);
+    r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
+    if (!r->m)
+        fail_msg("load: %s", err);
+    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
+                          .kv_type = COLO_F32, .n_blocks = n_blocks};
+    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    if (!r->e)
+        fail_msg("engine: %s", err);
+}
+
+static void rig_fixed(rig *r, int max_running, int n_blocks)
+{
+    char err[256];
+    r->arena = colo_arena_create_bytes(dev, "fixed", 64 << 20, err, sizeof err);
+    assert_non_null(r->arena);
+    rig_start(r, max_running, n_blocks);
+}
+
+static void rig_elastic(rig *r, colo_mem_pool *pool, const char *name, size_t guarantee, size_t ceiling,
+                        int max_running, int n_blocks)
+{
+    char err[256];
+    r->arena = colo_arena_create_elastic(dev, name, pool, guarantee, ceiling, err, sizeof err);
+    if (!r->arena)
+        fail_msg("arena: %s", err);
+    rig_start(r, max_running, n_blocks);
+}
+
+static void rig_close(rig *r)
+{
+    colo_gen_engine_free(r->e);
+    colo_llama_free(r->m);
+    assert_int_equal(colo_arena_used(r->arena), 0);
+    colo_stream_destroy(r->s);
+    colo_arena_destroy(r->arena);
+}
+
+typedef struct {
+    int32_t toks[64];
+    int n;
+    colo_status status;
+    const char *finish;
+    int n_preempted;
+    int done;
+} result;
+
+static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
+{
+    (void)ud, (void)tok, (void)piece, (void)len;
+}
+
+static void on_done(void *ud, const colo_gen_outcome *o)
+{
+    result *r = ud;
+    r->n = o->n_tokens < 64 ? o->n_tokens : 64;
+    memcpy(r->toks, o->tokens, (size_t)r->n * 4);
+    r->status = o->status;
+    r->finish = o->finish_reason;
+    r->n_preempted = o->n_preempted;
+    r->done++;
+}
+
+/* Prompt i of model `which`: fresh tokens each run (seeded by the pid). */
+static void prompt_ids(int which, int i, int32_t *ids)
+{
+    uint64_t x = seed ^ ((uint64_t)(which * 100 + i + 1) * 0x9E3779B97F4A7C15ull);
+    for (int k = 0; k < PROMPT; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[k] = (int32_t)(x % 256);
+    }
+}
+
+static void add(rig *r, int which, int i, result *out)
+{
+    int32_t ids[PROMPT];
+    prompt_ids(which, i, ids);
+    colo_gen_params p = {.max_tokens = GEN, .temperature = 0, .top_p = 1};
+    colo_gen_callbacks cb = {on_token, on_done, out};
+    char err[256];
+    memset(out, 0, sizeof *out);
+    assert_non_null(colo_gen_add(r->e, ids, PROMPT, &p, &cb, err, sizeof err));
+}
+
+static bool idle(rig *r) { return !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e); }
+
+static void step(rig *r)
+{
+    int n;
+    assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+}
+
+/* Each prompt alone, in an engine of its own with a fixed arena. */
+static void reference(int which, int n, result *out)
+{
+    for (int i = 0; i < n; i++) {
+        rig r;
+        rig_fixed(&r, 1, 64);
+        add(&r, which, i, &out[i]);
+        for (int guard = 0; guard < 1000 && !idle(&r); guard++)
+            step(&r);
+        assert_int_equal(out[i].done, 1);
+        rig_close(&r);
+    }
+}
+
+static void assert_same(const result *got, const result *want)
+{
+    assert_int_equal(got->done, 1);
+    assert_int_equal(got->status, COLO_OK);
+    assert_int_equal(got->n, want->n);
+    assert_memory_equal(got->toks, want->toks, (size_t)got->n * 4);
+    assert_string_equal(got->finish, want->finish);
+}
+
+/* Bytes a loaded model and its engine charge before any KV block. */
+static size_t fixed_bytes(int max_running, int n_blocks)
+{
+    colo_mem_pool *pool = colo_mem_pool_create((size_t)256 << 20);
+    rig r;
+    rig_elastic(&r, pool, "probe", (size_t)64 << 20, (size_t)64 << 20, max_running, n_blocks);
+    size_t fixed = colo_arena_used(r.arena);
+    rig_close(&r);
+    colo_mem_pool_destroy(pool);
+    return fixed;
+}
+
+static size_t block_bytes(void) { return (size_t)BS * 2 /* layers */ * 2 /* K, V */ * 32 /* kv_dim */ * 4; }
+
+static void test_borrow_and_reclaim(void **state)
+{
+    (void)state;
+    result ref_a[N_A], ref_b[N_B], got_a[N_A], got_b[N_B];
+    reference(0, N_A, ref_a);
+    reference(1, N_B, ref_b);
+
+    const int a_blocks = N_A * SEQ_BLOCKS, b_blocks = N_B * SEQ_BLOCKS;
+    size_t bb = block_bytes(), slack = 64 << 10;
+    size_t fixed_a = fixed_bytes(N_A, a_blocks), fixed_b = fixed_bytes(N_B, b_blocks);
+    /* A is guaranteed one sequence's blocks, B its whole burst; the pool
+     * holds exactly the guarantees. */
+    size_t g_a = fixed_a + SEQ_BLOCKS * bb, g_b = fixed_b + (size_t)b_blocks * bb;
+    colo_mem_pool *pool = colo_mem_pool_create(g_a + g_b);
+    rig a, b;
+    rig_elastic(&a, pool, "a", g_a, fixed_a + (size_t)a_blocks * bb + slack, N_A, a_blocks);
+    rig_elastic(&b, pool, "b", g_b, g_b + slack, N_B, b_blocks);
+    assert_int_equal(colo_arena_used(a.arena), fixed_a);
+
+    /* B idle: A borrows B's guarantee and runs every sequence at once. */
+    for (int i = 0; i < N_A; i++)
+        add(&a, 0, i, &got_a[i]);
+    int peak_running = 0;
+    for (int i = 0; i < 4; i++) {
+        step(&a);
+        /* a sequence may end at once (its first token is EOS): it ran too */
+        int done = 0;
+        for (int j = 0; j < N_A; j++)
+            done += got_a[j].done;
+        if (colo_gen_n_running(a.e) + done > peak_running)
+            peak_running = colo_gen_n_running(a.e) + done;
+    }
+    colo_arena_stats sa, sb;
+    colo_arena_get_stats(a.arena, &sa);
+    colo_arena_get_stats(b.arena, &sb);
+    if (peak_running != N_A)
+        fprintf(stderr, "peak %d, a used %zu of guarantee %zu, pool %zu of %zu, waiting %d\n", peak_running,
+                sa.used_bytes, g_a, colo_mem_pool_used(pool), colo_mem_pool_budget(pool), colo_gen_n_waiting(a.e));
+    assert_int_equal(peak_running, N_A);
+    assert_true(sa.borrowed_bytes > 0);
+    assert_true(sa.used_bytes > g_a);
+    assert_true(sb.lent_bytes > 0);
+    assert_int_equal(sb.lent_bytes, sa.borrowed_bytes); /* nothing unassigned: all of it is B's */
+
+    /* B bursts. Every time it finds its guarantee lent, A's very next step
+     * gives it back. */
+    for (int i = 0; i < N_B; i++)
+        add(&b, 1, i, &got_b[i]);
+    int asked = 0, b_all_in = -1;
+    for (int guard = 0; guard < 2000 && !(idle(&a) && idle(&b)); guard++) {
+        step(&b);
+        if (!colo_gen_n_waiting(b.e) && b_all_in < 0)
+            b_all_in = guard; /* every one of B's sequences admitted */
+        bool wanted = colo_arena_reclaim_wanted_bytes(a.arena) > 0;
+        asked += wanted;
+        step(&a);
+        assert_int_equal(colo_arena_reclaim_wanted_bytes(a.arena), 0);
+        assert_true(colo_mem_pool_used(pool) <= colo_mem_pool_budget(pool));
+    }
+    assert_true(idle(&a) && idle(&b));
+    assert_true(asked > 0);
+    /* The owner's whole burst is in within two of its steps: the first
+     * finds its guarantee lent and asks, A gives it back in between. */
+    assert_true(b_all_in >= 0 && b_all_in <= 1);
+    assert_true(colo_gen_kv_reclaimed_blocks(a.e) > 0);
+    colo_arena_get_stats(a.arena, &sa);
+    assert_true(sa.reclaims > 0);
+
+    int preempted = 0;
+    for (int i = 0; i < N_A; i++) {
+        assert_same(&got_a[i], &ref_a[i]);
+        preempted += got_a[i].n_preempted;
+    }
+    for (int i = 0; i < N_B; i++) {
+        assert_same(&got_b[i], &ref_b[i]);
+        assert_int_equal(got_b[i].n_preempted, 0); /* the owner never loses what is guaranteed */
+    }
+    assert_true(preempted > 0); /* otherwise the comparison proved nothing */
+    /* Everything went back: only the fixed parts stay charged. */
+    assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
+    rig_close(&a);
+    rig_close(&b);
+    assert_int_equal(colo_mem_pool_used(pool), 0);
+    colo_mem_pool_destroy(pool);
+}
+
+/* The same borrower with a fixed guarantee (ceiling = guarantee): it cannot
+ * run more sequences than its guarantee holds, and still finishes all. */
+static void test_static_guarantee_limits_concurrency(void **state)
+{
+    (void)state;
+    result ref[N_A], got[N_A];
+    reference(0, N_A, ref);
+    size_t bb = block_bytes();
+    size_t fixed = fixed_bytes(N_A, SEQ_BLOCKS);
+    size_t g = fixed + SEQ_BLOCKS * bb;
+    colo_mem_pool *pool = colo_mem_pool_create(2 * g);
+    rig a;
+    rig_elastic(&a, pool, "a", g, g + (64 << 10), N_A, SEQ_BLOCKS);
+    for (int i = 0; i < N_A; i++)
+        add(&a, 0, i, &got[i]);
+    int peak = 0;
+    for (int guard = 0; guard < 4000 && !idle(&a); guard++) {
+        step(&a);
+        if (colo_gen_n_running(a.e) > peak)
+            peak = colo_gen_n_running(a.e);
+    }
+    assert_true(idle(&a));
+    assert_true(peak <= SEQ_BLOCKS * BS / PROMPT); /* admission reserves the prompt's blocks */
+    for (int i = 0; i < N_A; i++)
+        assert_same(&got[i], &ref[i]);
+    rig_close(&a);
+    colo_mem_pool_destroy(pool);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_borrow_and_reclaim),
+        cmocka_unit_test(test_static_guarantee_limits_concurrency),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
