@@ -58,7 +58,7 @@ const char *colo_sched_policy_name(colo_sched_policy p)
 
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
 {
-    if (!cfg || (unsigned)cfg->policy > COLO_SCHED_PARTITION || cfg->best_effort_max_steps < 0 ||
+    if (!cfg || (unsigned)cfg->policy > COLO_SCHED_FAIR || cfg->best_effort_max_steps < 0 ||
         cfg->best_effort_max_ops < 0 || cfg->best_effort_max_us < 0 || cfg->quantum_us < 0) {
         colo_set_err(err, errlen, "invalid co-scheduler configuration");
         return NULL;

@@ -278,7 +278,7 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
         if (openai && json_is_null(v))
             return COLO_OK;
         if (d->ep == COLO_API_CHAT) { /* a bool; top_logprobs says how many */
-            bool on;
+            bool on = false;
             if ((st = get_bool(d, key, v, &on)) == COLO_OK && on && in->r->params.logprobs < 0)
                 in->r->params.logprobs = 0;
             if (st == COLO_OK && !on)

@@ -114,6 +114,21 @@ static void test_partition_overlaps(void **state)
     colo_cosched_destroy(cs);
 }
 
+/* Under fair sharing steps overlap too (the shares act in the worker pool). */
+static void test_fair_overlaps(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make(COLO_SCHED_FAIR, 0, 0);
+    assert_int_equal(colo_cosched_policy(cs), COLO_SCHED_FAIR);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    int max_active = 0;
+    run_two(cs, COLO_PRIO_NORMAL, COLO_PRIO_NORMAL, 20, &bar, &max_active);
+    assert_int_equal(max_active, 2);
+    pthread_barrier_destroy(&bar);
+    colo_cosched_destroy(cs);
+}
+
 /* ---- priority: best-effort held back while a high step is in flight ------ */
 
 typedef struct {
@@ -406,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_priority_time_cap),
         cmocka_unit_test(test_spatial_overlaps),
         cmocka_unit_test(test_partition_overlaps),
+        cmocka_unit_test(test_fair_overlaps),
         cmocka_unit_test(test_priority_holds_best_effort_start),
         cmocka_unit_test(test_priority_throttles_inflight_best_effort),
         cmocka_unit_test(test_priority_best_effort_step_cap),

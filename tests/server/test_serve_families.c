@@ -1,6 +1,6 @@
 /* One colo-server with a model of every architecture (synthetic files from
  * colo-mkmodel): each loads, completes, chats (its chat template applied)
- * and streams, side by side in one process. */
+ * and streams, side by side in one process, under the fair policy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +17,9 @@ static void test_every_family_serves(void **state)
     (void)state;
     srv_fixture f;
     assert_true(srv_tmpdir(&f));
-    char yaml[4096] = "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 512MiB }\nmodels:\n";
+    /* (under the fair policy, each with its own share) */
+    char yaml[4096] = "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 512MiB }\n"
+                      "scheduler: { policy: fair }\nmodels:\n";
     for (int a = 0; a < N_ARCH; a++) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/%s.gguf", f.dir, archs[a]);
@@ -29,7 +31,8 @@ static void test_every_family_serves(void **state)
             fail_msg("mkmodel %s: %s", archs[a], err);
         size_t len = strlen(yaml);
         snprintf(yaml + len, sizeof yaml - len,
-                 "  - { name: %s, kind: llama, path: %s.gguf, memory_fraction: 0.1 }\n", archs[a], archs[a]);
+                 "  - { name: %s, kind: llama, path: %s.gguf, memory_fraction: 0.1, share: %d }\n", archs[a], archs[a],
+                 a + 1);
     }
     if (!srv_start(&f, yaml)) {
         char *log = srv_log(&f);
