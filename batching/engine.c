@@ -438,16 +438,10 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
     uint64_t now = colo_now_ns();
     if (!q->first_token_ns)
         q->first_token_ns = now;
-    for (int i = 0; i < e->n_stop_ids; i++)
-        if (tok == e->stop_ids[i]) {
-            finish(e, q, COLO_OK, "stop", NULL);
-            return;
-        }
-    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
-        if (tok == q->p.stop_ids[i]) {
-            finish(e, q, COLO_OK, "stop", NULL);
-            return;
-        }
+    if (is_stop(e, q, tok)) {
+        finish(e, q, COLO_OK, "stop", NULL);
+        return;
+    }
     q->gen[q->n_gen++] = tok;
     q->cb.tokens[q->cb.n_tokens++] = tok;
     char piece[256];

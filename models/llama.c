@@ -66,6 +66,16 @@ const char *colo_llama_arch_name(colo_llama_arch a)
     return (unsigned)a < sizeof arch_names / sizeof *arch_names ? arch_names[a] : "?";
 }
 
+colo_status colo_llama_arch_parse(const char *name, colo_llama_arch *out)
+{
+    for (size_t i = 0; name && i < sizeof arch_names / sizeof *arch_names; i++)
+        if (!strcmp(name, arch_names[i])) {
+            *out = (colo_llama_arch)i;
+            return COLO_OK;
+        }
+    return COLO_EINVAL;
+}
+
 static colo_status track(colo_llama *m, size_t bytes, void **out)
 {
     return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);

@@ -78,6 +78,8 @@ typedef struct colo_llama colo_llama;
 
 /* "llama", "qwen2", "qwen3", "phi3", "gemma3". */
 const char *colo_llama_arch_name(colo_llama_arch a);
+/* The architecture named name; COLO_EINVAL for another name. */
+colo_status colo_llama_arch_parse(const char *name, colo_llama_arch *out);
 
 /* Loads path into arena (weights copied with s). NULL with a message naming
  * the file and the key or tensor that is missing, malformed or not

@@ -46,6 +46,26 @@ static uint32_t file_type(colo_dtype t, bool k_mix)
 /* Files smaller than this are written without a progress line. */
 #define PROGRESS_MIN_BYTES (256ull << 20)
 
+colo_status colo_mkmodel_type_parse(const char *name, colo_dtype *type, bool *k_mix)
+{
+    static const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1,
+                                       COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                       COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
+    if (!name)
+        return COLO_EINVAL;
+    *k_mix = !strcmp(name, "q4_k_m") || !strcmp(name, "q5_k_m");
+    if (*k_mix) {
+        *type = name[1] == '4' ? COLO_Q4_K : COLO_Q5_K;
+        return COLO_OK;
+    }
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcmp(name, colo_dtype_name(types[i]))) {
+            *type = types[i];
+            return COLO_OK;
+        }
+    return COLO_EINVAL;
+}
+
 int colo_mkmodel_min_vocab(void) { return 256 + N_MERGES + 3; }
 
 /* What a tensor holds: a matrix, a norm's weights (near 1), a bias or

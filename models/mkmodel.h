@@ -27,6 +27,10 @@ typedef struct colo_mkmodel_config {
     int n_swa;       /* gemma3: sliding window (0: 512) */
 } colo_mkmodel_config;
 
+/* colo-mkmodel's --type names: a weight type ("q4_k", "f16"...) or a
+ * llama.cpp mix ("q4_k_m", "q5_k_m": *k_mix set). COLO_EINVAL otherwise. */
+colo_status colo_mkmodel_type_parse(const char *name, colo_dtype *type, bool *k_mix);
+
 /* Tokens the built-in tokenizer needs; --vocab must be at least this. */
 int colo_mkmodel_min_vocab(void);
 /* Writes path. COLO_EINVAL with a message for inconsistent shapes. */

@@ -70,35 +70,16 @@ int main(int argc, char **argv)
                 rc = -1;
             break;
         }
-        case 'a': {
-            int found = 0;
-            for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++)
-                if (!strcmp(optarg, colo_llama_arch_name((colo_llama_arch)a)))
-                    c.arch = (colo_llama_arch)a, found = 1;
-            if (!found) {
+        case 'a':
+            if (colo_llama_arch_parse(optarg, &c.arch) != COLO_OK) {
                 fprintf(stderr, "colo-mkmodel: --arch %s: not one of llama, qwen2, qwen3, phi3, gemma3\n", optarg);
                 return 2;
             }
             break;
-        }
-        case 't': {
-            static const struct {
-                const char *name;
-                colo_dtype t;
-                bool mix;
-            } types[] = {{"f32", COLO_F32, 0},   {"f16", COLO_F16, 0},   {"bf16", COLO_BF16, 0},
-                         {"q4_0", COLO_Q4_0, 0}, {"q4_1", COLO_Q4_1, 0}, {"q5_0", COLO_Q5_0, 0},
-                         {"q5_1", COLO_Q5_1, 0}, {"q8_0", COLO_Q8_0, 0}, {"q2_k", COLO_Q2_K, 0},
-                         {"q3_k", COLO_Q3_K, 0}, {"q4_k", COLO_Q4_K, 0}, {"q5_k", COLO_Q5_K, 0},
-                         {"q6_k", COLO_Q6_K, 0}, {"q4_k_m", COLO_Q4_K, 1}, {"q5_k_m", COLO_Q5_K, 1}};
-            int found = 0;
-            for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-                if (!strcmp(optarg, types[i].name))
-                    c.type = types[i].t, c.k_mix = types[i].mix, found = 1;
-            if (!found)
+        case 't':
+            if (colo_mkmodel_type_parse(optarg, &c.type, &c.k_mix) != COLO_OK)
                 rc = -1;
             break;
-        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -84,24 +84,11 @@ static void parse_flags(json_t *flags, colo_mkmodel_config *c)
         } else if (!strcmp(f, "--llama3-rope")) {
             c->llama3_rope = true;
         } else if (!strcmp(f, "--arch")) {
-            bool found = false;
-            for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++)
-                if (!strcmp(v, colo_llama_arch_name((colo_llama_arch)a)))
-                    c->arch = (colo_llama_arch)a, found = true;
-            if (!found)
+            if (colo_llama_arch_parse(v, &c->arch) != COLO_OK)
                 fail_msg("unknown --arch %s", v);
             i++;
         } else if (!strcmp(f, "--type")) {
-            static const colo_dtype types[] = {COLO_F32,  COLO_F16,  COLO_BF16, COLO_Q4_0, COLO_Q4_1,
-                                               COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
-                                               COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
-            bool found = false;
-            for (size_t t = 0; t < sizeof types / sizeof *types; t++)
-                if (!strcmp(v, colo_dtype_name(types[t])))
-                    c->type = types[t], found = true;
-            if (!strcmp(v, "q4_k_m") || !strcmp(v, "q5_k_m"))
-                c->type = v[1] == '4' ? COLO_Q4_K : COLO_Q5_K, c->k_mix = true, found = true;
-            if (!found)
+            if (colo_mkmodel_type_parse(v, &c->type, &c->k_mix) != COLO_OK)
                 fail_msg("unknown --type %s", v);
             i++;
         } else {
