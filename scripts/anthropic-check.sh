@@ -27,37 +27,20 @@ case "${1:-}" in
 *) echo "usage: scripts/anthropic-check.sh [--smollm2]" >&2; exit 2 ;;
 esac
 
-for p in colo-server colo-mkmodel; do
-  if [ ! -x "$BUILD/$p" ]; then
-    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
-    break
-  fi
-done
-
+. scripts/client-check-lib.sh
+check_build
 py="$COLO_VENV/bin/python"
-if ! "$py" -c "import anthropic, sys; sys.exit(anthropic.__version__ != '$ANTHROPIC_VERSION')" 2>/dev/null; then
-  echo "anthropic-check: installing anthropic==$ANTHROPIC_VERSION into $COLO_VENV" >&2
-  if ! { python3 -m venv "$COLO_VENV" &&
-         "$py" -m pip install -q --disable-pip-version-check "anthropic==$ANTHROPIC_VERSION"; } >&2; then
-    echo "anthropic-check: cannot install the anthropic client (no PyPI?): skipped" >&2
-    exit 77
-  fi
+if ! check_venv anthropic-check anthropic anthropic "$ANTHROPIC_VERSION" "$COLO_VENV"; then
+  echo "anthropic-check: cannot install the anthropic client (no PyPI?): skipped" >&2
+  exit 77
 fi
 
 cache="${XDG_CACHE_HOME:-}"
 [ -n "$cache" ] || cache="$HOME/.cache"
 cache="$cache/colo/models"
 tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+check_tmp=$tmp
+trap check_cleanup EXIT
 
 flags=()
 if [ "$smollm2" = 1 ]; then
@@ -78,26 +61,10 @@ models:
 YAML
 
 key="check-$$-$RANDOM"
-COLO_ANTHROPIC_CHECK_KEY=$key "$BUILD/colo-server" --config "$tmp/colo.yaml" --port-file "$tmp/port" \
-  >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do
-  if [ -s "$tmp/port" ] && curl -sf "http://127.0.0.1:$(cat "$tmp/port")/health/ready" >/dev/null 2>&1; then
-    break
-  fi
-  kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$tmp/port" ] || { echo "anthropic-check: colo-server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+check_start anthropic-check "$tmp/colo.yaml" COLO_ANTHROPIC_CHECK_KEY "$key"
 
 rc=0
-"$py" scripts/anthropic_check.py --url "http://127.0.0.1:$(cat "$tmp/port")" --model "$name" \
+"$py" scripts/anthropic_check.py --url "http://127.0.0.1:$port" --model "$name" \
   --api-key "$key" "${flags[@]}" || rc=$?
-kill -TERM "$server_pid"
-if ! wait "$server_pid"; then
-  echo "anthropic-check: colo-server did not exit cleanly on SIGTERM" >&2
-  tail -20 "$tmp/server.log" >&2
-  rc=1
-fi
-server_pid=
+check_stop anthropic-check "$tmp/colo.yaml" || rc=1
 exit "$rc"

@@ -26,34 +26,17 @@ case "${1:-}" in
 *) echo "usage: scripts/openai-check.sh [--smollm2]" >&2; exit 2 ;;
 esac
 
-for p in colo-server colo-mkmodel; do
-  if [ ! -x "$BUILD/$p" ]; then
-    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
-    break
-  fi
-done
-
+. scripts/client-check-lib.sh
+check_build
 py="$COLO_VENV/bin/python"
-if ! "$py" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION')" 2>/dev/null; then
-  echo "openai-check: installing openai==$OPENAI_VERSION into $COLO_VENV" >&2
-  python3 -m venv "$COLO_VENV"
-  "$py" -m pip install -q --disable-pip-version-check "openai==$OPENAI_VERSION"
-fi
+check_venv openai-check openai openai "$OPENAI_VERSION" "$COLO_VENV"
 
 cache="${XDG_CACHE_HOME:-}"
 [ -n "$cache" ] || cache="$HOME/.cache"
 cache="$cache/colo/models"
 tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+check_tmp=$tmp
+trap check_cleanup EXIT
 
 expect=()
 if [ "$smollm2" = 1 ]; then
@@ -80,26 +63,10 @@ embed=()
 [ ${#embed[@]} -gt 0 ] || echo "openai-check: MiniLM is not in the model cache; no embeddings check" >&2
 
 key="check-$$-$RANDOM"
-COLO_OPENAI_CHECK_KEY=$key "$BUILD/colo-server" --config "$tmp/colo.yaml" --port-file "$tmp/port" \
-  >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 300); do
-  if [ -s "$tmp/port" ] && curl -sf "http://127.0.0.1:$(cat "$tmp/port")/health/ready" >/dev/null 2>&1; then
-    break
-  fi
-  kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$tmp/port" ] || { echo "openai-check: colo-server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+check_start openai-check "$tmp/colo.yaml" COLO_OPENAI_CHECK_KEY "$key"
 
 rc=0
-"$py" scripts/openai_check.py --url "http://127.0.0.1:$(cat "$tmp/port")" --model "$name" \
+"$py" scripts/openai_check.py --url "http://127.0.0.1:$port" --model "$name" \
   --api-key "$key" "${embed[@]}" "${expect[@]}" || rc=$?
-kill -TERM "$server_pid"
-if ! wait "$server_pid"; then
-  echo "openai-check: colo-server did not exit cleanly on SIGTERM" >&2
-  tail -20 "$tmp/server.log" >&2
-  rc=1
-fi
-server_pid=
+check_stop openai-check "$tmp/colo.yaml" || rc=1
 exit "$rc"

@@ -1,0 +1,70 @@
+# Shared by scripts/openai-check.sh and scripts/anthropic-check.sh: build
+# colo-server and colo-mkmodel when missing, a pinned client in a virtualenv,
+# and colo-server started on a free port (its port in $port, its pid in
+# $server_pid) and stopped. Sourced; expects BUILD, and `set -euo pipefail`.
+
+# check_build: colo-server and colo-mkmodel in $BUILD.
+check_build() {
+  local p
+  for p in colo-server colo-mkmodel; do
+    if [ ! -x "$BUILD/$p" ]; then
+      [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+      cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
+      break
+    fi
+  done
+}
+
+# check_venv NAME MODULE PACKAGE VERSION VENV: the package at that version
+# in the virtualenv (created when missing); non-zero when it cannot be installed.
+check_venv() {
+  local name=$1 module=$2 pkg=$3 ver=$4 venv=$5
+  if ! "$venv/bin/python" -c "import $module, sys; sys.exit($module.__version__ != '$ver')" 2>/dev/null; then
+    echo "$name: installing $pkg==$ver into $venv" >&2
+    { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pkg==$ver"; } >&2
+  fi
+}
+
+server_pid=
+check_tmp=
+
+# check_cleanup: stops a server still running and removes $check_tmp (the EXIT trap).
+check_cleanup() {
+  if [ -n "$server_pid" ]; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  [ -z "$check_tmp" ] || rm -rf "$check_tmp"
+}
+
+# check_start NAME CONFIG KEY_VAR KEY: colo-server on CONFIG with KEY in
+# the environment variable KEY_VAR, until /health/ready answers; sets $port.
+check_start() {
+  local name=$1 config=$2 var=$3 key=$4 dir
+  dir=$(dirname "$config")
+  env "$var=$key" "$BUILD/colo-server" --config "$config" --port-file "$dir/port" >"$dir/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 300); do
+    if [ -s "$dir/port" ] && curl -sf "http://127.0.0.1:$(cat "$dir/port")/health/ready" >/dev/null 2>&1; then
+      break
+    fi
+    kill -0 "$server_pid" 2>/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -s "$dir/port" ] || { echo "$name: colo-server did not start" >&2; cat "$dir/server.log" >&2; exit 1; }
+  port=$(cat "$dir/port")
+}
+
+# check_stop NAME CONFIG: SIGTERM; non-zero (with the log's end) when it did not exit cleanly.
+check_stop() {
+  local name=$1 dir rc=0
+  dir=$(dirname "$2")
+  kill -TERM "$server_pid"
+  if ! wait "$server_pid"; then
+    echo "$name: colo-server did not exit cleanly on SIGTERM" >&2
+    tail -20 "$dir/server.log" >&2
+    rc=1
+  fi
+  server_pid=
+  return $rc
+}
