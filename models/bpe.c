@@ -1,5 +1,6 @@
 /* GPT-2 byte-level BPE and its pre-tokenizers. */
 #include "models/bpe.h"
+#include "models/heap.h"
 #include "models/tokenizer_impl.h"
 #include "models/unicode.h"
 
@@ -251,35 +252,7 @@ static bool cand_less(const cand *x, const cand *y)
     return x->rank != y->rank ? x->rank < y->rank : x->left < y->left; /* then leftmost */
 }
 
-static void heap_push(cand *h, int *n, cand c)
-{
-    int i = (*n)++;
-    while (i > 0 && cand_less(&c, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, int *n)
-{
-    cand top = h[0], last = h[--*n];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && cand_less(&h[c + 1], &h[c]))
-            c++;
-        if (!cand_less(&h[c], &last))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = last;
-    return top;
-}
+COLO_HEAP_DEFINE(heap, cand, cand_less)
 
 /* Rank of merging symbols l and r, or -1. */
 static int32_t merge_rank(const colo_bpe *b, const char *enc, const sym *l, const sym *r, char *key)

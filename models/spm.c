@@ -1,5 +1,6 @@
 /* SentencePiece-style BPE over the scores of a GGUF vocabulary. */
 #include "models/spm.h"
+#include "models/heap.h"
 #include "models/tokenizer_impl.h"
 #include "models/unicode.h"
 
@@ -161,35 +162,7 @@ static bool cand_before(const cand *x, const cand *y)
     return x->score != y->score ? x->score > y->score : x->left < y->left;
 }
 
-static void heap_push(cand *h, int *n, cand c)
-{
-    int i = (*n)++;
-    while (i > 0 && cand_before(&c, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, int *n)
-{
-    cand top = h[0], last = h[--*n];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && cand_before(&h[c + 1], &h[c]))
-            c++;
-        if (!cand_before(&h[c], &last))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0)
-        h[i] = last;
-    return top;
-}
+COLO_HEAP_DEFINE(heap, cand, cand_before)
 
 static void try_pair(const colo_spm *s, const char *t, const sym *sy, int left, int right, cand *h, int *nh)
 {
