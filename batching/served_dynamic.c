@@ -52,8 +52,14 @@ void colo_served_run_dynamic(colo_served *m)
         free(rs);
         return;
     }
-    while (!atomic_load(&m->stopping) && (m->state == COLO_SERVED_READY || m->state == COLO_SERVED_DRAINING)) {
+    while (!atomic_load(&m->stopping) && m->state != COLO_SERVED_FAILED) {
         colo_served_expire_queued(m);
+        if (!colo_served_sleep_or_wake(m))
+            continue;
+        if (atomic_load(&m->want_sleep)) { /* sleeps at the next turn: nothing runs now */
+            colo_sleep_ns(1000 * 1000);
+            continue;
+        }
         uint64_t wait = 0;
         int n = colo_queue_form_batch(m->q, &pol, colo_now_ns(), items, &wait);
         if (n == 0) {

@@ -552,13 +552,15 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
 
 colo_status colo_api_add_model(colo_api *a, colo_served *m)
 {
-    if (a->n_models >= COLO_CFG_MAX_MODELS)
+    if (a->n_models >= COLO_API_MAX_MODELS)
         return COLO_EINVAL;
     a->models[a->n_models].m = m;
     a->models[a->n_models].name = colo_served_config(m)->name;
     a->n_models++;
     return COLO_OK;
 }
+
+colo_admin *colo_api_admin(colo_api *a) { return a->admin; }
 
 colo_served_hooks colo_api_hooks(colo_api *a)
 {
