@@ -222,13 +222,23 @@ static void test_load_at_run_time(void **state_)
     assert_int_equal(n_listed(&f), 1);
     assert_null(model(&f, "b"));
 
-    /* A load: 202, loading then ready, and it answers as the same file
-     * loaded at start does (greedy). */
+    /* A load under traffic to a: 202, loading then ready, and it answers
+     * as the same file loaded at start does (greedy); a's answers do not
+     * change meanwhile. */
+    int fds[4];
+    for (int i = 0; i < 4; i++)
+        fds[i] = send_infer(&f, "a", 1, 24);
     json_t *j = NULL;
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("b", "\"memory_fraction\":0.3"), NULL, &j), 202);
     assert_string_equal(json_string_value(json_object_get(j, "state")), "loading");
     json_decref(j);
+    for (int i = 0; i < 4; i++) {
+        json_t *t = recv_tokens(fds[i], false);
+        assert_true(json_equal(t, ref));
+        json_decref(t);
+    }
     assert_true(wait_state(&f, "b", "ready"));
+    assert_true(log_has(&f, "admin: model b loaded in"));
     json_t *got = infer(&f, "b", 1);
     assert_true(json_equal(got, ref));
     json_decref(got);
@@ -244,6 +254,12 @@ static void test_load_at_run_time(void **state_)
     json_decref(mb);
     assert_int_equal(call(&f, "DELETE", "/admin/models/bad", ADMIN_H, NULL, NULL, NULL), 202);
     assert_true(wait_state(&f, "bad", NULL));
+
+    /* Deleted while it loads: gone once its load has ended. */
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("c", "\"memory_fraction\":0.1"), NULL, NULL), 202);
+    assert_int_equal(call(&f, "DELETE", "/admin/models/c", ADMIN_H, NULL, NULL, NULL), 202);
+    assert_int_equal(call(&f, "DELETE", "/admin/models/c", ADMIN_H, NULL, "model_not_serving", NULL), 409);
+    assert_true(wait_state(&f, "c", NULL));
 
     /* A load while the old model of that name drains: 409 with
      * Retry-After; its running request still gets its whole answer. */
