@@ -366,16 +366,33 @@ static void test_eviction_order(void **state_)
     assert_string_equal(state(&f, "n2"), "sleeping");
     assert_string_equal(state(&f, "pin"), "ready");
 
-    /* wake refused with 507 when even eviction cannot make room: pin every
-     * awake model by SIGHUP-free means is not possible, so fill the room
-     * with a pinned load instead */
+    /* Pinned loads fill the room: p2 then p3 put n1 and n3 to sleep. */
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
                           M("p2", "\"memory_fraction\":0.3,\"pinned\":true"), NULL, NULL), 202);
     assert_true(wait_state(&f, "p2", "ready"));
-    /* awake: pin, p2 (pinned), n1, n3 -> one of n1/n3 went to sleep */
-    const char *s1 = state(&f, "n1");
-    bool n1_asleep = !strcmp(s1, "sleeping");
-    assert_true(n1_asleep || !strcmp(state(&f, "n3"), "sleeping"));
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          M("p3", "\"memory_fraction\":0.3,\"pinned\":true"), NULL, NULL), 202);
+    assert_true(wait_state(&f, "p3", "ready"));
+    assert_string_equal(state(&f, "n1"), "sleeping");
+    assert_string_equal(state(&f, "n3"), "sleeping");
+    assert_string_equal(state(&f, "pin"), "ready");
+
+    /* Every awake model is pinned: a wake cannot make room. The admin
+     * route answers 507 with the bytes, a request 503 with Retry-After and
+     * the figures; nothing changes. */
+    assert_int_equal(call(&f, "POST", "/admin/models/lo/wake", ADMIN_H, NULL, "insufficient_memory", &e), 507);
+    err = json_object_get(e, "error");
+    need = json_integer_value(json_object_get(err, "needed_bytes"));
+    avail = json_integer_value(json_object_get(err, "available_bytes"));
+    assert_true(need > (json_int_t)(268435456.0 * 0.29) && need <= (json_int_t)(268435456.0 * 0.3));
+    assert_true(avail < need && avail > (json_int_t)(268435456.0 * 0.09));
+    json_decref(e);
+    assert_null(recv_tokens(send_infer(&f, "lo", 3, 8), true));
+    assert_string_equal(state(&f, "lo"), "sleeping");
+    assert_string_equal(state(&f, "p2"), "ready");
+    assert_string_equal(state(&f, "p3"), "ready");
+    assert_int_equal(lifecycle(&f, "p2", "evictions"), 0);
+    assert_true(log_has(&f, "model lo cannot wake: needs"));
 
     srv_resp r;
     assert_true(srv_http_h(&f, "GET", "/metrics", NULL, NULL, &r));
