@@ -490,6 +490,9 @@ static bool ready(void *ud)
         if (a->models[i].unloaded || a->models[i].unloading)
             continue;
         colo_served_state s = colo_served_get_state(a->models[i].m);
+        /* a model loaded at run time counts once it has loaded */
+        if (i >= a->n_expected && (s == COLO_SERVED_LOADING || s == COLO_SERVED_FAILED))
+            continue;
         /* a sleeping model serves: a request wakes it */
         if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;

@@ -252,6 +252,8 @@ static void test_load_at_run_time(void **state_)
     json_t *mb = model(&f, "bad");
     assert_true(strlen(json_string_value(json_object_get(mb, "error"))) > 0);
     json_decref(mb);
+    /* a model that failed to load at run time does not make colo-server unready */
+    assert_int_equal(call(&f, "GET", "/health/ready", NULL, NULL, NULL, NULL), 200);
     assert_int_equal(call(&f, "DELETE", "/admin/models/bad", ADMIN_H, NULL, NULL, NULL), 202);
     assert_true(wait_state(&f, "bad", NULL));
 
