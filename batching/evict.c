@@ -14,7 +14,7 @@ struct colo_evictor {
     colo_mem_pool *pool;
     pthread_mutex_t claim_mu; /* one claim at a time, held from claim to unclaim */
     pthread_mutex_t mu;       /* the members */
-    colo_served *members[64];
+    colo_served *members[256];
     int n;
 };
 
@@ -98,7 +98,7 @@ static int candidates(colo_evictor *ev, const colo_served *except, colo_served *
 
 size_t colo_evictor_available(colo_evictor *ev, const colo_served *except)
 {
-    colo_served *c[64];
+    colo_served *c[256];
     pthread_mutex_lock(&ev->mu);
     size_t avail = colo_mem_pool_unguaranteed(ev->pool);
     int n = candidates(ev, except, c);
@@ -115,7 +115,7 @@ colo_status colo_evictor_claim(colo_evictor *ev, size_t bytes, const colo_served
     size_t free_g = colo_mem_pool_unguaranteed(ev->pool);
     if (free_g >= bytes)
         return COLO_OK;
-    colo_served *c[64], *victims[64];
+    colo_served *c[256], *victims[256];
     int nv = 0;
     pthread_mutex_lock(&ev->mu);
     int n = candidates(ev, except, c);

@@ -465,6 +465,37 @@ static void reload_add(colo_admin *ad, const colo_model_cfg *mc)
         COLO_INFO("reload: model %s: added (loading)", mc->name);
 }
 
+/* Tenants alike but for where they were written (other models' lines move them). */
+static bool tenants_equal(const colo_tenants_cfg *a, const colo_tenants_cfg *b)
+{
+    colo_tenants_cfg *x = malloc(sizeof *x), *y = malloc(sizeof *y);
+    bool eq = false;
+    if (x && y) {
+        *x = *a;
+        *y = *b;
+        colo_tenants_cfg *both[2] = {x, y};
+        for (int k = 0; k < 2; k++) {
+            colo_tenants_cfg *t = both[k];
+            colo_tenant_level_cfg *levels[COLO_CFG_MAX_ORGS + COLO_CFG_MAX_PROJECTS + COLO_CFG_MAX_KEYS];
+            int n = 0;
+            for (int i = 0; i < COLO_CFG_MAX_ORGS; i++)
+                levels[n++] = &t->orgs[i].l;
+            for (int i = 0; i < COLO_CFG_MAX_PROJECTS; i++)
+                levels[n++] = &t->projects[i].l;
+            for (int i = 0; i < COLO_CFG_MAX_KEYS; i++)
+                levels[n++] = &t->keys[i].l;
+            for (int i = 0; i < n; i++) {
+                memset(&levels[i]->mark, 0, sizeof levels[i]->mark);
+                memset(levels[i]->model_marks, 0, sizeof levels[i]->model_marks);
+            }
+        }
+        eq = !memcmp(x, y, sizeof *x);
+    }
+    free(x);
+    free(y);
+    return eq;
+}
+
 void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config *now)
 {
     int changes = 0;
@@ -519,7 +550,8 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
         o += (size_t)snprintf(kept + o, o < sizeof kept ? sizeof kept - o : 0, "%s%s", o ? ", " : "", name);
     KEPT(server, "server");
     KEPT(scheduler, "scheduler");
-    KEPT(tenants, "tenants");
+    if (!tenants_equal(&was->tenants, &now->tenants))
+        o += (size_t)snprintf(kept + o, o < sizeof kept ? sizeof kept - o : 0, "%stenants", o ? ", " : "");
     KEPT(usage, "usage");
     KEPT(pricing, "pricing");
 #undef KEPT
