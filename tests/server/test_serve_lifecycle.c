@@ -486,6 +486,152 @@ static void test_sighup(void **state_)
     srv_cleanup(&f);
 }
 
+/* A tiny BERT folder with seeded random weights (1 layer, hidden 32, 2
+ * heads, FFN 64, a 40-token WordPiece vocabulary), for the bert kind
+ * without downloaded weights. */
+static bool write_tiny_bert(const char *dir)
+{
+    enum { E = 32, F = 64, P = 64, L = 1 };
+    static const char *const words[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on",
+                                        "a", "mat", "dog", "ran", "home", "##s", "big", "red", "blue", "and", "is",
+                                        "it", "was", "of", "to", "in", "b", "c", "d", "e", "f", "g", "h", "i", "j",
+                                        "k", "l", "m", "n", "o", "p"};
+    const int V = (int)(sizeof words / sizeof *words);
+    char path[700];
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    for (int i = 0; i < V; i++)
+        fprintf(f, "%s\n", words[i]);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (!(f = fopen(path, "w")))
+        return false;
+    fprintf(f, "{\"architectures\":[\"BertModel\"],\"model_type\":\"bert\",\"hidden_act\":\"gelu\",\"hidden_size\":%d,"
+               "\"intermediate_size\":%d,\"layer_norm_eps\":1e-12,\"max_position_embeddings\":%d,"
+               "\"num_attention_heads\":2,\"num_hidden_layers\":%d,\"position_embedding_type\":\"absolute\","
+               "\"type_vocab_size\":2,\"vocab_size\":%d}",
+            E, F, P, L, V);
+    fclose(f);
+    struct { char name[96]; int rows, cols; } t[5 + 16 * L];
+    int n = 0;
+#define T(nm, r, c) (snprintf(t[n].name, sizeof t[n].name, "%s", nm), t[n].rows = (r), t[n].cols = (c), n++)
+    T("embeddings.word_embeddings.weight", V, E);
+    T("embeddings.position_embeddings.weight", P, E);
+    T("embeddings.token_type_embeddings.weight", 2, E);
+    T("embeddings.LayerNorm.weight", 0, E);
+    T("embeddings.LayerNorm.bias", 0, E);
+    static const struct { const char *sfx; int rows, cols; } lt[16] = {
+        {"attention.self.query.weight", E, E}, {"attention.self.key.weight", E, E},
+        {"attention.self.value.weight", E, E}, {"attention.self.query.bias", 0, E},
+        {"attention.self.key.bias", 0, E}, {"attention.self.value.bias", 0, E},
+        {"attention.output.dense.weight", E, E}, {"attention.output.dense.bias", 0, E},
+        {"attention.output.LayerNorm.weight", 0, E}, {"attention.output.LayerNorm.bias", 0, E},
+        {"intermediate.dense.weight", F, E}, {"intermediate.dense.bias", 0, F},
+        {"output.dense.weight", E, F}, {"output.dense.bias", 0, E},
+        {"output.LayerNorm.weight", 0, E}, {"output.LayerNorm.bias", 0, E}};
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < 16; i++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "encoder.layer.%d.%s", l, lt[i].sfx);
+            T(nm, lt[i].rows, lt[i].cols);
+        }
+#undef T
+    char head[8192];
+    size_t o = 0, off = 0;
+    o += (size_t)snprintf(head + o, sizeof head - o, "{");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)(t[i].rows ? t[i].rows : 1) * t[i].cols * 4;
+        if (t[i].rows)
+            o += (size_t)snprintf(head + o, sizeof head - o, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],"
+                                  "\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name, t[i].rows, t[i].cols, off,
+                                  off + bytes);
+        else
+            o += (size_t)snprintf(head + o, sizeof head - o, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],"
+                                  "\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name, t[i].cols, off, off + bytes);
+        off += bytes;
+    }
+    o += (size_t)snprintf(head + o, sizeof head - o, "}");
+    while (o % 8)
+        head[o++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (!(f = fopen(path, "wb")))
+        return false;
+    uint64_t hl = o;
+    fwrite(&hl, 8, 1, f);
+    fwrite(head, 1, o, f);
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < n; i++) {
+        bool ln_gain = strstr(t[i].name, "LayerNorm.weight") != NULL;
+        size_t cnt = (size_t)(t[i].rows ? t[i].rows : 1) * t[i].cols;
+        for (size_t k = 0; k < cnt; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            float v = ln_gain ? 1.0f : ((float)(x >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
+            fwrite(&v, 4, 1, f);
+        }
+    }
+    return fclose(f) == 0;
+}
+
+/* bert sleeps and wakes with the same embeddings, tokenizing while asleep. */
+static void test_bert_sleep_wake(void **state_)
+{
+    (void)state_;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/bert", f.dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_true(write_tiny_bert(dir));
+    assert_true(start(&f, SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+                          "  - { name: enc, kind: bert, path: bert, memory_fraction: 0.2 }\n"
+                          "  - { name: gen, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n"));
+    const char *emb = "{\"model\":\"enc\",\"input\":[\"the cat sat on the mat\",\"a big red dog ran home\"]}";
+    json_t *ref = NULL, *got = NULL;
+    assert_int_equal(call(&f, "POST", "/v1/embeddings", NULL, emb, NULL, &ref), 200);
+    assert_int_equal(json_array_size(json_object_get(ref, "data")), 2);
+    json_t *m = model(&f, "enc");
+    json_int_t weights = json_integer_value(json_object_get(json_object_get(m, "memory"), "weights_bytes"));
+    json_decref(m);
+    assert_true(weights > 0);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(call(&f, "POST", "/admin/models/enc/sleep", ADMIN_H, NULL, NULL, NULL), 202);
+        assert_true(wait_state(&f, "enc", "sleeping"));
+        m = model(&f, "enc");
+        json_t *mem = json_object_get(m, "memory");
+        assert_int_equal(json_integer_value(json_object_get(mem, "weights_bytes")), 0);
+        assert_int_equal(json_integer_value(json_object_get(mem, "used_bytes")), 0);
+        assert_int_equal(json_integer_value(json_object_get(m, "dim")), 32);
+        json_decref(m);
+        if (round == 0) { /* a request wakes it */
+            assert_int_equal(call(&f, "POST", "/v1/embeddings", NULL, emb, NULL, &got), 200);
+        } else { /* the admin route wakes it */
+            assert_int_equal(call(&f, "POST", "/admin/models/enc/wake", ADMIN_H, NULL, NULL, NULL), 202);
+            assert_true(wait_state(&f, "enc", "ready"));
+            assert_int_equal(call(&f, "POST", "/v1/embeddings", NULL, emb, NULL, &got), 200);
+        }
+        assert_true(json_equal(json_object_get(got, "data"), json_object_get(ref, "data")));
+        json_decref(got);
+        assert_string_equal(state(&f, "enc"), "ready");
+    }
+    assert_int_equal(lifecycle(&f, "enc", "wakes"), 2);
+    assert_int_equal(lifecycle(&f, "enc", "sleeps"), 2);
+    /* and keep_alive_ms applies to it through SIGHUP, in place */
+    assert_true(srv_write(&f, "config.yaml",
+                          SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+                          "  - { name: enc, kind: bert, path: bert, memory_fraction: 0.2, keep_alive_ms: 200 }\n"
+                          "  - { name: gen, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n"));
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    assert_true(wait_state(&f, "enc", "sleeping"));
+    assert_int_equal(call(&f, "POST", "/v1/embeddings", NULL, emb, NULL, &got), 200);
+    assert_true(json_equal(json_object_get(got, "data"), json_object_get(ref, "data")));
+    json_decref(got);
+    json_decref(ref);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 /* MiniLM sleeps and wakes with the same embeddings; SmolLM2 loads at run time. */
 static void test_real_models(void **state_)
 {
@@ -541,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_load_at_run_time),
         cmocka_unit_test(test_eviction_order),
         cmocka_unit_test(test_sighup),
+        cmocka_unit_test(test_bert_sleep_wake),
         cmocka_unit_test(test_real_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
