@@ -254,6 +254,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
             m->live[i] = m->live[--m->n_live];
             break;
         }
+    m->running = m->n_live; /* before the answer is out: a client that has it sees the model idle */
     colo_share_close(r, done_ns); /* its part of the step it ends in */
     colo_req_outcome *o = &r->out;
     uint64_t first = first_step_ns ? first_step_ns : done_ns;

@@ -27,6 +27,7 @@ static void run_batch(colo_served *m, colo_request **rs, int n)
     }
     if (st != COLO_OK && (colo_device_poisoned(m->env.dev) || st == COLO_EFATAL))
         colo_served_mark_failed(m, "the device context was lost");
+    m->running = 0; /* before the answers are out: a client that has one sees the model idle */
     for (int i = 0; i < n; i++) {
         colo_req_outcome *o = &rs[i]->out;
         o->queue_ms = rs[i]->submit_ns < t0 ? (double)(t0 - rs[i]->submit_ns) / 1e6 : 0;

@@ -543,12 +543,29 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
         }
     }
     /* what cannot change at run time */
-    char kept[128] = "";
+    char kept[512] = "";
     size_t o = 0;
 #define KEPT(field, name)                                                                                       \
     if (memcmp(&was->field, &now->field, sizeof was->field))                                                   \
         o += (size_t)snprintf(kept + o, o < sizeof kept ? sizeof kept - o : 0, "%s%s", o ? ", " : "", name);
-    KEPT(server, "server");
+    if (strcmp(was->server.listen_host, now->server.listen_host) || was->server.listen_port != now->server.listen_port)
+        o += (size_t)snprintf(kept + o, sizeof kept - o, "server.listen");
+    KEPT(server.device, "server.device");
+    KEPT(server.threads, "server.threads");
+    KEPT(server.cpu_memory_bytes, "server.cpu_memory_bytes");
+    KEPT(server.api_key_env, "server.api_key_env");
+    KEPT(server.admin_key_env, "server.admin_key_env");
+    KEPT(server.max_body_bytes, "server.max_body_bytes");
+    KEPT(server.max_header_bytes, "server.max_header_bytes");
+    KEPT(server.max_connections, "server.max_connections");
+    KEPT(server.read_timeout_ms, "server.read_timeout_ms");
+    KEPT(server.write_timeout_ms, "server.write_timeout_ms");
+    KEPT(server.idle_timeout_ms, "server.idle_timeout_ms");
+    KEPT(server.shutdown_timeout_ms, "server.shutdown_timeout_ms");
+    KEPT(server.drain_delay_ms, "server.drain_delay_ms");
+    KEPT(server.telemetry_interval_ms, "server.telemetry_interval_ms");
+    if (memcmp(&was->server, &now->server, sizeof was->server) && !o) /* a field added to the struct since */
+        KEPT(server, "server");
     KEPT(scheduler, "scheduler");
     if (!tenants_equal(&was->tenants, &now->tenants))
         o += (size_t)snprintf(kept + o, o < sizeof kept ? sizeof kept - o : 0, "%stenants", o ? ", " : "");

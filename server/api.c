@@ -382,6 +382,22 @@ static void answer_now(api_call *c)
         answer_error(c, status, st, err);
 }
 
+/* A model loading at run time, or one that failed, has no limits to check
+ * a request against: 503 with Retry-After before decoding. */
+static bool not_loaded(colo_api *a, api_model *am, colo_http_req *req)
+{
+    colo_served_state s = colo_served_get_state(am->m);
+    if (s != COLO_SERVED_LOADING && s != COLO_SERVED_FAILED)
+        return false;
+    colo_served_info in;
+    colo_served_get_info(am->m, &in);
+    colo_api_count_request(a, am->name, 503);
+    colo_http_add_header(req, "Retry-After", "5");
+    colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", am->name, colo_served_state_name(in.state),
+                    in.error[0] ? ": " : "", in.error);
+    return true;
+}
+
 static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
 {
     json_t *body = colo_http_req_json(req);
@@ -399,6 +415,10 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     colo_http_req_set_model(req, name);
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", name);
+        json_decref(body);
+        return;
+    }
+    if (not_loaded(a, am, req)) {
         json_decref(body);
         return;
     }

@@ -445,9 +445,11 @@ static void test_sighup(void **state_)
     /* The difference, under traffic to a: b removed, c changed (reloaded),
      * d added, a's keep_alive_ms and pinned applied in place, server
      * settings named and kept. */
-    int fds[6];
+    int fds[6], cfd[4];
     for (int i = 0; i < 6; i++)
         fds[i] = send_infer(&f, "a", 7, 24);
+    for (int i = 0; i < 4; i++)
+        cfd[i] = send_infer(&f, "c", 8, 24);
     assert_true(srv_write(&f, "config.yaml", reload_yaml_2));
     assert_int_equal(kill(f.pid, SIGHUP), 0);
     for (int i = 0; i < 6; i++) {
@@ -455,13 +457,26 @@ static void test_sighup(void **state_)
         assert_true(json_equal(got, ref_a));
         json_decref(got);
     }
+    /* c while it drains and loads again: an answer, or 503 with Retry-After */
+    int c_ok = 0, c_503 = 0;
+    for (int i = 0; i < 4; i++) {
+        json_t *got = recv_tokens(cfd[i], true);
+        got ? c_ok++ : c_503++;
+        json_decref(got);
+    }
+    for (int i = 0; i < 40; i++) {
+        json_t *got = recv_tokens(send_infer(&f, "c", 8, 4), true);
+        got ? c_ok++ : c_503++;
+        json_decref(got);
+    }
+    fprintf(stderr, "c during its reload: %d answered, %d refused with Retry-After\n", c_ok, c_503);
     assert_true(wait_state(&f, "b", NULL));
     assert_true(wait_state(&f, "d", "ready"));
     assert_true(log_has(&f, "reload: model b: removed"));
     assert_true(log_has(&f, "reload: model c: changed (kv_cache)"));
     assert_true(log_has(&f, "reload: model d: added"));
     assert_true(log_has(&f, "reload: model a: changed (keep_alive_ms, pinned): applied in place"));
-    assert_true(log_has(&f, "server cannot change while colo-server runs"));
+    assert_true(log_has(&f, "server.threads cannot change while colo-server runs"));
     assert_true(log_has(&f, "admin: model c loaded"));
     assert_true(wait_state(&f, "c", "ready"));
     assert_int_equal(lifecycle(&f, "a", "keep_alive_ms"), 60000);
