@@ -148,7 +148,9 @@ colo_status colo_evictor_claim(colo_evictor *ev, size_t bytes, const colo_served
         colo_queue_wake(v->q);
     }
     uint64_t until = colo_now_ns() + CLAIM_WAIT_NS;
-    while ((free_g = colo_mem_pool_unguaranteed(ev->pool)) < bytes && colo_now_ns() < until)
+    /* (a claimant that is being stopped gives up: shutdown does not wait on victims) */
+    while ((free_g = colo_mem_pool_unguaranteed(ev->pool)) < bytes && colo_now_ns() < until &&
+           !(except && atomic_load(&((colo_served *)except)->stopping)))
         colo_sleep_ns(2 * 1000 * 1000);
     if (free_g >= bytes)
         return COLO_OK;
