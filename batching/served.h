@@ -131,8 +131,11 @@ void colo_served_free(colo_served *m);
 /* Sleep and wake (any thread; they ask the executor, which acts between
  * steps). colo_served_sleep: once the requests it runs have finished (it
  * admits no new ones meanwhile), the model drops its KV cache and weights
- * (the kind's sleep) and is SLEEPING; a queued request, or
- * colo_served_wake, wakes it (WAKING, then READY). COLO_EUNSUPPORTED when
+ * (the kind's sleep), gives its guarantee back to the pool and is
+ * SLEEPING; a queued request, or colo_served_wake, wakes it (its guarantee
+ * taken again, by eviction if need be; WAKING, then READY). A wake whose
+ * guarantee cannot be had leaves it SLEEPING and answers what is queued
+ * with COLO_ENOMEM and the bytes. COLO_EUNSUPPORTED when
  * the kind cannot sleep, COLO_ECANCELED when the model is not serving
  * (failed, draining, stopping). */
 colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen);
