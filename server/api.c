@@ -382,6 +382,22 @@ static void answer_now(api_call *c)
         answer_error(c, status, st, err);
 }
 
+/* A model loading at run time, or one that failed, has no limits to check
+ * a request against: 503 with Retry-After before decoding. */
+static bool not_loaded(colo_api *a, api_model *am, colo_http_req *req)
+{
+    colo_served_state s = colo_served_get_state(am->m);
+    if (s != COLO_SERVED_LOADING && s != COLO_SERVED_FAILED)
+        return false;
+    colo_served_info in;
+    colo_served_get_info(am->m, &in);
+    colo_api_count_request(a, am->name, 503);
+    colo_http_add_header(req, "Retry-After", "5");
+    colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", am->name, colo_served_state_name(in.state),
+                    in.error[0] ? ": " : "", in.error);
+    return true;
+}
+
 static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
 {
     json_t *body = colo_http_req_json(req);
@@ -399,6 +415,10 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     colo_http_req_set_model(req, name);
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", name);
+        json_decref(body);
+        return;
+    }
+    if (not_loaded(a, am, req)) {
         json_decref(body);
         return;
     }
@@ -490,6 +510,9 @@ static bool ready(void *ud)
         if (a->models[i].unloaded || a->models[i].unloading)
             continue;
         colo_served_state s = colo_served_get_state(a->models[i].m);
+        /* a model loaded at run time counts once it has loaded */
+        if (i >= a->n_expected && (s == COLO_SERVED_LOADING || s == COLO_SERVED_FAILED))
+            continue;
         /* a sleeping model serves: a request wakes it */
         if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;
@@ -552,13 +575,15 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
 
 colo_status colo_api_add_model(colo_api *a, colo_served *m)
 {
-    if (a->n_models >= COLO_CFG_MAX_MODELS)
+    if (a->n_models >= COLO_API_MAX_MODELS)
         return COLO_EINVAL;
     a->models[a->n_models].m = m;
     a->models[a->n_models].name = colo_served_config(m)->name;
     a->n_models++;
     return COLO_OK;
 }
+
+colo_admin *colo_api_admin(colo_api *a) { return a->admin; }
 
 colo_served_hooks colo_api_hooks(colo_api *a)
 {

@@ -268,8 +268,9 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
     if (!o)
         return NULL;
     json_object_set_new(o, "lifecycle",
-                        json_pack("{s:I,s:I,s:f,s:i}", "sleeps", (json_int_t)in.sleeps, "wakes", (json_int_t)in.wakes,
-                                  "last_wake_ms", in.last_wake_ms, "keep_alive_ms", in.keep_alive_ms));
+                        json_pack("{s:I,s:I,s:f,s:i,s:b,s:I}", "sleeps", (json_int_t)in.sleeps, "wakes",
+                                  (json_int_t)in.wakes, "last_wake_ms", in.last_wake_ms, "keep_alive_ms",
+                                  in.keep_alive_ms, "pinned", in.pinned, "evictions", (json_int_t)in.evictions));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
                             json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
