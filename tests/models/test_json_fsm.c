@@ -58,6 +58,8 @@ static void test_invalid_documents(void **state)
         "{\"a\":1.}",
         "{\"a\":1,}",
         "{\"a\":[1,]}",
+        "{\"a\":[1+]}",   /* only a bracket closes an array */
+        "{\"a\":1e123}",  /* at most 2 exponent digits */
         "{\"a\":tru}x",
         "{\"a\":\"\x01\"}",
         "{\"a\":\"\\x\"}",
