@@ -35,6 +35,11 @@ void colo_json_fsm_init_value(colo_json_fsm *s)
 
 bool colo_json_fsm_done(const colo_json_fsm *s) { return s->mode == M_DONE; }
 
+bool colo_json_fsm_in_plain_string(const colo_json_fsm *s)
+{
+    return s->mode == M_STRING && !(s->sub & 2) && !s->hex_left && !s->utf8_left;
+}
+
 bool colo_json_fsm_complete(const colo_json_fsm *s)
 {
     if (s->mode == M_DONE)

@@ -44,5 +44,8 @@ bool colo_json_fsm_done(const colo_json_fsm *s);
 /* True when the bytes so far are a whole document, or one that a byte
  * other than a digit, '.', 'e' or a sign would end (a top-level number). */
 bool colo_json_fsm_complete(const colo_json_fsm *s);
+/* True inside a string with no escape or character pending: any text
+ * without a quote, backslash or control character may follow. */
+bool colo_json_fsm_in_plain_string(const colo_json_fsm *s);
 
 #endif

@@ -124,7 +124,7 @@ static int new_node(comp *c, uint8_t kind)
 
 static int fail(comp *c, const char *path, const char *fmt, const char *what)
 {
-    char msg[160];
+    char msg[320];
     snprintf(msg, sizeof msg, fmt, what);
     colo_set_err(c->err, c->errlen, "%s at %s", msg, path);
     return -1;
@@ -243,7 +243,7 @@ static bool rx_escape(char e, uint64_t cls[2])
     case 'w': case 'W': cls_range(t, '0', '9'), cls_range(t, 'a', 'z'), cls_range(t, 'A', 'Z'), cls_set(t, '_'); break;
     case 's': case 'S': cls_set(t, ' '); break;
     default:
-        if (strchr(".-^$*+?()[]{}|/\\\"", e) && e) {
+        if (strchr(".-^$*+?()[]{}|/\\\"", e) && e) { /* a literal */
             cls_set(cls, (unsigned char)e);
             return true;
         }
@@ -275,7 +275,7 @@ static bool rx_new_pos(rx *r, const uint64_t cls[2], rset *out)
 
 static bool rx_alt(rx *r, rset *out);
 
-/* One atom; *start/*len give its text so that a repetition can build it again. */
+/* One atom (a repetition builds it again from its text). */
 static bool rx_atom(rx *r, rset *out)
 {
     uint64_t cls[2] = {0, 0};
@@ -616,7 +616,7 @@ static int compile_object(comp *c, json_t *s, const char *path)
             i++;
         }
         if (found < 0) {
-            char what[100];
+            char what[120];
             snprintf(what, sizeof what, "'required' names '%.60s', which is not in 'properties'", json_string_value(r));
             return fail(c, path, "%s", what);
         }
@@ -915,8 +915,16 @@ colo_schema *colo_schema_compile(const char *text, size_t len, char *err, size_t
     comp c = {.g = g, .doc = doc, .err = err, .errlen = errlen};
     int root = compile_node(&c, doc, "#");
     if (root >= 0) {
-        uint8_t k = g->nodes[root].kind;
-        if (k != K_OBJECT && k != K_ANY_OBJECT) {
+        bool object = true;
+        const node *r = &g->nodes[root];
+        if (r->kind == K_ANYOF) { /* alternatives that are all objects */
+            for (int i = 0; i < r->n; i++) {
+                uint8_t k = g->nodes[g->alts[r->first + i]].kind;
+                object &= k == K_OBJECT || k == K_ANY_OBJECT;
+            }
+        } else
+            object = r->kind == K_OBJECT || r->kind == K_ANY_OBJECT;
+        if (!object) {
             colo_set_err(err, errlen, "the root must be an object (\"type\":\"object\") at #");
             root = -1;
         }
@@ -1474,4 +1482,129 @@ bool colo_schema_accepts(const colo_schema *g, const colo_schema_state *s, const
         next = next == &a ? &b : &a;
     }
     return true;
+}
+
+/* ---- the mask over a vocabulary ---------------------------------------------------- */
+
+struct colo_schema_vocab {
+    int n;
+    char **bytes;
+    uint16_t *len;
+    int32_t *plain; /* characters, when the token is plain string text; -1 when not (or special) */
+};
+
+void colo_schema_vocab_free(colo_schema_vocab *v)
+{
+    if (!v)
+        return;
+    if (v->bytes)
+        for (int i = 0; i < v->n; i++)
+            free(v->bytes[i]);
+    free(v->bytes);
+    free(v->len);
+    free(v->plain);
+    free(v);
+}
+
+/* Characters of b when it is whole UTF-8 text with no quote, backslash
+ * or control character; -1 otherwise. */
+static int32_t plain_chars(const unsigned char *b, size_t n)
+{
+    int32_t chars = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = b[i];
+        size_t k;
+        if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F)
+            return -1;
+        if (c < 0x80)
+            k = 1;
+        else if (c >= 0xC2 && c <= 0xDF)
+            k = 2;
+        else if (c >= 0xE0 && c <= 0xEF)
+            k = 3;
+        else if (c >= 0xF0 && c <= 0xF4)
+            k = 4;
+        else
+            return -1;
+        if (i + k > n)
+            return -1;
+        for (size_t j = 1; j < k; j++)
+            if ((b[i + j] & 0xC0) != 0x80)
+                return -1;
+        i += k;
+        chars++;
+    }
+    return chars;
+}
+
+colo_schema_vocab *colo_schema_vocab_create(const char *const *bytes, const uint16_t *lens, const bool *special,
+                                            int n)
+{
+    colo_schema_vocab *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    v->n = n;
+    v->bytes = calloc((size_t)n, sizeof *v->bytes);
+    v->len = calloc((size_t)n, sizeof *v->len);
+    v->plain = calloc((size_t)n, sizeof *v->plain);
+    if (!v->bytes || !v->len || !v->plain)
+        goto out_free;
+    for (int i = 0; i < n; i++) {
+        v->plain[i] = -1;
+        if ((special && special[i]) || !lens[i])
+            continue; /* len 0: never allowed */
+        if (!(v->bytes[i] = malloc(lens[i])))
+            goto out_free;
+        memcpy(v->bytes[i], bytes[i], lens[i]);
+        v->len[i] = lens[i];
+        v->plain[i] = plain_chars((const unsigned char *)bytes[i], lens[i]);
+    }
+    return v;
+
+out_free:
+    colo_schema_vocab_free(v);
+    return NULL;
+}
+
+/* Characters a plain token may still add when s is one branch inside a
+ * string that takes any plain text (no pattern, no escape pending); -1
+ * when s is not. */
+static long plain_room(const colo_schema *g, const colo_schema_state *s)
+{
+    if (s->n != 1)
+        return -1;
+    const colo_schema_branch *b = &s->b[0];
+    const colo_schema_frame *f = &b->f[b->depth - 1];
+    if (f->phase == S_BODY) {
+        const node *nd = frame_node(g, f);
+        if (f->aux || nd->pattern >= 0)
+            return -1;
+        return nd->max < 0 ? 1L << 30 : nd->max - f->n;
+    }
+    if (f->phase == Y_BODY && colo_json_fsm_in_plain_string(&b->any))
+        return 1L << 30;
+    return -1;
+}
+
+int colo_schema_mask(const colo_schema *g, const colo_schema_state *s, const colo_schema_vocab *v, uint8_t *allowed)
+{
+    bool first[256];
+    for (int c = 0; c < 256; c++) {
+        char ch = (char)c;
+        first[c] = colo_schema_accepts(g, s, &ch, 1);
+    }
+    long room = plain_room(g, s);
+    int count = 0;
+    for (int i = 0; i < v->n; i++) {
+        bool ok;
+        if (!v->len[i] || !first[(unsigned char)v->bytes[i][0]])
+            ok = false;
+        else if (room >= 0 && v->plain[i] >= 0)
+            ok = v->plain[i] <= room;
+        else
+            ok = v->len[i] == 1 || colo_schema_accepts(g, s, v->bytes[i], v->len[i]);
+        allowed[i] = ok;
+        count += ok;
+    }
+    return count;
 }

@@ -13,7 +13,7 @@
  * Annotations (title, description, default, examples, $schema, $id,
  * $comment, strict) are ignored. Anything else is refused with the
  * keyword and where it is ("unsupported keyword 'patternProperties' at
- * #/properties/x"). The root must be an object.
+ * #/properties/x"). The root must be an object (or an anyOf of objects).
  *
  * What the automaton lets through is always a prefix of a document that
  * validates against the schema, and every such prefix can be completed:
@@ -79,5 +79,23 @@ bool colo_schema_feed(const colo_schema *g, colo_schema_state *s, const char *by
 bool colo_schema_accepts(const colo_schema *g, const colo_schema_state *s, const char *bytes, size_t n);
 /* True when the bytes so far are a whole document. */
 bool colo_schema_done(const colo_schema_state *s);
+
+/* A model's vocabulary as the mask reads it: each token's bytes, and
+ * whether it is text that can sit unescaped inside a JSON string (then how
+ * many characters it is). Immutable once made. */
+typedef struct colo_schema_vocab colo_schema_vocab;
+
+/* From n tokens' bytes (bytes[i], lens[i]; a special token or one of no
+ * bytes is never allowed). The arrays are copied. NULL when out of memory. */
+colo_schema_vocab *colo_schema_vocab_create(const char *const *bytes, const uint16_t *lens, const bool *special,
+                                            int n);
+void colo_schema_vocab_free(colo_schema_vocab *v);
+
+/* allowed[i] = 1 for every token whose bytes can follow s, else 0; the
+ * count allowed. Work per call: one step per possible first byte, then
+ * only the tokens that start with an allowed byte are tried, and inside a
+ * string (no pattern) tokens of plain text are allowed by their length
+ * alone. */
+int colo_schema_mask(const colo_schema *g, const colo_schema_state *s, const colo_schema_vocab *v, uint8_t *allowed);
 
 #endif
