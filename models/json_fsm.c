@@ -108,8 +108,9 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
         return true;
     }
     if (s->utf8_left) {
-        if ((c & 0xC0) != 0x80)
+        if (!colo_utf8_cont_ok(c, s->utf8_range))
             return false;
+        s->utf8_range = 0;
         s->utf8_left--;
         return true;
     }
@@ -136,14 +137,10 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
     if (c < 0x20)
         return false;
     if (c >= 0x80) {
-        if (c >= 0xC2 && c <= 0xDF)
-            s->utf8_left = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            s->utf8_left = 2;
-        else if (c >= 0xF0 && c <= 0xF4)
-            s->utf8_left = 3;
-        else
+        int k = colo_utf8_lead(c, &s->utf8_range);
+        if (!k)
             return false;
+        s->utf8_left = (uint8_t)k;
     }
     return true;
 }

@@ -1173,8 +1173,9 @@ static bool string_step(const colo_schema *g, const node *nd, colo_schema_frame 
         return true;
     }
     if (u8) {
-        if ((c & 0xC0) != 0x80)
+        if (!colo_utf8_cont_ok(c, (uint8_t)f->i))
             return false;
+        f->i = 0; /* (a string's frame keeps the range of its next continuation byte in i) */
         f->aux = (uint8_t)((f->aux & ~0x30u) | ((u8 - 1) << 4));
         return true;
     }
@@ -1227,15 +1228,11 @@ static bool string_step(const colo_schema *g, const node *nd, colo_schema_frame 
     if (c < 0x20)
         return false;
     if (c >= 0x80) {
-        unsigned k;
-        if (c >= 0xC2 && c <= 0xDF)
-            k = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            k = 2;
-        else if (c >= 0xF0 && c <= 0xF4)
-            k = 3;
-        else
+        uint8_t range;
+        unsigned k = (unsigned)colo_utf8_lead(c, &range);
+        if (!k)
             return false;
+        f->i = range;
         f->aux = (uint8_t)((f->aux & ~0x30u) | (k << 4));
     }
     f->n++;
@@ -1516,20 +1513,15 @@ static int32_t plain_chars(const unsigned char *b, size_t n)
         size_t k;
         if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F)
             return -1;
+        uint8_t range = 0;
         if (c < 0x80)
             k = 1;
-        else if (c >= 0xC2 && c <= 0xDF)
-            k = 2;
-        else if (c >= 0xE0 && c <= 0xEF)
-            k = 3;
-        else if (c >= 0xF0 && c <= 0xF4)
-            k = 4;
-        else
+        else if (!(k = (size_t)colo_utf8_lead(c, &range) + 1) || k == 1)
             return -1;
         if (i + k > n)
             return -1;
-        for (size_t j = 1; j < k; j++)
-            if ((b[i + j] & 0xC0) != 0x80)
+        for (size_t j = 1; j < k; j++, range = 0)
+            if (!colo_utf8_cont_ok(b[i + j], range))
                 return -1;
         i += k;
         chars++;

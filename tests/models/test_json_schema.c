@@ -81,6 +81,11 @@ static void test_object_properties(void **state)
         {"{\"nam\":\"Ann\",\"age\":31}", 0},
         {"{\"name\":\"A\\u00e9\\n\",\"age\":0}", 1},
         {"{\"name\":\"A\nB\",\"age\":0}", 0},      /* control characters are escaped */
+        {"{\"name\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"age\":0}", 1},
+        {"{\"name\":\"\xed\xa0\x80\",\"age\":0}", 0},     /* a surrogate in UTF-8 */
+        {"{\"name\":\"\xe0\x80\xaf\",\"age\":0}", 0},     /* overlong */
+        {"{\"name\":\"\xf4\x90\x80\x80\",\"age\":0}", 0}, /* past U+10FFFF */
+        {"{\"name\":\"\xc3\",\"age\":0}", 0},             /* cut short */
     };
     check(schema, e, sizeof e / sizeof *e);
 }
