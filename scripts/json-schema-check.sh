@@ -9,13 +9,14 @@
 #
 # Environment:
 #   BUILD=build               the build folder (colo-server and colo-mkmodel are built when missing)
-#   COLO_VENV=DIR             the virtualenv (default $BUILD/openai-venv; created when missing)
+#   COLO_VENV=DIR             the virtualenv (default $BUILD/json-schema-venv, apart from openai-check's
+#                             so that the two can run at once; created when missing)
 #   OPENAI_VERSION=3.51.0     the openai package version
 #   JSONSCHEMA_VERSION=4.26.0 the jsonschema package version
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-COLO_VENV=${COLO_VENV:-$BUILD/openai-venv}
+COLO_VENV=${COLO_VENV:-$BUILD/json-schema-venv}
 OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
 JSONSCHEMA_VERSION=${JSONSCHEMA_VERSION:-4.26.0}
 
