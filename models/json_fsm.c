@@ -101,9 +101,12 @@ static bool begin_value(colo_json_fsm *s, unsigned char c)
 
 static bool string_byte(colo_json_fsm *s, unsigned char c)
 {
-    if (s->hex_left) { /* \uXXXX */
+    if (s->hex_left) { /* \uXXXX, not a surrogate (D800-DFFF: the character is written as UTF-8) */
         if (!is_hex(c))
             return false;
+        if (s->hex_left == 3 && s->lit && strchr("89abcdefABCDEF", c))
+            return false;
+        s->lit = s->hex_left == 4 && (c == 'd' || c == 'D');
         s->hex_left--;
         return true;
     }

@@ -1161,15 +1161,17 @@ static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
 static bool number_complete(uint8_t st) { return st == N_ZERO || st == N_INT || st == N_FRAC || st == N_EXP; }
 
 /* string escapes in aux: bit 3 = after a backslash, bits 0-2 = \u digits
- * left, bits 4-5 = UTF-8 continuation bytes left */
+ * left, bits 4-5 = UTF-8 continuation bytes left, bit 6 = a \u escape began
+ * with d */
 static bool string_step(const colo_schema *g, const node *nd, colo_schema_frame *f, unsigned c, bool *closed)
 {
     *closed = false;
     unsigned hex = f->aux & 7, esc = f->aux >> 3 & 1, u8 = f->aux >> 4 & 3;
-    if (hex) {
-        if (!is_hex(c))
+    if (hex) { /* not a surrogate (D800-DFFF): bit 6 = the first digit was d */
+        if (!is_hex(c) || (hex == 3 && (f->aux & 0x40) && strchr("89abcdefABCDEF", (int)c)))
             return false;
-        f->aux = (uint8_t)((f->aux & ~7u) | (hex - 1));
+        bool d = hex == 4 && (c == 'd' || c == 'D');
+        f->aux = (uint8_t)((f->aux & ~0x47u) | (hex - 1) | (d ? 0x40u : 0));
         return true;
     }
     if (u8) {
@@ -1578,23 +1580,54 @@ static long plain_room(const colo_schema *g, const colo_schema_state *s)
     return -1;
 }
 
+/* At most this many allowed first bytes get a table of allowed second
+ * bytes (between tokens: whitespace, then a quote or a bracket). */
+#define MASK_SECOND_MAX 8
+
 int colo_schema_mask(const colo_schema *g, const colo_schema_state *s, const colo_schema_vocab *v, uint8_t *allowed)
 {
     bool first[256];
+    int n_first = 0;
     for (int c = 0; c < 256; c++) {
         char ch = (char)c;
         first[c] = colo_schema_accepts(g, s, &ch, 1);
+        n_first += first[c];
+    }
+    /* second[k][c]: whether byte c may follow the k-th allowed first byte */
+    static _Thread_local bool second[MASK_SECOND_MAX][256];
+    int8_t slot[256];
+    memset(slot, -1, sizeof slot);
+    if (n_first <= MASK_SECOND_MAX) {
+        int k = 0;
+        for (int b = 0; b < 256; b++) {
+            if (!first[b])
+                continue;
+            colo_schema_state after;
+            colo_schema_state_copy(&after, s);
+            char ch = (char)b;
+            colo_schema_feed(g, &after, &ch, 1);
+            for (int c = 0; c < 256; c++) {
+                char c2 = (char)c;
+                second[k][c] = colo_schema_accepts(g, &after, &c2, 1);
+            }
+            slot[b] = (int8_t)k++;
+        }
     }
     long room = plain_room(g, s);
     int count = 0;
     for (int i = 0; i < v->n; i++) {
         bool ok;
-        if (!v->len[i] || !first[(unsigned char)v->bytes[i][0]])
+        const unsigned char *t = (const unsigned char *)v->bytes[i];
+        if (!v->len[i] || !first[t[0]])
             ok = false;
         else if (room >= 0 && v->plain[i] >= 0)
             ok = v->plain[i] <= room;
+        else if (v->len[i] == 1)
+            ok = true;
+        else if (slot[t[0]] >= 0 && !second[slot[t[0]]][t[1]])
+            ok = false;
         else
-            ok = v->len[i] == 1 || colo_schema_accepts(g, s, v->bytes[i], v->len[i]);
+            ok = v->len[i] == 2 && slot[t[0]] >= 0 ? true : colo_schema_accepts(g, s, v->bytes[i], v->len[i]);
         allowed[i] = ok;
         count += ok;
     }

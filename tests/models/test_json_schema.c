@@ -287,6 +287,78 @@ static void test_random_walks(void **state)
     colo_schema_free(any);
 }
 
+/* The vocabulary mask (with its shortcuts) allows exactly the tokens the
+ * automaton accepts, at every state of random walks, for a vocabulary of
+ * every single byte and random strings of structural, plain and UTF-8 bytes. */
+static void test_mask_matches_automaton(void **state)
+{
+    (void)state;
+    enum { V = 3000 };
+    static char buf[V][8];
+    const char *bytes[V];
+    uint16_t lens[V];
+    bool special[V];
+    static const char alphabet[] = " \n\"{}[],:-.0123456789eEtrufalsnbcdxyz\\#";
+    static const char *const utf8[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc3"};
+    for (int i = 0; i < V; i++) {
+        int n = 0;
+        if (i < 256)
+            buf[i][n++] = (char)i;
+        else {
+            int len = 1 + (int)(rnd() % 6);
+            while (n < len) {
+                if (rnd() % 8 == 0) {
+                    const char *u = utf8[rnd() % 5];
+                    size_t ul = strlen(u);
+                    if (n + (int)ul > 7)
+                        break;
+                    memcpy(buf[i] + n, u, ul);
+                    n += (int)ul;
+                } else {
+                    buf[i][n++] = alphabet[rnd() % (sizeof alphabet - 1)];
+                }
+            }
+        }
+        bytes[i] = buf[i];
+        lens[i] = (uint16_t)n;
+        special[i] = i == 300; /* never allowed */
+    }
+    colo_schema_vocab *v = colo_schema_vocab_create(bytes, lens, special, V);
+    assert_non_null(v);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},\"b\":{\"enum\":[\"x\",1,true]},"
+        "\"c\":{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"maxItems\":2},\"d\":{\"anyOf\":[{\"type\":\"null\"},"
+        "{\"type\":\"string\",\"pattern\":\"^[a-c]+$\"}]},\"e\":{}},\"required\":[\"a\",\"c\"]}",
+        NULL, /* any object */
+    };
+    uint8_t *allowed = malloc(V);
+    for (int si = 0; si < 2; si++) {
+        colo_schema *g = schemas[si] ? compile(schemas[si]) : colo_schema_any_object();
+        for (int walkn = 0; walkn < 20; walkn++) {
+            colo_schema_state s;
+            colo_schema_state_init(g, &s);
+            for (int step = 0; step < 60 && !colo_schema_done(&s); step++) {
+                int n = colo_schema_mask(g, &s, v, allowed), count = 0, pick = -1;
+                for (int i = 0; i < V; i++) {
+                    bool want = !special[i] && colo_schema_accepts(g, &s, bytes[i], lens[i]);
+                    if (want != (allowed[i] != 0))
+                        fail_msg("token %d (%.*s): mask %d, automaton %d", i, (int)lens[i], bytes[i], allowed[i],
+                                 want);
+                    count += want;
+                    if (want && (pick < 0 || rnd() % (unsigned)count == 0))
+                        pick = i;
+                }
+                assert_int_equal(n, count);
+                assert_true(pick >= 0);
+                assert_true(colo_schema_feed(g, &s, bytes[pick], lens[pick]));
+            }
+        }
+        colo_schema_free(g);
+    }
+    free(allowed);
+    colo_schema_vocab_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_mask_matches_automaton),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
