@@ -233,7 +233,7 @@ static json_t *walk(const colo_schema *g, char *buf, size_t cap)
     }
     buf[n] = 0;
     json_error_t je;
-    json_t *doc = json_loads(buf, JSON_DECODE_ANY, &je);
+    json_t *doc = json_loads(buf, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!doc)
         fail_msg("walk produced unparsable %s (%s)", buf, je.text);
     return doc;
