@@ -134,7 +134,7 @@ static void put_tools_block(buf *b, style st, const colo_tool_def *tools, int n_
             put(b, "\n\n");
         }
     } else {
-        put(b, "[AVAILABLE_TOOLS][");
+        put(b, "[AVAILABLE_TOOLS] [");
         for (int i = 0; i < n_tools; i++) {
             if (i)
                 put(b, ", ");
@@ -216,11 +216,11 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
                 json_decref(r);
                 if (!s)
                     b.oom = true;
-                put(&b, "[TOOL_RESULTS]");
+                put(&b, "[TOOL_RESULTS] ");
                 put(&b, s);
                 put(&b, "[/TOOL_RESULTS]");
                 free(s);
-                role = "user";
+                role = "tool"; /* written as it is, outside [INST] (models/chat.c) */
             }
         } else if (!strcmp(role, "assistant") && m->n_calls > 0) {
             put(&b, m->m.content);
@@ -239,7 +239,7 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
                     put_call(&b, st, m->call_names[c], m->call_args[c]);
                 }
             } else {
-                put(&b, "[TOOL_CALLS][");
+                put(&b, "[TOOL_CALLS] [");
                 for (int c = 0; c < m->n_calls; c++) {
                     if (c)
                         put(&b, ", ");
@@ -247,10 +247,18 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
                 }
                 put(&b, "]");
             }
-        } else if (n_tools > 0 && !strcmp(role, "user") &&
-                   ((st == LLAMA3 && i == first_user) || (st == MISTRAL && i == last_user))) {
+        } else if (n_tools > 0 && !strcmp(role, "user") && st == LLAMA3 && i == first_user) {
             put_tools_block(&b, st, tools, n_tools);
             put(&b, m->m.content);
+        } else if (n_tools > 0 && !strcmp(role, "user") && st == MISTRAL && i == last_user) {
+            /* the tool list just before the last user turn, as its own block */
+            put_tools_block(&b, st, tools, n_tools);
+            if (!(owned[k] = take(&b)))
+                goto out_free;
+            out[k] = (colo_chat_msg){"tools", owned[k]};
+            k++;
+            out[k++] = m->m;
+            continue;
         } else {
             out[k++] = m->m;
             continue;

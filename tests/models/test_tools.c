@@ -74,10 +74,13 @@ static void test_prompts(void **state)
     assert_null(strstr(strstr(p, "Given the following") + 1, "Given the following")); /* the first user turn only */
     free(p);
     p = render(COLO_CHAT_MISTRAL_V3, false);
-    has(p, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}]");
-    has(p, "[TOOL_RESULTS]{\"content\": \"18 degrees\", \"call_id\": \"call_1\"}[/TOOL_RESULTS]");
-    has(p, "[AVAILABLE_TOOLS][{\"type\": \"function\"");
-    assert_true(strstr(p, "[AVAILABLE_TOOLS]") > strstr(p, "[TOOL_RESULTS]")); /* with the last user message */
+    /* as Mistral v0.3's template: calls end the turn, results and the tool
+     * list sit outside [INST], the list just before the last user turn,
+     * which also holds the system message */
+    has(p, "[INST] Weather in Paris?[/INST][TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": "
+           "{\"city\": \"Paris\", \"unit\": \"c\"}}]</s>[TOOL_RESULTS] {\"content\": \"18 degrees\", "
+           "\"call_id\": \"call_1\"}[/TOOL_RESULTS][AVAILABLE_TOOLS] [{\"type\": \"function\"");
+    has(p, "[/AVAILABLE_TOOLS][INST] Be brief.\n\nAnd in Rome?[/INST]");
     free(p);
     /* no tools listed: calls and results still rendered, no tool block */
     colo_chat_template t = {.format = COLO_CHAT_CHATML};
@@ -142,7 +145,7 @@ static void test_parse(void **state)
          "\"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
          2, "get_weather", "{\"city\":\"Paris\",\"unit\":\"c\"}", 13},
         {"<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}", 1, "add", "{\"a\":1,\"b\":2}", 0},
-        {"[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}, {\"name\": \"add\", \"arguments\": "
+        {"[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}, {\"name\": \"add\", \"arguments\": "
          "{\"a\": 5, \"b\": 6}}]",
          2, "add", "{\"a\":3,\"b\":4}", 0},
         {" {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"f\"}}", 1, "get_weather",
