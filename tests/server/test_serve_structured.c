@@ -6,7 +6,8 @@
  * forced tool calls (OpenAI's required / named, Anthropic's tool / any)
  * come back as tool_calls / tool_use whose arguments keep the function's
  * schema, streamed the same as whole; tool results and assistant calls are
- * accepted on the way back. */
+ * accepted on the way back; Llama 3 and Mistral templates make and read
+ * calls in their own forms. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +27,9 @@ static int setup(void **state)
     if (!srv_tmpdir(&fx) || !srv_mkmodel(&fx, "m.gguf", 2, 64, 512, 2048))
         return -1;
     if (!srv_start(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
-                        "models:\n  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.1 }\n")) {
+                        "models:\n  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.1 }\n"
+                        "  - { name: l3, kind: llama, path: m.gguf, memory_fraction: 0.1, chat_template: llama3 }\n"
+                        "  - { name: mi, kind: llama, path: m.gguf, memory_fraction: 0.1, chat_template: mistral-v3 }\n")) {
         char *log = srv_log(&fx);
         fprintf(stderr, "colo-server did not start:\n%s\n", log);
         free(log);
@@ -267,6 +270,36 @@ static void test_forced_tool_calls(void **state)
     srv_resp_free(&r);
 }
 
+/* The other families' formats: a forced call in Llama 3's form
+ * ({"name", "parameters"}) and in Mistral's, read back as tool_calls, and
+ * a conversation with a call and its result rendered for each. */
+static void test_families(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"l3", "mi"};
+    for (int i = 0; i < 2; i++) {
+        char body[4096];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"add\"}],\"max_tokens\":300,"
+                 "\"temperature\":0,\"tools\":" TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":"
+                 "{\"name\":\"add\"}}}",
+                 models[i]);
+        json_t *j = post("/v1/chat/completions", body);
+        json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+        assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+        check_call(json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0), "add");
+        json_decref(j);
+        snprintf(body, sizeof body,
+                 "{\"model\":\"%s\",\"max_tokens\":4,\"temperature\":0,\"tools\":" TOOLS ",\"messages\":["
+                 "{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"1+2?\"},"
+                 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+                 "\"function\":{\"name\":\"add\",\"arguments\":\"{\\\"a\\\":1,\\\"b\\\":2}\"}}]},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"3\"}]}",
+                 models[i]);
+        json_decref(post("/v1/chat/completions", body));
+    }
+}
+
 static void test_tool_messages_back(void **state)
 {
     (void)state;
@@ -332,7 +365,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_schema),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_forced_tool_calls),  cmocka_unit_test(test_tool_messages_back),
-        cmocka_unit_test(test_anthropic_forced),
+        cmocka_unit_test(test_anthropic_forced),  cmocka_unit_test(test_families),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
