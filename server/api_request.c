@@ -419,7 +419,7 @@ static colo_status decode_messages(dec *d)
         msgs[i].role = !strcmp(rl, "system") ? "system" : !strcmp(rl, "user") ? "user"
                        : !strcmp(rl, "tool")                                 ? "tool"
                                                                              : "assistant";
-        if (calls && !strcmp(msgs[i].role, "assistant") &&
+        if (calls && !strcmp(rl, "assistant") &&
             (st = colo_api_openai_message_calls(r, calls, &msgs[i], d->err, d->errlen)) != COLO_OK)
             return st;
         json_t *tcid = json_object_get(m, "tool_call_id");
