@@ -1,5 +1,6 @@
 /* JSON bodies and SSE events of the model endpoints. */
 #include "server/api_internal.h"
+#include "server/api_tools.h"
 #include "runtime/utf8.h"
 
 #include <jansson.h>
@@ -186,7 +187,13 @@ json_t *colo_api_openai_json(const api_call *c)
                      ? colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, pl)
                      : json_null();
     json_t *choice;
-    if (c->ep == COLO_API_CHAT)
+    if (c->ep == COLO_API_CHAT && o->n_tool_calls > 0) {
+        if (o->text_len == 0)
+            json_decref(text), text = json_null();
+        choice = json_pack("{s:i,s:{s:s,s:o,s:o},s:s,s:o}", "index", 0, "message", "role", "assistant", "content",
+                           text, "tool_calls", colo_api_tool_calls_json(o, false), "finish_reason", fin, "logprobs",
+                           lp);
+    } else if (c->ep == COLO_API_CHAT)
         choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", 0, "message", "role", "assistant", "content", text,
                            "finish_reason", fin, "logprobs", lp);
     else
