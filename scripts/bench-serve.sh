@@ -4,7 +4,10 @@
 #   scripts/bench-serve.sh colocation   two copies of one model (priority high and
 #                                       low) co-located under each scheduler policy:
 #                                       high-priority p99 concurrent/solo, best-effort
-#                                       throughput retention, STP
+#                                       throughput retention, STP; a policy written
+#                                       priority:F runs priority with
+#                                       best_effort_min_share F; ROUNDS=N repeats the
+#                                       list, reversed every other round (alternating)
 #   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
 #                                       with 32 concurrent streams
 #
@@ -12,7 +15,8 @@
 #   MODEL=FILE.gguf        the model (default: SmolLM2 from the model cache)
 #   BUILD=build            the build folder with colo-server and colo-loadtest
 #   DEVICE=auto|cpu|cuda   (default auto)
-#   POLICIES="timeslice spatial priority partition"
+#   POLICIES="timeslice spatial priority partition"   (e.g. "fair priority priority:0.2 deadline")
+#   ROUNDS=1               colocation: times through POLICIES
 #   CONC=4 MAX_TOKENS=32 DURATION=15 WARMUP=3     colocation load per model
 #   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
@@ -34,6 +38,7 @@ STREAMS=${STREAMS:-32}
 STREAM_TOKENS=${STREAM_TOKENS:-64}
 MEM_FRACTION=${MEM_FRACTION:-0.2}
 OUT=${OUT:-bench-serve-out}
+ROUNDS=${ROUNDS:-1}
 if [ -z "${MODEL:-}" ]; then
   MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -89,19 +94,25 @@ EOF
 case "$mode" in
 colocation)
   summary="$OUT/colocation.tsv"
-  printf 'policy\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
-  for policy in $POLICIES; do
+  printf 'policy\tround\tload1\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
+  order=$POLICIES
+  for round in $(seq 1 "$ROUNDS"); do
+  [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for policy in $order; do
+    sched="policy: ${policy%%:*}"
+    case "$policy" in *:*) sched="$sched, best_effort_min_share: ${policy#*:}" ;; esac
     cfg="$tmp/$policy.yaml"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
     {
       echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
-      echo "scheduler: { policy: $policy }"
+      echo "scheduler: { $sched }"
       echo "models:"
       model_yaml hi high
       model_yaml be low
     } >"$cfg"
     if ! start_server "$cfg"; then
       echo "bench-serve: $policy: colo-server did not start (see above)" >&2
-      printf '%s\tunsupported\n' "$policy" >>"$summary"
+      printf '%s\t%s\t%s\tunsupported\n' "$policy" "$round" "$load1" >>"$summary"
       server_pid=
       continue
     fi
@@ -110,9 +121,9 @@ colocation)
       --model hi --model be --kind hi=generative --kind be=generative \
       --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC" \
       --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
-      --json "$OUT/colocation-$policy.json" --html "$OUT/colocation-$policy.html" --quiet || true
+      --json "$OUT/colocation-$policy-$round.json" --html "$OUT/colocation-$policy-$round.html" --quiet || true
     stop_server
-    python3 - "$OUT/colocation-$policy.json" "$policy" >>"$summary" <<'PY'
+    python3 - "$OUT/colocation-$policy-$round.json" "$policy" "$round" "$load1" >>"$summary" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ph = {(m["phase"], m["model"]): m for p in d["phases"] for m in p["models"]}
@@ -124,11 +135,22 @@ hs, hc = g("individual", "hi", "latency_ms", "p99"), g("concurrent", "hi", "late
 bs, bc = g("individual", "be", "tokens_per_s"), g("concurrent", "be", "tokens_per_s")
 f = lambda x: "%.1f" % x if x is not None else "-"
 r = lambda a, b: "%.2f" % (a / b) if a and b else "-"
-print("\t".join([sys.argv[2], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
+print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
                  "%.2f" % d["comparison"]["stp"] if d.get("comparison") and d["comparison"].get("stp") else "-"]))
 PY
   done
+  done
   column -t -s $'\t' "$summary"
+  # medians over the rounds, per policy
+  python3 - "$summary" <<'PY'
+import csv, statistics, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t") if r.get("hi_p99_ratio") not in (None, "-")]
+print("\nmedians over rounds:\npolicy          rounds  hi_p99_ratio  be_retention  stp")
+for pol in dict.fromkeys(r["policy"] for r in rows):
+    rs = [r for r in rows if r["policy"] == pol]
+    med = lambda k: statistics.median(float(r[k]) for r in rs if r[k] not in ("-", ""))
+    print("%-15s %-7d %-13.2f %-13.2f %.2f" % (pol, len(rs), med("hi_p99_ratio"), med("be_retention"), med("stp")))
+PY
   ;;
 streams)
   cfg="$tmp/streams.yaml"

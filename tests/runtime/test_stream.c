@@ -16,6 +16,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cpu_task.h"
+#include "runtime/cosched.h"
 
 static colo_device *open_cpu(int threads)
 {
@@ -719,6 +720,71 @@ static void test_best_effort_floor(void **state)
     }
 }
 
+/* Policy deadline: one worker, blocked on a gate; behind it, three models'
+ * streams of equal priority with two ops each and deadlines set through the
+ * co-scheduler. When the gate opens their ops run by weighted slack: c
+ * (priority high, weight 4: 100 ms / 4 = 25 ms), then b (normal, weight 2:
+ * 60 / 2 = 30 ms), then a (low, weight 1: 40 ms), each stream's ops in
+ * order; a stream without a deadline (d) comes last. Under fair the same
+ * calls change nothing: the streams take turns. */
+static void test_deadline_order(void **state)
+{
+    (void)state;
+    for (int edf = 1; edf >= 0; edf--) {
+        colo_cosched_config cc = {.policy = edf ? COLO_SCHED_DEADLINE : COLO_SCHED_FAIR};
+        char err[256];
+        colo_cosched *cs = colo_cosched_create(&cc, err, sizeof err);
+        assert_non_null(cs);
+        colo_cosched_member *ma = colo_cosched_join(cs, "a", COLO_PRIO_LOW);
+        colo_cosched_member *mb = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+        colo_cosched_member *mc = colo_cosched_join(cs, "c", COLO_PRIO_HIGH);
+        colo_device *d = open_cpu(1);
+        colo_stream *blk = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sd = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        colo_stream *sa = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sb = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        colo_stream *sc = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        log_reset();
+        volatile int gate = 0;
+        int entered = 0;
+        tag_args blocker = {-1, 0, &gate, &entered};
+        colo_cpu_launch(blk, tag_task, &blocker, sizeof blocker, 1);
+        wait_entered(&entered, 1);
+        uint64_t now = colo_now_ns();
+        colo_cosched_set_deadline(ma, sa, now + 40000000u);
+        colo_cosched_set_deadline(mb, sb, now + 60000000u);
+        colo_cosched_set_deadline(mc, sc, now + 100000000u);
+        colo_stream *order[4] = {sd, sa, sb, sc};
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 2; i++) {
+                tag_args t = {10 * k + i, 0, NULL, NULL};
+                colo_cpu_launch(order[k], tag_task, &t, sizeof t, 1);
+            }
+        __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+        for (int k = 0; k < 4; k++)
+            colo_stream_sync(order[k]);
+        assert_int_equal(log_n, 9);
+        if (edf) {
+            const int want[9] = {-1, 30, 31, 20, 21, 10, 11, 0, 1};
+            for (int i = 0; i < 9; i++)
+                assert_int_equal(log_buf[i], want[i]);
+        } else {
+            int first_of[4] = {-1, -1, -1, -1}; /* each stream's first op runs before any second op */
+            for (int i = 1; i < 9; i++)
+                if (log_buf[i] % 10 == 0)
+                    first_of[log_buf[i] / 10] = i;
+            for (int k = 0; k < 4; k++)
+                assert_true(first_of[k] >= 1 && first_of[k] <= 4);
+        }
+        colo_stream *all[5] = {blk, sd, sa, sb, sc};
+        for (int k = 0; k < 5; k++)
+            colo_stream_destroy(all[k]);
+        colo_device_close(d);
+        colo_cosched_leave(ma);
+        colo_cosched_leave(mb);
+        colo_cosched_leave(mc);
+        colo_cosched_destroy(cs);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -736,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_idle_pool_sleeps),
         cmocka_unit_test(test_fair_shares),
         cmocka_unit_test(test_best_effort_floor),
+        cmocka_unit_test(test_deadline_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
