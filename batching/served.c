@@ -137,7 +137,8 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
         goto fail;
     }
     colo_queue_set_max_tokens(m->q, mc->batching.max_queue_tokens);
-    if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, env->stream.priority))) {
+    /* the model's own priority: best-effort under priority, the deadline weight under deadline */
+    if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, mc->priority))) {
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
     }

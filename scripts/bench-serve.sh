@@ -10,6 +10,10 @@
 #                                       list, reversed every other round (alternating)
 #   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
 #                                       with 32 concurrent streams
+#   scripts/bench-serve.sh deadline     two models with an SLA at 120% of the load that
+#                                       fits it (Poisson arrivals): goodput under fair
+#                                       (on_overload: serve) against deadline
+#                                       (on_overload: reject), ROUNDS alternating
 #
 # Environment:
 #   MODEL=FILE.gguf        the model (default: SmolLM2 from the model cache)
@@ -21,6 +25,10 @@
 #   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
 #   MEM_FRACTION=0.2       each model's memory_fraction
+#   SLA="ttft_ms: 1000, tpot_ms: 150, p99_ms: 4000"   deadline: both models' sla
+#   FIT_CONC=2             deadline: closed-loop connections per model whose rate (under fair)
+#                          is taken as the load that fits; RATE=R skips that and sets it
+#   OVERLOAD=1.2           deadline: offered load over the load that fits
 #   OUT=bench-serve-out    where JSON/HTML reports go
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +94,7 @@ model_yaml() { # name priority
     path: "$MODEL"
     memory_fraction: $MEM_FRACTION
     priority: $2
+${3:-}
     max_seq_len: 1024
     batching: { max_batch_size: 32, max_queue: 1024, max_batch_prefill_tokens: 256 }
 EOF
@@ -179,8 +188,88 @@ print("%-8s %-8.1f %-8.1f %d" % (sys.argv[3], *b))
 print("aggregate decode speed-up: %.2fx" % (b[0] / a[0]))
 PY
   ;;
+deadline)
+  SLA=${SLA:-ttft_ms: 1000, tpot_ms: 150, p99_ms: 4000}
+  FIT_CONC=${FIT_CONC:-2}
+  OVERLOAD=${OVERLOAD:-1.2}
+  ttft=$(echo "$SLA" | grep -o 'ttft_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  tpot=$(echo "$SLA" | grep -o 'tpot_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  e2e=$(echo "$SLA" | grep -o 'p99_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  deadline_cfg() { # policy on_overload
+    echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
+    echo "scheduler: { policy: $1 }"
+    echo "models:"
+    for m in a b; do
+      model_yaml "$m" normal "    sla: { $SLA }
+    on_overload: $2"
+    done
+  }
+  # the load that fits: closed loop, FIT_CONC connections per model, under fair
+  if [ -z "${RATE:-}" ]; then
+    deadline_cfg fair serve >"$tmp/fit.yaml"
+    start_server "$tmp/fit.yaml"
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model a --model b --kind a=generative \
+      --kind b=generative --concurrency "$FIT_CONC" --max-tokens "$MAX_TOKENS" --stream --duration "$DURATION" \
+      --warmup "$WARMUP" --goodput "ttft:$ttft tpot:$tpot e2e:$e2e" --json "$OUT/deadline-fit.json" --quiet || true
+    stop_server
+    RATE=$(python3 - "$OUT/deadline-fit.json" "$OVERLOAD" <<'PY'
+import json, sys
+ms = json.load(open(sys.argv[1]))["phases"][-1]["models"]
+fit = min(m["throughput_rps"] for m in ms)
+att = min(m.get("attainment_pct") or 0 for m in ms)
+print("%.3f" % (fit * float(sys.argv[2])))
+print("fit: %.3f requests/s per model at %s connections each, attainment %.0f%%; offered x%s" %
+      (fit, "FIT", att, sys.argv[2]), file=sys.stderr)
+PY
+)
+  fi
+  echo "== offered load: $RATE requests/s per model (Poisson)" >&2
+  summary="$OUT/deadline.tsv"
+  printf 'policy\tround\tload1\trate_per_model\tgood_rps_a\tgood_rps_b\tgood_rps\tserver_goodput_rps\trefused\tok\n' >"$summary"
+  order="fair deadline"
+  for round in $(seq 1 "$ROUNDS"); do
+  [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for policy in $order; do
+    ov=serve
+    [ "$policy" = deadline ] && ov=reject
+    deadline_cfg "$policy" "$ov" >"$tmp/$policy.yaml"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    start_server "$tmp/$policy.yaml"
+    echo "== $policy, round $round" >&2
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model a --model b --kind a=generative \
+      --kind b=generative --rate "$RATE" --poisson --max-tokens "$MAX_TOKENS" --stream --duration "$DURATION" \
+      --warmup "$WARMUP" --goodput "ttft:$ttft tpot:$tpot e2e:$e2e" \
+      --json "$OUT/deadline-$policy-$round.json" --quiet || true
+    curl -sf "http://127.0.0.1:$port/metrics" >"$OUT/deadline-$policy-$round.metrics" || true
+    stop_server
+    python3 - "$OUT/deadline-$policy-$round.json" "$OUT/deadline-$policy-$round.metrics" "$policy" "$round" \
+      "$load1" "$RATE" "$DURATION" "$WARMUP" >>"$summary" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+ms = {m["model"]: m for m in d["phases"][-1]["models"]}
+good = {k: (m.get("good") or 0) / m["window_s"] for k, m in ms.items()}
+text = open(sys.argv[2]).read()
+sg = sum(float(v) for v in re.findall(r'^colo_model_goodput_requests_total\{[^}]*\} (\S+)', text, re.M))
+refused = sum(float(v) for v in re.findall(r'^colo_model_requests_total\{[^}]*status="429"\} (\S+)', text, re.M))
+ok = sum(m["ok"] for m in ms.values())
+span = float(sys.argv[7]) + float(sys.argv[8])  # the server counts warm-up requests too
+print("\t".join([sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], "%.3f" % good.get("a", 0),
+                 "%.3f" % good.get("b", 0), "%.3f" % sum(good.values()), "%.3f" % (sg / span),
+                 "%d" % refused, "%d" % ok]))
+PY
+  done
+  done
+  column -t -s $'\t' "$summary"
+  python3 - "$summary" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+med = {p: statistics.median(float(r["good_rps"]) for r in rows if r["policy"] == p) for p in ("fair", "deadline")}
+print("\nmedian goodput (requests/s meeting every SLO, client side): fair %.3f, deadline %.3f: %.2fx" %
+      (med["fair"], med["deadline"], med["deadline"] / med["fair"] if med["fair"] else float("inf")))
+PY
+  ;;
 *)
-  echo "usage: scripts/bench-serve.sh colocation|streams" >&2
+  echo "usage: scripts/bench-serve.sh colocation|streams|deadline" >&2
   exit 2
   ;;
 esac
