@@ -142,7 +142,7 @@ static bool goes_before(const cpu_pool *p, const cpu_stream *a, const cpu_stream
 }
 
 /* The calling thread's CPU time: the floor charges what a chunk used of a
- * core, not the time the OS gave its core to another process. */
+ * core, not the time the OS gave the core to another process. */
 static uint64_t thread_cpu_ns(void)
 {
     struct timespec ts;
@@ -224,9 +224,15 @@ static void *worker_main(void *arg)
     tls_worker = (int)(intptr_t)((void **)arg)[1];
     free(arg);
     pthread_mutex_lock(&p->mu);
+    /* The best-effort floor charges CPU time: one clock read per chunk
+     * while busy (from the end of the last chunk, so the pick between two
+     * chunks counts too), one more after a wait (spinning is nobody's). */
+    uint64_t cpu_mark = 0;
     for (;;) {
         cpu_stream *cs = NULL;
+        bool waited = false;
         while (!p->stop && !(cs = pick_locked(p, tls_worker))) {
+            waited = true;
             unsigned gen = __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE);
             pthread_mutex_unlock(&p->mu);
             for (int spin = 0; spin < SPIN_ITERS && __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) == gen; spin++)
@@ -249,11 +255,17 @@ static void *worker_main(void *arg)
 
         tls_stream = cs;
         bool floor = p->floor > 0; /* set before any work runs */
-        uint64_t c0 = floor ? thread_cpu_ns() : 0;
+        if (floor && (waited || !cpu_mark))
+            cpu_mark = thread_cpu_ns();
         uint64_t t0 = colo_now_ns();
         t->fn(t->args, chunk, t->n_chunks);
         uint64_t used = colo_now_ns() - t0;
-        uint64_t cpu_used = floor ? thread_cpu_ns() - c0 : 0;
+        uint64_t cpu_used = 0;
+        if (floor) {
+            uint64_t c = thread_cpu_ns();
+            cpu_used = c - cpu_mark;
+            cpu_mark = c;
+        }
         tls_stream = NULL;
 
         pthread_mutex_lock(&p->mu);

@@ -648,11 +648,10 @@ static void test_fair_shares(void **state)
 /* scheduler.best_effort_min_share: a best-effort (LOW) stream beside
  * always-backlogged HIGH ones gets its floor of worker time (within 10%);
  * without a floor, strict priority leaves it only what the high streams
- * cannot use. Worker time is CPU time here, as the floor counts it. Two high streams, so that one always has a chunk to hand out
- * while the other finishes an op (or the OS holds its last chunk). */
-/* Spins spin_us of the thread's CPU time and counts it: the pool's floor
- * charges CPU time, so that other processes on the machine change neither
- * side of the comparison. */
+ * cannot use. Two high streams, so that one always has a chunk to hand out
+ * while the other finishes an op (or the OS holds its last chunk). Worker
+ * time is the workers' CPU time, as the floor counts it (other processes
+ * taking the cores change neither side). */
 static void cpu_spin_task(const void *a, int chunk, int n_chunks)
 {
     (void)chunk;
@@ -668,9 +667,9 @@ static void cpu_spin_task(const void *a, int chunk, int n_chunks)
     __atomic_fetch_add(s->busy_ns, t - t0, __ATOMIC_RELAXED);
 }
 
-static double be_share_beside_high(double floor, uint64_t *be_ns, uint64_t *hi_ns)
+static double be_share_beside_high(double floor, int workers, uint64_t *be_ns, uint64_t *hi_ns)
 {
-    colo_device *d = open_cpu(2);
+    colo_device *d = open_cpu(workers);
     if (floor > 0)
         assert_int_equal(colo_device_set_best_effort_floor(d, floor), COLO_OK);
     else
@@ -678,13 +677,13 @@ static double be_share_beside_high(double floor, uint64_t *be_ns, uint64_t *hi_n
     colo_stream *h1 = make_stream(d, COLO_PRIO_HIGH, 0, 0), *h2 = make_stream(d, COLO_PRIO_HIGH, 0, 0);
     colo_stream *be = make_stream(d, COLO_PRIO_LOW, 0, 0);
     uint64_t busy_hi = 0, busy_be = 0;
-    spin_args sh = {&busy_hi, 10}, sb = {&busy_be, 10};
-    /* with a floor, be's backlog ends first (its 60 ops are 38 ms of worker
-     * time; the high ones' 2 x 300 ops, 384 ms, outlast it down to a floor
-     * of 0.1); without, the high ones' (2 x 60 ops) do */
-    int n_hi = floor > 0 ? 300 : 60;
+    spin_args sh = {&busy_hi, 20}, sb = {&busy_be, 20};
+    /* with a floor, be's backlog ends first (its 30 ops are 38 ms of worker
+     * time; the high ones' 2 x 150 ops, 384 ms, outlast it down to a floor
+     * of 0.1); without, the high ones' (2 x 30 ops) do */
+    int n_hi = floor > 0 ? 150 : 30;
     for (int i = 0; i < n_hi; i++) {
-        if (i < 60)
+        if (i < 30)
             assert_int_equal(colo_cpu_launch(be, cpu_spin_task, &sb, sizeof sb, 64), COLO_OK);
         assert_int_equal(colo_cpu_launch(h1, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
         assert_int_equal(colo_cpu_launch(h2, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
@@ -709,12 +708,16 @@ static void test_best_effort_floor(void **state)
     (void)state;
     uint64_t be, hi;
     assert_int_equal(colo_device_set_best_effort_floor(NULL, 0.3), COLO_EINVAL);
-    double strict = be_share_beside_high(0, &be, &hi);
+    /* strict priority, exactly: on one worker a high stream always has a
+     * chunk to hand out, so the best-effort one gets nothing until they end */
+    be_share_beside_high(0, 1, &be, &hi);
+    printf("no floor, one worker: best-effort %.1f ms, high %.1f ms\n", be / 1e6, hi / 1e6);
+    assert_true(be == 0 && hi > 0);
+    double strict = be_share_beside_high(0, 2, &be, &hi);
     printf("no floor: best-effort %.1f ms, high %.1f ms, share %.3f\n", be / 1e6, hi / 1e6, strict);
-    assert_true(strict < 0.1); /* below the least floor tested */
     const double floors[] = {0.1, 0.3, 0.5};
     for (int i = 0; i < 3; i++) {
-        double share = be_share_beside_high(floors[i], &be, &hi);
+        double share = be_share_beside_high(floors[i], 2, &be, &hi);
         printf("floor %.2f: best-effort %.1f ms, high %.1f ms, share %.3f\n", floors[i], be / 1e6, hi / 1e6, share);
         assert_true(fabs(share - floors[i]) <= 0.1 * floors[i]);
     }
