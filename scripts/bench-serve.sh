@@ -6,7 +6,10 @@
 #                                       high-priority p99 concurrent/solo, best-effort
 #                                       throughput retention, STP; a policy written
 #                                       priority:F runs priority with
-#                                       best_effort_min_share F; ROUNDS=N repeats the
+#                                       best_effort_min_share F; separate+P runs
+#                                       colo-loadtest --baseline separate (one server
+#                                       per model, then one colo-server under P) and
+#                                       gives a row for each; ROUNDS=N repeats the
 #                                       list, reversed every other round (alternating)
 #   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
 #                                       with 32 concurrent streams
@@ -21,6 +24,7 @@
 #   DEVICE=auto|cpu|cuda   (default auto)
 #   POLICIES="timeslice spatial priority partition"   (e.g. "fair priority priority:0.2 deadline")
 #   ROUNDS=1               colocation: times through POLICIES
+#   HI_SLA="ttft_ms: 1000, tpot_ms: 100"   colocation, policy deadline: hi's sla
 #   CONC=4 MAX_TOKENS=32 DURATION=15 WARMUP=3     colocation load per model
 #   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
@@ -47,6 +51,7 @@ STREAM_TOKENS=${STREAM_TOKENS:-64}
 MEM_FRACTION=${MEM_FRACTION:-0.2}
 OUT=${OUT:-bench-serve-out}
 ROUNDS=${ROUNDS:-1}
+HI_SLA=${HI_SLA:-ttft_ms: 1000, tpot_ms: 100}
 if [ -z "${MODEL:-}" ]; then
   MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -108,31 +113,42 @@ colocation)
   for round in $(seq 1 "$ROUNDS"); do
   [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
   for policy in $order; do
-    sched="policy: ${policy%%:*}"
-    case "$policy" in *:*) sched="$sched, best_effort_min_share: ${policy#*:}" ;; esac
-    cfg="$tmp/$policy.yaml"
+    colo_policy=${policy#separate+}
+    [ "$colo_policy" = separate ] && colo_policy=priority
+    sched="policy: ${colo_policy%%:*}"
+    case "$colo_policy" in *:*) sched="$sched, best_effort_min_share: ${colo_policy#*:}" ;; esac
+    cfg="$tmp/$colo_policy.yaml"
     load1=$(cut -d' ' -f1 /proc/loadavg)
     {
       echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
       echo "scheduler: { $sched }"
       echo "models:"
-      model_yaml hi high
+      # under deadline, hi's SLA gives its requests deadlines (be has none: it goes after)
+      if [ "${colo_policy%%:*}" = deadline ]; then model_yaml hi high "    sla: { $HI_SLA }"; else model_yaml hi high; fi
       model_yaml be low
     } >"$cfg"
-    if ! start_server "$cfg"; then
-      echo "bench-serve: $policy: colo-server did not start (see above)" >&2
-      printf '%s\t%s\t%s\tunsupported\n' "$policy" "$round" "$load1" >>"$summary"
-      server_pid=
-      continue
-    fi
-    echo "== $policy (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
-    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent \
-      --model hi --model be --kind hi=generative --kind be=generative \
-      --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC" \
-      --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
-      --json "$OUT/colocation-$policy-$round.json" --html "$OUT/colocation-$policy-$round.html" --quiet || true
-    stop_server
-    python3 - "$OUT/colocation-$policy-$round.json" "$policy" "$round" "$load1" >>"$summary" <<'PY'
+    json="$OUT/colocation-$policy-$round.json"
+    load=(--model hi --model be --kind hi=generative --kind be=generative
+      --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC"
+      --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" --json "$json" --quiet)
+    case "$policy" in
+    separate*)
+      echo "== separate processes, then one colo-server ($colo_policy), round $round" >&2
+      "$BUILD/colo-loadtest" --baseline separate --config "$cfg" --server "$BUILD/colo-server" "${load[@]}" || true
+      ;;
+    *)
+      if ! start_server "$cfg"; then
+        echo "bench-serve: $policy: colo-server did not start (see above)" >&2
+        printf '%s\t%s\t%s\tunsupported\n' "$policy" "$round" "$load1" >>"$summary"
+        server_pid=
+        continue
+      fi
+      echo "== $policy, round $round (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
+      "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent "${load[@]}" || true
+      stop_server
+      ;;
+    esac
+    python3 - "$json" "$colo_policy" "$round" "$load1" "$policy" >>"$summary" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ph = {(m["phase"], m["model"]): m for p in d["phases"] for m in p["models"]}
@@ -140,12 +156,20 @@ def g(phase, model, key, sub=None):
     m = ph.get((phase, model))
     v = m and m.get(key)
     return v.get(sub) if sub and v else v
-hs, hc = g("individual", "hi", "latency_ms", "p99"), g("concurrent", "hi", "latency_ms", "p99")
-bs, bc = g("individual", "be", "tokens_per_s"), g("concurrent", "be", "tokens_per_s")
 f = lambda x: "%.1f" % x if x is not None else "-"
 r = lambda a, b: "%.2f" % (a / b) if a and b else "-"
-print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
-                 "%.2f" % d["comparison"]["stp"] if d.get("comparison") and d["comparison"].get("stp") else "-"]))
+def row(name, pre, cmp):
+    hs, hc = g(pre + "individual", "hi", "latency_ms", "p99"), g(pre + "concurrent", "hi", "latency_ms", "p99")
+    bs, bc = g(pre + "individual", "be", "tokens_per_s"), g(pre + "concurrent", "be", "tokens_per_s")
+    c = d.get(cmp) or {}
+    print("\t".join([name, sys.argv[3], sys.argv[4], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
+                     "%.2f" % c["stp"] if c.get("stp") else "-"]))
+if sys.argv[5].startswith("separate"):
+    row("separate", "separate-", "baseline_separate")
+    if "+" in sys.argv[5]:
+        row(sys.argv[2], "", "comparison")
+else:
+    row(sys.argv[2], "", "comparison")
 PY
   done
   done
@@ -212,14 +236,14 @@ deadline)
       --kind b=generative --concurrency "$FIT_CONC" --max-tokens "$MAX_TOKENS" --stream --duration "$DURATION" \
       --warmup "$WARMUP" --goodput "ttft:$ttft tpot:$tpot e2e:$e2e" --json "$OUT/deadline-fit.json" --quiet || true
     stop_server
-    RATE=$(python3 - "$OUT/deadline-fit.json" "$OVERLOAD" <<'PY'
+    RATE=$(python3 - "$OUT/deadline-fit.json" "$OVERLOAD" "$FIT_CONC" <<'PY'
 import json, sys
 ms = json.load(open(sys.argv[1]))["phases"][-1]["models"]
 fit = min(m["throughput_rps"] for m in ms)
 att = min(m.get("attainment_pct") or 0 for m in ms)
 print("%.3f" % (fit * float(sys.argv[2])))
 print("fit: %.3f requests/s per model at %s connections each, attainment %.0f%%; offered x%s" %
-      (fit, "FIT", att, sys.argv[2]), file=sys.stderr)
+      (fit, sys.argv[3], att, sys.argv[2]), file=sys.stderr)
 PY
 )
   fi
