@@ -39,6 +39,7 @@ struct colo_cosched {
     colo_cosched_member *members;
     /* PRIORITY floor by step time: each class's step time over its part. */
     bool floor_by_steps;
+    int be_waiting;            /* best-effort members in step_begin */
     double be_clock, hi_clock;
     uint64_t be_step_ns, hi_step_ns;
 };
@@ -140,8 +141,10 @@ static bool be_owed(const colo_cosched *cs)
     return colo_device_best_effort_owed(cs->cfg.device) == 1;
 }
 
-/* PRIORITY floor by step time: charges a finished step to its class; neither
- * clock runs more than COLO_FLOOR_LAG_NS ahead of the other. */
+/* PRIORITY floor by step time: charges a finished step to its class. A
+ * class without work (no step in flight or waiting) banks at most
+ * COLO_FLOOR_LAG_NS of credit; one with work, 50 times that (a step is
+ * charged whole, in one lump). */
 static void floor_charge(colo_cosched *cs, bool best_effort, uint64_t ns)
 {
     double f = cs->cfg.best_effort_min_share, lag = (double)COLO_FLOOR_LAG_NS;
@@ -152,10 +155,12 @@ static void floor_charge(colo_cosched *cs, bool best_effort, uint64_t ns)
         cs->hi_clock += (double)ns / (1.0 - f);
         cs->hi_step_ns += ns;
     }
-    if (cs->be_clock < cs->hi_clock - lag)
-        cs->be_clock = cs->hi_clock - lag;
-    if (cs->hi_clock < cs->be_clock - lag)
-        cs->hi_clock = cs->be_clock - lag;
+    double be_lag = cs->be_inflight + cs->be_waiting > 0 ? 50 * lag : lag;
+    double hi_lag = cs->high_inflight > 0 ? 50 * lag : lag;
+    if (cs->be_clock < cs->hi_clock - be_lag)
+        cs->be_clock = cs->hi_clock - be_lag;
+    if (cs->hi_clock < cs->be_clock - hi_lag)
+        cs->hi_clock = cs->be_clock - hi_lag;
 }
 
 /* PRIORITY: may best-effort member m start a step now? */
@@ -240,8 +245,10 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
     }
     case COLO_SCHED_PRIORITY:
         if (m->best_effort) {
+            cs->be_waiting++;
             while (!be_may_start(cs))
                 wait_be(cs);
+            cs->be_waiting--;
             cs->be_inflight++;
         } else if (cs->high_inflight++ == 0) {
             cs->high_since_ns = colo_now_ns();

@@ -450,11 +450,12 @@ static void test_priority_floor_by_step_time(void **state)
         colo_cosched_member *h2 = colo_cosched_join(cs, "h2", COLO_PRIO_HIGH);
         colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
         volatile int stop = 0;
-        floor_arg a[3] = {{h1, &stop, 3000}, {h2, &stop, 2000}, {be, &stop, 2000}};
+        /* best-effort steps of 12 ms: each one charged in a lump larger than COLO_FLOOR_LAG_NS */
+        floor_arg a[3] = {{h1, &stop, 3000}, {h2, &stop, 2000}, {be, &stop, 12000}};
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
             assert_int_equal(pthread_create(&t[i], NULL, floor_loop, &a[i]), 0);
-        usleep(600 * 1000);
+        usleep(800 * 1000);
         __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
         for (int i = 0; i < 3; i++)
             pthread_join(t[i], NULL);
