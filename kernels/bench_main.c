@@ -2,9 +2,10 @@
  * matrix-vector product on a device. A benchmark, not a test: it prints,
  * and asserts nothing about speed.
  *
- *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention]
+ *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec]
  *
- * --attention: only the paged attention of decode steps. */
+ * --attention: only the paged attention of decode steps; --matvec: only the
+ * matrix-vector products. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +213,7 @@ int main(int argc, char **argv)
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
-    bool attention_only = false;
+    bool attention_only = false, matvec_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -222,8 +223,10 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--attention"))
             attention_only = true;
+        else if (!strcmp(argv[i], "--matvec"))
+            matvec_only = true;
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention]\n",
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -244,7 +247,8 @@ int main(int argc, char **argv)
         goto out;
     }
     printf("\n");
-
+    if (matvec_only)
+        goto matvec;
     printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
     const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
     for (int i = 0; i < 4; i++) {
@@ -259,6 +263,7 @@ int main(int argc, char **argv)
         printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
                2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
     }
+matvec:
     printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
     const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
                                 COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
@@ -276,6 +281,8 @@ int main(int argc, char **argv)
             printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
                    bytes / t / 1e9);
         }
+    if (matvec_only)
+        goto out;
     /* Batched decode: m rows against one 4096 x 4096 weight, the paths a
      * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
      * allows, for every m here, to compare). GB/s = weight bytes / time. */
