@@ -2,10 +2,10 @@
  * matrix-vector product on a device. A benchmark, not a test: it prints,
  * and asserts nothing about speed.
  *
- *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec]
+ *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]
  *
  * --attention: only the paged attention of decode steps; --matvec: only the
- * matrix-vector products. */
+ * matrix-vector products; --dots: only one thread's int8 dot products. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
-    bool attention_only = false, matvec_only = false;
+    bool attention_only = false, matvec_only = false, dots_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -225,8 +225,10 @@ int main(int argc, char **argv)
             attention_only = true;
         else if (!strcmp(argv[i], "--matvec"))
             matvec_only = true;
+        else if (!strcmp(argv[i], "--dots"))
+            dots_only = true;
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec]\n",
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -247,8 +249,13 @@ int main(int argc, char **argv)
         goto out;
     }
     printf("\n");
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
+    const int n_types = (int)(sizeof types / sizeof *types);
     if (matvec_only)
         goto matvec;
+    if (dots_only)
+        goto dots;
     printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
     const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
     for (int i = 0; i < 4; i++) {
@@ -265,9 +272,6 @@ int main(int argc, char **argv)
     }
 matvec:
     printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
-                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
-    const int n_types = (int)(sizeof types / sizeof *types);
     /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
      * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
     const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
@@ -298,11 +302,14 @@ matvec:
             printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);
         }
     colo_cpu_int8_max_rows = saved_rows;
+dots:
     if (info.kind == COLO_BACKEND_CPU) {
         printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
         for (int ti = 0; ti < n_types - 3; ti++)
             printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(types[ti]), dot_ns_per_block(types[ti], 1, seconds),
                    dot_ns_per_block(types[ti], 4, seconds));
+        if (dots_only)
+            goto out;
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
         printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
