@@ -166,6 +166,27 @@ static void accumulate_group_f16(int group, float *acc, const float *corr, const
 }
 #endif
 
+/* max of x[0..n), n >= 1. */
+static float tile_max(const float *x, int n)
+{
+    int i = 0;
+    float mx = x[0];
+#ifdef ATTN_AVX2
+    if (n >= 8) {
+        __m256 v = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8)
+            v = _mm256_max_ps(v, _mm256_loadu_ps(x + i));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        mx = _mm_cvtss_f32(h);
+    }
+#endif
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 /* x[i] = e^(x[i] - m) for i < n; returns their sum. */
 static float exp_shift_sum(float *x, int n, float m)
 {
@@ -265,24 +286,33 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
 #endif
     float corr[64];
     size_t esz = f16 ? 2 : 4, row_bytes = (size_t)hd * esz;
+    /* Element offsets of this tile's and the next tile's KV rows (this head's
+     * piece): block and slot advance by counting, no division per key. */
+    int64_t rows_buf[2][64], *rows = rows_buf[0], *next = rows_buf[1];
+    int blk = ja / d->block_size, off = ja % d->block_size;
+    for (int j = 0; j < tile && ja + j < jb; j++) {
+        rows[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+        if (++off == d->block_size)
+            off = 0, blk++;
+    }
     for (int j0 = ja; j0 < jb; j0 += tile) {
         int nt = jb - j0 < tile ? jb - j0 : tile;
         /* The next tile's rows are requested from memory while this one is
          * computed: KV rows of long sequences come from DRAM, one head's
          * piece of each row at a time. */
-        for (int pos = j0 + tile; pos < jb && pos < j0 + 2 * tile; pos++) {
-            int64_t row = ((int64_t)table[pos / d->block_size] * d->block_size + pos % d->block_size) * kv_dim +
-                          (int64_t)kvh * hd;
-            const char *kr = (const char *)a->k_cache + row * (int64_t)esz, *vr = (const char *)a->v_cache + row * (int64_t)esz;
+        for (int j = 0; j < tile && j0 + tile + j < jb; j++) {
+            next[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+            if (++off == d->block_size)
+                off = 0, blk++;
+            const char *kr = (const char *)a->k_cache + next[j] * (int64_t)esz;
+            const char *vr = (const char *)a->v_cache + next[j] * (int64_t)esz;
             for (size_t b = 0; b < row_bytes; b += 64) {
                 __builtin_prefetch(kr + b);
                 __builtin_prefetch(vr + b);
             }
         }
         for (int j = 0; j < nt; j++) {
-            int pos = j0 + j;
-            int64_t row = ((int64_t)table[pos / d->block_size] * d->block_size + pos % d->block_size) * kv_dim +
-                          (int64_t)kvh * hd;
+            int64_t row = rows[j];
             if (f16) {
                 load_row(COLO_F16, a->k_cache, row, 0, hd, kt + (size_t)j * hd);
                 kp[j] = kt + (size_t)j * hd;
@@ -296,6 +326,8 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
                 kp[j] = (const float *)a->k_cache + row, vp[j] = (const float *)a->v_cache + row;
             }
         }
+        int64_t *t_rows = rows;
+        rows = next, next = t_rows;
         for (int h = 0; h < group; h++) {
             float *sh = s + (size_t)h * tile;
 #ifdef ATTN_AVX2
@@ -304,9 +336,7 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
             else
 #endif
                 score_tile(qs + (size_t)h * hd, kp, nt, hd, sh);
-            float mt = sh[0];
-            for (int j = 1; j < nt; j++)
-                mt = sh[j] > mt ? sh[j] : mt;
+            float mt = tile_max(sh, nt);
             float m_new = mt > m[h] ? mt : m[h];
             corr[h] = m[h] == -INFINITY ? 0.0f : expf(m[h] - m_new);
             l[h] = l[h] * corr[h] + exp_shift_sum(sh, nt, m_new);
