@@ -265,11 +265,14 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     int tile = ATTN_TILE_FLOATS / hd;
     tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
     bool f16 = d->kv_type == COLO_F16;
-    size_t floats = (size_t)group * hd + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0);
+    size_t floats = (size_t)group * hd + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0) + group;
+    floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
     float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
     if (!qs)
         return COLO_ENOMEM;
     float *s = qs + (size_t)group * hd, *kt = s + (size_t)group * tile, *vt = kt + (size_t)tile * hd;
+    /* (group) each head's rescale of this tile, after the tiles (F16 only) */
+    float *corr = s + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0);
     const float **kp = (const float **)(qs + floats), **vp = kp + tile;
     const float *q = a->q + (int64_t)t * q_stride + (int64_t)kvh * group * hd;
     for (int h = 0; h < group; h++) {
@@ -284,7 +287,6 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
 #else
     bool fast = false;
 #endif
-    float corr[64];
     size_t esz = f16 ? 2 : 4, row_bytes = (size_t)hd * esz;
     /* Element offsets of this tile's and the next tile's KV rows (this head's
      * piece): block and slot advance by counting, no division per key. */
@@ -369,8 +371,7 @@ static void attn_task(const void *p, int chunk, int n_chunks)
     const attn_args *a = p;
     const colo_attn_desc *d = &a->d;
     int hd = d->head_dim, group = d->n_head / d->n_kv_head, S = a->n_split;
-    float ml[2 * 64], *m = ml, *l = ml + 64;
-    float *acc_buf = NULL;
+    float *acc_buf = NULL, *m = NULL, *l = NULL; /* scratch: acc (group, hd), m (group), l (group) */
     int64_t lo, hi;
     colo_chunk_range((int64_t)d->n_tokens * d->n_kv_head * S, chunk, n_chunks, &lo, &hi);
     for (int64_t it = lo; it < hi; it++) {
@@ -391,11 +392,11 @@ static void attn_task(const void *p, int chunk, int n_chunks)
         /* Partials: m (group), l (group), then acc (group, hd); otherwise acc is o. */
         float *acc = part ? part + 2 * group : o;
         if (!part) {
-            if (!acc_buf && !(acc_buf = colo_cpu_scratch(3, (size_t)group * hd * sizeof(float)))) {
+            if (!acc_buf && !(acc_buf = colo_cpu_scratch(3, (size_t)group * (hd + 2) * sizeof(float)))) {
                 colo_cpu_task_fail(COLO_ENOMEM);
                 return;
             }
-            acc = acc_buf;
+            acc = acc_buf, m = acc_buf + (size_t)group * hd, l = m + group;
         }
         colo_status st = attend_segment(a, t, kvh, ja, jb, part ? part : m, part ? part + group : l, acc);
         if (st != COLO_OK) {
@@ -452,8 +453,6 @@ colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const fl
                                const void *v_cache, float *out)
 {
     int group = d->n_head / d->n_kv_head;
-    if (group > 64)
-        return COLO_EUNSUPPORTED;
     attn_args a = {*d, q, k_cache, v_cache, out, NULL, 1};
     int64_t pairs = (int64_t)d->n_tokens * d->n_kv_head;
     int keys = d->window && d->window < d->max_pos + 1 ? d->window : d->max_pos + 1;

@@ -612,6 +612,10 @@ static void test_attention(void **state)
     case_attention_shape(*state, COLO_F16, 512, &gemma);
     attn_shape prefill = {.n_head = 8, .n_kv = 2, .hd = 32, .bs = 16, .lens = {100, 45, 71}};
     case_attention_shape(*state, COLO_F16, 0, &prefill);
+    /* One KV head for 72 query heads (multi-query), head_dim 8. */
+    attn_shape mqa = {.n_head = 72, .n_kv = 1, .hd = 8, .bs = 4, .lens = {9, 150, 3}, .last_only = true};
+    case_attention_shape(*state, COLO_F16, 0, &mqa);
+    case_attention_shape(*state, COLO_F32, 0, &mqa);
 }
 
 static void test_encoder_ops(void **state)
