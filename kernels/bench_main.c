@@ -2,7 +2,10 @@
  * matrix-vector product on a device. A benchmark, not a test: it prints,
  * and asserts nothing about speed.
  *
- *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] */
+ *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]
+ *
+ * --attention: only the paged attention of decode steps; --matvec: only the
+ * matrix-vector products; --dots: only one thread's int8 dot products. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,11 +139,81 @@ static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
     return best / ((double)N * (K / 32) * nr) * 1e9;
 }
 
+/* Paged attention of a decode step: n_seq sequences of depth keys each
+ * (head shape n_head / n_kv x head_dim, blocks of 16 slots scattered
+ * through the cache, F16 K and V) for about seconds; best seconds per call.
+ * As in a model, calls go to the caches of several layers in turn (up to
+ * 30, at most 96 MiB in all), so that KV rows come from memory rather than
+ * the cache once they are larger than it. */
+static double time_attention(colo_device *dev, colo_stream *s, int n_seq, int depth, int n_head, int n_kv, int hd,
+                             double seconds)
+{
+    enum { BS = 16 };
+    int kv_dim = n_kv * hd, max_blocks = (depth + BS - 1) / BS, n_blocks = n_seq * max_blocks;
+    size_t cache_elems = (size_t)n_blocks * BS * kv_dim;
+    int layers = (int)((96u << 20) / (cache_elems * 4));
+    layers = layers < 1 ? 1 : layers > 30 ? 30 : layers;
+    uint16_t *kv = malloc(cache_elems * 2 * layers * sizeof(uint16_t));
+    float *q = malloc((size_t)n_seq * n_head * hd * sizeof(float));
+    int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *seq = malloc((size_t)n_seq * sizeof(int32_t));
+    int32_t *pos = malloc((size_t)n_seq * sizeof(int32_t));
+    for (size_t i = 0; i < cache_elems * 2 * layers; i++)
+        kv[i] = colo_f32_to_fp16((float)rand() / (float)RAND_MAX - 0.5f);
+    for (int i = 0; i < n_seq * n_head * hd; i++)
+        q[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    for (int i = 0; i < n_blocks; i++) /* block i of sequence i % n_seq: the sequences' blocks interleave */
+        table[(i % n_seq) * max_blocks + i / n_seq] = i;
+    for (int i = 0; i < n_seq; i++)
+        seq[i] = i, pos[i] = depth - 1;
+    colo_buffer *bkv, *bq, *bt, *bs, *bp, *bo;
+    uint16_t *dkv = upload(s, dev, kv, cache_elems * 2 * layers * sizeof(uint16_t), &bkv);
+    float *dq = upload(s, dev, q, (size_t)n_seq * n_head * hd * sizeof(float), &bq);
+    colo_attn_desc d = {.n_tokens = n_seq, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
+                        .max_blocks = max_blocks, .max_pos = depth - 1, .scale = 0.125f, .kv_type = COLO_F16,
+                        .tok_seq = upload(s, dev, seq, (size_t)n_seq * sizeof(int32_t), &bs),
+                        .tok_pos = upload(s, dev, pos, (size_t)n_seq * sizeof(int32_t), &bp),
+                        .block_table = upload(s, dev, table, (size_t)n_blocks * sizeof(int32_t), &bt)};
+    float *dout = upload(s, dev, q, (size_t)n_seq * n_head * hd * sizeof(float), &bo);
+    colo_op_attention(s, &d, dq, dkv, dkv + cache_elems, dout); /* warm-up */
+    colo_stream_sync(s);
+    double t0 = now_s(), best = 1e30;
+    do {
+        double b0 = now_s();
+        for (int l = 0; l < layers; l++)
+            colo_op_attention(s, &d, dq, dkv + 2 * l * cache_elems, dkv + (2 * l + 1) * cache_elems, dout);
+        colo_stream_sync(s);
+        double el = (now_s() - b0) / layers;
+        best = el < best ? el : best;
+    } while (now_s() - t0 < seconds);
+    colo_buffer_free(bkv), colo_buffer_free(bq), colo_buffer_free(bt), colo_buffer_free(bs), colo_buffer_free(bp);
+    colo_buffer_free(bo);
+    free(kv), free(q), free(table), free(seq), free(pos);
+    return best;
+}
+
+/* The attention table: SmolLM2's heads (9 / 3 x 64) and Gemma 3 270M's
+ * (4 / 1 x 256), one sequence at several depths and 32 sequences. */
+static void bench_attention(colo_device *dev, colo_stream *s, double seconds)
+{
+    printf("\n%-34s %12s %10s %10s\n", "attention (decode, F16 KV)", "us/call", "ns/key", "KV GB/s");
+    const int shapes[][3] = {{9, 3, 64}, {4, 1, 256}};
+    const int cases[][2] = {{1, 256}, {1, 1024}, {1, 2000}, {8, 256}, {32, 256}, {32, 1024}};
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < 6; c++) {
+            int n_head = shapes[h][0], n_kv = shapes[h][1], hd = shapes[h][2];
+            double t = time_attention(dev, s, cases[c][0], cases[c][1], n_head, n_kv, hd, seconds);
+            double keys = (double)cases[c][0] * cases[c][1]; /* per KV head: ns per key and KV head below */
+            printf("  heads %d/%d x %-3d seqs %-2d depth %-5d %10.1f %10.3f %10.2f\n", n_head, n_kv, hd, cases[c][0],
+                   cases[c][1], t * 1e6, t * 1e9 / (keys * n_kv), keys * n_kv * hd * 2 * 2 / t / 1e9);
+        }
+}
+
 int main(int argc, char **argv)
 {
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
+    bool attention_only = false, matvec_only = false, dots_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -148,8 +221,15 @@ int main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--attention"))
+            attention_only = true;
+        else if (!strcmp(argv[i], "--matvec"))
+            matvec_only = true;
+        else if (!strcmp(argv[i], "--dots"))
+            dots_only = true;
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]\n",
+                    argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -163,8 +243,19 @@ int main(int argc, char **argv)
     colo_device_info info;
     colo_device_get_info(dev, &info);
     colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
-    printf("device: %s\n\n", info.name);
-
+    printf("device: %s\n", info.name);
+    if (attention_only) {
+        bench_attention(dev, s, seconds);
+        goto out;
+    }
+    printf("\n");
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
+    const int n_types = (int)(sizeof types / sizeof *types);
+    if (matvec_only)
+        goto matvec;
+    if (dots_only)
+        goto dots;
     printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
     const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
     for (int i = 0; i < 4; i++) {
@@ -179,10 +270,8 @@ int main(int argc, char **argv)
         printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
                2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
     }
+matvec:
     printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
-                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
-    const int n_types = (int)(sizeof types / sizeof *types);
     /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
      * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
     const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
@@ -196,6 +285,8 @@ int main(int argc, char **argv)
             printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
                    bytes / t / 1e9);
         }
+    if (matvec_only)
+        goto out;
     /* Batched decode: m rows against one 4096 x 4096 weight, the paths a
      * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
      * allows, for every m here, to compare). GB/s = weight bytes / time. */
@@ -211,11 +302,14 @@ int main(int argc, char **argv)
             printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);
         }
     colo_cpu_int8_max_rows = saved_rows;
+dots:
     if (info.kind == COLO_BACKEND_CPU) {
         printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
         for (int ti = 0; ti < n_types - 3; ti++)
             printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(types[ti]), dot_ns_per_block(types[ti], 1, seconds),
                    dot_ns_per_block(types[ti], 4, seconds));
+        if (dots_only)
+            goto out;
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and sgemm; one row: float dots). */
         printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
@@ -232,6 +326,8 @@ int main(int argc, char **argv)
             }
         colo_cpu_int8_max_rows = saved;
     }
+    bench_attention(dev, s, seconds);
+out:
     colo_stream_destroy(s);
     colo_device_close(dev);
     return 0;

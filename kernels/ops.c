@@ -71,6 +71,36 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
     DISPATCH_OP(s, true, linear, w, w_type, bias, x, x_stride, y, y_stride, m, n, k);
 }
 
+colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                 const colo_linear_out *out, int n_out)
+{
+    if (!x || !out || n_out <= 0 || n_out > COLO_LINEAR_MULTI_MAX || m <= 0 || k <= 0 || x_stride < 0 ||
+        (x_stride && x_stride < k))
+        return COLO_EINVAL;
+    for (int i = 0; i < n_out; i++) {
+        const colo_linear_out *o = &out[i];
+        if (!o->w || !o->y || o->n <= 0 || o->y_stride < 0 || (o->y_stride && o->y_stride < o->n))
+            return COLO_EINVAL;
+        if (!colo_dtype_is_weight(o->w_type))
+            return COLO_EUNSUPPORTED;
+        if (k % colo_dtype_block_elems(o->w_type))
+            return COLO_EINVAL;
+    }
+    const colo_ops *ops = OPS(s);
+    if (!ops)
+        return COLO_EINVAL;
+    if (!ops->linear_multi) {
+        for (int i = 0; i < n_out; i++) {
+            colo_status st = colo_op_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
+                                            out[i].y_stride, m, out[i].n, k);
+            if (st != COLO_OK)
+                return st;
+        }
+        return COLO_OK;
+    }
+    DISPATCH_OP(s, true, linear_multi, x, x_stride, m, k, out, n_out);
+}
+
 colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                          const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
                          colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch)

@@ -69,6 +69,16 @@ typedef struct colo_rope_desc {
     const float *freq_factors; /* (n_rot / 2) device floats, or NULL */
 } colo_rope_desc;
 
+/* One product of colo_op_linear_multi: y (m, n) = x . W (n, k)^T [+ bias]. */
+typedef struct colo_linear_out {
+    const void *w;      /* (n, k) of w_type */
+    colo_dtype w_type;  /* any weight dtype */
+    const float *bias;  /* (n) or NULL */
+    float *y;           /* (m, n), row stride y_stride (0 = n) */
+    int y_stride;
+    int n;
+} colo_linear_out;
+
 typedef struct colo_ops colo_ops;
 
 struct colo_ops {
@@ -150,6 +160,14 @@ struct colo_ops {
                              int d);
     /* In place, per row: x = x / max(||x||_2, 1e-12). */
     colo_status (*l2norm)(colo_stream *s, float *x, int rows, int n);
+
+    /* Several products of one x (m, k) (a layer's Q, K and V, or its gate
+     * and up projections): out[i].y = x . out[i].w^T [+ out[i].bias] for
+     * i < n_out, each exactly as linear would give it. A backend may prepare
+     * x once for all of them. Optional (the dispatcher runs linear per
+     * product); last in the table so that positional tables leave it out. */
+    colo_status (*linear_multi)(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                const colo_linear_out *out, int n_out);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -157,6 +175,10 @@ struct colo_ops {
  * dtype the backend lacks. Same parameters as the slots above. */
 colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                            int x_stride, float *y, int y_stride, int m, int n, int k);
+/* At most COLO_LINEAR_MULTI_MAX products; COLO_EINVAL for more or none. */
+#define COLO_LINEAR_MULTI_MAX 3
+colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                 const colo_linear_out *out, int n_out);
 colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                          const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
                          colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch);

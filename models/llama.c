@@ -870,9 +870,10 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
         if (throttle)
             colo_cosched_throttle(throttle, 14);
         TRY(colo_op_rmsnorm(s, m->x, L->attn_norm, m->h, n, E, hp->rms_eps));
-        TRY(colo_op_linear(s, L->wq, L->tq, L->bq, m->h, 0, m->q, 0, n, Q, E));
-        TRY(colo_op_linear(s, L->wk, L->tk, L->bk, m->h, 0, m->k, 0, n, KV, E));
-        TRY(colo_op_linear(s, L->wv, L->tv, L->bv, m->h, 0, m->v, 0, n, KV, E));
+        /* One product op per shared input: h is prepared (quantized) once. */
+        colo_linear_out qkv[3] = {{L->wq, L->tq, L->bq, m->q, 0, Q}, {L->wk, L->tk, L->bk, m->k, 0, KV},
+                                  {L->wv, L->tv, L->bv, m->v, 0, KV}};
+        TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
         if (L->q_norm) { /* per head */
             TRY(colo_op_rmsnorm(s, m->q, L->q_norm, m->q, n * hp->n_head, hp->head_dim, hp->rms_eps));
             TRY(colo_op_rmsnorm(s, m->k, L->k_norm, m->k, n * hp->n_kv_head, hp->head_dim, hp->rms_eps));
@@ -892,8 +893,8 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
             TRY(colo_op_rmsnorm(s, m->h, L->post_attn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
         TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));
-        TRY(colo_op_linear(s, L->w_gate, L->tg, L->b_gate, m->h, 0, m->g, 0, n, F, E));
-        TRY(colo_op_linear(s, L->w_up, L->tu, L->b_up, m->h, 0, m->u, 0, n, F, E));
+        colo_linear_out gate_up[2] = {{L->w_gate, L->tg, L->b_gate, m->g, 0, F}, {L->w_up, L->tu, L->b_up, m->u, 0, F}};
+        TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
         if (hp->arch == COLO_ARCH_GEMMA3)
             TRY(colo_op_geglu(s, m->g, m->u, m->g, (int64_t)n * F));
         else

@@ -11,6 +11,8 @@
 # llama-cpp-python sdist on PyPI); it is not part of colo. colo's side is
 # colo-generate with a prompt of DEPTH tokens (" the" repeated), greedy, 64
 # new tokens, 2 threads; llama.cpp's is `llama-bench -p 0 -n 64 -d DEPTH -t 2 -r 1`.
+# THREADS=N sets both sides' threads. Each depth's runs and the load average
+# go to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: LLAMA_BENCH=... scripts/bench-vs-llama.sh MODEL.gguf [DEPTHS] [REPEATS]}
@@ -44,6 +46,7 @@ for d in "${ds[@]}"; do
     c+=("$(colo_tps "$d")")
     l+=("$(llama_tps "$d")")
   done
+  echo "  depth $d runs: colo ${c[*]}; llama.cpp ${l[*]}; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   cm=$(printf '%s\n' "${c[@]}" | calc_median)
   lm=$(printf '%s\n' "${l[@]}" | calc_median)
   printf '%8s %14.1f %14.1f %8.2f\n' "$d" "$cm" "$lm" "$(python3 -c "print($cm / $lm)")"

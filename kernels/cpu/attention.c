@@ -1,19 +1,38 @@
 /* Attention on the CPU: paged causal GQA over a KV cache, and bidirectional
- * attention with padding for encoders. One chunk = a range of (token, head)
- * pairs; each pair streams its keys once with an online softmax. */
+ * attention with padding for encoders.
+ *
+ * Paged attention: one work item is one token, one KV head and one segment
+ * of that token's keys. The item serves every query head of the KV head's
+ * group at once, so each K and V row is read and converted from F16 once
+ * per group rather than once per query head. Keys go in tiles: a tile's K
+ * rows are converted to F32 scratch, scored against each query head, the
+ * scores exponentiated eight at a time (AVX2) with an online softmax at tile
+ * granularity, and the tile's V rows accumulated with the weights.
+ * When there are few (token, KV head) pairs (decode of a small batch), each
+ * pair's keys are split into segments that run on different workers
+ * (flash-decoding); their partial results (max, sum of weights, weighted
+ * values) are merged by a second op. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
 #include <string.h>
-#if defined(__F16C__) && defined(__AVX__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#define ATTN_AVX2 1
 #endif
+
+/* Floats of one converted K (or V) tile: tile keys = this / head_dim. */
+#define ATTN_TILE_FLOATS 2048
+/* Keys a segment keeps at least when a pair's keys are split. */
+#define ATTN_MIN_SEGMENT 64
 
 typedef struct {
     colo_attn_desc d;
     const float *q;
     const void *k_cache, *v_cache;
     float *out;
+    float *part; /* n_split > 1: (n_tokens, n_kv_head, n_split, group, head_dim + 2) partials */
+    int n_split;
 } attn_args;
 
 static inline void load_row(colo_dtype t, const void *base, int64_t row, int off, int n, float *dst)
@@ -23,7 +42,7 @@ static inline void load_row(colo_dtype t, const void *base, int64_t row, int off
     } else {
         const uint16_t *h = (const uint16_t *)base + row + off;
         int i = 0;
-#if defined(__F16C__) && defined(__AVX__)
+#ifdef ATTN_AVX2
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
 #endif
@@ -32,60 +51,425 @@ static inline void load_row(colo_dtype t, const void *base, int64_t row, int off
     }
 }
 
+#ifdef ATTN_AVX2
+/* e^x for x <= 0 (scores minus their running max), relative error ~1e-7;
+ * below -87.3 the result is 0 or a tiny normal, never NaN. */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    p = _mm256_fmadd_ps(p, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The sums of each of a0..a7, as one vector. */
+static inline __m256 hsum256x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
+                               __m256 a7)
+{
+    __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* s[j] = q . k[j] for j < nt, eight keys at a time (hd % 8 == 0). */
+static void score_tile8(const float *q, const float *const *k, int nt, int hd, float *s)
+{
+    int j = 0;
+    for (; j + 8 <= nt; j += 8) {
+        const float *k0 = k[j], *k1 = k[j + 1], *k2 = k[j + 2], *k3 = k[j + 3], *k4 = k[j + 4], *k5 = k[j + 5],
+                    *k6 = k[j + 6], *k7 = k[j + 7];
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int i = 0; i < hd; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k4 + i), a4);
+            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k5 + i), a5);
+            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k6 + i), a6);
+            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k7 + i), a7);
+        }
+        _mm256_storeu_ps(s + j, hsum256x8(a0, a1, a2, a3, a4, a5, a6, a7));
+    }
+    for (; j < nt; j++) {
+        __m256 a = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8)
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k[j] + i), a);
+        s[j] = hsum256(a);
+    }
+}
+
+/* For NH heads (1..4) of one group: acc[h] (hd) = acc[h] * corr[h] +
+ * sum_j w[h][j] v[j], v[j] F16 rows read directly; hd % 16 == 0. w[h] is
+ * w + h * w_stride. Each V chunk is converted once for all NH heads. */
+static inline __attribute__((always_inline)) void accumulate_f16(int NH, float *acc, const float *corr,
+                                                                 const float *w, int w_stride,
+                                                                 const uint16_t *const *v, int nt, int hd)
+{
+    for (int i = 0; i < hd; i += 16) {
+        __m256 a[4][2];
+        for (int h = 0; h < NH; h++) {
+            __m256 c = _mm256_set1_ps(corr[h]);
+            a[h][0] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * hd + i), c);
+            a[h][1] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * hd + i + 8), c);
+        }
+        for (int j = 0; j < nt; j++) {
+            __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v[j] + i)));
+            __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v[j] + i + 8)));
+            for (int h = 0; h < NH; h++) {
+                __m256 wj = _mm256_broadcast_ss(w + (size_t)h * w_stride + j);
+                a[h][0] = _mm256_fmadd_ps(wj, v0, a[h][0]);
+                a[h][1] = _mm256_fmadd_ps(wj, v1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < NH; h++) {
+            _mm256_storeu_ps(acc + (size_t)h * hd + i, a[h][0]);
+            _mm256_storeu_ps(acc + (size_t)h * hd + i + 8, a[h][1]);
+        }
+    }
+}
+
+/* accumulate_f16 for every head of a group, four at a time. */
+static void accumulate_group_f16(int group, float *acc, const float *corr, const float *w, int w_stride,
+                                 const uint16_t *const *v, int nt, int hd)
+{
+    for (int h = 0; h < group;) {
+        float *ah = acc + (size_t)h * hd;
+        const float *wh = w + (size_t)h * w_stride;
+        switch (group - h) {
+        case 1: accumulate_f16(1, ah, corr + h, wh, w_stride, v, nt, hd); h += 1; break;
+        case 2: accumulate_f16(2, ah, corr + h, wh, w_stride, v, nt, hd); h += 2; break;
+        case 3: accumulate_f16(3, ah, corr + h, wh, w_stride, v, nt, hd); h += 3; break;
+        default: accumulate_f16(4, ah, corr + h, wh, w_stride, v, nt, hd); h += 4; break;
+        }
+    }
+}
+#endif
+
+/* max of x[0..n), n >= 1. */
+static float tile_max(const float *x, int n)
+{
+    int i = 0;
+    float mx = x[0];
+#ifdef ATTN_AVX2
+    if (n >= 8) {
+        __m256 v = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8)
+            v = _mm256_max_ps(v, _mm256_loadu_ps(x + i));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        mx = _mm_cvtss_f32(h);
+    }
+#endif
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
+/* x[i] = e^(x[i] - m) for i < n; returns their sum. */
+static float exp_shift_sum(float *x, int n, float m)
+{
+    int i = 0;
+    float sum = 0;
+#ifdef ATTN_AVX2
+    __m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    sum = hsum256(vs);
+#endif
+    for (; i < n; i++)
+        sum += x[i] = expf(x[i] - m);
+    return sum;
+}
+
+/* s[j] = q . k[j] for j < nt (rows of hd floats). */
+static void score_tile(const float *q, const float *const *k, int nt, int hd, float *s)
+{
+    for (int j = 0; j < nt; j++) {
+        const float *kr = k[j];
+        int i = 0;
+        float sum = 0;
+#ifdef ATTN_AVX2
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (; i + 16 <= hd; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kr + i + 8), a1);
+        }
+        for (; i + 8 <= hd; i += 8)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), a0);
+        sum = hsum256(_mm256_add_ps(a0, a1));
+#endif
+        for (; i < hd; i++)
+            sum += q[i] * kr[i];
+        s[j] = sum;
+    }
+}
+
+/* acc (hd) = acc * corr + sum_j w[j] v[j] (rows of hd floats). */
+static void accumulate_tile(float *acc, float corr, const float *w, const float *const *v, int nt, int hd)
+{
+    int i = 0;
+#ifdef ATTN_AVX2
+    __m256 c = _mm256_set1_ps(corr);
+    for (; i + 16 <= hd; i += 16) {
+        __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + i), c), a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + i + 8), c);
+        for (int j = 0; j < nt; j++) {
+            __m256 wj = _mm256_broadcast_ss(w + j);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(v[j] + i), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(v[j] + i + 8), a1);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+    }
+#endif
+    for (; i < hd; i++) {
+        float a = acc[i] * corr;
+        for (int j = 0; j < nt; j++)
+            a += w[j] * v[j][i];
+        acc[i] = a;
+    }
+}
+
+/* Attention of the group query heads of token t over keys [ja, jb) of KV
+ * head kvh: leaves each head's running max m[h], sum of weights l[h] and
+ * weighted values acc[h * hd ..]. m = -inf, l = 0 when ja >= jb. */
+static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, int jb, float *m, float *l, float *acc)
+{
+    const colo_attn_desc *d = &a->d;
+    int hd = d->head_dim, group = d->n_head / d->n_kv_head, kv_dim = d->n_kv_head * hd;
+    int q_stride = d->q_stride ? d->q_stride : d->n_head * hd;
+    int tile = ATTN_TILE_FLOATS / hd;
+    tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
+    bool f16 = d->kv_type == COLO_F16;
+    size_t floats = (size_t)group * hd + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0) + group;
+    floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
+    float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
+    if (!qs)
+        return COLO_ENOMEM;
+    float *s = qs + (size_t)group * hd, *kt = s + (size_t)group * tile, *vt = kt + (size_t)tile * hd;
+    /* (group) each head's rescale of this tile, after the tiles (F16 only) */
+    float *corr = s + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0);
+    const float **kp = (const float **)(qs + floats), **vp = kp + tile;
+    const float *q = a->q + (int64_t)t * q_stride + (int64_t)kvh * group * hd;
+    for (int h = 0; h < group; h++) {
+        for (int i = 0; i < hd; i++)
+            qs[h * hd + i] = q[h * hd + i] * d->scale;
+        m[h] = -INFINITY, l[h] = 0;
+    }
+    memset(acc, 0, (size_t)group * hd * sizeof(float));
+    const int32_t *table = d->block_table + (int64_t)d->tok_seq[t] * d->max_blocks;
+#ifdef ATTN_AVX2
+    bool fast = f16 && hd % 16 == 0;
+#else
+    bool fast = false;
+#endif
+    size_t esz = f16 ? 2 : 4, row_bytes = (size_t)hd * esz;
+    /* Element offsets of this tile's and the next tile's KV rows (this head's
+     * piece): block and slot advance by counting, no division per key. */
+    int64_t rows_buf[2][64], *rows = rows_buf[0], *next = rows_buf[1];
+    int blk = ja / d->block_size, off = ja % d->block_size;
+    for (int j = 0; j < tile && ja + j < jb; j++) {
+        rows[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+        if (++off == d->block_size)
+            off = 0, blk++;
+    }
+    for (int j0 = ja; j0 < jb; j0 += tile) {
+        int nt = jb - j0 < tile ? jb - j0 : tile;
+        /* The next tile's rows are requested from memory while this one is
+         * computed: KV rows of long sequences come from DRAM, one head's
+         * piece of each row at a time. */
+        for (int j = 0; j < tile && j0 + tile + j < jb; j++) {
+            next[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+            if (++off == d->block_size)
+                off = 0, blk++;
+            const char *kr = (const char *)a->k_cache + next[j] * (int64_t)esz;
+            const char *vr = (const char *)a->v_cache + next[j] * (int64_t)esz;
+            for (size_t b = 0; b < row_bytes; b += 64) {
+                __builtin_prefetch(kr + b);
+                __builtin_prefetch(vr + b);
+            }
+        }
+        for (int j = 0; j < nt; j++) {
+            int64_t row = rows[j];
+            if (f16) {
+                load_row(COLO_F16, a->k_cache, row, 0, hd, kt + (size_t)j * hd);
+                kp[j] = kt + (size_t)j * hd;
+                if (fast) {
+                    vp[j] = (const float *)((const uint16_t *)a->v_cache + row);
+                } else {
+                    load_row(COLO_F16, a->v_cache, row, 0, hd, vt + (size_t)j * hd);
+                    vp[j] = vt + (size_t)j * hd;
+                }
+            } else {
+                kp[j] = (const float *)a->k_cache + row, vp[j] = (const float *)a->v_cache + row;
+            }
+        }
+        int64_t *t_rows = rows;
+        rows = next, next = t_rows;
+        for (int h = 0; h < group; h++) {
+            float *sh = s + (size_t)h * tile;
+#ifdef ATTN_AVX2
+            if (hd % 8 == 0)
+                score_tile8(qs + (size_t)h * hd, kp, nt, hd, sh);
+            else
+#endif
+                score_tile(qs + (size_t)h * hd, kp, nt, hd, sh);
+            float mt = tile_max(sh, nt);
+            float m_new = mt > m[h] ? mt : m[h];
+            corr[h] = m[h] == -INFINITY ? 0.0f : expf(m[h] - m_new);
+            l[h] = l[h] * corr[h] + exp_shift_sum(sh, nt, m_new);
+            m[h] = m_new;
+            if (!fast)
+                accumulate_tile(acc + (size_t)h * hd, corr[h], sh, vp, nt, hd);
+        }
+#ifdef ATTN_AVX2
+        if (fast)
+            accumulate_group_f16(group, acc, corr, s, tile, (const uint16_t *const *)vp, nt, hd);
+#endif
+    }
+    return COLO_OK;
+}
+
+/* Token t's keys: [*j0, *j1) (its window, or 0..pos). False for a position
+ * outside [0, max_pos]. */
+static bool token_keys(const colo_attn_desc *d, int t, int *j0, int *j1)
+{
+    int pos = d->tok_pos[t];
+    if (pos < 0 || pos > d->max_pos)
+        return false;
+    *j0 = d->window && pos >= d->window ? pos - d->window + 1 : 0;
+    *j1 = pos + 1;
+    return true;
+}
+
 static void attn_task(const void *p, int chunk, int n_chunks)
 {
     const attn_args *a = p;
     const colo_attn_desc *d = &a->d;
-    int hd = d->head_dim, group = d->n_head / d->n_kv_head, kv_dim = d->n_kv_head * hd;
-    int q_stride = d->q_stride ? d->q_stride : d->n_head * hd;
-    float *kr = colo_cpu_scratch(2, (size_t)hd * 2 * sizeof(float));
-    if (!kr) {
-        colo_cpu_task_fail(COLO_ENOMEM);
-        return;
-    }
-    float *vr = kr + hd;
-    float acc[hd];
+    int hd = d->head_dim, group = d->n_head / d->n_kv_head, S = a->n_split;
+    float *acc_buf = NULL, *m = NULL, *l = NULL; /* scratch: acc (group, hd), m (group), l (group) */
     int64_t lo, hi;
-    colo_chunk_range((int64_t)d->n_tokens * d->n_head, chunk, n_chunks, &lo, &hi);
-    for (int64_t th = lo; th < hi; th++) {
-        int t = (int)(th / d->n_head), h = (int)(th % d->n_head), kvh = h / group;
-        int seq = d->tok_seq[t], pos = d->tok_pos[t];
-        const float *q = a->q + (int64_t)t * q_stride + (int64_t)h * hd;
-        float *o = a->out + (int64_t)t * d->n_head * hd + (int64_t)h * hd;
-        if (pos < 0 || pos > d->max_pos) {
-            memset(o, 0, (size_t)hd * sizeof(float));
+    colo_chunk_range((int64_t)d->n_tokens * d->n_kv_head * S, chunk, n_chunks, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) {
+        int sp = (int)(it % S), t = (int)(it / S / d->n_kv_head), kvh = (int)(it / S % d->n_kv_head);
+        float *o = a->out + (int64_t)t * d->n_head * hd + (int64_t)kvh * group * hd;
+        float *part = S > 1 ? a->part + it * (int64_t)group * (hd + 2) : NULL;
+        int j0, j1;
+        if (!token_keys(d, t, &j0, &j1)) {
+            if (part)
+                for (int h = 0; h < group; h++)
+                    part[h] = -INFINITY, part[group + h] = 0;
+            else
+                memset(o, 0, (size_t)group * hd * sizeof(float));
             colo_cpu_task_fail(COLO_EINVAL);
             continue;
         }
-        const int32_t *table = d->block_table + (int64_t)seq * d->max_blocks;
-        float m = -INFINITY, l = 0;
-        memset(acc, 0, sizeof acc);
-        int j0 = d->window && pos >= d->window ? pos - d->window + 1 : 0;
-        for (int j = j0; j <= pos; j++) {
-            int64_t slot = (int64_t)table[j / d->block_size] * d->block_size + j % d->block_size;
-            load_row(d->kv_type, a->k_cache, slot * kv_dim, kvh * hd, hd, kr);
-            float s = colo_cpu_dot_f32(q, kr, hd) * d->scale;
-            float m_new = s > m ? s : m;
-            float corr = expf(m - m_new), w = expf(s - m_new);
-            load_row(d->kv_type, a->v_cache, slot * kv_dim, kvh * hd, hd, vr);
-            for (int i = 0; i < hd; i++)
-                acc[i] = acc[i] * corr + w * vr[i];
-            l = l * corr + w;
-            m = m_new;
+        int n = j1 - j0, ja = j0 + (int)((int64_t)n * sp / S), jb = j0 + (int)((int64_t)n * (sp + 1) / S);
+        /* Partials: m (group), l (group), then acc (group, hd); otherwise acc is o. */
+        float *acc = part ? part + 2 * group : o;
+        if (!part) {
+            if (!acc_buf && !(acc_buf = colo_cpu_scratch(3, (size_t)group * (hd + 2) * sizeof(float)))) {
+                colo_cpu_task_fail(COLO_ENOMEM);
+                return;
+            }
+            acc = acc_buf, m = acc_buf + (size_t)group * hd, l = m + group;
         }
+        colo_status st = attend_segment(a, t, kvh, ja, jb, part ? part : m, part ? part + group : l, acc);
+        if (st != COLO_OK) {
+            colo_cpu_task_fail(st);
+            return;
+        }
+        if (!part)
+            for (int h = 0; h < group; h++) {
+                float inv = 1.0f / l[h];
+                for (int i = 0; i < hd; i++)
+                    o[(size_t)h * hd + i] = acc[(size_t)h * hd + i] * inv;
+            }
+    }
+}
+
+/* Merges the n_split partials of each (token, KV head) into out. */
+static void attn_merge_task(const void *p, int chunk, int n_chunks)
+{
+    const attn_args *a = p;
+    const colo_attn_desc *d = &a->d;
+    int hd = d->head_dim, group = d->n_head / d->n_kv_head, S = a->n_split;
+    int64_t lo, hi;
+    colo_chunk_range((int64_t)d->n_tokens * d->n_head, chunk, n_chunks, &lo, &hi);
+    for (int64_t th = lo; th < hi; th++) {
+        int64_t pair = th / group;
+        int h = (int)(th % group);
+        const float *part = a->part + pair * S * (int64_t)group * (hd + 2);
+        float *o = a->out + th * hd;
+        float mx = -INFINITY, l = 0;
+        for (int sp = 0; sp < S; sp++) {
+            float ms = part[(int64_t)sp * group * (hd + 2) + h];
+            mx = ms > mx ? ms : mx;
+        }
+        memset(o, 0, (size_t)hd * sizeof(float));
+        if (mx == -INFINITY) /* a token refused by attn_task */
+            continue;
+        for (int sp = 0; sp < S; sp++) {
+            const float *ps = part + (int64_t)sp * group * (hd + 2);
+            if (ps[h] == -INFINITY)
+                continue;
+            float w = expf(ps[h] - mx);
+            l += w * ps[group + h];
+            const float *acc = ps + 2 * group + (int64_t)h * hd;
+            for (int i = 0; i < hd; i++)
+                o[i] += w * acc[i];
+        }
+        float inv = 1.0f / l;
         for (int i = 0; i < hd; i++)
-            o[i] = acc[i] / l;
+            o[i] *= inv;
     }
 }
 
 colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const float *q, const void *k_cache,
                                const void *v_cache, float *out)
 {
-    attn_args a = {*d, q, k_cache, v_cache, out};
-    int64_t pairs = (int64_t)d->n_tokens * d->n_head;
+    int group = d->n_head / d->n_kv_head;
+    attn_args a = {*d, q, k_cache, v_cache, out, NULL, 1};
+    int64_t pairs = (int64_t)d->n_tokens * d->n_kv_head;
     int keys = d->window && d->window < d->max_pos + 1 ? d->window : d->max_pos + 1;
-    int nc = colo_cpu_chunks(s, pairs, 4.0 * keys * d->head_dim);
-    return colo_cpu_launch(s, attn_task, &a, sizeof a, nc);
+    int threads = colo_cpu_stream_threads(s);
+    while (pairs * a.n_split < 8 * threads && keys / (2 * a.n_split) >= ATTN_MIN_SEGMENT)
+        a.n_split *= 2;
+    double cost = 4.0 * keys / a.n_split * d->head_dim * group;
+    if (a.n_split > 1) {
+        size_t bytes = (size_t)pairs * a.n_split * group * (d->head_dim + 2) * sizeof(float);
+        if (!(a.part = colo_cpu_stream_scratch(s, bytes)))
+            return COLO_ENOMEM;
+    }
+    colo_status st = colo_cpu_launch(s, attn_task, &a, sizeof a, colo_cpu_chunks(s, pairs * a.n_split, cost));
+    if (st != COLO_OK || a.n_split == 1)
+        return st;
+    return colo_cpu_launch(s, attn_merge_task, &a, sizeof a,
+                           colo_cpu_chunks(s, (int64_t)d->n_tokens * d->n_head, 4.0 * a.n_split * d->head_dim));
 }
 
 typedef struct {

@@ -125,6 +125,8 @@ extern int colo_cpu_int8_max_decode_rows;
 
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k);
+colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                  const colo_linear_out *out, int n_out);
 colo_status colo_cpu_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                           const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
                           colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch);

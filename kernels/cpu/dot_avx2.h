@@ -37,9 +37,9 @@ INLINE __m256 dot_u8s8(__m256i u, __m256i s)
 /* 16 bytes of nibbles: low nibbles to bytes 0..15, high nibbles to 16..31. */
 INLINE __m256i nibbles(const uint8_t *qs)
 {
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    __m128i m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+    /* The 16 bytes in both halves (one load), the high half shifted by 4. */
+    __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(raw, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
 }
 
 /* fp16 halves at p: [p[0], 0, 0, 0] and [p[0], p[1], 0, 0]. */

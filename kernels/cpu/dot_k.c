@@ -462,7 +462,7 @@ INLINE void q3_k_k_rows(int nsb, const colo_blk_q3_k *w, const colo_blk_q8k *x, 
     __m256 acc[COLO_CPU_DOT_ROWS];
     for (int r = 0; r < nr; r++)
         acc[r] = _mm256_setzero_ps();
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     for (int i = 0; i < nsb; i++) {
         const colo_blk_q3_k *b = w + i;
         float d = _mm_cvtss_f32(half1(&b->d));
@@ -482,19 +482,29 @@ INLINE void q3_k_k_rows(int nsb, const colo_blk_q3_k *w, const colo_blk_q8k *x, 
             isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                        _mm256_slli_epi32(_mm256_madd_epi16(load_bsums(x + r * xs + i), sc16), 2));
         __m256i hm = load32(b->hmask);
-        for (int n = 0; n < 2; n++) {
-            __m256i raw = load32(b->qs + 32 * n);
-            for (int j = 0; j < 4; j++) {
-                __m256i lo = _mm256_and_si256(srl16(raw, 2 * j), m3);
-                __m256i hi = _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2);
-                __m256i q = _mm256_or_si256(lo, hi);
-                __m256i s16 = scale_pair(sc16, n, j);
-                for (int r = 0; r < nr; r++) {
-                    __m256i p = _mm256_maddubs_epi16(q, load32(x[r * xs + i].qs + 128 * n + 32 * j));
-                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s16));
-                }
-            }
-        }
+        /* Code bits: the low two from qs (shifted by 2 j), the third from
+         * bit 4 n + j of hmask, moved straight to bit 2 (one shift by an
+         * immediate; the bits a 16-bit shift carries across bytes are
+         * masked off). */
+#define Q3_HI(s) ((s) <= 2 ? _mm256_slli_epi16(hm, 2 - (s)) : _mm256_srli_epi16(hm, (s) - 2))
+#define Q3_STEP(n, j)                                                                                             \
+    do {                                                                                                          \
+        __m256i lo = _mm256_and_si256((j) ? _mm256_srli_epi16(raw, 2 * (j)) : raw, m3);                           \
+        __m256i q = _mm256_or_si256(lo, _mm256_and_si256(Q3_HI(4 * (n) + (j)), four));                           \
+        __m256i s16 = _mm256_shuffle_epi8(dup, _mm256_add_epi8(base, _mm256_set1_epi8((char)(4 * (j)))));         \
+        for (int r = 0; r < nr; r++) {                                                                            \
+            __m256i p = _mm256_maddubs_epi16(q, load32(x[r * xs + i].qs + 128 * (n) + 32 * (j)));                 \
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s16));                                       \
+        }                                                                                                         \
+    } while (0)
+        const __m256i base = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                              3, 2, 3, 2, 3, 2, 3);
+        __m256i raw = load32(b->qs), dup = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+        Q3_STEP(0, 0); Q3_STEP(0, 1); Q3_STEP(0, 2); Q3_STEP(0, 3);
+        raw = load32(b->qs + 32), dup = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+        Q3_STEP(1, 0); Q3_STEP(1, 1); Q3_STEP(1, 2); Q3_STEP(1, 3);
+#undef Q3_STEP
+#undef Q3_HI
         for (int r = 0; r < nr; r++)
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r * xs + i].d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
     }

@@ -174,36 +174,116 @@ static void quantize_task(const void *p, int chunk, int n_chunks)
     for (int64_t i = lo; i < hi; i++) {
         if (q->out_k)
             colo_cpu_quantize_q8k(q->x + i * q->x_stride, q->out_k + (size_t)i * (size_t)(q->k / 256), q->k);
-        else
+        if (q->out)
             colo_cpu_quantize_q8x(q->x + i * q->x_stride, q->out + (size_t)i * (size_t)(q->k / 32), q->k);
     }
+}
+
+/* Whether linear takes the int8 path for m rows of weights of type t. */
+static bool int8_path(colo_stream *s, colo_dtype t, int m)
+{
+    int int8_rows = colo_stream_decode(s) ? colo_cpu_int8_max_decode_rows : colo_cpu_int8_max_rows;
+    return m < int8_rows && (colo_cpu_vec_dot_k_for(t) || colo_cpu_vec_dot_for(t)) && !colo_cpu_exact(s);
+}
+
+/* Queues the quantization of x (m, k) into the stream's scratch: to blocks
+ * of 32 when want_q8x, to K-quant blocks when want_q8k (both: one after the
+ * other in the scratch). */
+static colo_status quantize_x(colo_stream *s, const float *x, int x_stride, int m, int k, bool want_q8x,
+                              bool want_q8k, colo_blk_q8x **xq, colo_blk_q8k **xk)
+{
+    size_t bytes_k = want_q8k ? ((size_t)m * (size_t)(k / 256) * sizeof(colo_blk_q8k) + 63) & ~(size_t)63 : 0;
+    size_t bytes_x = want_q8x ? (size_t)m * (size_t)(k / 32) * sizeof(colo_blk_q8x) : 0;
+    unsigned char *buf = colo_cpu_stream_scratch(s, bytes_k + bytes_x);
+    if (!buf)
+        return COLO_ENOMEM;
+    *xk = want_q8k ? (colo_blk_q8k *)buf : NULL;
+    *xq = want_q8x ? (colo_blk_q8x *)(buf + bytes_k) : NULL;
+    quant_args q = {x, x_stride, k, m, *xq, *xk};
+    return colo_cpu_launch(s, quantize_task, &q, sizeof q, colo_cpu_chunks(s, m, 4.0 * k * (want_q8x + want_q8k)));
 }
 
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL};
-    int int8_rows = colo_stream_decode(s) ? colo_cpu_int8_max_decode_rows : colo_cpu_int8_max_rows;
-    bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
-    if (m < int8_rows && (k_quant || colo_cpu_vec_dot_for(w_type)) && !colo_cpu_exact(s)) {
+    if (int8_path(s, w_type, m)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
-        size_t bytes = k_quant ? (size_t)m * (size_t)(k / 256) * sizeof(colo_blk_q8k)
-                               : (size_t)m * (size_t)(k / 32) * sizeof(colo_blk_q8x);
-        void *xq = colo_cpu_stream_scratch(s, bytes);
-        if (!xq)
-            return COLO_ENOMEM;
-        quant_args q = {x, a.x_stride, k, m, k_quant ? NULL : xq, k_quant ? xq : NULL};
-        colo_status st = colo_cpu_launch(s, quantize_task, &q, sizeof q, colo_cpu_chunks(s, m, 4.0 * k));
+        bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
+        colo_blk_q8x *xq;
+        colo_blk_q8k *xk;
+        colo_status st = quantize_x(s, x, a.x_stride, m, k, !k_quant, k_quant, &xq, &xk);
         if (st != COLO_OK)
             return st;
-        if (k_quant)
-            a.xk = xq;
-        else
-            a.xq = xq;
+        a.xq = xq, a.xk = xk;
     }
     int nc = colo_cpu_chunks(s, n, 2.0 * m * k);
     /* Tiles: keep chunks at least a tile tall. */
     if (!a.xq && !a.xk && m >= FLOAT_DOT_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
         nc = (n + TILE_ROWS - 1) / TILE_ROWS;
     return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
+}
+
+/* Several products of one x on the int8 path: x quantized once (to each
+ * activation format the weights need), then one op whose chunks split the
+ * weight rows of all products together. */
+typedef struct {
+    const float *x;
+    int x_stride, m, k, n_out;
+    const colo_blk_q8x *xq;
+    const colo_blk_q8k *xk;
+    colo_linear_out out[COLO_LINEAR_MULTI_MAX];
+} multi_args;
+
+static void linear_multi_task(const void *p, int chunk, int n_chunks)
+{
+    const multi_args *a = p;
+    int64_t total = 0;
+    for (int i = 0; i < a->n_out; i++)
+        total += a->out[i].n;
+    int64_t r0, r1, base = 0;
+    colo_chunk_range(total, chunk, n_chunks, &r0, &r1);
+    for (int i = 0; i < a->n_out && base < r1; base += a->out[i].n, i++) {
+        const colo_linear_out *o = &a->out[i];
+        int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < o->n ? r1 - base : o->n;
+        if (lo >= hi)
+            continue;
+        bool k_quant = colo_cpu_vec_dot_k_for(o->w_type) != NULL;
+        linear_args la = {o->w,       o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
+                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL};
+        linear_int8(&la, lo, hi);
+    }
+}
+
+colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                  const colo_linear_out *out, int n_out)
+{
+    bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
+    for (int i = 0; i < n_out && int8; i++) {
+        int8 = int8_path(s, out[i].w_type, m);
+        if (colo_cpu_vec_dot_k_for(out[i].w_type))
+            want_q8k = true;
+        else
+            want_q8x = true;
+    }
+    if (!int8) {
+        for (int i = 0; i < n_out; i++) {
+            colo_status st = colo_cpu_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
+                                             out[i].y_stride, m, out[i].n, k);
+            if (st != COLO_OK)
+                return st;
+        }
+        return COLO_OK;
+    }
+    multi_args a = {.x = x, .x_stride = x_stride ? x_stride : k, .m = m, .k = k, .n_out = n_out};
+    int64_t total = 0;
+    for (int i = 0; i < n_out; i++)
+        a.out[i] = out[i], total += out[i].n;
+    colo_blk_q8x *xq;
+    colo_blk_q8k *xk;
+    colo_status st = quantize_x(s, x, a.x_stride, m, k, want_q8x, want_q8k, &xq, &xk);
+    if (st != COLO_OK)
+        return st;
+    a.xq = xq, a.xk = xk;
+    return colo_cpu_launch(s, linear_multi_task, &a, sizeof a, colo_cpu_chunks(s, total, 2.0 * m * k));
 }

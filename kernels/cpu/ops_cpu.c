@@ -84,4 +84,5 @@ const colo_ops colo_cpu_ops = {
     .attention_bidir = colo_cpu_attention_bidir,
     .mean_pool = colo_cpu_mean_pool,
     .l2norm = colo_cpu_l2norm,
+    .linear_multi = colo_cpu_linear_multi,
 };

@@ -495,14 +495,26 @@ static void test_rope(void **state)
 }
 
 /* Paged GQA attention: sequences of different lengths whose blocks are
- * scattered through the cache; K/V written with kv_store. */
-static void case_attention(ctx_t *c, colo_dtype kv_type, int window)
+ * scattered through the cache; K/V written with kv_store. Queries: every
+ * token of every sequence (prefill), or with last_only the last token of
+ * each (a decode step). */
+typedef struct {
+    int n_head, n_kv, hd, bs, lens[3];
+    bool last_only;
+} attn_shape;
+
+static void case_attention_shape(ctx_t *c, colo_dtype kv_type, int window, const attn_shape *sh)
 {
-    enum { NSEQ = 3, BS = 4, MAXB = 8, NBLK = NSEQ * MAXB };
-    int n_head = 6, n_kv = 2, hd = 16, kv_dim = n_kv * hd;
-    int lens[NSEQ] = {1, 13, 29};
-    int32_t table[NSEQ * MAXB];
-    int perm[NBLK];
+    enum { NSEQ = 3 };
+    int n_head = sh->n_head, n_kv = sh->n_kv, hd = sh->hd, kv_dim = n_kv * hd, BS = sh->bs;
+    const int *lens = sh->lens;
+    int MAXB = 0, max_len = 0;
+    for (int s = 0; s < NSEQ; s++)
+        max_len = lens[s] > max_len ? lens[s] : max_len;
+    MAXB = (max_len + BS - 1) / BS + 1;
+    int NBLK = NSEQ * MAXB;
+    int32_t *table = malloc((size_t)NBLK * 4);
+    int *perm = malloc((size_t)NBLK * sizeof(int));
     for (int i = 0; i < NBLK; i++)
         perm[i] = i;
     for (int i = NBLK - 1; i > 0; i--) {
@@ -530,24 +542,30 @@ static void case_attention(ctx_t *c, colo_dtype kv_type, int window)
     float *dk = dput(c, k, (size_t)total * kv_dim * 4), *dv = dput(c, v, (size_t)total * kv_dim * 4);
     int32_t *dslot = dput(c, slot, (size_t)total * 4);
     assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, kv_type, dslot, total, kv_dim), COLO_OK);
-    /* Queries: every token of every sequence (prefill and decode alike). */
-    float *q = malloc((size_t)total * n_head * hd * 4);
-    fill_normal(q, (int64_t)total * n_head * hd, 1);
-    float *dq = dput(c, q, (size_t)total * n_head * hd * 4), *dout = dpoison(c, (size_t)total * n_head * hd * 4);
-    colo_attn_desc d = {.n_tokens = total, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
-                        .max_blocks = MAXB, .max_pos = 28, .scale = 1.0f / sqrtf((float)hd), .kv_type = kv_type,
-                        .tok_seq = dput(c, tseq, (size_t)total * 4), .tok_pos = dput(c, tpos, (size_t)total * 4),
-                        .block_table = dput(c, table, sizeof table), .window = window};
+    /* Queries of token rows qt (nq of them) at the positions of tpos. */
+    int nq = sh->last_only ? NSEQ : total;
+    int32_t *qseq = malloc((size_t)nq * 4), *qpos = malloc((size_t)nq * 4);
+    for (int s = 0, i = 0, base = 0; s < NSEQ; base += lens[s], s++)
+        for (int p = sh->last_only ? lens[s] - 1 : 0; p < lens[s]; p++, i++)
+            qseq[i] = tseq[base + p], qpos[i] = tpos[base + p];
+    float *q = malloc((size_t)nq * n_head * hd * 4);
+    fill_normal(q, (int64_t)nq * n_head * hd, 1);
+    float *dq = dput(c, q, (size_t)nq * n_head * hd * 4), *dout = dpoison(c, (size_t)nq * n_head * hd * 4);
+    colo_attn_desc d = {.n_tokens = nq, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
+                        .max_blocks = MAXB, .max_pos = max_len - 1, .scale = 1.0f / sqrtf((float)hd),
+                        .kv_type = kv_type, .tok_seq = dput(c, qseq, (size_t)nq * 4),
+                        .tok_pos = dput(c, qpos, (size_t)nq * 4), .block_table = dput(c, table, (size_t)NBLK * 4),
+                        .window = window};
     assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
-    float *out = malloc((size_t)total * n_head * hd * 4);
-    dget(c, out, dout, (size_t)total * n_head * hd * 4);
-    double *ref = malloc((size_t)total * n_head * hd * 8);
-    int base = 0;
+    float *out = malloc((size_t)nq * n_head * hd * 4);
+    dget(c, out, dout, (size_t)nq * n_head * hd * 4);
+    double *ref = malloc((size_t)nq * n_head * hd * 8), *sc = malloc((size_t)max_len * 8);
+    int base = 0, t = 0;
     for (int s = 0; s < NSEQ; base += lens[s], s++)
-        for (int p = 0; p < lens[s]; p++)
+        for (int p = sh->last_only ? lens[s] - 1 : 0; p < lens[s]; p++, t++)
             for (int h = 0; h < n_head; h++) {
-                int t = base + p, kvh = h / (n_head / n_kv);
-                double sc[64], mx = -INFINITY, se = 0;
+                int kvh = h / (n_head / n_kv);
+                double mx = -INFINITY, se = 0;
                 int j0 = window && p >= window ? p - window + 1 : 0;
                 for (int j = j0; j <= p; j++) {
                     double dot = 0;
@@ -566,9 +584,16 @@ static void case_attention(ctx_t *c, colo_dtype kv_type, int window)
                 }
             }
     check_close_uniform(kv_type == COLO_F16 ? "attention f16 cache" : "attention f32 cache", out, ref,
-                        (int64_t)total * n_head * hd, 1e-4, kv_type == COLO_F16 ? 2e-3 : 1e-4);
-    free(k), free(v), free(slot), free(tseq), free(tpos), free(q), free(out), free(ref);
+                        (int64_t)nq * n_head * hd, 1e-4, kv_type == COLO_F16 ? 2e-3 : 1e-4);
+    free(k), free(v), free(slot), free(tseq), free(tpos), free(q), free(out), free(ref), free(sc);
+    free(qseq), free(qpos), free(table), free(perm);
     dfree_all(c);
+}
+
+static void case_attention(ctx_t *c, colo_dtype kv_type, int window)
+{
+    attn_shape sh = {.n_head = 6, .n_kv = 2, .hd = 16, .bs = 4, .lens = {1, 13, 29}};
+    case_attention_shape(c, kv_type, window, &sh);
 }
 
 static void test_attention(void **state)
@@ -577,6 +602,20 @@ static void test_attention(void **state)
     case_attention(*state, COLO_F16, 0);
     case_attention(*state, COLO_F32, 5); /* sliding window (Gemma 3's local layers) */
     case_attention(*state, COLO_F16, 1);
+    /* Decode steps over long sequences, whose keys are split into segments
+     * merged afterwards (SmolLM2's and Gemma 3's head shapes), and a
+     * prefill whose tiles of keys cross blocks. */
+    attn_shape smol = {.n_head = 9, .n_kv = 3, .hd = 64, .bs = 16, .lens = {1500, 700, 37}, .last_only = true};
+    case_attention_shape(*state, COLO_F16, 0, &smol);
+    case_attention_shape(*state, COLO_F32, 300, &smol);
+    attn_shape gemma = {.n_head = 4, .n_kv = 1, .hd = 256, .bs = 16, .lens = {900, 2, 513}, .last_only = true};
+    case_attention_shape(*state, COLO_F16, 512, &gemma);
+    attn_shape prefill = {.n_head = 8, .n_kv = 2, .hd = 32, .bs = 16, .lens = {100, 45, 71}};
+    case_attention_shape(*state, COLO_F16, 0, &prefill);
+    /* One KV head for 72 query heads (multi-query), head_dim 8. */
+    attn_shape mqa = {.n_head = 72, .n_kv = 1, .hd = 8, .bs = 4, .lens = {9, 150, 3}, .last_only = true};
+    case_attention_shape(*state, COLO_F16, 0, &mqa);
+    case_attention_shape(*state, COLO_F32, 0, &mqa);
 }
 
 static void test_encoder_ops(void **state)
