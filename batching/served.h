@@ -175,6 +175,9 @@ typedef struct colo_served_info {
     double last_wake_ms;       /* the last wake's duration */
     int keep_alive_ms;         /* idle time before it sleeps by itself; 0 = never */
     int in_batch;              /* llama: sequences in the running batch (the rest of running wait for KV space) */
+    bool prefix_cache;         /* llama: prompts reuse cached KV blocks */
+    uint64_t prefix_queries, prefix_hit_tokens; /* sequences admitted; prompt tokens found cached */
+    size_t prefix_cached_bytes; /* KV blocks in the prefix cache's index */
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */

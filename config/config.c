@@ -517,6 +517,12 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     }
     if (!strcmp(key, "kv_cache"))
         return each_key(p, v, f, kv_field, m);
+    if (!strcmp(key, "prefix_cache")) {
+        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
+            return fail(p, v, f, "must be true or false");
+        m->no_prefix_cache = !strcmp(scalar(v), "false");
+        return 0;
+    }
     if (!strcmp(key, "batching"))
         return each_key(p, v, f, batching_field, &m->batching);
     if (!strcmp(key, "sla"))
