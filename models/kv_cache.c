@@ -248,7 +248,9 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
 {
     int32_t batch[64];
     int nb = 0;
-    for (int i = 0; i < n; i++) {
+    /* Last block first: of a sequence's cached blocks its deepest are
+     * evicted first, and the prefix others share stays longest. */
+    for (int i = n - 1; i >= 0; i--) {
         int32_t id = ids[i];
         COLO_ASSERT(id >= 0 && id < c->cfg.n_blocks && c->refs[id] > 0);
         if (--c->refs[id] > 0)
