@@ -253,6 +253,8 @@ static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const
     leave_group(e, q);
     colo_cb_remove(e->planner, &q->cb);
     unlink_seq(e, q);
+    if (!colo_cb_n_running(e->planner) && !colo_cb_n_waiting(e->planner) && colo_llama_kv_cache(e->m))
+        colo_kv_cache_prefix_trim(colo_llama_kv_cache(e->m)); /* idle: no borrowed memory kept */
     if (st == COLO_OK) {
         /* A length cut may split a character: the text ends on whole UTF-8. */
         size_t whole = colo_utf8_complete_prefix(q->text, q->text_len);
@@ -632,10 +634,18 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     int want = kv ? colo_kv_cache_reclaim_wanted(kv) : 0;
     if (want > 0) {
-        /* cached blocks nobody uses go first; sequences only for the rest */
-        int evicted = colo_kv_cache_prefix_evict(kv, want);
-        want = evicted ? colo_kv_cache_reclaim_wanted(kv) : want;
-        colo_kv_cache_count_reclaimed(kv, evicted + (want > 0 ? colo_cb_shed(e->planner, want) : 0));
+        /* Cached blocks nobody uses go first, then sequences are preempted
+         * for the rest (their blocks may stay cached: evicted in turn). */
+        int charged = colo_kv_cache_n_used(kv) + colo_kv_cache_n_evictable(kv);
+        while (want > 0) {
+            if (colo_kv_cache_prefix_evict(kv, want) == 0) {
+                if (!colo_cb_n_running(e->planner))
+                    break;
+                colo_cb_shed(e->planner, want);
+            }
+            want = colo_kv_cache_reclaim_wanted(kv);
+        }
+        colo_kv_cache_count_reclaimed(kv, charged - colo_kv_cache_n_used(kv) - colo_kv_cache_n_evictable(kv));
     }
     int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)

@@ -374,6 +374,17 @@ int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n)
     return done;
 }
 
+int colo_kv_cache_prefix_trim(colo_kv_cache *c)
+{
+    if (!c->n_lru)
+        return 0;
+    colo_arena_stats st;
+    colo_arena_get_stats(c->arena, &st);
+    if (!st.borrowed_bytes)
+        return 0;
+    return colo_kv_cache_prefix_evict(c, (int)((st.borrowed_bytes + c->block_bytes - 1) / c->block_bytes));
+}
+
 int colo_kv_cache_n_cached(const colo_kv_cache *c) { return c->index ? colo_prefix_index_count(c->index) : 0; }
 int colo_kv_cache_n_evictable(const colo_kv_cache *c) { return c->n_lru; }
 uint64_t colo_kv_cache_n_evicted(const colo_kv_cache *c) { return c->n_evicted; }

@@ -143,6 +143,10 @@ uint64_t colo_kv_cache_prefix_publish(colo_kv_cache *c, int32_t id, uint64_t par
 /* Evicts up to n cached blocks nobody references (least recently used
  * first): they become free (uncharged, decommitted). Returns how many. */
 int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n);
+/* Evicts cached blocks nobody references while the arena is charged past
+ * its guarantee (an idle model keeps no borrowed memory for its cache,
+ * since it takes no step that would give it back). Returns how many. */
+int colo_kv_cache_prefix_trim(colo_kv_cache *c);
 /* Published blocks (referenced or not), of which nobody references, and
  * evictions so far. */
 int colo_kv_cache_n_cached(const colo_kv_cache *c);
