@@ -317,9 +317,7 @@ colo_status colo_kv_cache_prefix_enable(colo_kv_cache *c)
         c->index = NULL;
         return COLO_ENOMEM;
     }
-    for (int i = 0; i < nb; i++)
-        c->lru_prev[i] = c->lru_next[i] = -1;
-    return COLO_OK;
+    return COLO_OK; /* (a block's links are set as it enters the LRU list) */
 }
 
 bool colo_kv_cache_prefix_enabled(const colo_kv_cache *c) { return c->index != NULL; }

@@ -6,7 +6,7 @@
 struct colo_prefix_index {
     int n_blocks, block_size;
     int n_buckets;     /* a power of two >= n_blocks */
-    int32_t *bucket;   /* (n_buckets) first block of the chain, -1 = none */
+    int32_t *bucket;   /* (n_buckets) first block of the chain + 1, 0 = none (calloc: untouched pages stay unbacked) */
     int32_t *chain;    /* (n_blocks) next block in the same bucket */
     uint64_t *key;     /* (n_blocks) */
     uint64_t *parent;  /* (n_blocks) */
@@ -46,7 +46,7 @@ colo_prefix_index *colo_prefix_index_create(int n_blocks, int block_size)
     p->n_buckets = 1;
     while (p->n_buckets < n_blocks)
         p->n_buckets <<= 1;
-    p->bucket = malloc((size_t)p->n_buckets * sizeof *p->bucket);
+    p->bucket = calloc((size_t)p->n_buckets, sizeof *p->bucket);
     p->chain = malloc((size_t)n_blocks * sizeof *p->chain);
     p->key = malloc((size_t)n_blocks * sizeof *p->key);
     p->parent = malloc((size_t)n_blocks * sizeof *p->parent);
@@ -56,8 +56,6 @@ colo_prefix_index *colo_prefix_index_create(int n_blocks, int block_size)
         colo_prefix_index_free(p);
         return NULL;
     }
-    for (int i = 0; i < p->n_buckets; i++)
-        p->bucket[i] = -1;
     return p;
 }
 
@@ -78,7 +76,7 @@ static int bucket_of(const colo_prefix_index *p, uint64_t key) { return (int)(ke
 
 int32_t colo_prefix_index_find(const colo_prefix_index *p, uint64_t key, uint64_t parent, const int32_t *tokens)
 {
-    for (int32_t id = p->bucket[bucket_of(p, key)]; id >= 0; id = p->chain[id])
+    for (int32_t id = p->bucket[bucket_of(p, key)] - 1; id >= 0; id = p->chain[id])
         if (p->key[id] == key && p->parent[id] == parent &&
             !memcmp(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof *tokens))
             return id;
@@ -90,14 +88,14 @@ bool colo_prefix_index_insert(colo_prefix_index *p, int32_t id, uint64_t key, ui
     if (id < 0 || id >= p->n_blocks || p->indexed[id])
         return false;
     int b = bucket_of(p, key);
-    for (int32_t o = p->bucket[b]; o >= 0; o = p->chain[o])
+    for (int32_t o = p->bucket[b] - 1; o >= 0; o = p->chain[o])
         if (p->key[o] == key)
             return false;
     p->key[id] = key;
     p->parent[id] = parent;
     memcpy(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof *tokens);
-    p->chain[id] = p->bucket[b];
-    p->bucket[b] = id;
+    p->chain[id] = p->bucket[b] - 1;
+    p->bucket[b] = id + 1;
     p->indexed[id] = 1;
     p->count++;
     return true;
@@ -107,11 +105,15 @@ void colo_prefix_index_remove(colo_prefix_index *p, int32_t id)
 {
     if (id < 0 || id >= p->n_blocks || !p->indexed[id])
         return;
-    for (int32_t *pp = &p->bucket[bucket_of(p, p->key[id])]; *pp >= 0; pp = &p->chain[*pp]) {
-        if (*pp == id) {
-            *pp = p->chain[id];
-            break;
-        }
+    int b = bucket_of(p, p->key[id]);
+    if (p->bucket[b] - 1 == id) {
+        p->bucket[b] = p->chain[id] + 1;
+    } else {
+        for (int32_t o = p->bucket[b] - 1; o >= 0; o = p->chain[o])
+            if (p->chain[o] == id) {
+                p->chain[o] = p->chain[id];
+                break;
+            }
     }
     p->indexed[id] = 0;
     p->count--;
