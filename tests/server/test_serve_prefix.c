@@ -92,6 +92,33 @@ static void test_chat_n_greedy(void **state)
     assert_int_equal(usage(three, "prompt_tokens"), usage(one, "prompt_tokens"));
     assert_int_equal(usage(three, "completion_tokens"), 3 * usage(one, "completion_tokens"));
     assert_int_equal(usage(three, "total_tokens"), usage(three, "prompt_tokens") + usage(three, "completion_tokens"));
+    /* logprobs per choice: greedy, each choice's are the n = 1 answer's */
+    snprintf(body, sizeof body, "{\"model\":\"m\",%s,\"n\":2,\"logprobs\":true,\"top_logprobs\":2}", msgs);
+    json_t *lp2 = post("/v1/chat/completions", body);
+    snprintf(body, sizeof body, "{\"model\":\"m\",%s,\"logprobs\":true,\"top_logprobs\":2}", msgs);
+    json_t *lp1 = post("/v1/chat/completions", body);
+    json_t *want_lp = json_object_get(json_array_get(json_object_get(lp1, "choices"), 0), "logprobs");
+    assert_int_equal(json_array_size(json_object_get(want_lp, "content")), usage(one, "completion_tokens"));
+    /* (the same tokens; the values to float precision: two choices decode
+     * as a step of two rows, which sums in another order than one row) */
+    json_t *wc = json_object_get(want_lp, "content");
+    for (size_t i = 0; i < 2; i++) {
+        json_t *gc = json_object_get(json_object_get(json_array_get(json_object_get(lp2, "choices"), i), "logprobs"),
+                                     "content");
+        assert_int_equal(json_array_size(gc), json_array_size(wc));
+        for (size_t t = 0; t < json_array_size(wc); t++) {
+            json_t *g = json_array_get(gc, t), *w = json_array_get(wc, t);
+            assert_string_equal(json_string_value(json_object_get(g, "token")),
+                                json_string_value(json_object_get(w, "token")));
+            double d = json_real_value(json_object_get(g, "logprob")) - json_real_value(json_object_get(w, "logprob"));
+            if (d > 1e-3 || d < -1e-3)
+                fail_msg("choice %zu token %zu: logprob %f, alone %f", i, t,
+                         json_real_value(json_object_get(g, "logprob")), json_real_value(json_object_get(w, "logprob")));
+            assert_int_equal(json_array_size(json_object_get(g, "top_logprobs")), 2);
+        }
+    }
+    json_decref(lp1);
+    json_decref(lp2);
     json_decref(one);
     json_decref(three);
 }
@@ -163,6 +190,29 @@ static void test_completions_n_stream(void **state)
     for (int i = 0; i < 2; i++)
         assert_string_equal(json_string_value(json_object_get(json_array_get(ic, i), "text")),
                             json_string_value(json_object_get(json_array_get(chs, i), "text")));
+    /* streamed /infer: every token event names its choice, and each choice's
+     * tokens in order are its tokens in the answer */
+    char *isse = post_raw("/v1/models/m/infer", "{\"prompt\":\"once upon a time\",\"max_tokens\":10,"
+                                                "\"temperature\":1,\"seed\":5,\"n\":2,\"stream\":true}");
+    char *in2[512], *id2[512];
+    int ne = srv_sse(isse, in2, id2, 512);
+    json_t *streamed[2] = {json_array(), json_array()};
+    for (int i = 0; i < ne; i++) {
+        json_t *ev = json_loads(id2[i], 0, NULL);
+        if (ev && !strcmp(in2[i], "") && json_object_get(ev, "token")) {
+            json_int_t idx = json_integer_value(json_object_get(ev, "index"));
+            assert_true(json_is_integer(json_object_get(ev, "index")) && (idx == 0 || idx == 1));
+            json_array_append(streamed[idx], json_object_get(ev, "token"));
+        }
+        json_decref(ev);
+        free(in2[i]);
+        free(id2[i]);
+    }
+    free(isse);
+    for (int i = 0; i < 2; i++) {
+        assert_true(json_equal(streamed[i], json_object_get(json_array_get(ic, i), "tokens")));
+        json_decref(streamed[i]);
+    }
     json_decref(seed6);
     json_decref(inf);
     json_decref(whole);
