@@ -68,7 +68,7 @@ def system_prompt(nonce):
     words = ["Answer in plain English.", "Cite no sources you cannot name.", "Keep every answer short.",
              "Say when a question is ambiguous.", "Prefer concrete examples.", "Never invent numbers.",
              "Use metric units.", "Explain a term the first time you use it."]
-    parts, i = [f"Session {nonce}. You are a careful assistant. Rules:"], 0
+    parts, i = [f"Conversation {nonce}. You are a careful assistant. Rules:"], 0
     while True:
         text = " ".join(parts)
         n = post("/v1/models/on/tokenize", {"messages": [{"role": "system", "content": text}]})["count"]
