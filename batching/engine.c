@@ -647,6 +647,10 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         }
         colo_kv_cache_count_reclaimed(kv, charged - colo_kv_cache_n_used(kv) - colo_kv_cache_n_evictable(kv));
     }
+    /* Another model would borrow what only the prefix cache holds. */
+    int drop = kv ? colo_kv_cache_evict_wanted(kv) : 0;
+    if (drop > 0)
+        colo_kv_cache_prefix_evict(kv, drop);
     int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
         finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);

@@ -19,6 +19,7 @@ struct colo_kv_cache {
     int32_t *lru_prev, *lru_next; /* (n_blocks) -1 = none */
     int32_t lru_head, lru_tail;   /* head: evicted first */
     int n_lru;
+    int noted_lru;                /* n_lru as the arena last heard it (its evictable bytes) */
     size_t block_bytes; /* one block in every layer, K and V */
     size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
     uint64_t reclaims;  /* blocks given back because the pool asked */
@@ -160,6 +161,15 @@ static void lru_append(colo_kv_cache *c, int32_t id)
     c->n_lru++;
 }
 
+/* Tells an elastic arena what of its charge the cache can drop at once. */
+static void note_evictable(colo_kv_cache *c)
+{
+    if (c->on_demand && c->n_lru != c->noted_lru) {
+        colo_arena_set_evictable(c->arena, (size_t)c->n_lru * c->block_bytes);
+        c->noted_lru = c->n_lru;
+    }
+}
+
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
 {
     if (n < 0)
@@ -199,6 +209,7 @@ colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
         c->refs[id] = 1;
         c->n_evicted++;
     }
+    note_evictable(c);
     return COLO_OK;
 }
 
@@ -266,6 +277,7 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
         }
     }
     make_free(c, batch, nb);
+    note_evictable(c);
 }
 
 void colo_kv_cache_share(colo_kv_cache *c, const int32_t *ids, int n)
@@ -342,6 +354,7 @@ int colo_kv_cache_prefix_match(colo_kv_cache *c, const int32_t *tokens, int n_to
     }
     if (last_key)
         *last_key = key;
+    note_evictable(c);
     return n;
 }
 
@@ -369,7 +382,14 @@ int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n)
         make_free(c, batch, nb);
         c->n_evicted += (uint64_t)nb;
     }
+    note_evictable(c);
     return done;
+}
+
+int colo_kv_cache_evict_wanted(const colo_kv_cache *c)
+{
+    size_t w = colo_arena_evict_wanted_bytes(c->arena);
+    return w ? (int)((w + c->block_bytes - 1) / c->block_bytes) : 0;
 }
 
 int colo_kv_cache_prefix_trim(colo_kv_cache *c)

@@ -32,7 +32,8 @@
  * used first, when an allocation needs it (it leaves the index before its
  * id is handed out again), when the pool has no memory to charge for a
  * free one, or on colo_kv_cache_prefix_evict (a borrower giving memory
- * back evicts cached blocks before it preempts anyone).
+ * back evicts cached blocks before it preempts anyone; another model that
+ * would borrow from a full pool asks for them, colo_kv_cache_evict_wanted).
  *
  * Per-sequence tables. colo_kv_table is a sequence's block table on the
  * host: max_blocks = ceil(context_length / block_size) entries, grown block
@@ -143,6 +144,11 @@ uint64_t colo_kv_cache_prefix_publish(colo_kv_cache *c, int32_t id, uint64_t par
 /* Evicts up to n cached blocks nobody references (least recently used
  * first): they become free (uncharged, decommitted). Returns how many. */
 int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n);
+/* Cached blocks the arena's pool asks this cache to drop (another model
+ * would borrow them): evict them with colo_kv_cache_prefix_evict. An
+ * elastic arena hears of the cache's evictable blocks as they change
+ * (colo_arena_set_evictable). */
+int colo_kv_cache_evict_wanted(const colo_kv_cache *c);
 /* Evicts cached blocks nobody references while the arena is charged past
  * its guarantee (an idle model keeps no borrowed memory for its cache,
  * since it takes no step that would give it back). Returns how many. */
