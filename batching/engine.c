@@ -1,7 +1,7 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
-#include "models/json_fsm.h"
+#include "models/json_schema.h"
 #include "models/sampler.h"
 #include "models/unicode.h"
 #include "runtime/fault.h"
@@ -25,7 +25,8 @@ struct colo_gen_seq {
     int32_t *gen;             /* generated ids */
     int n_gen;
     colo_sampler_bias *bias;  /* a copy of p.shape.bias */
-    colo_json_fsm *json;      /* p.json_object: the output so far */
+    colo_schema *grammar;     /* p.json_schema or p.json_object: what the output must be */
+    colo_schema_state *json;  /* the output so far, against grammar */
     float *lp;                /* per generated token, when p.logprobs >= 0 */
     int32_t *top_ids;         /* (max_tokens, p.logprobs) */
     float *top_lps;
@@ -59,6 +60,9 @@ struct colo_gen_engine {
     uint16_t *tok_len;
     bool *tok_special;
     float *masked;
+    colo_schema_vocab *vocab; /* the same, as the grammar's mask reads it */
+    uint8_t *allowed;
+    uint64_t mask_ns, mask_count;
 };
 
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
@@ -177,6 +181,7 @@ static void seq_free(colo_gen_seq *q)
     colo_sampler_free(&q->sampler);
     free(q->bias);
     free(q->json);
+    colo_schema_free(q->grammar);
     free(q->lp);
     free(q->top_ids);
     free(q->top_lps);
@@ -285,6 +290,9 @@ static void free_token_bytes(colo_gen_engine *e)
     free(e->tok_len);
     free(e->tok_special);
     free(e->masked);
+    colo_schema_vocab_free(e->vocab);
+    free(e->allowed);
+    e->vocab = NULL, e->allowed = NULL;
 }
 
 void colo_gen_engine_free(colo_gen_engine *e)
@@ -340,6 +348,13 @@ static bool token_bytes(colo_gen_engine *e)
         if (n)
             memcpy(e->tok_bytes[i], buf, n);
     }
+    e->vocab = colo_schema_vocab_create((const char *const *)e->tok_bytes, e->tok_len, e->tok_special, V);
+    e->allowed = malloc((size_t)V);
+    if (!e->vocab || !e->allowed) {
+        free_token_bytes(e);
+        e->tok_bytes = NULL, e->tok_len = NULL, e->tok_special = NULL, e->masked = NULL;
+        return false;
+    }
     return true;
 }
 
@@ -359,20 +374,12 @@ static bool is_stop(const colo_gen_engine *e, const colo_gen_seq *q, int tok)
  * allowed only once the object is complete, and then only a stop token. */
 static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
 {
-    bool done = colo_json_fsm_done(q->json);
-    int allowed = 0;
+    bool done = colo_schema_done(q->json);
+    int allowed = done ? 0 : colo_schema_mask(q->grammar, q->json, e->vocab, e->allowed);
     for (int i = 0; i < V; i++) {
-        bool ok;
-        if (is_stop(e, q, i))
-            ok = done;
-        else if (done || e->tok_special[i] || !e->tok_len[i])
-            ok = false;
-        else {
-            colo_json_fsm t = *q->json;
-            ok = colo_json_fsm_feed(&t, e->tok_bytes[i], e->tok_len[i]);
-        }
+        bool ok = is_stop(e, q, i) ? done : !done && e->allowed[i];
         e->masked[i] = ok ? row[i] : -INFINITY;
-        allowed += ok;
+        allowed += ok && done;
     }
     return allowed ? e->masked : row; /* (nothing allowed cannot happen with a byte-level vocabulary) */
 }
@@ -411,11 +418,22 @@ static colo_gen_seq *seq_create(colo_gen_engine *e, const int32_t *prompt, int n
             !(q->top_lps = malloc(mt * k * sizeof *q->top_lps)))
             goto out_oom;
     }
-    if (p->json_object) {
+    if (p->json_schema) {
+        char gerr[200];
+        if (!(q->grammar = colo_schema_compile(p->json_schema, strlen(p->json_schema), gerr, sizeof gerr))) {
+            colo_set_err(err, errlen, "json_schema: %s", gerr);
+            colo_sampler_init(&q->sampler, 0, 1, 0, 0);
+            seq_free(q);
+            return NULL;
+        }
+    } else if (p->json_object && !(q->grammar = colo_schema_any_object()))
+        goto out_oom;
+    if (q->grammar) {
         if (!(q->json = malloc(sizeof *q->json)))
             goto out_oom;
-        colo_json_fsm_init(q->json);
+        colo_schema_state_init(q->grammar, q->json);
     }
+    q->p.json_schema = NULL; /* (compiled; the caller's text need not outlive the call) */
     if (p->shape.n_bias > 0) {
         if (!(q->bias = malloc((size_t)p->shape.n_bias * sizeof *q->bias)))
             goto out_oom;
@@ -575,12 +593,15 @@ static void sample_one(colo_gen_engine *e, colo_gen_seq *q, const float *row, in
             finish(e, q, COLO_ENOMEM, NULL, "out of memory");
             return;
         }
+        uint64_t t0 = colo_now_ns();
         pick = json_mask(e, q, row, V);
+        e->mask_ns += colo_now_ns() - t0;
+        e->mask_count++;
     }
     int tok = colo_sampler_sample_shaped(&q->sampler, pick, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
                                          q->n_prompt);
     if (tok >= 0 && q->json && !is_stop(e, q, tok))
-        colo_json_fsm_feed(q->json, e->tok_bytes[tok], e->tok_len[tok]);
+        colo_schema_feed(q->grammar, q->json, e->tok_bytes[tok], e->tok_len[tok]);
     if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
         int k = q->p.top_logprobs;
         colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
@@ -728,6 +749,8 @@ int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks
 int colo_gen_kv_free_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_free(e->m); }
 int colo_gen_max_seq_len(const colo_gen_engine *e) { return e->cfg.max_seq_len; }
 uint64_t colo_gen_preemptions(const colo_gen_engine *e) { return colo_cb_n_preemptions(e->planner); }
+uint64_t colo_gen_mask_ns(const colo_gen_engine *e) { return e->mask_ns; }
+uint64_t colo_gen_mask_count(const colo_gen_engine *e) { return e->mask_count; }
 
 void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out)
 {

@@ -35,7 +35,9 @@ typedef struct colo_gen_params {
     int32_t stop_ids[COLO_GEN_MAX_STOP]; /* tokens that end it, besides the engine's */
     int n_stop_ids;
     colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_gen_add) */
-    bool json_object;          /* constrained decoding: the output is a JSON object (models/json_fsm.h) */
+    bool json_object;          /* constrained decoding: the output is a JSON object (models/json_schema.h) */
+    const char *json_schema;   /* ... or a document valid against this JSON Schema (text, compiled at
+                                * colo_gen_add, which refuses one it cannot compile); NULL: none */
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
@@ -137,6 +139,10 @@ uint64_t colo_gen_preemptions(const colo_gen_engine *e);
 void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out);
 /* Evicts every cached block nobody references; returns how many. */
 int colo_gen_prefix_flush(colo_gen_engine *e);
+/* Constrained decoding: nanoseconds spent masking the vocabulary, and the
+ * masks made (one per constrained token), since the engine was made. */
+uint64_t colo_gen_mask_ns(const colo_gen_engine *e);
+uint64_t colo_gen_mask_count(const colo_gen_engine *e);
 /* KV blocks given back to other models' guarantees (elastic memory). */
 uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e);
 

@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
             "  --json              constrained decoding: the output is a JSON object\n"
+            "  --json-schema TEXT  constrained decoding: the output is valid against this JSON Schema\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
             "so that the statistics on stderr start on a line of their own); stderr gets\n"
             "the load time and speeds.\n");
@@ -50,6 +51,7 @@ typedef struct {
     colo_dtype kv_type;
     bool print_tokens;
     bool json;
+    const char *json_schema;
 } options;
 
 /* Fills o from the command line. Returns -1 to go on, else the exit code
@@ -64,6 +66,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"seed", 1, 0, 's'},         {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
         {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
+        {"json-schema", 1, 0, 'J'},
         {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
@@ -86,6 +89,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'M': o->memory_bytes = strtoull(optarg, &end, 10); if (*end || o->memory_bytes < (1u << 20)) goto bad; break;
         case 'i': o->print_tokens = true; break;
         case 'j': o->json = true; break;
+        case 'J': o->json_schema = optarg; break;
         case 'K':
             if (!strcmp(optarg, "f16"))
                 o->kv_type = COLO_F16;
@@ -187,7 +191,8 @@ static bool add_sequences(colo_gen_engine *e, const options *o, const int32_t *i
                           char *err, size_t errlen)
 {
     colo_gen_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
-                          .top_k = o->top_k, .json_object = o->json, .priority = COLO_PRIO_NORMAL};
+                          .top_k = o->top_k, .json_object = o->json, .json_schema = o->json_schema,
+                          .priority = COLO_PRIO_NORMAL};
     for (int i = 0; i < o->batch; i++) {
         ctx[i].idx = i;
         ctx[i].print = i == 0;
@@ -284,6 +289,10 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     if (o->print_tokens)
         print_ids("generated tokens", ctx[0].tokens, ctx[0].n_tok);
     report_speed(o, ctx, n_ids, t_start);
+    if (colo_gen_mask_count(e))
+        fprintf(stderr, "colo-generate: constrained decoding: %.3f ms per token masking the vocabulary (%llu masks)\n",
+                colo_gen_mask_ns(e) / 1e6 / (double)colo_gen_mask_count(e),
+                (unsigned long long)colo_gen_mask_count(e));
     rc = 0;
 out:
     colo_gen_engine_free(e);

@@ -2,17 +2,26 @@
  * run by the dynamic batcher: mean-pooled, L2-normalised embeddings. */
 #include "batching/kind.h"
 #include "models/bert.h"
+#include "models/wordpiece.h"
 #include "runtime/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct bert_kind {
-    colo_bert *m;
+    colo_bert *m;         /* NULL while asleep */
     colo_stream *s;
+    colo_arena *arena;
     char name[64];
     int max_batch;
     size_t act_bytes;
+    /* what tokenize and info read (any thread), kept through sleep and wake */
+    colo_wordpiece *wp;
+    colo_bert_hparams hp;
+    int dim;
+    size_t weight_bytes;
+    char path[1024];
+    int max_len_cfg;
 } bert_kind;
 
 static int max_batch_of(const colo_model_cfg *mc)
@@ -37,6 +46,27 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     return COLO_OK;
 }
 
+/* Loads the weights and reserves the activations (load and wake). */
+static colo_status bring_up(bert_kind *k, char *err, size_t errlen)
+{
+    colo_bert_config bc = {.weight_type = COLO_F32, .max_len = k->max_len_cfg};
+    if (!(k->m = colo_bert_load(k->path, &bc, k->arena, k->s, err, errlen)))
+        return COLO_ENOMEM;
+    colo_arena_stats before, after;
+    colo_arena_get_stats(k->arena, &before);
+    const colo_bert_hparams *hp = colo_bert_hparams_get(k->m);
+    if (colo_bert_reserve(k->m, k->max_batch, hp->max_len) != COLO_OK) {
+        colo_set_err(err, errlen, "activations for batches of %d inputs of %d tokens do not fit in the memory arena",
+                     k->max_batch, hp->max_len);
+        colo_bert_free(k->m);
+        k->m = NULL;
+        return COLO_ENOMEM;
+    }
+    colo_arena_get_stats(k->arena, &after);
+    k->act_bytes = after.used_bytes - before.used_bytes;
+    return COLO_OK;
+}
+
 static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, const colo_kind_sink *sink, char *err,
                   size_t errlen)
 {
@@ -47,26 +77,49 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         return NULL;
     }
     k->s = s;
+    k->arena = arena;
     k->max_batch = max_batch_of(mc);
+    k->max_len_cfg = mc->max_seq_len;
     snprintf(k->name, sizeof k->name, "%s", mc->name);
+    snprintf(k->path, sizeof k->path, "%s", mc->path);
     colo_bert_config bc = {.weight_type = COLO_F32, .max_len = mc->max_seq_len};
-    if (!(k->m = colo_bert_load(mc->path, &bc, arena, s, err, errlen)))
+    if (!(k->wp = colo_bert_tokenizer_load(mc->path, &bc, &k->hp, err, errlen)) ||
+        bring_up(k, err, errlen) != COLO_OK)
         goto fail;
-    colo_arena_stats before, after;
-    colo_arena_get_stats(arena, &before);
-    const colo_bert_hparams *hp = colo_bert_hparams_get(k->m);
-    if (colo_bert_reserve(k->m, k->max_batch, hp->max_len) != COLO_OK) {
-        colo_set_err(err, errlen, "activations for batches of %d inputs of %d tokens do not fit in the memory arena",
-                     k->max_batch, hp->max_len);
-        goto fail;
-    }
-    colo_arena_get_stats(arena, &after);
-    k->act_bytes = after.used_bytes - before.used_bytes;
+    k->dim = colo_bert_dim(k->m);
+    k->weight_bytes = colo_bert_weight_bytes(k->m);
     return k;
 fail:
     colo_bert_free(k->m);
+    colo_wordpiece_free(k->wp);
     free(k);
     return NULL;
+}
+
+/* Drops the weights and the activation scratch (the arena gets their
+ * memory back); wake reads the folder again. Executor thread, between
+ * batches. */
+static colo_status kind_sleep(void *inst, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    bert_kind *k = inst;
+    colo_bert_free(k->m);
+    k->m = NULL;
+    return COLO_OK;
+}
+
+static colo_status kind_wake(void *inst, char *err, size_t errlen)
+{
+    bert_kind *k = inst;
+    if (k->m)
+        return COLO_OK;
+    colo_status st = bring_up(k, err, errlen);
+    if (st == COLO_OK && (colo_bert_dim(k->m) != k->dim || colo_bert_hparams_get(k->m)->max_len != k->hp.max_len)) {
+        colo_set_err(err, errlen, "the model woke with another shape than it was loaded with");
+        kind_sleep(k, NULL, 0);
+        return COLO_EINVAL;
+    }
+    return st;
 }
 
 static void kind_free(void *inst)
@@ -75,6 +128,7 @@ static void kind_free(void *inst)
     if (!k)
         return;
     colo_bert_free(k->m);
+    colo_wordpiece_free(k->wp);
     free(k);
 }
 
@@ -85,7 +139,7 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
         colo_set_err(err, errlen, "this model makes embeddings; it does not generate text");
         return COLO_EINVAL;
     }
-    int L = colo_bert_hparams_get(k->m)->max_len, n = r->in.n_texts;
+    int L = k->hp.max_len, n = r->in.n_texts;
     int32_t *ids = colo_pool_alloc(r->pool, (size_t)n * L * sizeof *ids);
     int *lens = colo_pool_alloc(r->pool, (size_t)n * sizeof *lens);
     if (!ids || !lens) {
@@ -96,7 +150,8 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     for (int i = 0; i < n; i++) {
         const char *t = r->in.texts[i];
         size_t tl = r->in.text_lens ? r->in.text_lens[i] : strlen(t);
-        if (colo_bert_tokenize(k->m, t, tl, ids + total, L, &lens[i], NULL) != COLO_OK) {
+        int n_full; /* as colo_bert_tokenize does, with the kind's own tokenizer (also while asleep) */
+        if (colo_wordpiece_encode(k->wp, t, tl, true, ids + total, L, &lens[i], &n_full) != COLO_OK) {
             colo_set_err(err, errlen, "inputs[%d]: could not be tokenized", i);
             return COLO_EINVAL;
         }
@@ -111,19 +166,20 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
 static void info(void *inst, colo_kind_info *out)
 {
     bert_kind *k = inst;
-    const colo_bert_hparams *hp = colo_bert_hparams_get(k->m);
     memset(out, 0, sizeof *out);
-    out->max_seq_len = hp->max_len;
-    out->dim = colo_bert_dim(k->m);
-    out->n_vocab = hp->n_vocab;
-    out->weight_bytes = colo_bert_weight_bytes(k->m);
-    out->act_bytes = k->act_bytes;
+    out->max_seq_len = k->hp.max_len;
+    out->dim = k->dim;
+    out->n_vocab = k->hp.n_vocab;
+    if (k->m) { /* asleep: nothing in memory */
+        out->weight_bytes = k->weight_bytes;
+        out->act_bytes = k->act_bytes;
+    }
 }
 
 static colo_status run_batch(void *inst, colo_request *const *rs, int n, colo_cosched_member *member, int *n_steps)
 {
     bert_kind *k = inst;
-    int dim = colo_bert_dim(k->m);
+    int dim = k->dim;
     int total = 0;
     for (int i = 0; i < n; i++)
         total += rs[i]->in.n_texts;
@@ -195,6 +251,6 @@ const colo_model_kind colo_kind_bert = {
     .cancel = NULL,
     .started = NULL,
     .run_batch = run_batch,
-    .sleep = NULL,
-    .wake = NULL,
+    .sleep = kind_sleep,
+    .wake = kind_wake,
 };

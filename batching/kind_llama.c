@@ -3,6 +3,8 @@
 #include "batching/engine.h"
 #include "batching/kind.h"
 #include "models/chat.h"
+#include "models/json_schema.h"
+#include "models/tools.h"
 #include "models/llama.h"
 
 _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
@@ -257,6 +259,53 @@ static void kind_free(void *inst)
     free(k);
 }
 
+/* Whether the request's output is read for tool calls. */
+static bool tools_on(const colo_request *r)
+{
+    return r->params.n_tools > 0 && r->params.tool_choice != COLO_TOOLS_NONE;
+}
+
+static bool tools_forced(const colo_request *r)
+{
+    return tools_on(r) && (r->params.tool_choice == COLO_TOOLS_REQUIRED || r->params.tool_choice == COLO_TOOLS_NAMED);
+}
+
+/* The request's tools as models/tools.h takes them (in its pool). */
+static colo_tool_def *tool_defs(colo_request *r)
+{
+    colo_tool_def *d = colo_pool_calloc(r->pool, (size_t)(r->params.n_tools ? r->params.n_tools : 1), sizeof *d);
+    for (int i = 0; d && i < r->params.n_tools; i++)
+        d[i] = (colo_tool_def){r->params.tools[i].name, r->params.tools[i].description,
+                               r->params.tools[i].parameters};
+    return d;
+}
+
+/* A chat with tools, or with tool calls and results in it. */
+static char *tools_prompt(llama_kind *k, colo_request *r)
+{
+    int n = r->in.n_messages;
+    colo_tool_msg *tm = colo_pool_calloc(r->pool, (size_t)n, sizeof *tm);
+    colo_tool_def *defs = tool_defs(r);
+    if (!tm || !defs)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const colo_chat_message *m = &r->in.messages[i];
+        tm[i].m = (colo_chat_msg){m->role, m->content};
+        tm[i].tool_name = m->name;
+        tm[i].tool_call_id = m->tool_call_id;
+        if (m->n_tool_calls > 0) {
+            const char **names = colo_pool_calloc(r->pool, (size_t)m->n_tool_calls, sizeof *names);
+            const char **args = colo_pool_calloc(r->pool, (size_t)m->n_tool_calls, sizeof *args);
+            if (!names || !args)
+                return NULL;
+            for (int c = 0; c < m->n_tool_calls; c++)
+                names[c] = m->tool_calls[c].name, args[c] = m->tool_calls[c].arguments;
+            tm[i].call_names = names, tm[i].call_args = args, tm[i].n_calls = m->n_tool_calls;
+        }
+    }
+    return colo_tools_prompt(&k->chat, tm, n, defs, tools_on(r) ? r->params.n_tools : 0, tools_forced(r));
+}
+
 /* The prompt's text: the raw prompt, or the chat template over messages
  * (in the request's pool). COLO_EINVAL when the model has no template. */
 static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text, size_t *len, bool *special)
@@ -268,14 +317,22 @@ static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text
         return COLO_OK;
     }
     int n = r->in.n_messages;
-    colo_chat_msg *msgs = colo_pool_calloc(r->pool, (size_t)n, sizeof *msgs);
-    if (!msgs)
-        return COLO_ENOMEM;
+    bool with_tools = tools_on(r);
     for (int i = 0; i < n; i++)
-        msgs[i] = (colo_chat_msg){r->in.messages[i].role, r->in.messages[i].content};
+        with_tools |= r->in.messages[i].n_tool_calls > 0 || !strcmp(r->in.messages[i].role, "tool");
     if (k->chat.format == COLO_CHAT_NONE)
         return COLO_EINVAL;
-    char *p = colo_chat_prompt(&k->chat, msgs, n);
+    char *p;
+    if (with_tools) {
+        p = tools_prompt(k, r);
+    } else {
+        colo_chat_msg *msgs = colo_pool_calloc(r->pool, (size_t)n, sizeof *msgs);
+        if (!msgs)
+            return COLO_ENOMEM;
+        for (int i = 0; i < n; i++)
+            msgs[i] = (colo_chat_msg){r->in.messages[i].role, r->in.messages[i].content};
+        p = colo_chat_prompt(&k->chat, msgs, n);
+    }
     if (!p)
         return COLO_ENOMEM;
     *len = strlen(p);
@@ -288,6 +345,83 @@ static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text
     *text = buf;
     *special = true;
     return COLO_OK;
+}
+
+/* The grammar of the output: a forced call's, or response_format's JSON
+ * Schema (kept in r->params.json_schema), checked here so that a schema
+ * colo cannot follow is refused before the request waits anywhere. */
+static colo_status output_grammar(llama_kind *k, colo_request *r, char *err, size_t errlen)
+{
+    const char *what = "response_format.json_schema";
+    if (tools_forced(r) && r->in.messages) {
+        int only = -1;
+        if (r->params.tool_choice == COLO_TOOLS_NAMED) {
+            for (int i = 0; i < r->params.n_tools; i++)
+                if (r->params.tool_name && !strcmp(r->params.tools[i].name, r->params.tool_name))
+                    only = i;
+            if (only < 0) {
+                colo_set_err(err, errlen, "tool_choice: no tool is named '%.64s'",
+                             r->params.tool_name ? r->params.tool_name : "");
+                return COLO_EINVAL;
+            }
+        }
+        colo_tool_def *defs = tool_defs(r);
+        if (!defs)
+            return COLO_ENOMEM;
+        char *schema = colo_tools_call_schema(&k->chat, defs, r->params.n_tools, only, err, errlen);
+        if (!schema)
+            return COLO_EINVAL;
+        r->params.json_schema = colo_pool_strndup(r->pool, schema, strlen(schema));
+        free(schema);
+        if (!r->params.json_schema)
+            return COLO_ENOMEM;
+        what = "tools";
+    }
+    if (!r->params.json_schema)
+        return COLO_OK;
+    char gerr[200];
+    colo_schema *g = colo_schema_compile(r->params.json_schema, strlen(r->params.json_schema), gerr, sizeof gerr);
+    if (!g) {
+        colo_set_err(err, errlen, "%s: %s", what, gerr);
+        return COLO_EINVAL;
+    }
+    colo_schema_free(g);
+    return COLO_OK;
+}
+
+/* Calls in the output of a request with tools: into r->out (ids made from
+ * the request's id), the text cut to what came before them. */
+static void read_tool_calls(colo_request *r)
+{
+    colo_tool_def *defs = tool_defs(r);
+    colo_tool_call *calls = NULL;
+    size_t content_len;
+    if (!defs)
+        return;
+    int n = colo_tools_parse(r->out.text, r->out.text_len, defs, r->params.n_tools, &calls, &content_len);
+    if (n <= 0)
+        return;
+    colo_req_tool_call *rc = colo_pool_calloc(r->pool, (size_t)n, sizeof *rc);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the request id */
+    for (const char *p = r->who.id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (int i = 0; rc && i < n; i++) {
+        char id[40];
+        snprintf(id, sizeof id, "call_%016llx%02d", (unsigned long long)h, i);
+        rc[i].id = colo_pool_strndup(r->pool, id, strlen(id));
+        rc[i].name = colo_pool_strndup(r->pool, calls[i].name, strlen(calls[i].name));
+        rc[i].arguments = colo_pool_strndup(r->pool, calls[i].arguments, strlen(calls[i].arguments));
+        if (!rc[i].id || !rc[i].name || !rc[i].arguments)
+            rc = NULL;
+    }
+    colo_tools_calls_free(calls, n);
+    if (!rc)
+        return; /* out of memory: the text goes as it is */
+    r->out.tool_calls = rc;
+    r->out.n_tool_calls = n;
+    r->out.finish_reason = "tool_calls";
+    r->out.text_len = content_len;
+    ((char *)r->out.text)[content_len] = 0;
 }
 
 static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errlen)
@@ -309,6 +443,11 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     }
     if (pst != COLO_OK)
         goto oom;
+    colo_status gst = output_grammar(k, r, err, errlen);
+    if (gst == COLO_ENOMEM)
+        goto oom;
+    if (gst != COLO_OK)
+        return gst;
     int32_t *ids = NULL;
     int n = 0;
     if (colo_tokenizer_encode(k->tok, text, len, true, special, &ids, &n) != COLO_OK) {
@@ -481,6 +620,11 @@ static void job_on_done(void *ud, const colo_gen_outcome *o)
         out->logprobs = c0->logprobs;
         out->n_choices = j->n;
         out->choices = j->n > 1 ? j->out : NULL;
+        if (tools_on(r) && r->in.messages) {
+            read_tool_calls(r); /* (of the first choice, whose text it may shorten) */
+            j->out[0].text_len = out->text_len;
+            j->out[0].finish_reason = out->finish_reason;
+        }
     }
     r->priv = NULL;
     j->k->sink.done(j->k->sink.ud, r, j->first_step_ns, j->first_token_ns, j->done_ns);
@@ -518,6 +662,7 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                                                                                  : COLO_GEN_MAX_STOP,
                           .logprobs = r->params.logprobs >= 0,
                           .json_object = r->params.json_object,
+                          .json_schema = r->params.json_schema,
                           .top_logprobs = r->params.logprobs > 0 ? r->params.logprobs : 0,
                           .shape = {.presence = r->params.presence_penalty,
                                     .frequency = r->params.frequency_penalty,

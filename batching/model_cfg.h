@@ -40,7 +40,8 @@ typedef struct colo_model_cfg {
     char source_pypi[128];   /* source.pypi; "" when path: was given */
     char source_file[256];   /* source.file; "" when path: was given */
     double memory_fraction;  /* (0, 1], required: the model's guaranteed share of the device budget */
-    int keep_alive_ms;       /* idle time before the model sleeps by itself (generative kinds); 0 = never */
+    int keep_alive_ms;       /* idle time before the model sleeps by itself; 0 = never */
+    bool pinned;             /* never put to sleep to make room for another model */
     double memory_max_fraction; /* [memory_fraction, 1]: the ceiling its KV cache may borrow up to; 0 = memory_fraction */
     colo_priority priority;  /* default COLO_PRIO_NORMAL; LOW = best-effort */
     double sm_share;         /* policy partition only; 0 = an equal share of what is left */

@@ -44,9 +44,33 @@ typedef struct colo_req_identity {
     uint64_t deadline_ns; /* queue deadline (monotonic); 0 = the model's queue_timeout_ms from submit */
 } colo_req_identity;
 
+/* A function the model may call (tools), and one call of it. */
+typedef struct colo_req_tool {
+    const char *name;
+    const char *description; /* "" when none */
+    const char *parameters;  /* its arguments' JSON Schema, as JSON text */
+} colo_req_tool;
+
+typedef struct colo_req_tool_call {
+    const char *id;          /* "call_..." (OpenAI) or "toolu_..." (Anthropic) */
+    const char *name;
+    const char *arguments;   /* a JSON object, as text */
+} colo_req_tool_call;
+
+typedef enum colo_tool_choice {
+    COLO_TOOLS_AUTO = 0,     /* the model decides */
+    COLO_TOOLS_NONE = 1,     /* no call (the tools are not shown to the model) */
+    COLO_TOOLS_REQUIRED = 2, /* one call of any tool, forced by the grammar */
+    COLO_TOOLS_NAMED = 3,    /* one call of params.tool_name, forced */
+} colo_tool_choice;
+
 typedef struct colo_chat_message {
-    const char *role;    /* "system" | "user" | "assistant" */
-    const char *content; /* NUL-terminated UTF-8 */
+    const char *role;    /* "system" | "user" | "assistant" | "tool" */
+    const char *content; /* NUL-terminated UTF-8 ("" when an assistant turn only calls tools) */
+    const colo_req_tool_call *tool_calls; /* assistant: the calls it made */
+    int n_tool_calls;
+    const char *tool_call_id; /* tool: the call this answers (NULL: none given) */
+    const char *name;         /* tool: the function's name, when known (NULL: none) */
 } colo_chat_message;
 
 typedef struct colo_req_logit_bias {
@@ -85,6 +109,11 @@ typedef struct colo_req_params {
     int logprobs;            /* -1: none; 0..COLO_REQ_MAX_LOGPROBS: the chosen token's and this many top ones */
     bool echo;               /* the prompt's text before the output (completions) */
     bool json_object;        /* constrained decoding: the output is a JSON object */
+    const char *json_schema; /* ... or valid against this JSON Schema (text; response_format json_schema) */
+    const colo_req_tool *tools; /* functions the model may call (n_tools) */
+    int n_tools;
+    colo_tool_choice tool_choice;
+    const char *tool_name;   /* COLO_TOOLS_NAMED: which */
     bool stream;         /* the front end wants on_token calls */
     int n;               /* choices, 1..COLO_REQ_MAX_CHOICES (0 = 1): one prompt, n sequences forked from it */
 } colo_req_params;
@@ -128,7 +157,10 @@ typedef struct colo_req_outcome {
     size_t text_len;
     const int32_t *tokens;     /* generated token ids */
     int n_tokens;
-    const char *finish_reason; /* "stop" | "length"; NULL on error */
+    const char *finish_reason; /* "stop" | "length" | "tool_calls"; NULL on error */
+    const colo_req_tool_call *tool_calls; /* parsed from the output when params.tools were given (then
+                                           * text is what came before the calls) */
+    int n_tool_calls;
     const char *stop_sequence; /* the stop string (params.stop) that ended it, or NULL */
     const colo_req_token_logprobs *logprobs; /* per generated token (n_tokens) when params.logprobs >= 0 */
     int n_preempted;

@@ -1,6 +1,7 @@
 /* A served model's lifecycle, queue and submission; the executors are in
  * served_continuous.c and served_dynamic.c. */
 #include "batching/served_internal.h"
+#include "batching/evict.h"
 #include "batching/share.h"
 #include "runtime/log.h"
 
@@ -101,9 +102,8 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
 static bool sink_token(void *ud, colo_request *r, int32_t token, const char *piece, size_t len);
 static void *prep_main(void *arg);
 
-colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen)
+colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen)
 {
-    uint64_t t0 = colo_now_ns();
     colo_served *m = calloc(1, sizeof *m);
     if (!m) {
         colo_set_err(err, errlen, "model %s: out of memory", mc->name);
@@ -112,30 +112,68 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     m->cfg = *mc;
     m->env = *env;
     m->state = COLO_SERVED_LOADING;
+    atomic_store(&m->pinned, mc->pinned);
+    atomic_store(&m->keep_alive_ms, mc->keep_alive_ms);
     pthread_mutex_init(&m->info_mu, NULL);
     pthread_mutex_init(&m->prep_mu, NULL);
     pthread_cond_init(&m->prep_cv, NULL);
+    char e[512] = "";
+    if (!(m->kind = kind_of(mc, e, sizeof e)) ||
+        !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {
+        colo_set_err(err, errlen, "model %s: %s", mc->name, e[0] ? e : "out of memory");
+        colo_served_free(m);
+        return NULL;
+    }
+    colo_queue_set_max_tokens(m->q, mc->batching.max_queue_tokens);
+    return m;
+}
+
+/* The arena: elastic in the pool (making room for its guarantee first
+ * when an evictor is given), else fixed. */
+static colo_arena *make_arena(colo_served *m, size_t budget, char *e, size_t elen, colo_status *st)
+{
+    const colo_model_cfg *mc = &m->cfg;
+    const colo_served_env *env = &m->env;
+    *st = COLO_ERR;
+    if (!env->pool)
+        return colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, elen);
+    double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
+    size_t g = (size_t)((double)budget * mc->memory_fraction);
+    bool claimed = false;
+    if (env->evictor && colo_mem_pool_unguaranteed(env->pool) < g) {
+        if (colo_evictor_claim(env->evictor, g, m, mc->name, e, elen) != COLO_OK) {
+            *st = COLO_ENOMEM;
+            return NULL;
+        }
+        claimed = true;
+    }
+    colo_arena *a = colo_arena_create_elastic(env->dev, mc->name, env->pool, g, (size_t)((double)budget * ceil_f), e,
+                                              elen);
+    if (claimed)
+        colo_evictor_unclaim(env->evictor);
+    return a;
+}
+
+colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
+{
+    uint64_t t0 = colo_now_ns();
+    const colo_model_cfg *mc = &m->cfg;
+    const colo_served_env *env = &m->env;
     char e[768] = "";
     size_t budget = budget_of(env);
     char plan[512];
-    if (!(m->kind = kind_of(mc, e, sizeof e)) || colo_served_plan(mc, budget, plan, sizeof plan, e, sizeof e) != COLO_OK)
+    colo_status st = colo_served_plan(mc, budget, plan, sizeof plan, e, sizeof e);
+    if (st != COLO_OK)
         goto fail;
     COLO_INFO("model %s: %s", mc->name, plan);
-    if (env->pool) {
-        double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
-        m->arena = colo_arena_create_elastic(env->dev, mc->name, env->pool, (size_t)((double)budget * mc->memory_fraction),
-                                             (size_t)((double)budget * ceil_f), e, sizeof e);
-    } else {
-        m->arena = colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, sizeof e);
-    }
-    if (!m->arena ||
-        !(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e)) ||
-        !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {
+    if (!(m->arena = make_arena(m, budget, e, sizeof e, &st)))
+        goto fail;
+    st = COLO_ERR;
+    if (!(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e))) {
         if (!e[0])
             snprintf(e, sizeof e, "out of memory");
         goto fail;
     }
-    colo_queue_set_max_tokens(m->q, mc->batching.max_queue_tokens);
     if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, env->stream.priority))) {
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
@@ -143,14 +181,56 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
     colo_kind_sink sink = {sink_token, sink_done, m};
     if (!(m->inst = m->kind->load(&m->cfg, m->arena, m->stream, &sink, e, sizeof e)))
         goto fail;
-    m->kind->info(m->inst, &m->info);
+    colo_kind_info in;
+    m->kind->info(m->inst, &in);
+    pthread_mutex_lock(&m->info_mu);
+    m->info = in;
+    pthread_mutex_unlock(&m->info_mu);
     m->load_ms = ms_between(t0, colo_now_ns());
-    return m;
+    return COLO_OK;
 
 fail:
     colo_set_err(err, errlen, "model %s (%s): %s", mc->name, mc->path, e);
-    colo_served_free(m);
-    return NULL;
+    colo_cosched_leave(m->member);
+    m->member = NULL;
+    colo_stream_destroy(m->stream);
+    m->stream = NULL;
+    colo_arena_destroy(m->arena);
+    m->arena = NULL;
+    snprintf(m->error, sizeof m->error, "%s", e);
+    m->state = COLO_SERVED_FAILED;
+    return st;
+}
+
+void colo_served_set_failed(colo_served *m, const char *msg)
+{
+    snprintf(m->error, sizeof m->error, "%s", msg);
+    m->state = COLO_SERVED_FAILED;
+}
+
+colo_status colo_served_wake_fits(colo_served *m, size_t *need_bytes, size_t *avail_bytes)
+{
+    *need_bytes = *avail_bytes = 0;
+    if (!m->env.pool || m->state != COLO_SERVED_SLEEPING || !m->arena)
+        return COLO_OK;
+    colo_arena_stats st;
+    colo_arena_get_stats(m->arena, &st);
+    size_t full = colo_arena_guarantee_full(m->arena);
+    if (st.guaranteed_bytes >= full)
+        return COLO_OK;
+    *need_bytes = full - st.guaranteed_bytes;
+    *avail_bytes = m->env.evictor ? colo_evictor_available(m->env.evictor, m) : colo_mem_pool_unguaranteed(m->env.pool);
+    return *need_bytes > *avail_bytes ? COLO_ENOMEM : COLO_OK;
+}
+
+colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen)
+{
+    colo_served *m = colo_served_create(mc, env, err, errlen);
+    if (m && colo_served_load_in(m, err, errlen) != COLO_OK) {
+        colo_served_free(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* ---- finishing requests --------------------------------------------------------- */
@@ -174,6 +254,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
             m->live[i] = m->live[--m->n_live];
             break;
         }
+    m->running = m->n_live; /* before the answer is out: a client that has it sees the model idle */
     colo_share_close(r, done_ns); /* its part of the step it ends in */
     colo_req_outcome *o = &r->out;
     uint64_t first = first_step_ns ? first_step_ns : done_ns;
@@ -265,7 +346,10 @@ colo_status colo_served_start(colo_served *m, char *err, size_t errlen)
         return COLO_ERR;
     }
     m->prep_started = true;
-    m->state = COLO_SERVED_READY;
+    atomic_store(&m->last_used_ns, colo_now_ns());
+    if (m->env.evictor && m->env.pool && colo_evictor_join(m->env.evictor, m) == COLO_OK)
+        m->in_evictor = true;
+    m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY; /* unloaded while loading */
     rc = pthread_create(&m->thread, NULL, executor, m);
     if (rc) {
         m->state = COLO_SERVED_FAILED;
@@ -310,6 +394,9 @@ void colo_served_unload(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
+    if (m->in_evictor)
+        colo_evictor_leave(m->env.evictor, m);
+    m->in_evictor = false;
     if (m->kind)
         m->kind->free(m->inst);
     m->inst = NULL;
@@ -330,6 +417,8 @@ void colo_served_free(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
+    if (m->in_evictor)
+        colo_evictor_leave(m->env.evictor, m);
     if (m->kind && m->inst)
         m->kind->free(m->inst);
     colo_cosched_leave(m->member);
@@ -439,6 +528,7 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         return COLO_ECANCELED;
     }
     r->submit_ns = colo_now_ns();
+    atomic_store(&m->last_used_ns, r->submit_ns);
     atomic_store(&r->canceled, 0);
     memset(&r->out, 0, sizeof r->out);
     if (input_bytes(r) > COLO_SERVED_INLINE_TOKENIZE_BYTES) {
@@ -518,6 +608,11 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->state = (colo_served_state)m->state;
     out->error = m->state == COLO_SERVED_FAILED ? m->error : "";
     out->priority = m->cfg.priority;
+    out->pinned = atomic_load(&m->pinned);
+    out->evictions = atomic_load(&m->evictions);
+    out->keep_alive_ms = atomic_load(&m->keep_alive_ms);
+    if (out->state == COLO_SERVED_LOADING)
+        return; /* a load at run time is filling in the rest on another thread */
     if (m->arena)
         colo_arena_get_stats(m->arena, &out->mem);
     out->queue_depth = m->q ? colo_queue_len(m->q) : 0;
@@ -541,7 +636,6 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->sleeps = atomic_load(&m->sleeps);
     out->wakes = atomic_load(&m->wakes);
     out->last_wake_ms = (double)atomic_load(&m->last_wake_ns) / 1e6;
-    out->keep_alive_ms = m->cfg.keep_alive_ms;
     out->in_batch = in.in_batch;
     out->prefix_cache = in.prefix_cache;
     out->prefix_queries = in.prefix_queries;
@@ -554,6 +648,13 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
         colo_cosched_member_get_stats(m->member, &st);
         out->sched_wait_ns = st.wait_ns;
     }
+}
+
+void colo_served_set_live(colo_served *m, int keep_alive_ms, bool pinned)
+{
+    atomic_store(&m->keep_alive_ms, keep_alive_ms);
+    atomic_store(&m->pinned, pinned);
+    colo_queue_wake(m->q);
 }
 
 colo_served_state colo_served_get_state(const colo_served *m) { return (colo_served_state)m->state; }
@@ -637,4 +738,133 @@ bool colo_served_drained(colo_served *m)
     bool prep_idle = !m->prep_head;
     pthread_mutex_unlock(&m->prep_mu);
     return prep_idle && colo_queue_len(m->q) == 0 && m->running == 0;
+}
+
+/* ---- sleeping and waking (executor thread) ----------------------------------------- */
+
+/* Drops the KV cache and the weights and gives the guarantee back to the
+ * pool; false when the kind could not. */
+static bool go_to_sleep(colo_served *m)
+{
+    char e[256] = "";
+    colo_status st = m->kind->sleep(m->inst, e, sizeof e);
+    if (st != COLO_OK) {
+        atomic_store(&m->evict_asked, false);
+        COLO_WARN("model %s: cannot sleep: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
+        return false;
+    }
+    if (m->env.pool) {
+        colo_arena_release_guarantee(m->arena);
+        m->guarantee_given_back = true;
+    }
+    m->state = COLO_SERVED_SLEEPING;
+    atomic_fetch_add(&m->sleeps, 1);
+    atomic_store(&m->evict_asked, false);
+    colo_served_refresh_info(m);
+    COLO_INFO("model %s: asleep (KV cache and weights dropped)", m->cfg.name);
+    return true;
+}
+
+/* Takes the model's guarantee back from the pool, putting idle models to
+ * sleep when it does not fit. */
+static bool take_guarantee(colo_served *m, char *e, size_t elen)
+{
+    if (!m->guarantee_given_back)
+        return true;
+    size_t need = 0, avail = 0;
+    colo_status st = colo_arena_restore_guarantee(m->arena, &need, &avail);
+    if (st != COLO_OK && m->env.evictor &&
+        colo_evictor_claim(m->env.evictor, need, m, m->cfg.name, e, elen) == COLO_OK) {
+        st = colo_arena_restore_guarantee(m->arena, &need, &avail);
+        colo_evictor_unclaim(m->env.evictor);
+    }
+    if (st != COLO_OK) {
+        if (!e[0])
+            colo_set_err(e, elen, "needs %zu bytes of guaranteed memory, %zu available", need, avail);
+        return false;
+    }
+    m->guarantee_given_back = false;
+    return true;
+}
+
+/* Answers every queued request: the model could not wake for memory. */
+static void refuse_queued(colo_served *m, const char *why)
+{
+    colo_queue_item *it;
+    while ((it = colo_queue_pop(m->q))) {
+        colo_request *r = it->owner;
+        const char *msg = colo_pool_strndup(r->pool, why, strlen(why));
+        colo_served_finish(m, r, COLO_ENOMEM, msg ? msg : "not enough memory to wake the model");
+    }
+}
+
+/* Loads the weights again. A wake that finds memory short (others borrowed
+ * the model's guarantee and are giving it back) is retried; a guarantee
+ * that does not fit leaves it asleep and answers what waits; any other
+ * failure fails the model. */
+static bool wake_up(colo_served *m)
+{
+    uint64_t t0 = colo_now_ns();
+    char e[512] = "";
+    if (!take_guarantee(m, e, sizeof e)) {
+        char why[640];
+        snprintf(why, sizeof why, "model %s cannot wake: %s", m->cfg.name, e);
+        COLO_WARN("%s", why);
+        atomic_store(&m->want_wake, false);
+        refuse_queued(m, why);
+        return false;
+    }
+    m->state = COLO_SERVED_WAKING;
+    for (;;) {
+        e[0] = 0;
+        colo_status st = m->kind->wake(m->inst, e, sizeof e);
+        if (st == COLO_OK)
+            break;
+        if (st != COLO_ENOMEM || atomic_load(&m->stopping) ||
+            colo_now_ns() - t0 > (uint64_t)(m->cfg.batching.queue_timeout_ms > 0 ? m->cfg.batching.queue_timeout_ms
+                                                                                   : 30000) * 1000000u) {
+            COLO_ERROR("model %s: cannot wake: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
+            colo_served_mark_failed(m, "the model could not wake");
+            colo_served_drain_queue(m, COLO_ENOMEM, "the model could not wake: not enough memory");
+            return false;
+        }
+        colo_sleep_ns(2 * 1000 * 1000);
+    }
+    uint64_t dt = colo_now_ns() - t0;
+    atomic_store(&m->last_wake_ns, dt);
+    atomic_fetch_add(&m->wakes, 1);
+    atomic_store(&m->want_wake, false);
+    m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY;
+    colo_served_refresh_info(m);
+    if (m->env.hooks.on_wake)
+        m->env.hooks.on_wake(m->env.hooks.ud, m->cfg.name, (double)dt / 1e9);
+    COLO_INFO("model %s: awake in %.1f ms", m->cfg.name, (double)dt / 1e6);
+    return true;
+}
+
+bool colo_served_sleep_or_wake(colo_served *m)
+{
+    if (!m->kind->sleep || !m->kind->wake)
+        return true;
+    uint64_t now = colo_now_ns();
+    bool queued = colo_queue_len(m->q) > 0;
+    if (m->n_live || queued)
+        m->idle_since_ns = 0;
+    else if (!m->idle_since_ns)
+        m->idle_since_ns = now;
+    int keep_alive_ms = atomic_load(&m->keep_alive_ms);
+    if (m->state == COLO_SERVED_READY && !m->n_live && !atomic_load(&m->draining)) {
+        bool idle_long = keep_alive_ms > 0 && !queued && m->idle_since_ns &&
+                         now - m->idle_since_ns >= (uint64_t)keep_alive_ms * 1000000u;
+        if ((atomic_load(&m->want_sleep) || idle_long) && go_to_sleep(m))
+            atomic_store(&m->want_sleep, false);
+    }
+    if (m->state == COLO_SERVED_SLEEPING) {
+        if (!atomic_load(&m->want_wake) && !colo_queue_len(m->q)) {
+            colo_queue_wait(m->q, 100u * 1000 * 1000);
+            return false;
+        }
+        return wake_up(m);
+    }
+    return true;
 }

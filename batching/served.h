@@ -80,6 +80,9 @@ typedef struct colo_served_env {
      * joins, guaranteed memory_fraction and growing to memory_max_fraction;
      * NULL: a fixed arena of memory_fraction */
     colo_mem_pool *pool;
+    /* with a pool: the models that may be put to sleep to make room for
+     * this one's guarantee (batching/evict.h); NULL: none */
+    struct colo_evictor *evictor;
 } colo_served_env;
 
 typedef struct colo_served colo_served;
@@ -102,6 +105,21 @@ colo_status colo_served_plan(const colo_model_cfg *mc, size_t budget_bytes, char
 /* Loads mc's model. NULL with a message naming the model, the file and
  * the problem (memory, missing tensor...). The model is not serving yet. */
 colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen);
+/* The same in two steps, for a load at run time: colo_served_create makes
+ * the model in state LOADING (it answers info and refuses requests; NULL
+ * with a message for an unknown kind or no memory); colo_served_load_in,
+ * on any one thread, loads it (with an evictor, first making room for its
+ * guarantee: COLO_ENOMEM with the bytes needed and available). On
+ * failure the model is FAILED with the message as its error, and can be
+ * unloaded or freed as any other. */
+colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen);
+colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen);
+/* A model that will not load (its loading thread could not start): FAILED with msg. */
+void colo_served_set_failed(colo_served *m, const char *msg);
+/* Whether a sleeping model's guarantee can be had again, counting the
+ * models that may be put to sleep for it (batching/evict.h): COLO_ENOMEM
+ * with the bytes needed and available; COLO_OK when it holds it already. */
+colo_status colo_served_wake_fits(colo_served *m, size_t *need_bytes, size_t *avail_bytes);
 /* Starts the executor; the model is then ready. */
 colo_status colo_served_start(colo_served *m, char *err, size_t errlen);
 /* Refuses new requests, cancels queued and running ones (their on_done
@@ -113,8 +131,11 @@ void colo_served_free(colo_served *m);
 /* Sleep and wake (any thread; they ask the executor, which acts between
  * steps). colo_served_sleep: once the requests it runs have finished (it
  * admits no new ones meanwhile), the model drops its KV cache and weights
- * (the kind's sleep) and is SLEEPING; a queued request, or
- * colo_served_wake, wakes it (WAKING, then READY). COLO_EUNSUPPORTED when
+ * (the kind's sleep), gives its guarantee back to the pool and is
+ * SLEEPING; a queued request, or colo_served_wake, wakes it (its guarantee
+ * taken again, by eviction if need be; WAKING, then READY). A wake whose
+ * guarantee cannot be had leaves it SLEEPING and answers what is queued
+ * with COLO_ENOMEM and the bytes. COLO_EUNSUPPORTED when
  * the kind cannot sleep, COLO_ECANCELED when the model is not serving
  * (failed, draining, stopping). */
 colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen);
@@ -174,6 +195,8 @@ typedef struct colo_served_info {
     uint64_t sleeps, wakes;    /* times it went to sleep and woke */
     double last_wake_ms;       /* the last wake's duration */
     int keep_alive_ms;         /* idle time before it sleeps by itself; 0 = never */
+    bool pinned;               /* never put to sleep to make room for another */
+    uint64_t evictions;        /* times it was put to sleep to make room */
     int in_batch;              /* llama: sequences in the running batch (the rest of running wait for KV space) */
     bool prefix_cache;         /* llama: prompts reuse cached KV blocks */
     uint64_t prefix_queries, prefix_hit_tokens; /* sequences admitted; prompt tokens found cached */
@@ -184,6 +207,8 @@ typedef struct colo_served_info {
 } colo_served_info;
 
 void colo_served_get_info(colo_served *m, colo_served_info *out);
+/* Settings that apply at once, without a reload (any thread). */
+void colo_served_set_live(colo_served *m, int keep_alive_ms, bool pinned);
 colo_served_state colo_served_get_state(const colo_served *m);
 const colo_model_cfg *colo_served_config(const colo_served *m);
 colo_task colo_served_task(const colo_served *m);

@@ -53,84 +53,6 @@ static void cancel_all(colo_served *m, colo_status st, const char *msg)
     }
 }
 
-/* Drops the KV cache and the weights; false when the kind could not. */
-static bool go_to_sleep(colo_served *m)
-{
-    char e[256] = "";
-    colo_status st = m->kind->sleep(m->inst, e, sizeof e);
-    if (st != COLO_OK) {
-        COLO_WARN("model %s: cannot sleep: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
-        return false;
-    }
-    m->state = COLO_SERVED_SLEEPING;
-    atomic_fetch_add(&m->sleeps, 1);
-    colo_served_refresh_info(m);
-    COLO_INFO("model %s: asleep (KV cache and weights dropped)", m->cfg.name);
-    return true;
-}
-
-/* Loads the weights again. A wake that finds memory short (others borrowed
- * the model's guarantee and are giving it back) is retried; any other
- * failure fails the model. */
-static bool wake_up(colo_served *m)
-{
-    uint64_t t0 = colo_now_ns();
-    m->state = COLO_SERVED_WAKING;
-    char e[512] = "";
-    for (;;) {
-        e[0] = 0;
-        colo_status st = m->kind->wake(m->inst, e, sizeof e);
-        if (st == COLO_OK)
-            break;
-        if (st != COLO_ENOMEM || atomic_load(&m->stopping) ||
-            colo_now_ns() - t0 > (uint64_t)(m->cfg.batching.queue_timeout_ms > 0 ? m->cfg.batching.queue_timeout_ms
-                                                                                   : 30000) * 1000000u) {
-            COLO_ERROR("model %s: cannot wake: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
-            colo_served_mark_failed(m, "the model could not wake");
-            colo_served_drain_queue(m, COLO_ENOMEM, "the model could not wake: not enough memory");
-            return false;
-        }
-        colo_sleep_ns(2 * 1000 * 1000);
-    }
-    uint64_t dt = colo_now_ns() - t0;
-    atomic_store(&m->last_wake_ns, dt);
-    atomic_fetch_add(&m->wakes, 1);
-    atomic_store(&m->want_wake, false);
-    m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY;
-    colo_served_refresh_info(m);
-    if (m->env.hooks.on_wake)
-        m->env.hooks.on_wake(m->env.hooks.ud, m->cfg.name, (double)dt / 1e9);
-    COLO_INFO("model %s: awake in %.1f ms", m->cfg.name, (double)dt / 1e6);
-    return true;
-}
-
-/* Between steps: sleep when asked (once nothing runs) or idle past
- * keep_alive_ms; wake when asked or when a request waits. False: the
- * executor has nothing to run now (it waited). */
-static bool sleep_or_wake(colo_served *m)
-{
-    uint64_t now = colo_now_ns();
-    bool queued = colo_queue_len(m->q) > 0;
-    if (m->n_live || queued)
-        m->idle_since_ns = 0;
-    else if (!m->idle_since_ns)
-        m->idle_since_ns = now;
-    if (m->state == COLO_SERVED_READY && !m->n_live) {
-        bool idle_long = m->cfg.keep_alive_ms > 0 && !queued && m->idle_since_ns &&
-                         now - m->idle_since_ns >= (uint64_t)m->cfg.keep_alive_ms * 1000000u;
-        if ((atomic_load(&m->want_sleep) || idle_long) && go_to_sleep(m))
-            atomic_store(&m->want_sleep, false);
-    }
-    if (m->state == COLO_SERVED_SLEEPING) {
-        if (!atomic_load(&m->want_wake) && !colo_queue_len(m->q)) {
-            colo_queue_wait(m->q, 100u * 1000 * 1000);
-            return false;
-        }
-        return wake_up(m);
-    }
-    return true;
-}
-
 void colo_served_run_continuous(colo_served *m)
 {
     int max_live = m->cfg.batching.max_batch_size > 0 ? m->cfg.batching.max_batch_size : 32;
@@ -144,7 +66,7 @@ void colo_served_run_continuous(colo_served *m)
     while (!atomic_load(&m->stopping)) {
         colo_served_expire_queued(m);
         apply_cancellations(m);
-        if (!sleep_or_wake(m)) {
+        if (!colo_served_sleep_or_wake(m)) {
             if (m->state == COLO_SERVED_FAILED)
                 break;
             continue;

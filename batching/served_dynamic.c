@@ -27,6 +27,7 @@ static void run_batch(colo_served *m, colo_request **rs, int n)
     }
     if (st != COLO_OK && (colo_device_poisoned(m->env.dev) || st == COLO_EFATAL))
         colo_served_mark_failed(m, "the device context was lost");
+    m->running = 0; /* before the answers are out: a client that has one sees the model idle */
     for (int i = 0; i < n; i++) {
         colo_req_outcome *o = &rs[i]->out;
         o->queue_ms = rs[i]->submit_ns < t0 ? (double)(t0 - rs[i]->submit_ns) / 1e6 : 0;
@@ -52,8 +53,14 @@ void colo_served_run_dynamic(colo_served *m)
         free(rs);
         return;
     }
-    while (!atomic_load(&m->stopping) && (m->state == COLO_SERVED_READY || m->state == COLO_SERVED_DRAINING)) {
+    while (!atomic_load(&m->stopping) && m->state != COLO_SERVED_FAILED) {
         colo_served_expire_queued(m);
+        if (!colo_served_sleep_or_wake(m))
+            continue;
+        if (atomic_load(&m->want_sleep)) { /* sleeps at the next turn: nothing runs now */
+            colo_sleep_ns(1000 * 1000);
+            continue;
+        }
         uint64_t wait = 0;
         int n = colo_queue_form_batch(m->q, &pol, colo_now_ns(), items, &wait);
         if (n == 0) {

@@ -31,6 +31,14 @@ struct colo_served {
     _Atomic uint64_t sleeps, wakes;
     _Atomic uint64_t last_wake_ns;
     uint64_t idle_since_ns; /* executor thread: when it last had nothing to do (0: busy) */
+    /* eviction (batching/evict.h) */
+    _Atomic uint64_t last_used_ns; /* the last request submitted (or the start) */
+    _Atomic uint64_t evictions;    /* times it was put to sleep to make room */
+    atomic_bool evict_asked;       /* the evictor asked it to sleep (cleared once asleep) */
+    atomic_bool pinned;            /* cfg.pinned, changeable at run time */
+    _Atomic int keep_alive_ms;     /* cfg.keep_alive_ms, changeable at run time */
+    bool guarantee_given_back;     /* executor thread: asleep without its guarantee */
+    bool in_evictor;               /* controlling thread */
     _Atomic int running;
     /* requests admitted into a generative kind (executor thread only); one
      * leaves before its on_done runs, since the front end may free it then */
@@ -51,6 +59,11 @@ struct colo_served {
 /* Executor loops (the executor thread). */
 void colo_served_run_continuous(colo_served *m);
 void colo_served_run_dynamic(colo_served *m);
+
+/* Between steps (both executors): sleep when asked or idle past
+ * keep_alive_ms, wake when asked or when a request waits. False: nothing
+ * to run now (it waited, or the model failed). */
+bool colo_served_sleep_or_wake(colo_served *m);
 
 /* Shared by the executors. */
 void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg);

@@ -474,6 +474,12 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     }
     if (!strcmp(key, "keep_alive_ms"))
         return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
+    if (!strcmp(key, "pinned")) {
+        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
+            return fail(p, v, f, "expected true or false");
+        m->pinned = !strcmp(scalar(v), "true");
+        return 0;
+    }
     if (!strcmp(key, "memory_max_fraction")) {
         mk->max_fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
@@ -1109,6 +1115,49 @@ out_delete_parser:
     yaml_parser_delete(&parser);
 out_free_marks:
     free(marks);
+    return st;
+}
+
+colo_status colo_config_parse_model(const char *text, size_t len, const char *source, const char *base_dir,
+                                    colo_model_cfg *out, char *err, size_t errlen)
+{
+    colo_status st = COLO_EINVAL;
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        colo_set_err(err, errlen, "%s: out of memory", source);
+        return COLO_ENOMEM;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    yaml_document_t doc;
+    if (!yaml_parser_load(&parser, &doc)) {
+        colo_set_err(err, errlen, "%s:%zu:%zu: syntax error: %s", source, parser.problem_mark.line + 1,
+                     parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed");
+        goto out_delete_parser;
+    }
+    parse_ctx p = {.doc = &doc, .file = source, .err = err, .errlen = errlen};
+    snprintf(p.dir, sizeof p.dir, "%s", base_dir ? base_dir : "");
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root) {
+        colo_set_err(err, errlen, "%s:1:1: (model): empty", source);
+        goto out_delete_doc;
+    }
+    model_marks mk;
+    memset(&mk, 0, sizeof mk);
+    model_defaults(out);
+    out->mark = mark_of(root);
+    model_ctx mc = {out, &mk};
+    if (each_key(&p, root, "model", model_field, &mc) || model_check(&p, root, "model", out, &mk))
+        goto out_delete_doc;
+    if (out->memory_max_fraction > 0 && out->memory_max_fraction < out->memory_fraction) {
+        fail_at(&p, mk.max_fraction, "model.memory_max_fraction", "%g is below memory_fraction %g (a ceiling, not a share)",
+                out->memory_max_fraction, out->memory_fraction);
+        goto out_delete_doc;
+    }
+    st = COLO_OK;
+out_delete_doc:
+    yaml_document_delete(&doc);
+out_delete_parser:
+    yaml_parser_delete(&parser);
     return st;
 }
 

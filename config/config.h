@@ -148,6 +148,14 @@ colo_status colo_config_load(const char *path, colo_config *cfg, char *err, size
 colo_status colo_config_parse(const char *yaml, size_t len, const char *file, colo_config *cfg, char *err,
                               size_t errlen);
 
+/* One model's entry (the keys of one item of `models:`, as YAML or JSON,
+ * which is YAML) into *out, with the checks and messages of
+ * colo_config_load: "SOURCE:LINE:COLUMN: model.FIELD: ...". Checks across
+ * models (names, fractions, policy-specific keys) are the caller's.
+ * base_dir anchors a relative path: ("" = the working directory). */
+colo_status colo_config_parse_model(const char *text, size_t len, const char *source, const char *base_dir,
+                                    colo_model_cfg *out, char *err, size_t errlen);
+
 /* A config with every default and no models (for programs and tests that
  * build one by hand). */
 void colo_config_defaults(colo_config *cfg);

@@ -400,6 +400,21 @@ void colo_bert_free(colo_bert *m)
     free(m);
 }
 
+colo_wordpiece *colo_bert_tokenizer_load(const char *dir, const colo_bert_config *cfg, colo_bert_hparams *hp, char *err,
+                                         size_t errlen)
+{
+    char msg[512] = "", path[1200];
+    colo_wordpiece_config wc;
+    colo_wordpiece *wp = NULL;
+    if (read_config(dir, cfg, hp, &wc, msg, sizeof msg) == COLO_OK) {
+        snprintf(path, sizeof path, "%s/vocab.txt", dir);
+        wp = colo_wordpiece_load(path, &wc, msg, sizeof msg);
+    }
+    if (!wp)
+        colo_set_err(err, errlen, "%s: %s", dir, msg);
+    return wp;
+}
+
 const colo_bert_hparams *colo_bert_hparams_get(const colo_bert *m) { return &m->hp; }
 const colo_wordpiece *colo_bert_tokenizer(const colo_bert *m) { return m->wp; }
 int colo_bert_dim(const colo_bert *m) { return m->hp.n_embd; }

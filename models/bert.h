@@ -65,6 +65,11 @@ colo_bert *colo_bert_load(const char *dir, const colo_bert_config *cfg, colo_are
                           char *err, size_t errlen);
 void colo_bert_free(colo_bert *m); /* returns its memory to the arena; accepts NULL */
 
+/* The folder's tokenizer alone, made as colo_bert_load makes it, and its
+ * hyperparameters into *hp (for a caller that tokenizes while the weights
+ * are not loaded). NULL with a message; free with colo_wordpiece_free. */
+colo_wordpiece *colo_bert_tokenizer_load(const char *dir, const colo_bert_config *cfg, colo_bert_hparams *hp, char *err,
+                                         size_t errlen);
 const colo_bert_hparams *colo_bert_hparams_get(const colo_bert *m);
 const colo_wordpiece *colo_bert_tokenizer(const colo_bert *m);
 int colo_bert_dim(const colo_bert *m); /* floats per embedding (E) */

@@ -320,8 +320,11 @@ static void render_phi3(const colo_chat_msg *m, int n, sbuf *b)
 }
 
 /* Mistral v3: the system message goes into the last user turn, when the
- * chat ends with one; tekken has no spaces inside [INST]...[/INST]. v1 puts
- * it into the first user turn, with spaces around [INST] and [/INST]. */
+ * chat ends with one (or with tool calls and results after it); tekken has
+ * no spaces inside [INST]...[/INST]. v1 puts it into the first user turn,
+ * with spaces around [INST] and [/INST]. The roles "tools" and "tool", and
+ * an assistant turn that is a [TOOL_CALLS] block, are models/tools.c's
+ * blocks, written as they are. */
 static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
     bool tekken = t->format == COLO_CHAT_MISTRAL_V3_TEKKEN, v1 = t->format == COLO_CHAT_MISTRAL_V1;
@@ -333,11 +336,26 @@ static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, 
         sys = m[0].content;
         i = 1;
     }
+    /* v3: the system message goes into the last user turn when nothing but
+     * tool calls and results (models/tools.c) follow it */
+    int sys_at = n - 1;
+    for (int j = n - 1; j >= i && !role_is(&m[j], "user"); j--) {
+        bool toolish = role_is(&m[j], "tool") || role_is(&m[j], "tools") ||
+                       (role_is(&m[j], "assistant") && !strncmp(m[j].content, "[TOOL_CALLS]", 12));
+        sys_at = toolish ? j - 1 : -1;
+        if (!toolish)
+            break;
+    }
     put(b, t->bos);
     for (int first = i; i < n; i++) {
-        if (role_is(&m[i], "user")) {
+        if (role_is(&m[i], "tool") || role_is(&m[i], "tools")) {
+            put(b, m[i].content); /* tools.c's [AVAILABLE_TOOLS] and [TOOL_RESULTS] blocks, outside [INST] */
+        } else if (role_is(&m[i], "assistant") && !strncmp(m[i].content, "[TOOL_CALLS]", 12)) {
+            put(b, m[i].content);
+            put(b, t->eos);
+        } else if (role_is(&m[i], "user")) {
             put(b, open);
-            if (sys && (v1 ? i == first : i == n - 1)) {
+            if (sys && (v1 ? i == first : i == sys_at)) {
                 put(b, sys);
                 put(b, "\n\n");
             }

@@ -27,7 +27,26 @@ void colo_json_fsm_init(colo_json_fsm *s)
     s->mode = M_VALUE;
 }
 
+void colo_json_fsm_init_value(colo_json_fsm *s)
+{
+    colo_json_fsm_init(s);
+    s->any_root = 1;
+}
+
 bool colo_json_fsm_done(const colo_json_fsm *s) { return s->mode == M_DONE; }
+
+bool colo_json_fsm_in_plain_string(const colo_json_fsm *s)
+{
+    return s->mode == M_STRING && !(s->sub & 2) && !s->hex_left && !s->utf8_left;
+}
+
+bool colo_json_fsm_complete(const colo_json_fsm *s)
+{
+    if (s->mode == M_DONE)
+        return true;
+    return s->mode == M_NUMBER && s->depth == 0 &&
+           (s->sub == N_ZERO || s->sub == N_INT || s->sub == N_FRAC || s->sub == N_EXP);
+}
 
 static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
@@ -47,6 +66,8 @@ static bool open(colo_json_fsm *s, unsigned char c)
 
 static bool close(colo_json_fsm *s, unsigned char c)
 {
+    if (c != '}' && c != ']')
+        return false;
     if (!s->depth || s->stack[s->depth - 1] != (c == '}' ? '{' : '['))
         return false;
     s->depth--;
@@ -57,7 +78,7 @@ static bool close(colo_json_fsm *s, unsigned char c)
 /* The first byte of a value. */
 static bool begin_value(colo_json_fsm *s, unsigned char c)
 {
-    if (s->depth == 0 && c != '{')
+    if (s->depth == 0 && c != '{' && !s->any_root)
         return false; /* json_object: the document is an object */
     if (c == '{' || c == '[')
         return open(s, c);
@@ -67,6 +88,7 @@ static bool begin_value(colo_json_fsm *s, unsigned char c)
     }
     if (c == '-' || is_digit(c)) {
         s->mode = M_NUMBER, s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
+        s->num_len = s->sub == N_INT;
         return true;
     }
     for (int i = 0; i < 3; i++)
@@ -79,15 +101,19 @@ static bool begin_value(colo_json_fsm *s, unsigned char c)
 
 static bool string_byte(colo_json_fsm *s, unsigned char c)
 {
-    if (s->hex_left) { /* \uXXXX */
+    if (s->hex_left) { /* \uXXXX, not a surrogate (D800-DFFF: the character is written as UTF-8) */
         if (!is_hex(c))
             return false;
+        if (s->hex_left == 3 && s->lit && strchr("89abcdefABCDEF", c))
+            return false;
+        s->lit = s->hex_left == 4 && (c == 'd' || c == 'D');
         s->hex_left--;
         return true;
     }
     if (s->utf8_left) {
-        if ((c & 0xC0) != 0x80)
+        if (!colo_utf8_cont_ok(c, s->utf8_range))
             return false;
+        s->utf8_range = 0;
         s->utf8_left--;
         return true;
     }
@@ -114,14 +140,10 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
     if (c < 0x20)
         return false;
     if (c >= 0x80) {
-        if (c >= 0xC2 && c <= 0xDF)
-            s->utf8_left = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            s->utf8_left = 2;
-        else if (c >= 0xF0 && c <= 0xF4)
-            s->utf8_left = 3;
-        else
+        int k = colo_utf8_lead(c, &s->utf8_range);
+        if (!k)
             return false;
+        s->utf8_left = (uint8_t)k;
     }
     return true;
 }
@@ -131,11 +153,19 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
 static bool number_byte(colo_json_fsm *s, unsigned char c, bool *ended)
 {
     *ended = false;
+    if (is_digit(c) && (s->sub == N_INT || s->sub == N_E || s->sub == N_ESIGN || s->sub == N_EXP)) {
+        bool exp = s->sub != N_INT;
+        if (s->sub == N_E || s->sub == N_ESIGN)
+            s->num_len = 0;
+        if (++s->num_len > (exp ? 2 : 15))
+            return false; /* the value stays a finite double, the integer part an int64 */
+    }
     switch (s->sub) {
     case N_MINUS:
         if (!is_digit(c))
             return false;
         s->sub = c == '0' ? N_ZERO : N_INT;
+        s->num_len = 1;
         return true;
     case N_ZERO:
     case N_INT:

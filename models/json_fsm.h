@@ -6,7 +6,9 @@
  * The state is a small value type (copy it to try a token's bytes without
  * committing them). Whitespace between tokens is limited (a run of at most
  * COLO_JSON_MAX_WS bytes) and nesting to COLO_JSON_MAX_DEPTH, so that a
- * model cannot stall in endless spaces or brackets. */
+ * model cannot stall in endless spaces or brackets; a number has at most
+ * 15 digits before its point and 2 in its exponent (so it stays a finite
+ * double, and an integer an int64). */
 #ifndef COLO_MODELS_JSON_FSM_H
 #define COLO_MODELS_JSON_FSM_H
 
@@ -23,17 +25,50 @@ typedef struct colo_json_fsm {
     uint8_t depth;
     uint8_t ws;                         /* whitespace bytes in a row */
     uint8_t utf8_left;                  /* continuation bytes a string's character still needs */
+    uint8_t utf8_range;                 /* the range of the next one (colo_utf8_cont_ok) */
     uint8_t hex_left;                   /* \u digits still to come */
     uint8_t lit;                        /* literal: which (t, f, n) and how far */
     uint8_t lit_pos;
+    uint8_t num_len;                    /* digits of a number's integer part or exponent */
+    uint8_t any_root;                   /* the top-level value may be of any type */
     uint8_t stack[COLO_JSON_MAX_DEPTH]; /* '{' or '[' */
 } colo_json_fsm;
 
+/* UTF-8 as RFC 3629 has it (no overlong forms, surrogates or code points
+ * past U+10FFFF): the continuation bytes lead byte c needs (0: c does not
+ * start a multi-byte character), and in *range which bytes the first of
+ * them may be. */
+static inline int colo_utf8_lead(unsigned c, uint8_t *range)
+{
+    *range = c == 0xE0 ? 1 : c == 0xED ? 2 : c == 0xF0 ? 3 : c == 0xF4 ? 4 : 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        return 1;
+    if (c >= 0xE0 && c <= 0xEF)
+        return 2;
+    if (c >= 0xF0 && c <= 0xF4)
+        return 3;
+    return 0;
+}
+
+static inline bool colo_utf8_cont_ok(unsigned c, uint8_t range)
+{
+    static const uint8_t lo[] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+    return range < 5 && c >= lo[range] && c <= hi[range];
+}
+
 void colo_json_fsm_init(colo_json_fsm *s);
+/* The same, for a document that may be any value (a number, a string...). */
+void colo_json_fsm_init_value(colo_json_fsm *s);
 /* Feeds n bytes; false (s then undefined) when no valid document can
  * follow them. */
 bool colo_json_fsm_feed(colo_json_fsm *s, const char *bytes, size_t n);
 /* True when the bytes so far are a whole document (an object). */
 bool colo_json_fsm_done(const colo_json_fsm *s);
+/* True when the bytes so far are a whole document, or one that a byte
+ * other than a digit, '.', 'e' or a sign would end (a top-level number). */
+bool colo_json_fsm_complete(const colo_json_fsm *s);
+/* True inside a string with no escape or character pending: any text
+ * without a quote, backslash or control character may follow. */
+bool colo_json_fsm_in_plain_string(const colo_json_fsm *s);
 
 #endif

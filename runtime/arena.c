@@ -49,6 +49,7 @@ struct colo_arena {
     colo_mem_pool *pool;
     size_t guarantee, charged, charged_peak, reserved, want;
     size_t evictable, evict_want; /* of the charge, what can be dropped at once; what the pool asks dropped */
+    size_t guarantee_full; /* what it was created with; guarantee is 0 while given back */
     uint64_t reclaims;
     struct colo_arena *next_member;
     /* elastic arenas: users of each chunk of the buffer (under mu); a
@@ -596,11 +597,56 @@ colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_m
         guarantee_bytes = a->limit;
     a->pool = pool;
     a->guarantee = guarantee_bytes;
+    a->guarantee_full = guarantee_bytes;
     pool->guaranteed += guarantee_bytes;
     a->next_member = pool->members;
     pool->members = a;
     pthread_mutex_unlock(&pool->mu);
     return a;
+}
+
+void colo_arena_release_guarantee(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return;
+    pthread_mutex_lock(&a->pool->mu);
+    a->pool->guaranteed -= a->guarantee;
+    a->guarantee = 0;
+    if (a->pool->demander == a)
+        a->pool->demand_until_ns = 0, a->pool->demander = NULL;
+    pthread_mutex_unlock(&a->pool->mu);
+}
+
+colo_status colo_arena_restore_guarantee(colo_arena *a, size_t *need_bytes, size_t *free_bytes)
+{
+    if (!a || !a->pool)
+        return COLO_OK;
+    colo_mem_pool *p = a->pool;
+    colo_status st = COLO_OK;
+    pthread_mutex_lock(&p->mu);
+    size_t want = a->guarantee_full - a->guarantee, free_g = p->budget > p->guaranteed ? p->budget - p->guaranteed : 0;
+    if (need_bytes)
+        *need_bytes = want;
+    if (free_bytes)
+        *free_bytes = free_g;
+    if (want > free_g) {
+        st = COLO_ENOMEM;
+    } else {
+        p->guaranteed += want;
+        a->guarantee = a->guarantee_full;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+size_t colo_arena_guarantee_full(const colo_arena *a) { return a && a->pool ? a->guarantee_full : 0; }
+
+size_t colo_mem_pool_unguaranteed(colo_mem_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t free_g = p->budget > p->guaranteed ? p->budget - p->guaranteed : 0;
+    pthread_mutex_unlock(&p->mu);
+    return free_g;
 }
 
 /* Under pool->mu. */

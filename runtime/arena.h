@@ -125,6 +125,18 @@ void colo_arena_uncharge(colo_arena *a, size_t bytes);
  * arenas: no-ops (everything is backed). */
 colo_status colo_arena_commit(colo_arena *a, void *p, size_t bytes);
 void colo_arena_decommit(colo_arena *a, void *p, size_t bytes);
+/* A sleeping model's guarantee: colo_arena_release_guarantee gives it
+ * back to the pool (what the arena still charges counts as borrowed);
+ * colo_arena_restore_guarantee takes it again: COLO_ENOMEM when the pool
+ * has not that much that no one is guaranteed (*need_bytes, *free_bytes:
+ * the figures; either may be NULL). Fixed arenas: no-ops. Any thread. */
+void colo_arena_release_guarantee(colo_arena *a);
+colo_status colo_arena_restore_guarantee(colo_arena *a, size_t *need_bytes, size_t *free_bytes);
+/* The guarantee it was created with (0 for a fixed arena). */
+size_t colo_arena_guarantee_full(const colo_arena *a);
+/* Budget minus the sum of the members' guarantees. */
+size_t colo_mem_pool_unguaranteed(colo_mem_pool *p);
+
 /* Bytes the pool asks this arena to give back (0: none). Any thread. */
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a);
 /* Of this arena's charge, the bytes it can drop at once (a KV cache's

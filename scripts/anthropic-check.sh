@@ -51,13 +51,13 @@ if [ "$smollm2" = 1 ]; then
 else
   model="$tmp/tiny.gguf"
   "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
-    --vocab 512 --ctx 512 --seed 7 >/dev/null
+    --vocab 512 --ctx 2048 --seed 7 >/dev/null
   name=tiny
 fi
 cat >"$tmp/colo.yaml" <<YAML
 server: { listen: "127.0.0.1:0", device: cpu, api_key_env: COLO_ANTHROPIC_CHECK_KEY }
 models:
-  - { name: $name, kind: llama, path: "$model", memory_fraction: 0.05, max_seq_len: 512 }
+  - { name: $name, kind: llama, path: "$model", memory_fraction: 0.05, max_seq_len: 2048 }
 YAML
 
 key="check-$$-$RANDOM"

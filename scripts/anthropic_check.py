@@ -4,9 +4,16 @@ Run by scripts/anthropic-check.sh, which starts the server; by hand:
 
     python scripts/anthropic_check.py --url http://127.0.0.1:8080 --model smollm2 --api-key KEY [--smollm2]
 
+Every field colo implements is exercised: system, content blocks,
+max_tokens, stop_sequences, temperature, top_p, top_k, stream (every event
+type), tools with tool_choice auto / any / tool / none, tool_use and
+tool_result blocks sent back, count_tokens; greedy streamed answers
+(text and tool_use inputs) must equal whole ones.
+
 Prints one line per check and exits 0 only when every check passes.
 """
 import argparse
+import json
 import sys
 import time
 
@@ -119,12 +126,72 @@ def main():
             expect(e.body["error"]["type"] == "authentication_error", f"{e.body}")
         return "404, 400, 401 in Anthropic's shape"
 
+    def sampling():
+        # (this client version takes the sampling fields through extra_body)
+        m1 = client.messages.create(model=a.model, max_tokens=12, messages=msgs,
+                                    extra_body={"temperature": 0.7, "top_p": 0.9, "top_k": 40})
+        expect(m1.content[0].type == "text", f"content {m1.content}")
+        g = client.messages.create(model=a.model, max_tokens=12, messages=msgs, extra_body={"temperature": 0, "top_k": 1})
+        h = client.messages.create(model=a.model, max_tokens=12, messages=msgs, extra_body={"temperature": 1, "top_k": 1})
+        expect(g.content[0].text == h.content[0].text, "top_k 1 is not greedy")
+        return "temperature, top_p, top_k"
+
+    tools = [{"name": "get_weather", "description": "The current weather in a city",
+              "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                                "unit": {"enum": ["celsius", "fahrenheit"]}},
+                               "required": ["city", "unit"], "additionalProperties": False}},
+             {"name": "add", "description": "Adds two integers",
+              "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                               "required": ["a", "b"]}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+    def uses(m):
+        return [(b.name, b.input) for b in m.content if b.type == "tool_use"]
+
+    def tool_use():
+        got = []
+        for choice in ({"type": "tool", "name": "get_weather"}, {"type": "any"}):
+            kw = dict(model=a.model, max_tokens=300, messages=ask, tools=tools, tool_choice=choice,
+                      extra_body={"temperature": 0})
+            m = client.messages.create(**kw)
+            expect(m.stop_reason == "tool_use" and len(uses(m)) == 1, f"{choice}: {m.stop_reason} {m.content}")
+            name, inp = uses(m)[0]
+            if name == "get_weather":
+                expect(set(inp) == {"city", "unit"} and inp["unit"] in ("celsius", "fahrenheit"), f"input {inp}")
+            else:
+                expect(name == "add" and isinstance(inp.get("a"), int) and isinstance(inp.get("b"), int), f"{inp}")
+            with client.messages.stream(**kw) as st:
+                events = [ev.type for ev in st]
+                final = st.get_final_message()
+            expect(uses(final) == uses(m), f"streamed {uses(final)} != whole {uses(m)}")
+            expect(final.stop_reason == "tool_use" and "content_block_start" in events, f"events {events}")
+            got.append(f"{name}({json.dumps(inp)})")
+        block = next(b for b in m.content if b.type == "tool_use")
+        expect(block.id.startswith("toolu_"), f"id {block.id}")
+        m = client.messages.create(model=a.model, max_tokens=16, messages=ask, tools=tools,
+                                   tool_choice={"type": "none"}, extra_body={"temperature": 0})
+        expect(not uses(m) and m.stop_reason in ("end_turn", "max_tokens"), f"none: {m.content}")
+        m = client.messages.create(model=a.model, max_tokens=300, messages=ask, tools=tools,
+                                   tool_choice={"type": "auto"}, extra_body={"temperature": 0})
+        expect((m.stop_reason == "tool_use") == bool(uses(m)), f"auto: {m.stop_reason} {m.content}")
+        back = ask + [{"role": "assistant", "content": [{"type": "tool_use", "id": block.id, "name": block.name,
+                                                         "input": block.input}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id,
+                                                    "content": "18 degrees and sunny"}]}]
+        m = client.messages.create(model=a.model, max_tokens=24, messages=back, tools=tools,
+                                   extra_body={"temperature": 0})
+        n = client.messages.count_tokens(model=a.model, messages=back, tools=tools)
+        expect(n.input_tokens == m.usage.input_tokens, f"count_tokens {n.input_tokens} != {m.usage.input_tokens}")
+        return "; ".join(got) + f"; after the result: {m.stop_reason}"
+
     check("messages.create", create)
     check("messages.stream", stream)
     check("messages.count_tokens", count)
     check("stop_sequences", stop_sequences)
     check("text blocks", blocks)
     check("errors", errors)
+    check("temperature, top_p, top_k", sampling)
+    check("tools, tool_choice, tool_use / tool_result", tool_use)
     if failures:
         print(f"{len(failures)} check(s) failed: {', '.join(failures)}")
         return 1

@@ -13,6 +13,10 @@
 # Environment:
 #   BUILD=build  COLO_VENV=$BUILD/openai-venv  OPENAI_VERSION=3.51.0
 #   ROUNDS=8  REPEAT=1 (passes over the 8 prompts per round)  MAX_TOKENS=48  TOLERANCE_PCT=5
+#   SERVER_THREADS=1: the server's worker pool. One thread leaves a core to the
+#   client: on a 2-core machine a Python client that shares the server's cores
+#   slows the server it measures (by 10-15% in TPOT), and the two tools would
+#   then time different servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -22,6 +26,7 @@ ROUNDS=${ROUNDS:-8}
 REPEAT=${REPEAT:-1}
 MAX_TOKENS=${MAX_TOKENS:-48}
 TOLERANCE_PCT=${TOLERANCE_PCT:-5}
+SERVER_THREADS=${SERVER_THREADS:-1}
 
 for p in colo-server colo-loadtest; do
   if [ ! -x "$BUILD/$p" ]; then
@@ -51,7 +56,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cat >"$tmp/colo.yaml" <<YAML
-server: { listen: "127.0.0.1:0", device: cpu }
+server: { listen: "127.0.0.1:0", device: cpu, threads: $SERVER_THREADS }
 models:
   - { name: smollm2, kind: llama, path: "$model", memory_fraction: 0.05, max_seq_len: 512 }
 YAML

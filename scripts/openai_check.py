@@ -1,5 +1,13 @@
 """Checks colo-server's OpenAI-compatible endpoints with the official openai client.
 
+Every request field colo implements is exercised: logprobs / top_logprobs,
+presence and frequency penalties, repetition_penalty and min_p (extra_body),
+logit_bias, seed, stop strings and token ids, stream_options.include_usage,
+echo, response_format json_object and json_schema, tools and tool_choice
+(auto, none, required, a named function) with tool results sent back; for
+each greedy request the streamed answer must equal the whole one. (`n` > 1
+is to be added with its support.)
+
 Run by scripts/openai-check.sh, which starts the server; by hand:
 
     python scripts/openai_check.py --url http://127.0.0.1:8080 --model smollm2 [--embed-model minilm]
@@ -8,6 +16,7 @@ Run by scripts/openai-check.sh, which starts the server; by hand:
 Prints one line per check and exits 0 only when every check passes.
 """
 import argparse
+import json
 import math
 import sys
 import time
@@ -45,7 +54,8 @@ def main():
 
     client = OpenAI(base_url=args.url.rstrip("/") + "/v1", api_key=args.api_key, max_retries=0, timeout=120)
     print(f"openai {openai.__version__} against {args.url}")
-    question = [{"role": "user", "content": "What is the capital of France?"}]
+    question = [{"role": "system", "content": "Answer in one sentence."},
+                {"role": "user", "content": "What is the capital of France?"}]
 
     def models():
         ids = [m.id for m in client.models.list()]
@@ -129,12 +139,143 @@ def main():
         expect(r.usage.prompt_tokens >= 2, f"usage {r.usage}")
         return f"2 x {dim}, L2 norm 1, base64 = float"
 
+    def greedy(stream=False, **kw):
+        """A greedy chat answer: (text, finish_reason, tool_calls, logprobs content), whole or streamed."""
+        kw.setdefault("model", args.model)
+        kw.setdefault("messages", question)
+        kw.setdefault("max_tokens", 24)
+        kw.setdefault("temperature", 0)
+        if not stream:
+            r = client.chat.completions.create(**kw)
+            c = r.choices[0]
+            calls = [(t.function.name, t.function.arguments) for t in (c.message.tool_calls or [])]
+            lp = [(x.token, x.logprob) for x in c.logprobs.content] if c.logprobs and c.logprobs.content else []
+            return c.message.content or "", c.finish_reason, calls, lp
+        text, finish, calls, lp = [], None, {}, []
+        for chunk in client.chat.completions.create(stream=True, **kw):
+            for ch in chunk.choices:
+                if ch.delta.content:
+                    text.append(ch.delta.content)
+                for t in ch.delta.tool_calls or []:
+                    name, a = calls.get(t.index, ("", ""))
+                    calls[t.index] = (name + (t.function.name or ""), a + (t.function.arguments or ""))
+                if ch.logprobs and ch.logprobs.content:
+                    lp += [(x.token, x.logprob) for x in ch.logprobs.content]
+                if ch.finish_reason:
+                    finish = ch.finish_reason
+        return "".join(text), finish, [calls[i] for i in sorted(calls)], lp
+
+    def same(**kw):
+        w, s = greedy(**kw), greedy(stream=True, **kw)
+        expect(w[:3] == s[:3], f"whole {w[:3]} != streamed {s[:3]}")
+        return w
+
+    def logprobs():
+        text, _, _, lp = same(logprobs=True, top_logprobs=5)
+        r = client.chat.completions.create(model=args.model, messages=question, max_tokens=24, temperature=0,
+                                           logprobs=True, top_logprobs=5)
+        plain = greedy()[0]
+        expect(text == plain, "logprobs changed the answer")
+        for e in r.choices[0].logprobs.content:
+            tops = [t.logprob for t in e.top_logprobs]
+            expect(len(tops) == 5 and tops == sorted(tops, reverse=True), f"top_logprobs {tops}")
+            expect(abs(e.logprob - tops[0]) < 1e-4, "the greedy token is not the most likely")
+            expect(sum(math.exp(t) for t in tops) <= 1 + 1e-4, "top probabilities sum past 1")
+        _, _, _, slp = greedy(stream=True, logprobs=True, top_logprobs=5)
+        expect([t for t, _ in slp] == [t for t, _ in lp], "streamed logprobs name other tokens")
+        c = client.completions.create(model=args.model, prompt="The capital of France is", max_tokens=4,
+                                      temperature=0, logprobs=3, echo=True)
+        expect(c.choices[0].text.startswith("The capital of France is"), f"echo {c.choices[0].text!r}")
+        expect(c.choices[0].logprobs and len(c.choices[0].logprobs.tokens) >= 1, "completions logprobs")
+        return f"{len(lp)} tokens, top 5 sorted, echo"
+
+    def sampling_fields():
+        base = greedy(max_tokens=12)[0]
+        same(max_tokens=12, presence_penalty=1.5, frequency_penalty=1.0)
+        same(max_tokens=12, extra_body={"repetition_penalty": 1.3, "min_p": 0.05})
+        first = client.chat.completions.create(model=args.model, messages=question, max_tokens=1, temperature=0,
+                                               logprobs=True, top_logprobs=1).choices[0].logprobs.content[0]
+        ids = client.post(f"/models/{args.model}/tokenize", cast_to=object,
+                          body={"prompt": first.token}).get("tokens", [])
+        if len(ids) == 1:
+            banned = greedy(max_tokens=1, logit_bias={str(ids[0]): -100})[0]
+            expect(banned != first.token, f"logit_bias -100 kept {first.token!r}")
+        a = greedy(max_tokens=12, temperature=1, seed=42)[0]
+        b = greedy(max_tokens=12, temperature=1, seed=42)[0]
+        expect(a == b, "the same seed gave two answers")
+        if len(base) > 2:
+            stop = base[1:3]
+            t, f, _, _ = same(max_tokens=12, stop=[stop])
+            expect(f == "stop" and stop not in t, f"stop string {stop!r}: {t!r} {f}")
+        if len(ids) == 1:
+            t, f, _, _ = same(max_tokens=12, stop=[ids[0]])
+            expect(f == "stop" and t == "", f"stop token id: {t!r} {f}")
+        return "penalties, min_p, logit_bias, seed, stop strings and ids"
+
+    def json_formats():
+        t, f, _, _ = same(max_tokens=60, response_format={"type": "json_object"},
+                          messages=[{"role": "user", "content": "Describe a cat as JSON."}])
+        if f == "stop":
+            expect(isinstance(json.loads(t), dict), f"json_object {t!r}")
+        schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                                   "country": {"enum": ["France", "Italy", "Spain"]}},
+                  "required": ["city", "country"], "additionalProperties": False}
+        t, f, _, _ = same(max_tokens=300, response_format={"type": "json_schema", "json_schema": {
+            "name": "place", "schema": schema, "strict": True}})
+        expect(f == "stop", f"json_schema finish {f}")
+        d = json.loads(t)
+        expect(set(d) == {"city", "country"} and d["country"] in schema["properties"]["country"]["enum"], f"{d}")
+        return repr(t)
+
+    weather = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                        "unit": {"enum": ["celsius", "fahrenheit"]}},
+                       "required": ["city", "unit"], "additionalProperties": False}}},
+        {"type": "function", "function": {"name": "add", "description": "Adds two integers", "parameters": {
+            "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"], "additionalProperties": False}}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+    def tools():
+        got = []
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            t, f, calls, _ = same(max_tokens=300, messages=ask, tools=weather, tool_choice=choice)
+            expect(f == "tool_calls" and len(calls) == 1, f"{choice}: {f} {calls}")
+            name, arguments = calls[0]
+            a = json.loads(arguments)
+            if name == "get_weather":
+                expect(set(a) == {"city", "unit"} and a["unit"] in ("celsius", "fahrenheit"), f"arguments {a}")
+            else:
+                expect(name == "add" and isinstance(a["a"], int) and isinstance(a["b"], int), f"{name} {a}")
+            got.append(f"{name}({arguments})")
+        r = client.chat.completions.create(model=args.model, messages=ask, max_tokens=300, temperature=0,
+                                           tools=weather, tool_choice={"type": "function",
+                                                                       "function": {"name": "get_weather"}})
+        call = r.choices[0].message.tool_calls[0]
+        expect(call.id.startswith("call_") and call.type == "function", f"call {call}")
+        t, f, calls, _ = same(max_tokens=16, messages=ask, tools=weather, tool_choice="none")
+        expect(not calls and f in ("stop", "length"), f"tool_choice none: {f} {calls}")
+        t, f, calls, _ = same(max_tokens=80, messages=ask, tools=weather, tool_choice="auto")
+        expect((f == "tool_calls") == bool(calls), f"auto: {f} {calls}")
+        back = ask + [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": "get_weather",
+                                                             "arguments": call.function.arguments}}]},
+                      {"role": "tool", "tool_call_id": call.id, "content": "18 degrees and sunny"}]
+        t, f, _, _ = same(max_tokens=24, messages=back, tools=weather)
+        expect(f in ("stop", "length", "tool_calls"), f"after the result: {f}")
+        return "; ".join(got) + f"; then {t[:40]!r}"
+
     check("models.list / models.retrieve", models)
     check("chat.completions.create", chat)
     check("chat.completions.create stream=True", chat_stream)
     check("completions.create", completion)
     check("completions.create stream=True", completion_stream)
     check("unknown model -> NotFoundError", unknown_model)
+    check("logprobs, top_logprobs, echo", logprobs)
+    check("penalties, min_p, logit_bias, seed, stop", sampling_fields)
+    check("response_format json_object / json_schema", json_formats)
+    check("tools, tool_choice, tool results", tools)
     if args.embed_model:
         check("embeddings.create", embeddings)
     print("openai-check: " + ("PASS" if not failures else f"FAIL ({', '.join(failures)})"))

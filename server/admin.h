@@ -2,6 +2,13 @@
  * "Admin").
  *
  *   GET  /admin/models               every model: state and memory
+ *   POST /admin/models               202: loads the model whose config is
+ *                                    the body (JSON, the keys of one entry
+ *                                    of models:), off the loop: state
+ *                                    loading, then ready or failed; 400
+ *                                    naming the key, 409 for a name in use
+ *                                    (also while it drains), 507 with the
+ *                                    bytes when its guarantee cannot fit
  *   POST /admin/models/{name}/sleep  202: the model drops its KV cache and
  *                                    weights once what it runs has finished
  *   POST /admin/models/{name}/wake   202: it loads its weights again
@@ -25,10 +32,34 @@
 #include "server/server.h"
 
 typedef struct colo_admin colo_admin;
+struct colo_evictor;
+
+/* What models loaded at run time are made with (as colo-server makes the
+ * configured ones). */
+typedef struct colo_admin_env {
+    colo_device *dev;
+    colo_cosched *cs;
+    colo_mem_pool *pool;           /* NULL: fixed arenas */
+    struct colo_evictor *evictor;  /* NULL: no eviction */
+    colo_sched_policy policy;
+    char config_dir[1024];         /* anchors relative paths in POST /admin/models; "" = working directory */
+} colo_admin_env;
 
 /* Adds the routes. NULL with a message (an admin key equal to the API key
  * is refused). Free after the server. */
 colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config *cfg, char *err, size_t errlen);
+/* Before the loop runs: POST /admin/models answers 503 until then. */
+void colo_admin_attach(colo_admin *ad, const colo_admin_env *env);
+/* Applies a config file read again (loop thread, SIGHUP): models in now
+ * and not in was are loaded, models in was and not in now are drained and
+ * unloaded, changed ones drained, unloaded and loaded with their new
+ * config (keep_alive_ms and pinned alone apply in place); one log line per
+ * change. Sections that cannot change at run time (server, scheduler,
+ * tenants, usage, pricing) are named in a log line and left as they are. */
+void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config *now);
+/* Joins loads under way and stops the models loaded at run time (before
+ * the server is freed: their last answers go to the loop). */
+void colo_admin_stop(colo_admin *ad);
 void colo_admin_free(colo_admin *ad); /* accepts NULL */
 
 #endif

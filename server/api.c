@@ -1,6 +1,7 @@
 /* The model endpoints: decode into the request record, submit to the
  * model, and answer on the loop thread from what its executor posts. */
 #include "server/api_internal.h"
+#include "server/api_tools.h"
 #include "runtime/log.h"
 
 #include <jansson.h>
@@ -171,6 +172,10 @@ static void deliver_tokens(void *ud)
             if (ev && has_lp)
                 json_object_set_new(ev, "logprobs", colo_api_logprobs_json(c, &token, &lp, 1, 0));
             sse_json(c, ev);
+        } else if (colo_api_tools_hold_stream(c->r)) {
+            /* held until the output is known to be a call or text (finish_stream) */
+            o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
+            continue;
         } else if (c->ep == COLO_API_MESSAGES && len) {
             sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
         } else if (has_lp && token >= 0) { /* every token gets its chunk, text or not */
@@ -189,14 +194,68 @@ static void deliver_tokens(void *ud)
 
 /* ---- loop side: final answers --------------------------------------------------- */
 
+/* A held stream's output, now whole: its text, then its calls (OpenAI:
+ * a chunk naming each call, then one with its arguments; Anthropic: a
+ * tool_use block each, its input as one input_json_delta). */
+static void send_held(api_call *c)
+{
+    const colo_req_outcome *o = &c->r->out;
+    if (c->ep == COLO_API_MESSAGES) {
+        if (o->text_len)
+            sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(o->text, o->text_len));
+        sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
+        json_t *blocks = json_array();
+        if (!blocks || colo_api_tool_use_blocks(o, blocks) != COLO_OK) {
+            json_decref(blocks);
+            return;
+        }
+        for (int i = 0; i < o->n_tool_calls; i++) {
+            json_t *b = json_array_get(blocks, (size_t)i);
+            sse_event(c, "content_block_start",
+                      json_pack("{s:s,s:i,s:{s:s,s:O,s:O,s:{}}}", "type", "content_block_start", "index", i + 1,
+                                "content_block", "type", "tool_use", "id", json_object_get(b, "id"), "name",
+                                json_object_get(b, "name"), "input"));
+            sse_event(c, "content_block_delta",
+                      json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", i + 1, "delta",
+                                "type", "input_json_delta", "partial_json", o->tool_calls[i].arguments));
+            sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", i + 1));
+        }
+        json_decref(blocks);
+        return;
+    }
+    if (o->text_len)
+        sse_json(c, colo_api_chunk_json(c, o->text, o->text_len, NULL, false));
+    for (int i = 0; i < o->n_tool_calls; i++) {
+        const colo_req_tool_call *t = &o->tool_calls[i];
+        json_t *first = json_pack("{s:i,s:s,s:s,s:{s:s,s:s}}", "index", i, "id", t->id, "type", "function",
+                                  "function", "name", t->name, "arguments", "");
+        json_t *args = json_pack("{s:i,s:{s:s}}", "index", i, "function", "arguments", t->arguments);
+        json_t *ch1 = colo_api_chunk_json(c, NULL, 0, NULL, false), *ch2 = colo_api_chunk_json(c, NULL, 0, NULL, false);
+        json_t *d1 = json_object_get(json_array_get(json_object_get(ch1, "choices"), 0), "delta");
+        json_t *d2 = json_object_get(json_array_get(json_object_get(ch2, "choices"), 0), "delta");
+        if (d1 && first)
+            json_object_set_new(d1, "tool_calls", json_pack("[O]", first));
+        if (d2 && args)
+            json_object_set_new(d2, "tool_calls", json_pack("[O]", args));
+        json_decref(first);
+        json_decref(args);
+        sse_json(c, ch1);
+        sse_json(c, ch2);
+    }
+}
+
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
+    bool held = o->status == COLO_OK && colo_api_tools_hold_stream(c->r);
     if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
         if (o->status != COLO_OK) {
             sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), o->error));
         } else {
-            sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
+            if (held)
+                send_held(c);
+            else
+                sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
             sse_event(c, "message_delta", colo_api_anthropic_end_json(c));
             sse_event(c, "message_stop", json_pack("{s:s}", "type", "message_stop"));
         }
@@ -217,8 +276,15 @@ static void finish_stream(api_call *c)
             free(s);
         }
     } else {
+        if (held) { /* (tool calls are read from the first choice; the others go as text) */
+            send_held(c);
+            for (int i = 1; o->choices && i < o->n_choices; i++)
+                if (o->choices[i].text_len)
+                    sse_json(c, colo_api_chunk_choice_json(c, i, o->choices[i].text, o->choices[i].text_len, NULL,
+                                                           false, NULL));
+        }
         for (int i = 0; i < (o->choices ? o->n_choices : 1); i++) {
-            const char *fin = o->choices ? o->choices[i].finish_reason : o->finish_reason;
+            const char *fin = i && o->choices ? o->choices[i].finish_reason : o->finish_reason;
             sse_json(c, colo_api_chunk_choice_json(c, i, NULL, 0, fin ? fin : "stop", false, NULL));
         }
         if (c->in.include_usage)
@@ -397,6 +463,22 @@ static void answer_now(api_call *c)
         answer_error(c, status, st, err);
 }
 
+/* A model loading at run time, or one that failed, has no limits to check
+ * a request against: 503 with Retry-After before decoding. */
+static bool not_loaded(colo_api *a, api_model *am, colo_http_req *req)
+{
+    colo_served_state s = colo_served_get_state(am->m);
+    if (s != COLO_SERVED_LOADING && s != COLO_SERVED_FAILED)
+        return false;
+    colo_served_info in;
+    colo_served_get_info(am->m, &in);
+    colo_api_count_request(a, am->name, 503);
+    colo_http_add_header(req, "Retry-After", "5");
+    colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", am->name, colo_served_state_name(in.state),
+                    in.error[0] ? ": " : "", in.error);
+    return true;
+}
+
 static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
 {
     json_t *body = colo_http_req_json(req);
@@ -414,6 +496,10 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     colo_http_req_set_model(req, name);
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", name);
+        json_decref(body);
+        return;
+    }
+    if (not_loaded(a, am, req)) {
         json_decref(body);
         return;
     }
@@ -505,6 +591,9 @@ static bool ready(void *ud)
         if (a->models[i].unloaded || a->models[i].unloading)
             continue;
         colo_served_state s = colo_served_get_state(a->models[i].m);
+        /* a model loaded at run time counts once it has loaded */
+        if (i >= a->n_expected && (s == COLO_SERVED_LOADING || s == COLO_SERVED_FAILED))
+            continue;
         /* a sleeping model serves: a request wakes it */
         if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;
@@ -567,13 +656,15 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
 
 colo_status colo_api_add_model(colo_api *a, colo_served *m)
 {
-    if (a->n_models >= COLO_CFG_MAX_MODELS)
+    if (a->n_models >= COLO_API_MAX_MODELS)
         return COLO_EINVAL;
     a->models[a->n_models].m = m;
     a->models[a->n_models].name = colo_served_config(m)->name;
     a->n_models++;
     return COLO_OK;
 }
+
+colo_admin *colo_api_admin(colo_api *a) { return a->admin; }
 
 colo_served_hooks colo_api_hooks(colo_api *a)
 {

@@ -40,6 +40,9 @@ typedef struct colo_api colo_api;
 colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, size_t errlen);
 /* Serves m (loaded and started); the api does not own it. */
 colo_status colo_api_add_model(colo_api *a, colo_served *m);
+/* The lifecycle routes' state (server/admin.h). */
+typedef struct colo_admin colo_admin;
+colo_admin *colo_api_admin(colo_api *a);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
 /* Watches dev (runtime/telemetry.h, sampled every interval_ms off the

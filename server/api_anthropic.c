@@ -3,14 +3,17 @@
  * content_block_delta, content_block_stop, message_delta, message_stop,
  * error), from the same request record as the OpenAI endpoints. */
 #include "server/api_internal.h"
+#include "server/api_tools.h"
 
 #include <jansson.h>
 #include <string.h>
 
-/* "end_turn" (an end-of-turn token), "stop_sequence" (one of
+/* "tool_use" (the output called tools), "end_turn" (an end-of-turn token), "stop_sequence" (one of
  * stop_sequences, named in stop_sequence), "max_tokens". */
 static const char *stop_reason(const colo_req_outcome *o)
 {
+    if (o->n_tool_calls > 0)
+        return "tool_use";
     if (o->finish_reason && !strcmp(o->finish_reason, "length"))
         return "max_tokens";
     return o->stop_sequence ? "stop_sequence" : "end_turn";
@@ -19,9 +22,17 @@ static const char *stop_reason(const colo_req_outcome *o)
 json_t *colo_api_anthropic_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
-    return json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:o}],s:s,s:o,s:{s:i,s:i}}", "id", c->oid, "type", "message", "role",
-                     "assistant", "model", c->am->name, "content", "type", "text", "text",
-                     colo_api_json_text(o->text ? o->text : "", o->text_len), "stop_reason", stop_reason(o),
+    json_t *content = json_array();
+    if (content && (o->text_len > 0 || o->n_tool_calls == 0) &&
+        json_array_append_new(content, json_pack("{s:s,s:o}", "type", "text", "text",
+                                                 colo_api_json_text(o->text ? o->text : "", o->text_len))))
+        json_decref(content), content = NULL;
+    if (content && colo_api_tool_use_blocks(o, content) != COLO_OK)
+        json_decref(content), content = NULL;
+    if (!content)
+        return NULL;
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:{s:i,s:i}}", "id", c->oid, "type", "message", "role",
+                     "assistant", "model", c->am->name, "content", content, "stop_reason", stop_reason(o),
                      "stop_sequence", o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage",
                      "input_tokens", o->n_input_tokens, "output_tokens", o->n_tokens);
 }

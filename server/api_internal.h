@@ -17,6 +17,10 @@
  * streaming request is canceled: its client does not read. */
 #define COLO_API_STREAM_MAX_BYTES (4u << 20)
 
+/* Models the API can hold over the process's life: the configured ones
+ * and every load at run time (an unloaded model keeps its entry). */
+#define COLO_API_MAX_MODELS 256
+
 typedef struct api_model {
     colo_served *m;
     const char *name;
@@ -31,7 +35,7 @@ struct colo_api {
     colo_metrics *metrics;
     const char *policy;
     int n_expected;
-    api_model models[COLO_CFG_MAX_MODELS];
+    api_model models[COLO_API_MAX_MODELS];
     int n_models;
     long created;
     _Atomic uint64_t seed_counter;
@@ -46,6 +50,7 @@ struct colo_api {
     colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
     colo_metric *m_sched_wait, *m_sched_steps;
     colo_metric *m_wake, *m_state; /* lifecycle */
+    colo_metric *m_evictions;
     colo_admin *admin;
 };
 

@@ -88,6 +88,7 @@ static void on_render(void *ud)
         colo_metric_set(a->m_mem_borrowed, lm, (double)in.mem.borrowed_bytes);
         colo_metric_set(a->m_mem_lent, lm, (double)in.mem.lent_bytes);
         colo_metric_set(a->m_kv_reclaims, lm, (double)in.mem.reclaims);
+        colo_metric_set(a->m_evictions, lm, (double)in.evictions);
         static const colo_served_state states[] = {COLO_SERVED_LOADING, COLO_SERVED_READY, COLO_SERVED_SLEEPING,
                                                    COLO_SERVED_WAKING, COLO_SERVED_DRAINING, COLO_SERVED_FAILED};
         for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
@@ -185,6 +186,10 @@ colo_status colo_api_register_metrics(colo_api *a)
                                        nlb);
     const char *const L2st[] = {"model", "state"};
     a->m_state = colo_metrics_gauge(m, "colo_model_state", "1 for the model's current state.", 2, L2st);
+    a->m_evictions = colo_metrics_counter(m, "colo_model_evictions_total",
+                                          "Times the model was put to sleep to make room for another.", 1, L1);
+    if (!a->m_evictions)
+        return COLO_ENOMEM;
     if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
         !a->m_state)
         return COLO_ENOMEM;

@@ -1,5 +1,6 @@
 /* JSON bodies and SSE events of the model endpoints. */
 #include "server/api_internal.h"
+#include "server/api_tools.h"
 #include "runtime/utf8.h"
 
 #include <jansson.h>
@@ -209,7 +210,13 @@ json_t *colo_api_openai_json(const api_call *c)
                          ? colo_api_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, pl)
                          : json_null();
         json_t *choice;
-        if (c->ep == COLO_API_CHAT)
+        if (c->ep == COLO_API_CHAT && i == 0 && o->n_tool_calls > 0) { /* (calls are read from the first choice) */
+            if (ch->text_len == 0)
+                json_decref(text), text = json_null();
+            choice = json_pack("{s:i,s:{s:s,s:o,s:o},s:s,s:o}", "index", i, "message", "role", "assistant",
+                               "content", text, "tool_calls", colo_api_tool_calls_json(o, false), "finish_reason", fin,
+                               "logprobs", lp);
+        } else if (c->ep == COLO_API_CHAT)
             choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", i, "message", "role", "assistant", "content",
                                text, "finish_reason", fin, "logprobs", lp);
         else
@@ -302,8 +309,9 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
     if (!o)
         return NULL;
     json_object_set_new(o, "lifecycle",
-                        json_pack("{s:I,s:I,s:f,s:i}", "sleeps", (json_int_t)in.sleeps, "wakes", (json_int_t)in.wakes,
-                                  "last_wake_ms", in.last_wake_ms, "keep_alive_ms", in.keep_alive_ms));
+                        json_pack("{s:I,s:I,s:f,s:i,s:b,s:I}", "sleeps", (json_int_t)in.sleeps, "wakes",
+                                  (json_int_t)in.wakes, "last_wake_ms", in.last_wake_ms, "keep_alive_ms",
+                                  in.keep_alive_ms, "pinned", in.pinned, "evictions", (json_int_t)in.evictions));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
                             json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,

@@ -1,6 +1,8 @@
 /* Request bodies of the model endpoints -> colo_api_input. */
 #include "server/api_request.h"
 
+#include "server/api_tools.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
@@ -174,23 +176,20 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
             return COLO_OK;
         return bad(d, key, "only 1 is supported");
     }
+    if (d->ep == COLO_API_CHAT && !strcmp(key, "tools"))
+        return colo_api_openai_tools(d->in->r, v, d->err, d->errlen);
+    if (d->ep == COLO_API_CHAT && !strcmp(key, "tool_choice"))
+        return colo_api_openai_tool_choice(d->in->r, v, d->err, d->errlen);
     if (!strcmp(key, "suffix") || !strcmp(key, "tools") || !strcmp(key, "functions") ||
         !strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
         if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
             (json_is_string(v) && !strcmp(json_string_value(v), "none")))
             return COLO_OK;
-        return bad(d, key, "is not supported");
+        return bad(d, key, d->ep == COLO_API_CHAT ? "is not supported (use tools and tool_choice)"
+                                                  : "is not supported on this endpoint");
     }
-    if (!strcmp(key, "response_format")) {
-        json_t *t = json_object_get(v, "type");
-        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "text")))
-            return COLO_OK;
-        if (json_is_string(t) && !strcmp(json_string_value(t), "json_object")) {
-            d->in->r->params.json_object = true;
-            return COLO_OK;
-        }
-        return bad(d, key, "only {\"type\":\"text\"} and {\"type\":\"json_object\"} are supported (json_schema is not yet)");
-    }
+    if (!strcmp(key, "response_format"))
+        return colo_api_response_format(d->in->r, v, d->err, d->errlen);
     *handled = false;
     return COLO_OK;
 }
@@ -391,27 +390,47 @@ static colo_status decode_messages(dec *d)
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(v, i), *role = json_object_get(m, "role"), *c = json_object_get(m, "content");
-        if (!json_is_object(m) || !json_is_string(role) || !c)
-            return bad(d, "messages", "each message needs a string role and a content");
+        bool chat = d->ep == COLO_API_CHAT;
+        json_t *calls = chat ? json_object_get(m, "tool_calls") : NULL;
         const char *rl = json_string_value(role);
+        /* an assistant turn that only calls tools may have no content */
+        bool no_content = rl && !strcmp(rl, "assistant") && calls && !json_is_null(calls) && (!c || json_is_null(c));
+        if (!json_is_object(m) || !json_is_string(role) || (!c && !no_content))
+            return bad(d, "messages", "each message needs a string role and a content");
         if (!strcmp(rl, "developer"))
             rl = "system";
-        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant"))
-            return bad(d, "messages", "role must be system, user or assistant");
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") && (!chat || strcmp(rl, "tool")))
+            return bad(d, "messages", chat ? "role must be system, user, assistant or tool"
+                                           : "role must be system, user or assistant");
         const char *k;
         json_t *x;
         json_object_foreach(m, k, x) if (strcmp(k, "role") && strcmp(k, "content") &&
-                                         (d->ep == COLO_API_INFER || strcmp(k, "name")))
+                                         (d->ep == COLO_API_INFER || strcmp(k, "name")) &&
+                                         (!chat || (strcmp(k, "tool_calls") && strcmp(k, "tool_call_id") &&
+                                                    strcmp(k, "refusal"))))
         {
             colo_set_err(d->err, d->errlen, "messages: unknown field '%s' in a message", k);
             return COLO_EINVAL;
         }
         size_t len;
-        colo_status st = message_content(d, c, &msgs[i].content, &len);
+        colo_status st = COLO_OK;
+        if (no_content)
+            msgs[i].content = "", len = 0;
+        else
+            st = message_content(d, c, &msgs[i].content, &len);
         if (st != COLO_OK)
             return st;
-        /* the role names are static: "system", "user", "assistant" */
-        msgs[i].role = !strcmp(rl, "system") ? "system" : !strcmp(rl, "user") ? "user" : "assistant";
+        /* the role names are static: "system", "user", "assistant", "tool" */
+        msgs[i].role = !strcmp(rl, "system") ? "system" : !strcmp(rl, "user") ? "user"
+                       : !strcmp(rl, "tool")                                 ? "tool"
+                                                                             : "assistant";
+        if (calls && !strcmp(rl, "assistant") &&
+            (st = colo_api_openai_message_calls(r, calls, &msgs[i], d->err, d->errlen)) != COLO_OK)
+            return st;
+        json_t *tcid = json_object_get(m, "tool_call_id");
+        if (json_is_string(tcid) && !(msgs[i].tool_call_id = colo_pool_strndup(r->pool, json_string_value(tcid),
+                                                                               json_string_length(tcid))))
+            return bad(d, "messages", "out of memory");
         total += len + strlen(rl);
     }
     colo_status st = check_prompt_bytes(d, total);
@@ -479,6 +498,9 @@ static colo_status anthropic_content(dec *d, const char *key, json_t *c, const c
         json_t *t = json_object_get(b, "type"), *x = json_object_get(b, "text");
         if (!json_is_object(b) || !json_is_string(t))
             return bad(d, key, "each content block needs a string type");
+        if (!strcmp(key, "messages") &&
+            (!strcmp(json_string_value(t), "tool_use") || !strcmp(json_string_value(t), "tool_result")))
+            continue; /* read by anthropic_tool_blocks */
         if (strcmp(json_string_value(t), "text")) {
             colo_set_err(d->err, d->errlen, "%s: content blocks of type '%.32s' are not supported (only text)", key,
                          json_string_value(t));
@@ -502,12 +524,68 @@ static colo_status anthropic_content(dec *d, const char *key, json_t *c, const c
     size_t o = 0;
     json_array_foreach(c, i, b) {
         json_t *x = json_object_get(b, "text");
+        if (!json_is_string(x) || strcmp(json_string_value(json_object_get(b, "type")), "text"))
+            continue;
         memcpy(s + o, json_string_value(x), json_string_length(x));
         o += json_string_length(x);
     }
     s[o] = 0;
     *out = s;
     *len = o;
+    return COLO_OK;
+}
+
+/* The tool_use blocks of an assistant message (into m's calls), or the
+ * tool_result blocks of a user message (each a "tool" message at
+ * msgs[*k], *k advanced). */
+static colo_status anthropic_tool_blocks(dec *d, json_t *c, bool assistant, colo_chat_message *m,
+                                         colo_chat_message *msgs, int *k)
+{
+    colo_request *r = d->in->r;
+    if (!json_is_array(c))
+        return COLO_OK;
+    size_t i, n_use = 0;
+    json_t *b;
+    json_array_foreach(c, i, b) n_use += !strcmp(json_string_value(json_object_get(b, "type")), "tool_use");
+    colo_req_tool_call *calls = n_use ? colo_pool_calloc(r->pool, n_use, sizeof *calls) : NULL;
+    if (n_use && !calls)
+        return bad(d, "messages", "out of memory");
+    json_array_foreach(c, i, b) {
+        const char *t = json_string_value(json_object_get(b, "type"));
+        if (!strcmp(t, "tool_use")) {
+            json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"), *input = json_object_get(b, "input");
+            if (!assistant)
+                return bad(d, "messages", "tool_use blocks belong in assistant messages");
+            if (!json_is_string(id) || !json_is_string(name) || !json_is_object(input))
+                return bad(d, "messages", "a tool_use block needs an id, a name and an input object");
+            char *args = json_dumps(input, JSON_COMPACT);
+            colo_req_tool_call *tc = &calls[m->n_tool_calls++];
+            tc->id = colo_pool_strndup(r->pool, json_string_value(id), json_string_length(id));
+            tc->name = colo_pool_strndup(r->pool, json_string_value(name), json_string_length(name));
+            tc->arguments = args ? colo_pool_strndup(r->pool, args, strlen(args)) : NULL;
+            free(args);
+            if (!tc->id || !tc->name || !tc->arguments)
+                return bad(d, "messages", "out of memory");
+            m->tool_calls = calls;
+        } else if (!strcmp(t, "tool_result")) {
+            json_t *id = json_object_get(b, "tool_use_id"), *rc = json_object_get(b, "content");
+            if (assistant)
+                return bad(d, "messages", "tool_result blocks belong in user messages");
+            if (!json_is_string(id))
+                return bad(d, "messages", "a tool_result block needs a tool_use_id");
+            colo_chat_message *tm = &msgs[(*k)++];
+            size_t len = 0;
+            tm->role = "tool";
+            tm->content = "";
+            if (rc && !json_is_null(rc)) {
+                colo_status st = anthropic_content(d, "tool_result", rc, &tm->content, &len);
+                if (st != COLO_OK)
+                    return st;
+            }
+            if (!(tm->tool_call_id = colo_pool_strndup(r->pool, json_string_value(id), json_string_length(id))))
+                return bad(d, "messages", "out of memory");
+        }
+    }
     return COLO_OK;
 }
 
@@ -521,7 +599,15 @@ static colo_status anthropic_chat(dec *d, json_t *system, json_t *messages)
     if (n > MAX_MESSAGES)
         return bad(d, "messages", "more than 1024 messages");
     bool sys = system && !json_is_null(system);
-    colo_chat_message *msgs = colo_pool_calloc(r->pool, n + 1, sizeof *msgs);
+    size_t n_results = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_object_get(json_array_get(messages, i), "content"), *b;
+        size_t j;
+        json_array_foreach(c, j, b) n_results += !strcmp(json_string_value(json_object_get(b, "type")) ?
+                                                         json_string_value(json_object_get(b, "type")) : "",
+                                                         "tool_result");
+    }
+    colo_chat_message *msgs = colo_pool_calloc(r->pool, n + 1 + n_results, sizeof *msgs);
     if (!msgs)
         return bad(d, "messages", "out of memory");
     size_t total = 0, len;
@@ -547,10 +633,24 @@ static colo_status anthropic_chat(dec *d, json_t *system, json_t *messages)
             colo_set_err(d->err, d->errlen, "messages: unknown field '%.32s' in a message", key);
             return COLO_EINVAL;
         }
-        colo_status st = anthropic_content(d, "messages", c, &msgs[k].content, &len);
+        bool assistant = !strcmp(rl, "assistant");
+        int before = k;
+        colo_status st = anthropic_tool_blocks(d, c, assistant, &msgs[k], msgs, &k);
         if (st != COLO_OK)
             return st;
-        msgs[k++].role = !strcmp(rl, "user") ? "user" : "assistant";
+        for (int t = before; t < k; t++)
+            total += strlen(msgs[t].content) + 4;
+        if (k > before && json_is_array(c)) { /* tool results: a user text after them only if there is one */
+            const char *text;
+            if ((st = anthropic_content(d, "messages", c, &text, &len)) != COLO_OK)
+                return st;
+            if (!len)
+                continue;
+            msgs[k].content = text;
+        } else if ((st = anthropic_content(d, "messages", c, &msgs[k].content, &len)) != COLO_OK) {
+            return st;
+        }
+        msgs[k++].role = assistant ? "assistant" : "user";
         total += len + strlen(rl);
     }
     if (!strcmp(msgs[k - 1].role, "assistant"))
@@ -578,16 +678,14 @@ static colo_status anthropic_off(dec *d, const char *key, json_t *v, bool *handl
             return COLO_OK;
         return bad(d, key, "is not supported");
     }
-    if (!strcmp(key, "tools") || !strcmp(key, "mcp_servers")) {
+    if (!strcmp(key, "tools"))
+        return colo_api_anthropic_tools(d->in->r, v, d->err, d->errlen);
+    if (!strcmp(key, "tool_choice"))
+        return colo_api_anthropic_tool_choice(d->in->r, v, d->err, d->errlen);
+    if (!strcmp(key, "mcp_servers")) {
         if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
             return COLO_OK;
-        return bad(d, key, "tools are not supported yet");
-    }
-    if (!strcmp(key, "tool_choice")) {
-        json_t *t = json_object_get(v, "type");
-        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "none")))
-            return COLO_OK;
-        return bad(d, key, "tools are not supported yet");
+        return bad(d, key, "MCP servers are not supported");
     }
     if (!strcmp(key, "thinking")) {
         json_t *t = json_object_get(v, "type");

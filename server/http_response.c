@@ -34,6 +34,7 @@ const char *colo_http_reason(int status)
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
     case 504: return "Gateway Timeout";
     case 505: return "HTTP Version Not Supported";
     default: return "Unknown";

@@ -3,11 +3,14 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
+#include "batching/evict.h"
+#include "server/admin.h"
 #include "server/api.h"
 #include "server/server.h"
 #include "server/api_request.h"
@@ -141,11 +144,13 @@ typedef struct app {
     colo_device_info info;
     colo_cosched *cs;
     colo_mem_pool *pool; /* elastic memory; NULL where the device cannot reserve address space */
+    colo_evictor *evictor; /* with the pool: puts idle models to sleep to make room */
+    colo_config *file;     /* the config file as last read (SIGHUP applies the difference) */
     colo_server *s;
     colo_api *api;
     colo_served *models[COLO_CFG_MAX_MODELS];
     int unit_first[COLO_CFG_MAX_MODELS], unit_count[COLO_CFG_MAX_MODELS]; /* partition policy */
-    struct event *sigterm, *sigint;
+    struct event *sigterm, *sigint, *sighup;
 } app;
 
 /* Under the partition policy, each model's compute units. */
@@ -233,7 +238,8 @@ static bool load_models(app *a)
     for (int i = 0; i < cfg->n_models; i++)
         borrows |= cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction;
     if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || borrows)) {
-        if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev)))) {
+        if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev))) ||
+            !(a->evictor = colo_evictor_create(a->pool))) {
             COLO_ERROR("colo-server: out of memory");
             return false;
         }
@@ -246,7 +252,8 @@ static bool load_models(app *a)
     }
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];
-        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api), .pool = a->pool};
+        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api), .pool = a->pool,
+                               .evictor = a->evictor};
         env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
                                   COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
         env.stream.share = cfg->scheduler.policy == COLO_SCHED_FAIR ? mc->share : 0;
@@ -262,6 +269,13 @@ static bool load_models(app *a)
         }
         log_model(a->models[i]);
     }
+    colo_admin_env ae = {.dev = a->dev, .cs = a->cs, .pool = a->pool, .evictor = a->evictor,
+                         .policy = cfg->scheduler.policy};
+    const char *slash = strrchr(a->config, '/');
+    if (slash)
+        snprintf(ae.config_dir, sizeof ae.config_dir, "%.*s", (int)(slash == a->config ? 1 : slash - a->config),
+                 a->config);
+    colo_admin_attach(colo_api_admin(a->api), &ae);
     if (colo_api_watch(a->api, a->dev, cfg->server.telemetry_interval_ms, err, sizeof err) != COLO_OK) {
         COLO_ERROR("colo-server: telemetry: %s", err);
         return false;
@@ -269,12 +283,42 @@ static bool load_models(app *a)
     return true;
 }
 
+/* SIGHUP: reads the config file again and applies the difference from
+ * what it said before; a file that does not load changes nothing. */
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig, (void)what;
+    app *a = arg;
+    colo_config *now = malloc(sizeof *now);
+    char err[1024];
+    if (!now) {
+        COLO_ERROR("reload: out of memory: nothing changed");
+        return;
+    }
+    COLO_INFO("reload: SIGHUP: reading %s", a->config);
+    if (colo_config_load(a->config, now, err, sizeof err) != COLO_OK) {
+        COLO_ERROR("reload: %s: nothing changed", err);
+        free(now);
+        return;
+    }
+    colo_admin_reload(colo_api_admin(a->api), a->file, now);
+    free(a->file);
+    a->file = now;
+}
+
 static bool install_signals(app *a)
 {
     struct event_base *base = colo_http_server_base(colo_server_http(a->s));
     a->sigterm = evsignal_new(base, SIGTERM, on_signal, a->s);
     a->sigint = evsignal_new(base, SIGINT, on_signal, a->s);
-    if (!a->sigterm || !a->sigint || evsignal_add(a->sigterm, NULL) || evsignal_add(a->sigint, NULL)) {
+    a->sighup = evsignal_new(base, SIGHUP, on_sighup, a);
+    if (!(a->file = malloc(sizeof *a->file))) {
+        COLO_ERROR("colo-server: out of memory");
+        return false;
+    }
+    *a->file = *a->cfg;
+    if (!a->sigterm || !a->sigint || !a->sighup || evsignal_add(a->sigterm, NULL) || evsignal_add(a->sigint, NULL) ||
+        evsignal_add(a->sighup, NULL)) {
         COLO_ERROR("colo-server: cannot install signal handlers");
         return false;
     }
@@ -316,16 +360,22 @@ static void app_free(app *a)
         event_free(a->sigterm);
     if (a->sigint)
         event_free(a->sigint);
+    if (a->sighup)
+        event_free(a->sighup);
+    free(a->file);
     /* Executors first: their last answers are posted to the loop, which
      * colo_server_free runs (finishing requests whose clients are gone). */
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_stop(a->models[i]);
+    if (a->api)
+        colo_admin_stop(colo_api_admin(a->api)); /* loads under way, models loaded at run time */
     colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
     colo_api_free(a->api);
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_free(a->models[i]);
     colo_cosched_destroy(a->cs);
+    colo_evictor_free(a->evictor);
     colo_mem_pool_destroy(a->pool);
     colo_device_close(a->dev);
 }

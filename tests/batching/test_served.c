@@ -170,7 +170,7 @@ static void test_chat_messages_templated_by_kind(void **state)
     r->in.prompt = NULL;
     r->in.prompt_len = 0;
     colo_chat_message *msgs = colo_pool_calloc(r->pool, 1, sizeof *msgs);
-    msgs[0] = (colo_chat_message){"user", "hi"};
+    msgs[0] = (colo_chat_message){.role = "user", .content = "hi"};
     r->in.messages = msgs;
     r->in.n_messages = 1;
     char err[512];

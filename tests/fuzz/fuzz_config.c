@@ -1,6 +1,7 @@
 /* Fuzz target: the YAML configuration (config/config.h) from arbitrary
- * bytes, through colo_config_parse as colo_config_load uses it, and the
- * size syntax (colo_config_parse_size) on the same bytes. */
+ * bytes, through colo_config_parse as colo_config_load uses it, one
+ * model's entry (colo_config_parse_model, the body of POST /admin/models)
+ * and the size syntax (colo_config_parse_size) on the same bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)colo_config_api_key(&cfg);
     } else if (!err[0]) {
         abort(); /* every refusal says why */
+    }
+    static colo_model_cfg mc;
+    err[0] = 0;
+    st = colo_config_parse_model((const char *)data, size, "body", "", &mc, err, sizeof err);
+    if (st == COLO_OK) {
+        if (!mc.name[0] || !mc.kind[0] || !mc.path[0] || !(mc.memory_fraction > 0 && mc.memory_fraction <= 1))
+            abort(); /* a parsed entry has what a load needs */
+    } else if (!err[0]) {
+        abort();
     }
     if (size < 64) {
         char s[64];

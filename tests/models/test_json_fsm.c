@@ -58,6 +58,10 @@ static void test_invalid_documents(void **state)
         "{\"a\":1.}",
         "{\"a\":1,}",
         "{\"a\":[1,]}",
+        "{\"a\":[1+]}",   /* only a bracket closes an array */
+        "{\"a\":\"\xed\xa0\x80\"}", /* UTF-8: a surrogate, an overlong form */
+        "{\"a\":\"\xe0\x80\xaf\"}",
+        "{\"a\":1e123}",  /* at most 2 exponent digits */
         "{\"a\":tru}x",
         "{\"a\":\"\x01\"}",
         "{\"a\":\"\\x\"}",

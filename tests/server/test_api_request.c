@@ -463,6 +463,88 @@ static void test_model_field_and_priority(void **state)
     assert_int_not_equal(colo_priority_parse("", &p), COLO_OK);
 }
 
+/* response_format json_schema, tools, tool_choice and tool messages, in
+ * OpenAI's and Anthropic's shapes, into the request record. */
+static void test_structured_and_tools(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+                         "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":"
+                         "{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":{}}}}}}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    /* the schema as text, its properties in the client's order */
+    assert_string_equal(in.r->params.json_schema, "{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":{}}}");
+    assert_false(in.r->params.json_object);
+    in_free(&in);
+    assert_int_equal(
+        dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+            "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\","
+            "\"parameters\":{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+            "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"messages\":["
+            "{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+            "\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+            "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}]}",
+            &in, err, sizeof err),
+        COLO_OK);
+    assert_int_equal(in.r->params.n_tools, 2);
+    assert_string_equal(in.r->params.tools[0].name, "f");
+    assert_string_equal(in.r->params.tools[0].description, "d");
+    assert_string_equal(in.r->params.tools[0].parameters, "{\"type\":\"object\"}");
+    assert_string_equal(in.r->params.tools[1].description, "");
+    assert_int_equal(in.r->params.tool_choice, COLO_TOOLS_NAMED);
+    assert_string_equal(in.r->params.tool_name, "g");
+    assert_int_equal(in.r->in.n_messages, 3);
+    assert_string_equal(in.r->in.messages[1].content, "");
+    assert_int_equal(in.r->in.messages[1].n_tool_calls, 1);
+    assert_string_equal(in.r->in.messages[1].tool_calls[0].name, "f");
+    assert_string_equal(in.r->in.messages[1].tool_calls[0].arguments, "{}");
+    assert_string_equal(in.r->in.messages[2].role, "tool");
+    assert_string_equal(in.r->in.messages[2].tool_call_id, "c1");
+    in_free(&in);
+    /* Anthropic: tool_use into the assistant's calls, tool_result into a tool message before the text */
+    assert_int_equal(
+        dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+            "{\"model\":\"m\",\"max_tokens\":4,\"tools\":[{\"name\":\"add\",\"input_schema\":{\"type\":\"object\"}}],"
+            "\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\",\"content\":\"add\"},"
+            "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\",\"id\":"
+            "\"t1\",\"name\":\"add\",\"input\":{\"a\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":"
+            "\"tool_result\",\"tool_use_id\":\"t1\",\"content\":\"1\"},{\"type\":\"text\",\"text\":\"and?\"}]}]}",
+            &in, err, sizeof err),
+        COLO_OK);
+    assert_int_equal(in.r->params.tool_choice, COLO_TOOLS_REQUIRED);
+    assert_int_equal(in.r->in.n_messages, 4);
+    assert_string_equal(in.r->in.messages[1].content, "ok");
+    assert_int_equal(in.r->in.messages[1].n_tool_calls, 1);
+    assert_string_equal(in.r->in.messages[1].tool_calls[0].arguments, "{\"a\":1}");
+    assert_string_equal(in.r->in.messages[2].role, "tool");
+    assert_string_equal(in.r->in.messages[2].content, "1");
+    assert_string_equal(in.r->in.messages[3].content, "and?");
+    in_free(&in);
+    /* refusals name the field */
+    static const char *const bad[][2] = {
+        {"\"tool_choice\":\"always\"", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "tools[0]"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\"}}]",
+         "a second tool named 'f'"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"schema\":[1]}}",
+         "response_format.json_schema.schema"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
+                 bad[i][0]);
+        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("%s: '%s' lacks '%s'", body, err, bad[i][1]);
+        in_free(&in);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_openai_accepted),
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
         cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
+        cmocka_unit_test(test_structured_and_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

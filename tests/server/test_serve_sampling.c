@@ -195,7 +195,7 @@ static void test_json_object(void **state)
         json_decref(j);
     }
     printf("%d of 8 outputs complete objects\n", complete);
-    /* json_schema is refused by name */
+    /* a json_schema without a name is refused, naming it */
     srv_resp r;
     assert_true(srv_http(&fx, "POST", "/v1/chat/completions",
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"

@@ -1,0 +1,106 @@
+/* One model's entry on its own (colo_config_parse_model: the body of
+ * POST /admin/models, JSON being YAML) and the lifecycle keys: the same
+ * values and the same messages, with the place, as in a config file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+
+static colo_status parse(const char *t, colo_model_cfg *m, char *err, size_t n)
+{
+    return colo_config_parse_model(t, strlen(t), "body", "/models", m, err, n);
+}
+
+static void test_json_entry(void **state)
+{
+    (void)state;
+    colo_model_cfg m;
+    char err[512] = "";
+    const char *j = "{\"name\":\"chat-2\",\"kind\":\"llama\",\"path\":\"a/b.gguf\",\"memory_fraction\":0.25,"
+                    "\"memory_max_fraction\":0.5,\"priority\":\"low\",\"pinned\":true,\"keep_alive_ms\":1500,"
+                    "\"max_seq_len\":512,\"kv_cache\":{\"dtype\":\"f32\",\"block_size\":32},"
+                    "\"batching\":{\"max_batch_size\":4,\"max_queue\":9},\"sla\":{\"p99_ms\":800}}";
+    assert_int_equal(parse(j, &m, err, sizeof err), COLO_OK);
+    assert_string_equal(m.name, "chat-2");
+    assert_string_equal(m.kind, "llama");
+    assert_string_equal(m.path, "/models/a/b.gguf");
+    assert_true(m.memory_fraction == 0.25 && m.memory_max_fraction == 0.5);
+    assert_int_equal(m.priority, COLO_PRIO_LOW);
+    assert_true(m.pinned);
+    assert_int_equal(m.keep_alive_ms, 1500);
+    assert_int_equal(m.max_seq_len, 512);
+    assert_int_equal(m.kv_dtype, COLO_F32);
+    assert_int_equal(m.kv_block_size, 32);
+    assert_int_equal(m.batching.max_batch_size, 4);
+    assert_int_equal(m.batching.max_queue, 9);
+    assert_true(m.sla.p99_ms == 800);
+    /* defaults as in a file */
+    assert_int_equal(parse("{\"name\":\"e\",\"kind\":\"bert\",\"path\":\"/abs\",\"memory_fraction\":1}", &m, err,
+                           sizeof err),
+                     COLO_OK);
+    assert_false(m.pinned);
+    assert_int_equal(m.priority, COLO_PRIO_NORMAL);
+    assert_string_equal(m.path, "/abs");
+    assert_int_equal(m.batching.max_batch_size, 32);
+    assert_int_equal(m.batching.queue_timeout_ms, 30000);
+    /* YAML too, and the same value in a whole file */
+    assert_int_equal(parse("name: y\nkind: llama\npath: x.gguf\nmemory_fraction: 0.1\npinned: false\n", &m, err,
+                           sizeof err),
+                     COLO_OK);
+    static colo_config c;
+    const char *y = "models:\n  - {name: a, kind: llama, path: /a.gguf, memory_fraction: 0.2, pinned: true}\n"
+                    "  - {name: b, kind: llama, path: /a.gguf, memory_fraction: 0.2}\n";
+    assert_int_equal(colo_config_parse(y, strlen(y), "t.yaml", &c, err, sizeof err), COLO_OK);
+    assert_true(c.models[0].pinned);
+    assert_false(c.models[1].pinned);
+}
+
+static void expect(const char *t, const char *where, const char *what)
+{
+    colo_model_cfg m;
+    char err[512] = "";
+    assert_int_not_equal(parse(t, &m, err, sizeof err), COLO_OK);
+    if (!strstr(err, where) || !strstr(err, what))
+        fail_msg("for %s: got '%s', want '%s' and '%s'", t, err, where, what);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":\"half\"}",
+           "body:1:57: model.memory_fraction:", "expected a number, got 'half'");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"colour\":1}",
+           "body:1:61: model.colour:", "unknown key");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"pinned\":\"yes\"}",
+           "model.pinned:", "expected true or false");
+    expect("{\"name\":\"a b\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
+           "letters, digits");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"memory_fraction\":0.1}", "body:1:1: model:", "path:");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\"}", "body:1:1: model:", "memory_fraction: is required");
+    expect("{\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model:", "name: is required");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.5,\"memory_max_fraction\":0.2}",
+           "model.memory_max_fraction:", "below memory_fraction");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"batching\":{\"max_batch_size\":0}}",
+           "model.batching.max_batch_size:", "");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"name\":\"b\"}", "model:",
+           "appears twice");
+    expect("[1,2]", "body:1:1: model:", "expected a mapping");
+    expect("{\"name\":", "body:", "syntax error");
+    expect("", "body:1:1", "empty");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_entry),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

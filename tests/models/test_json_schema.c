@@ -1,0 +1,374 @@
+/* The JSON Schema compiler and its automaton: documents that validate are
+ * accepted byte by byte (every prefix alive, only the whole one done), ones
+ * that do not are refused, random walks through the automaton always end
+ * in a document jansson parses and that keeps the schema's rules, and
+ * what colo does not support is refused with the keyword and where. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "models/json_schema.h"
+
+static colo_schema *compile(const char *schema)
+{
+    char err[256] = "";
+    colo_schema *g = colo_schema_compile(schema, strlen(schema), err, sizeof err);
+    if (!g)
+        fail_msg("refused %s: %s", schema, err);
+    return g;
+}
+
+/* 1: accepted and done, 0: refused, -1: accepted but not done */
+static int run(const colo_schema *g, const char *doc)
+{
+    colo_schema_state s;
+    colo_schema_state_init(g, &s);
+    size_t n = strlen(doc);
+    for (size_t k = 0; k < n; k++) {
+        if (colo_schema_done(&s))
+            return 0;
+        if (!colo_schema_feed(g, &s, doc + k, 1))
+            return 0;
+    }
+    return colo_schema_done(&s) ? 1 : -1;
+}
+
+typedef struct expect {
+    const char *doc;
+    int want;
+} expect;
+
+static void check(const char *schema, const expect *e, size_t n)
+{
+    colo_schema *g = compile(schema);
+    for (size_t i = 0; i < n; i++) {
+        int got = run(g, e[i].doc);
+        if (got != e[i].want)
+            fail_msg("schema %s, document %s: got %d, want %d", schema, e[i].doc, got, e[i].want);
+    }
+    colo_schema_free(g);
+}
+
+static void test_object_properties(void **state)
+{
+    (void)state;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                         "\"age\":{\"type\":\"integer\"},\"nick\":{\"type\":\"string\"},"
+                         "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"],"
+                         "\"additionalProperties\":false}";
+    static const expect e[] = {
+        {"{\"name\":\"Ann\",\"age\":31}", 1},
+        {"{ \"name\": \"Ann\", \"age\": -4, \"ok\": true }", 1},
+        {"{\"name\":\"Ann\",\"age\":31,\"nick\":\"A\",\"ok\":false}", 1},
+        {"{\"name\":\"Ann\",\"age\":31,\"nick\":\"A\"", -1},
+        {"{\"name\":\"Ann\"}", 0},                 /* age is required */
+        {"{\"age\":31,\"name\":\"Ann\"}", 0},      /* the schema's order */
+        {"{\"name\":\"Ann\",\"age\":3.5}", 0},      /* an integer */
+        {"{\"name\":\"Ann\",\"age\":31,\"x\":1}", 0}, /* no other property */
+        {"{\"name\":\"Ann\",\"age\":031}", 0},
+        {"{\"name\":\"Ann\",\"age\":31,}", 0},
+        {"{\"name\":\"Ann\",\"age\":31} ", 0},     /* nothing after the document */
+        {" {\"name\":\"Ann\",\"age\":31}", 0},
+        {"{\"name\":\"Ann\",     \"age\":31}", 0}, /* whitespace is limited */
+        {"{\"nam\":\"Ann\",\"age\":31}", 0},
+        {"{\"name\":\"A\\u00e9\\n\",\"age\":0}", 1},
+        {"{\"name\":\"A\nB\",\"age\":0}", 0},      /* control characters are escaped */
+        {"{\"name\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"age\":0}", 1},
+        {"{\"name\":\"\xed\xa0\x80\",\"age\":0}", 0},     /* a surrogate in UTF-8 */
+        {"{\"name\":\"\xe0\x80\xaf\",\"age\":0}", 0},     /* overlong */
+        {"{\"name\":\"\xf4\x90\x80\x80\",\"age\":0}", 0}, /* past U+10FFFF */
+        {"{\"name\":\"\xc3\",\"age\":0}", 0},             /* cut short */
+    };
+    check(schema, e, sizeof e / sizeof *e);
+}
+
+static void test_enums_arrays_numbers(void **state)
+{
+    (void)state;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"c\":{\"enum\":[\"red\",\"green\",1,12,null]},"
+                         "\"k\":{\"const\":\"x\"},\"xs\":{\"type\":\"array\",\"items\":{\"type\":\"number\"},"
+                         "\"minItems\":1,\"maxItems\":3}},\"required\":[\"c\",\"k\",\"xs\"]}";
+    static const expect e[] = {
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1]}", 1},
+        {"{\"c\":12,\"k\":\"x\",\"xs\":[1.5e3, -0.25, 7]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[0]}", 1},
+        {"{\"c\":null,\"k\":\"x\",\"xs\":[0]}", 1},
+        {"{\"c\":123,\"k\":\"x\",\"xs\":[0]}", 0},
+        {"{\"c\":\"blue\",\"k\":\"x\",\"xs\":[0]}", 0},
+        {"{\"c\":\"red\",\"k\":\"y\",\"xs\":[0]}", 0},
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[]}", 0},        /* minItems */
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1,2,3,4]}", 0}, /* maxItems */
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1.]}", 0},
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[01]}", 0},
+        {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1e]}", 0},
+    };
+    check(schema, e, sizeof e / sizeof *e);
+}
+
+static void test_anyof_refs_nullable(void **state)
+{
+    (void)state;
+    const char *schema =
+        "{\"type\":\"object\",\"$defs\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},"
+        "\"y\":{\"type\":\"number\"}},\"required\":[\"x\",\"y\"],\"additionalProperties\":false}},"
+        "\"properties\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/pt\"},{\"type\":\"string\"},"
+        "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}},\"required\":[\"x\"]}]},"
+        "\"b\":{\"type\":[\"string\",\"null\"]},\"c\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/pt\"}}},"
+        "\"required\":[\"a\",\"b\",\"c\"],\"additionalProperties\":false}";
+    static const expect e[] = {
+        {"{\"a\":{\"x\":1,\"y\":2},\"b\":null,\"c\":[]}", 1},
+        {"{\"a\":{\"x\":\"one\"},\"b\":\"s\",\"c\":[{\"x\":0,\"y\":0},{\"x\":1,\"y\":-1}]}", 1},
+        {"{\"a\":\"text\",\"b\":null,\"c\":[]}", 1},
+        {"{\"a\":{\"x\":1},\"b\":null,\"c\":[]}", 0},       /* the number form needs y */
+        {"{\"a\":{\"x\":\"s\",\"y\":2},\"b\":null,\"c\":[]}", 0},
+        {"{\"a\":true,\"b\":null,\"c\":[]}", 0},
+        {"{\"a\":\"t\",\"b\":1,\"c\":[]}", 0},
+        {"{\"a\":\"t\",\"b\":null,\"c\":[{\"x\":1}]}", 0},
+    };
+    check(schema, e, sizeof e / sizeof *e);
+}
+
+static void test_strings(void **state)
+{
+    (void)state;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"zip\":{\"type\":\"string\",\"pattern\":\"^[0-9]{5}(-[0-9]{4})?$\"},"
+                         "\"code\":{\"type\":\"string\",\"pattern\":\"[A-Z]+x\"},"
+                         "\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3},"
+                         "\"any\":{},\"obj\":{\"type\":\"object\"}},"
+                         "\"required\":[\"zip\",\"code\",\"s\",\"any\",\"obj\"]}";
+    static const expect e[] = {
+        {"{\"zip\":\"12345\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":[1,{\"q\":null}],\"obj\":{}}", 1},
+        {"{\"zip\":\"12345-6789\",\"code\":\"..Zx..\",\"s\":\"\xc3\xa9\xc3\xa9\xc3\xa9\",\"any\":-2,\"obj\":{\"a\":[]}}", 1},
+        {"{\"zip\":\"1234\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"123456\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"12345-678\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"12345\",\"code\":\"abx\",\"s\":\"ab\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"12345\",\"code\":\"ABx\",\"s\":\"a\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"12345\",\"code\":\"ABx\",\"s\":\"abcd\",\"any\":1,\"obj\":{}}", 0},
+        {"{\"zip\":\"12345\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":1,\"obj\":[]}", 0},
+        {"{\"zip\":\"12345\",\"code\":\"ABx\",\"s\":\"ab\",\"any\":tru,\"obj\":{}}", 0},
+    };
+    check(schema, e, sizeof e / sizeof *e);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema, *msg;
+    } r[] = {
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"object\",\"patternProperties\":{}}}}",
+         "unsupported keyword 'patternProperties' at #/properties/x"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"date\"}}}",
+         "unsupported keyword 'format' at #/properties/x"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"allOf\":[]}}}", "unsupported keyword 'allOf'"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":3}}}",
+         "unsupported keyword 'minimum'"},
+        {"{\"type\":\"string\"}", "the root must be an object"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/$defs/n\"}},\"$defs\":{\"n\":{\"type\":\"object\","
+         "\"properties\":{\"c\":{\"$ref\":\"#/$defs/n\"}}}}}",
+         "recursive $ref '#/$defs/n'"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/$defs/none\"}}}", "names no definition"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"strin\"}}}", "unknown type 'strin'"},
+        {"{\"type\":\"object\",\"required\":[\"y\"],\"properties\":{\"x\":{}}}", "'required' names 'y'"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"(?=a)\"}}}", "pattern '(?=a)'"},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}}}",
+         "'maxItems' is less than 'minItems'"},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}", "additionalProperties"},
+        {"{\"type\":\"object\",", "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+        char err[256] = "";
+        colo_schema *g = colo_schema_compile(r[i].schema, strlen(r[i].schema), err, sizeof err);
+        if (g)
+            fail_msg("accepted %s", r[i].schema);
+        if (!strstr(err, r[i].msg))
+            fail_msg("%s: message '%s' lacks '%s'", r[i].schema, err, r[i].msg);
+    }
+}
+
+/* Random walks: at every step some byte is allowed (or the document is
+ * done), and what comes out parses. */
+static unsigned long long rng = 88172645463325252ull;
+static unsigned rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (unsigned)(rng >> 11);
+}
+
+static json_t *walk(const colo_schema *g, char *buf, size_t cap)
+{
+    colo_schema_state s;
+    colo_schema_state_init(g, &s);
+    size_t n = 0;
+    while (!colo_schema_done(&s)) {
+        char allowed[128];
+        int na = 0;
+        for (int c = 0x09; c < 0x7F; c++) {
+            char ch = (char)c;
+            if ((c >= 0x20 || c == '\n') && colo_schema_accepts(g, &s, &ch, 1))
+                allowed[na++] = ch;
+        }
+        if (na == 0)
+            fail_msg("stuck after %.*s", (int)n, buf);
+        /* lean towards ending things, so that walks finish */
+        char pick = allowed[rnd() % (unsigned)na];
+        if (n > cap / 8 && rnd() % 4) {
+            for (int i = 0; i < na; i++)
+                if (strchr("\"]},0", allowed[i]))
+                    pick = allowed[i];
+        }
+        if (n + 1 >= cap)
+            fail_msg("no end after %zu bytes", n);
+        buf[n++] = pick;
+        assert_true(colo_schema_feed(g, &s, &pick, 1));
+    }
+    buf[n] = 0;
+    json_error_t je;
+    json_t *doc = json_loads(buf, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!doc)
+        fail_msg("walk produced unparsable %s (%s)", buf, je.text);
+    return doc;
+}
+
+static void test_random_walks(void **state)
+{
+    (void)state;
+    rng ^= (unsigned long long)time(NULL) * 2654435761ull;
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\","
+        "\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"maxItems\":4},\"kind\":{\"anyOf\":[{\"type\":\"null\"},"
+        "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"number\"}},\"required\":[\"v\"]}]},"
+        "\"code\":{\"type\":\"string\",\"pattern\":\"^[a-f]{2,4}$\"},\"s\":{\"type\":\"string\",\"maxLength\":5}},"
+        "\"required\":[\"id\",\"tags\",\"kind\",\"code\"]}";
+    colo_schema *g = compile(schema);
+    char buf[4096];
+    for (int it = 0; it < 200; it++) {
+        json_t *doc = walk(g, buf, sizeof buf);
+        /* the schema's rules, checked on the parsed document */
+        assert_true(json_is_object(doc));
+        assert_true(json_is_integer(json_object_get(doc, "id")));
+        json_t *tags = json_object_get(doc, "tags");
+        assert_true(json_is_array(tags) && json_array_size(tags) <= 4);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tags, i, t)
+        {
+            assert_true(json_is_string(t));
+            assert_non_null(strchr("abc", json_string_value(t)[0]));
+            assert_int_equal(strlen(json_string_value(t)), 1);
+        }
+        json_t *k = json_object_get(doc, "kind");
+        assert_true(json_is_null(k) || json_is_number(json_object_get(k, "v")));
+        const char *code = json_string_value(json_object_get(doc, "code"));
+        assert_non_null(code);
+        assert_true(strlen(code) >= 2 && strlen(code) <= 4 && strspn(code, "abcdef") == strlen(code));
+        json_t *s = json_object_get(doc, "s");
+        if (s)
+            assert_true(json_is_string(s) && strlen(json_string_value(s)) <= 5 * 4);
+        json_decref(doc);
+    }
+    colo_schema_free(g);
+    /* json_object: any object */
+    colo_schema *any = colo_schema_any_object();
+    assert_non_null(any);
+    assert_int_equal(run(any, "{\"a\":[1,{\"b\":null}]}"), 1);
+    assert_int_equal(run(any, "[1]"), 0);
+    for (int it = 0; it < 50; it++)
+        json_decref(walk(any, buf, sizeof buf));
+    colo_schema_free(any);
+}
+
+/* The vocabulary mask (with its shortcuts) allows exactly the tokens the
+ * automaton accepts, at every state of random walks, for a vocabulary of
+ * every single byte and random strings of structural, plain and UTF-8 bytes. */
+static void test_mask_matches_automaton(void **state)
+{
+    (void)state;
+    enum { V = 3000 };
+    static char buf[V][8];
+    const char *bytes[V];
+    uint16_t lens[V];
+    bool special[V];
+    static const char alphabet[] = " \n\"{}[],:-.0123456789eEtrufalsnbcdxyz\\#";
+    static const char *const utf8[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc3"};
+    for (int i = 0; i < V; i++) {
+        int n = 0;
+        if (i < 256)
+            buf[i][n++] = (char)i;
+        else {
+            int len = 1 + (int)(rnd() % 6);
+            while (n < len) {
+                if (rnd() % 8 == 0) {
+                    const char *u = utf8[rnd() % 5];
+                    size_t ul = strlen(u);
+                    if (n + (int)ul > 7)
+                        break;
+                    memcpy(buf[i] + n, u, ul);
+                    n += (int)ul;
+                } else {
+                    buf[i][n++] = alphabet[rnd() % (sizeof alphabet - 1)];
+                }
+            }
+        }
+        bytes[i] = buf[i];
+        lens[i] = (uint16_t)n;
+        special[i] = i == 300; /* never allowed */
+    }
+    colo_schema_vocab *v = colo_schema_vocab_create(bytes, lens, special, V);
+    assert_non_null(v);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},\"b\":{\"enum\":[\"x\",1,true]},"
+        "\"c\":{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"maxItems\":2},\"d\":{\"anyOf\":[{\"type\":\"null\"},"
+        "{\"type\":\"string\",\"pattern\":\"^[a-c]+$\"}]},\"e\":{}},\"required\":[\"a\",\"c\"]}",
+        NULL, /* any object */
+    };
+    uint8_t *allowed = malloc(V);
+    for (int si = 0; si < 2; si++) {
+        colo_schema *g = schemas[si] ? compile(schemas[si]) : colo_schema_any_object();
+        for (int walkn = 0; walkn < 20; walkn++) {
+            colo_schema_state s;
+            colo_schema_state_init(g, &s);
+            for (int step = 0; step < 60 && !colo_schema_done(&s); step++) {
+                int n = colo_schema_mask(g, &s, v, allowed), count = 0, pick = -1;
+                for (int i = 0; i < V; i++) {
+                    bool want = !special[i] && colo_schema_accepts(g, &s, bytes[i], lens[i]);
+                    if (want != (allowed[i] != 0))
+                        fail_msg("token %d (%.*s): mask %d, automaton %d", i, (int)lens[i], bytes[i], allowed[i],
+                                 want);
+                    count += want;
+                    if (want && (pick < 0 || rnd() % (unsigned)count == 0))
+                        pick = i;
+                }
+                assert_int_equal(n, count);
+                assert_true(pick >= 0);
+                assert_true(colo_schema_feed(g, &s, bytes[pick], lens[pick]));
+            }
+        }
+        colo_schema_free(g);
+    }
+    free(allowed);
+    colo_schema_vocab_free(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_object_properties),
+        cmocka_unit_test(test_enums_arrays_numbers),
+        cmocka_unit_test(test_anyof_refs_nullable),
+        cmocka_unit_test(test_strings),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_mask_matches_automaton),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
