@@ -205,11 +205,14 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
         while (cb->waiting[lvl] && cb->n_running < cb->cfg.max_running && budget > 0) {
             colo_seq *s = cb->waiting[lvl];
             /* The longest cached prefix, in whole blocks, short of the
-             * block that holds the last token (always computed). */
+             * blocks that hold the last two tokens: at least two are
+             * computed, so that the step computes them as a prefill (a
+             * product of several rows) and the logits are those the whole
+             * prompt's prefill gives; one row alone may be rounded to 8
+             * bits (a decode product), which can change a greedy token. */
             uint64_t key = 0;
-            int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->tokens, s->n_tokens,
-                                                  (s->n_tokens - 1) / cb->cfg.block_size, s->blocks, &key)
-                                   : 0;
+            int max_hit = s->n_tokens >= 2 ? (s->n_tokens - 2) / cb->cfg.block_size : 0;
+            int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->tokens, s->n_tokens, max_hit, s->blocks, &key) : 0;
             int need = blocks_for(cb, s->n_tokens) - hit;
             if (cb->al.alloc(cb->al.ctx, need, s->blocks + hit) != COLO_OK) {
                 if (hit)

@@ -20,8 +20,10 @@
  *
  * Prefix caching (when the allocator has match and publish): a sequence
  * admitted takes the longest cached run of full blocks that starts its
- * tokens and computes only the rest (at least its last token, so that its
- * logits exist: the block holding it is never a cached one). After each
+ * tokens and computes only the rest: at least its last two tokens (so its
+ * logits exist, the blocks it writes are never cached ones, and the rest
+ * is computed as a prefill of several rows, whose precision is the whole
+ * prompt's: kernels/cpu/linear.c rounds a single row to 8 bits). After each
  * step every block that became full and computed is published, so
  * sequences that come later, and this one after a preemption, find it.
  * Forks (colo_cb_fork): the sequences of one prompt share its full blocks
