@@ -38,7 +38,7 @@ trap cleanup EXIT
 cat >"$tmp/colo.yaml" <<EOF
 server: { listen: "127.0.0.1:0", device: cpu, threads: $THREADS, cpu_memory_bytes: 4GiB }
 models:
-  - { name: on, kind: llama, path: "$MODEL", memory_fraction: 0.3 }
+  - { name: on, kind: llama, path: "$MODEL", memory_fraction: 0.3, prefix_cache: true }
   - { name: off, kind: llama, path: "$MODEL", memory_fraction: 0.3, prefix_cache: false }
 EOF
 "$BUILD/colo-server" --config "$tmp/colo.yaml" --port-file "$tmp/port" >"$tmp/server.log" 2>&1 &

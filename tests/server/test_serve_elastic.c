@@ -197,7 +197,7 @@ static void test_borrow_and_give_back(void **state)
     assert_true(reclaims > 0);
     assert_true(preempted > 0);
     json_decref(m);
-    /* Everything goes back to the fixed parts, but for the prefix cache's
+    /* Everything goes back to the fixed parts, but for a prefix cache's
      * blocks (within the guarantee: an idle model borrows nothing). */
     for (int t = 0; t < 200; t++) {
         m = info(&f, "a");

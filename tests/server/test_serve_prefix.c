@@ -26,7 +26,7 @@ static int setup(void **state)
         return -1;
     if (!srv_start(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
                         "models:\n"
-                        "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.05 }\n"
+                        "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: true }\n"
                         "  - { name: off, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: false }\n")) {
         char *log = srv_log(&fx);
         fprintf(stderr, "colo-server did not start:\n%s\n", log);
