@@ -29,8 +29,14 @@ typedef struct colo_batching_cfg {
 } colo_batching_cfg;
 
 typedef struct colo_sla_cfg {
-    /* 0 = not set. Also read by colo-loadtest. */
+    /* 0 = not set. Also read by colo-loadtest. Each request's deadlines:
+     * first token by arrival + ttft_ms, each next token by the previous
+     * one + tpot_ms, the end by arrival + p99_ms (batching/admission.h). */
     double p99_ms, ttft_ms, min_rps, max_error_rate;
+    double tpot_ms;   /* time per output token after the first */
+    bool reject_late; /* on_overload: reject (429 at once when admission finds a
+                       * deadline cannot be met); false (serve, the default):
+                       * served best-effort, counted as missed if late */
 } colo_sla_cfg;
 
 typedef struct colo_model_cfg {

@@ -185,6 +185,17 @@ typedef struct colo_req_outcome {
     double device_s;
 } colo_req_outcome;
 
+/* Its SLA's deadlines (batching/admission.h): admission's verdict and the
+ * executor's token times. */
+typedef struct colo_req_slo {
+    bool best_effort;     /* admission found a deadline it cannot meet; served anyway (on_overload: serve) */
+    bool refused;         /* refused by admission (on_overload: reject) */
+    int retry_after_s;    /* when refused */
+    const char *reason;   /* when infeasible: why (static or in the pool) */
+    uint64_t last_token_ns; /* executor: its latest token (0: none yet) */
+    double max_gap_ms;      /* the longest time between two of its tokens */
+} colo_req_slo;
+
 typedef struct colo_request colo_request;
 
 typedef struct colo_req_callbacks {
@@ -224,6 +235,7 @@ struct colo_request {
     struct colo_step_share *share; /* the step it is in (batching/share.h) */
     double share_w;                /* its tokens in that step */
     struct colo_request *prep_next; /* waiting to be tokenized off the caller's thread */
+    colo_req_slo slo;               /* set at admission, read by the front end after on_done */
 };
 
 /* A zeroed request with its own pool (params at their defaults:

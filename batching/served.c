@@ -119,7 +119,8 @@ colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env 
     pthread_cond_init(&m->prep_cv, NULL);
     char e[512] = "";
     if (!(m->kind = kind_of(mc, e, sizeof e)) ||
-        !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256))) {
+        !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256)) ||
+        !(m->adm = colo_admission_create(mc))) {
         colo_set_err(err, errlen, "model %s: %s", mc->name, e[0] ? e : "out of memory");
         colo_served_free(m);
         return NULL;
@@ -174,7 +175,8 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
             snprintf(e, sizeof e, "out of memory");
         goto fail;
     }
-    if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, env->stream.priority))) {
+    /* the model's own priority: best-effort under priority, the deadline weight under deadline */
+    if (env->cs && !(m->member = colo_cosched_join(env->cs, mc->name, mc->priority))) {
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
     }
@@ -269,6 +271,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
 static bool sink_token(void *ud, colo_request *r, int32_t token, const char *piece, size_t len)
 {
     (void)ud;
+    colo_admission_on_token(r, colo_now_ns());
     if (!r->params.stream || !r->cb.on_token)
         return true;
     return r->cb.on_token(r, token, piece, len);
@@ -318,6 +321,7 @@ void colo_served_refresh_info(colo_served *m)
 void colo_served_count_step(colo_served *m, int batch, int tokens, uint64_t t0_ns, uint64_t t1_ns, uint64_t wait_ns)
 {
     m->steps++;
+    colo_admission_record_step(m->adm, batch, ms_between(t0_ns, t1_ns));
     if (m->env.hooks.on_step)
         m->env.hooks.on_step(m->env.hooks.ud, m->cfg.name, batch, tokens, ms_between(t0_ns, t1_ns),
                              (double)wait_ns / 1e6);
@@ -429,6 +433,7 @@ void colo_served_free(colo_served *m)
     pthread_mutex_destroy(&m->prep_mu);
     pthread_cond_destroy(&m->prep_cv);
     free(m->live);
+    colo_admission_free(m->adm);
     free(m);
 }
 
@@ -468,6 +473,8 @@ static colo_status enqueue(colo_served *m, colo_request *r)
     r->qi.deadline_ns = r->who.deadline_ns ? r->who.deadline_ns : to ? r->submit_ns + to : 0;
     r->qi.owner = r;
     r->qi.length = r->tok.n;
+    if (!colo_admission_admit(m->adm, r, colo_queue_len(m->q) + atomic_load(&m->running)))
+        return COLO_EAGAIN; /* cannot meet its SLA (on_overload: reject): r->slo says why */
     if (colo_queue_push(m->q, &r->qi) != COLO_OK)
         return colo_queue_closed(m->q) ? COLO_ECANCELED : COLO_EAGAIN;
     return COLO_OK;
@@ -504,6 +511,7 @@ static void *prep_main(void *arg)
                 st = enqueue(m, r);
             msg = st == COLO_OK ? NULL
                   : err[0] && (st == COLO_EINVAL || st == COLO_ENOMEM) ? colo_pool_strndup(r->pool, err, strlen(err))
+                  : r->slo.refused                                    ? r->slo.reason
                                                                        : enqueue_error(st);
             if (!msg)
                 msg = "out of memory";
@@ -555,7 +563,7 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         return st;
     st = enqueue(m, r);
     if (st != COLO_OK)
-        colo_set_err(err, errlen, "model %s: %s", m->cfg.name, enqueue_error(st));
+        colo_set_err(err, errlen, "model %s: %s", m->cfg.name, r->slo.refused ? r->slo.reason : enqueue_error(st));
     return st;
 }
 

@@ -95,6 +95,8 @@ void colo_served_run_continuous(colo_served *m)
         colo_cosched_member_stats before = {0}, after = {0};
         if (m->member)
             colo_cosched_member_get_stats(m->member, &before);
+        colo_cosched_set_deadline(m->member, m->stream,
+                                  colo_admission_next_deadline(&m->cfg.sla, m->live, m->n_live));
         colo_step_share share;
         colo_share_step_begin(&share, m->live, m->n_live, t0, m->kind->started, m->inst);
         colo_status st = m->kind->step(m->inst, m->member, &n_tokens);

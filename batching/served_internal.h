@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "batching/admission.h"
 #include "batching/kind.h"
 #include "batching/served.h"
 
@@ -19,6 +20,7 @@ struct colo_served {
     colo_stream *stream;
     colo_cosched_member *member;
     colo_queue *q;
+    colo_admission *adm; /* SLA deadlines: step times and admission (batching/admission.h) */
     pthread_t thread;
     bool started;
     _Atomic int state;

@@ -310,7 +310,7 @@ static int cap_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *
 static int scheduler_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_scheduler_cfg *s = obj;
-    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", NULL};
+    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline", NULL};
     if (!strcmp(key, "policy")) {
         int i;
         if (get_enum(p, v, f, policies, &i))
@@ -322,6 +322,8 @@ static int scheduler_field(parse_ctx *p, const char *key, const yaml_node_t *v, 
         return each_key(p, v, f, cap_field, s);
     if (!strcmp(key, "quantum_us"))
         return get_int(p, v, f, 1, INT_MAX, &s->quantum_us);
+    if (!strcmp(key, "best_effort_min_share")) /* below 1: the others keep some of the device */
+        return get_num(p, v, f, 0, false, 0.95, &s->best_effort_min_share);
     return unknown_key(p, v, f);
 }
 
@@ -369,6 +371,8 @@ static int sla_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *
         return get_num(p, v, f, 0, true, 1e9, &s->p99_ms);
     if (!strcmp(key, "ttft_ms"))
         return get_num(p, v, f, 0, true, 1e9, &s->ttft_ms);
+    if (!strcmp(key, "tpot_ms"))
+        return get_num(p, v, f, 0, true, 1e9, &s->tpot_ms);
     if (!strcmp(key, "min_rps"))
         return get_num(p, v, f, 0, false, 1e9, &s->min_rps);
     if (!strcmp(key, "max_error_rate"))
@@ -533,6 +537,14 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         return each_key(p, v, f, batching_field, &m->batching);
     if (!strcmp(key, "sla"))
         return each_key(p, v, f, sla_field, &m->sla);
+    if (!strcmp(key, "on_overload")) { /* a request admission finds cannot meet its SLA */
+        static const char *const modes[] = {"serve", "reject", NULL};
+        int i;
+        if (get_enum(p, v, f, modes, &i))
+            return -1;
+        m->sla.reject_late = i == 1;
+        return 0;
+    }
     return unknown_key(p, v, f);
 }
 

@@ -56,6 +56,7 @@ typedef struct colo_scheduler_cfg {
     int best_effort_max_ops;   /* ops a best-effort step may queue; default 8 */
     int best_effort_max_us;    /* estimated best-effort work in microseconds; 0 (default) = no time cap */
     int quantum_us;            /* policy timeslice: a member's turn; default 10000 */
+    double best_effort_min_share; /* policy priority: best-effort models' floor of device time, [0, 0.95]; default 0 */
 } colo_scheduler_cfg;
 
 /* ---- tenants (docs/TENANTS.md): organization -> project -> key ---- */

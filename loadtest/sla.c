@@ -53,6 +53,8 @@ static bool sla_set_key(lt_sla *s, const char *key, const char *value, char *err
         s->ttft_ms = v;
     else if (strcmp(key, "min_rps") == 0)
         s->min_rps = v;
+    else if (strcmp(key, "tpot_ms") == 0)
+        (void)v; /* a per-request deadline the server's SLO counters check (colo_model_slo_requests_total) */
     else if (strcmp(key, "max_error_rate") == 0 && v <= 1.0)
         s->max_error_rate = v;
     else if (strcmp(key, "max_error_rate") == 0) {

@@ -76,6 +76,24 @@ bool colo_device_poisoned(const colo_device *dev);
  * threads' clocks only; costs the workers nothing. Any thread. */
 int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max);
 
+/* Best-effort floor (policy priority, scheduler.best_effort_min_share): while
+ * best-effort streams (priority LOW) have work, dev gives them at least
+ * min_share of its time, in [0, 1); 0 (the default) = strict priority. The
+ * CPU pool accounts worker time per chunk (the workers' CPU time, so that
+ * other processes taking the cores do not count), as policy fair does: a clock per
+ * class (best-effort: time / min_share, the rest: time / (1 - min_share)),
+ * a class without work at most COLO_FLOOR_LAG_NS behind the other (no
+ * credit banked while idle), and a best-effort chunk goes first while its
+ * clock is behind. COLO_EUNSUPPORTED where the device
+ * keeps no such account (CUDA: the co-scheduler accounts step time). Set
+ * before streams run work. */
+colo_status colo_device_set_best_effort_floor(colo_device *dev, double min_share);
+/* 1 while best-effort streams are below their floor on dev (they may run
+ * beside higher work), 0 when not, -1 when dev keeps no account (no floor
+ * set, or a backend without one). Any thread. */
+int colo_device_best_effort_owed(colo_device *dev);
+#define COLO_FLOOR_LAG_NS 20000000ull
+
 /* ---- buffers ---------------------------------------------------------------- */
 
 /* Allocates bytes of device memory in one piece (CUDA: one cudaMalloc; CPU:
@@ -131,6 +149,14 @@ colo_priority colo_stream_priority(const colo_stream *s);
  * backend then gives up to 8 such rows the 8-bit activations it gives a
  * single row, so each sequence gets the numerics it would get alone (and
  * batched decode avoids expanding every weight to F32). The owner's thread. */
+/* Earliest deadline first (policy deadline): the deadline (monotonic ns) of
+ * the most urgent request in the work queued next on s, and its weight (the
+ * model's priority: 1 low, 2 normal, 4 high); deadline_ns 0 = none. The CPU
+ * pool hands chunks, among streams of equal priority, to the one with the
+ * least weighted slack ((deadline - now) / weight, or times weight once
+ * late); streams with no deadline come after, among themselves by share.
+ * CUDA streams ignore it. The owner's thread. */
+void colo_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weight);
 void colo_stream_set_decode(colo_stream *s, bool decode);
 bool colo_stream_decode(const colo_stream *s);
 /* Names the stream's owner (a model), for logs and fault injection

@@ -40,6 +40,8 @@ typedef struct cpu_stream {
     double share;       /* weight among streams of its priority (> 0) */
     double vtime;       /* worker nanoseconds used / share: the fair picker's clock (under mu) */
     bool active;        /* had work at the last pick (under mu) */
+    uint64_t deadline_ns; /* colo_stream_set_deadline; 0 = none (under mu) */
+    double dl_weight;     /* its weight, > 0 */
     void *scratch;      /* colo_cpu_stream_scratch */
     size_t scratch_bytes;
     uint64_t enqueued;  /* tasks queued since creation (written under mu, atomically: sync polls it) */
@@ -62,6 +64,11 @@ typedef struct cpu_pool {
     size_t budget_bytes;
     size_t held_bytes;
     bool exact;
+    /* Best-effort floor (colo_device_set_best_effort_floor): each class's
+     * worker time over its part; a best-effort chunk goes first while
+     * be_clock < hi_clock. */
+    double floor;    /* 0 = strict priority */
+    double be_clock, hi_clock;
     char name[128];
 } cpu_pool;
 
@@ -105,20 +112,96 @@ static bool eligible(const cpu_stream *cs, int worker)
     return cs->unit_count == 0 || (worker >= cs->unit_first && worker < cs->unit_first + cs->unit_count);
 }
 
-/* Highest-priority stream with a chunk to hand out to worker; among equal
- * priorities the one that has used the least worker time for its share
+/* Earliest deadline first: weighted slack, smaller is more urgent; a late
+ * stream's lateness counts weight times. */
+static double dl_key(const cpu_stream *cs, uint64_t now)
+{
+    double slack = (double)(int64_t)(cs->deadline_ns - now);
+    return slack >= 0 ? slack / cs->dl_weight : slack * cs->dl_weight;
+}
+
+/* Whether a should get the next chunk rather than b (b may be NULL). */
+static bool goes_before(const cpu_pool *p, const cpu_stream *a, const cpu_stream *b, bool owed, uint64_t *now)
+{
+    if (!b)
+        return true;
+    bool a_be = a->prio == COLO_PRIO_LOW, b_be = b->prio == COLO_PRIO_LOW;
+    (void)p;
+    if (owed && a_be != b_be)
+        return a_be; /* the best-effort floor */
+    if (a->prio != b->prio)
+        return a->prio > b->prio;
+    if (a->deadline_ns || b->deadline_ns) {
+        if (!a->deadline_ns || !b->deadline_ns)
+            return a->deadline_ns != 0;
+        if (!*now)
+            *now = colo_now_ns();
+        return dl_key(a, *now) < dl_key(b, *now);
+    }
+    return a->vtime < b->vtime;
+}
+
+/* The calling thread's CPU time: the floor charges what a chunk used of a
+ * core, not the time the OS gave the core to another process. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Keeps each floor clock at most lag behind the other. */
+static void floor_clamp(cpu_pool *p, bool be, double lag)
+{
+    if (be && p->be_clock < p->hi_clock - lag)
+        p->be_clock = p->hi_clock - lag;
+    if (!be && p->hi_clock < p->be_clock - lag)
+        p->hi_clock = p->be_clock - lag;
+}
+
+/* Charges a chunk's worker time to its class for the best-effort floor. */
+static void floor_charge(cpu_pool *p, const cpu_stream *cs, uint64_t used_ns)
+{
+    if (p->floor <= 0)
+        return;
+    if (cs->prio == COLO_PRIO_LOW)
+        p->be_clock += (double)used_ns / p->floor;
+    else
+        p->hi_clock += (double)used_ns / (1.0 - p->floor);
+}
+
+static bool floor_owed(const cpu_pool *p) { return p->floor > 0 && p->be_clock < p->hi_clock; }
+
+/* Highest-priority stream with a chunk to hand out to worker, except that
+ * best-effort streams go first while below their floor; among equal
+ * priorities the one with the least weighted slack when deadlines are set,
+ * else the one that has used the least worker time for its share
  * (weighted fair sharing; equal shares and equal use rotate). A stream
  * that comes back from idle starts at the least clock of those with work,
  * so idle time is never banked as credit. */
 static cpu_stream *pick_locked(cpu_pool *p, int worker)
 {
     cpu_stream *best = NULL;
+    bool owed = floor_owed(p);
+    uint64_t now = 0;
     int n = p->n_streams;
     double min_v = -1;
+    bool be_work = false, hi_work = false;
     for (int k = 0; k < n; k++) { /* the clock of the streams with work */
         cpu_stream *cs = p->streams[k];
         if (cs->active && cs->head && (min_v < 0 || cs->vtime < min_v))
             min_v = cs->vtime;
+        if (cs->head)
+            *(cs->prio == COLO_PRIO_LOW ? &be_work : &hi_work) = true;
+    }
+    if (p->floor > 0) {
+        /* A class without work banks at most COLO_FLOOR_LAG_NS of credit
+         * (a best-effort model between steps, a high one between requests);
+         * one with work, at most 50 times that (the OS holding its chunks). */
+        floor_clamp(p, true, be_work ? 50.0 * COLO_FLOOR_LAG_NS : (double)COLO_FLOOR_LAG_NS);
+        floor_clamp(p, false, hi_work ? 50.0 * COLO_FLOOR_LAG_NS : (double)COLO_FLOOR_LAG_NS);
+        owed = floor_owed(p);
     }
     for (int k = 0; k < n; k++) {
         cpu_stream *cs = p->streams[(p->rr + (unsigned)k) % (unsigned)n];
@@ -129,7 +212,7 @@ static cpu_stream *pick_locked(cpu_pool *p, int worker)
         cs->active = t != NULL;
         if (!has_work || !eligible(cs, worker))
             continue;
-        if (!best || cs->prio > best->prio || (cs->prio == best->prio && cs->vtime < best->vtime))
+        if (goes_before(p, cs, best, owed, &now))
             best = cs;
     }
     return best;
@@ -141,9 +224,15 @@ static void *worker_main(void *arg)
     tls_worker = (int)(intptr_t)((void **)arg)[1];
     free(arg);
     pthread_mutex_lock(&p->mu);
+    /* The best-effort floor charges CPU time: one clock read per chunk
+     * while busy (from the end of the last chunk, so the pick between two
+     * chunks counts too), one more after a wait (spinning is nobody's). */
+    uint64_t cpu_mark = 0;
     for (;;) {
         cpu_stream *cs = NULL;
+        bool waited = false;
         while (!p->stop && !(cs = pick_locked(p, tls_worker))) {
+            waited = true;
             unsigned gen = __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE);
             pthread_mutex_unlock(&p->mu);
             for (int spin = 0; spin < SPIN_ITERS && __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) == gen; spin++)
@@ -165,13 +254,23 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
 
         tls_stream = cs;
+        bool floor = p->floor > 0; /* set before any work runs */
+        if (floor && (waited || !cpu_mark))
+            cpu_mark = thread_cpu_ns();
         uint64_t t0 = colo_now_ns();
         t->fn(t->args, chunk, t->n_chunks);
         uint64_t used = colo_now_ns() - t0;
+        uint64_t cpu_used = 0;
+        if (floor) {
+            uint64_t c = thread_cpu_ns();
+            cpu_used = c - cpu_mark;
+            cpu_mark = c;
+        }
         tls_stream = NULL;
 
         pthread_mutex_lock(&p->mu);
         cs->vtime += (double)used / cs->share;
+        floor_charge(p, cs, cpu_used);
         if (++t->done_chunks == t->n_chunks) {
             cs->head = t->next;
             if (!cs->head)
@@ -393,6 +492,7 @@ static colo_status cpu_stream_init(colo_device *dev, colo_stream *s, const colo_
     cs->pool = p;
     cs->prio = (int)cfg->priority;
     cs->share = cfg->share > 0 ? cfg->share : 1.0;
+    cs->dl_weight = 1.0;
     cs->unit_first = cfg->unit_first;
     cs->unit_count = cfg->unit_count;
     pthread_mutex_lock(&p->mu);
@@ -636,6 +736,34 @@ static int cpu_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
     return p->n_threads;
 }
 
+static colo_status cpu_set_best_effort_floor(colo_device *dev, double min_share)
+{
+    cpu_pool *p = dev->ctx;
+    pthread_mutex_lock(&p->mu);
+    p->floor = min_share;
+    p->be_clock = p->hi_clock = 0;
+    pthread_mutex_unlock(&p->mu);
+    return COLO_OK;
+}
+
+static int cpu_best_effort_owed(colo_device *dev)
+{
+    cpu_pool *p = dev->ctx;
+    pthread_mutex_lock(&p->mu);
+    int r = p->floor > 0 ? floor_owed(p) : -1;
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+static void cpu_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weight)
+{
+    cpu_stream *cs = s->ctx;
+    pthread_mutex_lock(&cs->pool->mu);
+    cs->deadline_ns = deadline_ns;
+    cs->dl_weight = weight;
+    pthread_mutex_unlock(&cs->pool->mu);
+}
+
 static const colo_device_vtbl cpu_vtbl = {
     .name = "cpu",
     .close = cpu_close,
@@ -658,6 +786,9 @@ static const colo_device_vtbl cpu_vtbl = {
     .event_sync = cpu_event_sync,
     .event_elapsed_ms = cpu_event_elapsed_ms,
     .worker_cpu_ns = cpu_worker_cpu_ns,
+    .set_best_effort_floor = cpu_set_best_effort_floor,
+    .best_effort_owed = cpu_best_effort_owed,
+    .stream_set_deadline = cpu_stream_set_deadline,
 };
 
 static void cpu_model_name(char *out, size_t len)

@@ -71,6 +71,13 @@ typedef struct colo_device_vtbl {
     void (*buffer_decommit)(colo_device *dev, void *handle, void *ptr, size_t bytes);
     /* CPU time of each host worker (colo_device_worker_cpu_ns). NULL: no workers, 0. */
     int (*worker_cpu_ns)(colo_device *dev, uint64_t *ns, int max);
+    /* Best-effort floor (colo_device_set_best_effort_floor). NULL:
+     * COLO_EUNSUPPORTED. */
+    colo_status (*set_best_effort_floor)(colo_device *dev, double min_share);
+    /* 1 owed, 0 not, -1 no account (colo_device_best_effort_owed). NULL: -1. */
+    int (*best_effort_owed)(colo_device *dev);
+    /* A stream's deadline for the pool (colo_stream_set_deadline). NULL: ignored. */
+    void (*stream_set_deadline)(colo_stream *s, uint64_t deadline_ns, double weight);
 } colo_device_vtbl;
 
 struct colo_device {

@@ -85,3 +85,25 @@ int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
         return 0;
     return dev->vt->worker_cpu_ns(dev, ns, max < 0 ? 0 : max);
 }
+
+colo_status colo_device_set_best_effort_floor(colo_device *dev, double min_share)
+{
+    if (!dev || !(min_share >= 0 && min_share < 1))
+        return COLO_EINVAL;
+    if (!dev->vt->set_best_effort_floor)
+        return COLO_EUNSUPPORTED;
+    return dev->vt->set_best_effort_floor(dev, min_share);
+}
+
+int colo_device_best_effort_owed(colo_device *dev)
+{
+    if (!dev || !dev->vt->best_effort_owed)
+        return -1;
+    return dev->vt->best_effort_owed(dev);
+}
+
+void colo_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weight)
+{
+    if (s && s->dev->vt->stream_set_deadline)
+        s->dev->vt->stream_set_deadline(s, deadline_ns, weight > 0 ? weight : 1.0);
+}

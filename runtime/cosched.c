@@ -14,6 +14,7 @@ struct colo_cosched_member {
     bool best_effort;          /* PRIORITY policy and LOW priority */
     bool inflight;
     int ops_since_high;        /* ops queued by this best-effort step while a higher one ran */
+    uint64_t step_t0_ns;       /* when its step began */
     uint64_t ticket;           /* TIMESLICE: ticket taken in step_begin */
     bool waiting;              /* TIMESLICE: in step_begin */
     colo_cosched_member *next_member;
@@ -36,13 +37,19 @@ struct colo_cosched {
     uint64_t turn_end_ns;        /* holder's turn ends */
     uint64_t hold_until_ns;      /* holder's claim lapses (grace after its last step) */
     colo_cosched_member *members;
+    /* PRIORITY floor by step time: each class's step time over its part. */
+    bool floor_by_steps;
+    int be_waiting;            /* best-effort members in step_begin */
+    double be_clock, hi_clock;
+    uint64_t be_step_ns, hi_step_ns;
 };
 
-static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition", "fair"};
+static const char *const policy_names[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline"};
+#define N_POLICIES 6
 
 colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out)
 {
-    for (int i = 0; s && i < 5; i++) {
+    for (int i = 0; s && i < N_POLICIES; i++) {
         if (!strcmp(s, policy_names[i])) {
             *out = (colo_sched_policy)i;
             return COLO_OK;
@@ -53,13 +60,14 @@ colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out)
 
 const char *colo_sched_policy_name(colo_sched_policy p)
 {
-    return (unsigned)p < 5 ? policy_names[p] : "unknown";
+    return (unsigned)p < N_POLICIES ? policy_names[p] : "unknown";
 }
 
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
 {
-    if (!cfg || (unsigned)cfg->policy > COLO_SCHED_FAIR || cfg->best_effort_max_steps < 0 ||
-        cfg->best_effort_max_ops < 0 || cfg->best_effort_max_us < 0 || cfg->quantum_us < 0) {
+    if (!cfg || (unsigned)cfg->policy >= N_POLICIES || cfg->best_effort_max_steps < 0 ||
+        cfg->best_effort_max_ops < 0 || cfg->best_effort_max_us < 0 || cfg->quantum_us < 0 ||
+        !(cfg->best_effort_min_share >= 0 && cfg->best_effort_min_share < 1)) {
         colo_set_err(err, errlen, "invalid co-scheduler configuration");
         return NULL;
     }
@@ -69,6 +77,7 @@ colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, siz
         return NULL;
     }
     cs->cfg = *cfg;
+    cs->floor_by_steps = cfg->best_effort_min_share > 0 && colo_device_best_effort_owed(cfg->device) < 0;
     pthread_mutex_init(&cs->mu, NULL);
     pthread_cond_init(&cs->cv, NULL);
     return cs;
@@ -122,10 +131,60 @@ void colo_cosched_leave(colo_cosched_member *m)
     free(m);
 }
 
+/* PRIORITY: is the best-effort class below its floor? */
+static bool be_owed(const colo_cosched *cs)
+{
+    if (cs->cfg.best_effort_min_share <= 0)
+        return false;
+    if (cs->floor_by_steps)
+        return cs->be_clock < cs->hi_clock;
+    return colo_device_best_effort_owed(cs->cfg.device) == 1;
+}
+
+/* PRIORITY floor by step time: charges a finished step to its class. A
+ * class without work (no step in flight or waiting) banks at most
+ * COLO_FLOOR_LAG_NS of credit; one with work, 50 times that (a step is
+ * charged whole, in one lump). */
+static void floor_charge(colo_cosched *cs, bool best_effort, uint64_t ns)
+{
+    double f = cs->cfg.best_effort_min_share, lag = (double)COLO_FLOOR_LAG_NS;
+    if (best_effort) {
+        cs->be_clock += (double)ns / f;
+        cs->be_step_ns += ns;
+    } else {
+        cs->hi_clock += (double)ns / (1.0 - f);
+        cs->hi_step_ns += ns;
+    }
+    double be_lag = cs->be_inflight + cs->be_waiting > 0 ? 50 * lag : lag;
+    double hi_lag = cs->high_inflight > 0 ? 50 * lag : lag;
+    if (cs->be_clock < cs->hi_clock - be_lag)
+        cs->be_clock = cs->hi_clock - be_lag;
+    if (cs->hi_clock < cs->be_clock - hi_lag)
+        cs->hi_clock = cs->be_clock - hi_lag;
+}
+
 /* PRIORITY: may best-effort member m start a step now? */
 static bool be_may_start(const colo_cosched *cs)
 {
-    return cs->high_inflight == 0 || cs->be_inflight < cs->cfg.best_effort_max_steps;
+    return cs->high_inflight == 0 || cs->be_inflight < cs->cfg.best_effort_max_steps || be_owed(cs);
+}
+
+/* Waits for a wake-up; with a floor the device's account changes without
+ * one, so look again every millisecond. */
+static void wait_be(colo_cosched *cs)
+{
+    if (cs->cfg.best_effort_min_share > 0 && !cs->floor_by_steps) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+        return;
+    }
+    pthread_cond_wait(&cs->cv, &cs->mu);
 }
 
 /* TIMESLICE: may m take the device now? Else *until gets when to look again
@@ -186,8 +245,10 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
     }
     case COLO_SCHED_PRIORITY:
         if (m->best_effort) {
+            cs->be_waiting++;
             while (!be_may_start(cs))
-                pthread_cond_wait(&cs->cv, &cs->mu);
+                wait_be(cs);
+            cs->be_waiting--;
             cs->be_inflight++;
         } else if (cs->high_inflight++ == 0) {
             cs->high_since_ns = colo_now_ns();
@@ -196,9 +257,11 @@ uint64_t colo_cosched_step_begin(colo_cosched_member *m)
     case COLO_SCHED_SPATIAL:
     case COLO_SCHED_PARTITION:
     case COLO_SCHED_FAIR:
+    case COLO_SCHED_DEADLINE:
         break;
     }
     m->inflight = true;
+    m->step_t0_ns = colo_now_ns();
     m->ops_since_high = 0;
     m->st.steps++;
     m->st.inflight = 1;
@@ -223,10 +286,13 @@ void colo_cosched_step_end(colo_cosched_member *m)
             cs->be_inflight--;
         else
             cs->high_inflight--;
+        if (cs->floor_by_steps)
+            floor_charge(cs, m->best_effort, colo_now_ns() - m->step_t0_ns);
         break;
     case COLO_SCHED_SPATIAL:
     case COLO_SCHED_PARTITION:
     case COLO_SCHED_FAIR:
+    case COLO_SCHED_DEADLINE:
         break;
     }
     m->inflight = false;
@@ -243,11 +309,12 @@ void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
     pthread_mutex_lock(&cs->mu);
     bool over_time = cs->cfg.best_effort_max_us > 0 && cs->high_inflight > 0 &&
                      colo_now_ns() - cs->high_since_ns > (uint64_t)cs->cfg.best_effort_max_us * 1000u;
-    if (cs->high_inflight > 0 && (over_time || m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops)) {
+    if (cs->high_inflight > 0 && !be_owed(cs) &&
+        (over_time || m->ops_since_high + n_ops > cs->cfg.best_effort_max_ops)) {
         uint64_t t0 = colo_now_ns();
         m->st.throttled++;
-        while (cs->high_inflight > 0)
-            pthread_cond_wait(&cs->cv, &cs->mu);
+        while (cs->high_inflight > 0 && !be_owed(cs))
+            wait_be(cs);
         m->st.throttle_ns += colo_now_ns() - t0;
         m->ops_since_high = 0;
     }
@@ -255,6 +322,22 @@ void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
         m->ops_since_high += n_ops;
     else
         m->ops_since_high = 0;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+void colo_cosched_set_deadline(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns)
+{
+    if (!m || m->cs->cfg.policy != COLO_SCHED_DEADLINE)
+        return;
+    static const double weight[] = {1, 2, 4}; /* low, normal, high */
+    colo_stream_set_deadline(s, deadline_ns, (unsigned)m->priority < 3 ? weight[m->priority] : 1);
+}
+
+void colo_cosched_floor_times(colo_cosched *cs, uint64_t *be_ns, uint64_t *hi_ns)
+{
+    pthread_mutex_lock(&cs->mu);
+    *be_ns = cs->be_step_ns;
+    *hi_ns = cs->hi_step_ns;
     pthread_mutex_unlock(&cs->mu);
 }
 

@@ -20,6 +20,13 @@
  *    ops since that step began, or (best_effort_max_us > 0) once that step
  *    has been in flight for best_effort_max_us. Stream priority alone never preempts running
  *    work; these caps bound the delay a best-effort member can cause.
+ *    With best_effort_min_share > 0 (a floor), a best-effort member is let
+ *    through (it starts steps and passes throttle points beside higher
+ *    work) while its class is below the floor: on a device that accounts
+ *    its own time (the CPU pool: worker time per chunk,
+ *    colo_device_best_effort_owed), by that account; elsewhere (CUDA) by
+ *    step time, each step's begin-to-end time charged to its class, so that
+ *    best-effort steps hold at least min_share of the step time in flight.
  *  - PARTITION: disjoint compute-unit sets (SMs or cores) per member, chosen
  *    by colo_partition_plan; steps run freely, each in its own set.
  *  - FAIR: steps run freely, as under SPATIAL, on streams whose share
@@ -27,6 +34,11 @@
  *    CPU pool divides worker time in proportion to the shares among models
  *    that have work, and a model with less work than its share gets all it
  *    needs.
+ *  - DEADLINE: steps run freely, as under FAIR; each executor names the
+ *    deadline of its most urgent request before a step
+ *    (colo_cosched_set_deadline), which goes to its stream (the CPU pool
+ *    hands chunks out earliest deadline first, weighted by priority), and
+ *    admission (batching/admission.h) refuses what cannot meet its SLA.
  *
  * Thread safety: every function may be called from any thread; a member is
  * used by one executor thread. */
@@ -44,6 +56,7 @@ typedef enum colo_sched_policy {
     COLO_SCHED_PRIORITY = 2,
     COLO_SCHED_PARTITION = 3,
     COLO_SCHED_FAIR = 4,
+    COLO_SCHED_DEADLINE = 5,
 } colo_sched_policy;
 
 typedef struct colo_cosched_config {
@@ -52,6 +65,11 @@ typedef struct colo_cosched_config {
     int best_effort_max_ops;   /* PRIORITY: ops a best-effort step may queue while a higher step runs (default 8) */
     int best_effort_max_us;    /* PRIORITY: and for at most this long after a higher step began; 0 = no time cap */
     int quantum_us;            /* TIMESLICE: a member's turn; 0 = one step per turn */
+    double best_effort_min_share; /* PRIORITY: the best-effort floor, [0, 1); 0 = none */
+    /* PRIORITY with a floor: the device whose own account decides
+     * (colo_device_best_effort_owed; the caller sets its floor); NULL or a
+     * device without one: step time in flight. Not owned. */
+    colo_device *device;
 } colo_cosched_config;
 
 /* TIMESLICE: how long the member whose turn it is may take between two of
@@ -69,7 +87,7 @@ typedef struct colo_cosched_member_stats {
     uint64_t inflight;       /* 1 while a step is running */
 } colo_cosched_member_stats;
 
-/* Parses "timeslice" | "spatial" | "priority" | "partition" | "fair". */
+/* Parses "timeslice" | "spatial" | "priority" | "partition" | "fair" | "deadline". */
 colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out);
 const char *colo_sched_policy_name(colo_sched_policy p);
 
@@ -89,6 +107,15 @@ void colo_cosched_step_end(colo_cosched_member *m);
 /* Called by an executor before queuing n_ops more ops inside a step. Only
  * best-effort members under PRIORITY ever wait here. */
 void colo_cosched_throttle(colo_cosched_member *m, int n_ops);
+
+/* DEADLINE (ignored otherwise): the deadline (monotonic ns, 0 = none) of
+ * the member's most urgent request for its next steps, weighted by the
+ * member's priority; passed to stream s (colo_stream_set_deadline). The
+ * member's thread. */
+void colo_cosched_set_deadline(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns);
+/* Step time charged to best-effort members and to the others under the
+ * floor's step-time account (ns); 0 and 0 when that account is unused. */
+void colo_cosched_floor_times(colo_cosched *cs, uint64_t *be_ns, uint64_t *hi_ns);
 
 void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_stats *st);
 const char *colo_cosched_member_name(const colo_cosched_member *m);

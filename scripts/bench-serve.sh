@@ -4,19 +4,35 @@
 #   scripts/bench-serve.sh colocation   two copies of one model (priority high and
 #                                       low) co-located under each scheduler policy:
 #                                       high-priority p99 concurrent/solo, best-effort
-#                                       throughput retention, STP
+#                                       throughput retention, STP; a policy written
+#                                       priority:F runs priority with
+#                                       best_effort_min_share F; separate+P runs
+#                                       colo-loadtest --baseline separate (one server
+#                                       per model, then one colo-server under P) and
+#                                       gives a row for each; ROUNDS=N repeats the
+#                                       list, reversed every other round (alternating)
 #   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
 #                                       with 32 concurrent streams
+#   scripts/bench-serve.sh deadline     two models with an SLA at 120% of the load that
+#                                       fits it (Poisson arrivals): goodput under fair
+#                                       (on_overload: serve) against deadline
+#                                       (on_overload: reject), ROUNDS alternating
 #
 # Environment:
 #   MODEL=FILE.gguf        the model (default: SmolLM2 from the model cache)
 #   BUILD=build            the build folder with colo-server and colo-loadtest
 #   DEVICE=auto|cpu|cuda   (default auto)
-#   POLICIES="timeslice spatial priority partition"
+#   POLICIES="timeslice spatial priority partition"   (e.g. "fair priority priority:0.2 deadline")
+#   ROUNDS=1               colocation: times through POLICIES
+#   HI_SLA="ttft_ms: 1000, tpot_ms: 100"   colocation, policy deadline: hi's sla
 #   CONC=4 MAX_TOKENS=32 DURATION=15 WARMUP=3     colocation load per model
 #   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
 #   MEM_FRACTION=0.2       each model's memory_fraction
+#   SLA="ttft_ms: 1000, tpot_ms: 150, p99_ms: 4000"   deadline: both models' sla
+#   FIT_CONC=2             deadline: closed-loop connections per model whose rate (under fair)
+#                          is taken as the load that fits; RATE=R skips that and sets it
+#   OVERLOAD=1.2           deadline: offered load over the load that fits
 #   OUT=bench-serve-out    where JSON/HTML reports go
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +50,8 @@ STREAMS=${STREAMS:-32}
 STREAM_TOKENS=${STREAM_TOKENS:-64}
 MEM_FRACTION=${MEM_FRACTION:-0.2}
 OUT=${OUT:-bench-serve-out}
+ROUNDS=${ROUNDS:-1}
+HI_SLA=${HI_SLA:-ttft_ms: 1000, tpot_ms: 100}
 if [ -z "${MODEL:-}" ]; then
   MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -81,6 +99,7 @@ model_yaml() { # name priority
     path: "$MODEL"
     memory_fraction: $MEM_FRACTION
     priority: $2
+${3:-}
     max_seq_len: 1024
     batching: { max_batch_size: 32, max_queue: 1024, max_batch_prefill_tokens: 256 }
 EOF
@@ -89,30 +108,47 @@ EOF
 case "$mode" in
 colocation)
   summary="$OUT/colocation.tsv"
-  printf 'policy\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
-  for policy in $POLICIES; do
-    cfg="$tmp/$policy.yaml"
+  printf 'policy\tround\tload1\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
+  order=$POLICIES
+  for round in $(seq 1 "$ROUNDS"); do
+  [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for policy in $order; do
+    colo_policy=${policy#separate+}
+    [ "$colo_policy" = separate ] && colo_policy=priority
+    sched="policy: ${colo_policy%%:*}"
+    case "$colo_policy" in *:*) sched="$sched, best_effort_min_share: ${colo_policy#*:}" ;; esac
+    cfg="$tmp/$colo_policy.yaml"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
     {
       echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
-      echo "scheduler: { policy: $policy }"
+      echo "scheduler: { $sched }"
       echo "models:"
-      model_yaml hi high
+      # under deadline, hi's SLA gives its requests deadlines (be has none: it goes after)
+      if [ "${colo_policy%%:*}" = deadline ]; then model_yaml hi high "    sla: { $HI_SLA }"; else model_yaml hi high; fi
       model_yaml be low
     } >"$cfg"
-    if ! start_server "$cfg"; then
-      echo "bench-serve: $policy: colo-server did not start (see above)" >&2
-      printf '%s\tunsupported\n' "$policy" >>"$summary"
-      server_pid=
-      continue
-    fi
-    echo "== $policy (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
-    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent \
-      --model hi --model be --kind hi=generative --kind be=generative \
-      --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC" \
-      --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
-      --json "$OUT/colocation-$policy.json" --html "$OUT/colocation-$policy.html" --quiet || true
-    stop_server
-    python3 - "$OUT/colocation-$policy.json" "$policy" >>"$summary" <<'PY'
+    json="$OUT/colocation-$policy-$round.json"
+    load=(--model hi --model be --kind hi=generative --kind be=generative
+      --concurrency "hi=$HI_CONC" --concurrency "be=$BE_CONC"
+      --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" --json "$json" --quiet)
+    case "$policy" in
+    separate*)
+      echo "== separate processes, then one colo-server ($colo_policy), round $round" >&2
+      "$BUILD/colo-loadtest" --baseline separate --config "$cfg" --server "$BUILD/colo-server" "${load[@]}" || true
+      ;;
+    *)
+      if ! start_server "$cfg"; then
+        echo "bench-serve: $policy: colo-server did not start (see above)" >&2
+        printf '%s\t%s\t%s\tunsupported\n' "$policy" "$round" "$load1" >>"$summary"
+        server_pid=
+        continue
+      fi
+      echo "== $policy, round $round (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
+      "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent "${load[@]}" || true
+      stop_server
+      ;;
+    esac
+    python3 - "$json" "$colo_policy" "$round" "$load1" "$policy" >>"$summary" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ph = {(m["phase"], m["model"]): m for p in d["phases"] for m in p["models"]}
@@ -120,15 +156,34 @@ def g(phase, model, key, sub=None):
     m = ph.get((phase, model))
     v = m and m.get(key)
     return v.get(sub) if sub and v else v
-hs, hc = g("individual", "hi", "latency_ms", "p99"), g("concurrent", "hi", "latency_ms", "p99")
-bs, bc = g("individual", "be", "tokens_per_s"), g("concurrent", "be", "tokens_per_s")
 f = lambda x: "%.1f" % x if x is not None else "-"
 r = lambda a, b: "%.2f" % (a / b) if a and b else "-"
-print("\t".join([sys.argv[2], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
-                 "%.2f" % d["comparison"]["stp"] if d.get("comparison") and d["comparison"].get("stp") else "-"]))
+def row(name, pre, cmp):
+    hs, hc = g(pre + "individual", "hi", "latency_ms", "p99"), g(pre + "concurrent", "hi", "latency_ms", "p99")
+    bs, bc = g(pre + "individual", "be", "tokens_per_s"), g(pre + "concurrent", "be", "tokens_per_s")
+    c = d.get(cmp) or {}
+    print("\t".join([name, sys.argv[3], sys.argv[4], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
+                     "%.2f" % c["stp"] if c.get("stp") else "-"]))
+if sys.argv[5].startswith("separate"):
+    row("separate", "separate-", "baseline_separate")
+    if "+" in sys.argv[5]:
+        row(sys.argv[2], "", "comparison")
+else:
+    row(sys.argv[2], "", "comparison")
 PY
   done
+  done
   column -t -s $'\t' "$summary"
+  # medians over the rounds, per policy
+  python3 - "$summary" <<'PY'
+import csv, statistics, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t") if r.get("hi_p99_ratio") not in (None, "-")]
+print("\nmedians over rounds:\npolicy          rounds  hi_p99_ratio  be_retention  stp")
+for pol in dict.fromkeys(r["policy"] for r in rows):
+    rs = [r for r in rows if r["policy"] == pol]
+    med = lambda k: statistics.median(float(r[k]) for r in rs if r[k] not in ("-", ""))
+    print("%-15s %-7d %-13.2f %-13.2f %.2f" % (pol, len(rs), med("hi_p99_ratio"), med("be_retention"), med("stp")))
+PY
   ;;
 streams)
   cfg="$tmp/streams.yaml"
@@ -157,8 +212,88 @@ print("%-8s %-8.1f %-8.1f %d" % (sys.argv[3], *b))
 print("aggregate decode speed-up: %.2fx" % (b[0] / a[0]))
 PY
   ;;
+deadline)
+  SLA=${SLA:-ttft_ms: 1000, tpot_ms: 150, p99_ms: 4000}
+  FIT_CONC=${FIT_CONC:-2}
+  OVERLOAD=${OVERLOAD:-1.2}
+  ttft=$(echo "$SLA" | grep -o 'ttft_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  tpot=$(echo "$SLA" | grep -o 'tpot_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  e2e=$(echo "$SLA" | grep -o 'p99_ms: *[0-9.]*' | grep -o '[0-9.]*$')
+  deadline_cfg() { # policy on_overload
+    echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
+    echo "scheduler: { policy: $1 }"
+    echo "models:"
+    for m in a b; do
+      model_yaml "$m" normal "    sla: { $SLA }
+    on_overload: $2"
+    done
+  }
+  # the load that fits: closed loop, FIT_CONC connections per model, under fair
+  if [ -z "${RATE:-}" ]; then
+    deadline_cfg fair serve >"$tmp/fit.yaml"
+    start_server "$tmp/fit.yaml"
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model a --model b --kind a=generative \
+      --kind b=generative --concurrency "$FIT_CONC" --max-tokens "$MAX_TOKENS" --stream --duration "$DURATION" \
+      --warmup "$WARMUP" --goodput "ttft:$ttft tpot:$tpot e2e:$e2e" --json "$OUT/deadline-fit.json" --quiet || true
+    stop_server
+    RATE=$(python3 - "$OUT/deadline-fit.json" "$OVERLOAD" "$FIT_CONC" <<'PY'
+import json, sys
+ms = json.load(open(sys.argv[1]))["phases"][-1]["models"]
+fit = min(m["throughput_rps"] for m in ms)
+att = min(m.get("attainment_pct") or 0 for m in ms)
+print("%.3f" % (fit * float(sys.argv[2])))
+print("fit: %.3f requests/s per model at %s connections each, attainment %.0f%%; offered x%s" %
+      (fit, sys.argv[3], att, sys.argv[2]), file=sys.stderr)
+PY
+)
+  fi
+  echo "== offered load: $RATE requests/s per model (Poisson)" >&2
+  summary="$OUT/deadline.tsv"
+  printf 'policy\tround\tload1\trate_per_model\tgood_rps_a\tgood_rps_b\tgood_rps\tserver_goodput_rps\trefused\tok\n' >"$summary"
+  order="fair deadline"
+  for round in $(seq 1 "$ROUNDS"); do
+  [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for policy in $order; do
+    ov=serve
+    [ "$policy" = deadline ] && ov=reject
+    deadline_cfg "$policy" "$ov" >"$tmp/$policy.yaml"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    start_server "$tmp/$policy.yaml"
+    echo "== $policy, round $round" >&2
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model a --model b --kind a=generative \
+      --kind b=generative --rate "$RATE" --poisson --max-tokens "$MAX_TOKENS" --stream --duration "$DURATION" \
+      --warmup "$WARMUP" --goodput "ttft:$ttft tpot:$tpot e2e:$e2e" \
+      --json "$OUT/deadline-$policy-$round.json" --quiet || true
+    curl -sf "http://127.0.0.1:$port/metrics" >"$OUT/deadline-$policy-$round.metrics" || true
+    stop_server
+    python3 - "$OUT/deadline-$policy-$round.json" "$OUT/deadline-$policy-$round.metrics" "$policy" "$round" \
+      "$load1" "$RATE" "$DURATION" "$WARMUP" >>"$summary" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+ms = {m["model"]: m for m in d["phases"][-1]["models"]}
+good = {k: (m.get("good") or 0) / m["window_s"] for k, m in ms.items()}
+text = open(sys.argv[2]).read()
+sg = sum(float(v) for v in re.findall(r'^colo_model_goodput_requests_total\{[^}]*\} (\S+)', text, re.M))
+refused = sum(float(v) for v in re.findall(r'^colo_model_requests_total\{[^}]*status="429"\} (\S+)', text, re.M))
+ok = sum(m["ok"] for m in ms.values())
+span = float(sys.argv[7]) + float(sys.argv[8])  # the server counts warm-up requests too
+print("\t".join([sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], "%.3f" % good.get("a", 0),
+                 "%.3f" % good.get("b", 0), "%.3f" % sum(good.values()), "%.3f" % (sg / span),
+                 "%d" % refused, "%d" % ok]))
+PY
+  done
+  done
+  column -t -s $'\t' "$summary"
+  python3 - "$summary" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+med = {p: statistics.median(float(r["good_rps"]) for r in rows if r["policy"] == p) for p in ("fair", "deadline")}
+print("\nmedian goodput (requests/s meeting every SLO, client side): fair %.3f, deadline %.3f: %.2fx" %
+      (med["fair"], med["deadline"], med["deadline"] / med["fair"] if med["fair"] else float("inf")))
+PY
+  ;;
 *)
-  echo "usage: scripts/bench-serve.sh colocation|streams" >&2
+  echo "usage: scripts/bench-serve.sh colocation|streams|deadline" >&2
   exit 2
   ;;
 esac

@@ -301,6 +301,13 @@ static void finish_stream(api_call *c)
 static void answer_error(api_call *c, int status, colo_status st, const char *msg)
 {
     colo_http_req *h = c->http;
+    if (st == COLO_EAGAIN && c->r->slo.refused) { /* admission, after tokenizing off the loop */
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", c->r->slo.retry_after_s);
+        colo_http_add_header(h, "Retry-After", ra);
+        colo_http_error(h, status, "slo_unattainable", "model %s: %s", c->am->name, msg ? msg : "failed");
+        return;
+    }
     if (st == COLO_ETIMEDOUT || st == COLO_ENOMEM || st == COLO_EAGAIN)
         colo_http_add_header(h, "Retry-After", "1");
     colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->am->name, msg ? msg : "failed");
@@ -397,6 +404,12 @@ static void refuse(api_call *c, colo_status st, const char *err)
     colo_api_count_request(c->api, c->am->name, status);
     if (st == COLO_EINVAL) {
         colo_http_error(req, 400, "invalid_request", "%s", err);
+    } else if (st == COLO_EAGAIN && c->r->slo.refused) {
+        colo_api_record_slo(c);
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", c->r->slo.retry_after_s);
+        colo_http_add_header(req, "Retry-After", ra);
+        colo_http_error(req, 429, "slo_unattainable", "model %s: %s", c->am->name, c->r->slo.reason);
     } else if (st == COLO_EAGAIN) {
         colo_served_info in;
         colo_served_get_info(c->am->m, &in);

@@ -46,6 +46,7 @@ struct colo_api {
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
     colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
+    colo_metric *m_goodput; /* colo_model_goodput_requests_total */
     api_stats *stats; /* NULL until colo_api_watch */
     colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
     colo_metric *m_sched_wait, *m_sched_steps;
@@ -134,6 +135,11 @@ colo_status colo_api_register_metrics(colo_api *a);
 void colo_api_count_request(colo_api *a, const char *model, int http_status);
 /* Counts a finished request and, when it succeeded, its latencies and tokens. */
 void colo_api_record(const api_call *c, int http_status);
+/* SLO attainment of a finished or refused request (also called by
+ * colo_api_record). */
+void colo_api_record_slo(const api_call *c);
+/* A model's "slo" object of /v1/models, or NULL when it has no SLA. */
+json_t *colo_api_slo_json(const colo_api *a, const api_model *am);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
 void colo_api_on_wake(void *ud, const char *model, double wake_s);
 

@@ -1,5 +1,8 @@
 /* The model endpoints' metric families (docs/API.md lists them). */
 #include "server/api_internal.h"
+#include "batching/admission.h"
+
+#include <jansson.h>
 
 #include <stdio.h>
 
@@ -14,6 +17,56 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status)
     colo_metric_add(a->m_requests, ls, 1);
 }
 
+/* Per objective of the model's SLA, met or missed; a request that met every
+ * one counts toward goodput. Requests served (also best-effort past an
+ * estimate), refused by admission, or timed out in the queue count; client
+ * errors and cancellations do not. */
+void colo_api_record_slo(const api_call *c)
+{
+    const colo_request *r = c->r;
+    colo_status st = r->out.status;
+    if (!(st == COLO_OK || st == COLO_ETIMEDOUT || r->slo.refused))
+        return;
+    unsigned set, met = colo_admission_slo_met(&colo_served_config(c->am->m)->sla, r, &set);
+    if (!set)
+        return;
+    static const char *const names[3] = {"ttft", "tpot", "e2e"};
+    for (int k = 0; k < 3; k++)
+        if (set & (1u << k))
+            colo_metric_add(c->api->m_slo,
+                            (const char *const[]){c->am->name, names[k], met & (1u << k) ? "met" : "missed"}, 1);
+    if (met == set)
+        colo_metric_add(c->api->m_goodput, (const char *const[]){c->am->name}, 1);
+}
+
+/* /v1/models: the model's SLA, what admission does past it, and its
+ * attainment so far (the counters above); NULL without an SLA. */
+json_t *colo_api_slo_json(const colo_api *a, const api_model *am)
+{
+    const colo_sla_cfg *sla = &colo_served_config(am->m)->sla;
+    const double target[3] = {sla->ttft_ms, sla->tpot_ms, sla->p99_ms};
+    if (!(target[0] > 0 || target[1] > 0 || target[2] > 0))
+        return NULL;
+    static const char *const names[3] = {"ttft", "tpot", "e2e"};
+    json_t *o = json_object();
+    for (int k = 0; o && k < 3; k++) {
+        if (!(target[k] > 0))
+            continue;
+        colo_metric_reading met, missed;
+        colo_metric_read(a->m_slo, (const char *const[]){am->name, names[k], "met"}, &met);
+        colo_metric_read(a->m_slo, (const char *const[]){am->name, names[k], "missed"}, &missed);
+        json_object_set_new(o, names[k], json_pack("{s:f,s:I,s:I}", "target_ms", target[k], "met",
+                                                   (json_int_t)met.value, "missed", (json_int_t)missed.value));
+    }
+    colo_metric_reading good;
+    colo_metric_read(a->m_goodput, (const char *const[]){am->name}, &good);
+    if (o) {
+        json_object_set_new(o, "goodput_requests", json_integer((json_int_t)good.value));
+        json_object_set_new(o, "on_overload", json_string(sla->reject_late ? "reject" : "serve"));
+    }
+    return o;
+}
+
 void colo_api_record(const api_call *c, int http_status)
 {
     colo_api *a = c->api;
@@ -21,6 +74,7 @@ void colo_api_record(const api_call *c, int http_status)
     const char *model = c->am->name;
     const char *lm[] = {model};
     colo_api_count_request(a, model, http_status);
+    colo_api_record_slo(c);
     if (o->status != COLO_OK)
         return;
     const char *lq[] = {model, colo_priority_name(c->r->who.priority)};
@@ -28,13 +82,6 @@ void colo_api_record(const api_call *c, int http_status)
     colo_metric_observe(a->m_queue, lq, o->queue_ms / 1e3);
     colo_metric_observe(a->m_prefill, lm, o->prefill_ms / 1e3);
     colo_metric_add(a->m_prompt_tokens, lm, o->n_input_tokens);
-    const colo_sla_cfg *sla = &colo_served_config(c->am->m)->sla;
-    if (sla->p99_ms > 0)
-        colo_metric_add(a->m_slo, (const char *const[]){model, "latency", o->total_ms <= sla->p99_ms ? "met" : "missed"},
-                        1);
-    if (sla->ttft_ms > 0 && c->r->task == COLO_TASK_GENERATE && o->n_tokens > 0)
-        colo_metric_add(a->m_slo, (const char *const[]){model, "ttft", o->ttft_ms <= sla->ttft_ms ? "met" : "missed"},
-                        1);
     if (c->r->task != COLO_TASK_GENERATE)
         return;
     colo_metric_observe(a->m_decode, lm, o->decode_ms / 1e3);
@@ -150,10 +197,13 @@ colo_status colo_api_register_metrics(colo_api *a)
     a->m_sched_info = colo_metrics_gauge(m, "colo_scheduler_info", "The co-scheduler (always 1) and its policy.", 1,
                                          (const char *const[]){"policy"});
     a->m_slo = colo_metrics_counter(m, "colo_model_slo_requests_total",
-                                    "Successful requests of models with an SLA, by objective (latency: the "
-                                    "request's total time against sla.p99_ms; ttft: against sla.ttft_ms) and "
-                                    "result (met, missed).",
-                                    3, (const char *const[]){"model", "objective", "result"});
+                                    "Requests of models with an SLA, by objective (ttft: first token against "
+                                    "sla.ttft_ms; tpot: every gap between tokens against sla.tpot_ms; e2e: total "
+                                    "time against sla.p99_ms) and result (met; missed, also when refused or "
+                                    "timed out).",
+                                    3, (const char *const[]){"model", "slo", "result"});
+    a->m_goodput = colo_metrics_counter(m, "colo_model_goodput_requests_total",
+                                        "Requests that met every objective of their model's SLA.", 1, L1);
     a->m_running = colo_metrics_gauge(m, "colo_model_running", "Requests in the model's executor.", 1, L1);
     a->m_mem_used = colo_metrics_gauge(m, "colo_model_memory_used_bytes", "Bytes in use in the model's arena.", 1, L1);
     a->m_mem_limit = colo_metrics_gauge(m, "colo_model_memory_limit_bytes", "The model's arena size.", 1, L1);
@@ -205,7 +255,7 @@ colo_status colo_api_register_metrics(colo_api *a)
                           a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,
                           a->m_running, a->m_mem_used, a->m_mem_limit, a->m_mem_peak, a->m_kv_total, a->m_kv_free,
                           a->m_ready, a->m_preempt, a->m_sched_wait, a->m_sched_steps, a->m_mem_weights,
-                          a->m_kv_bytes, a->m_kv_used_bytes, a->m_queue_cap, a->m_slo, a->m_info, a->m_sched_info};
+                          a->m_kv_bytes, a->m_kv_used_bytes, a->m_queue_cap, a->m_slo, a->m_info, a->m_sched_info, a->m_goodput};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (!all[i])
             return COLO_ENOMEM;

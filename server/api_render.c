@@ -324,6 +324,9 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
                                       "cached_bytes", (json_int_t)in.prefix_cached_bytes));
     else
         json_object_set_new(o, "dim", json_integer(in.dim));
+    json_t *slo = colo_api_slo_json(a, am);
+    if (slo)
+        json_object_set_new(o, "slo", slo);
     if (in.error[0])
         json_object_set_new(o, "error", json_string(in.error));
     return o;

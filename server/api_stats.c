@@ -37,7 +37,7 @@ typedef struct model_point {
     double requests, ok, tokens;           /* tokens: generated (generation) or input (embeddings) */
     double batch_sum, batch_count;
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
-    double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: latency, ttft */
+    double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: slo e2e, ttft */
 } model_point;
 
 typedef struct point {
@@ -165,7 +165,7 @@ static void take_model(colo_api *a, api_model *am, model_point *p)
     memcpy(p->dur, r.counts, sizeof p->dur);
     colo_metric_read(a->m_ttft, lm, &r);
     memcpy(p->ttft, r.counts, sizeof p->ttft);
-    static const char *const objectives[2] = {"latency", "ttft"};
+    static const char *const objectives[2] = {"e2e", "ttft"};
     for (int k = 0; k < 2; k++) {
         colo_metric_read(a->m_slo, (const char *const[]){am->name, objectives[k], "met"}, &r);
         p->slo_met[k] = r.value;

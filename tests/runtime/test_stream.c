@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cpu_task.h"
+#include "runtime/cosched.h"
 
 static colo_device *open_cpu(int threads)
 {
@@ -642,6 +645,149 @@ static void test_fair_shares(void **state)
     colo_device_close(d);
 }
 
+/* scheduler.best_effort_min_share: a best-effort (LOW) stream beside
+ * always-backlogged HIGH ones gets its floor of worker time (within 10%);
+ * without a floor, strict priority leaves it only what the high streams
+ * cannot use. Two high streams, so that one always has a chunk to hand out
+ * while the other finishes an op (or the OS holds its last chunk). Worker
+ * time is the workers' CPU time, as the floor counts it (other processes
+ * taking the cores change neither side). */
+static void cpu_spin_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    const spin_args *s = a;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, t;
+    do {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    } while (t - t0 < (uint64_t)s->spin_us * 1000u);
+    __atomic_fetch_add(s->busy_ns, t - t0, __ATOMIC_RELAXED);
+}
+
+static double be_share_beside_high(double floor, int workers, uint64_t *be_ns, uint64_t *hi_ns)
+{
+    colo_device *d = open_cpu(workers);
+    if (floor > 0)
+        assert_int_equal(colo_device_set_best_effort_floor(d, floor), COLO_OK);
+    else
+        assert_int_equal(colo_device_best_effort_owed(d), -1);
+    colo_stream *h1 = make_stream(d, COLO_PRIO_HIGH, 0, 0), *h2 = make_stream(d, COLO_PRIO_HIGH, 0, 0);
+    colo_stream *be = make_stream(d, COLO_PRIO_LOW, 0, 0);
+    uint64_t busy_hi = 0, busy_be = 0;
+    spin_args sh = {&busy_hi, 20}, sb = {&busy_be, 20};
+    /* with a floor, be's backlog ends first (its 30 ops are 38 ms of worker
+     * time; the high ones' 2 x 150 ops, 384 ms, outlast it down to a floor
+     * of 0.1); without, the high ones' (2 x 30 ops) do */
+    int n_hi = floor > 0 ? 150 : 30;
+    for (int i = 0; i < n_hi; i++) {
+        if (i < 30)
+            assert_int_equal(colo_cpu_launch(be, cpu_spin_task, &sb, sizeof sb, 64), COLO_OK);
+        assert_int_equal(colo_cpu_launch(h1, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
+        assert_int_equal(colo_cpu_launch(h2, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
+    }
+    if (floor > 0) {
+        assert_int_equal(colo_stream_sync(be), COLO_OK);
+    } else {
+        assert_int_equal(colo_stream_sync(h1), COLO_OK);
+        assert_int_equal(colo_stream_sync(h2), COLO_OK);
+    }
+    *be_ns = __atomic_load_n(&busy_be, __ATOMIC_RELAXED);
+    *hi_ns = __atomic_load_n(&busy_hi, __ATOMIC_RELAXED);
+    colo_stream_destroy(h1);
+    colo_stream_destroy(h2);
+    colo_stream_destroy(be);
+    colo_device_close(d);
+    return (double)*be_ns / (double)(*be_ns + *hi_ns);
+}
+
+static void test_best_effort_floor(void **state)
+{
+    (void)state;
+    uint64_t be, hi;
+    assert_int_equal(colo_device_set_best_effort_floor(NULL, 0.3), COLO_EINVAL);
+    /* strict priority, exactly: on one worker a high stream always has a
+     * chunk to hand out, so the best-effort one gets nothing until they end */
+    be_share_beside_high(0, 1, &be, &hi);
+    printf("no floor, one worker: best-effort %.1f ms, high %.1f ms\n", be / 1e6, hi / 1e6);
+    assert_true(be == 0 && hi > 0);
+    double strict = be_share_beside_high(0, 2, &be, &hi);
+    printf("no floor: best-effort %.1f ms, high %.1f ms, share %.3f\n", be / 1e6, hi / 1e6, strict);
+    const double floors[] = {0.1, 0.3, 0.5};
+    for (int i = 0; i < 3; i++) {
+        double share = be_share_beside_high(floors[i], 2, &be, &hi);
+        printf("floor %.2f: best-effort %.1f ms, high %.1f ms, share %.3f\n", floors[i], be / 1e6, hi / 1e6, share);
+        assert_true(fabs(share - floors[i]) <= 0.1 * floors[i]);
+    }
+}
+
+/* Policy deadline: one worker, blocked on a gate; behind it, three models'
+ * streams of equal priority with two ops each and deadlines set through the
+ * co-scheduler. When the gate opens their ops run by weighted slack: c
+ * (priority high, weight 4: 100 ms / 4 = 25 ms), then b (normal, weight 2:
+ * 60 / 2 = 30 ms), then a (low, weight 1: 40 ms), each stream's ops in
+ * order; a stream without a deadline (d) comes last. Under fair the same
+ * calls change nothing: the streams take turns. */
+static void test_deadline_order(void **state)
+{
+    (void)state;
+    for (int edf = 1; edf >= 0; edf--) {
+        colo_cosched_config cc = {.policy = edf ? COLO_SCHED_DEADLINE : COLO_SCHED_FAIR};
+        char err[256];
+        colo_cosched *cs = colo_cosched_create(&cc, err, sizeof err);
+        assert_non_null(cs);
+        colo_cosched_member *ma = colo_cosched_join(cs, "a", COLO_PRIO_LOW);
+        colo_cosched_member *mb = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+        colo_cosched_member *mc = colo_cosched_join(cs, "c", COLO_PRIO_HIGH);
+        colo_device *d = open_cpu(1);
+        colo_stream *blk = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sd = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        colo_stream *sa = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sb = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        colo_stream *sc = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+        log_reset();
+        volatile int gate = 0;
+        int entered = 0;
+        tag_args blocker = {-1, 0, &gate, &entered};
+        colo_cpu_launch(blk, tag_task, &blocker, sizeof blocker, 1);
+        wait_entered(&entered, 1);
+        uint64_t now = colo_now_ns();
+        colo_cosched_set_deadline(ma, sa, now + 40000000u);
+        colo_cosched_set_deadline(mb, sb, now + 60000000u);
+        colo_cosched_set_deadline(mc, sc, now + 100000000u);
+        colo_stream *order[4] = {sd, sa, sb, sc};
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 2; i++) {
+                tag_args t = {10 * k + i, 0, NULL, NULL};
+                colo_cpu_launch(order[k], tag_task, &t, sizeof t, 1);
+            }
+        __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+        for (int k = 0; k < 4; k++)
+            colo_stream_sync(order[k]);
+        assert_int_equal(log_n, 9);
+        if (edf) {
+            const int want[9] = {-1, 30, 31, 20, 21, 10, 11, 0, 1};
+            for (int i = 0; i < 9; i++)
+                assert_int_equal(log_buf[i], want[i]);
+        } else {
+            int first_of[4] = {-1, -1, -1, -1}; /* each stream's first op runs before any second op */
+            for (int i = 1; i < 9; i++)
+                if (log_buf[i] % 10 == 0)
+                    first_of[log_buf[i] / 10] = i;
+            for (int k = 0; k < 4; k++)
+                assert_true(first_of[k] >= 1 && first_of[k] <= 4);
+        }
+        colo_stream *all[5] = {blk, sd, sa, sb, sc};
+        for (int k = 0; k < 5; k++)
+            colo_stream_destroy(all[k]);
+        colo_device_close(d);
+        colo_cosched_leave(ma);
+        colo_cosched_leave(mb);
+        colo_cosched_leave(mc);
+        colo_cosched_destroy(cs);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +804,8 @@ int main(void)
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
         cmocka_unit_test(test_fair_shares),
+        cmocka_unit_test(test_best_effort_floor),
+        cmocka_unit_test(test_deadline_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,13 +169,17 @@ static void test_stats_follow_requests(void **state)
     srv_resp mr;
     assert_true(srv_http(f, "GET", "/metrics", NULL, &mr));
     char line[256];
-    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",objective=\"latency\",result=\"met\"} %d\n", na);
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",slo=\"e2e\",result=\"met\"} %d\n", na);
     assert_non_null(strstr(mr.body, line));
-    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",objective=\"ttft\",result=\"met\"} %d\n", na);
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"a\",slo=\"ttft\",result=\"met\"} %d\n", na);
     assert_non_null(strstr(mr.body, line));
-    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"b\",objective=\"latency\",result=\"missed\"} %d\n", nb);
+    snprintf(line, sizeof line, "colo_model_slo_requests_total{model=\"b\",slo=\"e2e\",result=\"missed\"} %d\n", nb);
     assert_non_null(strstr(mr.body, line));
-    assert_null(strstr(mr.body, "colo_model_slo_requests_total{model=\"a\",objective=\"latency\",result=\"missed\"}"));
+    assert_null(strstr(mr.body, "colo_model_slo_requests_total{model=\"a\",slo=\"e2e\",result=\"missed\"}"));
+    /* every objective met: goodput; b met none */
+    snprintf(line, sizeof line, "colo_model_goodput_requests_total{model=\"a\"} %d\n", na);
+    assert_non_null(strstr(mr.body, line));
+    assert_null(strstr(mr.body, "colo_model_goodput_requests_total{model=\"b\"}"));
     /* the window holds every request so far: its percentiles are those of the whole histograms */
     const char *fam[] = {"colo_model_request_duration_seconds", "colo_model_time_to_first_token_seconds"};
     const char *key[][2] = {{"window/latency_p50_seconds", "window/latency_p99_seconds"},

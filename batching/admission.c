@@ -1,0 +1,204 @@
+#include "batching/admission.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EWMA_WEIGHT 0.2
+
+struct colo_admission {
+    colo_sla_cfg sla;
+    int max_batch;      /* max_batch_size */
+    int prefill_tokens; /* max_batch_prefill_tokens */
+    pthread_mutex_t mu;
+    double step_ms[COLO_ADMISSION_BUCKETS]; /* exponential average per bucket */
+    uint64_t n[COLO_ADMISSION_BUCKETS];     /* samples */
+};
+
+colo_admission *colo_admission_create(const colo_model_cfg *mc)
+{
+    colo_admission *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->sla = mc->sla;
+    a->max_batch = mc->batching.max_batch_size > 0 ? mc->batching.max_batch_size : 32;
+    a->prefill_tokens = mc->batching.max_batch_prefill_tokens > 0 ? mc->batching.max_batch_prefill_tokens : 512;
+    pthread_mutex_init(&a->mu, NULL);
+    return a;
+}
+
+void colo_admission_free(colo_admission *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+/* 1 -> 0, 2 -> 1, 3-4 -> 2, 5-8 -> 3, ... */
+static int bucket_of(int batch)
+{
+    int k = 0;
+    while (k < COLO_ADMISSION_BUCKETS - 1 && (1 << k) < batch)
+        k++;
+    return k;
+}
+
+void colo_admission_record_step(colo_admission *a, int batch, double step_ms)
+{
+    if (!a || batch < 1 || !(step_ms >= 0))
+        return;
+    int k = bucket_of(batch);
+    pthread_mutex_lock(&a->mu);
+    a->step_ms[k] = a->n[k] ? a->step_ms[k] + EWMA_WEIGHT * (step_ms - a->step_ms[k]) : step_ms;
+    a->n[k]++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Under mu: the bucket's time, else the nearest measured bucket's (the
+ * larger on a tie: an estimate errs long). */
+static double step_ms_locked(const colo_admission *a, int batch)
+{
+    int k = bucket_of(batch);
+    for (int d = 0; d < COLO_ADMISSION_BUCKETS; d++) {
+        if (k + d < COLO_ADMISSION_BUCKETS && a->n[k + d])
+            return a->step_ms[k + d];
+        if (k - d >= 0 && a->n[k - d])
+            return a->step_ms[k - d];
+    }
+    return -1;
+}
+
+double colo_admission_step_ms(colo_admission *a, int batch)
+{
+    if (!a || batch < 1)
+        return -1;
+    pthread_mutex_lock(&a->mu);
+    double t = step_ms_locked(a, batch);
+    pthread_mutex_unlock(&a->mu);
+    return t;
+}
+
+/* Records the first objective the estimate misses. */
+static void miss(colo_admission_verdict *v, const char *what, double est_ms, double target_ms, int ahead, int b,
+                 double t_ms)
+{
+    if (!v->fits)
+        return;
+    v->fits = false;
+    double over_s = (est_ms - target_ms) / 1e3;
+    v->retry_after_s = over_s < 1 ? 1 : (int)ceil(over_s);
+    snprintf(v->reason, sizeof v->reason,
+             "the request cannot meet its %s objective: estimated %.0f ms against %.0f ms (%d requests ahead, a step "
+             "of batch %d takes %.1f ms)",
+             what, est_ms, target_ms, ahead, b, t_ms);
+}
+
+void colo_admission_check(colo_admission *a, int ahead, int prompt_tokens, int max_tokens,
+                          colo_admission_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    v->fits = true;
+    if (ahead < 0)
+        ahead = 0;
+    if (max_tokens < 1)
+        max_tokens = 1;
+    if (prompt_tokens < 1)
+        prompt_tokens = 1;
+    int B = a->max_batch, b = ahead + 1 < B ? ahead + 1 : B;
+    pthread_mutex_lock(&a->mu);
+    double t = step_ms_locked(a, b), t_full = step_ms_locked(a, B);
+    pthread_mutex_unlock(&a->mu);
+    if (t < 0)
+        return; /* nothing measured: admit */
+    v->measured = true;
+    int waves = ahead + 1 > B ? (ahead + 1 - B + B - 1) / B : 0;
+    int prefill_steps = (prompt_tokens + a->prefill_tokens - 1) / a->prefill_tokens;
+    v->ttft_ms = waves * (double)max_tokens * t_full + prefill_steps * t;
+    v->tpot_ms = t;
+    v->e2e_ms = v->ttft_ms + (max_tokens - 1) * t;
+    const colo_sla_cfg *s = &a->sla;
+    if (s->ttft_ms > 0 && v->ttft_ms > s->ttft_ms)
+        miss(v, "time-to-first-token", v->ttft_ms, s->ttft_ms, ahead, b, t);
+    if (s->tpot_ms > 0 && v->tpot_ms > s->tpot_ms)
+        miss(v, "time-per-output-token", v->tpot_ms, s->tpot_ms, ahead, b, t);
+    if (s->p99_ms > 0 && v->e2e_ms > s->p99_ms)
+        miss(v, "end-to-end", v->e2e_ms, s->p99_ms, ahead, b, t);
+}
+
+bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead)
+{
+    memset(&r->slo, 0, sizeof r->slo);
+    if (!a || r->task != COLO_TASK_GENERATE || !(a->sla.ttft_ms > 0 || a->sla.tpot_ms > 0 || a->sla.p99_ms > 0))
+        return true;
+    colo_admission_verdict v;
+    colo_admission_check(a, ahead, r->tok.n, r->params.max_tokens, &v);
+    if (v.fits)
+        return true;
+    const char *why = colo_pool_strndup(r->pool, v.reason, strlen(v.reason));
+    r->slo.reason = why ? why : "the request cannot meet its SLA";
+    r->slo.retry_after_s = v.retry_after_s;
+    if (a->sla.reject_late) {
+        r->slo.refused = true;
+        return false;
+    }
+    r->slo.best_effort = true;
+    return true;
+}
+
+void colo_admission_on_token(colo_request *r, uint64_t now_ns)
+{
+    if (r->slo.last_token_ns && now_ns > r->slo.last_token_ns) {
+        double gap = (double)(now_ns - r->slo.last_token_ns) / 1e6;
+        if (gap > r->slo.max_gap_ms)
+            r->slo.max_gap_ms = gap;
+    }
+    r->slo.last_token_ns = now_ns;
+}
+
+uint64_t colo_admission_next_deadline(const colo_sla_cfg *sla, colo_request *const *live, int n)
+{
+    uint64_t best = 0;
+    for (int i = 0; i < n; i++) {
+        const colo_request *r = live[i];
+        if (r->slo.best_effort)
+            continue;
+        uint64_t d = 0;
+        if (!r->slo.last_token_ns && sla->ttft_ms > 0)
+            d = r->submit_ns + (uint64_t)(sla->ttft_ms * 1e6);
+        else if (r->slo.last_token_ns && sla->tpot_ms > 0)
+            d = r->slo.last_token_ns + (uint64_t)(sla->tpot_ms * 1e6);
+        if (sla->p99_ms > 0) {
+            uint64_t e = r->submit_ns + (uint64_t)(sla->p99_ms * 1e6);
+            d = d && d < e ? d : e;
+        }
+        if (d && (!best || d < best))
+            best = d;
+    }
+    return best;
+}
+
+unsigned colo_admission_slo_met(const colo_sla_cfg *sla, const colo_request *r, unsigned *set)
+{
+    unsigned s = 0, met = 0;
+    bool gen = r->task == COLO_TASK_GENERATE;
+    if (sla->ttft_ms > 0 && gen)
+        s |= 1;
+    if (sla->tpot_ms > 0 && gen)
+        s |= 2;
+    if (sla->p99_ms > 0)
+        s |= 4;
+    *set = s;
+    const colo_req_outcome *o = &r->out;
+    if (o->status != COLO_OK || r->slo.refused)
+        return 0;
+    if ((s & 1) && o->n_tokens > 0 && o->ttft_ms <= sla->ttft_ms)
+        met |= 1;
+    if ((s & 2) && r->slo.max_gap_ms <= sla->tpot_ms)
+        met |= 2;
+    if ((s & 4) && o->total_ms <= sla->p99_ms)
+        met |= 4;
+    return met;
+}
