@@ -11,6 +11,7 @@ struct colo_cb {
     int n_waiting;
     uint64_t next_order;
     uint64_t n_preemptions;
+    uint64_t prefix_queries, prefix_hit_tokens;
 };
 
 colo_cb *colo_cb_create(const colo_cb_config *cfg, const colo_block_allocator *alloc)
@@ -70,6 +71,7 @@ colo_status colo_cb_add(colo_cb *cb, colo_seq *s)
         return COLO_EINVAL;
     s->n_cached = 0;
     s->n_blocks = 0;
+    s->n_published = 0;
     s->state = COLO_SEQ_WAITING;
     list_append(&cb->waiting[prio_level(s->priority)], s);
     cb->n_waiting++;
@@ -82,6 +84,7 @@ static void release_blocks(colo_cb *cb, colo_seq *s)
         cb->al.free(cb->al.ctx, s->blocks, s->n_blocks);
     s->n_blocks = 0;
     s->n_cached = 0;
+    s->n_published = 0;
 }
 
 /* Lowest priority first, then the most recently admitted. */
@@ -201,19 +204,38 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
     for (int lvl = 2; lvl >= 0; lvl--) {
         while (cb->waiting[lvl] && cb->n_running < cb->cfg.max_running && budget > 0) {
             colo_seq *s = cb->waiting[lvl];
-            int need = blocks_for(cb, s->n_tokens);
-            if (cb->al.alloc(cb->al.ctx, need, s->blocks) != COLO_OK)
+            /* The longest cached prefix, in whole blocks, short of the
+             * blocks that hold the last two tokens: at least two are
+             * computed, so that the step computes them as a prefill (a
+             * product of several rows) and the logits are those the whole
+             * prompt's prefill gives; one row alone may be rounded to 8
+             * bits (a decode product), which can change a greedy token. */
+            uint64_t key = 0;
+            int max_hit = s->n_tokens >= 2 ? (s->n_tokens - 2) / cb->cfg.block_size : 0;
+            int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->tokens, s->n_tokens, max_hit, s->blocks, &key) : 0;
+            int need = blocks_for(cb, s->n_tokens) - hit;
+            if (cb->al.alloc(cb->al.ctx, need, s->blocks + hit) != COLO_OK) {
+                if (hit)
+                    cb->al.free(cb->al.ctx, s->blocks, hit);
                 return n_work;
-            s->n_blocks = need;
-            s->n_cached = 0;
+            }
+            s->n_blocks = hit + need;
+            s->n_cached = hit * cb->cfg.block_size;
+            s->n_published = hit;
+            s->last_key = key;
+            if (cb->al.match) {
+                cb->prefix_queries++;
+                cb->prefix_hit_tokens += (uint64_t)s->n_cached;
+            }
             cb->waiting[lvl] = s->next;
             cb->n_waiting--;
             s->state = COLO_SEQ_RUNNING;
             s->admit_order = ++cb->next_order;
             list_append(&cb->running, s);
             cb->n_running++;
-            int n = s->n_tokens < budget ? s->n_tokens : budget;
-            work[n_work++] = (colo_cb_work){s, 0, n, n == s->n_tokens};
+            int pending = s->n_tokens - s->n_cached;
+            int n = pending < budget ? pending : budget;
+            work[n_work++] = (colo_cb_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
             budget -= n;
         }
         if (cb->waiting[lvl])
@@ -235,10 +257,61 @@ int colo_cb_shed(colo_cb *cb, int n_blocks)
 
 void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)
 {
-    (void)cb;
-    for (int i = 0; i < n_work; i++)
-        work[i].seq->n_cached = work[i].start + work[i].n;
+    int bs = cb->cfg.block_size;
+    for (int i = 0; i < n_work; i++) {
+        colo_seq *s = work[i].seq;
+        s->n_cached = work[i].start + work[i].n;
+        if (!cb->al.publish)
+            continue;
+        for (int full = s->n_cached / bs; s->n_published < full && s->n_published < s->n_blocks; s->n_published++)
+            s->last_key = cb->al.publish(cb->al.ctx, s->blocks[s->n_published], s->last_key,
+                                         s->tokens + (size_t)s->n_published * bs);
+    }
 }
+
+colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
+                         int *copy_rows)
+{
+    *copy_rows = 0;
+    if (parent->state != COLO_SEQ_RUNNING || !cb->al.share || child->max_blocks < parent->n_blocks ||
+        child->cap < parent->n_tokens)
+        return COLO_EINVAL;
+    int bs = cb->cfg.block_size;
+    int full = parent->n_cached / bs, rows = parent->n_cached % bs;
+    child->n_tokens = parent->n_tokens;
+    child->n_cached = 0;
+    child->n_blocks = 0;
+    child->n_published = 0;
+    child->n_preempted = 0;
+    child->next = NULL;
+    if (cb->n_running < cb->cfg.max_running &&
+        (!rows || cb->al.alloc(cb->al.ctx, 1, child->blocks + full) == COLO_OK)) {
+        cb->al.share(cb->al.ctx, parent->blocks, full);
+        for (int b = 0; b < full; b++)
+            child->blocks[b] = parent->blocks[b];
+        child->n_blocks = full + (rows ? 1 : 0);
+        child->n_cached = parent->n_cached;
+        child->n_published = parent->n_published; /* (only full blocks are published) */
+        child->last_key = parent->last_key;
+        child->state = COLO_SEQ_RUNNING;
+        child->admit_order = ++cb->next_order;
+        list_append(&cb->running, child);
+        cb->n_running++;
+        if (rows) {
+            *copy_src = parent->blocks[full];
+            *copy_dst = child->blocks[full];
+            *copy_rows = rows;
+        }
+        return COLO_OK;
+    }
+    child->state = COLO_SEQ_WAITING; /* computed once admitted (its prompt may be cached) */
+    list_append(&cb->waiting[prio_level(child->priority)], child);
+    cb->n_waiting++;
+    return COLO_OK;
+}
+
+uint64_t colo_cb_prefix_queries(const colo_cb *cb) { return cb->prefix_queries; }
+uint64_t colo_cb_prefix_hit_tokens(const colo_cb *cb) { return cb->prefix_hit_tokens; }
 
 void colo_cb_remove(colo_cb *cb, colo_seq *s)
 {

@@ -16,7 +16,18 @@
  *
  * KV blocks come from an allocator given at creation (the model's paged KV
  * cache, or later a pool shared between models). The planner is pure host
- * logic; one executor thread owns it. */
+ * logic; one executor thread owns it.
+ *
+ * Prefix caching (when the allocator has match and publish): a sequence
+ * admitted takes the longest cached run of full blocks that starts its
+ * tokens and computes only the rest: at least its last two tokens (so its
+ * logits exist, the blocks it writes are never cached ones, and the rest
+ * is computed as a prefill of several rows, whose precision is the whole
+ * prompt's: kernels/cpu/linear.c rounds a single row to 8 bits). After each
+ * step every block that became full and computed is published, so
+ * sequences that come later, and this one after a preemption, find it.
+ * Forks (colo_cb_fork): the sequences of one prompt share its full blocks
+ * by reference; the partly filled last block is the child's own copy. */
 #ifndef COLO_BATCHING_CONTINUOUS_H
 #define COLO_BATCHING_CONTINUOUS_H
 
@@ -35,7 +46,18 @@ typedef struct colo_block_allocator {
      * alone waits. COLO_EAGAIN: memory guaranteed to this model is being
      * given back by borrowers: the sequence waits, nobody is preempted. */
     colo_status (*alloc)(void *ctx, int n, int32_t *out);
+    /* Drops one reference of each block (frees the unshared ones). */
     void (*free)(void *ctx, const int32_t *ids, int n);
+    /* ---- optional: sharing and prefix caching (NULL: off) ---- */
+    /* One more reference on each of n held blocks. */
+    void (*share)(void *ctx, const int32_t *ids, int n);
+    /* References into out on the longest cached run of full blocks that
+     * starts tokens (at most max_blocks); returns its length; *last_key
+     * gets the key of its last block. */
+    int (*match)(void *ctx, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out, uint64_t *last_key);
+    /* Publishes block id (full, computed) as tokens after the prefix whose
+     * key is parent; returns its key. */
+    uint64_t (*publish)(void *ctx, int32_t id, uint64_t parent, const int32_t *tokens);
 } colo_block_allocator;
 
 typedef enum colo_seq_state { COLO_SEQ_WAITING = 0, COLO_SEQ_RUNNING, COLO_SEQ_DONE } colo_seq_state;
@@ -55,6 +77,8 @@ typedef struct colo_seq {
     colo_seq_state state;
     uint64_t admit_order;
     int n_preempted;   /* times it was preempted */
+    int n_published;   /* blocks of its table published (or found cached) */
+    uint64_t last_key; /* the key of block n_published - 1 */
     struct colo_seq *next; /* planner's lists */
 } colo_seq;
 
@@ -98,8 +122,25 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
  * boundary. Returns the blocks freed. */
 int colo_cb_shed(colo_cb *cb, int n_blocks);
 
-/* After the step ran: the planned tokens are now cached. */
+/* After the step ran: the planned tokens are now cached (and the blocks
+ * that became full are published when prefix caching is on). */
 void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work);
+
+/* Adds child as a copy of running parent's computed state (the caller
+ * filled child->tokens with parent's n_tokens tokens and set owner,
+ * priority, cap, blocks, max_blocks). When the batch has room and a block
+ * is free, the child runs at once: it shares parent's full blocks and gets
+ * a block of its own for the partly filled one, whose first *copy_rows
+ * slots the caller copies from block *copy_src to *copy_dst before the
+ * next step (*copy_rows 0: nothing to copy). Otherwise it waits and is
+ * computed when admitted (COLO_OK either way). COLO_EINVAL when parent is
+ * not running or the allocator cannot share. */
+colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
+                         int *copy_rows);
+
+/* Prefix caching: sequences admitted, and tokens they found cached. */
+uint64_t colo_cb_prefix_queries(const colo_cb *cb);
+uint64_t colo_cb_prefix_hit_tokens(const colo_cb *cb);
 
 /* Finished or canceled: frees its blocks and forgets it (any state). */
 void colo_cb_remove(colo_cb *cb, colo_seq *seq);

@@ -32,6 +32,12 @@ struct colo_gen_seq {
     float *top_lps;
     uint64_t added_ns, first_step_ns, first_token_ns;
     colo_gen_seq *prev, *next; /* engine's list of live sequences */
+    /* n choices of one prompt: the first (the leader) computes the prompt;
+     * the others wait, outside the planner, until its logits exist, then
+     * fork from it (colo_cb_fork) and sample from the same logits */
+    colo_gen_seq *leader;      /* a waiting follower's leader, else NULL */
+    colo_gen_seq *followers;   /* a leader's waiting followers, in choice order */
+    colo_gen_seq *next_follower;
 };
 
 struct colo_gen_engine {
@@ -62,6 +68,15 @@ struct colo_gen_engine {
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
 static colo_status kv_alloc(void *ctx, int n, int32_t *out) { return colo_llama_kv_alloc(ctx, n, out); }
 static void kv_free(void *ctx, const int32_t *ids, int n) { colo_llama_kv_free(ctx, ids, n); }
+static void kv_share(void *ctx, const int32_t *ids, int n) { colo_kv_cache_share(colo_llama_kv_cache(ctx), ids, n); }
+static int kv_match(void *ctx, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out, uint64_t *last_key)
+{
+    return colo_kv_cache_prefix_match(colo_llama_kv_cache(ctx), tokens, n_tokens, max_blocks, out, last_key);
+}
+static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t *tokens)
+{
+    return colo_kv_cache_prefix_publish(colo_llama_kv_cache(ctx), id, parent, tokens);
+}
 
 colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
                                         size_t errlen)
@@ -129,7 +144,15 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
     e->kv_owned = true;
     colo_cb_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
                          .total_blocks = n_blocks};
-    colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free};
+    colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free, .share = kv_share};
+    if (!c->no_prefix_cache) {
+        if (colo_kv_cache_prefix_enable(colo_llama_kv_cache(m)) != COLO_OK) {
+            colo_set_err(err, errlen, "out of memory for the prefix cache's index");
+            goto out_free;
+        }
+        al.match = kv_match;
+        al.publish = kv_publish;
+    }
     if (!(e->planner = colo_cb_create(&pc, &al))) {
         colo_set_err(err, errlen, "invalid batching configuration");
         goto out_free;
@@ -203,11 +226,40 @@ static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const ch
     finish_at(e, q, st, reason, error, -1);
 }
 
+/* q leaves its group of choices: a waiting follower leaves its leader's
+ * list; a leader whose followers still wait hands the prompt to the first
+ * of them, which is computed in its place. */
+static void leave_group(colo_gen_engine *e, colo_gen_seq *q)
+{
+    if (q->leader) {
+        for (colo_gen_seq **pp = &q->leader->followers; *pp; pp = &(*pp)->next_follower)
+            if (*pp == q) {
+                *pp = q->next_follower;
+                break;
+            }
+        q->leader = NULL;
+        return;
+    }
+    colo_gen_seq *f = q->followers;
+    q->followers = NULL;
+    if (!f)
+        return;
+    f->leader = NULL;
+    f->followers = f->next_follower;
+    f->next_follower = NULL;
+    for (colo_gen_seq *o = f->followers; o; o = o->next_follower)
+        o->leader = f;
+    colo_cb_add(e->planner, &f->cb); /* (it fit when the leader was added) */
+}
+
 static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
                       int stop_index)
 {
+    leave_group(e, q);
     colo_cb_remove(e->planner, &q->cb);
     unlink_seq(e, q);
+    if (!colo_cb_n_running(e->planner) && !colo_cb_n_waiting(e->planner) && colo_llama_kv_cache(e->m))
+        colo_kv_cache_prefix_trim(colo_llama_kv_cache(e->m)); /* idle: no borrowed memory kept */
     if (st == COLO_OK) {
         /* A length cut may split a character: the text ends on whole UTF-8. */
         size_t whole = colo_utf8_complete_prefix(q->text, q->text_len);
@@ -332,19 +384,11 @@ static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *
     return allowed ? e->masked : row; /* (nothing allowed cannot happen with a byte-level vocabulary) */
 }
 
-colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
-                           const colo_gen_callbacks *cb, char *err, size_t errlen)
+/* A sequence of the prompt, not yet in the planner; NULL with a message. */
+static colo_gen_seq *seq_create(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
+                                const colo_gen_callbacks *cb, uint64_t seed, char *err, size_t errlen)
 {
     int cap = e->cfg.max_seq_len;
-    if (n_prompt <= 0) {
-        colo_set_err(err, errlen, "the prompt is empty");
-        return NULL;
-    }
-    if (n_prompt >= cap) {
-        colo_set_err(err, errlen, "the prompt has %d tokens; the context holds %d (prompt plus at least one new token)",
-                     n_prompt, cap);
-        return NULL;
-    }
     /* (an injected allocation fault stands for a failed host allocation) */
     colo_gen_seq *q = colo_fault_hit(COLO_FAULT_ALLOC, colo_stream_label(e->s)) ? NULL : calloc(1, sizeof *q);
     if (!q)
@@ -357,6 +401,7 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
     q->cb.priority = p->priority;
     q->cb.cap = cap;
     q->cb.max_blocks = e->max_blocks;
+    q->cb.state = COLO_SEQ_DONE; /* in no list of the planner yet */
     q->cb.tokens = malloc((size_t)cap * 4);
     q->cb.blocks = malloc((size_t)e->max_blocks * 4);
     q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
@@ -407,18 +452,7 @@ colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prom
         size_t l = strlen(p->stop[i]);
         q->max_stop = l > q->max_stop ? l : q->max_stop;
     }
-    colo_sampler_init(&q->sampler, p->temperature, p->top_p, p->top_k, p->seed);
-    if (colo_cb_add(e->planner, &q->cb) != COLO_OK) {
-        colo_set_err(err, errlen, "the prompt (%d tokens) does not fit in the KV cache (%d blocks of %d tokens)",
-                     n_prompt, colo_llama_kv_n_blocks(e->m), e->cfg.block_size);
-        seq_free(q);
-        return NULL;
-    }
-    q->added_ns = colo_now_ns();
-    q->next = e->live;
-    if (e->live)
-        e->live->prev = q;
-    e->live = q;
+    colo_sampler_init(&q->sampler, p->temperature, p->top_p, p->top_k, seed);
     return q;
 
 out_oom:
@@ -428,6 +462,65 @@ out_oom:
         seq_free(q);
     }
     return NULL;
+}
+
+static void link_live(colo_gen_engine *e, colo_gen_seq *q)
+{
+    q->added_ns = colo_now_ns();
+    q->next = e->live;
+    if (e->live)
+        e->live->prev = q;
+    e->live = q;
+}
+
+colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
+                           const colo_gen_callbacks *cb, char *err, size_t errlen)
+{
+    colo_gen_seq *q;
+    return colo_gen_add_n(e, prompt, n_prompt, p, 1, cb, &q, err, errlen) == COLO_OK ? q : NULL;
+}
+
+colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p, int n,
+                           const colo_gen_callbacks *cbs, colo_gen_seq **seqs, char *err, size_t errlen)
+{
+    int cap = e->cfg.max_seq_len;
+    if (n < 1 || n > COLO_GEN_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n must be 1 to %d", COLO_GEN_MAX_CHOICES);
+        return COLO_EINVAL;
+    }
+    if (n_prompt <= 0) {
+        colo_set_err(err, errlen, "the prompt is empty");
+        return COLO_EINVAL;
+    }
+    if (n_prompt >= cap) {
+        colo_set_err(err, errlen, "the prompt has %d tokens; the context holds %d (prompt plus at least one new token)",
+                     n_prompt, cap);
+        return COLO_EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        /* choice i draws from its own stream: seed + i */
+        if (!(seqs[i] = seq_create(e, prompt, n_prompt, p, &cbs[i], p->seed + (uint64_t)i, err, errlen))) {
+            while (i-- > 0)
+                seq_free(seqs[i]);
+            return COLO_ENOMEM;
+        }
+    }
+    if (colo_cb_add(e->planner, &seqs[0]->cb) != COLO_OK) {
+        colo_set_err(err, errlen, "the prompt (%d tokens) does not fit in the KV cache (%d blocks of %d tokens)",
+                     n_prompt, colo_llama_kv_n_blocks(e->m), e->cfg.block_size);
+        for (int i = 0; i < n; i++)
+            seq_free(seqs[i]);
+        return COLO_EINVAL;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (i > 0) {
+            seqs[i]->leader = seqs[0];
+            seqs[i]->next_follower = seqs[0]->followers;
+            seqs[0]->followers = seqs[i];
+        }
+        link_live(e, seqs[i]);
+    }
+    return COLO_OK;
 }
 
 void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
@@ -491,6 +584,67 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
         finish(e, q, COLO_OK, "length", NULL);
 }
 
+/* Samples q's next token from its logits row and accepts it (may finish q). */
+static void sample_one(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
+{
+    const float *pick = row;
+    if (q->json) {
+        if (!token_bytes(e)) {
+            finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+            return;
+        }
+        uint64_t t0 = colo_now_ns();
+        pick = json_mask(e, q, row, V);
+        e->mask_ns += colo_now_ns() - t0;
+        e->mask_count++;
+    }
+    int tok = colo_sampler_sample_shaped(&q->sampler, pick, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
+                                         q->n_prompt);
+    if (tok >= 0 && q->json && !is_stop(e, q, tok))
+        colo_schema_feed(q->grammar, q->json, e->tok_bytes[tok], e->tok_len[tok]);
+    if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
+        int k = q->p.top_logprobs;
+        colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
+                      q->top_lps + (size_t)q->n_gen * (k ? k : 1));
+    }
+    if (tok < 0)
+        finish(e, q, COLO_ENOMEM, NULL, "out of memory");
+    else
+        accept_token(e, q, tok);
+}
+
+/* Leader q's prompt is computed: each waiting follower becomes a copy of
+ * it (sharing its full blocks, its own copy of the partly filled one) and
+ * joins the planner. Returns them, linked by next_follower, to sample. */
+static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
+{
+    colo_gen_seq *f = q->followers, *ok = NULL, **tail = &ok;
+    q->followers = NULL;
+    colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    while (f) {
+        colo_gen_seq *next = f->next_follower;
+        f->leader = NULL;
+        f->next_follower = NULL;
+        memcpy(f->cb.tokens, q->cb.tokens, (size_t)q->cb.n_tokens * 4);
+        f->first_step_ns = q->first_step_ns;
+        int32_t src = -1, dst = -1;
+        int rows = 0;
+        colo_status st = colo_cb_fork(e->planner, &q->cb, &f->cb, &src, &dst, &rows);
+        if (st == COLO_OK && rows)
+            st = colo_kv_cache_copy(kv, e->s, dst, src, rows);
+        if (st != COLO_OK) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
+            finish(e, f, st, NULL, msg);
+        } else {
+            *tail = f;
+            tail = &f->next_follower;
+        }
+        f = next;
+    }
+    return ok;
+}
+
 colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled)
 {
     int n_stopped = 0;
@@ -500,8 +654,24 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
      * recomputed later. */
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     int want = kv ? colo_kv_cache_reclaim_wanted(kv) : 0;
-    if (want > 0)
-        colo_kv_cache_count_reclaimed(kv, colo_cb_shed(e->planner, want));
+    if (want > 0) {
+        /* Cached blocks nobody uses go first, then sequences are preempted
+         * for the rest (their blocks may stay cached: evicted in turn). */
+        int charged = colo_kv_cache_n_used(kv) + colo_kv_cache_n_evictable(kv);
+        while (want > 0) {
+            if (colo_kv_cache_prefix_evict(kv, want) == 0) {
+                if (!colo_cb_n_running(e->planner))
+                    break;
+                colo_cb_shed(e->planner, want);
+            }
+            want = colo_kv_cache_reclaim_wanted(kv);
+        }
+        colo_kv_cache_count_reclaimed(kv, charged - colo_kv_cache_n_used(kv) - colo_kv_cache_n_evictable(kv));
+    }
+    /* Another model would borrow what only the prefix cache holds. */
+    int drop = kv ? colo_kv_cache_evict_wanted(kv) : 0;
+    if (drop > 0)
+        colo_kv_cache_prefix_evict(kv, drop);
     int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
         finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
@@ -548,30 +718,14 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
             continue;
         colo_gen_seq *q = e->work[w].seq->owner;
         const float *row = e->logits + (size_t)li++ * V;
-        const float *pick = row;
-        if (q->json) {
-            if (!token_bytes(e)) {
-                finish(e, q, COLO_ENOMEM, NULL, "out of memory");
-                continue;
-            }
-            uint64_t t0 = colo_now_ns();
-            pick = json_mask(e, q, row, V);
-            e->mask_ns += colo_now_ns() - t0;
-            e->mask_count++;
+        colo_gen_seq *forked = q->followers ? fork_followers(e, q) : NULL;
+        sample_one(e, q, row, V);
+        while (forked) {
+            colo_gen_seq *f = forked;
+            forked = f->next_follower;
+            f->next_follower = NULL;
+            sample_one(e, f, row, V); /* the same logits, its own random stream */
         }
-        int tok = colo_sampler_sample_shaped(&q->sampler, pick, V, &q->p.shape, q->cb.tokens, q->cb.n_tokens,
-                                             q->n_prompt);
-        if (tok >= 0 && q->json && !is_stop(e, q, tok))
-            colo_schema_feed(q->grammar, q->json, e->tok_bytes[tok], e->tok_len[tok]);
-        if (tok >= 0 && q->lp && q->n_gen < q->p.max_tokens) {
-            int k = q->p.top_logprobs;
-            colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
-                          q->top_lps + (size_t)q->n_gen * (k ? k : 1));
-        }
-        if (tok < 0)
-            finish(e, q, COLO_ENOMEM, NULL, "out of memory");
-        else
-            accept_token(e, q, tok);
     }
     return COLO_OK;
 }
@@ -597,6 +751,23 @@ int colo_gen_max_seq_len(const colo_gen_engine *e) { return e->cfg.max_seq_len; 
 uint64_t colo_gen_preemptions(const colo_gen_engine *e) { return colo_cb_n_preemptions(e->planner); }
 uint64_t colo_gen_mask_ns(const colo_gen_engine *e) { return e->mask_ns; }
 uint64_t colo_gen_mask_count(const colo_gen_engine *e) { return e->mask_count; }
+
+void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out)
+{
+    colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    out->enabled = kv && colo_kv_cache_prefix_enabled(kv);
+    out->queries = colo_cb_prefix_queries(e->planner);
+    out->hit_tokens = colo_cb_prefix_hit_tokens(e->planner);
+    out->cached_blocks = kv ? colo_kv_cache_n_cached(kv) : 0;
+    out->evictable_blocks = kv ? colo_kv_cache_n_evictable(kv) : 0;
+    out->evicted_blocks = kv ? colo_kv_cache_n_evicted(kv) : 0;
+}
+
+int colo_gen_prefix_flush(colo_gen_engine *e)
+{
+    colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    return kv ? colo_kv_cache_prefix_evict(kv, colo_kv_cache_n_evictable(kv)) : 0;
+}
 
 uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e)
 {

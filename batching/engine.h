@@ -22,6 +22,7 @@
 
 #define COLO_GEN_MAX_STOP 8
 #define COLO_GEN_MAX_LOGPROBS 20
+#define COLO_GEN_MAX_CHOICES 16
 
 typedef struct colo_gen_params {
     int max_tokens;      /* >= 1 */
@@ -81,7 +82,18 @@ typedef struct colo_gen_config {
      * models/chat.h); none given: the tokenizer's EOS alone */
     int32_t stop_ids[4];
     int n_stop_ids;
+    bool no_prefix_cache; /* true: prompts never reuse cached KV blocks (models/kv_cache.h) */
 } colo_gen_config;
+
+/* The prefix cache's counters. */
+typedef struct colo_gen_prefix_info {
+    bool enabled;
+    uint64_t queries;    /* sequences admitted (a preempted one again when readmitted) */
+    uint64_t hit_tokens; /* prompt tokens they found cached, not computed */
+    int cached_blocks;   /* blocks in the index */
+    int evictable_blocks; /* of which nobody references */
+    uint64_t evicted_blocks;
+} colo_gen_prefix_info;
 
 typedef struct colo_gen_engine colo_gen_engine;
 typedef struct colo_gen_seq colo_gen_seq;
@@ -99,6 +111,13 @@ void colo_gen_engine_free(colo_gen_engine *e);
  * never run (empty, or prompt + 1 longer than the context or the cache). */
 colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
                            const colo_gen_callbacks *cb, char *err, size_t errlen);
+/* n (1..COLO_GEN_MAX_CHOICES) sequences of one prompt: the prompt is
+ * computed once, then they fork (sharing its KV blocks) and each samples
+ * with its own callbacks cbs[i] and random stream (p->seed + i). seqs gets
+ * the n sequences (each finishes on its own). COLO_EINVAL with a message
+ * when it can never run, COLO_ENOMEM. */
+colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p, int n,
+                           const colo_gen_callbacks *cbs, colo_gen_seq **seqs, char *err, size_t errlen);
 /* Finishes seq now with COLO_ECANCELED (its on_done runs before this returns). */
 void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *seq);
 
@@ -117,6 +136,9 @@ int colo_gen_kv_blocks(const colo_gen_engine *e);
 int colo_gen_kv_free_blocks(const colo_gen_engine *e);
 int colo_gen_max_seq_len(const colo_gen_engine *e);
 uint64_t colo_gen_preemptions(const colo_gen_engine *e);
+void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out);
+/* Evicts every cached block nobody references; returns how many. */
+int colo_gen_prefix_flush(colo_gen_engine *e);
 /* Constrained decoding: nanoseconds spent masking the vocabulary, and the
  * masks made (one per constrained token), since the engine was made. */
 uint64_t colo_gen_mask_ns(const colo_gen_engine *e);

@@ -56,6 +56,11 @@ typedef struct colo_kind_info {
     uint64_t preemptions;
     int running;           /* sequences in the engine */
     int in_batch;          /* of which in the running batch (the rest wait for KV space) */
+    /* prefix caching (generation) */
+    bool prefix_cache;          /* on */
+    uint64_t prefix_queries;    /* sequences admitted */
+    uint64_t prefix_hit_tokens; /* prompt tokens found cached */
+    size_t prefix_cached_bytes; /* KV blocks in the cache's index */
 } colo_kind_info;
 
 /* The executor's side of a running request: the kind reports tokens and

@@ -23,6 +23,7 @@ typedef struct llama_kind {
     colo_tokenizer *tok;
     int ctx_tokens, cache_tokens, n_vocab;
     uint64_t preemptions_before; /* of the engines before a sleep */
+    uint64_t prefix_queries_before, prefix_hits_before;
     /* what wake needs to load again */
     colo_model_cfg mc;
     colo_arena *arena;
@@ -34,16 +35,31 @@ typedef struct llama_kind {
     size_t act_bytes;
 } llama_kind;
 
+typedef struct llama_job llama_job;
+
+/* One of a request's n choices: a sequence of the engine. */
+typedef struct llama_choice {
+    llama_job *j;
+    int index;
+    colo_gen_seq *seq;          /* NULL once it finished */
+    int n_emitted;              /* tokens passed to the sink (their index for logprobs) */
+    colo_req_token_logprobs lp; /* the one being passed */
+} llama_choice;
+
 /* A request admitted into the engine (in the request's pool). */
-typedef struct llama_job {
+struct llama_job {
     colo_request *r;
     llama_kind *k;
-    colo_gen_seq *seq;
     colo_status why; /* reported when the engine ends it as canceled */
     const char *why_msg;
-    int n_emitted;   /* tokens passed to the sink (their index for logprobs) */
-    colo_req_token_logprobs lp; /* the one being passed */
-} llama_job;
+    int n, n_done;
+    llama_choice *ch;          /* (n) */
+    colo_req_choice *out;      /* (n) each choice's outcome */
+    colo_status status;        /* the first failure of a choice */
+    const char *error;
+    uint64_t first_step_ns, first_token_ns, done_ns;
+    int n_preempted, n_completion;
+};
 
 /* Generated token i's logprobs from the engine into *out; false when not kept. */
 static bool token_logprobs(const colo_gen_seq *q, int i, colo_req_token_logprobs *out)
@@ -129,7 +145,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
         return COLO_ENOMEM;
     colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
-                          .n_stop_ids = k->chat.n_stop_ids};
+                          .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
@@ -204,6 +220,10 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
         return COLO_EAGAIN;
     }
     k->preemptions_before += colo_gen_preemptions(k->eng);
+    colo_gen_prefix_info pi;
+    colo_gen_prefix_stats(k->eng, &pi);
+    k->prefix_queries_before += pi.queries;
+    k->prefix_hits_before += pi.hit_tokens;
     colo_gen_engine_free(k->eng);
     colo_llama_free(k->m);
     k->eng = NULL;
@@ -482,8 +502,16 @@ static void info(void *inst, colo_kind_info *out)
     out->n_vocab = k->n_vocab;
     out->kv_block_size = k->block_size;
     out->preemptions = k->preemptions_before;
+    out->prefix_cache = !k->mc.no_prefix_cache;
+    out->prefix_queries = k->prefix_queries_before;
+    out->prefix_hit_tokens = k->prefix_hits_before;
     if (!k->eng)
         return; /* asleep: nothing in memory */
+    colo_gen_prefix_info pi;
+    colo_gen_prefix_stats(k->eng, &pi);
+    out->prefix_queries += pi.queries;
+    out->prefix_hit_tokens += pi.hit_tokens;
+    out->prefix_cached_bytes = (size_t)pi.cached_blocks * k->block_bytes;
     out->weight_bytes = colo_llama_weight_bytes(k->m);
     out->act_bytes = k->act_bytes;
     out->kv_blocks = colo_gen_kv_blocks(k->eng);
@@ -499,14 +527,16 @@ static void info(void *inst, colo_kind_info *out)
 
 static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
 {
-    llama_job *j = ud;
+    llama_choice *ch = ud;
+    llama_job *j = ch->j;
     if (j->why != COLO_OK)
         return;
     j->r->token_logprobs = NULL;
-    if (token >= 0 && j->r->params.logprobs >= 0 && token_logprobs(j->seq, j->n_emitted, &j->lp))
-        j->r->token_logprobs = &j->lp;
+    j->r->token_choice = ch->index;
+    if (token >= 0 && j->r->params.logprobs >= 0 && token_logprobs(ch->seq, ch->n_emitted, &ch->lp))
+        j->r->token_logprobs = &ch->lp;
     if (token >= 0)
-        j->n_emitted++;
+        ch->n_emitted++;
     if (!j->k->sink.token(j->k->sink.ud, j->r, token, piece, len)) {
         j->why = COLO_ECANCELED;
         j->why_msg = "the client did not read its stream";
@@ -514,55 +544,90 @@ static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
     }
 }
 
+/* Copies choice o's result into c (the request's pool); false when out of memory. */
+static bool keep_choice(colo_request *r, const colo_gen_outcome *o, colo_req_choice *c)
+{
+    c->finish_reason = o->finish_reason;
+    c->stop_sequence = o->stop_index >= 0 && o->stop_index < r->params.n_stop ? r->params.stop[o->stop_index] : NULL;
+    char *text = colo_pool_strndup(r->pool, o->text ? o->text : "", o->text ? o->text_len : 0);
+    int32_t *toks = colo_pool_alloc(r->pool, (size_t)(o->n_tokens ? o->n_tokens : 1) * sizeof *toks);
+    if (!text || !toks)
+        return false;
+    memcpy(toks, o->tokens, (size_t)o->n_tokens * sizeof *toks);
+    if (o->logprobs && o->n_tokens > 0) {
+        colo_req_token_logprobs *lp = colo_pool_calloc(r->pool, (size_t)o->n_tokens, sizeof *lp);
+        int kk = r->params.logprobs > 0 ? r->params.logprobs : 0, row = kk ? kk : 1;
+        for (int i = 0; lp && i < o->n_tokens; i++) {
+            lp[i].logprob = o->logprobs[i];
+            lp[i].n_top = kk;
+            memcpy(lp[i].top_ids, o->top_ids + (size_t)i * row, (size_t)kk * sizeof(int32_t));
+            memcpy(lp[i].top_logprobs, o->top_logprobs + (size_t)i * row, (size_t)kk * sizeof(float));
+        }
+        c->logprobs = lp; /* NULL when out of memory: the answer goes without */
+    }
+    c->text = text;
+    c->text_len = o->text ? o->text_len : 0;
+    c->tokens = toks;
+    c->n_tokens = o->n_tokens;
+    return true;
+}
+
 static void job_on_done(void *ud, const colo_gen_outcome *o)
 {
-    llama_job *j = ud;
+    llama_choice *ch = ud;
+    llama_job *j = ch->j;
     colo_request *r = j->r;
+    ch->seq = NULL;
+    if (o->status != COLO_OK && j->status == COLO_OK) {
+        j->status = o->status;
+        /* the engine's message lives in the sequence, freed after this call */
+        j->error = o->error ? colo_pool_strndup(r->pool, o->error, strlen(o->error)) : NULL;
+        if (!j->error)
+            j->error = "out of memory";
+    } else if (o->status == COLO_OK && j->status == COLO_OK && !keep_choice(r, o, &j->out[ch->index])) {
+        j->status = COLO_ENOMEM;
+        j->error = "out of memory";
+    }
+    j->n_completion += o->n_tokens;
+    j->n_preempted += o->n_preempted;
+    if (o->first_step_ns && (!j->first_step_ns || o->first_step_ns < j->first_step_ns))
+        j->first_step_ns = o->first_step_ns;
+    if (o->first_token_ns && (!j->first_token_ns || o->first_token_ns < j->first_token_ns))
+        j->first_token_ns = o->first_token_ns;
+    if (o->done_ns > j->done_ns)
+        j->done_ns = o->done_ns;
+    r->out.n_input_tokens = o->n_prompt;
+    if (++j->n_done < j->n)
+        return;
+    /* every choice has finished: the request's outcome */
     colo_req_outcome *out = &r->out;
-    out->status = o->status;
-    /* the engine's message lives in the sequence, freed after this call */
-    out->error = o->error ? colo_pool_strndup(r->pool, o->error, strlen(o->error)) : NULL;
-    if (o->error && !out->error)
-        out->error = "out of memory";
-    if (o->status == COLO_ECANCELED && j->why != COLO_OK) {
+    out->status = j->status;
+    out->error = j->status != COLO_OK ? j->error : NULL;
+    if (out->status == COLO_ECANCELED && j->why != COLO_OK) {
         out->status = j->why;
         out->error = j->why_msg;
     }
-    out->n_input_tokens = o->n_prompt;
-    out->n_preempted = o->n_preempted;
+    out->n_preempted = j->n_preempted;
+    out->n_completion_tokens = j->n_completion;
     if (out->status == COLO_OK) {
-        out->finish_reason = o->finish_reason;
-        out->stop_sequence = o->stop_index >= 0 && o->stop_index < r->params.n_stop ? r->params.stop[o->stop_index]
-                                                                                     : NULL;
-        char *text = colo_pool_strndup(r->pool, o->text ? o->text : "", o->text ? o->text_len : 0);
-        int32_t *toks = colo_pool_alloc(r->pool, (size_t)(o->n_tokens ? o->n_tokens : 1) * sizeof *toks);
-        if (!text || !toks) {
-            out->status = COLO_ENOMEM;
-            out->error = "out of memory";
-            out->finish_reason = NULL;
-        } else {
-            memcpy(toks, o->tokens, (size_t)o->n_tokens * sizeof *toks);
-            if (o->logprobs && o->n_tokens > 0) {
-                colo_req_token_logprobs *lp = colo_pool_calloc(r->pool, (size_t)o->n_tokens, sizeof *lp);
-                int kk = r->params.logprobs > 0 ? r->params.logprobs : 0, row = kk ? kk : 1;
-                for (int i = 0; lp && i < o->n_tokens; i++) {
-                    lp[i].logprob = o->logprobs[i];
-                    lp[i].n_top = kk;
-                    memcpy(lp[i].top_ids, o->top_ids + (size_t)i * row, (size_t)kk * sizeof(int32_t));
-                    memcpy(lp[i].top_logprobs, o->top_logprobs + (size_t)i * row, (size_t)kk * sizeof(float));
-                }
-                out->logprobs = lp; /* NULL when out of memory: the answer goes without */
-            }
-            out->text = text;
-            out->text_len = o->text_len;
-            out->tokens = toks;
-            out->n_tokens = o->n_tokens;
-            if (tools_on(r) && r->in.messages)
-                read_tool_calls(r);
+        const colo_req_choice *c0 = &j->out[0];
+        out->finish_reason = c0->finish_reason;
+        out->stop_sequence = c0->stop_sequence;
+        out->text = c0->text;
+        out->text_len = c0->text_len;
+        out->tokens = c0->tokens;
+        out->n_tokens = c0->n_tokens;
+        out->logprobs = c0->logprobs;
+        out->n_choices = j->n;
+        out->choices = j->n > 1 ? j->out : NULL;
+        if (tools_on(r) && r->in.messages) {
+            read_tool_calls(r); /* (of the first choice, whose text it may shorten) */
+            j->out[0].text_len = out->text_len;
+            j->out[0].finish_reason = out->finish_reason;
         }
     }
     r->priv = NULL;
-    j->k->sink.done(j->k->sink.ud, r, o->first_step_ns, o->first_token_ns, o->done_ns);
+    j->k->sink.done(j->k->sink.ud, r, j->first_step_ns, j->first_token_ns, j->done_ns);
 }
 
 static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
@@ -579,6 +644,17 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
     }
     j->r = r;
     j->k = k;
+    j->n = r->params.n > 0 ? r->params.n : 1;
+    if (j->n > COLO_GEN_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n: at most %d choices", COLO_GEN_MAX_CHOICES);
+        return COLO_EINVAL;
+    }
+    j->ch = colo_pool_calloc(r->pool, (size_t)j->n, sizeof *j->ch);
+    j->out = colo_pool_calloc(r->pool, (size_t)j->n, sizeof *j->out);
+    if (!j->ch || !j->out) {
+        colo_set_err(err, errlen, "out of memory");
+        return COLO_ENOMEM;
+    }
     colo_gen_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
                           .top_p = r->params.top_p, .top_k = r->params.top_k, .seed = r->params.seed,
                           .n_stop = r->params.n_stop < COLO_GEN_MAX_STOP ? r->params.n_stop : COLO_GEN_MAX_STOP,
@@ -600,9 +676,17 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)
         gp.stop_ids[i] = r->params.stop_ids[i];
-    colo_gen_callbacks cb = {job_on_token, job_on_done, j};
-    if (!(j->seq = colo_gen_add(k->eng, r->tok.ids, r->tok.n, &gp, &cb, err, errlen)))
-        return r->tok.n >= colo_gen_max_seq_len(k->eng) ? COLO_EINVAL : COLO_ENOMEM;
+    colo_gen_callbacks cbs[COLO_GEN_MAX_CHOICES];
+    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    for (int i = 0; i < j->n; i++) {
+        j->ch[i] = (llama_choice){.j = j, .index = i};
+        cbs[i] = (colo_gen_callbacks){job_on_token, job_on_done, &j->ch[i]};
+    }
+    colo_status st = colo_gen_add_n(k->eng, r->tok.ids, r->tok.n, &gp, j->n, cbs, seqs, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    for (int i = 0; i < j->n; i++)
+        j->ch[i].seq = seqs[i];
     r->priv = j;
     return COLO_OK;
 }
@@ -627,14 +711,25 @@ static void cancel(void *inst, colo_request *r, colo_status status, const char *
         j->why = status;
         j->why_msg = msg;
     }
-    colo_gen_cancel(k->eng, j->seq);
+    /* The last choice's end hands the request back (it may be freed at
+     * once): take the sequences before ending any. */
+    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    int n = 0;
+    for (int i = 0; i < j->n; i++)
+        if (j->ch[i].seq)
+            seqs[n++] = j->ch[i].seq;
+    for (int i = 0; i < n; i++)
+        colo_gen_cancel(k->eng, seqs[i]);
 }
 
 static bool started(void *inst, const colo_request *r)
 {
     (void)inst;
     const llama_job *j = r->priv;
-    return j && colo_gen_seq_started(j->seq);
+    for (int i = 0; j && i < j->n; i++)
+        if (!j->ch[i].seq || colo_gen_seq_started(j->ch[i].seq))
+            return true;
+    return false;
 }
 
 static colo_status detokenize(void *inst, const int32_t *ids, int n, colo_pool *pool, const char **text, size_t *len,

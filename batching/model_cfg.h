@@ -55,6 +55,7 @@ typedef struct colo_model_cfg {
     int max_seq_len;         /* tokens (key max_seq_len or context); 0 = the model's own */
     int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
     colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */
+    bool no_prefix_cache;    /* not prefix_cache: true (the default: prompts do not reuse cached KV blocks) */
     char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
     colo_batching_cfg batching;
     colo_sla_cfg sla;

@@ -27,6 +27,7 @@
 #include "runtime/pool.h"
 
 #define COLO_REQ_MAX_STOP 8
+#define COLO_REQ_MAX_CHOICES 16
 
 /* What the request asks of its model (a model kind serves one task). */
 typedef enum colo_task { COLO_TASK_GENERATE = 0, COLO_TASK_EMBED = 1 } colo_task;
@@ -114,6 +115,7 @@ typedef struct colo_req_params {
     colo_tool_choice tool_choice;
     const char *tool_name;   /* COLO_TOOLS_NAMED: which */
     bool stream;         /* the front end wants on_token calls */
+    int n;               /* choices, 1..COLO_REQ_MAX_CHOICES (0 = 1): one prompt, n sequences forked from it */
 } colo_req_params;
 
 /* The input as the client sent it; exactly one of the three forms. */
@@ -134,6 +136,17 @@ typedef struct colo_req_tokens {
     const int *text_lens;  /* embeddings: tokens of each input (n_texts) */
 } colo_req_tokens;
 
+/* One of n choices (params.n > 1). */
+typedef struct colo_req_choice {
+    const char *text;          /* UTF-8, stop strings removed */
+    size_t text_len;
+    const int32_t *tokens;
+    int n_tokens;
+    const char *finish_reason; /* "stop" | "length" */
+    const char *stop_sequence; /* or NULL */
+    const colo_req_token_logprobs *logprobs; /* (n_tokens) when params.logprobs >= 0 */
+} colo_req_choice;
+
 /* Outcome, written by the executor before on_done; pointers live in the
  * request's pool (or are static strings). */
 typedef struct colo_req_outcome {
@@ -151,6 +164,11 @@ typedef struct colo_req_outcome {
     const char *stop_sequence; /* the stop string (params.stop) that ended it, or NULL */
     const colo_req_token_logprobs *logprobs; /* per generated token (n_tokens) when params.logprobs >= 0 */
     int n_preempted;
+    /* params.n > 1: every choice, index 0 being the one in the fields above
+     * (NULL otherwise); generated tokens of every choice (usage) */
+    const colo_req_choice *choices;
+    int n_choices;
+    int n_completion_tokens;
     /* embeddings */
     const float *embeddings;   /* (n_texts, dim), L2-normalised */
     int dim;
@@ -206,6 +224,8 @@ struct colo_request {
     /* The logprobs of the token cb.on_token is called with, when asked for
      * (NULL otherwise); valid during that call. */
     const colo_req_token_logprobs *token_logprobs;
+    /* The choice (0..params.n - 1) of the token cb.on_token is called with. */
+    int token_choice;
 
     /* ---- owned by the served model from submit to on_done ---- */
     colo_queue_item qi;

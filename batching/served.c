@@ -645,6 +645,10 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->wakes = atomic_load(&m->wakes);
     out->last_wake_ms = (double)atomic_load(&m->last_wake_ns) / 1e6;
     out->in_batch = in.in_batch;
+    out->prefix_cache = in.prefix_cache;
+    out->prefix_queries = in.prefix_queries;
+    out->prefix_hit_tokens = in.prefix_hit_tokens;
+    out->prefix_cached_bytes = in.prefix_cached_bytes;
     out->load_ms = m->load_ms;
     out->steps = m->steps;
     if (m->member) {

@@ -198,6 +198,9 @@ typedef struct colo_served_info {
     bool pinned;               /* never put to sleep to make room for another */
     uint64_t evictions;        /* times it was put to sleep to make room */
     int in_batch;              /* llama: sequences in the running batch (the rest of running wait for KV space) */
+    bool prefix_cache;         /* llama: prompts reuse cached KV blocks */
+    uint64_t prefix_queries, prefix_hit_tokens; /* sequences admitted; prompt tokens found cached */
+    size_t prefix_cached_bytes; /* KV blocks in the prefix cache's index */
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */

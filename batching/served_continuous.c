@@ -82,6 +82,11 @@ void colo_served_run_continuous(colo_served *m)
                 colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
                 break;
             }
+            if (colo_arena_evict_wanted_bytes(m->arena) || colo_arena_reclaim_wanted_bytes(m->arena)) {
+                int n_idle = 0; /* idle, the step only gives cached or borrowed memory back */
+                m->kind->step(m->inst, NULL, &n_idle);
+                colo_served_refresh_info(m);
+            }
             colo_queue_wait(m->q, 100u * 1000 * 1000);
             continue;
         }

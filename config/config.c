@@ -527,6 +527,12 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     }
     if (!strcmp(key, "kv_cache"))
         return each_key(p, v, f, kv_field, m);
+    if (!strcmp(key, "prefix_cache")) {
+        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
+            return fail(p, v, f, "must be true or false");
+        m->no_prefix_cache = !strcmp(scalar(v), "false");
+        return 0;
+    }
     if (!strcmp(key, "batching"))
         return each_key(p, v, f, batching_field, &m->batching);
     if (!strcmp(key, "sla"))
@@ -548,6 +554,7 @@ static void model_defaults(colo_model_cfg *m)
     m->priority = COLO_PRIO_NORMAL;
     m->kv_block_size = 16;
     m->kv_dtype = COLO_F16;
+    m->no_prefix_cache = true; /* prefix_cache: true turns it on (docs/CONFIG.md says why not by default) */
     m->batching.max_batch_size = 32;
     m->batching.max_queue_delay_us = 2000;
     m->batching.max_queue = 256;

@@ -1,4 +1,5 @@
 #include "models/kv_cache.h"
+#include "models/prefix_cache.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,10 +12,18 @@ struct colo_kv_cache {
     size_t bytes;
     int32_t *free_ids; /* stack; the top is handed out next */
     int n_free;
-    uint8_t *held;     /* (n_blocks) 1 while handed out: catches double releases */
+    int32_t *refs;     /* (n_blocks) references of a handed-out block; 0 = free or cached */
+    /* the prefix cache (NULL: off): indexed blocks with no reference stay
+     * charged and committed, in least-recently-used order */
+    colo_prefix_index *index;
+    int32_t *lru_prev, *lru_next; /* (n_blocks) -1 = none */
+    int32_t lru_head, lru_tail;   /* head: evicted first */
+    int n_lru;
+    int noted_lru;                /* n_lru as the arena last heard it (its evictable bytes) */
     size_t block_bytes; /* one block in every layer, K and V */
     size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
     uint64_t reclaims;  /* blocks given back because the pool asked */
+    uint64_t n_evicted; /* cached blocks evicted */
     bool on_demand;     /* elastic arena: blocks are committed as handed out */
 };
 
@@ -60,8 +69,9 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
     kc->k = calloc((size_t)c.n_layer, sizeof *kc->k);
     kc->v = calloc((size_t)c.n_layer, sizeof *kc->v);
     kc->free_ids = malloc((size_t)c.n_blocks * sizeof *kc->free_ids);
-    kc->held = calloc((size_t)c.n_blocks, 1);
-    if (!kc->k || !kc->v || !kc->free_ids || !kc->held)
+    kc->refs = calloc((size_t)c.n_blocks, sizeof *kc->refs);
+    kc->lru_head = kc->lru_tail = -1;
+    if (!kc->k || !kc->v || !kc->free_ids || !kc->refs)
         goto out_host;
     size_t per_array = (size_t)c.n_blocks * c.block_size * c.kv_dim * elem_bytes(c.dtype);
     for (int l = 0; l < c.n_layer; l++) {
@@ -94,6 +104,8 @@ void colo_kv_cache_destroy(colo_kv_cache *c)
 {
     if (!c)
         return;
+    if (c->index)
+        colo_kv_cache_prefix_evict(c, c->n_lru); /* their charges and pages go back */
     for (int l = 0; l < c->cfg.n_layer; l++) {
         if (c->k)
             colo_arena_free(c->arena, c->k[l]);
@@ -103,7 +115,10 @@ void colo_kv_cache_destroy(colo_kv_cache *c)
     free(c->k);
     free(c->v);
     free(c->free_ids);
-    free(c->held);
+    free(c->refs);
+    free(c->lru_prev);
+    free(c->lru_next);
+    colo_prefix_index_free(c->index);
     free(c);
 }
 
@@ -113,36 +128,88 @@ void *colo_kv_cache_v(const colo_kv_cache *c, int layer) { return c->v[layer]; }
 size_t colo_kv_cache_bytes(const colo_kv_cache *c) { return c->bytes; }
 int colo_kv_cache_n_blocks(const colo_kv_cache *c) { return c->cfg.n_blocks; }
 int colo_kv_cache_block_size(const colo_kv_cache *c) { return c->cfg.block_size; }
-int colo_kv_cache_n_free(const colo_kv_cache *c) { return c->n_free; }
-int colo_kv_cache_n_used(const colo_kv_cache *c) { return c->cfg.n_blocks - c->n_free; }
+int colo_kv_cache_n_free(const colo_kv_cache *c) { return c->n_free + c->n_lru; }
+int colo_kv_cache_n_used(const colo_kv_cache *c) { return c->cfg.n_blocks - c->n_free - c->n_lru; }
 
 static colo_status commit_block(colo_kv_cache *c, int32_t id);
 static void decommit_block(colo_kv_cache *c, int32_t id);
+
+static void lru_unlink(colo_kv_cache *c, int32_t id)
+{
+    int32_t p = c->lru_prev[id], n = c->lru_next[id];
+    if (p >= 0)
+        c->lru_next[p] = n;
+    else
+        c->lru_head = n;
+    if (n >= 0)
+        c->lru_prev[n] = p;
+    else
+        c->lru_tail = p;
+    c->lru_prev[id] = c->lru_next[id] = -1;
+    c->n_lru--;
+}
+
+static void lru_append(colo_kv_cache *c, int32_t id)
+{
+    c->lru_prev[id] = c->lru_tail;
+    c->lru_next[id] = -1;
+    if (c->lru_tail >= 0)
+        c->lru_next[c->lru_tail] = id;
+    else
+        c->lru_head = id;
+    c->lru_tail = id;
+    c->n_lru++;
+}
+
+/* Tells an elastic arena what of its charge the cache can drop at once. */
+static void note_evictable(colo_kv_cache *c)
+{
+    if (c->on_demand && c->n_lru != c->noted_lru) {
+        colo_arena_set_evictable(c->arena, (size_t)c->n_lru * c->block_bytes);
+        c->noted_lru = c->n_lru;
+    }
+}
 
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids)
 {
     if (n < 0)
         return COLO_EINVAL;
-    if (n > c->n_free)
+    if (n > c->n_free + c->n_lru)
         return COLO_ENOMEM;
     if (n == 0)
         return COLO_OK;
-    colo_status st = colo_arena_charge(c->arena, (size_t)n * c->block_bytes);
-    if (st != COLO_OK)
-        return st; /* EAGAIN: the guarantee comes back soon; ENOMEM: nothing to borrow now */
-    for (int i = 0; i < n; i++) {
+    /* Free blocks first (charged now); cached blocks nobody references are
+     * evicted, least recently used first, for the rest, or for all of them
+     * when the pool has no memory to charge: they are charged already. */
+    int from_free = n < c->n_free ? n : c->n_free;
+    colo_status st = colo_arena_charge(c->arena, (size_t)from_free * c->block_bytes);
+    if (st != COLO_OK) {
+        if (n > c->n_lru)
+            return st; /* EAGAIN: the guarantee comes back soon; ENOMEM: nothing to borrow now */
+        from_free = 0;
+    }
+    for (int i = 0; i < from_free; i++) {
         int32_t id = c->free_ids[c->n_free - 1 - i];
         if (c->on_demand && commit_block(c, id) != COLO_OK) {
             for (int k = 0; k < i; k++)
                 decommit_block(c, c->free_ids[c->n_free - 1 - k]);
-            colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
+            colo_arena_uncharge(c->arena, (size_t)from_free * c->block_bytes);
             return COLO_ENOMEM; /* the device has no memory to back it */
         }
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < from_free; i++) {
         ids[i] = c->free_ids[--c->n_free];
-        c->held[ids[i]] = 1;
+        c->refs[ids[i]] = 1;
     }
+    for (int i = from_free; i < n; i++) {
+        int32_t id = c->lru_head;
+        lru_unlink(c, id);
+        colo_prefix_index_remove(c->index, id);
+        ids[i] = id;
+        c->refs[id] = 1;
+        c->n_evicted++;
+    }
+    note_evictable(c);
     return COLO_OK;
 }
 
@@ -176,14 +243,11 @@ static void decommit_block(colo_kv_cache *c, int32_t id)
     }
 }
 
-void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
+/* Blocks ids[0..n) become free: decommitted and uncharged. */
+static void make_free(colo_kv_cache *c, const int32_t *ids, int n)
 {
-    for (int i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        COLO_ASSERT(id >= 0 && id < c->cfg.n_blocks && c->held[id]);
-        c->held[id] = 0;
-        c->free_ids[c->n_free++] = id;
-    }
+    for (int i = 0; i < n; i++)
+        c->free_ids[c->n_free++] = ids[i];
     if (c->on_demand)
         for (int i = 0; i < n; i++)
             decommit_block(c, ids[i]);
@@ -191,6 +255,157 @@ void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
         colo_arena_uncharge(c->arena, (size_t)n * c->block_bytes);
 }
 
+void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n)
+{
+    int32_t batch[64];
+    int nb = 0;
+    /* Last block first: of a sequence's cached blocks its deepest are
+     * evicted first, and the prefix others share stays longest. */
+    for (int i = n - 1; i >= 0; i--) {
+        int32_t id = ids[i];
+        COLO_ASSERT(id >= 0 && id < c->cfg.n_blocks && c->refs[id] > 0);
+        if (--c->refs[id] > 0)
+            continue;
+        if (c->index && colo_prefix_index_has(c->index, id)) {
+            lru_append(c, id); /* stays cached until the memory is needed */
+            continue;
+        }
+        batch[nb++] = id;
+        if (nb == (int)(sizeof batch / sizeof *batch)) {
+            make_free(c, batch, nb);
+            nb = 0;
+        }
+    }
+    make_free(c, batch, nb);
+    note_evictable(c);
+}
+
+void colo_kv_cache_share(colo_kv_cache *c, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        COLO_ASSERT(ids[i] >= 0 && ids[i] < c->cfg.n_blocks && c->refs[ids[i]] > 0);
+        c->refs[ids[i]]++;
+    }
+}
+
+int colo_kv_cache_refs(const colo_kv_cache *c, int32_t id)
+{
+    return id >= 0 && id < c->cfg.n_blocks ? c->refs[id] : 0;
+}
+
+colo_status colo_kv_cache_copy(colo_kv_cache *c, colo_stream *s, int32_t dst, int32_t src, int n_tokens)
+{
+    if (dst < 0 || src < 0 || dst >= c->cfg.n_blocks || src >= c->cfg.n_blocks || n_tokens < 0 ||
+        n_tokens > c->cfg.block_size)
+        return COLO_EINVAL;
+    size_t bytes = (size_t)n_tokens * c->row_bytes / (size_t)c->cfg.block_size;
+    for (int l = 0; l < c->cfg.n_layer && bytes; l++) {
+        colo_status st = colo_memcpy_d2d(s, (char *)c->k[l] + (size_t)dst * c->row_bytes,
+                                         (char *)c->k[l] + (size_t)src * c->row_bytes, bytes);
+        if (st == COLO_OK)
+            st = colo_memcpy_d2d(s, (char *)c->v[l] + (size_t)dst * c->row_bytes,
+                                 (char *)c->v[l] + (size_t)src * c->row_bytes, bytes);
+        if (st != COLO_OK)
+            return st;
+    }
+    return COLO_OK;
+}
+
+/* ---- the prefix cache ---- */
+
+colo_status colo_kv_cache_prefix_enable(colo_kv_cache *c)
+{
+    if (c->index)
+        return COLO_OK;
+    int nb = c->cfg.n_blocks;
+    c->lru_prev = malloc((size_t)nb * sizeof *c->lru_prev);
+    c->lru_next = malloc((size_t)nb * sizeof *c->lru_next);
+    c->index = colo_prefix_index_create(nb, c->cfg.block_size);
+    if (!c->lru_prev || !c->lru_next || !c->index) {
+        free(c->lru_prev);
+        free(c->lru_next);
+        colo_prefix_index_free(c->index);
+        c->lru_prev = c->lru_next = NULL;
+        c->index = NULL;
+        return COLO_ENOMEM;
+    }
+    return COLO_OK; /* (a block's links are set as it enters the LRU list) */
+}
+
+bool colo_kv_cache_prefix_enabled(const colo_kv_cache *c) { return c->index != NULL; }
+
+int colo_kv_cache_prefix_match(colo_kv_cache *c, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *ids,
+                               uint64_t *last_key)
+{
+    uint64_t key = COLO_PREFIX_ROOT;
+    int bs = c->cfg.block_size, n = 0;
+    if (c->index) {
+        for (; n < max_blocks && (n + 1) * bs <= n_tokens; n++) {
+            const int32_t *t = tokens + (size_t)n * bs;
+            uint64_t k = colo_prefix_key(key, t, bs);
+            int32_t id = colo_prefix_index_find(c->index, k, key, t);
+            if (id < 0)
+                break;
+            if (c->refs[id]++ == 0)
+                lru_unlink(c, id); /* referenced again: not evictable */
+            ids[n] = id;
+            key = k;
+        }
+    }
+    if (last_key)
+        *last_key = key;
+    note_evictable(c);
+    return n;
+}
+
+uint64_t colo_kv_cache_prefix_publish(colo_kv_cache *c, int32_t id, uint64_t parent, const int32_t *tokens)
+{
+    uint64_t key = colo_prefix_key(parent, tokens, c->cfg.block_size);
+    if (c->index && id >= 0 && id < c->cfg.n_blocks && c->refs[id] > 0)
+        colo_prefix_index_insert(c->index, id, key, parent, tokens); /* a key held already: id stays private */
+    return key;
+}
+
+int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n)
+{
+    int32_t batch[64];
+    int done = 0;
+    while (done < n && c->n_lru > 0) {
+        int nb = 0;
+        while (done < n && c->n_lru > 0 && nb < (int)(sizeof batch / sizeof *batch)) {
+            int32_t id = c->lru_head;
+            lru_unlink(c, id);
+            colo_prefix_index_remove(c->index, id);
+            batch[nb++] = id;
+            done++;
+        }
+        make_free(c, batch, nb);
+        c->n_evicted += (uint64_t)nb;
+    }
+    note_evictable(c);
+    return done;
+}
+
+int colo_kv_cache_evict_wanted(const colo_kv_cache *c)
+{
+    size_t w = colo_arena_evict_wanted_bytes(c->arena);
+    return w ? (int)((w + c->block_bytes - 1) / c->block_bytes) : 0;
+}
+
+int colo_kv_cache_prefix_trim(colo_kv_cache *c)
+{
+    if (!c->n_lru)
+        return 0;
+    colo_arena_stats st;
+    colo_arena_get_stats(c->arena, &st);
+    if (!st.borrowed_bytes)
+        return 0;
+    return colo_kv_cache_prefix_evict(c, (int)((st.borrowed_bytes + c->block_bytes - 1) / c->block_bytes));
+}
+
+int colo_kv_cache_n_cached(const colo_kv_cache *c) { return c->index ? colo_prefix_index_count(c->index) : 0; }
+int colo_kv_cache_n_evictable(const colo_kv_cache *c) { return c->n_lru; }
+uint64_t colo_kv_cache_n_evicted(const colo_kv_cache *c) { return c->n_evicted; }
 
 int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c)
 {

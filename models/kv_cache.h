@@ -15,6 +15,26 @@
  * ordinary status ("not now"), never a crash. Releasing an id that is not
  * held is a bug in the caller and aborts (COLO_ASSERT).
  *
+ * Sharing. A handed-out block has a reference count: colo_kv_cache_alloc
+ * gives 1, colo_kv_cache_share adds one (sequences forked from one prompt
+ * share its full blocks), colo_kv_cache_release drops one, and the block
+ * goes back when the last reference does. A block is written only by the
+ * one sequence that allocated it, before it is shared: only full blocks
+ * whose K/V are computed are ever shared.
+ *
+ * Prefix cache (colo_kv_cache_prefix_enable; models/prefix_cache.h). A
+ * full computed block can be published under the key of its tokens and
+ * the prefix before them; a new sequence takes references on the longest
+ * run of published blocks that starts its tokens
+ * (colo_kv_cache_prefix_match) and computes only the rest. A published
+ * block whose last reference goes stays cached, charged and committed;
+ * it counts as free (colo_kv_cache_n_free) and is evicted, least recently
+ * used first, when an allocation needs it (it leaves the index before its
+ * id is handed out again), when the pool has no memory to charge for a
+ * free one, or on colo_kv_cache_prefix_evict (a borrower giving memory
+ * back evicts cached blocks before it preempts anyone; another model that
+ * would borrow from a full pool asks for them, colo_kv_cache_evict_wanted).
+ *
  * Per-sequence tables. colo_kv_table is a sequence's block table on the
  * host: max_blocks = ceil(context_length / block_size) entries, grown block
  * by block as the sequence grows (colo_kv_table_ensure), released in one
@@ -86,6 +106,7 @@ size_t colo_kv_cache_bytes(const colo_kv_cache *c);
 
 int colo_kv_cache_n_blocks(const colo_kv_cache *c);
 int colo_kv_cache_block_size(const colo_kv_cache *c);
+/* Blocks free, counting cached blocks nobody references (evictable). */
 int colo_kv_cache_n_free(const colo_kv_cache *c);
 int colo_kv_cache_n_used(const colo_kv_cache *c);
 
@@ -94,8 +115,49 @@ int colo_kv_cache_n_used(const colo_kv_cache *c);
  * COLO_EAGAIN when the pool is taking the guarantee back from borrowers;
  * COLO_EINVAL for n < 0. */
 colo_status colo_kv_cache_alloc(colo_kv_cache *c, int n, int32_t *ids);
-/* Gives back n ids from colo_kv_cache_alloc. */
+/* Drops one reference of each of n ids (from colo_kv_cache_alloc, _share
+ * or _prefix_match); a block whose last reference goes is free again, or
+ * stays cached when it is published. */
 void colo_kv_cache_release(colo_kv_cache *c, const int32_t *ids, int n);
+/* Takes one more reference on each of n held ids. */
+void colo_kv_cache_share(colo_kv_cache *c, const int32_t *ids, int n);
+/* References of block id now (0: free or cached only). */
+int colo_kv_cache_refs(const colo_kv_cache *c, int32_t id);
+/* Copies the K/V of the first n_tokens slots of block src into block dst
+ * in every layer, on stream s (a forked sequence's private copy of a
+ * partly filled block). COLO_EINVAL for bad ids. */
+colo_status colo_kv_cache_copy(colo_kv_cache *c, colo_stream *s, int32_t dst, int32_t src, int n_tokens);
+
+/* Turns the prefix cache on (its index in host memory; COLO_ENOMEM). */
+colo_status colo_kv_cache_prefix_enable(colo_kv_cache *c);
+bool colo_kv_cache_prefix_enabled(const colo_kv_cache *c);
+/* The longest run of published blocks that starts tokens[0..n_tokens), at
+ * most max_blocks: a reference on each goes into ids; returns how many.
+ * *last_key (may be NULL) gets the key of the last one (COLO_PREFIX_ROOT
+ * for none). 0 when the prefix cache is off. */
+int colo_kv_cache_prefix_match(colo_kv_cache *c, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *ids,
+                               uint64_t *last_key);
+/* Publishes held block id as the block_size tokens after the prefix whose
+ * key is parent; returns the block's key (also when the prefix cache is
+ * off, or another block holds the key already: id then stays private). */
+uint64_t colo_kv_cache_prefix_publish(colo_kv_cache *c, int32_t id, uint64_t parent, const int32_t *tokens);
+/* Evicts up to n cached blocks nobody references (least recently used
+ * first): they become free (uncharged, decommitted). Returns how many. */
+int colo_kv_cache_prefix_evict(colo_kv_cache *c, int n);
+/* Cached blocks the arena's pool asks this cache to drop (another model
+ * would borrow them): evict them with colo_kv_cache_prefix_evict. An
+ * elastic arena hears of the cache's evictable blocks as they change
+ * (colo_arena_set_evictable). */
+int colo_kv_cache_evict_wanted(const colo_kv_cache *c);
+/* Evicts cached blocks nobody references while the arena is charged past
+ * its guarantee (an idle model keeps no borrowed memory for its cache,
+ * since it takes no step that would give it back). Returns how many. */
+int colo_kv_cache_prefix_trim(colo_kv_cache *c);
+/* Published blocks (referenced or not), of which nobody references, and
+ * evictions so far. */
+int colo_kv_cache_n_cached(const colo_kv_cache *c);
+int colo_kv_cache_n_evictable(const colo_kv_cache *c);
+uint64_t colo_kv_cache_n_evicted(const colo_kv_cache *c);
 
 /* Blocks the arena's pool asks this cache to give back now (0: none). */
 int colo_kv_cache_reclaim_wanted(const colo_kv_cache *c);
@@ -118,7 +180,7 @@ void colo_kv_table_free(colo_kv_table *t);
  * n_tokens exceeds max_blocks * block_size (the context limit), COLO_ENOMEM
  * when the cache has too few free blocks; t is unchanged on either. */
 colo_status colo_kv_table_ensure(colo_kv_cache *c, colo_kv_table *t, int n_tokens);
-/* Releases every block of t (finish, cancellation, preemption). */
+/* Drops t's reference on each of its blocks (finish, cancellation, preemption). */
 void colo_kv_table_release(colo_kv_cache *c, colo_kv_table *t);
 /* The slot of position pos (pos < n_blocks * block_size). */
 int32_t colo_kv_table_slot(const colo_kv_table *t, int block_size, int pos);

@@ -48,6 +48,7 @@ struct colo_arena {
     /* elastic arenas (pool != NULL); charged, want and reclaims under pool->mu */
     colo_mem_pool *pool;
     size_t guarantee, charged, charged_peak, reserved, want;
+    size_t evictable, evict_want; /* of the charge, what can be dropped at once; what the pool asks dropped */
     size_t guarantee_full; /* what it was created with; guarantee is 0 while given back */
     uint64_t reclaims;
     struct colo_arena *next_member;
@@ -667,8 +668,26 @@ static colo_status pool_charge_locked(colo_arena *a, size_t bytes)
             a->charged_peak = a->charged;
         return COLO_OK;
     }
-    if (!within)
-        return COLO_ENOMEM;
+    if (!within) {
+        /* Borrowing from a full pool: what other members hold only as a
+         * cache counts as free; they are asked to drop it, and the
+         * borrower tries again after their next step. */
+        size_t need = p->used + bytes - p->budget, avail = 0;
+        for (colo_arena *m = p->members; m; m = m->next_member)
+            if (m != a)
+                avail += m->evictable;
+        if (avail < need)
+            return COLO_ENOMEM;
+        for (colo_arena *m = p->members; m && need; m = m->next_member) {
+            if (m == a || !m->evictable)
+                continue;
+            size_t give = m->evictable < need ? m->evictable : need;
+            if (m->evict_want < give)
+                m->evict_want = give;
+            need -= give;
+        }
+        return COLO_EAGAIN;
+    }
     /* The owner's guarantee is lent: ask the borrowers for it. */
     size_t deficit = p->used + bytes - p->budget;
     for (colo_arena *m = p->members; m && deficit; m = m->next_member) {
@@ -707,6 +726,7 @@ static void pool_uncharge(colo_arena *a, size_t bytes)
     a->want = a->want > bytes ? a->want - bytes : 0;
     if (a->charged <= a->guarantee)
         a->want = 0;
+    a->evict_want = a->evict_want > bytes ? a->evict_want - bytes : 0;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -760,6 +780,27 @@ void colo_arena_decommit(colo_arena *a, void *p, size_t bytes)
     pthread_mutex_lock(&a->mu);
     chunks_release(a, off, bytes);
     pthread_mutex_unlock(&a->mu);
+}
+
+void colo_arena_set_evictable(colo_arena *a, size_t bytes)
+{
+    if (!a || !a->pool)
+        return;
+    pthread_mutex_lock(&a->pool->mu);
+    a->evictable = bytes;
+    if (a->evict_want > bytes)
+        a->evict_want = bytes;
+    pthread_mutex_unlock(&a->pool->mu);
+}
+
+size_t colo_arena_evict_wanted_bytes(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    pthread_mutex_lock(&a->pool->mu);
+    size_t w = a->evict_want;
+    pthread_mutex_unlock(&a->pool->mu);
+    return w;
 }
 
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a)

@@ -108,8 +108,10 @@ colo_arena *colo_arena_create_elastic(colo_device *dev, const char *name, colo_m
 colo_status colo_arena_reserve(colo_arena *a, size_t bytes, size_t align, void **out);
 /* Charges bytes of reserved storage about to be used: COLO_OK, COLO_EAGAIN
  * (within the guarantee, the pool is full: borrowers were asked to give
- * memory back, try again after their next step), COLO_ENOMEM (past the
- * ceiling, or nothing to borrow now). Fixed arenas: always COLO_OK. */
+ * memory back, try again after their next step; or past the guarantee,
+ * the pool is full and other members were asked to drop cached memory:
+ * colo_arena_set_evictable), COLO_ENOMEM (past the ceiling, or nothing to
+ * borrow now). Fixed arenas: always COLO_OK. */
 colo_status colo_arena_charge(colo_arena *a, size_t bytes);
 /* Gives back a charge. */
 void colo_arena_uncharge(colo_arena *a, size_t bytes);
@@ -137,5 +139,13 @@ size_t colo_mem_pool_unguaranteed(colo_mem_pool *p);
 
 /* Bytes the pool asks this arena to give back (0: none). Any thread. */
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a);
+/* Of this arena's charge, the bytes it can drop at once (a KV cache's
+ * cached blocks nobody uses). When another member would borrow and the
+ * pool is full, these count as free: the pool asks their holders to drop
+ * them (colo_arena_evict_wanted_bytes) and answers the borrower
+ * COLO_EAGAIN. Fixed arenas: no-op. Any thread. */
+void colo_arena_set_evictable(colo_arena *a, size_t bytes);
+/* Bytes of its evictable charge the pool asks this arena to drop now (0: none). */
+size_t colo_arena_evict_wanted_bytes(colo_arena *a);
 
 #endif

@@ -49,6 +49,8 @@ static bool buf_reserve(tok_buf *b, size_t more)
     return true;
 }
 
+#define TOK_HEAD 10 /* bytes before each piece in a token buffer */
+
 static bool exec_on_token(colo_request *r, int32_t token, const char *piece, size_t len)
 {
     api_call *c = r->front;
@@ -56,18 +58,19 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
     pthread_mutex_lock(&c->mu);
     if (c->fill.len + atomic_load(&c->unsent_bytes) > COLO_API_STREAM_MAX_BYTES) {
         ok = false; /* the client does not read: the executor cancels the request */
-    } else if (buf_reserve(&c->fill, 9 + len + sizeof(colo_req_token_logprobs))) {
-        /* token, length, whether logprobs follow the piece, the piece, the logprobs */
+    } else if (buf_reserve(&c->fill, TOK_HEAD + len + sizeof(colo_req_token_logprobs))) {
+        /* token, length, whether logprobs follow the piece, the choice, the piece, the logprobs */
         uint32_t l = (uint32_t)len;
         uint8_t has_lp = r->token_logprobs != NULL;
         char *o = c->fill.data + c->fill.len;
         memcpy(o, &token, 4);
         memcpy(o + 4, &l, 4);
         o[8] = (char)has_lp;
-        memcpy(o + 9, piece, len);
+        o[9] = (char)(r->token_choice > 0 && r->token_choice < COLO_REQ_MAX_CHOICES ? r->token_choice : 0);
+        memcpy(o + TOK_HEAD, piece, len);
         if (has_lp)
-            memcpy(o + 9 + len, r->token_logprobs, sizeof *r->token_logprobs);
-        c->fill.len += 9 + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
+            memcpy(o + TOK_HEAD + len, r->token_logprobs, sizeof *r->token_logprobs);
+        c->fill.len += TOK_HEAD + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
         post = !c->tok_posted;
         c->tok_posted = true;
     } /* else: out of memory; the final answer still has the whole text */
@@ -119,11 +122,14 @@ static bool begin_stream(api_call *c)
     if (colo_http_stream_begin(c->http, 200, "text/event-stream") != COLO_OK)
         return false;
     c->started = true;
-    if (c->ep == COLO_API_CHAT)
-        sse_json(c, colo_api_chunk_json(c, "", 0, NULL, true));
-    if (c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt) { /* the prompt first */
-        sse_json(c, colo_api_chunk_json(c, c->r->in.prompt, c->r->in.prompt_len, NULL, false));
-        c->text_sent = c->r->in.prompt_len;
+    int n = c->r->params.n > 1 ? c->r->params.n : 1;
+    for (int i = 0; i < n; i++) { /* each choice begins with its role (chat) or the prompt (echo) */
+        if (c->ep == COLO_API_CHAT)
+            sse_json(c, colo_api_chunk_choice_json(c, i, "", 0, NULL, true, NULL));
+        if (c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt) {
+            sse_json(c, colo_api_chunk_choice_json(c, i, c->r->in.prompt, c->r->in.prompt_len, NULL, false, NULL));
+            *(i ? &c->choice_sent[i] : &c->text_sent) = c->r->in.prompt_len;
+        }
     }
     if (c->ep == COLO_API_MESSAGES) {
         sse_event(c, "message_start", colo_api_anthropic_start_json(c));
@@ -146,36 +152,40 @@ static void deliver_tokens(void *ud)
     c->fill.len = 0;
     c->tok_posted = false;
     pthread_mutex_unlock(&c->mu);
-    for (size_t o = 0; o + 9 <= t.len && !client_gone(c) && begin_stream(c);) {
+    for (size_t o = 0; o + TOK_HEAD <= t.len && !client_gone(c) && begin_stream(c);) {
         int32_t token;
         uint32_t len;
         colo_req_token_logprobs lp;
         memcpy(&token, t.data + o, 4);
         memcpy(&len, t.data + o + 4, 4);
         bool has_lp = t.data[o + 8] != 0;
-        const char *piece = t.data + o + 9;
+        int ci = (unsigned char)t.data[o + 9];
+        size_t *sent = ci ? &c->choice_sent[ci] : &c->text_sent;
+        const char *piece = t.data + o + TOK_HEAD;
         if (has_lp)
             memcpy(&lp, piece + len, sizeof lp);
         if (c->ep == COLO_API_INFER) {
             json_t *ev = json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
                                    colo_api_json_text(piece, len));
+            if (ev && c->r->params.n > 1)
+                json_object_set_new(ev, "index", json_integer(ci));
             if (ev && has_lp)
                 json_object_set_new(ev, "logprobs", colo_api_logprobs_json(c, &token, &lp, 1, 0));
             sse_json(c, ev);
         } else if (colo_api_tools_hold_stream(c->r)) {
             /* held until the output is known to be a call or text (finish_stream) */
-            o += 9 + len + (has_lp ? sizeof lp : 0);
+            o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
             continue;
         } else if (c->ep == COLO_API_MESSAGES && len) {
             sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
         } else if (has_lp && token >= 0) { /* every token gets its chunk, text or not */
-            sse_json(c, colo_api_chunk_lp_json(c, piece, len, NULL, false,
-                                               colo_api_logprobs_json(c, &token, &lp, 1, c->text_sent)));
+            sse_json(c, colo_api_chunk_choice_json(c, ci, piece, len, NULL, false,
+                                                   colo_api_logprobs_json(c, &token, &lp, 1, *sent)));
         } else if (len) {
-            sse_json(c, colo_api_chunk_json(c, piece, len, NULL, false));
+            sse_json(c, colo_api_chunk_choice_json(c, ci, piece, len, NULL, false, NULL));
         }
-        c->text_sent += len;
-        o += 9 + len + (has_lp ? sizeof lp : 0);
+        *sent += len;
+        o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
     }
     t.len = 0;
     c->drain = t;
@@ -266,9 +276,17 @@ static void finish_stream(api_call *c)
             free(s);
         }
     } else {
-        if (held)
+        if (held) { /* (tool calls are read from the first choice; the others go as text) */
             send_held(c);
-        sse_json(c, colo_api_chunk_json(c, NULL, 0, o->finish_reason ? o->finish_reason : "stop", false));
+            for (int i = 1; o->choices && i < o->n_choices; i++)
+                if (o->choices[i].text_len)
+                    sse_json(c, colo_api_chunk_choice_json(c, i, o->choices[i].text, o->choices[i].text_len, NULL,
+                                                           false, NULL));
+        }
+        for (int i = 0; i < (o->choices ? o->n_choices : 1); i++) {
+            const char *fin = i && o->choices ? o->choices[i].finish_reason : o->finish_reason;
+            sse_json(c, colo_api_chunk_choice_json(c, i, NULL, 0, fin ? fin : "stop", false, NULL));
+        }
         if (c->in.include_usage)
             sse_json(c, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", c->oid, "object",
                                   c->ep == COLO_API_CHAT ? "chat.completion.chunk" : "text_completion", "created",
@@ -307,7 +325,9 @@ static void deliver_done(void *ud)
         status = 503; /* the model stopped under it, or its client stopped reading */
     colo_api_record(c, status);
     colo_api_account(c, status); /* the ledger, before the answer leaves */
-    colo_http_req_set_tokens(h, c->r->task == COLO_TASK_GENERATE ? o->n_tokens : o->n_input_tokens);
+    colo_http_req_set_tokens(h, c->r->task != COLO_TASK_GENERATE ? o->n_input_tokens
+                                : o->n_choices > 1                ? o->n_completion_tokens
+                                                                  : o->n_tokens);
     colo_http_req_set_queue_ms(h, o->queue_ms);
     if (gone) {
         if (c->started)

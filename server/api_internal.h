@@ -42,6 +42,7 @@ struct colo_api {
     colo_metric *m_requests, *m_duration, *m_queue, *m_prefill, *m_decode, *m_ttft, *m_itl;
     colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
+    colo_metric *m_prefix_queries, *m_prefix_hits, *m_prefix_bytes; /* the prefix cache */
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
     colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;
@@ -75,6 +76,7 @@ typedef struct api_call {
     bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
+    size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
     bool aborted;
     long created;
     char oid[96];      /* OpenAI object id */
@@ -98,6 +100,9 @@ json_t *colo_api_usage_json(const api_call *c);
 /* The same with a chunk's logprobs (stolen; NULL: null). */
 json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
                                json_t *logprobs);
+/* The same for choice index (params.n > 1). */
+json_t *colo_api_chunk_choice_json(const api_call *c, int index, const char *delta_text, size_t len,
+                                   const char *finish, bool role, json_t *logprobs);
 /* Logprobs of n tokens in the endpoint's shape (text_offset: completions'
  * offset of the first token in the text). */
 json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,

@@ -90,7 +90,7 @@ void colo_api_record(const api_call *c, int http_status)
     /* the mean gap, once per gap: the histogram's sum and count stay exact */
     for (int i = 1; i < o->n_tokens; i++)
         colo_metric_observe(a->m_itl, lm, o->decode_ms / 1e3 / (o->n_tokens - 1));
-    colo_metric_add(a->m_gen_tokens, lm, o->n_tokens);
+    colo_metric_add(a->m_gen_tokens, lm, o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens);
 }
 
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms)
@@ -150,6 +150,9 @@ static void on_render(void *ud)
             colo_metric_set(a->m_preempt, lm, (double)in.preemptions);
             if (in.kv_blocks > 0)
                 colo_metric_set(a->m_kv_usage, lm, (double)(in.kv_blocks - in.kv_free_blocks) / in.kv_blocks);
+            colo_metric_set(a->m_prefix_queries, lm, (double)in.prefix_queries);
+            colo_metric_set(a->m_prefix_hits, lm, (double)in.prefix_hit_tokens);
+            colo_metric_set(a->m_prefix_bytes, lm, (double)in.prefix_cached_bytes);
         }
     }
 }
@@ -239,6 +242,14 @@ colo_status colo_api_register_metrics(colo_api *a)
         return COLO_ENOMEM;
     if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
         !a->m_state)
+        return COLO_ENOMEM;
+    a->m_prefix_queries = colo_metrics_counter(m, "colo_model_prefix_cache_queries_total",
+                                               "Sequences admitted that looked up the prefix cache.", 1, L1);
+    a->m_prefix_hits = colo_metrics_counter(m, "colo_model_prefix_cache_hits_total",
+                                            "Prompt tokens found in the prefix cache (not computed).", 1, L1);
+    a->m_prefix_bytes = colo_metrics_gauge(m, "colo_model_prefix_cache_bytes",
+                                           "Bytes of KV blocks in the prefix cache (in use or evictable).", 1, L1);
+    if (!a->m_prefix_queries || !a->m_prefix_hits || !a->m_prefix_bytes)
         return COLO_ENOMEM;
     colo_metric *all[] = {a->m_requests, a->m_duration, a->m_queue, a->m_prefill, a->m_decode, a->m_ttft,
                           a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,

@@ -64,8 +64,9 @@ json_t *colo_api_usage_json(const api_call *c)
     const colo_req_outcome *o = &c->r->out;
     if (c->r->task == COLO_TASK_EMBED)
         return json_pack("{s:i,s:i}", "prompt_tokens", o->n_input_tokens, "total_tokens", o->n_input_tokens);
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", o->n_input_tokens, "completion_tokens", o->n_tokens,
-                     "total_tokens", o->n_input_tokens + o->n_tokens);
+    int completion = o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens; /* n choices: all of them */
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", o->n_input_tokens, "completion_tokens", completion,
+                     "total_tokens", o->n_input_tokens + completion);
 }
 
 static json_t *timing_json(const colo_req_outcome *o)
@@ -134,6 +135,21 @@ json_t *colo_api_infer_json(const api_call *c)
         bad |= json_object_set_new(j, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
         if (c->r->params.logprobs >= 0 && o->logprobs)
             bad |= json_object_set_new(j, "logprobs", colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, 0));
+        if (o->choices) { /* n > 1: every choice (the first is also above) */
+            json_t *chs = json_array();
+            for (int i = 0; chs && i < o->n_choices; i++) {
+                const colo_req_choice *ch = &o->choices[i];
+                json_t *e = json_pack("{s:i,s:o,s:o,s:s}", "index", i, "text",
+                                      colo_api_json_text(ch->text ? ch->text : "", ch->text_len), "tokens",
+                                      tokens_json(ch->tokens, ch->n_tokens), "finish_reason",
+                                      ch->finish_reason ? ch->finish_reason : "stop");
+                if (e && c->r->params.logprobs >= 0 && ch->logprobs)
+                    json_object_set_new(e, "logprobs",
+                                        colo_api_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, 0));
+                bad |= json_array_append_new(chs, e);
+            }
+            bad |= json_object_set_new(j, "choices", chs);
+        }
     } else {
         json_t *arr = json_array();
         for (int i = 0; arr && i < c->r->in.n_texts; i++)
@@ -169,38 +185,50 @@ json_t *colo_api_openai_json(const api_call *c)
         }
         return j;
     }
-    const char *fin = o->finish_reason ? o->finish_reason : "stop";
     bool echo = c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt;
     size_t pl = echo ? c->r->in.prompt_len : 0;
-    json_t *text;
-    if (echo) {
-        char *both = colo_pool_alloc(c->r->pool, pl + o->text_len + 1);
-        if (both) {
-            memcpy(both, c->r->in.prompt, pl);
-            memcpy(both + pl, o->text ? o->text : "", o->text_len);
+    colo_req_choice one = {o->text, o->text_len, o->tokens, o->n_tokens, o->finish_reason, o->stop_sequence,
+                           o->logprobs};
+    const colo_req_choice *chs = o->choices ? o->choices : &one;
+    int n = o->choices ? o->n_choices : 1;
+    json_t *choices = json_array();
+    for (int i = 0; choices && i < n; i++) {
+        const colo_req_choice *ch = &chs[i];
+        const char *fin = ch->finish_reason ? ch->finish_reason : "stop";
+        json_t *text;
+        if (echo) {
+            char *both = colo_pool_alloc(c->r->pool, pl + ch->text_len + 1);
+            if (both) {
+                memcpy(both, c->r->in.prompt, pl);
+                memcpy(both + pl, ch->text ? ch->text : "", ch->text_len);
+            }
+            text = both ? colo_api_json_text(both, pl + ch->text_len) : NULL;
+        } else {
+            text = colo_api_json_text(ch->text ? ch->text : "", ch->text_len);
         }
-        text = both ? colo_api_json_text(both, pl + o->text_len) : NULL;
-    } else {
-        text = colo_api_json_text(o->text ? o->text : "", o->text_len);
+        json_t *lp = c->r->params.logprobs >= 0 && ch->logprobs
+                         ? colo_api_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, pl)
+                         : json_null();
+        json_t *choice;
+        if (c->ep == COLO_API_CHAT && i == 0 && o->n_tool_calls > 0) { /* (calls are read from the first choice) */
+            if (ch->text_len == 0)
+                json_decref(text), text = json_null();
+            choice = json_pack("{s:i,s:{s:s,s:o,s:o},s:s,s:o}", "index", i, "message", "role", "assistant",
+                               "content", text, "tool_calls", colo_api_tool_calls_json(o, false), "finish_reason", fin,
+                               "logprobs", lp);
+        } else if (c->ep == COLO_API_CHAT)
+            choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", i, "message", "role", "assistant", "content",
+                               text, "finish_reason", fin, "logprobs", lp);
+        else
+            choice = json_pack("{s:i,s:o,s:s,s:o}", "index", i, "text", text, "finish_reason", fin, "logprobs", lp);
+        if (json_array_append_new(choices, choice)) {
+            json_decref(choices);
+            choices = NULL;
+        }
     }
-    json_t *lp = c->r->params.logprobs >= 0 && o->logprobs
-                     ? colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, pl)
-                     : json_null();
-    json_t *choice;
-    if (c->ep == COLO_API_CHAT && o->n_tool_calls > 0) {
-        if (o->text_len == 0)
-            json_decref(text), text = json_null();
-        choice = json_pack("{s:i,s:{s:s,s:o,s:o},s:s,s:o}", "index", 0, "message", "role", "assistant", "content",
-                           text, "tool_calls", colo_api_tool_calls_json(o, false), "finish_reason", fin, "logprobs",
-                           lp);
-    } else if (c->ep == COLO_API_CHAT)
-        choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", 0, "message", "role", "assistant", "content", text,
-                           "finish_reason", fin, "logprobs", lp);
-    else
-        choice = json_pack("{s:i,s:o,s:s,s:o}", "index", 0, "text", text, "finish_reason", fin, "logprobs", lp);
-    return json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", c->oid, "object",
+    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", c->oid, "object",
                      c->ep == COLO_API_CHAT ? "chat.completion" : "text_completion", "created",
-                     (json_int_t)c->created, "model", c->am->name, "choices", choice, "usage", colo_api_usage_json(c));
+                     (json_int_t)c->created, "model", c->am->name, "choices", choices, "usage", colo_api_usage_json(c));
 }
 
 json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role)
@@ -210,6 +238,12 @@ json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t le
 
 json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
                                json_t *logprobs)
+{
+    return colo_api_chunk_choice_json(c, 0, delta_text, len, finish, role, logprobs);
+}
+
+json_t *colo_api_chunk_choice_json(const api_call *c, int index, const char *delta_text, size_t len,
+                                   const char *finish, bool role, json_t *logprobs)
 {
     if (!logprobs)
         logprobs = json_null();
@@ -221,11 +255,11 @@ json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t
             json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
         return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object",
                          "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
-                         "choices", "index", 0, "delta", delta ? delta : json_null(), "finish_reason",
+                         "choices", "index", index, "delta", delta ? delta : json_null(), "finish_reason",
                          finish ? json_string(finish) : json_null(), "logprobs", logprobs);
     }
     return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object", "text_completion",
-                     "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", 0, "text",
+                     "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", index, "text",
                      colo_api_json_text(delta_text ? delta_text : "", delta_text ? len : 0), "finish_reason",
                      finish ? json_string(finish) : json_null(), "logprobs", logprobs);
 }
@@ -283,6 +317,11 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
                             json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
                                       "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions,
                                       "running_sequences", in.in_batch));
+    if (in.task == COLO_TASK_GENERATE)
+        json_object_set_new(o, "prefix_cache",
+                            json_pack("{s:b,s:I,s:I,s:I}", "enabled", in.prefix_cache, "queries",
+                                      (json_int_t)in.prefix_queries, "hit_tokens", (json_int_t)in.prefix_hit_tokens,
+                                      "cached_bytes", (json_int_t)in.prefix_cached_bytes));
     else
         json_object_set_new(o, "dim", json_integer(in.dim));
     json_t *slo = colo_api_slo_json(a, am);

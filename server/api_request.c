@@ -171,7 +171,7 @@ static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *hand
     for (int i = 0; always[i]; i++)
         if (!strcmp(key, always[i]))
             return COLO_OK;
-    if (!strcmp(key, "n") || !strcmp(key, "best_of")) {
+    if (!strcmp(key, "best_of")) {
         if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
             return COLO_OK;
         return bad(d, key, "only 1 is supported");
@@ -290,6 +290,11 @@ static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
             return COLO_OK;
         if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK)
             d->top_logprobs = (int)x;
+    } else if (!strcmp(key, "n")) { /* choices sharing the prompt */
+        if (openai && json_is_null(v))
+            return COLO_OK;
+        if ((st = get_int(d, key, v, 1, COLO_REQ_MAX_CHOICES, &x)) == COLO_OK)
+            in->r->params.n = (int)x;
     } else if (d->ep == COLO_API_COMPLETIONS && !strcmp(key, "echo")) {
         if (json_is_null(v))
             return COLO_OK;

@@ -76,7 +76,7 @@ static colo_cb *make(pool *p, int bs, int max_running, int budget, int blocks)
     pool_init(p, blocks);
     colo_cb_config cfg = {.block_size = bs, .max_running = max_running, .max_step_tokens = budget,
                           .total_blocks = blocks};
-    colo_block_allocator al = {p, pool_n_free, pool_alloc, pool_free};
+    colo_block_allocator al = {.ctx = p, .n_free = pool_n_free, .alloc = pool_alloc, .free = pool_free};
     colo_cb *cb = colo_cb_create(&cfg, &al);
     assert_non_null(cb);
     return cb;

@@ -271,7 +271,12 @@ static void test_borrow_and_reclaim(void **state)
         assert_int_equal(got_b[i].n_preempted, 0); /* the owner never loses what is guaranteed */
     }
     assert_true(preempted > 0); /* otherwise the comparison proved nothing */
-    /* Everything went back: only the fixed parts stay charged. */
+    /* Idle, A keeps no borrowed memory, not even for cached prefixes; a
+     * flush of both prefix caches leaves only the fixed parts charged. */
+    colo_arena_get_stats(a.arena, &sa);
+    assert_int_equal(sa.borrowed_bytes, 0);
+    colo_gen_prefix_flush(a.e);
+    colo_gen_prefix_flush(b.e);
     assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
     rig_close(&a);
     rig_close(&b);
@@ -308,11 +313,71 @@ static void test_static_guarantee_limits_concurrency(void **state)
     colo_mem_pool_destroy(pool);
 }
 
+/* A borrower facing a full pool takes memory an idle model holds only as
+ * its prefix cache (within that model's guarantee): the idle model is
+ * asked to drop cached blocks and does at its next step (colo-server's
+ * executor steps an idle model that is asked), and the borrower runs all
+ * its sequences at once, with the tokens they make alone. */
+static void test_borrow_takes_idle_cache(void **state)
+{
+    (void)state;
+    enum { NB = 4 };
+    result ref_b[NB], got_b[NB], fill[4];
+    reference(1, NB, ref_b);
+    const int a_blocks = 4 * SEQ_BLOCKS, b_blocks = NB * SEQ_BLOCKS;
+    size_t bb = block_bytes(), slack = 64 << 10;
+    size_t fixed_a = fixed_bytes(1, a_blocks), fixed_b = fixed_bytes(NB, b_blocks);
+    /* A is guaranteed four sequences' blocks, B one; the pool holds exactly the guarantees */
+    size_t g_a = fixed_a + (size_t)a_blocks * bb, g_b = fixed_b + SEQ_BLOCKS * bb;
+    colo_mem_pool *pool = colo_mem_pool_create(g_a + g_b);
+    rig a, b;
+    rig_elastic(&a, pool, "a", g_a, g_a + slack, 1, a_blocks);
+    rig_elastic(&b, pool, "b", g_b, fixed_b + (size_t)b_blocks * bb + slack, NB, b_blocks);
+    /* A runs four sequences, one after another: their full blocks stay cached */
+    for (int i = 0; i < 4; i++) {
+        add(&a, 0, i, &fill[i]);
+        for (int guard = 0; guard < 1000 && !idle(&a); guard++)
+            step(&a);
+        assert_int_equal(fill[i].done, 1);
+    }
+    colo_gen_prefix_info pa;
+    colo_gen_prefix_stats(a.e, &pa);
+    assert_true(pa.evictable_blocks >= 3 * (SEQ_BLOCKS - 1)); /* most of A's guarantee is cache */
+    assert_true(colo_arena_used(a.arena) > fixed_a + (size_t)(a_blocks - SEQ_BLOCKS) * bb);
+    /* B bursts: past its guarantee it borrows what A only caches */
+    for (int i = 0; i < NB; i++)
+        add(&b, 1, i, &got_b[i]);
+    int peak = 0;
+    for (int guard = 0; guard < 2000 && !idle(&b); guard++) {
+        step(&b);
+        int done = 0;
+        for (int j = 0; j < NB; j++)
+            done += got_b[j].done;
+        if (colo_gen_n_running(b.e) + done > peak)
+            peak = colo_gen_n_running(b.e) + done;
+        step(&a); /* idle: it only drops what it is asked to */
+        assert_true(colo_mem_pool_used(pool) <= colo_mem_pool_budget(pool));
+    }
+    assert_true(idle(&b));
+    colo_gen_prefix_stats(a.e, &pa);
+    assert_true(pa.evicted_blocks > 0);
+    assert_int_equal(peak, NB); /* with A's cache counted as used, B would run one at a time */
+    for (int i = 0; i < NB; i++)
+        assert_same(&got_b[i], &ref_b[i]);
+    colo_gen_prefix_flush(a.e);
+    colo_gen_prefix_flush(b.e);
+    assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
+    rig_close(&a);
+    rig_close(&b);
+    colo_mem_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_borrow_and_reclaim),
         cmocka_unit_test(test_static_guarantee_limits_concurrency),
+        cmocka_unit_test(test_borrow_takes_idle_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

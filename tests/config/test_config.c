@@ -153,11 +153,17 @@ static void test_defaults(void **state)
     assert_int_equal(m->priority, COLO_PRIO_NORMAL);
     assert_int_equal(m->kv_block_size, 16);
     assert_int_equal(m->kv_dtype, COLO_F16);
+    assert_true(m->no_prefix_cache); /* the prefix cache is off unless asked for */
     assert_int_equal(m->max_seq_len, 0);
     assert_int_equal(m->batching.max_batch_size, 32);
     assert_int_equal(m->batching.n_preferred, 0);
     assert_int_equal(m->batching.max_queue, 256);
     assert_true(m->sla.p99_ms == 0 && !m->sla.reject_late);
+
+    assert_int_equal(parse("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1, prefix_cache: true}\n",
+                           err, sizeof err),
+                     COLO_OK);
+    assert_false(cfg.models[0].no_prefix_cache);
 
     /* IPv4 and port 0 */
     assert_int_equal(parse("server: {listen: '0.0.0.0:0'}\n"
@@ -267,6 +273,8 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:2:70: models[0].priority:", "high");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, kv_cache: {dtype: q4}}\n",
                  "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32");
+    expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, prefix_cache: maybe}\n",
+                 "t.yaml:2:74: models[0].prefix_cache:", "true or false");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, chat_template: vicuna}\n",
                  "t.yaml:2:75: models[0].chat_template:", "chatml, llama3, gemma");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, batching: {max_batch: 4}}\n",

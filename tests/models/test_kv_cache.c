@@ -1,6 +1,9 @@
 /* The paged KV cache: storage sizes from the arena, the block allocator
- * (all or nothing, exhaustion is a status, every id held once) and
- * per-sequence block tables (growth, context limit, release). */
+ * (all or nothing, exhaustion is a status, every id held once),
+ * per-sequence block tables (growth, context limit, release), and shared
+ * blocks with the prefix cache (references, hash-chained lookup, LRU
+ * eviction of cached blocks, which count as free and are charged to the
+ * elastic arena while cached). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "models/kv_cache.h"
+#include "models/prefix_cache.h"
 
 static colo_device *dev;
 static unsigned seed;
@@ -250,9 +254,107 @@ static void test_tables(void **state)
     colo_arena_destroy(a);
 }
 
+static void test_prefix_cache(void **state)
+{
+    (void)state;
+    char err[256];
+    colo_kv_cache_config cfg = small_cfg(); /* 10 blocks of 4 tokens */
+    size_t bb = colo_kv_cache_block_bytes(&cfg);
+    /* the pool charges 6 blocks at most; the cache has ids for 10 */
+    colo_mem_pool *pool = colo_mem_pool_create(6 * bb);
+    colo_arena *a = colo_arena_create_elastic(dev, "kv", pool, 6 * bb, 1 << 20, err, sizeof err);
+    assert_non_null(a);
+    colo_kv_cache *c = colo_kv_cache_create(a, &cfg, err, sizeof err);
+    assert_non_null(c);
+    assert_false(colo_kv_cache_prefix_enabled(c));
+    int32_t toks[16], ids[10], got[10];
+    srand(seed);
+    for (int i = 0; i < 16; i++)
+        toks[i] = rand() % 1000;
+    uint64_t key;
+    /* off: nothing is found, nothing is kept */
+    assert_int_equal(colo_kv_cache_prefix_match(c, toks, 16, 4, got, &key), 0);
+    assert_int_equal(colo_kv_cache_prefix_enable(c), COLO_OK);
+
+    /* A sequence of 4 blocks publishes its first 3, then ends: 3 stay cached
+     * (charged), one is free (uncharged); all 10 count as free. */
+    assert_int_equal(colo_kv_cache_alloc(c, 4, ids), COLO_OK);
+    uint64_t parent = COLO_PREFIX_ROOT;
+    for (int b = 0; b < 3; b++)
+        parent = colo_kv_cache_prefix_publish(c, ids[b], parent, toks + 4 * b);
+    colo_kv_cache_release(c, ids, 4);
+    assert_int_equal(colo_kv_cache_n_cached(c), 3);
+    assert_int_equal(colo_kv_cache_n_evictable(c), 3);
+    assert_int_equal(colo_kv_cache_n_free(c), 10);
+    assert_int_equal(colo_mem_pool_used(pool), 3 * bb);
+
+    /* The chain is found in order, up to the limit asked, with references. */
+    assert_int_equal(colo_kv_cache_prefix_match(c, toks, 16, 4, got, &key), 3);
+    assert_int_equal(key, parent);
+    for (int b = 0; b < 3; b++) {
+        assert_int_equal(got[b], ids[b]);
+        assert_int_equal(colo_kv_cache_refs(c, got[b]), 1);
+    }
+    assert_int_equal(colo_kv_cache_n_evictable(c), 0);
+    assert_int_equal(colo_kv_cache_n_free(c), 7);
+    colo_kv_cache_release(c, got, 3);
+    assert_int_equal(colo_kv_cache_prefix_match(c, toks, 16, 2, got, NULL), 2);
+    colo_kv_cache_release(c, got, 2);
+    /* Another first block: nothing, though later blocks match. */
+    int32_t other[16];
+    memcpy(other, toks, sizeof other);
+    other[1] ^= 1;
+    assert_int_equal(colo_kv_cache_prefix_match(c, other, 16, 4, got, &key), 0);
+    assert_int_equal(key, COLO_PREFIX_ROOT);
+
+    /* Shared references: the block goes with the last one. */
+    int32_t one;
+    assert_int_equal(colo_kv_cache_alloc(c, 1, &one), COLO_OK);
+    colo_kv_cache_share(c, &one, 1);
+    assert_int_equal(colo_kv_cache_refs(c, one), 2);
+    colo_kv_cache_release(c, &one, 1);
+    assert_int_equal(colo_kv_cache_refs(c, one), 1);
+    colo_kv_cache_release(c, &one, 1);
+    assert_int_equal(colo_kv_cache_refs(c, one), 0);
+    assert_int_equal(colo_mem_pool_used(pool), 3 * bb);
+
+    /* The pool full: 3 free blocks charged, 3 cached; 2 more come from the
+     * cache, deepest blocks first, and the chain's first block stays. */
+    int32_t three[3], two[2];
+    assert_int_equal(colo_kv_cache_alloc(c, 3, three), COLO_OK);
+    assert_int_equal(colo_mem_pool_used(pool), 6 * bb);
+    assert_int_equal(colo_kv_cache_alloc(c, 4, ids), COLO_ENOMEM); /* only 3 cached to take */
+    assert_int_equal(colo_kv_cache_alloc(c, 2, two), COLO_OK);
+    assert_int_equal(colo_mem_pool_used(pool), 6 * bb);
+    assert_int_equal(colo_kv_cache_n_cached(c), 1);
+    assert_int_equal(colo_kv_cache_n_evicted(c), 2);
+    assert_int_equal(colo_kv_cache_prefix_match(c, toks, 16, 4, got, NULL), 1);
+    colo_kv_cache_release(c, got, 1);
+    colo_kv_cache_release(c, two, 2);
+    colo_kv_cache_release(c, three, 3);
+    /* a flush gives every charge back */
+    assert_int_equal(colo_kv_cache_prefix_evict(c, 100), 1);
+    assert_int_equal(colo_kv_cache_n_cached(c), 0);
+    assert_int_equal(colo_mem_pool_used(pool), 0);
+    assert_int_equal(colo_kv_cache_n_free(c), 10);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(colo_kv_cache_refs(c, i), 0);
+
+    /* Cached blocks left at destroy go back too. */
+    assert_int_equal(colo_kv_cache_alloc(c, 1, &one), COLO_OK);
+    colo_kv_cache_prefix_publish(c, one, COLO_PREFIX_ROOT, toks);
+    colo_kv_cache_release(c, &one, 1);
+    assert_int_equal(colo_mem_pool_used(pool), bb);
+    colo_kv_cache_destroy(c);
+    assert_int_equal(colo_mem_pool_used(pool), 0);
+    colo_arena_destroy(a);
+    colo_mem_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_storage),
         cmocka_unit_test(test_alloc_all_or_nothing),
         cmocka_unit_test(test_alloc_random),

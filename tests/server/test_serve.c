@@ -368,14 +368,14 @@ static void test_errors(void **state)
         {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"top_p\":0}", 400, "invalid_request"},
         {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"priority\":\"urgent\"}", 400, "invalid_request"},
         {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"stream\":\"yes\"}", 400, "invalid_request"},
-        {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"n\":1}", 400, "invalid_request"}, /* strict */
+        {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"best_of\":1}", 400, "invalid_request"}, /* strict */
         {"POST", "/v1/models/a/infer", "{\"inputs\":[\"x\"]}", 400, "invalid_request"},
         {"POST", "/v1/models/zz/infer", "{\"prompt\":\"x\"}", 404, "model_not_found"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\"}", 400, "invalid_request"},
         {"POST", "/v1/completions", "{\"model\":\"zz\",\"prompt\":\"x\"}", 404, "model_not_found"},
         {"POST", "/v1/chat/completions", "{\"model\":\"a\",\"messages\":[]}", 400, "invalid_request"},
         {"POST", "/v1/chat/completions", "{\"model\":\"a\",\"messages\":[{\"role\":\"x\"}]}", 400, "invalid_request"},
-        {"POST", "/v1/chat/completions", "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}",
+        {"POST", "/v1/chat/completions", "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}",
          400, "invalid_request"},
         {"GET", "/v1/models/a/infer", NULL, 405, NULL},
         {"DELETE", "/v1/models", NULL, 405, NULL},

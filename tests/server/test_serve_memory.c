@@ -15,8 +15,10 @@
 #define TOTAL_BYTES (512.0 * 1024 * 1024)
 #define N_A 8
 
+/* (no prefix cache: the blocks a preempted sequence leaves cached would
+ * count as free, and free_blocks below means blocks no sequence holds) */
 static const char *model_a_block =
-    "  - { name: a, kind: llama, path: m.gguf, memory_fraction: %.9f, priority: high,\n"
+    "  - { name: a, kind: llama, path: m.gguf, memory_fraction: %.9f, priority: high, prefix_cache: false,\n"
     "      batching: { max_batch_size: 8, queue_timeout_ms: 300 } }\n";
 
 /* Asks colo-server --check-config what a needs with a fraction far too

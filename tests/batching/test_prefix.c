@@ -1,0 +1,537 @@
+/* Prefix caching and n choices in the generation engine, on a synthetic
+ * model with F32 weights (every matrix path computes in float, so a
+ * sequence's tokens do not depend on what else shares its step), and on
+ * SmolLM2 with exact activations when its weights are present:
+ * - greedy tokens are the same with the prefix cache on and off, for
+ *   sequences that come after a cached prompt and for those that start
+ *   while another with the same prefix still runs; hits are counted in
+ *   tokens;
+ * - a cache full of cached prefixes is evicted under memory pressure
+ *   without changing a running sequence's tokens;
+ * - every reference goes when the sequences end, and a flush frees every
+ *   block;
+ * - n choices: greedy gives n copies of the n = 1 answer; sampled choice i
+ *   with seed s is the n = 1 answer with seed s + i. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batching/engine.h"
+#include "models/kv_cache.h"
+#include "models/mkmodel.h"
+
+#define BS 4 /* tokens per KV block */
+
+static char model_path[300];
+static colo_device *dev;
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(model_path, sizeof model_path, "%s/colo-test-prefix-%d.gguf", tmp, (int)getpid());
+    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = 23};
+    char err[256];
+    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
+        return -1;
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
+    dev = colo_device_open(&dc, err, sizeof err);
+    return dev ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    colo_device_close(dev);
+    unlink(model_path);
+    return 0;
+}
+
+typedef struct {
+    colo_arena *arena;
+    colo_stream *s;
+    colo_llama *m;
+    colo_gen_engine *e;
+} rig;
+
+static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_bytes, int max_running, int n_blocks,
+                        int block_size, bool cache)
+{
+    char err[256];
+    r->arena = colo_arena_create_bytes(d, "prefix", arena_bytes, err, sizeof err);
+    assert_non_null(r->arena);
+    r->s = colo_stream_create(d, NULL, err, sizeof err);
+    r->m = colo_llama_load(path, r->arena, r->s, err, sizeof err);
+    if (!r->m)
+        fail_msg("load: %s", err);
+    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = block_size,
+                          .kv_type = COLO_F32, .n_blocks = n_blocks, .no_prefix_cache = !cache};
+    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    if (!r->e)
+        fail_msg("engine: %s", err);
+}
+
+static void rig_open(rig *r, int max_running, int n_blocks, bool cache)
+{
+    rig_open_on(r, dev, model_path, (size_t)64 << 20, max_running, n_blocks, BS, cache);
+}
+
+/* After every sequence ended: no block is referenced, and a flush leaves
+ * every block free and nothing cached. */
+static void assert_all_released(rig *r)
+{
+    colo_kv_cache *kv = colo_llama_kv_cache(r->m);
+    int n = colo_kv_cache_n_blocks(kv);
+    for (int i = 0; i < n; i++)
+        if (colo_kv_cache_refs(kv, i))
+            fail_msg("block %d still has %d references", i, colo_kv_cache_refs(kv, i));
+    assert_int_equal(colo_kv_cache_n_free(kv), n);
+    colo_gen_prefix_flush(r->e);
+    assert_int_equal(colo_kv_cache_n_cached(kv), 0);
+    assert_int_equal(colo_kv_cache_n_evictable(kv), 0);
+    assert_int_equal(colo_kv_cache_n_free(kv), n);
+}
+
+static void rig_close(rig *r)
+{
+    assert_int_equal(colo_gen_n_running(r->e) + colo_gen_n_waiting(r->e), 0);
+    assert_all_released(r);
+    colo_gen_engine_free(r->e);
+    colo_llama_free(r->m);
+    assert_int_equal(colo_arena_used(r->arena), 0);
+    colo_stream_destroy(r->s);
+    colo_arena_destroy(r->arena);
+}
+
+typedef struct {
+    int32_t toks[256];
+    int n;
+    const char *finish;
+    colo_status status;
+    int n_preempted;
+    int done;
+} result;
+
+static void on_done(void *ud, const colo_gen_outcome *o)
+{
+    result *r = ud;
+    r->n = o->n_tokens;
+    memcpy(r->toks, o->tokens, (size_t)o->n_tokens * 4);
+    r->finish = o->finish_reason;
+    r->status = o->status;
+    r->n_preempted = o->n_preempted;
+    r->done++;
+}
+
+static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, result *out)
+{
+    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
+    colo_gen_callbacks cb = {NULL, on_done, out};
+    char err[256];
+    memset(out, 0, sizeof *out);
+    if (!colo_gen_add(r->e, ids, n, &p, &cb, err, sizeof err))
+        fail_msg("add: %s", err);
+}
+
+static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, float temp, uint64_t seed,
+                  result *out)
+{
+    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
+    colo_gen_callbacks cbs[COLO_GEN_MAX_CHOICES];
+    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        cbs[i] = (colo_gen_callbacks){NULL, on_done, &out[i]};
+    }
+    char err[256];
+    if (colo_gen_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
+        fail_msg("add_n: %s", err);
+}
+
+static void step(rig *r, int n_steps)
+{
+    int n;
+    for (int i = 0; i < n_steps; i++)
+        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+}
+
+static void run_all(rig *r)
+{
+    int n;
+    for (int guard = 0; guard < 20000; guard++) {
+        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+        if (!n && !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e))
+            return;
+    }
+    fail_msg("engine did not finish");
+}
+
+static void assert_same(const result *a, const result *b)
+{
+    assert_int_equal(a->done, 1);
+    assert_int_equal(b->done, 1);
+    assert_int_equal(a->status, COLO_OK);
+    assert_int_equal(b->status, COLO_OK);
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->toks, b->toks, (size_t)a->n * 4);
+}
+
+/* A shared prefix of n_prefix random tokens, then a suffix of n_suffix of
+ * sequence i's own (its first token differs from every other's). */
+static int prompt(int32_t *ids, const int32_t *prefix, int n_prefix, int i, int n_suffix)
+{
+    memcpy(ids, prefix, (size_t)n_prefix * 4);
+    ids[n_prefix] = 256 + i; /* distinct */
+    for (int k = 1; k < n_suffix; k++)
+        ids[n_prefix + k] = rand() % 256;
+    return n_prefix + n_suffix;
+}
+
+static void random_tokens(int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = rand() % 256;
+}
+
+static void test_cache_on_and_off_agree(void **state)
+{
+    (void)state;
+    srand((unsigned)getpid());
+    enum { NP = 40, NS = 4, MT = 20 };
+    int32_t prefix[NP], ids[NS][NP + 16];
+    int n[NS];
+    random_tokens(prefix, NP);
+    for (int i = 0; i < NS; i++)
+        n[i] = prompt(ids[i], prefix, NP, i, 3 + i * 2);
+    for (int concurrent = 0; concurrent < 2; concurrent++) {
+        result off[NS], on[NS];
+        for (int cache = 0; cache < 2; cache++) {
+            result *res = cache ? on : off;
+            rig r;
+            rig_open(&r, 8, 0, cache);
+            add(&r, ids[0], n[0], MT, 0, 0, &res[0]);
+            if (concurrent)
+                step(&r, 3); /* the first decodes while the others come */
+            else
+                run_all(&r);
+            for (int i = 1; i < NS; i++)
+                add(&r, ids[i], n[i], MT, 0, 0, &res[i]);
+            run_all(&r);
+            colo_gen_prefix_info pi;
+            colo_gen_prefix_stats(r.e, &pi);
+            assert_int_equal(pi.enabled, cache);
+            assert_int_equal(pi.queries, cache ? NS : 0);
+            /* each later sequence finds the shared prefix, in whole blocks, and nothing more */
+            assert_int_equal(pi.hit_tokens, cache ? (uint64_t)(NS - 1) * (NP / BS * BS) : 0);
+            rig_close(&r);
+        }
+        for (int i = 0; i < NS; i++)
+            assert_same(&off[i], &on[i]);
+    }
+}
+
+/* A prompt whose every block is cached still computes its last token (a
+ * block it would write into is never a shared one), and repeating a whole
+ * prompt gives the same answer. */
+static void test_whole_prompt_cached(void **state)
+{
+    (void)state;
+    int32_t ids[4 * BS];
+    random_tokens(ids, 4 * BS);
+    result a, b, c;
+    rig r;
+    rig_open(&r, 4, 0, true);
+    add(&r, ids, 4 * BS, 12, 0, 0, &a);
+    run_all(&r);
+    add(&r, ids, 4 * BS, 12, 0, 0, &b);
+    add(&r, ids, 4 * BS, 12, 0, 0, &c); /* in the same step as b */
+    run_all(&r);
+    colo_gen_prefix_info pi;
+    colo_gen_prefix_stats(r.e, &pi);
+    assert_int_equal(pi.queries, 3);
+    assert_int_equal(pi.hit_tokens, 2 * 3 * BS); /* three of four blocks each */
+    assert_same(&a, &b);
+    assert_same(&a, &c);
+    rig_close(&r);
+}
+
+/* Fill a small cache with cached prefixes, then run sequences that need
+ * the memory: evictions (and preemptions) happen, and each sequence's tokens
+ * equal those of a run with room to spare and no prefix cache. Then the
+ * fillers' prompts again: what was evicted is not found (its blocks hold
+ * other sequences' K/V now), what is left is. */
+static void test_eviction_under_pressure(void **state)
+{
+    (void)state;
+    enum { NF = 6, NR = 4, MT = 24 };
+    int32_t fill[NF][28], run[NR][32];
+    int nrun[NR];
+    for (int i = 0; i < NF; i++) {
+        random_tokens(fill[i], 28);
+        fill[i][24] = 300; /* the fillers run on their first 24 tokens, later on all 28 */
+    }
+    int32_t shared[12];
+    random_tokens(shared, 12);
+    for (int i = 0; i < NR; i++)
+        nrun[i] = prompt(run[i], i < 2 ? fill[0] : shared, 12, i, 9); /* two share a cached prefix */
+    result roomy[NR], tight[NR], filler[NF], again_roomy[NF], again_tight[NF];
+    rig r;
+    rig_open(&r, 4, 0, false);
+    for (int i = 0; i < NR; i++)
+        add(&r, run[i], nrun[i], MT, 0, 0, &roomy[i]);
+    run_all(&r);
+    for (int i = 0; i < NF; i++)
+        add(&r, fill[i], 28, 8, 0, 0, &again_roomy[i]);
+    run_all(&r);
+    rig_close(&r);
+
+    rig_open(&r, 4, 40, true); /* 40 blocks of 4: 160 slots */
+    for (int i = 0; i < NF; i++) {
+        add(&r, fill[i], 24, 2, 0, 0, &filler[i]);
+        run_all(&r);
+    }
+    colo_gen_prefix_info before;
+    colo_gen_prefix_stats(r.e, &before);
+    assert_int_equal(before.cached_blocks, NF * 6); /* every full block of every filler */
+    assert_int_equal(before.evictable_blocks, NF * 6);
+    assert_int_equal(colo_gen_kv_free_blocks(r.e), 40); /* cached blocks count as free */
+    for (int i = 0; i < NR; i++)
+        add(&r, run[i], nrun[i], MT, 0, 0, &tight[i]);
+    run_all(&r);
+    colo_gen_prefix_info after;
+    colo_gen_prefix_stats(r.e, &after);
+    assert_true(after.evicted_blocks > 0); /* the pressure was real */
+    assert_true(after.hit_tokens >= 12);   /* the two sequences on fill[0]'s prefix found it */
+    for (int i = 0; i < NR; i++)
+        assert_same(&roomy[i], &tight[i]);
+    for (int i = 0; i < NF; i++)
+        add(&r, fill[i], 28, 8, 0, 0, &again_tight[i]);
+    run_all(&r);
+    for (int i = 0; i < NF; i++)
+        assert_same(&again_roomy[i], &again_tight[i]);
+    rig_close(&r);
+}
+
+/* A cache too small for four sequences: they are preempted and find their
+ * own blocks again when readmitted (their prompts share nothing). */
+static void test_preempted_find_their_prefix(void **state)
+{
+    (void)state;
+    enum { NR = 4, MT = 30 };
+    int32_t ids[NR][20];
+    result roomy[NR], tight[NR];
+    for (int i = 0; i < NR; i++) {
+        random_tokens(ids[i], 20);
+        ids[i][0] = 256 + i;
+    }
+    rig r;
+    rig_open(&r, 4, 0, false);
+    for (int i = 0; i < NR; i++)
+        add(&r, ids[i], 20, MT, 0, 0, &roomy[i]);
+    run_all(&r);
+    rig_close(&r);
+    rig_open(&r, 4, 30, true);
+    for (int i = 0; i < NR; i++)
+        add(&r, ids[i], 20, MT, 0, 0, &tight[i]);
+    run_all(&r);
+    assert_true(colo_gen_preemptions(r.e) > 0);
+    colo_gen_prefix_info pi;
+    colo_gen_prefix_stats(r.e, &pi);
+    assert_true(pi.queries > NR);  /* readmissions */
+    assert_true(pi.hit_tokens > 0); /* only their own blocks can match */
+    for (int i = 0; i < NR; i++)
+        assert_same(&roomy[i], &tight[i]);
+    rig_close(&r);
+}
+
+static void test_n_greedy_copies(void **state)
+{
+    (void)state;
+    /* prompts ending inside a block (its rows are copied) and on a block's end */
+    int lens[] = {4 * BS + 3, 5 * BS};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        for (int cache = 0; cache < 2; cache++) {
+            int32_t ids[64];
+            random_tokens(ids, lens[li]);
+            result one, many[5], other;
+            rig r;
+            rig_open(&r, 8, 0, cache);
+            add(&r, ids, lens[li], 16, 0, 0, &one);
+            run_all(&r);
+            int32_t ids2[64];
+            random_tokens(ids2, 9);
+            add(&r, ids2, 9, 16, 0, 0, &other); /* in the same batch */
+            add_n(&r, ids, lens[li], 5, 16, 0, 0, many);
+            run_all(&r);
+            for (int i = 0; i < 5; i++)
+                assert_same(&one, &many[i]);
+            assert_int_equal(other.done, 1);
+            rig_close(&r);
+        }
+    }
+}
+
+static void test_n_seeded(void **state)
+{
+    (void)state;
+    int32_t ids[30];
+    random_tokens(ids, 30);
+    enum { N = 4 };
+    result a[N], b[N], single[N];
+    rig r;
+    rig_open(&r, 8, 0, false);
+    add_n(&r, ids, 30, N, 20, 1.0f, 77, a);
+    run_all(&r);
+    add_n(&r, ids, 30, N, 20, 1.0f, 77, b);
+    run_all(&r);
+    for (int i = 0; i < N; i++) {
+        add(&r, ids, 30, 20, 1.0f, 77 + (uint64_t)i, &single[i]);
+        run_all(&r);
+    }
+    int differ = 0;
+    for (int i = 0; i < N; i++) {
+        assert_same(&a[i], &b[i]);      /* reproducible */
+        assert_same(&a[i], &single[i]); /* choice i draws from seed + i */
+        differ += a[i].n != a[0].n || memcmp(a[i].toks, a[0].toks, (size_t)a[0].n * 4) != 0;
+    }
+    assert_true(differ > 0); /* the choices are not copies of one another */
+    rig_close(&r);
+}
+
+/* More choices than the batch has room for: the rest wait and are computed
+ * when admitted (the prompt from the prefix cache), with the same answer. */
+static void test_n_past_batch(void **state)
+{
+    (void)state;
+    int32_t ids[26];
+    random_tokens(ids, 26);
+    for (int cache = 0; cache < 2; cache++) {
+        result one, many[6];
+        rig r;
+        rig_open(&r, 2, 0, cache);
+        add(&r, ids, 26, 10, 0, 0, &one);
+        run_all(&r);
+        add_n(&r, ids, 26, 6, 10, 0, 0, many);
+        run_all(&r);
+        for (int i = 0; i < 6; i++)
+            assert_same(&one, &many[i]);
+        rig_close(&r);
+    }
+}
+
+/* Canceling choices, the first (which computes the prompt) included,
+ * before and after the fork: the others finish, every block comes back. */
+static void test_n_cancel(void **state)
+{
+    (void)state;
+    int32_t ids[22];
+    random_tokens(ids, 22);
+    result one, many[4];
+    rig r;
+    rig_open(&r, 8, 0, true);
+    add(&r, ids, 22, 12, 0, 0, &one);
+    run_all(&r);
+    colo_gen_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
+    colo_gen_callbacks cbs[4];
+    colo_gen_seq *seqs[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&many[i], 0, sizeof many[i]);
+        cbs[i] = (colo_gen_callbacks){NULL, on_done, &many[i]};
+    }
+    char err[256];
+    assert_int_equal(colo_gen_add_n(r.e, ids, 22, &p, 4, cbs, seqs, err, sizeof err), COLO_OK);
+    colo_gen_cancel(r.e, seqs[0]); /* before its prompt ran: choice 1 computes it */
+    assert_int_equal(many[0].status, COLO_ECANCELED);
+    step(&r, 2);
+    colo_gen_cancel(r.e, seqs[2]); /* after the fork */
+    run_all(&r);
+    assert_int_equal(many[2].status, COLO_ECANCELED);
+    assert_same(&one, &many[1]);
+    assert_same(&one, &many[3]);
+    rig_close(&r);
+}
+
+/* SmolLM2 (exact activations): a shared system prompt, cache on and off. */
+static void test_smollm2(void **state)
+{
+    (void)state;
+    char path[512];
+    const char *cache = getenv("XDG_CACHE_HOME");
+    if (cache && *cache)
+        snprintf(path, sizeof path, "%s/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+    else
+        snprintf(path, sizeof path, "%s/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 getenv("HOME") ? getenv("HOME") : "");
+    if (access(path, R_OK) != 0) {
+        printf("SmolLM2 weights absent (%s): skipped\n", path);
+        skip();
+    }
+    char err[256];
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2, .exact_activations = true};
+    colo_device *d = colo_device_open(&dc, err, sizeof err);
+    assert_non_null(d);
+    static const char *sys = "<|im_start|>system\nYou are a careful assistant. You answer in one short sentence, "
+                             "you never invent facts, and when a question is ambiguous you say so and name the "
+                             "two readings you see.<|im_end|>\n<|im_start|>user\n";
+    static const char *users[] = {"What is the capital of France?", "Name a prime number above ten.",
+                                  "Why is the sky blue?"};
+    enum { NU = 3, MT = 16 };
+    result off[NU], on[NU], many[3];
+    int32_t *ids[NU];
+    int n[NU];
+    for (int cache_on = 0; cache_on < 2; cache_on++) {
+        rig r;
+        rig_open_on(&r, d, path, (size_t)384 << 20, 8, 0, 16, cache_on);
+        const colo_tokenizer *t = colo_llama_tokenizer(r.m);
+        for (int i = 0; i < NU; i++) {
+            char text[1024];
+            snprintf(text, sizeof text, "%s%s<|im_end|>\n<|im_start|>assistant\n", sys, users[i]);
+            if (!cache_on)
+                assert_int_equal(colo_tokenizer_encode(t, text, strlen(text), true, true, &ids[i], &n[i]), COLO_OK);
+        }
+        result *res = cache_on ? on : off;
+        add(&r, ids[0], n[0], MT, 0, 0, &res[0]);
+        step(&r, 2);
+        for (int i = 1; i < NU; i++)
+            add(&r, ids[i], n[i], MT, 0, 0, &res[i]);
+        if (cache_on)
+            add_n(&r, ids[1], n[1], 3, MT, 0, 0, many);
+        run_all(&r);
+        colo_gen_prefix_info pi;
+        colo_gen_prefix_stats(r.e, &pi);
+        if (cache_on)
+            assert_true(pi.hit_tokens >= 2 * 32); /* the system prompt is more than two blocks */
+        rig_close(&r);
+    }
+    for (int i = 0; i < NU; i++) {
+        assert_same(&off[i], &on[i]);
+        free(ids[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_same(&off[1], &many[i]);
+    colo_device_close(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_on_and_off_agree),
+        cmocka_unit_test(test_whole_prompt_cached),
+        cmocka_unit_test(test_eviction_under_pressure),
+        cmocka_unit_test(test_preempted_find_their_prefix),
+        cmocka_unit_test(test_n_greedy_copies),
+        cmocka_unit_test(test_n_seeded),
+        cmocka_unit_test(test_n_past_batch),
+        cmocka_unit_test(test_n_cancel),
+        cmocka_unit_test(test_smollm2),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
