@@ -5,8 +5,8 @@ presence and frequency penalties, repetition_penalty and min_p (extra_body),
 logit_bias, seed, stop strings and token ids, stream_options.include_usage,
 echo, response_format json_object and json_schema, tools and tool_choice
 (auto, none, required, a named function) with tool results sent back; for
-each greedy request the streamed answer must equal the whole one. (`n` > 1
-is to be added with its support.)
+each greedy request the streamed answer must equal the whole one; `n`
+choices, whole and streamed (chunks by choice index), greedy and seeded.
 
 Run by scripts/openai-check.sh, which starts the server; by hand:
 
@@ -212,6 +212,34 @@ def main():
             expect(f == "stop" and t == "", f"stop token id: {t!r} {f}")
         return "penalties, min_p, logit_bias, seed, stop strings and ids"
 
+    def n_choices():
+        kw = dict(model=args.model, messages=question, max_tokens=12)
+        one = greedy(max_tokens=12)[0]
+        u1 = client.chat.completions.create(temperature=0, **kw).usage
+        r = client.chat.completions.create(n=3, temperature=0, **kw)
+        expect([c.index for c in r.choices] == [0, 1, 2], f"indexes {[c.index for c in r.choices]}")
+        expect(all(c.message.content == one for c in r.choices), "greedy choices differ from the n=1 answer")
+        expect(r.usage.prompt_tokens == u1.prompt_tokens and r.usage.completion_tokens == 3 * u1.completion_tokens,
+               f"usage of 3 choices {r.usage} against one {u1}")
+        texts = {}
+        for chunk in client.chat.completions.create(n=3, temperature=0, stream=True, **kw):
+            for ch in chunk.choices:
+                texts[ch.index] = texts.get(ch.index, "") + (ch.delta.content or "")
+        expect(sorted(texts) == [0, 1, 2] and all(t == one for t in texts.values()),
+               f"streamed choices {texts}")
+        a = client.chat.completions.create(n=2, temperature=1, seed=7, **kw)
+        b = client.chat.completions.create(n=2, temperature=1, seed=7, **kw)
+        expect([c.message.content for c in a.choices] == [c.message.content for c in b.choices],
+               "seeded n choices are not reproducible")
+        s8 = client.chat.completions.create(n=1, temperature=1, seed=8, **kw).choices[0].message.content
+        expect(a.choices[1].message.content == s8, "choice 1 with seed 7 is not the n=1 answer with seed 8")
+        try:
+            client.chat.completions.create(n=17, **kw)
+            expect(False, "n=17 was accepted")
+        except openai.BadRequestError:
+            pass
+        return "n=3 greedy whole and streamed, n=2 seeded = seed + i, n=17 refused"
+
     def json_formats():
         t, f, _, _ = same(max_tokens=60, response_format={"type": "json_object"},
                           messages=[{"role": "user", "content": "Describe a cat as JSON."}])
@@ -274,6 +302,7 @@ def main():
     check("unknown model -> NotFoundError", unknown_model)
     check("logprobs, top_logprobs, echo", logprobs)
     check("penalties, min_p, logit_bias, seed, stop", sampling_fields)
+    check("n choices", n_choices)
     check("response_format json_object / json_schema", json_formats)
     check("tools, tool_choice, tool results", tools)
     if args.embed_model:
