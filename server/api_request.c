@@ -546,7 +546,12 @@ static colo_status anthropic_tool_blocks(dec *d, json_t *c, bool assistant, colo
         return COLO_OK;
     size_t i, n_use = 0;
     json_t *b;
-    json_array_foreach(c, i, b) n_use += !strcmp(json_string_value(json_object_get(b, "type")), "tool_use");
+    json_array_foreach(c, i, b) {
+        const char *t = json_string_value(json_object_get(b, "type"));
+        if (!t)
+            return bad(d, "messages", "each content block needs a string \"type\"");
+        n_use += !strcmp(t, "tool_use");
+    }
     colo_req_tool_call *calls = n_use ? colo_pool_calloc(r->pool, n_use, sizeof *calls) : NULL;
     if (n_use && !calls)
         return bad(d, "messages", "out of memory");

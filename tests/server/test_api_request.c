@@ -524,6 +524,21 @@ static void test_structured_and_tools(void **state)
     assert_string_equal(in.r->in.messages[2].content, "1");
     assert_string_equal(in.r->in.messages[3].content, "and?");
     in_free(&in);
+    /* a content block without a type (or not an object) is a 400, whatever blocks come with it */
+    static const char *const untyped[] = {
+        "[{\"type\":\"text\",\"text\":\"ok\"},{\"text\":\"x\"}]",
+        "[{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"add\",\"input\":{}},{\"type\":7}]",
+        "[1]",
+    };
+    for (size_t i = 0; i < sizeof untyped / sizeof *untyped; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                 "{\"role\":\"assistant\",\"content\":%s}]}",
+                 untyped[i]);
+        assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        assert_non_null(strstr(err, "messages"));
+    }
     /* refusals name the field */
     static const char *const bad[][2] = {
         {"\"tool_choice\":\"always\"", "tool_choice"},
