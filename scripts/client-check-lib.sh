@@ -17,12 +17,18 @@ check_build() {
 
 # check_venv NAME MODULE PACKAGE VERSION VENV: the package at that version
 # in the virtualenv (created when missing); non-zero when it cannot be installed.
+# Under a lock on VENV.lock: the checks of a model and of the synthetic model
+# run side by side under ctest -j and share one virtualenv.
 check_venv() {
   local name=$1 module=$2 pkg=$3 ver=$4 venv=$5
-  if ! "$venv/bin/python" -c "import $module, sys; sys.exit($module.__version__ != '$ver')" 2>/dev/null; then
-    echo "$name: installing $pkg==$ver into $venv" >&2
-    { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pkg==$ver"; } >&2
-  fi
+  mkdir -p "$(dirname "$venv")"
+  (
+    flock 9
+    if ! "$venv/bin/python" -c "import $module, sys; sys.exit($module.__version__ != '$ver')" 2>/dev/null; then
+      echo "$name: installing $pkg==$ver into $venv" >&2
+      { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pkg==$ver"; } >&2
+    fi
+  ) 9>"$venv.lock"
 }
 
 server_pid=

@@ -465,7 +465,10 @@ static void test_priority_floor_by_step_time(void **state)
         printf("floor %.2f: best-effort steps %.1f ms, high steps %.1f ms, share %.3f\n", floors[k], be_ns / 1e6,
                hi_ns / 1e6, share);
         assert_true(be_ns > 0 && hi_ns > 0);
-        assert_true(fabs(share - floors[k]) <= 0.1 * floors[k]);
+        /* The floor is a minimum: at least 90% of it. Above it, the last
+         * best-effort step let through is charged in one lump when it ends,
+         * and a loaded machine oversleeps the 12 ms steps: up to 25% over. */
+        assert_true(share >= 0.9 * floors[k] && share <= 1.25 * floors[k]);
         colo_cosched_leave(h1);
         colo_cosched_leave(h2);
         colo_cosched_leave(be);

@@ -538,6 +538,7 @@ static void test_structured_and_tools(void **state)
                  untyped[i]);
         assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
         assert_non_null(strstr(err, "messages"));
+        in_free(&in);
     }
     /* refusals name the field */
     static const char *const bad[][2] = {
