@@ -74,6 +74,48 @@ static void test_linear_int8_many_rows(void **state)
     colo_cpu_int8_max_rows = saved;
 }
 
+/* The tile path (prefill: 2 or more rows, exact F32 activations): one
+ * row's output is the same bits whatever rows come with it and however
+ * many (2..70), at different positions, for quantized and F32 weights and
+ * a bias, with the columns split among the workers. This is what lets a
+ * prompt computed in two steps (a prefix-cache hit) match the same prompt
+ * computed in one. */
+static void test_linear_tiles_row_invariant(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_0, COLO_Q6_K, COLO_F32};
+    const int n = 83, k = 256, max_m = 70;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        float *wd, *bias = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
+        float *x = malloc((size_t)max_m * k * 4), *y = malloc((size_t)max_m * n * 4), *first = malloc((size_t)n * 4);
+        assert_true(bias && row && x && y && first);
+        void *w = make_weights(types[t], n, k, &wd);
+        fill_normal(bias, n, 1.0f);
+        fill_normal(row, k, 1.0f);
+        void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
+        float *db = dput(c, bias, (size_t)n * 4), *dx = dalloc(c, (size_t)max_m * k * 4);
+        float *dy = dalloc(c, (size_t)max_m * n * 4);
+        for (int m = 2; m <= max_m; m++) {
+            int positions[] = {0, m - 1, (m * 7 + 3) % m};
+            for (int pi = 0; pi < 3; pi++) {
+                int pos = positions[pi];
+                fill_normal(x, (int64_t)m * k, 1.0f);
+                memcpy(x + (size_t)pos * k, row, (size_t)k * 4);
+                assert_int_equal(colo_memcpy_h2d(c->s, dx, x, (size_t)m * k * 4), COLO_OK);
+                assert_int_equal(colo_op_linear(c->s, dw, types[t], db, dx, 0, dy, 0, m, n, k), COLO_OK);
+                dget(c, y, dy, (size_t)m * n * 4);
+                if (m == 2 && pi == 0)
+                    memcpy(first, y, (size_t)n * 4);
+                else if (memcmp(first, y + (size_t)pos * n, (size_t)n * 4))
+                    fail_msg("%s: the row at position %d of %d differs from it at 0 of 2",
+                             colo_dtype_name(types[t]), pos, m);
+            }
+        }
+        free(w), free(wd), free(bias), free(row), free(x), free(y), free(first);
+        dfree_all(c);
+    }
+}
+
 /* linear_multi: several products of one x, each the same bits as linear
  * gives it alone (and within linear's float64 bounds, which case_linear
  * checks), on the int8 path (a decode step of few rows, weights of both
@@ -142,6 +184,7 @@ static void test_linear_multi(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
+                                       cmocka_unit_test(test_linear_tiles_row_invariant),
                                        cmocka_unit_test(test_linear_multi)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
