@@ -36,14 +36,17 @@ void colo_cpu_gemm_pack(const float *w, int w_stride, int n, int k, float *packe
     for (int p = 0; p < n; p += COLO_CPU_GEMM_PANEL) {
         float *dst = packed + (size_t)p * k;
         int cols = n - p < COLO_CPU_GEMM_PANEL ? n - p : COLO_CPU_GEMM_PANEL;
-        for (int c = 0; c < cols; c++) {
-            const float *src = w + (size_t)(p + c) * w_stride;
-            for (int kk = 0; kk < k; kk++)
-                dst[(size_t)kk * COLO_CPU_GEMM_PANEL + c] = src[kk];
+        const float *src = w + (size_t)p * w_stride;
+        /* Writes in order, reads from 16 rows at once (each cache line of a
+         * row serves 16 steps): strided writes across the whole panel cost
+         * more than the products at few rows of x. */
+        for (int kk = 0; kk < k; kk++, dst += COLO_CPU_GEMM_PANEL) {
+            int c = 0;
+            for (; c < cols; c++)
+                dst[c] = src[(size_t)c * w_stride + kk];
+            for (; c < COLO_CPU_GEMM_PANEL; c++)
+                dst[c] = 0.0f;
         }
-        for (int c = cols; c < COLO_CPU_GEMM_PANEL; c++)
-            for (int kk = 0; kk < k; kk++)
-                dst[(size_t)kk * COLO_CPU_GEMM_PANEL + c] = 0.0f;
     }
 }
 
