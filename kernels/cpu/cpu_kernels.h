@@ -129,7 +129,7 @@ int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
 
 /* linear.c: rows of x below which linear rounds x to 8 bits for quantized
  * weights (int8 dot products); more rows use exact F32 activations and
- * sgemm on expanded tiles. Default 2 (single-row decode only). A tuning
+ * colo_cpu_gemm_f32 on expanded tiles. Default 2 (single-row decode only). A tuning
  * knob for benchmarks; set it only while no op runs. */
 extern int colo_cpu_int8_max_rows;
 /* The same for steps marked decode (colo_stream_set_decode); default 9. */

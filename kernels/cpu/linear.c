@@ -26,7 +26,7 @@
 int colo_cpu_int8_max_rows = 2;
 /* The same in decode steps, where each row is one sequence's token: up to 8
  * rows round to 8 bits, as each would alone. Expanding every weight
- * to F32 for sgemm costs as much as the products themselves at that size (a
+ * to F32 for the tile path costs as much as the products themselves at that size (a
  * 4-row step took 6.5x a 1-row one); from about 16 rows the tiles win. */
 int colo_cpu_int8_max_decode_rows = 9;
 /* Rows of x below which float weights are dotted row by row. */
