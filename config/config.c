@@ -554,7 +554,6 @@ static void model_defaults(colo_model_cfg *m)
     m->priority = COLO_PRIO_NORMAL;
     m->kv_block_size = 16;
     m->kv_dtype = COLO_F16;
-    m->no_prefix_cache = true; /* prefix_cache: true turns it on (docs/CONFIG.md says why not by default) */
     m->batching.max_batch_size = 32;
     m->batching.max_queue_delay_us = 2000;
     m->batching.max_queue = 256;

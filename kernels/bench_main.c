@@ -311,7 +311,7 @@ dots:
         if (dots_only)
             goto out;
         /* Few rows on quantized weights: int8 dot products against exact F32
-         * activations (expanded tiles and sgemm; one row: float dots). */
+         * activations (expanded tiles and gemm_f32; one row: float dots). */
         printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
         int saved = colo_cpu_int8_max_rows;
         const int rows[] = {1, 2, 4, 8, 16, 32};

@@ -11,7 +11,11 @@
  * When there are few (token, KV head) pairs (decode of a small batch), each
  * pair's keys are split into segments that run on different workers
  * (flash-decoding); their partial results (max, sum of weights, weighted
- * values) are merged by a second op. */
+ * values) are merged by a second op. Only in decode steps
+ * (colo_stream_set_decode): a split changes the order of a token's sums,
+ * and a prefill's result for a token must not depend on how many tokens
+ * come with it (the last tokens of a prompt computed after a prefix-cache
+ * hit must get the bits the whole prompt in one step gives them). */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
@@ -457,7 +461,7 @@ colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const fl
     int64_t pairs = (int64_t)d->n_tokens * d->n_kv_head;
     int keys = d->window && d->window < d->max_pos + 1 ? d->window : d->max_pos + 1;
     int threads = colo_cpu_stream_threads(s);
-    while (pairs * a.n_split < 8 * threads && keys / (2 * a.n_split) >= ATTN_MIN_SEGMENT)
+    while (colo_stream_decode(s) && pairs * a.n_split < 8 * threads && keys / (2 * a.n_split) >= ATTN_MIN_SEGMENT)
         a.n_split *= 2;
     double cost = 4.0 * keys / a.n_split * d->head_dim * group;
     if (a.n_split > 1) {

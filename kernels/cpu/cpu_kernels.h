@@ -95,12 +95,26 @@ colo_cpu_vec_dot_fn colo_cpu_vec_dot_for(colo_dtype t);
 float colo_cpu_dot_f32(const float *a, const float *b, int n);
 float colo_cpu_dot_f16(const uint16_t *w, const float *x, int n);
 
+/* Row-invariant F32 products (gemm_f32.c): y (m, n) = x (m, k) W^T, W
+ * packed into panels of COLO_CPU_GEMM_PANEL rows (zero-padded), k-major.
+ * Each output is one FMA chain over k in order from 0, so a row's bits
+ * depend only on that row of x and on W, whatever the other rows and m;
+ * colo_cpu_gemm_f32_scalar gives the same bits. packed: 32-byte aligned,
+ * colo_cpu_gemm_packed_floats(n, k) floats. */
+#define COLO_CPU_GEMM_PANEL 16
+size_t colo_cpu_gemm_packed_floats(int n, int k);
+void colo_cpu_gemm_pack(const float *w, int w_stride, int n, int k, float *packed);
+void colo_cpu_gemm_f32(int m, int n, int k, const float *x, int x_stride, const float *packed, float *y,
+                       int y_stride);
+void colo_cpu_gemm_f32_scalar(int m, int n, int k, const float *x, int x_stride, const float *packed, float *y,
+                              int y_stride);
+
 /* ---- shared helpers (ops_cpu.c) ---------------------------------------------------- */
 
 /* Per-thread scratch memory, slot in [0, 4): at least bytes, 64-byte
  * aligned, kept and reused by the thread (freed at thread exit). NULL when
  * out of memory. Contents are not preserved across calls that grow it.
- * Slot use: 1 linear, 2 attention / gemm A, 3 gemm B. */
+ * Slot use: 0 and 1 linear, 2 attention / gemm A, 3 gemm B. */
 void *colo_cpu_scratch(int slot, size_t bytes);
 
 /* [lo, hi) of n items for chunk c of nc. */
@@ -115,7 +129,7 @@ int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
 
 /* linear.c: rows of x below which linear rounds x to 8 bits for quantized
  * weights (int8 dot products); more rows use exact F32 activations and
- * sgemm on expanded tiles. Default 2 (single-row decode only). A tuning
+ * colo_cpu_gemm_f32 on expanded tiles. Default 2 (single-row decode only). A tuning
  * knob for benchmarks; set it only while no op runs. */
 extern int colo_cpu_int8_max_rows;
 /* The same for steps marked decode (colo_stream_set_decode); default 9. */

@@ -13,10 +13,10 @@
  * - float dots (m < FLOAT_DOT_MAX_ROWS): each weight row is read as F32 or
  *   F16 directly, or expanded to per-thread scratch, and dotted in F32.
  * - tiles (the rest, prefill): TILE_ROWS weight rows at a time are expanded
- *   to F32 scratch and multiplied with OpenBLAS sgemm. */
+ *   to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32 (gemm_f32.c),
+ *   whose result for a row does not depend on the other rows or their count. */
 #include "kernels/cpu/cpu_kernels.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* Rows of x below which quantized weights take the int8 path (see
@@ -26,7 +26,7 @@
 int colo_cpu_int8_max_rows = 2;
 /* The same in decode steps, where each row is one sequence's token: up to 8
  * rows round to 8 bits, as each would alone. Expanding every weight
- * to F32 for sgemm costs as much as the products themselves at that size (a
+ * to F32 for the tile path costs as much as the products themselves at that size (a
  * 4-row step took 6.5x a 1-row one); from about 16 rows the tiles win. */
 int colo_cpu_int8_max_decode_rows = 9;
 /* Rows of x below which float weights are dotted row by row. */
@@ -117,12 +117,12 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
 {
     size_t row_bytes = colo_dtype_row_bytes(a->w_type, a->k);
     float *tile = NULL;
-    if (a->w_type != COLO_F32) {
+    float *packed = colo_cpu_scratch(0, colo_cpu_gemm_packed_floats(TILE_ROWS, a->k) * sizeof(float));
+    if (a->w_type != COLO_F32)
         tile = colo_cpu_scratch(1, (size_t)TILE_ROWS * (size_t)a->k * sizeof(float));
-        if (!tile) {
-            colo_cpu_task_fail(COLO_ENOMEM);
-            return;
-        }
+    if (!packed || (a->w_type != COLO_F32 && !tile)) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return;
     }
     for (int64_t t0 = r0; t0 < r1; t0 += TILE_ROWS) {
         int rows = (int)(r1 - t0 < TILE_ROWS ? r1 - t0 : TILE_ROWS);
@@ -135,8 +135,8 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
         } else {
             wt = (const float *)a->w + (size_t)t0 * a->k;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->m, rows, a->k, 1.0f, a->x, a->x_stride, wt, a->k,
-                    0.0f, a->y + t0, a->y_stride);
+        colo_cpu_gemm_pack(wt, a->k, rows, a->k, packed);
+        colo_cpu_gemm_f32(a->m, rows, a->k, a->x, a->x_stride, packed, a->y + t0, a->y_stride);
     }
     if (a->bias)
         for (int i = 0; i < a->m; i++)

@@ -2,7 +2,9 @@
  * model with F32 weights (every matrix path computes in float, so a
  * sequence's tokens do not depend on what else shares its step), and on
  * SmolLM2 with exact activations when its weights are present:
- * - greedy tokens are the same with the prefix cache on and off, for
+ * - greedy tokens are the same with the prefix cache on and off (on
+ *   quantized weights with the default precision too, log-probabilities
+ *   to the bit), for
  *   sequences that come after a cached prompt and for those that start
  *   while another with the same prefix still runs; hits are counted in
  *   tokens;
@@ -113,6 +115,7 @@ static void rig_close(rig *r)
 
 typedef struct {
     int32_t toks[256];
+    float lps[256]; /* each token's log-probability, when asked for */
     int n;
     const char *finish;
     colo_status status;
@@ -125,20 +128,29 @@ static void on_done(void *ud, const colo_gen_outcome *o)
     result *r = ud;
     r->n = o->n_tokens;
     memcpy(r->toks, o->tokens, (size_t)o->n_tokens * 4);
+    if (o->logprobs)
+        memcpy(r->lps, o->logprobs, (size_t)o->n_tokens * 4);
     r->finish = o->finish_reason;
     r->status = o->status;
     r->n_preempted = o->n_preempted;
     r->done++;
 }
 
-static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, result *out)
+static void add_lp(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, bool logprobs,
+                   result *out)
 {
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
+    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed,
+                         .logprobs = logprobs};
     colo_gen_callbacks cb = {NULL, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
     if (!colo_gen_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
+}
+
+static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, result *out)
+{
+    add_lp(r, ids, n, max_tokens, temp, seed, false, out);
 }
 
 static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, float temp, uint64_t seed,
@@ -235,6 +247,59 @@ static void test_cache_on_and_off_agree(void **state)
         }
         for (int i = 0; i < NS; i++)
             assert_same(&off[i], &on[i]);
+    }
+}
+
+/* The same on quantized weights (Q4_0, Q4_1) with the default precision,
+ * where decode rounds activations to 8 bits and amplifies any difference
+ * in the last bits: the rest of a prompt after a cache hit (a step of 2 or
+ * more tokens) must get exactly the bits the whole prompt's prefill gives
+ * it. Prompts of lengths that are no multiple of the block size, one after
+ * the other, and a whole prompt repeated; the tokens' log-probabilities
+ * must agree to the bit too (the greedy tokens of a small model rarely
+ * turn on a last-bit difference). */
+static void test_cache_on_and_off_agree_quantized(void **state)
+{
+    (void)state;
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        char path[320];
+        snprintf(path, sizeof path, "%s.q%zu", model_path, ti);
+        colo_mkmodel_config mc = {.n_layer = 2, .n_embd = 128, .n_head = 4, .n_kv_head = 2, .n_ff = 256,
+                                  .n_vocab = 320, .n_ctx = 256, .type = types[ti], .seed = 41 + (uint64_t)ti};
+        char err[256];
+        if (colo_mkmodel_write(path, &mc, err, sizeof err) != COLO_OK)
+            fail_msg("mkmodel: %s", err);
+        srand((unsigned)getpid() + (unsigned)ti);
+        enum { NP = 37, NS = 5, MT = 24 };
+        int32_t prefix[NP], ids[NS + 1][NP + 32];
+        int n[NS + 1];
+        random_tokens(prefix, NP);
+        for (int i = 0; i < NS; i++)
+            n[i] = prompt(ids[i], prefix, NP, i, 2 + i * 5); /* 39, 44, 49, 54, 59 tokens */
+        memcpy(ids[NS], ids[2], sizeof ids[2]); /* the third prompt again */
+        n[NS] = n[2];
+        result off[NS + 1], on[NS + 1];
+        for (int cache = 0; cache < 2; cache++) {
+            result *res = cache ? on : off;
+            rig r;
+            rig_open_on(&r, dev, path, (size_t)64 << 20, 8, 0, BS, cache);
+            for (int i = 0; i <= NS; i++) {
+                add_lp(&r, ids[i], n[i], MT, 0, 0, true, &res[i]);
+                run_all(&r);
+            }
+            colo_gen_prefix_info pi;
+            colo_gen_prefix_stats(r.e, &pi);
+            assert_int_equal(pi.enabled, cache);
+            if (cache)
+                assert_true(pi.hit_tokens >= (uint64_t)NS * (NP / BS * BS));
+            rig_close(&r);
+        }
+        for (int i = 0; i <= NS; i++) { /* the same tokens, and log-probabilities to the bit */
+            assert_same(&off[i], &on[i]);
+            assert_memory_equal(off[i].lps, on[i].lps, (size_t)off[i].n * 4);
+        }
+        unlink(path);
     }
 }
 
@@ -524,6 +589,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_on_and_off_agree),
+        cmocka_unit_test(test_cache_on_and_off_agree_quantized),
         cmocka_unit_test(test_whole_prompt_cached),
         cmocka_unit_test(test_eviction_under_pressure),
         cmocka_unit_test(test_preempted_find_their_prefix),

@@ -153,17 +153,17 @@ static void test_defaults(void **state)
     assert_int_equal(m->priority, COLO_PRIO_NORMAL);
     assert_int_equal(m->kv_block_size, 16);
     assert_int_equal(m->kv_dtype, COLO_F16);
-    assert_true(m->no_prefix_cache); /* the prefix cache is off unless asked for */
+    assert_false(m->no_prefix_cache); /* the prefix cache is on unless turned off */
     assert_int_equal(m->max_seq_len, 0);
     assert_int_equal(m->batching.max_batch_size, 32);
     assert_int_equal(m->batching.n_preferred, 0);
     assert_int_equal(m->batching.max_queue, 256);
     assert_true(m->sla.p99_ms == 0 && !m->sla.reject_late);
 
-    assert_int_equal(parse("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1, prefix_cache: true}\n",
+    assert_int_equal(parse("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1, prefix_cache: false}\n",
                            err, sizeof err),
                      COLO_OK);
-    assert_false(cfg.models[0].no_prefix_cache);
+    assert_true(cfg.models[0].no_prefix_cache);
 
     /* IPv4 and port 0 */
     assert_int_equal(parse("server: {listen: '0.0.0.0:0'}\n"

@@ -556,7 +556,9 @@ static void case_attention_shape(ctx_t *c, colo_dtype kv_type, int window, const
                         .kv_type = kv_type, .tok_seq = dput(c, qseq, (size_t)nq * 4),
                         .tok_pos = dput(c, qpos, (size_t)nq * 4), .block_table = dput(c, table, (size_t)NBLK * 4),
                         .window = window};
+    colo_stream_set_decode(c->s, sh->last_only); /* one token per sequence: keys may be split */
     assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
+    colo_stream_set_decode(c->s, false);
     float *out = malloc((size_t)nq * n_head * hd * 4);
     dget(c, out, dout, (size_t)nq * n_head * hd * 4);
     double *ref = malloc((size_t)nq * n_head * hd * 8), *sc = malloc((size_t)max_len * 8);

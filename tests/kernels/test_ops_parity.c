@@ -74,6 +74,91 @@ static void test_linear_int8_many_rows(void **state)
     colo_cpu_int8_max_rows = saved;
 }
 
+/* The tile path (prefill: 2 or more rows, exact F32 activations): one
+ * row's output is the same bits whatever rows come with it and however
+ * many (2..70), at different positions, for quantized and F32 weights and
+ * a bias, with the columns split among the workers. This is what lets a
+ * prompt computed in two steps (a prefix-cache hit) match the same prompt
+ * computed in one. */
+static void test_linear_tiles_row_invariant(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_0, COLO_Q6_K, COLO_F32};
+    const int n = 83, k = 256, max_m = 70;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        float *wd, *bias = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
+        float *x = malloc((size_t)max_m * k * 4), *y = malloc((size_t)max_m * n * 4), *first = malloc((size_t)n * 4);
+        assert_true(bias && row && x && y && first);
+        void *w = make_weights(types[t], n, k, &wd);
+        fill_normal(bias, n, 1.0f);
+        fill_normal(row, k, 1.0f);
+        void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
+        float *db = dput(c, bias, (size_t)n * 4), *dx = dalloc(c, (size_t)max_m * k * 4);
+        float *dy = dalloc(c, (size_t)max_m * n * 4);
+        for (int m = 2; m <= max_m; m++) {
+            int positions[] = {0, m - 1, (m * 7 + 3) % m};
+            for (int pi = 0; pi < 3; pi++) {
+                int pos = positions[pi];
+                fill_normal(x, (int64_t)m * k, 1.0f);
+                memcpy(x + (size_t)pos * k, row, (size_t)k * 4);
+                assert_int_equal(colo_memcpy_h2d(c->s, dx, x, (size_t)m * k * 4), COLO_OK);
+                assert_int_equal(colo_op_linear(c->s, dw, types[t], db, dx, 0, dy, 0, m, n, k), COLO_OK);
+                dget(c, y, dy, (size_t)m * n * 4);
+                if (m == 2 && pi == 0)
+                    memcpy(first, y, (size_t)n * 4);
+                else if (memcmp(first, y + (size_t)pos * n, (size_t)n * 4))
+                    fail_msg("%s: the row at position %d of %d differs from it at 0 of 2",
+                             colo_dtype_name(types[t]), pos, m);
+            }
+        }
+        free(w), free(wd), free(bias), free(row), free(x), free(y), free(first);
+        dfree_all(c);
+    }
+}
+
+/* Attention in a prefill: the last tokens of a sequence computed in a step
+ * of their own (as after a prefix-cache hit: few (token, KV head) pairs,
+ * many keys) get the bits they get in the step of the whole sequence. */
+static void test_attention_prefill_row_invariant(void **state)
+{
+    ctx_t *c = *state;
+    enum { L = 300, NH = 9, NKV = 3, HD = 64, BS = 16, MAXB = (L + BS - 1) / BS };
+    int kv_dim = NKV * HD;
+    float *k = malloc((size_t)L * kv_dim * 4), *v = malloc((size_t)L * kv_dim * 4), *q = malloc((size_t)L * NH * HD * 4);
+    float *all = malloc((size_t)L * NH * HD * 4), *tail = malloc((size_t)3 * NH * HD * 4);
+    int32_t table[MAXB], slot[L], seq[L], pos[L];
+    assert_true(k && v && q && all && tail);
+    fill_normal(k, (int64_t)L * kv_dim, 1), fill_normal(v, (int64_t)L * kv_dim, 1);
+    fill_normal(q, (int64_t)L * NH * HD, 1);
+    for (int i = 0; i < MAXB; i++)
+        table[i] = MAXB - 1 - i;
+    for (int p = 0; p < L; p++)
+        slot[p] = table[p / BS] * BS + p % BS, seq[p] = 0, pos[p] = p;
+    size_t cache_bytes = (size_t)MAXB * BS * kv_dim * 2;
+    void *kc = dpoison(c, cache_bytes), *vc = dpoison(c, cache_bytes);
+    float *dk = dput(c, k, (size_t)L * kv_dim * 4), *dv = dput(c, v, (size_t)L * kv_dim * 4);
+    assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, COLO_F16, dput(c, slot, sizeof slot), L, kv_dim),
+                     COLO_OK);
+    colo_attn_desc d = {.n_tokens = L, .n_head = NH, .n_kv_head = NKV, .head_dim = HD, .block_size = BS,
+                        .max_blocks = MAXB, .max_pos = L - 1, .scale = 0.125f, .kv_type = COLO_F16,
+                        .tok_seq = dput(c, seq, sizeof seq), .tok_pos = dput(c, pos, sizeof pos),
+                        .block_table = dput(c, table, sizeof table)};
+    float *dq = dput(c, q, (size_t)L * NH * HD * 4), *dout = dpoison(c, (size_t)L * NH * HD * 4);
+    assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
+    dget(c, all, dout, (size_t)L * NH * HD * 4);
+    for (int n = 1; n <= 3; n++) {
+        d.n_tokens = n;
+        d.tok_seq = dput(c, seq, (size_t)n * 4), d.tok_pos = dput(c, pos + L - n, (size_t)n * 4);
+        float *dqt = dput(c, q + (size_t)(L - n) * NH * HD, (size_t)n * NH * HD * 4);
+        assert_int_equal(colo_op_attention(c->s, &d, dqt, kc, vc, dout), COLO_OK);
+        dget(c, tail, dout, (size_t)n * NH * HD * 4);
+        if (memcmp(tail, all + (size_t)(L - n) * NH * HD, (size_t)n * NH * HD * 4))
+            fail_msg("the last %d tokens alone differ from them in the whole prefill", n);
+    }
+    free(k), free(v), free(q), free(all), free(tail);
+    dfree_all(c);
+}
+
 /* linear_multi: several products of one x, each the same bits as linear
  * gives it alone (and within linear's float64 bounds, which case_linear
  * checks), on the int8 path (a decode step of few rows, weights of both
@@ -142,6 +227,8 @@ static void test_linear_multi(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
+                                       cmocka_unit_test(test_linear_tiles_row_invariant),
+                                       cmocka_unit_test(test_attention_prefill_row_invariant),
                                        cmocka_unit_test(test_linear_multi)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
