@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "batching/engine.h"
+#include "engine_fixture.h"
 #include "models/mkmodel.h"
 
 #define BS 4          /* tokens per KV block */
@@ -25,32 +26,13 @@
 #define N_A 8         /* the borrower's sequences */
 #define N_B 6         /* the owner's burst */
 
-static char model_path[300];
-static colo_device *dev;
 static uint64_t seed;
 
 static int setup(void **state)
 {
     (void)state;
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(model_path, sizeof model_path, "%s/colo-test-elastic-%d.gguf", tmp, (int)getpid());
     seed = (uint64_t)getpid() * 2654435761u;
-    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
-                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = seed};
-    char err[256];
-    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
-        return -1;
-    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
-    dev = colo_device_open(&dc, err, sizeof err);
-    return dev ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    colo_device_close(dev);
-    unlink(model_path);
-    return 0;
+    return engine_fixture_open("elastic", seed);
 }
 
 typedef struct {
@@ -379,5 +361,5 @@ int main(void)
         cmocka_unit_test(test_static_guarantee_limits_concurrency),
         cmocka_unit_test(test_borrow_takes_idle_cache),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, engine_fixture_close);
 }

@@ -14,32 +14,13 @@
 #include <unistd.h>
 
 #include "batching/engine.h"
+#include "engine_fixture.h"
 #include "models/mkmodel.h"
-
-static char model_path[300];
-static colo_device *dev;
 
 static int setup(void **state)
 {
     (void)state;
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(model_path, sizeof model_path, "%s/colo-test-engine-%d.gguf", tmp, (int)getpid());
-    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
-                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = 11};
-    char err[256];
-    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
-        return -1;
-    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
-    dev = colo_device_open(&dc, err, sizeof err);
-    return dev ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    colo_device_close(dev);
-    unlink(model_path);
-    return 0;
+    return engine_fixture_open("engine", 11);
 }
 
 typedef struct {
@@ -292,5 +273,5 @@ int main(void)
         cmocka_unit_test(test_stop_strings_and_limits),
         cmocka_unit_test(test_cancel_frees_blocks),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, engine_fixture_close);
 }

@@ -466,4 +466,39 @@ static inline void srv_cleanup(srv_fixture *f)
         fprintf(stderr, "could not remove %s\n", f->dir);
 }
 
+/* srv_start, with colo-server's log on stderr when it did not start. */
+static inline bool srv_start_logged(srv_fixture *f, const char *yaml)
+{
+    if (srv_start(f, yaml))
+        return true;
+    char *log = srv_log(f);
+    fprintf(stderr, "colo-server did not start:\n%s\n", log ? log : "");
+    free(log);
+    return false;
+}
+
+/* A group teardown: stops the server (0 when it exited cleanly) and removes its folder. */
+static inline int srv_group_teardown(srv_fixture *f)
+{
+    int code = srv_stop(f);
+    srv_cleanup(f);
+    return code == 0 ? 0 : -1;
+}
+
+/* POSTs body to path and returns the answer as JSON when it is 200; NULL,
+ * with the status and body on stderr, otherwise. */
+static inline json_t *srv_post_json(srv_fixture *f, const char *path, const char *body)
+{
+    srv_resp r;
+    if (!srv_http(f, "POST", path, body, &r)) {
+        fprintf(stderr, "POST %s %s: no answer\n", path, body);
+        return NULL;
+    }
+    json_t *j = r.status == 200 ? srv_json(&r) : NULL;
+    if (!j)
+        fprintf(stderr, "POST %s %s -> %d %s\n", path, body, r.status, r.body ? r.body : "");
+    srv_resp_free(&r);
+    return j;
+}
+
 #endif

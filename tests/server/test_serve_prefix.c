@@ -24,24 +24,16 @@ static int setup(void **state)
     (void)state;
     if (!srv_tmpdir(&fx) || !srv_mkmodel(&fx, "m.gguf", 2, 64, 512, 2048))
         return -1;
-    if (!srv_start(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
-                        "models:\n"
-                        "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: true }\n"
-                        "  - { name: off, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: false }\n")) {
-        char *log = srv_log(&fx);
-        fprintf(stderr, "colo-server did not start:\n%s\n", log);
-        free(log);
-        return -1;
-    }
-    return 0;
+    return srv_start_logged(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
+                                 "models:\n"
+                                 "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: true }\n"
+                                 "  - { name: off, kind: llama, path: m.gguf, memory_fraction: 0.05, prefix_cache: false }\n") ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    int code = srv_stop(&fx);
-    srv_cleanup(&fx);
-    return code == 0 ? 0 : -1;
+    return srv_group_teardown(&fx);
 }
 
 static char *post_raw(const char *path, const char *body)

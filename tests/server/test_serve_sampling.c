@@ -21,32 +21,19 @@ static int setup(void **state)
     (void)state;
     if (!srv_tmpdir(&fx) || !srv_mkmodel(&fx, "m.gguf", 2, 64, 512, 256))
         return -1;
-    if (!srv_start(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
-                        "models:\n  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.1 }\n")) {
-        char *log = srv_log(&fx);
-        fprintf(stderr, "colo-server did not start:\n%s\n", log);
-        free(log);
-        return -1;
-    }
-    return 0;
+    return srv_start_logged(&fx, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2 }\n"
+                                 "models:\n  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.1 }\n") ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    int code = srv_stop(&fx);
-    srv_cleanup(&fx);
-    return code == 0 ? 0 : -1;
+    return srv_group_teardown(&fx);
 }
 
 static json_t *post(const char *path, const char *body)
 {
-    srv_resp r;
-    assert_true(srv_http(&fx, "POST", path, body, &r));
-    if (r.status != 200)
-        fail_msg("POST %s %s -> %d %s", path, body, r.status, r.body);
-    json_t *j = srv_json(&r);
-    srv_resp_free(&r);
+    json_t *j = srv_post_json(&fx, path, body);
     assert_non_null(j);
     return j;
 }
