@@ -72,6 +72,7 @@ colo_status colo_cb_add(colo_cb *cb, colo_seq *s)
     s->n_cached = 0;
     s->n_blocks = 0;
     s->n_published = 0;
+    s->n_prompt = s->n_tokens;
     s->state = COLO_SEQ_WAITING;
     list_append(&cb->waiting[prio_level(s->priority)], s);
     cb->n_waiting++;
@@ -105,6 +106,7 @@ static void preempt(colo_cb *cb, colo_seq *v)
     release_blocks(cb, v);
     v->state = COLO_SEQ_WAITING;
     v->n_preempted++;
+    v->n_prompt = v->n_tokens; /* readmitted, all its text is computed by a prefill */
     /* Back to the head of its level: it was admitted before everyone waiting there. */
     colo_seq **head = &cb->waiting[prio_level(v->priority)];
     v->next = *head;
@@ -263,7 +265,8 @@ void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)
         s->n_cached = work[i].start + work[i].n;
         if (!cb->al.publish)
             continue;
-        for (int full = s->n_cached / bs; s->n_published < full && s->n_published < s->n_blocks; s->n_published++)
+        int full = (s->n_cached < s->n_prompt ? s->n_cached : s->n_prompt) / bs;
+        for (; s->n_published < full && s->n_published < s->n_blocks; s->n_published++)
             s->last_key = cb->al.publish(cb->al.ctx, s->blocks[s->n_published], s->last_key,
                                          s->tokens + (size_t)s->n_published * bs);
     }
@@ -282,6 +285,7 @@ colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t
     child->n_cached = 0;
     child->n_blocks = 0;
     child->n_published = 0;
+    child->n_prompt = parent->n_prompt;
     child->n_preempted = 0;
     child->next = NULL;
     if (cb->n_running < cb->cfg.max_running &&

@@ -78,6 +78,12 @@ typedef struct colo_seq {
     uint64_t admit_order;
     int n_preempted;   /* times it was preempted */
     int n_published;   /* blocks of its table published (or found cached) */
+    int n_prompt;      /* tokens known when it was added: only blocks within
+                        * them are published (text generated later was
+                        * computed by decode steps, whose products round
+                        * unlike a prefill's, so a later prompt that found
+                        * it cached could be answered differently from one
+                        * that computed it) */
     uint64_t last_key; /* the key of block n_published - 1 */
     struct colo_seq *next; /* planner's lists */
 } colo_seq;

@@ -109,15 +109,17 @@ static void on_done(void *ud, const colo_gen_outcome *o)
     r->done++;
 }
 
-/* Prompt i of model `which`: fresh tokens each run (seeded by the pid). */
-static void prompt_ids(int which, int i, int32_t *ids)
+/* Prompt i of model `which` (n tokens): fresh tokens each run (seeded by the pid). */
+static void prompt_ids_n(int which, int i, int32_t *ids, int n)
 {
     uint64_t x = seed ^ ((uint64_t)(which * 100 + i + 1) * 0x9E3779B97F4A7C15ull);
-    for (int k = 0; k < PROMPT; k++) {
+    for (int k = 0; k < n; k++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[k] = (int32_t)(x % 256);
     }
 }
+
+static void prompt_ids(int which, int i, int32_t *ids) { prompt_ids_n(which, i, ids, PROMPT); }
 
 static void add(rig *r, int which, int i, result *out)
 {
@@ -128,6 +130,20 @@ static void add(rig *r, int which, int i, result *out)
     char err[256];
     memset(out, 0, sizeof *out);
     assert_non_null(colo_gen_add(r->e, ids, PROMPT, &p, &cb, err, sizeof err));
+}
+
+/* A prompt that fills a sequence's blocks but the last (its full blocks are
+ * what the prefix cache keeps: blocks of generated text are not cached), and
+ * one generated token. */
+static void add_filling(rig *r, int which, int i, result *out)
+{
+    int32_t ids[SEQ_BLOCKS * BS - 1];
+    prompt_ids_n(which, i, ids, SEQ_BLOCKS * BS - 1);
+    colo_gen_params p = {.max_tokens = 1, .temperature = 0, .top_p = 1};
+    colo_gen_callbacks cb = {on_token, on_done, out};
+    char err[256];
+    memset(out, 0, sizeof *out);
+    assert_non_null(colo_gen_add(r->e, ids, SEQ_BLOCKS * BS - 1, &p, &cb, err, sizeof err));
 }
 
 static bool idle(rig *r) { return !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e); }
@@ -315,9 +331,9 @@ static void test_borrow_takes_idle_cache(void **state)
     rig a, b;
     rig_elastic(&a, pool, "a", g_a, g_a + slack, 1, a_blocks);
     rig_elastic(&b, pool, "b", g_b, fixed_b + (size_t)b_blocks * bb + slack, NB, b_blocks);
-    /* A runs four sequences, one after another: their full blocks stay cached */
+    /* A runs four sequences, one after another: their full prompt blocks stay cached */
     for (int i = 0; i < 4; i++) {
-        add(&a, 0, i, &fill[i]);
+        add_filling(&a, 0, i, &fill[i]);
         for (int guard = 0; guard < 1000 && !idle(&a); guard++)
             step(&a);
         assert_int_equal(fill[i].done, 1);

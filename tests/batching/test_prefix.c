@@ -260,7 +260,9 @@ static void test_cache_on_and_off_agree_quantized(void **state)
             n[i] = prompt(ids[i], prefix, NP, i, 2 + i * 5); /* 39, 44, 49, 54, 59 tokens */
         memcpy(ids[NS], ids[2], sizeof ids[2]); /* the third prompt again */
         n[NS] = n[2];
-        result off[NS + 1], on[NS + 1];
+        result off[NS + 2], on[NS + 2];
+        int32_t turn2[NP + 32 + MT + 3], more[3];
+        random_tokens(more, 3);
         for (int cache = 0; cache < 2; cache++) {
             result *res = cache ? on : off;
             rig r;
@@ -269,6 +271,14 @@ static void test_cache_on_and_off_agree_quantized(void **state)
                 add_lp(&r, ids[i], n[i], MT, 0, 0, true, &res[i]);
                 run_all(&r);
             }
+            /* A next turn: the first prompt, its answer and three more tokens.
+             * The answer's blocks were computed by decode steps and are not
+             * cached, so this prompt computes them as a prefill either way. */
+            memcpy(turn2, ids[0], (size_t)n[0] * 4);
+            memcpy(turn2 + n[0], res[0].toks, (size_t)res[0].n * 4);
+            memcpy(turn2 + n[0] + res[0].n, more, sizeof more);
+            add_lp(&r, turn2, n[0] + res[0].n + 3, MT, 0, 0, true, &res[NS + 1]);
+            run_all(&r);
             colo_gen_prefix_info pi;
             colo_gen_prefix_stats(r.e, &pi);
             assert_int_equal(pi.enabled, cache);
@@ -276,7 +286,7 @@ static void test_cache_on_and_off_agree_quantized(void **state)
                 assert_true(pi.hit_tokens >= (uint64_t)NS * (NP / BS * BS));
             rig_close(&r);
         }
-        for (int i = 0; i <= NS; i++) { /* the same tokens, and log-probabilities to the bit */
+        for (int i = 0; i <= NS + 1; i++) { /* the same tokens, and log-probabilities to the bit */
             assert_same(&off[i], &on[i]);
             assert_memory_equal(off[i].lps, on[i].lps, (size_t)off[i].n * 4);
         }
