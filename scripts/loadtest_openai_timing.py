@@ -10,7 +10,8 @@ FILE holds JSON lines {"body": {...}} (colo-loadtest's --prompts format);
 each body is sent as client.chat.completions.create(**body, stream=True)
 with stream_options.include_usage (bodies with "prompt" instead of
 "messages" go to client.completions.create). Requests run one at a time. Per request:
-TTFT = from just before the call to the first chunk whose text (chat: delta
+TTFT = from the moment the request goes to the transport (the HTTP client's
+request event hook, after the client has built it) to the first chunk whose text (chat: delta
 content) is not empty, so the role-only first chunk of a chat stream does not count;
 end = after the stream is exhausted ([DONE] read); TPOT = (end - first) /
 (usage.completion_tokens - 1), as vllm bench serve defines it. Prints the
@@ -41,13 +42,23 @@ def main():
         for line in f:
             if line.strip():
                 bodies.append(json.loads(line)["body"])
-    client = OpenAI(base_url=args.url.rstrip("/") + "/v1", api_key=args.api_key, max_retries=0, timeout=120)
+    # TTFT starts when the request goes to the transport, as colo-loadtest's
+    # starts when it writes the request: the HTTP client's request hook runs then, after
+    # the client has built the request (a few milliseconds of Python that are
+    # the client's own cost, not the server's).
+    sent = [0.0]
+
+    def on_request(request):
+        sent[0] = time.perf_counter()
+
+    http = openai.DefaultHttpxClient(event_hooks={"request": [on_request]})
+    client = OpenAI(base_url=args.url.rstrip("/") + "/v1", api_key=args.api_key, max_retries=0, timeout=120,
+                    http_client=http)
 
     def one(body):
         req = dict(body)
         req["stream"] = True
         req["stream_options"] = {"include_usage": True}
-        t0 = time.perf_counter()
         first = None
         tokens = None
         chat = "messages" in req
@@ -62,7 +73,7 @@ def main():
         end = time.perf_counter()
         if first is None or tokens is None:
             raise RuntimeError("no token or no usage in the stream")
-        ttft = (first - t0) * 1e3
+        ttft = (first - sent[0]) * 1e3
         tpot = (end - first) * 1e3 / (tokens - 1) if tokens > 1 else None
         return ttft, tpot, tokens
 
