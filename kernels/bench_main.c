@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
-    bool attention_only = false, matvec_only = false, dots_only = false;
+    bool attention_only = false, matvec_only = false, dots_only = false, rows_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -227,8 +227,10 @@ int main(int argc, char **argv)
             matvec_only = true;
         else if (!strcmp(argv[i], "--dots"))
             dots_only = true;
+        else if (!strcmp(argv[i], "--rows"))
+            rows_only = true;
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]\n",
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] [--dots] [--rows]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -256,6 +258,8 @@ int main(int argc, char **argv)
         goto matvec;
     if (dots_only)
         goto dots;
+    if (rows_only && info.kind == COLO_BACKEND_CPU)
+        goto few_rows;
     printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
     const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
     for (int i = 0; i < 4; i++) {
@@ -310,21 +314,37 @@ dots:
                    dot_ns_per_block(types[ti], 4, seconds));
         if (dots_only)
             goto out;
+    few_rows:
         /* Few rows on quantized weights: int8 dot products against exact F32
          * activations (expanded tiles and gemm_f32; one row: float dots). */
-        printf("\n%-40s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms");
-        int saved = colo_cpu_int8_max_rows;
-        const int rows[] = {1, 2, 4, 8, 16, 32};
+        /* And gemm_q8 (AVX512-VNNI, decode steps), where the CPU has it. */
+        bool q8 = colo_cpu_gemm_q8_cpu();
+        printf("\n%-40s %10s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms",
+               q8 ? "VNNI ms" : "");
+        int saved = colo_cpu_int8_max_rows, saved_q8 = colo_cpu_q8_min_rows;
+        colo_cpu_q8_min_rows = 1 << 30;
+        const int rows[] = {1, 2, 4, 8, 16, 32, 64};
         const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_0, COLO_Q6_K};
         for (int ti = 0; ti < 5; ti++)
-            for (int i = 0; i < 6; i++) {
+            for (int i = 0; i < 7; i++) {
                 colo_cpu_int8_max_rows = 1 << 30;
                 double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 colo_cpu_int8_max_rows = 0;
-                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
-                printf("  %-5s m=%-3d %38.3f %10.3f\n", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
+                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds), tq = 0;
+                if (q8) {
+                    colo_cpu_q8_min_rows = 1;
+                    colo_stream_set_decode(s, true);
+                    tq = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
+                    colo_stream_set_decode(s, false);
+                    colo_cpu_q8_min_rows = 1 << 30;
+                }
+                printf("  %-5s m=%-3d %38.3f %10.3f", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
+                if (q8)
+                    printf(" %10.3f", tq * 1e3);
+                printf("\n");
             }
         colo_cpu_int8_max_rows = saved;
+        colo_cpu_q8_min_rows = saved_q8;
     }
     bench_attention(dev, s, seconds);
 out:

@@ -2,6 +2,11 @@
  * rows), so each worker reads a disjoint part of W, once.
  *
  * Three paths, by the number of rows m of x and the weight type:
+ * - int8 for many rows (block formats, decode steps of at least
+ *   colo_cpu_q8_min_rows rows, on CPUs with AVX512-VNNI): an op queued first
+ *   quantizes x into groups of 16 rows interleaved for vpdpbusd, then
+ *   gemm_q8.c multiplies each group by the weight rows, unpacked to bytes
+ *   COLO_CPU_GEMM_Q8_ROWS at a time.
  * - int8 (every block format, m < colo_cpu_int8_max_rows, or m <
  *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
  *   unless the device wants exact activations): an op queued first
@@ -29,6 +34,9 @@ int colo_cpu_int8_max_rows = 2;
  * to F32 for the tile path costs as much as the products themselves at that size (a
  * 4-row step took 6.5x a 1-row one); from about 16 rows the tiles win. */
 int colo_cpu_int8_max_decode_rows = 9;
+/* From 3 rows, gemm_q8 costs less than the int8 dot products
+ * (docs/BENCHMARKS.md, "Batched decode with AVX512-VNNI"). */
+int colo_cpu_q8_min_rows = 3;
 /* Rows of x below which float weights are dotted row by row. */
 #define FLOAT_DOT_MAX_ROWS 2
 #define TILE_ROWS 64
@@ -45,6 +53,7 @@ typedef struct {
     int x_stride, y_stride, m, n, k;
     const colo_blk_q8x *xq; /* (m, k / 32) x quantized by the op queued before, or NULL */
     const colo_blk_q8k *xk; /* (m, k / 256) the same for the K-quants, or NULL */
+    const colo_q8_xblk *xv; /* x packed for gemm_q8, or NULL */
 } linear_args;
 
 static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
@@ -144,10 +153,36 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
                 a->y[(int64_t)i * a->y_stride + r] += a->bias[r];
 }
 
+/* Rows [r0, r1) on gemm_q8. */
+static void linear_q8(const linear_args *a, int64_t r0, int64_t r1)
+{
+    void *scratch = colo_cpu_scratch(0, colo_cpu_gemm_q8_scratch_bytes(a->k));
+    if (!scratch) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return;
+    }
+    colo_cpu_gemm_q8(a->w, a->w_type, r0, r1, a->k, a->xv, a->m, a->bias, a->y, a->y_stride, scratch);
+}
+
+/* Chunk c of nc over n rows in whole runs of COLO_CPU_GEMM_Q8_ROWS. */
+static void q8_chunk_range(int64_t n, int c, int nc, int64_t *r0, int64_t *r1)
+{
+    const int64_t unit = COLO_CPU_GEMM_Q8_ROWS;
+    colo_chunk_range((n + unit - 1) / unit, c, nc, r0, r1);
+    *r0 *= unit;
+    *r1 = *r1 * unit < n ? *r1 * unit : n;
+}
+
 static void linear_task(const void *p, int chunk, int n_chunks)
 {
     const linear_args *a = p;
     int64_t r0, r1;
+    if (a->xv) {
+        q8_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
+        if (r0 < r1)
+            linear_q8(a, r0, r1);
+        return;
+    }
     colo_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
     if (r0 == r1)
         return;
@@ -179,6 +214,61 @@ static void quantize_task(const void *p, int chunk, int n_chunks)
     }
 }
 
+bool colo_cpu_gemm_q8_cpu(void)
+{
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+    return false;
+#endif
+}
+
+/* Whether linear takes gemm_q8 for m rows of weights of type t. */
+static bool q8_path(colo_stream *s, colo_dtype t, int m)
+{
+    return colo_stream_decode(s) && m >= colo_cpu_q8_min_rows && colo_cpu_gemm_q8_has(t) && !colo_cpu_exact(s) &&
+           colo_cpu_gemm_q8_cpu();
+}
+
+typedef struct {
+    const float *x;
+    int x_stride, m, k;
+    colo_q8_xblk *xp;
+} pack_args;
+
+static void pack_task(const void *p, int chunk, int n_chunks)
+{
+    const pack_args *q = p;
+    int64_t g0, g1;
+    colo_chunk_range((q->m + 15) / 16, chunk, n_chunks, &g0, &g1);
+    if (g0 == g1)
+        return;
+    colo_blk_q8x *tmp = colo_cpu_scratch(2, (size_t)(q->k / 32) * sizeof(colo_blk_q8x));
+    if (!tmp) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return;
+    }
+    colo_cpu_gemm_q8_pack_x(q->x, q->x_stride, q->m, q->k, (int)g0, (int)g1, q->xp, tmp);
+}
+
+/* Queues the packing of x (m, k) for gemm_q8 into the stream's scratch. */
+static colo_status pack_x(colo_stream *s, const float *x, int x_stride, int m, int k, colo_q8_xblk **xp)
+{
+    *xp = colo_cpu_stream_scratch(s, colo_cpu_gemm_q8_x_bytes(m, k));
+    if (!*xp)
+        return COLO_ENOMEM;
+    pack_args q = {x, x_stride, m, k, *xp};
+    return colo_cpu_launch(s, pack_task, &q, sizeof q, (m + 15) / 16);
+}
+
+/* Chunks for gemm_q8 over n weight rows. */
+static int q8_chunks(colo_stream *s, int64_t n, int m, int k)
+{
+    int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
+                             2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
+    return nc < 1 ? 1 : nc;
+}
+
 /* Whether linear takes the int8 path for m rows of weights of type t. */
 static bool int8_path(colo_stream *s, colo_dtype t, int m)
 {
@@ -206,7 +296,16 @@ static colo_status quantize_x(colo_stream *s, const float *x, int x_stride, int 
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
-    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL};
+    linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL,
+                     NULL};
+    if (q8_path(s, w_type, m)) {
+        colo_q8_xblk *xp;
+        colo_status st = pack_x(s, x, a.x_stride, m, k, &xp);
+        if (st != COLO_OK)
+            return st;
+        a.xv = xp;
+        return colo_cpu_launch(s, linear_task, &a, sizeof a, q8_chunks(s, n, m, k));
+    }
     if (int8_path(s, w_type, m)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
         bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
@@ -232,6 +331,7 @@ typedef struct {
     int x_stride, m, k, n_out;
     const colo_blk_q8x *xq;
     const colo_blk_q8k *xk;
+    const colo_q8_xblk *xv;
     colo_linear_out out[COLO_LINEAR_MULTI_MAX];
 } multi_args;
 
@@ -243,6 +343,25 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
         total += a->out[i].n;
     int64_t r0, r1, base = 0;
     colo_chunk_range(total, chunk, n_chunks, &r0, &r1);
+    if (a->xv) { /* in runs of COLO_CPU_GEMM_Q8_ROWS within each product */
+        int64_t units = 0;
+        for (int i = 0; i < a->n_out; i++)
+            units += (a->out[i].n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS;
+        colo_chunk_range(units, chunk, n_chunks, &r0, &r1);
+        for (int i = 0; i < a->n_out && base < r1; i++) {
+            const colo_linear_out *o = &a->out[i];
+            int64_t nu = (o->n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS;
+            int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < nu ? r1 - base : nu;
+            base += nu;
+            if (lo >= hi)
+                continue;
+            linear_args la = {o->w, o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
+                              a->m, o->n, a->k, NULL, NULL, a->xv};
+            int64_t hi_row = hi * COLO_CPU_GEMM_Q8_ROWS;
+            linear_q8(&la, lo * COLO_CPU_GEMM_Q8_ROWS, hi_row < o->n ? hi_row : o->n);
+        }
+        return;
+    }
     for (int i = 0; i < a->n_out && base < r1; base += a->out[i].n, i++) {
         const colo_linear_out *o = &a->out[i];
         int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < o->n ? r1 - base : o->n;
@@ -250,7 +369,7 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             continue;
         bool k_quant = colo_cpu_vec_dot_k_for(o->w_type) != NULL;
         linear_args la = {o->w,       o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
-                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL};
+                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL, NULL};
         linear_int8(&la, lo, hi);
     }
 }
@@ -258,6 +377,21 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
 colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                   const colo_linear_out *out, int n_out)
 {
+    bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
+    for (int i = 0; i < n_out && q8; i++)
+        q8 = q8_path(s, out[i].w_type, m);
+    if (q8) {
+        multi_args a = {.x = x, .x_stride = x_stride ? x_stride : k, .m = m, .k = k, .n_out = n_out};
+        int64_t total = 0;
+        for (int i = 0; i < n_out; i++)
+            a.out[i] = out[i], total += out[i].n;
+        colo_q8_xblk *xp;
+        colo_status st = pack_x(s, x, a.x_stride, m, k, &xp);
+        if (st != COLO_OK)
+            return st;
+        a.xv = xp;
+        return colo_cpu_launch(s, linear_multi_task, &a, sizeof a, q8_chunks(s, total, m, k));
+    }
     bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
     for (int i = 0; i < n_out && int8; i++) {
         int8 = int8_path(s, out[i].w_type, m);

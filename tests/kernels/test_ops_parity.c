@@ -74,6 +74,47 @@ static void test_linear_int8_many_rows(void **state)
     colo_cpu_int8_max_rows = saved;
 }
 
+/* gemm_q8 (decode steps of 2 or more rows on CPUs with AVX512-VNNI): every
+ * block format, row counts around its groups of 16 rows and its runs of
+ * weight rows, each output within the int8 bound; and each row's output the
+ * same bits as when it is the only row, in any lane of a group. */
+static void test_linear_q8_many_rows(void **state)
+{
+    ctx_t *c = *state;
+    if (!colo_cpu_gemm_q8_cpu())
+        skip(); /* no AVX512-VNNI on this CPU */
+    int saved = colo_cpu_q8_min_rows;
+    colo_cpu_q8_min_rows = 1;
+    colo_stream_set_decode(c->s, true);
+    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0,
+                                COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
+    const int shapes[][3] = {{1, 37, 256}, {2, 9, 768}, {16, 70, 512}, {17, 67, 512}, {33, 129, 256}, {70, 17, 256}};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            case_linear(c, c->s, true, types[t], shapes[i][0], shapes[i][1], shapes[i][2], i % 2 == 1);
+    const colo_dtype inv[] = {COLO_Q4_1, COLO_Q6_K};
+    for (size_t t = 0; t < 2; t++) {
+        int m = 37, n = 45, k = 512;
+        float *wd;
+        void *w = make_weights(inv[t], n, k, &wd);
+        float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4), *y1 = malloc((size_t)n * 4);
+        fill_normal(x, (int64_t)m * k, 1.0f);
+        void *dw = dput(c, w, colo_dtype_row_bytes(inv[t], k) * n);
+        float *dx = dput(c, x, (size_t)m * k * 4), *dy = dpoison(c, (size_t)m * n * 4);
+        assert_int_equal(colo_op_linear(c->s, dw, inv[t], NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+        dget(c, y, dy, (size_t)m * n * 4);
+        for (int r = 0; r < m; r++) {
+            assert_int_equal(colo_op_linear(c->s, dw, inv[t], NULL, dx + (size_t)r * k, 0, dy, 0, 1, n, k), COLO_OK);
+            dget(c, y1, dy, (size_t)n * 4);
+            assert_memory_equal(y1, y + (size_t)r * n, (size_t)n * 4);
+        }
+        free(w), free(wd), free(x), free(y), free(y1);
+        dfree_all(c);
+    }
+    colo_stream_set_decode(c->s, false);
+    colo_cpu_q8_min_rows = saved;
+}
+
 /* The tile path (prefill: 2 or more rows, exact F32 activations): one
  * row's output is the same bits whatever rows come with it and however
  * many (2..70), at different positions, for quantized and F32 weights and
@@ -227,6 +268,7 @@ static void test_linear_multi(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
+                                       cmocka_unit_test(test_linear_q8_many_rows),
                                        cmocka_unit_test(test_linear_tiles_row_invariant),
                                        cmocka_unit_test(test_attention_prefill_row_invariant),
                                        cmocka_unit_test(test_linear_multi)};
