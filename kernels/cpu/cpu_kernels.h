@@ -115,8 +115,8 @@ void colo_cpu_gemm_f32_scalar(int m, int n, int k, const float *x, int x_stride,
  * and interleaved for vpdpbusd; one per block of 32 and group. */
 typedef struct colo_q8_xblk colo_q8_xblk;
 
-/* Whether the CPU runs gemm_q8.c (AVX512-VNNI and AVX512BW); the functions
- * below except colo_cpu_gemm_q8_has and the sizes must not be called otherwise. */
+/* Whether the CPU runs gemm_q8.c (AVX512-VNNI and AVX512BW; in linear.c).
+ * The functions below are compiled for those and must not be called otherwise. */
 bool colo_cpu_gemm_q8_cpu(void);
 /* Whether gemm_q8 takes weights of type t (every block format of 32 and 256). */
 bool colo_cpu_gemm_q8_has(colo_dtype t);

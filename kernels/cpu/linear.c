@@ -226,8 +226,9 @@ bool colo_cpu_gemm_q8_cpu(void)
 /* Whether linear takes gemm_q8 for m rows of weights of type t. */
 static bool q8_path(colo_stream *s, colo_dtype t, int m)
 {
-    return colo_stream_decode(s) && m >= colo_cpu_q8_min_rows && colo_cpu_gemm_q8_has(t) && !colo_cpu_exact(s) &&
-           colo_cpu_gemm_q8_cpu();
+    /* The CPU first: gemm_q8.c's code runs only where it can. */
+    return colo_stream_decode(s) && m >= colo_cpu_q8_min_rows && !colo_cpu_exact(s) && colo_cpu_gemm_q8_cpu() &&
+           colo_cpu_gemm_q8_has(t);
 }
 
 typedef struct {
