@@ -262,12 +262,19 @@ static colo_status pack_x(colo_stream *s, const float *x, int x_stride, int m, i
     return colo_cpu_launch(s, pack_task, &q, sizeof q, (m + 15) / 16);
 }
 
-/* Chunks for gemm_q8 over n weight rows. */
-static int q8_chunks(colo_stream *s, int64_t n, int m, int k)
+/* Queues x's packing, sets *xv (a field of args) to it, and launches fn
+ * over n weight rows on gemm_q8. */
+static colo_status launch_q8(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_q8_xblk **xv,
+                             colo_cpu_task_fn fn, const void *args, size_t args_size, int64_t n)
 {
+    colo_q8_xblk *xp;
+    colo_status st = pack_x(s, x, x_stride, m, k, &xp);
+    if (st != COLO_OK)
+        return st;
+    *xv = xp;
     int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
                              2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
-    return nc < 1 ? 1 : nc;
+    return colo_cpu_launch(s, fn, args, args_size, nc < 1 ? 1 : nc);
 }
 
 /* Whether linear takes the int8 path for m rows of weights of type t. */
@@ -299,14 +306,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
 {
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL,
                      NULL};
-    if (q8_path(s, w_type, m)) {
-        colo_q8_xblk *xp;
-        colo_status st = pack_x(s, x, a.x_stride, m, k, &xp);
-        if (st != COLO_OK)
-            return st;
-        a.xv = xp;
-        return colo_cpu_launch(s, linear_task, &a, sizeof a, q8_chunks(s, n, m, k));
-    }
+    if (q8_path(s, w_type, m))
+        return launch_q8(s, x, a.x_stride, m, k, &a.xv, linear_task, &a, sizeof a, n);
     if (int8_path(s, w_type, m)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
         bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
@@ -386,12 +387,7 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         int64_t total = 0;
         for (int i = 0; i < n_out; i++)
             a.out[i] = out[i], total += out[i].n;
-        colo_q8_xblk *xp;
-        colo_status st = pack_x(s, x, a.x_stride, m, k, &xp);
-        if (st != COLO_OK)
-            return st;
-        a.xv = xp;
-        return colo_cpu_launch(s, linear_multi_task, &a, sizeof a, q8_chunks(s, total, m, k));
+        return launch_q8(s, x, a.x_stride, m, k, &a.xv, linear_multi_task, &a, sizeof a, total);
     }
     bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
     for (int i = 0; i < n_out && int8; i++) {
