@@ -135,6 +135,8 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
                       const float *bias, float *y, int y_stride, void *scratch);
 /* Weight rows gemm_q8 unpacks at a time: chunks of a multiple of it waste nothing. */
 #define COLO_CPU_GEMM_Q8_ROWS 8
+/* Rows of x per group of colo_q8_xblk (a register's 16 lanes). */
+#define COLO_CPU_GEMM_Q8_GROUP 16
 
 /* ---- shared helpers (ops_cpu.c) ---------------------------------------------------- */
 

@@ -28,7 +28,7 @@
 #endif
 
 /* Rows of x per group (the lanes of a register). */
-#define GROUP 16
+#define GROUP COLO_CPU_GEMM_Q8_GROUP
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
@@ -110,8 +110,8 @@ static inline __m256i fifth_bits(const uint8_t *qh4, __m256i v)
 static inline void bits32(const uint8_t *p, int shift, int mask, uint8_t *u)
 {
     __m256i raw = _mm256_loadu_si256((const __m256i *)p);
-    _mm256_storeu_si256((__m256i *)u,
-                        _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask)));
+    __m256i v = _mm256_srl_epi16(raw, _mm_cvtsi32_si128(shift));
+    _mm256_storeu_si256((__m256i *)u, _mm256_and_si256(v, _mm256_set1_epi8((char)mask)));
 }
 
 /* u[e] += val (its bits are clear) where bit `bit` of p[e] is set, e < 32. */
@@ -158,7 +158,8 @@ static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *
         for (int b = 0; b < nb; b++) {
             const colo_blk_q8_0 *q = (const colo_blk_q8_0 *)row + b;
             __m256i v = _mm256_loadu_si256((const __m256i *)q->qs);
-            _mm256_storeu_si256((__m256i *)(u + 32 * b), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80))); /* q + 128 */
+            /* q + 128 */
+            _mm256_storeu_si256((__m256i *)(u + 32 * b), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
             a[b] = HALF(q->d), c[b] = -128.0f * a[b];
         }
         break;

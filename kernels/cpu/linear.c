@@ -241,7 +241,7 @@ static void pack_task(const void *p, int chunk, int n_chunks)
 {
     const pack_args *q = p;
     int64_t g0, g1;
-    colo_chunk_range((q->m + 15) / 16, chunk, n_chunks, &g0, &g1);
+    colo_chunk_range((q->m + COLO_CPU_GEMM_Q8_GROUP - 1) / COLO_CPU_GEMM_Q8_GROUP, chunk, n_chunks, &g0, &g1);
     if (g0 == g1)
         return;
     colo_blk_q8x *tmp = colo_cpu_scratch(2, (size_t)(q->k / 32) * sizeof(colo_blk_q8x));
@@ -259,7 +259,7 @@ static colo_status pack_x(colo_stream *s, const float *x, int x_stride, int m, i
     if (!*xp)
         return COLO_ENOMEM;
     pack_args q = {x, x_stride, m, k, *xp};
-    return colo_cpu_launch(s, pack_task, &q, sizeof q, (m + 15) / 16);
+    return colo_cpu_launch(s, pack_task, &q, sizeof q, (m + COLO_CPU_GEMM_Q8_GROUP - 1) / COLO_CPU_GEMM_Q8_GROUP);
 }
 
 /* Queues x's packing, sets *xv (a field of args) to it, and launches fn
@@ -376,6 +376,18 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
     }
 }
 
+/* Fills a for the n_out (<= COLO_LINEAR_MULTI_MAX) products; returns their
+ * weight rows in all. */
+static int64_t multi_init(multi_args *a, const float *x, int x_stride, int m, int k, const colo_linear_out *out,
+                          int n_out)
+{
+    *a = (multi_args){.x = x, .x_stride = x_stride ? x_stride : k, .m = m, .k = k, .n_out = n_out};
+    int64_t total = 0;
+    for (int i = 0; i < n_out; i++)
+        a->out[i] = out[i], total += out[i].n;
+    return total;
+}
+
 colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                   const colo_linear_out *out, int n_out)
 {
@@ -383,10 +395,8 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
     for (int i = 0; i < n_out && q8; i++)
         q8 = q8_path(s, out[i].w_type, m);
     if (q8) {
-        multi_args a = {.x = x, .x_stride = x_stride ? x_stride : k, .m = m, .k = k, .n_out = n_out};
-        int64_t total = 0;
-        for (int i = 0; i < n_out; i++)
-            a.out[i] = out[i], total += out[i].n;
+        multi_args a;
+        int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
         return launch_q8(s, x, a.x_stride, m, k, &a.xv, linear_multi_task, &a, sizeof a, total);
     }
     bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
@@ -406,10 +416,8 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         }
         return COLO_OK;
     }
-    multi_args a = {.x = x, .x_stride = x_stride ? x_stride : k, .m = m, .k = k, .n_out = n_out};
-    int64_t total = 0;
-    for (int i = 0; i < n_out; i++)
-        a.out[i] = out[i], total += out[i].n;
+    multi_args a;
+    int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
     colo_blk_q8x *xq;
     colo_blk_q8k *xk;
     colo_status st = quantize_x(s, x, a.x_stride, m, k, want_q8x, want_q8k, &xq, &xk);
