@@ -31,11 +31,20 @@ static void *upload(colo_stream *s, colo_device *dev, const void *host, size_t b
     return colo_buffer_ptr(*keep);
 }
 
-/* Runs linear m x n x k with weights of type t for about seconds; returns seconds per call. */
-static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds)
+/* Weights of every timed call come from memory, not the cache: calls go
+ * round copies of the weight that together fill at least this many bytes
+ * (the H100's L2 is 50 MB; a CPU's last-level cache is smaller). */
+#define BENCH_WORKING_SET ((size_t)256 << 20)
+
+/* Runs linear m x n x k with weights of type t for about seconds; returns
+ * seconds per call (best of batches), or a negative value when the op fails. */
+static double time_linear_at(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds,
+                             bool from_memory)
 {
-    size_t rb = colo_dtype_row_bytes(t, k);
-    unsigned char *w = malloc(rb * (size_t)n);
+    size_t rb = colo_dtype_row_bytes(t, k), wb = rb * (size_t)n;
+    int copies = from_memory ? (int)((BENCH_WORKING_SET + wb - 1) / wb) : 1;
+    copies = copies < 1 ? 1 : copies > 1024 ? 1024 : copies;
+    unsigned char *w = malloc(wb);
     float *row = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)m * k * sizeof(float));
     srand(1);
     for (int r = 0; r < n; r++) {
@@ -46,53 +55,124 @@ static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m,
     }
     for (int i = 0; i < m * k; i++)
         x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-    colo_buffer *bw, *bx, *by;
-    void *dw = upload(s, dev, w, rb * (size_t)n, &bw);
-    float *dx = upload(s, dev, x, (size_t)m * k * sizeof(float), &bx);
     char err[256];
+    colo_buffer *bw = colo_buffer_alloc(dev, wb * (size_t)copies, err, sizeof err), *bx, *by;
+    if (!bw) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    unsigned char *dw = colo_buffer_ptr(bw);
+    colo_memcpy_h2d(s, dw, w, wb);
+    for (int c = 1; c < copies; c++)
+        colo_memcpy_d2d(s, dw + wb * (size_t)c, dw, wb);
+    float *dx = upload(s, dev, x, (size_t)m * k * sizeof(float), &bx);
     by = colo_buffer_alloc(dev, (size_t)m * n * sizeof(float), err, sizeof err);
     float *dy = colo_buffer_ptr(by);
-    colo_op_linear(s, dw, t, NULL, dx, 0, dy, 0, m, n, k); /* warm-up */
-    colo_stream_sync(s);
-    double t0 = now_s(), best = 1e30;
-    do { /* best of batches of 4 calls: the machine may be shared */
-        double b0 = now_s();
-        for (int i = 0; i < 4; i++)
-            colo_op_linear(s, dw, t, NULL, dx, 0, dy, 0, m, n, k);
-        colo_stream_sync(s);
-        double el = (now_s() - b0) / 4;
-        best = el < best ? el : best;
-    } while (now_s() - t0 < seconds);
+    double best = -1;
+    if (colo_op_linear(s, dw, t, NULL, dx, 0, dy, 0, m, n, k) == COLO_OK && colo_stream_sync(s) == COLO_OK) {
+        double t0 = now_s();
+        best = 1e30;
+        int c = 0;
+        do { /* best of batches of 8 calls: the machine may be shared */
+            double b0 = now_s();
+            for (int i = 0; i < 8; i++, c = (c + 1) % copies)
+                colo_op_linear(s, dw + wb * (size_t)c, t, NULL, dx, 0, dy, 0, m, n, k);
+            if (colo_stream_sync(s) != COLO_OK) {
+                best = -1;
+                break;
+            }
+            double el = (now_s() - b0) / 8;
+            best = el < best ? el : best;
+        } while (now_s() - t0 < seconds);
+    }
+    if (best < 0)
+        fprintf(stderr, "bench: linear %s m=%d n=%d k=%d failed on this device\n", colo_dtype_name(t), m, n, k);
     colo_buffer_free(bw), colo_buffer_free(bx), colo_buffer_free(by);
     free(w), free(row), free(x);
     return best;
 }
 
-/* Strided batched gemm (batch, m, n, k) F32 for about seconds; best seconds per call. */
-static double time_gemm(colo_device *dev, colo_stream *s, int batch, int m, int n, int k, double seconds)
+/* Weights from memory (mat-vec, decode rows) or, for the compute of few
+ * rows, the same weight in cache at every call. */
+static double time_linear(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds)
 {
-    size_t na = (size_t)batch * m * k, nb = (size_t)batch * k * n, nc = (size_t)batch * m * n;
-    float *h = malloc((na + nb) * sizeof(float));
-    for (size_t i = 0; i < na + nb; i++)
-        h[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-    colo_buffer *ba, *bc;
-    float *da = upload(s, dev, h, (na + nb) * sizeof(float), &ba), *db = da + na;
+    return time_linear_at(dev, s, t, m, n, k, seconds, true);
+}
+
+static double time_linear_cached(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds)
+{
+    return time_linear_at(dev, s, t, m, n, k, seconds, false);
+}
+
+/* Device-to-device copy of BENCH_WORKING_SET bytes: GB/s counting the bytes
+ * read and written, the memory bandwidth a kernel can hope for. */
+static double copy_gbs(colo_device *dev, colo_stream *s, double seconds)
+{
     char err[256];
-    bc = colo_buffer_alloc(dev, nc * sizeof(float), err, sizeof err);
-    float *dc = colo_buffer_ptr(bc);
+    colo_buffer *b = colo_buffer_alloc(dev, 2 * BENCH_WORKING_SET, err, sizeof err);
+    if (!b)
+        return 0;
+    unsigned char *p = colo_buffer_ptr(b);
+    colo_memset(s, p, 1, 2 * BENCH_WORKING_SET);
+    colo_stream_sync(s);
     double t0 = now_s(), best = 1e30;
     do {
         double b0 = now_s();
-        for (int i = 0; i < 4; i++)
-            colo_op_gemm(s, false, false, m, n, k, 1.0f, da, k, (int64_t)m * k, db, n, (int64_t)k * n, COLO_F32, 0.0f,
-                         dc, n, (int64_t)m * n, batch);
+        colo_memcpy_d2d(s, p + BENCH_WORKING_SET, p, BENCH_WORKING_SET);
         colo_stream_sync(s);
-        double el = (now_s() - b0) / 4;
+        double el = now_s() - b0;
         best = el < best ? el : best;
     } while (now_s() - t0 < seconds);
+    colo_buffer_free(b);
+    return 2.0 * (double)BENCH_WORKING_SET / best / 1e9;
+}
+
+/* Strided batched gemm (batch, m, n, k) with A and B of type ab (F32 or
+ * F16) for about seconds; best seconds per call, negative when it fails. */
+static double time_gemm_type(colo_device *dev, colo_stream *s, colo_dtype ab, int batch, int m, int n, int k,
+                             double seconds)
+{
+    size_t na = (size_t)batch * m * k, nb = (size_t)batch * k * n, nc = (size_t)batch * m * n;
+    size_t es = ab == COLO_F32 ? sizeof(float) : 2;
+    float *h = malloc((na + nb) * sizeof(float));
+    for (size_t i = 0; i < na + nb; i++)
+        h[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    unsigned char *hb = (unsigned char *)h;
+    if (ab != COLO_F32) { /* same values, stored as F16 */
+        hb = malloc((na + nb) * es);
+        colo_quantize_row(ab, h, hb, (int64_t)(na + nb));
+    }
+    colo_buffer *ba, *bc;
+    unsigned char *da = upload(s, dev, hb, (na + nb) * es, &ba), *db = da + na * es;
+    char err[256];
+    bc = colo_buffer_alloc(dev, nc * sizeof(float), err, sizeof err);
+    float *dc = colo_buffer_ptr(bc);
+    double best = -1;
+    if (colo_op_gemm(s, false, false, m, n, k, 1.0f, da, k, (int64_t)m * k, db, n, (int64_t)k * n, ab, 0.0f, dc, n,
+                     (int64_t)m * n, batch) == COLO_OK &&
+        colo_stream_sync(s) == COLO_OK) {
+        double t0 = now_s();
+        best = 1e30;
+        do {
+            double b0 = now_s();
+            for (int i = 0; i < 4; i++)
+                colo_op_gemm(s, false, false, m, n, k, 1.0f, da, k, (int64_t)m * k, db, n, (int64_t)k * n, ab, 0.0f,
+                             dc, n, (int64_t)m * n, batch);
+            colo_stream_sync(s);
+            double el = (now_s() - b0) / 4;
+            best = el < best ? el : best;
+        } while (now_s() - t0 < seconds);
+    }
     colo_buffer_free(ba), colo_buffer_free(bc);
+    if (hb != (unsigned char *)h)
+        free(hb);
     free(h);
     return best;
+}
+
+static double time_gemm(colo_device *dev, colo_stream *s, int batch, int m, int n, int k, double seconds)
+{
+    return time_gemm_type(dev, s, COLO_F32, batch, m, n, k, seconds);
 }
 
 /* One thread's cost of the int8 dot product of type t on cache-resident
@@ -137,6 +217,31 @@ static double dot_ns_per_block(colo_dtype t, int nr, double seconds)
     (void)sink;
     free(w), free(row), free(xq), free(xk);
     return best / ((double)N * (K / 32) * nr) * 1e9;
+}
+
+/* Prefill-sized products on the GPU: colo's linear for each weight type
+ * against cuBLAS's own F32 and F16 GEMM (colo_op_gemm) at the same shape,
+ * n = k = 4096, in TFLOP/s. */
+static void bench_prefill(colo_device *dev, colo_stream *s, double seconds)
+{
+    const colo_dtype lt[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16, COLO_F32};
+    const int ms[] = {16, 128, 512, 2048};
+    printf("\n%-34s", "prefill (n=k=4096), TFLOP/s");
+    for (int i = 0; i < 4; i++)
+        printf(" %7s%-4d", "m=", ms[i]);
+    printf("\n");
+    for (int ti = -2; ti < (int)(sizeof lt / sizeof *lt); ti++) {
+        printf("  %-32s", ti == -2 ? "cuBLAS gemm F32" : ti == -1 ? "cuBLAS gemm F16" : colo_dtype_name(lt[ti]));
+        for (int i = 0; i < 4; i++) {
+            double t = ti < 0 ? time_gemm_type(dev, s, ti == -2 ? COLO_F32 : COLO_F16, 1, ms[i], 4096, 4096, seconds)
+                              : time_linear_cached(dev, s, lt[ti], ms[i], 4096, 4096, seconds);
+            if (t > 0)
+                printf(" %11.1f", 2.0 * ms[i] * 4096.0 * 4096.0 / t / 1e12);
+            else
+                printf(" %11s", "-");
+        }
+        printf("\n");
+    }
 }
 
 /* Paged attention of a decode step: n_seq sequences of depth keys each
@@ -270,12 +375,17 @@ int main(int argc, char **argv)
     printf("\n%-34s %12s %10s\n", "linear (F32 weights)", "ms/call", "GFLOP/s");
     const int mm[][3] = {{64, 576, 576}, {128, 1536, 576}, {256, 576, 1536}, {512, 1024, 1024}};
     for (int i = 0; i < 4; i++) {
-        double t = time_linear(dev, s, COLO_F32, mm[i][0], mm[i][1], mm[i][2], seconds);
+        double t = time_linear_cached(dev, s, COLO_F32, mm[i][0], mm[i][1], mm[i][2], seconds);
         printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
                2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
     }
-matvec:
-    printf("\n%-34s %12s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s");
+    if (info.kind == COLO_BACKEND_CUDA)
+        bench_prefill(dev, s, seconds);
+matvec:;
+    /* GB/s = weight bytes / time, against what a device-to-device copy moves. */
+    double copy = copy_gbs(dev, s, seconds);
+    printf("\ndevice-to-device copy: %.1f GB/s (bytes read and written)\n", copy);
+    printf("%-34s %12s %10s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s", "of copy");
     /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
      * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
     const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
@@ -286,8 +396,9 @@ matvec:
                 continue;
             double t = time_linear(dev, s, types[ti], 1, mv[i][0], mv[i][1], seconds);
             double bytes = (double)colo_dtype_row_bytes(types[ti], mv[i][1]) * mv[i][0];
-            printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1], t * 1e3,
-                   bytes / t / 1e9);
+            if (t > 0)
+                printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f %9.0f%%\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1],
+                       t * 1e3, bytes / t / 1e9, copy > 0 ? 100 * bytes / t / 1e9 / copy : 0);
         }
     if (matvec_only)
         goto out;
@@ -328,13 +439,13 @@ dots:
         for (int ti = 0; ti < 5; ti++)
             for (int i = 0; i < 7; i++) {
                 colo_cpu_int8_max_rows = 1 << 30;
-                double ti8 = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
+                double ti8 = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
                 colo_cpu_int8_max_rows = 0;
-                double tt = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds), tq = 0;
+                double tt = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds), tq = 0;
                 if (q8) {
                     colo_cpu_q8_min_rows = 1;
                     colo_stream_set_decode(s, true);
-                    tq = time_linear(dev, s, few[ti], rows[i], 1536, 768, seconds);
+                    tq = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
                     colo_stream_set_decode(s, false);
                     colo_cpu_q8_min_rows = 1 << 30;
                 }

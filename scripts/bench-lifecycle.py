@@ -7,7 +7,13 @@ model given, RUNS times: POST /admin/models with its config, poll
 one greedy request, DELETE it and wait until it is gone. Prints one line
 per run and a table (docs/BENCHMARKS.md, "Loading at run time").
 
+With --wake, each model is then also put to sleep and woken RUNS times
+(POST /admin/models/NAME/sleep, then .../wake) and its lifecycle.last_wake_ms
+is read: the wake time of a sleeping model, and its weights' bytes per
+second of wake. --device cuda runs the server on the GPU.
+
 usage: scripts/bench-lifecycle.py --build build --model NAME=PATH[:FRACTION] [--model ...] [--runs 3]
+       [--device cpu|cuda] [--wake]
 """
 import argparse
 import json
@@ -29,11 +35,42 @@ def req(port, method, path, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
+def wait_state(port, name, states, limit_s=300):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        st, m = req(port, "GET", f"/v1/models/{name}")
+        if m and m.get("state") in states:
+            return m
+        time.sleep(0.005)
+    sys.exit(f"{name}: not {'/'.join(states)} after {limit_s} s")
+
+
+def wake_times(port, name, runs):
+    """Sleeps and wakes NAME RUNS times; its lifecycle.last_wake_ms after each wake."""
+    out = []
+    for _ in range(runs):
+        st, j = req(port, "POST", f"/admin/models/{name}/sleep")
+        if st != 202:
+            sys.exit(f"{name}: sleep answered {st}: {j}")
+        wait_state(port, name, ("sleeping",))
+        st, j = req(port, "POST", f"/admin/models/{name}/wake")
+        if st != 202:
+            sys.exit(f"{name}: wake answered {st}: {j}")
+        m = wait_state(port, name, ("ready", "failed"))
+        if m["state"] != "ready":
+            sys.exit(f"{name}: wake failed: {m.get('error')}")
+        out.append(m["lifecycle"]["last_wake_ms"])
+        print(f"{name}: woke in {out[-1]:.0f} ms", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--model", action="append", required=True, help="NAME=PATH[:FRACTION] (default fraction 0.2)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--wake", action="store_true", help="also sleep and wake each model RUNS times")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="colo-bench-lifecycle-")
     anchor = os.path.join(tmp, "anchor.gguf")
@@ -42,7 +79,7 @@ def main():
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cfg = os.path.join(tmp, "config.yaml")
     with open(cfg, "w") as f:
-        f.write('server: { listen: "127.0.0.1:0", device: cpu }\nscheduler: { policy: spatial }\n'
+        f.write(f'server: {{ listen: "127.0.0.1:0", device: {a.device} }}\nscheduler: {{ policy: spatial }}\n'
                 "models:\n  - { name: anchor, kind: llama, path: anchor.gguf, memory_fraction: 0.01 }\n")
     port_file = os.path.join(tmp, "port")
     log = open(os.path.join(tmp, "server.log"), "w")
@@ -54,7 +91,7 @@ def main():
                 break
             time.sleep(0.05)
         port = int(open(port_file).read())
-        rows = []
+        rows, wakes = [], []
         for spec in a.model:
             name, rest = spec.split("=", 1)
             path, _, frac = rest.partition(":")
@@ -79,6 +116,8 @@ def main():
                               {"prompt": "Hello", "max_tokens": 4, "temperature": 0})
                 if st != 200:
                     sys.exit(f"{name}: infer answered {st}")
+                if a.wake and run == a.runs - 1:
+                    wakes.append((name, m["memory"]["weights_bytes"], wake_times(port, name, a.runs)))
                 req(port, "DELETE", f"/admin/models/{name}")
                 while req(port, "GET", f"/v1/models/{name}")[0] != 404:
                     time.sleep(0.01)
@@ -90,6 +129,11 @@ def main():
         print("\n| model | POST to ready, ms | load_ms |\n|---|---|---|")
         for name, walls, loads in rows:
             print(f"| {name} | {', '.join(f'{w:.0f}' for w in walls)} | {', '.join(f'{x:.0f}' for x in loads)} |")
+        if wakes:
+            print("\n| model | weights | wake ms | weights GB/s of wake |\n|---|---|---|---|")
+            for name, wb, ms in wakes:
+                print(f"| {name} | {wb / 2**20:.0f} MiB | {', '.join(f'{x:.0f}' for x in ms)} | "
+                      f"{', '.join(f'{wb / x / 1e6:.2f}' for x in ms)} |")
     finally:
         srv.terminate()
         srv.wait(timeout=30)

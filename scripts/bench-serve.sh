@@ -20,6 +20,8 @@
 #
 # Environment:
 #   MODEL=FILE.gguf        the model (default: SmolLM2 from the model cache)
+#   HI_MODEL=, BE_MODEL=   colocation: hi's and be's own models (default MODEL each), e.g. a
+#                          small latency-critical model beside a large batch one
 #   BUILD=build            the build folder with colo-server and colo-loadtest
 #   DEVICE=auto|cpu|cuda   (default auto)
 #   POLICIES="timeslice spatial priority partition"   (e.g. "fair priority priority:0.2 deadline")
@@ -56,7 +58,11 @@ if [ -z "${MODEL:-}" ]; then
   MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi
-[ -r "$MODEL" ] || { echo "bench-serve: no model at $MODEL (scripts/fetch-models.sh, or MODEL=...)" >&2; exit 2; }
+HI_MODEL=${HI_MODEL:-$MODEL}
+BE_MODEL=${BE_MODEL:-$MODEL}
+for m in "$MODEL" "$HI_MODEL" "$BE_MODEL"; do
+  [ -r "$m" ] || { echo "bench-serve: no model at $m (scripts/fetch-models.sh, or MODEL=...)" >&2; exit 2; }
+done
 for p in colo-server colo-loadtest; do
   [ -x "$BUILD/$p" ] || { echo "bench-serve: $BUILD/$p is not built" >&2; exit 2; }
 done
@@ -69,6 +75,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# http_ok URL: whether GET URL answers 2xx (curl, or Python where there is no curl)
+http_ok() {
+  if command -v curl >/dev/null; then
+    curl -sf "$1" >/dev/null 2>&1
+  else
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1
+  fi
+}
+
 # start_server CONFIG: starts colo-server, waits until ready; sets $port
 start_server() {
   rm -f "$tmp/port"
@@ -77,7 +92,7 @@ start_server() {
   for _ in $(seq 1 600); do
     if [ -s "$tmp/port" ]; then
       port=$(cat "$tmp/port")
-      if curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null 2>&1; then return 0; fi
+      if http_ok "http://127.0.0.1:$port/health/ready"; then return 0; fi
     fi
     kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/server.log" >&2; return 1; }
     sleep 0.1
@@ -92,11 +107,11 @@ stop_server() {
   server_pid=
 }
 
-model_yaml() { # name priority
+model_yaml() { # name priority [extra lines] [path]
   cat <<EOF
   - name: $1
     kind: llama
-    path: "$MODEL"
+    path: "${4:-$MODEL}"
     memory_fraction: $MEM_FRACTION
     priority: $2
 ${3:-}
@@ -124,8 +139,9 @@ colocation)
       echo "scheduler: { $sched }"
       echo "models:"
       # under deadline, hi's SLA gives its requests deadlines (be has none: it goes after)
-      if [ "${colo_policy%%:*}" = deadline ]; then model_yaml hi high "    sla: { $HI_SLA }"; else model_yaml hi high; fi
-      model_yaml be low
+      if [ "${colo_policy%%:*}" = deadline ]; then hi_extra="    sla: { $HI_SLA }"; else hi_extra=""; fi
+      model_yaml hi high "$hi_extra" "$HI_MODEL"
+      model_yaml be low "" "$BE_MODEL"
     } >"$cfg"
     json="$OUT/colocation-$policy-$round.json"
     load=(--model hi --model be --kind hi=generative --kind be=generative

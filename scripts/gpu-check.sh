@@ -2,91 +2,56 @@
 # On a machine with an NVIDIA GPU and CUDA (driver and runtime), runs colo's
 # whole test suite on it, the CUDA tests included, and the kernel benchmark.
 #
-#   scripts/gpu-check.sh [--sanitize] [--no-bench]
+#   scripts/gpu-check.sh [--sanitize] [--no-bench] [--no-suite]
 #
 # It uses build-gpu/ as scripts/gpu-pack.sh made it on a machine with the
-# build dependencies (carried here with the source tree), or builds it when
-# this machine has them. When .devpkgs/ holds Debian packages (from
-# gpu-pack.sh), they are unpacked with dpkg -x into .devpkgs/root and put on
-# LD_LIBRARY_PATH: nothing is installed.
+# build dependencies (carried here as .gpu-pack/colo-gpu.tar.xz with the
+# source tree), or builds it when this machine has them. scripts/gpu-env.sh
+# unpacks the archive, puts the carried Debian libraries on LD_LIBRARY_PATH
+# (nothing is installed) and makes the paths baked into the build resolve.
 #
-# Paths: CMake bakes the absolute path of the tree where build-gpu was made
-# into the test list (CTestTestfile.cmake) and into the test programs (where
-# test data lives). When this tree sits elsewhere, the script links that
-# original path to this tree (if the path is free and can be created), so
-# that every baked path resolves; otherwise (or with COLO_GPU_NO_LINK=1) it
-# rewrites the test lists to this tree, and tests that read files through a
-# baked path may fail: then move the tree to the original path.
-#
-# --sanitize  also runs the CUDA tests under compute-sanitizer (memcheck)
+# --sanitize  also runs every CUDA test under compute-sanitizer (memcheck;
+#             racecheck and synccheck for the attention kernels' tests)
 # --no-bench  skips the kernel benchmark
+# --no-suite  skips the test suite (still checks that colo finds the device)
 # Output goes to the terminal and to build-gpu/gpu-check.log (git-ignored).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd -P)
-sanitize=0 bench=1
+cd "$(dirname "$0")/.." || exit 2
+sanitize=0 bench=1 suite=1
 for a in "$@"; do
   case "$a" in
     --sanitize) sanitize=1 ;;
     --no-bench) bench=0 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --no-suite) suite=0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
 
-if [ ! -f build-gpu/CMakeCache.txt ]; then
+if [ ! -f build-gpu/CMakeCache.txt ] && [ ! -f .gpu-pack/colo-gpu.tar.xz ]; then
   echo "gpu-check: no build-gpu/: building it here (needs colo's build dependencies)"
   cmake -S . -B build-gpu -DCOLO_CUDA=ON -DCOLO_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
   cmake --build build-gpu -j"$(nproc)" || exit 1
 fi
+# shellcheck source=scripts/gpu-env.sh
+. scripts/gpu-env.sh
+gpu_env || exit 1
 exec > >(tee build-gpu/gpu-check.log) 2>&1
-
-# ---- libraries -------------------------------------------------------------------
-if ls .devpkgs/*.deb >/dev/null 2>&1; then
-  rm -rf .devpkgs/root && mkdir -p .devpkgs/root
-  for f in .devpkgs/*.deb; do dpkg -x "$f" .devpkgs/root || { echo "gpu-check: cannot unpack $f"; exit 1; }; done
-  libdirs=$(find "$root/.devpkgs/root" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
-  export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
-fi
-# CUDA's own libraries, when the loader does not know them yet.
-probe=build-gpu/test_backend_cuda
-if [ -x "$probe" ] && ldd "$probe" | grep -q 'not found'; then
-  for l in $(ldd "$probe" | awk '/not found/ {print $1}'); do
-    hit=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
-    [ -n "$hit" ] && export LD_LIBRARY_PATH="$(dirname "$hit"):$LD_LIBRARY_PATH"
-  done
-fi
-if [ -x "$probe" ] && ldd "$probe" | grep 'not found'; then
-  echo "gpu-check: shared libraries are missing (above); run scripts/gpu-pack.sh where colo builds"
-  exit 1
-fi
 
 echo "== machine"
 date -u +%Y-%m-%dT%H:%M:%SZ
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || echo "nvidia-smi failed"
 nvidia-smi 2>&1 | sed -n '1,12p'
 echo "colo commit: $(cat build-gpu/colo-commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-
-# ---- where the build thinks the tree is ------------------------------------------------
-orig=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-gpu/CMakeCache.txt)
-testdir="$root/build-gpu"
-if [ -n "$orig" ] && [ "$orig" != "$root" ]; then
-  if [ -z "${COLO_GPU_NO_LINK:-}" ] && [ ! -e "$orig" ] && mkdir -p "$(dirname "$orig")" 2>/dev/null &&
-     ln -s "$root" "$orig" 2>/dev/null; then
-    echo "gpu-check: linked $orig -> $root (the build's original tree)"
-    testdir="$orig/build-gpu"
-  elif [ -e "$orig/build-gpu/CTestTestfile.cmake" ] && [ "$(cd "$orig" && pwd -P)" = "$root" ]; then
-    testdir="$orig/build-gpu"
-  else
-    echo "gpu-check: rewriting test paths $orig -> $root (tests reading files through baked paths may fail)"
-    find build-gpu -name CTestTestfile.cmake -exec sed -i "s#$orig#$root#g" {} +
-  fi
-fi
+testdir=$GPU_TESTDIR
+jobs=$(( $(nproc) / 2 )); [ "$jobs" -lt 2 ] && jobs=2
 
 fail=0
-echo "== tests (ctest)"
-if command -v ctest >/dev/null; then
-  ctest --test-dir "$testdir" -j4 --output-on-failure --timeout 300 || fail=1
+[ "$suite" = 1 ] && echo "== tests (ctest)"
+if [ "$suite" = 0 ]; then
+  :
+elif command -v ctest >/dev/null; then
+  ctest --test-dir "$testdir" -j"$jobs" --output-on-failure --timeout 300 || fail=1
 else
   echo "gpu-check: no ctest here: running each test program"
   for t in build-gpu/test_*; do
@@ -110,15 +75,32 @@ else
 fi
 
 if [ "$sanitize" = 1 ]; then
-  echo "== compute-sanitizer (memcheck)"
+  # Every CUDA test under memcheck; those with attention kernels also under
+  # racecheck (shared memory) and synccheck. Each run is time-boxed
+  # (SANITIZE_TIMEOUT seconds, default 240): a run that times out is
+  # reported as such, not as clean.
+  echo "== compute-sanitizer"
   if command -v compute-sanitizer >/dev/null; then
-    for t in test_backend_cuda test_ops_parity_cuda test_ops_cuda_shapes; do
-      [ -x "$testdir/$t" ] || continue
-      compute-sanitizer --tool memcheck --error-exitcode 3 "$testdir/$t" >"build-gpu/sanitize-$t.log" 2>&1 &&
-        echo "clean: $t" || { echo "ERRORS: $t"; tail -40 "build-gpu/sanitize-$t.log"; fail=1; }
+    for tool in memcheck racecheck synccheck; do # memcheck of every test first
+      for t in "$testdir"/test_*cuda*; do
+        [ -x "$t" ] || continue
+        t=$(basename "$t")
+        case "$tool:$t" in memcheck:* | *:test_ops_cuda_shapes | *:test_ops_parity_cuda) ;; *) continue ;; esac
+        log="build-gpu/sanitize-$tool-$t.log"
+        (cd "$testdir" && timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+          "./$t") >"$log" 2>&1
+        rc=$?
+        if [ $rc = 0 ] && ! grep -q '\[  SKIPPED \]' "$log"; then
+          echo "clean: $tool $t"
+        elif [ $rc = 124 ]; then
+          echo "TIMEOUT: $tool $t (after ${SANITIZE_TIMEOUT:-240} s)"; tail -5 "$log"; fail=1
+        else
+          echo "ERRORS: $tool $t (exit $rc)"; grep -m 20 -E '=====|FAILED|SKIPPED' "$log"; tail -20 "$log"; fail=1
+        fi
+      done
     done
   else
-    echo "compute-sanitizer not found"
+    echo "compute-sanitizer not found"; fail=1
   fi
 fi
 

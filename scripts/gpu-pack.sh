@@ -5,8 +5,12 @@
 #   .devpkgs/   the Debian packages of the shared libraries those binaries need
 #               beyond glibc, libstdc++ and CUDA (libevent, jansson, libyaml,
 #               OpenBLAS, gfortran, cmocka...), fetched with apt-get download
-# Carry both folders with the source tree to the GPU machine and run
-# scripts/gpu-check.sh there (docs/GPU.md). Both folders are git-ignored.
+#   .gpu-pack/colo-gpu.tar.xz  both, in one archive of about 20 MB (build-gpu/
+#               is about 170 MB unpacked: 80 programs, each with colo and its
+#               CUDA kernels linked in)
+# Carry the archive with the source tree to the GPU machine and run
+# scripts/gpu-check.sh or scripts/gpu-run.sh there (docs/GPU.md); they unpack
+# it. All three are git-ignored.
 #
 #   scripts/gpu-pack.sh [--keep-objects]
 # --keep-objects keeps object files and static libraries in build-gpu/ (by
@@ -52,6 +56,14 @@ if [ "$keep_objects" = 0 ]; then
   find build-gpu -name '*.o' -delete
   find build-gpu -maxdepth 1 -name 'lib*.a' -delete
 fi
-git rev-parse --short HEAD > build-gpu/colo-commit.txt 2>/dev/null || true
-du -sh build-gpu .devpkgs
-echo "gpu-pack: carry build-gpu/ and .devpkgs/ with the tree; run scripts/gpu-check.sh on the GPU machine"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
+echo "$commit" > build-gpu/colo-commit.txt
+mkdir -p .gpu-pack
+rm -f .gpu-pack/colo-gpu.tar.xz
+tar --exclude='CompilerId*' -cf - build-gpu .devpkgs/*.deb | xz -6 -T"$(nproc)" > .gpu-pack/colo-gpu.tar.xz
+du -sh build-gpu .devpkgs .gpu-pack/colo-gpu.tar.xz
+tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+pack=$(stat -c %s .gpu-pack/colo-gpu.tar.xz)
+echo "gpu-pack: commit $commit; source tree $((tree >> 20)) MiB + archive $((pack >> 20)) MiB to carry"
+echo "gpu-pack: carry .gpu-pack/ with the tree; run scripts/gpu-check.sh or scripts/gpu-run.sh on the GPU machine"

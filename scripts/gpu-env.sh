@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# Sourced by scripts/gpu-check.sh and scripts/gpu-run.sh on a GPU machine:
+# makes build-gpu/ usable there. Not a program of its own.
+#
+# 1. When .gpu-pack/colo-gpu.tar.xz (scripts/gpu-pack.sh) is newer than
+#    build-gpu/, unpacks it: build-gpu/ and .devpkgs/ (tar with xz, or
+#    Python's tarfile where tar cannot read xz).
+# 2. Unpacks .devpkgs/*.deb with dpkg -x into .devpkgs/root and puts their
+#    library folders on LD_LIBRARY_PATH (nothing is installed); finds CUDA's
+#    own libraries (cudart, cuBLAS) where the loader does not know them.
+# 3. CMake baked the absolute path of the tree where build-gpu/ was made into
+#    the test list and the test programs (test data). When this tree sits
+#    elsewhere, links that path to this tree if it is free, so every baked
+#    path resolves; otherwise (or with COLO_GPU_NO_LINK=1) rewrites the test
+#    lists to this tree (tests reading files through a baked path may then
+#    fail: move the tree to the original path).
+# Sets GPU_ROOT (this tree) and GPU_TESTDIR (build-gpu/ as ctest must see
+# it); returns non-zero, with a message, when build-gpu/ cannot run here.
+
+gpu_env() {
+  GPU_ROOT=$(pwd -P)
+  local pack=.gpu-pack/colo-gpu.tar.xz
+  if [ -f "$pack" ] && { [ ! -f build-gpu/colo-commit.txt ] || [ "$pack" -nt build-gpu/colo-commit.txt ]; }; then
+    rm -rf build-gpu .devpkgs
+    if ! tar -xJf "$pack" 2>/dev/null; then
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(".")' "$pack" ||
+        { echo "gpu-env: cannot unpack $pack" >&2; return 1; }
+    fi
+    touch build-gpu/colo-commit.txt
+    echo "gpu-env: unpacked $pack (commit $(cat build-gpu/colo-commit.txt))"
+  fi
+  [ -f build-gpu/CMakeCache.txt ] || { echo "gpu-env: no build-gpu/ (run scripts/gpu-pack.sh where colo builds)" >&2; return 1; }
+
+  if ls .devpkgs/*.deb >/dev/null 2>&1; then
+    rm -rf .devpkgs/root && mkdir -p .devpkgs/root
+    local f
+    for f in .devpkgs/*.deb; do
+      dpkg -x "$f" .devpkgs/root || { echo "gpu-env: cannot unpack $f" >&2; return 1; }
+    done
+    local libdirs
+    libdirs=$(find "$GPU_ROOT/.devpkgs/root" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
+    export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
+  fi
+  local probe=build-gpu/colo-server l hit
+  if [ -x "$probe" ] && ldd "$probe" | grep -q 'not found'; then
+    for l in $(ldd "$probe" | awk '/not found/ {print $1}'); do
+      hit=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
+      [ -n "$hit" ] && LD_LIBRARY_PATH="$(dirname "$hit"):$LD_LIBRARY_PATH" && export LD_LIBRARY_PATH
+    done
+  fi
+  if [ -x "$probe" ] && ldd "$probe" | grep 'not found' >&2; then
+    echo "gpu-env: shared libraries are missing (above); run scripts/gpu-pack.sh where colo builds" >&2
+    return 1
+  fi
+
+  local orig
+  orig=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-gpu/CMakeCache.txt)
+  GPU_TESTDIR="$GPU_ROOT/build-gpu"
+  if [ -n "$orig" ] && [ "$orig" != "$GPU_ROOT" ]; then
+    if [ -e "$orig" ] && [ "$(cd "$orig" 2>/dev/null && pwd -P)" = "$GPU_ROOT" ]; then
+      GPU_TESTDIR="$orig/build-gpu"
+    elif [ -z "${COLO_GPU_NO_LINK:-}" ] && [ ! -e "$orig" ] && mkdir -p "$(dirname "$orig")" 2>/dev/null &&
+      ln -s "$GPU_ROOT" "$orig" 2>/dev/null; then
+      echo "gpu-env: linked $orig -> $GPU_ROOT (the build's original tree)"
+      GPU_TESTDIR="$orig/build-gpu"
+    else
+      echo "gpu-env: rewriting test paths $orig -> $GPU_ROOT (tests reading files through baked paths may fail)"
+      find build-gpu -name CTestTestfile.cmake -exec sed -i "s#$orig#$GPU_ROOT#g" {} +
+    fi
+  fi
+  export GPU_ROOT GPU_TESTDIR
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The GPU run of docs/GPU.md, in stages sized for short calls on a GPU
+# machine that has CUDA but none of colo's build dependencies. Prepare with
+# scripts/gpu-pack.sh where colo builds, carry .gpu-pack/ with the tree, then:
+#
+#   scripts/gpu-run.sh [--out DIR] STAGE...
+#
+# Stages, in the order docs/GPU.md runs them (about 8 minutes per line):
+#   check      the whole suite on the GPU, CUDA tests included (gpu-check.sh)
+#   sanitize   every CUDA test under compute-sanitizer
+#   kernels    colo-bench-kernels on the GPU: mat-vec GB/s of every weight type
+#              against a device-to-device copy, prefill products against
+#              cuBLAS's GEMM, batched rows, decode attention
+#   decode     synthetic Llama-3.2-1B, Phi-3.5-mini and Llama-3.1-8B shapes
+#              (Q4_K_M, written here by colo-mkmodel): prefill and decode
+#              tokens/s at batch 1, 8 and 32 (bench-llm.sh)
+#   memory     load and wake time of the 8B shape (bench-lifecycle.py --wake)
+#   replay     Phi-3.5-mini (hi: priority high, one connection) beside
+#              DeepSeek-R1-Distill-Llama-8B (be: priority low, BE_CONC
+#              connections), memory fractions 0.4 each: two separate
+#              colo-servers, then one colo-server under each policy, each model
+#              alone and together (bench-serve.sh colocation)
+#
+# Each stage writes DIR/STAGE.log; replay's JSON and TSV files go to
+# DIR/replay-files.tar.gz, the sanitizer's logs to DIR/sanitize-files.tar.gz; DIR/summary.txt has a line per stage
+# (exit status, seconds). DIR is $OUT when set, else gpu-out/. Every stage is
+# time-boxed: TIMEOUT_<STAGE> seconds (defaults below), so a call ends with
+# its logs even when a stage hangs.
+#
+# Environment: BUILD (build-gpu), DEVICE (cuda), MODELS (where synthetic
+# models are written, default /tmp/colo-gpu-models), DURATION (12), WARMUP
+# (2), BE_CONC (16), MAX_TOKENS (64), POLICIES (replay: "separate+timeslice
+# spatial priority partition fair"). SMALL=1 uses tiny shapes: with
+# BUILD=build DEVICE=cpu SMALL=1 the stages decode, memory and replay
+# rehearse on a machine without a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+out=${OUT:-gpu-out}
+stages=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    check|sanitize|kernels|decode|memory|replay) stages+=("$1"); shift ;;
+    *) echo "gpu-run: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ ${#stages[@]} -gt 0 ] || { sed -n '2,36p' "$0"; exit 2; }
+
+BUILD=${BUILD:-build-gpu}
+DEVICE=${DEVICE:-cuda}
+MODELS=${MODELS:-/tmp/colo-gpu-models}
+DURATION=${DURATION:-12}
+WARMUP=${WARMUP:-2}
+BE_CONC=${BE_CONC:-16}
+MAX_TOKENS=${MAX_TOKENS:-64}
+POLICIES=${POLICIES:-separate+timeslice spatial priority partition fair}
+: "${TIMEOUT_CHECK:=300}" "${TIMEOUT_SANITIZE:=420}" "${TIMEOUT_KERNELS:=240}" "${TIMEOUT_DECODE:=300}"
+: "${TIMEOUT_MEMORY:=150}" "${TIMEOUT_REPLAY:=420}"
+mkdir -p "$out" "$MODELS"
+out=$(cd "$out" && pwd -P)
+
+if [ "$BUILD" = build-gpu ]; then
+  # shellcheck source=scripts/gpu-env.sh
+  . scripts/gpu-env.sh
+  gpu_env >"$out/env.log" 2>&1 || { cat "$out/env.log"; exit 1; }
+  cat "$out/env.log"
+fi
+
+# model NAME: writes the synthetic model NAME (Q4_K_M) unless it is there;
+# prints its path. Shapes from colo-mkmodel --help; SMALL=1 shrinks them.
+model() {
+  local f="$MODELS/$1.gguf" args
+  case "$1" in
+    llama-1b) args="--layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --llama3-rope" ;;
+    phi35-mini) args="--arch phi3 --layers 32 --dim 3072 --heads 32 --kv-heads 32 --ffn 8192 --vocab 32064 --untied" ;;
+    llama-8b) args="--layers 32 --dim 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --llama3-rope
+                    --rope-base 500000 --untied" ;;
+  esac
+  [ "${SMALL:-0}" = 1 ] && args=$(echo "$args" | sed -E 's/--layers [0-9]+/--layers 2/; s/--dim [0-9]+/--dim 256/;
+    s/--ffn [0-9]+/--ffn 512/; s/--vocab [0-9]+/--vocab 4096/; s/--heads 32/--heads 8/; s/--kv-heads 32/--kv-heads 8/')
+  if [ ! -s "$f" ]; then
+    # shellcheck disable=SC2086 # args is several flags on purpose
+    "$BUILD/colo-mkmodel" --out "$f.tmp" $args --ctx 4096 --type q4_k_m >&2 && mv "$f.tmp" "$f" || return 1
+  fi
+  echo "$f"
+}
+
+stage_check() { scripts/gpu-check.sh --no-bench; }
+
+stage_sanitize() {
+  SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} scripts/gpu-check.sh --no-suite --sanitize --no-bench
+  local rc=$?
+  (cd build-gpu && tar -czf "$out/sanitize-files.tar.gz" sanitize-*.log) 2>/dev/null
+  return $rc
+}
+
+stage_kernels() { "$BUILD/colo-bench-kernels" --device "$DEVICE" --seconds 0.3; }
+
+stage_decode() {
+  local m f
+  for m in llama-1b phi35-mini llama-8b; do
+    f=$(model "$m") || { echo "gpu-run: cannot write $m"; return 1; }
+    echo "== $m"
+    COLO_BUILD_DIR=$BUILD REPEATS=2 scripts/bench-llm.sh "$f" --device "$DEVICE" || return 1
+  done
+}
+
+stage_memory() {
+  local f
+  f=$(model llama-8b) || return 1
+  python3 scripts/bench-lifecycle.py --build "$BUILD" --device "$DEVICE" --model "llama-8b=$f:0.4" --runs 3 --wake
+}
+
+stage_replay() {
+  local hi be
+  hi=$(model phi35-mini) && be=$(model llama-8b) || return 1
+  HI_MODEL=$hi BE_MODEL=$be MODEL=$hi BUILD=$BUILD DEVICE=$DEVICE MEM_FRACTION=0.4 HI_CONC=1 BE_CONC=$BE_CONC \
+    MAX_TOKENS=$MAX_TOKENS DURATION=$DURATION WARMUP=$WARMUP ROUNDS=1 POLICIES=$POLICIES OUT="$out/replay" \
+    scripts/bench-serve.sh colocation
+}
+
+echo "gpu-run: $(date -u +%Y-%m-%dT%H:%M:%SZ) stages ${stages[*]} (device $DEVICE, build $BUILD)" | tee -a "$out/summary.txt"
+status=0
+for st in "${stages[@]}"; do
+  var="TIMEOUT_${st^^}"
+  t0=$(date +%s)
+  echo "== stage $st (at most ${!var} s)"
+  # the stage runs in a child shell so that timeout can stop it and all it started
+  export -f model "stage_$st"
+  export BUILD DEVICE MODELS DURATION WARMUP BE_CONC MAX_TOKENS POLICIES out SMALL
+  timeout --kill-after=10 "${!var}" bash -c "stage_$st" >"$out/$st.log" 2>&1
+  rc=$?
+  tail -40 "$out/$st.log"
+  [ $rc = 124 ] && echo "gpu-run: stage $st stopped after ${!var} s"
+  [ $rc = 0 ] || status=1
+  if [ "$st" = replay ] && [ -d "$out/replay" ]; then
+    tar -C "$out" -czf "$out/replay-files.tar.gz" replay && rm -rf "$out/replay"
+  fi
+  printf '%-9s exit %-3s %4s s\n' "$st" "$rc" "$(($(date +%s) - t0))" | tee -a "$out/summary.txt"
+done
+exit $status
