@@ -621,6 +621,8 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
     colo_gen_seq *f = q->followers, *ok = NULL, **tail = &ok;
     q->followers = NULL;
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
+    bool copied = false;
+    char msg[96];
     while (f) {
         colo_gen_seq *next = f->next_follower;
         f->leader = NULL;
@@ -630,10 +632,11 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
         int32_t src = -1, dst = -1;
         int rows = 0;
         colo_status st = colo_cb_fork(e->planner, &q->cb, &f->cb, &src, &dst, &rows);
-        if (st == COLO_OK && rows)
+        if (st == COLO_OK && rows) {
             st = colo_kv_cache_copy(kv, e->s, dst, src, rows);
+            copied = true;
+        }
         if (st != COLO_OK) {
-            char msg[96];
             snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
             finish(e, f, st, NULL, msg);
         } else {
@@ -641,6 +644,19 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
             tail = &f->next_follower;
         }
         f = next;
+    }
+    /* The copies run on the stream: they must be done before sampling can
+     * end a choice or the leader (a stop token, max_tokens 1), whose blocks
+     * then go back at once, and an elastic arena unmaps their memory. */
+    colo_status st = copied ? colo_stream_sync(e->s) : COLO_OK;
+    if (st != COLO_OK) {
+        snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
+        while (ok) {
+            colo_gen_seq *next = ok->next_follower;
+            ok->next_follower = NULL;
+            finish(e, ok, st, NULL, msg);
+            ok = next;
+        }
     }
     return ok;
 }

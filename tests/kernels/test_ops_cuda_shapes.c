@@ -1,8 +1,12 @@
 /* CUDA kernels on shapes the parity cases do not reach, against float64:
  * decode attention over long contexts (keys split across warps and merged),
- * head dims of 64 and 128, GQA groups of 4; linear with 9..16 rows (the
- * mat-vec kernel in chunks of 8) and real model widths. Skipped when no GPU
- * is usable. Random inputs seeded from COLO_TEST_SEED. */
+ * head dims 36 to 256 (Phi-3.5's 96, Gemma 3's 256) in prefills and decode
+ * steps, sliding windows, strided q rows, GQA groups of 4; bidirectional
+ * attention over several chunks of keys; linear with 9..16 rows (the
+ * mat-vec kernel in chunks of 8), real model widths, plain rows with tails,
+ * misaligned weights and more rows than one prefill tile; dequantize and
+ * get_rows with tails; row ops at 512 threads; rope at head dims 96 to 256.
+ * Skipped when no GPU is usable. Random inputs seeded from COLO_TEST_SEED. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -95,12 +99,25 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Decode-like batch: the last few positions of two long sequences. */
-static void case_long_attention(ctx_t *c, colo_dtype kv_type, int hd, int n_head, int n_kv)
+/* Paged attention over two sequences whose blocks are interleaved backwards
+ * through the cache. Queries: the listed (sequence, position) pairs, or with
+ * all every position of both (a prefill); q rows carry q_pad extra elements
+ * (q_stride, as a fused QKV buffer gives). */
+typedef struct {
+    colo_dtype kv_type;
+    int hd, n_head, n_kv, window, lens[2], q_pad;
+    bool all;
+    int nq;
+    int32_t qseq[4], qpos[4];
+} attn_case;
+
+static void case_attention(ctx_t *c, const attn_case *ac)
 {
-    enum { NSEQ = 2, BS = 16, MAXB = 128 };
-    int lens[NSEQ] = {1500, 700}, kv_dim = n_kv * hd;
-    int32_t table[NSEQ * MAXB];
+    enum { NSEQ = 2, BS = 16 };
+    int hd = ac->hd, n_head = ac->n_head, n_kv = ac->n_kv, kv_dim = n_kv * hd;
+    const int *lens = ac->lens;
+    int max_len = lens[0] > lens[1] ? lens[0] : lens[1], MAXB = (max_len + BS - 1) / BS + 1;
+    int32_t *table = malloc((size_t)NSEQ * MAXB * 4);
     for (int i = 0; i < NSEQ * MAXB; i++) /* sequence 1's blocks first, interleaved backwards */
         table[i] = i < MAXB ? 2 * (MAXB - 1 - i) : 2 * (i - MAXB) + 1;
     int n_slots = NSEQ * MAXB * BS;
@@ -109,59 +126,75 @@ static void case_long_attention(ctx_t *c, colo_dtype kv_type, int hd, int n_head
     int32_t *slot = malloc((size_t)total * 4);
     for (int64_t i = 0; i < (int64_t)total * kv_dim; i++) {
         k[i] = rng_normal(), v[i] = rng_normal();
-        if (kv_type == COLO_F16)
+        if (ac->kv_type == COLO_F16)
             k[i] = colo_fp16_to_f32(colo_f32_to_fp16(k[i])), v[i] = colo_fp16_to_f32(colo_f32_to_fp16(v[i]));
     }
     for (int s = 0, t = 0; s < NSEQ; s++)
         for (int p = 0; p < lens[s]; p++, t++)
             slot[t] = table[s * MAXB + p / BS] * BS + p % BS;
-    size_t es = kv_type == COLO_F16 ? 2 : 4;
+    size_t es = ac->kv_type == COLO_F16 ? 2 : 4;
     void *kc = dput(c, NULL, (size_t)n_slots * kv_dim * es), *vc = dput(c, NULL, (size_t)n_slots * kv_dim * es);
     float *dk = dput(c, k, (size_t)total * kv_dim * 4), *dv = dput(c, v, (size_t)total * kv_dim * 4);
-    assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, kv_type, dput(c, slot, (size_t)total * 4), total,
-                                      kv_dim),
+    assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, ac->kv_type, dput(c, slot, (size_t)total * 4),
+                                      total, kv_dim),
                      COLO_OK);
-    enum { NT = 3 };
-    int32_t tseq[NT] = {0, 1, 0}, tpos[NT] = {1499, 699, 1000};
-    int qd = n_head * hd;
-    float *q = malloc((size_t)NT * qd * 4), *out = malloc((size_t)NT * qd * 4);
-    for (int i = 0; i < NT * qd; i++)
+    int nt = ac->all ? total : ac->nq;
+    int32_t *tseq = malloc((size_t)nt * 4), *tpos = malloc((size_t)nt * 4);
+    for (int s = 0, t = 0; ac->all && s < NSEQ; s++)
+        for (int p = 0; p < lens[s]; p++, t++)
+            tseq[t] = s, tpos[t] = p;
+    if (!ac->all)
+        memcpy(tseq, ac->qseq, (size_t)nt * 4), memcpy(tpos, ac->qpos, (size_t)nt * 4);
+    int qd = n_head * hd, qs = qd + ac->q_pad;
+    float *q = malloc((size_t)nt * qs * 4), *out = malloc((size_t)nt * qd * 4);
+    for (int64_t i = 0; i < (int64_t)nt * qs; i++)
         q[i] = rng_normal();
-    float *dq = dput(c, q, (size_t)NT * qd * 4), *dout = dput(c, NULL, (size_t)NT * qd * 4);
-    colo_attn_desc d = {.n_tokens = NT, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
-                        .max_blocks = MAXB, .max_pos = 1499, .scale = 1.0f / sqrtf((float)hd), .kv_type = kv_type,
-                        .tok_seq = dput(c, tseq, sizeof tseq), .tok_pos = dput(c, tpos, sizeof tpos),
-                        .block_table = dput(c, table, sizeof table)};
+    float *dq = dput(c, q, (size_t)nt * qs * 4), *dout = dput(c, NULL, (size_t)nt * qd * 4);
+    colo_attn_desc d = {.n_tokens = nt, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
+                        .max_blocks = MAXB, .max_pos = max_len - 1, .scale = 1.0f / sqrtf((float)hd),
+                        .kv_type = ac->kv_type, .tok_seq = dput(c, tseq, (size_t)nt * 4),
+                        .tok_pos = dput(c, tpos, (size_t)nt * 4), .block_table = dput(c, table, (size_t)NSEQ * MAXB * 4),
+                        .q_stride = ac->q_pad ? qs : 0, .window = ac->window};
     assert_int_equal(colo_op_attention(c->s, &d, dq, kc, vc, dout), COLO_OK);
-    dget(c, out, dout, (size_t)NT * qd * 4);
-    double *sc = malloc(1500 * sizeof(double));
-    for (int t = 0; t < NT; t++) {
-        int base = tseq[t] ? lens[0] : 0;
+    dget(c, out, dout, (size_t)nt * qd * 4);
+    double *sc = malloc((size_t)max_len * sizeof(double));
+    for (int t = 0; t < nt; t++) {
+        int base = tseq[t] ? lens[0] : 0, p = tpos[t];
+        int j0 = ac->window && p >= ac->window ? p - ac->window + 1 : 0;
         for (int h = 0; h < n_head; h++) {
             int kvh = h / (n_head / n_kv);
             double mx = -INFINITY, se = 0;
-            for (int j = 0; j <= tpos[t]; j++) {
+            for (int j = j0; j <= p; j++) {
                 double dot = 0;
                 for (int e = 0; e < hd; e++)
-                    dot += (double)q[t * qd + h * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
+                    dot += (double)q[(size_t)t * qs + h * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
                 sc[j] = dot * d.scale;
                 mx = sc[j] > mx ? sc[j] : mx;
             }
-            for (int j = 0; j <= tpos[t]; j++)
+            for (int j = j0; j <= p; j++)
                 se += (sc[j] = exp(sc[j] - mx));
             for (int e = 0; e < hd; e++) {
                 double ref = 0;
-                for (int j = 0; j <= tpos[t]; j++)
+                for (int j = j0; j <= p; j++)
                     ref += sc[j] / se * v[(size_t)(base + j) * kv_dim + kvh * hd + e];
-                double got = out[t * qd + h * hd + e];
+                double got = out[(size_t)t * qd + h * hd + e];
                 if (!(fabs(got - ref) <= 1e-4 + 1e-4 * fabs(ref)))
-                    fail_msg("attention %s hd=%d token %d head %d dim %d: got %.7g, reference %.7g",
-                             colo_dtype_name(kv_type), hd, t, h, e, got, ref);
+                    fail_msg("attention %s hd=%d window=%d token %d (pos %d) head %d dim %d: got %.7g, reference %.7g",
+                             colo_dtype_name(ac->kv_type), hd, ac->window, t, p, h, e, got, ref);
             }
         }
     }
-    free(k), free(v), free(slot), free(q), free(out), free(sc);
+    free(k), free(v), free(slot), free(q), free(out), free(sc), free(tseq), free(tpos), free(table);
     dfree(c);
+}
+
+/* Decode-like batches: the last positions of two long sequences and one in
+ * the middle, so the keys are split across warps and merged. */
+static void case_long_attention(ctx_t *c, colo_dtype kv_type, int hd, int n_head, int n_kv)
+{
+    attn_case ac = {.kv_type = kv_type, .hd = hd, .n_head = n_head, .n_kv = n_kv, .lens = {1500, 700}, .nq = 3,
+                    .qseq = {0, 1, 0}, .qpos = {1499, 699, 1000}};
+    case_attention(c, &ac);
 }
 
 static void test_long_attention(void **state)
@@ -170,9 +203,89 @@ static void test_long_attention(void **state)
     case_long_attention(*state, COLO_F32, 128, 4, 1);
     case_long_attention(*state, COLO_F16, 128, 6, 3);
     case_long_attention(*state, COLO_F32, 80, 2, 2); /* not a multiple of 32 */
+    case_long_attention(*state, COLO_F16, 96, 4, 4); /* Phi-3.5 */
+    case_long_attention(*state, COLO_F32, 256, 4, 2);
 }
 
-static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k)
+/* Head dims 96 and 256 (Gemma 3) in prefills and decode steps, sliding
+ * windows cutting through split ranges, q rows with a stride. */
+static void test_attention_head_dims(void **state)
+{
+    attn_case gemma_local = {.kv_type = COLO_F16, .hd = 256, .n_head = 8, .n_kv = 4, .window = 64,
+                             .lens = {300, 97}, .all = true};
+    case_attention(*state, &gemma_local);
+    attn_case gemma_decode = {.kv_type = COLO_F16, .hd = 256, .n_head = 4, .n_kv = 1, .window = 512,
+                              .lens = {1400, 513}, .q_pad = 2 * 256, .nq = 4,
+                              .qseq = {0, 1, 0, 1}, .qpos = {1399, 512, 511, 100}};
+    case_attention(*state, &gemma_decode);
+    attn_case phi_prefill = {.kv_type = COLO_F32, .hd = 96, .n_head = 6, .n_kv = 6, .lens = {170, 33},
+                             .q_pad = 3, .all = true};
+    case_attention(*state, &phi_prefill);
+    attn_case phi_window = {.kv_type = COLO_F16, .hd = 96, .n_head = 8, .n_kv = 2, .window = 300,
+                            .lens = {1200, 299}, .nq = 3, .qseq = {0, 1, 0}, .qpos = {1199, 298, 700}};
+    case_attention(*state, &phi_window);
+    attn_case odd = {.kv_type = COLO_F16, .hd = 36, .n_head = 3, .n_kv = 1, .window = 7, .lens = {90, 41},
+                     .all = true}; /* not a multiple of 8: the scalar key path */
+    case_attention(*state, &odd);
+}
+
+/* Bidirectional attention over several chunks of 32 keys, with padding
+ * rows; extra: elements past 3 * n_head * hd in each fused QKV row (odd:
+ * the unaligned key path). */
+static void case_bidir(ctx_t *c, int hd, int n_head, int seq, int len0, int len1, int extra)
+{
+    int batch = 2, dm = n_head * hd, qs = 3 * dm + extra;
+    int32_t len[2] = {len0, len1};
+    size_t rows = (size_t)batch * seq;
+    float *qkv = malloc(rows * qs * 4), *out = malloc(rows * dm * 4);
+    for (size_t i = 0; i < rows * qs; i++)
+        qkv[i] = rng_normal();
+    float *dqkv = dput(c, qkv, rows * qs * 4), *dout = dput(c, NULL, rows * dm * 4);
+    float scale = 1.0f / sqrtf((float)hd);
+    assert_int_equal(colo_op_attention_bidir(c->s, dqkv, qs, dqkv + dm, qs, dqkv + 2 * dm, qs, dout,
+                                             dput(c, len, sizeof len), batch, seq, n_head, hd, scale),
+                     COLO_OK);
+    dget(c, out, dout, rows * dm * 4);
+    double *sc = malloc((size_t)seq * 8);
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < seq; i++)
+            for (int h = 0; h < n_head; h++) {
+                const float *qr = qkv + ((size_t)b * seq + i) * qs + h * hd;
+                double mx = -INFINITY, se = 0;
+                for (int j = 0; j < len[b]; j++) {
+                    const float *kr = qkv + ((size_t)b * seq + j) * qs + dm + h * hd;
+                    double dot = 0;
+                    for (int e = 0; e < hd; e++)
+                        dot += (double)qr[e] * kr[e];
+                    sc[j] = dot * scale;
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = 0; j < len[b]; j++)
+                    se += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < hd; e++) {
+                    double ref = 0;
+                    for (int j = 0; i < len[b] && j < len[b]; j++)
+                        ref += sc[j] / se * qkv[((size_t)b * seq + j) * qs + 2 * dm + h * hd + e];
+                    double got = out[((size_t)b * seq + i) * dm + h * hd + e];
+                    if (!(fabs(got - ref) <= 1e-5 + 1e-5 * fabs(ref)))
+                        fail_msg("attention_bidir hd=%d seq %d row %d head %d dim %d: got %.7g, reference %.7g", hd,
+                                 b, i, h, e, got, ref);
+                }
+            }
+    free(qkv), free(out), free(sc);
+    dfree(c);
+}
+
+static void test_bidir_attention(void **state)
+{
+    case_bidir(*state, 64, 4, 100, 100, 37, 0); /* BERT's head dim */
+    case_bidir(*state, 96, 2, 70, 45, 70, 1);
+    case_bidir(*state, 32, 3, 40, 33, 0, 4);
+}
+
+/* y = x . W^T with the weights woff bytes into their buffer (an offset that
+ * breaks their alignment takes the copying path). */
+static void case_linear_at(ctx_t *c, colo_dtype t, int m, int n, int k, size_t woff)
 {
     size_t rb = colo_dtype_row_bytes(t, k);
     unsigned char *w = malloc(rb * n);
@@ -192,9 +305,11 @@ static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k)
     }
     for (int i = 0; i < m * k; i++)
         x[i] = rng_normal();
-    void *dw = dput(c, w, rb * n);
+    unsigned char *wpad = calloc(rb * n + woff, 1);
+    memcpy(wpad + woff, w, rb * n);
+    unsigned char *dw = dput(c, wpad, rb * n + woff);
     float *dx = dput(c, x, (size_t)m * k * 4), *dy = dput(c, NULL, (size_t)m * n * 4);
-    assert_int_equal(colo_op_linear(c->s, dw, t, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    assert_int_equal(colo_op_linear(c->s, dw + woff, t, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
     float *y = malloc((size_t)m * n * 4);
     dget(c, y, dy, (size_t)m * n * 4);
     for (int i = 0; i < m; i++)
@@ -205,12 +320,14 @@ static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k)
                 mag += fabs((double)wd[(size_t)r * k + j] * x[(size_t)i * k + j]);
             }
             if (!(fabs(y[(size_t)i * n + r] - ref) <= 1e-5 * mag + 1e-6))
-                fail_msg("linear %s m=%d n=%d k=%d (%d, %d): got %.8g, reference %.8g", colo_dtype_name(t), m, n, k,
-                         i, r, y[(size_t)i * n + r], ref);
+                fail_msg("linear %s m=%d n=%d k=%d offset %zu (%d, %d): got %.8g, reference %.8g",
+                         colo_dtype_name(t), m, n, k, woff, i, r, y[(size_t)i * n + r], ref);
         }
-    free(w), free(wd), free(row), free(x), free(y);
+    free(w), free(wpad), free(wd), free(row), free(x), free(y);
     dfree(c);
 }
+
+static void case_linear(ctx_t *c, colo_dtype t, int m, int n, int k) { case_linear_at(c, t, m, n, k, 0); }
 
 static void test_linear_rows(void **state)
 {
@@ -221,8 +338,161 @@ static void test_linear_rows(void **state)
         case_linear(*state, types[i], 16, 77, 512);
         case_linear(*state, types[i], 2, 1000, 768);
     }
-    case_linear(*state, COLO_F32, 5, 33, 43); /* plain rows with a tail past the last 8 */
+    /* Plain rows with a tail past the last 8, in the mat-vec kernel and
+     * (17 rows and more) through cuBLAS, expanded where not F32. */
+    case_linear(*state, COLO_F32, 5, 33, 43);
     case_linear(*state, COLO_F16, 20, 31, 21);
+    case_linear(*state, COLO_BF16, 3, 29, 45);
+    case_linear(*state, COLO_BF16, 17, 29, 45);
+    case_linear(*state, COLO_F16, 1, 9, 5);
+    case_linear(*state, COLO_F32, 18, 7, 3);
+}
+
+/* Weights misaligned for their loads: copied tile by tile behind the F32
+ * tile, for one row and for many. */
+static void test_linear_misaligned(void **state)
+{
+    case_linear_at(*state, COLO_F32, 1, 37, 64, 2);
+    case_linear_at(*state, COLO_F32, 19, 37, 64, 2);
+    case_linear_at(*state, COLO_Q8_0, 3, 41, 256, 1);
+    case_linear_at(*state, COLO_Q4_K, 24, 41, 512, 1);
+    case_linear_at(*state, COLO_F16, 2, 13, 40, 1);
+}
+
+/* More rows of W than one F32 tile of the prefill path holds (64 MiB:
+ * 2048 rows of 8192), so the last tile is 2 rows. */
+static void test_linear_tiles(void **state) { case_linear(*state, COLO_Q4_0, 17, 2050, 8192); }
+
+/* Plain types with n % 8 != 0: dequantize to F32 and F16, get_rows;
+ * bit-exact against the CPU's conversion. */
+static void test_plain_tails(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_F32, COLO_F16, COLO_BF16};
+    enum { ROWS = 5, LEN = 45 };
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        colo_dtype t = types[ti];
+        size_t bytes = colo_dtype_row_bytes(t, (int64_t)ROWS * LEN);
+        float *src = malloc((size_t)ROWS * LEN * 4), *deq = malloc((size_t)ROWS * LEN * 4);
+        unsigned char *h = malloc(bytes);
+        for (int i = 0; i < ROWS * LEN; i++)
+            src[i] = rng_normal();
+        assert_int_equal(colo_quantize_row(t, src, h, (int64_t)ROWS * LEN), COLO_OK);
+        colo_dequantize_row(t, h, deq, (int64_t)ROWS * LEN);
+        void *dsrc = dput(c, h, bytes);
+        float *d32 = dput(c, NULL, (size_t)ROWS * LEN * 4), *dg = dput(c, NULL, 3 * LEN * 4);
+        uint16_t *d16 = dput(c, NULL, (size_t)ROWS * LEN * 2);
+        assert_int_equal(colo_op_dequantize(c->s, dsrc, t, d32, COLO_F32, (int64_t)ROWS * LEN), COLO_OK);
+        assert_int_equal(colo_op_dequantize(c->s, dsrc, t, d16, COLO_F16, (int64_t)ROWS * LEN), COLO_OK);
+        int32_t ids[3] = {4, 0, 2};
+        assert_int_equal(colo_op_get_rows(c->s, dsrc, t, ROWS, LEN, dput(c, ids, sizeof ids), 3, dg), COLO_OK);
+        float *g32 = malloc((size_t)ROWS * LEN * 4), *gg = malloc(3 * LEN * 4);
+        uint16_t *g16 = malloc((size_t)ROWS * LEN * 2);
+        dget(c, g32, d32, (size_t)ROWS * LEN * 4);
+        dget(c, g16, d16, (size_t)ROWS * LEN * 2);
+        dget(c, gg, dg, 3 * LEN * 4);
+        for (int i = 0; i < ROWS * LEN; i++) {
+            if (memcmp(&g32[i], &deq[i], 4))
+                fail_msg("dequantize %s -> f32: element %d: %g != %g", colo_dtype_name(t), i, g32[i], deq[i]);
+            if (g16[i] != colo_f32_to_fp16(deq[i]))
+                fail_msg("dequantize %s -> f16: element %d", colo_dtype_name(t), i);
+        }
+        for (int r = 0; r < 3; r++)
+            if (memcmp(gg + r * LEN, deq + ids[r] * LEN, LEN * 4))
+                fail_msg("get_rows %s: row %d", colo_dtype_name(t), r);
+        free(src), free(deq), free(h), free(g32), free(gg), free(g16);
+        dfree(c);
+    }
+}
+
+/* Row ops at widths that take 512 threads, and a vocabulary-sized softmax. */
+static void test_wide_rows(void **state)
+{
+    ctx_t *c = *state;
+    const int shapes[][2] = {{3, 2304}, {2, 4096}, {2, 32000}};
+    for (int si = 0; si < 3; si++) {
+        int rows = shapes[si][0], n = shapes[si][1];
+        float *x = malloc((size_t)rows * n * 4), *w = malloc((size_t)n * 4), *y = malloc((size_t)rows * n * 4);
+        for (int i = 0; i < rows * n; i++)
+            x[i] = 2.0f * rng_normal();
+        for (int i = 0; i < n; i++)
+            w[i] = rng_normal();
+        float *dx = dput(c, x, (size_t)rows * n * 4), *dw = dput(c, w, (size_t)n * 4);
+        float *dy = dput(c, NULL, (size_t)rows * n * 4), *ds = dput(c, x, (size_t)rows * n * 4);
+        assert_int_equal(colo_op_rmsnorm(c->s, dx, dw, dy, rows, n, 1e-6f), COLO_OK);
+        assert_int_equal(colo_op_softmax(c->s, ds, rows, n, 0.5f), COLO_OK);
+        for (int kind = 0; kind < 2; kind++) {
+            dget(c, y, kind ? ds : dy, (size_t)rows * n * 4);
+            for (int r = 0; r < rows; r++) {
+                const float *xr = x + (size_t)r * n;
+                double s2 = 0, mx = -INFINITY, se = 0;
+                for (int j = 0; j < n; j++) {
+                    s2 += (double)xr[j] * xr[j];
+                    mx = 0.5 * xr[j] > mx ? 0.5 * xr[j] : mx;
+                }
+                for (int j = 0; j < n; j++)
+                    se += exp(0.5 * xr[j] - mx);
+                for (int j = 0; j < n; j++) {
+                    double ref = kind ? exp(0.5 * xr[j] - mx) / se : xr[j] / sqrt(s2 / n + 1e-6) * w[j];
+                    double got = y[(size_t)r * n + j];
+                    if (!(fabs(got - ref) <= 1e-5 * fabs(ref) + 1e-6))
+                        fail_msg("%s n=%d row %d element %d: got %.8g, reference %.8g", kind ? "softmax" : "rmsnorm",
+                                 n, r, j, got, ref);
+                }
+            }
+        }
+        free(x), free(w), free(y);
+        dfree(c);
+    }
+}
+
+/* Rope at head dims 96 (Phi-3.5), 128 with partial rotation and 256
+ * (Gemma 3), positions up to 32767. */
+static void case_rope(ctx_t *c, int heads, int hd, int n_rot, bool neox, bool factors)
+{
+    enum { ROWS = 5 };
+    int stride = heads * hd;
+    int32_t pos[ROWS] = {0, 7, 4095, 20000, 32767};
+    float *x = malloc((size_t)ROWS * stride * 4), *y = malloc((size_t)ROWS * stride * 4);
+    float *ff = malloc((size_t)n_rot / 2 * 4);
+    for (int i = 0; i < ROWS * stride; i++)
+        x[i] = rng_normal();
+    for (int i = 0; i < n_rot / 2; i++)
+        ff[i] = 1.0f + (float)(rng_u64() % 1000) / 40.0f;
+    float *dx = dput(c, x, (size_t)ROWS * stride * 4);
+    colo_rope_desc rd = {.n_heads = heads, .head_dim = hd, .n_rot = n_rot, .neox = neox, .freq_base = 1000000.0f,
+                         .freq_scale = 1.0f, .attn_factor = 1.0f,
+                         .freq_factors = factors ? dput(c, ff, (size_t)n_rot / 2 * 4) : NULL};
+    assert_int_equal(colo_op_rope(c->s, dx, 0, dput(c, pos, sizeof pos), ROWS, &rd), COLO_OK);
+    dget(c, y, dx, (size_t)ROWS * stride * 4);
+    for (int r = 0; r < ROWS; r++)
+        for (int h = 0; h < heads; h++) {
+            const float *xr = x + (size_t)r * stride + h * hd;
+            const float *yr = y + (size_t)r * stride + h * hd;
+            for (int e = 0; e < hd; e++) {
+                double ref = xr[e];
+                if (e < n_rot) {
+                    int j = neox ? e % (n_rot / 2) : e / 2;
+                    bool first = neox ? e < n_rot / 2 : e % 2 == 0;
+                    int i0 = neox ? j : 2 * j, i1 = neox ? j + n_rot / 2 : 2 * j + 1;
+                    double th = pos[r] * pow(1000000.0, -(double)(2 * j) / n_rot) / (factors ? ff[j] : 1.0);
+                    ref = first ? xr[i0] * cos(th) - xr[i1] * sin(th) : xr[i0] * sin(th) + xr[i1] * cos(th);
+                }
+                if (!(fabs(yr[e] - ref) <= 1e-5 * fabs(ref) + 2e-5))
+                    fail_msg("rope hd=%d n_rot=%d neox=%d row %d head %d dim %d: got %.8g, reference %.8g", hd, n_rot,
+                             neox, r, h, e, yr[e], ref);
+            }
+        }
+    free(x), free(y), free(ff);
+    dfree(c);
+}
+
+static void test_rope_head_dims(void **state)
+{
+    case_rope(*state, 4, 96, 96, true, true);
+    case_rope(*state, 2, 128, 64, false, false);
+    case_rope(*state, 2, 128, 32, true, false);
+    case_rope(*state, 3, 256, 256, true, true);
 }
 
 static void test_cuda_present(void **state)
@@ -237,6 +507,12 @@ int main(void)
         const struct CMUnitTest none[] = {cmocka_unit_test(test_cuda_present)};
         return cmocka_run_group_tests(none, NULL, NULL);
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_long_attention), cmocka_unit_test(test_linear_rows)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_long_attention),    cmocka_unit_test(test_attention_head_dims),
+        cmocka_unit_test(test_bidir_attention),   cmocka_unit_test(test_linear_rows),
+        cmocka_unit_test(test_linear_misaligned), cmocka_unit_test(test_linear_tiles),
+        cmocka_unit_test(test_plain_tails),       cmocka_unit_test(test_wide_rows),
+        cmocka_unit_test(test_rope_head_dims),
+    };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
