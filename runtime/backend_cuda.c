@@ -139,6 +139,11 @@ static bool poisons_context(cudaError_t e)
     case cudaErrorNvlinkUncorrectable:
     case cudaErrorContained:
     case cudaErrorLaunchTimeout:
+    case cudaErrorMpsClientTerminated:
+    case cudaErrorExternalDevice:
+#if CUDART_VERSION >= 13000
+    case cudaErrorTensorMemoryLeak:
+#endif
         return true;
     default:
         return false;
@@ -168,6 +173,10 @@ colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, 
         mark_poisoned();
         return COLO_EFATAL;
     }
+    /* A failed call also leaves its error as the thread's last error, which
+     * the next launch check (cudaGetLastError) would report for an innocent
+     * op: it is reported here, so clear it. */
+    cudaGetLastError();
     if (e == cudaErrorMemoryAllocation)
         return COLO_ENOMEM;
     return COLO_EDEVICE;
@@ -189,8 +198,18 @@ static colo_status cu_status(const green_api *api, CUresult r, const char *call,
     if (!api->get_error_name || api->get_error_name(r, &name) != CUDA_SUCCESS || !name)
         name = "?";
     COLO_ERROR("cuda driver: %s failed: %s (%d) at %s:%d", call, name, (int)r, file, line);
+    /* The driver's codes of the errors that poison a context are the runtime's. */
+    if (poisons_context((cudaError_t)r)) {
+        mark_poisoned();
+        return COLO_EFATAL;
+    }
     return r == CUDA_ERROR_OUT_OF_MEMORY ? COLO_ENOMEM : COLO_EDEVICE;
 }
+_Static_assert((int)CUDA_ERROR_ILLEGAL_ADDRESS == (int)cudaErrorIllegalAddress &&
+                   (int)CUDA_ERROR_LAUNCH_FAILED == (int)cudaErrorLaunchFailure &&
+                   (int)CUDA_ERROR_ECC_UNCORRECTABLE == (int)cudaErrorECCUncorrectable &&
+                   (int)CUDA_ERROR_CONTAINED == (int)cudaErrorContained,
+               "driver and runtime error codes differ");
 #define CU_CHECK(api, call) cu_status((api), (call), #call, __FILE__, __LINE__)
 
 bool colo_cuda_device_present(void)
@@ -203,10 +222,47 @@ bool colo_cuda_device_present(void)
     return n > 0;
 }
 
+/* ---- the calling thread's device ------------------------------------------------------------ */
+
+/* The runtime keeps a current device per host thread, and kernel launches,
+ * cuBLAS calls, allocations and the driver's calls act on that device's
+ * primary context. Executor threads never choose one (a thread that never
+ * did uses device 0, without a current context for the driver API), so
+ * every entry point that touches a device makes it current first. The
+ * ordinal this thread last made current is kept here, so that the check on
+ * each kernel launch costs one thread-local load. */
+static __thread int t_ordinal = -1;
+
+static colo_status bind_ordinal(int ordinal)
+{
+    if (t_ordinal == ordinal)
+        return COLO_OK;
+    colo_status st = COLO_CHECK_CUDA(cudaSetDevice(ordinal));
+    if (st == COLO_OK)
+        t_ordinal = ordinal;
+    return st;
+}
+
+static colo_status use_device(const colo_device *dev) { return bind_ordinal(((const cuda_dev *)dev->ctx)->ordinal); }
+
+/* Before queuing work on s from whatever thread: a failure shows in the
+ * call that follows, which then fails with the device's error. */
+static void bind_stream(const colo_stream *s) { (void)use_device(s->dev); }
+
 /* ---- accessors for kernels/cuda ------------------------------------------------------------- */
 
-cudaStream_t colo_cuda_stream(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->st; }
-cublasHandle_t colo_cuda_cublas(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->blas; }
+/* Kernels call these while queuing work, on their stream's thread: they
+ * make the stream's device current there first. */
+cudaStream_t colo_cuda_stream(const colo_stream *s)
+{
+    bind_stream(s);
+    return ((const cuda_stream *)s->ctx)->st;
+}
+cublasHandle_t colo_cuda_cublas(const colo_stream *s)
+{
+    bind_stream(s);
+    return ((const cuda_stream *)s->ctx)->blas;
+}
 int colo_cuda_stream_sms(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->sms; }
 size_t colo_cuda_max_smem(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->max_smem; }
 int *colo_cuda_error_flag(colo_stream *s) { return ((cuda_stream *)s->ctx)->d_flag; }
@@ -228,7 +284,7 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     while (want < bytes)
         want *= 2;
     /* Ops queued earlier may still read the old scratch. */
-    if ((*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
+    if ((*st = use_device(s->dev)) != COLO_OK || (*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
         return NULL;
     cudaFree(cs->scratch);
     cs->scratch = NULL;
@@ -242,11 +298,6 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
 }
 
 /* ---- device ------------------------------------------------------------------------------------ */
-
-static colo_status use_device(const colo_device *dev)
-{
-    return COLO_CHECK_CUDA(cudaSetDevice(((const cuda_dev *)dev->ctx)->ordinal));
-}
 
 static void *driver_symbol(const char *name)
 {
@@ -370,19 +421,25 @@ static void probe_vmm(cuda_dev *cd)
                   cd->ordinal);
         return;
     }
-    memset(&v->prop, 0, sizeof v->prop);
+    memset(&v->prop, 0, sizeof v->prop); /* no shareable handle, no compression, no RDMA */
     v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    v->prop.location.id = cd->ordinal;
+    v->prop.location.id = (int)cu;
     memset(&v->access, 0, sizeof v->access);
     v->access.location = v->prop.location;
     v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    size_t gran = 0;
-    if (get_gran(&gran, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || !gran ||
-        (gran & (gran - 1))) {
+    /* Every chunk is one cuMemCreate + cuMemMap: its size must be a multiple
+     * of the minimum granularity; the recommended one (2 MiB) is used when
+     * it is such a multiple. */
+    size_t min_gran = 0, gran = 0;
+    if (get_gran(&min_gran, &v->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !min_gran ||
+        (min_gran & (min_gran - 1))) {
         COLO_INFO("cuda: device %d: no usable allocation granularity: arenas are fixed", cd->ordinal);
         return;
     }
+    if (get_gran(&gran, &v->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || !gran ||
+        (gran & (gran - 1)) || gran % min_gran)
+        gran = min_gran;
     v->gran = gran;
     v->ok = true;
 }
@@ -399,6 +456,15 @@ static colo_status cuda_buffer_reserve(colo_device *dev, size_t bytes, void **pt
     if (!v->ok) {
         colo_set_err(err, errlen, "cuda: this device or driver has no virtual memory management");
         return COLO_EUNSUPPORTED;
+    }
+    if (bytes > SIZE_MAX - v->gran) {
+        colo_set_err(err, errlen, "cuda: cannot reserve %zu bytes", bytes);
+        return COLO_EINVAL;
+    }
+    colo_status st = use_device(dev);
+    if (st != COLO_OK) {
+        colo_set_err(err, errlen, "cuda: cannot use device %d (%s)", cd->ordinal, colo_status_str(st));
+        return st;
     }
     vmm_buf *b = calloc(1, sizeof *b);
     size_t size = (bytes + v->gran - 1) & ~(v->gran - 1);
@@ -422,22 +488,24 @@ static colo_status cuda_buffer_reserve(colo_device *dev, size_t bytes, void **pt
     return COLO_OK;
 }
 
-/* Unmaps chunks [first, end) that are mapped. The caller has finished the
- * work that used them (a KV block is released after its step synchronized). */
-static void vmm_unmap(const vmm_api *v, vmm_buf *b, size_t first, size_t end)
+/* Unmaps and releases chunk c if it is mapped. The caller has finished the
+ * work that used it (a KV block is released after its step synchronized). */
+static void vmm_unmap_chunk(const vmm_api *v, vmm_buf *b, size_t c)
 {
-    for (size_t c = first; c < end; c++) {
-        if (!b->h[c])
-            continue;
-        CUresult r = v->unmap(b->base + c * v->gran, v->gran);
-        if (r == CUDA_SUCCESS)
-            r = v->release(b->h[c]);
-        if (r != CUDA_SUCCESS)
-            COLO_WARN("cuda: giving back a %zu-byte chunk failed (CUresult %d)", v->gran, (int)r);
-        b->h[c] = 0;
-    }
+    if (!b->h[c])
+        return;
+    CUresult r = v->unmap(b->base + c * v->gran, v->gran);
+    /* Released even when the unmap failed: the mapping, if any, keeps the
+     * memory until the address range is freed. */
+    CUresult r2 = v->release(b->h[c]);
+    if (r != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
+        COLO_WARN("cuda: giving back a %zu-byte chunk failed (CUresult %d, %d)", v->gran, (int)r, (int)r2);
+    b->h[c] = 0;
 }
 
+/* Maps chunks [first, end) that are not mapped yet, each with access for the
+ * device; all or nothing: on failure the chunks this call mapped are given
+ * back and those mapped before stay. */
 static colo_status cuda_buffer_commit(colo_device *dev, void *handle, void *ptr, size_t bytes)
 {
     cuda_dev *cd = dev->ctx;
@@ -445,41 +513,66 @@ static colo_status cuda_buffer_commit(colo_device *dev, void *handle, void *ptr,
     vmm_buf *b = handle;
     if (!b)
         return COLO_OK; /* a cudaMalloc buffer: always backed */
-    size_t off = (size_t)((uintptr_t)ptr - b->base);
-    size_t first = off / v->gran, end = (off + bytes + v->gran - 1) / v->gran;
-    if (end * v->gran > b->size)
+    if ((uintptr_t)ptr < b->base)
         return COLO_EINVAL;
-    for (size_t c = first; c < end; c++) {
+    size_t off = (size_t)((uintptr_t)ptr - b->base);
+    if (off > b->size || bytes > b->size - off)
+        return COLO_EINVAL;
+    size_t first = off / v->gran, end = (off + bytes + v->gran - 1) / v->gran;
+    colo_status st = use_device(dev);
+    if (st != COLO_OK)
+        return st;
+    unsigned char *fresh = calloc(end - first + 1, 1);
+    if (!fresh)
+        return COLO_ENOMEM;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t c = first; c < end && r == CUDA_SUCCESS; c++) {
         if (b->h[c])
             continue;
         CUdeviceptr at = b->base + c * v->gran;
         CUmemGenericAllocationHandle h = 0;
-        CUresult r = v->create(&h, v->gran, &v->prop, 0);
-        if (r == CUDA_SUCCESS && (r = v->map(at, v->gran, 0, h, 0)) != CUDA_SUCCESS)
+        if ((r = v->create(&h, v->gran, &v->prop, 0)) != CUDA_SUCCESS)
+            break;
+        if ((r = v->map(at, v->gran, 0, h, 0)) != CUDA_SUCCESS) {
             v->release(h);
-        if (r == CUDA_SUCCESS && (r = v->set_access(at, v->gran, &v->access, 1)) != CUDA_SUCCESS) {
+            break;
+        }
+        /* A new mapping starts with no access: set it after every map. */
+        if ((r = v->set_access(at, v->gran, &v->access, 1)) != CUDA_SUCCESS) {
             v->unmap(at, v->gran);
             v->release(h);
-        }
-        if (r != CUDA_SUCCESS) {
-            vmm_unmap(v, b, first, c);
-            COLO_DEBUG("cuda: mapping a %zu-byte chunk failed (CUresult %d)", v->gran, (int)r);
-            return COLO_ENOMEM;
+            break;
         }
         b->h[c] = h;
+        fresh[c - first] = 1;
     }
-    return COLO_OK;
+    if (r != CUDA_SUCCESS) {
+        for (size_t c = first; c < end; c++)
+            if (fresh[c - first])
+                vmm_unmap_chunk(v, b, c);
+        COLO_DEBUG("cuda: mapping a %zu-byte chunk failed (CUresult %d)", v->gran, (int)r);
+        st = r == CUDA_ERROR_OUT_OF_MEMORY ? COLO_ENOMEM : cu_status(&cd->green, r, "cuMemCreate/Map/SetAccess",
+                                                                      __FILE__, __LINE__);
+    }
+    free(fresh);
+    return st;
 }
 
 static void cuda_buffer_decommit(colo_device *dev, void *handle, void *ptr, size_t bytes)
 {
     cuda_dev *cd = dev->ctx;
     vmm_buf *b = handle;
-    if (!b)
+    if (!b || (uintptr_t)ptr < b->base)
         return;
     size_t off = (size_t)((uintptr_t)ptr - b->base), g = cd->vmm.gran;
+    if (off >= b->size)
+        return;
+    if (bytes > b->size - off)
+        bytes = b->size - off;
     size_t first = off / g, end = (off + bytes + g - 1) / g;
-    vmm_unmap(&cd->vmm, b, first, end * g > b->size ? b->size / g : end);
+    (void)use_device(dev);
+    for (size_t c = first; c < end; c++)
+        vmm_unmap_chunk(&cd->vmm, b, c);
 }
 
 static colo_status cuda_buffer_alloc(colo_device *dev, size_t bytes, void **ptr, void **handle, char *err,
@@ -503,10 +596,15 @@ static void cuda_buffer_free(colo_device *dev, void *ptr, size_t bytes, void *ha
     if (handle) { /* reserved: give back every chunk, then the address space */
         cuda_dev *cd = dev->ctx;
         vmm_buf *b = handle;
-        if (!cuda_poisoned(dev))
-            cudaDeviceSynchronize();
-        vmm_unmap(&cd->vmm, b, 0, b->size / cd->vmm.gran);
-        cd->vmm.address_free(b->base, b->size);
+        bool live = use_device(dev) == COLO_OK && !cuda_poisoned(dev);
+        /* Unmapping does not wait for kernels still using the memory. */
+        if (live)
+            COLO_CHECK_CUDA(cudaDeviceSynchronize());
+        for (size_t c = 0; c < b->size / cd->vmm.gran; c++)
+            vmm_unmap_chunk(&cd->vmm, b, c);
+        CUresult r = cd->vmm.address_free(b->base, b->size);
+        if (r != CUDA_SUCCESS && live)
+            COLO_WARN("cuda: freeing %zu bytes of address space failed (CUresult %d)", b->size, (int)r);
         free(b->h);
         free(b);
         return;
@@ -625,6 +723,9 @@ static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo
         goto out_stream;
     if ((st = COLO_CHECK_CUBLAS(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
         goto out_blas;
+    /* cuBLAS sizes its grids for the SMs it may use: on a partition, its own. */
+    if (cs->green && (st = COLO_CHECK_CUBLAS(cublasSetSmCountTarget(cs->blas, cs->sms))) != COLO_OK)
+        goto out_blas;
     if ((st = COLO_CHECK_CUDA(cudaMalloc((void **)&cs->d_flag, sizeof(int)))) != COLO_OK)
         goto out_blas;
     if ((st = COLO_CHECK_CUDA(cudaMallocHost((void **)&cs->h_flag, sizeof(int)))) != COLO_OK)
@@ -654,6 +755,7 @@ out_free_quiet:
 static void cuda_stream_fini(colo_stream *s)
 {
     cuda_stream *cs = s->ctx;
+    bind_stream(s);
     if (cuda_poisoned(s->dev)) {
         cudaStreamSynchronize(cs->st);
         cudaGetLastError();
@@ -676,6 +778,7 @@ static colo_status cuda_stream_sync(colo_stream *s)
     cuda_stream *cs = s->ctx;
     if (cuda_poisoned(s->dev))
         return COLO_EFATAL;
+    bind_stream(s);
     *cs->h_flag = 0;
     colo_status st =
         COLO_CHECK_CUDA(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
@@ -699,9 +802,12 @@ static colo_status cuda_stream_query(colo_stream *s)
 {
     if (cuda_poisoned(s->dev))
         return COLO_EFATAL;
+    bind_stream(s);
     cudaError_t e = cudaStreamQuery(((cuda_stream *)s->ctx)->st);
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: keep it from the next launch check */
         return COLO_EAGAIN;
+    }
     return COLO_CHECK_CUDA(e);
 }
 
@@ -757,8 +863,10 @@ static colo_status cuda_event_record(colo_event *ev, colo_stream *s)
 static colo_status cuda_event_query(colo_event *ev)
 {
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev->ctx);
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: keep it from the next launch check */
         return COLO_EAGAIN;
+    }
     return COLO_CHECK_CUDA(e);
 }
 
@@ -817,7 +925,7 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
         colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
         goto out_free;
     }
-    colo_status st = COLO_CHECK_CUDA(cudaSetDevice(cd->ordinal));
+    colo_status st = bind_ordinal(cd->ordinal);
     if (st == COLO_OK)
         st = COLO_CHECK_CUDA(cudaGetDeviceProperties(&cd->prop, cd->ordinal));
     if (st == COLO_OK)

@@ -45,8 +45,14 @@ bool colo_cuda_poisoned(void);
 
 /* ---- a stream's CUDA objects (valid for the stream's lifetime) ------------------------ */
 
+/* The stream (on an SM partition: a green context's stream, which kernel
+ * launches and cuBLAS take like any other). Both calls also make the
+ * stream's device current on the calling thread (the runtime's current
+ * device is per thread, and executor threads never chose one), so an op
+ * gets its stream or handle before it queues anything else. */
 cudaStream_t colo_cuda_stream(const colo_stream *s);
-/* The stream's own cuBLAS handle, bound to colo_cuda_stream(s). */
+/* The stream's own cuBLAS handle, bound to colo_cuda_stream(s); on a
+ * partition its SM count target is the partition's. */
 cublasHandle_t colo_cuda_cublas(const colo_stream *s);
 /* SMs the stream's kernels may run on: its green-context partition, or every
  * SM of the device. For sizing grids. */

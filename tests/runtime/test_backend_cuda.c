@@ -1,13 +1,16 @@
 /* The CUDA backend through the public runtime API: device info, priority
  * streams, copies, events, the cuBLAS workspace, SM partitions (green
- * contexts) and the poisoned flag. The CUDA cases skip when no GPU is
- * usable; the CPU defaults of the optional calls run everywhere. */
+ * contexts) running kernels and cuBLAS, on-demand memory (elastic arenas
+ * on the driver's virtual memory management), streams used from threads
+ * that never touched CUDA, and the error paths. The CUDA cases skip when
+ * no GPU is usable; the CPU defaults of the optional calls run everywhere. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,35 @@
 #include <unistd.h>
 
 #include "kernels/ops.h"
+#include "runtime/arena.h"
 #include "runtime/backend.h"
+
+#define MiB ((size_t)1 << 20)
+
+/* What the public API does not show: a stream's native CUDA priority and
+ * its SM count. This file builds without CUDA too, so these are weak
+ * references (runtime/cuda_impl.h's accessors, the CUDA runtime's
+ * cudaStreamGetPriority with cudaStream_t as void * and cudaError_t as int),
+ * NULL in such builds, where the CUDA cases never run. */
+extern void *colo_cuda_stream(const colo_stream *s) __attribute__((weak));
+extern int colo_cuda_stream_sms(const colo_stream *s) __attribute__((weak));
+extern int cudaStreamGetPriority(void *stream, int *priority) __attribute__((weak));
+
+static int native_priority(const colo_stream *s)
+{
+    assert_non_null(colo_cuda_stream);
+    assert_non_null(cudaStreamGetPriority);
+    int p = 12345;
+    assert_int_equal(cudaStreamGetPriority(colo_cuda_stream(s), &p), 0);
+    return p;
+}
+
+static unsigned test_seed(void)
+{
+    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    printf("seed %u\n", seed);
+    return seed;
+}
 
 static colo_device *open_dev(const char *want)
 {
@@ -64,7 +95,9 @@ static void test_cuda_info(void **state)
     assert_int_equal(info.kind, COLO_BACKEND_CUDA);
     assert_true(info.compute_units > 0);
     assert_true(info.total_bytes > 0 && info.free_bytes <= info.total_bytes);
-    assert_true(info.prio_greatest <= info.prio_least); /* CUDA: greatest priority is numerically smallest */
+    /* CUDA: the greatest priority is numerically smallest; every GPU colo
+     * supports (sm_80 on) has more than one level. */
+    assert_true(info.prio_greatest < info.prio_least);
     assert_false(colo_device_poisoned(d));
     printf("cuda: %s, %d SMs, priorities %d..%d, partitions %s\n", info.name, info.compute_units, info.prio_least,
            info.prio_greatest, info.can_partition ? "yes" : "no");
@@ -81,9 +114,13 @@ static void test_cuda_streams_and_copies(void **state)
     unsigned char *h = malloc(N), *back = malloc(N);
     for (int i = 0; i < N; i++)
         h[i] = (unsigned char)(i * 131 + 7);
+    colo_device_info info;
+    assert_int_equal(colo_device_get_info(d, &info), COLO_OK);
+    int native[3];
     for (int p = COLO_PRIO_LOW; p <= COLO_PRIO_HIGH; p++) {
         colo_stream *s = make_stream(d, (colo_priority)p, 0, 0);
         assert_int_equal(colo_stream_priority(s), p);
+        native[p] = native_priority(s);
         colo_buffer *a = colo_buffer_alloc(d, N, err, sizeof err), *b = colo_buffer_alloc(d, N, err, sizeof err);
         assert_non_null(a);
         assert_non_null(b);
@@ -100,6 +137,11 @@ static void test_cuda_streams_and_copies(void **state)
         colo_buffer_free(b);
         colo_stream_destroy(s);
     }
+    /* low = least, high = greatest (numerically smallest), normal between */
+    assert_int_equal(native[COLO_PRIO_LOW], info.prio_least);
+    assert_int_equal(native[COLO_PRIO_HIGH], info.prio_greatest);
+    assert_true(native[COLO_PRIO_HIGH] < native[COLO_PRIO_NORMAL] || info.prio_least - info.prio_greatest < 2);
+    assert_true(native[COLO_PRIO_NORMAL] <= native[COLO_PRIO_LOW]);
     free(h);
     free(back);
     colo_device_close(d);
@@ -191,8 +233,38 @@ static void test_cuda_workspace(void **state)
     colo_device_close(d);
 }
 
-/* Streams on disjoint SM sets compute what an unrestricted stream does;
- * without green contexts such a stream is refused with a reason. */
+/* A kernel (colo_op_scale) on s over n random floats in device memory at
+ * dev_x (or a fresh buffer when NULL): x * alpha, exactly. */
+static void scale_check(colo_device *d, colo_stream *s, float *dev_x, size_t n, unsigned *seed)
+{
+    char err[256];
+    colo_buffer *buf = NULL;
+    if (!dev_x) {
+        buf = colo_buffer_alloc(d, n * sizeof(float), err, sizeof err);
+        assert_non_null(buf);
+        dev_x = colo_buffer_ptr(buf);
+    }
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((int)(rand_r(seed) % 2001) - 1000) / 8.0f;
+    float alpha = 1.0f + (float)(rand_r(seed) % 16) / 4.0f;
+    assert_int_equal(colo_memcpy_h2d(s, dev_x, x, n * sizeof *x), COLO_OK);
+    assert_int_equal(colo_op_scale(s, dev_x, alpha, (int64_t)n), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, y, dev_x, n * sizeof *y), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    for (size_t i = 0; i < n; i++)
+        if (y[i] != x[i] * alpha)
+            fail_msg("scale [%zu]: %g != %g * %g", i, y[i], x[i], alpha);
+    free(x);
+    free(y);
+    colo_buffer_free(buf);
+}
+
+/* Streams on disjoint SM sets (green contexts) run kernels and cuBLAS and
+ * compute what an unrestricted stream does, at every priority; without
+ * green contexts such a stream is refused with a reason. */
 static void test_cuda_partitions(void **state)
 {
     (void)state;
@@ -207,19 +279,50 @@ static void test_cuda_partitions(void **state)
         colo_device_close(d);
         return;
     }
+    unsigned seed = test_seed();
     int half = info.compute_units / 2;
-    colo_stream *lo = make_stream(d, COLO_PRIO_HIGH, 0, half);
-    colo_stream *hi = make_stream(d, COLO_PRIO_LOW, half, info.compute_units - half);
+    colo_stream *first = make_stream(d, COLO_PRIO_HIGH, 0, half);
+    colo_stream *second = make_stream(d, COLO_PRIO_LOW, half, info.compute_units - half);
     colo_stream *small = make_stream(d, COLO_PRIO_NORMAL, 8, 8);
-    gemm_check(d, lo, 40, 70, 96);
-    gemm_check(d, hi, 40, 70, 96);
+    /* The two halves split the device between them, rounded to whole SM groups. */
+    assert_non_null(colo_cuda_stream_sms);
+    int sms_first = colo_cuda_stream_sms(first), sms_second = colo_cuda_stream_sms(second);
+    int sms_small = colo_cuda_stream_sms(small);
+    printf("partitions: %d + %d SMs of %d, small %d\n", sms_first, sms_second, info.compute_units, sms_small);
+    assert_true(sms_first > 0 && sms_second > 0 && sms_first + sms_second <= info.compute_units);
+    assert_true(sms_small > 0 && sms_small <= 16);
+    /* A green-context stream keeps its priority. */
+    assert_int_equal(native_priority(first), info.prio_greatest);
+    assert_int_equal(native_priority(second), info.prio_least);
+    gemm_check(d, first, 40, 70, 96);
+    gemm_check(d, second, 40, 70, 96);
     gemm_check(d, small, 9, 17, 33);
-    colo_stream_destroy(lo);
-    colo_stream_destroy(hi);
+    scale_check(d, first, NULL, (size_t)3 << 20, &seed);
+    scale_check(d, second, NULL, (size_t)3 << 20, &seed);
+    scale_check(d, small, NULL, 1000, &seed);
+    /* Events time work queued on a partition. */
+    colo_event *e0 = colo_event_create(d, err, sizeof err), *e1 = colo_event_create(d, err, sizeof err);
+    assert_non_null(e0);
+    assert_non_null(e1);
+    assert_int_equal(colo_event_record(e0, small), COLO_OK);
+    scale_check(d, small, NULL, (size_t)1 << 20, &seed);
+    assert_int_equal(colo_event_record(e1, small), COLO_OK);
+    assert_int_equal(colo_event_sync(e1), COLO_OK);
+    float ms = -1;
+    assert_int_equal(colo_event_elapsed_ms(e0, e1, &ms), COLO_OK);
+    assert_true(ms > 0.0f);
+    colo_event_destroy(e0);
+    colo_event_destroy(e1);
+    colo_stream_destroy(first);
+    colo_stream_destroy(second);
     colo_stream_destroy(small);
     cfg.unit_first = info.compute_units + 8;
     cfg.unit_count = 8;
     assert_null(colo_stream_create(d, &cfg, err, sizeof err));
+    /* Partitions come and go: a second round on the same SMs. */
+    colo_stream *again = make_stream(d, COLO_PRIO_HIGH, 0, half);
+    gemm_check(d, again, 17, 33, 65);
+    colo_stream_destroy(again);
     colo_device_close(d);
 }
 
@@ -260,6 +363,249 @@ static void test_cuda_error_flag(void **state)
     colo_device_close(d);
 }
 
+/* A failed call (an allocation past the device's memory) fails alone: the
+ * ops after it succeed, and the device is not poisoned. */
+static void test_cuda_failure_is_not_sticky(void **state)
+{
+    (void)state;
+    colo_device *d = open_dev("cuda");
+    char err[256] = "";
+    unsigned seed = test_seed();
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    assert_null(colo_buffer_alloc(d, (size_t)1 << 50, err, sizeof err));
+    assert_non_null(strstr(err, "cuda"));
+    scale_check(d, s, NULL, 4096, &seed);
+    assert_false(colo_device_poisoned(d));
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
+/* Fills [p, p + n) on s with random bytes and reads them back. */
+static void roundtrip(colo_stream *s, void *p, size_t n, unsigned *seed)
+{
+    unsigned char *h = malloc(n), *back = malloc(n);
+    assert_non_null(h);
+    assert_non_null(back);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (unsigned char)rand_r(seed);
+    assert_int_equal(colo_memcpy_h2d(s, p, h, n), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, back, p, n), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_memory_equal(back, h, n);
+    free(h);
+    free(back);
+}
+
+/* Elastic arenas on CUDA: reserved address space whose chunks are mapped as
+ * they are used (copies and kernels reach them), given back when their last
+ * user leaves (what shares a chunk with a user stays), mapped again, and a
+ * guarantee taken back from a borrower. Without virtual memory management
+ * reserving is refused with a reason. */
+static void test_cuda_elastic_arena(void **state)
+{
+    (void)state;
+    colo_device *d = open_dev("cuda");
+    char err[256] = "";
+    if (!colo_device_can_reserve(d)) {
+        assert_null(colo_buffer_reserve(d, 4 * MiB, err, sizeof err));
+        assert_non_null(strstr(err, "virtual memory"));
+        colo_device_close(d);
+        return;
+    }
+    unsigned seed = test_seed();
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+
+    /* The buffer level: whole chunks of a power-of-two granularity. */
+    colo_buffer *rb = colo_buffer_reserve(d, 5 * MiB, err, sizeof err);
+    assert_non_null(rb);
+    size_t g = colo_buffer_granularity(rb);
+    printf("cuda: chunks of %zu bytes\n", g);
+    assert_true(g >= 4096 && (g & (g - 1)) == 0);
+    assert_int_equal(colo_buffer_commit(rb, 0, colo_buffer_size(rb)), COLO_OK);
+    roundtrip(s, colo_buffer_ptr(rb), colo_buffer_size(rb), &seed);
+    colo_buffer_decommit(rb, 0, colo_buffer_size(rb));
+    assert_int_equal(colo_buffer_commit(rb, 0, 100), COLO_OK); /* mapped again */
+    roundtrip(s, colo_buffer_ptr(rb), 100, &seed);
+    colo_buffer_free(rb); /* with a chunk still mapped */
+
+    colo_mem_pool *pool = colo_mem_pool_create(64 * MiB);
+    assert_non_null(pool);
+    colo_arena *a = colo_arena_create_elastic(d, "a", pool, 32 * MiB, 64 * MiB, err, sizeof err);
+    assert_non_null(a);
+    colo_arena *b = colo_arena_create_elastic(d, "b", pool, 32 * MiB, 64 * MiB, err, sizeof err);
+    assert_non_null(b);
+
+    /* A borrows past its guarantee: three users of adjacent ranges whose
+     * ends are not on chunk boundaries, as KV blocks are. */
+    size_t bytes = 48 * MiB, lo = 3 * MiB + 100, hi = 19 * MiB + 7;
+    char *p = NULL;
+    assert_int_equal(colo_arena_reserve(a, bytes, g, (void **)&p), COLO_OK); /* chunk-aligned */
+    assert_int_equal(colo_arena_charge(a, bytes), COLO_OK);
+    assert_int_equal(colo_arena_commit(a, p, lo), COLO_OK);
+    assert_int_equal(colo_arena_commit(a, p + lo, hi - lo), COLO_OK);
+    assert_int_equal(colo_arena_commit(a, p + hi, bytes - hi), COLO_OK);
+    roundtrip(s, p, bytes, &seed);
+    scale_check(d, s, (float *)p, bytes / sizeof(float), &seed); /* a kernel reads and writes it */
+
+    /* The middle user leaves: the chunks it shares with its neighbours keep
+     * their bytes. */
+    unsigned char *keep = malloc(2 * g), *now = malloc(2 * g);
+    assert_non_null(keep);
+    assert_non_null(now);
+    size_t at_lo = (lo - 1) & ~(g - 1), at_hi = hi & ~(g - 1);
+    assert_int_equal(colo_memcpy_d2h(s, keep, p + at_lo, g), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, keep + g, p + at_hi, g), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    colo_arena_decommit(a, p + lo, hi - lo);
+    assert_int_equal(colo_memcpy_d2h(s, now, p + at_lo, g), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, now + g, p + at_hi, g), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_memory_equal(now, keep, g);
+    assert_memory_equal(now + g, keep + g, g);
+    free(keep);
+    free(now);
+    /* It comes back: mapped again, usable again. */
+    assert_int_equal(colo_arena_commit(a, p + lo, hi - lo), COLO_OK);
+    roundtrip(s, p, bytes, &seed);
+
+    /* B wants its guarantee: A is asked for what it borrowed, gives it
+     * back (its last user of the tail leaves), and B's memory is usable. */
+    char *q = NULL;
+    assert_int_equal(colo_arena_reserve(b, 32 * MiB, 0, (void **)&q), COLO_OK);
+    assert_int_equal(colo_arena_charge(b, 32 * MiB), COLO_EAGAIN);
+    assert_int_equal(colo_arena_reclaim_wanted_bytes(a), 16 * MiB);
+    assert_int_equal(colo_stream_sync(s), COLO_OK); /* nothing queued still uses the tail */
+    colo_arena_decommit(a, p + hi, bytes - hi);
+    colo_arena_uncharge(a, 16 * MiB);
+    assert_int_equal(colo_arena_reclaim_wanted_bytes(a), 0);
+    assert_int_equal(colo_arena_charge(b, 32 * MiB), COLO_OK);
+    assert_int_equal(colo_arena_commit(b, q, 32 * MiB), COLO_OK);
+    roundtrip(s, q, 32 * MiB, &seed);
+    roundtrip(s, p, hi, &seed); /* A's first two users still work */
+
+    /* Ordinary allocations of an elastic arena are mapped while they live. */
+    colo_arena_decommit(b, q, 32 * MiB);
+    colo_arena_uncharge(b, 32 * MiB);
+    colo_arena_free(b, q);
+    void *w = NULL;
+    assert_int_equal(colo_arena_alloc(b, 6 * MiB + 256, 0, &w), COLO_OK);
+    scale_check(d, s, w, (6 * MiB + 256) / sizeof(float), &seed);
+    colo_arena_free(b, w);
+
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    colo_arena_decommit(a, p, lo); /* the same ranges as their commits */
+    colo_arena_decommit(a, p + lo, hi - lo);
+    colo_arena_uncharge(a, 32 * MiB);
+    colo_arena_free(a, p);
+    colo_arena_destroy(a);
+    colo_arena_destroy(b);
+    colo_mem_pool_destroy(pool);
+    assert_false(colo_device_poisoned(d));
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
+/* An executor thread: it never called CUDA before it maps memory, copies,
+ * launches a kernel and cuBLAS on a stream another thread created. cmocka
+ * asserts only on the main thread, so the thread says what failed. */
+typedef struct {
+    colo_device *d;
+    colo_stream *s;
+    colo_arena *arena; /* elastic, or NULL */
+    unsigned seed;
+    const char *failed; /* NULL: all went well */
+} executor;
+
+#define EXEC_CHECK(x, cond)                                                                                        \
+    do {                                                                                                           \
+        if (!(cond)) {                                                                                             \
+            (x)->failed = #cond;                                                                                   \
+            goto out;                                                                                              \
+        }                                                                                                          \
+    } while (0)
+
+static void *executor_main(void *arg)
+{
+    executor *x = arg;
+    enum { N = 64, K = 48 }; /* a (N, K) . b (K, N) gemm, then the result scaled */
+    size_t bytes = 8 * MiB;
+    char err[256];
+    char *p = NULL;
+    bool charged = false, committed = false;
+    colo_buffer *own = NULL;
+    float *a = malloc(N * K * 4), *b = malloc(K * N * 4), *c = malloc(N * N * 4);
+    if (!a || !b || !c) {
+        x->failed = "host memory";
+        goto out;
+    }
+    if (x->arena) { /* the driver's mapping calls come first on this thread */
+        EXEC_CHECK(x, colo_arena_reserve(x->arena, bytes, 0, (void **)&p) == COLO_OK);
+        EXEC_CHECK(x, colo_arena_charge(x->arena, bytes) == COLO_OK);
+        charged = true;
+        EXEC_CHECK(x, colo_arena_commit(x->arena, p, bytes) == COLO_OK);
+        committed = true;
+    } else {
+        own = colo_buffer_alloc(x->d, bytes, err, sizeof err);
+        EXEC_CHECK(x, own != NULL);
+        p = colo_buffer_ptr(own);
+    }
+    for (int i = 0; i < N * K; i++)
+        a[i] = (float)((int)(rand_r(&x->seed) % 9) - 4);
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)((int)(rand_r(&x->seed) % 9) - 4);
+    float *da = (float *)p, *db = da + N * K, *dc = db + K * N;
+    EXEC_CHECK(x, colo_memcpy_h2d(x->s, da, a, N * K * 4) == COLO_OK);
+    EXEC_CHECK(x, colo_memcpy_h2d(x->s, db, b, K * N * 4) == COLO_OK);
+    EXEC_CHECK(x, colo_op_gemm(x->s, false, false, N, N, K, 1.0f, da, K, 0, db, N, 0, COLO_F32, 0.0f, dc, N, 0, 1) ==
+                      COLO_OK);
+    EXEC_CHECK(x, colo_op_scale(x->s, dc, 2.0f, N * N) == COLO_OK);
+    EXEC_CHECK(x, colo_memcpy_d2h(x->s, c, dc, N * N * 4) == COLO_OK);
+    EXEC_CHECK(x, colo_stream_sync(x->s) == COLO_OK);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double ref = 0; /* small integers: exact in F32 */
+            for (int l = 0; l < K; l++)
+                ref += (double)a[i * K + l] * b[l * N + j];
+            EXEC_CHECK(x, c[i * N + j] == (float)(2 * ref));
+        }
+out:
+    if (committed)
+        colo_arena_decommit(x->arena, p, bytes);
+    if (charged)
+        colo_arena_uncharge(x->arena, bytes);
+    if (x->arena && p)
+        colo_arena_free(x->arena, p);
+    colo_buffer_free(own);
+    free(a);
+    free(b);
+    free(c);
+    return NULL;
+}
+
+static void test_cuda_stream_on_another_thread(void **state)
+{
+    (void)state;
+    colo_device *d = open_dev("cuda");
+    char err[256] = "";
+    colo_mem_pool *pool = NULL;
+    executor x = {.d = d, .s = make_stream(d, COLO_PRIO_HIGH, 0, 0), .seed = test_seed()};
+    if (colo_device_can_reserve(d)) {
+        pool = colo_mem_pool_create(16 * MiB);
+        x.arena = colo_arena_create_elastic(d, "exec", pool, 16 * MiB, 16 * MiB, err, sizeof err);
+        assert_non_null(x.arena);
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, executor_main, &x), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    if (x.failed)
+        fail_msg("executor thread: %s", x.failed);
+    assert_false(colo_device_poisoned(d));
+    colo_stream_destroy(x.s);
+    colo_arena_destroy(x.arena);
+    colo_mem_pool_destroy(pool);
+    colo_device_close(d);
+}
+
 static void test_cuda_present(void **state)
 {
     (void)state;
@@ -277,7 +623,8 @@ int main(void)
         cmocka_unit_test(test_cpu_optional_defaults), cmocka_unit_test(test_cuda_info),
         cmocka_unit_test(test_cuda_streams_and_copies), cmocka_unit_test(test_cuda_events),
         cmocka_unit_test(test_cuda_workspace),        cmocka_unit_test(test_cuda_partitions),
-        cmocka_unit_test(test_cuda_error_flag),
+        cmocka_unit_test(test_cuda_error_flag),       cmocka_unit_test(test_cuda_failure_is_not_sticky),
+        cmocka_unit_test(test_cuda_elastic_arena),    cmocka_unit_test(test_cuda_stream_on_another_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
