@@ -13,7 +13,9 @@
  * BF16 0.05 (llama.cpp rounds activations to the weights' type); quantized
  * weights 0.25: llama.cpp rounds activations to 8 bits in every product,
  * colo only in single-row (decode) products, so prefill differs by that
- * rounding (docs/MODELS.md). Measured: 0.0025, 0.027 and 0.165. */
+ * rounding (docs/MODELS.md). Measured: 0.0025, 0.027 and 0.165. With
+ * exact activations (what the CUDA kernels compute: test_families_cuda.c,
+ * which shares families_fixture.h) quantized weights measure 0.15. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "families_fixture.h"
 #include "models/gguf.h"
 #include "models/llama.h"
 #include "models/mkmodel.h"
@@ -56,117 +59,31 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* The colo-mkmodel flags the reference was made with, as a config. */
-static void parse_flags(json_t *flags, colo_mkmodel_config *c)
-{
-    *c = (colo_mkmodel_config){.n_ctx = 2048, .type = COLO_F16, .seed = 1};
-    size_t n = json_array_size(flags);
-    for (size_t i = 0; i < n; i++) {
-        const char *f = json_string_value(json_array_get(flags, i));
-        const char *v = i + 1 < n ? json_string_value(json_array_get(flags, i + 1)) : NULL;
-        assert_non_null(f);
-        int *ip = !strcmp(f, "--layers")     ? &c->n_layer
-                  : !strcmp(f, "--dim")      ? &c->n_embd
-                  : !strcmp(f, "--heads")    ? &c->n_head
-                  : !strcmp(f, "--kv-heads") ? &c->n_kv_head
-                  : !strcmp(f, "--ffn")      ? &c->n_ff
-                  : !strcmp(f, "--vocab")    ? &c->n_vocab
-                  : !strcmp(f, "--ctx")      ? &c->n_ctx
-                  : !strcmp(f, "--head-dim") ? &c->head_dim
-                  : !strcmp(f, "--swa")      ? &c->n_swa
-                                             : NULL;
-        if (ip) {
-            *ip = atoi(v), i++;
-        } else if (!strcmp(f, "--seed")) {
-            c->seed = strtoull(v, NULL, 10), i++;
-        } else if (!strcmp(f, "--untied")) {
-            c->untied = true;
-        } else if (!strcmp(f, "--llama3-rope")) {
-            c->llama3_rope = true;
-        } else if (!strcmp(f, "--arch")) {
-            if (colo_llama_arch_parse(v, &c->arch) != COLO_OK)
-                fail_msg("unknown --arch %s", v);
-            i++;
-        } else if (!strcmp(f, "--type")) {
-            if (colo_mkmodel_type_parse(v, &c->type, &c->k_mix) != COLO_OK)
-                fail_msg("unknown --type %s", v);
-            i++;
-        } else {
-            fail_msg("unknown colo-mkmodel flag %s in the reference", f);
-        }
-    }
-}
-
 /* One case: returns the largest logit difference seen. */
 static double run_case(const char *file)
 {
-    json_error_t je;
-    json_t *j = json_load_file(file, 0, &je);
-    if (!j)
-        fail_msg("%s:%d: %s", file, je.line, je.text);
-    colo_mkmodel_config c;
-    parse_flags(json_object_get(j, "mkmodel"), &c);
-    char path[400], err[512];
+    family_case fc;
+    family_case_load(file, &fc);
+    char path[400];
     snprintf(path, sizeof path, "%s/model.gguf", tmpdir);
-    if (colo_mkmodel_write(path, &c, err, sizeof err) != COLO_OK)
-        fail_msg("%s: mkmodel: %s", file, err);
-    colo_arena *arena = colo_arena_create_bytes(dev, "family", 256 << 20, err, sizeof err);
-    colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
-    assert_non_null(arena);
-    assert_non_null(s);
-    colo_llama *m = colo_llama_load(path, arena, s, err, sizeof err);
-    if (!m)
-        fail_msg("%s: load: %s", file, err);
-    enum { BS = 16 };
-    int ctx = c.n_ctx, max_blocks = ctx / BS;
-    if (colo_llama_kv_init(m, max_blocks, BS, COLO_F16, err, sizeof err) != COLO_OK)
-        fail_msg("kv: %s", err);
-    colo_llama_set_seq_len(m, ctx); /* as llama.cpp with n_ctx = ctx */
-    int32_t table[256];
-    assert_true(max_blocks <= 256);
-    assert_int_equal(colo_llama_kv_alloc(m, max_blocks, table), COLO_OK);
-
-    json_t *prompt = json_object_get(j, "prompt"), *steps = json_object_get(j, "steps");
-    int np = (int)json_array_size(prompt), ns = (int)json_array_size(steps), V = c.n_vocab;
-    int32_t tok[512], pos[512], seq[512] = {0};
-    assert_true(np + ns < 512 && np + ns <= ctx);
-    for (int i = 0; i < np; i++)
-        tok[i] = (int32_t)json_integer_value(json_array_get(prompt, i)), pos[i] = i;
-    float *logits = malloc((size_t)V * sizeof *logits);
+    int V = fc.n_vocab;
+    float *logits = malloc((size_t)fc.n_steps * V * sizeof *logits);
     assert_non_null(logits);
-    bool half = c.type == COLO_F16 || c.type == COLO_BF16;
-    double tol = c.type == COLO_F32 ? 0.01 : half ? 0.05 : 0.25, worst = 0;
-    int n = np, at = 0; /* the first step: the whole prompt */
-    for (int st = 0; st < ns; st++) {
-        json_t *ref = json_array_get(steps, st);
-        int32_t last = n - 1 - at;
-        colo_llama_batch b = {.n_tokens = n - at, .tokens = tok + at, .pos = pos + at, .seq = seq + at, .n_seqs = 1,
-                              .max_blocks = max_blocks, .block_table = table, .n_logits = 1, .logit_rows = &last};
-        assert_int_equal(colo_llama_forward(m, s, &b, logits, NULL), COLO_OK);
-        json_t *rl = json_object_get(ref, "logits");
-        assert_int_equal(json_array_size(rl), V);
-        double d = 0;
-        int best = 0;
-        for (int v = 0; v < V; v++) {
-            double e = fabs(logits[v] - json_real_value(json_array_get(rl, v)));
-            d = e > d ? e : d;
-            best = logits[v] > logits[best] ? v : best;
-        }
-        int rtok = (int)json_integer_value(json_object_get(ref, "token"));
-        double margin = json_real_value(json_object_get(ref, "margin"));
+    family_run(dev, path, &fc, logits);
+    double tol = family_tolerance(fc.c.type), worst = 0;
+    for (int st = 0; st < fc.n_steps; st++) {
+        const float *got = logits + (size_t)st * V;
+        double d = family_max_diff(got, fc.ref_logits + (size_t)st * V, V);
+        int best = family_argmax(got, V);
         if (d > tol)
             fail_msg("%s: step %d: logits differ from llama.cpp's by up to %.4f (tolerance %.2f)", file, st, d, tol);
-        if (margin > 2 * tol && best != rtok)
-            fail_msg("%s: step %d: colo's greedy token %d, llama.cpp's %d (margin %.3f)", file, st, best, rtok, margin);
+        if (fc.ref_margin[st] > 2 * tol && best != fc.ref_tok[st])
+            fail_msg("%s: step %d: colo's greedy token %d, llama.cpp's %d (margin %.3f)", file, st, best,
+                     fc.ref_tok[st], fc.ref_margin[st]);
         worst = d > worst ? d : worst;
-        at = n;
-        tok[n] = rtok, pos[n] = n, n++; /* teacher-forced: llama.cpp's token */
     }
     free(logits);
-    colo_llama_free(m);
-    colo_stream_destroy(s);
-    colo_arena_destroy(arena);
-    json_decref(j);
+    family_case_free(&fc);
     return worst;
 }
 

@@ -1,0 +1,190 @@
+/* tests/models/families_fixture.h: the llama.cpp references of
+ * tests/data/families (README there) and one teacher-forced run of a case
+ * on any device, shared by the CPU and CUDA family tests.
+ *
+ * A case is a colo-mkmodel configuration (seeded: the same file llama.cpp
+ * ran), a prompt and llama.cpp's greedy steps: at each its logits over the
+ * vocabulary, its token and the margin between its top two logits. A run
+ * feeds the prompt as one prefill step, then llama.cpp's tokens one decode
+ * step each, so that every device sees the same inputs at every step. */
+#ifndef COLO_TESTS_FAMILIES_FIXTURE_H
+#define COLO_TESTS_FAMILIES_FIXTURE_H
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/llama.h"
+#include "models/mkmodel.h"
+#include "runtime/backend.h"
+
+typedef struct family_case {
+    const char *file;     /* the reference's path */
+    colo_mkmodel_config c;
+    int n_prompt, n_steps, n_vocab;
+    int32_t *prompt;      /* (n_prompt) */
+    int32_t *ref_tok;     /* (n_steps) llama.cpp's greedy token at each step */
+    double *ref_margin;   /* (n_steps) its top-2 logit margin */
+    float *ref_logits;    /* (n_steps, n_vocab) */
+} family_case;
+
+/* The colo-mkmodel flags the reference was made with, as a config. */
+static void family_parse_flags(json_t *flags, colo_mkmodel_config *c)
+{
+    *c = (colo_mkmodel_config){.n_ctx = 2048, .type = COLO_F16, .seed = 1};
+    size_t n = json_array_size(flags);
+    for (size_t i = 0; i < n; i++) {
+        const char *f = json_string_value(json_array_get(flags, i));
+        const char *v = i + 1 < n ? json_string_value(json_array_get(flags, i + 1)) : NULL;
+        assert_non_null(f);
+        int *ip = !strcmp(f, "--layers")     ? &c->n_layer
+                  : !strcmp(f, "--dim")      ? &c->n_embd
+                  : !strcmp(f, "--heads")    ? &c->n_head
+                  : !strcmp(f, "--kv-heads") ? &c->n_kv_head
+                  : !strcmp(f, "--ffn")      ? &c->n_ff
+                  : !strcmp(f, "--vocab")    ? &c->n_vocab
+                  : !strcmp(f, "--ctx")      ? &c->n_ctx
+                  : !strcmp(f, "--head-dim") ? &c->head_dim
+                  : !strcmp(f, "--swa")      ? &c->n_swa
+                                             : NULL;
+        if (ip) {
+            *ip = atoi(v), i++;
+        } else if (!strcmp(f, "--seed")) {
+            c->seed = strtoull(v, NULL, 10), i++;
+        } else if (!strcmp(f, "--untied")) {
+            c->untied = true;
+        } else if (!strcmp(f, "--llama3-rope")) {
+            c->llama3_rope = true;
+        } else if (!strcmp(f, "--arch")) {
+            if (colo_llama_arch_parse(v, &c->arch) != COLO_OK)
+                fail_msg("unknown --arch %s", v);
+            i++;
+        } else if (!strcmp(f, "--type")) {
+            if (colo_mkmodel_type_parse(v, &c->type, &c->k_mix) != COLO_OK)
+                fail_msg("unknown --type %s", v);
+            i++;
+        } else {
+            fail_msg("unknown colo-mkmodel flag %s in the reference", f);
+        }
+    }
+}
+
+/* Reads the reference file into fc (free with family_case_free). */
+static void family_case_load(const char *file, family_case *fc)
+{
+    memset(fc, 0, sizeof *fc);
+    json_error_t je;
+    json_t *j = json_load_file(file, 0, &je);
+    if (!j)
+        fail_msg("%s:%d: %s", file, je.line, je.text);
+    fc->file = file;
+    family_parse_flags(json_object_get(j, "mkmodel"), &fc->c);
+    json_t *prompt = json_object_get(j, "prompt"), *steps = json_object_get(j, "steps");
+    fc->n_prompt = (int)json_array_size(prompt);
+    fc->n_steps = (int)json_array_size(steps);
+    fc->n_vocab = fc->c.n_vocab;
+    assert_true(fc->n_prompt > 0 && fc->n_steps > 0);
+    fc->prompt = malloc((size_t)fc->n_prompt * sizeof *fc->prompt);
+    fc->ref_tok = malloc((size_t)fc->n_steps * sizeof *fc->ref_tok);
+    fc->ref_margin = malloc((size_t)fc->n_steps * sizeof *fc->ref_margin);
+    fc->ref_logits = malloc((size_t)fc->n_steps * fc->n_vocab * sizeof *fc->ref_logits);
+    assert_true(fc->prompt && fc->ref_tok && fc->ref_margin && fc->ref_logits);
+    for (int i = 0; i < fc->n_prompt; i++)
+        fc->prompt[i] = (int32_t)json_integer_value(json_array_get(prompt, i));
+    for (int st = 0; st < fc->n_steps; st++) {
+        json_t *ref = json_array_get(steps, st), *rl = json_object_get(ref, "logits");
+        assert_int_equal(json_array_size(rl), fc->n_vocab);
+        fc->ref_tok[st] = (int32_t)json_integer_value(json_object_get(ref, "token"));
+        fc->ref_margin[st] = json_real_value(json_object_get(ref, "margin"));
+        for (int v = 0; v < fc->n_vocab; v++)
+            fc->ref_logits[(size_t)st * fc->n_vocab + v] = (float)json_real_value(json_array_get(rl, v));
+    }
+    json_decref(j);
+}
+
+static void family_case_free(family_case *fc)
+{
+    free(fc->prompt);
+    free(fc->ref_tok);
+    free(fc->ref_margin);
+    free(fc->ref_logits);
+}
+
+/* Writes fc's model to model_path, runs it on dev (F16 KV cache, as
+ * llama.cpp) and puts colo's logits of every step into out (n_steps,
+ * n_vocab). */
+static void family_run(colo_device *dev, const char *model_path, const family_case *fc, float *out)
+{
+    char err[512];
+    if (colo_mkmodel_write(model_path, &fc->c, err, sizeof err) != COLO_OK)
+        fail_msg("%s: mkmodel: %s", fc->file, err);
+    colo_arena *arena = colo_arena_create_bytes(dev, "family", 256 << 20, err, sizeof err);
+    if (!arena)
+        fail_msg("%s: arena: %s", fc->file, err);
+    colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
+    if (!s)
+        fail_msg("%s: stream: %s", fc->file, err);
+    colo_llama *m = colo_llama_load(model_path, arena, s, err, sizeof err);
+    if (!m)
+        fail_msg("%s: load: %s", fc->file, err);
+    enum { BS = 16 };
+    int ctx = fc->c.n_ctx, max_blocks = ctx / BS;
+    if (colo_llama_kv_init(m, max_blocks, BS, COLO_F16, err, sizeof err) != COLO_OK)
+        fail_msg("kv: %s", err);
+    colo_llama_set_seq_len(m, ctx); /* as llama.cpp with n_ctx = ctx */
+    int32_t table[256];
+    assert_true(max_blocks <= 256);
+    assert_int_equal(colo_llama_kv_alloc(m, max_blocks, table), COLO_OK);
+    int np = fc->n_prompt, ns = fc->n_steps, V = fc->n_vocab;
+    int32_t tok[512], pos[512], seq[512] = {0};
+    assert_true(np + ns < 512 && np + ns <= ctx);
+    for (int i = 0; i < np; i++)
+        tok[i] = fc->prompt[i], pos[i] = i;
+    int n = np, at = 0; /* the first step: the whole prompt */
+    for (int st = 0; st < ns; st++) {
+        int32_t last = n - 1 - at;
+        colo_llama_batch b = {.n_tokens = n - at, .tokens = tok + at, .pos = pos + at, .seq = seq + at, .n_seqs = 1,
+                              .max_blocks = max_blocks, .block_table = table, .n_logits = 1, .logit_rows = &last};
+        colo_status rc = colo_llama_forward(m, s, &b, out + (size_t)st * V, NULL);
+        if (rc != COLO_OK)
+            fail_msg("%s: step %d: forward: %s", fc->file, st, colo_status_str(rc));
+        at = n;
+        tok[n] = fc->ref_tok[st], pos[n] = n, n++; /* teacher-forced: llama.cpp's token */
+    }
+    colo_llama_free(m);
+    assert_int_equal(colo_arena_used(arena), 0);
+    colo_stream_destroy(s);
+    colo_arena_destroy(arena);
+}
+
+/* Largest |a - b| over n floats; a non-finite value counts as infinite. */
+static double family_max_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (!isfinite(a[i]) || !isfinite(b[i]) || e != e)
+            return INFINITY;
+        d = e > d ? e : d;
+    }
+    return d;
+}
+
+static int family_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int v = 1; v < n; v++)
+        best = x[v] > x[best] ? v : best;
+    return best;
+}
+
+/* The weight type's tolerance against llama.cpp (the CPU test's header
+ * says where each comes from). */
+static double family_tolerance(colo_dtype t)
+{
+    return t == COLO_F32 ? 0.01 : t == COLO_F16 || t == COLO_BF16 ? 0.05 : 0.25;
+}
+
+#endif
