@@ -22,17 +22,19 @@
 #              alone and together (bench-serve.sh colocation)
 #
 # Each stage writes DIR/STAGE.log; replay's JSON and TSV files go to
-# DIR/replay-files.tar.gz, the sanitizer's logs to DIR/sanitize-files.tar.gz; DIR/summary.txt has a line per stage
-# (exit status, seconds). DIR is $OUT when set, else gpu-out/. Every stage is
+# DIR/replay-files.tar.gz, the sanitizer's logs to
+# DIR/sanitize-files.tar.gz; DIR/summary.txt has a line per stage (exit
+# status, seconds). DIR is $OUT when set, else gpu-out/. Every stage is
 # time-boxed: TIMEOUT_<STAGE> seconds (defaults below), so a call ends with
 # its logs even when a stage hangs.
 #
 # Environment: BUILD (build-gpu), DEVICE (cuda), MODELS (where synthetic
 # models are written, default /tmp/colo-gpu-models), DURATION (12), WARMUP
 # (2), BE_CONC (16), MAX_TOKENS (64), POLICIES (replay: "separate+timeslice
-# spatial priority partition fair"). SMALL=1 uses tiny shapes: with
-# BUILD=build DEVICE=cpu SMALL=1 the stages decode, memory and replay
-# rehearse on a machine without a GPU.
+# spatial priority partition fair"), LLAMA_BENCH (a llama-bench built with
+# CUDA for sm_90: decode also runs it on the same files). SMALL=1 uses tiny
+# shapes: with BUILD=build DEVICE=cpu SMALL=1 the stages decode, memory and
+# replay rehearse on a machine without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -41,12 +43,12 @@ stages=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     check|sanitize|kernels|decode|memory|replay) stages+=("$1"); shift ;;
     *) echo "gpu-run: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[ ${#stages[@]} -gt 0 ] || { sed -n '2,36p' "$0"; exit 2; }
+[ ${#stages[@]} -gt 0 ] || { sed -n '2,37p' "$0"; exit 2; }
 
 BUILD=${BUILD:-build-gpu}
 DEVICE=${DEVICE:-cuda}
@@ -104,6 +106,10 @@ stage_decode() {
     f=$(model "$m") || { echo "gpu-run: cannot write $m"; return 1; }
     echo "== $m"
     COLO_BUILD_DIR=$BUILD REPEATS=2 scripts/bench-llm.sh "$f" --device "$DEVICE" || return 1
+    if [ -n "${LLAMA_BENCH:-}" ]; then # llama.cpp on the same file, every layer on the GPU
+      echo "== $m: llama-bench"
+      "$LLAMA_BENCH" -m "$f" -p 64 -n 64 -ngl 99 -r 3 || echo "gpu-run: llama-bench failed on $m"
+    fi
   done
 }
 
@@ -129,7 +135,7 @@ for st in "${stages[@]}"; do
   echo "== stage $st (at most ${!var} s)"
   # the stage runs in a child shell so that timeout can stop it and all it started
   export -f model "stage_$st"
-  export BUILD DEVICE MODELS DURATION WARMUP BE_CONC MAX_TOKENS POLICIES out SMALL
+  export BUILD DEVICE MODELS DURATION WARMUP BE_CONC MAX_TOKENS POLICIES out SMALL LLAMA_BENCH
   timeout --kill-after=10 "${!var}" bash -c "stage_$st" >"$out/$st.log" 2>&1
   rc=$?
   tail -40 "$out/$st.log"
