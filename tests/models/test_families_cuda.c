@@ -18,7 +18,7 @@
  *    llama.cpp's where its top-2 margin is wider than twice the tolerance.
  * 2. Against the CPU device with exact activations, the same arithmetic in
  *    another order: cuBLAS's and the warp reductions' summation order,
- *    --use_fast_math's exp and tanh, and now and then a K/V element whose
+ *    --use_fast_math's exp and division, and now and then a K/V element whose
  *    F16 rounding goes the other way. Tolerance CPU_TOL for every weight
  *    type (two implementations of the same F32 math, colo's CPU and
  *    llama.cpp's, differ by at most 0.0026 on these models); the greedy
