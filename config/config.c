@@ -135,6 +135,14 @@ colo_status colo_config_parse_size(const char *s, uint64_t *out)
     return COLO_EINVAL;
 }
 
+static int get_bool(parse_ctx *p, const yaml_node_t *n, const char *field, bool *out)
+{
+    if (n->type != YAML_SCALAR_NODE || (strcmp(scalar(n), "true") && strcmp(scalar(n), "false")))
+        return fail(p, n, field, "expected true or false");
+    *out = !strcmp(scalar(n), "true");
+    return 0;
+}
+
 static int get_size(parse_ctx *p, const yaml_node_t *n, const char *field, uint64_t lo, uint64_t *out)
 {
     if (n->type != YAML_SCALAR_NODE)
@@ -262,6 +270,10 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 0, 4096, &s->threads);
     if (!strcmp(key, "cpu_memory_bytes"))
         return get_size(p, v, f, 0, &s->cpu_memory_bytes);
+    if (!strcmp(key, "gpu_memory_bytes"))
+        return get_size(p, v, f, 0, &s->gpu_memory_bytes);
+    if (!strcmp(key, "elastic_memory"))
+        return get_bool(p, v, f, &s->elastic_memory);
     if (!strcmp(key, "api_key_env") || !strcmp(key, "admin_key_env")) {
         char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
         if (get_str(p, v, f, dst, sizeof s->api_key_env))
@@ -478,12 +490,8 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     }
     if (!strcmp(key, "keep_alive_ms"))
         return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
-    if (!strcmp(key, "pinned")) {
-        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
-            return fail(p, v, f, "expected true or false");
-        m->pinned = !strcmp(scalar(v), "true");
-        return 0;
-    }
+    if (!strcmp(key, "pinned"))
+        return get_bool(p, v, f, &m->pinned);
     if (!strcmp(key, "memory_max_fraction")) {
         mk->max_fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
@@ -880,12 +888,8 @@ static int tenants_check(parse_ctx *p, const colo_config *c)
 static int usage_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_usage_cfg *u = obj;
-    if (!strcmp(key, "enabled")) {
-        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
-            return fail(p, v, f, "expected true or false");
-        u->enabled = !strcmp(scalar(v), "true");
-        return 0;
-    }
+    if (!strcmp(key, "enabled"))
+        return get_bool(p, v, f, &u->enabled);
     if (!strcmp(key, "db")) {
         char raw[1024];
         if (get_str(p, v, f, raw, sizeof raw))
@@ -1005,6 +1009,7 @@ void colo_config_defaults(colo_config *c)
     s->listen_port = 8080;
     snprintf(s->admin_key_env, sizeof s->admin_key_env, "COLO_ADMIN_KEY");
     s->device = COLO_DEVICE_AUTO;
+    s->elastic_memory = true;
     s->max_body_bytes = 1u << 20;
     s->max_header_bytes = 16u << 10;
     s->max_connections = 4096;

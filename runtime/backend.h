@@ -35,6 +35,7 @@ typedef struct colo_device_config {
     const char *want;        /* "auto" (CUDA when a GPU is present, else CPU), "cpu" or "cuda"; NULL = auto */
     int cpu_threads;         /* CPU worker pool size; 0 = number of online cores */
     size_t cpu_memory_bytes; /* CPU arena budget; 0 = physical memory */
+    size_t gpu_memory_bytes; /* CUDA arena budget; 0 = the device's memory */
     int cuda_device;         /* CUDA device ordinal */
     bool exact_activations;  /* never round activations to 8 bits in matrix products (slower
                                 decode; for validation against exact references) */
@@ -43,7 +44,7 @@ typedef struct colo_device_config {
 typedef struct colo_device_info {
     char name[128];
     colo_backend_kind kind;
-    size_t total_bytes;    /* device memory (CPU: the configured budget) */
+    size_t total_bytes;    /* the memory budget: the configured one, or the device's (CPU: physical) memory */
     size_t free_bytes;     /* free now (CPU: budget minus what colo's buffers hold) */
     int prio_least;        /* native stream priority range; CUDA: least is numerically largest */
     int prio_greatest;

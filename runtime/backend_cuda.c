@@ -88,6 +88,7 @@ typedef struct sm_split {
 
 typedef struct cuda_dev {
     int ordinal;
+    size_t budget; /* gpu_memory_bytes; 0 = the device's memory */
     struct cudaDeviceProp prop;
     int prio_least, prio_greatest;
     bool can_partition;
@@ -382,8 +383,8 @@ static colo_status cuda_get_info(colo_device *dev, colo_device_info *info)
     colo_status st = use_device(dev);
     if (st == COLO_OK)
         st = COLO_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
-    info->total_bytes = total_b;
-    info->free_bytes = free_b;
+    info->total_bytes = cd->budget && cd->budget < total_b ? cd->budget : total_b;
+    info->free_bytes = free_b < info->total_bytes ? free_b : info->total_bytes;
     info->prio_least = cd->prio_least;
     info->prio_greatest = cd->prio_greatest;
     info->compute_units = cd->prop.multiProcessorCount;
@@ -921,6 +922,7 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
         goto out_free;
     }
     cd->ordinal = cfg ? cfg->cuda_device : 0;
+    cd->budget = cfg ? cfg->gpu_memory_bytes : 0;
     if (cd->ordinal < 0 || cd->ordinal >= CUDA_MAX_DEVICES) {
         colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
         goto out_free;

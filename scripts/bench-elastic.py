@@ -18,7 +18,7 @@ preemptions. The two sides alternate, REPEAT times each; the tables
 quote medians over the repeats. Uses only the standard library.
 
 usage: scripts/bench-elastic.py [--build build] [--repeat 3] [--burst 16]
-       [--max-tokens 200] [--seqs-fit 4] [--out FILE.json]
+       [--max-tokens 200] [--seqs-fit 4] [--out FILE.json] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -33,6 +33,13 @@ import urllib.error
 import urllib.request
 
 MODELS = ["m0", "m1", "m2", "m3"]
+DEVICE = "cpu"  # --device
+
+
+def server_line(budget, listen=""):
+    """The server: line: the device and its budget (cpu_memory_bytes or gpu_memory_bytes)."""
+    mem = "cpu_memory_bytes" if DEVICE == "cpu" else "gpu_memory_bytes"
+    return f"server: {{ {listen}device: {DEVICE}, {mem}: {budget} }}"
 
 
 def mkmodel(build, path, seed, ctx):
@@ -45,7 +52,7 @@ def need_of(build, d, path, ctx):
     """Bytes a model needs (weights, activations, one full sequence) and one sequence's KV, from --check-config."""
     cfg = os.path.join(d, "check.yaml")
     with open(cfg, "w") as f:
-        f.write("server: { device: cpu, cpu_memory_bytes: 1GiB }\nmodels:\n"
+        f.write(server_line("1GiB") + "\nmodels:\n"
                 f"  - {{ name: x, kind: llama, path: {path}, memory_fraction: 0.000001, max_seq_len: {ctx} }}\n")
     out = subprocess.run([os.path.join(build, "colo-server"), "--config", cfg, "--check-config"],
                          capture_output=True, text=True).stderr
@@ -58,7 +65,7 @@ def need_of(build, d, path, ctx):
 
 
 def config(d, paths, budget, ctx, elastic, port):
-    lines = [f'server: {{ listen: "127.0.0.1:{port}", device: cpu, cpu_memory_bytes: {budget} }}',
+    lines = [server_line(budget, f'listen: "127.0.0.1:{port}", '),
              "scheduler: { policy: spatial }", "models:"]
     for name, p in zip(MODELS, paths):
         extra = ", memory_max_fraction: 1.0" if elastic else ""
@@ -156,7 +163,11 @@ def main():
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--port", type=int, default=18977)
     ap.add_argument("--out")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the budget is gpu_memory_bytes, the arenas CUDA virtual memory")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     d = tempfile.mkdtemp(prefix="colo-bench-elastic-")
     paths = [os.path.join(d, f"{m}.gguf") for m in MODELS]
     for i, p in enumerate(paths):

@@ -14,7 +14,8 @@
 #   decode     synthetic Llama-3.2-1B, Phi-3.5-mini and Llama-3.1-8B shapes
 #              (Q4_K_M, written here by colo-mkmodel): prefill and decode
 #              tokens/s at batch 1, 8 and 32 (bench-llm.sh)
-#   memory     load and wake time of the 8B shape (bench-lifecycle.py --wake)
+#   memory     load and wake time of the 8B shape (bench-lifecycle.py --wake);
+#              borrow and reclaim in CUDA virtual memory (bench-elastic.py)
 #   replay     Phi-3.5-mini (hi: priority high, one connection) beside
 #              DeepSeek-R1-Distill-Llama-8B (be: priority low, BE_CONC
 #              connections), memory fractions 0.4 each: two separate
@@ -59,7 +60,7 @@ BE_CONC=${BE_CONC:-16}
 MAX_TOKENS=${MAX_TOKENS:-64}
 POLICIES=${POLICIES:-separate+timeslice spatial priority partition fair}
 : "${TIMEOUT_CHECK:=300}" "${TIMEOUT_SANITIZE:=420}" "${TIMEOUT_KERNELS:=240}" "${TIMEOUT_DECODE:=300}"
-: "${TIMEOUT_MEMORY:=150}" "${TIMEOUT_REPLAY:=420}"
+: "${TIMEOUT_MEMORY:=240}" "${TIMEOUT_REPLAY:=420}"
 mkdir -p "$out" "$MODELS"
 out=$(cd "$out" && pwd -P)
 
@@ -116,7 +117,10 @@ stage_decode() {
 stage_memory() {
   local f
   f=$(model llama-8b) || return 1
-  python3 scripts/bench-lifecycle.py --build "$BUILD" --device "$DEVICE" --model "llama-8b=$f:0.4" --runs 3 --wake
+  python3 scripts/bench-lifecycle.py --build "$BUILD" --device "$DEVICE" --model "llama-8b=$f:0.4" --runs 3 --wake ||
+    return 1
+  echo "== elastic memory: four models bursting in turn, static fractions against borrowing"
+  python3 scripts/bench-elastic.py --build "$BUILD" --device "$DEVICE" --repeat 2
 }
 
 stage_replay() {

@@ -109,7 +109,9 @@ static const char *device_want(const colo_config *cfg)
 static int check_config(const char *config, const colo_config *cfg)
 {
     char err[1024];
-    colo_device_config dc0 = {.want = device_want(cfg), .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes};
+    colo_device_config dc0 = {.want = device_want(cfg),
+                              .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes,
+                              .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes};
     colo_device *dev0 = colo_device_open(&dc0, err, sizeof err);
     if (!dev0) {
         fprintf(stderr, "colo-server: %s\n", err);
@@ -204,7 +206,8 @@ static bool app_open(app *a)
     char err[1024];
     colo_device_config dc = {.want = device_want(cfg),
                              .cpu_threads = cfg->server.threads,
-                             .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes};
+                             .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes,
+                             .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes};
     if (!(a->dev = colo_device_open(&dc, err, sizeof err))) {
         COLO_ERROR("colo-server: %s", err);
         return false;
@@ -251,12 +254,9 @@ static bool load_models(app *a)
     const colo_config *cfg = a->cfg;
     char err[1024];
     /* Elastic memory: always on the CPU; on CUDA (virtual memory management)
-     * only when a model asks to borrow, so that other configs keep one
-     * cudaMalloc per model. */
-    bool borrows = false;
-    for (int i = 0; i < cfg->n_models; i++)
-        borrows |= cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction;
-    if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || borrows)) {
+     * unless server.elastic_memory is false, which keeps one cudaMalloc per
+     * model (a sleeping model then frees nothing, and nobody borrows). */
+    if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || cfg->server.elastic_memory)) {
         if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev))) ||
             !(a->evictor = colo_evictor_create(a->pool))) {
             COLO_ERROR("colo-server: out of memory");
@@ -265,9 +265,10 @@ static bool load_models(app *a)
     } else {
         for (int i = 0; i < cfg->n_models; i++)
             if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)
-                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (no virtual memory "
-                          "management): the model keeps memory_fraction",
-                          i, cfg->models[i].name, a->info.name);
+                COLO_WARN("colo-server: models[%d] (%s): memory_max_fraction is ignored on %s (%s): the model "
+                          "keeps memory_fraction",
+                          i, cfg->models[i].name, a->info.name,
+                          cfg->server.elastic_memory ? "no virtual memory management" : "server.elastic_memory is false");
     }
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];

@@ -30,6 +30,8 @@ static void test_full_config(void **state)
                     "  device: cpu\n"
                     "  threads: 2\n"
                     "  cpu_memory_bytes: 8GiB\n"
+                    "  gpu_memory_bytes: 70GiB\n"
+                    "  elastic_memory: false\n"
                     "  api_key_env: TEST_COLO_KEY\n"
                     "  max_body_bytes: 64KiB\n"
                     "  max_header_bytes: 4096\n"
@@ -73,6 +75,8 @@ static void test_full_config(void **state)
     assert_int_equal(s->device, COLO_DEVICE_CPU);
     assert_int_equal(s->threads, 2);
     assert_int_equal(s->cpu_memory_bytes, 8ull << 30);
+    assert_int_equal(s->gpu_memory_bytes, 70ull << 30);
+    assert_false(s->elastic_memory);
     assert_string_equal(s->api_key_env, "TEST_COLO_KEY");
     assert_int_equal(s->max_body_bytes, 64 << 10);
     assert_int_equal(s->max_header_bytes, 4096);
@@ -113,7 +117,7 @@ static void test_full_config(void **state)
     assert_int_equal(m->batching.max_batch_prefill_tokens, 64);
     assert_true(m->sla.p99_ms == 800 && m->sla.ttft_ms == 300 && m->sla.min_rps == 2 && m->sla.max_error_rate == 0.01);
     assert_true(m->sla.tpot_ms == 40 && m->sla.reject_late);
-    assert_int_equal(m->mark.line, 20);
+    assert_int_equal(m->mark.line, 22);
     assert_int_equal(m->mark.column, 5);
 
     m = &cfg.models[1];
@@ -124,7 +128,7 @@ static void test_full_config(void **state)
     m = &cfg.models[2];
     assert_string_equal(m->path, "/etc/colo/models/b.gguf"); /* relative to the config file's folder */
     assert_string_equal(m->source_pypi, "");
-    assert_int_equal(m->mark.line, 37);
+    assert_int_equal(m->mark.line, 39);
     unsetenv("XDG_CACHE_HOME");
 }
 
@@ -140,6 +144,8 @@ static void test_defaults(void **state)
     assert_int_equal(s->device, COLO_DEVICE_AUTO);
     assert_int_equal(s->threads, 0);
     assert_int_equal(s->cpu_memory_bytes, 0);
+    assert_int_equal(s->gpu_memory_bytes, 0);
+    assert_true(s->elastic_memory);
     assert_string_equal(s->api_key_env, "");
     assert_int_equal(s->max_body_bytes, 1 << 20);
     assert_int_equal(s->max_header_bytes, 16 << 10);
@@ -248,6 +254,8 @@ static void test_errors_unknown_and_types(void **state)
     expect_error("server:\n  listen: 'h:70000'\n" M1, "t.yaml:2:11: server.listen:", "0-65535");
     expect_error("server:\n  max_body_bytes: 3 parsecs\n" M1, "t.yaml:2:19: server.max_body_bytes:", "size");
     expect_error("server:\n  device: tpu\n" M1, "t.yaml:2:11: server.device:", "auto, cpu, cuda");
+    expect_error("server:\n  elastic_memory: yes\n" M1, "t.yaml:2:19: server.elastic_memory:", "true or false");
+    expect_error("server:\n  gpu_memory_bytes: lots\n" M1, "t.yaml:2:21: server.gpu_memory_bytes:", "size");
     expect_error("server:\n  api_key_env: 'MY KEY'\n" M1, "t.yaml:2:16: server.api_key_env:", "variable name");
     expect_error("server: [1, 2]\n" M1, "t.yaml:1:9: server:", "expected a mapping");
     expect_error("scheduler: {policy: fastest}\n" M1, "t.yaml:1:21: scheduler.policy:", "expected one of");
