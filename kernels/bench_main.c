@@ -409,9 +409,9 @@ matvec:;
     int saved_rows = colo_cpu_int8_max_rows;
     if (info.kind == COLO_BACKEND_CPU)
         colo_cpu_int8_max_rows = 1 << 30;
-    const int batch_rows[] = {2, 4, 8, 16, 32};
+    const int batch_rows[] = {2, 4, 8, 16, 32, 64};
     for (int ti = 0; ti < n_types - 3; ti++)
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 6; i++) {
             double t = time_linear(dev, s, types[ti], batch_rows[i], 4096, 4096, seconds);
             double bytes = (double)colo_dtype_row_bytes(types[ti], 4096) * 4096;
             printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);

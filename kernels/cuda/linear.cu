@@ -1,9 +1,13 @@
 // Matrix ops on CUDA: linear (any weight dtype), gemm, dequantize, get_rows.
 //
 // linear, y (m, n) = x (m, k) . W (n, k)^T:
-//   - m <= MATVEC_MAX_M (decode, small batches): a warp per weight row reads
-//     the row's blocks once, decodes them in registers and dots them with up
-//     to 8 rows of x (more rows: grid.y chunks of 8). Memory-bound on W.
+//   - m <= MATVEC_MAX_M (decode, batches up to 64): a warp per weight row
+//     reads the row's blocks, decodes them in registers and dots them with
+//     up to 8 rows of x; more rows go in chunks of 8, one block per chunk,
+//     and the chunks of a group of W rows are neighbours in the grid, so
+//     they run together and all but the first read W from L2. Memory-bound
+//     on W. A row of y does not depend on the other rows of x (the same
+//     bits at any batch size up to MATVEC_MAX_M).
 //   - larger m (prefill): W is expanded to F32, MATMUL_TILE_BYTES of rows at
 //     a time, into the stream's scratch (colo_cuda_scratch), and cuBLAS
 //     multiplies in F32 (F32 weights go straight to cuBLAS). Products stay
@@ -11,7 +15,7 @@
 //     tests hold both to.
 #include "kernels/cuda/common.cuh"
 
-#define MATVEC_MAX_M 16
+#define MATVEC_MAX_M 64
 #define MATVEC_WARPS 4
 #define MATMUL_TILE_BYTES ((size_t)64 << 20)
 
@@ -32,17 +36,19 @@ template <bool VEC> __device__ __forceinline__ void load4(const float *p, float 
     }
 }
 
-// Warp per row r of W; rows [m0, m0 + mc) of x with mc <= M, m0 = 8 * blockIdx.y.
+// Warp per row r of W; rows [m0, m0 + mc) of x with mc <= M. Block b takes
+// chunk b % chunks of x's rows against W's row group b / chunks.
 // XVEC: x rows are 16-byte aligned (x and x_stride), so 4 floats load at once.
 template <int T, int M, bool XVEC>
 __global__ void __launch_bounds__(32 * MATVEC_WARPS)
     matvec_kernel(const uint8_t *__restrict__ w, size_t row_bytes, const float *__restrict__ bias,
                   const float *__restrict__ x, int xs, float *__restrict__ y, int ys, int m, int n, int k)
 {
-    int r = blockIdx.x * MATVEC_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int chunks = (m + M - 1) / M;
+    int r = (int)(blockIdx.x / chunks) * MATVEC_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (r >= n)
         return;
-    int m0 = blockIdx.y * M, mc = min(M, m - m0);
+    int m0 = (int)(blockIdx.x % chunks) * M, mc = min(M, m - m0);
     x += (size_t)m0 * xs;
     y += (size_t)m0 * ys;
     const uint8_t *row = w + (size_t)r * row_bytes;
@@ -95,7 +101,7 @@ template <int T, int M>
 static colo_status launch_matvec(colo_stream *s, const void *w, size_t rb, const float *bias, const float *x, int xs,
                                  float *y, int ys, int m, int n, int k)
 {
-    dim3 grid(colo_div_up(n, MATVEC_WARPS), colo_div_up(m, M)), block(32 * MATVEC_WARPS);
+    dim3 grid((unsigned)(colo_div_up(n, MATVEC_WARPS) * colo_div_up(m, M))), block(32 * MATVEC_WARPS);
     bool xvec = ((uintptr_t)x % 16) == 0 && xs % 4 == 0;
     if (xvec)
         matvec_kernel<T, M, true><<<grid, block, 0, colo_cuda_stream(s)>>>((const uint8_t *)w, rb, bias, x, xs, y, ys,

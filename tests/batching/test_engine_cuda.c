@@ -271,7 +271,7 @@ enum { NB = 6, NB_GEN = 24 };
 
 static void batch_prompt(int which, int32_t *ids, int *n)
 {
-    *n = 3 + which * 7; /* 3 .. 38 tokens: steps above and below 16 rows */
+    *n = 3 + which * 7; /* 3 .. 38 tokens, 123 together: steps below and above 64 rows */
     random_tokens(ids, *n);
 }
 

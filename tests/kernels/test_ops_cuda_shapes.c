@@ -2,8 +2,9 @@
  * decode attention over long contexts (keys split across warps and merged),
  * head dims 36 to 256 (Phi-3.5's 96, Gemma 3's 256) in prefills and decode
  * steps, sliding windows, strided q rows, GQA groups of 4; bidirectional
- * attention over several chunks of keys; linear with 9..16 rows (the
- * mat-vec kernel in chunks of 8), real model widths, plain rows with tails,
+ * attention over several chunks of keys; linear with 9..64 rows (the
+ * mat-vec kernel in chunks of 8) and past 64 (cuBLAS on expanded tiles),
+ * real model widths, plain rows with tails,
  * misaligned weights and more rows than one prefill tile; dequantize and
  * get_rows with tails; row ops at 512 threads; rope at head dims 96 to 256.
  * Skipped when no GPU is usable. Random inputs seeded from COLO_TEST_SEED. */
@@ -337,15 +338,19 @@ static void test_linear_rows(void **state)
         case_linear(*state, types[i], 12, 300, 1536);
         case_linear(*state, types[i], 16, 77, 512);
         case_linear(*state, types[i], 2, 1000, 768);
+        case_linear(*state, types[i], 41, 130, 512); /* 6 chunks, the last of 1 row */
+        case_linear(*state, types[i], 64, 77, 256);  /* the mat-vec kernel's last row count */
+        case_linear(*state, types[i], 65, 70, 512);  /* the first through cuBLAS */
     }
     /* Plain rows with a tail past the last 8, in the mat-vec kernel and
-     * (17 rows and more) through cuBLAS, expanded where not F32. */
+     * (65 rows and more) through cuBLAS, expanded where not F32. */
     case_linear(*state, COLO_F32, 5, 33, 43);
     case_linear(*state, COLO_F16, 20, 31, 21);
+    case_linear(*state, COLO_F16, 70, 31, 21);
     case_linear(*state, COLO_BF16, 3, 29, 45);
-    case_linear(*state, COLO_BF16, 17, 29, 45);
+    case_linear(*state, COLO_BF16, 65, 29, 45);
     case_linear(*state, COLO_F16, 1, 9, 5);
-    case_linear(*state, COLO_F32, 18, 7, 3);
+    case_linear(*state, COLO_F32, 66, 7, 3);
 }
 
 /* Weights misaligned for their loads: copied tile by tile behind the F32
@@ -353,15 +358,16 @@ static void test_linear_rows(void **state)
 static void test_linear_misaligned(void **state)
 {
     case_linear_at(*state, COLO_F32, 1, 37, 64, 2);
-    case_linear_at(*state, COLO_F32, 19, 37, 64, 2);
+    case_linear_at(*state, COLO_F32, 67, 37, 64, 2);
     case_linear_at(*state, COLO_Q8_0, 3, 41, 256, 1);
     case_linear_at(*state, COLO_Q4_K, 24, 41, 512, 1);
+    case_linear_at(*state, COLO_Q4_K, 68, 41, 512, 1);
     case_linear_at(*state, COLO_F16, 2, 13, 40, 1);
 }
 
 /* More rows of W than one F32 tile of the prefill path holds (64 MiB:
  * 2048 rows of 8192), so the last tile is 2 rows. */
-static void test_linear_tiles(void **state) { case_linear(*state, COLO_Q4_0, 17, 2050, 8192); }
+static void test_linear_tiles(void **state) { case_linear(*state, COLO_Q4_0, 65, 2050, 8192); }
 
 /* Plain types with n % 8 != 0: dequantize to F32 and F16, get_rows;
  * bit-exact against the CPU's conversion. */

@@ -4,7 +4,7 @@
  * "cuda", and at every step the logits are held to two references.
  *
  * What the CUDA kernels compute: every product decodes the weights to F32
- * (in registers for up to 16 rows, tile by tile into F32 for cuBLAS past
+ * (in registers for up to 64 rows, tile by tile into F32 for cuBLAS past
  * that) and multiplies F32 activations; nothing is rounded to 8 bits, in
  * prefill or decode. The KV cache is F16, softmax and norms F32. That is
  * the CPU backend's arithmetic with exact_activations, not its default
