@@ -123,7 +123,7 @@ EOF
 case "$mode" in
 colocation)
   summary="$OUT/colocation.tsv"
-  printf 'policy\tround\tload1\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\n' >"$summary"
+  printf 'policy\tround\tload1\thi_p99_solo_ms\thi_p99_conc_ms\thi_p99_ratio\tbe_tok_s_solo\tbe_tok_s_conc\tbe_retention\tstp\tbe_p99_ratio\thi_retention\n' >"$summary"
   order=$POLICIES
   for round in $(seq 1 "$ROUNDS"); do
   [ "$round" -gt 1 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
@@ -178,8 +178,11 @@ def row(name, pre, cmp):
     hs, hc = g(pre + "individual", "hi", "latency_ms", "p99"), g(pre + "concurrent", "hi", "latency_ms", "p99")
     bs, bc = g(pre + "individual", "be", "tokens_per_s"), g(pre + "concurrent", "be", "tokens_per_s")
     c = d.get(cmp) or {}
+    # the other way round too: be's latency impact, hi's throughput kept
+    bps, bpc = g(pre + "individual", "be", "latency_ms", "p99"), g(pre + "concurrent", "be", "latency_ms", "p99")
+    hts, htc = g(pre + "individual", "hi", "tokens_per_s"), g(pre + "concurrent", "hi", "tokens_per_s")
     print("\t".join([name, sys.argv[3], sys.argv[4], f(hs), f(hc), r(hc, hs), f(bs), f(bc), r(bc, bs),
-                     "%.2f" % c["stp"] if c.get("stp") else "-"]))
+                     "%.2f" % c["stp"] if c.get("stp") else "-", r(bpc, bps), r(htc, hts)]))
 if sys.argv[5].startswith("separate"):
     row("separate", "separate-", "baseline_separate")
     if "+" in sys.argv[5]:
@@ -194,11 +197,14 @@ PY
   python3 - "$summary" <<'PY'
 import csv, statistics, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t") if r.get("hi_p99_ratio") not in (None, "-")]
-print("\nmedians over rounds:\npolicy          rounds  hi_p99_ratio  be_retention  stp")
+print("\nmedians over rounds:\npolicy          rounds  hi_p99_ratio  be_retention  stp   be_p99_ratio  hi_retention")
 for pol in dict.fromkeys(r["policy"] for r in rows):
     rs = [r for r in rows if r["policy"] == pol]
-    med = lambda k: statistics.median(float(r[k]) for r in rs if r[k] not in ("-", ""))
-    print("%-15s %-7d %-13.2f %-13.2f %.2f" % (pol, len(rs), med("hi_p99_ratio"), med("be_retention"), med("stp")))
+    def med(k):
+        v = [float(r[k]) for r in rs if r.get(k) not in (None, "-", "")]
+        return statistics.median(v) if v else float("nan")
+    print("%-15s %-7d %-13.2f %-13.2f %-5.2f %-13.2f %.2f" % (pol, len(rs), med("hi_p99_ratio"), med("be_retention"),
+                                                            med("stp"), med("be_p99_ratio"), med("hi_retention")))
 PY
   ;;
 streams)
