@@ -36,6 +36,41 @@ static void *upload(colo_stream *s, colo_device *dev, const void *host, size_t b
  * (the H100's L2 is 50 MB; a CPU's last-level cache is smaller). */
 #define BENCH_WORKING_SET ((size_t)256 << 20)
 
+/* Random n x k weights of type t (seeded), quantized once per shape and
+ * type: the same weights serve every row count, and a run does not spend
+ * its time quantizing 8B-model layers again and again. */
+static const unsigned char *host_weights(colo_dtype t, int n, int k)
+{
+    static struct {
+        colo_dtype t;
+        int n, k;
+        unsigned char *w;
+    } cache[64];
+    static int n_cache;
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].t == t && cache[i].n == n && cache[i].k == k)
+            return cache[i].w;
+    size_t rb = colo_dtype_row_bytes(t, k);
+    unsigned char *w = malloc(rb * (size_t)n);
+    float *row = malloc((size_t)k * sizeof(float));
+    if (!w || !row) {
+        fprintf(stderr, "bench: out of host memory\n");
+        exit(1);
+    }
+    srand(1);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < k; j++)
+            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
+        if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
+            memset(w + rb * (size_t)r, 0x11, rb);
+    }
+    free(row);
+    if (n_cache < (int)(sizeof cache / sizeof *cache))
+        cache[n_cache].t = t, cache[n_cache].n = n, cache[n_cache].k = k, cache[n_cache++].w = w;
+    /* else kept for the run: a benchmark's few shapes never get here */
+    return w;
+}
+
 /* Runs linear m x n x k with weights of type t for about seconds; returns
  * seconds per call (best of batches), or a negative value when the op fails. */
 static double time_linear_at(colo_device *dev, colo_stream *s, colo_dtype t, int m, int n, int k, double seconds,
@@ -44,15 +79,9 @@ static double time_linear_at(colo_device *dev, colo_stream *s, colo_dtype t, int
     size_t rb = colo_dtype_row_bytes(t, k), wb = rb * (size_t)n;
     int copies = from_memory ? (int)((BENCH_WORKING_SET + wb - 1) / wb) : 1;
     copies = copies < 1 ? 1 : copies > 1024 ? 1024 : copies;
-    unsigned char *w = malloc(wb);
-    float *row = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)m * k * sizeof(float));
+    const unsigned char *w = host_weights(t, n, k);
+    float *x = malloc((size_t)m * k * sizeof(float));
     srand(1);
-    for (int r = 0; r < n; r++) {
-        for (int j = 0; j < k; j++)
-            row[j] = (float)rand() / (float)RAND_MAX - 0.5f;
-        if (colo_quantize_row(t, row, w + rb * (size_t)r, k) != COLO_OK)
-            memset(w + rb * (size_t)r, 0x11, rb);
-    }
     for (int i = 0; i < m * k; i++)
         x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     char err[256];
@@ -88,7 +117,7 @@ static double time_linear_at(colo_device *dev, colo_stream *s, colo_dtype t, int
     if (best < 0)
         fprintf(stderr, "bench: linear %s m=%d n=%d k=%d failed on this device\n", colo_dtype_name(t), m, n, k);
     colo_buffer_free(bw), colo_buffer_free(bx), colo_buffer_free(by);
-    free(w), free(row), free(x);
+    free(x);
     return best;
 }
 

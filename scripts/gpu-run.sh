@@ -99,7 +99,7 @@ stage_sanitize() {
   return $rc
 }
 
-stage_kernels() { "$BUILD/colo-bench-kernels" --device "$DEVICE" --seconds 0.3; }
+stage_kernels() { "$BUILD/colo-bench-kernels" --device "$DEVICE" --seconds 0.2; }
 
 stage_decode() {
   local m f
