@@ -622,6 +622,7 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
     q->followers = NULL;
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     bool copied = false;
+    colo_status copy_st = COLO_OK; /* of a synchronize before the end */
     char msg[96];
     while (f) {
         colo_gen_seq *next = f->next_follower;
@@ -637,6 +638,13 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
             copied = true;
         }
         if (st != COLO_OK) {
+            /* Copies queued before the failure may still write f's blocks,
+             * which finish gives back at once (see below). */
+            if (copied) {
+                colo_status ss = colo_stream_sync(e->s);
+                if (copy_st == COLO_OK)
+                    copy_st = ss;
+            }
             snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
             finish(e, f, st, NULL, msg);
         } else {
@@ -649,6 +657,8 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
      * end a choice or the leader (a stop token, max_tokens 1), whose blocks
      * then go back at once, and an elastic arena unmaps their memory. */
     colo_status st = copied ? colo_stream_sync(e->s) : COLO_OK;
+    if (st == COLO_OK)
+        st = copy_st;
     if (st != COLO_OK) {
         snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
         while (ok) {

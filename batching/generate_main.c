@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "  --device D          auto | cpu | cuda (default auto)\n"
             "  --threads N         CPU worker threads (default: all cores)\n"
             "  --batch N           generate N copies at once (throughput; prints the first)\n"
-            "  --memory-bytes N    memory arena size (default: 2 GiB, at most the device's)\n"
+            "  --memory-bytes N    memory arena size (default: 2 GiB, or what the model needs for this\n"
+            "                      batch when that is more; at most the device's)\n"
             "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
             "  --json              constrained decoding: the output is a JSON object\n"
@@ -47,7 +48,7 @@ typedef struct {
     int max_tokens, top_k, threads, batch;
     float temperature, top_p;
     uint64_t seed;
-    size_t memory_bytes;
+    size_t memory_bytes; /* 0: default_arena_bytes */
     colo_dtype kv_type;
     bool print_tokens;
     bool json;
@@ -59,7 +60,7 @@ typedef struct {
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.device = "auto", .max_tokens = 128, .top_k = 40, .batch = 1, .temperature = 0.8f,
-                   .top_p = 0.95f, .seed = (uint64_t)time(NULL), .memory_bytes = 2ull << 30, .kv_type = COLO_F16};
+                   .top_p = 0.95f, .seed = (uint64_t)time(NULL), .memory_bytes = 0, .kv_type = COLO_F16};
     static const struct option opts[] = {
         {"model", 1, 0, 'm'},        {"prompt", 1, 0, 'p'},       {"chat", 1, 0, 'c'},    {"system", 1, 0, 'S'},
         {"max-tokens", 1, 0, 'n'},   {"temperature", 1, 0, 't'},  {"top-p", 1, 0, 'P'},   {"top-k", 1, 0, 'k'},
@@ -305,6 +306,36 @@ out:
     return rc;
 }
 
+#define DEFAULT_ARENA_BYTES (2ull << 30)
+
+/* The arena without --memory-bytes: floor_bytes, or more when the model
+ * needs more for this run: its weights, the activations of a step, and the
+ * KV cache of o->batch sequences at their longest (the prompt, at most one
+ * token per byte of its text and template, plus max_tokens). At most
+ * total_bytes. A file that cannot be read gives floor_bytes (loading then
+ * says why). */
+static size_t default_arena_bytes(const options *o, size_t floor_bytes, size_t total_bytes)
+{
+    colo_llama_memory mem;
+    char err[256];
+    size_t need = 0;
+    if (colo_llama_memory_need(o->model, o->kv_type, &mem, err, sizeof err) == COLO_OK) {
+        const colo_llama_hparams *hp = &mem.hp;
+        const int bs = 16; /* the engine's default block size */
+        size_t text = o->prompt ? strlen(o->prompt)
+                                : strlen(o->chat) + (o->system ? strlen(o->system) : 0) + 1024; /* template */
+        size_t tokens = text + 16 + (size_t)o->max_tokens; /* BOS and specials */
+        if (tokens > (size_t)hp->n_ctx)
+            tokens = (size_t)hp->n_ctx;
+        int R = o->batch, T = 512 > R ? 512 : R, max_blocks = (hp->n_ctx + bs - 1) / bs;
+        size_t blocks = (tokens + bs - 1) / bs + 1;
+        need = mem.weight_bytes + (size_t)mem.n_tensors * 256 + colo_llama_act_bytes(hp, T, R, R * max_blocks) +
+               (size_t)R * blocks * bs * mem.kv_bytes_per_token + (size_t)hp->n_layer * 2 * 512 + (1u << 20);
+    }
+    size_t bytes = need > floor_bytes ? need : floor_bytes;
+    return bytes < total_bytes ? bytes : total_bytes;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -321,7 +352,9 @@ int main(int argc, char **argv)
     rc = 1;
     colo_device_info info;
     colo_device_get_info(dev, &info);
-    size_t mem = o.memory_bytes < info.total_bytes ? o.memory_bytes : info.total_bytes;
+    size_t mem = !o.memory_bytes                     ? default_arena_bytes(&o, DEFAULT_ARENA_BYTES, info.total_bytes)
+                 : o.memory_bytes < info.total_bytes ? o.memory_bytes
+                                                     : info.total_bytes;
     colo_arena *arena = colo_arena_create_bytes(dev, "generate", mem, err, sizeof err);
     colo_stream *s = arena ? colo_stream_create(dev, NULL, err, sizeof err) : NULL;
     if (s)
