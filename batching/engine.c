@@ -111,7 +111,8 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
     e->seqi = malloc((size_t)T * 4);
     e->rows = malloc((size_t)R * 4);
     e->table = malloc((size_t)R * e->max_blocks * 4);
-    e->logits = malloc((size_t)R * hp->n_vocab * sizeof(float));
+    /* the forward copies logits here every step: page-locked on CUDA */
+    e->logits = colo_host_alloc(colo_stream_device(s), (size_t)R * hp->n_vocab * sizeof(float));
     if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->rows || !e->table || !e->logits) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
@@ -311,7 +312,7 @@ void colo_gen_engine_free(colo_gen_engine *e)
     free(e->seqi);
     free(e->rows);
     free(e->table);
-    free(e->logits);
+    colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
     free(e);
 }

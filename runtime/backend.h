@@ -102,6 +102,12 @@ int colo_device_best_effort_owed(colo_device *dev);
  * err set on failure. */
 colo_buffer *colo_buffer_alloc(colo_device *dev, size_t bytes, char *err, size_t errlen);
 void colo_buffer_free(colo_buffer *buf); /* accepts NULL */
+/* Host memory that copies to and from dev run from at full speed, without
+ * staging (CUDA: page-locked; elsewhere plain malloc). For buffers a stream
+ * copies into every step (logits). NULL when out of memory; free with
+ * colo_host_free on the same device (accepts NULL). */
+void *colo_host_alloc(colo_device *dev, size_t bytes);
+void colo_host_free(colo_device *dev, void *p);
 /* Address space for memory committed as it is used, not counted against
  * the device's budget (an elastic arena's ceiling; its pool keeps the
  * budget). Backends without such a reservation allocate as

@@ -886,6 +886,26 @@ static colo_status cuda_event_elapsed_ms(colo_event *start, colo_event *end, flo
     return COLO_CHECK_CUDA(e);
 }
 
+/* Page-locked host memory: a device-to-host copy into it is one DMA,
+ * where pageable memory is staged through the driver's buffer and the copy
+ * blocks the calling thread. */
+static void *cuda_host_alloc(colo_device *dev, size_t bytes)
+{
+    void *p = NULL;
+    if (use_device(dev) != COLO_OK || COLO_CHECK_CUDA(cudaMallocHost(&p, bytes)) != COLO_OK) {
+        COLO_WARN("cuda: cudaMallocHost of %zu bytes failed", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(colo_device *dev, void *p)
+{
+    (void)dev;
+    if (COLO_CHECK_CUDA(cudaFreeHost(p)) != COLO_OK)
+        COLO_WARN("cuda: cudaFreeHost failed");
+}
+
 static const colo_device_vtbl cuda_vtbl = {
     .name = "cuda",
     .close = cuda_close,
@@ -911,6 +931,8 @@ static const colo_device_vtbl cuda_vtbl = {
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .poisoned = cuda_poisoned,
     .stream_set_workspace = cuda_stream_set_workspace,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 };
 
 colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, size_t errlen)

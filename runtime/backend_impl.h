@@ -78,6 +78,9 @@ typedef struct colo_device_vtbl {
     int (*best_effort_owed)(colo_device *dev);
     /* A stream's deadline for the pool (colo_stream_set_deadline). NULL: ignored. */
     void (*stream_set_deadline)(colo_stream *s, uint64_t deadline_ns, double weight);
+    /* Host memory for copies (colo_host_alloc / colo_host_free). NULL: malloc / free. */
+    void *(*host_alloc)(colo_device *dev, size_t bytes);
+    void (*host_free)(colo_device *dev, void *p);
 } colo_device_vtbl;
 
 struct colo_device {

@@ -107,3 +107,20 @@ void colo_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weigh
     if (s && s->dev->vt->stream_set_deadline)
         s->dev->vt->stream_set_deadline(s, deadline_ns, weight > 0 ? weight : 1.0);
 }
+
+void *colo_host_alloc(colo_device *dev, size_t bytes)
+{
+    if (!dev || !bytes)
+        return NULL;
+    return dev->vt->host_alloc ? dev->vt->host_alloc(dev, bytes) : malloc(bytes);
+}
+
+void colo_host_free(colo_device *dev, void *p)
+{
+    if (!dev || !p)
+        return;
+    if (dev->vt->host_free)
+        dev->vt->host_free(dev, p);
+    else
+        free(p);
+}

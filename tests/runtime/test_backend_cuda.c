@@ -111,7 +111,9 @@ static void test_cuda_streams_and_copies(void **state)
     colo_device *d = open_dev("cuda");
     char err[256];
     enum { N = 1 << 20 };
-    unsigned char *h = malloc(N), *back = malloc(N);
+    /* back is page-locked (colo_host_alloc), as the engine's logits are */
+    unsigned char *h = malloc(N), *back = colo_host_alloc(d, N);
+    assert_non_null(back);
     for (int i = 0; i < N; i++)
         h[i] = (unsigned char)(i * 131 + 7);
     colo_device_info info;
@@ -143,7 +145,7 @@ static void test_cuda_streams_and_copies(void **state)
     assert_true(native[COLO_PRIO_HIGH] < native[COLO_PRIO_NORMAL] || info.prio_least - info.prio_greatest < 2);
     assert_true(native[COLO_PRIO_NORMAL] <= native[COLO_PRIO_LOW]);
     free(h);
-    free(back);
+    colo_host_free(d, back);
     colo_device_close(d);
 }
 

