@@ -7,7 +7,8 @@
 #    Python's tarfile where tar cannot read xz).
 # 2. Unpacks .devpkgs/*.deb with dpkg -x into .devpkgs/root and puts their
 #    library folders on LD_LIBRARY_PATH (nothing is installed); finds CUDA's
-#    own libraries (cudart, cuBLAS) where the loader does not know them.
+#    own libraries (cudart, cuBLAS) where the loader does not know them
+#    (gpu_find_libs, also for other carried programs).
 # 3. CMake baked the absolute path of the tree where build-gpu/ was made into
 #    the test list and the test programs (test data). When this tree sits
 #    elsewhere, links that path to this tree if it is free, so every baked
@@ -16,6 +17,20 @@
 #    fail: move the tree to the original path).
 # Sets GPU_ROOT (this tree) and GPU_TESTDIR (build-gpu/ as ctest must see
 # it); returns non-zero, with a message, when build-gpu/ cannot run here.
+
+# gpu_find_libs PROGRAM: puts the folders of the shared libraries PROGRAM
+# needs and the loader does not find (CUDA's own, which a machine may keep
+# in a Python environment) on LD_LIBRARY_PATH; non-zero, naming them, when
+# some stay missing.
+gpu_find_libs() {
+  local l hit
+  [ -x "$1" ] || return 0
+  for l in $(ldd "$1" | awk '/not found/ {print $1}'); do
+    hit=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
+    [ -n "$hit" ] && LD_LIBRARY_PATH="$(dirname "$hit"):${LD_LIBRARY_PATH:-}" && export LD_LIBRARY_PATH
+  done
+  ! ldd "$1" | grep 'not found' >&2
+}
 
 gpu_env() {
   GPU_ROOT=$(pwd -P)
@@ -41,14 +56,7 @@ gpu_env() {
     libdirs=$(find "$GPU_ROOT/.devpkgs/root" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
     export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
   fi
-  local probe=build-gpu/colo-server l hit
-  if [ -x "$probe" ] && ldd "$probe" | grep -q 'not found'; then
-    for l in $(ldd "$probe" | awk '/not found/ {print $1}'); do
-      hit=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
-      [ -n "$hit" ] && LD_LIBRARY_PATH="$(dirname "$hit"):$LD_LIBRARY_PATH" && export LD_LIBRARY_PATH
-    done
-  fi
-  if [ -x "$probe" ] && ldd "$probe" | grep 'not found' >&2; then
+  if ! gpu_find_libs build-gpu/colo-server; then
     echo "gpu-env: shared libraries are missing (above); run scripts/gpu-pack.sh where colo builds" >&2
     return 1
   fi

@@ -62,6 +62,7 @@ echo "$commit" > build-gpu/colo-commit.txt
 mkdir -p .gpu-pack
 rm -f .gpu-pack/colo-gpu.tar.xz
 tar --exclude='CompilerId*' --exclude='*.o' --exclude='*.a' -cf - build-gpu .devpkgs/*.deb | xz -6 -T"$(nproc)" > .gpu-pack/colo-gpu.tar.xz
+touch build-gpu/colo-commit.txt # not older than the archive: gpu-env.sh leaves this build-gpu/ alone
 du -sh build-gpu .devpkgs .gpu-pack/colo-gpu.tar.xz
 tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 pack=$(stat -c %s .gpu-pack/colo-gpu.tar.xz)

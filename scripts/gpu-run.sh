@@ -33,7 +33,8 @@
 # models are written, default /tmp/colo-gpu-models), DURATION (12), WARMUP
 # (2), BE_CONC (16), MAX_TOKENS (64), POLICIES (replay: "separate+timeslice
 # spatial priority partition fair"), LLAMA_BENCH (a llama-bench built with
-# CUDA for sm_90: decode also runs it on the same files). SMALL=1 uses tiny
+# CUDA for sm_90: decode also runs it on the same files; by default the one
+# carried as .gpu-pack/llama-bench.xz, if any). SMALL=1 uses tiny
 # shapes: with BUILD=build DEVICE=cpu SMALL=1 the stages decode, memory and
 # replay rehearse on a machine without a GPU.
 set -uo pipefail
@@ -68,6 +69,15 @@ if [ "$BUILD" = build-gpu ]; then
   # shellcheck source=scripts/gpu-env.sh
   . scripts/gpu-env.sh
   gpu_env >"$out/env.log" 2>&1 || { cat "$out/env.log"; exit 1; }
+  # a llama-bench built with CUDA for sm_90, carried beside the archive
+  if [ -z "${LLAMA_BENCH:-}" ] && [ -f .gpu-pack/llama-bench.xz ]; then
+    xz -dc .gpu-pack/llama-bench.xz >"$MODELS/llama-bench" && chmod +x "$MODELS/llama-bench" &&
+      LLAMA_BENCH=$MODELS/llama-bench
+  fi
+  if [ -n "${LLAMA_BENCH:-}" ] && ! gpu_find_libs "$LLAMA_BENCH" >>"$out/env.log" 2>&1; then
+    echo "gpu-run: $LLAMA_BENCH misses shared libraries (env.log): decode runs without it" >>"$out/env.log"
+    LLAMA_BENCH=
+  fi
   cat "$out/env.log"
 fi
 
