@@ -10,6 +10,7 @@
 #ifndef COLO_TESTS_FAMILIES_FIXTURE_H
 #define COLO_TESTS_FAMILIES_FIXTURE_H
 
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -185,6 +186,38 @@ static int family_argmax(const float *x, int n)
 static double family_tolerance(colo_dtype t)
 {
     return t == COLO_F32 ? 0.01 : t == COLO_F16 || t == COLO_BF16 ? 0.05 : 0.25;
+}
+
+/* Calls run(file, name) for every reference in tests/data/families (file:
+ * its path, name: its file name); fails unless every architecture has one. */
+static void family_each(void (*run)(const char *file, const char *name))
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/data/families", COLO_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    bool seen[COLO_ARCH_GEMMA3 + 1] = {false};
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+            continue;
+        char file[800];
+        snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+        run(file, e->d_name);
+        for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++) {
+            const char *an = colo_llama_arch_name((colo_llama_arch)a);
+            if (!strncmp(e->d_name, an, strlen(an)) && e->d_name[strlen(an)] == '_')
+                seen[a] = true;
+        }
+        n++;
+    }
+    closedir(d);
+    for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++)
+        if (!seen[a])
+            fail_msg("no reference for %s", colo_llama_arch_name((colo_llama_arch)a));
+    assert_true(n >= 5);
 }
 
 #endif

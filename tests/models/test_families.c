@@ -22,7 +22,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -87,36 +86,15 @@ static double run_case(const char *file)
     return worst;
 }
 
+static void one_case(const char *file, const char *name)
+{
+    printf("%-24s max |logit - llama.cpp| %.4f\n", name, run_case(file));
+}
+
 static void test_families(void **state)
 {
     (void)state;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/data/families", COLO_SOURCE_DIR);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    int n = 0;
-    bool seen[COLO_ARCH_GEMMA3 + 1] = {false};
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        char file[800];
-        snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
-        double worst = run_case(file);
-        printf("%-24s max |logit - llama.cpp| %.4f\n", e->d_name, worst);
-        for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++) {
-            const char *an = colo_llama_arch_name((colo_llama_arch)a);
-            if (!strncmp(e->d_name, an, strlen(an)) && e->d_name[strlen(an)] == '_')
-                seen[a] = true;
-        }
-        n++;
-    }
-    closedir(d);
-    for (int a = COLO_ARCH_LLAMA; a <= COLO_ARCH_GEMMA3; a++)
-        if (!seen[a])
-            fail_msg("no reference for %s", colo_llama_arch_name((colo_llama_arch)a));
-    assert_true(n >= 5);
+    family_each(one_case);
 }
 
 /* ---- refusals ---------------------------------------------------------------------- */
