@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "                      batch when that is more; at most the device's)\n"
             "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
+            "  --cuda-graphs       CUDA: launch each decode step as one graph\n"
             "  --json              constrained decoding: the output is a JSON object\n"
             "  --json-schema TEXT  constrained decoding: the output is valid against this JSON Schema\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
@@ -51,6 +52,7 @@ typedef struct {
     size_t memory_bytes; /* 0: default_arena_bytes */
     colo_dtype kv_type;
     bool print_tokens;
+    bool cuda_graphs; /* --cuda-graphs */
     bool json;
     const char *json_schema;
 } options;
@@ -67,7 +69,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"seed", 1, 0, 's'},         {"device", 1, 0, 'd'},       {"threads", 1, 0, 'T'}, {"batch", 1, 0, 'b'},
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
         {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
-        {"json-schema", 1, 0, 'J'},
+        {"json-schema", 1, 0, 'J'}, {"cuda-graphs", 0, 0, 'g'},
         {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
@@ -89,6 +91,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'b': o->batch = (int)strtol(optarg, &end, 10); if (*end || o->batch < 1 || o->batch > 256) goto bad; break;
         case 'M': o->memory_bytes = strtoull(optarg, &end, 10); if (*end || o->memory_bytes < (1u << 20)) goto bad; break;
         case 'i': o->print_tokens = true; break;
+        case 'g': o->cuda_graphs = true; break;
         case 'j': o->json = true; break;
         case 'J': o->json_schema = optarg; break;
         case 'K':
@@ -343,7 +346,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     char err[512] = "";
-    colo_device_config dc = {.want = o.device, .cpu_threads = o.threads};
+    colo_device_config dc = {.want = o.device, .cpu_threads = o.threads, .cuda_graphs = o.cuda_graphs};
     colo_device *dev = colo_device_open(&dc, err, sizeof err);
     if (!dev) {
         fprintf(stderr, "colo-generate: %s\n", err);

@@ -274,6 +274,8 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_size(p, v, f, 0, &s->gpu_memory_bytes);
     if (!strcmp(key, "elastic_memory"))
         return get_bool(p, v, f, &s->elastic_memory);
+    if (!strcmp(key, "cuda_graphs"))
+        return get_bool(p, v, f, &s->cuda_graphs);
     if (!strcmp(key, "api_key_env") || !strcmp(key, "admin_key_env")) {
         char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
         if (get_str(p, v, f, dst, sizeof s->api_key_env))

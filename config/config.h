@@ -37,6 +37,7 @@ typedef struct colo_server_cfg {
     uint64_t cpu_memory_bytes; /* CPU memory budget; 0 (default) = physical memory */
     uint64_t gpu_memory_bytes; /* CUDA memory budget; 0 (default) = the device's memory */
     bool elastic_memory;       /* CUDA: arenas map memory as used (default true, where the device can) */
+    bool cuda_graphs;          /* CUDA: decode steps launched as graphs (default false) */
     char api_key_env[128];     /* name of the variable holding the API key; "" = none */
     char admin_key_env[128];   /* the variable holding the admin key (/admin/ routes); default COLO_ADMIN_KEY */
     uint64_t max_body_bytes;   /* default 1 MiB */

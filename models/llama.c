@@ -57,6 +57,7 @@ struct colo_llama {
     float *x, *h, *q, *k, *v, *att, *g, *u, *lx, *logits;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slot, *d_rows, *d_table;
     int32_t *h_slot;
+    bool no_graphs; /* recording a decode step as a graph failed once: never again */
 };
 
 static const char *const arch_names[] = {"llama", "qwen2", "qwen3", "phi3", "gemma3"};
@@ -803,7 +804,7 @@ colo_status colo_llama_reserve(colo_llama *m, int n_tokens, int n_logits, int n_
     } while (0)
 
 static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
-                           colo_cosched_member *throttle);
+                           colo_cosched_member *throttle, bool decode);
 
 colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
                                colo_cosched_member *throttle)
@@ -813,13 +814,22 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
     for (int t = 1; decode && t < b->n_tokens; t++)
         decode = b->seq[t] != b->seq[t - 1];
     colo_stream_set_decode(s, decode);
-    colo_status st = forward(m, s, b, logits, throttle);
+    colo_status st = forward(m, s, b, logits, throttle, decode);
     colo_stream_set_decode(s, false);
     return st;
 }
 
+static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
+                           int max_pos, colo_cosched_member *throttle);
+
+/* A graph key for a decode step of n sequences (colo_stream_graph_end):
+ * steps whose kernels are the same functions share a graph, updated in
+ * place; linear's mat-vec kernel is specialised for 1, 2, 4 and 8 or more
+ * rows. A key that groups unlike steps costs a rebuild, not a wrong result. */
+static int graph_key(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8; }
+
 static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
-                           colo_cosched_member *throttle)
+                           colo_cosched_member *throttle, bool decode)
 {
     const colo_llama_hparams *hp = &m->hp;
     int n = b->n_tokens;
@@ -854,6 +864,43 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
     if (b->n_logits)
         TRY(colo_memcpy_h2d(s, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4));
 
+    /* Decode steps as one graph where the device records them
+     * (colo_device_config.cuda_graphs); a recording that fails ran nothing,
+     * and the step is queued as usual. */
+    bool graph = decode && !m->no_graphs && colo_stream_graph_begin(s) == COLO_OK;
+    colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle);
+    if (graph) {
+        colo_status ge = colo_stream_graph_end(s, st == COLO_OK ? graph_key(n) : -1);
+        if (ge != COLO_OK) {
+            COLO_WARN("llama: decode steps of this model run without graphs: recording one failed (%s)",
+                      colo_status_str(st != COLO_OK ? st : ge));
+            m->no_graphs = true;
+            st = compute(m, s, b, bs, kv_type, max_pos, throttle);
+        }
+    }
+    if (st == COLO_OK && b->n_logits)
+        st = colo_memcpy_d2h(s, logits, m->logits, (size_t)b->n_logits * hp->n_vocab * sizeof(float));
+    colo_status ss = colo_stream_sync(s);
+    return st != COLO_OK ? st : ss;
+}
+
+#undef TRY
+/* Inside compute, which may be recording a graph: no synchronisation on
+ * failure (forward ends the recording first). */
+#define TRY(call)                                                                                           \
+    do {                                                                                                    \
+        colo_status st_ = (call);                                                                           \
+        if (st_ != COLO_OK)                                                                                 \
+            return st_;                                                                                     \
+    } while (0)
+
+/* The step's kernels: embeddings, the layers, the logits' rows on the
+ * device (m->logits). Queues work only (no copy to the host, no wait). */
+static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
+                           int max_pos, colo_cosched_member *throttle)
+{
+    const colo_llama_hparams *hp = &m->hp;
+    int n = b->n_tokens;
     int E = hp->n_embd, Q = hp->q_dim, KV = hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
     TRY(colo_op_get_rows(s, m->tok_embd, m->t_embd, V, E, m->d_tokens, n, m->x));
     if (hp->embd_scale != 1.0f)
@@ -910,7 +957,6 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_get_rows(s, m->x, COLO_F32, n, E, m->d_rows, b->n_logits, m->lx));
         TRY(colo_op_rmsnorm(s, m->lx, m->out_norm, m->lx, b->n_logits, E, hp->rms_eps));
         TRY(colo_op_linear(s, m->output, m->t_out, NULL, m->lx, 0, m->logits, 0, b->n_logits, V, E));
-        TRY(colo_memcpy_d2h(s, logits, m->logits, (size_t)b->n_logits * V * sizeof(float)));
     }
-    return colo_stream_sync(s);
+    return COLO_OK;
 }

@@ -39,6 +39,8 @@ typedef struct colo_device_config {
     int cuda_device;         /* CUDA device ordinal */
     bool exact_activations;  /* never round activations to 8 bits in matrix products (slower
                                 decode; for validation against exact references) */
+    bool cuda_graphs;        /* CUDA: decode steps recorded and launched as graphs
+                                (colo_stream_graph_begin); off by default */
 } colo_device_config;
 
 typedef struct colo_device_info {
@@ -184,6 +186,23 @@ colo_status colo_stream_query(colo_stream *s);
  * none). A no-op returning COLO_OK on backends without one (CPU). Called by
  * the stream's owner between ops. */
 colo_status colo_stream_set_workspace(colo_stream *s, void *ptr, size_t bytes);
+
+/* Steps as graphs (CUDA, with colo_device_config.cuda_graphs): the work
+ * queued on s between colo_stream_graph_begin and colo_stream_graph_end is
+ * recorded, not run, and end launches it as one graph, so a step costs one
+ * launch instead of one per kernel. s keeps the graphs of its last
+ * COLO_STREAM_GRAPHS keys; a recording under a kept key updates that graph
+ * in place (the same kernels with other arguments), else a new one is
+ * built. begin: COLO_EUNSUPPORTED where graphs are off or the device has
+ * none (queue the work as usual). end(s, key): launches; key < 0 throws the
+ * recording away (an op failed while it was recorded). When end fails,
+ * nothing of the recording ran: queue the work again without a graph. Only
+ * the thread that called begin may queue work on s until end. */
+#define COLO_STREAM_GRAPHS 8
+colo_status colo_stream_graph_begin(colo_stream *s);
+colo_status colo_stream_graph_end(colo_stream *s, int key);
+/* Graphs launched on s so far (0 where there are none). */
+uint64_t colo_stream_graphs_launched(const colo_stream *s);
 
 /* Asynchronous copies and fills, ordered on s. Host memory must stay valid
  * until the stream is synchronized. */

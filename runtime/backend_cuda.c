@@ -89,6 +89,7 @@ typedef struct sm_split {
 typedef struct cuda_dev {
     int ordinal;
     size_t budget; /* gpu_memory_bytes; 0 = the device's memory */
+    bool graphs;   /* cuda_graphs: colo_stream_graph_begin records */
     struct cudaDeviceProp prop;
     int prio_least, prio_greatest;
     bool can_partition;
@@ -109,6 +110,13 @@ typedef struct cuda_stream {
     int *d_flag; /* set by kernels on bad input */
     int *h_flag; /* pinned copy read at sync */
     colo_status err;
+    bool capturing;                                  /* between graph_begin and graph_end */
+    struct {
+        int key;
+        cudaGraphExec_t exec; /* NULL: none */
+    } graphs[COLO_STREAM_GRAPHS];
+    int n_graphs, next_graph; /* slots in use; the one a new key replaces next */
+    uint64_t graphs_launched;
 } cuda_stream;
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -763,6 +771,14 @@ static void cuda_stream_fini(colo_stream *s)
     } else {
         COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
     }
+    if (cs->capturing) {
+        cudaGraph_t g = NULL;
+        if (cudaStreamEndCapture(cs->st, &g) == cudaSuccess && g)
+            cudaGraphDestroy(g);
+    }
+    for (int i = 0; i < cs->n_graphs; i++)
+        if (cs->graphs[i].exec)
+            cudaGraphExecDestroy(cs->graphs[i].exec);
     cublasDestroy(cs->blas);
     cudaStreamDestroy(cs->st);
     if (cs->green)
@@ -886,6 +902,81 @@ static colo_status cuda_event_elapsed_ms(colo_event *start, colo_event *end, flo
     return COLO_CHECK_CUDA(e);
 }
 
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+/* Records in thread-local mode: other threads (other models' executors) may
+ * allocate or synchronise meanwhile without spoiling the recording; this
+ * thread may not (an op that does fails the recording, and the caller
+ * queues the step again). */
+static colo_status cuda_graph_begin(colo_stream *s)
+{
+    cuda_stream *cs = s->ctx;
+    if (!((const cuda_dev *)s->dev->ctx)->graphs || cs->capturing)
+        return COLO_EUNSUPPORTED;
+    if (cuda_poisoned(s->dev))
+        return COLO_EFATAL;
+    bind_stream(s);
+    colo_status st = COLO_CHECK_CUDA(cudaStreamBeginCapture(cs->st, cudaStreamCaptureModeThreadLocal));
+    cs->capturing = st == COLO_OK;
+    return st;
+}
+
+static colo_status cuda_graph_end(colo_stream *s, int key)
+{
+    cuda_stream *cs = s->ctx;
+    if (!cs->capturing)
+        return COLO_EINVAL;
+    cs->capturing = false;
+    bind_stream(s);
+    cudaGraph_t g = NULL;
+    colo_status st = COLO_CHECK_CUDA(cudaStreamEndCapture(cs->st, &g));
+    if (st == COLO_OK && (key < 0 || !g))
+        st = COLO_ECANCELED;
+    if (st != COLO_OK) {
+        if (g)
+            cudaGraphDestroy(g);
+        return st;
+    }
+    int slot = -1;
+    for (int i = 0; i < cs->n_graphs; i++)
+        if (cs->graphs[i].key == key && cs->graphs[i].exec)
+            slot = i;
+    if (slot >= 0) {
+        /* the same kernels with other arguments: patched in place; anything
+         * else (another kernel, another count) fails the update, and the
+         * graph is built anew */
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(cs->graphs[slot].exec, g, &info) != cudaSuccess) {
+            cudaGetLastError(); /* a refused update is no error of the stream */
+            cudaGraphExecDestroy(cs->graphs[slot].exec);
+            cs->graphs[slot].exec = NULL;
+        }
+    } else {
+        if (cs->n_graphs < COLO_STREAM_GRAPHS) {
+            slot = cs->n_graphs++;
+        } else { /* the oldest key goes */
+            slot = cs->next_graph;
+            cs->next_graph = (cs->next_graph + 1) % COLO_STREAM_GRAPHS;
+        }
+        if (cs->graphs[slot].exec)
+            cudaGraphExecDestroy(cs->graphs[slot].exec);
+        cs->graphs[slot].exec = NULL;
+        cs->graphs[slot].key = key;
+    }
+    if (!cs->graphs[slot].exec)
+        st = COLO_CHECK_CUDA(cudaGraphInstantiate(&cs->graphs[slot].exec, g, 0));
+    cudaGraphDestroy(g);
+    if (st != COLO_OK) {
+        cs->graphs[slot].exec = NULL;
+        return st;
+    }
+    st = COLO_CHECK_CUDA(cudaGraphLaunch(cs->graphs[slot].exec, cs->st));
+    cs->graphs_launched += st == COLO_OK;
+    return st;
+}
+
+static uint64_t cuda_graphs_launched(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->graphs_launched; }
+
 /* Page-locked host memory: a device-to-host copy into it is one DMA,
  * where pageable memory is staged through the driver's buffer and the copy
  * blocks the calling thread. */
@@ -931,6 +1022,9 @@ static const colo_device_vtbl cuda_vtbl = {
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .poisoned = cuda_poisoned,
     .stream_set_workspace = cuda_stream_set_workspace,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graphs_launched = cuda_graphs_launched,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
 };
@@ -945,6 +1039,7 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
     }
     cd->ordinal = cfg ? cfg->cuda_device : 0;
     cd->budget = cfg ? cfg->gpu_memory_bytes : 0;
+    cd->graphs = cfg && cfg->cuda_graphs;
     if (cd->ordinal < 0 || cd->ordinal >= CUDA_MAX_DEVICES) {
         colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
         goto out_free;

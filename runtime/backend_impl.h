@@ -78,6 +78,10 @@ typedef struct colo_device_vtbl {
     int (*best_effort_owed)(colo_device *dev);
     /* A stream's deadline for the pool (colo_stream_set_deadline). NULL: ignored. */
     void (*stream_set_deadline)(colo_stream *s, uint64_t deadline_ns, double weight);
+    /* Recording work as a graph (colo_stream_graph_begin / end). NULL: COLO_EUNSUPPORTED. */
+    colo_status (*graph_begin)(colo_stream *s);
+    colo_status (*graph_end)(colo_stream *s, int key);
+    uint64_t (*graphs_launched)(const colo_stream *s); /* NULL: 0 */
     /* Host memory for copies (colo_host_alloc / colo_host_free). NULL: malloc / free. */
     void *(*host_alloc)(colo_device *dev, size_t bytes);
     void (*host_free)(colo_device *dev, void *p);

@@ -124,3 +124,22 @@ void colo_host_free(colo_device *dev, void *p)
     else
         free(p);
 }
+
+colo_status colo_stream_graph_begin(colo_stream *s)
+{
+    if (!s)
+        return COLO_EINVAL;
+    return s->dev->vt->graph_begin ? s->dev->vt->graph_begin(s) : COLO_EUNSUPPORTED;
+}
+
+colo_status colo_stream_graph_end(colo_stream *s, int key)
+{
+    if (!s)
+        return COLO_EINVAL;
+    return s->dev->vt->graph_end ? s->dev->vt->graph_end(s, key) : COLO_EUNSUPPORTED;
+}
+
+uint64_t colo_stream_graphs_launched(const colo_stream *s)
+{
+    return s && s->dev->vt->graphs_launched ? s->dev->vt->graphs_launched(s) : 0;
+}

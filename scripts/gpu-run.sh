@@ -13,7 +13,8 @@
 #              cuBLAS's GEMM, batched rows, decode attention
 #   decode     synthetic Llama-3.2-1B, Phi-3.5-mini and Llama-3.1-8B shapes
 #              (Q4_K_M, written here by colo-mkmodel): prefill and decode
-#              tokens/s at batch 1, 8 and 32 (bench-llm.sh)
+#              tokens/s at batch 1, 8 and 32 (bench-llm.sh); the two smaller
+#              also with decode steps as CUDA graphs (--cuda-graphs)
 #   memory     load and wake time of the 8B shape (bench-lifecycle.py --wake);
 #              borrow and reclaim in CUDA virtual memory (bench-elastic.py)
 #   replay     Phi-3.5-mini (hi: priority high, one connection) beside
@@ -60,7 +61,7 @@ WARMUP=${WARMUP:-2}
 BE_CONC=${BE_CONC:-16}
 MAX_TOKENS=${MAX_TOKENS:-64}
 POLICIES=${POLICIES:-separate+timeslice spatial priority partition fair}
-: "${TIMEOUT_CHECK:=300}" "${TIMEOUT_SANITIZE:=420}" "${TIMEOUT_KERNELS:=240}" "${TIMEOUT_DECODE:=300}"
+: "${TIMEOUT_CHECK:=300}" "${TIMEOUT_SANITIZE:=420}" "${TIMEOUT_KERNELS:=240}" "${TIMEOUT_DECODE:=360}"
 : "${TIMEOUT_MEMORY:=240}" "${TIMEOUT_REPLAY:=420}"
 mkdir -p "$out" "$MODELS"
 out=$(cd "$out" && pwd -P)
@@ -117,6 +118,10 @@ stage_decode() {
     f=$(model "$m") || { echo "gpu-run: cannot write $m"; return 1; }
     echo "== $m"
     COLO_BUILD_DIR=$BUILD REPEATS=2 scripts/bench-llm.sh "$f" --device "$DEVICE" || return 1
+    if [ "$m" != llama-8b ] && [ "$DEVICE" = cuda ]; then # launch-bound shapes: decode steps as graphs
+      echo "== $m+graphs"
+      COLO_BUILD_DIR=$BUILD REPEATS=2 scripts/bench-llm.sh "$f" --device "$DEVICE" --cuda-graphs || return 1
+    fi
     if [ -n "${LLAMA_BENCH:-}" ]; then # llama.cpp on the same file, every layer on the GPU
       echo "== $m: llama-bench"
       "$LLAMA_BENCH" -m "$f" -p 64 -n 64 -ngl 99 -r 3 || echo "gpu-run: llama-bench failed on $m"

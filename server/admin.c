@@ -555,6 +555,7 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
     KEPT(server.cpu_memory_bytes, "server.cpu_memory_bytes");
     KEPT(server.gpu_memory_bytes, "server.gpu_memory_bytes");
     KEPT(server.elastic_memory, "server.elastic_memory");
+    KEPT(server.cuda_graphs, "server.cuda_graphs");
     KEPT(server.api_key_env, "server.api_key_env");
     KEPT(server.admin_key_env, "server.admin_key_env");
     KEPT(server.max_body_bytes, "server.max_body_bytes");

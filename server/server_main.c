@@ -111,7 +111,8 @@ static int check_config(const char *config, const colo_config *cfg)
     char err[1024];
     colo_device_config dc0 = {.want = device_want(cfg),
                               .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes,
-                              .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes};
+                              .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes,
+                             .cuda_graphs = cfg->server.cuda_graphs};
     colo_device *dev0 = colo_device_open(&dc0, err, sizeof err);
     if (!dev0) {
         fprintf(stderr, "colo-server: %s\n", err);
@@ -207,7 +208,8 @@ static bool app_open(app *a)
     colo_device_config dc = {.want = device_want(cfg),
                              .cpu_threads = cfg->server.threads,
                              .cpu_memory_bytes = (size_t)cfg->server.cpu_memory_bytes,
-                             .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes};
+                             .gpu_memory_bytes = (size_t)cfg->server.gpu_memory_bytes,
+                             .cuda_graphs = cfg->server.cuda_graphs};
     if (!(a->dev = colo_device_open(&dc, err, sizeof err))) {
         COLO_ERROR("colo-server: %s", err);
         return false;

@@ -287,14 +287,22 @@ static void alone(colo_device *d, int32_t ids[][64], const int *n, result *out)
     }
 }
 
-static void together(int step_tokens, int32_t ids[][64], const int *n, result *out)
+/* All the prompts in one engine on d; returns the graphs its stream launched. */
+static uint64_t together_on(colo_device *d, int step_tokens, int32_t ids[][64], const int *n, result *out)
 {
     rig r;
-    rig_open(&r, cuda, &(rig_cfg){.max_running = NB, .step_tokens = step_tokens});
+    rig_open(&r, d, &(rig_cfg){.max_running = NB, .step_tokens = step_tokens});
     for (int i = 0; i < NB; i++)
         add(&r, ids[i], n[i], NB_GEN, &out[i]);
     run_all(&r);
+    uint64_t graphs = colo_stream_graphs_launched(r.s);
     rig_close(&r);
+    return graphs;
+}
+
+static void together(int step_tokens, int32_t ids[][64], const int *n, result *out)
+{
+    together_on(cuda, step_tokens, ids, n, out);
 }
 
 static void test_batching(void **state)
@@ -317,6 +325,47 @@ static void test_batching(void **state)
         compare("CUDA chunked against alone", i, &chunked[i], &cuda_alone[i], TOL, &t);
     }
     assert_mostly_compared(&t);
+}
+
+/* Decode steps launched as graphs (cuda_graphs): the same kernels with the
+ * same arguments as when queued one by one, so the same bits. With the
+ * prefill in chunks of 5 tokens the sequences start decoding at different
+ * steps and finish at different ones, so the pure decode steps at the end
+ * pass through batch sizes from 6 down to 1 (graphs updated in place and
+ * rebuilt). A graph that kept a previous step's arguments (a stale update)
+ * or a step that ran twice or not at all changes tokens or their
+ * log-probabilities. */
+static void test_graphs(void **state)
+{
+    (void)state;
+    char err[256];
+    colo_device_config dc = {.want = "cuda", .cuda_graphs = true};
+    colo_device *g = colo_device_open(&dc, err, sizeof err);
+    if (!g)
+        fail_msg("cuda with graphs: %s", err);
+    int32_t ids[NB][64];
+    int n[NB];
+    for (int i = 0; i < NB; i++)
+        batch_prompt(i, ids[i], &n[i]);
+    result plain[2][NB], graphed[2][NB];
+    const int chunk[2] = {256, 5};
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(together_on(cuda, chunk[c], ids, n, plain[c]), 0);
+        uint64_t launched = together_on(g, chunk[c], ids, n, graphed[c]);
+        printf("prefill chunks of %d: %llu decode steps as graphs\n", chunk[c], (unsigned long long)launched);
+        if (launched < 8) /* most of NB_GEN decode steps; a recording that fails turns graphs off */
+            fail_msg("prefill chunks of %d: only %llu steps ran as graphs", chunk[c], (unsigned long long)launched);
+        for (int i = 0; i < NB; i++) {
+            const result *a = &graphed[c][i], *b = &plain[c][i];
+            assert_int_equal(a->status, COLO_OK);
+            assert_int_equal(a->n, b->n);
+            if (memcmp(a->toks, b->toks, (size_t)b->n * sizeof(int32_t)) ||
+                memcmp(a->lp, b->lp, (size_t)b->n * sizeof(float)))
+                fail_msg("prefill chunks of %d, sequence %d: graphs changed the tokens or their log-probabilities",
+                         chunk[c], i);
+        }
+    }
+    colo_device_close(g);
 }
 
 /* ---- the prefix cache and n choices --------------------------------------------------- */
@@ -555,6 +604,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batching),
+        cmocka_unit_test(test_graphs),
         cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_n_choices),
         cmocka_unit_test(test_elastic),

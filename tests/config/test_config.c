@@ -32,6 +32,7 @@ static void test_full_config(void **state)
                     "  cpu_memory_bytes: 8GiB\n"
                     "  gpu_memory_bytes: 70GiB\n"
                     "  elastic_memory: false\n"
+                    "  cuda_graphs: true\n"
                     "  api_key_env: TEST_COLO_KEY\n"
                     "  max_body_bytes: 64KiB\n"
                     "  max_header_bytes: 4096\n"
@@ -77,6 +78,7 @@ static void test_full_config(void **state)
     assert_int_equal(s->cpu_memory_bytes, 8ull << 30);
     assert_int_equal(s->gpu_memory_bytes, 70ull << 30);
     assert_false(s->elastic_memory);
+    assert_true(s->cuda_graphs);
     assert_string_equal(s->api_key_env, "TEST_COLO_KEY");
     assert_int_equal(s->max_body_bytes, 64 << 10);
     assert_int_equal(s->max_header_bytes, 4096);
@@ -117,7 +119,7 @@ static void test_full_config(void **state)
     assert_int_equal(m->batching.max_batch_prefill_tokens, 64);
     assert_true(m->sla.p99_ms == 800 && m->sla.ttft_ms == 300 && m->sla.min_rps == 2 && m->sla.max_error_rate == 0.01);
     assert_true(m->sla.tpot_ms == 40 && m->sla.reject_late);
-    assert_int_equal(m->mark.line, 22);
+    assert_int_equal(m->mark.line, 23);
     assert_int_equal(m->mark.column, 5);
 
     m = &cfg.models[1];
@@ -128,7 +130,7 @@ static void test_full_config(void **state)
     m = &cfg.models[2];
     assert_string_equal(m->path, "/etc/colo/models/b.gguf"); /* relative to the config file's folder */
     assert_string_equal(m->source_pypi, "");
-    assert_int_equal(m->mark.line, 39);
+    assert_int_equal(m->mark.line, 40);
     unsetenv("XDG_CACHE_HOME");
 }
 
@@ -146,6 +148,7 @@ static void test_defaults(void **state)
     assert_int_equal(s->cpu_memory_bytes, 0);
     assert_int_equal(s->gpu_memory_bytes, 0);
     assert_true(s->elastic_memory);
+    assert_false(s->cuda_graphs);
     assert_string_equal(s->api_key_env, "");
     assert_int_equal(s->max_body_bytes, 1 << 20);
     assert_int_equal(s->max_header_bytes, 16 << 10);

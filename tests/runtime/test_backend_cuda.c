@@ -382,6 +382,57 @@ static void test_cuda_failure_is_not_sticky(void **state)
     colo_device_close(d);
 }
 
+/* Graphs (cuda_graphs): a recording runs nothing until end launches it; a
+ * second recording under the same key updates the graph to its own
+ * arguments; key -1 throws a recording away; a device without cuda_graphs
+ * records nothing. x = 1 + i: scale by 3 (graph), then by 5 (the same graph
+ * updated), then by 7 (thrown away) must give 15 (1 + i). */
+static void test_cuda_graphs(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    char err[256];
+    colo_device *plain = open_dev("cuda");
+    colo_stream *ps = make_stream(plain, COLO_PRIO_NORMAL, 0, 0);
+    assert_int_equal(colo_stream_graph_begin(ps), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_stream_graphs_launched(ps), 0);
+    colo_stream_destroy(ps);
+    colo_device_close(plain);
+
+    colo_device_config cfg = {.want = "cuda", .cuda_graphs = true};
+    colo_device *d = colo_device_open(&cfg, err, sizeof err);
+    assert_non_null(d);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    colo_buffer *b = colo_buffer_alloc(d, N * sizeof(float), err, sizeof err);
+    assert_non_null(b);
+    float *x = colo_buffer_ptr(b), h[N];
+    for (int i = 0; i < N; i++)
+        h[i] = 1.0f + (float)i;
+    assert_int_equal(colo_memcpy_h2d(s, x, h, sizeof h), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    const float alpha[3] = {3.0f, 5.0f, 7.0f};
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(colo_stream_graph_begin(s), COLO_OK);
+        assert_int_equal(colo_stream_graph_begin(s), COLO_EUNSUPPORTED); /* not nested */
+        assert_int_equal(colo_op_scale(s, x, alpha[r], N), COLO_OK);
+        colo_status st = colo_stream_graph_end(s, r < 2 ? 1 : -1);
+        assert_int_equal(st, r < 2 ? COLO_OK : COLO_ECANCELED);
+        assert_int_equal(colo_stream_sync(s), COLO_OK);
+        assert_int_equal(colo_stream_graphs_launched(s), r < 2 ? (uint64_t)r + 1 : 2);
+    }
+    assert_int_equal(colo_stream_graph_end(s, 1), COLO_EINVAL); /* none recording */
+    assert_int_equal(colo_memcpy_d2h(s, h, x, sizeof h), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    for (int i = 0; i < N; i++)
+        if (h[i] != 15.0f * (1.0f + (float)i))
+            fail_msg("x[%d] = %g after scaling by 3 and 5 (and a discarded 7), want %g", i, h[i],
+                     15.0 * (1.0 + i));
+    assert_false(colo_device_poisoned(d));
+    colo_buffer_free(b);
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
 /* Fills [p, p + n) on s with random bytes and reads them back. */
 static void roundtrip(colo_stream *s, void *p, size_t n, unsigned *seed)
 {
@@ -626,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_cuda_streams_and_copies), cmocka_unit_test(test_cuda_events),
         cmocka_unit_test(test_cuda_workspace),        cmocka_unit_test(test_cuda_partitions),
         cmocka_unit_test(test_cuda_error_flag),       cmocka_unit_test(test_cuda_failure_is_not_sticky),
+        cmocka_unit_test(test_cuda_graphs),
         cmocka_unit_test(test_cuda_elastic_arena),    cmocka_unit_test(test_cuda_stream_on_another_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

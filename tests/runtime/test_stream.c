@@ -495,6 +495,11 @@ static void test_bad_arguments(void **state)
     assert_int_equal(colo_memcpy_d2h(s, NULL, NULL, 0), COLO_OK); /* zero bytes: nothing to do */
     assert_int_equal(colo_cpu_launch(NULL, record_outside, NULL, 0, 1), COLO_EINVAL);
     assert_int_equal(colo_cpu_launch(s, NULL, NULL, 0, 1), COLO_EINVAL);
+    /* no graphs on the CPU: the work is queued as it comes */
+    assert_int_equal(colo_stream_graph_begin(s), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_stream_graph_end(s, 1), COLO_EUNSUPPORTED);
+    assert_int_equal(colo_stream_graph_begin(NULL), COLO_EINVAL);
+    assert_int_equal(colo_stream_graphs_launched(s), 0);
     colo_stream_config bad = {.priority = (colo_priority)7};
     assert_null(colo_stream_create(d, &bad, err, sizeof err));
     assert_true(strlen(err) > 0);
