@@ -57,7 +57,7 @@ struct colo_llama {
     float *x, *h, *q, *k, *v, *att, *g, *u, *lx, *logits;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slot, *d_rows, *d_table;
     int32_t *h_slot;
-    bool no_graphs; /* recording a decode step as a graph failed once: never again */
+    int graph_failures; /* decode steps whose recording as a graph failed; at 3, no more graphs */
 };
 
 static const char *const arch_names[] = {"llama", "qwen2", "qwen3", "phi3", "gemma3"};
@@ -822,6 +822,8 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
 static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
                            int max_pos, colo_cosched_member *throttle);
 
+#define COLO_LLAMA_GRAPH_FAILURES 3
+
 /* A graph key for a decode step of n sequences (colo_stream_graph_end):
  * steps whose kernels are the same functions share a graph, updated in
  * place; linear's mat-vec kernel is specialised for 1, 2, 4 and 8 or more
@@ -865,16 +867,19 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_memcpy_h2d(s, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4));
 
     /* Decode steps as one graph where the device records them
-     * (colo_device_config.cuda_graphs); a recording that fails ran nothing,
-     * and the step is queued as usual. */
-    bool graph = decode && !m->no_graphs && colo_stream_graph_begin(s) == COLO_OK;
+     * (colo_device_config.cuda_graphs). A recording that fails ran nothing,
+     * and the step is queued as usual; it may fail once for a cause that
+     * passes (a stream's scratch growing, which cannot happen while
+     * recording), so graphs stop only after COLO_LLAMA_GRAPH_FAILURES. */
+    bool graph = decode && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
     colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle);
     if (graph) {
         colo_status ge = colo_stream_graph_end(s, st == COLO_OK ? graph_key(n) : -1);
         if (ge != COLO_OK) {
-            COLO_WARN("llama: decode steps of this model run without graphs: recording one failed (%s)",
-                      colo_status_str(st != COLO_OK ? st : ge));
-            m->no_graphs = true;
+            if (++m->graph_failures == COLO_LLAMA_GRAPH_FAILURES)
+                COLO_WARN("llama: decode steps of this model run without graphs: recording one failed %d times "
+                          "(last: %s)",
+                          COLO_LLAMA_GRAPH_FAILURES, colo_status_str(st != COLO_OK ? st : ge));
             st = compute(m, s, b, bs, kv_type, max_pos, throttle);
         }
     }
