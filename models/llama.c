@@ -461,6 +461,14 @@ static colo_status plan(const colo_gguf *g, colo_llama_hparams *hp, colo_llama *
         return COLO_EFORMAT;
     }
     hp->n_vocab = (int)n_tok;
+    /* Every layer has at least 6 tensors (two norms, fused QKV, output,
+     * fused gate and up, down): a block count past what the file holds is
+     * refused here, before tensor names are listed for millions of layers. */
+    if ((int64_t)hp->n_layer * 6 > colo_gguf_n_tensors(g)) {
+        snprintf(msg, msglen, "%s.block_count is %d, but the file has %d tensors (at least 6 per layer)",
+                 colo_llama_arch_name(hp->arch), hp->n_layer, colo_gguf_n_tensors(g));
+        return COLO_EFORMAT;
+    }
     if (!build_specs(g, hp, m, layers, fz, l)) {
         snprintf(msg, msglen, "out of memory");
         return COLO_ENOMEM;

@@ -108,7 +108,18 @@ static colo_status zero_fill(void *ctx, int index, void *buf, size_t bytes)
 
 /* A minimal one-layer file of arch (llama-shaped tensors, F32, E 64,
  * 4 heads, F 128, V 64); variant adds one thing colo must refuse. */
-typedef enum { V_NONE, V_ARCH, V_YARN, V_EXPERTS, V_SOFTCAP, V_EXTRA_TENSOR, V_MISSING, V_SHAPE, V_SWA } variant;
+typedef enum {
+    V_NONE,
+    V_ARCH,
+    V_YARN,
+    V_EXPERTS,
+    V_SOFTCAP,
+    V_EXTRA_TENSOR,
+    V_MISSING,
+    V_SHAPE,
+    V_SWA,
+    V_LAYERS /* a block count of millions over one layer's tensors */
+} variant;
 
 static void write_minimal(const char *path, const char *arch, variant v)
 {
@@ -118,7 +129,7 @@ static void write_minimal(const char *path, const char *arch, variant v)
     const char *a = v == V_ARCH ? "mamba" : arch;
 #define K(sfx) (snprintf(k, sizeof k, "%s.%s", a, sfx), k)
     assert_int_equal(colo_gguf_writer_add_str(w, "general.architecture", a), COLO_OK);
-    assert_int_equal(colo_gguf_writer_add_u32(w, K("block_count"), 1), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_u32(w, K("block_count"), v == V_LAYERS ? 1u << 24 : 1), COLO_OK);
     assert_int_equal(colo_gguf_writer_add_u32(w, K("context_length"), 128), COLO_OK);
     assert_int_equal(colo_gguf_writer_add_u32(w, K("embedding_length"), 64), COLO_OK);
     assert_int_equal(colo_gguf_writer_add_u32(w, K("feed_forward_length"), 128), COLO_OK);
@@ -178,7 +189,8 @@ static void test_refusals(void **state)
                  {V_EXTRA_TENSOR, "tensor blk.0.ffn_gate_inp.weight is not part of the llama architecture"},
                  {V_MISSING, "tensor blk.0.attn_v.weight is missing"},
                  {V_SHAPE, "tensor blk.0.ffn_down.weight has shape [64, 64"},
-                 {V_SWA, "key llama.attention.sliding_window is 32"}};
+                 {V_SWA, "key llama.attention.sliding_window is 32"},
+                 {V_LAYERS, "llama.block_count is 16777216, but the file has 11 tensors"}};
     char path[400], err[512];
     snprintf(path, sizeof path, "%s/minimal.gguf", tmpdir);
     colo_llama_memory mem;

@@ -678,6 +678,20 @@ static void cpu_spin_task(const void *a, int chunk, int n_chunks)
     __atomic_fetch_add(s->busy_ns, t - t0, __ATOMIC_RELAXED);
 }
 
+/* Copies *src to *dst when it runs: what best-effort had by the end of a
+ * high stream's work. */
+typedef struct {
+    uint64_t *src, *dst;
+} snap_args;
+
+static void snap_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    const snap_args *s = a;
+    __atomic_store_n(s->dst, __atomic_load_n(s->src, __ATOMIC_RELAXED), __ATOMIC_RELEASE);
+}
+
 static double be_share_beside_high(double floor, int workers, uint64_t *be_ns, uint64_t *hi_ns)
 {
     colo_device *d = open_cpu(workers);
@@ -693,19 +707,40 @@ static double be_share_beside_high(double floor, int workers, uint64_t *be_ns, u
      * time; the high ones' 2 x 150 ops, 384 ms, outlast it down to a floor
      * of 0.1); without, the high ones' (2 x 30 ops) do */
     int n_hi = floor > 0 ? 150 : 30;
+    /* One worker: held in a gate op of h1 while everything is queued, so
+     * that it never finds only be's ops waiting because this thread was
+     * slow to queue the next high ones (a loaded machine) */
+    volatile int gate = workers == 1 ? 0 : 1;
+    int entered = 0;
+    tag_args blocker = {-1, 0, &gate, &entered};
+    if (workers == 1) {
+        log_reset();
+        assert_int_equal(colo_cpu_launch(h1, tag_task, &blocker, sizeof blocker, 1), COLO_OK);
+        wait_entered(&entered, 1);
+    }
     for (int i = 0; i < n_hi; i++) {
         if (i < 30)
             assert_int_equal(colo_cpu_launch(be, cpu_spin_task, &sb, sizeof sb, 64), COLO_OK);
         assert_int_equal(colo_cpu_launch(h1, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
         assert_int_equal(colo_cpu_launch(h2, cpu_spin_task, &sh, sizeof sh, 64), COLO_OK);
     }
+    /* without a floor, be's time is what it had when the high streams' last
+     * ops ran (be goes on after them, before this thread wakes) */
+    uint64_t snap[2] = {0, 0};
+    snap_args s1 = {&busy_be, &snap[0]}, s2 = {&busy_be, &snap[1]};
+    if (floor <= 0) {
+        assert_int_equal(colo_cpu_launch(h1, snap_task, &s1, sizeof s1, 1), COLO_OK);
+        assert_int_equal(colo_cpu_launch(h2, snap_task, &s2, sizeof s2, 1), COLO_OK);
+    }
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
     if (floor > 0) {
         assert_int_equal(colo_stream_sync(be), COLO_OK);
+        *be_ns = __atomic_load_n(&busy_be, __ATOMIC_RELAXED);
     } else {
         assert_int_equal(colo_stream_sync(h1), COLO_OK);
         assert_int_equal(colo_stream_sync(h2), COLO_OK);
+        *be_ns = snap[0] > snap[1] ? snap[0] : snap[1];
     }
-    *be_ns = __atomic_load_n(&busy_be, __ATOMIC_RELAXED);
     *hi_ns = __atomic_load_n(&busy_hi, __ATOMIC_RELAXED);
     colo_stream_destroy(h1);
     colo_stream_destroy(h2);
