@@ -11,6 +11,7 @@
 #include "models/kv_cache.h"
 #include "models/progress.h"
 #include "runtime/log.h"
+#include "runtime/staging.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -481,9 +482,10 @@ static colo_status plan(const colo_gguf *g, colo_llama_hparams *hp, colo_llama *
     return check_unused(g, hp, l, msg, msglen);
 }
 
-/* Uploads one tensor of the list (nothing for an absent optional one). */
-static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_stream *s, const tensor_spec *sp, char *err,
-                               size_t errlen)
+/* Uploads one tensor of the list (nothing for an absent optional one)
+ * through stg: on the device once stg is finished. */
+static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_staging *stg, const tensor_spec *sp,
+                               char *err, size_t errlen)
 {
     const colo_gguf_tensor *t = colo_gguf_find_tensor(g, sp->name);
     if (!t)
@@ -495,11 +497,11 @@ static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_stream *s
                      sp->name, t->bytes, colo_arena_used(m->arena), colo_arena_limit(m->arena));
         return st;
     }
-    if ((st = colo_memcpy_h2d(s, d, t->data, t->bytes)) != COLO_OK || (st = colo_stream_sync(s)) != COLO_OK) {
+    if ((st = colo_staging_copy(stg, d, t->data, t->bytes)) != COLO_OK) {
         colo_set_err(err, errlen, "tensor %s: copy to the device failed (%s)", sp->name, colo_status_str(st));
         return st;
     }
-    colo_gguf_release(g, t); /* the file's pages are not needed twice */
+    colo_gguf_release(g, t); /* read: the file's pages are not needed twice */
     m->weight_bytes += t->bytes;
     *sp->dst = d;
     if (sp->type)
@@ -580,15 +582,30 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     char what[300];
     snprintf(what, sizeof what, "loading %s", path);
     colo_progress_begin(&progress, what, colo_gguf_file_size(g) - colo_gguf_data_offset(g), 1ull << 30);
+    /* Through page-locked buffers where the device has them, so that reading
+     * the file and the transfer overlap (runtime/staging.h). */
+    colo_staging *stg = colo_staging_create(s, (size_t)16 << 20);
+    if (!stg) {
+        colo_progress_end(&progress);
+        snprintf(msg, sizeof msg, "out of memory (staging buffers for the weights)");
+        goto out_msg;
+    }
     for (int i = 0; i < specs.n; i++) {
         size_t before = m->weight_bytes;
-        if (load_tensor(m, g, s, &specs.v[i], msg, sizeof msg)) {
+        if (load_tensor(m, g, stg, &specs.v[i], msg, sizeof msg)) {
+            colo_staging_free(stg);
             colo_progress_end(&progress);
             goto out_msg;
         }
         colo_progress_add(&progress, m->weight_bytes - before);
     }
+    colo_status cst = colo_staging_finish(stg);
+    colo_staging_free(stg);
     colo_progress_end(&progress);
+    if (cst != COLO_OK) {
+        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(cst));
+        goto out_msg;
+    }
     if (!m->output) {
         m->output = m->tok_embd;
         m->t_out = m->t_embd;

@@ -17,6 +17,7 @@
 #include "runtime/clock.h"
 #include "runtime/cpu_task.h"
 #include "runtime/cosched.h"
+#include "runtime/staging.h"
 
 static colo_device *open_cpu(int threads)
 {
@@ -324,6 +325,43 @@ static void test_copies_in_order(void **state)
     assert_int_equal(colo_memcpy_h2d(s, NULL, src, 4), COLO_EINVAL);
     free(src);
     colo_host_free(d, dst);
+    colo_buffer_free(b);
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
+/* Staged host-to-device copies (runtime/staging.h), on the CPU direct: several
+ * copies of odd sizes into one buffer, each complete after finish. */
+static void test_staging(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    char err[256];
+    const size_t n = 3 << 20;
+    colo_buffer *b = colo_buffer_alloc(d, n, err, sizeof err);
+    unsigned char *src = malloc(n), *back = malloc(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(i * 131 + 17);
+    assert_null(colo_staging_create(NULL, 4096));
+    assert_null(colo_staging_create(s, 0));
+    colo_staging *st = colo_staging_create(s, 4096);
+    assert_non_null(st);
+    unsigned char *dev = colo_buffer_ptr(b);
+    assert_int_equal(colo_staging_copy(st, dev, src, 1), COLO_OK);
+    assert_int_equal(colo_staging_copy(st, dev + 1, src + 1, 4095), COLO_OK);
+    assert_int_equal(colo_staging_copy(st, dev + 4096, src + 4096, n - 4096 - 5), COLO_OK);
+    assert_int_equal(colo_staging_copy(st, dev + n - 5, src + n - 5, 5), COLO_OK);
+    assert_int_equal(colo_staging_copy(st, NULL, src, 5), COLO_EINVAL);
+    assert_int_equal(colo_staging_finish(st), COLO_OK);
+    colo_staging_free(st);
+    assert_int_equal(colo_memcpy_d2h(s, back, dev, n), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_memory_equal(back, src, n);
+    colo_staging_free(NULL);
+    free(src);
+    free(back);
     colo_buffer_free(b);
     colo_stream_destroy(s);
     colo_device_close(d);
@@ -847,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_many_streams),
         cmocka_unit_test(test_event_rerecord_and_lifetime),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_staging),
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
         cmocka_unit_test(test_fair_shares),
