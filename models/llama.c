@@ -599,11 +599,11 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
         }
         colo_progress_add(&progress, m->weight_bytes - before);
     }
-    colo_status cst = colo_staging_finish(stg);
+    colo_status st = colo_staging_finish(stg); /* the mapping is unmapped below */
     colo_staging_free(stg);
     colo_progress_end(&progress);
-    if (cst != COLO_OK) {
-        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(cst));
+    if (st != COLO_OK) {
+        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));
         goto out_msg;
     }
     if (!m->output) {
@@ -612,11 +612,6 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     }
     split_fused(m, fz);
     m->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
-    colo_status st = colo_stream_sync(s); /* the mapping is unmapped below */
-    if (st != COLO_OK) {
-        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));
-        goto out_msg;
-    }
     free(fz);
     free(specs.v);
     colo_gguf_close(g);
