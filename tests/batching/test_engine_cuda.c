@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/cuda_skip.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,19 +591,9 @@ static void test_elastic(void **state)
     assert_mostly_compared(&t);
 }
 
-static void test_cuda_present(void **state)
-{
-    (void)state;
-    printf("no usable CUDA device: skipped\n");
-    skip();
-}
-
 int main(void)
 {
-    if (!colo_cuda_available()) {
-        const struct CMUnitTest none[] = {cmocka_unit_test(test_cuda_present)};
-        return cmocka_run_group_tests(none, NULL, NULL);
-    }
+    COLO_SKIP_WITHOUT_CUDA();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batching),
         cmocka_unit_test(test_graphs),

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/cuda_skip.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,18 +503,9 @@ static void test_rope_head_dims(void **state)
     case_rope(*state, 3, 256, 256, true, true);
 }
 
-static void test_cuda_present(void **state)
-{
-    (void)state;
-    skip();
-}
-
 int main(void)
 {
-    if (!colo_cuda_available()) {
-        const struct CMUnitTest none[] = {cmocka_unit_test(test_cuda_present)};
-        return cmocka_run_group_tests(none, NULL, NULL);
-    }
+    COLO_SKIP_WITHOUT_CUDA();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long_attention),    cmocka_unit_test(test_attention_head_dims),
         cmocka_unit_test(test_bidir_attention),   cmocka_unit_test(test_linear_rows),

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/cuda_skip.h"
+
 #include "tests/kernels/parity_cases.h"
 
 static ctx_t ctx;
@@ -33,19 +35,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void test_cuda_present(void **state)
-{
-    (void)state;
-    if (!colo_cuda_available())
-        skip();
-}
-
 int main(void)
 {
-    if (!colo_cuda_available()) {
-        const struct CMUnitTest none[] = {cmocka_unit_test(test_cuda_present)};
-        return cmocka_run_group_tests(none, NULL, NULL);
-    }
+    COLO_SKIP_WITHOUT_CUDA();
     const struct CMUnitTest tests[] = {PARITY_TESTS};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

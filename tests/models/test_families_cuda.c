@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/cuda_skip.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,19 +140,9 @@ static void test_families_cuda(void **state)
     family_each(one_case);
 }
 
-static void test_cuda_present(void **state)
-{
-    (void)state;
-    printf("no usable CUDA device: skipped\n");
-    skip();
-}
-
 int main(void)
 {
-    if (!colo_cuda_available()) {
-        const struct CMUnitTest none[] = {cmocka_unit_test(test_cuda_present)};
-        return cmocka_run_group_tests(none, NULL, NULL);
-    }
+    COLO_SKIP_WITHOUT_CUDA();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_families_cuda)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

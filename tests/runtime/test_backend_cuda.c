@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/cuda_skip.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -695,12 +697,6 @@ static void test_cuda_stream_on_another_thread(void **state)
     colo_arena_destroy(x.arena);
     colo_mem_pool_destroy(pool);
     colo_device_close(d);
-}
-
-static void test_cuda_present(void **state)
-{
-    (void)state;
-    skip();
 }
 
 int main(void)
