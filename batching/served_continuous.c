@@ -75,8 +75,8 @@ void colo_served_run_continuous(colo_served *m)
         /* asked to sleep: what runs finishes, nothing new starts */
         while (!atomic_load(&m->want_sleep) && m->n_live < max_live && (it = colo_queue_pop(m->q)))
             admit_one(m, it->owner);
-        m->running = m->n_live;
         colo_served_refresh_info(m); /* cancellations free blocks at once */
+        m->running = m->n_live;      /* after: a reader that sees it sees the blocks of the admission too */
         if (!m->n_live) {
             if (colo_served_device_lost(m)) {
                 colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
