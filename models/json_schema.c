@@ -123,8 +123,11 @@ static bool may_close(const node *nd, int from)
     return from >= nd->n || !(nd->required >> from);
 }
 
+static bool number_complete(uint8_t st) { return st == N_ZERO || st == N_INT || st == N_FRAC || st == N_EXP; }
+
 /* i counts the integer part's digits (at most 15, so that the value is
  * exact in a double and fits an int64), mask the exponent's (at most 2). */
+
 static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
 {
     uint8_t st = f->aux;
@@ -188,12 +191,14 @@ static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
         break;
     default: return false;
     }
+    /* a number that must go on (after '-', '.', 'e' or its sign) keeps a
+     * byte free for the digit that completes it */
+    if (!number_complete(st) && f->n + 2 > MAX_NUMBER_BYTES)
+        return false;
     f->aux = st;
     f->n++;
     return true;
 }
-
-static bool number_complete(uint8_t st) { return st == N_ZERO || st == N_INT || st == N_FRAC || st == N_EXP; }
 
 /* string escapes in aux: bit 3 = after a backslash, bits 0-2 = \u digits
  * left, bits 4-5 = UTF-8 continuation bytes left, bit 6 = a \u escape began

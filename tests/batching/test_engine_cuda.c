@@ -52,6 +52,7 @@
 #include "engine_fixture.h"
 #include "models/kv_cache.h"
 #include "models/mkmodel.h"
+#include "tests/test_seed.h"
 
 #define BS 4           /* tokens per KV block */
 #define TOL 0.01       /* log-probabilities, CUDA against CUDA */
@@ -310,7 +311,7 @@ static void together(int step_tokens, int32_t ids[][64], const int *n, result *o
 static void test_batching(void **state)
 {
     (void)state;
-    srand((unsigned)getpid());
+    srand((unsigned)colo_test_seed("test_engine_cuda", 313));
     int32_t ids[NB][64];
     int n[NB];
     for (int i = 0; i < NB; i++)
@@ -375,7 +376,7 @@ static void test_graphs(void **state)
 static void test_prefix_cache(void **state)
 {
     (void)state;
-    srand((unsigned)getpid() + 1);
+    srand((unsigned)colo_test_seed("test_engine_cuda", 378));
     enum { NP = 37, NS = 4, MT = 20 };
     int32_t prefix[NP], ids[NS][NP + 16];
     int n[NS];
@@ -421,7 +422,7 @@ static void test_prefix_cache(void **state)
 static void test_n_choices(void **state)
 {
     (void)state;
-    srand((unsigned)getpid() + 2);
+    srand((unsigned)colo_test_seed("test_engine_cuda", 424));
     int lens[] = {4 * BS + 3, 5 * BS};
     tally t = {0};
     for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
@@ -515,7 +516,7 @@ static void test_elastic(void **state)
         printf("the CUDA device cannot reserve address space (no virtual memory management): skipped\n");
         skip();
     }
-    srand((unsigned)getpid() + 3);
+    srand((unsigned)colo_test_seed("test_engine_cuda", 518));
     int32_t pa[N_A][PROMPT], pb[N_B][PROMPT];
     for (int i = 0; i < N_A; i++)
         random_tokens(pa[i], PROMPT);

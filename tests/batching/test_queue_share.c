@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "batching/queue.h"
+#include "tests/test_seed.h"
 
 #define N 60
 
@@ -150,7 +151,7 @@ static void test_batch_anchor_fair(void **state)
 
 int main(void)
 {
-    srand((unsigned)time(NULL));
+    srand((unsigned)colo_test_seed("test_queue_share", 153));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weights_divide_service), cmocka_unit_test(test_newcomer_not_starved),
         cmocka_unit_test(test_priority_before_share),  cmocka_unit_test(test_cost_is_tokens),

@@ -26,15 +26,13 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "tests/test_seed.h"
 
 static uint64_t rng_state;
 
 static void rng_seed_from_env(void)
 {
-    const char *e = getenv("COLO_TEST_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 0) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
-    printf("parity: seed %llu (set COLO_TEST_SEED=%llu to replay)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    uint64_t seed = colo_test_seed("parity", 35);
     rng_state = seed * 2654435761u + 1;
 }
 

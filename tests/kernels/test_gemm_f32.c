@@ -16,15 +16,13 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/test_seed.h"
 
 static uint64_t rng_state;
 
 static void seed_from_env(void)
 {
-    const char *e = getenv("COLO_TEST_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 0) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
-    printf("test_gemm_f32: seed %llu (set COLO_TEST_SEED=%llu to replay)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    uint64_t seed = colo_test_seed("test_gemm_f32", 25);
     rng_state = seed * 2654435761u + 1;
 }
 

@@ -26,6 +26,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "runtime/backend.h"
+#include "tests/test_seed.h"
 
 static uint64_t rng;
 
@@ -81,9 +82,7 @@ static int setup(void **state)
 {
     static ctx_t c;
     char err[256];
-    const char *e = getenv("COLO_TEST_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 0) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16));
-    printf("cuda shapes: seed %llu (set COLO_TEST_SEED to replay)\n", (unsigned long long)seed);
+    uint64_t seed = colo_test_seed("test_ops_cuda_shapes", 85);
     rng = seed * 2654435761u + 1;
     colo_device_config cfg = {.want = "cuda"};
     c.dev = colo_device_open(&cfg, err, sizeof err);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "models/json_schema.h"
+#include "tests/test_seed.h"
 
 static colo_schema *compile(const char *schema)
 {
@@ -100,6 +101,14 @@ static void test_enums_arrays_numbers(void **state)
         {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1]}", 1},
         {"{\"c\":12,\"k\":\"x\",\"xs\":[1.5e3, -0.25, 7]}", 1},
         {"{\"c\":1,\"k\":\"x\",\"xs\":[0]}", 1},
+        /* a number has at most 24 bytes, and one that must go on keeps a
+         * byte for the digit that completes it */
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.2345678901234567890123]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.23456789012345678901234]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.23456789012345678901E5]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.234567890123456789012E5]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[-1.234567890123456789E-5]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[-1.2345678901234567890E-5]}", 0},
         {"{\"c\":null,\"k\":\"x\",\"xs\":[0]}", 1},
         {"{\"c\":123,\"k\":\"x\",\"xs\":[0]}", 0},
         {"{\"c\":\"blue\",\"k\":\"x\",\"xs\":[0]}", 0},
@@ -111,6 +120,30 @@ static void test_enums_arrays_numbers(void **state)
         {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1e]}", 0},
     };
     check(schema, e, sizeof e / sizeof *e);
+}
+
+/* Every byte accepted leaves a way to finish: at the number's last free
+ * byte, what would need another (an exponent, its sign) is refused. */
+static bool accepts_after(const colo_schema *g, const char *prefix, char c)
+{
+    colo_schema_state s;
+    colo_schema_state_init(g, &s);
+    assert_true(colo_schema_feed(g, &s, prefix, strlen(prefix)));
+    return colo_schema_accepts(g, &s, &c, 1);
+}
+
+static void test_number_room(void **state)
+{
+    (void)state;
+    colo_schema *g = compile("{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"}}}");
+    /* numbers of 22 and 23 bytes (at most 24): room for 'E' and a digit after 22, not after 23 */
+    assert_true(accepts_after(g, "{\"x\":1.23456789012345678901", 'E'));
+    assert_false(accepts_after(g, "{\"x\":1.234567890123456789012", 'E'));
+    assert_true(accepts_after(g, "{\"x\":1.234567890123456789012", '3'));
+    assert_true(accepts_after(g, "{\"x\":1.234567890123456789012", '}'));
+    assert_true(accepts_after(g, "{\"x\":-1.2345678901234567890E", '5'));
+    assert_false(accepts_after(g, "{\"x\":-1.2345678901234567890E", '-'));
+    colo_schema_free(g);
 }
 
 static void test_anyof_refs_nullable(void **state)
@@ -234,6 +267,13 @@ static json_t *walk(const colo_schema *g, char *buf, size_t cap)
     buf[n] = 0;
     json_error_t je;
     json_t *doc = json_loads(buf, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!doc && strstr(buf, "\\u0000")) {
+        /* jansson takes no NUL in an object key, which JSON allows: the
+         * same document with \u0001 in its place must parse */
+        for (char *q = buf; (q = strstr(q, "\\u0000")); q += 6)
+            q[5] = '1';
+        doc = json_loads(buf, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    }
     if (!doc)
         fail_msg("walk produced unparsable %s (%s)", buf, je.text);
     return doc;
@@ -242,7 +282,7 @@ static json_t *walk(const colo_schema *g, char *buf, size_t cap)
 static void test_random_walks(void **state)
 {
     (void)state;
-    rng ^= (unsigned long long)time(NULL) * 2654435761ull;
+    rng ^= colo_test_seed("test_json_schema", 245) * 2654435761ull;
     const char *schema =
         "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\","
         "\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"maxItems\":4},\"kind\":{\"anyOf\":[{\"type\":\"null\"},"
@@ -364,6 +404,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_object_properties),
         cmocka_unit_test(test_enums_arrays_numbers),
+        cmocka_unit_test(test_number_room),
         cmocka_unit_test(test_anyof_refs_nullable),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_refusals),

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/arena.h"
+#include "tests/test_seed.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -156,7 +157,7 @@ static void test_physical_memory_follows_use(void **state)
     assert_int_equal(colo_arena_commit(a, p, lo), COLO_OK);
     assert_int_equal(colo_arena_commit(a, p + lo, hi - lo), COLO_OK);
     assert_int_equal(colo_arena_commit(a, p + hi, bytes - hi), COLO_OK);
-    unsigned seed = (unsigned)getpid();
+    unsigned seed = (unsigned)colo_test_seed("test_arena_elastic", 159);
     for (size_t i = 0; i < bytes; i += page / 2)
         p[i] = (char)(1 + rand_r(&seed) % 100);
     assert_int_equal(resident_pages(p, bytes), bytes / page);
@@ -227,7 +228,7 @@ static void test_threads_share_a_pool(void **state)
         char name[8];
         snprintf(name, sizeof name, "t%d", i);
         w[i] = (worker){colo_arena_create_elastic(dev, name, pool, MiB, 4 * MiB, err, sizeof err), pool,
-                        (unsigned)getpid() + (unsigned)i, false};
+                        230u + (unsigned)i, false};
         assert_non_null(w[i].a);
     }
     for (int i = 0; i < 4; i++)

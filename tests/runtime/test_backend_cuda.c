@@ -23,6 +23,7 @@
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/staging.h"
+#include "tests/test_seed.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -46,9 +47,7 @@ static int native_priority(const colo_stream *s)
 
 static unsigned test_seed(void)
 {
-    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
-    printf("seed %u\n", seed);
-    return seed;
+    return (unsigned)colo_test_seed("test_backend_cuda", 49);
 }
 
 static colo_device *open_dev(const char *want)

@@ -14,6 +14,7 @@
 #include "server/server.h"
 
 #include <math.h>
+#include "tests/test_seed.h"
 
 static const char *config =
     "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 512MiB,\n"
@@ -342,7 +343,7 @@ static void test_auth_basic(void **state)
 
 int main(void)
 {
-    srand((unsigned)time(NULL));
+    srand((unsigned)colo_test_seed("test_api_stats", 345));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_follow_requests),
         cmocka_unit_test(test_stats_by_seq),

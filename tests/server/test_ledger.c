@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "server/ledger.h"
+#include "tests/test_seed.h"
 
 typedef struct rows {
     colo_usage_row r[32];
@@ -140,7 +141,7 @@ static void test_parsers(void **state)
 
 int main(void)
 {
-    srand((unsigned)getpid());
+    srand((unsigned)colo_test_seed("test_ledger", 143));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_and_query),
         cmocka_unit_test(test_open_errors),

@@ -17,6 +17,7 @@
 
 #include "server/sha256.h"
 #include "tests/server/server_fixture.h"
+#include "tests/test_seed.h"
 
 static void hash(const char *key, char hex[65])
 {
@@ -377,7 +378,7 @@ static void test_flood_cannot_starve(void **state)
 
 int main(void)
 {
-    srand((unsigned)getpid());
+    srand((unsigned)colo_test_seed("test_tenants_usage", 380));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_restart_deleted_tenant),
         cmocka_unit_test(test_report_equals_metrics),
