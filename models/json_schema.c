@@ -127,7 +127,6 @@ static bool number_complete(uint8_t st) { return st == N_ZERO || st == N_INT || 
 
 /* i counts the integer part's digits (at most 15, so that the value is
  * exact in a double and fits an int64), mask the exponent's (at most 2). */
-
 static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
 {
     uint8_t st = f->aux;

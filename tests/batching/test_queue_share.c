@@ -8,7 +8,6 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
-#include <time.h>
 
 #include "batching/queue.h"
 #include "tests/test_seed.h"

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/test_seed.h"
