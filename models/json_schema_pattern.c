@@ -6,10 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Groups nest at most this deep: the parser recurses once per group, and
+ * a pattern comes from a client. */
+#define MAX_PATTERN_NESTING 32
+
 typedef struct rx {
     const char *p, *end;
     pattern *pat;
     const char *why;
+    int depth; /* groups open around the parser's position */
 } rx;
 
 typedef struct rset {
@@ -82,7 +87,14 @@ static bool rx_atom(rx *r, rset *out)
             r->why = "uses a group construct other than (?:...)";
             return false;
         }
-        if (!rx_alt(r, out))
+        if (r->depth >= MAX_PATTERN_NESTING) {
+            r->why = "nests groups too deeply (at most 32 levels)";
+            return false;
+        }
+        r->depth++;
+        bool ok = rx_alt(r, out);
+        r->depth--;
+        if (!ok)
             return false;
         if (r->p >= r->end || *r->p != ')') {
             r->why = "has an unclosed group";
@@ -233,7 +245,7 @@ static bool rx_repeat(rx *r, rset *out)
             if (i == 0)
                 b = a;
             else {
-                rx sub = {start, atom_end, r->pat, NULL};
+                rx sub = {start, atom_end, r->pat, NULL, r->depth};
                 if (!rx_atom(&sub, &b)) {
                     r->why = sub.why;
                     return false;
@@ -290,7 +302,7 @@ bool colo_schema_pattern_build(pattern *pt, const char *src, const char **why)
     size_t len = strlen(src);
     bool start_anchor = len && src[0] == '^';
     bool end_anchor = len > (size_t)start_anchor && src[len - 1] == '$' && (len < 2 || src[len - 2] != '\\');
-    rx r = {src + start_anchor, src + len - end_anchor, pt, NULL};
+    rx r = {src + start_anchor, src + len - end_anchor, pt, NULL, 0};
     uint64_t any[2] = {0, 0};
     cls_range(any, 0x20, 0x7E);
     rset acc = {0, 0, true}, b;

@@ -2,12 +2,13 @@
  * parsed as the server parses them (colo_json_parse, server/http_json.h).
  * The first byte picks the endpoint (bits 0-1 and 4), the model's task
  * (bit 2) and the limits (bit 3: a large model or a tiny one); the rest is
- * the body. */
+ * the body. A JSON Schema the request carries is compiled. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/json_schema.h"
 #include "server/api_request.h"
 #include "server/http_json.h"
 #include "fuzz_common.h"
@@ -76,9 +77,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     colo_api_input in = {.r = r};
     colo_status st = colo_api_decode(ep, task, body, lim, &in, err, sizeof err);
-    if (st == COLO_OK)
+    if (st == COLO_OK) {
         check(ep, task, lim, &in);
-    else if (st != COLO_EINVAL)
+        /* the schema compiler sees what a client sends (the model's
+         * preparation compiles it before admission) */
+        if (r->params.json_schema) {
+            colo_schema *g = colo_schema_compile(r->params.json_schema, strlen(r->params.json_schema), err, sizeof err);
+            if (!g && !err[0])
+                abort();
+            colo_schema_free(g);
+        }
+    } else if (st != COLO_EINVAL)
         abort(); /* every refusal is a 400 */
     colo_request_free(r);
     json_decref(body);

@@ -227,6 +227,43 @@ static void test_refusals(void **state)
     }
 }
 
+/* A pattern's groups nest at most 32 deep; deeper ones are refused, not
+ * recursed into (20,000 levels overflowed the stack). */
+static void test_pattern_nesting(void **state)
+{
+    (void)state;
+    static const int depths[] = {32, 33, 20000};
+    for (size_t i = 0; i < sizeof depths / sizeof *depths; i++) {
+        int d = depths[i];
+        const char *head = "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"^";
+        const char *tail = "$\"}}}";
+        size_t n = strlen(head) + 2 * (size_t)d + 1 + strlen(tail) + 1;
+        char *schema = malloc(n);
+        assert_non_null(schema);
+        char *p = schema + sprintf(schema, "%s", head);
+        memset(p, '(', (size_t)d), p += d;
+        *p++ = 'a';
+        memset(p, ')', (size_t)d), p += d;
+        strcpy(p, tail);
+        char err[256] = "";
+        colo_schema *g = colo_schema_compile(schema, strlen(schema), err, sizeof err);
+        if (d <= 32) {
+            if (!g)
+                fail_msg("%d levels refused: %s", d, err);
+            colo_schema_state s;
+            colo_schema_state_init(g, &s);
+            assert_true(colo_schema_accepts(g, &s, "{\"x\":\"a\"}", 9));
+            colo_schema_free(g);
+        } else {
+            if (g)
+                fail_msg("%d levels accepted", d);
+            if (!strstr(err, "nests groups too deeply (at most 32 levels)"))
+                fail_msg("%d levels: message '%s'", d, err);
+        }
+        free(schema);
+    }
+}
+
 /* Random walks: at every step some byte is allowed (or the document is
  * done), and what comes out parses. */
 static unsigned long long rng = 88172645463325252ull;
@@ -407,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_anyof_refs_nullable),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_pattern_nesting),
         cmocka_unit_test(test_random_walks),
         cmocka_unit_test(test_mask_matches_automaton),
     };

@@ -135,6 +135,52 @@ static void test_refusals(void **state)
     }
 }
 
+/* A pattern of 20,000 nested groups (40 KB, what any key may send)
+ * overflowed the pattern parser's stack and killed the server; it is a 400
+ * naming the limit, in response_format and in a forced tool call, and the
+ * server goes on serving. */
+static void test_deep_pattern(void **state)
+{
+    (void)state;
+    enum { DEPTH = 20000 };
+    char *pat = malloc(2 * DEPTH + 4);
+    assert_non_null(pat);
+    char *p = pat;
+    *p++ = '^';
+    memset(p, '(', DEPTH), p += DEPTH;
+    *p++ = 'a';
+    memset(p, ')', DEPTH), p += DEPTH;
+    *p++ = '$', *p = 0;
+    size_t cap = 2 * DEPTH + 1024;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    for (int form = 0; form < 2; form++) {
+        if (form == 0)
+            snprintf(body, cap,
+                     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+                     "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\","
+                     "\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"%s\"}}}}}}",
+                     pat);
+        else
+            snprintf(body, cap,
+                     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
+                     "\"required\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"%s\"}}}}}]}",
+                     pat);
+        srv_resp resp;
+        assert_true(srv_http(&fx, "POST", "/v1/chat/completions", body, &resp));
+        assert_int_equal(resp.status, 400);
+        if (!strstr(resp.body, "nests groups too deeply (at most 32 levels)"))
+            fail_msg("form %d: %.300s", form, resp.body);
+        srv_resp_free(&resp);
+        assert_true(srv_http(&fx, "GET", "/health/live", NULL, &resp));
+        assert_int_equal(resp.status, 200);
+        srv_resp_free(&resp);
+    }
+    free(body);
+    free(pat);
+}
+
 #define TOOLS                                                                                                   \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather of a city\","     \
     "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":6},"       \
@@ -351,6 +397,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_schema),        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_deep_pattern),
         cmocka_unit_test(test_forced_tool_calls),  cmocka_unit_test(test_tool_messages_back),
         cmocka_unit_test(test_anthropic_forced),  cmocka_unit_test(test_families),
     };
