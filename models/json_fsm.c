@@ -57,7 +57,7 @@ static void value_done(colo_json_fsm *s) { s->mode = s->depth ? M_AFTER : M_DONE
 
 static bool open(colo_json_fsm *s, unsigned char c)
 {
-    if (s->depth >= COLO_JSON_MAX_DEPTH)
+    if (s->depth >= COLO_JSON_FSM_MAX_DEPTH)
         return false;
     s->stack[s->depth++] = c;
     s->mode = c == '{' ? M_KEY_OR_CLOSE : M_VALUE_OR_CLOSE;

@@ -5,7 +5,7 @@
  *
  * The state is a small value type (copy it to try a token's bytes without
  * committing them). Whitespace between tokens is limited (a run of at most
- * COLO_JSON_MAX_WS bytes) and nesting to COLO_JSON_MAX_DEPTH, so that a
+ * COLO_JSON_MAX_WS bytes) and nesting to COLO_JSON_FSM_MAX_DEPTH, so that a
  * model cannot stall in endless spaces or brackets; a number has at most
  * 15 digits before its point and 2 in its exponent (so it stays a finite
  * double, and an integer an int64). */
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COLO_JSON_MAX_DEPTH 32
+#define COLO_JSON_FSM_MAX_DEPTH 32
 #define COLO_JSON_MAX_WS 4
 
 typedef struct colo_json_fsm {
@@ -31,7 +31,7 @@ typedef struct colo_json_fsm {
     uint8_t lit_pos;
     uint8_t num_len;                    /* digits of a number's integer part or exponent */
     uint8_t any_root;                   /* the top-level value may be of any type */
-    uint8_t stack[COLO_JSON_MAX_DEPTH]; /* '{' or '[' */
+    uint8_t stack[COLO_JSON_FSM_MAX_DEPTH]; /* '{' or '[' */
 } colo_json_fsm;
 
 /* UTF-8 as RFC 3629 has it (no overlong forms, surrogates or code points

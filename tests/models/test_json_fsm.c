@@ -79,7 +79,7 @@ static void test_invalid_documents(void **state)
     }
     /* depth */
     char deep[128] = "{\"a\":";
-    for (int i = 0; i < COLO_JSON_MAX_DEPTH; i++)
+    for (int i = 0; i < COLO_JSON_FSM_MAX_DEPTH; i++)
         strcat(deep, "[");
     bool done;
     assert_false(accepts(deep, &done));
