@@ -63,6 +63,7 @@ struct colo_gen_engine {
     colo_schema_vocab *vocab; /* the same, as the grammar's mask reads it */
     uint8_t *allowed;
     uint64_t mask_ns, mask_count;
+    colo_gen_step_stats st; /* colo_gen_get_step_stats */
 };
 
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
@@ -674,6 +675,7 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
 
 colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled)
 {
+    uint64_t t_begin = colo_now_ns();
     int n_stopped = 0;
     *n_scheduled = 0;
     /* Memory lent to this model and wanted back by its owner goes back now,
@@ -704,11 +706,12 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
     if (nw == 0)
         return COLO_OK;
-    int n = 0, n_logits = 0;
+    int n = 0, n_logits = 0, n_decode = 0;
     uint64_t now = colo_now_ns();
     for (int w = 0; w < nw; w++) {
         colo_cb_work *wk = &e->work[w];
         colo_gen_seq *q = wk->seq->owner;
+        n_decode += wk->n == 1 && wk->logits;
         if (!q->first_step_ns)
             q->first_step_ns = now;
         for (int i = 0; i < wk->n; i++, n++) {
@@ -725,11 +728,18 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
                               .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
                               .logit_rows = e->rows};
+    int kind = n_decode == nw ? COLO_GEN_STEP_DECODE : n_decode == 0 ? COLO_GEN_STEP_PREFILL : COLO_GEN_STEP_MIXED;
+    e->st.steps[kind]++;
+    e->st.tokens[kind] += (uint64_t)n;
+    uint64_t t_fwd = colo_now_ns();
+    e->st.plan_ns += t_fwd - t_begin;
     if (member)
         colo_cosched_step_begin(member);
     colo_status st = colo_llama_forward(e->m, e->s, &batch, e->logits, member);
     if (member)
         colo_cosched_step_end(member);
+    uint64_t t_sample = colo_now_ns();
+    e->st.forward_ns += t_sample - t_fwd;
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));
@@ -754,8 +764,11 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
             sample_one(e, f, row, V); /* the same logits, its own random stream */
         }
     }
+    e->st.sample_ns += colo_now_ns() - t_sample;
     return COLO_OK;
 }
+
+void colo_gen_get_step_stats(const colo_gen_engine *e, colo_gen_step_stats *out) { *out = e->st; }
 
 bool colo_gen_seq_started(const colo_gen_seq *q) { return q->first_step_ns != 0; }
 

@@ -95,6 +95,20 @@ typedef struct colo_gen_prefix_info {
     uint64_t evicted_blocks;
 } colo_gen_prefix_info;
 
+/* Where the engine's steps went. A step is a decode step when every
+ * sequence in it computes its one next token, a prefill step when none
+ * does, mixed otherwise (a prompt's chunk beside running decodes: on the
+ * CPU its products keep exact activations, docs/API.md). The times split
+ * each step: planning and building the batch, the forward pass (queuing
+ * the ops and waiting for the device: colo_stream_get_stats tells the
+ * wait), sampling and handing the tokens out. */
+enum { COLO_GEN_STEP_DECODE, COLO_GEN_STEP_PREFILL, COLO_GEN_STEP_MIXED, COLO_GEN_STEP_KINDS };
+typedef struct colo_gen_step_stats {
+    uint64_t steps[COLO_GEN_STEP_KINDS];  /* steps of each kind */
+    uint64_t tokens[COLO_GEN_STEP_KINDS]; /* tokens computed in them */
+    uint64_t plan_ns, forward_ns, sample_ns;
+} colo_gen_step_stats;
+
 typedef struct colo_gen_engine colo_gen_engine;
 typedef struct colo_gen_seq colo_gen_seq;
 
@@ -141,6 +155,8 @@ void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out);
 int colo_gen_prefix_flush(colo_gen_engine *e);
 /* Constrained decoding: nanoseconds spent masking the vocabulary, and the
  * masks made (one per constrained token), since the engine was made. */
+/* The step counters since the engine was created (its thread). */
+void colo_gen_get_step_stats(const colo_gen_engine *e, colo_gen_step_stats *out);
 uint64_t colo_gen_mask_ns(const colo_gen_engine *e);
 uint64_t colo_gen_mask_count(const colo_gen_engine *e);
 /* KV blocks given back to other models' guarantees (elastic memory). */

@@ -238,6 +238,36 @@ static void report_speed(const options *o, const seq_ctx *ctx, int n_ids, uint64
             decode_tokens / (dc > 0 ? dc : 1e-9), ctx[0].finish ? ctx[0].finish : "?");
 }
 
+/* Where the time went since w0 and s0 (docs/SCHEDULING.md, "Where the time
+ * goes"): the pool's workers (w0 NULL: no pool) and the steps' phases. */
+static void report_time(const colo_gen_engine *e, colo_stream *s, const colo_worker_stats *w0,
+                        const colo_stream_stats *s0)
+{
+    colo_worker_stats w1;
+    colo_stream_stats s1;
+    colo_stream_get_stats(s, &s1);
+    if (w0 && colo_device_worker_stats(colo_stream_device(s), &w1) == COLO_OK) {
+        double all = (double)(w1.busy_ns - w0->busy_ns + w1.ready_ns - w0->ready_ns + w1.barrier_ns - w0->barrier_ns +
+                              w1.starved_ns - w0->starved_ns);
+        all = all > 0 ? all / 100 : 1;
+        fprintf(stderr, "colo-generate: workers (%d): busy %.1f%%, ready %.1f%%, barrier %.1f%%, starved %.1f%%; "
+                        "%llu ops, %llu chunks, %llu lock waits (%.2f ms)\n",
+                w1.n_workers, (w1.busy_ns - w0->busy_ns) / all, (w1.ready_ns - w0->ready_ns) / all,
+                (w1.barrier_ns - w0->barrier_ns) / all, (w1.starved_ns - w0->starved_ns) / all,
+                (unsigned long long)(w1.ops - w0->ops), (unsigned long long)(w1.chunks - w0->chunks),
+                (unsigned long long)(w1.lock_waits - w0->lock_waits), (w1.lock_wait_ns - w0->lock_wait_ns) / 1e6);
+    }
+    colo_gen_step_stats g;
+    colo_gen_get_step_stats(e, &g);
+    uint64_t wait = s1.sync_wait_ns - s0->sync_wait_ns;
+    wait = wait < g.forward_ns ? wait : g.forward_ns;
+    fprintf(stderr, "colo-generate: steps: %llu decode, %llu prefill, %llu mixed; plan %.1f ms, queue %.1f ms, "
+                    "device %.1f ms, sample %.1f ms\n",
+            (unsigned long long)g.steps[COLO_GEN_STEP_DECODE], (unsigned long long)g.steps[COLO_GEN_STEP_PREFILL],
+            (unsigned long long)g.steps[COLO_GEN_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
+            wait / 1e6, g.sample_ns / 1e6);
+}
+
 /* Loads the model into arena, generates, reports. Returns the exit code;
  * err gets the message of a failure. */
 static int generate(const options *o, colo_arena *arena, colo_stream *s, const char *device_name, char *err,
@@ -279,6 +309,10 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
         colo_set_err(err, errlen, "out of memory");
         goto out;
     }
+    colo_worker_stats w0;
+    colo_stream_stats s0;
+    bool have_pool = colo_device_worker_stats(colo_stream_device(s), &w0) == COLO_OK;
+    colo_stream_get_stats(s, &s0);
     uint64_t t_start = colo_now_ns();
     if (!add_sequences(e, o, ids, n_ids, ctx, err, errlen))
         goto out;
@@ -293,6 +327,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     if (o->print_tokens)
         print_ids("generated tokens", ctx[0].tokens, ctx[0].n_tok);
     report_speed(o, ctx, n_ids, t_start);
+    report_time(e, s, have_pool ? &w0 : NULL, &s0);
     if (colo_gen_mask_count(e))
         fprintf(stderr, "colo-generate: constrained decoding: %.3f ms per token masking the vocabulary (%llu masks)\n",
                 colo_gen_mask_ns(e) / 1e6 / (double)colo_gen_mask_count(e),

@@ -61,6 +61,10 @@ typedef struct colo_kind_info {
     uint64_t prefix_queries;    /* sequences admitted */
     uint64_t prefix_hit_tokens; /* prompt tokens found cached */
     size_t prefix_cached_bytes; /* KV blocks in the cache's index */
+    /* steps (generation; batching/engine.h), since the model was loaded */
+    uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
+    uint64_t tokens_by_kind[3]; /* tokens computed in them */
+    uint64_t plan_ns, forward_ns, sample_ns;
 } colo_kind_info;
 
 /* The executor's side of a running request: the kind reports tokens and

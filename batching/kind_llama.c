@@ -24,6 +24,7 @@ typedef struct llama_kind {
     int ctx_tokens, cache_tokens, n_vocab;
     uint64_t preemptions_before; /* of the engines before a sleep */
     uint64_t prefix_queries_before, prefix_hits_before;
+    colo_gen_step_stats steps_before; /* of the engines before a sleep */
     /* what wake needs to load again */
     colo_model_cfg mc;
     colo_arena *arena;
@@ -210,6 +211,14 @@ fail:
 /* Drops the KV cache and the weights (the arena gets their memory back;
  * physical pages of an elastic arena go back to the device). The weights
  * are read from the file again on wake. Executor thread, nothing admitted. */
+/* a += b, counter by counter. */
+static void add_step_stats(colo_gen_step_stats *a, const colo_gen_step_stats *b)
+{
+    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+        a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
+    a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
+}
+
 static colo_status kind_sleep(void *inst, char *err, size_t errlen)
 {
     llama_kind *k = inst;
@@ -224,6 +233,9 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
     colo_gen_prefix_stats(k->eng, &pi);
     k->prefix_queries_before += pi.queries;
     k->prefix_hits_before += pi.hit_tokens;
+    colo_gen_step_stats ss;
+    colo_gen_get_step_stats(k->eng, &ss);
+    add_step_stats(&k->steps_before, &ss);
     colo_gen_engine_free(k->eng);
     colo_llama_free(k->m);
     k->eng = NULL;
@@ -505,6 +517,15 @@ static void info(void *inst, colo_kind_info *out)
     out->prefix_cache = !k->mc.no_prefix_cache;
     out->prefix_queries = k->prefix_queries_before;
     out->prefix_hit_tokens = k->prefix_hits_before;
+    colo_gen_step_stats ss = k->steps_before;
+    if (k->eng) {
+        colo_gen_step_stats now;
+        colo_gen_get_step_stats(k->eng, &now);
+        add_step_stats(&ss, &now);
+    }
+    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+        out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
+    out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
     if (!k->eng)
         return; /* asleep: nothing in memory */
     colo_gen_prefix_info pi;

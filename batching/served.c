@@ -313,8 +313,11 @@ void colo_served_refresh_info(colo_served *m)
 {
     colo_kind_info in;
     m->kind->info(m->inst, &in);
+    colo_stream_stats ss;
+    colo_stream_get_stats(m->stream, &ss);
     pthread_mutex_lock(&m->info_mu);
     m->info = in;
+    m->stream_stats = ss;
     pthread_mutex_unlock(&m->info_mu);
 }
 
@@ -628,6 +631,7 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->running = m->running;
     pthread_mutex_lock(&m->info_mu);
     colo_kind_info in = m->info;
+    out->stream = m->stream_stats;
     pthread_mutex_unlock(&m->info_mu);
     out->weight_bytes = in.weight_bytes;
     out->act_bytes = in.act_bytes;
@@ -651,6 +655,9 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->prefix_cached_bytes = in.prefix_cached_bytes;
     out->load_ms = m->load_ms;
     out->steps = m->steps;
+    for (int i = 0; i < 3; i++)
+        out->steps_by_kind[i] = in.steps_by_kind[i], out->tokens_by_kind[i] = in.tokens_by_kind[i];
+    out->plan_ns = in.plan_ns, out->forward_ns = in.forward_ns, out->sample_ns = in.sample_ns;
     if (m->member) {
         colo_cosched_member_stats st;
         colo_cosched_member_get_stats(m->member, &st);

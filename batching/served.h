@@ -204,6 +204,11 @@ typedef struct colo_served_info {
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */
+    /* where the steps went (generation; batching/engine.h colo_gen_step_stats) */
+    uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
+    uint64_t tokens_by_kind[3];
+    uint64_t plan_ns, forward_ns, sample_ns;
+    colo_stream_stats stream;   /* the model's stream: ops, chunks, worker time, sync waits */
 } colo_served_info;
 
 void colo_served_get_info(colo_served *m, colo_served_info *out);

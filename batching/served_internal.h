@@ -49,6 +49,7 @@ struct colo_served {
     /* the kind's figures, refreshed by the executor after each step */
     pthread_mutex_t info_mu;
     colo_kind_info info;
+    colo_stream_stats stream_stats; /* the stream's, as of the last refresh (under info_mu) */
     /* long inputs are tokenized on the preparing thread, off the caller's */
     pthread_t prep_thread;
     bool prep_started;

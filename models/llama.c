@@ -829,11 +829,19 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
 colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
                                colo_cosched_member *throttle)
 {
-    /* A decode step: every token is its sequence's next one and gets logits. */
-    bool decode = b->n_tokens > 0 && b->n_logits == b->n_tokens;
-    for (int t = 1; decode && t < b->n_tokens; t++)
-        decode = b->seq[t] != b->seq[t - 1];
-    colo_stream_set_decode(s, decode);
+    /* Decode rows: the leading tokens that are each their sequence's only
+     * one in the step and the leading logit rows (a sequence's next
+     * token). All of them: a decode step; some: a mixed step, whose decode
+     * rows get a decode step's products (colo_stream_set_decode_rows). */
+    int d = 0;
+    while (d < b->n_tokens && d < b->n_logits && b->logit_rows[d] == d &&
+           (d == 0 || b->seq[d] != b->seq[d - 1]) && (d + 1 == b->n_tokens || b->seq[d + 1] != b->seq[d]))
+        d++;
+    bool decode = b->n_tokens > 0 && d == b->n_tokens;
+    if (decode)
+        colo_stream_set_decode(s, true);
+    else
+        colo_stream_set_decode_rows(s, d);
     colo_status st = forward(m, s, b, logits, throttle, decode);
     colo_stream_set_decode(s, false);
     return st;

@@ -1,6 +1,8 @@
 /* Generic functions of runtime/backend.h: check arguments, call the backend. */
 #include "runtime/backend_impl.h"
+#include "runtime/clock.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -81,8 +83,10 @@ void colo_stream_destroy(colo_stream *s)
 
 colo_device *colo_stream_device(const colo_stream *s) { return s->dev; }
 colo_priority colo_stream_priority(const colo_stream *s) { return s->priority; }
-void colo_stream_set_decode(colo_stream *s, bool decode) { s->decode = decode; }
-bool colo_stream_decode(const colo_stream *s) { return s->decode; }
+void colo_stream_set_decode(colo_stream *s, bool decode) { s->decode_rows = decode ? INT_MAX : 0; }
+bool colo_stream_decode(const colo_stream *s) { return s->decode_rows == INT_MAX; }
+void colo_stream_set_decode_rows(colo_stream *s, int n) { s->decode_rows = n < 0 ? 0 : n; }
+int colo_stream_decode_rows(const colo_stream *s) { return s->decode_rows; }
 
 void colo_stream_set_label(colo_stream *s, const char *label)
 {
@@ -91,7 +95,16 @@ void colo_stream_set_label(colo_stream *s, const char *label)
 }
 
 const char *colo_stream_label(const colo_stream *s) { return s && s->label[0] ? s->label : NULL; }
-colo_status colo_stream_sync(colo_stream *s) { return s ? s->dev->vt->stream_sync(s) : COLO_EINVAL; }
+colo_status colo_stream_sync(colo_stream *s)
+{
+    if (!s)
+        return COLO_EINVAL;
+    uint64_t t0 = colo_now_ns();
+    colo_status st = s->dev->vt->stream_sync(s);
+    __atomic_add_fetch(&s->sync_wait_ns, colo_now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->syncs, 1, __ATOMIC_RELAXED);
+    return st;
+}
 colo_status colo_stream_query(colo_stream *s) { return s ? s->dev->vt->stream_query(s) : COLO_EINVAL; }
 
 static colo_status copy(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)

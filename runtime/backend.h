@@ -79,6 +79,32 @@ bool colo_device_poisoned(const colo_device *dev);
  * threads' clocks only; costs the workers nothing. Any thread. */
 int colo_device_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max);
 
+/* Where a host worker pool's time went since the device opened (the CPU
+ * backend; docs/SCHEDULING.md, "Where the time goes"). Every worker's wall
+ * time is busy or idle in one of three states, so
+ * busy + ready + barrier + starved = n_workers x wall_ns (worker
+ * nanoseconds, integrated at every change of the pool's state):
+ *  - busy: running a chunk of an op;
+ *  - ready: idle while a chunk it could take was waiting (the time to wake
+ *    a sleeping worker and hand the chunk out);
+ *  - barrier: idle while ops were queued but every chunk of each stream's
+ *    current op was handed out: waiting for an op's last chunks, since a
+ *    stream's next op starts only when its current one has finished;
+ *  - starved: idle with no op queued on any stream: the hosts' own work
+ *    between steps (sampling, batching, the HTTP side), or no work at all. */
+typedef struct colo_worker_stats {
+    int n_workers;
+    uint64_t wall_ns;
+    uint64_t busy_ns, ready_ns, barrier_ns, starved_ns;
+    uint64_t ops;         /* ops (tasks) finished */
+    uint64_t chunks;      /* chunks run */
+    uint64_t lock_waits;  /* acquisitions of the pool's lock that had to wait */
+    uint64_t lock_wait_ns; /* the time they waited */
+} colo_worker_stats;
+/* COLO_OK and out filled, or COLO_EUNSUPPORTED where the device has no
+ * host worker pool (CUDA). Any thread. */
+colo_status colo_device_worker_stats(colo_device *dev, colo_worker_stats *out);
+
 /* Best-effort floor (policy priority, scheduler.best_effort_min_share): while
  * best-effort streams (priority LOW) have work, dev gives them at least
  * min_share of its time, in [0, 1); 0 (the default) = strict priority. The
@@ -168,11 +194,34 @@ colo_priority colo_stream_priority(const colo_stream *s);
 void colo_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weight);
 void colo_stream_set_decode(colo_stream *s, bool decode);
 bool colo_stream_decode(const colo_stream *s);
+/* A mixed step (a prompt's chunk beside running decodes): the first n rows
+ * of every activation in the ops queued next on s are decode rows, each a
+ * different sequence's one new token, and the rest a prefill's. The CPU
+ * backend computes the decode rows' products as in a decode step of n
+ * rows, and the others as a prefill's, so a sequence's decode numerics do
+ * not depend on whether a prompt shares its step. 0: none (a prefill);
+ * colo_stream_set_decode(s, true) marks every row. colo_stream_decode is
+ * true only when every row is a decode row. The owner's thread. */
+void colo_stream_set_decode_rows(colo_stream *s, int n);
+int colo_stream_decode_rows(const colo_stream *s);
 /* Names the stream's owner (a model), for logs and fault injection
  * (runtime/fault.h); NULL or "" clears it. colo_stream_label is NULL when
  * unset. The owner's thread. */
 void colo_stream_set_label(colo_stream *s, const char *label);
 const char *colo_stream_label(const colo_stream *s);
+/* What a stream's work cost since it was created. ops, chunks and busy_ns
+ * come from the CPU pool (0 elsewhere); sync_wait_ns is the host's time in
+ * colo_stream_sync on any device, so a step's time less the sync wait in it
+ * is the host's own work in the step. Any thread (the figures are read
+ * without a lock, each one whole). */
+typedef struct colo_stream_stats {
+    uint64_t ops;          /* ops finished */
+    uint64_t chunks;       /* chunks run */
+    uint64_t busy_ns;      /* worker time on its chunks */
+    uint64_t syncs;        /* colo_stream_sync calls */
+    uint64_t sync_wait_ns; /* time the host spent in them */
+} colo_stream_stats;
+void colo_stream_get_stats(colo_stream *s, colo_stream_stats *out);
 /* Waits until all work queued on s has finished. Returns the first error any
  * of it hit since the last synchronize (and clears it), else COLO_OK. */
 colo_status colo_stream_sync(colo_stream *s);

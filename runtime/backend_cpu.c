@@ -46,8 +46,12 @@ typedef struct cpu_stream {
     size_t scratch_bytes;
     uint64_t enqueued;  /* tasks queued since creation (written under mu, atomically: sync polls it) */
     uint64_t completed; /* tasks finished (likewise) */
+    uint64_t chunks_run, busy_ns; /* colo_stream_get_stats (under mu) */
     colo_status err;    /* first error since the last sync */
 } cpu_stream;
+
+/* What idle workers wait for (colo_worker_stats). */
+enum { IDLE_READY, IDLE_BARRIER, IDLE_STARVED };
 
 typedef struct cpu_pool {
     pthread_mutex_t mu;
@@ -69,6 +73,13 @@ typedef struct cpu_pool {
      * be_clock < hi_clock. */
     double floor;    /* 0 = strict priority */
     double be_clock, hi_clock;
+    /* Where the workers' time goes (colo_device_worker_stats): the
+     * integrals advance under mu at every change of the pool's state. */
+    uint64_t open_ns, acct_ns; /* when the pool opened; the last advance */
+    int running;               /* chunks running now */
+    int idle_state;            /* what an idle worker waits for now (IDLE_*) */
+    uint64_t busy_ns, idle_ns[3];
+    uint64_t ops, chunks, lock_waits, lock_wait_ns;
     char name[128];
 } cpu_pool;
 
@@ -86,6 +97,42 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The pool's lock, counting the acquisitions that had to wait. */
+static void pool_lock(cpu_pool *p)
+{
+    if (pthread_mutex_trylock(&p->mu) == 0)
+        return;
+    uint64_t t0 = colo_now_ns();
+    pthread_mutex_lock(&p->mu);
+    p->lock_waits++;
+    p->lock_wait_ns += colo_now_ns() - t0;
+}
+
+/* Advances the time integrals to now, under mu, before a change. */
+static void account(cpu_pool *p)
+{
+    uint64_t now = colo_now_ns();
+    if (now <= p->acct_ns)
+        return;
+    uint64_t dt = now - p->acct_ns;
+    p->busy_ns += dt * (uint64_t)p->running;
+    p->idle_ns[p->idle_state] += dt * (uint64_t)(p->n_threads - p->running);
+    p->acct_ns = now;
+}
+
+/* What an idle worker waits for after a change, under mu: a chunk handed
+ * out, an op's last chunks (ops queued, none to hand out), or the host. */
+static void classify(cpu_pool *p)
+{
+    int st = IDLE_STARVED;
+    for (int k = 0; k < p->n_streams && st != IDLE_READY; k++) {
+        const cpu_task *t = p->streams[k]->head;
+        if (t)
+            st = t->next_chunk < t->n_chunks ? IDLE_READY : IDLE_BARRIER;
+    }
+    p->idle_state = st;
+}
+
 static _Thread_local int tls_worker = -1;
 static _Thread_local cpu_stream *tls_stream;
 
@@ -93,7 +140,7 @@ int colo_cpu_worker_index(void) { return tls_worker; }
 
 static void colo_cpu_stream_record(cpu_stream *cs, colo_status st)
 {
-    pthread_mutex_lock(&cs->pool->mu);
+    pool_lock(cs->pool);
     if (cs->err == COLO_OK)
         cs->err = st;
     pthread_mutex_unlock(&cs->pool->mu);
@@ -223,7 +270,7 @@ static void *worker_main(void *arg)
     cpu_pool *p = ((void **)arg)[0];
     tls_worker = (int)(intptr_t)((void **)arg)[1];
     free(arg);
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     /* The best-effort floor charges CPU time: one clock read per chunk
      * while busy (from the end of the last chunk, so the pick between two
      * chunks counts too), one more after a wait (spinning is nobody's). */
@@ -237,7 +284,7 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&p->mu);
             for (int spin = 0; spin < SPIN_ITERS && __atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) == gen; spin++)
                 cpu_relax();
-            pthread_mutex_lock(&p->mu);
+            pool_lock(p);
             if (p->stop || (cs = pick_locked(p, tls_worker)))
                 break;
             if (__atomic_load_n(&p->work_gen, __ATOMIC_ACQUIRE) != gen)
@@ -250,7 +297,10 @@ static void *worker_main(void *arg)
             break;
         p->rr++;
         cpu_task *t = cs->head;
+        account(p);
         int chunk = t->next_chunk++;
+        p->running++;
+        classify(p);
         pthread_mutex_unlock(&p->mu);
 
         tls_stream = cs;
@@ -268,10 +318,16 @@ static void *worker_main(void *arg)
         }
         tls_stream = NULL;
 
-        pthread_mutex_lock(&p->mu);
+        pool_lock(p);
+        account(p);
+        p->running--;
+        p->chunks++;
+        cs->chunks_run++;
+        cs->busy_ns += used;
         cs->vtime += (double)used / cs->share;
         floor_charge(p, cs, cpu_used);
         if (++t->done_chunks == t->n_chunks) {
+            p->ops++;
             cs->head = t->next;
             if (!cs->head)
                 cs->tail = NULL;
@@ -283,6 +339,7 @@ static void *worker_main(void *arg)
             if (cs->head && p->sleepers)
                 pthread_cond_broadcast(&p->work_cv);
         }
+        classify(p);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -294,7 +351,7 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
         return COLO_EINVAL;
     cpu_stream *cs = s->ctx;
     cpu_pool *p = cs->pool;
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     cpu_task *t = cs->free_tasks;
     if (t) {
         cs->free_tasks = t->next;
@@ -312,11 +369,13 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
     t->done_chunks = 0;
     if (args_size)
         memcpy(t->args, args, args_size);
+    account(p);
     if (cs->tail)
         cs->tail->next = t;
     else
         cs->head = t;
     cs->tail = t;
+    classify(p);
     __atomic_store_n(&cs->enqueued, cs->enqueued + 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
     if (cs->head == t && p->sleepers)
@@ -523,7 +582,7 @@ static colo_status cpu_stream_sync(colo_stream *s)
             break;
         cpu_relax();
     }
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     while (cs->completed < cs->enqueued)
         pthread_cond_wait(&p->done_cv, &p->mu);
     colo_status st = cs->err;
@@ -547,12 +606,14 @@ static void cpu_stream_fini(colo_stream *s)
     cpu_pool *p = cs->pool;
     cpu_stream_sync(s);
     pthread_mutex_lock(&p->mu);
+    account(p);
     for (int i = 0; i < p->n_streams; i++) {
         if (p->streams[i] == cs) {
             p->streams[i] = p->streams[--p->n_streams];
             break;
         }
     }
+    classify(p);
     pthread_mutex_unlock(&p->mu);
     for (cpu_task *t = cs->free_tasks, *nx; t; t = nx) {
         nx = t->next;
@@ -736,6 +797,35 @@ static int cpu_worker_cpu_ns(colo_device *dev, uint64_t *ns, int max)
     return p->n_threads;
 }
 
+static colo_status cpu_worker_stats(colo_device *dev, colo_worker_stats *out)
+{
+    cpu_pool *p = dev->ctx;
+    pthread_mutex_lock(&p->mu);
+    account(p);
+    out->n_workers = p->n_threads;
+    out->wall_ns = p->acct_ns - p->open_ns;
+    out->busy_ns = p->busy_ns;
+    out->ready_ns = p->idle_ns[IDLE_READY];
+    out->barrier_ns = p->idle_ns[IDLE_BARRIER];
+    out->starved_ns = p->idle_ns[IDLE_STARVED];
+    out->ops = p->ops;
+    out->chunks = p->chunks;
+    out->lock_waits = p->lock_waits;
+    out->lock_wait_ns = p->lock_wait_ns;
+    pthread_mutex_unlock(&p->mu);
+    return COLO_OK;
+}
+
+static void cpu_stream_stats(colo_stream *s, colo_stream_stats *out)
+{
+    cpu_stream *cs = s->ctx;
+    pthread_mutex_lock(&cs->pool->mu);
+    out->ops = cs->completed;
+    out->chunks = cs->chunks_run;
+    out->busy_ns = cs->busy_ns;
+    pthread_mutex_unlock(&cs->pool->mu);
+}
+
 static colo_status cpu_set_best_effort_floor(colo_device *dev, double min_share)
 {
     cpu_pool *p = dev->ctx;
@@ -789,6 +879,8 @@ static const colo_device_vtbl cpu_vtbl = {
     .set_best_effort_floor = cpu_set_best_effort_floor,
     .best_effort_owed = cpu_best_effort_owed,
     .stream_set_deadline = cpu_stream_set_deadline,
+    .worker_stats = cpu_worker_stats,
+    .stream_stats = cpu_stream_stats,
 };
 
 static void cpu_model_name(char *out, size_t len)
@@ -828,6 +920,8 @@ colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size
     char model[96];
     cpu_model_name(model, sizeof model);
     snprintf(p->name, sizeof p->name, "%s (%d threads)", model, p->n_threads);
+    p->open_ns = p->acct_ns = colo_now_ns();
+    p->idle_state = IDLE_STARVED;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);

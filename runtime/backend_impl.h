@@ -82,6 +82,10 @@ typedef struct colo_device_vtbl {
     colo_status (*graph_begin)(colo_stream *s);
     colo_status (*graph_end)(colo_stream *s, int key);
     uint64_t (*graphs_launched)(const colo_stream *s); /* NULL: 0 */
+    /* The host worker pool's time (colo_device_worker_stats). NULL: COLO_EUNSUPPORTED. */
+    colo_status (*worker_stats)(colo_device *dev, colo_worker_stats *out);
+    /* A stream's ops, chunks and busy_ns (colo_stream_get_stats). NULL: 0. */
+    void (*stream_stats)(colo_stream *s, colo_stream_stats *out);
     /* Host memory for copies (colo_host_alloc / colo_host_free). NULL: malloc / free. */
     void *(*host_alloc)(colo_device *dev, size_t bytes);
     void (*host_free)(colo_device *dev, void *p);
@@ -104,9 +108,10 @@ struct colo_buffer {
 struct colo_stream {
     colo_device *dev;
     colo_priority priority;
-    bool decode; /* colo_stream_set_decode */
+    int decode_rows; /* colo_stream_set_decode_rows; INT_MAX: every row */
     void *ctx;   /* backend state */
     char label[64]; /* colo_stream_set_label: the owning model, for fault injection */
+    uint64_t syncs, sync_wait_ns; /* colo_stream_get_stats (written by the owner, __atomic) */
 };
 
 struct colo_event {

@@ -4,6 +4,7 @@
 #include "runtime/backend_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 bool colo_device_poisoned(const colo_device *dev)
 {
@@ -100,6 +101,27 @@ int colo_device_best_effort_owed(colo_device *dev)
     if (!dev || !dev->vt->best_effort_owed)
         return -1;
     return dev->vt->best_effort_owed(dev);
+}
+
+colo_status colo_device_worker_stats(colo_device *dev, colo_worker_stats *out)
+{
+    if (!dev || !out)
+        return COLO_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!dev->vt->worker_stats)
+        return COLO_EUNSUPPORTED;
+    return dev->vt->worker_stats(dev, out);
+}
+
+void colo_stream_get_stats(colo_stream *s, colo_stream_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return;
+    if (s->dev->vt->stream_stats)
+        s->dev->vt->stream_stats(s, out);
+    out->syncs = __atomic_load_n(&s->syncs, __ATOMIC_RELAXED);
+    out->sync_wait_ns = __atomic_load_n(&s->sync_wait_ns, __ATOMIC_RELAXED);
 }
 
 void colo_stream_set_deadline(colo_stream *s, uint64_t deadline_ns, double weight)

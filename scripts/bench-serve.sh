@@ -13,6 +13,13 @@
 #                                       list, reversed every other round (alternating)
 #   scripts/bench-serve.sh streams      one model: aggregate decode tok/s with 1 and
 #                                       with 32 concurrent streams
+#   scripts/bench-serve.sh overhead     the server's cost: the same work (one prompt, MAX_TOKENS
+#                                       greedy tokens, C sequences at a time) through
+#                                       colo-generate --batch C and through colo-server
+#                                       under colo-loadtest at C connections, alternating
+#                                       ROUNDS times per C in OVERHEAD_CONC; tokens/s
+#                                       (prefill included) and the median ratio; the
+#                                       server's pool counters (/metrics) are kept in OUT
 #   scripts/bench-serve.sh deadline     two models with an SLA at 120% of the load that
 #                                       fits it (Poisson arrivals): goodput under fair
 #                                       (on_overload: serve) against deadline
@@ -35,6 +42,8 @@
 #   FIT_CONC=2             deadline: closed-loop connections per model whose rate (under fair)
 #                          is taken as the load that fits; RATE=R skips that and sets it
 #   OVERLOAD=1.2           deadline: offered load over the load that fits
+#   OVERHEAD_CONC="1 8" PROMPT="Once upon a time" THREADS=$(nproc)   overhead scenario
+#   MAX_BATCH=16           overhead: the server's max_batch_size
 #   OUT=bench-serve-out    where JSON/HTML reports go
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -314,8 +323,83 @@ print("\nmedian goodput (requests/s meeting every SLO, client side): fair %.3f, 
       (med["fair"], med["deadline"], med["deadline"] / med["fair"] if med["fair"] else float("inf")))
 PY
   ;;
+overhead)
+  OVERHEAD_CONC=${OVERHEAD_CONC:-1 8}
+  PROMPT=${PROMPT:-Once upon a time}
+  THREADS=${THREADS:-$(nproc)}
+  MAX_BATCH=${MAX_BATCH:-16}
+  [ -x "$BUILD/colo-generate" ] || { echo "bench-serve: $BUILD/colo-generate is not built" >&2; exit 2; }
+  # greedy, as colo-generate's --temperature 0: the same work on both sides
+  python3 -c 'import json, sys; print(json.dumps({"body": {"prompt": sys.argv[1], "temperature": 0,
+                                                            "max_tokens": int(sys.argv[2])}}))' \
+    "$PROMPT" "$MAX_TOKENS" >"$tmp/prompts.jsonl"
+  cfg="$tmp/overhead.yaml"
+  {
+    echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE, threads: $THREADS }"
+    echo "models:"
+    echo "  - name: m"
+    echo "    kind: llama"
+    echo "    path: \"$MODEL\""
+    echo "    memory_fraction: $MEM_FRACTION"
+    echo "    max_seq_len: 1024"
+    echo "    batching: { max_batch_size: $MAX_BATCH, max_queue: 1024 }"
+  } >"$cfg"
+  summary="$OUT/overhead.tsv"
+  printf 'conc\tround\tside\tload1\ttok_s\n' >"$summary"
+  engine() { # conc: tokens/s of colo-generate, prefill included
+    "$BUILD/colo-generate" --model "$MODEL" --prompt "$PROMPT" --temperature 0 --max-tokens "$MAX_TOKENS" \
+      --batch "$1" --threads "$THREADS" --device "$DEVICE" 2>&1 >/dev/null |
+      python3 -c '
+import re, sys
+t = sys.stdin.read()
+p = re.search(r"prefill (\d+) tokens x (\d+) in ([0-9.]+) s", t)
+d = re.search(r"decode (\d+) tokens in ([0-9.]+) s", t)
+if not p or not d:
+    sys.exit("bench-serve: no statistics from colo-generate: " + t[-300:])
+b = int(p.group(2))
+print("%.1f" % ((int(d.group(1)) + b) / (float(p.group(3)) + float(d.group(2)))))'
+  }
+  server() { # conc round: tokens/s through colo-server
+    start_server "$cfg"
+    "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --model m --kind m=generative --concurrency "$1" \
+      --prompts "$tmp/prompts.jsonl" --max-tokens "$MAX_TOKENS" --duration "$DURATION" --warmup "$WARMUP" \
+      --json "$OUT/overhead-server-$1-$2.json" --quiet >/dev/null || true
+    curl -sf "http://127.0.0.1:$port/metrics" >"$OUT/overhead-server-$1-$2.metrics" || true
+    stop_server
+    python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["phases"][0]["models"][0]["tokens_per_s"])' \
+      "$OUT/overhead-server-$1-$2.json"
+  }
+  for c in $OVERHEAD_CONC; do
+    sides="engine server"
+    for round in $(seq 1 "$ROUNDS"); do
+      for side in $sides; do
+        load1=$(cut -d' ' -f1 /proc/loadavg)
+        if [ "$side" = engine ]; then
+          # as many runs as fill about DURATION seconds, one figure each; their median
+          n=$(( DURATION / 2 > 1 ? DURATION / 2 : 1 ))
+          tps=$(for _ in $(seq 1 "$n"); do engine "$c"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+        else
+          tps=$(server "$c" "$round")
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "$side" "$load1" "$tps" >>"$summary"
+        echo "conc $c round $round $side: $tps tokens/s (load $load1)" >&2
+      done
+      sides=$(echo "$sides" | tr ' ' '\n' | tac | tr '\n' ' ')
+    done
+  done
+  column -t -s $'\t' "$summary"
+  python3 - "$summary" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+print("\nconc  engine_tok_s  server_tok_s  server/engine")
+for c in dict.fromkeys(r["conc"] for r in rows):
+    med = {s: statistics.median(float(r["tok_s"]) for r in rows if r["conc"] == c and r["side"] == s)
+           for s in ("engine", "server")}
+    print("%-5s %-13.1f %-13.1f %.2fx" % (c, med["engine"], med["server"], med["server"] / med["engine"]))
+PY
+  ;;
 *)
-  echo "usage: scripts/bench-serve.sh colocation|streams|deadline" >&2
+  echo "usage: scripts/bench-serve.sh colocation|streams|deadline|overhead" >&2
   exit 2
   ;;
 esac

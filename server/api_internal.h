@@ -43,6 +43,8 @@ struct colo_api {
     colo_metric *m_gen_tokens, *m_prompt_tokens, *m_batch, *m_step, *m_depth, *m_running;
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_prefix_queries, *m_prefix_hits, *m_prefix_bytes; /* the prefix cache */
+    /* where each model's steps went (colo_served_info's step counters) */
+    colo_metric *m_steps_kind, *m_step_tokens, *m_step_time, *m_dev_busy, *m_ops, *m_chunks;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;
     colo_metric *m_kv_usage; /* blocks in use / blocks, 0 to 1 (what inference gateways read) */
     colo_metric *m_queue_cap, *m_slo, *m_info, *m_sched_info;

@@ -136,6 +136,9 @@ static void on_render(void *ud)
         colo_metric_set(a->m_mem_lent, lm, (double)in.mem.lent_bytes);
         colo_metric_set(a->m_kv_reclaims, lm, (double)in.mem.reclaims);
         colo_metric_set(a->m_evictions, lm, (double)in.evictions);
+        colo_metric_set(a->m_dev_busy, lm, (double)in.stream.busy_ns / 1e9);
+        colo_metric_set(a->m_ops, lm, (double)in.stream.ops);
+        colo_metric_set(a->m_chunks, lm, (double)in.stream.chunks);
         static const colo_served_state states[] = {COLO_SERVED_LOADING, COLO_SERVED_READY, COLO_SERVED_SLEEPING,
                                                    COLO_SERVED_WAKING, COLO_SERVED_DRAINING, COLO_SERVED_FAILED};
         for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
@@ -153,6 +156,18 @@ static void on_render(void *ud)
             colo_metric_set(a->m_prefix_queries, lm, (double)in.prefix_queries);
             colo_metric_set(a->m_prefix_hits, lm, (double)in.prefix_hit_tokens);
             colo_metric_set(a->m_prefix_bytes, lm, (double)in.prefix_cached_bytes);
+            static const char *const kinds[] = {"decode", "prefill", "mixed"};
+            for (int k = 0; k < 3; k++) {
+                const char *lk[] = {in.name, kinds[k]};
+                colo_metric_set(a->m_steps_kind, lk, (double)in.steps_by_kind[k]);
+                colo_metric_set(a->m_step_tokens, lk, (double)in.tokens_by_kind[k]);
+            }
+            /* the forward pass: queuing its ops, then waiting for the device */
+            uint64_t wait = in.stream.sync_wait_ns < in.forward_ns ? in.stream.sync_wait_ns : in.forward_ns;
+            static const char *const phases[] = {"plan", "queue", "device", "sample"};
+            const uint64_t ns[] = {in.plan_ns, in.forward_ns - wait, wait, in.sample_ns};
+            for (int k = 0; k < 4; k++)
+                colo_metric_set(a->m_step_time, (const char *const[]){in.name, phases[k]}, (double)ns[k] / 1e9);
         }
     }
 }
@@ -250,6 +265,24 @@ colo_status colo_api_register_metrics(colo_api *a)
     a->m_prefix_bytes = colo_metrics_gauge(m, "colo_model_prefix_cache_bytes",
                                            "Bytes of KV blocks in the prefix cache (in use or evictable).", 1, L1);
     if (!a->m_prefix_queries || !a->m_prefix_hits || !a->m_prefix_bytes)
+        return COLO_ENOMEM;
+    const char *const L2k[] = {"model", "step"}, *const L2ph[] = {"model", "phase"};
+    a->m_steps_kind = colo_metrics_counter(m, "colo_model_steps_total",
+                                           "Generation steps by what they computed: decode (every sequence its next "
+                                           "token), prefill (prompt tokens only) or mixed.",
+                                           2, L2k);
+    a->m_step_tokens = colo_metrics_counter(m, "colo_model_step_tokens_total",
+                                            "Tokens computed in generation steps, by the step's kind.", 2, L2k);
+    a->m_step_time = colo_metrics_counter(m, "colo_model_step_phase_seconds_total",
+                                          "The executor's time in generation steps by phase: plan (the batch), "
+                                          "queue (the forward pass's ops), device (waiting for them), sample.",
+                                          2, L2ph);
+    a->m_dev_busy = colo_metrics_counter(m, "colo_model_device_busy_seconds_total",
+                                         "CPU pool worker time spent on the model's ops.", 1, L1);
+    a->m_ops = colo_metrics_counter(m, "colo_model_ops_total", "Ops the model's stream finished (CPU pool).", 1, L1);
+    a->m_chunks = colo_metrics_counter(m, "colo_model_chunks_total", "Chunks of the model's ops run (CPU pool).", 1,
+                                       L1);
+    if (!a->m_steps_kind || !a->m_step_tokens || !a->m_step_time || !a->m_dev_busy || !a->m_ops || !a->m_chunks)
         return COLO_ENOMEM;
     colo_metric *all[] = {a->m_requests, a->m_duration, a->m_queue, a->m_prefill, a->m_decode, a->m_ttft,
                           a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "runtime/clock.h"
@@ -50,6 +51,7 @@ typedef struct point {
 } point;
 
 struct api_stats {
+    colo_device *dev;
     colo_device_info info;
     colo_telemetry *tel;
     struct event *timer;
@@ -60,6 +62,10 @@ struct api_stats {
     uint64_t seq;
     colo_metric *m_util, *m_bw, *m_mem_used, *m_mem_total, *m_proc_mem, *m_power, *m_sm_clock, *m_mem_clock,
         *m_temp, *m_worker, *m_info;
+    /* the host worker pool's time (colo_device_worker_stats) and the
+     * process's CPU time */
+    colo_metric *m_pool_time, *m_pool_ops, *m_pool_chunks, *m_pool_lock_waits, *m_pool_lock_wait, *m_loop_cpu,
+        *m_proc_cpu;
 };
 
 /* ---- device metric families ------------------------------------------------------- */
@@ -102,6 +108,26 @@ static void on_render_device(void *ud)
             colo_metric_set(st->m_worker, (const char *const[]){d, w}, s.worker_utilization_ratio[i]);
     }
     colo_metric_set(st->m_info, (const char *const[]){d, st->info.name, s.source}, 1);
+    colo_worker_stats ws;
+    if (colo_device_worker_stats(st->dev, &ws) == COLO_OK) {
+        static const char *const states[] = {"busy", "ready", "barrier", "starved"};
+        const uint64_t ns[] = {ws.busy_ns, ws.ready_ns, ws.barrier_ns, ws.starved_ns};
+        for (int i = 0; i < 4; i++)
+            colo_metric_set(st->m_pool_time, (const char *const[]){d, states[i]}, (double)ns[i] / 1e9);
+        colo_metric_set(st->m_pool_ops, (const char *const[]){d}, (double)ws.ops);
+        colo_metric_set(st->m_pool_chunks, (const char *const[]){d}, (double)ws.chunks);
+        colo_metric_set(st->m_pool_lock_waits, (const char *const[]){d}, (double)ws.lock_waits);
+        colo_metric_set(st->m_pool_lock_wait, (const char *const[]){d}, (double)ws.lock_wait_ns / 1e9);
+    }
+    /* renders run on the loop thread: its own CPU time */
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        colo_metric_set(st->m_loop_cpu, NULL, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        colo_metric_set(st->m_proc_cpu, NULL,
+                        (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 }
 
 static colo_status register_device_metrics(colo_api *a, api_stats *st)
@@ -127,8 +153,26 @@ static colo_status register_device_metrics(colo_api *a, api_stats *st)
                                       "CPU pool worker busy: its thread's CPU time over wall time.", 2, LW);
     st->m_info = colo_metrics_gauge(m, "colo_device_info", "The device (always 1), its name and telemetry source.",
                                     3, LI);
+    const char *const LS[] = {"device", "state"};
+    st->m_pool_time = colo_metrics_counter(m, "colo_device_worker_seconds_total",
+                                           "CPU pool worker time by state (busy: running chunks; ready: idle while a "
+                                           "chunk waited to be handed out; barrier: idle while every queued op's "
+                                           "chunks were out; starved: idle with no op queued).",
+                                           2, LS);
+    st->m_pool_ops = colo_metrics_counter(m, "colo_device_pool_ops_total", "Ops the CPU pool finished.", 1, L);
+    st->m_pool_chunks = colo_metrics_counter(m, "colo_device_pool_chunks_total", "Chunks the CPU pool ran.", 1, L);
+    st->m_pool_lock_waits = colo_metrics_counter(m, "colo_device_pool_lock_waits_total",
+                                                 "Acquisitions of the CPU pool's lock that had to wait.", 1, L);
+    st->m_pool_lock_wait = colo_metrics_counter(m, "colo_device_pool_lock_wait_seconds_total",
+                                                "Time spent waiting for the CPU pool's lock.", 1, L);
+    st->m_loop_cpu = colo_metrics_counter(m, "colo_server_loop_cpu_seconds_total",
+                                          "CPU time of the HTTP event loop's thread.", 0, NULL);
+    st->m_proc_cpu = colo_metrics_counter(m, "process_cpu_seconds_total", "User and system CPU time of the process.",
+                                          0, NULL);
     colo_metric *all[] = {st->m_util, st->m_bw, st->m_mem_used, st->m_mem_total, st->m_proc_mem, st->m_power,
-                          st->m_sm_clock, st->m_mem_clock, st->m_temp, st->m_worker, st->m_info};
+                          st->m_sm_clock, st->m_mem_clock, st->m_temp, st->m_worker, st->m_info, st->m_pool_time,
+                          st->m_pool_ops, st->m_pool_chunks, st->m_pool_lock_waits, st->m_pool_lock_wait,
+                          st->m_loop_cpu, st->m_proc_cpu};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (!all[i])
             return COLO_ENOMEM;
@@ -445,6 +489,7 @@ colo_status colo_api_watch(colo_api *a, colo_device *dev, int interval_ms, char 
     st->n_models = a->n_models;
     st->cap = HISTORY_SECONDS * 1000 / interval_ms + 2;
     st->cap = st->cap > MAX_POINTS ? MAX_POINTS : st->cap;
+    st->dev = dev;
     colo_device_get_info(dev, &st->info);
     for (int i = 0; i < st->cap; i++)
         if (!(st->ring[i].m = calloc((size_t)(st->n_models ? st->n_models : 1), sizeof(model_point)))) {

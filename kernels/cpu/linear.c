@@ -19,7 +19,10 @@
  *   F16 directly, or expanded to per-thread scratch, and dotted in F32.
  * - tiles (the rest, prefill): TILE_ROWS weight rows at a time are expanded
  *   to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32 (gemm_f32.c),
- *   whose result for a row does not depend on the other rows or their count. */
+ *   whose result for a row does not depend on the other rows or their count.
+ * In a mixed step (colo_stream_set_decode_rows) the decode rows and the
+ * prefill rows are two products, each on its own path, so a decode row
+ * gets the bits a decode step of the same rows gives it. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <string.h>
@@ -301,9 +304,32 @@ static colo_status quantize_x(colo_stream *s, const float *x, int x_stride, int 
     return colo_cpu_launch(s, quantize_task, &q, sizeof q, colo_cpu_chunks(s, m, 4.0 * k * (want_q8x + want_q8k)));
 }
 
+/* A mixed step (colo_stream_set_decode_rows): its first d rows are
+ * products of a decode step of d rows, the others a prefill's. *d gets the
+ * decode rows when m rows split so (0 < d < m), else 0. */
+static bool mixed_rows(colo_stream *s, int m, int *d)
+{
+    *d = colo_stream_decode_rows(s);
+    if (*d > 0 && *d < m)
+        return true;
+    *d = 0;
+    return false;
+}
+
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
+    int d;
+    if (mixed_rows(s, m, &d)) {
+        int xs = x_stride ? x_stride : k, ys = y_stride ? y_stride : n;
+        colo_stream_set_decode(s, true);
+        colo_status st = colo_cpu_linear(s, w, w_type, bias, x, xs, y, ys, d, n, k);
+        colo_stream_set_decode(s, false);
+        if (st == COLO_OK)
+            st = colo_cpu_linear(s, w, w_type, bias, x + (size_t)d * xs, xs, y + (size_t)d * ys, ys, m - d, n, k);
+        colo_stream_set_decode_rows(s, d);
+        return st;
+    }
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL,
                      NULL};
     if (q8_path(s, w_type, m))
@@ -391,6 +417,24 @@ static int64_t multi_init(multi_args *a, const float *x, int x_stride, int m, in
 colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                   const colo_linear_out *out, int n_out)
 {
+    int d;
+    if (mixed_rows(s, m, &d) && n_out <= COLO_LINEAR_MULTI_MAX) {
+        int xs = x_stride ? x_stride : k;
+        colo_stream_set_decode(s, true);
+        colo_status st = colo_cpu_linear_multi(s, x, xs, d, k, out, n_out);
+        colo_stream_set_decode(s, false);
+        colo_linear_out rest[COLO_LINEAR_MULTI_MAX];
+        for (int i = 0; i < n_out; i++) {
+            rest[i] = out[i];
+            int ys = out[i].y_stride ? out[i].y_stride : out[i].n;
+            rest[i].y = out[i].y + (size_t)d * ys;
+            rest[i].y_stride = ys;
+        }
+        if (st == COLO_OK)
+            st = colo_cpu_linear_multi(s, x + (size_t)d * xs, xs, m - d, k, rest, n_out);
+        colo_stream_set_decode_rows(s, d);
+        return st;
+    }
     bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
     for (int i = 0; i < n_out && q8; i++)
         q8 = q8_path(s, out[i].w_type, m);

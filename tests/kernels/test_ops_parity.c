@@ -115,6 +115,53 @@ static void test_linear_q8_many_rows(void **state)
     colo_cpu_q8_min_rows = saved;
 }
 
+/* A mixed step (colo_stream_set_decode_rows): the first d rows of a
+ * product are computed as a decode step of those d rows alone, the others
+ * as a prefill of the rest alone, for linear and linear_multi, for block
+ * formats (the int8 and gemm_q8 paths) and F32; decode rows get the 8-bit
+ * products, not the prefill's exact ones. */
+static void test_linear_mixed_rows(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q6_K, COLO_F32};
+    const int cases[][2] = {{1, 5}, {2, 3}, {7, 4}, {5, 1}, {12, 9}}; /* decode rows, prefill rows */
+    const int n = 70, k = 256;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+            int d = cases[ci][0], m = d + cases[ci][1];
+            float *wd;
+            void *w = make_weights(types[t], n, k, &wd);
+            float *x = malloc((size_t)m * k * 4);
+            fill_normal(x, (int64_t)m * k, 1.0f);
+            void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
+            float *dx = dput(c, x, (size_t)m * k * 4);
+            float *dmix = dpoison(c, (size_t)m * n * 4), *dmulti = dpoison(c, (size_t)m * n * 4);
+            float *ddec = dpoison(c, (size_t)d * n * 4), *dpre = dpoison(c, (size_t)(m - d) * n * 4);
+            colo_stream_set_decode_rows(c->s, d);
+            assert_int_equal(colo_op_linear(c->s, dw, types[t], NULL, dx, 0, dmix, 0, m, n, k), COLO_OK);
+            colo_linear_out out = {dw, types[t], NULL, dmulti, 0, n};
+            assert_int_equal(colo_op_linear_multi(c->s, dx, 0, m, k, &out, 1), COLO_OK);
+            assert_int_equal(colo_stream_decode_rows(c->s), d);
+            colo_stream_set_decode(c->s, true);
+            assert_int_equal(colo_op_linear(c->s, dw, types[t], NULL, dx, 0, ddec, 0, d, n, k), COLO_OK);
+            colo_stream_set_decode(c->s, false);
+            assert_int_equal(colo_op_linear(c->s, dw, types[t], NULL, dx + (size_t)d * k, 0, dpre, 0, m - d, n, k),
+                             COLO_OK);
+            size_t all = (size_t)m * n * 4, dec = (size_t)d * n * 4;
+            float *mix = malloc(all), *multi = malloc(all), *want = malloc(all);
+            dget(c, mix, dmix, all);
+            dget(c, multi, dmulti, all);
+            dget(c, want, ddec, dec);
+            dget(c, want + (size_t)d * n, dpre, all - dec);
+            if (memcmp(mix, want, all) || memcmp(multi, want, all))
+                fail_msg("%s, %d decode rows of %d: a mixed step's rows differ from the decode and prefill products",
+                         colo_dtype_name(types[t]), d, m);
+            free(mix), free(multi), free(want), free(w), free(wd), free(x);
+            dfree_all(c);
+        }
+    colo_stream_set_decode(c->s, false);
+}
+
 /* The tile path (prefill: 2 or more rows, exact F32 activations): one
  * row's output is the same bits whatever rows come with it and however
  * many (2..70), at different positions, for quantized and F32 weights and
@@ -269,6 +316,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
                                        cmocka_unit_test(test_linear_q8_many_rows),
+                                       cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_tiles_row_invariant),
                                        cmocka_unit_test(test_attention_prefill_row_invariant),
                                        cmocka_unit_test(test_linear_multi)};

@@ -310,6 +310,70 @@ static void check_invariance(colo_dtype type)
     unlink(path);
 }
 
+/* A mixed step: three decode rows first, then a fourth sequence's prompt.
+ * The decode rows get the bits of the decode step of the three alone
+ * (their products are that step's: 8-bit activations on the CPU, not the
+ * prefill's exact ones), and the prompt's last row the bits of its
+ * prefill alone. On a device with the default precision, where the two
+ * paths differ. */
+static void check_mixed_step(colo_dtype type)
+{
+    char err[256], path[300], tag[64];
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
+    colo_device *exact = dev;
+    dev = colo_device_open(&dc, err, sizeof err);
+    assert_non_null(dev);
+    snprintf(tag, sizeof tag, "%s-mixed", colo_dtype_name(type));
+    model_file(path, sizeof path, tag);
+    write_model(path, type);
+    rig r;
+    rig_open(&r, path, 64);
+    srand(seed + 7 * (unsigned)type);
+    int len[3] = {LA, LB, LC};
+    int toks[3][LA];
+    for (int q = 0; q < 3; q++)
+        for (int i = 0; i < len[q]; i++)
+            toks[q][i] = rand() % NV;
+    static float ref[LA][NV], dec[3][NV], mixed[4][NV];
+    row rows[LA];
+    int32_t lr[LA];
+    colo_kv_table t4[4];
+    tables_open(t4, 1);
+    for (int i = 0; i < 5; i++)
+        rows[i] = (row){0, i, toks[0][i]};
+    lr[0] = 4; /* the prompt's logits, as the engine asks for them: its last row's */
+    assert_int_equal(step(&r, t4, 1, rows, 5, lr, 1, &ref[0][0]), COLO_OK);
+    tables_close(&r, t4, 1);
+    tables_open(t4, 4);
+    for (int q = 0; q < 3; q++) {
+        for (int i = 0; i < len[q] - 1; i++)
+            rows[i] = (row){q, i, toks[q][i]};
+        assert_int_equal(step(&r, t4, 4, rows, len[q] - 1, NULL, 0, NULL), COLO_OK);
+    }
+    for (int q = 0; q < 3; q++) {
+        rows[q] = (row){q, len[q] - 1, toks[q][len[q] - 1]};
+        lr[q] = q;
+    }
+    assert_int_equal(step(&r, t4, 4, rows, 3, lr, 3, &dec[0][0]), COLO_OK);
+    for (int i = 0; i < 5; i++)
+        rows[3 + i] = (row){3, i, toks[0][i]};
+    lr[3] = 7;
+    assert_int_equal(step(&r, t4, 4, rows, 8, lr, 4, &mixed[0][0]), COLO_OK);
+    for (int q = 0; q < 3; q++)
+        if (memcmp(mixed[q], dec[q], sizeof dec[q]))
+            fail_msg("%s: decode row %d of a mixed step differs from the decode step's", colo_dtype_name(type), q);
+    if (memcmp(mixed[3], ref[0], sizeof ref[0]))
+        fail_msg("%s: a prompt's row in a mixed step differs from its prefill alone", colo_dtype_name(type));
+    tables_close(&r, t4, 4);
+    rig_close(&r);
+    unlink(path);
+    colo_device_close(dev);
+    dev = exact;
+}
+
+static void test_mixed_step_q4_1(void **state) { (void)state; check_mixed_step(COLO_Q4_1); }
+static void test_mixed_step_q8_0(void **state) { (void)state; check_mixed_step(COLO_Q8_0); }
+
 static void test_invariance_f32(void **state) { (void)state; check_invariance(COLO_F32); }
 static void test_invariance_f16(void **state) { (void)state; check_invariance(COLO_F16); }
 static void test_invariance_q8_0(void **state) { (void)state; check_invariance(COLO_Q8_0); }
@@ -591,6 +655,8 @@ int main(void)
         cmocka_unit_test(test_invariance_f16),
         cmocka_unit_test(test_invariance_q8_0),
         cmocka_unit_test(test_invariance_q4_1),
+        cmocka_unit_test(test_mixed_step_q4_1),
+        cmocka_unit_test(test_mixed_step_q8_0),
         cmocka_unit_test(test_untied_output),
         cmocka_unit_test(test_bad_files_name_the_culprit),
         cmocka_unit_test(test_context_limit_and_scratch),

@@ -659,6 +659,63 @@ static void spin_task(const void *a, int chunk, int n_chunks)
     __atomic_fetch_add(s->busy_ns, mono_ns() - t0, __ATOMIC_RELAXED);
 }
 
+static void sleep_task(const void *a, int chunk, int n_chunks)
+{
+    (void)chunk;
+    (void)n_chunks;
+    usleep(*(const unsigned *)a);
+}
+
+/* colo_device_worker_stats: every worker's wall time is busy or idle in
+ * exactly one state (the four add up to workers x wall time); a lone
+ * one-chunk op leaves the other worker waiting at its barrier; nothing
+ * queued leaves both starved; ops and chunks are counted, per stream too,
+ * and colo_stream_sync's wait. */
+static void test_worker_stats(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    colo_worker_stats w0, w1, w2;
+    assert_int_equal(colo_device_worker_stats(d, &w0), COLO_OK);
+    assert_int_equal(w0.n_workers, 2);
+    assert_int_equal(w0.busy_ns + w0.ready_ns + w0.barrier_ns + w0.starved_ns, 2 * w0.wall_ns);
+
+    /* one op of one chunk, 20 ms: one worker busy, the other at the barrier */
+    unsigned us = 20000;
+    assert_int_equal(colo_cpu_launch(s, sleep_task, &us, sizeof us, 1), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_int_equal(colo_device_worker_stats(d, &w1), COLO_OK);
+    assert_int_equal(w1.busy_ns + w1.ready_ns + w1.barrier_ns + w1.starved_ns, 2 * w1.wall_ns);
+    uint64_t busy = w1.busy_ns - w0.busy_ns, barrier = w1.barrier_ns - w0.barrier_ns;
+    if (busy < 20000000u || barrier < busy - busy / 4)
+        fail_msg("busy %.1f ms, barrier %.1f ms for a lone 20 ms chunk", busy / 1e6, barrier / 1e6);
+    assert_int_equal(w1.ops - w0.ops, 1);
+    assert_int_equal(w1.chunks - w0.chunks, 1);
+
+    /* nothing queued for 20 ms: both workers starved, none busy */
+    usleep(20000);
+    assert_int_equal(colo_device_worker_stats(d, &w2), COLO_OK);
+    assert_int_equal(w2.busy_ns, w1.busy_ns);
+    assert_int_equal(w2.barrier_ns, w1.barrier_ns);
+    assert_true(w2.starved_ns - w1.starved_ns >= 2u * 20000000u);
+    assert_int_equal(w2.busy_ns + w2.ready_ns + w2.barrier_ns + w2.starved_ns, 2 * w2.wall_ns);
+
+    /* five chunks of one op, per stream */
+    unsigned short_us = 100;
+    assert_int_equal(colo_cpu_launch(s, sleep_task, &short_us, sizeof short_us, 5), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    colo_stream_stats ss;
+    colo_stream_get_stats(s, &ss);
+    assert_int_equal(ss.ops, 2);
+    assert_int_equal(ss.chunks, 6);
+    assert_true(ss.busy_ns >= 20000000u);
+    assert_int_equal(ss.syncs, 2);
+    assert_true(ss.sync_wait_ns >= 20000000u); /* the first sync waited for the 20 ms chunk */
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
 static void test_fair_shares(void **state)
 {
     (void)state;
@@ -888,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_staging),
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
+        cmocka_unit_test(test_worker_stats),
         cmocka_unit_test(test_fair_shares),
         cmocka_unit_test(test_best_effort_floor),
         cmocka_unit_test(test_deadline_order),

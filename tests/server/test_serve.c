@@ -649,6 +649,55 @@ static void test_metrics(void **state)
     srv_resp_free(&r);
 }
 
+/* The value of the series that starts with prefix (its labels included),
+ * or -1 when absent. */
+static double metric_value(const char *body, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (const char *p = strstr(body, prefix); p; p = strstr(p + 1, prefix))
+        if ((p == body || p[-1] == '\n') && (p[n] == ' ' || p[n] == '{' || prefix[n - 1] == '}')) {
+            const char *v = strchr(p + n, ' ');
+            return v ? strtod(v + 1, NULL) : -1;
+        }
+    return -1;
+}
+
+/* Where the time went (docs/SCHEDULING.md): the pool's worker time by
+ * state, the model's steps by kind and its executor's time by phase, its
+ * ops, chunks and worker time, the loop's and the process's CPU time, all
+ * moved by the generations above. */
+static void test_metrics_where_time_goes(void **state)
+{
+    srv_fixture *f = *state;
+    srv_resp r;
+    assert_true(srv_http(f, "GET", "/metrics", NULL, &r));
+    assert_int_equal(r.status, 200);
+    const char *positive[] = {
+        "colo_device_worker_seconds_total{device=\"cpu\",state=\"busy\"}",
+        "colo_device_worker_seconds_total{device=\"cpu\",state=\"starved\"}",
+        "colo_device_pool_ops_total{device=\"cpu\"}",
+        "colo_device_pool_chunks_total{device=\"cpu\"}",
+        "colo_model_steps_total{model=\"a\",step=\"decode\"}",
+        "colo_model_step_tokens_total{model=\"a\",step=\"decode\"}",
+        "colo_model_step_phase_seconds_total{model=\"a\",phase=\"device\"}",
+        "colo_model_step_phase_seconds_total{model=\"a\",phase=\"sample\"}",
+        "colo_model_device_busy_seconds_total{model=\"a\"}",
+        "colo_model_ops_total{model=\"a\"}",
+        "colo_model_chunks_total{model=\"a\"}",
+        "colo_server_loop_cpu_seconds_total",
+        "process_cpu_seconds_total",
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
+        if (!(metric_value(r.body, positive[i]) > 0))
+            fail_msg("%s: %g", positive[i], metric_value(r.body, positive[i]));
+    /* a model's ops are the pool's, and its chunks at least its ops */
+    double ops_a = metric_value(r.body, "colo_model_ops_total{model=\"a\"}");
+    assert_true(ops_a <= metric_value(r.body, "colo_device_pool_ops_total{device=\"cpu\"}"));
+    assert_true(metric_value(r.body, "colo_model_chunks_total{model=\"a\"}") >= ops_a);
+    assert_true(metric_value(r.body, "colo_model_steps_total{model=\"a\",step=\"mixed\"}") >= 0);
+    srv_resp_free(&r);
+}
+
 /* ---- lifecycle: each test runs its own server ---------------------------------------------- */
 
 /* SIGTERM with a generation in flight: the request completes, the server
@@ -781,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_queue_timeout),
         cmocka_unit_test(test_disconnect_frees_sequence),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_where_time_goes),
     };
     const struct CMUnitTest own_server[] = {
         cmocka_unit_test(test_sigterm_finishes_inflight),
