@@ -26,6 +26,7 @@ struct colo_telemetry {
     colo_device_sample latest;            /* under mu */
     uint64_t prev_cpu_ns[COLO_TELEMETRY_MAX_WORKERS]; /* sampler thread only */
     uint64_t prev_t_ns;
+    uint64_t prev_pool_busy_ns, prev_pool_all_ns; /* colo_device_worker_stats at the last reading */
 };
 
 static void unknown(colo_device_sample *s)
@@ -82,6 +83,18 @@ static void read_workers(colo_telemetry *t, colo_device_sample *s)
         t->prev_cpu_ns[i] = ns[i];
     }
     s->utilization_ratio = n > 0 ? sum / n : NAN;
+    /* The pool's own account, where it keeps one: time running chunks, not
+     * the CPU time a worker spends spinning for the next one. */
+    colo_worker_stats ws;
+    if (colo_device_worker_stats(t->dev, &ws) == COLO_OK && ws.n_workers > 0) {
+        uint64_t all = ws.busy_ns + ws.ready_ns + ws.barrier_ns + ws.starved_ns;
+        if (t->prev_pool_all_ns && all > t->prev_pool_all_ns && ws.busy_ns >= t->prev_pool_busy_ns)
+            s->utilization_ratio = (double)(ws.busy_ns - t->prev_pool_busy_ns) / (double)(all - t->prev_pool_all_ns);
+        else
+            s->utilization_ratio = NAN;
+        t->prev_pool_busy_ns = ws.busy_ns;
+        t->prev_pool_all_ns = all;
+    }
     t->prev_t_ns = s->t_ns;
 }
 

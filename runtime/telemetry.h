@@ -11,7 +11,9 @@
  *    memory used/total, power, SM and memory clocks, temperature, and this
  *    process's memory on the device.
  *  - The CPU backend: each pool worker's utilisation (its thread's CPU time
- *    over wall time: colo_device_worker_cpu_ns), the pool's mean, the
+ *    over wall time: colo_device_worker_cpu_ns, spinning for work
+ *    included), the pool's (its workers' time running chunks over their
+ *    wall time: colo_device_worker_stats), the
  *    host's memory (MemTotal, MemTotal - MemAvailable from /proc/meminfo)
  *    and this process's resident memory (/proc/self/statm). Memory
  *    bandwidth needs uncore counters that are rarely readable unprivileged:
@@ -36,7 +38,7 @@ typedef struct colo_device_sample {
     uint64_t t_ns;                       /* colo_now_ns() when taken */
     char device[16];                     /* the metrics' device label: "cpu" or "cuda" */
     char source[16];                     /* "nvml", "procfs" or "none" (CUDA without NVML) */
-    double utilization_ratio;            /* SM busy (NVML) or the workers' mean (CPU) */
+    double utilization_ratio;            /* SM busy (NVML) or the pool's time running chunks (CPU) */
     double memory_bandwidth_utilization_ratio; /* NVML: time the memory was read or written */
     double memory_used_bytes;            /* the whole device (CPU: the host) */
     double memory_total_bytes;

@@ -136,7 +136,7 @@ static colo_status register_device_metrics(colo_api *a, api_stats *st)
     const char *const L[] = {"device"}, *const LW[] = {"device", "worker"},
                       *const LI[] = {"device", "name", "source"};
     st->m_util = colo_metrics_gauge(m, "colo_device_utilization_ratio",
-                                    "Device busy: SM utilisation (NVML) or the CPU pool workers' mean.", 1, L);
+                                    "Device busy: SM utilisation (NVML) or the CPU pool's time running chunks.", 1, L);
     st->m_bw = colo_metrics_gauge(m, "colo_device_memory_bandwidth_utilization_ratio",
                                   "Time the device memory was read or written (NVML).", 1, L);
     st->m_mem_used = colo_metrics_gauge(m, "colo_device_memory_used_bytes",
