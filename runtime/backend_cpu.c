@@ -56,7 +56,9 @@ enum { IDLE_READY, IDLE_BARRIER, IDLE_STARVED };
 typedef struct cpu_pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* workers wait for chunks */
-    pthread_cond_t done_cv; /* sync/event waiters */
+    pthread_cond_t done_cv;  /* event waiters: every op's end */
+    pthread_cond_t drain_cv; /* stream sync waiters: a stream's last queued op's end */
+    int done_waiters, drain_waiters; /* threads waiting on each (under mu): nobody, no wake-up */
     int n_threads;
     pthread_t *threads;
     bool stop;
@@ -335,7 +337,13 @@ static void *worker_main(void *arg)
             cs->free_tasks = t;
             __atomic_store_n(&cs->completed, cs->completed + 1, __ATOMIC_RELEASE);
             __atomic_add_fetch(&p->work_gen, 1, __ATOMIC_RELEASE);
-            pthread_cond_broadcast(&p->done_cv);
+            /* An executor waits for its stream once per step, not for every
+             * op: waking it (and every other model's) at each op's end cost
+             * context switches the workers needed the cores for. */
+            if (!cs->head && p->drain_waiters)
+                pthread_cond_broadcast(&p->drain_cv);
+            if (p->done_waiters)
+                pthread_cond_broadcast(&p->done_cv);
             if (cs->head && p->sleepers)
                 pthread_cond_broadcast(&p->work_cv);
         }
@@ -429,6 +437,7 @@ static void cpu_close(colo_device *dev)
     free(p->streams);
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->drain_cv);
     pthread_mutex_destroy(&p->mu);
     free(p);
     free(dev);
@@ -583,8 +592,11 @@ static colo_status cpu_stream_sync(colo_stream *s)
         cpu_relax();
     }
     pool_lock(p);
-    while (cs->completed < cs->enqueued)
-        pthread_cond_wait(&p->done_cv, &p->mu);
+    while (cs->completed < cs->enqueued) {
+        p->drain_waiters++;
+        pthread_cond_wait(&p->drain_cv, &p->mu);
+        p->drain_waiters--;
+    }
     colo_status st = cs->err;
     cs->err = COLO_OK;
     pthread_mutex_unlock(&p->mu);
@@ -732,8 +744,11 @@ static colo_status cpu_event_sync(colo_event *ev)
     if (event_done(ce))
         return COLO_OK;
     pthread_mutex_lock(&ce->pool->mu);
-    while (!event_done(ce))
+    while (!event_done(ce)) {
+        ce->pool->done_waiters++;
         pthread_cond_wait(&ce->pool->done_cv, &ce->pool->mu);
+        ce->pool->done_waiters--;
+    }
     pthread_mutex_unlock(&ce->pool->mu);
     return COLO_OK;
 }
@@ -745,8 +760,11 @@ static void cpu_event_fini(colo_event *ev)
     cpu_event *ce = ev->ctx;
     if (__atomic_load_n(&ce->pending, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&ce->pool->mu);
-        while (__atomic_load_n(&ce->pending, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&ce->pending, __ATOMIC_ACQUIRE)) {
+            ce->pool->done_waiters++;
             pthread_cond_wait(&ce->pool->done_cv, &ce->pool->mu);
+            ce->pool->done_waiters--;
+        }
         pthread_mutex_unlock(&ce->pool->mu);
     }
     free(ce);
@@ -925,6 +943,7 @@ colo_device *colo_cpu_device_open(const colo_device_config *cfg, char *err, size
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
+    pthread_cond_init(&p->drain_cv, NULL);
     /* The pool decides which model's work runs on which core; OpenBLAS must not
      * start threads of its own inside a chunk. */
     openblas_set_num_threads(1);
@@ -966,6 +985,7 @@ out_stop:
 out_destroy:
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->drain_cv);
     pthread_mutex_destroy(&p->mu);
 out_free:
     free(p);
