@@ -101,6 +101,11 @@ static void test_errors(void **state)
         assert_string_equal(m.name, good[i]);
     }
     assert_int_equal(parse("name: 7b\nkind: llama\npath: x\nmemory_fraction: 0.1\n", &m, err, sizeof err), COLO_OK);
+    assert_false(m.message_control_tokens);
+    assert_int_equal(parse("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,"
+                           "\"message_control_tokens\":true}", &m, err, sizeof err),
+                     COLO_OK);
+    assert_true(m.message_control_tokens);
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":\"half\"}",
            "body:1:57: model.memory_fraction:", "expected a number, got 'half'");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"colour\":1}",
