@@ -59,15 +59,18 @@ struct colo_admin {
 
 static int slot_of(const colo_admin *ad, const api_model *am) { return (int)(am - ad->api->models); }
 
+/* Adds name to the models readiness waits for (on), or takes it out. */
 static void want(colo_admin *ad, const char *name, bool on)
 {
-    for (int i = 0; i < ad->n_wanted; i++)
-        if (!strcmp(ad->wanted[i], name)) {
-            if (!on)
-                memmove(ad->wanted[i], ad->wanted[i + 1], (size_t)(ad->n_wanted - i - 1) * sizeof ad->wanted[i]),
-                    ad->n_wanted--;
-            return;
+    for (int i = 0; i < ad->n_wanted; i++) {
+        if (strcmp(ad->wanted[i], name))
+            continue;
+        if (!on) {
+            memmove(ad->wanted[i], ad->wanted[i + 1], (size_t)(ad->n_wanted - i - 1) * sizeof ad->wanted[i]);
+            ad->n_wanted--;
         }
+        return;
+    }
     if (on && ad->n_wanted < COLO_CFG_MAX_MODELS)
         snprintf(ad->wanted[ad->n_wanted++], sizeof ad->wanted[0], "%s", name);
 }
