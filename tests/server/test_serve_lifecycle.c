@@ -222,6 +222,17 @@ static void test_load_at_run_time(void **state_)
                           "invalid_config", NULL), 400);
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("a", "\"memory_fraction\":0.3"), "model_exists",
                           NULL), 409);
+    /* a name that is not a string, or not a name */
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":null,\"kind\":\"llama\",\"path\":\"m.gguf\",\"memory_fraction\":0.3}",
+                          "invalid_config", NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":5,\"kind\":\"llama\",\"path\":\"m.gguf\",\"memory_fraction\":0.3}",
+                          "invalid_config", NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("..", "\"memory_fraction\":0.3"), "invalid_config",
+                          NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("-", "\"memory_fraction\":0.3"), "invalid_config",
+                          NULL), 400);
     assert_int_equal(n_listed(&f), 1);
     assert_null(model(&f, "b"));
 
