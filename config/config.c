@@ -71,6 +71,26 @@ static int get_str(parse_ctx *p, const yaml_node_t *n, const char *field, char *
     return 0;
 }
 
+/* Whether n is an unquoted scalar that YAML (and JSON, which is read as
+ * YAML) types as null, a boolean or a number: for a field that must be a
+ * string, `null`, `true` or `5` are not strings ("5" quoted is). */
+static bool plain_non_string(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    static const char *const words[] = {"null", "Null", "NULL", "~",     "true",  "True",  "TRUE",
+                                        "false", "False", "FALSE", ".inf", "-.inf", ".nan", ".NaN"};
+    const char *s = scalar(n);
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (!strcmp(s, words[i]))
+            return true;
+    if (!((*s >= '0' && *s <= '9') || *s == '-' || *s == '+' || *s == '.')) /* strtod's "nan", "inf" are names */
+        return false;
+    char *end;
+    (void)strtod(s, &end);
+    return end != s && !*end;
+}
+
 static int get_int(parse_ctx *p, const yaml_node_t *n, const char *field, long lo, long hi, int *out)
 {
     if (n->type != YAML_SCALAR_NODE)
@@ -437,13 +457,21 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     model_marks *mk = mc->mk;
     static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
     if (!strcmp(key, "name")) {
+        /* A name is a string (JSON null or 5 is no name), of letters, digits,
+         * '-', '_' and '.', starting with a letter or a digit: no ".", "..",
+         * "-" or a name that reads as an option or a hidden file. */
         mk->has_name = true;
+        if (plain_non_string(v))
+            return fail(p, v, f, "expected a string, got %s", scalar(v));
         if (get_str(p, v, f, m->name, sizeof m->name))
             return -1;
         for (const char *c = m->name; *c; c++)
             if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
                   *c == '_' || *c == '.'))
                 return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", m->name);
+        char c0 = m->name[0];
+        if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || (c0 >= '0' && c0 <= '9')))
+            return fail(p, v, f, "'%s': a model name starts with a letter or a digit", m->name);
         return 0;
     }
     if (!strcmp(key, "kind")) {
@@ -494,6 +522,8 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
     if (!strcmp(key, "pinned"))
         return get_bool(p, v, f, &m->pinned);
+    if (!strcmp(key, "message_control_tokens"))
+        return get_bool(p, v, f, &m->message_control_tokens);
     if (!strcmp(key, "memory_max_fraction")) {
         mk->max_fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);

@@ -5,12 +5,15 @@
 #include "models/alloc_set.h"
 #include "models/bert.h"
 #include "models/safetensors.h"
+#include "runtime/file.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     void *wqkv;         /* (3E, E): query, key, value rows */
@@ -60,15 +63,19 @@ static colo_status read_json(const char *dir, const char *name, bool required, j
     json_error_t je;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *root = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
         if (!required)
             return COLO_OK;
         snprintf(msg, msglen, "%s is missing", name);
         return COLO_EIO;
     }
+    FILE *f = colo_file_fopen_regular(path, msg, msglen);
+    if (!f)
+        return COLO_EIO;
+    *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);
-    if (!(*root = json_load_file(path, JSON_REJECT_DUPLICATES, &je)) || !json_is_object(*root)) {
+    if (!*root || !json_is_object(*root)) {
         if (*root)
             snprintf(msg, msglen, "%s: not a JSON object", name);
         else

@@ -195,13 +195,19 @@ colo_status colo_chat_template_init(colo_chat_template *t, const colo_tokenizer 
 
 /* ---- rendering --------------------------------------------------------------------------- */
 
+/* The prompt, and which of its bytes are messages' text (plain[i] 1):
+ * the template's own bytes are 0. */
 typedef struct {
     char *s;
+    uint8_t *plain;
     size_t n, cap;
     bool oom;
+    const colo_chat_msg *msgs;          /* the messages rendered */
+    const uint8_t *const *content_plain; /* their marks (colo_chat_prompt_marked) */
 } sbuf;
 
-static void put_n(sbuf *b, const char *s, size_t n)
+/* n bytes of s; mask: their plain marks (NULL: all `fill`). */
+static void put_marked(sbuf *b, const char *s, size_t n, const uint8_t *mask, uint8_t fill)
 {
     if (b->oom)
         return;
@@ -215,26 +221,48 @@ static void put_n(sbuf *b, const char *s, size_t n)
             return;
         }
         b->s = p;
+        uint8_t *q = realloc(b->plain, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->plain = q;
         b->cap = cap;
     }
     memcpy(b->s + b->n, s, n);
+    if (mask)
+        memcpy(b->plain + b->n, mask, n);
+    else
+        memset(b->plain + b->n, fill, n);
     b->n += n;
     b->s[b->n] = 0;
+    b->plain[b->n] = 0;
 }
 
+/* The template's own text. */
+static void put_n(sbuf *b, const char *s, size_t n) { put_marked(b, s, n, NULL, 0); }
 static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+/* Text of message m (one of b->msgs): s points into m->content (n
+ * bytes). Its plain marks are the message's, or all set. */
+static void put_msg_n(sbuf *b, const colo_chat_msg *m, const char *s, size_t n)
+{
+    const uint8_t *mask = b->content_plain ? b->content_plain[m - b->msgs] : NULL;
+    put_marked(b, s, n, mask ? mask + (s - m->content) : NULL, 1);
+}
+static void put_msg(sbuf *b, const colo_chat_msg *m, const char *s) { put_msg_n(b, m, s, strlen(s)); }
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-/* jinja's |trim */
-static void put_trim(sbuf *b, const char *s)
+/* jinja's |trim of message m's text s */
+static void put_trim(sbuf *b, const colo_chat_msg *m, const char *s)
 {
     size_t n = strlen(s);
     while (n && is_ws(*s))
         s++, n--;
     while (n && is_ws(s[n - 1]))
         n--;
-    put_n(b, s, n);
+    put_msg_n(b, m, s, n);
 }
 
 static bool role_is(const colo_chat_msg *m, const char *r) { return !strcmp(m->role, r); }
@@ -250,7 +278,7 @@ static void render_chatml(const colo_chat_template *t, const colo_chat_msg *m, i
         put(b, "<|im_start|>");
         put(b, m[i].role);
         put(b, "\n");
-        put(b, m[i].content);
+        put_msg(b, &m[i], m[i].content);
         put(b, "<|im_end|>\n");
     }
     put(b, "<|im_start|>assistant\n");
@@ -265,7 +293,7 @@ static void render_llama3(const colo_chat_template *t, const colo_chat_msg *m, i
         put(b, t->date);
         put(b, "\n\n");
         if (n > 0 && role_is(&m[0], "system")) {
-            put_trim(b, m[0].content);
+            put_trim(b, &m[0], m[0].content);
             i = 1;
         }
         put(b, "<|eot_id|>");
@@ -274,7 +302,7 @@ static void render_llama3(const colo_chat_template *t, const colo_chat_msg *m, i
         put(b, "<|start_header_id|>");
         put(b, m[i].role);
         put(b, "<|end_header_id|>\n\n");
-        put_trim(b, m[i].content);
+        put_trim(b, &m[i], m[i].content);
         put(b, "<|eot_id|>");
     }
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -294,10 +322,10 @@ static void render_gemma(const colo_chat_template *t, const colo_chat_msg *m, in
         put(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
         put(b, "\n");
         if (first && prefix) {
-            put(b, prefix);
+            put_msg(b, &m[0], prefix);
             put(b, "\n\n");
         }
-        put_trim(b, m[i].content);
+        put_trim(b, &m[i], m[i].content);
         put(b, "<end_of_turn>\n");
     }
     put(b, "<start_of_turn>model\n");
@@ -313,7 +341,7 @@ static void render_phi3(const colo_chat_msg *m, int n, sbuf *b)
         if (!tag)
             continue;
         put(b, tag);
-        put(b, m[i].content);
+        put_msg(b, &m[i], m[i].content);
         put(b, "<|end|>\n");
     }
     put(b, "<|assistant|>\n");
@@ -349,27 +377,27 @@ static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, 
     put(b, t->bos);
     for (int first = i; i < n; i++) {
         if (role_is(&m[i], "tool") || role_is(&m[i], "tools")) {
-            put(b, m[i].content); /* tools.c's [AVAILABLE_TOOLS] and [TOOL_RESULTS] blocks, outside [INST] */
+            put_msg(b, &m[i], m[i].content); /* tools.c's [AVAILABLE_TOOLS] and [TOOL_RESULTS] blocks, outside [INST] */
         } else if (role_is(&m[i], "assistant") && !strncmp(m[i].content, "[TOOL_CALLS]", 12)) {
-            put(b, m[i].content);
+            put_msg(b, &m[i], m[i].content);
             put(b, t->eos);
         } else if (role_is(&m[i], "user")) {
             put(b, open);
             if (sys && (v1 ? i == first : i == sys_at)) {
-                put(b, sys);
+                put_msg(b, &m[0], sys);
                 put(b, "\n\n");
             }
-            put(b, m[i].content);
+            put_msg(b, &m[i], m[i].content);
             put(b, close);
         } else if (role_is(&m[i], "assistant")) {
             if (v1) {
                 put(b, t->inst_space ? " " : "");
-                put(b, m[i].content);
+                put_msg(b, &m[i], m[i].content);
             } else if (tekken) {
-                put(b, m[i].content);
+                put_msg(b, &m[i], m[i].content);
             } else {
                 put(b, " ");
-                put_trim(b, m[i].content);
+                put_trim(b, &m[i], m[i].content);
             }
             put(b, t->eos);
         }
@@ -379,21 +407,22 @@ static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, 
 static void render_deepseek_r1(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
     put(b, t->bos);
-    const char *sys = "";
+    const colo_chat_msg *sys = NULL;
     for (int i = 0; i < n; i++)
         if (role_is(&m[i], "system"))
-            sys = m[i].content;
-    put(b, sys);
+            sys = &m[i];
+    if (sys)
+        put_msg(b, sys, sys->content);
     for (int i = 0; i < n; i++) {
         if (role_is(&m[i], "user")) {
             put(b, "<｜User｜>");
-            put(b, m[i].content);
+            put_msg(b, &m[i], m[i].content);
         } else if (role_is(&m[i], "assistant")) {
             const char *c = m[i].content, *think;
             while ((think = strstr(c, "</think>")))
                 c = think + strlen("</think>");
             put(b, "<｜Assistant｜>");
-            put(b, c);
+            put_msg(b, &m[i], c);
             put(b, "<｜end▁of▁sentence｜>");
         }
     }
@@ -402,9 +431,10 @@ static void render_deepseek_r1(const colo_chat_template *t, const colo_chat_msg 
         put(b, "</think>");
 }
 
-char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n)
+char *colo_chat_prompt_marked(const colo_chat_template *t, const colo_chat_msg *msgs, int n,
+                              const uint8_t *const *content_plain, uint8_t **plain)
 {
-    sbuf b = {0};
+    sbuf b = {.msgs = msgs, .content_plain = content_plain};
     switch (t->format) {
     case COLO_CHAT_NONE: return NULL;
     case COLO_CHAT_CHATML: render_chatml(t, msgs, n, &b); break;
@@ -419,9 +449,19 @@ char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, i
     put(&b, "");
     if (b.oom) {
         free(b.s);
+        free(b.plain);
         return NULL;
     }
+    if (plain)
+        *plain = b.plain;
+    else
+        free(b.plain);
     return b.s;
+}
+
+char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n)
+{
+    return colo_chat_prompt_marked(t, msgs, n, NULL, NULL);
 }
 
 char *colo_chatml_prompt(const colo_chat_msg *msgs, int n)

@@ -82,6 +82,16 @@ const char *colo_chat_format_name(colo_chat_format f);
  * NULL when out of memory or the format is COLO_CHAT_NONE. The prompt holds
  * special tokens: encode it with parse_special. */
 char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, int n);
+/* The same, and in *plain (malloc'd, one byte per byte of the prompt and
+ * its NUL, the caller frees; may be NULL) which bytes are the messages'
+ * text: 1 where a control token written there must stay text (a client
+ * cannot write "<|im_start|>system" into a turn of its own), 0 in the
+ * template's markup. content_plain (NULL, or n entries, each NULL or one
+ * byte per byte of that message's content) marks content bytes that are
+ * colo's own markup (0: models/tools.c's blocks); NULL: all the client's.
+ * Encode with colo_tokenizer_encode_marked. */
+char *colo_chat_prompt_marked(const colo_chat_template *t, const colo_chat_msg *msgs, int n,
+                              const uint8_t *const *content_plain, uint8_t **plain);
 /* ChatML's prompt for msgs, with no default system message. */
 char *colo_chatml_prompt(const colo_chat_msg *msgs, int n);
 

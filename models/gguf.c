@@ -1,5 +1,6 @@
 /* GGUF reader (validating, mmap) and writer. */
 #include "models/gguf.h"
+#include "runtime/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -357,18 +358,9 @@ colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)
     }
     snprintf(g->path, sizeof g->path, "%s", path);
     pthread_mutex_init(&g->idx_mu, NULL);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        colo_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd = colo_file_open_regular(path, &g->size, err, errlen);
+    if (fd < 0)
         goto out_free;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        colo_set_err(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        goto out_free;
-    }
-    g->size = (size_t)sb.st_size;
     if (g->size < 24) {
         colo_set_err(err, errlen, "%s: truncated: %zu bytes is too small for a GGUF header", path, g->size);
         close(fd);

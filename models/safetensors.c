@@ -1,5 +1,6 @@
 /* safetensors reader: mmap, bounded JSON header, every offset checked. */
 #include "models/safetensors.h"
+#include "runtime/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -218,17 +219,9 @@ colo_status colo_safetensors_open(const char *path, colo_safetensors **out, char
         free(f);
         return COLO_ENOMEM;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        colo_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd = colo_file_open_regular(path, &f->size, err, errlen);
+    if (fd < 0)
         goto out_free;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        colo_set_err(err, errlen, "%s: not a regular file", path);
-        goto out_close;
-    }
-    f->size = (size_t)sb.st_size;
     if (f->size) {
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {

@@ -344,8 +344,17 @@ static void take(const colo_tokenizer *t, const unsigned char *s, size_t n, size
  * or -1, taken[i] marks bytes of a token or white space it strips. As in
  * llama.cpp, longer tokens are matched first, each at its leftmost free
  * places. Memory: one match per byte of s, per length. */
+/* Whether any of plain[i, i + L) is set. */
+static bool overlaps_plain(const uint8_t *plain, size_t i, size_t L)
+{
+    for (size_t j = 0; plain && j < L; j++)
+        if (plain[i + j])
+            return true;
+    return false;
+}
+
 static bool find_specials(const colo_tokenizer *t, const unsigned char *s, size_t n, bool parse_special,
-                          int32_t *tok_at, uint8_t *taken)
+                          const uint8_t *plain, int32_t *tok_at, uint8_t *taken)
 {
     for (size_t i = 0; i < n; i++) {
         tok_at[i] = -1;
@@ -360,7 +369,7 @@ static bool find_specials(const colo_tokenizer *t, const unsigned char *s, size_
             if (!t->first_byte[s[i]] || taken[i])
                 continue;
             int32_t id = colo_tok_ht_get(&t->special, (const char *)s + i, L);
-            if (id < 0 || (!parse_special && (t->attr[id] & (A_CONTROL | A_UNKNOWN))))
+            if (id < 0 || ((!parse_special || overlaps_plain(plain, i, L)) && (t->attr[id] & (A_CONTROL | A_UNKNOWN))))
                 continue;
             if (!m && !(m = malloc(n * sizeof *m)))
                 return false;
@@ -382,14 +391,14 @@ static void encode_text(const colo_tokenizer *t, const char *s, size_t n, bool p
         colo_spm_encode_text(t->spm, s, n, t->add_space_prefix && prev_special, out);
 }
 
-colo_status colo_tokenizer_encode(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
-                                  bool parse_special, int32_t **out, int *n)
+static colo_status encode(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
+                          bool parse_special, const uint8_t *plain, int32_t **out, int *n)
 {
     colo_tok_ids o = {0};
     const unsigned char *s = (const unsigned char *)text;
     int32_t *tok_at = len ? malloc(len * sizeof *tok_at) : NULL;
     uint8_t *taken = len ? malloc(len) : NULL;
-    if (len && (!tok_at || !taken || !find_specials(t, s, len, parse_special, tok_at, taken)))
+    if (len && (!tok_at || !taken || !find_specials(t, s, len, parse_special, plain, tok_at, taken)))
         goto out_oom;
     if (add_special && t->add_bos && !(len && tok_at[0] == t->bos))
         colo_tok_push(&o, t->bos);
@@ -425,6 +434,18 @@ out_oom:
     free(taken);
     free(o.ids);
     return COLO_ENOMEM;
+}
+
+colo_status colo_tokenizer_encode(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
+                                  bool parse_special, int32_t **out, int *n)
+{
+    return encode(t, text, len, add_special, parse_special, NULL, out, n);
+}
+
+colo_status colo_tokenizer_encode_marked(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
+                                         const uint8_t *plain, int32_t **out, int *n)
+{
+    return encode(t, text, len, add_special, true, plain, out, n);
 }
 
 colo_status colo_tokenizer_decode(const colo_tokenizer *t, int id, char *buf, size_t cap, size_t *len)

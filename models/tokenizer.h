@@ -80,6 +80,12 @@ const char *colo_tokenizer_chat_template(const colo_tokenizer *t);
  * COLO_ENOMEM when out of memory. Time: O(len log len). */
 colo_status colo_tokenizer_encode(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
                                   bool parse_special, int32_t **out, int *n);
+/* The same with parse_special for the bytes whose plain[i] is 0 only: a
+ * control token that overlaps a byte marked 1 (a client's message text,
+ * colo_chat_prompt_marked) stays plain text. plain NULL: parse_special
+ * everywhere. */
+colo_status colo_tokenizer_encode_marked(const colo_tokenizer *t, const char *text, size_t len, bool add_special,
+                                         const uint8_t *plain, int32_t **out, int *n);
 /* The bytes token id stands for (llama.cpp's token_to_piece with special
  * tokens rendered), into buf (cap bytes; a token is at most a few times its
  * text's length); *len gets the count. Control and user-defined tokens give

@@ -22,13 +22,16 @@ static style style_of(const colo_chat_template *t)
     }
 }
 
+/* Text, and which of its bytes are the client's (plain[i] 1: a control
+ * token written there stays text) and which are the format's markup (0). */
 typedef struct buf {
     char *s;
+    uint8_t *plain;
     size_t len, cap;
     bool oom;
 } buf;
 
-static void put_n(buf *b, const char *s, size_t n)
+static void put_marked(buf *b, const char *s, size_t n, uint8_t mark)
 {
     if (b->oom)
         return;
@@ -41,14 +44,25 @@ static void put_n(buf *b, const char *s, size_t n)
             b->oom = true;
             return;
         }
-        b->s = t, b->cap = cap;
+        b->s = t;
+        uint8_t *q = realloc(b->plain, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->plain = q, b->cap = cap;
     }
     memcpy(b->s + b->len, s, n);
+    memset(b->plain + b->len, mark, n);
     b->len += n;
     b->s[b->len] = 0;
+    b->plain[b->len] = 0;
 }
 
-static void put(buf *b, const char *s) { put_n(b, s, s ? strlen(s) : 0); }
+/* The format's markup. */
+static void put(buf *b, const char *s) { put_marked(b, s, s ? strlen(s) : 0, 0); }
+/* The client's text (contents, tool definitions, calls, results). */
+static void put_text(buf *b, const char *s) { put_marked(b, s, s ? strlen(s) : 0, 1); }
 
 /* json text -> value (an empty object when it is not one) */
 static json_t *params_value(const char *text)
@@ -79,7 +93,7 @@ static void put_tool(buf *b, const colo_tool_def *t, size_t flags)
     char *s = json_dumps(v, flags | JSON_PRESERVE_ORDER);
     if (!s)
         b->oom = true;
-    put(b, s);
+    put_text(b, s);
     free(s);
 out:
     json_decref(fn);
@@ -106,7 +120,7 @@ static void put_call(buf *b, style st, const char *name, const char *args)
         char *s = json_dumps(v, JSON_PRESERVE_ORDER);
         if (!s)
             b->oom = true;
-        put(b, s);
+        put_text(b, s);
         free(s);
     }
     json_decref(v);
@@ -144,19 +158,24 @@ static void put_tools_block(buf *b, style st, const colo_tool_def *tools, int n_
     }
 }
 
-static char *take(buf *b)
+/* b's text (the caller frees), its marks into *plain (the caller frees;
+ * NULL for ""); NULL when out of memory. */
+static char *take(buf *b, uint8_t **plain)
 {
+    *plain = NULL;
     if (b->oom) {
         free(b->s);
+        free(b->plain);
         return NULL;
     }
     if (!b->s)
         return strdup("");
+    *plain = b->plain;
     return b->s;
 }
 
-char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, int n, const colo_tool_def *tools,
-                        int n_tools, bool forced)
+char *colo_tools_prompt_marked(const colo_chat_template *t, const colo_tool_msg *msgs, int n,
+                               const colo_tool_def *tools, int n_tools, bool forced, uint8_t **plain)
 {
     if (t->format == COLO_CHAT_NONE)
         return NULL;
@@ -164,9 +183,14 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
     /* at most one more message (a system message for the tools) */
     colo_chat_msg *out = calloc((size_t)n + 1, sizeof *out);
     char **owned = calloc((size_t)n + 1, sizeof *owned);
+    uint8_t **owned_plain = calloc((size_t)n + 1, sizeof *owned_plain);
+    const uint8_t **out_plain = calloc((size_t)n + 1, sizeof *out_plain); /* per out[k]; NULL: the client's */
+    uint8_t *pm = NULL;
     int k = 0;
     char *prompt = NULL;
-    if (!out || !owned)
+    if (plain)
+        *plain = NULL;
+    if (!out || !owned || !owned_plain || !out_plain)
         goto out_free;
     int last_user = -1, first_user = -1;
     for (int i = 0; i < n; i++)
@@ -179,13 +203,17 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
         buf b = {0};
         const char *sys = n > 0 && !strcmp(msgs[0].m.role, "system") ? msgs[0].m.content : t->default_system;
         if (sys && sys[0]) {
-            put(&b, sys);
+            if (sys == t->default_system)
+                put(&b, sys);
+            else
+                put_text(&b, sys);
             put(&b, "\n\n");
         }
         put_tools_block(&b, st, tools, n_tools);
-        if (!(owned[k] = take(&b)))
+        if (!(owned[k] = take(&b, &owned_plain[k])))
             goto out_free;
         out[k] = (colo_chat_msg){"system", owned[k]};
+        out_plain[k] = owned_plain[k];
         k++;
     }
     for (int i = 0; i < n; i++) {
@@ -201,13 +229,13 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
                     if (b.len)
                         put(&b, "\n");
                     put(&b, "<tool_response>\n");
-                    put(&b, msgs[i].m.content);
+                    put_text(&b, msgs[i].m.content);
                     put(&b, "\n</tool_response>");
                 }
                 i--;
                 role = "user";
             } else if (st == LLAMA3) {
-                put(&b, m->m.content);
+                put_text(&b, m->m.content);
                 role = "ipython";
             } else {
                 json_t *r = json_pack("{s:s,s:s}", "content", m->m.content ? m->m.content : "", "call_id",
@@ -217,13 +245,13 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
                 if (!s)
                     b.oom = true;
                 put(&b, "[TOOL_RESULTS] ");
-                put(&b, s);
+                put_text(&b, s);
                 put(&b, "[/TOOL_RESULTS]");
                 free(s);
                 role = "tool"; /* written as it is, outside [INST] (models/chat.c) */
             }
         } else if (!strcmp(role, "assistant") && m->n_calls > 0) {
-            put(&b, m->m.content);
+            put_text(&b, m->m.content);
             if (st == HERMES) {
                 for (int c = 0; c < m->n_calls; c++) {
                     if (b.len)
@@ -249,13 +277,14 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
             }
         } else if (n_tools > 0 && !strcmp(role, "user") && st == LLAMA3 && i == first_user) {
             put_tools_block(&b, st, tools, n_tools);
-            put(&b, m->m.content);
+            put_text(&b, m->m.content);
         } else if (n_tools > 0 && !strcmp(role, "user") && st == MISTRAL && i == last_user) {
             /* the tool list just before the last user turn, as its own block */
             put_tools_block(&b, st, tools, n_tools);
-            if (!(owned[k] = take(&b)))
+            if (!(owned[k] = take(&b, &owned_plain[k])))
                 goto out_free;
             out[k] = (colo_chat_msg){"tools", owned[k]};
+            out_plain[k] = owned_plain[k];
             k++;
             out[k++] = m->m;
             continue;
@@ -263,30 +292,52 @@ char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, 
             out[k++] = m->m;
             continue;
         }
-        if (!(owned[k] = take(&b)))
+        if (!(owned[k] = take(&b, &owned_plain[k])))
             goto out_free;
         out[k] = (colo_chat_msg){role, owned[k]};
+        out_plain[k] = owned_plain[k];
         k++;
     }
-    prompt = colo_chat_prompt(t, out, k);
+    prompt = colo_chat_prompt_marked(t, out, k, out_plain, &pm);
     if (prompt && forced && st == HERMES) {
-        size_t l = strlen(prompt);
-        char *p = realloc(prompt, l + sizeof "<tool_call>\n");
-        if (!p) {
+        size_t l = strlen(prompt), add = strlen("<tool_call>\n");
+        char *p = realloc(prompt, l + add + 1);
+        uint8_t *q = p ? realloc(pm, l + add + 1) : NULL;
+        if (p)
+            prompt = p;
+        if (q)
+            pm = q;
+        if (!p || !q) {
             free(prompt);
             prompt = NULL;
         } else {
-            prompt = p;
-            memcpy(prompt + l, "<tool_call>\n", sizeof "<tool_call>\n");
+            memcpy(prompt + l, "<tool_call>\n", add + 1);
+            memset(pm + l, 0, add + 1);
         }
     }
+    if (prompt && plain) {
+        *plain = pm;
+        pm = NULL;
+    }
 out_free:
+    free(pm);
     if (owned)
         for (int i = 0; i <= n; i++)
             free(owned[i]);
+    if (owned_plain)
+        for (int i = 0; i <= n; i++)
+            free(owned_plain[i]);
+    free(owned_plain);
+    free(out_plain);
     free(owned);
     free(out);
     return prompt;
+}
+
+char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, int n, const colo_tool_def *tools,
+                        int n_tools, bool forced)
+{
+    return colo_tools_prompt_marked(t, msgs, n, tools, n_tools, forced, NULL);
 }
 
 char *colo_tools_call_schema(const colo_chat_template *t, const colo_tool_def *tools, int n_tools, int only,

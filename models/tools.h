@@ -58,6 +58,11 @@ typedef struct colo_tool_msg {
  * template is COLO_CHAT_NONE. */
 char *colo_tools_prompt(const colo_chat_template *t, const colo_tool_msg *msgs, int n, const colo_tool_def *tools,
                         int n_tools, bool forced);
+/* The same, and in *plain (as colo_chat_prompt_marked) which bytes are
+ * the client's: contents, tool definitions, calls and results; the
+ * format's markup ([TOOL_CALLS], <tool_call>...) is not. */
+char *colo_tools_prompt_marked(const colo_chat_template *t, const colo_tool_msg *msgs, int n,
+                               const colo_tool_def *tools, int n_tools, bool forced, uint8_t **plain);
 
 /* The JSON Schema (malloc'd text) of one call of tools[only] (only < 0:
  * of any of them) in t's format; NULL with a message when a function's

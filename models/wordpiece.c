@@ -2,6 +2,7 @@
  * over the text with no intermediate strings. */
 #include "models/wordpiece.h"
 #include "models/unicode.h"
+#include "runtime/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -150,11 +151,9 @@ colo_wordpiece *colo_wordpiece_load(const char *vocab_path, const colo_wordpiece
 {
     colo_wordpiece *wp = NULL;
     char *buf = NULL, **lines = NULL;
-    FILE *f = fopen(vocab_path, "rb");
-    if (!f) {
-        colo_set_err(err, errlen, "%s: cannot open: %s", vocab_path, strerror(errno));
+    FILE *f = colo_file_fopen_regular(vocab_path, err, errlen);
+    if (!f)
         return NULL;
-    }
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0)
         size = ftell(f);

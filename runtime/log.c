@@ -37,6 +37,37 @@ colo_log_level colo_log_get_level(void)
     return (colo_log_level)l;
 }
 
+size_t colo_log_escape(char *out, size_t cap, const char *in)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (!cap)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        char e[5];
+        size_t k = 0;
+        if (*p == '\\') {
+            e[k++] = '\\', e[k++] = '\\';
+        } else if (*p == '\n') {
+            e[k++] = '\\', e[k++] = 'n';
+        } else if (*p == '\r') {
+            e[k++] = '\\', e[k++] = 'r';
+        } else if (*p == '\t') {
+            e[k++] = '\\', e[k++] = 't';
+        } else if (*p < 0x20 || *p == 0x7f) {
+            e[k++] = '\\', e[k++] = 'x', e[k++] = hex[*p >> 4], e[k++] = hex[*p & 15];
+        } else {
+            e[k++] = (char)*p;
+        }
+        if (o + k >= cap) /* never half an escape */
+            break;
+        memcpy(out + o, e, k);
+        o += k;
+    }
+    out[o] = 0;
+    return o;
+}
+
 void colo_log(colo_log_level level, const char *fmt, ...)
 {
     static const char *names[] = {"DEBUG", "INFO ", "WARN ", "ERROR"};
@@ -50,10 +81,12 @@ void colo_log(colo_log_level level, const char *fmt, ...)
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ", tm.tm_year + 1900,
                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
                      names[level]);
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    colo_log_escape(line + n, sizeof line - (size_t)n, msg);
     pthread_mutex_lock(&log_mutex);
     fputs(line, stderr);
     fputc('\n', stderr);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct load_job load_job;
 
@@ -37,17 +38,42 @@ struct load_job {
     char err[1024];
 };
 
+/* Per slot of the API's model table (server/api_internal.h): its unload
+ * and load jobs, and whether its served model was made here (then it is
+ * freed here, and its slot freed for the next model, once unloaded). */
 struct colo_admin {
     colo_api *api;
     unload_job jobs[COLO_API_MAX_MODELS];
     load_job loads[COLO_API_MAX_MODELS];
-    colo_served *owned[COLO_API_MAX_MODELS]; /* models loaded here, freed with the admin */
-    int n_owned;
+    bool owned[COLO_API_MAX_MODELS];
     colo_admin_env env;
     bool attached;
     char key[256]; /* "" = none */
     bool loopback; /* the listener is a loopback address */
+    int stop_timeout_ms; /* how long colo_admin_stop waits for a load under way */
+    /* The models the config file names, as last applied (less those
+     * deleted through DELETE /admin/models since): readiness needs each. */
+    char wanted[COLO_CFG_MAX_MODELS][sizeof ((colo_model_cfg *)0)->name];
+    int n_wanted;
 };
+
+static int slot_of(const colo_admin *ad, const api_model *am) { return (int)(am - ad->api->models); }
+
+/* Adds name to the models readiness waits for (on), or takes it out. */
+static void want(colo_admin *ad, const char *name, bool on)
+{
+    for (int i = 0; i < ad->n_wanted; i++) {
+        if (strcmp(ad->wanted[i], name))
+            continue;
+        if (!on) {
+            memmove(ad->wanted[i], ad->wanted[i + 1], (size_t)(ad->n_wanted - i - 1) * sizeof ad->wanted[i]);
+            ad->n_wanted--;
+        }
+        return;
+    }
+    if (on && ad->n_wanted < COLO_CFG_MAX_MODELS)
+        snprintf(ad->wanted[ad->n_wanted++], sizeof ad->wanted[0], "%s", name);
+}
 
 static bool is_loopback(const char *host)
 {
@@ -218,9 +244,10 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
                                 : colo_served_state_name(colo_served_get_state(old->m)));
         return 409;
     }
-    if (ad->api->n_models >= COLO_API_MAX_MODELS || ad->n_owned >= COLO_API_MAX_MODELS) {
+    if (!colo_api_slot_free(ad->api)) {
         *code = "too_many_models";
-        snprintf(msg, len, "colo-server has taken %d models over its life, its most", COLO_API_MAX_MODELS);
+        snprintf(msg, len, "colo-server holds %d models (loading, serving, failed or being unloaded), its most: "
+                           "delete one first", COLO_API_MAX_MODELS);
         return 503;
     }
     return 0;
@@ -244,13 +271,14 @@ static int start_load(colo_admin *ad, const colo_model_cfg *mc, char *msg, size_
     colo_served *m = colo_served_create(mc, &env, msg, len);
     if (!m)
         return strstr(msg, "unknown kind") ? 400 : 503;
-    if (colo_api_add_model(ad->api, m) != COLO_OK) {
+    api_model *am = colo_api_take_slot(ad->api, m);
+    if (!am) {
         colo_served_free(m);
-        snprintf(msg, len, "the model table is full");
+        snprintf(msg, len, "the model table is full (%d models)", COLO_API_MAX_MODELS);
         return 503;
     }
-    ad->owned[ad->n_owned++] = m;
-    load_job *j = &ad->loads[ad->api->n_models - 1];
+    ad->owned[slot_of(ad, am)] = true;
+    load_job *j = &ad->loads[slot_of(ad, am)];
     memset(j, 0, sizeof *j);
     j->ad = ad;
     j->m = m;
@@ -323,12 +351,22 @@ static void h_load(colo_http_req *req, void *ud)
 static void unload_finish(void *ud)
 {
     unload_job *j = ud;
-    colo_served_unload(j->am->m);
-    j->am->unloaded = true;
+    colo_admin *ad = j->ad;
+    api_model *am = j->am;
+    int slot = slot_of(ad, am);
     event_free(j->tick);
     j->tick = NULL;
     j->live = false;
-    COLO_INFO("admin: model %s unloaded", j->am->name);
+    colo_served_unload(am->m);
+    COLO_INFO("admin: model %s unloaded", am->name);
+    if (ad->owned[slot]) { /* made here: freed, and its slot with it */
+        colo_served *m = am->m;
+        ad->owned[slot] = false;
+        colo_api_free_slot(ad->api, am);
+        colo_served_free(m);
+    } else {
+        am->unloaded = true; /* loaded at start: the struct stays until exit */
+    }
     if (j->reload) {
         char msg[1024];
         size_t need = 0, avail = 0;
@@ -344,7 +382,7 @@ static void unload_finish(void *ud)
 /* Whether am's load at run time is still under way. */
 static bool ad_loading(colo_admin *ad, const api_model *am)
 {
-    return ad->loads[am - ad->api->models].running;
+    return ad->loads[slot_of(ad, am)].running;
 }
 
 static void unload_tick(evutil_socket_t fd, short what, void *ud)
@@ -366,7 +404,7 @@ static void unload_tick(evutil_socket_t fd, short what, void *ud)
 /* Starts draining am; next (may be NULL) is loaded once it is gone. */
 static colo_status start_unload(colo_admin *ad, api_model *am, const colo_model_cfg *next)
 {
-    unload_job *j = &ad->jobs[am - ad->api->models];
+    unload_job *j = &ad->jobs[slot_of(ad, am)];
     j->ad = ad;
     j->am = am;
     if (!(j->tick = evtimer_new(colo_http_server_base(ad->api->http), unload_tick, j)))
@@ -402,6 +440,7 @@ static void h_unload(colo_http_req *req, void *ud)
         colo_http_error(req, 503, "out_of_memory", "cannot start the unload");
         return;
     }
+    want(ad, am->name, false); /* deleted by the operator: readiness no longer waits for it */
     COLO_INFO("admin: unloading model %s once it has drained", am->name);
     colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s}", "model", am->name, "requested", "unload", "state",
                                                colo_served_state_name(colo_served_get_state(am->m))));
@@ -431,6 +470,7 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     DIFF(a->max_seq_len != b->max_seq_len, "max_seq_len");
     DIFF(a->kv_block_size != b->kv_block_size || a->kv_dtype != b->kv_dtype, "kv_cache");
     DIFF(strcmp(a->chat_template, b->chat_template), "chat_template");
+    DIFF(a->message_control_tokens != b->message_control_tokens, "message_control_tokens");
     DIFF(memcmp(&a->batching, &b->batching, sizeof a->batching), "batching");
     DIFF(memcmp(&a->sla, &b->sla, sizeof a->sla), "sla");
     size_t reload_keys = o;
@@ -506,7 +546,11 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
         if (named(now, mc->name) || !am)
             continue;
         changes++;
-        if (am->unloading)
+        unload_job *j = &ad->jobs[slot_of(ad, am)];
+        if (am->unloading && j->reload) {
+            j->reload = false; /* an earlier reload's change: not loaded again */
+            COLO_INFO("reload: model %s: removed (being unloaded; not loaded again)", mc->name);
+        } else if (am->unloading)
             COLO_INFO("reload: model %s: removed (already being unloaded)", mc->name);
         else if (start_unload(ad, am, NULL) == COLO_OK)
             COLO_INFO("reload: model %s: removed (draining, then unloaded)", mc->name);
@@ -523,17 +567,34 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
             reload_add(ad, mc);
             continue;
         }
-        const colo_model_cfg *cur = colo_served_config(am->m);
         char what[256];
         bool live;
+        if (am->unloading) {
+            /* Being unloaded (removed by an earlier reload, deleted, or
+             * changed): the file names it, so it is loaded again with this
+             * config once gone. */
+            unload_job *j = &ad->jobs[slot_of(ad, am)];
+            if (j->reload)
+                differences(&j->next, mc, what, sizeof what, &live);
+            if (j->reload && !what[0])
+                continue; /* already to be loaded with this config */
+            changes++;
+            j->reload = true;
+            j->next = *mc;
+            COLO_INFO("reload: model %s: named by the file while being unloaded: loaded again once it is gone",
+                      mc->name);
+            continue;
+        }
+        const colo_model_cfg *cur = colo_served_config(am->m);
         differences(old ? old : cur, mc, what, sizeof what, &live);
+        if (!what[0] && colo_served_get_state(am->m) == COLO_SERVED_FAILED) {
+            snprintf(what, sizeof what, "it had failed");
+            live = false;
+        }
         if (!what[0])
             continue;
         changes++;
-        if (am->unloading) {
-            COLO_WARN("reload: model %s: changed (%s) but being unloaded: add it again once it is gone", mc->name,
-                      what);
-        } else if (live) {
+        if (live) {
             colo_served_set_live(am->m, mc->keep_alive_ms, mc->pinned);
             COLO_INFO("reload: model %s: changed (%s): applied in place", mc->name, what);
         } else if (start_unload(ad, am, mc) == COLO_OK) {
@@ -578,6 +639,9 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
     if (kept[0])
         COLO_WARN("reload: %s: %s cannot change while colo-server runs: kept as they were (restart to apply)",
                   now->file, kept);
+    ad->n_wanted = 0;
+    for (int i = 0; i < now->n_models; i++)
+        want(ad, now->models[i].name, true);
     COLO_INFO("reload: %s: %d model change%s", now->file, changes, changes == 1 ? "" : "s");
 }
 
@@ -603,6 +667,9 @@ colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config
     ad->api = api;
     if (key)
         snprintf(ad->key, sizeof ad->key, "%s", key);
+    ad->stop_timeout_ms = cfg->server.shutdown_timeout_ms;
+    for (int i = 0; i < cfg->n_models; i++)
+        want(ad, cfg->models[i].name, true);
     ad->loopback = is_loopback(cfg->server.listen_host);
     struct {
         const char *method, *pattern;
@@ -629,27 +696,57 @@ void colo_admin_attach(colo_admin *ad, const colo_admin_env *env)
     ad->attached = true;
 }
 
-void colo_admin_stop(colo_admin *ad)
+bool colo_admin_file_served(colo_admin *ad)
+{
+    for (int i = 0; ad && i < ad->n_wanted; i++) {
+        api_model *am = find(ad, ad->wanted[i]);
+        if (!am || am->unloading)
+            return false;
+        colo_served_state s = colo_served_get_state(am->m);
+        if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
+            return false;
+    }
+    return true;
+}
+
+bool colo_admin_stop(colo_admin *ad)
 {
     if (!ad)
-        return;
-    for (int i = 0; i < COLO_API_MAX_MODELS; i++)
-        if (ad->loads[i].running) {
-            pthread_join(ad->loads[i].thread, NULL);
-            ad->loads[i].running = false;
+        return true;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = (int64_t)until.tv_nsec + (int64_t)(ad->stop_timeout_ms > 0 ? ad->stop_timeout_ms : 0) * 1000000;
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    bool all = true;
+    for (int i = 0; i < COLO_API_MAX_MODELS; i++) {
+        load_job *j = &ad->loads[i];
+        if (!j->running)
+            continue;
+        if (pthread_timedjoin_np(j->thread, NULL, &until) == 0) {
+            j->running = false;
+        } else {
+            all = false;
+            COLO_ERROR("admin: model %s is still loading %d ms after the shutdown began: not waiting for it",
+                       colo_served_config(j->m)->name, ad->stop_timeout_ms);
         }
-    for (int i = 0; i < ad->n_owned; i++)
-        colo_served_stop(ad->owned[i]);
+    }
+    for (int i = 0; i < ad->api->n_models; i++)
+        if (ad->owned[i] && ad->api->models[i].m && !ad->loads[i].running)
+            colo_served_stop(ad->api->models[i].m);
+    return all;
 }
 
 void colo_admin_free(colo_admin *ad)
 {
     if (!ad)
         return;
-    colo_admin_stop(ad);
+    if (!colo_admin_stop(ad))
+        return; /* a load thread still runs and uses what is here: left to the process's exit */
     /* An unload still draining at shutdown leaves its timer to the event
      * base, which the server has freed by now. */
-    for (int i = 0; i < ad->n_owned; i++)
-        colo_served_free(ad->owned[i]);
+    for (int i = 0; i < ad->api->n_models; i++)
+        if (ad->owned[i])
+            colo_served_free(ad->api->models[i].m);
     free(ad);
 }

@@ -8,7 +8,9 @@
  *                                    loading, then ready or failed; 400
  *                                    naming the key, 409 for a name in use
  *                                    (also while it drains), 507 with the
- *                                    bytes when its guarantee cannot fit
+ *                                    bytes when its guarantee cannot fit,
+ *                                    503 when the model table's
+ *                                    COLO_API_MAX_MODELS slots are taken
  *   POST /admin/models/{name}/sleep  202: the model drops its KV cache and
  *                                    weights once what it runs has finished
  *   POST /admin/models/{name}/wake   202: it loads its weights again
@@ -57,9 +59,17 @@ void colo_admin_attach(colo_admin *ad, const colo_admin_env *env);
  * change. Sections that cannot change at run time (server, scheduler,
  * tenants, usage, pricing) are named in a log line and left as they are. */
 void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config *now);
-/* Joins loads under way and stops the models loaded at run time (before
- * the server is freed: their last answers go to the loop). */
-void colo_admin_stop(colo_admin *ad);
-void colo_admin_free(colo_admin *ad); /* accepts NULL */
+/* Whether every model the config file names (as last applied, less those
+ * deleted through DELETE /admin/models since) is listed and serving:
+ * ready, sleeping or waking (loop thread; /health/ready). */
+bool colo_admin_file_served(colo_admin *ad);
+/* Joins loads under way, waiting for them at most the config's
+ * server.shutdown_timeout_ms in all, and stops the models loaded at run
+ * time (before the server is freed: their last answers go to the loop).
+ * False when a load still runs after that: what it uses (the admin, the
+ * server, the device) must then not be freed. */
+bool colo_admin_stop(colo_admin *ad);
+/* Accepts NULL. Frees nothing when colo_admin_stop is false. */
+void colo_admin_free(colo_admin *ad);
 
 #endif

@@ -611,7 +611,9 @@ static bool ready(void *ud)
         if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
             return false;
     }
-    return true;
+    /* and every model the config file names is served, also after a
+     * SIGHUP that could not load one again */
+    return colo_admin_file_served(a->admin);
 }
 
 /* ---- life ------------------------------------------------------------------------- */
@@ -667,14 +669,41 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
     return a;
 }
 
+/* ---- the model table -------------------------------------------------------------- */
+
+api_model *colo_api_take_slot(colo_api *a, colo_served *m)
+{
+    int i = 0;
+    while (i < a->n_models && a->models[i].m)
+        i++;
+    if (i == COLO_API_MAX_MODELS)
+        return NULL;
+    if (i == a->n_models)
+        a->n_models++;
+    a->models[i] = (api_model){.m = m, .name = colo_served_config(m)->name};
+    return &a->models[i];
+}
+
+void colo_api_free_slot(colo_api *a, api_model *am)
+{
+    *am = (api_model){.unloaded = true};
+    while (a->n_models > 0 && !a->models[a->n_models - 1].m)
+        a->n_models--;
+}
+
+bool colo_api_slot_free(const colo_api *a)
+{
+    if (a->n_models < COLO_API_MAX_MODELS)
+        return true;
+    for (int i = 0; i < a->n_models; i++)
+        if (!a->models[i].m)
+            return true;
+    return false;
+}
+
 colo_status colo_api_add_model(colo_api *a, colo_served *m)
 {
-    if (a->n_models >= COLO_API_MAX_MODELS)
-        return COLO_EINVAL;
-    a->models[a->n_models].m = m;
-    a->models[a->n_models].name = colo_served_config(m)->name;
-    a->n_models++;
-    return COLO_OK;
+    return colo_api_take_slot(a, m) ? COLO_OK : COLO_EINVAL;
 }
 
 colo_admin *colo_api_admin(colo_api *a) { return a->admin; }

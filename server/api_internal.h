@@ -17,13 +17,18 @@
  * streaming request is canceled: its client does not read. */
 #define COLO_API_STREAM_MAX_BYTES (4u << 20)
 
-/* Models the API can hold over the process's life: the configured ones
- * and every load at run time (an unloaded model keeps its entry). */
+/* Slots of the model table: models served at once, counting those loading,
+ * failed and being unloaded. A slot is live (m set), unloaded (gone from
+ * the API) or free: a model loaded at run time frees its slot once it is
+ * unloaded, and the next load takes it again. The slots of the models
+ * loaded at start are never freed (their served structs belong to
+ * colo-server's start, and /v1/stats' history indexes them), so at most
+ * COLO_CFG_MAX_MODELS of them stay unloaded. */
 #define COLO_API_MAX_MODELS 256
 
 typedef struct api_model {
-    colo_served *m;
-    const char *name;
+    colo_served *m;           /* NULL: a free slot */
+    const char *name;         /* the served config's; NULL in a free slot */
     bool unloading, unloaded; /* DELETE /admin/models/{name} (loop thread); unloaded: gone from the API */
 } api_model;
 
@@ -90,6 +95,15 @@ typedef struct api_call {
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
     colo_http_call tok_call, done_call;
 } api_call;
+
+/* ---- api.c: the model table (loop thread) ---------------------------------------- */
+/* The first free slot for m, listed from now on; NULL when all
+ * COLO_API_MAX_MODELS slots hold a model. */
+api_model *colo_api_take_slot(colo_api *a, colo_served *m);
+/* Frees am's slot for the next model (its served is the caller's to free). */
+void colo_api_free_slot(colo_api *a, api_model *am);
+/* Whether a slot is free or could be taken. */
+bool colo_api_slot_free(const colo_api *a);
 
 /* ---- api_render.c -------------------------------------------------------------- */
 /* A JSON string of text as UTF-8; invalid byte sequences become U+FFFD. */

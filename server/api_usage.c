@@ -120,31 +120,36 @@ static int hex_digit(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* The value of name in a query string, percent-decoded into buf (cut at
- * cap - 1 bytes; a bad escape is kept as is), or NULL when absent. */
-static const char *query_param(const char *q, const char *name, char *buf, size_t cap)
+/* The value of name in a query string, percent-decoded into buf (a bad
+ * escape is kept as is): 1, or 0 when absent, or -1 when the value holds a
+ * NUL byte (%00, which would cut it short) or is longer than cap - 1. */
+static int query_param(const char *q, const char *name, char *buf, size_t cap)
 {
     size_t nl = strlen(name);
     for (const char *p = q; p && *p;) {
         size_t n = strcspn(p, "&");
         if (n > nl && !strncmp(p, name, nl) && p[nl] == '=') {
             size_t o = 0;
-            for (const char *c = p + nl + 1; c < p + n && o + 1 < cap; c++) {
+            for (const char *c = p + nl + 1; c < p + n; c++) {
+                if (o + 1 >= cap)
+                    return -1;
                 if (*c == '%' && c + 2 < p + n && hex_digit(c[1]) >= 0 && hex_digit(c[2]) >= 0) {
                     buf[o++] = (char)(hex_digit(c[1]) * 16 + hex_digit(c[2]));
                     c += 2;
+                    if (!buf[o - 1])
+                        return -1;
                 } else {
                     buf[o++] = *c == '+' ? ' ' : *c;
                 }
             }
             buf[o] = 0;
-            return buf;
+            return 1;
         }
         p += n;
         if (*p == '&')
             p++;
     }
-    return NULL;
+    return 0;
 }
 
 static void h_usage(colo_http_req *req, void *ud)
@@ -165,16 +170,18 @@ static void h_usage(colo_http_req *req, void *ud)
     const char *q = colo_http_req_query(req);
     char from_s[64], to_s[64], group_s[128];
     int64_t from = 0, to = (int64_t)time(NULL) + 3600;
-    if (query_param(q, "from", from_s, sizeof from_s) && colo_usage_parse_time(from_s, &from) != COLO_OK) {
+    int has;
+    if ((has = query_param(q, "from", from_s, sizeof from_s)) && (has < 0 || colo_usage_parse_time(from_s, &from) != COLO_OK)) {
         colo_http_error(req, 400, "invalid_request", "from: expected a date (2026-11-23, 2026-11-23T10:00:00Z) or Unix seconds");
         return;
     }
-    if (query_param(q, "to", to_s, sizeof to_s) && colo_usage_parse_time(to_s, &to) != COLO_OK) {
+    if ((has = query_param(q, "to", to_s, sizeof to_s)) && (has < 0 || colo_usage_parse_time(to_s, &to) != COLO_OK)) {
         colo_http_error(req, 400, "invalid_request", "to: expected a date (2026-11-23, 2026-11-23T10:00:00Z) or Unix seconds");
         return;
     }
     unsigned group = COLO_USAGE_BY_ORGANIZATION | COLO_USAGE_BY_PROJECT | COLO_USAGE_BY_MODEL;
-    if (query_param(q, "group_by", group_s, sizeof group_s) && colo_usage_parse_group(group_s, &group) != COLO_OK) {
+    if ((has = query_param(q, "group_by", group_s, sizeof group_s)) &&
+        (has < 0 || colo_usage_parse_group(group_s, &group) != COLO_OK)) {
         colo_http_error(req, 400, "invalid_request",
                         "group_by: a comma-separated list of organization, project, tenant, key, model, status, "
                         "and hour or day");

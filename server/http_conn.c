@@ -297,6 +297,26 @@ static int split_url(colo_http_req *r)
     return r->path && r->query ? 0 : -1;
 }
 
+/* Whether every Transfer-Encoding of r is "chunked" (the one transfer
+ * coding colo decodes; llhttp has checked that chunked comes last and once).
+ * Another coding (gzip, deflate, compress, identity...) is refused with 501
+ * rather than read as if the body were plain (RFC 9112, 6.1). */
+static bool transfer_codings_known(const colo_http_req *r)
+{
+    for (int i = 0; i < r->n_headers; i++) {
+        if (strcasecmp(r->raw + r->headers[i].name, "Transfer-Encoding"))
+            continue;
+        for (const char *v = r->raw + r->headers[i].value; *v;) {
+            v += strspn(v, " \t,");
+            size_t n = strcspn(v, " \t,");
+            if (n && (n != 7 || strncasecmp(v, "chunked", 7)))
+                return false;
+            v += n;
+        }
+    }
+    return true;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
@@ -309,6 +329,8 @@ static int on_headers_complete(llhttp_t *p)
     if (p->upgrade)
         c->close_after = true; /* no protocol switch: answer, then close */
     bool has_length = p->flags & F_CONTENT_LENGTH, chunked = p->flags & F_CHUNKED;
+    if (!transfer_codings_known(r))
+        return parse_error(p, 501, "the only transfer coding colo-server reads is chunked");
     if (has_length && p->content_length > c->srv->cfg.max_body_bytes)
         return parse_error(p, 413, "the request body is larger than the limit");
     const char *expect = colo_http_req_header(r, "Expect");
@@ -318,6 +340,16 @@ static int on_headers_complete(llhttp_t *p)
         bufferevent_write(c->bev, cont, sizeof cont - 1);
     }
     c->state = CONN_READING_BODY;
+    return 0;
+}
+
+/* A chunk's size is known before its data: past the limit it is refused at
+ * once, not after the client has sent it (or after the read timeout). */
+static int on_chunk_header(llhttp_t *p)
+{
+    http_conn *c = conn_of(p);
+    if (p->content_length > c->srv->cfg.max_body_bytes - c->req->body_len)
+        return parse_error(p, 413, "the request body is larger than the limit");
     return 0;
 }
 
@@ -362,6 +394,7 @@ void http_settings_init(llhttp_settings_t *st)
     st->on_header_value = on_header_value;
     st->on_header_value_complete = on_header_value_complete;
     st->on_headers_complete = on_headers_complete;
+    st->on_chunk_header = on_chunk_header;
     st->on_body = on_body;
     st->on_message_complete = on_message_complete;
 }

@@ -29,53 +29,13 @@ struct colo_server {
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
 };
 
-/* Decodes standard base64 (with or without padding) into out; -1 when it
- * is not base64 or does not fit. */
-static int base64_decode(const char *in, char *out, size_t cap)
-{
-    size_t n = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (; *in && *in != '='; in++) {
-        const char *digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        const char *d = strchr(digits, *in);
-        if (!d)
-            return -1;
-        acc = (acc << 6) | (unsigned)(d - digits);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (n + 1 >= cap)
-                return -1;
-            out[n++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[n] = 0;
-    return (int)n;
-}
-
 bool colo_server_auth_ok(const char *authorization, const char *key)
 {
-    if (!authorization || !key)
+    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
         return false;
-    const char *given;
-    char basic[512];
-    if (!strncasecmp(authorization, "Bearer ", 7)) {
-        given = authorization + 7;
-        while (*given == ' ')
-            given++;
-    } else if (!strncasecmp(authorization, "Basic ", 6)) {
-        /* a browser's credentials: any user name, the key as the password */
-        const char *b64 = authorization + 6;
-        while (*b64 == ' ')
-            b64++;
-        char *colon;
-        if (base64_decode(b64, basic, sizeof basic) < 0 || !(colon = strchr(basic, ':')))
-            return false;
-        given = colon + 1;
-    } else {
-        return false;
-    }
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
     size_t gl = strlen(given), kl = strlen(key);
     /* Time depends on the given length only, never on where bytes differ. */
     unsigned char diff = (unsigned char)(gl != kl);

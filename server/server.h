@@ -67,8 +67,7 @@ void colo_server_shutdown(colo_server *s);
 void colo_server_drain(colo_server *s);
 
 /* Constant-time check of an Authorization header value against key:
- * "Bearer <key>", or "Basic" credentials (what a browser sends after the
- * /dashboard's challenge) whose password is the key. */
+ * "Bearer <key>" and no other scheme (the admin routes). */
 bool colo_server_auth_ok(const char *authorization, const char *key);
 
 #endif

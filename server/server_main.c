@@ -389,8 +389,13 @@ static void app_free(app *a)
      * colo_server_free runs (finishing requests whose clients are gone). */
     for (int i = 0; i < a->cfg->n_models; i++)
         colo_served_stop(a->models[i]);
-    if (a->api)
-        colo_admin_stop(colo_api_admin(a->api)); /* loads under way, models loaded at run time */
+    /* loads under way, models loaded at run time; a load that does not end
+     * within shutdown_timeout_ms (a file that blocks) is not waited for:
+     * nothing it may use is freed, the process exits around it */
+    if (a->api && !colo_admin_stop(colo_api_admin(a->api))) {
+        COLO_ERROR("colo-server: exiting with a model load under way");
+        return;
+    }
     colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
     colo_api_free(a->api);

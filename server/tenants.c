@@ -164,7 +164,7 @@ void colo_tenants_free(colo_tenants *t)
 bool colo_tenants_auth_required(const colo_tenants *t) { return t->auth; }
 
 /* RFC 4648 base64 of src into out (NUL-terminated); -1 when it is not
- * base64 or does not fit. */
+ * base64, does not fit, or holds a NUL byte. */
 static int b64_decode(const char *src, char *out, size_t cap)
 {
     size_t o = 0;
@@ -181,7 +181,9 @@ static int b64_decode(const char *src, char *out, size_t cap)
             bits -= 8;
             if (o + 1 >= cap)
                 return -1;
-            out[o++] = (char)((acc >> bits) & 0xff);
+            out[o] = (char)((acc >> bits) & 0xff);
+            if (!out[o++]) /* a NUL would cut the password short: u:key\0junk is not key */
+                return -1;
         }
     }
     out[o] = 0;

@@ -74,6 +74,38 @@ static void expect(const char *t, const char *where, const char *what)
 static void test_errors(void **state)
 {
     (void)state;
+    /* a name is a string that starts with a letter or a digit */
+    expect("{\"name\":null,\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
+           "expected a string, got null");
+    expect("{\"name\":5,\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
+           "expected a string, got 5");
+    expect("{\"name\":true,\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
+           "expected a string");
+    expect("{\"name\":-1.5e3,\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
+           "expected a string");
+    expect("name: ~\nkind: llama\npath: x\nmemory_fraction: 0.1\n", "model.name:", "expected a string");
+    const char *bad[] = {".", "..", "-", "-x", ".hidden", "_"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char t[160];
+        snprintf(t, sizeof t, "{\"name\":\"%s\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", bad[i]);
+        expect(t, "model.name:", "starts with a letter or a digit");
+    }
+    colo_model_cfg m;
+    char err[512] = "";
+    const char *good[] = {"5", "7b", "a..b", "x-1.2_q", "null-model", "nan"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        char t[160];
+        snprintf(t, sizeof t, "{\"name\":\"%s\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", good[i]);
+        if (parse(t, &m, err, sizeof err) != COLO_OK)
+            fail_msg("%s refused: %s", good[i], err);
+        assert_string_equal(m.name, good[i]);
+    }
+    assert_int_equal(parse("name: 7b\nkind: llama\npath: x\nmemory_fraction: 0.1\n", &m, err, sizeof err), COLO_OK);
+    assert_false(m.message_control_tokens);
+    assert_int_equal(parse("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,"
+                           "\"message_control_tokens\":true}", &m, err, sizeof err),
+                     COLO_OK);
+    assert_true(m.message_control_tokens);
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":\"half\"}",
            "body:1:57: model.memory_fraction:", "expected a number, got 'half'");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"colour\":1}",

@@ -568,6 +568,22 @@ static void test_limits(void **state)
     assert_true(read_response(cb, &r));
     assert_int_equal(r.status, 413);
     close_conn(cb);
+    /* a chunk declared past the limit: 413 from its size line, before its data */
+    cb = open_conn(fx->port);
+    SEND(cb->fd, "POST /test/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n100000\r\n");
+    assert_true(read_response(cb, &r));
+    assert_int_equal(r.status, 413);
+    assert_error_body(&r, "body_too_large");
+    close_conn(cb);
+    /* the same after a first chunk within the limit */
+    cb = open_conn(fx->port);
+    SEND(cb->fd, "POST /test/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n200\r\n");
+    memset(big, 'c', 512);
+    send_all(cb->fd, big, 512);
+    SEND(cb->fd, "\r\n201\r\n");
+    assert_true(read_response(cb, &r));
+    assert_int_equal(r.status, 413);
+    close_conn(cb);
     /* 431: headers over max_header_bytes */
     n = snprintf(big, 2048, "GET /health/live HTTP/1.1\r\nX-Big: ");
     memset(big + n, 'h', 1100);
@@ -596,6 +612,13 @@ static void test_bad_requests(void **state)
         {"GET /health/live HTTP/1.1\r\nBad Header\r\n\r\n", 400, "bad_request"},
         {"POST /test/echo HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", 400, "bad_request"},
         {"POST /test/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "bad_request"},
+        /* a transfer coding colo does not decode is not read as plain text (RFC 9112, 6.1) */
+        {"POST /test/echo HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", 501,
+         "not_implemented"},
+        {"POST /test/echo HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501,
+         "not_implemented"},
+        {"POST /test/echo HTTP/1.1\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 501,
+         "not_implemented"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         response r;

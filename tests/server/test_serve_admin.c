@@ -137,6 +137,10 @@ static void test_sleep_wake_under_traffic(void **state)
      * unknown route; nothing changes. */
     assert_int_equal(status_of(&f, "POST", "/admin/models/a/sleep", NULL, "unauthorized"), 401);
     assert_int_equal(status_of(&f, "POST", "/admin/models/a/sleep", USER_H, "unauthorized"), 401);
+    /* the admin key as a Basic password: the admin routes take Bearer only */
+    assert_int_equal(status_of(&f, "POST", "/admin/models/a/sleep", "Authorization: Basic YWRtaW46YWRtaW4tc2VjcmV0\r\n",
+                               "unauthorized"),
+                     401);
     assert_int_equal(status_of(&f, "POST", "/admin/models/a/sleep", "Authorization: Bearer admin-secreT\r\n",
                                "unauthorized"), 401);
     assert_int_equal(status_of(&f, "GET", "/admin/models", USER_H, "unauthorized"), 401);

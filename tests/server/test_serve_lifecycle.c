@@ -6,7 +6,10 @@
  * used within a priority, never a pinned one, and refuses with 507 and the
  * bytes when even that cannot make room; SIGHUP applies the config file's
  * difference (added, removed, changed, changed in place) under traffic,
- * and a bad file changes nothing; bert models sleep and wake. */
+ * and a bad file changes nothing, and converges to the file (a model named
+ * again while it drains, a failed one, readiness); a FIFO as a model's
+ * path fails at once; the model table's slots are reused; bert models
+ * sleep and wake. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -219,6 +222,17 @@ static void test_load_at_run_time(void **state_)
                           "invalid_config", NULL), 400);
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("a", "\"memory_fraction\":0.3"), "model_exists",
                           NULL), 409);
+    /* a name that is not a string, or not a name */
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":null,\"kind\":\"llama\",\"path\":\"m.gguf\",\"memory_fraction\":0.3}",
+                          "invalid_config", NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":5,\"kind\":\"llama\",\"path\":\"m.gguf\",\"memory_fraction\":0.3}",
+                          "invalid_config", NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("..", "\"memory_fraction\":0.3"), "invalid_config",
+                          NULL), 400);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("-", "\"memory_fraction\":0.3"), "invalid_config",
+                          NULL), 400);
     assert_int_equal(n_listed(&f), 1);
     assert_null(model(&f, "b"));
 
@@ -501,6 +515,154 @@ static void test_sighup(void **state_)
     srv_cleanup(&f);
 }
 
+/* A model path that is a FIFO fails its load at once (nothing blocks on
+ * it: the name can be deleted and loaded again, and SIGTERM exits); a
+ * newline in a path is logged escaped; and the model table's slots are
+ * reused: more loads and deletes than it has slots, then a load that
+ * serves. */
+static void test_fifo_and_slot_reuse(void **state_)
+{
+    (void)state_;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    assert_true(start(&f, SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+                          "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.3 }\n"));
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/pipe.gguf", f.dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":\"fifo\",\"kind\":\"llama\",\"path\":\"pipe.gguf\",\"memory_fraction\":0.1}", NULL,
+                          NULL), 202);
+    assert_true(wait_state(&f, "fifo", "failed"));
+    json_t *m = model(&f, "fifo");
+    assert_non_null(strstr(json_string_value(json_object_get(m, "error")), "not a regular file (a FIFO)"));
+    json_decref(m);
+    assert_int_equal(call(&f, "DELETE", "/admin/models/fifo", ADMIN_H, NULL, NULL, NULL), 202);
+    assert_true(wait_state(&f, "fifo", NULL));
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("fifo", "\"memory_fraction\":0.1"), NULL, NULL), 202);
+    assert_true(wait_state(&f, "fifo", "ready"));
+    assert_int_equal(call(&f, "DELETE", "/admin/models/fifo", ADMIN_H, NULL, NULL, NULL), 202);
+    assert_true(wait_state(&f, "fifo", NULL));
+
+    /* a newline in a path cannot start a log line */
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H,
+                          "{\"name\":\"nl\",\"kind\":\"llama\",\"path\":\"x\\nFORGED-LINE.gguf\",\"memory_fraction\":0.1}",
+                          NULL, NULL), 202);
+    assert_true(wait_state(&f, "nl", "failed"));
+    assert_true(log_has(&f, "x\\nFORGED-LINE"));
+    char *log = srv_log(&f);
+    assert_null(strstr(log, "\nFORGED-LINE"));
+    free(log);
+    assert_int_equal(call(&f, "DELETE", "/admin/models/nl", ADMIN_H, NULL, NULL, NULL), 202);
+    assert_true(wait_state(&f, "nl", NULL));
+
+    /* more loads (failing ones, the cheapest) and deletes than the table has slots */
+    assert_true(srv_write(&f, "bad.gguf", "not a gguf"));
+    for (int b = 0; b < 272 / 16; b++) {
+        for (int i = 0; i < 16; i++) {
+            char body[160], path[64];
+            snprintf(body, sizeof body,
+                     "{\"name\":\"s%d\",\"kind\":\"llama\",\"path\":\"bad.gguf\",\"memory_fraction\":0.1}", b * 16 + i);
+            assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, body, NULL, NULL), 202);
+            snprintf(path, sizeof path, "/admin/models/s%d", b * 16 + i);
+            assert_int_equal(call(&f, "DELETE", path, ADMIN_H, NULL, NULL, NULL), 202);
+        }
+        for (int i = 0; i < 16; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "s%d", b * 16 + i);
+            assert_true(wait_state(&f, name, NULL));
+        }
+    }
+    assert_int_equal(n_listed(&f), 1);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("late", "\"memory_fraction\":0.3"), NULL, NULL), 202);
+    assert_true(wait_state(&f, "late", "ready"));
+    json_t *ref = infer(&f, "a", 3), *got = infer(&f, "late", 3);
+    assert_true(json_equal(got, ref));
+    json_decref(got);
+    json_decref(ref);
+    assert_int_equal(call(&f, "GET", "/health/ready", NULL, NULL, NULL, NULL), 200);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
+static const char *conv_yaml_ab =
+    SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+    "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n"
+    "  - { name: b, kind: llama, path: m.gguf, memory_fraction: 0.2, batching: { max_batch_size: 1 } }\n";
+static const char *conv_yaml_a =
+    SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+    "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n";
+static const char *conv_yaml_a_bad =
+    SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+    "  - { name: a, kind: llama, path: bad.gguf, memory_fraction: 0.2 }\n"
+    "  - { name: b, kind: llama, path: m.gguf, memory_fraction: 0.2, batching: { max_batch_size: 1 } }\n";
+
+/* What SIGHUP applies converges to the file: a model removed and named
+ * again while it drains is loaded again; a model the file names that
+ * cannot be loaded again makes /health/ready 503 until a later file
+ * loads it. */
+static void test_sighup_converges(void **state_)
+{
+    (void)state_;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    assert_true(start(&f, conv_yaml_ab));
+    json_t *ref = infer(&f, "b", 9);
+
+    /* b busy (one request at a time), removed, then named again while it drains */
+    int fds[4];
+    for (int i = 0; i < 4; i++)
+        fds[i] = send_infer(&f, "b", 20 + i, 200);
+    for (int i = 0; i < 500; i++) {
+        json_t *m = model(&f, "b");
+        json_int_t running = json_integer_value(json_object_get(m, "running"));
+        json_decref(m);
+        if (running > 0)
+            break;
+        srv_sleep_ms(2);
+    }
+    assert_true(srv_write(&f, "config.yaml", conv_yaml_a));
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    assert_true(log_has(&f, "reload: model b: removed (draining"));
+    assert_true(srv_write(&f, "config.yaml", conv_yaml_ab));
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    assert_true(log_has(&f, "reload: model b: named by the file while being unloaded"));
+    for (int i = 0; i < 4; i++) {
+        json_t *t = recv_tokens(fds[i], false);
+        json_decref(t);
+    }
+    assert_true(log_has(&f, "admin: model b loaded in"));
+    assert_true(wait_state(&f, "b", "ready"));
+    json_t *got = infer(&f, "b", 9);
+    assert_true(json_equal(got, ref));
+    json_decref(got);
+    assert_int_equal(call(&f, "GET", "/health/ready", NULL, NULL, NULL, NULL), 200);
+
+    /* a changed to a file that does not load: failed, and not ready */
+    assert_true(srv_write(&f, "bad.gguf", "not a gguf"));
+    assert_true(srv_write(&f, "config.yaml", conv_yaml_a_bad));
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    assert_true(log_has(&f, "reload: model a: changed (path/source)"));
+    assert_true(wait_state(&f, "a", "failed"));
+    assert_int_equal(call(&f, "GET", "/health/ready", NULL, NULL, "not_ready", NULL), 503);
+    /* the same file again: a failed model is tried again */
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    assert_true(log_has(&f, "reload: model a: changed (it had failed)"));
+    /* the good file: a serves, and colo-server is ready again */
+    assert_true(srv_write(&f, "config.yaml", conv_yaml_ab));
+    assert_int_equal(kill(f.pid, SIGHUP), 0);
+    for (int i = 0; i < 1500 && call(&f, "GET", "/health/ready", NULL, NULL, NULL, NULL) != 200; i++)
+        srv_sleep_ms(10);
+    assert_int_equal(call(&f, "GET", "/health/ready", NULL, NULL, NULL, NULL), 200);
+    assert_string_equal(state(&f, "a"), "ready");
+    got = infer(&f, "a", 9);
+    assert_true(json_equal(got, ref)); /* the same file as b */
+    json_decref(got);
+    json_decref(ref);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 /* A tiny BERT folder with seeded random weights (1 layer, hidden 32, 2
  * heads, FFN 64, a 40-token WordPiece vocabulary), for the bert kind
  * without downloaded weights. */
@@ -702,6 +864,8 @@ int main(void)
         cmocka_unit_test(test_load_at_run_time),
         cmocka_unit_test(test_eviction_order),
         cmocka_unit_test(test_sighup),
+        cmocka_unit_test(test_fifo_and_slot_reuse),
+        cmocka_unit_test(test_sighup_converges),
         cmocka_unit_test(test_bert_sleep_wake),
         cmocka_unit_test(test_real_models),
     };

@@ -165,6 +165,11 @@ static void test_hostile_keys(void **state)
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
     expect_error(&r, 401, "unauthorized", "unknown API key");
     srv_resp_free(&r);
+    /* "u:k-search\0junk": a password cut at a NUL is not the key */
+    assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic dTprLXNlYXJjaABqdW5r\r\n",
+                           "{\"prompt\":\"hi\",\"max_tokens\":1,\"priority\":\"high\"}", &r));
+    expect_error(&r, 401, "unauthorized", "must be 'Bearer <key>'");
+    srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic !!!\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
     expect_error(&r, 401, "unauthorized", "must be 'Bearer <key>'");

@@ -146,6 +146,13 @@ static void test_kill9_restart_deleted_tenant(void **state)
     u = get(&f, "ka", "/v1/usage?from=tomorrow", &st);
     assert_int_equal(st, 400);
     json_decref(u);
+    /* a NUL cuts nothing short: "model%00hour" is not "model" */
+    u = get(&f, "ka", "/v1/usage?group_by=model%00hour", &st);
+    assert_int_equal(st, 400);
+    json_decref(u);
+    u = get(&f, "ka", "/v1/usage?from=2000-01-01%00junk", &st);
+    assert_int_equal(st, 400);
+    json_decref(u);
     /* percent-encoded parameters; a range before everything is empty */
     u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant%2Cmodel&to=2000-01-01T00%3A00%3A00Z", &st);
     assert_int_equal(st, 200);

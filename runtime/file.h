@@ -1,0 +1,24 @@
+/* runtime/file.h: opening the files a model is read from (weights, a
+ * folder's JSON and vocabulary) without ever blocking on one that is not
+ * a regular file. A FIFO with no writer, a character device or a socket
+ * named as a model's path would otherwise hold open() (or the first read)
+ * forever, and with it the thread loading the model and every shutdown
+ * that waits for that thread. */
+#ifndef COLO_RUNTIME_FILE_H
+#define COLO_RUNTIME_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Opens path read-only (close-on-exec) if it is a regular file: opened
+ * with O_NONBLOCK, checked with fstat, then set blocking again. Returns
+ * the descriptor (the caller closes it) and its size in *size_bytes
+ * (may be NULL), or -1 with "PATH: cannot open: REASON" or "PATH: not a
+ * regular file (a FIFO)" in err. */
+int colo_file_open_regular(const char *path, size_t *size_bytes, char *err, size_t errlen);
+
+/* The same as a stdio stream ("rb"); NULL with the message. The caller
+ * fcloses it. */
+FILE *colo_file_fopen_regular(const char *path, char *err, size_t errlen);
+
+#endif
