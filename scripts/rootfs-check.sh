@@ -141,7 +141,7 @@ models:
 EOF
 
 echo "== colo-server inside, as 65532:65532, root read-only"
-env -i PATH=/usr/local/bin:/usr/bin:/bin XDG_CACHE_HOME=/var/cache \
+env -i PATH=/usr/local/bin:/usr/bin:/bin XDG_CACHE_HOME=/var/cache XDG_STATE_HOME=/tmp \
   "$(command -v chroot)" --userspec=65532:65532 "$ro" /usr/local/bin/colo-server --config /etc/colo/config.yaml \
   >"$work/server.log" 2>&1 &
 pid=$!
