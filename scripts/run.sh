@@ -63,7 +63,7 @@ quietly() {
 }
 
 t=$SECONDS
-scripts/install-deps.sh --serve
+scripts/install-deps.sh --serve >&2 # (stdout: only what --generate answers)
 step_done "packages ready" "$t"
 
 t=$SECONDS
@@ -79,7 +79,7 @@ step_done "built" "$t"
 
 t=$SECONDS
 cache=$(scripts/fetch-models.sh --print-dir)
-scripts/fetch-models.sh --config "$config"
+scripts/fetch-models.sh --config "$config" >&2
 step_done "weights ready" "$t"
 
 if [ -n "$generate" ]; then
