@@ -136,17 +136,19 @@ cached() {
 }
 
 # pip_download NAME PKG VER DIR WHEEL_BYTES: pip download into DIR, its
-# output appended to the log. On a terminal, shows the wheel's size in DIR
-# against WHEEL_BYTES as a percentage, rewritten in place.
+# output appended to the log. On a terminal, shows the largest file under
+# DIR (pip's temporary folder is put there, where the wheel grows before it
+# is moved into DIR) against WHEEL_BYTES as a bar, rewritten in place.
 pip_download() {
   local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct bar
   echo "== $(date '+%F %T') pip download $pkg==$ver" >>"$log"
-  python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
+  mkdir -p "$dir/tmp"
+  TMPDIR="$dir/tmp" python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
     "$pkg==$ver" -d "$dir" >>"$log" 2>&1 &
   pid=$!
   if [ -t 2 ]; then
     while kill -0 "$pid" 2>/dev/null; do
-      got=$(find "$dir" -maxdepth 1 -name '*.whl' -printf '%s\n' 2>/dev/null | head -n 1)
+      got=$(find "$dir" -type f -printf '%s\n' 2>/dev/null | sort -n | tail -n 1)
       pct=$(( ${got:-0} * 100 / bytes ))
       [ "$pct" -le 100 ] || pct=100
       printf -v bar '%*s' $((pct * 30 / 100)) ''
