@@ -649,6 +649,23 @@ static int parse_models(parse_ctx *p, const yaml_node_t *v, colo_config *c, mode
 
 /* ---- tenants, usage, pricing ------------------------------------------------------ */
 
+/* The ledger's default path: runtime state, kept out of the folder the
+ * config came from (often a source tree): $XDG_STATE_HOME/colo/usage.sqlite,
+ * else ~/.local/state/colo/usage.sqlite; beside the config only where
+ * neither variable is set. colo-server makes the folders it needs. */
+static colo_status default_usage_db(char *out, size_t outlen, const char *config_dir)
+{
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    int n;
+    if (state && state[0] == '/')
+        n = snprintf(out, outlen, "%s/colo/usage.sqlite", state);
+    else if (home && home[0])
+        n = snprintf(out, outlen, "%s/.local/state/colo/usage.sqlite", home);
+    else
+        n = snprintf(out, outlen, "%s%susage.sqlite", config_dir, config_dir[0] ? "/" : "");
+    return n < 0 || (size_t)n >= outlen ? COLO_EINVAL : COLO_OK;
+}
+
 static bool name_ok(const char *s)
 {
     for (const char *c = s; *c; c++)
@@ -1149,12 +1166,9 @@ colo_status colo_config_parse(const char *yaml, size_t len, const char *file, co
     }
     if (each_key(&p, root, "", top_field, &t) || cross_check(&p, cfg, marks, root))
         goto out_delete_doc;
-    if (!cfg->usage.db[0]) {
-        int n = snprintf(cfg->usage.db, sizeof cfg->usage.db, "%s%susage.sqlite", p.dir, p.dir[0] ? "/" : "");
-        if (n < 0 || (size_t)n >= sizeof cfg->usage.db) {
-            colo_set_err(err, errlen, "%s:1:1: usage.db: the default path beside the config is too long", file);
-            goto out_delete_doc;
-        }
+    if (!cfg->usage.db[0] && default_usage_db(cfg->usage.db, sizeof cfg->usage.db, p.dir) != COLO_OK) {
+        colo_set_err(err, errlen, "%s:1:1: usage.db: the default path is too long", file);
+        goto out_delete_doc;
     }
     st = COLO_OK;
 

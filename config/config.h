@@ -115,7 +115,8 @@ typedef struct colo_tenants_cfg {
 /* usage: the ledger of finished requests (SQLite). */
 typedef struct colo_usage_cfg {
     bool enabled;  /* default true */
-    char db[1024]; /* default: usage.sqlite beside the config file */
+    char db[1024]; /* default: $XDG_STATE_HOME/colo/usage.sqlite, else ~/.local/state/colo/usage.sqlite,
+                      else (neither variable set) usage.sqlite beside the config file */
 } colo_usage_cfg;
 
 /* pricing: what a model's use costs, for colo-usage reports. */

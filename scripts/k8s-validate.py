@@ -55,7 +55,10 @@ try:
     import kubernetes_validate
 except ImportError as e:
     py = k8s_venv_python()
-    if os.access(py, os.X_OK) and os.path.realpath(py) != os.path.realpath(sys.executable) and \
+    # Not the interpreter's real path: a venv's python3 links to the system's,
+    # so only sys.prefix tells whether this is already the venv.
+    venv = os.path.dirname(os.path.dirname(py))
+    if os.access(py, os.X_OK) and os.path.realpath(sys.prefix) != os.path.realpath(venv) and \
             not os.environ.get("COLO_K8S_REEXEC"):
         os.environ["COLO_K8S_REEXEC"] = "1"
         os.execv(py, [py] + sys.argv)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, fetches the model weights (tests
-# that need weights that could not be fetched report themselves skipped),
+# The test command: installs what is missing (the build, and the test tools
+# scripts/run.sh leaves out: Chromium, Prometheus, HAProxy, clang's fuzzer,
+# the Helm checks' venv), fetches every model and vocabulary the tests use
+# (tests that need weights that could not be fetched report themselves skipped),
 # builds colo twice (the normal build, with CUDA when nvcc is found, and an
 # ASan+UBSan build without CUDA) and runs the whole ctest suite in each,
 # then each libFuzzer target for 20 s (scripts/fuzz.sh, a clang build).

@@ -1,12 +1,14 @@
 /* The front door: config -> HTTP server, routes, auth, health and metrics. */
 #include "server/server.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "runtime/clock.h"
 #include "runtime/log.h"
@@ -157,6 +159,24 @@ static colo_status register_metrics(colo_server *s)
 
 /* ---- life ------------------------------------------------------------------------------- */
 
+/* Makes the folders above PATH that are missing (the ledger's default
+ * folder, $XDG_STATE_HOME/colo, may not exist yet), mode 0700 as the XDG
+ * base directory specification asks of state. */
+static colo_status make_parent_dirs(const char *path, char *err, size_t errlen)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            colo_set_err(err, errlen, "usage.db: cannot make the folder %s: %s", dir, strerror(errno));
+            return COLO_EIO;
+        }
+        *p = '/';
+    }
+    return COLO_OK;
+}
+
 colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen)
 {
     colo_server *s = calloc(1, sizeof *s);
@@ -175,7 +195,9 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     }
     if (!(s->tenants = colo_tenants_create(cfg, colo_config_api_key(cfg), s->metrics, err, errlen)))
         goto out_free;
-    if (cfg->usage.enabled && cfg->usage.db[0] && !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen)))
+    if (cfg->usage.enabled && cfg->usage.db[0] &&
+        (make_parent_dirs(cfg->usage.db, err, errlen) != COLO_OK ||
+         !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen))))
         goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||

@@ -233,24 +233,33 @@ static bool app_open(app *a)
     return true;
 }
 
-/* Loads and starts every configured model, in config order. */
-/* One line per loaded model: where its memory went. */
-static void log_model(colo_served *m)
+/* Two lines per loaded model: which file answers under which name, the
+ * memory it took, and the KV cache's reserve with the keys that lower it
+ * (a default config gives a 92 MiB model a reserve of several GiB). */
+static void log_model(const app *a, int i, colo_served *m)
 {
     colo_served_info mi;
     colo_served_get_info(m, &mi);
+    const colo_model_cfg *mc = colo_served_config(m);
     const double MiB = 1 << 20;
-    char kv[160] = "";
-    if (mi.task == COLO_TASK_GENERATE)
-        snprintf(kv, sizeof kv, ", KV cache %.1f MiB (%d tokens, %.1f MiB in use)", (double)mi.kv_bytes / MiB,
-                 mi.kv_tokens, (double)mi.kv_used_bytes / MiB);
-    COLO_INFO("colo-server: model %s (%s, priority %s): memory limit %.1f MiB: weights %.1f MiB, activations "
-              "%.1f MiB%s, free %.1f MiB; loaded in %.0f ms",
-              mi.name, mi.kind, colo_priority_name(mi.priority), (double)mi.mem.limit_bytes / MiB,
-              (double)mi.weight_bytes / MiB, (double)mi.act_bytes / MiB, kv,
-              (double)(mi.mem.limit_bytes - mi.mem.used_bytes) / MiB, mi.load_ms);
+    const char *file = strrchr(mc->path, '/') ? strrchr(mc->path, '/') + 1 : mc->path;
+    COLO_INFO("colo-server: model \"%s\" is %s (%s, priority %s), loaded in %.0f ms: %.1f MiB in use (weights "
+              "%.1f MiB, activations %.1f MiB)",
+              mi.name, file, mi.kind, colo_priority_name(mi.priority), mi.load_ms, (double)mi.mem.used_bytes / MiB,
+              (double)mi.weight_bytes / MiB, (double)mi.act_bytes / MiB);
+    if (mi.task != COLO_TASK_GENERATE)
+        return;
+    bool cpu = a->info.kind == COLO_BACKEND_CPU;
+    COLO_INFO("colo-server: model \"%s\": KV cache up to %.1f MiB (%d tokens), %s: the rest of its memory_fraction "
+              "%.2f of the device's %.1f MiB (limit %.1f MiB); a smaller models[%d].memory_fraction or "
+              "server.%s_memory_bytes reserves less",
+              mi.name, (double)mi.kv_bytes / MiB, mi.kv_tokens,
+              a->pool ? "taken block by block as sequences need it" : "allocated now", mc->memory_fraction,
+              (double)colo_arena_device_budget(a->dev) / MiB, (double)mi.mem.limit_bytes / MiB, i,
+              cpu ? "cpu" : "gpu");
 }
 
+/* Loads and starts every configured model, in config order. */
 static bool load_models(app *a)
 {
     const colo_config *cfg = a->cfg;
@@ -289,7 +298,7 @@ static bool load_models(app *a)
             COLO_ERROR("colo-server: %s", err);
             return false;
         }
-        log_model(a->models[i]);
+        log_model(a, i, a->models[i]);
     }
     colo_admin_env ae = {.dev = a->dev, .cs = a->cs, .pool = a->pool, .evictor = a->evictor,
                          .policy = cfg->scheduler.policy};
@@ -353,9 +362,23 @@ static bool serve(app *a, const char *port_file)
 {
     const colo_config *cfg = a->cfg;
     bool v6 = strchr(cfg->server.listen_host, ':') != NULL;
-    COLO_INFO("colo-server: listening on http://%s%s%s:%d (%s, %d model%s)", v6 ? "[" : "", cfg->server.listen_host,
-              v6 ? "]" : "", colo_server_port(a->s), colo_config_api_key(cfg) || cfg->tenants.n_keys ? "API key required" : "no API key",
-              cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    char url[300];
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", cfg->server.listen_host, v6 ? "]" : "",
+             colo_server_port(a->s));
+    COLO_INFO("colo-server: listening on %s (%s, %d model%s)", url,
+              colo_config_api_key(cfg) || cfg->tenants.n_keys ? "API key required" : "no API key", cfg->n_models,
+              cfg->n_models == 1 ? "" : "s");
+    /* Where to send a first request: the first model, by its kind's route. */
+    if (cfg->n_models > 0) {
+        const char *name = cfg->models[0].name;
+        if (colo_served_task(a->models[0]) == COLO_TASK_GENERATE)
+            COLO_INFO("colo-server: try: curl -s %s/v1/chat/completions -d '{\"model\":\"%s\",\"messages\":"
+                      "[{\"role\":\"user\",\"content\":\"What is 2+2?\"}],\"temperature\":0}'",
+                      url, name);
+        else
+            COLO_INFO("colo-server: try: curl -s %s/v1/embeddings -d '{\"model\":\"%s\",\"input\":[\"Hello\"]}'", url,
+                      name);
+    }
     if (cfg->tenants.n_orgs || cfg->usage.enabled)
         COLO_INFO("colo-server: tenants: %d organization%s, %d project%s, %d key%s; usage ledger %s",
                   cfg->tenants.n_orgs, cfg->tenants.n_orgs == 1 ? "" : "s", cfg->tenants.n_projects,

@@ -82,9 +82,21 @@ static void test_defaults(void **state)
 {
     (void)state;
     char err[512] = "";
+    /* runtime state: never beside the config (often in a source tree) while a state folder is known */
+    setenv("XDG_STATE_HOME", "/state", 1);
+    setenv("HOME", "/home/u", 1);
     assert_int_equal(parse(MODELS, err, sizeof err), COLO_OK);
     assert_int_equal(cfg.tenants.n_orgs, 0);
-    assert_string_equal(cfg.usage.db, "dir/usage.sqlite"); /* beside the config */
+    assert_string_equal(cfg.usage.db, "/state/colo/usage.sqlite");
+    setenv("XDG_STATE_HOME", "relative", 1); /* the XDG specification: relative paths are ignored */
+    assert_int_equal(parse(MODELS, err, sizeof err), COLO_OK);
+    assert_string_equal(cfg.usage.db, "/home/u/.local/state/colo/usage.sqlite");
+    unsetenv("XDG_STATE_HOME");
+    assert_int_equal(parse(MODELS, err, sizeof err), COLO_OK);
+    assert_string_equal(cfg.usage.db, "/home/u/.local/state/colo/usage.sqlite");
+    unsetenv("HOME");
+    assert_int_equal(parse(MODELS, err, sizeof err), COLO_OK);
+    assert_string_equal(cfg.usage.db, "dir/usage.sqlite"); /* beside the config, where no state folder is known */
     assert_string_equal(cfg.pricing.currency, "USD");
     assert_int_equal(parse(MODELS "usage: { db: u.db, enabled: false }\n", err, sizeof err), COLO_OK);
     assert_string_equal(cfg.usage.db, "dir/u.db");

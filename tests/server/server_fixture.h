@@ -269,6 +269,7 @@ static inline bool srv_start_env(srv_fixture *f, const char *yaml, const char *e
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        setenv("XDG_STATE_HOME", f->dir, 1); /* the ledger's default folder: each server its own */
         if (env_kv)
             putenv((char *)env_kv);
         execl(COLO_BINARY_DIR "/colo-server", "colo-server", "--config", cfg, "--port-file", portf, (char *)NULL);

@@ -213,8 +213,10 @@ static void test_report_equals_metrics(void **state)
     assert_int_equal(mr.status, 200);
     char cmd[1024], *out = NULL;
     size_t len = 0;
-    snprintf(cmd, sizeof cmd, "%s/colo-usage report --config %s/config.yaml --format json --group-by tenant,model",
-             COLO_BINARY_DIR, f.dir);
+    /* the ledger the server wrote: the fixture's folder is its XDG_STATE_HOME */
+    snprintf(cmd, sizeof cmd,
+             "XDG_STATE_HOME=%s %s/colo-usage report --config %s/config.yaml --format json --group-by tenant,model",
+             f.dir, COLO_BINARY_DIR, f.dir);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     FILE *mem = open_memstream(&out, &len);
@@ -284,13 +286,13 @@ static void test_report_equals_metrics(void **state)
     json_decref(rep);
     srv_resp_free(&mr);
     /* csv and html */
-    snprintf(cmd, sizeof cmd, "%s/colo-usage report --config %s/config.yaml --format html --out %s/r.html", COLO_BINARY_DIR,
-             f.dir, f.dir);
+    snprintf(cmd, sizeof cmd, "XDG_STATE_HOME=%s %s/colo-usage report --config %s/config.yaml --format html --out %s/r.html",
+             f.dir, COLO_BINARY_DIR, f.dir, f.dir);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "grep -c '<svg' %s/r.html | grep -qx 2", f.dir); /* a chart per organization */
     assert_int_equal(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s/colo-usage report --config %s/config.yaml --format xml 2>/dev/null", COLO_BINARY_DIR,
-             f.dir);
+    snprintf(cmd, sizeof cmd, "XDG_STATE_HOME=%s %s/colo-usage report --config %s/config.yaml --format xml 2>/dev/null",
+             f.dir, COLO_BINARY_DIR, f.dir);
     assert_int_equal(WEXITSTATUS(system(cmd)), 2);
     srv_cleanup(&f);
 }
