@@ -20,6 +20,14 @@
 #                                       ROUNDS times per C in OVERHEAD_CONC; tokens/s
 #                                       (prefill included) and the median ratio; the
 #                                       server's pool counters (/metrics) are kept in OUT
+#   scripts/bench-serve.sh profile      where the CPU's time goes (docs/SCHEDULING.md): one
+#                                       model alone at BE_CONC connections, then hi (HI_CONC)
+#                                       and be (BE_CONC) in one colo-server under POLICY, then
+#                                       as two colo-servers; for each, from /metrics over the
+#                                       measured DURATION: tokens/s, the pool workers' time
+#                                       (busy, ready, barrier, starved), lock waits, chunks per
+#                                       op, steps by kind, the executors' phases, and CPU time
+#                                       per token of the process and of its event loop
 #   scripts/bench-serve.sh deadline     two models with an SLA at 120% of the load that
 #                                       fits it (Poisson arrivals): goodput under fair
 #                                       (on_overload: serve) against deadline
@@ -44,6 +52,7 @@
 #   OVERLOAD=1.2           deadline: offered load over the load that fits
 #   OVERHEAD_CONC="1 8" PROMPT="Once upon a time" THREADS=$(nproc)   overhead scenario
 #   MAX_BATCH=16           overhead: the server's max_batch_size
+#   POLICY=fair            profile: the one server's policy
 #   OUT=bench-serve-out    where JSON/HTML reports go
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -398,8 +407,128 @@ for c in dict.fromkeys(r["conc"] for r in rows):
     print("%-5s %-13.1f %-13.1f %.2fx" % (c, med["engine"], med["server"], med["server"] / med["engine"]))
 PY
   ;;
+profile)
+  POLICY=${POLICY:-fair}
+  python3 -c 'import json, sys; print(json.dumps({"body": {"prompt": "Once upon a time", "temperature": 0,
+                                                            "max_tokens": int(sys.argv[1])}}))' \
+    "$MAX_TOKENS" >"$tmp/prompts.jsonl"
+  one_model() { # name priority
+    echo "  - name: $1"
+    echo "    kind: llama"
+    echo "    path: \"$MODEL\""
+    echo "    memory_fraction: $MEM_FRACTION"
+    echo "    priority: $2"
+    echo "    max_seq_len: 1024"
+    echo "    batching: { max_batch_size: 16, max_queue: 1024 }"
+  }
+  profile_cfg() { # file models...: a server of the named models (hi high, be low)
+    local f=$1
+    shift
+    {
+      echo "server: { listen: \"127.0.0.1:0\", device: $DEVICE }"
+      echo "scheduler: { policy: $POLICY }"
+      echo "models:"
+      for m in "$@"; do
+        [ "$m" = hi ] && one_model hi high || one_model "$m" low
+      done
+    } >"$f"
+  }
+  # serve CONFIG TAG: starts a server, records its port and pid under TAG
+  serve() {
+    rm -f "$tmp/$2.port"
+    "$BUILD/colo-server" --config "$1" --port-file "$tmp/$2.port" >"$tmp/$2.log" 2>&1 &
+    echo $! >"$tmp/$2.pid"
+    for _ in $(seq 1 600); do
+      [ -s "$tmp/$2.port" ] && http_ok "http://127.0.0.1:$(cat "$tmp/$2.port")/health/ready" && return 0
+      sleep 0.1
+    done
+    cat "$tmp/$2.log" >&2
+    return 1
+  }
+  scrape() { curl -sf "http://127.0.0.1:$(cat "$tmp/$1.port")/metrics" >"$OUT/profile-$1-$2.metrics"; }
+  # run SETUP "TAG:MODEL:CONC ...": warm-up, scrape, measured load, scrape, per server tag
+  run() {
+    local setup=$1 loads=$2 pids=() l tag model conc
+    for l in $loads; do
+      IFS=: read -r tag model conc <<<"$l"
+      "$BUILD/colo-loadtest" --url "http://127.0.0.1:$(cat "$tmp/$tag.port")" --model "$model" \
+        --kind "$model=generative" --concurrency "$conc" --prompts "$tmp/prompts.jsonl" --duration "$WARMUP" \
+        --quiet >/dev/null 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    pids=()
+    for tag in $(for l in $loads; do echo "${l%%:*}"; done | sort -u); do scrape "$tag" 0; done
+    for l in $loads; do
+      IFS=: read -r tag model conc <<<"$l"
+      "$BUILD/colo-loadtest" --url "http://127.0.0.1:$(cat "$tmp/$tag.port")" --model "$model" \
+        --kind "$model=generative" --concurrency "$conc" --prompts "$tmp/prompts.jsonl" --duration "$DURATION" \
+        --json "$OUT/profile-$setup-$model.json" --quiet >/dev/null 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    for tag in $(for l in $loads; do echo "${l%%:*}"; done | sort -u); do scrape "$tag" 1; done
+  }
+  stop_tags() { for t in "$@"; do kill -TERM "$(cat "$tmp/$t.pid")"; wait "$(cat "$tmp/$t.pid")" 2>/dev/null || true; done; }
+  profile_cfg "$tmp/alone.yaml" be
+  serve "$tmp/alone.yaml" alone
+  run alone "alone:be:$BE_CONC"
+  stop_tags alone
+  profile_cfg "$tmp/one.yaml" hi be
+  serve "$tmp/one.yaml" one
+  run one "one:hi:$HI_CONC one:be:$BE_CONC"
+  stop_tags one
+  profile_cfg "$tmp/sep-hi.yaml" hi
+  profile_cfg "$tmp/sep-be.yaml" be
+  serve "$tmp/sep-hi.yaml" sephi
+  serve "$tmp/sep-be.yaml" sepbe
+  run separate "sephi:hi:$HI_CONC sepbe:be:$BE_CONC"
+  stop_tags sephi sepbe
+  python3 - "$OUT" "$DURATION" <<'PY'
+import json, re, sys
+out, dur = sys.argv[1], float(sys.argv[2])
+def load(f):
+    d = {}
+    for l in open(f):
+        m = re.match(r'([a-z_]+)(\{[^}]*\})? (\S+)$', l.strip())
+        if m and not l.startswith('#'):
+            d[m.group(1) + (m.group(2) or '')] = float(m.group(3))
+    return d
+def delta(tag):
+    a, b = load("%s/profile-%s-0.metrics" % (out, tag)), load("%s/profile-%s-1.metrics" % (out, tag))
+    return {k: b[k] - a.get(k, 0) for k in b}
+def tps(setup, model):
+    try:
+        return json.load(open("%s/profile-%s-%s.json" % (out, setup, model)))["phases"][0]["models"][0]["tokens_per_s"]
+    except (OSError, KeyError, IndexError):
+        return 0.0
+def total(ds, pat):
+    return sum(v for d in ds for k, v in d.items() if re.fullmatch(pat, k))
+setups = [("alone (be)", "alone", ["alone"], ["be"]), ("one server", "one", ["one"], ["hi", "be"]),
+          ("separate servers", "separate", ["sephi", "sepbe"], ["hi", "be"])]
+print("setup             tok/s (per model)        busy  ready barrier starved  lock_waits/s  chunks/op  "
+      "steps d/p/m        host ms/step  cpu ms/token  loop us/token")
+for name, setup, tags, models in setups:
+    ds = [delta(t) for t in tags]
+    st = {s: total(ds, r'colo_device_worker_seconds_total\{device="cpu",state="%s"\}' % s)
+          for s in ("busy", "ready", "barrier", "starved")}
+    allw = sum(st.values()) or 1
+    steps = [total(ds, r'colo_model_steps_total\{model="[^"]*",step="%s"\}' % k) for k in ("decode", "prefill", "mixed")]
+    host = sum(total(ds, r'colo_model_step_phase_seconds_total\{model="[^"]*",phase="%s"\}' % p)
+               for p in ("plan", "queue", "sample"))
+    gen = total(ds, r'colo_model_generated_tokens_total\{model="[^"]*"\}') or 1
+    ops = total(ds, r'colo_device_pool_ops_total\{device="cpu"\}') or 1
+    rates = [tps(setup, m) for m in models]
+    print("%-17s %-24s %5.1f %5.1f %7.1f %7.1f  %12.0f  %9.2f  %-18s %12.2f  %12.2f  %13.1f" % (
+        name, " + ".join("%.1f" % r for r in rates), *(100 * st[s] / allw for s in ("busy", "ready", "barrier", "starved")),
+        total(ds, r'colo_device_pool_lock_waits_total\{device="cpu"\}') / dur,
+        total(ds, r'colo_device_pool_chunks_total\{device="cpu"\}') / ops, "/".join("%d" % x for x in steps),
+        1e3 * host / (sum(steps) or 1), 1e3 * total(ds, r'process_cpu_seconds_total') / gen,
+        1e6 * total(ds, r'colo_server_loop_cpu_seconds_total') / gen))
+PY
+  ;;
 *)
-  echo "usage: scripts/bench-serve.sh colocation|streams|deadline|overhead" >&2
+  echo "usage: scripts/bench-serve.sh colocation|streams|deadline|overhead|profile" >&2
   exit 2
   ;;
 esac
