@@ -244,13 +244,26 @@ static void send_held(api_call *c)
     }
 }
 
+/* The error code and message of a failed outcome. */
+static const char *outcome_code(const api_call *c)
+{
+    return c->cut && c->r->out.status == COLO_ECANCELED ? "shutting_down" : colo_api_status_code(c->r->out.status);
+}
+
+static const char *outcome_error(const api_call *c)
+{
+    if (c->cut && c->r->out.status == COLO_ECANCELED)
+        return "the server is shutting down";
+    return c->r->out.error ? c->r->out.error : "failed";
+}
+
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
     bool held = o->status == COLO_OK && colo_api_tools_hold_stream(c->r);
     if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
         if (o->status != COLO_OK) {
-            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), o->error));
+            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), outcome_error(c)));
         } else {
             if (held)
                 send_held(c);
@@ -263,8 +276,8 @@ static void finish_stream(api_call *c)
         return;
     }
     if (o->status != COLO_OK) {
-        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", colo_api_status_code(o->status), "message",
-                              o->error ? o->error : "failed", "request_id", colo_http_req_id(c->http));
+        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", outcome_code(c), "message", outcome_error(c),
+                              "request_id", colo_http_req_id(c->http));
         sse_json(c, e);
     } else if (c->ep == COLO_API_INFER) {
         json_t *j = colo_api_infer_json(c);
@@ -310,6 +323,11 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
     }
     if (st == COLO_ETIMEDOUT || st == COLO_ENOMEM || st == COLO_EAGAIN)
         colo_http_add_header(h, "Retry-After", "1");
+    if (c->cut && st == COLO_ECANCELED) {
+        colo_http_add_header(h, "Retry-After", "1");
+        colo_http_error(h, status, outcome_code(c), "model %s: %s", c->am->name, outcome_error(c));
+        return;
+    }
     colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->am->name, msg ? msg : "failed");
 }
 
@@ -326,9 +344,10 @@ static void deliver_done(void *ud)
     colo_api_record(c, status);
     colo_api_account(c, status); /* the ledger, before the answer leaves */
     colo_http_req_set_tokens(h, c->r->task != COLO_TASK_GENERATE ? o->n_input_tokens
-                                : o->n_choices > 1                ? o->n_completion_tokens
-                                                                  : o->n_tokens);
+                                                                 : (long)colo_api_completion_tokens(c->r));
     colo_http_req_set_queue_ms(h, o->queue_ms);
+    if (c->started && status != 200)
+        colo_http_req_set_log_status(h, status); /* its headers said 200; the log says what the ledger says */
     if (gone) {
         if (c->started)
             colo_http_stream_end(h);
@@ -352,6 +371,16 @@ static void on_abort(colo_http_req *req, void *ud)
     (void)req;
     api_call *c = ud;
     c->aborted = true;
+    colo_served_cancel(c->am->m, c->r);
+}
+
+/* The shutdown deadline: the request ends now, its stream with an error
+ * event and [DONE] (deliver_done). */
+static void on_cut(colo_http_req *req, void *ud)
+{
+    (void)req;
+    api_call *c = ud;
+    c->cut = true;
     colo_served_cancel(c->am->m, c->r);
 }
 
@@ -559,6 +588,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
         return;
     }
     colo_http_req_on_abort(req, on_abort, c);
+    colo_http_req_on_cut(req, on_cut, c);
 }
 
 static void h_infer(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_INFER); }

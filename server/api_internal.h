@@ -78,6 +78,7 @@ typedef struct api_call {
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
     bool aborted;
+    bool cut;          /* the server's shutdown deadline ended it */
     long created;
     char oid[96];      /* OpenAI object id */
     /* token stream: executor -> loop */
@@ -88,6 +89,13 @@ typedef struct api_call {
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
     colo_http_call tok_call, done_call;
 } api_call;
+
+/* Tokens generated for r, every choice, whatever became of the request or
+ * its connection (what is billed and counted); 0 for other tasks. */
+static inline int64_t colo_api_completion_tokens(const colo_request *r)
+{
+    return r->task == COLO_TASK_GENERATE && r->out.n_completion_tokens > 0 ? r->out.n_completion_tokens : 0;
+}
 
 /* ---- api_render.c -------------------------------------------------------------- */
 /* A JSON string of text as UTF-8; invalid byte sequences become U+FFFD. */

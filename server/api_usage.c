@@ -53,8 +53,7 @@ void colo_api_account(api_call *c, int http_status)
     const colo_request *r = c->r;
     const colo_req_outcome *o = &r->out;
     int64_t prompt = o->n_input_tokens > 0 ? o->n_input_tokens : 0;
-    int n_gen = o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens; /* n choices: all of them */
-    int64_t completion = r->task == COLO_TASK_GENERATE && n_gen > 0 ? n_gen : 0;
+    int64_t completion = colo_api_completion_tokens(r); /* also of a canceled or cut request */
     colo_ledger *l = colo_server_ledger(c->api->srv);
     if (l) {
         colo_usage_row row = {.status = http_status,

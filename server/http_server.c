@@ -186,6 +186,27 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     colo_http_server *s = arg;
+    if (!s->cut) {
+        /* Requests that can end themselves (a stream's last event) are told
+         * to, and get a short grace before their connections are dropped. */
+        s->cut = true;
+        int n = 0;
+        for (http_conn *c = s->conns, *next; c; c = next) {
+            next = c->next;
+            colo_http_req *r = c->req;
+            if (r && r->handed && !r->finished && r->on_cut) {
+                void (*fn)(colo_http_req *, void *) = r->on_cut;
+                r->on_cut = NULL;
+                fn(r, r->on_cut_ud);
+                n++;
+            }
+        }
+        struct timeval tv = {COLO_HTTP_CUT_GRACE_MS / 1000, (COLO_HTTP_CUT_GRACE_MS % 1000) * 1000};
+        if (n && evtimer_add(s->deadline_ev, &tv) == 0) {
+            COLO_WARN("http: shutdown deadline: ending %d request(s) in flight", n);
+            return;
+        }
+    }
     if (s->n_conns)
         COLO_WARN("http: shutdown deadline: dropping %d connection(s)", s->n_conns);
     for (http_conn *c = s->conns; c; c = c->next)
