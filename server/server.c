@@ -130,13 +130,24 @@ static void on_request(colo_http_req *req, void *ud)
     if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
         colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
-    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
-        colo_tenants_authenticate(s->tenants, req, &why) < 0) {
-        /* a browser asks for the key (as a password) on the pages meant for it */
-        bool page = !strcmp(colo_http_req_path(req), "/dashboard");
-        colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
-        colo_http_error(req, 401, "unauthorized", "%s", why);
-        return;
+    const char *path = colo_http_req_path(req);
+    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, path)) {
+        int key = colo_tenants_authenticate(s->tenants, req, &why);
+        if (key < 0) {
+            /* a browser asks for the key (as a password) on the pages meant for it */
+            bool page = !strcmp(path, "/dashboard");
+            colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
+            colo_http_error(req, 401, "unauthorized", "%s", why);
+            return;
+        }
+        /* metrics, statistics and the dashboard show every tenant's use */
+        if (colo_router_is_operator(s->router, path) && !colo_tenants_is_admin(s->tenants, key)) {
+            colo_http_error(req, 403, "forbidden",
+                            "%.64s shows every tenant's use: it is for the operator's key (server.api_key_env); "
+                            "a tenant's usage is at GET /v1/usage",
+                            path);
+            return;
+        }
     }
     colo_router_dispatch(s->router, req);
 }
@@ -219,7 +230,7 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
         goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
-        colo_router_add(s->router, "GET", "/metrics", h_metrics, s, 0)) {
+        colo_router_add(s->router, "GET", "/metrics", h_metrics, s, COLO_ROUTE_OPERATOR)) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }

@@ -341,6 +341,47 @@ static long worst_wait(srv_fixture *f, const char *key, bool same_tenant, int n)
     return worst;
 }
 
+/* /metrics, /v1/stats and /dashboard show every organization's use: a
+ * tenant's key gets 403 there (its own usage is at /v1/usage), the
+ * operator's key reads them. */
+static void test_operator_routes(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 1024));
+    char *y = config_text(true);
+    assert_true(srv_start_env(&f, y, ADMIN));
+    free(y);
+    srv_resp r;
+    assert_int_equal(post(&f, "kb", "{\"model\":\"b\",\"prompt\":\"hi\",\"max_tokens\":2}", &r), 200);
+    srv_resp_free(&r);
+    const char *paths[] = {"/metrics", "/v1/stats", "/dashboard"};
+    const char *tenant_keys[] = {"Authorization: Bearer ka\r\n", "x-api-key: ks\r\n",
+                                 "Authorization: Basic eDprYg==\r\n" /* x:kb */};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            assert_true(srv_http_h(&f, "GET", paths[i], tenant_keys[k], NULL, &r));
+            assert_int_equal(r.status, 403);
+            assert_non_null(strstr(r.body, "forbidden"));
+            assert_null(strstr(r.body, "globex"));
+            srv_resp_free(&r);
+        }
+        assert_true(srv_http_h(&f, "GET", paths[i], "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+        assert_int_equal(r.status, 200);
+        srv_resp_free(&r);
+    }
+    assert_true(srv_http_h(&f, "GET", "/metrics", "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+    assert_non_null(strstr(r.body, "colo_tenant_requests_total{tenant=\"globex/bi\""));
+    srv_resp_free(&r);
+    /* a tenant still reads its own usage */
+    int st;
+    json_t *u = get(&f, "kb", "/v1/usage?group_by=tenant", &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(usage_requests(u, "globex", "bi"), 1);
+    json_decref(u);
+    srv_cleanup(&f);
+}
+
 static void test_flood_cannot_starve(void **state)
 {
     (void)state;
@@ -382,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_restart_deleted_tenant),
         cmocka_unit_test(test_report_equals_metrics),
+        cmocka_unit_test(test_operator_routes),
         cmocka_unit_test(test_flood_cannot_starve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
