@@ -892,6 +892,8 @@ static int usage_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     colo_usage_cfg *u = obj;
     if (!strcmp(key, "enabled"))
         return get_bool(p, v, f, &u->enabled);
+    if (!strcmp(key, "lock_wait_ms"))
+        return get_int(p, v, f, 0, 600000, &u->lock_wait_ms);
     if (!strcmp(key, "db")) {
         char raw[1024];
         if (get_str(p, v, f, raw, sizeof raw))
@@ -1025,6 +1027,7 @@ void colo_config_defaults(colo_config *c)
     c->scheduler.best_effort_max_ops = 8;
     c->scheduler.quantum_us = 10000;
     c->usage.enabled = true;
+    c->usage.lock_wait_ms = 5000;
     snprintf(c->pricing.currency, sizeof c->pricing.currency, "USD");
 }
 

@@ -116,6 +116,7 @@ typedef struct colo_tenants_cfg {
 typedef struct colo_usage_cfg {
     bool enabled;  /* default true */
     char db[1024]; /* default: usage.sqlite beside the config file */
+    int lock_wait_ms; /* how long to wait for another process's lock on db at startup and at exit; default 5000 */
 } colo_usage_cfg;
 
 /* pricing: what a model's use costs, for colo-usage reports. */

@@ -184,9 +184,16 @@ static void h_usage(colo_http_req *req, void *ud)
     bool admin = colo_tenants_is_admin(t, key);
     usage_out u = {json_array(), group, false};
     char err[256];
-    if (!u.data || colo_ledger_query(l, from, to, group, admin ? NULL : who.organisation, admin ? NULL : who.project,
-                                     add_row, &u, err, sizeof err) != COLO_OK || u.failed) {
+    colo_status st = u.data ? colo_ledger_query(l, from, to, group, admin ? NULL : who.organisation,
+                                                admin ? NULL : who.project, add_row, &u, err, sizeof err)
+                            : COLO_ENOMEM;
+    if (st != COLO_OK || u.failed) {
         json_decref(u.data);
+        if (st == COLO_EAGAIN) { /* another process held the database's lock since startup */
+            colo_http_add_header(req, "Retry-After", "5");
+            colo_http_error(req, 503, "usage_unavailable", "the usage ledger is locked by another process");
+            return;
+        }
         colo_http_error(req, 500, "internal_error", "the usage ledger could not be read");
         return;
     }

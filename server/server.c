@@ -27,6 +27,7 @@ struct colo_server {
     void *ready_ud;
     colo_metric *m_requests, *m_duration, *m_body_in;
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
+    colo_metric *m_ledger_rows, *m_ledger_requests, *m_ledger_retries; /* the ledger's queue */
 };
 
 /* Decodes standard base64 (with or without padding) into out; -1 when it
@@ -178,6 +179,13 @@ static void on_render(void *ud)
     colo_metric_set(s->m_accepted, NULL, (double)st.connections_accepted);
     colo_metric_set(s->m_rejected, NULL, (double)st.connections_rejected);
     colo_metric_set(s->m_evicted, NULL, (double)st.connections_evicted);
+    if (s->ledger) {
+        colo_ledger_backlog b;
+        colo_ledger_get_backlog(s->ledger, &b);
+        colo_metric_set(s->m_ledger_rows, NULL, (double)b.rows);
+        colo_metric_set(s->m_ledger_requests, NULL, (double)b.requests);
+        colo_metric_set(s->m_ledger_retries, NULL, (double)b.retries);
+    }
 }
 
 static colo_status register_metrics(colo_server *s)
@@ -200,8 +208,16 @@ static colo_status register_metrics(colo_server *s)
                                          "Connections refused at the limit, or failed accepts.", 0, NULL);
     s->m_evicted = colo_metrics_counter(m, "colo_http_connections_evicted_total",
                                         "Idle keep-alive connections closed to make room for new ones.", 0, NULL);
+    s->m_ledger_rows = colo_metrics_gauge(m, "colo_ledger_backlog_rows",
+                                          "Usage ledger rows waiting to be written (the database was locked).", 0,
+                                          NULL);
+    s->m_ledger_requests = colo_metrics_gauge(m, "colo_ledger_backlog_requests",
+                                              "Answered requests whose ledger row is not written yet.", 0, NULL);
+    s->m_ledger_retries = colo_metrics_counter(m, "colo_ledger_write_retries_total",
+                                               "Failed attempts to write the ledger's waiting rows (each retried).",
+                                               0, NULL);
     if (!s->m_requests || !s->m_duration || !s->m_body_in || !s->m_open || !s->m_in_flight || !s->m_accepted ||
-        !s->m_rejected || !s->m_evicted)
+        !s->m_rejected || !s->m_evicted || !s->m_ledger_rows || !s->m_ledger_requests || !s->m_ledger_retries)
         return COLO_ENOMEM;
     return colo_metrics_on_render(m, on_render, s);
 }
@@ -226,7 +242,7 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     }
     if (!(s->tenants = colo_tenants_create(cfg, colo_config_api_key(cfg), s->metrics, err, errlen)))
         goto out_free;
-    if (cfg->usage.enabled && cfg->usage.db[0] && !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen)))
+    if (cfg->usage.enabled && cfg->usage.db[0] && !(s->ledger = colo_ledger_open(cfg->usage.db, true, cfg->usage.lock_wait_ms, err, errlen)))
         goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
