@@ -48,6 +48,7 @@ typedef struct colo_server_cfg {
     int idle_timeout_ms;       /* keep-alive connection with no request; default 60000 */
     int shutdown_timeout_ms;   /* graceful shutdown: in-flight requests get this long; default 10000 */
     int drain_delay_ms;        /* on SIGTERM: not ready but still serving this long, then shut down; default 0 */
+    uint64_t max_unsent_bytes; /* responses and stream events queued for all clients, unsent; default 256 MiB */
     int telemetry_interval_ms; /* device sampling and /v1/stats history step; default 2000 */
 } colo_server_cfg;
 

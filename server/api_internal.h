@@ -13,9 +13,17 @@
 #include "server/http.h"
 #include "server/http_json.h"
 
-/* Unsent bytes (buffered tokens plus the connection's output) past which a
- * streaming request is canceled: its client does not read. */
+/* A streaming client that does not read is not buffered for: its request
+ * is canceled and its connection closed (unsent output dropped) when
+ *  - its unsent bytes pass COLO_API_STREAM_MAX_BYTES: the events rendered
+ *    and queued on its connection (as JSON, what is really held), or the
+ *    generated tokens waiting to be rendered plus what the connection held
+ *    when the loop last looked; or
+ *  - the server's unsent bytes (every connection's output plus every
+ *    stream's tokens waiting) pass server.max_unsent_bytes, and its own
+ *    pass COLO_API_STREAM_SLOW_BYTES (it is not keeping up). */
 #define COLO_API_STREAM_MAX_BYTES (4u << 20)
+#define COLO_API_STREAM_SLOW_BYTES (256u << 10)
 
 /* Models the API can hold over the process's life: the configured ones
  * and every load at run time (an unloaded model keeps its entry). */
@@ -53,6 +61,9 @@ struct colo_api {
     colo_metric *m_wake, *m_state; /* lifecycle */
     colo_metric *m_evictions;
     colo_admin *admin;
+    size_t max_unsent_bytes;     /* server.max_unsent_bytes */
+    _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
+    colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -87,6 +98,7 @@ typedef struct api_call {
     tok_buf drain;     /* the loop reads here */
     bool tok_posted;   /* tok_call is queued (under mu) */
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
+    atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
 } api_call;
 

@@ -243,7 +243,10 @@ colo_status colo_api_register_metrics(colo_api *a)
     a->m_state = colo_metrics_gauge(m, "colo_model_state", "1 for the model's current state.", 2, L2st);
     a->m_evictions = colo_metrics_counter(m, "colo_model_evictions_total",
                                           "Times the model was put to sleep to make room for another.", 1, L1);
-    if (!a->m_evictions)
+    a->m_stream_cut = colo_metrics_counter(m, "colo_model_streams_unread_total",
+                                           "Streams canceled and closed because their client did not read them.", 1,
+                                           L1);
+    if (!a->m_evictions || !a->m_stream_cut)
         return COLO_ENOMEM;
     if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
         !a->m_state)

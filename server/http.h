@@ -116,9 +116,14 @@ typedef struct colo_http_stats {
     uint64_t connections_evicted;  /* idle keep-alive connections closed for room */
     uint64_t requests;             /* requests finished */
     uint64_t requests_in_flight;   /* handed to a handler, not finished */
+    uint64_t output_pending_bytes; /* queued on all connections, not yet written */
+    uint64_t output_pending_peak_bytes; /* the most there were since start */
 } colo_http_stats;
 /* Any thread. */
 void colo_http_server_stats(const colo_http_server *s, colo_http_stats *out);
+/* Any thread: bytes queued on all connections and not yet written (rendered
+ * responses and stream events a client has not read). */
+size_t colo_http_server_pending_bytes(const colo_http_server *s);
 
 /* ---- the request (loop thread) --------------------------------------------------- */
 
@@ -205,6 +210,9 @@ colo_status colo_http_stream_write(colo_http_req *r, const void *data, size_t le
 colo_status colo_http_sse_send(colo_http_req *r, const char *event, const char *data);
 /* Ends the stream; finishes the request. */
 void colo_http_stream_end(colo_http_req *r);
+/* Ends the stream at once for a client that does not read: what is queued
+ * and unsent is dropped and the connection closed. Finishes the request. */
+void colo_http_stream_abort(colo_http_req *r);
 /* Bytes queued on the connection and not yet written (0 if gone): a
  * producer may wait for it to fall before pushing more. */
 size_t colo_http_req_pending_bytes(const colo_http_req *r);

@@ -132,6 +132,9 @@ struct colo_http_server {
     atomic_int shutdown_timeout_ms; /* requested by shutdown(); -1 none */
     /* statistics (read from any thread) */
     atomic_uint_least64_t st_open, st_accepted, st_rejected, st_evicted, st_requests, st_in_flight;
+    /* bytes queued on every connection's output and not yet written (kept
+     * by an evbuffer callback on each output), and the most there were */
+    atomic_size_t out_pending, out_pending_peak;
 };
 
 /* http_conn.c */

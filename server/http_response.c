@@ -272,6 +272,19 @@ colo_status colo_http_sse_send(colo_http_req *r, const char *event, const char *
     return st;
 }
 
+void colo_http_stream_abort(colo_http_req *r)
+{
+    if (r->finished)
+        return;
+    if (r->conn) {
+        struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+        evbuffer_drain(out, evbuffer_get_length(out));
+        r->conn->close_after = true;
+        r->conn->linger_after = false;
+    }
+    finish(r);
+}
+
 void colo_http_stream_end(colo_http_req *r)
 {
     if (r->finished)

@@ -327,6 +327,8 @@ colo_http_server *colo_http_server_create(const colo_http_config *cfg, colo_http
     s->handler = handler;
     s->handler_ud = ud;
     atomic_init(&s->shutdown_timeout_ms, -1);
+    atomic_init(&s->out_pending, 0);
+    atomic_init(&s->out_pending_peak, 0);
     http_settings_init(&s->settings);
     if (pthread_mutex_init(&s->call_mu, NULL)) {
         free(s);
@@ -374,9 +376,16 @@ colo_status colo_http_server_run(colo_http_server *s)
     return COLO_OK;
 }
 
+size_t colo_http_server_pending_bytes(const colo_http_server *s)
+{
+    return atomic_load(&((colo_http_server *)s)->out_pending); /* an atomic only */
+}
+
 void colo_http_server_stats(const colo_http_server *s, colo_http_stats *out)
 {
     colo_http_server *m = (colo_http_server *)s; /* atomics only */
+    out->output_pending_bytes = atomic_load(&m->out_pending);
+    out->output_pending_peak_bytes = atomic_load(&m->out_pending_peak);
     out->connections_open = atomic_load(&m->st_open);
     out->connections_accepted = atomic_load(&m->st_accepted);
     out->connections_rejected = atomic_load(&m->st_rejected);

@@ -28,6 +28,7 @@ struct colo_server {
     colo_metric *m_requests, *m_duration, *m_body_in;
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
     colo_metric *m_ledger_rows, *m_ledger_requests, *m_ledger_retries; /* the ledger's queue */
+    colo_metric *m_unsent, *m_unsent_peak;
 };
 
 /* Decodes standard base64 (with or without padding) into out; -1 when it
@@ -179,6 +180,8 @@ static void on_render(void *ud)
     colo_metric_set(s->m_accepted, NULL, (double)st.connections_accepted);
     colo_metric_set(s->m_rejected, NULL, (double)st.connections_rejected);
     colo_metric_set(s->m_evicted, NULL, (double)st.connections_evicted);
+    colo_metric_set(s->m_unsent, NULL, (double)st.output_pending_bytes);
+    colo_metric_set(s->m_unsent_peak, NULL, (double)st.output_pending_peak_bytes);
     if (s->ledger) {
         colo_ledger_backlog b;
         colo_ledger_get_backlog(s->ledger, &b);
@@ -216,8 +219,14 @@ static colo_status register_metrics(colo_server *s)
     s->m_ledger_retries = colo_metrics_counter(m, "colo_ledger_write_retries_total",
                                                "Failed attempts to write the ledger's waiting rows (each retried).",
                                                0, NULL);
+    s->m_unsent = colo_metrics_gauge(m, "colo_http_unsent_bytes",
+                                     "Response and stream bytes queued for clients and not yet sent.", 0, NULL);
+    s->m_unsent_peak = colo_metrics_gauge(m, "colo_http_unsent_peak_bytes",
+                                          "The most response and stream bytes ever queued and unsent at once.", 0,
+                                          NULL);
     if (!s->m_requests || !s->m_duration || !s->m_body_in || !s->m_open || !s->m_in_flight || !s->m_accepted ||
-        !s->m_rejected || !s->m_evicted || !s->m_ledger_rows || !s->m_ledger_requests || !s->m_ledger_retries)
+        !s->m_rejected || !s->m_evicted || !s->m_ledger_rows || !s->m_ledger_requests || !s->m_ledger_retries ||
+        !s->m_unsent || !s->m_unsent_peak)
         return COLO_ENOMEM;
     return colo_metrics_on_render(m, on_render, s);
 }

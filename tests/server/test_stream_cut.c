@@ -2,7 +2,9 @@
  * client that hangs up mid-stream is billed every token generated for it
  * (the ledger, its tokens quota, the model and tenant metrics and the
  * access log agree); a stream cut by the shutdown deadline ends with an
- * error event and [DONE], and is billed too. */
+ * error event and [DONE], and is billed too; clients that never read their
+ * streams hold at most the server's bound of unsent bytes (counted as
+ * rendered JSON) before their streams are canceled and closed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,11 +236,88 @@ static void test_sigterm_cut_stream_ends_and_is_billed(void **state)
     srv_cleanup(&f);
 }
 
+/* N clients ask for streams of 8 choices with 20 top logprobs each (about
+ * 1.4 KB of JSON per token) and never read, with receive buffers of 4 KiB:
+ * the server's unsent bytes never pass server.max_unsent_bytes by more than
+ * what each stream may hold below COLO_API_STREAM_SLOW_BYTES (256 KiB) plus
+ * an event, every stream is canceled and billed (503 in the access log),
+ * and a client that reads still gets its whole stream afterwards. */
+static void test_unread_streams_are_bounded(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 2048));
+    const long cap = 3l << 20;
+    char *y = config_text(", max_unsent_bytes: 3MiB", 1000000);
+    assert_true(srv_start_env(&f, y, ADMIN_ENV));
+    free(y);
+    int eos = colo_mkmodel_min_vocab() - 3;
+    enum { N = 6 };
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        char body[512], headers[128];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"tell %d\"}],\"n\":8,"
+                 "\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":1500,\"stream\":true,\"seed\":%d,"
+                 "\"logit_bias\":{\"%d\":-100,\"%d\":-100,\"%d\":-100}}",
+                 i, i, eos, eos + 1, eos + 2);
+        snprintf(headers, sizeof headers, "Authorization: Bearer op-key\r\nX-Request-Id: unread-%d\r\n", i);
+        char *raw = srv_post_raw("/v1/chat/completions", headers, body);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        int rcv = 4096;
+        assert_int_equal(setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv), 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f.port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+        assert_true(srv_send_all(fds[i], raw, strlen(raw)));
+        free(raw);
+    }
+    /* every stream is canceled for not reading (the model then idles) */
+    double cut = 0;
+    srv_resp r;
+    for (int i = 0; i < 3000 && cut < N; i++) {
+        assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
+        cut = metric(r.body, "colo_model_streams_unread_total{model=\"a\"}");
+        srv_resp_free(&r);
+        if (cut < N)
+            srv_sleep_ms(20);
+    }
+    assert_true(cut == N);
+    assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
+    double peak = metric(r.body, "colo_http_unsent_peak_bytes");
+    srv_resp_free(&r);
+    print_message("unsent bytes at most %.0f (server.max_unsent_bytes %ld)\n", peak, cap);
+    assert_true(peak > 0);
+    assert_true(peak <= cap + N * ((256 << 10) + (64 << 10)));
+    for (int i = 0; i < N; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "unread-%d", i);
+        char *line = log_line(&f, id);
+        assert_int_equal(log_field(line, "status="), 503);
+        assert_true(log_field(line, "tokens=") > 0);
+        free(line);
+        close(fds[i]);
+    }
+    /* a client that reads is served in full */
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"read\"}],\"n\":8,"
+             "\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":200,\"stream\":true,\"seed\":9}");
+    assert_true(srv_http_h(&f, "POST", "/v1/chat/completions", ADMIN_H, body, &r));
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    assert_null(strstr(r.body, "\"error\""));
+    srv_resp_free(&r);
+    srv_cleanup(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_abandoned_stream_is_billed),
         cmocka_unit_test(test_sigterm_cut_stream_ends_and_is_billed),
+        cmocka_unit_test(test_unread_streams_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
