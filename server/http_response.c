@@ -276,13 +276,12 @@ void colo_http_stream_abort(colo_http_req *r)
 {
     if (r->finished)
         return;
-    if (r->conn) {
-        struct evbuffer *out = bufferevent_get_output(r->conn->bev);
-        evbuffer_drain(out, evbuffer_get_length(out));
-        r->conn->close_after = true;
-        r->conn->linger_after = false;
-    }
+    /* A socket bufferevent's output cannot be drained by its user: what is
+     * unsent goes with the connection, closed on the next loop turn. */
+    http_conn *c = r->conn;
     finish(r);
+    if (c)
+        http_conn_close_later(c);
 }
 
 void colo_http_stream_end(colo_http_req *r)

@@ -312,12 +312,62 @@ static void test_unread_streams_are_bounded(void **state)
     srv_cleanup(&f);
 }
 
+/* One client that never reads, under the default server bound (256 MiB):
+ * its stream is canceled once the events rendered for it and unsent pass
+ * 4 MiB (COLO_API_STREAM_MAX_BYTES), within one event. */
+static void test_one_unread_stream_stops_at_its_cap(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 4096));
+    char *y = config_text("", 1000000);
+    assert_true(srv_start_env(&f, y, ADMIN_ENV));
+    free(y);
+    int eos = colo_mkmodel_min_vocab() - 3;
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"go\"}],\"n\":16,"
+             "\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":4000,\"stream\":true,\"seed\":3,"
+             "\"logit_bias\":{\"%d\":-100,\"%d\":-100,\"%d\":-100}}",
+             eos, eos + 1, eos + 2);
+    char *raw = srv_post_raw("/v1/chat/completions", "Authorization: Bearer op-key\r\n", body);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int rcv = 4096;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_true(srv_send_all(fd, raw, strlen(raw)));
+    free(raw);
+    double cut = 0;
+    srv_resp r;
+    for (int i = 0; i < 3000 && cut < 1; i++) {
+        assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
+        cut = metric(r.body, "colo_model_streams_unread_total{model=\"a\"}");
+        srv_resp_free(&r);
+        if (cut < 1)
+            srv_sleep_ms(20);
+    }
+    assert_true(cut == 1);
+    assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
+    double peak = metric(r.body, "colo_http_unsent_peak_bytes");
+    assert_true(metric(r.body, "colo_http_unsent_bytes") < 64 << 10); /* its output went with its connection */
+    srv_resp_free(&r);
+    print_message("unsent bytes at most %.0f\n", peak);
+    assert_true(peak > (1 << 20));
+    assert_true(peak <= (4 << 20) + (64 << 10));
+    close(fd);
+    srv_cleanup(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_abandoned_stream_is_billed),
         cmocka_unit_test(test_sigterm_cut_stream_ends_and_is_billed),
         cmocka_unit_test(test_unread_streams_are_bounded),
+        cmocka_unit_test(test_one_unread_stream_stops_at_its_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
