@@ -322,6 +322,8 @@ static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, voi
         return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
     if (!strcmp(key, "drain_delay_ms"))
         return get_int(p, v, f, 0, INT_MAX, &s->drain_delay_ms);
+    if (!strcmp(key, "max_unsent_bytes"))
+        return get_size(p, v, f, 1, &s->max_unsent_bytes);
     if (!strcmp(key, "telemetry_interval_ms"))
         return get_int(p, v, f, 100, 3600000, &s->telemetry_interval_ms);
     return unknown_key(p, v, f);
@@ -939,6 +941,8 @@ static int usage_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
     colo_usage_cfg *u = obj;
     if (!strcmp(key, "enabled"))
         return get_bool(p, v, f, &u->enabled);
+    if (!strcmp(key, "lock_wait_ms"))
+        return get_int(p, v, f, 0, 600000, &u->lock_wait_ms);
     if (!strcmp(key, "db")) {
         char raw[1024];
         if (get_str(p, v, f, raw, sizeof raw))
@@ -1066,12 +1070,14 @@ void colo_config_defaults(colo_config *c)
     s->write_timeout_ms = 30000;
     s->idle_timeout_ms = 60000;
     s->shutdown_timeout_ms = 10000;
+    s->max_unsent_bytes = 256ull << 20;
     s->telemetry_interval_ms = 2000;
     c->scheduler.policy = COLO_SCHED_PRIORITY;
     c->scheduler.best_effort_max_steps = 0;
     c->scheduler.best_effort_max_ops = 8;
     c->scheduler.quantum_us = 10000;
     c->usage.enabled = true;
+    c->usage.lock_wait_ms = 5000;
     snprintf(c->pricing.currency, sizeof c->pricing.currency, "USD");
 }
 

@@ -48,6 +48,7 @@ typedef struct colo_server_cfg {
     int idle_timeout_ms;       /* keep-alive connection with no request; default 60000 */
     int shutdown_timeout_ms;   /* graceful shutdown: in-flight requests get this long; default 10000 */
     int drain_delay_ms;        /* on SIGTERM: not ready but still serving this long, then shut down; default 0 */
+    uint64_t max_unsent_bytes; /* responses and stream events queued for all clients, unsent; default 256 MiB */
     int telemetry_interval_ms; /* device sampling and /v1/stats history step; default 2000 */
 } colo_server_cfg;
 
@@ -117,6 +118,7 @@ typedef struct colo_usage_cfg {
     bool enabled;  /* default true */
     char db[1024]; /* default: $XDG_STATE_HOME/colo/usage.sqlite, else ~/.local/state/colo/usage.sqlite,
                       else (neither variable set) usage.sqlite beside the config file */
+    int lock_wait_ms; /* how long to wait for another process's lock on db at startup and at exit; default 5000 */
 } colo_usage_cfg;
 
 /* pricing: what a model's use costs, for colo-usage reports. */

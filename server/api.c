@@ -51,12 +51,24 @@ static bool buf_reserve(tok_buf *b, size_t more)
 
 #define TOK_HEAD 10 /* bytes before each piece in a token buffer */
 
+/* Whether a stream with unsent bytes of its own must be canceled (see
+ * COLO_API_STREAM_MAX_BYTES). Any thread. */
+static bool stream_over(const colo_api *a, size_t unsent)
+{
+    if (unsent > COLO_API_STREAM_MAX_BYTES)
+        return true;
+    size_t total = colo_http_server_pending_bytes(a->http) + atomic_load(&a->tok_bytes);
+    return total > a->max_unsent_bytes && unsent > COLO_API_STREAM_SLOW_BYTES;
+}
+
 static bool exec_on_token(colo_request *r, int32_t token, const char *piece, size_t len)
 {
     api_call *c = r->front;
+    colo_api *a = c->api;
     bool post = false, ok = true;
     pthread_mutex_lock(&c->mu);
-    if (c->fill.len + atomic_load(&c->unsent_bytes) > COLO_API_STREAM_MAX_BYTES) {
+    if (atomic_load(&c->overflow) || stream_over(a, c->fill.len + atomic_load(&c->unsent_bytes))) {
+        atomic_store(&c->overflow, true);
         ok = false; /* the client does not read: the executor cancels the request */
     } else if (buf_reserve(&c->fill, TOK_HEAD + len + sizeof(colo_req_token_logprobs))) {
         /* token, length, whether logprobs follow the piece, the choice, the piece, the logprobs */
@@ -70,7 +82,9 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
         memcpy(o + TOK_HEAD, piece, len);
         if (has_lp)
             memcpy(o + TOK_HEAD + len, r->token_logprobs, sizeof *r->token_logprobs);
-        c->fill.len += TOK_HEAD + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
+        size_t rec = TOK_HEAD + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
+        c->fill.len += rec;
+        atomic_fetch_add(&a->tok_bytes, rec);
         post = !c->tok_posted;
         c->tok_posted = true;
     } /* else: out of memory; the final answer still has the whole text */
@@ -152,7 +166,16 @@ static void deliver_tokens(void *ud)
     c->fill.len = 0;
     c->tok_posted = false;
     pthread_mutex_unlock(&c->mu);
+    atomic_fetch_sub(&c->api->tok_bytes, t.len);
     for (size_t o = 0; o + TOK_HEAD <= t.len && !client_gone(c) && begin_stream(c);) {
+        /* Rendered events are several times the tokens' size: what counts is
+         * what is queued. Its client does not read: the request is canceled
+         * (unless its executor did so) and deliver_done closes the connection. */
+        if (atomic_load(&c->overflow) || stream_over(c->api, colo_http_req_pending_bytes(c->http))) {
+            if (!atomic_exchange(&c->overflow, true))
+                colo_served_cancel(c->am->m, c->r);
+            break;
+        }
         int32_t token;
         uint32_t len;
         colo_req_token_logprobs lp;
@@ -244,13 +267,26 @@ static void send_held(api_call *c)
     }
 }
 
+/* The error code and message of a failed outcome. */
+static const char *outcome_code(const api_call *c)
+{
+    return c->cut && c->r->out.status == COLO_ECANCELED ? "shutting_down" : colo_api_status_code(c->r->out.status);
+}
+
+static const char *outcome_error(const api_call *c)
+{
+    if (c->cut && c->r->out.status == COLO_ECANCELED)
+        return "the server is shutting down";
+    return c->r->out.error ? c->r->out.error : "failed";
+}
+
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
     bool held = o->status == COLO_OK && colo_api_tools_hold_stream(c->r);
     if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
         if (o->status != COLO_OK) {
-            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), o->error));
+            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), outcome_error(c)));
         } else {
             if (held)
                 send_held(c);
@@ -263,8 +299,8 @@ static void finish_stream(api_call *c)
         return;
     }
     if (o->status != COLO_OK) {
-        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", colo_api_status_code(o->status), "message",
-                              o->error ? o->error : "failed", "request_id", colo_http_req_id(c->http));
+        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", outcome_code(c), "message", outcome_error(c),
+                              "request_id", colo_http_req_id(c->http));
         sse_json(c, e);
     } else if (c->ep == COLO_API_INFER) {
         json_t *j = colo_api_infer_json(c);
@@ -310,6 +346,11 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
     }
     if (st == COLO_ETIMEDOUT || st == COLO_ENOMEM || st == COLO_EAGAIN)
         colo_http_add_header(h, "Retry-After", "1");
+    if (c->cut && st == COLO_ECANCELED) {
+        colo_http_add_header(h, "Retry-After", "1");
+        colo_http_error(h, status, outcome_code(c), "model %s: %s", c->am->name, outcome_error(c));
+        return;
+    }
     colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->am->name, msg ? msg : "failed");
 }
 
@@ -326,10 +367,15 @@ static void deliver_done(void *ud)
     colo_api_record(c, status);
     colo_api_account(c, status); /* the ledger, before the answer leaves */
     colo_http_req_set_tokens(h, c->r->task != COLO_TASK_GENERATE ? o->n_input_tokens
-                                : o->n_choices > 1                ? o->n_completion_tokens
-                                                                  : o->n_tokens);
+                                                                 : (long)colo_api_completion_tokens(c->r));
     colo_http_req_set_queue_ms(h, o->queue_ms);
-    if (gone) {
+    if (c->started && status != 200)
+        colo_http_req_set_log_status(h, status); /* its headers said 200; the log says what the ledger says */
+    if (atomic_load(&c->overflow))
+        colo_metric_add(c->api->m_stream_cut, (const char *const[]){c->am->name}, 1);
+    if (atomic_load(&c->overflow) && c->started && !gone) {
+        colo_http_stream_abort(h); /* it does not read: what it did not read is dropped */
+    } else if (gone) {
         if (c->started)
             colo_http_stream_end(h);
         else
@@ -352,6 +398,16 @@ static void on_abort(colo_http_req *req, void *ud)
     (void)req;
     api_call *c = ud;
     c->aborted = true;
+    colo_served_cancel(c->am->m, c->r);
+}
+
+/* The shutdown deadline: the request ends now, its stream with an error
+ * event and [DONE] (deliver_done). */
+static void on_cut(colo_http_req *req, void *ud)
+{
+    (void)req;
+    api_call *c = ud;
+    c->cut = true;
     colo_served_cancel(c->am->m, c->r);
 }
 
@@ -559,6 +615,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
         return;
     }
     colo_http_req_on_abort(req, on_abort, c);
+    colo_http_req_on_cut(req, on_cut, c);
 }
 
 static void h_infer(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_INFER); }
@@ -630,6 +687,8 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
     a->metrics = colo_server_metrics(srv);
     a->policy = colo_sched_policy_name(cfg->scheduler.policy);
     a->n_expected = cfg->n_models;
+    a->max_unsent_bytes = (size_t)cfg->server.max_unsent_bytes;
+    atomic_init(&a->tok_bytes, 0);
     a->created = (long)time(NULL);
     if (colo_api_register_metrics(a) != COLO_OK) {
         colo_set_err(err, errlen, "cannot register the model metrics");

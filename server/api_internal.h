@@ -13,9 +13,17 @@
 #include "server/http.h"
 #include "server/http_json.h"
 
-/* Unsent bytes (buffered tokens plus the connection's output) past which a
- * streaming request is canceled: its client does not read. */
+/* A streaming client that does not read is not buffered for: its request
+ * is canceled and its connection closed (unsent output dropped) when
+ *  - its unsent bytes pass COLO_API_STREAM_MAX_BYTES: the events rendered
+ *    and queued on its connection (as JSON, what is really held), or the
+ *    generated tokens waiting to be rendered plus what the connection held
+ *    when the loop last looked; or
+ *  - the server's unsent bytes (every connection's output plus every
+ *    stream's tokens waiting) pass server.max_unsent_bytes, and its own
+ *    pass COLO_API_STREAM_SLOW_BYTES (it is not keeping up). */
 #define COLO_API_STREAM_MAX_BYTES (4u << 20)
+#define COLO_API_STREAM_SLOW_BYTES (256u << 10)
 
 /* Slots of the model table: models served at once, counting those loading,
  * failed and being unloaded. A slot is live (m set), unloaded (gone from
@@ -60,6 +68,9 @@ struct colo_api {
     colo_metric *m_wake, *m_state; /* lifecycle */
     colo_metric *m_evictions;
     colo_admin *admin;
+    size_t max_unsent_bytes;     /* server.max_unsent_bytes */
+    _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
+    colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -85,6 +96,7 @@ typedef struct api_call {
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
     bool aborted;
+    bool cut;          /* the server's shutdown deadline ended it */
     long created;
     char oid[96];      /* OpenAI object id */
     /* token stream: executor -> loop */
@@ -93,6 +105,7 @@ typedef struct api_call {
     tok_buf drain;     /* the loop reads here */
     bool tok_posted;   /* tok_call is queued (under mu) */
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
+    atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
 } api_call;
 
@@ -104,6 +117,13 @@ api_model *colo_api_take_slot(colo_api *a, colo_served *m);
 void colo_api_free_slot(colo_api *a, api_model *am);
 /* Whether a slot is free or could be taken. */
 bool colo_api_slot_free(const colo_api *a);
+
+/* Tokens generated for r, every choice, whatever became of the request or
+ * its connection (what is billed and counted); 0 for other tasks. */
+static inline int64_t colo_api_completion_tokens(const colo_request *r)
+{
+    return r->task == COLO_TASK_GENERATE && r->out.n_completion_tokens > 0 ? r->out.n_completion_tokens : 0;
+}
 
 /* ---- api_render.c -------------------------------------------------------------- */
 /* A JSON string of text as UTF-8; invalid byte sequences become U+FFFD. */

@@ -75,13 +75,19 @@ void colo_api_record(const api_call *c, int http_status)
     const char *lm[] = {model};
     colo_api_count_request(a, model, http_status);
     colo_api_record_slo(c);
+    /* Tokens computed count whatever became of the request (a client that
+     * hung up mid-stream, a stream cut at shutdown), as the ledger does. */
+    if (o->n_input_tokens > 0)
+        colo_metric_add(a->m_prompt_tokens, lm, o->n_input_tokens);
+    int64_t generated = colo_api_completion_tokens(c->r);
+    if (generated > 0)
+        colo_metric_add(a->m_gen_tokens, lm, (double)generated);
     if (o->status != COLO_OK)
         return;
     const char *lq[] = {model, colo_priority_name(c->r->who.priority)};
     colo_metric_observe(a->m_duration, lm, o->total_ms / 1e3);
     colo_metric_observe(a->m_queue, lq, o->queue_ms / 1e3);
     colo_metric_observe(a->m_prefill, lm, o->prefill_ms / 1e3);
-    colo_metric_add(a->m_prompt_tokens, lm, o->n_input_tokens);
     if (c->r->task != COLO_TASK_GENERATE)
         return;
     colo_metric_observe(a->m_decode, lm, o->decode_ms / 1e3);
@@ -90,7 +96,6 @@ void colo_api_record(const api_call *c, int http_status)
     /* the mean gap, once per gap: the histogram's sum and count stay exact */
     for (int i = 1; i < o->n_tokens; i++)
         colo_metric_observe(a->m_itl, lm, o->decode_ms / 1e3 / (o->n_tokens - 1));
-    colo_metric_add(a->m_gen_tokens, lm, o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens);
 }
 
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms)
@@ -253,7 +258,10 @@ colo_status colo_api_register_metrics(colo_api *a)
     a->m_state = colo_metrics_gauge(m, "colo_model_state", "1 for the model's current state.", 2, L2st);
     a->m_evictions = colo_metrics_counter(m, "colo_model_evictions_total",
                                           "Times the model was put to sleep to make room for another.", 1, L1);
-    if (!a->m_evictions)
+    a->m_stream_cut = colo_metrics_counter(m, "colo_model_streams_unread_total",
+                                           "Streams canceled and closed because their client did not read them.", 1,
+                                           L1);
+    if (!a->m_evictions || !a->m_stream_cut)
         return COLO_ENOMEM;
     if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
         !a->m_state)

@@ -334,20 +334,27 @@ json_t *colo_api_model_json(const colo_api *a, const api_model *am)
 
 /* ---- log-probabilities ---------------------------------------------------------------- */
 
-/* A token's text and bytes (OpenAI's "token" and "bytes"). */
+/* A token's text and bytes (OpenAI's "token" and "bytes"). The text is
+ * decoded into a pool of this call's own, not the request's: a stream's
+ * events are rendered on the loop thread while its executor still
+ * allocates from the request's pool, which has no lock (and a long stream
+ * would grow it by every top logprob's text). */
 static json_t *token_text(const api_call *c, int32_t id, json_t **bytes)
 {
     const char *t = "";
     size_t n = 0;
     char err[128];
-    if (colo_served_detokenize(c->am->m, &id, 1, c->r->pool, &t, &n, err, sizeof err) != COLO_OK)
+    colo_pool *scratch = colo_pool_create();
+    if (!scratch || colo_served_detokenize(c->am->m, &id, 1, scratch, &t, &n, err, sizeof err) != COLO_OK)
         t = "", n = 0;
     if (bytes) {
         *bytes = json_array();
         for (size_t i = 0; *bytes && i < n; i++)
             json_array_append_new(*bytes, json_integer((unsigned char)t[i]));
     }
-    return colo_api_json_text(t, n);
+    json_t *j = colo_api_json_text(t, n);
+    colo_pool_destroy(scratch);
+    return j;
 }
 
 /* Chat's entry for one token: {token, logprob, bytes, top_logprobs: [...]}. */

@@ -509,8 +509,8 @@ colo_status colo_api_watch(colo_api *a, colo_device *dev, int interval_ms, char 
         return COLO_ERR;
     }
     take_point(a);
-    if (colo_server_route(a->srv, "GET", "/v1/stats", h_stats, a, 0) != COLO_OK ||
-        colo_server_route(a->srv, "GET", "/dashboard", h_dashboard, a, 0) != COLO_OK) {
+    if (colo_server_route(a->srv, "GET", "/v1/stats", h_stats, a, COLO_ROUTE_OPERATOR) != COLO_OK ||
+        colo_server_route(a->srv, "GET", "/dashboard", h_dashboard, a, COLO_ROUTE_OPERATOR) != COLO_OK) {
         colo_set_err(err, errlen, "cannot add the statistics routes");
         return COLO_ENOMEM;
     }

@@ -53,8 +53,7 @@ void colo_api_account(api_call *c, int http_status)
     const colo_request *r = c->r;
     const colo_req_outcome *o = &r->out;
     int64_t prompt = o->n_input_tokens > 0 ? o->n_input_tokens : 0;
-    int n_gen = o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens; /* n choices: all of them */
-    int64_t completion = r->task == COLO_TASK_GENERATE && n_gen > 0 ? n_gen : 0;
+    int64_t completion = colo_api_completion_tokens(r); /* also of a canceled or cut request */
     colo_ledger *l = colo_server_ledger(c->api->srv);
     if (l) {
         colo_usage_row row = {.status = http_status,
@@ -192,9 +191,16 @@ static void h_usage(colo_http_req *req, void *ud)
     bool admin = colo_tenants_is_admin(t, key);
     usage_out u = {json_array(), group, false};
     char err[256];
-    if (!u.data || colo_ledger_query(l, from, to, group, admin ? NULL : who.organisation, admin ? NULL : who.project,
-                                     add_row, &u, err, sizeof err) != COLO_OK || u.failed) {
+    colo_status st = u.data ? colo_ledger_query(l, from, to, group, admin ? NULL : who.organisation,
+                                                admin ? NULL : who.project, add_row, &u, err, sizeof err)
+                            : COLO_ENOMEM;
+    if (st != COLO_OK || u.failed) {
         json_decref(u.data);
+        if (st == COLO_EAGAIN) { /* another process held the database's lock since startup */
+            colo_http_add_header(req, "Retry-After", "5");
+            colo_http_error(req, 503, "usage_unavailable", "the usage ledger is locked by another process");
+            return;
+        }
         colo_http_error(req, 500, "internal_error", "the usage ledger could not be read");
         return;
     }

@@ -83,9 +83,12 @@ int colo_http_server_port(const colo_http_server *s);
  * server has shut down. COLO_ERR if the loop failed. */
 colo_status colo_http_server_run(colo_http_server *s);
 /* Any thread, any number of times: stop accepting, close idle connections,
- * let requests in flight finish for up to timeout_ms (then drop them, their
- * handlers see on_abort), then make run return. */
+ * let requests in flight finish for up to timeout_ms, then make run return.
+ * At timeout_ms the requests still in flight that set an on_cut hook are
+ * told to end (they may still write a last event and finish); whatever is
+ * left COLO_HTTP_CUT_GRACE_MS later is dropped (handlers see on_abort). */
 void colo_http_server_shutdown(colo_http_server *s, int timeout_ms);
+#define COLO_HTTP_CUT_GRACE_MS 1000
 /* Any thread: fn(ud) runs on the loop thread soon, in call order.
  * COLO_ENOMEM if the call could not be queued (fn is then never called). */
 colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), void *ud);
@@ -113,9 +116,14 @@ typedef struct colo_http_stats {
     uint64_t connections_evicted;  /* idle keep-alive connections closed for room */
     uint64_t requests;             /* requests finished */
     uint64_t requests_in_flight;   /* handed to a handler, not finished */
+    uint64_t output_pending_bytes; /* queued on all connections, not yet written */
+    uint64_t output_pending_peak_bytes; /* the most there were since start */
 } colo_http_stats;
 /* Any thread. */
 void colo_http_server_stats(const colo_http_server *s, colo_http_stats *out);
+/* Any thread: bytes queued on all connections and not yet written (rendered
+ * responses and stream events a client has not read). */
+size_t colo_http_server_pending_bytes(const colo_http_server *s);
 
 /* ---- the request (loop thread) --------------------------------------------------- */
 
@@ -140,6 +148,10 @@ bool colo_http_req_aborted(const colo_http_req *r);
 
 /* For the log line and metrics. Strings are copied. */
 void colo_http_req_set_model(colo_http_req *r, const char *model);
+/* The status the log line and the done hook report when it differs from
+ * the one the response began with: a stream whose headers said 200 but
+ * that ended in an error or lost its client. */
+void colo_http_req_set_log_status(colo_http_req *r, int status);
 void colo_http_req_set_tokens(colo_http_req *r, long tokens);
 void colo_http_req_set_queue_ms(colo_http_req *r, double queue_ms);
 /* The matched route's pattern ("/v1/models/{name}"); pattern must outlive the request. */
@@ -154,6 +166,11 @@ const char *colo_http_req_route(const colo_http_req *r); /* NULL if not set */
  * request is finished: stop the work. The handler must still finish the
  * request (which then only frees it). */
 void colo_http_req_on_abort(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud);
+/* fn(r, ud) runs on the loop thread if the server's shutdown deadline
+ * passes with r unfinished: stop the work and finish r (a stream may still
+ * send a last event) within COLO_HTTP_CUT_GRACE_MS, after which the
+ * connection is dropped. */
+void colo_http_req_on_cut(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud);
 
 /* ---- responding (loop thread) -------------------------------------------------- */
 
@@ -193,6 +210,9 @@ colo_status colo_http_stream_write(colo_http_req *r, const void *data, size_t le
 colo_status colo_http_sse_send(colo_http_req *r, const char *event, const char *data);
 /* Ends the stream; finishes the request. */
 void colo_http_stream_end(colo_http_req *r);
+/* Ends the stream at once for a client that does not read: what is queued
+ * and unsent is dropped and the connection closed. Finishes the request. */
+void colo_http_stream_abort(colo_http_req *r);
 /* Bytes queued on the connection and not yet written (0 if gone): a
  * producer may wait for it to fall before pushing more. */
 size_t colo_http_req_pending_bytes(const colo_http_req *r);

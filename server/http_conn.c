@@ -63,6 +63,22 @@ static void enter_idle(http_conn *c)
 
 /* ---- closing ------------------------------------------------------------------------ */
 
+/* Every change of a connection's output: the server's total of unsent bytes. */
+static void on_output_change(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)buf;
+    colo_http_server *s = arg;
+    if (info->n_added >= info->n_deleted) {
+        size_t now = atomic_fetch_add(&s->out_pending, info->n_added - info->n_deleted) + info->n_added -
+                     info->n_deleted;
+        size_t peak = atomic_load(&s->out_pending_peak);
+        while (now > peak && !atomic_compare_exchange_weak(&s->out_pending_peak, &peak, now))
+            ;
+    } else {
+        atomic_fetch_sub(&s->out_pending, info->n_deleted - info->n_added);
+    }
+}
+
 void http_conn_free_now(http_conn *c)
 {
     colo_http_server *s = c->srv;
@@ -81,6 +97,9 @@ void http_conn_free_now(http_conn *c)
         else
             http_req_free(r);
     }
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (evbuffer_remove_cb(out, on_output_change, s) == 0)
+        atomic_fetch_sub(&s->out_pending, evbuffer_get_length(out));
     bufferevent_free(c->bev);
     event_free(c->timer);
     free(c);
@@ -547,6 +566,8 @@ void http_conn_accept(colo_http_server *s, int fd)
     c->timer = evtimer_new(s->base, on_timer, c);
     if (!c->timer)
         goto out_free_bev;
+    if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, s))
+        goto out_free_timer;
     llhttp_init(&c->parser, HTTP_REQUEST, &s->settings);
     c->parser.data = c;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);

@@ -78,6 +78,9 @@ struct colo_http_req {
     bool handed, finished, aborted;
     void (*on_abort)(colo_http_req *r, void *ud);
     void *on_abort_ud;
+    void (*on_cut)(colo_http_req *r, void *ud); /* the shutdown deadline passed */
+    void *on_cut_ud;
+    int log_status;         /* colo_http_req_set_log_status; 0: the response's */
 };
 
 struct http_conn {
@@ -124,10 +127,14 @@ struct colo_http_server {
     http_conn *idle_head, *idle_tail;
     int n_conns;
     bool shutting_down;
+    bool cut;                  /* the shutdown deadline passed and on_cut hooks ran */
     bool stopped;              /* run should return */
     atomic_int shutdown_timeout_ms; /* requested by shutdown(); -1 none */
     /* statistics (read from any thread) */
     atomic_uint_least64_t st_open, st_accepted, st_rejected, st_evicted, st_requests, st_in_flight;
+    /* bytes queued on every connection's output and not yet written (kept
+     * by an evbuffer callback on each output), and the most there were */
+    atomic_size_t out_pending, out_pending_peak;
 };
 
 /* http_conn.c */

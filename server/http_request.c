@@ -117,6 +117,8 @@ static void log_request(const colo_http_req *r)
 void http_req_retire(colo_http_req *r)
 {
     colo_http_server *s = r->srv;
+    if (r->log_status)
+        r->status = r->log_status;
     if (!r->status)
         r->status = 499; /* the client went away before any response */
     if (s->done_fn)
@@ -202,6 +204,7 @@ void colo_http_req_set_model(colo_http_req *r, const char *model)
     snprintf(r->model, sizeof r->model, "%s", model ? model : "");
 }
 void colo_http_req_set_tokens(colo_http_req *r, long tokens) { r->tokens = tokens; }
+void colo_http_req_set_log_status(colo_http_req *r, int status) { r->log_status = status; }
 void colo_http_req_set_queue_ms(colo_http_req *r, double queue_ms) { r->queue_ms = queue_ms; }
 void colo_http_req_set_route(colo_http_req *r, const char *pattern) { r->route = pattern; }
 
@@ -209,6 +212,12 @@ void colo_http_req_on_abort(colo_http_req *r, void (*fn)(colo_http_req *r, void 
 {
     r->on_abort = fn;
     r->on_abort_ud = ud;
+}
+
+void colo_http_req_on_cut(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud)
+{
+    r->on_cut = fn;
+    r->on_cut_ud = ud;
 }
 
 size_t colo_http_req_pending_bytes(const colo_http_req *r)

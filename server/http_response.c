@@ -272,6 +272,18 @@ colo_status colo_http_sse_send(colo_http_req *r, const char *event, const char *
     return st;
 }
 
+void colo_http_stream_abort(colo_http_req *r)
+{
+    if (r->finished)
+        return;
+    /* A socket bufferevent's output cannot be drained by its user: what is
+     * unsent goes with the connection, closed on the next loop turn. */
+    http_conn *c = r->conn;
+    finish(r);
+    if (c)
+        http_conn_close_later(c);
+}
+
 void colo_http_stream_end(colo_http_req *r)
 {
     if (r->finished)

@@ -186,6 +186,27 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     colo_http_server *s = arg;
+    if (!s->cut) {
+        /* Requests that can end themselves (a stream's last event) are told
+         * to, and get a short grace before their connections are dropped. */
+        s->cut = true;
+        int n = 0;
+        for (http_conn *c = s->conns, *next; c; c = next) {
+            next = c->next;
+            colo_http_req *r = c->req;
+            if (r && r->handed && !r->finished && r->on_cut) {
+                void (*fn)(colo_http_req *, void *) = r->on_cut;
+                r->on_cut = NULL;
+                fn(r, r->on_cut_ud);
+                n++;
+            }
+        }
+        struct timeval tv = {COLO_HTTP_CUT_GRACE_MS / 1000, (COLO_HTTP_CUT_GRACE_MS % 1000) * 1000};
+        if (n && evtimer_add(s->deadline_ev, &tv) == 0) {
+            COLO_WARN("http: shutdown deadline: ending %d request(s) in flight", n);
+            return;
+        }
+    }
     if (s->n_conns)
         COLO_WARN("http: shutdown deadline: dropping %d connection(s)", s->n_conns);
     for (http_conn *c = s->conns; c; c = c->next)
@@ -306,6 +327,8 @@ colo_http_server *colo_http_server_create(const colo_http_config *cfg, colo_http
     s->handler = handler;
     s->handler_ud = ud;
     atomic_init(&s->shutdown_timeout_ms, -1);
+    atomic_init(&s->out_pending, 0);
+    atomic_init(&s->out_pending_peak, 0);
     http_settings_init(&s->settings);
     if (pthread_mutex_init(&s->call_mu, NULL)) {
         free(s);
@@ -353,9 +376,16 @@ colo_status colo_http_server_run(colo_http_server *s)
     return COLO_OK;
 }
 
+size_t colo_http_server_pending_bytes(const colo_http_server *s)
+{
+    return atomic_load(&((colo_http_server *)s)->out_pending); /* an atomic only */
+}
+
 void colo_http_server_stats(const colo_http_server *s, colo_http_stats *out)
 {
     colo_http_server *m = (colo_http_server *)s; /* atomics only */
+    out->output_pending_bytes = atomic_load(&m->out_pending);
+    out->output_pending_peak_bytes = atomic_load(&m->out_pending_peak);
     out->connections_open = atomic_load(&m->st_open);
     out->connections_accepted = atomic_load(&m->st_accepted);
     out->connections_rejected = atomic_load(&m->st_rejected);

@@ -3,16 +3,24 @@
  * requests ending in that hour: count, prompt and completion tokens, queue
  * and device seconds.
  *
- * colo_ledger_record commits one request in its own transaction before it
- * returns, so a request whose answer was sent after the call survives a
- * crash of the process (kill -9): WAL with synchronous=NORMAL loses commits
- * only when the machine itself loses power.
+ * Writing never waits for a lock. colo_ledger_record commits the request
+ * at once when nothing is waiting and the database is free (a WAL append:
+ * a request answered after the call survives kill -9); when another
+ * process holds a write transaction (an operator's sqlite3 session, a
+ * backup, a second colo-server), or earlier rows still wait, it queues the
+ * row instead and returns. The ledger's writer thread commits the queue,
+ * retrying with backoff (10 ms doubling to 1 s) for as long as the process
+ * lives; queued rows of one (hour, organization, project, key, model,
+ * status) are summed into one, so the queue's size is bounded by the
+ * number of such rows, not of requests. colo_ledger_close waits for the
+ * queue at most lock_wait_ms and logs every row it could not write. Rows
+ * still queued are lost to kill -9.
  *
- * A writing ledger copies its WAL into the database from a thread of its
- * own once a second, so a record never waits for a disk flush.
+ * The writer thread also copies the WAL into the database once a second
+ * (a checkpoint syncs the files; no recording thread waits for a flush).
  *
- * Threads: each function on the thread that opened the ledger (the
- * server's loop thread; colo-usage). */
+ * Threads: open, record, query and close on one thread (the server's loop
+ * thread; colo-usage); colo_ledger_backlog and colo_ledger_flush from any. */
 #ifndef COLO_SERVER_LEDGER_H
 #define COLO_SERVER_LEDGER_H
 
@@ -33,14 +41,38 @@ typedef struct colo_usage_row {
     double queue_seconds, device_seconds;
 } colo_usage_row;
 
-/* Opens (creating when write and missing) the database at path. NULL with
- * a message. */
-colo_ledger *colo_ledger_open(const char *path, bool write, char *err, size_t errlen);
-void colo_ledger_close(colo_ledger *l); /* accepts NULL */
+/* Opens (creating when write and missing) the database at path, waiting
+ * up to lock_wait_ms for a lock another process holds. A writing ledger
+ * whose database stays locked still opens: it logs a warning naming the
+ * lock's holder and the writer thread sets the database up once the lock
+ * is released (queries fail until then). NULL with a message for anything
+ * else (a missing folder, a file that is not a database). */
+colo_ledger *colo_ledger_open(const char *path, bool write, int lock_wait_ms, char *err, size_t errlen);
+/* Commits what is queued, waiting at most the open's lock_wait_ms, logs
+ * each row it could not write, and frees l. Accepts NULL. */
+void colo_ledger_close(colo_ledger *l);
 
 /* Adds one finished request ending at time end_s (Unix seconds): r's
- * requests, tokens and seconds are added to its hour's row. */
+ * requests, tokens and seconds are added to its hour's row, now or by the
+ * writer thread (above). COLO_EINVAL on a read-only ledger; COLO_ENOMEM
+ * when the row can be neither written nor queued (it is logged). */
 colo_status colo_ledger_record(colo_ledger *l, int64_t end_s, const colo_usage_row *r, char *err, size_t errlen);
+
+typedef struct colo_ledger_backlog {
+    int64_t rows;     /* queued rows (each sums requests of one hour, tenant key, model, status) */
+    int64_t requests; /* requests in them: answered, not yet in the database */
+    int64_t retries;  /* failed attempts to commit the queue since open */
+} colo_ledger_backlog;
+/* Any thread. */
+void colo_ledger_get_backlog(colo_ledger *l, colo_ledger_backlog *out);
+/* Any thread: waits until nothing is queued, at most timeout_ms.
+ * COLO_ETIMEDOUT when rows are still queued. */
+colo_status colo_ledger_flush(colo_ledger *l, int timeout_ms);
+
+/* What holds a lock on the SQLite database at path, for messages: "process
+ * 1234 (sqlite3)" from the kernel's lock table (/proc/locks), or "another
+ * connection" when no other process is found. */
+void colo_ledger_lock_holder(const char *path, char *out, size_t cap);
 
 /* Grouping for colo_ledger_query (OR them); 0 = one total. */
 enum {

@@ -215,14 +215,20 @@ void colo_router_match(const colo_router *r, const char *method, const char *pat
     }
 }
 
-bool colo_router_is_public(const colo_router *r, const char *path)
+static bool path_has_flag(const colo_router *r, const char *path, unsigned flag)
 {
     char segs[ROUTE_MAX_SEGMENTS][256];
     int n = split(path, segs, ROUTE_MAX_SEGMENTS);
     for (const route *rt = r->routes; n >= 0 && rt; rt = rt->next)
-        if ((rt->flags & COLO_ROUTE_PUBLIC) && route_score(rt, segs, n) >= 0)
+        if ((rt->flags & flag) && route_score(rt, segs, n) >= 0)
             return true;
     return false;
+}
+
+bool colo_router_is_public(const colo_router *r, const char *path) { return path_has_flag(r, path, COLO_ROUTE_PUBLIC); }
+bool colo_router_is_operator(const colo_router *r, const char *path)
+{
+    return path_has_flag(r, path, COLO_ROUTE_OPERATOR);
 }
 
 void colo_router_dispatch(const colo_router *r, colo_http_req *req)

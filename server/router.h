@@ -18,7 +18,8 @@
 typedef struct colo_router colo_router;
 
 /* Route flags. */
-#define COLO_ROUTE_PUBLIC 1u /* no API key needed (health checks) */
+#define COLO_ROUTE_PUBLIC 1u   /* no API key needed (health checks) */
+#define COLO_ROUTE_OPERATOR 2u /* only the operator's key: what it shows spans every tenant */
 
 colo_router *colo_router_create(void);
 void colo_router_free(colo_router *r);
@@ -47,5 +48,7 @@ void colo_router_dispatch(const colo_router *r, colo_http_req *req);
 
 /* True when a route for path (any method) is public. */
 bool colo_router_is_public(const colo_router *r, const char *path);
+/* True when a route for path (any method) is the operator's only. */
+bool colo_router_is_operator(const colo_router *r, const char *path);
 
 #endif

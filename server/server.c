@@ -29,6 +29,8 @@ struct colo_server {
     void *ready_ud;
     colo_metric *m_requests, *m_duration, *m_body_in;
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
+    colo_metric *m_ledger_rows, *m_ledger_requests, *m_ledger_retries; /* the ledger's queue */
+    colo_metric *m_unsent, *m_unsent_peak;
 };
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
@@ -92,13 +94,24 @@ static void on_request(colo_http_req *req, void *ud)
     if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
         colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
-    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, colo_http_req_path(req)) &&
-        colo_tenants_authenticate(s->tenants, req, &why) < 0) {
-        /* a browser asks for the key (as a password) on the pages meant for it */
-        bool page = !strcmp(colo_http_req_path(req), "/dashboard");
-        colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
-        colo_http_error(req, 401, "unauthorized", "%s", why);
-        return;
+    const char *path = colo_http_req_path(req);
+    if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, path)) {
+        int key = colo_tenants_authenticate(s->tenants, req, &why);
+        if (key < 0) {
+            /* a browser asks for the key (as a password) on the pages meant for it */
+            bool page = !strcmp(path, "/dashboard");
+            colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
+            colo_http_error(req, 401, "unauthorized", "%s", why);
+            return;
+        }
+        /* metrics, statistics and the dashboard show every tenant's use */
+        if (colo_router_is_operator(s->router, path) && !colo_tenants_is_admin(s->tenants, key)) {
+            colo_http_error(req, 403, "forbidden",
+                            "%.64s shows every tenant's use: it is for the operator's key (server.api_key_env); "
+                            "a tenant's usage is at GET /v1/usage",
+                            path);
+            return;
+        }
     }
     colo_router_dispatch(s->router, req);
 }
@@ -129,6 +142,15 @@ static void on_render(void *ud)
     colo_metric_set(s->m_accepted, NULL, (double)st.connections_accepted);
     colo_metric_set(s->m_rejected, NULL, (double)st.connections_rejected);
     colo_metric_set(s->m_evicted, NULL, (double)st.connections_evicted);
+    colo_metric_set(s->m_unsent, NULL, (double)st.output_pending_bytes);
+    colo_metric_set(s->m_unsent_peak, NULL, (double)st.output_pending_peak_bytes);
+    if (s->ledger) {
+        colo_ledger_backlog b;
+        colo_ledger_get_backlog(s->ledger, &b);
+        colo_metric_set(s->m_ledger_rows, NULL, (double)b.rows);
+        colo_metric_set(s->m_ledger_requests, NULL, (double)b.requests);
+        colo_metric_set(s->m_ledger_retries, NULL, (double)b.retries);
+    }
 }
 
 static colo_status register_metrics(colo_server *s)
@@ -151,8 +173,22 @@ static colo_status register_metrics(colo_server *s)
                                          "Connections refused at the limit, or failed accepts.", 0, NULL);
     s->m_evicted = colo_metrics_counter(m, "colo_http_connections_evicted_total",
                                         "Idle keep-alive connections closed to make room for new ones.", 0, NULL);
+    s->m_ledger_rows = colo_metrics_gauge(m, "colo_ledger_backlog_rows",
+                                          "Usage ledger rows waiting to be written (the database was locked).", 0,
+                                          NULL);
+    s->m_ledger_requests = colo_metrics_gauge(m, "colo_ledger_backlog_requests",
+                                              "Answered requests whose ledger row is not written yet.", 0, NULL);
+    s->m_ledger_retries = colo_metrics_counter(m, "colo_ledger_write_retries_total",
+                                               "Failed attempts to write the ledger's waiting rows (each retried).",
+                                               0, NULL);
+    s->m_unsent = colo_metrics_gauge(m, "colo_http_unsent_bytes",
+                                     "Response and stream bytes queued for clients and not yet sent.", 0, NULL);
+    s->m_unsent_peak = colo_metrics_gauge(m, "colo_http_unsent_peak_bytes",
+                                          "The most response and stream bytes ever queued and unsent at once.", 0,
+                                          NULL);
     if (!s->m_requests || !s->m_duration || !s->m_body_in || !s->m_open || !s->m_in_flight || !s->m_accepted ||
-        !s->m_rejected || !s->m_evicted)
+        !s->m_rejected || !s->m_evicted || !s->m_ledger_rows || !s->m_ledger_requests || !s->m_ledger_retries ||
+        !s->m_unsent || !s->m_unsent_peak)
         return COLO_ENOMEM;
     return colo_metrics_on_render(m, on_render, s);
 }
@@ -197,11 +233,11 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
         goto out_free;
     if (cfg->usage.enabled && cfg->usage.db[0] &&
         (make_parent_dirs(cfg->usage.db, err, errlen) != COLO_OK ||
-         !(s->ledger = colo_ledger_open(cfg->usage.db, true, err, errlen))))
+         !(s->ledger = colo_ledger_open(cfg->usage.db, true, cfg->usage.lock_wait_ms, err, errlen))))
         goto out_free;
     if (colo_router_add(s->router, "GET", "/health/live", h_live, s, COLO_ROUTE_PUBLIC) ||
         colo_router_add(s->router, "GET", "/health/ready", h_ready, s, COLO_ROUTE_PUBLIC) ||
-        colo_router_add(s->router, "GET", "/metrics", h_metrics, s, 0)) {
+        colo_router_add(s->router, "GET", "/metrics", h_metrics, s, COLO_ROUTE_OPERATOR)) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }

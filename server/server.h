@@ -5,13 +5,16 @@
  *   GET /health/live   200 {"status":"live"}                 (no API key)
  *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key;
  *                      503 "draining" once colo_server_drain was called)
- *   GET /metrics       Prometheus text format 0.0.4
+ *   GET /metrics       Prometheus text format 0.0.4 (COLO_ROUTE_OPERATOR)
  * Model endpoints are added with colo_server_route before colo_server_run.
  *
  * Authentication: when colo_config_api_key(cfg) gives a key or tenants:
  * lists keys, every route not marked COLO_ROUTE_PUBLIC needs
  * "Authorization: Bearer <key>" with a known key (compared by SHA-256 in
  * constant time; server/tenants.h), else 401 with WWW-Authenticate: Bearer.
+ * Routes marked COLO_ROUTE_OPERATOR (what they show spans every tenant)
+ * answer 403 to a tenant's key: only the admin key (server.api_key_env's)
+ * may read them.
  * The usage ledger (server/ledger.h) is opened here when usage.enabled.
  *
  * Metrics kept here (per finished request, labelled by route pattern):

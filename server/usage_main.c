@@ -297,7 +297,7 @@ int main(int argc, char **argv)
     }
     /* Costs are per model: a report not grouped by model still prices each model apart. */
     group |= COLO_USAGE_BY_MODEL;
-    colo_ledger *l = colo_ledger_open(db ? db : cfg.usage.db, false, err, sizeof err);
+    colo_ledger *l = colo_ledger_open(db ? db : cfg.usage.db, false, cfg.usage.lock_wait_ms, err, sizeof err);
     if (!l) {
         fprintf(stderr, "colo-usage: %s\n", err);
         return 1;

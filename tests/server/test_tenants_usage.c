@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -350,6 +352,129 @@ static long worst_wait(srv_fixture *f, const char *key, bool same_tenant, int n)
     return worst;
 }
 
+/* /metrics, /v1/stats and /dashboard show every organization's use: a
+ * tenant's key gets 403 there (its own usage is at /v1/usage), the
+ * operator's key reads them. */
+static void test_operator_routes(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 1024));
+    char *y = config_text(true);
+    assert_true(srv_start_env(&f, y, ADMIN));
+    free(y);
+    srv_resp r;
+    assert_int_equal(post(&f, "kb", "{\"model\":\"b\",\"prompt\":\"hi\",\"max_tokens\":2}", &r), 200);
+    srv_resp_free(&r);
+    const char *paths[] = {"/metrics", "/v1/stats", "/dashboard"};
+    const char *tenant_keys[] = {"Authorization: Bearer ka\r\n", "x-api-key: ks\r\n",
+                                 "Authorization: Basic eDprYg==\r\n" /* x:kb */};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            assert_true(srv_http_h(&f, "GET", paths[i], tenant_keys[k], NULL, &r));
+            assert_int_equal(r.status, 403);
+            assert_non_null(strstr(r.body, "forbidden"));
+            assert_null(strstr(r.body, "globex"));
+            srv_resp_free(&r);
+        }
+        assert_true(srv_http_h(&f, "GET", paths[i], "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+        assert_int_equal(r.status, 200);
+        srv_resp_free(&r);
+    }
+    assert_true(srv_http_h(&f, "GET", "/metrics", "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+    assert_non_null(strstr(r.body, "colo_tenant_requests_total{tenant=\"globex/bi\""));
+    srv_resp_free(&r);
+    /* a tenant still reads its own usage */
+    int st;
+    json_t *u = get(&f, "kb", "/v1/usage?group_by=tenant", &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(usage_requests(u, "globex", "bi"), 1);
+    json_decref(u);
+    srv_cleanup(&f);
+}
+
+/* Another process holds a write transaction on the ledger (an operator's
+ * sqlite3 session) from before colo-server starts: the server starts
+ * anyway, naming the holder, answers requests at once, shows the waiting
+ * rows in /metrics, and writes them once the lock is released. */
+static void test_locked_ledger_keeps_serving(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 1024));
+    char db[400];
+    snprintf(db, sizeof db, "%s/locked.sqlite", f.dir);
+    int ready[2], release[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(release, O_CLOEXEC), 0);
+    pid_t locker = fork();
+    assert_true(locker >= 0);
+    if (locker == 0) {
+        close(ready[0]);
+        close(release[1]);
+        sqlite3 *h = NULL;
+        char ok = sqlite3_open(db, &h) == SQLITE_OK && sqlite3_exec(h, "BEGIN IMMEDIATE;", NULL, NULL, NULL) == SQLITE_OK
+                      ? 'y'
+                      : 'n';
+        char c;
+        if (write(ready[1], &ok, 1) == 1)
+            while (read(release[0], &c, 1) < 0 && errno == EINTR)
+                ;
+        sqlite3_close(h);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(release[0]);
+    char ok = 0;
+    assert_int_equal(read(ready[0], &ok, 1), 1);
+    assert_int_equal(ok, 'y');
+    close(ready[0]);
+
+    char *y = config_text(true);
+    char *yl = malloc(strlen(y) + 128);
+    assert_non_null(yl);
+    sprintf(yl, "%susage: { db: locked.sqlite, lock_wait_ms: 200 }\n", y);
+    free(y);
+    assert_true(srv_start_env(&f, yl, ADMIN));
+    free(yl);
+    char *log = srv_log(&f);
+    char holder[64];
+    snprintf(holder, sizeof holder, "held by process %d ", (int)locker);
+    assert_non_null(strstr(log, holder));
+    free(log);
+    srv_resp r;
+    int n = 1 + rand() % 3;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(post(&f, "ka", "{\"model\":\"b\",\"prompt\":\"hi\",\"max_tokens\":2}", &r), 200);
+        srv_resp_free(&r);
+    }
+    assert_true(srv_http_h(&f, "GET", "/metrics", "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+    assert_true(metric(r.body, "colo_ledger_backlog_requests") == n);
+    srv_resp_free(&r);
+    int st;
+    json_t *u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant", &st);
+    assert_int_equal(st, 503);
+    json_decref(u);
+
+    close(release[1]);
+    assert_int_equal(waitpid(locker, NULL, 0), locker);
+    bool written = false;
+    for (int i = 0; i < 1000 && !written; i++) {
+        u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant", &st);
+        written = st == 200 && usage_requests(u, "acme", "ads") == n;
+        json_decref(u);
+        if (!written)
+            srv_sleep_ms(20);
+    }
+    assert_true(written);
+    assert_true(srv_http_h(&f, "GET", "/metrics", "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+    assert_true(metric(r.body, "colo_ledger_backlog_requests") == 0);
+    assert_true(metric(r.body, "colo_ledger_write_retries_total") >= 1);
+    srv_resp_free(&r);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_flood_cannot_starve(void **state)
 {
     (void)state;
@@ -391,6 +516,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_restart_deleted_tenant),
         cmocka_unit_test(test_report_equals_metrics),
+        cmocka_unit_test(test_operator_routes),
+        cmocka_unit_test(test_locked_ledger_keeps_serving),
         cmocka_unit_test(test_flood_cannot_starve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
