@@ -5,6 +5,9 @@
 #include "server/http_internal.h"
 
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -98,9 +101,16 @@ void http_conn_free_now(http_conn *c)
             http_req_free(r);
     }
     struct evbuffer *out = bufferevent_get_output(c->bev);
+    size_t dropped = evbuffer_get_length(out);
     if (evbuffer_remove_cb(out, on_output_change, s) == 0)
-        atomic_fetch_sub(&s->out_pending, evbuffer_get_length(out));
+        atomic_fetch_sub(&s->out_pending, dropped);
     bufferevent_free(c->bev);
+#ifdef __GLIBC__
+    /* A client that did not read left megabytes of output behind: give the
+     * freed heap back to the system, not only to malloc's free lists. */
+    if (dropped >= (1u << 20))
+        malloc_trim(0);
+#endif
     event_free(c->timer);
     free(c);
     s->n_conns--;
