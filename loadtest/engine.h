@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "loadtest/clock.h"
+#include "loadtest/monitor.h"
 #include "loadtest/stats.h"
 #include "loadtest/workload.h"
 
@@ -37,6 +38,10 @@ typedef struct lt_load {
     uint64_t seed;
     const lt_target *target;      /* this load's server; NULL: the run's */
     bool stream;                  /* parse text/event-stream bodies for TTFT and ITL */
+    const double *schedule_s;     /* n_schedule > 0: open loop with request k (requests->v[k], in order)
+                                     intended at schedule_s[k] seconds after the phase's start (ascending);
+                                     the load ends after the last; rate_per_s is then only a label */
+    size_t n_schedule;
 } lt_load;
 
 typedef struct lt_run_opts {
@@ -48,6 +53,8 @@ typedef struct lt_run_opts {
     bool progress;                /* \r-updated line on stderr */
     const char *phase;            /* label for progress */
     uint64_t total_requests;      /* progress only: requests expected in the run (0: unknown) */
+    struct lt_monitor *monitor;   /* NULL, or polled during the run; each request's record says whether
+                                     its model was resident when it was sent (lt_req_rec.cold) */
 } lt_run_opts;
 
 /* Runs one phase. results[i] must be initialised (lt_result_init) and
