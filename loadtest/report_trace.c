@@ -190,12 +190,11 @@ void lt_trace_report_table(FILE *out, const lt_trace_report *tr)
 {
     bool ttft = tr->all.ttft_warm.n + tr->all.ttft_cold.n > 0;
     const char *what = ttft ? "TTFT" : "e2e";
-    fprintf(out, "\ntrace: %s, zipf %g, ", tr->source, tr->zipf_s);
     if (strcmp(tr->source, "zipf") == 0)
-        fprintf(out, "rate %g/s, %s, ", tr->rate_per_s,
+        fprintf(out, "\ntrace: drawn, Zipf(%g) popularity, total rate %g/s, %s, ", tr->zipf_s, tr->rate_per_s,
                 tr->burstiness <= 0 ? "constant gaps" : tr->burstiness == 1 ? "poisson" : "gamma");
     else
-        fprintf(out, "speed %gx, ", tr->speed);
+        fprintf(out, "\ntrace: %s at %gx, ", tr->source, tr->speed);
     fprintf(out, "seed %llu, span %.1fs%s\n", tr->seed, tr->span_s,
             tr->monitored ? "" : " (residency not polled: warm/cold unknown)");
     fprintf(out, "%-20s %8s %8s %7s %8s %6s %6s %9s %9s %9s %9s %6s %6s %5s %5s\n", "model", "sched", "recorded",

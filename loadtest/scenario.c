@@ -492,7 +492,7 @@ int lt_cli_run(cli *c)
     if (rc >= 0)
         goto out_free;
     describe_load(c, load_desc, sizeof load_desc);
-    rep.url = c->baseline ? "separate servers vs colo" : c->url;
+    rep.url = c->baseline ? "separate servers vs colo" : tr.server.pid ? tr.server.url : c->url;
     rep.baseline_config = c->baseline ? c->config : NULL;
     rep.scenario = c->scenario;
     rep.load_desc = load_desc;
