@@ -714,8 +714,9 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
     for (size_t i = 0; i < n_loads; i++) {
         if (!loads[i].requests || loads[i].requests->n == 0 ||
             (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0) && !loads[i].n_schedule) ||
-            (loads[i].n_schedule && loads[i].requests->n < loads[i].n_schedule)) {
-            lt_set_err(err, errlen, "load %zu: no requests, or neither concurrency nor rate", i);
+            (loads[i].n_schedule && (loads[i].requests->n < loads[i].n_schedule || loads[i].concurrency))) {
+            lt_set_err(err, errlen, "load %zu: no requests, neither concurrency nor rate, or a schedule with "
+                                    "concurrency or fewer requests than it", i);
             return LT_EINVAL;
         }
     }
@@ -768,7 +769,7 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
     }
     for (size_t i = 0; i < n_loads && !e.fatal; i++) {
         load_state *ls = &e.ls[i];
-        if (loads[i].concurrency && !loads[i].n_schedule) {
+        if (loads[i].concurrency) {
             for (unsigned k = 0; k < loads[i].concurrency && want_more(ls); k++)
                 closed_loop_next(ls, NULL, false);
         } else {

@@ -3,8 +3,9 @@
  *
  * A phase drives one or more loads at once, one per model. A load is either
  * closed loop (a fixed number of connections, each sending its next request
- * when the previous one ends) or open loop (requests intended at a constant
- * or Poisson rate; a request that finds no idle connection opens a new one
+ * when the previous one ends) or open loop (requests intended at a constant,
+ * Poisson or gamma rate, or at the times of a given schedule; a request
+ * that finds no idle connection opens a new one
  * up to max_connections, else waits in a queue). Latency always counts from
  * the intended send time, so a queued request's wait is part of it (no
  * coordinated omission).

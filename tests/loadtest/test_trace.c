@@ -344,6 +344,14 @@ static void test_engine_schedule(void **state)
         assert_true(found);
     }
     lt_result_fini(&r);
+    /* a schedule longer than its requests, or with closed-loop connections, is refused */
+    l.n_schedule = 5;
+    lt_result_init(&r, "m", "trace");
+    assert_int_equal(lt_engine_run(&t, &l, 1, &o, &r, err, sizeof err), LT_EINVAL);
+    l.n_schedule = 4;
+    l.concurrency = 2;
+    assert_int_equal(lt_engine_run(&t, &l, 1, &o, &r, err, sizeof err), LT_EINVAL);
+    lt_result_fini(&r);
     stub_stop(s);
     lt_requests_free(&rq);
 }
@@ -494,6 +502,7 @@ static void test_trace_scenario_end_to_end(void **state)
     buf[len] = '\0';
     assert_non_null(strstr(buf, "Attainment over time"));
     assert_non_null(strstr(buf, "Resident models"));
+    assert_null(strstr(buf, "<script"));
 
     /* a trace file replayed at twice its speed, its rows in order */
     char trace[128];
