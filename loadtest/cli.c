@@ -17,7 +17,7 @@ static void usage(FILE *out)
           "       colo-loadtest --baseline separate --config FILE [--model NAME ...] [options]\n"
           "\n"
           "scenario and load:\n"
-          "  --scenario single|individual-vs-concurrent|sweep   (default single)\n"
+          "  --scenario single|individual-vs-concurrent|sweep|trace   (default single)\n"
           "  --concurrency N          closed loop: N connections, each sends when its last request ends (default 1)\n"
           "  --rate R                 open loop: R requests/s per model, latency from the intended send time\n"
           "  --concurrency NAME=N, --rate NAME=R   that model's own load (the others keep the global one)\n"
@@ -33,6 +33,15 @@ static void usage(FILE *out)
           "  --warmup SECONDS         sent but not measured, before each phase's measurement (default 0)\n"
           "  --timeout SECONDS        per request, from its intended send time (default 60)\n"
           "  --max-connections N      open loop: connections per model at most (default 1024)\n"
+          "\n"
+          "trace scenario (many models, one stream; --rate R is the total rate, split by popularity):\n"
+          "  --zipf S                 model k of the --model list has popularity 1/(k+1)^S (default 1; 0 uniform)\n"
+          "  --trace FILE             replay a JSON-lines trace (timestamp, model, prompt_tokens, output_tokens;\n"
+          "                           also Azure's TIMESTAMP/ContextTokens/GeneratedTokens and BurstGPT's columns)\n"
+          "  --trace-speed F          replay F times as fast (default 1)\n"
+          "  --config FILE            start colo-server with FILE (models: the config's) and sample its memory\n"
+          "  --server-pid PID         a local server's process: its peak RSS from /proc/PID/status\n"
+          "  --poll-interval SECONDS  how often GET /v1/models is read for residency (default 0.1; 0: never)\n"
           "\n"
           "requests:\n"
           "  --kind NAME=generative|encoder   request template (default: ask GET /v1/models/NAME)\n"
@@ -139,6 +148,11 @@ enum {
     OPT_STARTUP_TIMEOUT,
     OPT_HOURLY_COST,
     OPT_DEVICE_COUNT,
+    OPT_ZIPF,
+    OPT_TRACE,
+    OPT_TRACE_SPEED,
+    OPT_SERVER_PID,
+    OPT_POLL_INTERVAL,
 };
 
 static const struct option long_opts[] = {
@@ -183,10 +197,16 @@ static const struct option long_opts[] = {
     {"startup-timeout", required_argument, 0, OPT_STARTUP_TIMEOUT},
     {"device-hourly-cost", required_argument, 0, OPT_HOURLY_COST},
     {"device-count", required_argument, 0, OPT_DEVICE_COUNT},
+    {"zipf", required_argument, 0, OPT_ZIPF},
+    {"trace", required_argument, 0, OPT_TRACE},
+    {"trace-speed", required_argument, 0, OPT_TRACE_SPEED},
+    {"server-pid", required_argument, 0, OPT_SERVER_PID},
+    {"poll-interval", required_argument, 0, OPT_POLL_INTERVAL},
     {0, 0, 0, 0},
 };
 
 static bool is_sweep(const cli *c) { return strcmp(c->scenario, "sweep") == 0; }
+static bool is_trace(const cli *c) { return strcmp(c->scenario, "trace") == 0; }
 
 static void set_defaults(cli *c)
 {
@@ -202,6 +222,9 @@ static void set_defaults(cli *c)
     c->output_len = 16;
     c->startup_timeout_s = 300;
     c->device_count = 1;
+    c->zipf_s = 1.0;
+    c->trace_speed = 1.0;
+    c->poll_interval_s = 0.1;
 }
 
 /* Names the option ch in a message about its bad value (optarg). */
@@ -264,6 +287,7 @@ static int parse_option(cli *c, int ch, bool *have_conc)
     case 'd':
         if (!parse_pos(optarg, &c->duration_s, false))
             return bad_value(ch);
+        c->duration_set = true;
         break;
     case 'n':
         if (!parse_uint(optarg, 1000000000ull, &c->requests) || c->requests == 0)
@@ -371,6 +395,24 @@ static int parse_option(cli *c, int ch, bool *have_conc)
             return bad_value(ch);
         c->device_count = (unsigned)u;
         break;
+    case OPT_ZIPF:
+        if (!parse_pos(optarg, &c->zipf_s, true))
+            return bad_value(ch);
+        break;
+    case OPT_TRACE: c->trace = optarg; break;
+    case OPT_TRACE_SPEED:
+        if (!parse_pos(optarg, &c->trace_speed, false))
+            return bad_value(ch);
+        break;
+    case OPT_SERVER_PID:
+        if (!parse_uint(optarg, 4194304, &u) || u == 0)
+            return bad_value(ch);
+        c->server_pid = (int)u;
+        break;
+    case OPT_POLL_INTERVAL:
+        if (!parse_pos(optarg, &c->poll_interval_s, true))
+            return bad_value(ch);
+        break;
     default: /* getopt printed why */
         fprintf(stderr, "colo-loadtest: see --help\n");
         return EXIT_USAGE;
@@ -425,6 +467,60 @@ static int check_baseline(cli *c)
     return -1;
 }
 
+/* --scenario trace: open loop at a total rate or a trace file's times;
+ * with --config, the models of the server it starts. -1 to go on. */
+static int check_trace(cli *c, bool have_conc)
+{
+    char err[512];
+    if (c->config) {
+        if (c->url) {
+            fprintf(stderr, "colo-loadtest: --config starts its own server; drop --url\n");
+            return EXIT_USAGE;
+        }
+        size_t n = 0;
+        if (lt_config_models(c->config, c->config_models, LT_MAX_MODELS, &n, err, sizeof err) != LT_OK) {
+            fprintf(stderr, "colo-loadtest: %s\n", err);
+            return EXIT_USAGE;
+        }
+        for (size_t m = 0; m < c->n_models; m++) {
+            bool found = false;
+            for (size_t i = 0; i < n && !found; i++)
+                found = strcmp(c->models[m], c->config_models[i]) == 0;
+            if (!found) {
+                fprintf(stderr, "colo-loadtest: --model %s is not a model of %s\n", c->models[m], c->config);
+                return EXIT_USAGE;
+            }
+        }
+        for (size_t i = 0; c->n_models == 0 && i < n; i++)
+            c->models[i] = c->config_models[i];
+        if (c->n_models == 0)
+            c->n_models = n;
+        c->url = "http://127.0.0.1:1"; /* replaced by the started server's */
+    }
+    if (have_conc || c->n_load_args || c->n_sweep) {
+        fprintf(stderr, "colo-loadtest: the trace scenario is open loop at a total --rate; drop --concurrency, "
+                        "per-model loads and sweeps\n");
+        return EXIT_USAGE;
+    }
+    if (!c->trace && !(c->rate > 0)) {
+        fprintf(stderr, "colo-loadtest: --scenario trace needs --rate R (requests/s over all models) or --trace FILE\n");
+        return EXIT_USAGE;
+    }
+    if (c->trace && (c->rate > 0 || c->burstiness > 0 || c->poisson || c->input_len || c->len_spread > 0)) {
+        fprintf(stderr, "colo-loadtest: --trace replays its own times and lengths; drop --rate, --poisson, "
+                        "--burstiness, --input-len and --len-spread\n");
+        return EXIT_USAGE;
+    }
+    if (c->prompts || strcmp(c->method, "GET") == 0) {
+        fprintf(stderr, "colo-loadtest: the trace scenario sends synthetic prompts of the trace's lengths; drop "
+                        "--prompts and --method GET\n");
+        return EXIT_USAGE;
+    }
+    if (!c->trace && !c->input_len)
+        c->input_len = 32;
+    return -1;
+}
+
 /* The options' combinations (after getopt). -1 when they make sense, else
  * EXIT_USAGE with a message. */
 static int check_options(cli *c, int argc, char **argv, bool have_conc)
@@ -437,10 +533,17 @@ static int check_options(cli *c, int argc, char **argv, bool have_conc)
             return EXIT_USAGE;
         }
     }
-    if (c->baseline || c->config) {
+    if (is_trace(c) && !c->baseline) {
+        int rc = check_trace(c, have_conc);
+        if (rc >= 0)
+            return rc;
+    } else if (c->baseline || c->config) {
         int rc = check_baseline(c);
         if (rc >= 0)
             return rc;
+    } else if (c->trace || c->server_pid) {
+        fprintf(stderr, "colo-loadtest: --trace and --server-pid go with --scenario trace\n");
+        return EXIT_USAGE;
     }
     if (!c->url || c->n_models == 0) {
         fprintf(stderr, "colo-loadtest: --url and at least one --model are required (see --help)\n");
@@ -467,8 +570,9 @@ static int check_options(cli *c, int argc, char **argv, bool have_conc)
         return EXIT_USAGE;
     }
     bool sweep = is_sweep(c);
-    if (!sweep && strcmp(c->scenario, "single") != 0 && strcmp(c->scenario, "individual-vs-concurrent") != 0) {
-        fprintf(stderr, "colo-loadtest: unknown scenario '%s' (single, individual-vs-concurrent, sweep)\n",
+    if (!sweep && !is_trace(c) && strcmp(c->scenario, "single") != 0 &&
+        strcmp(c->scenario, "individual-vs-concurrent") != 0) {
+        fprintf(stderr, "colo-loadtest: unknown scenario '%s' (single, individual-vs-concurrent, sweep, trace)\n",
                 c->scenario);
         return EXIT_USAGE;
     }
@@ -481,7 +585,7 @@ static int check_options(cli *c, int argc, char **argv, bool have_conc)
         fprintf(stderr, "colo-loadtest: a sweep sets the load; drop --concurrency/--rate\n");
         return EXIT_USAGE;
     }
-    if (!have_conc && !(c->rate > 0))
+    if (!have_conc && !(c->rate > 0) && !is_trace(c))
         c->concurrency = 1;
     return -1;
 }

@@ -9,6 +9,7 @@
 #include "loadtest/report.h"
 #include "loadtest/sla.h"
 #include "loadtest/stats.h"
+#include "loadtest/trace.h"
 #include "loadtest/workload.h"
 
 #define LT_MAX_MODELS 32
@@ -60,6 +61,13 @@ typedef struct cli {
     double hourly_cost;              /* > 0: price the setups */
     unsigned device_count;
     char config_models[LT_MAX_MODELS][128]; /* --baseline without --model: the config's */
+    /* the trace scenario */
+    double zipf_s;                   /* model popularity Zipf(s) */
+    const char *trace;               /* a JSON-lines trace to replay; NULL: drawn */
+    double trace_speed;
+    int server_pid;                  /* > 0: sample its memory */
+    double poll_interval_s;          /* residency polls; 0: none */
+    bool duration_set;               /* --duration was given */
 } cli;
 
 /* One model's requests, built for its target. */
@@ -67,6 +75,27 @@ typedef struct model_work {
     lt_target target;
     lt_requests requests;
 } model_work;
+
+/* The trace scenario's run: its requests, the server it started (with
+ * --config) and what the monitor saw. */
+typedef struct trace_run {
+    lt_trace trace;
+    double *schedule_s[LT_MAX_MODELS]; /* each model's intended times */
+    uint64_t scheduled[LT_MAX_MODELS];
+    lt_monitor *mon;
+    lt_server server;                /* pid 0 when none was started */
+    char dir[512];                   /* its config and log; "" when none */
+    lt_trace_report report;
+} trace_run;
+
+/* The trace scenario (scenario_trace.c): starts the server of --config when
+ * asked, builds the trace and each model's requests, and runs one phase
+ * "trace" into *phase. -1 to go on, else an exit code. */
+int lt_trace_run(const cli *c, model_work *w, trace_run *tr, lt_phase *phase);
+/* After goodput is judged: the trace's rows into tr->report. */
+lt_status lt_trace_finish(const cli *c, trace_run *tr, const lt_phase *phase);
+/* Stops a started server and frees everything. */
+void lt_trace_run_fini(trace_run *tr, bool keep_dir);
 
 /* Parses argv into c. -1 to go on, else an exit code (usage printed). */
 int lt_cli_parse(cli *c, int argc, char **argv);

@@ -50,6 +50,7 @@ typedef struct conn {
     /* the request in flight */
     uint64_t intended_ns, sent_ns, first_byte_ns;
     bool measured;
+    int8_t cold;                     /* lt_req_rec.cold */
 } conn;
 
 struct load_state {
@@ -261,6 +262,11 @@ static void conn_send(conn *c, uint64_t intended_ns, bool measured)
     c->sent_ns = now;
     c->first_byte_ns = 0;
     c->measured = measured;
+    c->cold = -1;
+    if (e->o->monitor) {
+        int resident = lt_monitor_resident(e->o->monitor, ls->load->model);
+        c->cold = resident < 0 ? -1 : resident ? 0 : 1;
+    }
     lt_http_response_reset(&c->resp, intended_ns);
     if (!c->connect_failed) {
         uint64_t elapsed = now - intended_ns;
@@ -313,6 +319,7 @@ static void request_end(conn *c, outcome out)
         .status = resp->status,
         .outcome = out,
         .in_window = out == OUT_OK && (e->end_ns ? now >= e->warm_end_ns && now < e->end_ns : true),
+        .cold = c->cold,
     };
     if (out == OUT_OK) {
         rec.e2e_ms = ns_to_ms(now - c->intended_ns);
@@ -548,7 +555,8 @@ static void queue_expire(load_state *ls, uint64_t now)
             ls->last_done_ns = now;
             lt_req_rec rec = {.intended_s = rel_s(ls->e, p->intended_ns), .sent_s = NAN, .done_s = rel_s(ls->e, now),
                               .e2e_ms = NAN, .ttft_ms = NAN, .tpot_ms = NAN, .itl_mean_ms = NAN,
-                              .prompt_tokens = -1, .output_tokens = -1, .outcome = LT_OUT_TIMEOUT};
+                              .prompt_tokens = -1, .output_tokens = -1, .outcome = LT_OUT_TIMEOUT,
+                              .cold = -1};
             if (lt_result_add_req(ls->res, &rec) != LT_OK)
                 ls->e->fatal = LT_ENOMEM;
         }
@@ -608,7 +616,13 @@ static void on_arrival(evutil_socket_t fd, short what, void *arg)
             break;
         }
         ls->n_arrivals++;
-        if (load_burstiness(ls->load) > 0)
+        if (ls->load->n_schedule) {
+            if (ls->n_arrivals >= ls->load->n_schedule) {
+                ls->stopped = true;
+                break;
+            }
+            ls->next_intended_ns = e->t0_ns + (uint64_t)(ls->load->schedule_s[ls->n_arrivals] * 1e9);
+        } else if (load_burstiness(ls->load) > 0)
             ls->next_intended_ns += arrival_gap_ns(ls);
         else /* from the start, so timer lateness never accumulates */
             ls->next_intended_ns = e->t0_ns + (uint64_t)((double)ls->n_arrivals * 1e9 / ls->load->rate_per_s);
@@ -699,8 +713,10 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
     e.timeout_ns = (uint64_t)(o->timeout_s * 1e9);
     for (size_t i = 0; i < n_loads; i++) {
         if (!loads[i].requests || loads[i].requests->n == 0 ||
-            (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0))) {
-            lt_set_err(err, errlen, "load %zu: no requests, or neither concurrency nor rate", i);
+            (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0) && !loads[i].n_schedule) ||
+            (loads[i].n_schedule && (loads[i].requests->n < loads[i].n_schedule || loads[i].concurrency))) {
+            lt_set_err(err, errlen, "load %zu: no requests, neither concurrency nor rate, or a schedule with "
+                                    "concurrency or fewer requests than it", i);
             return LT_EINVAL;
         }
     }
@@ -747,7 +763,7 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
         ls->load = &loads[i];
         ls->res = &results[i];
         ls->rng = loads[i].seed ^ (0x51ed2701ull * (i + 1));
-        ls->next_req = (size_t)(lt_rand_next(&ls->rng) % loads[i].requests->n);
+        ls->next_req = loads[i].n_schedule ? 0 : (size_t)(lt_rand_next(&ls->rng) % loads[i].requests->n);
         results[i].concurrency = loads[i].concurrency;
         results[i].rate_per_s = loads[i].concurrency ? 0.0 : loads[i].rate_per_s;
     }
@@ -763,12 +779,19 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
                 break;
             }
             ls->next_intended_ns = e.t0_ns;
-            struct timeval zero = {0, 0};
-            event_add(ls->arrival, &zero);
+            if (loads[i].n_schedule)
+                ls->next_intended_ns += (uint64_t)(loads[i].schedule_s[0] * 1e9);
+            struct timeval tv0;
+            tv_from_ns(&tv0, ls->next_intended_ns - e.t0_ns);
+            event_add(ls->arrival, &tv0);
         }
     }
+    if (!e.fatal && o->monitor && lt_monitor_attach(o->monitor, e.base, e.t0_ns) != LT_OK)
+        e.fatal = LT_ENOMEM;
     if (!e.fatal)
         event_base_dispatch(e.base);
+    if (o->monitor)
+        lt_monitor_detach(o->monitor);
     if (e.tty_line)
         fprintf(stderr, "\r\033[K");
     uint64_t now = lt_now_ns();

@@ -3,8 +3,9 @@
  *
  * A phase drives one or more loads at once, one per model. A load is either
  * closed loop (a fixed number of connections, each sending its next request
- * when the previous one ends) or open loop (requests intended at a constant
- * or Poisson rate; a request that finds no idle connection opens a new one
+ * when the previous one ends) or open loop (requests intended at a constant,
+ * Poisson or gamma rate, or at the times of a given schedule; a request
+ * that finds no idle connection opens a new one
  * up to max_connections, else waits in a queue). Latency always counts from
  * the intended send time, so a queued request's wait is part of it (no
  * coordinated omission).
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "loadtest/clock.h"
+#include "loadtest/monitor.h"
 #include "loadtest/stats.h"
 #include "loadtest/workload.h"
 
@@ -37,6 +39,10 @@ typedef struct lt_load {
     uint64_t seed;
     const lt_target *target;      /* this load's server; NULL: the run's */
     bool stream;                  /* parse text/event-stream bodies for TTFT and ITL */
+    const double *schedule_s;     /* n_schedule > 0: open loop with request k (requests->v[k], in order)
+                                     intended at schedule_s[k] seconds after the phase's start (ascending);
+                                     the load ends after the last; rate_per_s is then only a label */
+    size_t n_schedule;
 } lt_load;
 
 typedef struct lt_run_opts {
@@ -48,6 +54,8 @@ typedef struct lt_run_opts {
     bool progress;                /* \r-updated line on stderr */
     const char *phase;            /* label for progress */
     uint64_t total_requests;      /* progress only: requests expected in the run (0: unknown) */
+    struct lt_monitor *monitor;   /* NULL, or polled during the run; each request's record says whether
+                                     its model was resident when it was sent (lt_req_rec.cold) */
 } lt_run_opts;
 
 /* Runs one phase. results[i] must be initialised (lt_result_init) and

@@ -431,6 +431,8 @@ void lt_report_table(FILE *out, const lt_report *rep)
         baseline_table(out, rep);
     if (rep->has_goodput)
         goodput_table(out, rep);
+    if (rep->trace)
+        lt_trace_report_table(out, rep->trace);
     if (rep->n_sweep_max) {
         fprintf(out, "\nhighest rate with attainment >= %.0f%% (interpolated)\n", rep->attainment_target * 100);
         for (size_t i = 0; i < rep->n_sweep_max; i++) {

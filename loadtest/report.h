@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "loadtest/monitor.h"
 #include "loadtest/sla.h"
 #include "loadtest/stats.h"
 
@@ -49,6 +50,54 @@ typedef struct lt_cost_row {
     double worst_tpot_impact_pct; /* the same on p99 TPOT */
 } lt_cost_row;
 
+/* The trace scenario's view of one model, or of every model together.
+ * A request is cold when its model was not resident when it was sent,
+ * warm when it was, unknown when the server did not say (lt_req_rec.cold). */
+typedef struct lt_trace_model {
+    char model[128];          /* "all" for the overall row */
+    uint64_t scheduled;       /* requests the trace gave the model */
+    uint64_t recorded, good;  /* recorded requests (after the warm-up); those meeting every SLO */
+    double attainment_pct;    /* good / recorded * 100; NAN without SLOs or requests */
+    double goodput_rps;       /* good completions in the window per second; NAN without SLOs */
+    uint64_t warm, cold, unknown; /* recorded requests by residency when sent */
+    lt_summary ttft_warm, ttft_cold; /* successful requests' TTFT (streamed runs) */
+    lt_summary e2e_warm, e2e_cold;   /* and end-to-end latency */
+    uint64_t loads_seen, unloads_seen; /* residency changes the polls saw */
+    bool has_counters;        /* the server reported lifecycle counters */
+    uint64_t wakes, evictions;/* their change over the phase */
+    const lt_residency *changes; /* borrowed from the monitor; NULL without one */
+    size_t n_changes;
+    double *bin_attainment_pct; /* n_bins: attainment of the requests intended in each bin; NAN: none */
+} lt_trace_model;
+
+typedef struct lt_trace_report {
+    const char *source;       /* "zipf", or the trace file replayed */
+    double zipf_s, rate_per_s, burstiness, speed;
+    unsigned long long seed;
+    double span_s;            /* the last request's intended time */
+    bool monitored;           /* the server's model list was polled */
+    double poll_interval_s;
+    int server_pid;           /* > 0: its memory was sampled */
+    bool has_rss;
+    uint64_t rss_max_bytes;   /* largest VmRSS sampled */
+    uint64_t hwm_bytes;       /* VmHWM at the end */
+    lt_trace_model *models;   /* one per model of the run; owned */
+    size_t n;
+    lt_trace_model all;
+    double bin_s;             /* attainment-over-time bins */
+    size_t n_bins;
+} lt_trace_report;
+
+/* Fills tr's per-model and overall rows from the trace phase's results
+ * (after goodput is judged), the requests scheduled per model
+ * (scheduled[i] for models[i]) and the monitor (NULL: residency unknown).
+ * tr's source, rates, seed and span are the caller's. */
+lt_status lt_trace_summarize(lt_trace_report *tr, const lt_phase *p, const char *const *models,
+                             const uint64_t *scheduled, size_t n_models, const lt_monitor *mon);
+void lt_trace_report_fini(lt_trace_report *tr);
+/* The trace section of the text table. */
+void lt_trace_report_table(FILE *out, const lt_trace_report *tr);
+
 typedef struct lt_report {
     const char *url;
     const char *scenario;
@@ -79,6 +128,7 @@ typedef struct lt_report {
     lt_sla_check *checks;
     size_t n_checks;
     bool sla_pass;
+    const lt_trace_report *trace; /* the trace scenario's rows; NULL otherwise */
 } lt_report;
 
 /* Builds the comparison from the phases named "individual" (one per model)

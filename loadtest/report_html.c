@@ -522,6 +522,139 @@ static void timeline_chart(FILE *f, const lt_report *rep, const char *model)
     series_free(s, ns);
 }
 
+/* The trace scenario: SLO attainment of the requests intended in each
+ * bin, overall and per model. */
+static void trace_attainment_chart(FILE *f, const lt_trace_report *tr)
+{
+    enum { MAX_SERIES = 33 };
+    series s[MAX_SERIES];
+    size_t ns = 0;
+    for (size_t m = 0; m <= tr->n && ns < MAX_SERIES; m++) {
+        const lt_trace_model *row = m < tr->n ? &tr->models[m] : &tr->all;
+        series *sr = &s[ns];
+        memset(sr, 0, sizeof *sr);
+        sr->x = calloc(tr->n_bins, sizeof *sr->x);
+        sr->y = calloc(tr->n_bins, sizeof *sr->y);
+        if (!sr->x || !sr->y) {
+            free(sr->x);
+            free(sr->y);
+            continue;
+        }
+        for (size_t b = 0; b < tr->n_bins; b++) {
+            sr->x[b] = ((double)b + 0.5) * tr->bin_s;
+            sr->y[b] = row->bin_attainment_pct[b];
+        }
+        sr->n = tr->n_bins;
+        sr->color = m < tr->n ? palette[m % N_COLORS] : "#111827";
+        snprintf(sr->label, sizeof sr->label, "%s", m < tr->n ? row->model : "all models");
+        ns++;
+    }
+    char caption[128];
+    snprintf(caption, sizeof caption, "SLO attainment of the requests intended in each %gs", tr->bin_s);
+    line_chart(f, caption, "seconds since the trace started", "attainment %", s, ns, 100, NAN, NULL, true);
+    series_free(s, ns);
+}
+
+/* Which models were resident over time, one row per model, as the polls
+ * of the server's model list saw it; cold requests marked below each row. */
+static void trace_residency_chart(FILE *f, const lt_report *rep, const lt_trace_report *tr)
+{
+    double tmax = nice_ceil(tr->span_s > 0 ? tr->span_s : 1);
+    double pw = CW - 120 - MR, row_h = 22;
+    int H = MT + (int)(row_h * (double)tr->n) + 40;
+    fprintf(f, "<figure><svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", CW, H, CW, H);
+    for (int t = 0; t <= 5; t++) {
+        double x = 120 + pw * t / 5.0;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, MT, x,
+                MT + row_h * (double)tr->n);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>\n", x,
+                MT + row_h * (double)tr->n + 16, tmax * t / 5.0);
+    }
+    for (size_t m = 0; m < tr->n; m++) {
+        const lt_trace_model *row = &tr->models[m];
+        double y = MT + row_h * (double)m;
+        fprintf(f, "<text x=\"114\" y=\"%.1f\" class=\"legend\" text-anchor=\"end\">", y + 14);
+        esc(f, row->model);
+        fputs("</text>\n", f);
+        for (size_t i = 0; i < row->n_changes; i++) {
+            double from = row->changes[i].at_s, to = i + 1 < row->n_changes ? row->changes[i + 1].at_s : tr->span_s;
+            if (to > tmax)
+                to = tmax;
+            if (!(to > from))
+                continue;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>",
+                    120 + pw * from / tmax, y + 3, pw * (to - from) / tmax, row_h - 10,
+                    row->changes[i].resident ? palette[m % N_COLORS] : "#e5e7eb");
+        }
+        for (size_t i = 0; i < rep->n_phases; i++) /* cold requests: a tick under the row */
+            for (size_t k = 0; k < rep->phases[i].n; k++) {
+                const lt_result *r = &rep->phases[i].results[k];
+                if (strcmp(r->model, row->model) != 0)
+                    continue;
+                for (size_t j = 0; j < r->n_reqs; j++)
+                    if (r->reqs[j].cold == 1 && r->reqs[j].intended_s <= tmax)
+                        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#111827\"/>",
+                                120 + pw * r->reqs[j].intended_s / tmax, y + row_h - 7,
+                                120 + pw * r->reqs[j].intended_s / tmax, y + row_h - 2);
+            }
+        fputc('\n', f);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">seconds since the trace "
+               "started</text>\n</svg><figcaption>Resident models (coloured: resident, grey: not; ticks: cold "
+               "requests)</figcaption></figure>\n", 120 + pw / 2, H - 4);
+}
+
+static void trace_section(FILE *f, const lt_report *rep)
+{
+    const lt_trace_report *tr = rep->trace;
+    bool ttft = tr->all.ttft_warm.n + tr->all.ttft_cold.n > 0;
+    fputs("<h2>Trace</h2>\n<p class=\"meta\">", f);
+    esc(f, tr->source);
+    fprintf(f, " &middot; zipf %g &middot; seed %llu &middot; span %.1fs", tr->zipf_s, tr->seed, tr->span_s);
+    if (tr->has_rss)
+        fprintf(f, " &middot; server pid %d: peak RSS %.1f MiB (VmHWM %.1f MiB)", tr->server_pid,
+                (double)tr->rss_max_bytes / 1048576.0, (double)tr->hwm_bytes / 1048576.0);
+    if (!tr->monitored)
+        fputs(" &middot; residency not polled: warm and cold unknown", f);
+    fprintf(f, "</p>\n<table><tr><th>model</th><th>scheduled</th><th>recorded</th><th>attainment %%</th>"
+               "<th>goodput/s</th><th>warm</th><th>cold</th><th>%s p50 warm</th><th>%s p99 warm</th>"
+               "<th>%s p50 cold</th><th>%s p99 cold</th><th>wakes</th><th>evictions</th><th>loads seen</th>"
+               "<th>unloads seen</th></tr>\n", ttft ? "TTFT" : "e2e", ttft ? "TTFT" : "e2e", ttft ? "TTFT" : "e2e",
+            ttft ? "TTFT" : "e2e");
+    for (size_t m = 0; m <= tr->n; m++) {
+        const lt_trace_model *r = m < tr->n ? &tr->models[m] : &tr->all;
+        const lt_summary *w = ttft ? &r->ttft_warm : &r->e2e_warm, *c = ttft ? &r->ttft_cold : &r->e2e_cold;
+        fputs("<tr><td>", f);
+        esc(f, r->model);
+        fprintf(f, "</td><td>%llu</td><td>%llu</td><td>", (unsigned long long)r->scheduled,
+                (unsigned long long)r->recorded);
+        num(f, r->attainment_pct, 1);
+        fputs("</td><td>", f);
+        num(f, r->goodput_rps, 2);
+        fprintf(f, "</td><td>%llu</td><td>%llu</td>", (unsigned long long)r->warm, (unsigned long long)r->cold);
+        const double v[] = {w->p50, w->p99, c->p50, c->p99};
+        for (size_t i = 0; i < 4; i++) {
+            fputs("<td>", f);
+            num(f, v[i], 1);
+            fputs("</td>", f);
+        }
+        fputs("<td>", f);
+        num(f, r->has_counters ? (double)r->wakes : NAN, 0);
+        fputs("</td><td>", f);
+        num(f, r->has_counters ? (double)r->evictions : NAN, 0);
+        fprintf(f, "</td><td>%llu</td><td>%llu</td></tr>\n", (unsigned long long)r->loads_seen,
+                (unsigned long long)r->unloads_seen);
+    }
+    fputs("</table>\n<h2>Attainment over time</h2>\n<div class=\"charts\">\n", f);
+    if (rep->has_goodput)
+        trace_attainment_chart(f, tr);
+    else
+        fputs("<p class=\"meta\">No SLOs given (--goodput): attainment not measured.</p>\n", f);
+    if (tr->monitored)
+        trace_residency_chart(f, rep, tr);
+    fputs("</div>\n", f);
+}
+
 /* Attainment and goodput against the offered rate, one line per model. */
 static void sweep_charts(FILE *f, const lt_report *rep)
 {
@@ -800,6 +933,8 @@ lt_status lt_report_html(const char *path, const lt_report *rep, char *err, size
         baseline_section(f, rep);
     if (rep->n_cost)
         cost_section(f, rep);
+    if (rep->trace)
+        trace_section(f, rep);
     if (rep->n_sweep_max) {
         fputs("<h2>Rate sweep</h2>\n<div class=\"charts\">\n", f);
         sweep_charts(f, rep);

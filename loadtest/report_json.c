@@ -142,6 +142,83 @@ static int compare_json(json_t *root, const char *key, const lt_compare *cmp, si
     return 0;
 }
 
+/* One row of the trace scenario: a model's, or "all". */
+static json_t *trace_model_json(const lt_trace_report *tr, const lt_trace_model *m)
+{
+    json_t *o = json_pack("{s:s,s:I,s:I,s:o,s:o,s:o,s:I,s:I,s:I}", "model", m->model, "scheduled",
+                          (json_int_t)m->scheduled, "recorded", (json_int_t)m->recorded, "good",
+                          isnan(m->attainment_pct) ? json_null() : json_integer((json_int_t)m->good),
+                          "attainment_pct", jnum(m->attainment_pct), "request_goodput", jnum(m->goodput_rps),
+                          "warm", (json_int_t)m->warm, "cold", (json_int_t)m->cold, "unknown",
+                          (json_int_t)m->unknown);
+    json_t *bins = json_array(), *changes = json_array();
+    if (!o || !bins || !changes ||
+        json_object_set_new(o, "ttft_warm_ms", summary_json(&m->ttft_warm)) ||
+        json_object_set_new(o, "ttft_cold_ms", summary_json(&m->ttft_cold)) ||
+        json_object_set_new(o, "e2el_warm_ms", summary_json(&m->e2e_warm)) ||
+        json_object_set_new(o, "e2el_cold_ms", summary_json(&m->e2e_cold)) ||
+        json_object_set_new(o, "p50_ttft_warm_ms", jnum(m->ttft_warm.p50)) ||
+        json_object_set_new(o, "p99_ttft_warm_ms", jnum(m->ttft_warm.p99)) ||
+        json_object_set_new(o, "p50_ttft_cold_ms", jnum(m->ttft_cold.p50)) ||
+        json_object_set_new(o, "p99_ttft_cold_ms", jnum(m->ttft_cold.p99)) ||
+        json_object_set_new(o, "loads_seen", json_integer((json_int_t)m->loads_seen)) ||
+        json_object_set_new(o, "unloads_seen", json_integer((json_int_t)m->unloads_seen)) ||
+        json_object_set_new(o, "wakes", m->has_counters ? json_integer((json_int_t)m->wakes) : json_null()) ||
+        json_object_set_new(o, "evictions",
+                            m->has_counters ? json_integer((json_int_t)m->evictions) : json_null()))
+        goto out_nomem;
+    json_object_set_new(o, "attainment_over_time_pct", bins);
+    for (size_t b = 0; b < tr->n_bins; b++)
+        if (json_array_append_new(bins, jnum(m->bin_attainment_pct[b])))
+            goto out_nomem_o;
+    if (strcmp(m->model, "all") == 0) {
+        json_decref(changes);
+        return o;
+    }
+    json_object_set_new(o, "residency", changes);
+    for (size_t i = 0; i < m->n_changes; i++)
+        if (json_array_append_new(changes, json_pack("{s:o,s:b}", "at_s", jnum(m->changes[i].at_s), "resident",
+                                                     m->changes[i].resident)))
+            goto out_nomem_o;
+    return o;
+out_nomem:
+    json_decref(bins);
+    json_decref(changes);
+out_nomem_o:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *trace_json(const lt_trace_report *tr)
+{
+    json_t *models = json_array();
+    json_t *o = json_pack(
+        "{s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:b,s:o,s:o,s:o,s:o,s:o}", "source", tr->source, "zipf_s", jnum(tr->zipf_s),
+        "rate_per_s", strcmp(tr->source, "zipf") == 0 ? jnum(tr->rate_per_s) : json_null(), "burstiness",
+        tr->burstiness > 0 ? jnum(tr->burstiness) : json_null(), "speed",
+        strcmp(tr->source, "zipf") == 0 ? json_null() : jnum(tr->speed), "seed", (json_int_t)tr->seed, "span_s",
+        jnum(tr->span_s), "monitored", tr->monitored, "poll_interval_s",
+        tr->monitored ? jnum(tr->poll_interval_s) : json_null(), "server_pid",
+        tr->server_pid > 0 ? json_integer(tr->server_pid) : json_null(), "peak_rss_bytes",
+        tr->has_rss ? json_integer((json_int_t)tr->rss_max_bytes) : json_null(), "vm_hwm_bytes",
+        tr->has_rss ? json_integer((json_int_t)tr->hwm_bytes) : json_null(), "bin_s", jnum(tr->bin_s));
+    if (!o || !models || json_object_set_new(o, "models", models)) {
+        json_decref(o);
+        return NULL;
+    }
+    for (size_t m = 0; m < tr->n; m++)
+        if (json_array_append_new(models, trace_model_json(tr, &tr->models[m]))) {
+            json_decref(o);
+            return NULL;
+        }
+    json_t *all = trace_model_json(tr, &tr->all);
+    if (!all || json_object_set_new(o, "overall", all)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static lt_status json_build(const lt_report *rep, json_t **out)
 {
     json_t *root = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:I,s:b}", "tool", "colo-loadtest", "url", rep->url,
@@ -206,6 +283,11 @@ static lt_status json_build(const lt_report *rep, json_t **out)
             if (!row || json_array_append_new(rows, row))
                 goto out_nomem;
         }
+    }
+    if (rep->trace) {
+        json_t *tr = trace_json(rep->trace);
+        if (!tr || json_object_set_new(root, "trace", tr))
+            goto out_nomem;
     }
     if (rep->has_sla) {
         json_t *checks = json_array();
@@ -332,6 +414,8 @@ lt_status lt_report_requests(const char *path, const lt_report *rep, char *err, 
                     "prompt_tokens", q->prompt_tokens >= 0 ? json_integer(q->prompt_tokens) : json_null(),
                     "output_tokens", q->output_tokens >= 0 ? json_integer(q->output_tokens) : json_null(),
                     "in_window", q->in_window, "good", r->has_slo ? json_boolean(q->good) : json_null());
+                if (o && json_object_set_new(o, "cold", q->cold < 0 ? json_null() : json_boolean(q->cold)))
+                    o = (json_decref(o), NULL);
                 char *line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
                 json_decref(o);
                 if (!line) {

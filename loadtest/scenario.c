@@ -194,6 +194,13 @@ static void describe_load(const cli *c, char *out, size_t len)
         snprintf(out, len, "per-model loads");
     if (is_sweep(c))
         snprintf(out, len, "sweep of %s%s", c->sweep_rate ? "rate" : "concurrency", arrivals);
+    if (strcmp(c->scenario, "trace") == 0) {
+        if (c->trace)
+            snprintf(out, len, "trace %s at %gx", c->trace, c->trace_speed);
+        else
+            snprintf(out, len, "total rate %g/s%s, zipf %g over %zu models", c->rate, arrivals, c->zipf_s,
+                     c->n_models);
+    }
     if (c->input_len) {
         size_t o = strlen(out);
         snprintf(out + o, len - o, ", prompts ~%d words, max_tokens %d, spread %g", c->input_len,
@@ -453,6 +460,9 @@ int lt_cli_run(cli *c)
     memset(&rep, 0, sizeof rep);
     char err[512], load_desc[192];
     int rc = -1;
+    bool trace = strcmp(c->scenario, "trace") == 0;
+    trace_run tr;
+    memset(&tr, 0, sizeof tr);
     if (!outputs_writable(c))
         return EXIT_USAGE;
     w = calloc(c->n_models, sizeof *w);
@@ -471,6 +481,9 @@ int lt_cli_run(cli *c)
         }
     if (c->baseline) {
         rc = run_baseline(c, w, phases, &n_phases);
+    } else if (trace) {
+        rc = lt_trace_run(c, w, &tr, &phases[0]);
+        n_phases = 1;
     } else {
         rc = prepare(c, w);
         if (rc < 0 && run_scenario(c, w, phases, &n_phases) != LT_OK)
@@ -479,7 +492,7 @@ int lt_cli_run(cli *c)
     if (rc >= 0)
         goto out_free;
     describe_load(c, load_desc, sizeof load_desc);
-    rep.url = c->baseline ? "separate servers vs colo" : c->url;
+    rep.url = c->baseline ? "separate servers vs colo" : tr.server.pid ? tr.server.url : c->url;
     rep.baseline_config = c->baseline ? c->config : NULL;
     rep.scenario = c->scenario;
     rep.load_desc = load_desc;
@@ -492,13 +505,16 @@ int lt_cli_run(cli *c)
     rep.attainment_target = c->attainment;
     rep.phases = phases;
     rep.n_phases = n_phases;
-    if (judge(c, &rep) != LT_OK) {
+    if (judge(c, &rep) != LT_OK || (trace && lt_trace_finish(c, &tr, &phases[0]) != LT_OK)) {
         fprintf(stderr, "colo-loadtest: out of memory\n");
         rc = EXIT_FAILED;
         goto out_free;
     }
+    if (trace)
+        rep.trace = &tr.report;
     rc = report(c, &rep, rep.has_sla && !rep.sla_pass ? EXIT_FAILED : EXIT_OK);
 out_free:
+    lt_trace_run_fini(&tr, trace && rc != EXIT_OK);
     free(rep.checks);
     lt_report_fini(&rep);
     for (size_t i = 0; phases && i < n_phases; i++) {

@@ -65,6 +65,7 @@ typedef struct lt_req_rec {
     lt_outcome outcome;
     bool in_window;           /* ok and completed inside the measurement window */
     bool good;                /* met every goodput SLO (lt_result_goodput) */
+    int8_t cold;              /* 1: its model was not resident when it was sent, 0: resident, -1: unknown */
 } lt_req_rec;
 
 /* Per-request service-level objectives for goodput, as `vllm bench serve

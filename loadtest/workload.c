@@ -309,6 +309,40 @@ static int synth_len(uint64_t *rng, int len, double spread)
     return v < 1 ? 1 : v;
 }
 
+/* Appends one synthetic body: in_len words, max_tokens out_len. text/cap
+ * is a scratch buffer the caller frees. */
+static lt_status synth_push(lt_bodies *out, uint64_t *rng, int in_len, int out_len, bool stream, char **text,
+                            size_t *cap, char *err, size_t errlen)
+{
+    const size_t n_words = sizeof synth_words / sizeof *synth_words;
+    size_t need = (size_t)in_len * 8 + 1;
+    if (need > *cap) {
+        char *t = realloc(*text, need);
+        if (!t)
+            return LT_ENOMEM;
+        *text = t;
+        *cap = need;
+    }
+    size_t len = 0;
+    for (int w = 0; w < in_len; w++) {
+        const char *word = synth_words[lt_wl_rand(rng) % n_words];
+        if (w)
+            (*text)[len++] = ' ';
+        size_t wl = strlen(word);
+        memcpy(*text + len, word, wl);
+        len += wl;
+    }
+    (*text)[len] = '\0';
+    json_t *obj = json_pack("{s:s,s:i}", "prompt", *text, "max_tokens", out_len);
+    if (!obj || (stream && json_object_set_new(obj, "stream", json_true()))) {
+        json_decref(obj);
+        return LT_ENOMEM;
+    }
+    lt_status st = bodies_push(out, obj, err, errlen);
+    json_decref(obj);
+    return st;
+}
+
 lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -317,41 +351,37 @@ lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err,
         return LT_EINVAL;
     }
     uint64_t rng = o->seed ^ 0x5eed5eedull;
-    const size_t n_words = sizeof synth_words / sizeof *synth_words;
     lt_status st = LT_OK;
     char *text = NULL;
     size_t cap = 0;
     for (size_t i = 0; i < o->count && st == LT_OK; i++) {
         int in_len = synth_len(&rng, o->input_len, o->spread);
         int out_len = synth_len(&rng, o->output_len, o->spread);
-        size_t need = (size_t)in_len * 8 + 1;
-        if (need > cap) {
-            char *t = realloc(text, need);
-            if (!t) {
-                st = LT_ENOMEM;
-                break;
-            }
-            text = t;
-            cap = need;
-        }
-        size_t len = 0;
-        for (int w = 0; w < in_len; w++) {
-            const char *word = synth_words[lt_wl_rand(&rng) % n_words];
-            if (w)
-                text[len++] = ' ';
-            size_t wl = strlen(word);
-            memcpy(text + len, word, wl);
-            len += wl;
-        }
-        text[len] = '\0';
-        json_t *obj = json_pack("{s:s,s:i}", "prompt", text, "max_tokens", out_len);
-        if (!obj || (o->stream && json_object_set_new(obj, "stream", json_true()))) {
-            json_decref(obj);
-            st = LT_ENOMEM;
+        st = synth_push(out, &rng, in_len, out_len, o->stream, &text, &cap, err, errlen);
+    }
+    free(text);
+    if (st == LT_ENOMEM)
+        lt_set_err(err, errlen, "out of memory");
+    if (st != LT_OK)
+        lt_bodies_free(out);
+    return st;
+}
+
+lt_status lt_bodies_sized(const int *in_lens, const int *out_lens, size_t n, unsigned long long seed, bool stream,
+                          lt_bodies *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t rng = seed ^ 0x5eed5eedull;
+    lt_status st = LT_OK;
+    char *text = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < n && st == LT_OK; i++) {
+        if (in_lens[i] <= 0 || out_lens[i] <= 0) {
+            lt_set_err(err, errlen, "synthetic prompts: lengths must be positive");
+            st = LT_EINVAL;
             break;
         }
-        st = bodies_push(out, obj, err, errlen);
-        json_decref(obj);
+        st = synth_push(out, &rng, in_lens[i], out_lens[i], stream, &text, &cap, err, errlen);
     }
     free(text);
     if (st == LT_ENOMEM)
@@ -495,11 +525,11 @@ static int probe_on_complete(llhttp_t *p)
     return 0;
 }
 
-lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
-                         double timeout_s, lt_kind *kind, char *err, size_t errlen)
+lt_status lt_http_get(const lt_target *t, const char *path, const char *api_key, double timeout_s, int *status,
+                      char **body_out, char *err, size_t errlen)
 {
-    char path[512];
-    snprintf(path, sizeof path, "/v1/models/%s", model);
+    *status = 0;
+    *body_out = NULL;
     size_t req_len;
     char *req = request_format(t, "GET", path, NULL, api_key, &req_len);
     lt_status st = LT_OK;
@@ -549,17 +579,38 @@ lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_
             goto out_close;
         }
     }
-    if (parser.status_code == 404) {
+    *status = parser.status_code;
+    *body_out = body.buf;
+    body.buf = NULL;
+out_close:
+    close(fd);
+out_free_req:
+    free(body.buf);
+    free(req);
+    return st;
+}
+
+lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,
+                         double timeout_s, lt_kind *kind, char *err, size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/v1/models/%s", model);
+    int status;
+    char *body = NULL;
+    lt_status st = lt_http_get(t, path, api_key, timeout_s, &status, &body, err, errlen);
+    if (st != LT_OK)
+        return st;
+    if (status == 404) {
         lt_set_err(err, errlen, "model '%s' is not served at %s", model, t->authority);
         st = LT_EINVAL;
-        goto out_close;
+        goto out_free;
     }
-    if (parser.status_code < 200 || parser.status_code > 299) {
-        lt_set_err(err, errlen, "GET %s: HTTP %d", path, parser.status_code);
+    if (status < 200 || status > 299) {
+        lt_set_err(err, errlen, "GET %s: HTTP %d", path, status);
         st = LT_EIO;
-        goto out_close;
+        goto out_free;
     }
-    json_t *info = body.buf ? json_loads(body.buf, 0, NULL) : NULL;
+    json_t *info = body ? json_loads(body, 0, NULL) : NULL;
     const char *k = json_string_value(json_object_get(info, "kind"));
     const char *state = json_string_value(json_object_get(info, "state"));
     if (state && strcmp(state, "failed") == 0) {
@@ -568,10 +619,7 @@ lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_
     }
     *kind = k && strcmp(k, "bert") == 0 ? LT_KIND_ENCODER : LT_KIND_GENERATIVE;
     json_decref(info);
-out_close:
-    close(fd);
-out_free_req:
-    free(body.buf);
-    free(req);
+out_free:
+    free(body);
     return st;
 }

@@ -72,6 +72,11 @@ typedef struct lt_synth_opts {
 
 lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err, size_t errlen);
 
+/* Synthetic generative bodies of given lengths: body i is a prompt of
+ * in_lens[i] words and asks for out_lens[i] tokens (both > 0). */
+lt_status lt_bodies_sized(const int *in_lens, const int *out_lens, size_t n, unsigned long long seed, bool stream,
+                          lt_bodies *out, char *err, size_t errlen);
+
 /* Adapts generative bodies to an OpenAI endpoint: sets "model" when absent;
  * for chat (/v1/chat/completions), turns "prompt" into one user message;
  * with "stream": true asks for stream_options.include_usage, so that the
@@ -91,6 +96,12 @@ lt_status lt_requests_build(const lt_target *t, const char *method, const char *
                             const lt_bodies *bodies, const char *api_key,
                             lt_requests *out, char *err, size_t errlen);
 void lt_requests_free(lt_requests *r);
+
+/* GET <prefix><path> (blocking, timeout_s, a connection of its own):
+ * *status the HTTP status, *body the body NUL-terminated (malloc'ed, the
+ * caller frees; NULL when empty). LT_EIO when no complete response came. */
+lt_status lt_http_get(const lt_target *t, const char *path, const char *api_key, double timeout_s, int *status,
+                      char **body, char *err, size_t errlen);
 
 /* GET <prefix>/v1/models/<model> (blocking, timeout_s): kind "bert" is an
  * encoder, anything else generative. LT_EIO when the server cannot be

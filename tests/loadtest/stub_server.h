@@ -37,6 +37,7 @@ typedef struct stub_cfg {
     int tokens;           /* usage.completion_tokens in 200 bodies (0: no usage) */
     int prompt_tokens;    /* > 0: usage.prompt_tokens beside it (bodies and the last SSE event) */
     const char *model_kind; /* GET /v1/models/NAME answers {"kind": model_kind}; NAME "missing" 404s */
+    const char *models_list; /* GET /v1/models answers this body (NULL: 404); not counted as a request */
 } stub_cfg;
 
 typedef struct stub_server {
@@ -170,6 +171,13 @@ static void stub_read(struct bufferevent *bev, void *arg)
     char method[8] = "", path[256] = "";
     sscanf(head, "%7s %255s", method, path);
     free(head);
+    if (strcmp(method, "GET") == 0 && strcmp(path, "/v1/models") == 0) {
+        if (cfg->models_list)
+            stub_write_response(c, 200, cfg->models_list);
+        else
+            stub_write_response(c, 404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no list\"}}");
+        return;
+    }
     if (strcmp(method, "GET") == 0 && strncmp(path, "/v1/models/", 11) == 0) {
         char body[384];
         if (strcmp(path + 11, "missing") == 0) {

@@ -199,11 +199,75 @@ static void test_baseline_end_to_end(void **state)
     assert_null(strstr(html, "<script"));
 }
 
+/* The trace scenario with --config: colo-loadtest starts colo-server,
+ * samples its memory and sees a model with a short keep-alive sleep and
+ * wake: its request after a long idle is cold, the server's wake counted. */
+static void test_trace_started_server(void **state)
+{
+    (void)state;
+    const char *bin = getenv("COLO_BINARY_DIR") ? getenv("COLO_BINARY_DIR") : COLO_BINARY_DIR;
+    char server[512], mkmodel[512], model[128], cfg[128], trace[128], json_path[128];
+    snprintf(server, sizeof server, "%s/colo-server", bin);
+    snprintf(mkmodel, sizeof mkmodel, "%s/colo-mkmodel", bin);
+    if (access(server, X_OK) != 0 || access(mkmodel, X_OK) != 0) {
+        printf("colo-server or colo-mkmodel not built in %s\n", bin);
+        skip();
+    }
+    snprintf(model, sizeof model, "%s/t.gguf", dir);
+    const char *mk[] = {mkmodel, "--out", model, "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                        "--ffn", "128", "--vocab", "512", "--ctx", "256", NULL};
+    assert_true(run_prog(mk));
+    snprintf(cfg, sizeof cfg, "%s/trace.yaml", dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("server: { listen: \"127.0.0.1:8080\", device: cpu, threads: 1 }\n"
+          "models:\n"
+          "  - { name: a, kind: llama, path: t.gguf, memory_fraction: 0.01 }\n"
+          "  - { name: b, kind: llama, path: t.gguf, memory_fraction: 0.01, keep_alive_ms: 200 }\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    /* b, then a while b idles past its keep-alive, then b again */
+    snprintf(trace, sizeof trace, "%s/trace.jsonl", dir);
+    f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("{\"timestamp\": 0, \"model\": \"b\", \"prompt_tokens\": 4, \"output_tokens\": 2}\n"
+          "{\"timestamp\": 0.2, \"model\": \"a\", \"prompt_tokens\": 4, \"output_tokens\": 2}\n"
+          "{\"timestamp\": 0.4, \"model\": \"a\", \"prompt_tokens\": 4, \"output_tokens\": 2}\n"
+          "{\"timestamp\": 1.8, \"model\": \"b\", \"prompt_tokens\": 4, \"output_tokens\": 2}\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(json_path, sizeof json_path, "%s/trace.json", dir);
+    char *argv[] = {"colo-loadtest", "--scenario", "trace", "--config", cfg, "--server", server, "--trace", trace,
+                    "--stream", "--poll-interval", "0.05", "--goodput", "ttft:30000", "--quiet", "--json", json_path,
+                    NULL};
+    fflush(stdout);
+    assert_int_equal(loadtest_main((int)(sizeof argv / sizeof *argv) - 1, argv), 0);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); /* the server was stopped and reaped */
+    json_t *root = json_load_file(json_path, 0, NULL);
+    assert_non_null(root);
+    json_t *tr = json_object_get(root, "trace");
+    assert_true(json_integer_value(json_object_get(tr, "server_pid")) > 0);
+    assert_true(json_integer_value(json_object_get(tr, "peak_rss_bytes")) > 1000000);
+    assert_true(json_integer_value(json_object_get(tr, "vm_hwm_bytes")) >=
+                json_integer_value(json_object_get(tr, "peak_rss_bytes")));
+    json_t *a = json_array_get(json_object_get(tr, "models"), 0), *b = json_array_get(json_object_get(tr, "models"), 1);
+    assert_string_equal(json_string_value(json_object_get(a, "model")), "a");
+    assert_int_equal(json_integer_value(json_object_get(a, "warm")), 2);
+    assert_int_equal(json_integer_value(json_object_get(a, "cold")), 0);
+    assert_int_equal(json_integer_value(json_object_get(b, "scheduled")), 2);
+    assert_true(json_integer_value(json_object_get(b, "cold")) >= 1);
+    assert_true(json_integer_value(json_object_get(b, "wakes")) >= 1);
+    assert_true(json_integer_value(json_object_get(b, "unloads_seen")) >= 1);
+    assert_true(json_real_value(json_object_get(json_object_get(tr, "overall"), "attainment_pct")) == 100.0);
+    json_decref(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_derive),
         cmocka_unit_test(test_baseline_end_to_end),
+        cmocka_unit_test(test_trace_started_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
