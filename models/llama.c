@@ -9,13 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static colo_status track(colo_llama *m, size_t bytes, void **out)
-{
-    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
-}
-
-static void untrack(colo_llama *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
-
 size_t colo_llama_kv_block_bytes(const colo_llama_hparams *hp, int block_size, colo_dtype kv_type)
 {
     return (size_t)block_size * colo_kv_cache_token_bytes(hp->n_layer, hp->n_kv_head * hp->head_dim, kv_type);
@@ -84,16 +77,16 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     const colo_llama_hparams *hp = &m->hp;
     size_t E = hp->n_embd, Q = hp->q_dim, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
     size_t bytes = colo_llama_act_bytes(hp, T, L, B);
-    untrack(m, m->act);
+    colo_llama_untrack(m, m->act);
     m->act = NULL;
     m->cap_tokens = m->cap_logits = m->cap_meta_blocks = 0;
     void *p;
-    colo_status st = track(m, bytes, &p);
+    colo_status st = colo_llama_track(m, bytes, &p);
     if (st != COLO_OK)
         return st;
     int32_t *hs = realloc(m->h_slot, (size_t)T * sizeof *hs);
     if (!hs) {
-        untrack(m, p);
+        colo_llama_untrack(m, p);
         return COLO_ENOMEM;
     }
     m->h_slot = hs;

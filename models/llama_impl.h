@@ -126,6 +126,14 @@ struct colo_llama {
     int graph_failures; /* decode steps whose recording as a graph failed; at 3, no more graphs */
 };
 
+/* An arena allocation of the model, freed with it (or by untrack). */
+static inline colo_status colo_llama_track(colo_llama *m, size_t bytes, void **out)
+{
+    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
+}
+
+static inline void colo_llama_untrack(colo_llama *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
+
 /* llama_hparams.c: every hyperparameter but the vocabulary (the
  * tokenizer's) from g; COLO_EFORMAT with a message naming the key. */
 colo_status colo_llama_read_hparams(const colo_gguf *g, colo_llama_hparams *hp, char *msg, size_t msglen);

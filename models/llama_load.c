@@ -11,11 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static colo_status track(colo_llama *m, size_t bytes, void **out)
-{
-    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
-}
-
 /* ---- tensors --------------------------------------------------------------------------------- */
 
 /* One tensor the architecture reads: its name, shape, whether it must be
@@ -212,7 +207,7 @@ static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_staging *
     if (!t)
         return COLO_OK;
     void *d;
-    colo_status st = track(m, t->bytes, &d);
+    colo_status st = colo_llama_track(m, t->bytes, &d);
     if (st != COLO_OK) {
         colo_set_err(err, errlen, "tensor %s: %zu bytes do not fit in the memory arena (%zu of %zu bytes used)",
                      sp->name, t->bytes, colo_arena_used(m->arena), colo_arena_limit(m->arena));
