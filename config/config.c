@@ -452,74 +452,92 @@ typedef struct model_ctx {
     model_marks *mk;
 } model_ctx;
 
+static int model_name(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+{
+    /* A name is a string (JSON null or 5 is no name), of letters, digits,
+     * '-', '_' and '.', starting with a letter or a digit: no ".", "..",
+     * "-" or a name that reads as an option or a hidden file. */
+    mk->has_name = true;
+    if (plain_non_string(v))
+        return fail(p, v, f, "expected a string, got %s", scalar(v));
+    if (get_str(p, v, f, m->name, sizeof m->name))
+        return -1;
+    for (const char *c = m->name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_' || *c == '.'))
+            return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", m->name);
+    char c0 = m->name[0];
+    if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || (c0 >= '0' && c0 <= '9')))
+        return fail(p, v, f, "'%s': a model name starts with a letter or a digit", m->name);
+    return 0;
+}
+
+static int model_kind(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+{
+    /* The name of a model kind; colo-server checks that it exists. */
+    mk->has_kind = true;
+    if (get_str(p, v, f, m->kind, sizeof m->kind))
+        return -1;
+    for (const char *c = m->kind; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            return fail(p, v, f, "'%s': a kind's name is lower-case letters, digits and '_' (llama, bert)",
+                        m->kind);
+    if (!m->kind[0])
+        return fail(p, v, f, "is empty (llama or bert)");
+    return 0;
+}
+
+/* path: relative to the config file's folder unless absolute. */
+static int model_path(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+{
+    char raw[1024];
+    mk->has_path = true;
+    if (get_str(p, v, f, raw, sizeof raw))
+        return -1;
+    const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
+    if (strlen(dir) + strlen(raw) + 2 > sizeof m->path)
+        return fail(p, v, f, "the path is too long");
+    size_t ld = strlen(dir), lr = strlen(raw);
+    memcpy(m->path, dir, ld);
+    if (ld)
+        m->path[ld++] = '/';
+    memcpy(m->path + ld, raw, lr + 1);
+    return 0;
+}
+
+/* source: { pypi, file }: the file in the model cache. */
+static int model_source(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+{
+    mk->has_source = true;
+    if (each_key(p, v, f, source_field, m))
+        return -1;
+    if (!m->source_pypi[0] || !m->source_file[0])
+        return fail(p, v, f, "needs both pypi: and file:");
+    char cache[512];
+    colo_config_model_cache(cache, sizeof cache);
+    if (strlen(cache) + strlen(m->source_file) + 2 > sizeof m->path)
+        return fail(p, v, f, "the cache path is too long");
+    size_t lc = strlen(cache), lf = strlen(m->source_file);
+    memcpy(m->path, cache, lc);
+    m->path[lc] = '/';
+    memcpy(m->path + lc + 1, m->source_file, lf + 1);
+    return 0;
+}
+
 static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     model_ctx *mc = obj;
     colo_model_cfg *m = mc->m;
     model_marks *mk = mc->mk;
     static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
-    if (!strcmp(key, "name")) {
-        /* A name is a string (JSON null or 5 is no name), of letters, digits,
-         * '-', '_' and '.', starting with a letter or a digit: no ".", "..",
-         * "-" or a name that reads as an option or a hidden file. */
-        mk->has_name = true;
-        if (plain_non_string(v))
-            return fail(p, v, f, "expected a string, got %s", scalar(v));
-        if (get_str(p, v, f, m->name, sizeof m->name))
-            return -1;
-        for (const char *c = m->name; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
-                  *c == '_' || *c == '.'))
-                return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", m->name);
-        char c0 = m->name[0];
-        if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || (c0 >= '0' && c0 <= '9')))
-            return fail(p, v, f, "'%s': a model name starts with a letter or a digit", m->name);
-        return 0;
-    }
-    if (!strcmp(key, "kind")) {
-        /* The name of a model kind; colo-server checks that it exists. */
-        mk->has_kind = true;
-        if (get_str(p, v, f, m->kind, sizeof m->kind))
-            return -1;
-        for (const char *c = m->kind; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
-                return fail(p, v, f, "'%s': a kind's name is lower-case letters, digits and '_' (llama, bert)",
-                            m->kind);
-        if (!m->kind[0])
-            return fail(p, v, f, "is empty (llama or bert)");
-        return 0;
-    }
-    if (!strcmp(key, "path")) {
-        char raw[1024];
-        mk->has_path = true;
-        if (get_str(p, v, f, raw, sizeof raw))
-            return -1;
-        const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
-        if (strlen(dir) + strlen(raw) + 2 > sizeof m->path)
-            return fail(p, v, f, "the path is too long");
-        size_t ld = strlen(dir), lr = strlen(raw);
-        memcpy(m->path, dir, ld);
-        if (ld)
-            m->path[ld++] = '/';
-        memcpy(m->path + ld, raw, lr + 1);
-        return 0;
-    }
-    if (!strcmp(key, "source")) {
-        mk->has_source = true;
-        if (each_key(p, v, f, source_field, m))
-            return -1;
-        if (!m->source_pypi[0] || !m->source_file[0])
-            return fail(p, v, f, "needs both pypi: and file:");
-        char cache[512];
-        colo_config_model_cache(cache, sizeof cache);
-        if (strlen(cache) + strlen(m->source_file) + 2 > sizeof m->path)
-            return fail(p, v, f, "the cache path is too long");
-        size_t lc = strlen(cache), lf = strlen(m->source_file);
-        memcpy(m->path, cache, lc);
-        m->path[lc] = '/';
-        memcpy(m->path + lc + 1, m->source_file, lf + 1);
-        return 0;
-    }
+    if (!strcmp(key, "name"))
+        return model_name(p, v, f, m, mk);
+    if (!strcmp(key, "kind"))
+        return model_kind(p, v, f, m, mk);
+    if (!strcmp(key, "path"))
+        return model_path(p, v, f, m, mk);
+    if (!strcmp(key, "source"))
+        return model_source(p, v, f, m, mk);
     if (!strcmp(key, "keep_alive_ms"))
         return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
     if (!strcmp(key, "pinned"))

@@ -342,6 +342,119 @@ static void bench_attention(colo_device *dev, colo_stream *s, double seconds)
         }
 }
 
+/* The element types the mat-vec, rows and dot benchmarks run; the last
+ * three (F16, BF16, F32) have no int8 path. */
+static const colo_dtype bench_types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
+                                         COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
+#define N_BENCH_TYPES ((int)(sizeof bench_types / sizeof *bench_types))
+
+/* F32 products: gemm, linear, and on CUDA a prefill's. */
+static void bench_products(colo_device *dev, colo_stream *s, const colo_device_info *info, double seconds)
+{
+    printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
+    const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
+    for (int i = 0; i < 4; i++) {
+        double t = time_gemm(dev, s, gm[i][0], gm[i][1], gm[i][2], gm[i][3], seconds);
+        printf("  %2d x m=%-4d n=%-5d k=%-5d %10.3f %10.1f\n", gm[i][0], gm[i][1], gm[i][2], gm[i][3], t * 1e3,
+               2.0 * gm[i][0] * gm[i][1] * gm[i][2] * gm[i][3] / t / 1e9);
+    }
+    printf("\n%-34s %12s %10s\n", "linear (F32 weights)", "ms/call", "GFLOP/s");
+    const int mm[][3] = {{64, 576, 576}, {128, 1536, 576}, {256, 576, 1536}, {512, 1024, 1024}};
+    for (int i = 0; i < 4; i++) {
+        double t = time_linear_cached(dev, s, COLO_F32, mm[i][0], mm[i][1], mm[i][2], seconds);
+        printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
+               2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
+    }
+    if (info->kind == COLO_BACKEND_CUDA)
+        bench_prefill(dev, s, seconds);
+}
+
+/* Mat-vec of every type: GB/s = weight bytes / time, against what a
+ * device-to-device copy moves. */
+static void bench_matvec(colo_device *dev, colo_stream *s, double seconds)
+{
+    double copy = copy_gbs(dev, s, seconds);
+    printf("\ndevice-to-device copy: %.1f GB/s (bytes read and written)\n", copy);
+    printf("%-34s %12s %10s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s", "of copy");
+    /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
+     * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
+    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
+    const int n_mv = (int)(sizeof mv / sizeof *mv);
+    for (int ti = 0; ti < N_BENCH_TYPES; ti++)
+        for (int i = 0; i < n_mv; i++) {
+            colo_dtype t_w = bench_types[ti];
+            if (mv[i][1] % colo_dtype_block_elems(t_w))
+                continue;
+            double t = time_linear(dev, s, t_w, 1, mv[i][0], mv[i][1], seconds);
+            double bytes = (double)colo_dtype_row_bytes(t_w, mv[i][1]) * mv[i][0];
+            if (t > 0)
+                printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f %9.0f%%\n", colo_dtype_name(t_w), mv[i][0], mv[i][1],
+                       t * 1e3, bytes / t / 1e9, copy > 0 ? 100 * bytes / t / 1e9 / copy : 0);
+        }
+}
+
+/* Batched decode: m rows against one 4096 x 4096 weight, the paths a
+ * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
+ * allows, for every m here, to compare). GB/s = weight bytes / time. */
+static void bench_batch_rows(colo_device *dev, colo_stream *s, const colo_device_info *info, double seconds)
+{
+    printf("\n%-34s %12s %10s\n", "rows (linear n=4096 k=4096)", "ms/call", "GB/s");
+    int saved_rows = colo_cpu_int8_max_rows;
+    if (info->kind == COLO_BACKEND_CPU)
+        colo_cpu_int8_max_rows = 1 << 30;
+    const int batch_rows[] = {2, 4, 8, 16, 32, 64};
+    for (int ti = 0; ti < N_BENCH_TYPES - 3; ti++)
+        for (int i = 0; i < 6; i++) {
+            colo_dtype t_w = bench_types[ti];
+            double t = time_linear(dev, s, t_w, batch_rows[i], 4096, 4096, seconds);
+            double bytes = (double)colo_dtype_row_bytes(t_w, 4096) * 4096;
+            printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(t_w), batch_rows[i], t * 1e3, bytes / t / 1e9);
+        }
+    colo_cpu_int8_max_rows = saved_rows;
+}
+
+/* The CPU's int8 dot products, one thread, in cache. */
+static void bench_dots(double seconds)
+{
+    printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
+    for (int ti = 0; ti < N_BENCH_TYPES - 3; ti++)
+        printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(bench_types[ti]),
+               dot_ns_per_block(bench_types[ti], 1, seconds), dot_ns_per_block(bench_types[ti], 4, seconds));
+}
+
+/* Few rows on quantized weights (CPU): int8 dot products against exact F32
+ * activations (expanded tiles and gemm_f32; one row: float dots), and
+ * gemm_q8 (AVX512-VNNI, decode steps) where the CPU has it. */
+static void bench_few_rows(colo_device *dev, colo_stream *s, double seconds)
+{
+    bool q8 = colo_cpu_gemm_q8_cpu();
+    printf("\n%-40s %10s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms", q8 ? "VNNI ms" : "");
+    int saved = colo_cpu_int8_max_rows, saved_q8 = colo_cpu_q8_min_rows;
+    colo_cpu_q8_min_rows = 1 << 30;
+    const int rows[] = {1, 2, 4, 8, 16, 32, 64};
+    const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_0, COLO_Q6_K};
+    for (int ti = 0; ti < 5; ti++)
+        for (int i = 0; i < 7; i++) {
+            colo_cpu_int8_max_rows = 1 << 30;
+            double ti8 = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
+            colo_cpu_int8_max_rows = 0;
+            double tt = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds), tq = 0;
+            if (q8) {
+                colo_cpu_q8_min_rows = 1;
+                colo_stream_set_decode(s, true);
+                tq = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
+                colo_stream_set_decode(s, false);
+                colo_cpu_q8_min_rows = 1 << 30;
+            }
+            printf("  %-5s m=%-3d %38.3f %10.3f", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
+            if (q8)
+                printf(" %10.3f", tq * 1e3);
+            printf("\n");
+        }
+    colo_cpu_int8_max_rows = saved;
+    colo_cpu_q8_min_rows = saved_q8;
+}
+
 int main(int argc, char **argv)
 {
     const char *want = "cpu";
@@ -364,7 +477,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rows"))
             rows_only = true;
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] [--dots] [--rows]\n",
+            fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] "
+                            "[--dots] [--rows]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -379,115 +493,37 @@ int main(int argc, char **argv)
     colo_device_info info;
     colo_device_get_info(dev, &info);
     colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "bench: %s\n", err);
+        colo_device_close(dev);
+        return 1;
+    }
     printf("device: %s\n", info.name);
+    bool cpu = info.kind == COLO_BACKEND_CPU;
+    if (!attention_only)
+        printf("\n");
     if (attention_only) {
         bench_attention(dev, s, seconds);
-        goto out;
-    }
-    printf("\n");
-    const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0, COLO_Q2_K, COLO_Q3_K,
-                                COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
-    const int n_types = (int)(sizeof types / sizeof *types);
-    if (matvec_only)
-        goto matvec;
-    if (dots_only)
-        goto dots;
-    if (rows_only && info.kind == COLO_BACKEND_CPU)
-        goto few_rows;
-    printf("%-34s %12s %10s\n", "gemm (F32, batch x m x n x k)", "ms/call", "GFLOP/s");
-    const int gm[][4] = {{1, 256, 576, 576}, {1, 512, 1024, 1024}, {9, 128, 128, 64}, {12, 128, 64, 128}};
-    for (int i = 0; i < 4; i++) {
-        double t = time_gemm(dev, s, gm[i][0], gm[i][1], gm[i][2], gm[i][3], seconds);
-        printf("  %2d x m=%-4d n=%-5d k=%-5d %10.3f %10.1f\n", gm[i][0], gm[i][1], gm[i][2], gm[i][3], t * 1e3,
-               2.0 * gm[i][0] * gm[i][1] * gm[i][2] * gm[i][3] / t / 1e9);
-    }
-    printf("\n%-34s %12s %10s\n", "linear (F32 weights)", "ms/call", "GFLOP/s");
-    const int mm[][3] = {{64, 576, 576}, {128, 1536, 576}, {256, 576, 1536}, {512, 1024, 1024}};
-    for (int i = 0; i < 4; i++) {
-        double t = time_linear_cached(dev, s, COLO_F32, mm[i][0], mm[i][1], mm[i][2], seconds);
-        printf("  m=%-4d n=%-5d k=%-5d %15.3f %10.1f\n", mm[i][0], mm[i][1], mm[i][2], t * 1e3,
-               2.0 * mm[i][0] * mm[i][1] * mm[i][2] / t / 1e9);
-    }
-    if (info.kind == COLO_BACKEND_CUDA)
-        bench_prefill(dev, s, seconds);
-matvec:;
-    /* GB/s = weight bytes / time, against what a device-to-device copy moves. */
-    double copy = copy_gbs(dev, s, seconds);
-    printf("\ndevice-to-device copy: %.1f GB/s (bytes read and written)\n", copy);
-    printf("%-34s %12s %10s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s", "of copy");
-    /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
-     * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
-    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
-    const int n_mv = (int)(sizeof mv / sizeof *mv);
-    for (int ti = 0; ti < n_types; ti++)
-        for (int i = 0; i < n_mv; i++) {
-            if (mv[i][1] % colo_dtype_block_elems(types[ti]))
-                continue;
-            double t = time_linear(dev, s, types[ti], 1, mv[i][0], mv[i][1], seconds);
-            double bytes = (double)colo_dtype_row_bytes(types[ti], mv[i][1]) * mv[i][0];
-            if (t > 0)
-                printf("  %-5s n=%-6d k=%-5d %17.3f %10.2f %9.0f%%\n", colo_dtype_name(types[ti]), mv[i][0], mv[i][1],
-                       t * 1e3, bytes / t / 1e9, copy > 0 ? 100 * bytes / t / 1e9 / copy : 0);
+    } else if (matvec_only) {
+        bench_matvec(dev, s, seconds);
+    } else if (dots_only) { /* (no dots but on the CPU) */
+        if (cpu)
+            bench_dots(seconds);
+        else
+            bench_attention(dev, s, seconds);
+    } else if (rows_only && cpu) {
+        bench_few_rows(dev, s, seconds);
+        bench_attention(dev, s, seconds);
+    } else {
+        bench_products(dev, s, &info, seconds);
+        bench_matvec(dev, s, seconds);
+        bench_batch_rows(dev, s, &info, seconds);
+        if (cpu) {
+            bench_dots(seconds);
+            bench_few_rows(dev, s, seconds);
         }
-    if (matvec_only)
-        goto out;
-    /* Batched decode: m rows against one 4096 x 4096 weight, the paths a
-     * decode step takes (CPU: the int8 path, as colo_cpu_int8_max_decode_rows
-     * allows, for every m here, to compare). GB/s = weight bytes / time. */
-    printf("\n%-34s %12s %10s\n", "rows (linear n=4096 k=4096)", "ms/call", "GB/s");
-    int saved_rows = colo_cpu_int8_max_rows;
-    if (info.kind == COLO_BACKEND_CPU)
-        colo_cpu_int8_max_rows = 1 << 30;
-    const int batch_rows[] = {2, 4, 8, 16, 32, 64};
-    for (int ti = 0; ti < n_types - 3; ti++)
-        for (int i = 0; i < 6; i++) {
-            double t = time_linear(dev, s, types[ti], batch_rows[i], 4096, 4096, seconds);
-            double bytes = (double)colo_dtype_row_bytes(types[ti], 4096) * 4096;
-            printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(types[ti]), batch_rows[i], t * 1e3, bytes / t / 1e9);
-        }
-    colo_cpu_int8_max_rows = saved_rows;
-dots:
-    if (info.kind == COLO_BACKEND_CPU) {
-        printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
-        for (int ti = 0; ti < n_types - 3; ti++)
-            printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(types[ti]), dot_ns_per_block(types[ti], 1, seconds),
-                   dot_ns_per_block(types[ti], 4, seconds));
-        if (dots_only)
-            goto out;
-    few_rows:
-        /* Few rows on quantized weights: int8 dot products against exact F32
-         * activations (expanded tiles and gemm_f32; one row: float dots). */
-        /* And gemm_q8 (AVX512-VNNI, decode steps), where the CPU has it. */
-        bool q8 = colo_cpu_gemm_q8_cpu();
-        printf("\n%-40s %10s %10s %10s\n", "few rows (linear n=1536 k=768)", "int8 ms", "F32 ms",
-               q8 ? "VNNI ms" : "");
-        int saved = colo_cpu_int8_max_rows, saved_q8 = colo_cpu_q8_min_rows;
-        colo_cpu_q8_min_rows = 1 << 30;
-        const int rows[] = {1, 2, 4, 8, 16, 32, 64};
-        const colo_dtype few[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q4_K, COLO_Q5_0, COLO_Q6_K};
-        for (int ti = 0; ti < 5; ti++)
-            for (int i = 0; i < 7; i++) {
-                colo_cpu_int8_max_rows = 1 << 30;
-                double ti8 = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
-                colo_cpu_int8_max_rows = 0;
-                double tt = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds), tq = 0;
-                if (q8) {
-                    colo_cpu_q8_min_rows = 1;
-                    colo_stream_set_decode(s, true);
-                    tq = time_linear_cached(dev, s, few[ti], rows[i], 1536, 768, seconds);
-                    colo_stream_set_decode(s, false);
-                    colo_cpu_q8_min_rows = 1 << 30;
-                }
-                printf("  %-5s m=%-3d %38.3f %10.3f", colo_dtype_name(few[ti]), rows[i], ti8 * 1e3, tt * 1e3);
-                if (q8)
-                    printf(" %10.3f", tq * 1e3);
-                printf("\n");
-            }
-        colo_cpu_int8_max_rows = saved;
-        colo_cpu_q8_min_rows = saved_q8;
+        bench_attention(dev, s, seconds);
     }
-    bench_attention(dev, s, seconds);
-out:
     colo_stream_destroy(s);
     colo_device_close(dev);
     return 0;

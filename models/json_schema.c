@@ -280,6 +280,151 @@ static bool string_step(const colo_schema *g, const node *nd, colo_schema_frame 
     return true;
 }
 
+/* step's phases inside an object: c after '{' or ',', in a key, before
+ * the colon, starting the value, after the value. */
+static void object_step(const colo_schema *g, colo_schema_branch *b, colo_schema_frame *f, const node *nd, unsigned c,
+                        colo_schema_state *out)
+{
+    switch (f->phase) {
+    case O_FIRST:
+    case O_NEXT:
+        if (c == '"') {
+            f->mask = key_candidates(nd, f->i);
+            if (!f->mask)
+                return;
+            f->phase = O_KEY;
+            f->n = 0;
+            emit(out, b);
+            return;
+        }
+        if (c == '}' && f->phase == O_FIRST && may_close(nd, 0)) {
+            pop(g, b);
+            emit(out, b);
+        }
+        return;
+    case O_KEY: {
+        uint64_t keep = 0;
+        for (int j = 0; j < nd->n; j++) {
+            if (!(f->mask >> j & 1))
+                continue;
+            const prop *p = &g->props[nd->first + j];
+            if (c == '"' && p->len == f->n) {
+                f->i = (uint16_t)j;
+                f->phase = O_COLON;
+                emit(out, b);
+                return;
+            }
+            if (f->n < p->len && (unsigned char)p->name[f->n] == c)
+                keep |= 1ull << j;
+        }
+        if (!keep)
+            return;
+        f->mask = keep;
+        f->n++;
+        emit(out, b);
+        return;
+    }
+    case O_COLON:
+        if (c != ':')
+            return;
+        f->phase = O_VALUE;
+        emit(out, b);
+        return;
+    case O_VALUE:
+        enter(g, b, g->props[nd->first + f->i].node, c, out);
+        return;
+    case O_AFTER:
+        if (c == ',' && f->i + 1 < nd->n) {
+            f->i++;
+            f->phase = O_NEXT;
+            emit(out, b);
+        } else if (c == '}' && may_close(nd, f->i + 1)) {
+            pop(g, b);
+            emit(out, b);
+        }
+        return;
+    default: return;
+    }
+}
+
+/* step's phases inside an array: c after '[', after ',', after an item. */
+static void array_step(const colo_schema *g, colo_schema_branch *b, colo_schema_frame *f, const node *nd, unsigned c,
+                       colo_schema_state *out)
+{
+    switch (f->phase) {
+    case A_FIRST:
+        if (c == ']') {
+            if (nd->min == 0) {
+                pop(g, b);
+                emit(out, b);
+            }
+            return;
+        }
+        if (nd->max == 0)
+            return;
+        enter(g, b, nd->items, c, out);
+        return;
+    case A_NEXT:
+        enter(g, b, nd->items, c, out);
+        return;
+    case A_AFTER:
+        if (c == ',' && (nd->max < 0 || f->i < nd->max)) {
+            f->phase = A_NEXT;
+            emit(out, b);
+        } else if (c == ']' && f->i >= nd->min) {
+            pop(g, b);
+            emit(out, b);
+        }
+        return;
+    default: return;
+    }
+}
+
+/* step's phase inside a literal (enum, const, true, false, null): true
+ * when the literal ended before c, which must then go to the frame below. */
+static bool literal_step(const colo_schema *g, colo_schema_branch *b, colo_schema_frame *f, const node *nd,
+                         unsigned c, colo_schema_state *out)
+{
+    uint64_t keep = 0;
+    bool complete = false;
+    for (int j = 0; j < nd->n; j++) {
+        if (!(f->mask >> j & 1))
+            continue;
+        const lit *l = &g->lits[nd->first + j];
+        if (f->n < l->len && (unsigned char)l->text[f->n] == c)
+            keep |= 1ull << j;
+        complete |= l->len == f->n;
+    }
+    if (keep) {
+        f->mask = keep;
+        f->n++;
+        emit(out, b);
+        return false;
+    }
+    if (!complete)
+        return false;
+    pop(g, b);
+    return true;
+}
+
+/* step's phase inside any JSON value: true when the value ended before c,
+ * which must then go to the frame below. */
+static bool any_step(const colo_schema *g, colo_schema_branch *b, unsigned c, colo_schema_state *out)
+{
+    colo_json_fsm t = b->any;
+    if (colo_json_fsm_feed(&t, (const char *)&(char){(char)c}, 1)) {
+        b->any = t;
+        if (colo_json_fsm_done(&b->any))
+            pop(g, b);
+        emit(out, b);
+        return false;
+    }
+    if (!colo_json_fsm_complete(&b->any))
+        return false;
+    pop(g, b);
+    return true;
+}
+
 /* Feeds c to branch b (which it may change), adding what survives to out. */
 static void step(const colo_schema *g, colo_schema_branch *b, unsigned c, colo_schema_state *out)
 {
@@ -317,84 +462,16 @@ static void step(const colo_schema *g, colo_schema_branch *b, unsigned c, colo_s
             return;
         case O_FIRST:
         case O_NEXT:
-            if (c == '"') {
-                f->mask = key_candidates(nd, f->i);
-                if (!f->mask)
-                    return;
-                f->phase = O_KEY;
-                f->n = 0;
-                emit(out, b);
-                return;
-            }
-            if (c == '}' && f->phase == O_FIRST && may_close(nd, 0)) {
-                pop(g, b);
-                emit(out, b);
-            }
-            return;
-        case O_KEY: {
-            uint64_t keep = 0;
-            for (int j = 0; j < nd->n; j++) {
-                if (!(f->mask >> j & 1))
-                    continue;
-                const prop *p = &g->props[nd->first + j];
-                if (c == '"' && p->len == f->n) {
-                    f->i = (uint16_t)j;
-                    f->phase = O_COLON;
-                    emit(out, b);
-                    return;
-                }
-                if (f->n < p->len && (unsigned char)p->name[f->n] == c)
-                    keep |= 1ull << j;
-            }
-            if (!keep)
-                return;
-            f->mask = keep;
-            f->n++;
-            emit(out, b);
-            return;
-        }
+        case O_KEY:
         case O_COLON:
-            if (c != ':')
-                return;
-            f->phase = O_VALUE;
-            emit(out, b);
-            return;
         case O_VALUE:
-            enter(g, b, g->props[nd->first + f->i].node, c, out);
-            return;
         case O_AFTER:
-            if (c == ',' && f->i + 1 < nd->n) {
-                f->i++;
-                f->phase = O_NEXT;
-                emit(out, b);
-            } else if (c == '}' && may_close(nd, f->i + 1)) {
-                pop(g, b);
-                emit(out, b);
-            }
+            object_step(g, b, f, nd, c, out);
             return;
         case A_FIRST:
-            if (c == ']') {
-                if (nd->min == 0) {
-                    pop(g, b);
-                    emit(out, b);
-                }
-                return;
-            }
-            if (nd->max == 0)
-                return;
-            enter(g, b, nd->items, c, out);
-            return;
         case A_NEXT:
-            enter(g, b, nd->items, c, out);
-            return;
         case A_AFTER:
-            if (c == ',' && (nd->max < 0 || f->i < nd->max)) {
-                f->phase = A_NEXT;
-                emit(out, b);
-            } else if (c == ']' && f->i >= nd->min) {
-                pop(g, b);
-                emit(out, b);
-            }
+            array_step(g, b, f, nd, c, out);
             return;
         case S_BODY: {
             bool closed;
@@ -414,42 +491,14 @@ static void step(const colo_schema *g, colo_schema_branch *b, unsigned c, colo_s
                 return;
             pop(g, b); /* c follows the number */
             continue;
-        case L_BODY: {
-            uint64_t keep = 0;
-            bool complete = false;
-            for (int j = 0; j < nd->n; j++) {
-                if (!(f->mask >> j & 1))
-                    continue;
-                const lit *l = &g->lits[nd->first + j];
-                if (f->n < l->len && (unsigned char)l->text[f->n] == c)
-                    keep |= 1ull << j;
-                complete |= l->len == f->n;
-            }
-            if (keep) {
-                f->mask = keep;
-                f->n++;
-                emit(out, b);
+        case L_BODY:
+            if (!literal_step(g, b, f, nd, c, out))
                 return;
-            }
-            if (!complete)
-                return;
-            pop(g, b);
             continue;
-        }
-        case Y_BODY: {
-            colo_json_fsm t = b->any;
-            if (colo_json_fsm_feed(&t, (const char *)&(char){(char)c}, 1)) {
-                b->any = t;
-                if (colo_json_fsm_done(&b->any))
-                    pop(g, b);
-                emit(out, b);
+        case Y_BODY:
+            if (!any_step(g, b, c, out))
                 return;
-            }
-            if (!colo_json_fsm_complete(&b->any))
-                return;
-            pop(g, b);
             continue;
-        }
         default: return;
         }
     }

@@ -42,6 +42,8 @@
 #include "runtime/backend.h"
 #include "runtime/cosched.h"
 
+/* The architectures; each is one row of traits in models/llama_arch.c,
+ * which is all that loading and the forward pass know of it. */
 typedef enum colo_llama_arch {
     COLO_ARCH_LLAMA,
     COLO_ARCH_QWEN2,
@@ -80,6 +82,9 @@ typedef struct colo_llama colo_llama;
 const char *colo_llama_arch_name(colo_llama_arch a);
 /* The architecture named name; COLO_EINVAL for another name. */
 colo_status colo_llama_arch_parse(const char *name, colo_llama_arch *out);
+/* "llama, qwen2, ..." (every architecture's name, for messages) into buf,
+ * cut to cap bytes (NUL included). */
+void colo_llama_arch_list(char *buf, size_t cap);
 
 /* Loads path into arena (weights copied with s). NULL with a message naming
  * the file and the key or tensor that is missing, malformed or not

@@ -1,6 +1,7 @@
 #include "models/mkmodel.h"
 #include "kernels/quant.h"
 #include "models/gguf.h"
+#include "models/llama_impl.h"
 #include "models/progress.h"
 #include "models/unicode.h"
 
@@ -204,7 +205,7 @@ static colo_status check_config(const colo_mkmodel_config *c, char *err, size_t 
     int hd = c->head_dim ? c->head_dim : c->n_head > 0 ? c->n_embd / c->n_head : 0;
     if (c->n_layer < 1 || c->n_embd < 32 || c->n_head < 1 || c->n_kv_head < 1 || c->n_ff < 32 || c->n_ctx < 8 ||
         (!c->head_dim && c->n_embd % c->n_head) || c->n_head % c->n_kv_head || hd % 2 || hd > 256 ||
-        c->n_layer > 1000 || (unsigned)c->arch > COLO_ARCH_GEMMA3) {
+        c->n_layer > 1000 || !colo_llama_traits(c->arch)) {
         colo_set_err(err, errlen, "inconsistent shape: need layers >= 1, dim >= 32 divisible by heads (or a head "
                                   "size), heads divisible by kv-heads, an even head size of at most 256, ffn >= 32, "
                                   "ctx >= 8");
@@ -275,12 +276,13 @@ static bool build_vocab(const colo_mkmodel_config *c, char **toks, int32_t *type
 static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *c, char *const *toks,
                                 const int32_t *types, int eos)
 {
-    const char *an = colo_llama_arch_name(c->arch);
+    const colo_llama_arch_traits *tr = colo_llama_traits(c->arch);
+    const char *an = tr->name;
     char name[64], k[96];
     /* (not the architecture's name: llama.cpp treats a name with "phi3" in it as Phi-3's vocabulary) */
     snprintf(name, sizeof name, "colo synthetic %dL-%dd", c->n_layer, c->n_embd);
     int hd = c->head_dim ? c->head_dim : c->n_embd / c->n_head;
-    float base = c->rope_base > 0 ? c->rope_base : c->arch == COLO_ARCH_GEMMA3 ? 1000000.0f : 10000.0f;
+    float base = c->rope_base > 0 ? c->rope_base : tr->default_rope_base;
 #define K(sfx) (snprintf(k, sizeof k, "%s.%s", an, sfx), k)
     if (colo_gguf_writer_add_str(w, "general.architecture", an) ||
         colo_gguf_writer_add_str(w, "general.name", name) ||
@@ -291,19 +293,21 @@ static colo_status add_metadata(colo_gguf_writer *w, const colo_mkmodel_config *
         colo_gguf_writer_add_u32(w, K("attention.head_count"), (uint32_t)c->n_head) ||
         colo_gguf_writer_add_u32(w, K("attention.head_count_kv"), (uint32_t)c->n_kv_head) ||
         colo_gguf_writer_add_f32(w, K("rope.freq_base"), base) ||
-        colo_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), c->arch == COLO_ARCH_GEMMA3 ? 1e-6f : 1e-5f) ||
+        colo_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), tr->default_rms_eps) ||
         colo_gguf_writer_add_u32(w, K("rope.dimension_count"), (uint32_t)hd) ||
         colo_gguf_writer_add_u32(w, K("vocab_size"), (uint32_t)c->n_vocab))
         return COLO_ENOMEM;
     if (c->head_dim && (colo_gguf_writer_add_u32(w, K("attention.key_length"), (uint32_t)hd) ||
                         colo_gguf_writer_add_u32(w, K("attention.value_length"), (uint32_t)hd)))
         return COLO_ENOMEM;
-    if (c->arch == COLO_ARCH_PHI3 && /* Phi-3.5's: long factors past 1/32 of the context */
+    if (tr->rope_factors == COLO_ROPE_FACTORS_LONG_SHORT && /* Phi-3.5's: long factors past 1/32 of the context */
         (colo_gguf_writer_add_u32(w, K("rope.scaling.original_context_length"), (uint32_t)(c->n_ctx / 32 + 1)) ||
-         colo_gguf_writer_add_f32(w, K("rope.scaling.attn_factor"), 1.1902380714238083f) ||
-         colo_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)c->n_ctx * 2)))
+         colo_gguf_writer_add_f32(w, K("rope.scaling.attn_factor"), 1.1902380714238083f)))
         return COLO_ENOMEM;
-    if (c->arch == COLO_ARCH_GEMMA3 &&
+    if (tr->swa == COLO_SWA_IGNORED && /* as Phi-3.5's files: a window past the context */
+        colo_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)c->n_ctx * 2))
+        return COLO_ENOMEM;
+    if (tr->swa == COLO_SWA_LAYERS &&
         (colo_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)(c->n_swa ? c->n_swa : 512)) ||
          colo_gguf_writer_add_f32(w, K("rope.freq_base_swa"), 10000.0f)))
         return COLO_ENOMEM;
@@ -383,7 +387,7 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
     int hd = c->head_dim ? c->head_dim : c->n_embd / c->n_head;
     int64_t E = c->n_embd, Q = (int64_t)c->n_head * hd, KV = (int64_t)c->n_kv_head * hd, F = c->n_ff, V = c->n_vocab;
     colo_dtype t = c->type;
-    colo_llama_arch a = c->arch;
+    const colo_llama_arch_traits *tr = colo_llama_traits(c->arch);
     colo_status st;
     if ((st = add_tensor(w, f, "token_embd.weight", t == COLO_Q4_1 ? COLO_Q8_0 : matrix_type(c, "token_embd", 0), E,
                          V, T_MATRIX)) ||
@@ -391,10 +395,11 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
         return st;
     if (c->untied && (st = add_tensor(w, f, "output.weight", matrix_type(c, "output", 0), E, V, T_MATRIX)))
         return st;
-    if (a == COLO_ARCH_LLAMA && c->llama3_rope && (st = add_llama3_freqs(w, f, hd)))
+    if (tr->rope_factors == COLO_ROPE_FACTORS_FREQS && c->llama3_rope && (st = add_llama3_freqs(w, f, hd)))
         return st;
-    if (a == COLO_ARCH_PHI3 && ((st = add_tensor(w, f, "rope_factors_long.weight", COLO_F32, hd / 2, 1, T_FACTORS)) ||
-                                (st = add_tensor(w, f, "rope_factors_short.weight", COLO_F32, hd / 2, 1, T_FACTORS))))
+    if (tr->rope_factors == COLO_ROPE_FACTORS_LONG_SHORT &&
+        ((st = add_tensor(w, f, "rope_factors_long.weight", COLO_F32, hd / 2, 1, T_FACTORS)) ||
+         (st = add_tensor(w, f, "rope_factors_short.weight", COLO_F32, hd / 2, 1, T_FACTORS))))
         return st;
     for (int l = 0; l < c->n_layer; l++) {
         char nm[64];
@@ -402,27 +407,26 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
     (snprintf(nm, sizeof nm, "blk.%d.%s", l, sfx), (st = add_tensor(w, f, nm, type, k, rows, kind)) != COLO_OK)
         if (ADD("attn_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;
-        if (a == COLO_ARCH_PHI3) {
+        if (tr->fused_qkv) {
             if (ADD("attn_qkv.weight", matrix_type(c, "attn_qkv", l), E, Q + 2 * KV, T_MATRIX))
                 return st;
         } else if (ADD("attn_q.weight", t, E, Q, T_MATRIX) || ADD("attn_k.weight", t, E, KV, T_MATRIX) ||
                    ADD("attn_v.weight", matrix_type(c, "attn_v", l), E, KV, T_MATRIX)) {
             return st;
         }
-        if (a == COLO_ARCH_QWEN2 && (ADD("attn_q.bias", COLO_F32, Q, 1, T_BIAS) ||
-                                     ADD("attn_k.bias", COLO_F32, KV, 1, T_BIAS) ||
-                                     ADD("attn_v.bias", COLO_F32, KV, 1, T_BIAS)))
+        if (tr->qkv_bias && (ADD("attn_q.bias", COLO_F32, Q, 1, T_BIAS) || ADD("attn_k.bias", COLO_F32, KV, 1, T_BIAS) ||
+                             ADD("attn_v.bias", COLO_F32, KV, 1, T_BIAS)))
             return st;
-        if ((a == COLO_ARCH_QWEN3 || a == COLO_ARCH_GEMMA3) &&
+        if (tr->qk_norm &&
             (ADD("attn_q_norm.weight", COLO_F32, hd, 1, T_NORM) || ADD("attn_k_norm.weight", COLO_F32, hd, 1, T_NORM)))
             return st;
         if (ADD("attn_output.weight", t, Q, E, T_MATRIX))
             return st;
-        if (a == COLO_ARCH_GEMMA3 && ADD("post_attention_norm.weight", COLO_F32, E, 1, T_NORM))
+        if (tr->post_norms && ADD("post_attention_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;
         if (ADD("ffn_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;
-        if (a == COLO_ARCH_PHI3) {
+        if (tr->fused_up) {
             if (ADD("ffn_up.weight", t, E, 2 * F, T_MATRIX))
                 return st;
         } else if (ADD("ffn_gate.weight", t, E, F, T_MATRIX) || ADD("ffn_up.weight", t, E, F, T_MATRIX)) {
@@ -430,7 +434,7 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
         }
         if (ADD("ffn_down.weight", matrix_type(c, "ffn_down", l), F, E, T_MATRIX))
             return st;
-        if (a == COLO_ARCH_GEMMA3 && ADD("post_ffw_norm.weight", COLO_F32, E, 1, T_NORM))
+        if (tr->post_norms && ADD("post_ffw_norm.weight", COLO_F32, E, 1, T_NORM))
             return st;
 #undef ADD
     }

@@ -72,7 +72,9 @@ int main(int argc, char **argv)
         }
         case 'a':
             if (colo_llama_arch_parse(optarg, &c.arch) != COLO_OK) {
-                fprintf(stderr, "colo-mkmodel: --arch %s: not one of llama, qwen2, qwen3, phi3, gemma3\n", optarg);
+                char list[256];
+                colo_llama_arch_list(list, sizeof list);
+                fprintf(stderr, "colo-mkmodel: --arch %s: not one of %s\n", optarg, list);
                 return 2;
             }
             break;

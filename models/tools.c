@@ -174,6 +174,91 @@ static char *take(buf *b, uint8_t **plain)
     return b->s;
 }
 
+/* The tool results starting at msgs[*i] as one turn into b; returns the
+ * turn's role. Hermes gathers consecutive results into one user turn and
+ * leaves *i on the last of them. */
+static const char *put_tool_results(buf *b, style st, const colo_tool_msg *msgs, int n, int *i)
+{
+    const colo_tool_msg *m = &msgs[*i];
+    if (st == HERMES) {
+        for (; *i < n && !strcmp(msgs[*i].m.role, "tool"); (*i)++) {
+            if (b->len)
+                put(b, "\n");
+            put(b, "<tool_response>\n");
+            put_text(b, msgs[*i].m.content);
+            put(b, "\n</tool_response>");
+        }
+        (*i)--;
+        return "user";
+    }
+    if (st == LLAMA3) {
+        put_text(b, m->m.content);
+        return "ipython";
+    }
+    json_t *r = json_pack("{s:s,s:s}", "content", m->m.content ? m->m.content : "", "call_id",
+                          m->tool_call_id ? m->tool_call_id : "");
+    char *s = r ? json_dumps(r, JSON_PRESERVE_ORDER) : NULL;
+    json_decref(r);
+    if (!s)
+        b->oom = true;
+    put(b, "[TOOL_RESULTS] ");
+    put_text(b, s);
+    put(b, "[/TOOL_RESULTS]");
+    free(s);
+    return "tool"; /* written as it is, outside [INST] (models/chat.c) */
+}
+
+/* An assistant turn with tool calls into b: its text, then the calls in
+ * the family's format. */
+static void put_assistant_calls(buf *b, style st, const colo_tool_msg *m)
+{
+    put_text(b, m->m.content);
+    if (st == HERMES) {
+        for (int c = 0; c < m->n_calls; c++) {
+            if (b->len)
+                put(b, "\n");
+            put(b, "<tool_call>\n");
+            put_call(b, st, m->call_names[c], m->call_args[c]);
+            put(b, "\n</tool_call>");
+        }
+    } else if (st == LLAMA3) {
+        for (int c = 0; c < m->n_calls; c++) {
+            if (b->len)
+                put(b, "\n");
+            put_call(b, st, m->call_names[c], m->call_args[c]);
+        }
+    } else {
+        put(b, "[TOOL_CALLS] [");
+        for (int c = 0; c < m->n_calls; c++) {
+            if (c)
+                put(b, ", ");
+            put_call(b, st, m->call_names[c], m->call_args[c]);
+        }
+        put(b, "]");
+    }
+}
+
+/* A forced call (Hermes): prompt and its marks (*pm) end with the call's
+ * opening tag, which is ours. Returns the prompt, or NULL (prompt freed)
+ * when out of memory; *pm stays the caller's to free. */
+static char *open_forced_call(char *prompt, uint8_t **pm)
+{
+    size_t l = strlen(prompt), add = strlen("<tool_call>\n");
+    char *p = realloc(prompt, l + add + 1);
+    uint8_t *q = p ? realloc(*pm, l + add + 1) : NULL;
+    if (p)
+        prompt = p;
+    if (q)
+        *pm = q;
+    if (!p || !q) {
+        free(prompt);
+        return NULL;
+    }
+    memcpy(prompt + l, "<tool_call>\n", add + 1);
+    memset(*pm + l, 0, add + 1);
+    return prompt;
+}
+
 char *colo_tools_prompt_marked(const colo_chat_template *t, const colo_tool_msg *msgs, int n,
                                const colo_tool_def *tools, int n_tools, bool forced, uint8_t **plain)
 {
@@ -223,58 +308,9 @@ char *colo_tools_prompt_marked(const colo_chat_template *t, const colo_tool_msg 
         if (i == 0 && n_tools > 0 && st == HERMES && !strcmp(role, "system"))
             continue; /* written above, with the tools */
         if (!strcmp(role, "tool")) {
-            if (st == HERMES) {
-                /* consecutive results: one user turn */
-                for (; i < n && !strcmp(msgs[i].m.role, "tool"); i++) {
-                    if (b.len)
-                        put(&b, "\n");
-                    put(&b, "<tool_response>\n");
-                    put_text(&b, msgs[i].m.content);
-                    put(&b, "\n</tool_response>");
-                }
-                i--;
-                role = "user";
-            } else if (st == LLAMA3) {
-                put_text(&b, m->m.content);
-                role = "ipython";
-            } else {
-                json_t *r = json_pack("{s:s,s:s}", "content", m->m.content ? m->m.content : "", "call_id",
-                                      m->tool_call_id ? m->tool_call_id : "");
-                char *s = r ? json_dumps(r, JSON_PRESERVE_ORDER) : NULL;
-                json_decref(r);
-                if (!s)
-                    b.oom = true;
-                put(&b, "[TOOL_RESULTS] ");
-                put_text(&b, s);
-                put(&b, "[/TOOL_RESULTS]");
-                free(s);
-                role = "tool"; /* written as it is, outside [INST] (models/chat.c) */
-            }
+            role = put_tool_results(&b, st, msgs, n, &i);
         } else if (!strcmp(role, "assistant") && m->n_calls > 0) {
-            put_text(&b, m->m.content);
-            if (st == HERMES) {
-                for (int c = 0; c < m->n_calls; c++) {
-                    if (b.len)
-                        put(&b, "\n");
-                    put(&b, "<tool_call>\n");
-                    put_call(&b, st, m->call_names[c], m->call_args[c]);
-                    put(&b, "\n</tool_call>");
-                }
-            } else if (st == LLAMA3) {
-                for (int c = 0; c < m->n_calls; c++) {
-                    if (b.len)
-                        put(&b, "\n");
-                    put_call(&b, st, m->call_names[c], m->call_args[c]);
-                }
-            } else {
-                put(&b, "[TOOL_CALLS] [");
-                for (int c = 0; c < m->n_calls; c++) {
-                    if (c)
-                        put(&b, ", ");
-                    put_call(&b, st, m->call_names[c], m->call_args[c]);
-                }
-                put(&b, "]");
-            }
+            put_assistant_calls(&b, st, m);
         } else if (n_tools > 0 && !strcmp(role, "user") && st == LLAMA3 && i == first_user) {
             put_tools_block(&b, st, tools, n_tools);
             put_text(&b, m->m.content);
@@ -299,22 +335,8 @@ char *colo_tools_prompt_marked(const colo_chat_template *t, const colo_tool_msg 
         k++;
     }
     prompt = colo_chat_prompt_marked(t, out, k, out_plain, &pm);
-    if (prompt && forced && st == HERMES) {
-        size_t l = strlen(prompt), add = strlen("<tool_call>\n");
-        char *p = realloc(prompt, l + add + 1);
-        uint8_t *q = p ? realloc(pm, l + add + 1) : NULL;
-        if (p)
-            prompt = p;
-        if (q)
-            pm = q;
-        if (!p || !q) {
-            free(prompt);
-            prompt = NULL;
-        } else {
-            memcpy(prompt + l, "<tool_call>\n", add + 1);
-            memset(pm + l, 0, add + 1);
-        }
-    }
+    if (prompt && forced && st == HERMES)
+        prompt = open_forced_call(prompt, &pm);
     if (prompt && plain) {
         *plain = pm;
         pm = NULL;

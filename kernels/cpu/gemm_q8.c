@@ -122,6 +122,95 @@ static inline void or_bit32(const uint8_t *p, int bit, int val, uint8_t *u)
     _mm256_storeu_si256((__m256i *)u, _mm256_mask_add_epi8(v, m, v, _mm256_set1_epi8((char)val)));
 }
 
+/* unpack_row for the K-quants, one super-block of 256 at a time. */
+static void unpack_q4_5_k(colo_dtype t, const void *row, int k, uint8_t *u, float *a, float *c)
+{
+    for (int sb = 0; sb < k / 256; sb++) {
+        uint16_t d16, dmin16;
+        const uint8_t *scales, *qs, *qh = NULL;
+        if (t == COLO_Q4_K) {
+            const colo_blk_q4_k *q = (const colo_blk_q4_k *)row + sb;
+            d16 = q->d, dmin16 = q->dmin, scales = q->scales, qs = q->qs;
+        } else {
+            const colo_blk_q5_k *q = (const colo_blk_q5_k *)row + sb;
+            d16 = q->d, dmin16 = q->dmin, scales = q->scales, qs = q->qs, qh = q->qh;
+        }
+        float d = HALF(d16), dmin = HALF(dmin16);
+        uint8_t sc[8], mn[8];
+        colo_k4_scales(scales, sc, mn);
+        for (int j = 0; j < 8; j++) { /* sub-block of 32 */
+            uint8_t *o = u + 256 * sb + 32 * j;
+            bits32(qs + 32 * (j / 2), 4 * (j & 1), 15, o);
+            if (qh)
+                or_bit32(qh, j, 16, o);
+            a[8 * sb + j] = d * (float)sc[j];
+            c[8 * sb + j] = -(dmin * (float)mn[j]);
+        }
+    }
+}
+
+static void unpack_q6_k(const void *row, int k, uint8_t *u, float *a, float *c)
+{
+    for (int sb = 0; sb < k / 256; sb++) {
+        const colo_blk_q6_k *q = (const colo_blk_q6_k *)row + sb;
+        float d = HALF(q->d);
+        const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
+            __m256i *o = (__m256i *)(u + 256 * sb + 128 * h);
+            _mm256_storeu_si256(o, _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+            _mm256_storeu_si256(o + 1, _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+            _mm256_storeu_si256(o + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                                       _mm256_and_si256(qh, m30)));
+            _mm256_storeu_si256(o + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        }
+        for (int g = 0; g < 16; g++) { /* scale block of 16 */
+            a[16 * sb + g] = d * (float)q->scales[g];
+            c[16 * sb + g] = -32.0f * a[16 * sb + g];
+        }
+    }
+}
+
+static void unpack_q3_k(const void *row, int k, uint8_t *u, float *a, float *c)
+{
+    for (int sb = 0; sb < k / 256; sb++) {
+        const colo_blk_q3_k *q = (const colo_blk_q3_k *)row + sb;
+        float d = HALF(q->d);
+        int8_t sc[16];
+        colo_q3_k_scales(q->scales, sc);
+        for (int n = 0; n < 2; n++)
+            for (int j = 0; j < 4; j++) {
+                uint8_t *o = u + 256 * sb + 128 * n + 32 * j;
+                bits32(q->qs + 32 * n, 2 * j, 3, o);
+                or_bit32(q->hmask, 4 * n + j, 4, o);
+            }
+        for (int g = 0; g < 16; g++) {
+            a[16 * sb + g] = d * (float)sc[g];
+            c[16 * sb + g] = -4.0f * a[16 * sb + g];
+        }
+    }
+}
+
+static void unpack_q2_k(const void *row, int k, uint8_t *u, float *a, float *c)
+{
+    for (int sb = 0; sb < k / 256; sb++) {
+        const colo_blk_q2_k *q = (const colo_blk_q2_k *)row + sb;
+        float d = HALF(q->d), dmin = HALF(q->dmin);
+        for (int n = 0; n < 2; n++)
+            for (int j = 0; j < 4; j++)
+                bits32(q->qs + 32 * n, 2 * j, 3, u + 256 * sb + 128 * n + 32 * j);
+        for (int g = 0; g < 16; g++) {
+            a[16 * sb + g] = d * (float)(q->scales[g] & 15);
+            c[16 * sb + g] = -(dmin * (float)(q->scales[g] >> 4));
+        }
+    }
+}
+
 static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *a, float *c)
 {
     int nb = k / 32;
@@ -165,84 +254,16 @@ static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *
         break;
     case COLO_Q4_K:
     case COLO_Q5_K:
-        for (int sb = 0; sb < k / 256; sb++) {
-            uint16_t d16, dmin16;
-            const uint8_t *scales, *qs, *qh = NULL;
-            if (t == COLO_Q4_K) {
-                const colo_blk_q4_k *q = (const colo_blk_q4_k *)row + sb;
-                d16 = q->d, dmin16 = q->dmin, scales = q->scales, qs = q->qs;
-            } else {
-                const colo_blk_q5_k *q = (const colo_blk_q5_k *)row + sb;
-                d16 = q->d, dmin16 = q->dmin, scales = q->scales, qs = q->qs, qh = q->qh;
-            }
-            float d = HALF(d16), dmin = HALF(dmin16);
-            uint8_t sc[8], mn[8];
-            colo_k4_scales(scales, sc, mn);
-            for (int j = 0; j < 8; j++) { /* sub-block of 32 */
-                uint8_t *o = u + 256 * sb + 32 * j;
-                bits32(qs + 32 * (j / 2), 4 * (j & 1), 15, o);
-                if (qh)
-                    or_bit32(qh, j, 16, o);
-                a[8 * sb + j] = d * (float)sc[j];
-                c[8 * sb + j] = -(dmin * (float)mn[j]);
-            }
-        }
+        unpack_q4_5_k(t, row, k, u, a, c);
         break;
     case COLO_Q6_K:
-        for (int sb = 0; sb < k / 256; sb++) {
-            const colo_blk_q6_k *q = (const colo_blk_q6_k *)row + sb;
-            float d = HALF(q->d);
-            const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-            for (int h = 0; h < 2; h++) {
-                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h));
-                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(q->ql + 64 * h + 32));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(q->qh + 32 * h));
-                __m256i *o = (__m256i *)(u + 256 * sb + 128 * h);
-                _mm256_storeu_si256(o, _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                                       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-                _mm256_storeu_si256(o + 1, _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                                           _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-                _mm256_storeu_si256(o + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                                           _mm256_and_si256(qh, m30)));
-                _mm256_storeu_si256(o + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-            }
-            for (int g = 0; g < 16; g++) { /* scale block of 16 */
-                a[16 * sb + g] = d * (float)q->scales[g];
-                c[16 * sb + g] = -32.0f * a[16 * sb + g];
-            }
-        }
+        unpack_q6_k(row, k, u, a, c);
         break;
     case COLO_Q3_K:
-        for (int sb = 0; sb < k / 256; sb++) {
-            const colo_blk_q3_k *q = (const colo_blk_q3_k *)row + sb;
-            float d = HALF(q->d);
-            int8_t sc[16];
-            colo_q3_k_scales(q->scales, sc);
-            for (int n = 0; n < 2; n++)
-                for (int j = 0; j < 4; j++) {
-                    uint8_t *o = u + 256 * sb + 128 * n + 32 * j;
-                    bits32(q->qs + 32 * n, 2 * j, 3, o);
-                    or_bit32(q->hmask, 4 * n + j, 4, o);
-                }
-            for (int g = 0; g < 16; g++) {
-                a[16 * sb + g] = d * (float)sc[g];
-                c[16 * sb + g] = -4.0f * a[16 * sb + g];
-            }
-        }
+        unpack_q3_k(row, k, u, a, c);
         break;
     case COLO_Q2_K:
-        for (int sb = 0; sb < k / 256; sb++) {
-            const colo_blk_q2_k *q = (const colo_blk_q2_k *)row + sb;
-            float d = HALF(q->d), dmin = HALF(q->dmin);
-            for (int n = 0; n < 2; n++)
-                for (int j = 0; j < 4; j++)
-                    bits32(q->qs + 32 * n, 2 * j, 3, u + 256 * sb + 128 * n + 32 * j);
-            for (int g = 0; g < 16; g++) {
-                a[16 * sb + g] = d * (float)(q->scales[g] & 15);
-                c[16 * sb + g] = -(dmin * (float)(q->scales[g] >> 4));
-            }
-        }
+        unpack_q2_k(row, k, u, a, c);
         break;
     default:
         break;

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Checks the layering of colo's sources (docs/ARCHITECTURE.md, "Layers").
+
+Reads every #include "..." line of the C, CUDA and header files under the
+project's folders and fails (exit 1, one line per bad edge) when:
+  - a file includes a header of a higher layer;
+  - loadtest/ includes anything outside loadtest/, or anything outside
+    tests/ includes loadtest/ (colo-loadtest shares no code with the server);
+  - server/ includes a models/ header (it reaches models through the model
+    kinds of batching/kind.h);
+  - a private header (runtime's backend_impl.h, cpu_task.h, cuda_impl.h;
+    elsewhere any *_impl.h or *_internal.h) is included from outside the
+    code it is private to.
+
+Layers, bottom to top: runtime, kernels, models, batching, config, server.
+kernels/ is part of the backends, as ggml's ops are: kernels/cpu is the CPU
+backend's ops and may include runtime/cpu_task.h, kernels/cuda the CUDA
+backend's and may include runtime/cuda_impl.h, and both (with the op
+dispatch, kernels/ops.c) runtime/backend_impl.h. Tests sit above every
+layer; only runtime's and kernels' tests may reach runtime's private
+headers, and a folder's other private headers only its tests and the fuzz
+targets.
+
+  layer-check.py [--root DIR]   check the tree (default: this script's project)
+  layer-check.py --self-test    check that bad edges in a scratch tree are found
+"""
+import os
+import re
+import sys
+import tempfile
+
+LAYERS = ["runtime", "kernels", "models", "batching", "config", "server"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
+FOLDERS = LAYERS + ["loadtest", "tests"]
+SUFFIXES = (".c", ".h", ".cu", ".cuh")
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+
+# Runtime's private headers and the files allowed to include them (prefixes).
+PRIVATE = {
+    "runtime/backend_impl.h": ("runtime/", "kernels/ops.c", "kernels/cpu/", "kernels/cuda/",
+                               "tests/runtime/", "tests/kernels/"),
+    "runtime/cpu_task.h": ("runtime/", "kernels/cpu/", "tests/runtime/", "tests/kernels/"),
+    "runtime/cuda_impl.h": ("runtime/", "kernels/cuda/", "tests/runtime/", "tests/kernels/"),
+}
+
+
+def folder(path):
+    return path.split("/", 1)[0]
+
+
+def resolve(root, src, name):
+    """The project path an include names: relative to the including file's
+    folder first (as the compiler does for "..."), then to the root; None
+    for a header from outside the project."""
+    local = os.path.normpath(os.path.join(os.path.dirname(src), name))
+    if os.path.isfile(os.path.join(root, local)):
+        return local
+    if os.path.isfile(os.path.join(root, name)):
+        return os.path.normpath(name)
+    return None
+
+
+def private_to(header):
+    """The prefixes of the files allowed to include header, or None when it
+    is public."""
+    if header in PRIVATE:
+        return PRIVATE[header]
+    base = os.path.basename(header)
+    if re.search(r"_(impl|internal)\.(h|cuh)$", base):
+        d = os.path.dirname(header) + "/"
+        return (d, "tests/" + d, "tests/fuzz/")
+    return None
+
+
+def bad_edge(src, dst):
+    """Why the edge src -> dst breaks the layering, or None."""
+    fs, fd = folder(src), folder(dst)
+    allowed = private_to(dst)
+    if allowed is not None and not src.startswith(allowed):
+        return "%s is private to %s" % (dst, ", ".join(allowed))
+    if fs == "tests":
+        if src.startswith("tests/loadtest/") and fd not in ("loadtest", "tests"):
+            return "loadtest's tests include only loadtest/ and tests/"
+        return None
+    if fs == "loadtest" or fd == "loadtest":
+        return None if fs == fd else "loadtest/ shares no code with the other folders"
+    if fd == "tests":
+        return "only tests include tests/"
+    if fs == "server" and fd == "models":
+        return "server/ reaches models only through batching's model kinds"
+    if fd in RANK and fs in RANK and RANK[fd] > RANK[fs]:
+        return "%s runs up from %s (layer %d) to %s (layer %d)" % (dst, fs, RANK[fs], fd, RANK[fd])
+    return None
+
+
+def sources(root):
+    for top in FOLDERS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames.sort()
+            for f in sorted(filenames):
+                if f.endswith(SUFFIXES):
+                    yield os.path.relpath(os.path.join(dirpath, f), root)
+
+
+def check(root):
+    """Lines describing every bad edge under root; [] when the tree is clean."""
+    bad = []
+    n_files = 0
+    for src in sources(root):
+        n_files += 1
+        with open(os.path.join(root, src), encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                dst = resolve(root, src, m.group(1))
+                if dst is None:
+                    continue
+                why = bad_edge(src, dst)
+                if why:
+                    bad.append("%s:%d: includes %s: %s" % (src, lineno, m.group(1), why))
+    if n_files == 0:
+        bad.append("%s: no sources found" % root)
+    return bad
+
+
+def self_test():
+    """A clean scratch tree passes; each kind of bad edge added to it fails."""
+    clean = {
+        "runtime/backend.h": "",
+        "runtime/backend_impl.h": '#include "runtime/backend.h"\n',
+        "runtime/cpu_task.h": "",
+        "runtime/cuda_impl.h": '#include "runtime/backend_impl.h"\n',
+        "kernels/ops.h": '#include "runtime/backend.h"\n',
+        "kernels/ops.c": '#include "runtime/backend_impl.h"\n',
+        "kernels/cpu/k.c": '#include "runtime/cpu_task.h"\n',
+        "kernels/cuda/k.cu": '#include "runtime/cuda_impl.h"\n',
+        "models/m.h": '#include "kernels/ops.h"\n',
+        "models/m_impl.h": '#include "models/m.h"\n',
+        "models/m.c": '#include "m_impl.h"\n',
+        "batching/b.h": '#include "models/m.h"\n',
+        "config/c.h": '#include "batching/b.h"\n',
+        "server/s.c": '#include "config/c.h"\n#include "batching/b.h"\n',
+        "loadtest/l.h": "",
+        "loadtest/l.c": '#include "loadtest/l.h"\n',
+        "tests/t.h": "",
+        "tests/runtime/test_r.c": '#include "runtime/cpu_task.h"\n#include "tests/t.h"\n',
+        "tests/models/test_m.c": '#include "models/m.c"\n#include "models/m_impl.h"\n',
+    }
+    bad_edges = [
+        ("runtime/r.c", '#include "kernels/ops.h"\n'),
+        ("kernels/k.c", '#include "models/m.h"\n'),
+        ("models/x.c", '#include "batching/b.h"\n'),
+        ("batching/x.c", '#include "config/c.h"\n'),
+        ("config/x.c", '#include "server/s.c"\n'),
+        ("models/y.c", '#include "runtime/backend_impl.h"\n'),
+        ("kernels/bench.c", '#include "runtime/backend_impl.h"\n'),
+        ("kernels/cpu/x.c", '#include "runtime/cuda_impl.h"\n'),
+        ("kernels/cuda/x.cu", '#include "runtime/cpu_task.h"\n'),
+        ("batching/y.c", '#include "models/m_impl.h"\n'),
+        ("server/x.c", '#include "models/m.h"\n'),
+        ("loadtest/x.c", '#include "runtime/backend.h"\n'),
+        ("server/y.c", '#include "loadtest/l.h"\n'),
+        ("tests/models/test_x.c", '#include "runtime/cpu_task.h"\n'),
+        ("models/z.c", '  #  include "batching/b.h" /* spaced */\n'),
+    ]
+
+    def write(root, files):
+        for path, text in files.items():
+            full = os.path.join(root, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w") as fh:
+                fh.write(text)
+
+    failures = []
+    with tempfile.TemporaryDirectory() as root:
+        write(root, clean)
+        got = check(root)
+        if got:
+            failures.append("clean tree reported: %s" % got)
+    for path, text in bad_edges:
+        with tempfile.TemporaryDirectory() as root:
+            write(root, clean)
+            write(root, {path: text})
+            got = check(root)
+            if len(got) != 1 or not got[0].startswith(path + ":1:"):
+                failures.append("%s with %s: reported %s" % (path, text.strip(), got))
+    for f in failures:
+        print("layer-check self-test: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main(argv):
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    args = argv[1:]
+    if args == ["--self-test"]:
+        return self_test()
+    if len(args) == 2 and args[0] == "--root":
+        root = args[1]
+    elif args:
+        print(__doc__, file=sys.stderr)
+        return 2
+    bad = check(root)
+    for line in bad:
+        print(line, file=sys.stderr)
+    if bad:
+        print("layer-check: %d include(s) break the layering (docs/ARCHITECTURE.md, Layers)" % len(bad),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
