@@ -455,6 +455,16 @@ static void test_locked_ledger_keeps_serving(void **state)
     json_t *u = get(&f, "admin-key-2", "/v1/usage?group_by=tenant", &st);
     assert_int_equal(st, 503);
     json_decref(u);
+    /* the writer has met the lock (and will retry) before it is released */
+    bool retried = false;
+    for (int i = 0; i < 500 && !retried; i++) {
+        assert_true(srv_http_h(&f, "GET", "/metrics", "Authorization: Bearer admin-key-2\r\n", NULL, &r));
+        retried = metric(r.body, "colo_ledger_write_retries_total") >= 1;
+        srv_resp_free(&r);
+        if (!retried)
+            srv_sleep_ms(20);
+    }
+    assert_true(retried);
 
     close(release[1]);
     assert_int_equal(waitpid(locker, NULL, 0), locker);
