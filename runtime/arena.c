@@ -346,6 +346,8 @@ static colo_status sub_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         align = 256;
     if (!a || bytes == 0 || (align & (align - 1)))
         return COLO_EINVAL;
+    if (colo_fault_hit(COLO_FAULT_STALL, a->name))
+        colo_sleep_ns((uint64_t)COLO_FAULT_STALL_MS * 1000000u);
     if (bytes > a->limit || colo_fault_hit(COLO_FAULT_ARENA, a->name))
         return COLO_ENOMEM;
     bytes = (bytes + 255) & ~(size_t)255; /* keeps every range 256-aligned */

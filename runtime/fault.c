@@ -23,7 +23,7 @@ static fault g_faults[MAX_FAULTS];
 static atomic_int g_n_faults;
 static atomic_long g_fired[COLO_FAULT_KINDS];
 
-static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison"};
+static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison", "stall"};
 
 static bool parse_long(const char *s, size_t n, long *out)
 {

@@ -22,6 +22,9 @@
  *           kernel with an invalid launch configuration does;
  *   blas    a matrix op (linear, gemm) on the stream fails with COLO_EDEVICE,
  *           as a cuBLAS status error does;
+ *   stall   colo_arena_alloc on the arena first sleeps COLO_FAULT_STALL_MS,
+ *           as a read from a hung disk or network mount would (at load, the
+ *           load hangs that long): for what must never wait on a load;
  *   poison  an op on the stream poisons its device, as an illegal address
  *           does on CUDA: the op fails with COLO_EFATAL and
  *           colo_device_poisoned() is true from then on, for every model on
@@ -36,12 +39,16 @@
 
 #include "runtime/status.h"
 
+/* How long a stall fault sleeps. */
+#define COLO_FAULT_STALL_MS 60000
+
 typedef enum colo_fault_kind {
     COLO_FAULT_ARENA = 0,
     COLO_FAULT_ALLOC,
     COLO_FAULT_LAUNCH,
     COLO_FAULT_BLAS,
     COLO_FAULT_POISON,
+    COLO_FAULT_STALL,
     COLO_FAULT_KINDS
 } colo_fault_kind;
 

@@ -520,6 +520,37 @@ static void test_sighup(void **state_)
  * newline in a path is logged escaped; and the model table's slots are
  * reused: more loads and deletes than it has slots, then a load that
  * serves. */
+/* A load that hangs (a stalled read: fault "stall", 60 s) does not hold
+ * SIGTERM past server.shutdown_timeout_ms: the server exits long before
+ * the load would end. */
+static void test_shutdown_bounded_by_stalled_load(void **state_)
+{
+    (void)state_;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    assert_int_equal(setenv("COLO_FAULTS", "stall@slow", 1), 0);
+    bool up = start(&f, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 256MiB, "
+                        "shutdown_timeout_ms: 500 }\nmodels:\n"
+                        "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.3 }\n");
+    unsetenv("COLO_FAULTS");
+    assert_true(up);
+    assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("slow", "\"memory_fraction\":0.1"), NULL, NULL),
+                     202);
+    assert_true(wait_state(&f, "slow", "loading"));
+    srv_sleep_ms(300); /* into the stall */
+    uint64_t t0 = srv_now_ms();
+    kill(f.pid, SIGTERM);
+    int st = 0;
+    while (waitpid(f.pid, &st, WNOHANG) == 0 && srv_now_ms() - t0 < 30000)
+        srv_sleep_ms(10);
+    uint64_t took = srv_now_ms() - t0;
+    if (!WIFEXITED(st))
+        fail_msg("colo-server did not exit within 30 s of SIGTERM with a load stalled for 60 s");
+    f.pid = 0;
+    assert_true(took < 30000);
+    srv_cleanup(&f);
+}
+
 static void test_fifo_and_slot_reuse(void **state_)
 {
     (void)state_;
@@ -865,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_eviction_order),
         cmocka_unit_test(test_sighup),
         cmocka_unit_test(test_fifo_and_slot_reuse),
+        cmocka_unit_test(test_shutdown_bounded_by_stalled_load),
         cmocka_unit_test(test_sighup_converges),
         cmocka_unit_test(test_bert_sleep_wake),
         cmocka_unit_test(test_real_models),
