@@ -220,6 +220,7 @@ typedef struct colo_stream_stats {
     uint64_t busy_ns;      /* worker time on its chunks */
     uint64_t syncs;        /* colo_stream_sync calls */
     uint64_t sync_wait_ns; /* time the host spent in them */
+    uint64_t sync_wakeups; /* CPU: times a sync asleep on the stream was woken (once per drain) */
 } colo_stream_stats;
 void colo_stream_get_stats(colo_stream *s, colo_stream_stats *out);
 /* Waits until all work queued on s has finished. Returns the first error any

@@ -47,6 +47,7 @@ typedef struct cpu_stream {
     uint64_t enqueued;  /* tasks queued since creation (written under mu, atomically: sync polls it) */
     uint64_t completed; /* tasks finished (likewise) */
     uint64_t chunks_run, busy_ns; /* colo_stream_get_stats (under mu) */
+    uint64_t sync_wakeups;        /* likewise */
     colo_status err;    /* first error since the last sync */
 } cpu_stream;
 
@@ -596,6 +597,7 @@ static colo_status cpu_stream_sync(colo_stream *s)
         p->drain_waiters++;
         pthread_cond_wait(&p->drain_cv, &p->mu);
         p->drain_waiters--;
+        cs->sync_wakeups++;
     }
     colo_status st = cs->err;
     cs->err = COLO_OK;
@@ -841,6 +843,7 @@ static void cpu_stream_stats(colo_stream *s, colo_stream_stats *out)
     out->ops = cs->completed;
     out->chunks = cs->chunks_run;
     out->busy_ns = cs->busy_ns;
+    out->sync_wakeups = cs->sync_wakeups;
     pthread_mutex_unlock(&cs->pool->mu);
 }
 

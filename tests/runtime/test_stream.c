@@ -716,6 +716,31 @@ static void test_worker_stats(void **state)
     colo_device_close(d);
 }
 
+/* A sync waits for its own stream to drain: another stream's ops ending
+ * (hundreds of them) do not wake it; before, every op's end woke every
+ * waiting executor. */
+static void test_sync_wakes_once(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    colo_stream *a = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *b = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    unsigned long_us = 50000, short_us = 100;
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(colo_cpu_launch(b, sleep_task, &short_us, sizeof short_us, 1), COLO_OK);
+    assert_int_equal(colo_cpu_launch(a, sleep_task, &long_us, sizeof long_us, 1), COLO_OK);
+    assert_int_equal(colo_stream_sync(a), COLO_OK);
+    colo_stream_stats sa, sb;
+    colo_stream_get_stats(a, &sa);
+    colo_stream_get_stats(b, &sb);
+    if (sa.sync_wakeups > 2)
+        fail_msg("the sync on a woke %llu times while b finished %llu ops", (unsigned long long)sa.sync_wakeups,
+                 (unsigned long long)sb.ops);
+    assert_int_equal(colo_stream_sync(b), COLO_OK);
+    colo_stream_destroy(a);
+    colo_stream_destroy(b);
+    colo_device_close(d);
+}
+
 static void test_fair_shares(void **state)
 {
     (void)state;
@@ -946,6 +971,7 @@ int main(void)
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
         cmocka_unit_test(test_worker_stats),
+        cmocka_unit_test(test_sync_wakes_once),
         cmocka_unit_test(test_fair_shares),
         cmocka_unit_test(test_best_effort_floor),
         cmocka_unit_test(test_deadline_order),
