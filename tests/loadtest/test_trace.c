@@ -95,6 +95,7 @@ static void test_seeded_reproduce(void **state)
     o.max_requests = 10;
     assert_int_equal(lt_trace_generate(&o, &e, err, sizeof err), LT_OK);
     assert_int_equal(e.n, 10);
+    lt_trace_free(&e);
     o = opts(1);
     o.rate_per_s = 0;
     assert_int_equal(lt_trace_generate(&o, &e, err, sizeof err), LT_EINVAL);
