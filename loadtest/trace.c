@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "loadtest/engine.h"
+#include "loadtest/workload.h"
 
 void lt_zipf_cdf(size_t n, double s, double *cdf)
 {
@@ -253,25 +254,10 @@ lt_status lt_trace_load(const char *path, const char *const *models, size_t n_mo
     lt_status st = seen ? LT_OK : LT_ENOMEM;
     char *line = NULL, why[160];
     size_t cap = 0;
-    ssize_t len;
     unsigned lineno = 0;
     double t0 = 0, last = -INFINITY;
-    while (st == LT_OK && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t i = 0;
-        while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
-            i++;
-        if (i == (size_t)len)
-            continue;
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, (size_t)len, 0, &jerr);
-        if (!obj || !json_is_object(obj)) {
-            lt_set_err(err, errlen, "%s:%u: not a JSON object%s%s", path, lineno, obj ? "" : ": ",
-                       obj ? "" : jerr.text);
-            json_decref(obj);
-            st = LT_EFORMAT;
-            break;
-        }
+    json_t *obj;
+    while (st == LT_OK && (obj = lt_jsonl_next(f, path, &line, &cap, &lineno, &st, err, errlen))) {
         double ts;
         const char *name;
         lt_trace_req r;

@@ -204,6 +204,30 @@ lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
     return st;
 }
 
+json_t *lt_jsonl_next(FILE *f, const char *path, char **line, size_t *cap, unsigned *lineno, lt_status *st,
+                      char *err, size_t errlen)
+{
+    ssize_t len;
+    while ((len = getline(line, cap, f)) >= 0) {
+        ++*lineno;
+        size_t i = 0;
+        const char *l = *line;
+        while (i < (size_t)len && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r' || l[i] == '\n'))
+            i++;
+        if (i == (size_t)len)
+            continue;
+        json_error_t jerr;
+        json_t *obj = json_loadb(l, (size_t)len, 0, &jerr);
+        if (obj && json_is_object(obj))
+            return obj;
+        lt_set_err(err, errlen, "%s:%u: not a JSON object%s%s", path, *lineno, obj ? "" : ": ", obj ? "" : jerr.text);
+        json_decref(obj);
+        *st = LT_EFORMAT;
+        return NULL;
+    }
+    return NULL;
+}
+
 lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body_opts *o,
                               lt_bodies *out, char *err, size_t errlen)
 {
@@ -216,24 +240,9 @@ lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body
     lt_status st = LT_OK;
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
     unsigned lineno = 0;
-    while (st == LT_OK && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t i = 0;
-        while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
-            i++;
-        if (i == (size_t)len)
-            continue;
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, (size_t)len, 0, &jerr);
-        if (!obj || !json_is_object(obj)) {
-            lt_set_err(err, errlen, "%s:%u: not a JSON object%s%s", path, lineno, obj ? "" : ": ",
-                       obj ? "" : jerr.text);
-            json_decref(obj);
-            st = LT_EFORMAT;
-            break;
-        }
+    json_t *obj;
+    while (st == LT_OK && (obj = lt_jsonl_next(f, path, &line, &cap, &lineno, &st, err, errlen))) {
         json_t *m = json_object_get(obj, "model");
         if (m && !json_is_string(m)) {
             lt_set_err(err, errlen, "%s:%u: \"model\" must be a string", path, lineno);

@@ -8,7 +8,9 @@
 #define COLO_LOADTEST_WORKLOAD_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "loadtest/status.h"
@@ -48,6 +50,14 @@ typedef struct lt_body_opts {
  * sentences for an encoder). kind must not be LT_KIND_AUTO. */
 lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
                             char *err, size_t errlen);
+
+/* The next JSON object of a JSON-lines file (blank lines skipped), or NULL
+ * at its end, or NULL with *st = LT_EFORMAT and err naming path and line
+ * when a line is not a JSON object. *line and *cap are getline's buffer
+ * (the caller frees *line); *lineno counts the lines read. The caller
+ * decrefs the object. */
+json_t *lt_jsonl_next(FILE *f, const char *path, char **line, size_t *cap, unsigned *lineno, lt_status *st,
+                      char *err, size_t errlen);
 
 /* Reads a JSON-lines prompts file: each line {"prompt"|"messages"|"inputs": ...}
  * or {"body": {...}}, optionally with "model" (then it applies to that model
