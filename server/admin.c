@@ -1,79 +1,20 @@
 /* The admin routes: models loaded, unloaded, put to sleep and woken at
  * run time, and the config file's models applied again (server/admin.h). */
 #include "server/admin.h"
-#include "server/api_internal.h"
-#include "batching/evict.h"
 #include "runtime/log.h"
 
-#include <event2/event.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-typedef struct load_job load_job;
-
-/* An unload under way: polled until the model has drained; then, for a
- * model whose config changed, the new config is loaded. */
-typedef struct unload_job {
-    colo_admin *ad;
-    api_model *am;
-    struct event *tick;
-    colo_http_call finish; /* posted once drained, so it runs after the answers already queued */
-    bool live;
-    bool reload;           /* load `next` once unloaded */
-    colo_model_cfg next;
-} unload_job;
-
-/* A load at run time: the model is in the API's table (state loading)
- * while a thread of its own loads it. */
-struct load_job {
-    colo_admin *ad;
-    colo_served *m;
-    pthread_t thread;
-    bool running;          /* the thread was started and not joined */
-    colo_http_call done;   /* posted by the thread when it is done */
-    colo_status st;
-    char err[1024];
-};
-
-/* Per slot of the API's model table (server/api_internal.h): its unload
- * and load jobs, and whether its served model was made here (then it is
- * freed here, and its slot freed for the next model, once unloaded). */
 struct colo_admin {
-    colo_api *api;
-    unload_job jobs[COLO_API_MAX_MODELS];
-    load_job loads[COLO_API_MAX_MODELS];
-    bool owned[COLO_API_MAX_MODELS];
-    colo_admin_env env;
-    bool attached;
-    char key[256]; /* "" = none */
-    bool loopback; /* the listener is a loopback address */
-    int stop_timeout_ms; /* how long colo_admin_stop waits for a load under way */
-    /* The models the config file names, as last applied (less those
-     * deleted through DELETE /admin/models since): readiness needs each. */
-    char wanted[COLO_CFG_MAX_MODELS][sizeof ((colo_model_cfg *)0)->name];
-    int n_wanted;
+    colo_registry *reg;
+    colo_api *api;         /* renders a model for GET /admin/models */
+    colo_sched_policy policy;
+    char config_dir[1024]; /* anchors relative paths in POST /admin/models; "" = working directory */
+    char key[256];         /* "" = none */
+    bool loopback;         /* the listener is a loopback address */
 };
-
-static int slot_of(const colo_admin *ad, const api_model *am) { return (int)(am - ad->api->models); }
-
-/* Adds name to the models readiness waits for (on), or takes it out. */
-static void want(colo_admin *ad, const char *name, bool on)
-{
-    for (int i = 0; i < ad->n_wanted; i++) {
-        if (strcmp(ad->wanted[i], name))
-            continue;
-        if (!on) {
-            memmove(ad->wanted[i], ad->wanted[i + 1], (size_t)(ad->n_wanted - i - 1) * sizeof ad->wanted[i]);
-            ad->n_wanted--;
-        }
-        return;
-    }
-    if (on && ad->n_wanted < COLO_CFG_MAX_MODELS)
-        snprintf(ad->wanted[ad->n_wanted++], sizeof ad->wanted[0], "%s", name);
-}
 
 static bool is_loopback(const char *host)
 {
@@ -97,19 +38,10 @@ static bool allowed(colo_http_req *req, colo_admin *ad)
     return false;
 }
 
-/* The live (not unloaded) entry named name, or NULL. */
-static api_model *find(colo_admin *ad, const char *name)
-{
-    for (int i = 0; name && i < ad->api->n_models; i++)
-        if (!ad->api->models[i].unloaded && !strcmp(ad->api->models[i].name, name))
-            return &ad->api->models[i];
-    return NULL;
-}
-
-static api_model *model_of(colo_http_req *req, colo_admin *ad)
+static colo_registry_model *model_of(colo_http_req *req, colo_admin *ad)
 {
     const char *name = colo_http_req_param(req, "name");
-    api_model *am = find(ad, name);
+    colo_registry_model *am = colo_registry_find(ad->reg, name);
     if (am) {
         colo_http_req_set_model(req, name);
         return am;
@@ -124,9 +56,8 @@ static void h_list(colo_http_req *req, void *ud)
     if (!allowed(req, ad))
         return;
     json_t *data = json_array();
-    for (int i = 0; data && i < ad->api->n_models; i++)
-        if (!ad->api->models[i].unloaded &&
-            json_array_append_new(data, colo_api_model_json(ad->api, &ad->api->models[i])) != 0) {
+    for (colo_registry_model *e = NULL; data && (e = colo_registry_next(ad->reg, e));)
+        if (json_array_append_new(data, colo_api_model_json(ad->api, e)) != 0) {
             json_decref(data);
             data = NULL;
         }
@@ -152,7 +83,7 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 {
     if (!allowed(req, ad))
         return;
-    api_model *am = model_of(req, ad);
+    colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
     if (am->unloading) {
@@ -182,45 +113,6 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 
 /* ---- loading at run time ------------------------------------------------------------ */
 
-static void *load_main(void *arg)
-{
-    load_job *j = arg;
-    j->st = colo_served_load_in(j->m, j->err, sizeof j->err);
-    if (j->st == COLO_OK)
-        j->st = colo_served_start(j->m, j->err, sizeof j->err);
-    colo_http_server_post(j->ad->api->http, &j->done);
-    return NULL;
-}
-
-static void load_done(void *ud)
-{
-    load_job *j = ud;
-    if (j->running) /* else colo_admin_stop joined it */
-        pthread_join(j->thread, NULL);
-    j->running = false;
-    const colo_model_cfg *mc = colo_served_config(j->m);
-    if (j->st == COLO_OK) {
-        colo_served_info in;
-        colo_served_get_info(j->m, &in);
-        COLO_INFO("admin: model %s loaded in %.0f ms (weights %.1f MiB)", mc->name, in.load_ms,
-                  (double)in.weight_bytes / (1 << 20));
-    } else {
-        COLO_ERROR("admin: model %s failed to load: %s", mc->name, j->err);
-    }
-}
-
-/* The model's environment, as colo-server gives the configured ones. */
-static colo_served_env env_of(colo_admin *ad, const colo_model_cfg *mc)
-{
-    const colo_admin_env *e = &ad->env;
-    colo_served_env env = {.dev = e->dev, .cs = e->cs, .hooks = colo_api_hooks(ad->api), .pool = e->pool,
-                           .evictor = e->evictor};
-    env.stream.priority = e->policy == COLO_SCHED_PRIORITY || e->policy == COLO_SCHED_PARTITION ? mc->priority
-                                                                                                : COLO_PRIO_NORMAL;
-    env.stream.share = e->policy == COLO_SCHED_FAIR ? mc->share : 0;
-    return env;
-}
-
 /* The checks of a run-time load that need the server: the scheduling
  * keys and a duplicate name. 0 or the HTTP status, with the error code
  * and message. */
@@ -231,12 +123,12 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
         snprintf(msg, len, "model.sm_share: a model loaded at run time cannot take a partition of the device");
         return 400;
     }
-    if (mc->share > 0 && ad->env.policy != COLO_SCHED_FAIR) {
+    if (mc->share > 0 && ad->policy != COLO_SCHED_FAIR) {
         *code = "invalid_config";
         snprintf(msg, len, "model.share: only used with scheduler.policy: fair");
         return 400;
     }
-    api_model *old = find(ad, mc->name);
+    colo_registry_model *old = colo_registry_find(ad->reg, mc->name);
     if (old) {
         *code = "model_exists";
         snprintf(msg, len, "a model named %s is already %s", mc->name,
@@ -244,55 +136,12 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
                                 : colo_served_state_name(colo_served_get_state(old->m)));
         return 409;
     }
-    if (!colo_api_slot_free(ad->api)) {
+    if (!colo_registry_slot_free(ad->reg)) {
         *code = "too_many_models";
         snprintf(msg, len, "colo-server holds %d models (loading, serving, failed or being unloaded), its most: "
-                           "delete one first", COLO_API_MAX_MODELS);
+                           "delete one first", COLO_REGISTRY_MAX_MODELS);
         return 503;
     }
-    return 0;
-}
-
-/* Room for mc's guarantee: 0, or 507 with the figures. */
-static int check_room(colo_admin *ad, const colo_model_cfg *mc, size_t *need, size_t *avail)
-{
-    if (!ad->env.pool || !ad->env.evictor)
-        return 0; /* fixed arenas: the load itself says whether it fits */
-    *need = (size_t)((double)colo_mem_pool_budget(ad->env.pool) * mc->memory_fraction);
-    *avail = colo_evictor_available(ad->env.evictor, NULL);
-    return *need > *avail ? 507 : 0;
-}
-
-/* Starts loading mc: the model enters the API's table as loading. 0, or
- * the HTTP status with the message. */
-static int start_load(colo_admin *ad, const colo_model_cfg *mc, char *msg, size_t len)
-{
-    colo_served_env env = env_of(ad, mc);
-    colo_served *m = colo_served_create(mc, &env, msg, len);
-    if (!m)
-        return strstr(msg, "unknown kind") ? 400 : 503;
-    api_model *am = colo_api_take_slot(ad->api, m);
-    if (!am) {
-        colo_served_free(m);
-        snprintf(msg, len, "the model table is full (%d models)", COLO_API_MAX_MODELS);
-        return 503;
-    }
-    ad->owned[slot_of(ad, am)] = true;
-    load_job *j = &ad->loads[slot_of(ad, am)];
-    memset(j, 0, sizeof *j);
-    j->ad = ad;
-    j->m = m;
-    j->done = (colo_http_call){.fn = load_done, .ud = j};
-    int rc = pthread_create(&j->thread, NULL, load_main, j);
-    if (rc) {
-        snprintf(j->err, sizeof j->err, "cannot start a loading thread");
-        colo_served_set_failed(m, j->err);
-        COLO_ERROR("admin: model %s: %s", mc->name, j->err);
-        return 0; /* listed as failed */
-    }
-    j->running = true;
-    COLO_INFO("admin: loading model %s (%s, %s, memory_fraction %g)", mc->name, mc->kind, mc->path,
-              mc->memory_fraction);
     return 0;
 }
 
@@ -303,7 +152,7 @@ static void h_load(colo_http_req *req, void *ud)
     colo_admin *ad = ud;
     if (!allowed(req, ad))
         return;
-    if (!ad->attached) {
+    if (!colo_registry_attached(ad->reg)) {
         colo_http_error(req, 503, "unavailable", "colo-server is still starting");
         return;
     }
@@ -319,7 +168,7 @@ static void h_load(colo_http_req *req, void *ud)
     json_decref(j);
     static colo_model_cfg mc; /* loop thread only; large */
     char msg[1024];
-    if (colo_config_parse_model(body, len, "body", ad->env.config_dir, &mc, msg, sizeof msg) != COLO_OK) {
+    if (colo_config_parse_model(body, len, "body", ad->config_dir, &mc, msg, sizeof msg) != COLO_OK) {
         colo_http_error(req, 400, "invalid_config", "%s", msg);
         return;
     }
@@ -333,92 +182,24 @@ static void h_load(colo_http_req *req, void *ud)
         return;
     }
     size_t need = 0, avail = 0;
-    if (check_room(ad, &mc, &need, &avail)) {
+    if (!colo_registry_room(ad->reg, &mc, &need, &avail)) {
         refuse_no_room(req, mc.name, need, avail);
         return;
     }
-    if ((http = start_load(ad, &mc, msg, sizeof msg))) {
-        colo_http_error(req, http, http == 400 ? "invalid_config" : "unavailable", "%s%s",
-                        http == 400 ? "model.kind: " : "", msg);
+    colo_status st = colo_registry_load(ad->reg, &mc, msg, sizeof msg);
+    if (st != COLO_OK) {
+        if (st == COLO_EINVAL)
+            colo_http_error(req, 400, "invalid_config", "model.kind: %s", msg);
+        else
+            colo_http_error(req, 503, "unavailable", "%s", msg);
         return;
     }
+    colo_registry_model *e = colo_registry_find(ad->reg, mc.name);
     colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s}", "model", mc.name, "requested", "load", "state",
-                                               colo_served_state_name(colo_served_get_state(find(ad, mc.name)->m))));
+                                               colo_served_state_name(colo_served_get_state(e->m))));
 }
 
 /* ---- unloading ------------------------------------------------------------------------ */
-
-static void unload_finish(void *ud)
-{
-    unload_job *j = ud;
-    colo_admin *ad = j->ad;
-    api_model *am = j->am;
-    int slot = slot_of(ad, am);
-    event_free(j->tick);
-    j->tick = NULL;
-    j->live = false;
-    colo_served_unload(am->m);
-    COLO_INFO("admin: model %s unloaded", am->name);
-    if (ad->owned[slot]) { /* made here: freed, and its slot with it */
-        colo_served *m = am->m;
-        ad->owned[slot] = false;
-        colo_api_free_slot(ad->api, am);
-        colo_served_free(m);
-    } else {
-        am->unloaded = true; /* loaded at start: the struct stays until exit */
-    }
-    if (j->reload) {
-        char msg[1024];
-        size_t need = 0, avail = 0;
-        j->reload = false;
-        if (check_room(j->ad, &j->next, &need, &avail))
-            COLO_ERROR("reload: model %s: not loaded again: needs %zu bytes of guaranteed memory, %zu available",
-                       j->next.name, need, avail);
-        else if (start_load(j->ad, &j->next, msg, sizeof msg))
-            COLO_ERROR("reload: model %s: not loaded again: %s", j->next.name, msg);
-    }
-}
-
-/* Whether am's load at run time is still under way. */
-static bool ad_loading(colo_admin *ad, const api_model *am)
-{
-    return ad->loads[slot_of(ad, am)].running;
-}
-
-static void unload_tick(evutil_socket_t fd, short what, void *ud)
-{
-    (void)fd, (void)what;
-    unload_job *j = ud;
-    colo_served_state s = colo_served_get_state(j->am->m);
-    /* a model still loading is unloaded once its load has ended */
-    if (s != COLO_SERVED_LOADING && !ad_loading(j->ad, j->am) &&
-        (colo_served_drained(j->am->m) || s == COLO_SERVED_FAILED)) {
-        j->finish = (colo_http_call){.fn = unload_finish, .ud = j};
-        colo_http_server_post(j->ad->api->http, &j->finish);
-        return;
-    }
-    struct timeval tv = {0, 10 * 1000};
-    evtimer_add(j->tick, &tv);
-}
-
-/* Starts draining am; next (may be NULL) is loaded once it is gone. */
-static colo_status start_unload(colo_admin *ad, api_model *am, const colo_model_cfg *next)
-{
-    unload_job *j = &ad->jobs[slot_of(ad, am)];
-    j->ad = ad;
-    j->am = am;
-    if (!(j->tick = evtimer_new(colo_http_server_base(ad->api->http), unload_tick, j)))
-        return COLO_ENOMEM;
-    j->live = true;
-    j->reload = next != NULL;
-    if (next)
-        j->next = *next;
-    am->unloading = true;
-    colo_served_drain(am->m);
-    struct timeval tv = {0, 0};
-    evtimer_add(j->tick, &tv);
-    return COLO_OK;
-}
 
 /* DELETE /admin/models/{name}: 202 at once; the model refuses new requests
  * (503 with Retry-After), finishes what it has, then is unloaded and gone
@@ -428,7 +209,7 @@ static void h_unload(colo_http_req *req, void *ud)
     colo_admin *ad = ud;
     if (!allowed(req, ad))
         return;
-    api_model *am = model_of(req, ad);
+    colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
     if (am->unloading) {
@@ -436,11 +217,11 @@ static void h_unload(colo_http_req *req, void *ud)
         colo_http_error(req, 409, "model_not_serving", "model %s is already being unloaded", am->name);
         return;
     }
-    if (start_unload(ad, am, NULL) != COLO_OK) {
+    if (colo_registry_unload(ad->reg, am, NULL) != COLO_OK) {
         colo_http_error(req, 503, "out_of_memory", "cannot start the unload");
         return;
     }
-    want(ad, am->name, false); /* deleted by the operator: readiness no longer waits for it */
+    colo_registry_want(ad->reg, am->name, false); /* deleted by the operator: readiness no longer waits for it */
     COLO_INFO("admin: unloading model %s once it has drained", am->name);
     colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s}", "model", am->name, "requested", "unload", "state",
                                                colo_served_state_name(colo_served_get_state(am->m))));
@@ -496,10 +277,10 @@ static void reload_add(colo_admin *ad, const colo_model_cfg *mc)
     size_t need = 0, avail = 0;
     if (check_new(ad, mc, &code, msg, sizeof msg))
         COLO_ERROR("reload: model %s: not added: %s", mc->name, msg);
-    else if (check_room(ad, mc, &need, &avail))
+    else if (!colo_registry_room(ad->reg, mc, &need, &avail))
         COLO_ERROR("reload: model %s: not added: needs %zu bytes of guaranteed memory, %zu available", mc->name, need,
                    avail);
-    else if (start_load(ad, mc, msg, sizeof msg))
+    else if (colo_registry_load(ad->reg, mc, msg, sizeof msg) != COLO_OK)
         COLO_ERROR("reload: model %s: not added: %s", mc->name, msg);
     else
         COLO_INFO("reload: model %s: added (loading)", mc->name);
@@ -542,17 +323,16 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
     /* removed */
     for (int i = 0; i < was->n_models; i++) {
         const colo_model_cfg *mc = &was->models[i];
-        api_model *am = find(ad, mc->name);
+        colo_registry_model *am = colo_registry_find(ad->reg, mc->name);
         if (named(now, mc->name) || !am)
             continue;
         changes++;
-        unload_job *j = &ad->jobs[slot_of(ad, am)];
-        if (am->unloading && j->reload) {
-            j->reload = false; /* an earlier reload's change: not loaded again */
+        if (am->unloading && colo_registry_next_config(ad->reg, am)) {
+            colo_registry_set_next_config(ad->reg, am, NULL); /* an earlier reload's change: not loaded again */
             COLO_INFO("reload: model %s: removed (being unloaded; not loaded again)", mc->name);
         } else if (am->unloading)
             COLO_INFO("reload: model %s: removed (already being unloaded)", mc->name);
-        else if (start_unload(ad, am, NULL) == COLO_OK)
+        else if (colo_registry_unload(ad->reg, am, NULL) == COLO_OK)
             COLO_INFO("reload: model %s: removed (draining, then unloaded)", mc->name);
         else
             COLO_ERROR("reload: model %s: removed from the file, but cannot start its unload", mc->name);
@@ -561,7 +341,7 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
     for (int i = 0; i < now->n_models; i++) {
         const colo_model_cfg *mc = &now->models[i];
         const colo_model_cfg *old = named(was, mc->name);
-        api_model *am = find(ad, mc->name);
+        colo_registry_model *am = colo_registry_find(ad->reg, mc->name);
         if (!am) {
             changes++;
             reload_add(ad, mc);
@@ -573,14 +353,13 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
             /* Being unloaded (removed by an earlier reload, deleted, or
              * changed): the file names it, so it is loaded again with this
              * config once gone. */
-            unload_job *j = &ad->jobs[slot_of(ad, am)];
-            if (j->reload)
-                differences(&j->next, mc, what, sizeof what, &live);
-            if (j->reload && !what[0])
+            const colo_model_cfg *next = colo_registry_next_config(ad->reg, am);
+            if (next)
+                differences(next, mc, what, sizeof what, &live);
+            if (next && !what[0])
                 continue; /* already to be loaded with this config */
             changes++;
-            j->reload = true;
-            j->next = *mc;
+            colo_registry_set_next_config(ad->reg, am, mc);
             COLO_INFO("reload: model %s: named by the file while being unloaded: loaded again once it is gone",
                       mc->name);
             continue;
@@ -597,7 +376,7 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
         if (live) {
             colo_served_set_live(am->m, mc->keep_alive_ms, mc->pinned);
             COLO_INFO("reload: model %s: changed (%s): applied in place", mc->name, what);
-        } else if (start_unload(ad, am, mc) == COLO_OK) {
+        } else if (colo_registry_unload(ad->reg, am, mc) == COLO_OK) {
             COLO_INFO("reload: model %s: changed (%s): draining, then loading the new config", mc->name, what);
         } else {
             COLO_ERROR("reload: model %s: changed (%s), but cannot start its unload", mc->name, what);
@@ -639,15 +418,14 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
     if (kept[0])
         COLO_WARN("reload: %s: %s cannot change while colo-server runs: kept as they were (restart to apply)",
                   now->file, kept);
-    ad->n_wanted = 0;
-    for (int i = 0; i < now->n_models; i++)
-        want(ad, now->models[i].name, true);
+    colo_registry_want_config(ad->reg, now);
     COLO_INFO("reload: %s: %d model change%s", now->file, changes, changes == 1 ? "" : "s");
 }
 
 /* ---- life ------------------------------------------------------------------------------- */
 
-colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config *cfg, char *err, size_t errlen)
+colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *api, const colo_config *cfg, char *err,
+                              size_t errlen)
 {
     const char *key = colo_config_admin_key(cfg), *user = colo_config_api_key(cfg);
     if (key && user && !strcmp(key, user)) {
@@ -664,12 +442,15 @@ colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config
         colo_set_err(err, errlen, "out of memory");
         return NULL;
     }
+    ad->reg = reg;
     ad->api = api;
+    ad->policy = cfg->scheduler.policy;
+    const char *slash = strrchr(cfg->file, '/');
+    if (slash)
+        snprintf(ad->config_dir, sizeof ad->config_dir, "%.*s", (int)(slash == cfg->file ? 1 : slash - cfg->file),
+                 cfg->file);
     if (key)
         snprintf(ad->key, sizeof ad->key, "%s", key);
-    ad->stop_timeout_ms = cfg->server.shutdown_timeout_ms;
-    for (int i = 0; i < cfg->n_models; i++)
-        want(ad, cfg->models[i].name, true);
     ad->loopback = is_loopback(cfg->server.listen_host);
     struct {
         const char *method, *pattern;
@@ -690,63 +471,4 @@ colo_admin *colo_admin_create(colo_server *srv, colo_api *api, const colo_config
     return ad;
 }
 
-void colo_admin_attach(colo_admin *ad, const colo_admin_env *env)
-{
-    ad->env = *env;
-    ad->attached = true;
-}
-
-bool colo_admin_file_served(colo_admin *ad)
-{
-    for (int i = 0; ad && i < ad->n_wanted; i++) {
-        api_model *am = find(ad, ad->wanted[i]);
-        if (!am || am->unloading)
-            return false;
-        colo_served_state s = colo_served_get_state(am->m);
-        if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
-            return false;
-    }
-    return true;
-}
-
-bool colo_admin_stop(colo_admin *ad)
-{
-    if (!ad)
-        return true;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = (int64_t)until.tv_nsec + (int64_t)(ad->stop_timeout_ms > 0 ? ad->stop_timeout_ms : 0) * 1000000;
-    until.tv_sec += (time_t)(ns / 1000000000);
-    until.tv_nsec = (long)(ns % 1000000000);
-    bool all = true;
-    for (int i = 0; i < COLO_API_MAX_MODELS; i++) {
-        load_job *j = &ad->loads[i];
-        if (!j->running)
-            continue;
-        if (pthread_timedjoin_np(j->thread, NULL, &until) == 0) {
-            j->running = false;
-        } else {
-            all = false;
-            COLO_ERROR("admin: model %s is still loading %d ms after the shutdown began: not waiting for it",
-                       colo_served_config(j->m)->name, ad->stop_timeout_ms);
-        }
-    }
-    for (int i = 0; i < ad->api->n_models; i++)
-        if (ad->owned[i] && ad->api->models[i].m && !ad->loads[i].running)
-            colo_served_stop(ad->api->models[i].m);
-    return all;
-}
-
-void colo_admin_free(colo_admin *ad)
-{
-    if (!ad)
-        return;
-    if (!colo_admin_stop(ad))
-        return; /* a load thread still runs and uses what is here: left to the process's exit */
-    /* An unload still draining at shutdown leaves its timer to the event
-     * base, which the server has freed by now. */
-    for (int i = 0; i < ad->api->n_models; i++)
-        if (ad->owned[i])
-            colo_served_free(ad->api->models[i].m);
-    free(ad);
-}
+void colo_admin_free(colo_admin *ad) { free(ad); }

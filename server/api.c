@@ -12,14 +12,6 @@
 
 #define MAX_INPUTS 2048
 
-static api_model *find_model(colo_api *a, const char *name)
-{
-    for (int i = 0; i < a->n_models; i++)
-        if (!a->models[i].unloaded && !strcmp(a->models[i].name, name))
-            return &a->models[i];
-    return NULL;
-}
-
 /* Frees the request and everything it holds (its pool). */
 static void call_free(api_call *c)
 {
@@ -426,7 +418,7 @@ static void model_limits(colo_served *m, colo_api_limits *lim)
 }
 
 /* A request record with its front-end part, both in one pool. */
-static api_call *call_create(colo_api *a, api_model *am, colo_http_req *req, colo_api_endpoint ep)
+static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req *req, colo_api_endpoint ep)
 {
     colo_request *r = colo_request_create();
     api_call *c = r ? colo_pool_calloc(r->pool, 1, sizeof *c) : NULL;
@@ -534,7 +526,7 @@ static void answer_now(api_call *c)
 
 /* A model loading at run time, or one that failed, has no limits to check
  * a request against: 503 with Retry-After before decoding. */
-static bool not_loaded(colo_api *a, api_model *am, colo_http_req *req)
+static bool not_loaded(colo_api *a, colo_registry_model *am, colo_http_req *req)
 {
     colo_served_state s = colo_served_get_state(am->m);
     if (s != COLO_SERVED_LOADING && s != COLO_SERVED_FAILED)
@@ -561,7 +553,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
         json_decref(body);
         return;
     }
-    api_model *am = find_model(a, name);
+    colo_registry_model *am = colo_registry_find(a->reg, name);
     colo_http_req_set_model(req, name);
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", name);
@@ -631,8 +623,8 @@ static void h_models(colo_http_req *req, void *ud)
 {
     colo_api *a = ud;
     json_t *data = json_array();
-    for (int i = 0; data && i < a->n_models; i++)
-        if (!a->models[i].unloaded && json_array_append_new(data, colo_api_model_json(a, &a->models[i]))) {
+    for (colo_registry_model *e = NULL; data && (e = colo_registry_next(a->reg, e));)
+        if (json_array_append_new(data, colo_api_model_json(a, e))) {
             json_decref(data);
             data = NULL;
         }
@@ -643,7 +635,7 @@ static void h_model(colo_http_req *req, void *ud)
 {
     colo_api *a = ud;
     const char *name = colo_http_req_param(req, "name");
-    api_model *am = name ? find_model(a, name) : NULL;
+    colo_registry_model *am = name ? colo_registry_find(a->reg, name) : NULL;
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s'", name ? name : "");
         return;
@@ -652,30 +644,9 @@ static void h_model(colo_http_req *req, void *ud)
     colo_http_respond_json(req, 200, colo_api_model_json(a, am));
 }
 
-static bool ready(void *ud)
-{
-    colo_api *a = ud;
-    if (a->n_models < a->n_expected)
-        return false;
-    for (int i = 0; i < a->n_models; i++) {
-        if (a->models[i].unloaded || a->models[i].unloading)
-            continue;
-        colo_served_state s = colo_served_get_state(a->models[i].m);
-        /* a model loaded at run time counts once it has loaded */
-        if (i >= a->n_expected && (s == COLO_SERVED_LOADING || s == COLO_SERVED_FAILED))
-            continue;
-        /* a sleeping model serves: a request wakes it */
-        if (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING)
-            return false;
-    }
-    /* and every model the config file names is served, also after a
-     * SIGHUP that could not load one again */
-    return colo_admin_file_served(a->admin);
-}
-
 /* ---- life ------------------------------------------------------------------------- */
 
-colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, size_t errlen)
+colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_config *cfg, char *err, size_t errlen)
 {
     colo_api *a = calloc(1, sizeof *a);
     if (!a) {
@@ -686,7 +657,7 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
     a->http = colo_server_http(srv);
     a->metrics = colo_server_metrics(srv);
     a->policy = colo_sched_policy_name(cfg->scheduler.policy);
-    a->n_expected = cfg->n_models;
+    a->reg = reg;
     a->max_unsent_bytes = (size_t)cfg->server.max_unsent_bytes;
     atomic_init(&a->tok_bytes, 0);
     a->created = (long)time(NULL);
@@ -719,53 +690,8 @@ colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, s
         free(a);
         return NULL;
     }
-    /* the lifecycle routes under /admin/ (server/admin.h) */
-    if (!(a->admin = colo_admin_create(srv, a, cfg, err, errlen))) {
-        free(a);
-        return NULL;
-    }
-    colo_server_set_ready(srv, ready, a);
     return a;
 }
-
-/* ---- the model table -------------------------------------------------------------- */
-
-api_model *colo_api_take_slot(colo_api *a, colo_served *m)
-{
-    int i = 0;
-    while (i < a->n_models && a->models[i].m)
-        i++;
-    if (i == COLO_API_MAX_MODELS)
-        return NULL;
-    if (i == a->n_models)
-        a->n_models++;
-    a->models[i] = (api_model){.m = m, .name = colo_served_config(m)->name};
-    return &a->models[i];
-}
-
-void colo_api_free_slot(colo_api *a, api_model *am)
-{
-    *am = (api_model){.unloaded = true};
-    while (a->n_models > 0 && !a->models[a->n_models - 1].m)
-        a->n_models--;
-}
-
-bool colo_api_slot_free(const colo_api *a)
-{
-    if (a->n_models < COLO_API_MAX_MODELS)
-        return true;
-    for (int i = 0; i < a->n_models; i++)
-        if (!a->models[i].m)
-            return true;
-    return false;
-}
-
-colo_status colo_api_add_model(colo_api *a, colo_served *m)
-{
-    return colo_api_take_slot(a, m) ? COLO_OK : COLO_EINVAL;
-}
-
-colo_admin *colo_api_admin(colo_api *a) { return a->admin; }
 
 colo_served_hooks colo_api_hooks(colo_api *a)
 {
@@ -776,7 +702,6 @@ void colo_api_free(colo_api *a)
 {
     if (!a)
         return;
-    colo_admin_free(a->admin);
     colo_api_stats_free(a);
     free(a);
 }

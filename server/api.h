@@ -23,26 +23,26 @@
  * running, memory limit / used / peak bytes, KV blocks, readiness, and the
  * co-scheduler's wait time and steps by policy.
  *
- * Threads: create, add_model and free on the controlling thread before and
- * after the loop runs; the hooks from any executor thread. */
+ * Threads: create and free on the controlling thread before and after the
+ * loop runs; the hooks from any executor thread. */
 #ifndef COLO_SERVER_API_H
 #define COLO_SERVER_API_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "batching/served.h"
+#include "server/registry.h"
 #include "server/server.h"
 
 typedef struct colo_api colo_api;
 
-/* Registers the routes and metric families on srv; readiness needs every
- * one of cfg's models added and ready. */
-colo_api *colo_api_create(colo_server *srv, const colo_config *cfg, char *err, size_t errlen);
-/* Serves m (loaded and started); the api does not own it. */
-colo_status colo_api_add_model(colo_api *a, colo_served *m);
-/* The lifecycle routes' state (server/admin.h). */
-typedef struct colo_admin colo_admin;
-colo_admin *colo_api_admin(colo_api *a);
+/* Registers the routes and metric families on srv, serving the models of
+ * reg (server/registry.h), which outlives the api. */
+colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_config *cfg, char *err, size_t errlen);
+/* A model as GET /v1/models lists it: kind, state, memory, batching, queue,
+ * lifecycle and SLO attainment (loop thread). */
+json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *e);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
 /* Watches dev (runtime/telemetry.h, sampled every interval_ms off the

@@ -7,11 +7,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "server/admin.h"
 #include "server/api.h"
 #include "server/api_request.h"
 #include "server/http.h"
 #include "server/http_json.h"
+#include "server/registry.h"
 
 /* A streaming client that does not read is not buffered for: its request
  * is canceled and its connection closed (unsent output dropped) when
@@ -25,21 +25,6 @@
 #define COLO_API_STREAM_MAX_BYTES (4u << 20)
 #define COLO_API_STREAM_SLOW_BYTES (256u << 10)
 
-/* Slots of the model table: models served at once, counting those loading,
- * failed and being unloaded. A slot is live (m set), unloaded (gone from
- * the API) or free: a model loaded at run time frees its slot once it is
- * unloaded, and the next load takes it again. The slots of the models
- * loaded at start are never freed (their served structs belong to
- * colo-server's start, and /v1/stats' history indexes them), so at most
- * COLO_CFG_MAX_MODELS of them stay unloaded. */
-#define COLO_API_MAX_MODELS 256
-
-typedef struct api_model {
-    colo_served *m;           /* NULL: a free slot */
-    const char *name;         /* the served config's; NULL in a free slot */
-    bool unloading, unloaded; /* DELETE /admin/models/{name} (loop thread); unloaded: gone from the API */
-} api_model;
-
 typedef struct api_stats api_stats; /* api_stats.c */
 
 struct colo_api {
@@ -47,9 +32,7 @@ struct colo_api {
     colo_http_server *http;
     colo_metrics *metrics;
     const char *policy;
-    int n_expected;
-    api_model models[COLO_API_MAX_MODELS];
-    int n_models;
+    colo_registry *reg; /* the models served */
     long created;
     _Atomic uint64_t seed_counter;
     colo_metric *m_requests, *m_duration, *m_queue, *m_prefill, *m_decode, *m_ttft, *m_itl;
@@ -67,7 +50,6 @@ struct colo_api {
     colo_metric *m_sched_wait, *m_sched_steps;
     colo_metric *m_wake, *m_state; /* lifecycle */
     colo_metric *m_evictions;
-    colo_admin *admin;
     size_t max_unsent_bytes;     /* server.max_unsent_bytes */
     _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
     colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
@@ -86,7 +68,7 @@ typedef struct tok_buf {
 typedef struct api_call {
     colo_request *r;
     colo_api *api;
-    api_model *am;
+    colo_registry_model *am;
     colo_http_req *http;
     colo_api_endpoint ep;
     colo_api_input in; /* options: include_usage, base64 */
@@ -108,15 +90,6 @@ typedef struct api_call {
     atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
 } api_call;
-
-/* ---- api.c: the model table (loop thread) ---------------------------------------- */
-/* The first free slot for m, listed from now on; NULL when all
- * COLO_API_MAX_MODELS slots hold a model. */
-api_model *colo_api_take_slot(colo_api *a, colo_served *m);
-/* Frees am's slot for the next model (its served is the caller's to free). */
-void colo_api_free_slot(colo_api *a, api_model *am);
-/* Whether a slot is free or could be taken. */
-bool colo_api_slot_free(const colo_api *a);
 
 /* Tokens generated for r, every choice, whatever became of the request or
  * its connection (what is billed and counted); 0 for other tasks. */
@@ -143,7 +116,6 @@ json_t *colo_api_chunk_choice_json(const api_call *c, int index, const char *del
  * offset of the first token in the text). */
 json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
                                size_t text_offset);
-json_t *colo_api_model_json(const colo_api *a, const api_model *am);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
 
@@ -175,7 +147,7 @@ void colo_api_record(const api_call *c, int http_status);
  * colo_api_record). */
 void colo_api_record_slo(const api_call *c);
 /* A model's "slo" object of /v1/models, or NULL when it has no SLA. */
-json_t *colo_api_slo_json(const colo_api *a, const api_model *am);
+json_t *colo_api_slo_json(const colo_api *a, const colo_registry_model *am);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
 void colo_api_on_wake(void *ud, const char *model, double wake_s);
 

@@ -41,7 +41,7 @@ void colo_api_record_slo(const api_call *c)
 
 /* /v1/models: the model's SLA, what admission does past it, and its
  * attainment so far (the counters above); NULL without an SLA. */
-json_t *colo_api_slo_json(const colo_api *a, const api_model *am)
+json_t *colo_api_slo_json(const colo_api *a, const colo_registry_model *am)
 {
     const colo_sla_cfg *sla = &colo_served_config(am->m)->sla;
     const double target[3] = {sla->ttft_ms, sla->tpot_ms, sla->p99_ms};
@@ -121,11 +121,9 @@ static void on_render(void *ud)
 {
     colo_api *a = ud;
     colo_metric_set(a->m_sched_info, (const char *const[]){a->policy}, 1);
-    for (int i = 0; i < a->n_models; i++) {
-        if (a->models[i].unloaded)
-            continue;
+    for (colo_registry_model *e = NULL; (e = colo_registry_next(a->reg, e));) {
         colo_served_info in;
-        colo_served_get_info(a->models[i].m, &in);
+        colo_served_get_info(e->m, &in);
         const char *lm[] = {in.name};
         colo_metric_set(a->m_depth, lm, in.queue_depth);
         colo_metric_set(a->m_queue_cap, lm, in.max_queue);

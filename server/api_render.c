@@ -288,7 +288,7 @@ static json_t *memory_json(const colo_served_info *in)
     return m;
 }
 
-json_t *colo_api_model_json(const colo_api *a, const api_model *am)
+json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *am)
 {
     colo_served_info in;
     colo_served_get_info(am->m, &in);

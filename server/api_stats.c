@@ -181,7 +181,7 @@ static colo_status register_device_metrics(colo_api *a, api_stats *st)
 
 /* ---- the history ---------------------------------------------------------------------- */
 
-static void take_model(colo_api *a, api_model *am, model_point *p)
+static void take_model(colo_api *a, colo_registry_model *am, model_point *p)
 {
     colo_served_info in;
     colo_served_get_info(am->m, &in);
@@ -229,7 +229,7 @@ static void take_point(colo_api *a)
     p->unix_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     colo_telemetry_latest(st->tel, &p->dev);
     for (int i = 0; i < st->n_models; i++)
-        take_model(a, &a->models[i], &p->m[i]);
+        take_model(a, colo_registry_slot(a->reg, i), &p->m[i]);
     json_decref(p->tenants);
     p->tenants = colo_tenants_stats_json(colo_server_tenants(a->srv)); /* (the loop thread) */
     st->head = (st->head + 1) % st->cap;
@@ -347,7 +347,7 @@ static json_t *window_json(const colo_api *a, int i, const point *now, const poi
     double bc = n->batch_count - t->batch_count;
     if (bc > 0)
         put_real(w, "batch_size_mean", (n->batch_sum - t->batch_sum) / bc);
-    const colo_sla_cfg *sla = &colo_served_config(a->models[i].m)->sla;
+    const colo_sla_cfg *sla = &colo_served_config(colo_registry_slot(a->reg, i)->m)->sla;
     if (sla->p99_ms > 0 || sla->ttft_ms > 0) {
         json_t *slo = json_object();
         if (sla->p99_ms > 0) {
@@ -367,8 +367,9 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
 {
     const point *now = nth_newest(st, end);
     const model_point *p = &now->m[i];
-    const colo_model_cfg *mc = colo_served_config(a->models[i].m);
-    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "name", a->models[i].name, "kind", mc->kind, "state",
+    const colo_registry_model *e = colo_registry_slot(a->reg, i);
+    const colo_model_cfg *mc = colo_served_config(e->m);
+    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "name", e->name, "kind", mc->kind, "state",
                           colo_served_state_name(p->state), "priority", colo_priority_name(mc->priority),
                           "queue_depth", p->queue_depth, "running", p->running, "max_batch_size",
                           mc->batching.max_batch_size);
@@ -486,7 +487,7 @@ colo_status colo_api_watch(colo_api *a, colo_device *dev, int interval_ms, char 
     }
     a->stats = st;
     st->interval_ms = interval_ms;
-    st->n_models = a->n_models;
+    st->n_models = colo_registry_start_models(a->reg);
     st->cap = HISTORY_SECONDS * 1000 / interval_ms + 2;
     st->cap = st->cap > MAX_POINTS ? MAX_POINTS : st->cap;
     st->dev = dev;

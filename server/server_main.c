@@ -12,6 +12,7 @@
 #include "batching/evict.h"
 #include "server/admin.h"
 #include "server/api.h"
+#include "server/registry.h"
 #include "server/server.h"
 #include "server/api_request.h"
 #include "server/sha256.h"
@@ -150,8 +151,9 @@ typedef struct app {
     colo_evictor *evictor; /* with the pool: puts idle models to sleep to make room */
     colo_config *file;     /* the config file as last read (SIGHUP applies the difference) */
     colo_server *s;
+    colo_registry *reg; /* the models served */
     colo_api *api;
-    colo_served *models[COLO_CFG_MAX_MODELS];
+    colo_admin *admin;
     int unit_first[COLO_CFG_MAX_MODELS], unit_count[COLO_CFG_MAX_MODELS]; /* partition policy */
     struct event *sigterm, *sigint, *sighup;
 } app;
@@ -199,8 +201,12 @@ static bool set_floor(app *a, colo_cosched_config *cc)
     return true;
 }
 
+/* /health/ready: every model loaded at start and every one the config
+ * file names is serving. */
+static bool ready(void *ud) { return colo_registry_ready(ud); }
+
 /* Opens the device, plans partitions, creates the co-scheduler, the HTTP
- * server and the API. */
+ * server, the table of models, the API and the admin routes. */
 static bool app_open(app *a)
 {
     const colo_config *cfg = a->cfg;
@@ -222,11 +228,20 @@ static bool app_open(app *a)
                               .quantum_us = cfg->scheduler.quantum_us};
     if (!plan_partitions(a) || !set_floor(a, &cc))
         return false;
-    if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err)) ||
-        !(a->api = colo_api_create(a->s, cfg, err, sizeof err))) {
+    if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err))) {
         COLO_ERROR("colo-server: %s", err);
         return false;
     }
+    if (!(a->reg = colo_registry_create(colo_server_http(a->s), cfg))) {
+        COLO_ERROR("colo-server: out of memory");
+        return false;
+    }
+    if (!(a->api = colo_api_create(a->s, a->reg, cfg, err, sizeof err)) ||
+        !(a->admin = colo_admin_create(a->s, a->reg, a->api, cfg, err, sizeof err))) {
+        COLO_ERROR("colo-server: %s", err);
+        return false;
+    }
+    colo_server_set_ready(a->s, ready, a->reg);
     COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
               a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
               (double)colo_arena_device_budget(a->dev) / (1 << 20), colo_sched_policy_name(cfg->scheduler.policy));
@@ -281,32 +296,18 @@ static bool load_models(app *a)
                           i, cfg->models[i].name, a->info.name,
                           cfg->server.elastic_memory ? "no virtual memory management" : "server.elastic_memory is false");
     }
+    colo_registry_env env = {.dev = a->dev, .cs = a->cs, .pool = a->pool, .evictor = a->evictor,
+                             .policy = cfg->scheduler.policy, .hooks = colo_api_hooks(a->api)};
+    colo_registry_attach(a->reg, &env);
     for (int i = 0; i < cfg->n_models; i++) {
         const colo_model_cfg *mc = &cfg->models[i];
-        colo_served_env env = {.dev = a->dev, .cs = a->cs, .hooks = colo_api_hooks(a->api), .pool = a->pool,
-                               .evictor = a->evictor};
-        env.stream.priority = cfg->scheduler.policy == COLO_SCHED_PRIORITY || cfg->scheduler.policy ==
-                                  COLO_SCHED_PARTITION ? mc->priority : COLO_PRIO_NORMAL;
-        env.stream.share = cfg->scheduler.policy == COLO_SCHED_FAIR ? mc->share : 0;
-        env.stream.unit_first = a->unit_first[i];
-        env.stream.unit_count = a->unit_count[i];
-        if (!(a->models[i] = colo_served_load(mc, &env, err, sizeof err))) {
+        colo_registry_model *e = colo_registry_load_now(a->reg, mc, a->unit_first[i], a->unit_count[i], err, sizeof err);
+        if (!e) {
             COLO_ERROR("colo-server: %s:%d:%d: models[%d]: %s", a->config, mc->mark.line, mc->mark.column, i, err);
             return false;
         }
-        if (colo_served_start(a->models[i], err, sizeof err) != COLO_OK || colo_api_add_model(a->api, a->models[i])) {
-            COLO_ERROR("colo-server: %s", err);
-            return false;
-        }
-        log_model(a, i, a->models[i]);
+        log_model(a, i, e->m);
     }
-    colo_admin_env ae = {.dev = a->dev, .cs = a->cs, .pool = a->pool, .evictor = a->evictor,
-                         .policy = cfg->scheduler.policy};
-    const char *slash = strrchr(a->config, '/');
-    if (slash)
-        snprintf(ae.config_dir, sizeof ae.config_dir, "%.*s", (int)(slash == a->config ? 1 : slash - a->config),
-                 a->config);
-    colo_admin_attach(colo_api_admin(a->api), &ae);
     if (colo_api_watch(a->api, a->dev, cfg->server.telemetry_interval_ms, err, sizeof err) != COLO_OK) {
         COLO_ERROR("colo-server: telemetry: %s", err);
         return false;
@@ -332,7 +333,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
         free(now);
         return;
     }
-    colo_admin_reload(colo_api_admin(a->api), a->file, now);
+    colo_admin_reload(a->admin, a->file, now);
     free(a->file);
     a->file = now;
 }
@@ -371,7 +372,7 @@ static bool serve(app *a, const char *port_file)
     /* Where to send a first request: the first model, by its kind's route. */
     if (cfg->n_models > 0) {
         const char *name = cfg->models[0].name;
-        if (colo_served_task(a->models[0]) == COLO_TASK_GENERATE)
+        if (colo_served_task(colo_registry_slot(a->reg, 0)->m) == COLO_TASK_GENERATE)
             COLO_INFO("colo-server: try: curl -s %s/v1/chat/completions -d '{\"model\":\"%s\",\"messages\":"
                       "[{\"role\":\"user\",\"content\":\"What is 2+2?\"}],\"temperature\":0}'",
                       url, name);
@@ -409,21 +410,19 @@ static void app_free(app *a)
         event_free(a->sighup);
     free(a->file);
     /* Executors first: their last answers are posted to the loop, which
-     * colo_server_free runs (finishing requests whose clients are gone). */
-    for (int i = 0; i < a->cfg->n_models; i++)
-        colo_served_stop(a->models[i]);
-    /* loads under way, models loaded at run time; a load that does not end
-     * within shutdown_timeout_ms (a file that blocks) is not waited for:
-     * nothing it may use is freed, the process exits around it */
-    if (a->api && !colo_admin_stop(colo_api_admin(a->api))) {
+     * colo_server_free runs (finishing requests whose clients are gone).
+     * A load that does not end within shutdown_timeout_ms (a file that
+     * blocks) is not waited for: nothing it may use is freed, the process
+     * exits around it. */
+    if (!colo_registry_stop(a->reg)) {
         COLO_ERROR("colo-server: exiting with a model load under way");
         return;
     }
     colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
+    colo_admin_free(a->admin);
     colo_api_free(a->api);
-    for (int i = 0; i < a->cfg->n_models; i++)
-        colo_served_free(a->models[i]);
+    colo_registry_free(a->reg);
     colo_cosched_destroy(a->cs);
     colo_evictor_free(a->evictor);
     colo_mem_pool_destroy(a->pool);
