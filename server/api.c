@@ -94,33 +94,6 @@ static void exec_on_done(colo_request *r)
 
 /* ---- loop side: streaming ------------------------------------------------------- */
 
-static colo_status sse_json(api_call *c, json_t *j)
-{
-    if (!j)
-        return COLO_ENOMEM;
-    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    json_decref(j);
-    if (!s)
-        return COLO_ENOMEM;
-    colo_status st = colo_http_sse_send(c->http, NULL, s);
-    free(s);
-    return st;
-}
-
-/* A named event (Anthropic's streams name every event). */
-static colo_status sse_event(api_call *c, const char *event, json_t *j)
-{
-    if (!j)
-        return COLO_ENOMEM;
-    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    json_decref(j);
-    if (!s)
-        return COLO_ENOMEM;
-    colo_status st = colo_http_sse_send(c->http, event, s);
-    free(s);
-    return st;
-}
-
 static bool begin_stream(api_call *c)
 {
     if (c->started)
@@ -128,22 +101,7 @@ static bool begin_stream(api_call *c)
     if (colo_http_stream_begin(c->http, 200, "text/event-stream") != COLO_OK)
         return false;
     c->started = true;
-    int n = c->r->params.n > 1 ? c->r->params.n : 1;
-    for (int i = 0; i < n; i++) { /* each choice begins with its role (chat) or the prompt (echo) */
-        if (c->ep == COLO_API_CHAT)
-            sse_json(c, colo_api_chunk_choice_json(c, i, "", 0, NULL, true, NULL));
-        if (c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt) {
-            sse_json(c, colo_api_chunk_choice_json(c, i, c->r->in.prompt, c->r->in.prompt_len, NULL, false, NULL));
-            *(i ? &c->choice_sent[i] : &c->text_sent) = c->r->in.prompt_len;
-        }
-    }
-    if (c->ep == COLO_API_MESSAGES) {
-        sse_event(c, "message_start", colo_api_anthropic_start_json(c));
-        sse_event(c, "content_block_start",
-                  json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0, "content_block",
-                            "type", "text", "text", ""));
-        sse_event(c, "ping", json_pack("{s:s}", "type", "ping"));
-    }
+    c->d->open(c);
     return true;
 }
 
@@ -179,26 +137,8 @@ static void deliver_tokens(void *ud)
         const char *piece = t.data + o + TOK_HEAD;
         if (has_lp)
             memcpy(&lp, piece + len, sizeof lp);
-        if (c->ep == COLO_API_INFER) {
-            json_t *ev = json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", token, "text",
-                                   colo_api_json_text(piece, len));
-            if (ev && c->r->params.n > 1)
-                json_object_set_new(ev, "index", json_integer(ci));
-            if (ev && has_lp)
-                json_object_set_new(ev, "logprobs", colo_api_logprobs_json(c, &token, &lp, 1, 0));
-            sse_json(c, ev);
-        } else if (colo_api_tools_hold_stream(c->r)) {
-            /* held until the output is known to be a call or text (finish_stream) */
-            o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
-            continue;
-        } else if (c->ep == COLO_API_MESSAGES && len) {
-            sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(piece, len));
-        } else if (has_lp && token >= 0) { /* every token gets its chunk, text or not */
-            sse_json(c, colo_api_chunk_choice_json(c, ci, piece, len, NULL, false,
-                                                   colo_api_logprobs_json(c, &token, &lp, 1, *sent)));
-        } else if (len) {
-            sse_json(c, colo_api_chunk_choice_json(c, ci, piece, len, NULL, false, NULL));
-        }
+        c->d->piece(c, &(api_piece){.token = token, .text = piece, .len = len, .choice = ci,
+                                    .lp = has_lp ? &lp : NULL, .sent = *sent});
         *sent += len;
         o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
     }
@@ -209,119 +149,15 @@ static void deliver_tokens(void *ud)
 
 /* ---- loop side: final answers --------------------------------------------------- */
 
-/* A held stream's output, now whole: its text, then its calls (OpenAI:
- * a chunk naming each call, then one with its arguments; Anthropic: a
- * tool_use block each, its input as one input_json_delta). */
-static void send_held(api_call *c)
-{
-    const colo_req_outcome *o = &c->r->out;
-    if (c->ep == COLO_API_MESSAGES) {
-        if (o->text_len)
-            sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(o->text, o->text_len));
-        sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
-        json_t *blocks = json_array();
-        if (!blocks || colo_api_tool_use_blocks(o, blocks) != COLO_OK) {
-            json_decref(blocks);
-            return;
-        }
-        for (int i = 0; i < o->n_tool_calls; i++) {
-            json_t *b = json_array_get(blocks, (size_t)i);
-            sse_event(c, "content_block_start",
-                      json_pack("{s:s,s:i,s:{s:s,s:O,s:O,s:{}}}", "type", "content_block_start", "index", i + 1,
-                                "content_block", "type", "tool_use", "id", json_object_get(b, "id"), "name",
-                                json_object_get(b, "name"), "input"));
-            sse_event(c, "content_block_delta",
-                      json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", i + 1, "delta",
-                                "type", "input_json_delta", "partial_json", o->tool_calls[i].arguments));
-            sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", i + 1));
-        }
-        json_decref(blocks);
-        return;
-    }
-    if (o->text_len)
-        sse_json(c, colo_api_chunk_json(c, o->text, o->text_len, NULL, false));
-    for (int i = 0; i < o->n_tool_calls; i++) {
-        const colo_req_tool_call *t = &o->tool_calls[i];
-        json_t *first = json_pack("{s:i,s:s,s:s,s:{s:s,s:s}}", "index", i, "id", t->id, "type", "function",
-                                  "function", "name", t->name, "arguments", "");
-        json_t *args = json_pack("{s:i,s:{s:s}}", "index", i, "function", "arguments", t->arguments);
-        json_t *ch1 = colo_api_chunk_json(c, NULL, 0, NULL, false), *ch2 = colo_api_chunk_json(c, NULL, 0, NULL, false);
-        json_t *d1 = json_object_get(json_array_get(json_object_get(ch1, "choices"), 0), "delta");
-        json_t *d2 = json_object_get(json_array_get(json_object_get(ch2, "choices"), 0), "delta");
-        if (d1 && first)
-            json_object_set_new(d1, "tool_calls", json_pack("[O]", first));
-        if (d2 && args)
-            json_object_set_new(d2, "tool_calls", json_pack("[O]", args));
-        json_decref(first);
-        json_decref(args);
-        sse_json(c, ch1);
-        sse_json(c, ch2);
-    }
-}
-
-/* The error code and message of a failed outcome. */
-static const char *outcome_code(const api_call *c)
-{
-    return c->cut && c->r->out.status == COLO_ECANCELED ? "shutting_down" : colo_api_status_code(c->r->out.status);
-}
-
-static const char *outcome_error(const api_call *c)
-{
-    if (c->cut && c->r->out.status == COLO_ECANCELED)
-        return "the server is shutting down";
-    return c->r->out.error ? c->r->out.error : "failed";
-}
-
 static void finish_stream(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
-    bool held = o->status == COLO_OK && colo_api_tools_hold_stream(c->r);
-    if (c->ep == COLO_API_MESSAGES) { /* no [DONE]: message_stop ends it */
-        if (o->status != COLO_OK) {
-            sse_event(c, "error", colo_api_anthropic_error_json(colo_api_status_http(o->status), outcome_error(c)));
-        } else {
-            if (held)
-                send_held(c);
-            else
-                sse_event(c, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", 0));
-            sse_event(c, "message_delta", colo_api_anthropic_end_json(c));
-            sse_event(c, "message_stop", json_pack("{s:s}", "type", "message_stop"));
-        }
-        colo_http_stream_end(c->http);
-        return;
-    }
-    if (o->status != COLO_OK) {
-        json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", outcome_code(c), "message", outcome_error(c),
-                              "request_id", colo_http_req_id(c->http));
-        sse_json(c, e);
-    } else if (c->ep == COLO_API_INFER) {
-        json_t *j = colo_api_infer_json(c);
-        if (j) {
-            char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
-            json_decref(j);
-            if (s)
-                colo_http_sse_send(c->http, "done", s);
-            free(s);
-        }
-    } else {
-        if (held) { /* (tool calls are read from the first choice; the others go as text) */
-            send_held(c);
-            for (int i = 1; o->choices && i < o->n_choices; i++)
-                if (o->choices[i].text_len)
-                    sse_json(c, colo_api_chunk_choice_json(c, i, o->choices[i].text, o->choices[i].text_len, NULL,
-                                                           false, NULL));
-        }
-        for (int i = 0; i < (o->choices ? o->n_choices : 1); i++) {
-            const char *fin = i && o->choices ? o->choices[i].finish_reason : o->finish_reason;
-            sse_json(c, colo_api_chunk_choice_json(c, i, NULL, 0, fin ? fin : "stop", false, NULL));
-        }
-        if (c->in.include_usage)
-            sse_json(c, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", c->oid, "object",
-                                  c->ep == COLO_API_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                                  (json_int_t)c->created, "model", c->am->name, "choices", "usage",
-                                  colo_api_usage_json(c)));
-    }
-    colo_http_sse_send(c->http, NULL, "[DONE]");
+    if (o->status != COLO_OK)
+        c->d->fail(c);
+    else
+        c->d->close(c, colo_api_tools_hold_stream(c->r));
+    if (c->d->done_marker)
+        colo_http_sse_send(c->http, NULL, "[DONE]");
     colo_http_stream_end(c->http);
 }
 
@@ -340,7 +176,7 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         colo_http_add_header(h, "Retry-After", "1");
     if (c->cut && st == COLO_ECANCELED) {
         colo_http_add_header(h, "Retry-After", "1");
-        colo_http_error(h, status, outcome_code(c), "model %s: %s", c->am->name, outcome_error(c));
+        colo_http_error(h, status, colo_api_outcome_code(c), "model %s: %s", c->am->name, colo_api_outcome_error(c));
         return;
     }
     colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->am->name, msg ? msg : "failed");
@@ -377,10 +213,7 @@ static void deliver_done(void *ud)
     } else if (o->status != COLO_OK) {
         answer_error(c, status, o->status, o->error);
     } else {
-        colo_http_respond_json(h, 200,
-                               c->ep == COLO_API_INFER      ? colo_api_infer_json(c)
-                               : c->ep == COLO_API_MESSAGES ? colo_api_anthropic_json(c)
-                                                            : colo_api_openai_json(c));
+        colo_http_respond_json(h, 200, c->d->whole(c));
     }
     call_free(c);
 }
@@ -418,7 +251,7 @@ static void model_limits(colo_served *m, colo_api_limits *lim)
 }
 
 /* A request record with its front-end part, both in one pool. */
-static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req *req, colo_api_endpoint ep)
+static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req *req, const api_dialect *d)
 {
     colo_request *r = colo_request_create();
     api_call *c = r ? colo_pool_calloc(r->pool, 1, sizeof *c) : NULL;
@@ -434,7 +267,7 @@ static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req
     c->api = a;
     c->am = am;
     c->http = req;
-    c->ep = ep;
+    c->d = d;
     c->created = (long)time(NULL);
     c->in.r = r;
     c->tok_call = (colo_http_call){.fn = deliver_tokens, .ud = c};
@@ -480,35 +313,41 @@ static void refuse(api_call *c, colo_status st, const char *err)
     }
 }
 
-/* The endpoints answered on the loop thread without generating:
- * count_tokens, tokenize, detokenize. */
+/* ---- the endpoints answered on the loop thread without generating ---------------- */
+
+json_t *colo_api_detokenize_now(api_call *c, colo_status *st, char *err, size_t errlen)
+{
+    const char *text;
+    size_t len;
+    *st = colo_served_detokenize(c->am->m, c->in.tokens, c->in.n_tokens, c->r->pool, &text, &len, err, errlen);
+    return *st == COLO_OK ? json_pack("{s:o}", "text", colo_api_json_text(text, len)) : NULL;
+}
+
+json_t *colo_api_count_tokens_now(api_call *c, colo_status *st, char *err, size_t errlen)
+{
+    *st = colo_served_tokenize(c->am->m, c->r, err, errlen);
+    return *st == COLO_OK ? json_pack("{s:i}", "input_tokens", c->r->tok.n) : NULL;
+}
+
+json_t *colo_api_tokenize_now(api_call *c, colo_status *st, char *err, size_t errlen)
+{
+    colo_request *r = c->r;
+    if ((*st = colo_served_tokenize(c->am->m, r, err, errlen)) != COLO_OK)
+        return NULL;
+    json_t *ids = json_array();
+    for (int i = 0; ids && i < r->tok.n; i++)
+        if (json_array_append_new(ids, json_integer(r->tok.ids[i]))) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    return ids ? json_pack("{s:o,s:i}", "tokens", ids, "count", r->tok.n) : NULL;
+}
+
 static void answer_now(api_call *c)
 {
     char err[512] = "";
-    colo_request *r = c->r;
-    colo_served *m = c->am->m;
     colo_status st;
-    json_t *j = NULL;
-    if (c->ep == COLO_API_DETOKENIZE) {
-        const char *text;
-        size_t len;
-        st = colo_served_detokenize(m, c->in.tokens, c->in.n_tokens, r->pool, &text, &len, err, sizeof err);
-        if (st == COLO_OK)
-            j = json_pack("{s:o}", "text", colo_api_json_text(text, len));
-    } else {
-        st = colo_served_tokenize(m, r, err, sizeof err);
-        if (st == COLO_OK && c->ep == COLO_API_COUNT_TOKENS) {
-            j = json_pack("{s:i}", "input_tokens", r->tok.n);
-        } else if (st == COLO_OK) {
-            json_t *ids = json_array();
-            for (int i = 0; ids && i < r->tok.n; i++)
-                if (json_array_append_new(ids, json_integer(r->tok.ids[i]))) {
-                    json_decref(ids);
-                    ids = NULL;
-                }
-            j = ids ? json_pack("{s:o,s:i}", "tokens", ids, "count", r->tok.n) : NULL;
-        }
-    }
+    json_t *j = c->d->now(c, &st, err, sizeof err);
     if (st == COLO_OK) {
         colo_api_count_request(c->api, c->am->name, 200);
         colo_api_account(c, 200);
@@ -540,14 +379,17 @@ static bool not_loaded(colo_api *a, colo_registry_model *am, colo_http_req *req)
     return true;
 }
 
-static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
+static void handle(colo_http_req *req, void *ud)
 {
+    const api_route *route = ud;
+    colo_api *a = route->a;
+    const api_dialect *d = route->d;
+    colo_http_req_set_error_style(req, d->errors);
     json_t *body = colo_http_req_json(req);
     if (!body)
         return; /* answered 400 */
     char err[512];
-    bool by_path = ep == COLO_API_INFER || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE;
-    const char *name = by_path ? colo_http_req_param(req, "name") : colo_api_model_field(body, err, sizeof err);
+    const char *name = d->model_in_path ? colo_http_req_param(req, "name") : colo_api_model_field(body, err, sizeof err);
     if (!name) {
         colo_http_error(req, 400, "invalid_request", "%s", err);
         json_decref(body);
@@ -564,7 +406,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
         json_decref(body);
         return;
     }
-    api_call *c = call_create(a, am, req, ep);
+    api_call *c = call_create(a, am, req, d);
     if (!c) {
         colo_http_error(req, 503, "out_of_memory", "out of memory");
         json_decref(body);
@@ -573,7 +415,7 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     const colo_model_cfg *mc = colo_served_config(am->m);
     colo_api_limits lim;
     model_limits(am->m, &lim);
-    colo_status st = colo_api_decode(ep, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
+    colo_status st = colo_api_decode(d->ep, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
     json_decref(body);
     if (st != COLO_OK) {
         colo_api_count_request(a, am->name, 400);
@@ -591,10 +433,9 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);
-    snprintf(c->oid, sizeof c->oid, "%s%s", ep == COLO_API_CHAT ? "chatcmpl-" : ep == COLO_API_MESSAGES ? "msg_" : "cmpl-",
-             r->who.id);
+    snprintf(c->oid, sizeof c->oid, "%s%s", d->id_prefix, r->who.id);
     err[0] = 0;
-    if (ep == COLO_API_COUNT_TOKENS || ep == COLO_API_TOKENIZE || ep == COLO_API_DETOKENIZE) {
+    if (d->now) {
         answer_now(c);
         call_free(c);
         return;
@@ -609,15 +450,6 @@ static void handle(colo_api *a, colo_http_req *req, colo_api_endpoint ep)
     colo_http_req_on_abort(req, on_abort, c);
     colo_http_req_on_cut(req, on_cut, c);
 }
-
-static void h_infer(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_INFER); }
-static void h_completions(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COMPLETIONS); }
-static void h_chat(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_CHAT); }
-static void h_embeddings(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_EMBEDDINGS); }
-static void h_messages(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_MESSAGES); }
-static void h_count_tokens(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_COUNT_TOKENS); }
-static void h_tokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_TOKENIZE); }
-static void h_detokenize(colo_http_req *req, void *ud) { handle(ud, req, COLO_API_DETOKENIZE); }
 
 static void h_models(colo_http_req *req, void *ud)
 {
@@ -666,25 +498,22 @@ colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_confi
         free(a);
         return NULL;
     }
-    struct {
-        const char *method, *pattern;
-        colo_http_handler_fn fn;
-    } routes[] = {{"POST", "/v1/models/{name}/infer", h_infer},
-                  {"GET", "/v1/models", h_models},
-                  {"GET", "/v1/models/{name}", h_model},
-                  {"POST", "/v1/completions", h_completions},
-                  {"POST", "/v1/chat/completions", h_chat},
-                  {"POST", "/v1/embeddings", h_embeddings},
-                  {"POST", "/v1/messages", h_messages},
-                  {"POST", "/v1/messages/count_tokens", h_count_tokens},
-                  {"POST", "/v1/models/{name}/tokenize", h_tokenize},
-                  {"POST", "/v1/models/{name}/detokenize", h_detokenize}};
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, a, 0) != COLO_OK) {
-            colo_set_err(err, errlen, "cannot add the route %s %s", routes[i].method, routes[i].pattern);
+    int n = 0;
+    const api_dialect *d = colo_api_dialects(&n);
+    for (int i = 0; i < n; i++) {
+        a->routes[i] = (api_route){.a = a, .d = &d[i]};
+        if (colo_server_route(srv, d[i].method, d[i].pattern, handle, &a->routes[i], 0) != COLO_OK) {
+            colo_set_err(err, errlen, "cannot add the route %s %s", d[i].method, d[i].pattern);
             free(a);
             return NULL;
         }
+    }
+    if (colo_server_route(srv, "GET", "/v1/models", h_models, a, 0) != COLO_OK ||
+        colo_server_route(srv, "GET", "/v1/models/{name}", h_model, a, 0) != COLO_OK) {
+        colo_set_err(err, errlen, "cannot add the route GET /v1/models");
+        free(a);
+        return NULL;
+    }
     if (colo_api_usage_routes(a) != COLO_OK) {
         colo_set_err(err, errlen, "cannot add the route GET /v1/usage");
         free(a);

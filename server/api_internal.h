@@ -26,6 +26,15 @@
 #define COLO_API_STREAM_SLOW_BYTES (256u << 10)
 
 typedef struct api_stats api_stats; /* api_stats.c */
+struct api_dialect;
+
+/* A dialect's route: what its handler is called with. */
+typedef struct api_route {
+    colo_api *a;
+    const struct api_dialect *d;
+} api_route;
+
+#define COLO_API_MAX_DIALECTS 16
 
 struct colo_api {
     colo_server *srv;
@@ -33,6 +42,7 @@ struct colo_api {
     colo_metrics *metrics;
     const char *policy;
     colo_registry *reg; /* the models served */
+    api_route routes[COLO_API_MAX_DIALECTS];
     long created;
     _Atomic uint64_t seed_counter;
     colo_metric *m_requests, *m_duration, *m_queue, *m_prefill, *m_decode, *m_ttft, *m_itl;
@@ -64,13 +74,67 @@ typedef struct tok_buf {
     size_t len, cap;
 } tok_buf;
 
+typedef struct api_call api_call;
+
+/* One generated piece of a stream, as the loop hands it to a dialect. */
+typedef struct api_piece {
+    int32_t token;                       /* -1: text without a token */
+    const char *text;
+    size_t len;
+    int choice;                          /* 0..n-1 */
+    const colo_req_token_logprobs *lp;   /* NULL: none */
+    size_t sent;                         /* bytes of this choice's text sent before it */
+} api_piece;
+
+/* Logprobs of n tokens in a dialect's shape (text_offset: completions'
+ * offset of the first token in the text). */
+typedef json_t *(*api_logprobs_fn)(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                                   size_t text_offset);
+
+/* A dialect: one family of endpoints and everything that differs between
+ * them. How a request names its model, how its body is read (ep, for
+ * colo_api_decode), the id prefix, the shape of a whole answer, of a
+ * streamed chunk and of logprobs, how a stream opens, carries a piece,
+ * ends and fails, and the error object. Every question of which endpoint
+ * a request came by is one of these slots; the table is api_dialect.c's
+ * (docs/ARCHITECTURE.md, "Adding an endpoint dialect"). */
+typedef struct api_dialect {
+    const char *method, *pattern; /* its route */
+    colo_api_endpoint ep;         /* how colo_api_decode reads the body */
+    bool model_in_path;           /* {name} in the path, else "model" in the body */
+    const char *id_prefix;        /* of the answer's id ("" for none of its own) */
+    colo_http_error_style errors; /* the error object's shape */
+    /* Answered on the loop thread without generating (count_tokens,
+     * tokenize, detokenize): the body, or NULL with *st and err. NULL: the
+     * request is queued on the model. */
+    json_t *(*now)(api_call *c, colo_status *st, char *err, size_t errlen);
+    json_t *(*whole)(const api_call *c); /* the answer, not streamed */
+    /* A streamed chunk of choice index: delta text, or the finish reason;
+     * role: the chunk that opens a chat choice; logprobs stolen (NULL:
+     * null). NULL where the dialect streams no chunks of this shape. */
+    json_t *(*chunk)(const api_call *c, int index, const char *text, size_t len, const char *finish, bool role,
+                     json_t *logprobs);
+    const char *chunk_object;             /* the chunks' "object" */
+    api_logprobs_fn logprobs;
+    void (*open)(api_call *c);                      /* a stream's first events */
+    void (*piece)(api_call *c, const api_piece *p); /* one generated piece */
+    void (*close)(api_call *c, bool held);          /* a stream that succeeded (held: tool calls held back) */
+    void (*fail)(api_call *c);                      /* a stream that failed: its error event */
+    bool done_marker;                               /* data: [DONE] ends its streams */
+} api_dialect;
+
+/* The dialect of an endpoint. */
+const api_dialect *colo_api_dialect(colo_api_endpoint ep);
+/* Every dialect, for the routes: n of them. */
+const api_dialect *colo_api_dialects(int *n);
+
 /* The front end's part of one request (in the request's pool). */
-typedef struct api_call {
+struct api_call {
     colo_request *r;
     colo_api *api;
     colo_registry_model *am;
     colo_http_req *http;
-    colo_api_endpoint ep;
+    const api_dialect *d;
     colo_api_input in; /* options: include_usage, base64 */
     int tenant_key;    /* the caller's key (server/tenants.h) */
     bool admitted;     /* holds a tenant slot until accounted */
@@ -89,7 +153,7 @@ typedef struct api_call {
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
     atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
-} api_call;
+};
 
 /* Tokens generated for r, every choice, whatever became of the request or
  * its connection (what is billed and counted); 0 for other tasks. */
@@ -101,23 +165,40 @@ static inline int64_t colo_api_completion_tokens(const colo_request *r)
 /* ---- api_render.c -------------------------------------------------------------- */
 /* A JSON string of text as UTF-8; invalid byte sequences become U+FFFD. */
 json_t *colo_api_json_text(const char *t, size_t n);
+/* Whole answers: /infer, chat completions, completions, embeddings. */
 json_t *colo_api_infer_json(const api_call *c);
-json_t *colo_api_openai_json(const api_call *c);
-/* One streamed chunk of an OpenAI endpoint (delta text, or the finish reason). */
-json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role);
+json_t *colo_api_chat_json(const api_call *c);
+json_t *colo_api_completion_json(const api_call *c);
+json_t *colo_api_embeddings_json(const api_call *c);
 json_t *colo_api_usage_json(const api_call *c);
-/* The same with a chunk's logprobs (stolen; NULL: null). */
-json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
-                               json_t *logprobs);
-/* The same for choice index (params.n > 1). */
-json_t *colo_api_chunk_choice_json(const api_call *c, int index, const char *delta_text, size_t len,
-                                   const char *finish, bool role, json_t *logprobs);
-/* Logprobs of n tokens in the endpoint's shape (text_offset: completions'
- * offset of the first token in the text). */
-json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
-                               size_t text_offset);
+/* Streamed chunks (api_dialect's chunk). */
+json_t *colo_api_chat_chunk_json(const api_call *c, int index, const char *text, size_t len, const char *finish,
+                                 bool role, json_t *logprobs);
+json_t *colo_api_completion_chunk_json(const api_call *c, int index, const char *text, size_t len, const char *finish,
+                                       bool role, json_t *logprobs);
+/* Logprobs: chat {"content":[...]}; completions {"tokens",
+ * "token_logprobs","top_logprobs","text_offset"}; /infer [{"token",
+ * "logprob","top":[{"token","logprob"}]}]. */
+json_t *colo_api_chat_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                                    size_t text_offset);
+json_t *colo_api_completion_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps,
+                                          int n, size_t text_offset);
+json_t *colo_api_infer_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                                     size_t text_offset);
 int colo_api_status_http(colo_status st);
 const char *colo_api_status_code(colo_status st);
+
+/* ---- api_dialect.c: the dialects and their streams -------------------------------- */
+/* An SSE event of JSON (stolen), unnamed or named. */
+colo_status colo_api_sse_json(api_call *c, json_t *j);
+colo_status colo_api_sse_event(api_call *c, const char *event, json_t *j);
+/* The error code and message of a failed outcome. */
+const char *colo_api_outcome_code(const api_call *c);
+const char *colo_api_outcome_error(const api_call *c);
+/* The endpoints answered without generating (api.c). */
+json_t *colo_api_count_tokens_now(api_call *c, colo_status *st, char *err, size_t errlen);
+json_t *colo_api_tokenize_now(api_call *c, colo_status *st, char *err, size_t errlen);
+json_t *colo_api_detokenize_now(api_call *c, colo_status *st, char *err, size_t errlen);
 
 /* ---- api_anthropic.c ------------------------------------------------------------ */
 json_t *colo_api_anthropic_json(const api_call *c);

@@ -134,7 +134,7 @@ json_t *colo_api_infer_json(const api_call *c)
         bad |= json_object_set_new(j, "tokens", tokens_json(o->tokens, o->n_tokens));
         bad |= json_object_set_new(j, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
         if (c->r->params.logprobs >= 0 && o->logprobs)
-            bad |= json_object_set_new(j, "logprobs", colo_api_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, 0));
+            bad |= json_object_set_new(j, "logprobs", colo_api_infer_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, 0));
         if (o->choices) { /* n > 1: every choice (the first is also above) */
             json_t *chs = json_array();
             for (int i = 0; chs && i < o->n_choices; i++) {
@@ -145,7 +145,7 @@ json_t *colo_api_infer_json(const api_call *c)
                                       ch->finish_reason ? ch->finish_reason : "stop");
                 if (e && c->r->params.logprobs >= 0 && ch->logprobs)
                     json_object_set_new(e, "logprobs",
-                                        colo_api_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, 0));
+                                        colo_api_infer_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, 0));
                 bad |= json_array_append_new(chs, e);
             }
             bad |= json_object_set_new(j, "choices", chs);
@@ -166,26 +166,31 @@ json_t *colo_api_infer_json(const api_call *c)
     return j;
 }
 
-json_t *colo_api_openai_json(const api_call *c)
+json_t *colo_api_embeddings_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
-    if (c->ep == COLO_API_EMBEDDINGS) {
-        json_t *data = json_array();
-        int bad = !data;
-        for (int i = 0; data && i < c->r->in.n_texts; i++)
-            bad |= json_array_append_new(data, json_pack("{s:s,s:i,s:o}", "object", "embedding", "index", i,
-                                                         "embedding",
-                                                         embedding_json(o->embeddings + (size_t)i * o->dim, o->dim,
-                                                                        c->in.base64)));
-        json_t *j = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "model", c->am->name, "usage",
-                              colo_api_usage_json(c));
-        if (bad) {
-            json_decref(j);
-            return NULL;
-        }
-        return j;
+    json_t *data = json_array();
+    int bad = !data;
+    for (int i = 0; data && i < c->r->in.n_texts; i++)
+        bad |= json_array_append_new(data, json_pack("{s:s,s:i,s:o}", "object", "embedding", "index", i,
+                                                     "embedding",
+                                                     embedding_json(o->embeddings + (size_t)i * o->dim, o->dim,
+                                                                    c->in.base64)));
+    json_t *j = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "model", c->am->name, "usage",
+                          colo_api_usage_json(c));
+    if (bad) {
+        json_decref(j);
+        return NULL;
     }
-    bool echo = c->ep == COLO_API_COMPLETIONS && c->r->params.echo && c->r->in.prompt;
+    return j;
+}
+
+/* A chat completion (chat) or a completion: the choices, each with its
+ * text (after the prompt with echo), finish reason and logprobs. */
+static json_t *choices_json(const api_call *c, bool chat)
+{
+    const colo_req_outcome *o = &c->r->out;
+    bool echo = !chat && c->r->params.echo && c->r->in.prompt;
     size_t pl = echo ? c->r->in.prompt_len : 0;
     colo_req_choice one = {o->text, o->text_len, o->tokens, o->n_tokens, o->finish_reason, o->stop_sequence,
                            o->logprobs};
@@ -207,16 +212,16 @@ json_t *colo_api_openai_json(const api_call *c)
             text = colo_api_json_text(ch->text ? ch->text : "", ch->text_len);
         }
         json_t *lp = c->r->params.logprobs >= 0 && ch->logprobs
-                         ? colo_api_logprobs_json(c, ch->tokens, ch->logprobs, ch->n_tokens, pl)
+                         ? c->d->logprobs(c, ch->tokens, ch->logprobs, ch->n_tokens, pl)
                          : json_null();
         json_t *choice;
-        if (c->ep == COLO_API_CHAT && i == 0 && o->n_tool_calls > 0) { /* (calls are read from the first choice) */
+        if (chat && i == 0 && o->n_tool_calls > 0) { /* (calls are read from the first choice) */
             if (ch->text_len == 0)
                 json_decref(text), text = json_null();
             choice = json_pack("{s:i,s:{s:s,s:o,s:o},s:s,s:o}", "index", i, "message", "role", "assistant",
                                "content", text, "tool_calls", colo_api_tool_calls_json(o, false), "finish_reason", fin,
                                "logprobs", lp);
-        } else if (c->ep == COLO_API_CHAT)
+        } else if (chat)
             choice = json_pack("{s:i,s:{s:s,s:o},s:s,s:o}", "index", i, "message", "role", "assistant", "content",
                                text, "finish_reason", fin, "logprobs", lp);
         else
@@ -226,38 +231,36 @@ json_t *colo_api_openai_json(const api_call *c)
             choices = NULL;
         }
     }
-    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", c->oid, "object",
-                     c->ep == COLO_API_CHAT ? "chat.completion" : "text_completion", "created",
-                     (json_int_t)c->created, "model", c->am->name, "choices", choices, "usage", colo_api_usage_json(c));
+    return json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", c->oid, "object", chat ? "chat.completion" : "text_completion",
+                     "created", (json_int_t)c->created, "model", c->am->name, "choices", choices, "usage",
+                     colo_api_usage_json(c));
 }
 
-json_t *colo_api_chunk_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role)
-{
-    return colo_api_chunk_lp_json(c, delta_text, len, finish, role, NULL);
-}
+json_t *colo_api_chat_json(const api_call *c) { return choices_json(c, true); }
+json_t *colo_api_completion_json(const api_call *c) { return choices_json(c, false); }
 
-json_t *colo_api_chunk_lp_json(const api_call *c, const char *delta_text, size_t len, const char *finish, bool role,
-                               json_t *logprobs)
-{
-    return colo_api_chunk_choice_json(c, 0, delta_text, len, finish, role, logprobs);
-}
-
-json_t *colo_api_chunk_choice_json(const api_call *c, int index, const char *delta_text, size_t len,
-                                   const char *finish, bool role, json_t *logprobs)
+json_t *colo_api_chat_chunk_json(const api_call *c, int index, const char *delta_text, size_t len, const char *finish,
+                                 bool role, json_t *logprobs)
 {
     if (!logprobs)
         logprobs = json_null();
-    if (c->ep == COLO_API_CHAT) {
-        json_t *delta = json_object();
-        if (delta && role)
-            json_object_set_new(delta, "role", json_string("assistant"));
-        if (delta && delta_text)
-            json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
-        return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object",
-                         "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
-                         "choices", "index", index, "delta", delta ? delta : json_null(), "finish_reason",
-                         finish ? json_string(finish) : json_null(), "logprobs", logprobs);
-    }
+    json_t *delta = json_object();
+    if (delta && role)
+        json_object_set_new(delta, "role", json_string("assistant"));
+    if (delta && delta_text)
+        json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object",
+                     "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
+                     "choices", "index", index, "delta", delta ? delta : json_null(), "finish_reason",
+                     finish ? json_string(finish) : json_null(), "logprobs", logprobs);
+}
+
+json_t *colo_api_completion_chunk_json(const api_call *c, int index, const char *delta_text, size_t len,
+                                       const char *finish, bool role, json_t *logprobs)
+{
+    (void)role;
+    if (!logprobs)
+        logprobs = json_null();
     return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object", "text_completion",
                      "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", index, "text",
                      colo_api_json_text(delta_text ? delta_text : "", delta_text ? len : 0), "finish_reason",
@@ -373,31 +376,35 @@ static json_t *chat_lp_entry(const api_call *c, int32_t id, const colo_req_token
     return e;
 }
 
-/* Logprobs of tokens [from, to) of a request, or of one streamed token
- * (ids/lps of n == 1), in the endpoint's shape: chat {"content":[...]},
- * completions {"tokens","token_logprobs","top_logprobs","text_offset"},
- * /infer [{"token","logprob","top":[{"token","logprob"}]}]. */
-json_t *colo_api_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
-                               size_t text_offset)
+json_t *colo_api_chat_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                                    size_t text_offset)
 {
-    if (c->ep == COLO_API_CHAT) {
-        json_t *content = json_array();
-        for (int i = 0; content && i < n; i++)
-            json_array_append_new(content, chat_lp_entry(c, ids[i], &lps[i]));
-        return json_pack("{s:o}", "content", content ? content : json_array());
+    (void)text_offset;
+    json_t *content = json_array();
+    for (int i = 0; content && i < n; i++)
+        json_array_append_new(content, chat_lp_entry(c, ids[i], &lps[i]));
+    return json_pack("{s:o}", "content", content ? content : json_array());
+}
+
+json_t *colo_api_infer_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps, int n,
+                                     size_t text_offset)
+{
+    (void)c, (void)text_offset;
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_t *top = json_array();
+        for (int k = 0; top && k < lps[i].n_top; k++)
+            json_array_append_new(top, json_pack("{s:i,s:f}", "token", lps[i].top_ids[k], "logprob",
+                                                 (double)lps[i].top_logprobs[k]));
+        json_array_append_new(a, json_pack("{s:i,s:f,s:o}", "token", ids[i], "logprob", (double)lps[i].logprob,
+                                           "top", top ? top : json_array()));
     }
-    if (c->ep == COLO_API_INFER) {
-        json_t *a = json_array();
-        for (int i = 0; a && i < n; i++) {
-            json_t *top = json_array();
-            for (int k = 0; top && k < lps[i].n_top; k++)
-                json_array_append_new(top, json_pack("{s:i,s:f}", "token", lps[i].top_ids[k], "logprob",
-                                                     (double)lps[i].top_logprobs[k]));
-            json_array_append_new(a, json_pack("{s:i,s:f,s:o}", "token", ids[i], "logprob", (double)lps[i].logprob,
-                                               "top", top ? top : json_array()));
-        }
-        return a;
-    }
+    return a;
+}
+
+json_t *colo_api_completion_logprobs_json(const api_call *c, const int32_t *ids, const colo_req_token_logprobs *lps,
+                                          int n, size_t text_offset)
+{
     json_t *toks = json_array(), *lp = json_array(), *tops = json_array(), *offs = json_array();
     size_t off = text_offset;
     for (int i = 0; toks && lp && tops && offs && i < n; i++) {
