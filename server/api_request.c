@@ -45,14 +45,17 @@ const char *colo_api_model_field(json_t *body, char *err, size_t errlen)
 
 /* ---- field checks ------------------------------------------------------------- */
 
+typedef struct body_rules body_rules;
+
 typedef struct dec {
-    colo_api_endpoint ep;
+    const body_rules *rules; /* what the endpoint reads */
+    const struct field *const *fields; /* its fields for this model (body_rules) */
     colo_task task;
     const colo_api_limits *lim;
     colo_api_input *in;
     char *err;
     size_t errlen;
-    json_t *prompt, *messages, *input;
+    json_t *prompt, *messages, *input, *system, *tokens;
     bool max_tokens_set;
     int top_logprobs;  /* chat: top_logprobs (-1: not given) */
     bool logprobs_off; /* chat: logprobs: false */
@@ -161,149 +164,530 @@ static colo_status add_stop(dec *d, json_t *s)
     return COLO_OK;
 }
 
-/* OpenAI fields accepted and ignored when they hold the value that means
- * "off"; anything else is refused, since ignoring it would change results. */
-static colo_status openai_ignored(dec *d, const char *key, json_t *v, bool *handled)
+/* ---- fields, one handler each ------------------------------------------------------ */
+
+/* A body field's reader; a dialect's fields are tables of them, looked up
+ * by name (unknown names are refused). null_ok: on the OpenAI-compatible
+ * routes, null means "not given". */
+typedef colo_status (*field_fn)(dec *d, const char *key, json_t *v);
+typedef struct field {
+    const char *name;
+    field_fn fn;
+    bool null_ok;
+} field;
+
+/* One endpoint's body: its fields for a generative model and for an
+ * encoder (NULL: refused for that kind of model), and what decoding
+ * them means. */
+struct body_rules {
+    /* for a generative model: its fields (NULL-ended tables) and what
+     * reading them means; NULL: refused */
+    const field *const *gen;
+    colo_status (*decode_gen)(dec *d, json_t *body);
+    const field *const *embed; /* the same for an encoder */
+    colo_status (*decode_embed)(dec *d, json_t *body);
+    const char *hint;          /* after "unknown field 'x'" */
+    bool openai;               /* null means "not given"; text parts in messages; a message may have a name */
+    bool chat;                 /* tool roles and calls in messages */
+    bool prompt_array;         /* prompt may be ["one string"] */
+    bool count;                /* count_tokens: max_tokens not needed */
+    const char *required;      /* the field named when neither prompt nor messages is given */
+    const char *required_why;
+    int default_max_tokens;
+};
+
+static colo_status f_skip(dec *d, const char *key, json_t *v)
 {
-    static const char *const always[] = {"user", "store", "metadata", "service_tier", "parallel_tool_calls",
-                                         "prompt_cache_key", "safety_identifier", NULL};
-    *handled = true;
-    for (int i = 0; always[i]; i++)
-        if (!strcmp(key, always[i]))
-            return COLO_OK;
-    if (!strcmp(key, "best_of")) {
-        if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
-            return COLO_OK;
-        return bad(d, key, "only 1 is supported");
-    }
-    if (d->ep == COLO_API_CHAT && !strcmp(key, "tools"))
-        return colo_api_openai_tools(d->in->r, v, d->err, d->errlen);
-    if (d->ep == COLO_API_CHAT && !strcmp(key, "tool_choice"))
-        return colo_api_openai_tool_choice(d->in->r, v, d->err, d->errlen);
-    if (!strcmp(key, "suffix") || !strcmp(key, "tools") || !strcmp(key, "functions") ||
-        !strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
-        if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
-            (json_is_string(v) && !strcmp(json_string_value(v), "none")))
-            return COLO_OK;
-        return bad(d, key, d->ep == COLO_API_CHAT ? "is not supported (use tools and tool_choice)"
-                                                  : "is not supported on this endpoint");
-    }
-    if (!strcmp(key, "response_format"))
-        return colo_api_response_format(d->in->r, v, d->err, d->errlen);
-    *handled = false;
+    (void)d, (void)key, (void)v;
     return COLO_OK;
 }
 
-/* Generation fields shared by every generative endpoint. */
-static colo_status gen_field(dec *d, const char *key, json_t *v, bool *handled)
+static colo_status f_prompt(dec *d, const char *key, json_t *v)
 {
-    colo_api_input *in = d->in;
+    (void)key;
+    d->prompt = v;
+    return COLO_OK;
+}
+
+static colo_status f_messages(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    d->messages = v;
+    return COLO_OK;
+}
+
+static colo_status f_system(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    d->system = v;
+    return COLO_OK;
+}
+
+static colo_status f_input(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    d->input = v;
+    return COLO_OK;
+}
+
+static colo_status f_tokens(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    d->tokens = v;
+    return COLO_OK;
+}
+
+static colo_status f_max_tokens(dec *d, const char *key, json_t *v)
+{
     long long x;
-    double f;
-    colo_status st = COLO_OK;
-    *handled = true;
-    bool openai = d->ep != COLO_API_INFER;
-    if (!strcmp(key, "max_tokens") || (d->ep == COLO_API_CHAT && !strcmp(key, "max_completion_tokens"))) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_int(d, key, v, 1, d->lim->max_seq_len, &x)) == COLO_OK) {
-            in->r->params.max_tokens = (int)x;
-            d->max_tokens_set = true;
-        }
-    } else if (!strcmp(key, "temperature")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_num(d, key, v, 0, 2, false, &f)) == COLO_OK)
-            in->r->params.temperature = (float)f;
-    } else if (!strcmp(key, "top_p")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_num(d, key, v, 0, 1, true, &f)) == COLO_OK)
-            in->r->params.top_p = (float)f;
-    } else if (!strcmp(key, "top_k")) {
-        if ((st = get_int(d, key, v, 0, d->lim->n_vocab, &x)) == COLO_OK)
-            in->r->params.top_k = (int)x;
-    } else if (!strcmp(key, "seed")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_int(d, key, v, 0, INT64_MAX, &x)) == COLO_OK)
-            in->r->params.seed = (uint64_t)x;
-    } else if (!strcmp(key, "stop")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if (json_is_array(v)) {
-            size_t i;
-            json_t *s;
-            json_array_foreach(v, i, s) if ((st = add_stop(d, s)) != COLO_OK) return st;
-        } else {
-            st = add_stop(d, v);
-        }
-    } else if (!strcmp(key, "stream")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        st = get_bool(d, key, v, &in->r->params.stream);
-    } else if (openai && !strcmp(key, "stream_options")) {
-        if (json_is_null(v))
-            return COLO_OK;
-        if (!json_is_object(v))
-            return bad(d, key, "must be an object");
-        json_t *u = json_object_get(v, "include_usage");
-        if (u && (st = get_bool(d, "stream_options.include_usage", u, &in->include_usage)) != COLO_OK)
-            return st;
-    } else if (!strcmp(key, "priority")) {
-        if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
-            return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
-        in->has_priority = true;
-    } else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_num(d, key, v, -2, 2, false, &f)) == COLO_OK)
-            *(key[0] == 'p' ? &in->r->params.presence_penalty : &in->r->params.frequency_penalty) = (float)f;
-    } else if (!strcmp(key, "repetition_penalty")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_num(d, key, v, 0, 10, true, &f)) == COLO_OK)
-            in->r->params.repetition_penalty = (float)f;
-    } else if (!strcmp(key, "min_p")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_num(d, key, v, 0, 1, false, &f)) == COLO_OK)
-            in->r->params.min_p = (float)f;
-    } else if (!strcmp(key, "logit_bias")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        st = logit_bias(d, v);
-    } else if (!strcmp(key, "logprobs")) {
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if (d->ep == COLO_API_CHAT) { /* a bool; top_logprobs says how many */
-            bool on = false;
-            if ((st = get_bool(d, key, v, &on)) == COLO_OK && on && in->r->params.logprobs < 0)
-                in->r->params.logprobs = 0;
-            if (st == COLO_OK && !on)
-                d->logprobs_off = true;
-        } else if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK) {
-            in->r->params.logprobs = (int)x;
-        }
-    } else if (d->ep == COLO_API_CHAT && !strcmp(key, "top_logprobs")) {
-        if (json_is_null(v))
-            return COLO_OK;
-        if ((st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x)) == COLO_OK)
-            d->top_logprobs = (int)x;
-    } else if (!strcmp(key, "n")) { /* choices sharing the prompt */
-        if (openai && json_is_null(v))
-            return COLO_OK;
-        if ((st = get_int(d, key, v, 1, COLO_REQ_MAX_CHOICES, &x)) == COLO_OK)
-            in->r->params.n = (int)x;
-    } else if (d->ep == COLO_API_COMPLETIONS && !strcmp(key, "echo")) {
-        if (json_is_null(v))
-            return COLO_OK;
-        st = get_bool(d, key, v, &in->r->params.echo);
-    } else {
-        *handled = false;
+    colo_status st = get_int(d, key, v, 1, d->lim->max_seq_len, &x);
+    if (st == COLO_OK) {
+        d->in->r->params.max_tokens = (int)x;
+        d->max_tokens_set = true;
     }
     return st;
 }
+
+static colo_status f_temperature(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, 0, 2, false, &f);
+    if (st == COLO_OK)
+        d->in->r->params.temperature = (float)f;
+    return st;
+}
+
+/* Anthropic's range is [0, 1]. */
+static colo_status f_temperature_1(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, 0, 1, false, &f);
+    if (st == COLO_OK)
+        d->in->r->params.temperature = (float)f;
+    return st;
+}
+
+static colo_status f_top_p(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, 0, 1, true, &f);
+    if (st == COLO_OK)
+        d->in->r->params.top_p = (float)f;
+    return st;
+}
+
+static colo_status f_top_k(dec *d, const char *key, json_t *v)
+{
+    long long x;
+    colo_status st = get_int(d, key, v, 0, d->lim->n_vocab, &x);
+    if (st == COLO_OK)
+        d->in->r->params.top_k = (int)x;
+    return st;
+}
+
+static colo_status f_seed(dec *d, const char *key, json_t *v)
+{
+    long long x;
+    colo_status st = get_int(d, key, v, 0, INT64_MAX, &x);
+    if (st == COLO_OK)
+        d->in->r->params.seed = (uint64_t)x;
+    return st;
+}
+
+static colo_status f_stop(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    if (!json_is_array(v))
+        return add_stop(d, v);
+    size_t i;
+    json_t *s;
+    colo_status st = COLO_OK;
+    json_array_foreach(v, i, s) if ((st = add_stop(d, s)) != COLO_OK) return st;
+    return COLO_OK;
+}
+
+static colo_status f_stop_sequences(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_array(v))
+        return bad(d, key, "must be an array of strings");
+    return f_stop(d, key, v);
+}
+
+static colo_status f_stream(dec *d, const char *key, json_t *v)
+{
+    return get_bool(d, key, v, &d->in->r->params.stream);
+}
+
+static colo_status f_stream_options(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_object(v))
+        return bad(d, key, "must be an object");
+    json_t *u = json_object_get(v, "include_usage");
+    return u ? get_bool(d, "stream_options.include_usage", u, &d->in->include_usage) : COLO_OK;
+}
+
+static colo_status f_priority(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &d->in->priority) != COLO_OK)
+        return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
+    d->in->has_priority = true;
+    return COLO_OK;
+}
+
+/* presence_penalty, frequency_penalty */
+static colo_status f_penalty(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, -2, 2, false, &f);
+    if (st == COLO_OK)
+        *(key[0] == 'p' ? &d->in->r->params.presence_penalty : &d->in->r->params.frequency_penalty) = (float)f;
+    return st;
+}
+
+static colo_status f_repetition_penalty(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, 0, 10, true, &f);
+    if (st == COLO_OK)
+        d->in->r->params.repetition_penalty = (float)f;
+    return st;
+}
+
+static colo_status f_min_p(dec *d, const char *key, json_t *v)
+{
+    double f;
+    colo_status st = get_num(d, key, v, 0, 1, false, &f);
+    if (st == COLO_OK)
+        d->in->r->params.min_p = (float)f;
+    return st;
+}
+
+static colo_status f_logit_bias(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return logit_bias(d, v);
+}
+
+/* /infer and completions: how many top alternatives per token. */
+static colo_status f_logprobs_n(dec *d, const char *key, json_t *v)
+{
+    long long x;
+    colo_status st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x);
+    if (st == COLO_OK)
+        d->in->r->params.logprobs = (int)x;
+    return st;
+}
+
+/* Chat: a bool; top_logprobs says how many. */
+static colo_status f_logprobs_bool(dec *d, const char *key, json_t *v)
+{
+    bool on = false;
+    colo_status st = get_bool(d, key, v, &on);
+    if (st == COLO_OK && on && d->in->r->params.logprobs < 0)
+        d->in->r->params.logprobs = 0;
+    if (st == COLO_OK && !on)
+        d->logprobs_off = true;
+    return st;
+}
+
+static colo_status f_top_logprobs(dec *d, const char *key, json_t *v)
+{
+    long long x;
+    colo_status st = get_int(d, key, v, 0, COLO_REQ_MAX_LOGPROBS, &x);
+    if (st == COLO_OK)
+        d->top_logprobs = (int)x;
+    return st;
+}
+
+/* choices sharing the prompt */
+static colo_status f_n(dec *d, const char *key, json_t *v)
+{
+    long long x;
+    colo_status st = get_int(d, key, v, 1, COLO_REQ_MAX_CHOICES, &x);
+    if (st == COLO_OK)
+        d->in->r->params.n = (int)x;
+    return st;
+}
+
+static colo_status f_echo(dec *d, const char *key, json_t *v)
+{
+    return get_bool(d, key, v, &d->in->r->params.echo);
+}
+
+static colo_status f_best_of(dec *d, const char *key, json_t *v)
+{
+    if (json_is_integer(v) && json_integer_value(v) == 1)
+        return COLO_OK;
+    return bad(d, key, "only 1 is supported");
+}
+
+static bool off(json_t *v)
+{
+    return json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+           (json_is_string(v) && !strcmp(json_string_value(v), "none"));
+}
+
+/* Accepted only when they say "off": ignoring them would change results. */
+static colo_status f_off(dec *d, const char *key, json_t *v)
+{
+    return off(v) ? COLO_OK : bad(d, key, "is not supported on this endpoint");
+}
+
+static colo_status f_off_chat(dec *d, const char *key, json_t *v)
+{
+    return off(v) ? COLO_OK : bad(d, key, "is not supported (use tools and tool_choice)");
+}
+
+static colo_status f_response_format(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return colo_api_response_format(d->in->r, v, d->err, d->errlen);
+}
+
+static colo_status f_openai_tools(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return colo_api_openai_tools(d->in->r, v, d->err, d->errlen);
+}
+
+static colo_status f_openai_tool_choice(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return colo_api_openai_tool_choice(d->in->r, v, d->err, d->errlen);
+}
+
+static colo_status f_anthropic_tools(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return colo_api_anthropic_tools(d->in->r, v, d->err, d->errlen);
+}
+
+static colo_status f_anthropic_tool_choice(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return colo_api_anthropic_tool_choice(d->in->r, v, d->err, d->errlen);
+}
+
+/* output_config, container: only empty. */
+static colo_status f_empty_object(dec *d, const char *key, json_t *v)
+{
+    return json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0) ? COLO_OK
+                                                                              : bad(d, key, "is not supported");
+}
+
+static colo_status f_mcp_servers(dec *d, const char *key, json_t *v)
+{
+    return json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0)
+               ? COLO_OK
+               : bad(d, key, "MCP servers are not supported");
+}
+
+static colo_status f_thinking(dec *d, const char *key, json_t *v)
+{
+    json_t *t = json_object_get(v, "type");
+    if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "disabled")))
+        return COLO_OK;
+    return bad(d, key, "extended thinking is not supported");
+}
+
+static colo_status f_encoding_format(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_string(v) || (strcmp(json_string_value(v), "float") && strcmp(json_string_value(v), "base64")))
+        return bad(d, key, "must be \"float\" or \"base64\"");
+    d->in->base64 = !strcmp(json_string_value(v), "base64");
+    return COLO_OK;
+}
+
+static colo_status f_dimensions(dec *d, const char *key, json_t *v)
+{
+    (void)v;
+    return bad(d, key, "is not supported (the model's embeddings have a fixed size)");
+}
+
+/* ---- the tables -------------------------------------------------------------------- */
+
+/* Generation fields of /infer and the OpenAI-compatible routes. */
+static const field gen_fields[] = {
+    {"max_tokens", f_max_tokens, true},
+    {"temperature", f_temperature, true},
+    {"top_p", f_top_p, true},
+    {"top_k", f_top_k, false},
+    {"seed", f_seed, true},
+    {"stop", f_stop, true},
+    {"stream", f_stream, true},
+    {"priority", f_priority, false},
+    {"presence_penalty", f_penalty, true},
+    {"frequency_penalty", f_penalty, true},
+    {"repetition_penalty", f_repetition_penalty, true},
+    {"min_p", f_min_p, true},
+    {"logit_bias", f_logit_bias, true},
+    {"n", f_n, true},
+    {NULL, NULL, false},
+};
+
+static const field infer_gen_fields[] = {
+    {"prompt", f_prompt, false},
+    {"messages", f_messages, false},
+    {"logprobs", f_logprobs_n, false},
+    {NULL, NULL, false},
+};
+
+/* Accepted and ignored on the OpenAI-compatible routes: they change
+ * nothing here (docs/API.md). */
+static const field openai_fields[] = {
+    {"model", f_skip, false},
+    {"user", f_skip, false},
+    {"store", f_skip, false},
+    {"metadata", f_skip, false},
+    {"service_tier", f_skip, false},
+    {"parallel_tool_calls", f_skip, false},
+    {"prompt_cache_key", f_skip, false},
+    {"safety_identifier", f_skip, false},
+    {"best_of", f_best_of, true},
+    {"stream_options", f_stream_options, true},
+    {"response_format", f_response_format, false},
+    {NULL, NULL, false},
+};
+
+static const field completions_fields[] = {
+    {"prompt", f_prompt, false},
+    {"logprobs", f_logprobs_n, true},
+    {"echo", f_echo, true},
+    {"suffix", f_off, false},
+    {"tools", f_off, false},
+    {"tool_choice", f_off, false},
+    {"functions", f_off, false},
+    {"function_call", f_off, false},
+    {NULL, NULL, false},
+};
+
+static const field chat_fields[] = {
+    {"messages", f_messages, false},
+    {"max_completion_tokens", f_max_tokens, true},
+    {"logprobs", f_logprobs_bool, true},
+    {"top_logprobs", f_top_logprobs, true},
+    {"tools", f_openai_tools, false},
+    {"tool_choice", f_openai_tool_choice, false},
+    {"suffix", f_off_chat, false},
+    {"functions", f_off_chat, false},
+    {"function_call", f_off_chat, false},
+    {NULL, NULL, false},
+};
+
+/* Anthropic's count_tokens takes these and the generation's below. */
+static const field anthropic_count_fields[] = {
+    {"model", f_skip, false},
+    {"system", f_system, false},
+    {"messages", f_messages, false},
+    {"metadata", f_skip, false},
+    {"service_tier", f_skip, false},
+    {"cache_control", f_skip, false},
+    {"inference_geo", f_skip, false},
+    {"speed", f_skip, false},
+    {"user_profile_id", f_skip, false},
+    {"workspace_id", f_skip, false},
+    {"diagnostics", f_skip, false},
+    {"output_config", f_empty_object, false},
+    {"container", f_empty_object, false},
+    {"tools", f_anthropic_tools, false},
+    {"tool_choice", f_anthropic_tool_choice, false},
+    {"mcp_servers", f_mcp_servers, false},
+    {"thinking", f_thinking, false},
+    {NULL, NULL, false},
+};
+
+static const field anthropic_fields[] = {
+    {"max_tokens", f_max_tokens, false},
+    {"temperature", f_temperature_1, false},
+    {"top_p", f_top_p, false},
+    {"top_k", f_top_k, false},
+    {"stop_sequences", f_stop_sequences, false},
+    {"stream", f_stream, false},
+    {"priority", f_priority, false},
+    {NULL, NULL, false},
+};
+
+static const field embeddings_fields[] = {
+    {"input", f_input, false},
+    {"model", f_skip, false},
+    {"user", f_skip, false},
+    {"encoding_format", f_encoding_format, true},
+    {"dimensions", f_dimensions, true},
+    {"priority", f_priority, false},
+    {NULL, NULL, false},
+};
+
+static const field infer_embed_fields[] = {
+    {"inputs", f_input, false},
+    {"priority", f_priority, false},
+    {NULL, NULL, false},
+};
+
+static const field tokenize_fields[] = {
+    {"prompt", f_prompt, false},
+    {"messages", f_messages, false},
+    {NULL, NULL, false},
+};
+
+static const field detokenize_fields[] = {
+    {"tokens", f_tokens, false},
+    {NULL, NULL, false},
+};
+
+/* Reads every field of body through tables (a NULL-ended list, searched
+ * in order); an unknown name is refused, with hint after it. */
+static colo_status read_fields(dec *d, json_t *body, const field *const *tables, const char *hint)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        const field *f = NULL;
+        for (int t = 0; !f && tables[t]; t++)
+            for (const field *x = tables[t]; x->name; x++)
+                if (!strcmp(x->name, key)) {
+                    f = x;
+                    break;
+                }
+        if (!f) {
+            colo_set_err(d->err, d->errlen, "unknown field '%.32s'%s", key, hint);
+            return COLO_EINVAL;
+        }
+        if (f->null_ok && d->rules->openai && json_is_null(v))
+            continue;
+        colo_status st = f->fn(d, key, v);
+        if (st != COLO_OK)
+            return st;
+    }
+    return COLO_OK;
+}
+
+/* ---- what each endpoint reads -------------------------------------------------------- */
+
+static colo_status decode_gen(dec *d, json_t *body);
+static colo_status decode_embed(dec *d, json_t *body);
+static colo_status decode_anthropic(dec *d, json_t *body);
+static colo_status decode_tokenize(dec *d, json_t *body);
+static colo_status decode_detokenize(dec *d, json_t *body);
+
+#define TABLES(...) (const field *const[]){__VA_ARGS__, NULL}
+
+static const body_rules rules[] = {
+    [COLO_API_INFER] = {TABLES(gen_fields, infer_gen_fields), decode_gen, TABLES(infer_embed_fields), decode_embed, "",
+                        .required = "prompt",
+                        .required_why = "required (or messages)", .default_max_tokens = 256},
+    [COLO_API_COMPLETIONS] = {TABLES(gen_fields, openai_fields, completions_fields), decode_gen, NULL, NULL, "",
+                              .openai = true,
+                              .prompt_array = true, .required = "prompt", .required_why = "required",
+                              .default_max_tokens = 16},
+    [COLO_API_CHAT] = {TABLES(gen_fields, openai_fields, chat_fields), decode_gen, NULL, NULL, "", .openai = true,
+                       .chat = true, .required = "messages", .required_why = "required", .default_max_tokens = 256},
+    [COLO_API_EMBEDDINGS] = {NULL, NULL, TABLES(embeddings_fields), decode_embed, "", .openai = true},
+    [COLO_API_MESSAGES] = {TABLES(anthropic_count_fields, anthropic_fields), decode_anthropic, NULL, NULL, ""},
+    [COLO_API_COUNT_TOKENS] = {TABLES(anthropic_count_fields), decode_anthropic, NULL, NULL, "", .count = true},
+    [COLO_API_TOKENIZE] = {TABLES(tokenize_fields), decode_tokenize, TABLES(tokenize_fields), decode_tokenize,
+                           " (give prompt or messages)"},
+    [COLO_API_DETOKENIZE] = {TABLES(detokenize_fields), decode_detokenize, NULL, NULL, " (give tokens)"},
+};
 
 /* ---- prompts ------------------------------------------------------------------ */
 
@@ -322,7 +706,7 @@ static colo_status check_prompt_bytes(dec *d, size_t len)
 static colo_status decode_prompt(dec *d)
 {
     json_t *v = d->prompt;
-    if (json_is_array(v) && d->ep == COLO_API_COMPLETIONS) {
+    if (json_is_array(v) && d->rules->prompt_array) {
         if (json_array_size(v) != 1 || !json_is_string(json_array_get(v, 0)))
             return bad(d, "prompt", "must be a string (or an array of exactly one string)");
         v = json_array_get(v, 0);
@@ -350,7 +734,7 @@ static colo_status message_content(dec *d, json_t *c, const char **out, size_t *
         *out = colo_pool_strndup(pool, json_string_value(c), *len);
         return *out ? COLO_OK : bad(d, "messages", "out of memory");
     }
-    if (!json_is_array(c) || d->ep == COLO_API_INFER)
+    if (!json_is_array(c) || !d->rules->openai)
         return bad(d, "messages", "each content must be a string without NUL characters");
     size_t total = 0, i;
     json_t *p;
@@ -390,7 +774,7 @@ static colo_status decode_messages(dec *d)
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(v, i), *role = json_object_get(m, "role"), *c = json_object_get(m, "content");
-        bool chat = d->ep == COLO_API_CHAT;
+        bool chat = d->rules->chat;
         json_t *calls = chat ? json_object_get(m, "tool_calls") : NULL;
         const char *rl = json_string_value(role);
         /* an assistant turn that only calls tools may have no content */
@@ -405,7 +789,7 @@ static colo_status decode_messages(dec *d)
         const char *k;
         json_t *x;
         json_object_foreach(m, k, x) if (strcmp(k, "role") && strcmp(k, "content") &&
-                                         (d->ep == COLO_API_INFER || strcmp(k, "name")) &&
+                                         (!d->rules->openai || strcmp(k, "name")) &&
                                          (!chat || (strcmp(k, "tool_calls") && strcmp(k, "tool_call_id") &&
                                                     strcmp(k, "refusal"))))
         {
@@ -669,137 +1053,53 @@ static colo_status anthropic_chat(dec *d, json_t *system, json_t *messages)
     return COLO_OK;
 }
 
-/* Fields Anthropic's clients send that change nothing here when off. */
-static colo_status anthropic_off(dec *d, const char *key, json_t *v, bool *handled)
-{
-    *handled = true;
-    static const char *const ignored[] = {"metadata", "service_tier", "cache_control", "inference_geo", "speed",
-                                          "user_profile_id", "workspace_id", "diagnostics", NULL};
-    for (int i = 0; ignored[i]; i++)
-        if (!strcmp(key, ignored[i]))
-            return COLO_OK;
-    if (!strcmp(key, "output_config") || !strcmp(key, "container")) {
-        if (json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "is not supported");
-    }
-    if (!strcmp(key, "tools"))
-        return colo_api_anthropic_tools(d->in->r, v, d->err, d->errlen);
-    if (!strcmp(key, "tool_choice"))
-        return colo_api_anthropic_tool_choice(d->in->r, v, d->err, d->errlen);
-    if (!strcmp(key, "mcp_servers")) {
-        if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
-            return COLO_OK;
-        return bad(d, key, "MCP servers are not supported");
-    }
-    if (!strcmp(key, "thinking")) {
-        json_t *t = json_object_get(v, "type");
-        if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "disabled")))
-            return COLO_OK;
-        return bad(d, key, "extended thinking is not supported");
-    }
-    *handled = false;
-    return COLO_OK;
-}
-
 static colo_status decode_anthropic(dec *d, json_t *body)
 {
-    colo_api_input *in = d->in;
-    colo_request *r = in->r;
-    bool count = d->ep == COLO_API_COUNT_TOKENS;
-    json_t *system = NULL, *messages = NULL;
-    const char *key;
-    json_t *v;
-    long long x;
-    double f;
-    json_object_foreach(body, key, v) {
-        colo_status st = COLO_OK;
-        bool handled = true;
-        if (!strcmp(key, "model")) {
-        } else if (!strcmp(key, "system")) {
-            system = v;
-        } else if (!strcmp(key, "messages")) {
-            messages = v;
-        } else if (count) {
-            if ((st = anthropic_off(d, key, v, &handled)) == COLO_OK && !handled) {
-                colo_set_err(d->err, d->errlen, "unknown field '%.32s'", key);
-                return COLO_EINVAL;
-            }
-        } else if (!strcmp(key, "max_tokens")) {
-            if ((st = get_int(d, key, v, 1, d->lim->max_seq_len, &x)) == COLO_OK) {
-                r->params.max_tokens = (int)x;
-                d->max_tokens_set = true;
-            }
-        } else if (!strcmp(key, "temperature")) {
-            if ((st = get_num(d, key, v, 0, 1, false, &f)) == COLO_OK)
-                r->params.temperature = (float)f;
-        } else if (!strcmp(key, "top_p")) {
-            if ((st = get_num(d, key, v, 0, 1, true, &f)) == COLO_OK)
-                r->params.top_p = (float)f;
-        } else if (!strcmp(key, "top_k")) {
-            if ((st = get_int(d, key, v, 0, d->lim->n_vocab, &x)) == COLO_OK)
-                r->params.top_k = (int)x;
-        } else if (!strcmp(key, "stop_sequences")) {
-            if (!json_is_array(v))
-                return bad(d, key, "must be an array of strings");
-            size_t i;
-            json_t *s;
-            json_array_foreach(v, i, s) if ((st = add_stop(d, s)) != COLO_OK) return st;
-        } else if (!strcmp(key, "stream")) {
-            st = get_bool(d, key, v, &r->params.stream);
-        } else if (!strcmp(key, "priority")) {
-            if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &in->priority) != COLO_OK)
-                return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
-            in->has_priority = true;
-        } else if ((st = anthropic_off(d, key, v, &handled)) == COLO_OK && !handled) {
-            colo_set_err(d->err, d->errlen, "unknown field '%.32s'", key);
-            return COLO_EINVAL;
-        }
-        if (st != COLO_OK)
-            return st;
-    }
-    if (!count && !d->max_tokens_set)
+    colo_request *r = d->in->r;
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st != COLO_OK)
+        return st;
+    if (!d->rules->count && !d->max_tokens_set)
         return bad(d, "max_tokens", "required");
     r->params.max_tokens_set = d->max_tokens_set;
-    if (count)
+    if (d->rules->count)
         r->params.max_tokens = 1;
-    d->messages = messages;
-    return anthropic_chat(d, system, messages);
+    return anthropic_chat(d, d->system, d->messages);
 }
 
 /* ---- tokenize and detokenize ------------------------------------------------------- */
 
 static colo_status decode_tokenize(dec *d, json_t *body)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        if (!strcmp(key, "prompt")) {
-            d->prompt = v;
-        } else if (!strcmp(key, "messages")) {
-            d->messages = v;
-        } else {
-            colo_set_err(d->err, d->errlen, "unknown field '%.32s' (give prompt or messages)", key);
-            return COLO_EINVAL;
-        }
-    }
+    colo_request *r = d->in->r;
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st != COLO_OK)
+        return st;
     if (!!d->prompt == !!d->messages)
         return bad(d, "prompt", "give prompt or messages (one of them)");
-    d->in->r->params.max_tokens = 1;
-    return d->prompt ? decode_prompt(d) : decode_messages(d);
+    r->params.max_tokens = 1;
+    st = d->prompt ? decode_prompt(d) : decode_messages(d);
+    if (st != COLO_OK || d->task == COLO_TASK_GENERATE)
+        return st;
+    /* an encoder tokenizes the prompt as its one input */
+    if (d->messages)
+        return bad(d, "messages", "an encoder has no chat template; give prompt");
+    const char **texts = colo_pool_calloc(r->pool, 1, sizeof *texts);
+    size_t *lens = colo_pool_calloc(r->pool, 1, sizeof *lens);
+    if (!texts || !lens)
+        return bad(d, "prompt", "out of memory");
+    texts[0] = r->in.prompt, lens[0] = r->in.prompt_len;
+    r->in.texts = texts, r->in.text_lens = lens, r->in.n_texts = 1;
+    r->in.prompt = NULL;
+    return COLO_OK;
 }
 
 static colo_status decode_detokenize(dec *d, json_t *body)
 {
-    const char *key;
-    json_t *v, *tokens = NULL;
-    json_object_foreach(body, key, v) {
-        if (strcmp(key, "tokens")) {
-            colo_set_err(d->err, d->errlen, "unknown field '%.32s' (give tokens)", key);
-            return COLO_EINVAL;
-        }
-        tokens = v;
-    }
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st != COLO_OK)
+        return st;
+    json_t *tokens = d->tokens;
     if (!json_is_array(tokens))
         return bad(d, "tokens", "required: an array of token ids");
     size_t n = json_array_size(tokens);
@@ -827,30 +1127,9 @@ static colo_status decode_detokenize(dec *d, json_t *body)
 static colo_status decode_gen(dec *d, json_t *body)
 {
     colo_api_input *in = d->in;
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) {
-        bool handled = false;
-        colo_status st = COLO_OK;
-        if (!strcmp(key, "prompt") && d->ep != COLO_API_CHAT) {
-            d->prompt = v;
-            continue;
-        }
-        if (!strcmp(key, "messages") && d->ep != COLO_API_COMPLETIONS) {
-            d->messages = v;
-            continue;
-        }
-        if (!strcmp(key, "model") && d->ep != COLO_API_INFER)
-            continue;
-        if ((st = gen_field(d, key, v, &handled)) != COLO_OK)
-            return st;
-        if (!handled && d->ep != COLO_API_INFER && (st = openai_ignored(d, key, v, &handled)) != COLO_OK)
-            return st;
-        if (!handled) {
-            colo_set_err(d->err, d->errlen, "unknown field '%s'", key);
-            return COLO_EINVAL;
-        }
-    }
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st != COLO_OK)
+        return st;
     if (d->top_logprobs >= 0) {
         if (in->r->params.logprobs < 0 && !d->logprobs_off && d->top_logprobs > 0)
             return bad(d, "top_logprobs", "needs logprobs: true");
@@ -860,12 +1139,11 @@ static colo_status decode_gen(dec *d, json_t *body)
     if (d->prompt && d->messages)
         return bad(d, "prompt", "give prompt or messages, not both");
     if (!d->prompt && !d->messages)
-        return bad(d, d->ep == COLO_API_CHAT ? "messages" : "prompt",
-                   d->ep == COLO_API_INFER ? "required (or messages)" : "required");
+        return bad(d, d->rules->required, d->rules->required_why);
     in->r->params.max_tokens_set = d->max_tokens_set;
     if (!d->max_tokens_set) {
         /* the model's kind shortens it to what the context leaves */
-        int def = d->ep == COLO_API_COMPLETIONS ? 16 : 256;
+        int def = d->rules->default_max_tokens;
         in->r->params.max_tokens = def < d->lim->max_seq_len ? def : d->lim->max_seq_len;
     }
     return d->prompt ? decode_prompt(d) : decode_messages(d);
@@ -873,34 +1151,10 @@ static colo_status decode_gen(dec *d, json_t *body)
 
 static colo_status decode_embed(dec *d, json_t *body)
 {
-    const char *key;
-    json_t *v;
-    bool infer = d->ep == COLO_API_INFER;
-    const char *input_key = infer ? "inputs" : "input";
-    json_object_foreach(body, key, v) {
-        if (!strcmp(key, input_key)) {
-            d->input = v;
-        } else if (!infer && !strcmp(key, "model")) {
-        } else if (!infer && !strcmp(key, "encoding_format")) {
-            if (!json_is_null(v)) {
-                if (!json_is_string(v) ||
-                    (strcmp(json_string_value(v), "float") && strcmp(json_string_value(v), "base64")))
-                    return bad(d, key, "must be \"float\" or \"base64\"");
-                d->in->base64 = !strcmp(json_string_value(v), "base64");
-            }
-        } else if (!infer && !strcmp(key, "user")) {
-        } else if (!infer && !strcmp(key, "dimensions")) {
-            if (!json_is_null(v))
-                return bad(d, key, "is not supported (the model's embeddings have a fixed size)");
-        } else if (!strcmp(key, "priority")) {
-            if (!json_is_string(v) || colo_priority_parse(json_string_value(v), &d->in->priority) != COLO_OK)
-                return bad(d, key, "must be \"high\", \"normal\" or \"low\"");
-            d->in->has_priority = true;
-        } else {
-            colo_set_err(d->err, d->errlen, "unknown field '%s'", key);
-            return COLO_EINVAL;
-        }
-    }
+    const char *input_key = d->rules->openai ? "input" : "inputs";
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st != COLO_OK)
+        return st;
     if (!d->input)
         return bad(d, input_key, "required");
     return decode_inputs(d, input_key);
@@ -916,38 +1170,22 @@ colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, 
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
     r->params.seed = UINT64_MAX; /* none given: the caller picks one */
-    dec d = {.ep = ep, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen, .top_logprobs = -1};
+    if ((unsigned)ep >= sizeof rules / sizeof *rules) {
+        colo_set_err(err, errlen, "no such endpoint");
+        return COLO_EINVAL;
+    }
+    dec d = {.rules = &rules[ep], .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen,
+             .top_logprobs = -1};
     r->params.repetition_penalty = 1.0f;
     r->params.logprobs = -1;
     if (!json_is_object(body))
         return bad(&d, "body", "must be a JSON object");
     bool gen = task == COLO_TASK_GENERATE;
-    bool gen_ep = ep == COLO_API_COMPLETIONS || ep == COLO_API_CHAT || ep == COLO_API_MESSAGES ||
-                  ep == COLO_API_COUNT_TOKENS || ep == COLO_API_DETOKENIZE;
-    if ((gen_ep && !gen) || (ep == COLO_API_EMBEDDINGS && gen)) {
+    d.fields = gen ? d.rules->gen : d.rules->embed;
+    if (!d.fields) {
         colo_set_err(err, errlen, "model: this model is %s; use %s", gen ? "generative" : "an encoder",
                      gen ? "/v1/completions, /v1/chat/completions or /v1/messages" : "/v1/embeddings");
         return COLO_EINVAL;
     }
-    if (ep == COLO_API_MESSAGES || ep == COLO_API_COUNT_TOKENS)
-        return decode_anthropic(&d, body);
-    if (ep == COLO_API_TOKENIZE) {
-        colo_status st = decode_tokenize(&d, body);
-        if (st != COLO_OK || gen)
-            return st;
-        /* an encoder tokenizes the prompt as its one input */
-        if (d.messages)
-            return bad(&d, "messages", "an encoder has no chat template; give prompt");
-        const char **texts = colo_pool_calloc(r->pool, 1, sizeof *texts);
-        size_t *lens = colo_pool_calloc(r->pool, 1, sizeof *lens);
-        if (!texts || !lens)
-            return bad(&d, "prompt", "out of memory");
-        texts[0] = r->in.prompt, lens[0] = r->in.prompt_len;
-        r->in.texts = texts, r->in.text_lens = lens, r->in.n_texts = 1;
-        r->in.prompt = NULL;
-        return COLO_OK;
-    }
-    if (ep == COLO_API_DETOKENIZE)
-        return decode_detokenize(&d, body);
-    return gen ? decode_gen(&d, body) : decode_embed(&d, body);
+    return gen ? d.rules->decode_gen(&d, body) : d.rules->decode_embed(&d, body);
 }
