@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +240,144 @@ static int each_key(parse_ctx *p, const yaml_node_t *n, const char *prefix, fiel
 
 #define unknown_key(p, v, field) ((void)(v), fail((p), (p)->key, (field), "unknown key"))
 
+/* ---- key tables ----------------------------------------------------------------- */
+
+/* How a key's value is read: most by type into a member of the section's
+ * struct, the rest by a function of their own. Each section is a table of
+ * these, looked up by name, as nginx's header tables are. */
+typedef enum key_kind {
+    K_INT,      /* int in [lo, hi] */
+    K_NUM,      /* double in [lo, hi] */
+    K_NUM_OPEN, /* double in (lo, hi] */
+    K_BOOL,
+    K_SIZE,     /* uint64_t bytes, at least lo: 1048576, 64KiB, 8GiB, 2GB */
+    K_STR,      /* char[cap], not empty */
+    K_ENUM,     /* one of names[]: its index, into an int-sized member */
+    K_MAP,      /* a mapping whose keys fn reads into the member */
+    K_FN,       /* fn reads the value (obj: the section's context) */
+} key_kind;
+
+typedef struct key_spec {
+    const char *name;
+    key_kind kind;
+    size_t off; /* the member in the section's struct */
+    double lo, hi;
+    const char *const *names;
+    size_t cap;
+    field_fn fn;                 /* K_FN */
+    const struct key_spec *sub;  /* K_MAP: the member's keys */
+} key_spec;
+
+/* offsetof(type, member), and a compile error unless the member is a T
+ * (or, for enumerations, int-sized). */
+#define MEMBER(type, member, T) \
+    (offsetof(type, member) + 0 * sizeof(char[_Generic(((type *)0)->member, T: 1, default: -1)]))
+#define MEMBER_INT_SIZED(type, member) \
+    (offsetof(type, member) + 0 * sizeof(char[sizeof(((type *)0)->member) == sizeof(int) ? 1 : -1]))
+
+#define KEY_INT(n, type, m, l, h) {.name = n, .kind = K_INT, .off = MEMBER(type, m, int), .lo = l, .hi = h}
+#define KEY_NUM(n, type, m, l, h) {.name = n, .kind = K_NUM, .off = MEMBER(type, m, double), .lo = l, .hi = h}
+#define KEY_NUM_OPEN(n, type, m, l, h) {.name = n, .kind = K_NUM_OPEN, .off = MEMBER(type, m, double), .lo = l, .hi = h}
+#define KEY_BOOL(n, type, m) {.name = n, .kind = K_BOOL, .off = MEMBER(type, m, bool)}
+#define KEY_SIZE(n, type, m, l) {.name = n, .kind = K_SIZE, .off = MEMBER(type, m, uint64_t), .lo = l}
+#define KEY_STR(n, type, m) {.name = n, .kind = K_STR, .off = offsetof(type, m), .cap = sizeof ((type *)0)->m}
+#define KEY_ENUM(n, type, m, values) {.name = n, .kind = K_ENUM, .off = MEMBER_INT_SIZED(type, m), .names = values}
+#define KEY_MAP(n, type, m, keys) {.name = n, .kind = K_MAP, .off = offsetof(type, m), .sub = keys}
+/* a mapping whose keys are members of the section's own struct */
+#define KEY_MAP_SAME(n, keys) {.name = n, .kind = K_MAP, .sub = keys}
+#define KEY_FN(n, f) {.name = n, .kind = K_FN, .fn = f}
+#define KEY_END {.name = NULL}
+
+static const key_spec *find_key(const key_spec *specs, const char *key)
+{
+    for (const key_spec *s = specs; s->name; s++)
+        if (!strcmp(s->name, key))
+            return s;
+    return NULL;
+}
+
+static int read_key(parse_ctx *p, const key_spec *specs, const char *key, const yaml_node_t *v, void *base,
+                    void *ctx, const char *f);
+
+/* A mapping read through a table of keys into base (ctx: K_FN's obj). */
+typedef struct section {
+    const key_spec *specs;
+    void *base, *ctx;
+} section;
+
+static int section_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    section *s = obj;
+    return read_key(p, s->specs, key, v, s->base, s->ctx, f);
+}
+
+static int each_section(parse_ctx *p, const yaml_node_t *v, const char *f, const key_spec *specs, void *base,
+                        void *ctx)
+{
+    section s = {specs, base, ctx};
+    return each_key(p, v, f, section_field, &s);
+}
+
+/* Reads v by s into the section struct at base (ctx: K_FN's obj). */
+static int read_spec(parse_ctx *p, const key_spec *s, const char *key, const yaml_node_t *v, void *base, void *ctx,
+                     const char *f)
+{
+    char *m = (char *)base + s->off;
+    switch (s->kind) {
+    case K_INT:
+        return get_int(p, v, f, (long)s->lo, (long)s->hi, (int *)(void *)m);
+    case K_NUM:
+    case K_NUM_OPEN:
+        return get_num(p, v, f, s->lo, s->kind == K_NUM_OPEN, s->hi, (double *)(void *)m);
+    case K_BOOL:
+        return get_bool(p, v, f, (bool *)(void *)m);
+    case K_SIZE:
+        return get_size(p, v, f, (uint64_t)s->lo, (uint64_t *)(void *)m);
+    case K_STR:
+        return get_str(p, v, f, m, s->cap);
+    case K_ENUM:
+        return get_enum(p, v, f, s->names, (int *)(void *)m);
+    case K_MAP:
+        return each_section(p, v, f, s->sub, m, m);
+    case K_FN:
+        return s->fn(p, key, v, ctx, f);
+    }
+    return unknown_key(p, v, f);
+}
+
+/* A section's key: found in specs and read into base, else unknown. */
+static int read_key(parse_ctx *p, const key_spec *specs, const char *key, const yaml_node_t *v, void *base,
+                    void *ctx, const char *f)
+{
+    const key_spec *s = find_key(specs, key);
+    return s ? read_spec(p, s, key, v, base, ctx, f) : unknown_key(p, v, f);
+}
+
+/* Calls fn(p, item, "f[i]", obj, index) for each item of sequence v, i
+ * counting from 0 in v and index from *n, which counts the items read:
+ * at most max in all (what: their name, in the messages; all: the list
+ * spreads over several parents, "in all"). */
+typedef int (*item_fn)(parse_ctx *p, const yaml_node_t *item, const char *field, void *obj, int index);
+
+static int each_item(parse_ctx *p, const yaml_node_t *v, const char *f, const char *what, int max, bool all, int *n,
+                     item_fn fn, void *obj)
+{
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of %s", what);
+    int first = *n;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+        if (*n == max)
+            return fail(p, e, f, "at most %d %s%s", max, what, all ? " in all" : "");
+        char field[192];
+        snprintf(field, sizeof field, "%s[%d]", f, *n - first);
+        if (fn(p, e, field, obj, *n))
+            return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
 /* ---- server ---------------------------------------------------------------------- */
 
 static int parse_listen(parse_ctx *p, const yaml_node_t *v, const char *field, colo_server_cfg *s)
@@ -273,191 +412,172 @@ static int parse_listen(parse_ctx *p, const yaml_node_t *v, const char *field, c
     return 0;
 }
 
-static int server_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static int listen_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    return parse_listen(p, v, f, obj);
+}
+
+/* api_key_env, admin_key_env: the name of an environment variable. */
+static int env_name_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_server_cfg *s = obj;
-    static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-    if (!strcmp(key, "listen"))
-        return parse_listen(p, v, f, s);
-    if (!strcmp(key, "device")) {
-        int d;
-        if (get_enum(p, v, f, devices, &d))
-            return -1;
-        s->device = (colo_device_choice)d;
-        return 0;
-    }
-    if (!strcmp(key, "threads"))
-        return get_int(p, v, f, 0, 4096, &s->threads);
-    if (!strcmp(key, "cpu_memory_bytes"))
-        return get_size(p, v, f, 0, &s->cpu_memory_bytes);
-    if (!strcmp(key, "gpu_memory_bytes"))
-        return get_size(p, v, f, 0, &s->gpu_memory_bytes);
-    if (!strcmp(key, "elastic_memory"))
-        return get_bool(p, v, f, &s->elastic_memory);
-    if (!strcmp(key, "cuda_graphs"))
-        return get_bool(p, v, f, &s->cuda_graphs);
-    if (!strcmp(key, "api_key_env") || !strcmp(key, "admin_key_env")) {
-        char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
-        if (get_str(p, v, f, dst, sizeof s->api_key_env))
-            return -1;
-        for (const char *c = dst; *c; c++)
-            if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
-                  (*c >= '0' && *c <= '9' && c != dst)))
-                return fail(p, v, f, "'%s' is not an environment variable name", dst);
-        return 0;
-    }
-    if (!strcmp(key, "max_body_bytes"))
-        return get_size(p, v, f, 1, &s->max_body_bytes);
-    if (!strcmp(key, "max_header_bytes"))
-        return get_size(p, v, f, 256, &s->max_header_bytes);
-    if (!strcmp(key, "max_connections"))
-        return get_int(p, v, f, 1, 1000000, &s->max_connections);
-    if (!strcmp(key, "read_timeout_ms"))
-        return get_int(p, v, f, 1, INT_MAX, &s->read_timeout_ms);
-    if (!strcmp(key, "write_timeout_ms"))
-        return get_int(p, v, f, 1, INT_MAX, &s->write_timeout_ms);
-    if (!strcmp(key, "idle_timeout_ms"))
-        return get_int(p, v, f, 1, INT_MAX, &s->idle_timeout_ms);
-    if (!strcmp(key, "shutdown_timeout_ms"))
-        return get_int(p, v, f, 0, INT_MAX, &s->shutdown_timeout_ms);
-    if (!strcmp(key, "drain_delay_ms"))
-        return get_int(p, v, f, 0, INT_MAX, &s->drain_delay_ms);
-    if (!strcmp(key, "max_unsent_bytes"))
-        return get_size(p, v, f, 1, &s->max_unsent_bytes);
-    if (!strcmp(key, "telemetry_interval_ms"))
-        return get_int(p, v, f, 100, 3600000, &s->telemetry_interval_ms);
-    return unknown_key(p, v, f);
+    char *dst = key[1] == 'p' ? s->api_key_env : s->admin_key_env;
+    if (get_str(p, v, f, dst, sizeof s->api_key_env))
+        return -1;
+    for (const char *c = dst; *c; c++)
+        if (!(*c == '_' || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9' && c != dst)))
+            return fail(p, v, f, "'%s' is not an environment variable name", dst);
+    return 0;
 }
+
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL}; /* = colo_device_choice */
+
+static const key_spec server_keys[] = {
+    KEY_FN("listen", listen_key),
+    KEY_ENUM("device", colo_server_cfg, device, device_names),
+    KEY_INT("threads", colo_server_cfg, threads, 0, 4096),
+    KEY_SIZE("cpu_memory_bytes", colo_server_cfg, cpu_memory_bytes, 0),
+    KEY_SIZE("gpu_memory_bytes", colo_server_cfg, gpu_memory_bytes, 0),
+    KEY_BOOL("elastic_memory", colo_server_cfg, elastic_memory),
+    KEY_BOOL("cuda_graphs", colo_server_cfg, cuda_graphs),
+    KEY_FN("api_key_env", env_name_key),
+    KEY_FN("admin_key_env", env_name_key),
+    KEY_SIZE("max_body_bytes", colo_server_cfg, max_body_bytes, 1),
+    KEY_SIZE("max_header_bytes", colo_server_cfg, max_header_bytes, 256),
+    KEY_INT("max_connections", colo_server_cfg, max_connections, 1, 1000000),
+    KEY_INT("read_timeout_ms", colo_server_cfg, read_timeout_ms, 1, INT_MAX),
+    KEY_INT("write_timeout_ms", colo_server_cfg, write_timeout_ms, 1, INT_MAX),
+    KEY_INT("idle_timeout_ms", colo_server_cfg, idle_timeout_ms, 1, INT_MAX),
+    KEY_INT("shutdown_timeout_ms", colo_server_cfg, shutdown_timeout_ms, 0, INT_MAX),
+    KEY_INT("drain_delay_ms", colo_server_cfg, drain_delay_ms, 0, INT_MAX),
+    KEY_SIZE("max_unsent_bytes", colo_server_cfg, max_unsent_bytes, 1),
+    KEY_INT("telemetry_interval_ms", colo_server_cfg, telemetry_interval_ms, 100, 3600000),
+    KEY_END,
+};
 
 /* ---- scheduler ------------------------------------------------------------------- */
 
-static int cap_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
-{
-    colo_scheduler_cfg *s = obj;
-    if (!strcmp(key, "max_inflight_steps"))
-        return get_int(p, v, f, 0, 1024, &s->best_effort_max_steps);
-    if (!strcmp(key, "max_inflight_ops"))
-        return get_int(p, v, f, 0, 1 << 20, &s->best_effort_max_ops);
-    if (!strcmp(key, "max_inflight_us"))
-        return get_int(p, v, f, 0, INT_MAX, &s->best_effort_max_us);
-    return unknown_key(p, v, f);
-}
+static const key_spec cap_keys[] = {
+    KEY_INT("max_inflight_steps", colo_scheduler_cfg, best_effort_max_steps, 0, 1024),
+    KEY_INT("max_inflight_ops", colo_scheduler_cfg, best_effort_max_ops, 0, 1 << 20),
+    KEY_INT("max_inflight_us", colo_scheduler_cfg, best_effort_max_us, 0, INT_MAX),
+    KEY_END,
+};
 
-static int scheduler_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static int policy_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_scheduler_cfg *s = obj;
     static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline", NULL};
-    if (!strcmp(key, "policy")) {
-        int i;
-        if (get_enum(p, v, f, policies, &i))
-            return -1;
-        /* names[] follows colo_sched_policy; the runtime's parser is the authority */
-        return colo_sched_policy_parse(policies[i], &s->policy) == COLO_OK ? 0 : fail(p, v, f, "unknown policy");
-    }
-    if (!strcmp(key, "best_effort_cap"))
-        return each_key(p, v, f, cap_field, s);
-    if (!strcmp(key, "quantum_us"))
-        return get_int(p, v, f, 1, INT_MAX, &s->quantum_us);
-    if (!strcmp(key, "best_effort_min_share")) /* below 1: the others keep some of the device */
-        return get_num(p, v, f, 0, false, 0.95, &s->best_effort_min_share);
-    return unknown_key(p, v, f);
+    int i;
+    if (get_enum(p, v, f, policies, &i))
+        return -1;
+    /* names[] follows colo_sched_policy; the runtime's parser is the authority */
+    return colo_sched_policy_parse(policies[i], &s->policy) == COLO_OK ? 0 : fail(p, v, f, "unknown policy");
 }
+
+static const key_spec scheduler_keys[] = {
+    KEY_FN("policy", policy_key),
+    KEY_MAP_SAME("best_effort_cap", cap_keys),
+    KEY_INT("quantum_us", colo_scheduler_cfg, quantum_us, 1, INT_MAX),
+    /* below 1: the others keep some of the device */
+    KEY_NUM("best_effort_min_share", colo_scheduler_cfg, best_effort_min_share, 0, 0.95),
+    KEY_END,
+};
 
 /* ---- models ----------------------------------------------------------------------- */
 
-static int batching_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static int preferred_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_batching_cfg *b = obj;
-    if (!strcmp(key, "max_batch_size"))
-        return get_int(p, v, f, 1, 4096, &b->max_batch_size);
-    if (!strcmp(key, "preferred_batch_size")) {
-        if (v->type != YAML_SEQUENCE_NODE)
-            return fail(p, v, f, "expected a list of batch sizes");
-        b->n_preferred = 0;
-        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-            yaml_node_t *e = yaml_document_get_node(p->doc, *it);
-            if (b->n_preferred == COLO_CFG_MAX_PREFERRED)
-                return fail(p, e, f, "at most %d sizes", COLO_CFG_MAX_PREFERRED);
-            int x = 0;
-            if (get_int(p, e, f, 1, 4096, &x))
-                return -1;
-            if (b->n_preferred && x <= b->preferred_batch_size[b->n_preferred - 1])
-                return fail(p, e, f, "sizes must be in ascending order");
-            b->preferred_batch_size[b->n_preferred++] = x;
-        }
-        return 0;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of batch sizes");
+    b->n_preferred = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+        if (b->n_preferred == COLO_CFG_MAX_PREFERRED)
+            return fail(p, e, f, "at most %d sizes", COLO_CFG_MAX_PREFERRED);
+        int x = 0;
+        if (get_int(p, e, f, 1, 4096, &x))
+            return -1;
+        if (b->n_preferred && x <= b->preferred_batch_size[b->n_preferred - 1])
+            return fail(p, e, f, "sizes must be in ascending order");
+        b->preferred_batch_size[b->n_preferred++] = x;
     }
-    if (!strcmp(key, "max_queue_delay_us"))
-        return get_int(p, v, f, 0, INT_MAX, &b->max_queue_delay_us);
-    if (!strcmp(key, "max_queue"))
-        return get_int(p, v, f, 1, 1 << 24, &b->max_queue);
-    if (!strcmp(key, "max_queue_tokens"))
-        return get_int(p, v, f, 0, INT_MAX, &b->max_queue_tokens);
-    if (!strcmp(key, "queue_timeout_ms"))
-        return get_int(p, v, f, 1, INT_MAX, &b->queue_timeout_ms);
-    if (!strcmp(key, "max_batch_prefill_tokens"))
-        return get_int(p, v, f, 1, 1 << 24, &b->max_batch_prefill_tokens);
-    return unknown_key(p, v, f);
+    return 0;
 }
 
-static int sla_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
-{
-    colo_sla_cfg *s = obj;
-    if (!strcmp(key, "p99_ms"))
-        return get_num(p, v, f, 0, true, 1e9, &s->p99_ms);
-    if (!strcmp(key, "ttft_ms"))
-        return get_num(p, v, f, 0, true, 1e9, &s->ttft_ms);
-    if (!strcmp(key, "tpot_ms"))
-        return get_num(p, v, f, 0, true, 1e9, &s->tpot_ms);
-    if (!strcmp(key, "min_rps"))
-        return get_num(p, v, f, 0, false, 1e9, &s->min_rps);
-    if (!strcmp(key, "max_error_rate"))
-        return get_num(p, v, f, 0, false, 1, &s->max_error_rate);
-    return unknown_key(p, v, f);
-}
+static const key_spec batching_keys[] = {
+    KEY_INT("max_batch_size", colo_batching_cfg, max_batch_size, 1, 4096),
+    KEY_FN("preferred_batch_size", preferred_key),
+    KEY_INT("max_queue_delay_us", colo_batching_cfg, max_queue_delay_us, 0, INT_MAX),
+    KEY_INT("max_queue", colo_batching_cfg, max_queue, 1, 1 << 24),
+    KEY_INT("max_queue_tokens", colo_batching_cfg, max_queue_tokens, 0, INT_MAX),
+    KEY_INT("queue_timeout_ms", colo_batching_cfg, queue_timeout_ms, 1, INT_MAX),
+    KEY_INT("max_batch_prefill_tokens", colo_batching_cfg, max_batch_prefill_tokens, 1, 1 << 24),
+    KEY_END,
+};
 
-static int kv_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static const key_spec sla_keys[] = {
+    KEY_NUM_OPEN("p99_ms", colo_sla_cfg, p99_ms, 0, 1e9),
+    KEY_NUM_OPEN("ttft_ms", colo_sla_cfg, ttft_ms, 0, 1e9),
+    KEY_NUM_OPEN("tpot_ms", colo_sla_cfg, tpot_ms, 0, 1e9),
+    KEY_NUM("min_rps", colo_sla_cfg, min_rps, 0, 1e9),
+    KEY_NUM("max_error_rate", colo_sla_cfg, max_error_rate, 0, 1),
+    KEY_END,
+};
+
+static int kv_dtype_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_model_cfg *m = obj;
     static const char *const dtypes[] = {"f16", "f32", NULL};
-    if (!strcmp(key, "block_size"))
-        return get_int(p, v, f, 1, 4096, &m->kv_block_size);
-    if (!strcmp(key, "dtype")) {
-        int i;
-        if (get_enum(p, v, f, dtypes, &i))
-            return -1;
-        m->kv_dtype = i == 0 ? COLO_F16 : COLO_F32;
-        return 0;
-    }
-    return unknown_key(p, v, f);
+    int i;
+    if (get_enum(p, v, f, dtypes, &i))
+        return -1;
+    m->kv_dtype = i == 0 ? COLO_F16 : COLO_F32;
+    return 0;
 }
 
-static int source_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static const key_spec kv_keys[] = {
+    KEY_INT("block_size", colo_model_cfg, kv_block_size, 1, 4096),
+    KEY_FN("dtype", kv_dtype_key),
+    KEY_END,
+};
+
+static int source_file_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_model_cfg *m = obj;
-    if (!strcmp(key, "pypi"))
-        return get_str(p, v, f, m->source_pypi, sizeof m->source_pypi);
-    if (!strcmp(key, "file")) {
-        if (get_str(p, v, f, m->source_file, sizeof m->source_file))
-            return -1;
-        if (strchr(m->source_file, '/') || !strcmp(m->source_file, ".") || !strcmp(m->source_file, ".."))
-            return fail(p, v, f, "'%s' must be a plain file or folder name", m->source_file);
-        return 0;
-    }
-    return unknown_key(p, v, f);
+    if (get_str(p, v, f, m->source_file, sizeof m->source_file))
+        return -1;
+    if (strchr(m->source_file, '/') || !strcmp(m->source_file, ".") || !strcmp(m->source_file, ".."))
+        return fail(p, v, f, "'%s' must be a plain file or folder name", m->source_file);
+    return 0;
 }
+
+static const key_spec source_keys[] = {
+    KEY_STR("pypi", colo_model_cfg, source_pypi),
+    KEY_FN("file", source_file_key),
+    KEY_END,
+};
 
 typedef struct model_ctx {
     colo_model_cfg *m;
     model_marks *mk;
 } model_ctx;
 
-static int model_name(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+static int model_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
+    model_ctx *mc = obj;
+    colo_model_cfg *m = mc->m;
     /* A name is a string (JSON null or 5 is no name), of letters, digits,
      * '-', '_' and '.', starting with a letter or a digit: no ".", "..",
      * "-" or a name that reads as an option or a hidden file. */
-    mk->has_name = true;
+    mc->mk->has_name = true;
     if (plain_non_string(v))
         return fail(p, v, f, "expected a string, got %s", scalar(v));
     if (get_str(p, v, f, m->name, sizeof m->name))
@@ -472,10 +592,13 @@ static int model_name(parse_ctx *p, const yaml_node_t *v, const char *f, colo_mo
     return 0;
 }
 
-static int model_kind(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+static int model_kind(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
+    model_ctx *mc = obj;
+    colo_model_cfg *m = mc->m;
     /* The name of a model kind; colo-server checks that it exists. */
-    mk->has_kind = true;
+    mc->mk->has_kind = true;
     if (get_str(p, v, f, m->kind, sizeof m->kind))
         return -1;
     for (const char *c = m->kind; *c; c++)
@@ -488,10 +611,13 @@ static int model_kind(parse_ctx *p, const yaml_node_t *v, const char *f, colo_mo
 }
 
 /* path: relative to the config file's folder unless absolute. */
-static int model_path(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+static int model_path(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
+    model_ctx *mc = obj;
+    colo_model_cfg *m = mc->m;
     char raw[1024];
-    mk->has_path = true;
+    mc->mk->has_path = true;
     if (get_str(p, v, f, raw, sizeof raw))
         return -1;
     const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
@@ -506,10 +632,13 @@ static int model_path(parse_ctx *p, const yaml_node_t *v, const char *f, colo_mo
 }
 
 /* source: { pypi, file }: the file in the model cache. */
-static int model_source(parse_ctx *p, const yaml_node_t *v, const char *f, colo_model_cfg *m, model_marks *mk)
+static int model_source(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
-    mk->has_source = true;
-    if (each_key(p, v, f, source_field, m))
+    (void)key;
+    model_ctx *mc = obj;
+    colo_model_cfg *m = mc->m;
+    mc->mk->has_source = true;
+    if (each_section(p, v, f, source_keys, m, m))
         return -1;
     if (!m->source_pypi[0] || !m->source_file[0])
         return fail(p, v, f, "needs both pypi: and file:");
@@ -524,88 +653,106 @@ static int model_source(parse_ctx *p, const yaml_node_t *v, const char *f, colo_
     return 0;
 }
 
-static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+/* The fractions and shares: where each was written, for the checks across
+ * models. */
+static int model_share(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     model_ctx *mc = obj;
     colo_model_cfg *m = mc->m;
     model_marks *mk = mc->mk;
-    static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
-    if (!strcmp(key, "name"))
-        return model_name(p, v, f, m, mk);
-    if (!strcmp(key, "kind"))
-        return model_kind(p, v, f, m, mk);
-    if (!strcmp(key, "path"))
-        return model_path(p, v, f, m, mk);
-    if (!strcmp(key, "source"))
-        return model_source(p, v, f, m, mk);
-    if (!strcmp(key, "keep_alive_ms"))
-        return get_int(p, v, f, 0, 2000000000, &m->keep_alive_ms);
-    if (!strcmp(key, "pinned"))
-        return get_bool(p, v, f, &m->pinned);
-    if (!strcmp(key, "message_control_tokens"))
-        return get_bool(p, v, f, &m->message_control_tokens);
-    if (!strcmp(key, "memory_max_fraction")) {
-        mk->max_fraction = mark_of(v);
-        return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
-    }
     if (!strcmp(key, "memory_fraction")) {
         mk->has_fraction = true;
         mk->fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_fraction);
     }
-    if (!strcmp(key, "chat_template")) {
-        static const char *const names[] = {"chatml",     "llama3",     "gemma",
-                                            "phi3",       "mistral",    "mistral-v1",
-                                            "mistral-v3", "mistral-v3-tekken", "deepseek-r1",
-                                            NULL}; /* = models/chat.h */
-        int i;
-        if (get_enum(p, v, f, names, &i))
-            return -1;
-        snprintf(m->chat_template, sizeof m->chat_template, "%s", names[i]);
-        return 0;
-    }
-    if (!strcmp(key, "priority")) {
-        int i;
-        if (get_enum(p, v, f, prios, &i))
-            return -1;
-        m->priority = (colo_priority)i;
-        return 0;
+    if (!strcmp(key, "memory_max_fraction")) {
+        mk->max_fraction = mark_of(v);
+        return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
     }
     if (!strcmp(key, "sm_share")) {
         mk->sm_share = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->sm_share);
     }
-    if (!strcmp(key, "share")) {
-        mk->share = mark_of(v);
-        return get_num(p, v, f, 0, true, 1000, &m->share);
-    }
-    if (!strcmp(key, "max_seq_len") || !strcmp(key, "context")) {
-        if (mk->has_seq_len)
-            return fail(p, v, f, "give one of max_seq_len or context");
-        mk->has_seq_len = true;
-        return get_int(p, v, f, 1, 1 << 24, &m->max_seq_len);
-    }
-    if (!strcmp(key, "kv_cache"))
-        return each_key(p, v, f, kv_field, m);
-    if (!strcmp(key, "prefix_cache")) {
-        if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
-            return fail(p, v, f, "must be true or false");
-        m->no_prefix_cache = !strcmp(scalar(v), "false");
-        return 0;
-    }
-    if (!strcmp(key, "batching"))
-        return each_key(p, v, f, batching_field, &m->batching);
-    if (!strcmp(key, "sla"))
-        return each_key(p, v, f, sla_field, &m->sla);
-    if (!strcmp(key, "on_overload")) { /* a request admission finds cannot meet its SLA */
-        static const char *const modes[] = {"serve", "reject", NULL};
-        int i;
-        if (get_enum(p, v, f, modes, &i))
-            return -1;
-        m->sla.reject_late = i == 1;
-        return 0;
-    }
-    return unknown_key(p, v, f);
+    mk->share = mark_of(v); /* share */
+    return get_num(p, v, f, 0, true, 1000, &m->share);
+}
+
+static int model_chat_template(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_model_cfg *m = ((model_ctx *)obj)->m;
+    static const char *const names[] = {"chatml",     "llama3",     "gemma",
+                                        "phi3",       "mistral",    "mistral-v1",
+                                        "mistral-v3", "mistral-v3-tekken", "deepseek-r1",
+                                        NULL}; /* = models/chat.h */
+    int i;
+    if (get_enum(p, v, f, names, &i))
+        return -1;
+    snprintf(m->chat_template, sizeof m->chat_template, "%s", names[i]);
+    return 0;
+}
+
+/* max_seq_len, or its other name context: one of them. */
+static int model_seq_len(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    model_ctx *mc = obj;
+    if (mc->mk->has_seq_len)
+        return fail(p, v, f, "give one of max_seq_len or context");
+    mc->mk->has_seq_len = true;
+    return get_int(p, v, f, 1, 1 << 24, &mc->m->max_seq_len);
+}
+
+static int model_prefix_cache(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    if (v->type != YAML_SCALAR_NODE || (strcmp(scalar(v), "true") && strcmp(scalar(v), "false")))
+        return fail(p, v, f, "must be true or false");
+    ((model_ctx *)obj)->m->no_prefix_cache = !strcmp(scalar(v), "false");
+    return 0;
+}
+
+/* A request admission finds cannot meet its SLA: serve it or reject it. */
+static int model_on_overload(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    static const char *const modes[] = {"serve", "reject", NULL};
+    int i;
+    if (get_enum(p, v, f, modes, &i))
+        return -1;
+    ((model_ctx *)obj)->m->sla.reject_late = i == 1;
+    return 0;
+}
+
+static const char *const priority_names[] = {"low", "normal", "high", NULL}; /* = colo_priority */
+
+static const key_spec model_keys[] = {
+    KEY_FN("name", model_name),
+    KEY_FN("kind", model_kind),
+    KEY_FN("path", model_path),
+    KEY_FN("source", model_source),
+    KEY_INT("keep_alive_ms", colo_model_cfg, keep_alive_ms, 0, 2000000000),
+    KEY_BOOL("pinned", colo_model_cfg, pinned),
+    KEY_BOOL("message_control_tokens", colo_model_cfg, message_control_tokens),
+    KEY_FN("memory_fraction", model_share),
+    KEY_FN("memory_max_fraction", model_share),
+    KEY_FN("sm_share", model_share),
+    KEY_FN("share", model_share),
+    KEY_FN("chat_template", model_chat_template),
+    KEY_ENUM("priority", colo_model_cfg, priority, priority_names),
+    KEY_FN("max_seq_len", model_seq_len),
+    KEY_FN("context", model_seq_len),
+    KEY_MAP_SAME("kv_cache", kv_keys),
+    KEY_FN("prefix_cache", model_prefix_cache),
+    KEY_MAP("batching", colo_model_cfg, batching, batching_keys),
+    KEY_MAP("sla", colo_model_cfg, sla, sla_keys),
+    KEY_FN("on_overload", model_on_overload),
+    KEY_END,
+};
+
+static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    return read_key(p, model_keys, key, v, ((model_ctx *)obj)->m, obj, f);
 }
 
 static void model_defaults(colo_model_cfg *m)
@@ -640,31 +787,34 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
     return 0;
 }
 
-static int parse_models(parse_ctx *p, const yaml_node_t *v, colo_config *c, model_marks *marks)
+typedef struct top_ctx {
+    colo_config *c;
+    model_marks *marks;
+} top_ctx;
+
+static int model_item(parse_ctx *p, const yaml_node_t *mn, const char *field, void *obj, int index)
 {
-    if (v->type != YAML_SEQUENCE_NODE)
-        return fail(p, v, "models", "expected a list of models");
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-        yaml_node_t *mn = yaml_document_get_node(p->doc, *it);
-        if (c->n_models == COLO_CFG_MAX_MODELS)
-            return fail(p, mn, "models", "at most %d models", COLO_CFG_MAX_MODELS);
-        char field[32];
-        snprintf(field, sizeof field, "models[%d]", c->n_models);
-        colo_model_cfg *m = &c->models[c->n_models];
-        model_marks *mk = &marks[c->n_models];
-        model_defaults(m);
-        memset(mk, 0, sizeof *mk);
-        m->mark = mark_of(mn);
-        model_ctx mc = {m, mk};
-        if (each_key(p, mn, field, model_field, &mc) || model_check(p, mn, field, m, mk))
-            return -1;
-        for (int j = 0; j < c->n_models; j++)
-            if (!strcmp(c->models[j].name, m->name))
-                return fail(p, mn, field, "model name '%s' is already used at line %d", m->name,
-                            c->models[j].mark.line);
-        c->n_models++;
-    }
+    top_ctx *t = obj;
+    colo_config *c = t->c;
+    colo_model_cfg *m = &c->models[index];
+    model_marks *mk = &t->marks[index];
+    model_defaults(m);
+    memset(mk, 0, sizeof *mk);
+    m->mark = mark_of(mn);
+    model_ctx mc = {m, mk};
+    if (each_key(p, mn, field, model_field, &mc) || model_check(p, mn, field, m, mk))
+        return -1;
+    for (int j = 0; j < index; j++)
+        if (!strcmp(c->models[j].name, m->name))
+            return fail(p, mn, field, "model name '%s' is already used at line %d", m->name, c->models[j].mark.line);
     return 0;
+}
+
+static int parse_models(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    top_ctx *t = obj;
+    return each_item(p, v, f, "models", COLO_CFG_MAX_MODELS, false, &t->c->n_models, model_item, t);
 }
 
 /* ---- tenants, usage, pricing ------------------------------------------------------ */
@@ -722,57 +872,66 @@ static int get_quota(parse_ctx *p, const yaml_node_t *v, const char *f, int64_t 
     return 0;
 }
 
-static int quota_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static int quota_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_quota_cfg *q = obj;
-    if (!strcmp(key, "requests_per_minute"))
-        return get_quota(p, v, f, &q->requests_per_minute);
-    if (!strcmp(key, "tokens_per_minute"))
-        return get_quota(p, v, f, &q->tokens_per_minute);
-    if (!strcmp(key, "concurrent")) {
-        int64_t x;
-        if (get_quota(p, v, f, &x))
-            return -1;
-        if (x > INT_MAX)
-            return fail(p, v, f, "at most %d", INT_MAX);
-        q->concurrent = (int)x;
-        return 0;
-    }
-    return unknown_key(p, v, f);
+    if (strcmp(key, "concurrent"))
+        return get_quota(p, v, f, key[0] == 'r' ? &q->requests_per_minute : &q->tokens_per_minute);
+    int64_t x;
+    if (get_quota(p, v, f, &x))
+        return -1;
+    if (x > INT_MAX)
+        return fail(p, v, f, "at most %d", INT_MAX);
+    q->concurrent = (int)x;
+    return 0;
 }
 
-/* The keys every level shares; 1 when key is not one of them. */
-static int level_field(parse_ctx *p, const char *key, const yaml_node_t *v, colo_tenant_level_cfg *l, const char *f)
+static const key_spec quota_keys[] = {
+    KEY_FN("requests_per_minute", quota_key),
+    KEY_FN("tokens_per_minute", quota_key),
+    KEY_FN("concurrent", quota_key),
+    KEY_END,
+};
+
+static int level_models(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
-    static const char *const prios[] = {"low", "normal", "high", NULL}; /* = colo_priority */
-    if (!strcmp(key, "quotas"))
-        return each_key(p, v, f, quota_field, &l->quotas);
-    if (!strcmp(key, "weight"))
-        return get_num(p, v, f, 0, true, 1e6, &l->weight);
-    if (!strcmp(key, "max_priority")) {
-        int i;
-        if (get_enum(p, v, f, prios, &i))
+    (void)key;
+    colo_tenant_level_cfg *l = obj;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of model names");
+    l->n_models = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+        if (l->n_models == COLO_CFG_MAX_TENANT_MODELS)
+            return fail(p, e, f, "at most %d models", COLO_CFG_MAX_TENANT_MODELS);
+        if (get_str(p, e, f, l->models[l->n_models], sizeof l->models[0]))
             return -1;
-        l->max_priority = (colo_priority)i;
-        return 0;
+        l->model_marks[l->n_models++] = mark_of(e);
     }
-    if (!strcmp(key, "models")) {
-        if (v->type != YAML_SEQUENCE_NODE)
-            return fail(p, v, f, "expected a list of model names");
-        l->n_models = 0;
-        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-            yaml_node_t *e = yaml_document_get_node(p->doc, *it);
-            if (l->n_models == COLO_CFG_MAX_TENANT_MODELS)
-                return fail(p, e, f, "at most %d models", COLO_CFG_MAX_TENANT_MODELS);
-            if (get_str(p, e, f, l->models[l->n_models], sizeof l->models[0]))
-                return -1;
-            l->model_marks[l->n_models++] = mark_of(e);
-        }
-        if (l->n_models == 0)
-            return fail(p, v, f, "an empty list allows no model; leave models: out to allow all");
-        return 0;
-    }
-    return 1;
+    if (l->n_models == 0)
+        return fail(p, v, f, "an empty list allows no model; leave models: out to allow all");
+    return 0;
+}
+
+/* The keys every level (organization, project, key) shares. */
+static const key_spec level_keys[] = {
+    KEY_MAP("quotas", colo_tenant_level_cfg, quotas, quota_keys),
+    KEY_NUM_OPEN("weight", colo_tenant_level_cfg, weight, 0, 1e6),
+    KEY_ENUM("max_priority", colo_tenant_level_cfg, max_priority, priority_names),
+    KEY_FN("models", level_models),
+    KEY_END,
+};
+
+/* A level's key: its own (specs, read into base with ctx) or one every
+ * level shares (read into l). */
+static int read_level_key(parse_ctx *p, const key_spec *specs, const char *key, const yaml_node_t *v, void *base,
+                          void *ctx, colo_tenant_level_cfg *l, const char *f)
+{
+    const key_spec *s = find_key(specs, key);
+    if (s)
+        return read_spec(p, s, key, v, base, ctx, f);
+    s = find_key(level_keys, key);
+    return s ? read_spec(p, s, key, v, l, l, f) : unknown_key(p, v, f);
 }
 
 static void level_defaults(colo_tenant_level_cfg *l, const yaml_node_t *n)
@@ -789,19 +948,33 @@ typedef struct key_ctx {
     bool has_hash;
 } key_ctx;
 
+static int key_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_tenant_level_cfg *l = &((key_ctx *)obj)->k->l;
+    return get_name(p, v, f, l->name, sizeof l->name);
+}
+
+static int key_sha256(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    key_ctx *kc = obj;
+    kc->has_hash = true;
+    if (v->type != YAML_SCALAR_NODE || colo_config_parse_sha256(scalar(v), kc->k->sha256) != COLO_OK)
+        return fail(p, v, f, "expected 64 hex digits (colo-server --hash-key prints them)");
+    return 0;
+}
+
+static const key_spec key_keys[] = {
+    KEY_FN("name", key_name),
+    KEY_FN("sha256", key_sha256),
+    KEY_END,
+};
+
 static int key_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     key_ctx *kc = obj;
-    if (!strcmp(key, "name"))
-        return get_name(p, v, f, kc->k->l.name, sizeof kc->k->l.name);
-    if (!strcmp(key, "sha256")) {
-        kc->has_hash = true;
-        if (v->type != YAML_SCALAR_NODE || colo_config_parse_sha256(scalar(v), kc->k->sha256) != COLO_OK)
-            return fail(p, v, f, "expected 64 hex digits (colo-server --hash-key prints them)");
-        return 0;
-    }
-    int r = level_field(p, key, v, &kc->k->l, f);
-    return r == 1 ? unknown_key(p, v, f) : r;
+    return read_level_key(p, key_keys, key, v, kc->k, kc, &kc->k->l, f);
 }
 
 typedef struct project_ctx {
@@ -809,50 +982,55 @@ typedef struct project_ctx {
     int project;
 } project_ctx;
 
-static int parse_keys(parse_ctx *p, const yaml_node_t *v, const char *f, colo_config *c, int project)
+static int key_item(parse_ctx *p, const yaml_node_t *kn, const char *field, void *obj, int index)
 {
-    colo_tenants_cfg *t = &c->tenants;
-    if (v->type != YAML_SEQUENCE_NODE)
-        return fail(p, v, f, "expected a list of keys");
-    int first = t->n_keys;
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-        yaml_node_t *kn = yaml_document_get_node(p->doc, *it);
-        if (t->n_keys == COLO_CFG_MAX_KEYS)
-            return fail(p, kn, f, "at most %d keys in all", COLO_CFG_MAX_KEYS);
-        char field[192];
-        snprintf(field, sizeof field, "%s[%d]", f, t->n_keys - first);
-        colo_key_cfg *k = &t->keys[t->n_keys];
-        level_defaults(&k->l, kn);
-        k->project = project;
-        key_ctx kc = {k, false};
-        if (each_key(p, kn, field, key_field, &kc))
-            return -1;
-        if (!k->l.name[0])
-            return fail(p, kn, field, "name: is required");
-        if (!kc.has_hash)
-            return fail(p, kn, field, "sha256: is required (colo-server --hash-key prints it)");
-        for (int j = 0; j < t->n_keys; j++) {
-            if (j >= first && !strcmp(t->keys[j].l.name, k->l.name))
-                return fail(p, kn, field, "key name '%s' is already used at line %d", k->l.name,
-                            t->keys[j].l.mark.line);
-            if (!memcmp(t->keys[j].sha256, k->sha256, 32))
-                return fail(p, kn, field, "the same key is already given at line %d", t->keys[j].l.mark.line);
-        }
-        t->n_keys++;
+    project_ctx *pc = obj;
+    colo_tenants_cfg *t = &pc->c->tenants;
+    colo_key_cfg *k = &t->keys[index];
+    level_defaults(&k->l, kn);
+    k->project = pc->project;
+    key_ctx kc = {k, false};
+    if (each_key(p, kn, field, key_field, &kc))
+        return -1;
+    if (!k->l.name[0])
+        return fail(p, kn, field, "name: is required");
+    if (!kc.has_hash)
+        return fail(p, kn, field, "sha256: is required (colo-server --hash-key prints it)");
+    for (int j = 0; j < index; j++) {
+        if (t->keys[j].project == pc->project && !strcmp(t->keys[j].l.name, k->l.name))
+            return fail(p, kn, field, "key name '%s' is already used at line %d", k->l.name, t->keys[j].l.mark.line);
+        if (!memcmp(t->keys[j].sha256, k->sha256, 32))
+            return fail(p, kn, field, "the same key is already given at line %d", t->keys[j].l.mark.line);
     }
     return 0;
 }
+
+static int project_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    project_ctx *pc = obj;
+    colo_tenant_level_cfg *l = &pc->c->tenants.projects[pc->project].l;
+    return get_name(p, v, f, l->name, sizeof l->name);
+}
+
+static int project_keys(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    project_ctx *pc = obj;
+    return each_item(p, v, f, "keys", COLO_CFG_MAX_KEYS, true, &pc->c->tenants.n_keys, key_item, pc);
+}
+
+static const key_spec project_keys_spec[] = {
+    KEY_FN("name", project_name),
+    KEY_FN("keys", project_keys),
+    KEY_END,
+};
 
 static int project_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     project_ctx *pc = obj;
     colo_project_cfg *pr = &pc->c->tenants.projects[pc->project];
-    if (!strcmp(key, "name"))
-        return get_name(p, v, f, pr->l.name, sizeof pr->l.name);
-    if (!strcmp(key, "keys"))
-        return parse_keys(p, v, f, pc->c, pc->project);
-    int r = level_field(p, key, v, &pr->l, f);
-    return r == 1 ? unknown_key(p, v, f) : r;
+    return read_level_key(p, project_keys_spec, key, v, pr, pc, &pr->l, f);
 }
 
 typedef struct org_ctx {
@@ -860,77 +1038,79 @@ typedef struct org_ctx {
     int org;
 } org_ctx;
 
-static int parse_projects(parse_ctx *p, const yaml_node_t *v, const char *f, colo_config *c, int org)
+static int project_item(parse_ctx *p, const yaml_node_t *pn, const char *field, void *obj, int index)
 {
-    colo_tenants_cfg *t = &c->tenants;
-    if (v->type != YAML_SEQUENCE_NODE)
-        return fail(p, v, f, "expected a list of projects");
-    int first = t->n_projects;
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-        yaml_node_t *pn = yaml_document_get_node(p->doc, *it);
-        if (t->n_projects == COLO_CFG_MAX_PROJECTS)
-            return fail(p, pn, f, "at most %d projects in all", COLO_CFG_MAX_PROJECTS);
-        char field[192];
-        snprintf(field, sizeof field, "%s[%d]", f, t->n_projects - first);
-        int idx = t->n_projects++;
-        colo_project_cfg *pr = &t->projects[idx];
-        level_defaults(&pr->l, pn);
-        pr->org = org;
-        project_ctx pc = {c, idx};
-        if (each_key(p, pn, field, project_field, &pc))
-            return -1;
-        if (!pr->l.name[0])
-            return fail(p, pn, field, "name: is required");
-        for (int j = first; j < idx; j++)
-            if (!strcmp(t->projects[j].l.name, pr->l.name))
-                return fail(p, pn, field, "project name '%s' is already used at line %d", pr->l.name,
-                            t->projects[j].l.mark.line);
-    }
+    org_ctx *oc = obj;
+    colo_tenants_cfg *t = &oc->c->tenants;
+    colo_project_cfg *pr = &t->projects[index];
+    level_defaults(&pr->l, pn);
+    pr->org = oc->org;
+    project_ctx pc = {oc->c, index};
+    if (each_key(p, pn, field, project_field, &pc))
+        return -1;
+    if (!pr->l.name[0])
+        return fail(p, pn, field, "name: is required");
+    for (int j = 0; j < index; j++)
+        if (t->projects[j].org == oc->org && !strcmp(t->projects[j].l.name, pr->l.name))
+            return fail(p, pn, field, "project name '%s' is already used at line %d", pr->l.name,
+                        t->projects[j].l.mark.line);
     return 0;
 }
+
+static int org_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    org_ctx *oc = obj;
+    colo_tenant_level_cfg *l = &oc->c->tenants.orgs[oc->org].l;
+    if (get_name(p, v, f, l->name, sizeof l->name))
+        return -1;
+    if (!strcmp(l->name, "default"))
+        return fail(p, v, f, "'default' is the organization of server.api_key_env's key; choose another name");
+    return 0;
+}
+
+static int org_projects(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    org_ctx *oc = obj;
+    return each_item(p, v, f, "projects", COLO_CFG_MAX_PROJECTS, true, &oc->c->tenants.n_projects, project_item, oc);
+}
+
+static const key_spec org_keys[] = {
+    KEY_FN("organization", org_name),
+    KEY_FN("projects", org_projects),
+    KEY_END,
+};
 
 static int org_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     org_ctx *oc = obj;
     colo_org_cfg *o = &oc->c->tenants.orgs[oc->org];
-    if (!strcmp(key, "organization")) {
-        if (get_name(p, v, f, o->l.name, sizeof o->l.name))
-            return -1;
-        if (!strcmp(o->l.name, "default"))
-            return fail(p, v, f, "'default' is the organization of server.api_key_env's key; choose another name");
-        return 0;
-    }
-    if (!strcmp(key, "projects"))
-        return parse_projects(p, v, f, oc->c, oc->org);
-    int r = level_field(p, key, v, &o->l, f);
-    return r == 1 ? unknown_key(p, v, f) : r;
+    return read_level_key(p, org_keys, key, v, o, oc, &o->l, f);
 }
 
-static int parse_tenants(parse_ctx *p, const yaml_node_t *v, colo_config *c)
+static int org_item(parse_ctx *p, const yaml_node_t *on, const char *field, void *obj, int index)
 {
+    colo_config *c = obj;
     colo_tenants_cfg *t = &c->tenants;
-    if (v->type != YAML_SEQUENCE_NODE)
-        return fail(p, v, "tenants", "expected a list of organizations");
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-        yaml_node_t *on = yaml_document_get_node(p->doc, *it);
-        if (t->n_orgs == COLO_CFG_MAX_ORGS)
-            return fail(p, on, "tenants", "at most %d organizations", COLO_CFG_MAX_ORGS);
-        char field[64];
-        snprintf(field, sizeof field, "tenants[%d]", t->n_orgs);
-        int idx = t->n_orgs++;
-        colo_org_cfg *o = &t->orgs[idx];
-        level_defaults(&o->l, on);
-        org_ctx oc = {c, idx};
-        if (each_key(p, on, field, org_field, &oc))
-            return -1;
-        if (!o->l.name[0])
-            return fail(p, on, field, "organization: is required");
-        for (int j = 0; j < idx; j++)
-            if (!strcmp(t->orgs[j].l.name, o->l.name))
-                return fail(p, on, field, "organization '%s' is already used at line %d", o->l.name,
-                            t->orgs[j].l.mark.line);
-    }
+    colo_org_cfg *o = &t->orgs[index];
+    level_defaults(&o->l, on);
+    org_ctx oc = {c, index};
+    if (each_key(p, on, field, org_field, &oc))
+        return -1;
+    if (!o->l.name[0])
+        return fail(p, on, field, "organization: is required");
+    for (int j = 0; j < index; j++)
+        if (!strcmp(t->orgs[j].l.name, o->l.name))
+            return fail(p, on, field, "organization '%s' is already used at line %d", o->l.name, t->orgs[j].l.mark.line);
     return 0;
+}
+
+static int parse_tenants(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_config *c = ((top_ctx *)obj)->c;
+    return each_item(p, v, f, "organizations", COLO_CFG_MAX_ORGS, false, &c->tenants.n_orgs, org_item, c);
 }
 
 /* Every model a level names must be served (models may come after tenants). */
@@ -954,86 +1134,79 @@ static int tenants_check(parse_ctx *p, const colo_config *c)
     return 0;
 }
 
-static int usage_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static int usage_db(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_usage_cfg *u = obj;
-    if (!strcmp(key, "enabled"))
-        return get_bool(p, v, f, &u->enabled);
-    if (!strcmp(key, "lock_wait_ms"))
-        return get_int(p, v, f, 0, 600000, &u->lock_wait_ms);
-    if (!strcmp(key, "db")) {
-        char raw[1024];
-        if (get_str(p, v, f, raw, sizeof raw))
-            return -1;
-        const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
-        int n = snprintf(u->db, sizeof u->db, "%s%s%s", dir, dir[0] ? "/" : "", raw);
-        if (n < 0 || (size_t)n >= sizeof u->db)
-            return fail(p, v, f, "the path is too long");
-        return 0;
-    }
-    return unknown_key(p, v, f);
+    char raw[1024];
+    if (get_str(p, v, f, raw, sizeof raw))
+        return -1;
+    const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
+    int n = snprintf(u->db, sizeof u->db, "%s%s%s", dir, dir[0] ? "/" : "", raw);
+    if (n < 0 || (size_t)n >= sizeof u->db)
+        return fail(p, v, f, "the path is too long");
+    return 0;
 }
 
-static int price_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
-{
-    colo_price_cfg *pr = obj;
-    if (!strcmp(key, "per_device_hour"))
-        return get_num(p, v, f, 0, false, 1e12, &pr->per_device_hour);
-    if (!strcmp(key, "per_million_tokens"))
-        return get_num(p, v, f, 0, false, 1e12, &pr->per_million_tokens);
-    return unknown_key(p, v, f);
-}
+static const key_spec usage_keys[] = {
+    KEY_BOOL("enabled", colo_usage_cfg, enabled),
+    KEY_INT("lock_wait_ms", colo_usage_cfg, lock_wait_ms, 0, 600000),
+    KEY_FN("db", usage_db),
+    KEY_END,
+};
 
-static int pricing_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+static const key_spec price_keys[] = {
+    KEY_NUM("per_device_hour", colo_price_cfg, per_device_hour, 0, 1e12),
+    KEY_NUM("per_million_tokens", colo_price_cfg, per_million_tokens, 0, 1e12),
+    KEY_END,
+};
+
+/* models: a mapping of model name to its prices. */
+static int pricing_models(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
+    (void)key;
     colo_pricing_cfg *pc = obj;
-    if (!strcmp(key, "currency"))
-        return get_str(p, v, f, pc->currency, sizeof pc->currency);
-    if (!strcmp(key, "models")) {
-        if (v->type != YAML_MAPPING_NODE)
-            return fail(p, v, f, "expected a mapping of model name to prices");
-        for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
-            yaml_node_t *k = yaml_document_get_node(p->doc, pr->key), *mv = yaml_document_get_node(p->doc, pr->value);
-            if (!k || !mv || k->type != YAML_SCALAR_NODE)
-                return fail(p, k, f, "keys must be model names");
-            if (pc->n_models == COLO_CFG_MAX_MODELS)
-                return fail(p, k, f, "at most %d models", COLO_CFG_MAX_MODELS);
-            colo_price_cfg *m = &pc->models[pc->n_models];
-            char field[192];
-            join(field, sizeof field, f, scalar(k));
-            if (get_str(p, k, field, m->model, sizeof m->model) || each_key(p, mv, field, price_field, m))
-                return -1;
-            for (int j = 0; j < pc->n_models; j++)
-                if (!strcmp(pc->models[j].model, m->model))
-                    return fail(p, k, field, "priced twice");
-            pc->n_models++;
-        }
-        return 0;
+    if (v->type != YAML_MAPPING_NODE)
+        return fail(p, v, f, "expected a mapping of model name to prices");
+    for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = yaml_document_get_node(p->doc, pr->key), *mv = yaml_document_get_node(p->doc, pr->value);
+        if (!k || !mv || k->type != YAML_SCALAR_NODE)
+            return fail(p, k, f, "keys must be model names");
+        if (pc->n_models == COLO_CFG_MAX_MODELS)
+            return fail(p, k, f, "at most %d models", COLO_CFG_MAX_MODELS);
+        colo_price_cfg *m = &pc->models[pc->n_models];
+        char field[192];
+        join(field, sizeof field, f, scalar(k));
+        if (get_str(p, k, field, m->model, sizeof m->model) || each_section(p, mv, field, price_keys, m, m))
+            return -1;
+        for (int j = 0; j < pc->n_models; j++)
+            if (!strcmp(pc->models[j].model, m->model))
+                return fail(p, k, field, "priced twice");
+        pc->n_models++;
     }
-    return unknown_key(p, v, f);
+    return 0;
 }
 
-typedef struct top_ctx {
-    colo_config *c;
-    model_marks *marks;
-} top_ctx;
+static const key_spec pricing_keys[] = {
+    KEY_STR("currency", colo_pricing_cfg, currency),
+    KEY_FN("models", pricing_models),
+    KEY_END,
+};
+
+static const key_spec top_keys[] = {
+    KEY_MAP("server", colo_config, server, server_keys),
+    KEY_MAP("scheduler", colo_config, scheduler, scheduler_keys),
+    KEY_FN("models", parse_models),
+    KEY_FN("tenants", parse_tenants),
+    KEY_MAP("usage", colo_config, usage, usage_keys),
+    KEY_MAP("pricing", colo_config, pricing, pricing_keys),
+    KEY_END,
+};
 
 static int top_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     top_ctx *t = obj;
-    if (!strcmp(key, "server"))
-        return each_key(p, v, f, server_field, &t->c->server);
-    if (!strcmp(key, "scheduler"))
-        return each_key(p, v, f, scheduler_field, &t->c->scheduler);
-    if (!strcmp(key, "models"))
-        return parse_models(p, v, t->c, t->marks);
-    if (!strcmp(key, "tenants"))
-        return parse_tenants(p, v, t->c);
-    if (!strcmp(key, "usage"))
-        return each_key(p, v, f, usage_field, &t->c->usage);
-    if (!strcmp(key, "pricing"))
-        return each_key(p, v, f, pricing_field, &t->c->pricing);
-    return unknown_key(p, v, f);
+    return read_key(p, top_keys, key, v, t->c, t, f);
 }
 
 /* Checks across models: fractions and SM shares. */
