@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,188 +237,201 @@ static int bad_value(int ch)
     return EXIT_USAGE;
 }
 
+/* The options that set one field of cli by their value's type. */
+typedef enum opt_kind {
+    O_STR,  /* const char *: the argument */
+    O_FLAG, /* bool: true */
+    O_POS,  /* double > 0 */
+    O_POS0, /* double >= 0 */
+    O_UINT, /* unsigned in [1, max] */
+    O_INT,  /* int in [1, max] */
+    O_INT0, /* int in [0, max] */
+} opt_kind;
+
+typedef struct opt_field {
+    int ch;
+    opt_kind kind;
+    size_t off;
+    unsigned long long max;
+} opt_field;
+
+static const opt_field opt_fields[] = {
+    {'u', O_STR, offsetof(cli, url), 0},
+    {'s', O_STR, offsetof(cli, scenario), 0},
+    {'p', O_STR, offsetof(cli, prompts), 0},
+    {'J', O_STR, offsetof(cli, json), 0},
+    {'V', O_STR, offsetof(cli, csv), 0},
+    {'H', O_STR, offsetof(cli, html), 0},
+    {'K', O_STR, offsetof(cli, api_key), 0},
+    {OPT_REQUESTS_OUT, O_STR, offsetof(cli, requests_out), 0},
+    {OPT_CONFIG, O_STR, offsetof(cli, config), 0},
+    {OPT_SERVER, O_STR, offsetof(cli, server_bin), 0},
+    {OPT_TRACE, O_STR, offsetof(cli, trace), 0},
+    {'P', O_FLAG, offsetof(cli, poisson), 0},
+    {'x', O_FLAG, offsetof(cli, stream), 0},
+    {'q', O_FLAG, offsetof(cli, quiet), 0},
+    {'w', O_POS0, offsetof(cli, warmup_s), 0},
+    {'t', O_POS, offsetof(cli, timeout_s), 0},
+    {OPT_BURSTINESS, O_POS, offsetof(cli, burstiness), 0},
+    {OPT_STARTUP_TIMEOUT, O_POS, offsetof(cli, startup_timeout_s), 0},
+    {OPT_HOURLY_COST, O_POS, offsetof(cli, hourly_cost), 0},
+    {OPT_ZIPF, O_POS0, offsetof(cli, zipf_s), 0},
+    {OPT_TRACE_SPEED, O_POS, offsetof(cli, trace_speed), 0},
+    {OPT_POLL_INTERVAL, O_POS0, offsetof(cli, poll_interval_s), 0},
+    {'C', O_UINT, offsetof(cli, max_connections), 1000000},
+    {OPT_DEVICE_COUNT, O_UINT, offsetof(cli, device_count), 100000},
+    {'T', O_INT0, offsetof(cli, max_tokens), 1000000},
+    {OPT_INPUT_LEN, O_INT, offsetof(cli, input_len), 1000000},
+    {OPT_OUTPUT_LEN, O_INT, offsetof(cli, output_len), 1000000},
+    {OPT_SERVER_PID, O_INT, offsetof(cli, server_pid), 4194304},
+};
+
+/* Sets the field of an option of opt_fields: -1 to go on, else an exit
+ * code; 0 (no exit) when ch is not one of them. */
+static int set_field(cli *c, int ch, bool *found)
+{
+    const opt_field *o = NULL;
+    for (size_t i = 0; i < sizeof opt_fields / sizeof *opt_fields && !o; i++)
+        if (opt_fields[i].ch == ch)
+            o = &opt_fields[i];
+    *found = o != NULL;
+    if (!o)
+        return -1;
+    char *m = (char *)c + o->off;
+    unsigned long long u;
+    switch (o->kind) {
+    case O_STR: *(const char **)(void *)m = optarg; return -1;
+    case O_FLAG: *(bool *)(void *)m = true; return -1;
+    case O_POS:
+    case O_POS0: return parse_pos(optarg, (double *)(void *)m, o->kind == O_POS0) ? -1 : bad_value(ch);
+    case O_UINT:
+    case O_INT:
+    case O_INT0:
+        if (!parse_uint(optarg, o->max, &u) || (u == 0 && o->kind != O_INT0))
+            return bad_value(ch);
+        if (o->kind == O_UINT)
+            *(unsigned *)(void *)m = (unsigned)u;
+        else
+            *(int *)(void *)m = (int)u;
+        return -1;
+    }
+    return -1;
+}
+
+/* --concurrency and --rate: a number, or a model's own (NAME=N). */
+static int parse_load(cli *c, int ch, bool *have_conc)
+{
+    unsigned long long u;
+    if (strchr(optarg, '=')) { /* a model's own load: resolved once the models are known */
+        if (c->n_load_args == 2 * LT_MAX_MODELS) {
+            fprintf(stderr, "colo-loadtest: too many per-model loads\n");
+            return EXIT_USAGE;
+        }
+        c->load_is_rate[c->n_load_args] = ch == 'r';
+        c->load_args[c->n_load_args++] = optarg;
+        return -1;
+    }
+    if (ch == 'r')
+        return parse_pos(optarg, &c->rate, false) ? -1 : bad_value(ch);
+    if (!parse_uint(optarg, 100000, &u) || u == 0)
+        return bad_value(ch);
+    c->concurrency = (unsigned)u;
+    *have_conc = true;
+    return -1;
+}
+
+/* --goodput 'ttft:300 tpot:50' as one word, or several words (the rest
+ * come as operands). */
+static int parse_goodput(cli *c)
+{
+    char buf[256], err[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", optarg);
+    for (char *t = strtok_r(buf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+        if (lt_slo_parse(t, &c->goodput, err, sizeof err) != LT_OK) {
+            fprintf(stderr, "colo-loadtest: %s\n", err);
+            return EXIT_USAGE;
+        }
+    c->has_goodput = true;
+    return -1;
+}
+
 /* One option from getopt_long (ch, optarg). -1 to go on, else an exit code. */
 static int parse_option(cli *c, int ch, bool *have_conc)
 {
     char err[256];
-    unsigned long long u;
+    bool found;
+    int rc = set_field(c, ch, &found);
+    if (found)
+        return rc;
     switch (ch) {
-    case 'u': c->url = optarg; break;
-    case 's': c->scenario = optarg; break;
     case 'm':
         if (c->n_models == LT_MAX_MODELS) {
             fprintf(stderr, "colo-loadtest: at most %d models\n", LT_MAX_MODELS);
             return EXIT_USAGE;
         }
         c->models[c->n_models++] = optarg;
-        break;
+        return -1;
     case 'k':
         if (c->n_kind_args == LT_MAX_MODELS) {
             fprintf(stderr, "colo-loadtest: too many --kind\n");
             return EXIT_USAGE;
         }
         c->kind_args[c->n_kind_args++] = optarg;
-        break;
+        return -1;
     case 'c':
-    case 'r':
-        if (strchr(optarg, '=')) { /* a model's own load: resolved once the models are known */
-            if (c->n_load_args == 2 * LT_MAX_MODELS) {
-                fprintf(stderr, "colo-loadtest: too many per-model loads\n");
-                return EXIT_USAGE;
-            }
-            c->load_is_rate[c->n_load_args] = ch == 'r';
-            c->load_args[c->n_load_args++] = optarg;
-            break;
-        }
-        if (ch == 'r') {
-            if (!parse_pos(optarg, &c->rate, false))
-                return bad_value(ch);
-            break;
-        }
-        if (!parse_uint(optarg, 100000, &u) || u == 0)
-            return bad_value(ch);
-        c->concurrency = (unsigned)u;
-        *have_conc = true;
-        break;
-    case 'P': c->poisson = true; break;
-    case 'S':
-        if (!parse_uint(optarg, UINT64_MAX, &c->seed))
-            return bad_value(ch);
-        break;
+    case 'r': return parse_load(c, ch, have_conc);
+    case 'S': return parse_uint(optarg, UINT64_MAX, &c->seed) ? -1 : bad_value(ch);
     case 'd':
         if (!parse_pos(optarg, &c->duration_s, false))
             return bad_value(ch);
         c->duration_set = true;
-        break;
-    case 'n':
-        if (!parse_uint(optarg, 1000000000ull, &c->requests) || c->requests == 0)
-            return bad_value(ch);
-        break;
-    case 'w':
-        if (!parse_pos(optarg, &c->warmup_s, true))
-            return bad_value(ch);
-        break;
-    case 't':
-        if (!parse_pos(optarg, &c->timeout_s, false))
-            return bad_value(ch);
-        break;
-    case 'C':
-        if (!parse_uint(optarg, 1000000, &u) || u == 0)
-            return bad_value(ch);
-        c->max_connections = (unsigned)u;
-        break;
-    case 'p': c->prompts = optarg; break;
-    case 'T':
-        if (!parse_uint(optarg, 1000000, &u))
-            return bad_value(ch);
-        c->max_tokens = (int)u;
-        break;
-    case 'x': c->stream = true; break;
+        return -1;
+    case 'n': return parse_uint(optarg, 1000000000ull, &c->requests) && c->requests ? -1 : bad_value(ch);
     case 'l':
         if (lt_sla_parse_arg(optarg, &c->sla, err, sizeof err) != LT_OK) {
             fprintf(stderr, "colo-loadtest: %s\n", err);
             return EXIT_USAGE;
         }
         c->has_sla = true;
-        break;
-    case 'L': c->sla_config = optarg; c->has_sla = true; break;
-    case 'J': c->json = optarg; break;
-    case 'V': c->csv = optarg; break;
-    case 'H': c->html = optarg; break;
+        return -1;
+    case 'L':
+        c->sla_config = optarg;
+        c->has_sla = true;
+        return -1;
     case 'W':
     case 'R':
         if (!parse_list(optarg, c->sweep, &c->n_sweep, ch == 'W'))
             return bad_value(ch);
         c->sweep_rate = ch == 'R';
-        break;
+        return -1;
     case 'a':
         if (optarg[0] != '/')
             return bad_value(ch);
         c->path = optarg;
-        break;
+        return -1;
     case 'M':
         if (strcmp(optarg, "POST") != 0 && strcmp(optarg, "GET") != 0)
             return bad_value(ch);
         c->method = optarg;
-        break;
-    case 'K': c->api_key = optarg; break;
-    case 'q': c->quiet = true; break;
+        return -1;
     case 'h': usage(stdout); return EXIT_OK;
-    case OPT_BURSTINESS:
-        if (!parse_pos(optarg, &c->burstiness, false))
-            return bad_value(ch);
-        break;
-    case OPT_INPUT_LEN:
-    case OPT_OUTPUT_LEN:
-        if (!parse_uint(optarg, 1000000, &u) || u == 0)
-            return bad_value(ch);
-        *(ch == OPT_INPUT_LEN ? &c->input_len : &c->output_len) = (int)u;
-        break;
     case OPT_LEN_SPREAD:
-        if (!parse_pos(optarg, &c->len_spread, true) || c->len_spread >= 1)
-            return bad_value(ch);
-        break;
-    case OPT_GOODPUT: {
-        /* 'ttft:300 tpot:50' as one word, or several words (the rest come as operands) */
-        char buf[256], *save = NULL;
-        snprintf(buf, sizeof buf, "%s", optarg);
-        for (char *t = strtok_r(buf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
-            if (lt_slo_parse(t, &c->goodput, err, sizeof err) != LT_OK) {
-                fprintf(stderr, "colo-loadtest: %s\n", err);
-                return EXIT_USAGE;
-            }
-        c->has_goodput = true;
-        break;
-    }
+        return parse_pos(optarg, &c->len_spread, true) && c->len_spread < 1 ? -1 : bad_value(ch);
+    case OPT_GOODPUT: return parse_goodput(c);
     case OPT_ATTAINMENT:
         if (!parse_pos(optarg, &c->attainment, false) || c->attainment > 100)
             return bad_value(ch);
         c->attainment /= 100.0;
-        break;
-    case OPT_REQUESTS_OUT: c->requests_out = optarg; break;
+        return -1;
     case OPT_BASELINE:
         if (strcmp(optarg, "separate") != 0)
             return bad_value(ch);
         c->baseline = optarg;
-        break;
-    case OPT_CONFIG: c->config = optarg; break;
-    case OPT_SERVER: c->server_bin = optarg; break;
-    case OPT_STARTUP_TIMEOUT:
-        if (!parse_pos(optarg, &c->startup_timeout_s, false))
-            return bad_value(ch);
-        break;
-    case OPT_HOURLY_COST:
-        if (!parse_pos(optarg, &c->hourly_cost, false))
-            return bad_value(ch);
-        break;
-    case OPT_DEVICE_COUNT:
-        if (!parse_uint(optarg, 100000, &u) || u == 0)
-            return bad_value(ch);
-        c->device_count = (unsigned)u;
-        break;
-    case OPT_ZIPF:
-        if (!parse_pos(optarg, &c->zipf_s, true))
-            return bad_value(ch);
-        break;
-    case OPT_TRACE: c->trace = optarg; break;
-    case OPT_TRACE_SPEED:
-        if (!parse_pos(optarg, &c->trace_speed, false))
-            return bad_value(ch);
-        break;
-    case OPT_SERVER_PID:
-        if (!parse_uint(optarg, 4194304, &u) || u == 0)
-            return bad_value(ch);
-        c->server_pid = (int)u;
-        break;
-    case OPT_POLL_INTERVAL:
-        if (!parse_pos(optarg, &c->poll_interval_s, true))
-            return bad_value(ch);
-        break;
+        return -1;
     default: /* getopt printed why */
         fprintf(stderr, "colo-loadtest: see --help\n");
         return EXIT_USAGE;
     }
-    return -1;
 }
 
 /* --baseline separate --config FILE: the models come from the config, the

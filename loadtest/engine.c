@@ -701,16 +701,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
-                        const lt_run_opts *o, lt_result *results, char *err, size_t errlen)
+/* Loads and options a run can be made of. */
+static lt_status check_run(const lt_load *loads, size_t n_loads, const lt_run_opts *o, char *err, size_t errlen)
 {
-    lt_status st = LT_OK;
-    engine e;
-    memset(&e, 0, sizeof e);
-    e.t = t;
-    e.o = o;
-    e.n = n_loads;
-    e.timeout_ns = (uint64_t)(o->timeout_s * 1e9);
     for (size_t i = 0; i < n_loads; i++) {
         if (!loads[i].requests || loads[i].requests->n == 0 ||
             (loads[i].concurrency == 0 && !(loads[i].rate_per_s > 0) && !loads[i].n_schedule) ||
@@ -725,6 +718,69 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
         lt_set_err(err, errlen, "bad run options");
         return LT_EINVAL;
     }
+    return LT_OK;
+}
+
+/* A load's first requests: its connections (closed loop), or its first
+ * arrival (open loop, or its schedule's first time). */
+static void start_load(load_state *ls)
+{
+    engine *e = ls->e;
+    const lt_load *l = ls->load;
+    if (l->concurrency) {
+        for (unsigned k = 0; k < l->concurrency && want_more(ls); k++)
+            closed_loop_next(ls, NULL, false);
+        return;
+    }
+    if (!(ls->arrival = evtimer_new(e->base, on_arrival, ls))) {
+        e->fatal = LT_ENOMEM;
+        return;
+    }
+    ls->next_intended_ns = e->t0_ns;
+    if (l->n_schedule)
+        ls->next_intended_ns += (uint64_t)(l->schedule_s[0] * 1e9);
+    struct timeval tv;
+    tv_from_ns(&tv, ls->next_intended_ns - e->t0_ns);
+    event_add(ls->arrival, &tv);
+}
+
+/* Everything a run made: connections, events, the loop. */
+static void engine_free(engine *e)
+{
+    for (size_t i = 0; e->ls && i < e->n; i++) {
+        while (e->ls[i].conns) {
+            conn *c = e->ls[i].conns;
+            e->ls[i].conns = c->next;
+            conn_free(c);
+        }
+        if (e->ls[i].arrival)
+            event_free(e->ls[i].arrival);
+        free(e->ls[i].q);
+    }
+    reap(-1, 0, e);
+    if (e->tick)
+        event_free(e->tick);
+    if (e->stop_ev)
+        event_free(e->stop_ev);
+    if (e->reaper)
+        event_free(e->reaper);
+    free(e->ls);
+    if (e->base)
+        event_base_free(e->base);
+}
+
+lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads,
+                        const lt_run_opts *o, lt_result *results, char *err, size_t errlen)
+{
+    lt_status st = LT_OK;
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.t = t;
+    e.o = o;
+    e.n = n_loads;
+    e.timeout_ns = (uint64_t)(o->timeout_s * 1e9);
+    if ((st = check_run(loads, n_loads, o, err, errlen)) != LT_OK)
+        return st;
     /* precise timers: the default coarse clock would send open-loop requests
      * up to a few ms late, and that lateness would count as latency */
     struct event_config *cfg = event_config_new();
@@ -767,25 +823,8 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
         results[i].concurrency = loads[i].concurrency;
         results[i].rate_per_s = loads[i].concurrency ? 0.0 : loads[i].rate_per_s;
     }
-    for (size_t i = 0; i < n_loads && !e.fatal; i++) {
-        load_state *ls = &e.ls[i];
-        if (loads[i].concurrency) {
-            for (unsigned k = 0; k < loads[i].concurrency && want_more(ls); k++)
-                closed_loop_next(ls, NULL, false);
-        } else {
-            ls->arrival = evtimer_new(e.base, on_arrival, ls);
-            if (!ls->arrival) {
-                e.fatal = LT_ENOMEM;
-                break;
-            }
-            ls->next_intended_ns = e.t0_ns;
-            if (loads[i].n_schedule)
-                ls->next_intended_ns += (uint64_t)(loads[i].schedule_s[0] * 1e9);
-            struct timeval tv0;
-            tv_from_ns(&tv0, ls->next_intended_ns - e.t0_ns);
-            event_add(ls->arrival, &tv0);
-        }
-    }
+    for (size_t i = 0; i < n_loads && !e.fatal; i++)
+        start_load(&e.ls[i]);
     if (!e.fatal && o->monitor && lt_monitor_attach(o->monitor, e.base, e.t0_ns) != LT_OK)
         e.fatal = LT_ENOMEM;
     if (!e.fatal)
@@ -808,27 +847,6 @@ lt_status lt_engine_run(const lt_target *t, const lt_load *loads, size_t n_loads
         st = e.fatal;
     }
 out_free:
-    if (e.ls) {
-        for (size_t i = 0; i < n_loads; i++) {
-            while (e.ls[i].conns) {
-                conn *c = e.ls[i].conns;
-                e.ls[i].conns = c->next;
-                conn_free(c);
-            }
-            if (e.ls[i].arrival)
-                event_free(e.ls[i].arrival);
-            free(e.ls[i].q);
-        }
-    }
-    reap(-1, 0, &e);
-    if (e.tick)
-        event_free(e.tick);
-    if (e.stop_ev)
-        event_free(e.stop_ev);
-    if (e.reaper)
-        event_free(e.reaper);
-    free(e.ls);
-    if (e.base)
-        event_base_free(e.base);
+    engine_free(&e);
     return st;
 }

@@ -2,6 +2,7 @@
 #include "server/api_internal.h"
 #include "batching/admission.h"
 
+#include <stddef.h>
 #include <jansson.h>
 
 #include <stdio.h>
@@ -175,130 +176,147 @@ static void on_render(void *ud)
     }
 }
 
+/* The per-model metric families: a handle in colo_api each. */
+typedef enum metric_type { M_COUNTER, M_GAUGE, M_LATENCY, M_BATCH, M_STEP } metric_type;
+
+typedef struct metric_def {
+    size_t off; /* the colo_metric * in colo_api */
+    metric_type type;
+    const char *name, *help;
+    int n_labels;
+    const char *const *labels;
+} metric_def;
+
+#define L_MODEL ((const char *const[]){"model"})
+#define L_MODEL_STATUS ((const char *const[]){"model", "status"})
+#define L_MODEL_PRIORITY ((const char *const[]){"model", "priority"})
+#define L_MODEL_POLICY ((const char *const[]){"model", "policy"})
+#define L_MODEL_STATE ((const char *const[]){"model", "state"})
+#define L_MODEL_STEP ((const char *const[]){"model", "step"})
+#define L_MODEL_PHASE ((const char *const[]){"model", "phase"})
+
+static const metric_def metric_defs[] = {
+    {offsetof(colo_api, m_requests), M_COUNTER, "colo_model_requests_total",
+     "Model requests finished, by HTTP status.", 2, L_MODEL_STATUS},
+    {offsetof(colo_api, m_duration), M_LATENCY, "colo_model_request_duration_seconds",
+     "Submit to done, successful requests.", 1, L_MODEL},
+    {offsetof(colo_api, m_queue), M_LATENCY, "colo_model_queue_duration_seconds",
+     "Time in the model's queue before the first step.", 2, L_MODEL_PRIORITY},
+    {offsetof(colo_api, m_prefill), M_LATENCY, "colo_model_prefill_duration_seconds",
+     "First step to first token (generation) or the batch's compute (encoders).", 1, L_MODEL},
+    {offsetof(colo_api, m_decode), M_LATENCY, "colo_model_decode_duration_seconds",
+     "First token to last token.", 1, L_MODEL},
+    {offsetof(colo_api, m_ttft), M_LATENCY, "colo_model_time_to_first_token_seconds",
+     "Submit to first token.", 1, L_MODEL},
+    {offsetof(colo_api, m_itl), M_STEP, "colo_model_inter_token_latency_seconds",
+     "Time between generated tokens (each request's mean gap, once per gap).", 1, L_MODEL},
+    {offsetof(colo_api, m_gen_tokens), M_COUNTER, "colo_model_generated_tokens_total",
+     "Tokens generated.", 1, L_MODEL},
+    {offsetof(colo_api, m_prompt_tokens), M_COUNTER, "colo_model_prompt_tokens_total",
+     "Prompt or input tokens processed.", 1, L_MODEL},
+    {offsetof(colo_api, m_batch), M_BATCH, "colo_model_batch_size",
+     "Sequences (generation) or requests (encoders) per step.", 1, L_MODEL},
+    {offsetof(colo_api, m_step), M_STEP, "colo_model_step_duration_seconds",
+     "One executor step.", 1, L_MODEL},
+    {offsetof(colo_api, m_depth), M_GAUGE, "colo_model_queue_depth",
+     "Requests waiting in the model's queue.", 1, L_MODEL},
+    {offsetof(colo_api, m_queue_cap), M_GAUGE, "colo_model_queue_capacity",
+     "Requests the model's queue holds before it answers 429.", 1, L_MODEL},
+    {offsetof(colo_api, m_info), M_GAUGE, "colo_model_info",
+     "A served model (always 1), its kind and priority.", 3, (const char *const[]){"model", "kind", "priority"}},
+    {offsetof(colo_api, m_sched_info), M_GAUGE, "colo_scheduler_info",
+     "The co-scheduler (always 1) and its policy.", 1, (const char *const[]){"policy"}},
+    {offsetof(colo_api, m_slo), M_COUNTER, "colo_model_slo_requests_total",
+     "Requests of models with an SLA, by objective (ttft: first token against sla.ttft_ms; tpot: every gap"
+     " between tokens against sla.tpot_ms; e2e: total time against sla.p99_ms) and result (met; missed, "
+     "also when refused or timed out).", 3, (const char *const[]){"model", "slo", "result"}},
+    {offsetof(colo_api, m_goodput), M_COUNTER, "colo_model_goodput_requests_total",
+     "Requests that met every objective of their model's SLA.", 1, L_MODEL},
+    {offsetof(colo_api, m_running), M_GAUGE, "colo_model_running",
+     "Requests in the model's executor.", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_used), M_GAUGE, "colo_model_memory_used_bytes",
+     "Bytes in use in the model's arena.", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_limit), M_GAUGE, "colo_model_memory_limit_bytes",
+     "The model's arena size.", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_peak), M_GAUGE, "colo_model_memory_peak_bytes",
+     "Highest use of the model's arena.", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_weights), M_GAUGE, "colo_model_memory_weights_bytes",
+     "Bytes of the model's weights.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_bytes), M_GAUGE, "colo_model_kv_cache_bytes",
+     "Bytes reserved for the KV cache.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_used_bytes), M_GAUGE, "colo_model_kv_cache_used_bytes",
+     "Bytes of KV cache blocks in use.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_total), M_GAUGE, "colo_model_kv_blocks",
+     "KV cache blocks of the model.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_free), M_GAUGE, "colo_model_kv_blocks_free",
+     "KV cache blocks free.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_usage), M_GAUGE, "colo_model_kv_cache_usage_ratio",
+     "KV cache blocks in use over all blocks, 0 to 1.", 1, L_MODEL},
+    {offsetof(colo_api, m_ready), M_GAUGE, "colo_model_ready",
+     "1 when the model serves requests.", 1, L_MODEL},
+    {offsetof(colo_api, m_preempt), M_COUNTER, "colo_model_preemptions_total",
+     "Sequences preempted for cache space.", 1, L_MODEL},
+    {offsetof(colo_api, m_sched_wait), M_COUNTER, "colo_scheduler_wait_seconds_total",
+     "Time executors waited for the co-scheduler, by policy.", 2, L_MODEL_POLICY},
+    {offsetof(colo_api, m_sched_steps), M_COUNTER, "colo_scheduler_steps_total",
+     "Steps granted by the co-scheduler.", 2, L_MODEL_POLICY},
+    {offsetof(colo_api, m_mem_guaranteed), M_GAUGE, "colo_model_memory_guaranteed_bytes",
+     "The model's guaranteed memory (memory_fraction).", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_borrowed), M_GAUGE, "colo_model_memory_borrowed_bytes",
+     "Bytes the model uses past its guarantee.", 1, L_MODEL},
+    {offsetof(colo_api, m_mem_lent), M_GAUGE, "colo_model_memory_lent_bytes",
+     "Bytes of the model's idle guarantee other models use now.", 1, L_MODEL},
+    {offsetof(colo_api, m_kv_reclaims), M_COUNTER, "colo_model_kv_reclaims_total",
+     "Times the model was asked to give borrowed KV memory back.", 1, L_MODEL},
+    {offsetof(colo_api, m_wake), M_LATENCY, "colo_model_wake_seconds",
+     "Time a sleeping model took to wake.", 1, L_MODEL},
+    {offsetof(colo_api, m_state), M_GAUGE, "colo_model_state",
+     "1 for the model's current state.", 2, L_MODEL_STATE},
+    {offsetof(colo_api, m_evictions), M_COUNTER, "colo_model_evictions_total",
+     "Times the model was put to sleep to make room for another.", 1, L_MODEL},
+    {offsetof(colo_api, m_stream_cut), M_COUNTER, "colo_model_streams_unread_total",
+     "Streams canceled and closed because their client did not read them.", 1, L_MODEL},
+    {offsetof(colo_api, m_prefix_queries), M_COUNTER, "colo_model_prefix_cache_queries_total",
+     "Sequences admitted that looked up the prefix cache.", 1, L_MODEL},
+    {offsetof(colo_api, m_prefix_hits), M_COUNTER, "colo_model_prefix_cache_hits_total",
+     "Prompt tokens found in the prefix cache (not computed).", 1, L_MODEL},
+    {offsetof(colo_api, m_prefix_bytes), M_GAUGE, "colo_model_prefix_cache_bytes",
+     "Bytes of KV blocks in the prefix cache (in use or evictable).", 1, L_MODEL},
+    {offsetof(colo_api, m_steps_kind), M_COUNTER, "colo_model_steps_total",
+     "Generation steps by what they computed: decode (every sequence its next token), prefill (prompt "
+     "tokens only) or mixed.", 2, L_MODEL_STEP},
+    {offsetof(colo_api, m_step_tokens), M_COUNTER, "colo_model_step_tokens_total",
+     "Tokens computed in generation steps, by the step's kind.", 2, L_MODEL_STEP},
+    {offsetof(colo_api, m_step_time), M_COUNTER, "colo_model_step_phase_seconds_total",
+     "The executor's time in generation steps by phase: plan (the batch), queue (the forward pass's ops), "
+     "device (waiting for them), sample.", 2, L_MODEL_PHASE},
+    {offsetof(colo_api, m_dev_busy), M_COUNTER, "colo_model_device_busy_seconds_total",
+     "CPU pool worker time spent on the model's ops.", 1, L_MODEL},
+    {offsetof(colo_api, m_ops), M_COUNTER, "colo_model_ops_total",
+     "Ops the model's stream finished (CPU pool).", 1, L_MODEL},
+    {offsetof(colo_api, m_chunks), M_COUNTER, "colo_model_chunks_total",
+     "Chunks of the model's ops run (CPU pool).", 1, L_MODEL},
+};
+
 colo_status colo_api_register_metrics(colo_api *a)
 {
     colo_metrics *m = a->metrics;
-    const char *const L1[] = {"model"}, *const L2s[] = {"model", "status"}, *const L2p[] = {"model", "priority"},
-                      *const L2pol[] = {"model", "policy"};
-    const double *lb = colo_metrics_latency_buckets;
-    int nlb = colo_metrics_latency_buckets_n;
-    int nbb = (int)(sizeof batch_buckets / sizeof *batch_buckets);
-    int nsb = (int)(sizeof step_buckets / sizeof *step_buckets);
-    a->m_requests = colo_metrics_counter(m, "colo_model_requests_total", "Model requests finished, by HTTP status.",
-                                         2, L2s);
-    a->m_duration = colo_metrics_histogram(m, "colo_model_request_duration_seconds",
-                                           "Submit to done, successful requests.", 1, L1, lb, nlb);
-    a->m_queue = colo_metrics_histogram(m, "colo_model_queue_duration_seconds",
-                                        "Time in the model's queue before the first step.", 2, L2p, lb, nlb);
-    a->m_prefill = colo_metrics_histogram(m, "colo_model_prefill_duration_seconds",
-                                          "First step to first token (generation) or the batch's compute (encoders).",
-                                          1, L1, lb, nlb);
-    a->m_decode = colo_metrics_histogram(m, "colo_model_decode_duration_seconds", "First token to last token.", 1,
-                                         L1, lb, nlb);
-    a->m_ttft = colo_metrics_histogram(m, "colo_model_time_to_first_token_seconds", "Submit to first token.", 1, L1,
-                                       lb, nlb);
-    a->m_itl = colo_metrics_histogram(m, "colo_model_inter_token_latency_seconds",
-                                      "Time between generated tokens (each request's mean gap, once per gap).", 1, L1,
-                                      step_buckets, nsb);
-    a->m_gen_tokens = colo_metrics_counter(m, "colo_model_generated_tokens_total", "Tokens generated.", 1, L1);
-    a->m_prompt_tokens = colo_metrics_counter(m, "colo_model_prompt_tokens_total", "Prompt or input tokens processed.",
-                                              1, L1);
-    a->m_batch = colo_metrics_histogram(m, "colo_model_batch_size", "Sequences (generation) or requests (encoders) per step.",
-                                        1, L1, batch_buckets, nbb);
-    a->m_step = colo_metrics_histogram(m, "colo_model_step_duration_seconds", "One executor step.", 1, L1, step_buckets,
-                                       nsb);
-    a->m_depth = colo_metrics_gauge(m, "colo_model_queue_depth", "Requests waiting in the model's queue.", 1, L1);
-    a->m_queue_cap = colo_metrics_gauge(m, "colo_model_queue_capacity",
-                                        "Requests the model's queue holds before it answers 429.", 1, L1);
-    a->m_info = colo_metrics_gauge(m, "colo_model_info", "A served model (always 1), its kind and priority.", 3,
-                                   (const char *const[]){"model", "kind", "priority"});
-    a->m_sched_info = colo_metrics_gauge(m, "colo_scheduler_info", "The co-scheduler (always 1) and its policy.", 1,
-                                         (const char *const[]){"policy"});
-    a->m_slo = colo_metrics_counter(m, "colo_model_slo_requests_total",
-                                    "Requests of models with an SLA, by objective (ttft: first token against "
-                                    "sla.ttft_ms; tpot: every gap between tokens against sla.tpot_ms; e2e: total "
-                                    "time against sla.p99_ms) and result (met; missed, also when refused or "
-                                    "timed out).",
-                                    3, (const char *const[]){"model", "slo", "result"});
-    a->m_goodput = colo_metrics_counter(m, "colo_model_goodput_requests_total",
-                                        "Requests that met every objective of their model's SLA.", 1, L1);
-    a->m_running = colo_metrics_gauge(m, "colo_model_running", "Requests in the model's executor.", 1, L1);
-    a->m_mem_used = colo_metrics_gauge(m, "colo_model_memory_used_bytes", "Bytes in use in the model's arena.", 1, L1);
-    a->m_mem_limit = colo_metrics_gauge(m, "colo_model_memory_limit_bytes", "The model's arena size.", 1, L1);
-    a->m_mem_peak = colo_metrics_gauge(m, "colo_model_memory_peak_bytes", "Highest use of the model's arena.", 1, L1);
-    a->m_mem_weights = colo_metrics_gauge(m, "colo_model_memory_weights_bytes", "Bytes of the model's weights.", 1,
-                                          L1);
-    a->m_kv_bytes = colo_metrics_gauge(m, "colo_model_kv_cache_bytes", "Bytes reserved for the KV cache.", 1, L1);
-    a->m_kv_used_bytes = colo_metrics_gauge(m, "colo_model_kv_cache_used_bytes", "Bytes of KV cache blocks in use.",
-                                            1, L1);
-    a->m_kv_total = colo_metrics_gauge(m, "colo_model_kv_blocks", "KV cache blocks of the model.", 1, L1);
-    a->m_kv_free = colo_metrics_gauge(m, "colo_model_kv_blocks_free", "KV cache blocks free.", 1, L1);
-    a->m_kv_usage = colo_metrics_gauge(m, "colo_model_kv_cache_usage_ratio",
-                                       "KV cache blocks in use over all blocks, 0 to 1.", 1, L1);
-    a->m_ready = colo_metrics_gauge(m, "colo_model_ready", "1 when the model serves requests.", 1, L1);
-    a->m_preempt = colo_metrics_counter(m, "colo_model_preemptions_total", "Sequences preempted for cache space.", 1,
-                                        L1);
-    a->m_sched_wait = colo_metrics_counter(m, "colo_scheduler_wait_seconds_total",
-                                           "Time executors waited for the co-scheduler, by policy.", 2, L2pol);
-    a->m_sched_steps = colo_metrics_counter(m, "colo_scheduler_steps_total", "Steps granted by the co-scheduler.", 2,
-                                            L2pol);
-    a->m_mem_guaranteed = colo_metrics_gauge(m, "colo_model_memory_guaranteed_bytes",
-                                             "The model's guaranteed memory (memory_fraction).", 1, L1);
-    a->m_mem_borrowed = colo_metrics_gauge(m, "colo_model_memory_borrowed_bytes",
-                                           "Bytes the model uses past its guarantee.", 1, L1);
-    a->m_mem_lent = colo_metrics_gauge(m, "colo_model_memory_lent_bytes",
-                                       "Bytes of the model's idle guarantee other models use now.", 1, L1);
-    a->m_kv_reclaims = colo_metrics_counter(m, "colo_model_kv_reclaims_total",
-                                            "Times the model was asked to give borrowed KV memory back.", 1, L1);
-    a->m_wake = colo_metrics_histogram(m, "colo_model_wake_seconds", "Time a sleeping model took to wake.", 1, L1, lb,
-                                       nlb);
-    const char *const L2st[] = {"model", "state"};
-    a->m_state = colo_metrics_gauge(m, "colo_model_state", "1 for the model's current state.", 2, L2st);
-    a->m_evictions = colo_metrics_counter(m, "colo_model_evictions_total",
-                                          "Times the model was put to sleep to make room for another.", 1, L1);
-    a->m_stream_cut = colo_metrics_counter(m, "colo_model_streams_unread_total",
-                                           "Streams canceled and closed because their client did not read them.", 1,
-                                           L1);
-    if (!a->m_evictions || !a->m_stream_cut)
-        return COLO_ENOMEM;
-    if (!a->m_mem_guaranteed || !a->m_mem_borrowed || !a->m_mem_lent || !a->m_kv_reclaims || !a->m_wake ||
-        !a->m_state)
-        return COLO_ENOMEM;
-    a->m_prefix_queries = colo_metrics_counter(m, "colo_model_prefix_cache_queries_total",
-                                               "Sequences admitted that looked up the prefix cache.", 1, L1);
-    a->m_prefix_hits = colo_metrics_counter(m, "colo_model_prefix_cache_hits_total",
-                                            "Prompt tokens found in the prefix cache (not computed).", 1, L1);
-    a->m_prefix_bytes = colo_metrics_gauge(m, "colo_model_prefix_cache_bytes",
-                                           "Bytes of KV blocks in the prefix cache (in use or evictable).", 1, L1);
-    if (!a->m_prefix_queries || !a->m_prefix_hits || !a->m_prefix_bytes)
-        return COLO_ENOMEM;
-    const char *const L2k[] = {"model", "step"}, *const L2ph[] = {"model", "phase"};
-    a->m_steps_kind = colo_metrics_counter(m, "colo_model_steps_total",
-                                           "Generation steps by what they computed: decode (every sequence its next "
-                                           "token), prefill (prompt tokens only) or mixed.",
-                                           2, L2k);
-    a->m_step_tokens = colo_metrics_counter(m, "colo_model_step_tokens_total",
-                                            "Tokens computed in generation steps, by the step's kind.", 2, L2k);
-    a->m_step_time = colo_metrics_counter(m, "colo_model_step_phase_seconds_total",
-                                          "The executor's time in generation steps by phase: plan (the batch), "
-                                          "queue (the forward pass's ops), device (waiting for them), sample.",
-                                          2, L2ph);
-    a->m_dev_busy = colo_metrics_counter(m, "colo_model_device_busy_seconds_total",
-                                         "CPU pool worker time spent on the model's ops.", 1, L1);
-    a->m_ops = colo_metrics_counter(m, "colo_model_ops_total", "Ops the model's stream finished (CPU pool).", 1, L1);
-    a->m_chunks = colo_metrics_counter(m, "colo_model_chunks_total", "Chunks of the model's ops run (CPU pool).", 1,
-                                       L1);
-    if (!a->m_steps_kind || !a->m_step_tokens || !a->m_step_time || !a->m_dev_busy || !a->m_ops || !a->m_chunks)
-        return COLO_ENOMEM;
-    colo_metric *all[] = {a->m_requests, a->m_duration, a->m_queue, a->m_prefill, a->m_decode, a->m_ttft,
-                          a->m_itl, a->m_gen_tokens, a->m_prompt_tokens, a->m_batch, a->m_step, a->m_depth,
-                          a->m_running, a->m_mem_used, a->m_mem_limit, a->m_mem_peak, a->m_kv_total, a->m_kv_free,
-                          a->m_ready, a->m_preempt, a->m_sched_wait, a->m_sched_steps, a->m_mem_weights,
-                          a->m_kv_bytes, a->m_kv_used_bytes, a->m_queue_cap, a->m_slo, a->m_info, a->m_sched_info, a->m_goodput};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        if (!all[i])
+    for (size_t i = 0; i < sizeof metric_defs / sizeof *metric_defs; i++) {
+        const metric_def *d = &metric_defs[i];
+        colo_metric **h = (colo_metric **)(void *)((char *)a + d->off);
+        const double *b = d->type == M_BATCH ? batch_buckets : d->type == M_STEP ? step_buckets
+                                                                                : colo_metrics_latency_buckets;
+        int nb = d->type == M_BATCH   ? (int)(sizeof batch_buckets / sizeof *batch_buckets)
+                 : d->type == M_STEP ? (int)(sizeof step_buckets / sizeof *step_buckets)
+                                     : colo_metrics_latency_buckets_n;
+        if (d->type == M_COUNTER)
+            *h = colo_metrics_counter(m, d->name, d->help, d->n_labels, d->labels);
+        else if (d->type == M_GAUGE)
+            *h = colo_metrics_gauge(m, d->name, d->help, d->n_labels, d->labels);
+        else
+            *h = colo_metrics_histogram(m, d->name, d->help, d->n_labels, d->labels, b, nb);
+        if (!*h)
             return COLO_ENOMEM;
-    if (!a->m_kv_usage)
-        return COLO_ENOMEM;
+    }
     return colo_metrics_on_render(m, on_render, a);
 }
