@@ -17,7 +17,7 @@
 #   ANTHROPIC_VERSION=2.10.0  the anthropic package version
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/anthropic-venv}
 ANTHROPIC_VERSION=${ANTHROPIC_VERSION:-2.10.0}
 smollm2=0
@@ -35,9 +35,7 @@ if ! check_venv anthropic-check anthropic anthropic "$ANTHROPIC_VERSION" "$COLO_
   exit 77
 fi
 
-cache="${XDG_CACHE_HOME:-}"
-[ -n "$cache" ] || cache="$HOME/.cache"
-cache="$cache/colo/models"
+cache=$COLO_MODELS
 tmp=$(mktemp -d)
 check_tmp=$tmp
 trap check_cleanup EXIT

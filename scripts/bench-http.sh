@@ -19,7 +19,7 @@
 #   NGINX=nginx          the nginx binary (skipped when absent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 CONNS=${CONNS:-64}
 DURATION=${DURATION:-10}
 WRK_THREADS=${WRK_THREADS:-1}

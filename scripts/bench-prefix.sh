@@ -16,14 +16,12 @@
 #   THREADS=2         colo-server's worker threads
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 REPEATS=${REPEATS:-7}
 SYSTEM_TOKENS=${SYSTEM_TOKENS:-1000}
 THREADS=${THREADS:-2}
 if [ -z "${MODEL:-}" ]; then
-  cache="${XDG_CACHE_HOME:-}"
-  [ -n "$cache" ] || cache="$HOME/.cache"
-  MODEL="$cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  MODEL="$COLO_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi
 [ -r "$MODEL" ] || { echo "bench-prefix: no $MODEL (scripts/fetch-models.sh)" >&2; exit 2; }
 [ -x "$BUILD/colo-server" ] || cmake --build "$BUILD" --target colo-server >/dev/null

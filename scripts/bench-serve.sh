@@ -57,7 +57,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-colocation}
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 DEVICE=${DEVICE:-auto}
 POLICIES=${POLICIES:-timeslice spatial priority partition}
 CONC=${CONC:-4}
@@ -73,8 +73,7 @@ OUT=${OUT:-bench-serve-out}
 ROUNDS=${ROUNDS:-1}
 HI_SLA=${HI_SLA:-ttft_ms: 1000, tpot_ms: 100}
 if [ -z "${MODEL:-}" ]; then
-  MODEL="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-  [ -n "${XDG_CACHE_HOME:-}" ] || MODEL="$HOME/.cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  MODEL="$COLO_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi
 HI_MODEL=${HI_MODEL:-$MODEL}
 BE_MODEL=${BE_MODEL:-$MODEL}

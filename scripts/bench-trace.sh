@@ -25,7 +25,7 @@
 #   ROUTER_PORT [18431]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 OUT=${1:-$BUILD/bench-trace}
 [ $# -gt 0 ] && shift
 N_SYNTH=${N_SYNTH:-3}
@@ -51,7 +51,7 @@ for p in colo-server colo-loadtest colo-mkmodel; do
     break
   fi
 done
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models"
+cache=$COLO_MODELS
 smol="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -r "$smol" ] || { echo "bench-trace: no $smol (run scripts/fetch-models.sh)" >&2; exit 2; }
 mkdir -p "$OUT/models"

@@ -27,11 +27,8 @@
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models/llama-vocab/{ggml-vocab-*.gguf{,.inp,.out},templates/*.jinja}
 set -euo pipefail
 
-if [ -n "${XDG_CACHE_HOME:-}" ]; then
-  cache="$XDG_CACHE_HOME/colo/models"
-else
-  cache="${HOME:?fetch-models: neither XDG_CACHE_HOME nor HOME is set}/.cache/colo/models"
-fi
+. "$(dirname "$0")/lib.sh"
+cache=$COLO_MODELS
 only=""
 config=""
 print_dir=0

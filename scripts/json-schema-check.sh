@@ -15,7 +15,7 @@
 #   JSONSCHEMA_VERSION=4.26.0 the jsonschema package version
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/json-schema-venv}
 OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
 JSONSCHEMA_VERSION=${JSONSCHEMA_VERSION:-4.26.0}
@@ -29,9 +29,7 @@ if ! check_venv json-schema-check openai openai "$OPENAI_VERSION" "$COLO_VENV" |
   exit 77
 fi
 
-cache="${XDG_CACHE_HOME:-}"
-[ -n "$cache" ] || cache="$HOME/.cache"
-smollm2="$cache/colo/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+smollm2="$COLO_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -r "$smollm2" ] || { echo "json-schema-check: no $smollm2 (scripts/fetch-models.sh): skipped" >&2; exit 77; }
 tmp=$(mktemp -d)
 check_tmp=$tmp

@@ -19,7 +19,7 @@
 #   NO_MINILM=1       leave MiniLM out even when cached
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 ROUNDS=${ROUNDS:-5}
 mode=valgrind
 case "${1:-}" in
@@ -54,9 +54,7 @@ trap cleanup EXIT
   --ctx 128 --seed 1 >/dev/null
 "$BUILD/colo-mkmodel" --out "$tmp/g2.gguf" --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --vocab 300 \
   --ctx 64 --type f32 --seed 2 >/dev/null
-cache="${XDG_CACHE_HOME:-}"
-[ -n "$cache" ] || cache="$HOME/.cache"
-minilm="$cache/colo/models/all-minilm-l6-v2"
+minilm="$COLO_MODELS/all-minilm-l6-v2"
 embed=
 {
   echo "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, max_body_bytes: 64KiB, shutdown_timeout_ms: 20000 }"

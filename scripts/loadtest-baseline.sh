@@ -16,7 +16,7 @@
 #   MAX_TOKENS [32]  COST [1.00] (USD per device-hour)  GOODPUT ['ttft:1000 tpot:100']
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 OUT=${1:-$BUILD/loadtest-baseline}
 [ $# -gt 0 ] && shift
 POLICY=${POLICY:-priority}
@@ -35,7 +35,7 @@ for p in colo-server colo-loadtest; do
     break
   fi
 done
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models"
+cache=$COLO_MODELS
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -r "$model" ] || { echo "loadtest-baseline: no $model (run scripts/fetch-models.sh)" >&2; exit 2; }
 mkdir -p "$OUT"

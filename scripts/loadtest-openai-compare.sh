@@ -19,7 +19,7 @@
 #   then time different servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/openai-venv}
 OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
 ROUNDS=${ROUNDS:-8}
@@ -42,7 +42,7 @@ if ! "$py" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSI
   "$py" -m pip install -q --disable-pip-version-check "openai==$OPENAI_VERSION"
 fi
 
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/colo/models"
+cache=$COLO_MODELS
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -r "$model" ] || { echo "loadtest-openai-compare: no $model (scripts/fetch-models.sh)" >&2; exit 2; }
 tmp=$(mktemp -d)

@@ -17,7 +17,7 @@
 #   OPENAI_VERSION=3.51.0  the openai package version
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/openai-venv}
 OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
 smollm2=0
@@ -35,9 +35,7 @@ if ! check_venv openai-check openai openai "$OPENAI_VERSION" "$COLO_VENV"; then
   exit 77
 fi
 
-cache="${XDG_CACHE_HOME:-}"
-[ -n "$cache" ] || cache="$HOME/.cache"
-cache="$cache/colo/models"
+cache=$COLO_MODELS
 tmp=$(mktemp -d)
 check_tmp=$tmp
 trap check_cleanup EXIT

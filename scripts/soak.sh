@@ -22,7 +22,7 @@
 #   OUT=FILE           also write the RSS samples there (seconds, kB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+. scripts/lib.sh
 DURATION=${1:-60}
 CONC=${CONC:-64}
 WARMUP=${WARMUP:-15}
