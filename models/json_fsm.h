@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/utf8.h"
+
 #define COLO_JSON_FSM_MAX_DEPTH 32
 #define COLO_JSON_MAX_WS 4
 
@@ -33,28 +35,6 @@ typedef struct colo_json_fsm {
     uint8_t any_root;                   /* the top-level value may be of any type */
     uint8_t stack[COLO_JSON_FSM_MAX_DEPTH]; /* '{' or '[' */
 } colo_json_fsm;
-
-/* UTF-8 as RFC 3629 has it (no overlong forms, surrogates or code points
- * past U+10FFFF): the continuation bytes lead byte c needs (0: c does not
- * start a multi-byte character), and in *range which bytes the first of
- * them may be. */
-static inline int colo_utf8_lead(unsigned c, uint8_t *range)
-{
-    *range = c == 0xE0 ? 1 : c == 0xED ? 2 : c == 0xF0 ? 3 : c == 0xF4 ? 4 : 0;
-    if (c >= 0xC2 && c <= 0xDF)
-        return 1;
-    if (c >= 0xE0 && c <= 0xEF)
-        return 2;
-    if (c >= 0xF0 && c <= 0xF4)
-        return 3;
-    return 0;
-}
-
-static inline bool colo_utf8_cont_ok(unsigned c, uint8_t range)
-{
-    static const uint8_t lo[] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
-    return range < 5 && c >= lo[range] && c <= hi[range];
-}
 
 void colo_json_fsm_init(colo_json_fsm *s);
 /* The same, for a document that may be any value (a number, a string...). */

@@ -19,11 +19,6 @@ extern const int colo_unicode_number_n;
 extern const colo_cp_range colo_unicode_space[];
 extern const int colo_unicode_space_n;
 
-/* Encodes cp into out (4 bytes); returns the length. */
-int colo_utf8_encode(uint32_t cp, char *out);
-/* Length of the longest prefix of s[0, n) that is whole UTF-8 sequences
- * (an incomplete sequence at the end is left out). */
-size_t colo_utf8_complete_prefix(const char *s, size_t n);
 
 bool colo_is_letter(uint32_t cp);
 bool colo_is_number(uint32_t cp);

@@ -9,7 +9,7 @@ project's folders and fails (exit 1, one line per bad edge) when:
   - server/ includes a models/ header (it reaches models through the model
     kinds of batching/kind.h);
   - a private header (runtime's backend_impl.h, cpu_task.h, cuda_impl.h;
-    elsewhere any *_impl.h or *_internal.h) is included from outside the
+    elsewhere any *_impl.h) is included from outside the
     code it is private to.
 
 Layers, bottom to top: runtime, kernels, models, batching, config, server.
@@ -66,7 +66,7 @@ def private_to(header):
     if header in PRIVATE:
         return PRIVATE[header]
     base = os.path.basename(header)
-    if re.search(r"_(impl|internal)\.(h|cuh)$", base):
+    if re.search(r"_impl\.(h|cuh)$", base):
         d = os.path.dirname(header) + "/"
         return (d, "tests/" + d, "tests/fuzz/")
     return None

@@ -1,7 +1,7 @@
 /* The table of served models: slots, loading, unloading, readiness
  * (server/registry.h). */
 #include "server/registry.h"
-#include "batching/evict.h"
+#include "batching/evictor.h"
 #include "runtime/log.h"
 
 #include <event2/event.h>
