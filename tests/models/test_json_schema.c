@@ -553,6 +553,69 @@ static void test_random_walks(void **state)
     colo_schema_free(any);
 }
 
+/* A writer that never wants to stop still stops: on every schema of the
+ * sets in tests/data (the ordinary ones set no length), a walk that takes
+ * any byte but one that closes a string, an array or an object whenever it
+ * can reaches a whole document, in bounded bytes, that parses. Before the
+ * default bounds it wrote one string or array for ever. */
+static void test_every_walk_ends(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"tests/data/json_schemas_ordinary.json", "tests/data/json_schemas.json"};
+    char alphabet[97] = "\n"; /* and printable ASCII */
+    for (int ch = 0x20; ch < 0x7F; ch++)
+        alphabet[ch - 0x1F] = (char)ch;
+    enum { CAP = 1 << 17 };
+    char *buf = malloc(CAP);
+    assert_non_null(buf);
+    for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", COLO_SOURCE_DIR, sets[si]);
+        json_error_t je;
+        json_t *cases = json_load_file(path, 0, &je);
+        if (!cases)
+            fail_msg("%s: %s", path, je.text);
+        size_t i;
+        json_t *c;
+        json_array_foreach(cases, i, c)
+        {
+            char *text = json_dumps(json_object_get(c, "schema"), JSON_COMPACT);
+            assert_non_null(text);
+            colo_schema *g = compile(text);
+            colo_schema_state s;
+            colo_schema_state_init(g, &s);
+            size_t n = 0;
+            while (!colo_schema_done(&s)) {
+                char keep[sizeof alphabet], close[4];
+                int nk = 0, nc = 0;
+                for (const char *a = alphabet; *a; a++)
+                    if (colo_schema_accepts(g, &s, a, 1)) {
+                        if (strchr("\"]}", *a))
+                            close[nc++] = *a;
+                        else
+                            keep[nk++] = *a;
+                    }
+                if (!nk && !nc)
+                    fail_msg("%s: stuck after %.*s", json_string_value(json_object_get(c, "name")), (int)n, buf);
+                if (n + 1 >= CAP)
+                    fail_msg("%s: no end after %zu bytes", json_string_value(json_object_get(c, "name")), n);
+                buf[n] = nk ? keep[rnd() % (unsigned)nk] : close[rnd() % (unsigned)nc];
+                assert_true(colo_schema_feed(g, &s, &buf[n], 1));
+                n++;
+            }
+            buf[n] = 0;
+            json_t *doc = json_loads(buf, 0, &je);
+            if (!doc)
+                fail_msg("%s: unparsable %s (%s)", json_string_value(json_object_get(c, "name")), buf, je.text);
+            json_decref(doc);
+            colo_schema_free(g);
+            free(text);
+        }
+        json_decref(cases);
+    }
+    free(buf);
+}
+
 /* response_format json_object: the answer's first token is the object's
  * brace, never whitespace (nor anything else), and nothing follows the
  * closing one. */
@@ -675,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_default_bounds),
         cmocka_unit_test(test_pattern_room),
         cmocka_unit_test(test_json_object_start),
+        cmocka_unit_test(test_every_walk_ends),
         cmocka_unit_test(test_anyof_refs_nullable),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_refusals),
