@@ -159,14 +159,13 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
 static bool number_byte(colo_json_fsm *s, unsigned char c, bool *ended)
 {
     *ended = false;
-    if (is_digit(c)) { /* num_len: digits of the part, which starts again after '.', 'e' and its sign */
-        int most = s->sub == N_INT                                      ? COLO_JSON_MAX_INT_DIGITS
-                   : s->sub == N_DOT || s->sub == N_FRAC                ? COLO_JSON_MAX_FRAC_DIGITS
-                   : s->sub == N_E || s->sub == N_ESIGN || s->sub == N_EXP ? COLO_JSON_MAX_EXP_DIGITS
-                                                                        : 1;
+    if (is_digit(c) && s->sub != N_ZERO && s->sub != N_MINUS) { /* num_len: digits of the part being written */
         if (s->sub == N_DOT || s->sub == N_E || s->sub == N_ESIGN)
-            s->num_len = 0;
-        if (s->sub != N_ZERO && ++s->num_len > most)
+            s->num_len = 0; /* a part begins */
+        int most = s->sub == N_INT                          ? COLO_JSON_MAX_INT_DIGITS
+                   : s->sub == N_DOT || s->sub == N_FRAC    ? COLO_JSON_MAX_FRAC_DIGITS
+                                                            : COLO_JSON_MAX_EXP_DIGITS;
+        if (++s->num_len > most)
             return false;
     }
     switch (s->sub) {
