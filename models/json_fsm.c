@@ -33,6 +33,12 @@ void colo_json_fsm_init_value(colo_json_fsm *s)
     s->any_root = 1;
 }
 
+void colo_json_fsm_set_limits(colo_json_fsm *s, uint16_t max_chars, uint16_t max_items)
+{
+    s->max_chars = max_chars;
+    s->max_items = max_items;
+}
+
 bool colo_json_fsm_done(const colo_json_fsm *s) { return s->mode == M_DONE; }
 
 bool colo_json_fsm_in_plain_string(const colo_json_fsm *s)
@@ -59,6 +65,7 @@ static bool open(colo_json_fsm *s, unsigned char c)
 {
     if (s->depth >= COLO_JSON_FSM_MAX_DEPTH)
         return false;
+    s->commas[s->depth] = 0;
     s->stack[s->depth++] = c;
     s->mode = c == '{' ? M_KEY_OR_CLOSE : M_VALUE_OR_CLOSE;
     return true;
@@ -83,7 +90,7 @@ static bool begin_value(colo_json_fsm *s, unsigned char c)
     if (c == '{' || c == '[')
         return open(s, c);
     if (c == '"') {
-        s->mode = M_STRING, s->sub = 0;
+        s->mode = M_STRING, s->sub = 0, s->str_chars = 0;
         return true;
     }
     if (c == '-' || is_digit(c)) {
@@ -117,17 +124,13 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
         s->utf8_left--;
         return true;
     }
-    if (s->sub & 2) { /* after a backslash */
+    if (s->sub & 2) { /* after a backslash (counted) */
         s->sub &= (uint8_t)~2;
         if (c == 'u') {
             s->hex_left = 4;
             return true;
         }
         return strchr("\"\\/bfnrt", c) != NULL && c != 0;
-    }
-    if (c == '\\') {
-        s->sub |= 2;
-        return true;
     }
     if (c == '"') {
         if (s->sub & 1)
@@ -137,14 +140,17 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
         s->sub = 0;
         return true;
     }
-    if (c < 0x20)
+    if (c < 0x20 || (s->max_chars && s->str_chars >= s->max_chars))
         return false;
-    if (c >= 0x80) {
+    if (c == '\\')
+        s->sub |= 2;
+    else if (c >= 0x80) {
         int k = colo_utf8_lead(c, &s->utf8_range);
         if (!k)
             return false;
         s->utf8_left = (uint8_t)k;
     }
+    s->str_chars++;
     return true;
 }
 
@@ -153,12 +159,14 @@ static bool string_byte(colo_json_fsm *s, unsigned char c)
 static bool number_byte(colo_json_fsm *s, unsigned char c, bool *ended)
 {
     *ended = false;
-    if (is_digit(c) && (s->sub == N_INT || s->sub == N_E || s->sub == N_ESIGN || s->sub == N_EXP)) {
-        bool exp = s->sub != N_INT;
-        if (s->sub == N_E || s->sub == N_ESIGN)
-            s->num_len = 0;
-        if (++s->num_len > (exp ? 2 : 15))
-            return false; /* the value stays a finite double, the integer part an int64 */
+    if (is_digit(c) && s->sub != N_ZERO && s->sub != N_MINUS) { /* num_len: digits of the part being written */
+        if (s->sub == N_DOT || s->sub == N_E || s->sub == N_ESIGN)
+            s->num_len = 0; /* a part begins */
+        int most = s->sub == N_INT                          ? COLO_JSON_MAX_INT_DIGITS
+                   : s->sub == N_DOT || s->sub == N_FRAC    ? COLO_JSON_MAX_FRAC_DIGITS
+                                                            : COLO_JSON_MAX_EXP_DIGITS;
+        if (++s->num_len > most)
+            return false;
     }
     switch (s->sub) {
     case N_MINUS:
@@ -236,10 +244,10 @@ static bool feed_byte(colo_json_fsm *s, unsigned char c)
         if (!ended)
             return true;
     }
-    if (is_ws(c)) {
-        if (s->mode == M_DONE || ++s->ws > COLO_JSON_MAX_WS)
+    if (is_ws(c)) { /* nothing before or after the document */
+        if (s->mode == M_DONE || (s->mode == M_VALUE && s->depth == 0))
             return false;
-        return true;
+        return colo_json_ws_step(&s->ws, c);
     }
     s->ws = 0;
     switch (s->mode) {
@@ -251,7 +259,7 @@ static bool feed_byte(colo_json_fsm *s, unsigned char c)
     case M_KEY:
         if (c != '"')
             return false;
-        s->mode = M_STRING, s->sub = 1;
+        s->mode = M_STRING, s->sub = 1, s->str_chars = 0;
         return true;
     case M_COLON:
         if (c != ':')
@@ -263,7 +271,10 @@ static bool feed_byte(colo_json_fsm *s, unsigned char c)
             return close(s, c);
         return begin_value(s, c);
     case M_AFTER:
-        if (c == ',') {
+        if (c == ',') { /* one more member or item, when the bound leaves room */
+            if (s->max_items && s->commas[s->depth - 1] + 1 >= s->max_items)
+                return false;
+            s->commas[s->depth - 1]++;
             s->mode = s->stack[s->depth - 1] == '{' ? M_KEY : M_VALUE;
             return true;
         }

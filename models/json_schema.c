@@ -83,6 +83,7 @@ static void enter(const colo_schema *g, colo_schema_branch *b, int id, unsigned 
             colo_json_fsm_init_value(&b->any);
         else
             colo_json_fsm_init(&b->any);
+        colo_json_fsm_set_limits(&b->any, (uint16_t)g->opt.default_max_length, (uint16_t)g->opt.default_max_items);
     } else if (nd->kind == K_INTEGER || nd->kind == K_NUMBER) {
         f->phase = N_BODY;
         f->aux = 0xFF; /* nothing yet */
@@ -125,31 +126,25 @@ static bool may_close(const node *nd, int from)
 
 static bool number_complete(uint8_t st) { return st == N_ZERO || st == N_INT || st == N_FRAC || st == N_EXP; }
 
-/* i counts the integer part's digits (at most 15, so that the value is
- * exact in a double and fits an int64), mask the exponent's (at most 2). */
+/* i counts the digits of the part being written: before the point (no
+ * leading zero), after it, of the exponent (json_fsm.h's bounds). */
 static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
 {
     uint8_t st = f->aux;
-    if (f->n >= MAX_NUMBER_BYTES)
-        return false;
     switch (st) {
     case 0xFF:
-        if (c == '-')
+    case N_MINUS:
+        if (c == '-' && st == 0xFF)
             st = N_MINUS;
         else if (is_digit(c))
             st = c == '0' ? N_ZERO : N_INT, f->i = 1;
         else
             return false;
         break;
-    case N_MINUS:
-        if (!is_digit(c))
-            return false;
-        st = c == '0' ? N_ZERO : N_INT, f->i = 1;
-        break;
     case N_ZERO:
     case N_INT:
         if (is_digit(c) && st == N_INT) {
-            if (++f->i > 15)
+            if (++f->i > COLO_JSON_MAX_INT_DIGITS)
                 return false;
             break;
         }
@@ -163,37 +158,29 @@ static bool number_step(colo_schema_frame *f, unsigned c, bool integer)
     case N_DOT:
         if (!is_digit(c))
             return false;
-        st = N_FRAC;
+        st = N_FRAC, f->i = 1;
         break;
     case N_FRAC:
         if (c == 'e' || c == 'E')
             st = N_E;
-        else if (!is_digit(c))
+        else if (!is_digit(c) || ++f->i > COLO_JSON_MAX_FRAC_DIGITS)
             return false;
         break;
     case N_E:
-        if (c == '+' || c == '-')
+    case N_ESIGN:
+        if ((c == '+' || c == '-') && st == N_E)
             st = N_ESIGN;
         else if (is_digit(c))
-            st = N_EXP, f->mask = 1;
+            st = N_EXP, f->i = 1;
         else
             return false;
         break;
-    case N_ESIGN:
-        if (!is_digit(c))
-            return false;
-        st = N_EXP, f->mask = 1;
-        break;
     case N_EXP:
-        if (!is_digit(c) || ++f->mask > 2)
+        if (!is_digit(c) || ++f->i > COLO_JSON_MAX_EXP_DIGITS)
             return false;
         break;
     default: return false;
     }
-    /* a number that must go on (after '-', '.', 'e' or its sign) keeps a
-     * byte free for the digit that completes it */
-    if (!number_complete(st) && f->n + 2 > MAX_NUMBER_BYTES)
-        return false;
     f->aux = st;
     f->n++;
     return true;
@@ -257,6 +244,14 @@ static bool string_step(const colo_schema *g, const node *nd, colo_schema_frame 
                 next |= 1ull << p;
         if (!next)
             return false;
+        if (nd->max >= 0) { /* an end stays within reach of the bound */
+            int near = PAT_FAR;
+            for (int p = 0; p < pt->n_pos; p++)
+                if (next >> p & 1 && pt->dist[p] < near)
+                    near = pt->dist[p];
+            if (f->n + 1 + near > nd->max)
+                return false;
+        }
         f->mask = next;
         f->n++;
         return true;
@@ -435,9 +430,8 @@ static void step(const colo_schema *g, colo_schema_branch *b, unsigned c, colo_s
                        f->phase == O_NEXT || f->phase == A_FIRST || f->phase == A_AFTER || f->phase == A_NEXT;
         if (between) {
             if (is_ws(c)) {
-                if (++b->ws > COLO_JSON_MAX_WS)
-                    return;
-                emit(out, b);
+                if (colo_json_ws_step(&b->ws, c))
+                    emit(out, b);
                 return;
             }
             b->ws = 0;
@@ -664,7 +658,7 @@ static long plain_room(const colo_schema *g, const colo_schema_state *s)
         return nd->max < 0 ? 1L << 30 : nd->max - f->n;
     }
     if (f->phase == Y_BODY && colo_json_fsm_in_plain_string(&b->any))
-        return 1L << 30;
+        return b->any.max_chars ? b->any.max_chars - b->any.str_chars : 1L << 30;
     return -1;
 }
 

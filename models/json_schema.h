@@ -18,10 +18,21 @@
  * What the automaton lets through is always a prefix of a document that
  * validates against the schema, and every such prefix can be completed:
  * properties come in the schema's order (an optional one may be left
- * out), keys are written exactly as the schema names them, at most
- * COLO_JSON_MAX_WS whitespace bytes in a row between tokens and none
- * before or after the document, numbers of at most 24 bytes (15 digits
- * before the point, 2 in the exponent).
+ * out), keys are written exactly as the schema names them. So that a
+ * document ends, everything a model could repeat is bounded
+ * (models/json_fsm.h has the numbers):
+ * - whitespace: none before or after the document; between two tokens
+ *   nothing, one space, or one newline and at most COLO_JSON_MAX_INDENT
+ *   spaces;
+ * - numbers: at most COLO_JSON_MAX_INT_DIGITS digits before the point,
+ *   with no leading zero, COLO_JSON_MAX_FRAC_DIGITS after it,
+ *   COLO_JSON_MAX_EXP_DIGITS in the exponent;
+ * - a string with no maxLength: at most options.default_max_length
+ *   characters (or its minLength, or its pattern's shortest match, when
+ *   more); an array with no maxItems: at most options.default_max_items
+ *   items (or its minItems); a value the schema leaves open (json_object,
+ *   {}) takes both bounds for its strings and its objects' and arrays'
+ *   members.
  *
  * A compiled schema is immutable (share it between threads); a state is a
  * value (copy it with colo_schema_state_copy) that one thread feeds. */
@@ -40,6 +51,18 @@
 #define COLO_SCHEMA_MAX_NODES 4096
 
 typedef struct colo_schema colo_schema;
+
+/* The bounds a schema leaves open (0: none; at most 65535). */
+#define COLO_SCHEMA_DEFAULT_MAX_LENGTH 256 /* characters of a string */
+#define COLO_SCHEMA_DEFAULT_MAX_ITEMS 16   /* items of an array, members of an open object */
+
+typedef struct colo_schema_options {
+    int default_max_length; /* characters of a string whose schema sets no maxLength */
+    int default_max_items;  /* items of an array whose schema sets no maxItems, members of an any-object */
+} colo_schema_options;
+
+#define COLO_SCHEMA_OPTIONS_DEFAULT \
+    ((colo_schema_options){COLO_SCHEMA_DEFAULT_MAX_LENGTH, COLO_SCHEMA_DEFAULT_MAX_ITEMS})
 
 typedef struct colo_schema_frame {
     uint16_t node;  /* index into the schema's nodes (or the root) */
@@ -66,8 +89,14 @@ typedef struct colo_schema_state {
  * keyword 'x' at #/properties/y", "not JSON: ...") when it cannot. The
  * caller frees it with colo_schema_free. */
 colo_schema *colo_schema_compile(const char *json, size_t len, char *err, size_t errlen);
-/* A schema that accepts any JSON object (response_format json_object). */
+/* The same with other bounds for what the schema leaves open (NULL: the
+ * defaults, as colo_schema_compile). */
+colo_schema *colo_schema_compile_opts(const char *json, size_t len, const colo_schema_options *opt, char *err,
+                                      size_t errlen);
+/* A schema that accepts any JSON object (response_format json_object),
+ * within the default bounds; _opts: within opt's (NULL: the defaults). */
 colo_schema *colo_schema_any_object(void);
+colo_schema *colo_schema_any_object_opts(const colo_schema_options *opt);
 void colo_schema_free(colo_schema *g);
 
 void colo_schema_state_init(const colo_schema *g, colo_schema_state *s);

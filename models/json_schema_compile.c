@@ -21,6 +21,15 @@ typedef struct comp {
     int list_depth; /* the depth of a schema whose 'type' is a list (its keywords serve several types) */
 } comp;
 
+/* A bound the schema leaves open: the default, raised to what the schema
+ * needs at least (0: no default, so none). */
+static int open_bound(int dflt, int least)
+{
+    if (dflt <= 0)
+        return -1;
+    return dflt > least ? dflt : least;
+}
+
 static bool grow(void **p, int *cap, int need, size_t size)
 {
     if (need <= *cap)
@@ -257,6 +266,8 @@ static int compile_array(comp *c, json_t *s, const char *path)
     if (hi >= 0 && hi < lo)
         return fail(c, path, "%s", "'maxItems' is less than 'minItems'");
     json_t *items = json_object_get(s, "items");
+    if (hi < 0)
+        hi = open_bound(c->g->opt.default_max_items, lo);
     int id = new_node(c, K_ARRAY);
     if (id < 0)
         return -1;
@@ -294,6 +305,10 @@ static int compile_string(comp *c, json_t *s, const char *path)
             return fail(c, path, "%s", "'pattern' must be a string");
         if ((pi = compile_pattern(c, json_string_value(pat), path)) < 0)
             return -1;
+    }
+    if (hi < 0) { /* at least the minimum, and a pattern's shortest match */
+        int least = pi >= 0 && c->g->pats[pi].shortest > lo ? c->g->pats[pi].shortest : lo;
+        hi = open_bound(c->g->opt.default_max_length, least);
     }
     int id = new_node(c, K_STRING);
     if (id < 0)
@@ -514,12 +529,26 @@ static int compile_node(comp *c, json_t *s, const char *path)
     return id;
 }
 
-static colo_schema *schema_new(void)
+/* opt NULL: the defaults; bounds past what a state counts are clamped. */
+static colo_schema *schema_new(const colo_schema_options *opt)
 {
-    return calloc(1, sizeof(colo_schema));
+    colo_schema *g = calloc(1, sizeof(colo_schema));
+    if (!g)
+        return NULL;
+    g->opt = opt ? *opt : COLO_SCHEMA_OPTIONS_DEFAULT;
+    int *bound[] = {&g->opt.default_max_length, &g->opt.default_max_items};
+    for (int i = 0; i < 2; i++)
+        *bound[i] = *bound[i] < 0 ? 0 : *bound[i] > UINT16_MAX ? UINT16_MAX : *bound[i];
+    return g;
 }
 
 colo_schema *colo_schema_compile(const char *text, size_t len, char *err, size_t errlen)
+{
+    return colo_schema_compile_opts(text, len, NULL, err, errlen);
+}
+
+colo_schema *colo_schema_compile_opts(const char *text, size_t len, const colo_schema_options *opt, char *err,
+                                      size_t errlen)
 {
     json_error_t je;
     json_t *doc = json_loadb(text, len, 0, &je);
@@ -527,7 +556,7 @@ colo_schema *colo_schema_compile(const char *text, size_t len, char *err, size_t
         colo_set_err(err, errlen, "not JSON: %s", je.text);
         return NULL;
     }
-    colo_schema *g = schema_new();
+    colo_schema *g = schema_new(opt);
     if (!g) {
         json_decref(doc);
         colo_set_err(err, errlen, "out of memory");
@@ -561,7 +590,12 @@ colo_schema *colo_schema_compile(const char *text, size_t len, char *err, size_t
 
 colo_schema *colo_schema_any_object(void)
 {
-    colo_schema *g = schema_new();
+    return colo_schema_any_object_opts(NULL);
+}
+
+colo_schema *colo_schema_any_object_opts(const colo_schema_options *opt)
+{
+    colo_schema *g = schema_new(opt);
     if (!g)
         return NULL;
     comp c = {.g = g};

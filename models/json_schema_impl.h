@@ -20,9 +20,9 @@ enum {
 };
 
 #define ROOT_NODE 0xFFFF
-#define MAX_NUMBER_BYTES 24
 #define MAX_PATTERN_POS 62
 #define PAT_INIT (1ull << 63)
+#define PAT_FAR 0xFFFF /* no end can be reached */
 
 typedef struct prop {
     char *name; /* as written in JSON, without the quotes */
@@ -41,6 +41,8 @@ typedef struct pattern {
     uint64_t follow[MAX_PATTERN_POS];
     uint64_t first, last;
     bool nullable;
+    uint16_t dist[MAX_PATTERN_POS]; /* fewest characters from each position to an end (PAT_FAR: none) */
+    int shortest;                   /* characters of the shortest match (PAT_FAR: none) */
 } pattern;
 
 typedef struct node {
@@ -49,7 +51,7 @@ typedef struct node {
     int first;        /* index of the first in g->props, g->alts or g->lits */
     uint64_t required; /* object: bit i = property i is required */
     int items;        /* array: the items' node */
-    int min, max;     /* array: items; string: characters (max -1: none) */
+    int min, max;     /* array: items; string: characters (max -1: none; a default when the schema sets none) */
     int pattern;      /* string: index into g->pats, or -1 */
 } node;
 
@@ -65,6 +67,7 @@ struct colo_schema {
     pattern *pats;
     int n_pats, cap_pats;
     int root;
+    colo_schema_options opt; /* what it was compiled with */
 };
 
 /* The pattern's position automaton from a regular expression (the subset

@@ -296,6 +296,32 @@ static bool rx_alt(rx *r, rset *out)
     return true;
 }
 
+/* dist[p]: the fewest characters from position p to an end (PAT_FAR:
+ * none), by relaxing follow edges until nothing changes; shortest: of a
+ * whole match. A position whose class is empty is never entered. */
+static void pattern_distances(pattern *pt)
+{
+    uint64_t usable = 0;
+    for (int p = 0; p < pt->n_pos; p++) {
+        pt->dist[p] = pt->last >> p & 1 ? 0 : PAT_FAR;
+        if (pt->cls[p][0] | pt->cls[p][1])
+            usable |= 1ull << p;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int p = 0; p < pt->n_pos; p++)
+            for (int q = 0; q < pt->n_pos; q++)
+                if ((pt->follow[p] & usable) >> q & 1 && pt->dist[q] + 1 < pt->dist[p]) {
+                    pt->dist[p] = (uint16_t)(pt->dist[q] + 1);
+                    changed = true;
+                }
+    }
+    pt->shortest = pt->nullable ? 0 : PAT_FAR;
+    for (int q = 0; q < pt->n_pos; q++)
+        if ((pt->first & usable) >> q & 1 && pt->dist[q] + 1 < pt->shortest)
+            pt->shortest = pt->dist[q] + 1;
+}
+
 bool colo_schema_pattern_build(pattern *pt, const char *src, const char **why)
 {
     memset(pt, 0, sizeof *pt);
@@ -328,6 +354,7 @@ bool colo_schema_pattern_build(pattern *pt, const char *src, const char **why)
         rx_cat(pt, &acc, &b);
     }
     pt->first = acc.first, pt->last = acc.last, pt->nullable = acc.nullable;
+    pattern_distances(pt);
     return true;
 
 bad:

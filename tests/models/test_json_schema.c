@@ -100,14 +100,14 @@ static void test_enums_arrays_numbers(void **state)
         {"{\"c\":\"red\",\"k\":\"x\",\"xs\":[1]}", 1},
         {"{\"c\":12,\"k\":\"x\",\"xs\":[1.5e3, -0.25, 7]}", 1},
         {"{\"c\":1,\"k\":\"x\",\"xs\":[0]}", 1},
-        /* a number has at most 24 bytes, and one that must go on keeps a
-         * byte for the digit that completes it */
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.2345678901234567890123]}", 1},
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.23456789012345678901234]}", 0},
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.23456789012345678901E5]}", 1},
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.234567890123456789012E5]}", 0},
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[-1.234567890123456789E-5]}", 1},
-        {"{\"c\":1,\"k\":\"x\",\"xs\":[-1.2345678901234567890E-5]}", 0},
+        /* 16 digits before the point, 16 after, 2 in the exponent */
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[-1234567890123456.1234567890123456E-12]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[12345678901234567]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1.12345678901234567]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[1e123]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[-0.5,0e+1]}", 1},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[-01]}", 0},
+        {"{\"c\":1,\"k\":\"x\",\"xs\":[00]}", 0},
         {"{\"c\":null,\"k\":\"x\",\"xs\":[0]}", 1},
         {"{\"c\":123,\"k\":\"x\",\"xs\":[0]}", 0},
         {"{\"c\":\"blue\",\"k\":\"x\",\"xs\":[0]}", 0},
@@ -121,8 +121,6 @@ static void test_enums_arrays_numbers(void **state)
     check(schema, e, sizeof e / sizeof *e);
 }
 
-/* Every byte accepted leaves a way to finish: at the number's last free
- * byte, what would need another (an exponent, its sign) is refused. */
 static bool accepts_after(const colo_schema *g, const char *prefix, char c)
 {
     colo_schema_state s;
@@ -131,17 +129,215 @@ static bool accepts_after(const colo_schema *g, const char *prefix, char c)
     return colo_schema_accepts(g, &s, &c, 1);
 }
 
-static void test_number_room(void **state)
+static unsigned long long rng = 88172645463325252ull;
+static unsigned rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (unsigned)(rng >> 11);
+}
+
+/* n random digits after prefix, the first not 0 */
+static void digits(char *out, const char *prefix, int n)
+{
+    size_t k = strlen(prefix);
+    memcpy(out, prefix, k);
+    for (int i = 0; i < n; i++)
+        out[k + (size_t)i] = (char)('0' + (i ? rnd() % 10 : 1 + rnd() % 9));
+    out[k + (size_t)n] = 0;
+}
+
+/* Each part of a number stops at its bound (16, 16, 2 digits) and what
+ * follows it is still allowed; a leading zero takes no digit after it. */
+static void test_number_bounds(void **state)
 {
     (void)state;
-    colo_schema *g = compile("{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"}}}");
-    /* numbers of 22 and 23 bytes (at most 24): room for 'E' and a digit after 22, not after 23 */
-    assert_true(accepts_after(g, "{\"x\":1.23456789012345678901", 'E'));
-    assert_false(accepts_after(g, "{\"x\":1.234567890123456789012", 'E'));
-    assert_true(accepts_after(g, "{\"x\":1.234567890123456789012", '3'));
-    assert_true(accepts_after(g, "{\"x\":1.234567890123456789012", '}'));
-    assert_true(accepts_after(g, "{\"x\":-1.2345678901234567890E", '5'));
-    assert_false(accepts_after(g, "{\"x\":-1.2345678901234567890E", '-'));
+    rng ^= colo_test_seed("test_json_schema", 91) * 2654435761ull;
+    colo_schema *g = compile("{\"type\":\"object\",\"properties\":{\"i\":{\"type\":\"integer\"},"
+                             "\"x\":{\"type\":\"number\"}}}");
+    char p[96], d = (char)('0' + rnd() % 10);
+    for (int it = 0; it < 20; it++) {
+        digits(p, "{\"i\":-", COLO_JSON_MAX_INT_DIGITS - 1);
+        assert_true(accepts_after(g, p, d));
+        digits(p, "{\"i\":", COLO_JSON_MAX_INT_DIGITS);
+        assert_false(accepts_after(g, p, d)); /* a 17th digit */
+        assert_true(accepts_after(g, p, '}'));
+        assert_false(accepts_after(g, p, '.')); /* an integer */
+        digits(p, "{\"x\":", COLO_JSON_MAX_INT_DIGITS);
+        assert_false(accepts_after(g, p, d));
+        assert_true(accepts_after(g, p, '.'));
+        assert_true(accepts_after(g, p, 'e'));
+        digits(p, "{\"x\":0.", COLO_JSON_MAX_FRAC_DIGITS);
+        assert_false(accepts_after(g, p, d));
+        assert_true(accepts_after(g, p, 'E'));
+        digits(p, "{\"i\":1,\"x\":1e-", COLO_JSON_MAX_EXP_DIGITS);
+        assert_false(accepts_after(g, p, d));
+        assert_true(accepts_after(g, p, '}'));
+        assert_false(accepts_after(g, "{\"i\":0", d));
+        assert_false(accepts_after(g, "{\"x\":-0", d));
+        assert_true(accepts_after(g, "{\"x\":-0", '.'));
+    }
+    colo_schema_free(g);
+}
+
+/* Between two tokens: nothing, one space, or one newline and at most 16
+ * spaces; nothing before or after the document. */
+static void test_whitespace(void **state)
+{
+    (void)state;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                         "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},\"required\":[\"a\"]}";
+    static const expect e[] = {
+        {"{\n  \"a\": 1,\n  \"b\": [\n    \"x\"\n  ]\n}", 1},
+        {"{ \"a\" : 1 , \"b\" : [ ] }", 1},
+        {"{\"a\":\n                1}", 1}, /* 16 spaces */
+        {"{\"a\":\n                 1}", 0}, /* 17 */
+        {"{\"a\":1\n\n}", 0},                /* a second newline */
+        {"{\"a\":1\n,\n\n\"b\":[]}", 0},
+        {"{\"a\":  1}", 0},                  /* a second space */
+        {"{\"a\": \n1}", 0},
+        {"{\"a\":\t1}", 0},
+        {"{\"a\":1\r\n}", 0},
+        {"\n{\"a\":1}", 0},
+        {"{\"a\":1}\n", 0},
+    };
+    check(schema, e, sizeof e / sizeof *e);
+}
+
+/* n random plain characters (letters, digits, spaces, an accented letter
+ * and an escape, each one character) between quotes, after prefix. */
+static char *text_of(const char *prefix, int n, const char *suffix)
+{
+    size_t k = strlen(prefix);
+    char *t = malloc(k + 3 * (size_t)n + strlen(suffix) + 3);
+    assert_non_null(t);
+    char *q = t + sprintf(t, "%s\"", prefix);
+    for (int i = 0; i < n; i++) {
+        unsigned r = rnd() % 40;
+        if (r == 0)
+            q += sprintf(q, "\xc3\xa9");
+        else if (r == 1)
+            q += sprintf(q, "\\n");
+        else
+            *q++ = "abcdefghijklmnopqrstuvwxyz0123456789 ,."[r % 39];
+    }
+    sprintf(q, "\"%s", suffix);
+    return t;
+}
+
+/* "[0,1,...]" of n items after prefix */
+static char *items_of(const char *prefix, int n, const char *suffix)
+{
+    char *t = malloc(strlen(prefix) + 8 * (size_t)n + strlen(suffix) + 3);
+    assert_non_null(t);
+    char *q = t + sprintf(t, "%s[", prefix);
+    for (int i = 0; i < n; i++)
+        q += sprintf(q, i ? ",%u" : "%u", rnd() % 1000);
+    sprintf(q, "]%s", suffix);
+    return t;
+}
+
+/* run() on a document made by make(prefix, n, suffix) */
+static int run_made(const colo_schema *g, char *(*make)(const char *, int, const char *), const char *prefix, int n,
+                    const char *suffix)
+{
+    char *doc = make(prefix, n, suffix);
+    int r = run(g, doc);
+    free(doc);
+    return r;
+}
+
+/* Where the schema leaves a length open, the default bound holds: 256
+ * characters, 16 items (raised to a minLength, minItems or a pattern's
+ * shortest match); a bound the schema sets wins; options change the
+ * defaults, 0 removes them; json_object and {} take them too. */
+static void test_default_bounds(void **state)
+{
+    (void)state;
+    rng ^= colo_test_seed("test_json_schema", 303) * 2654435761ull;
+    const int L = COLO_SCHEMA_DEFAULT_MAX_LENGTH, N = COLO_SCHEMA_DEFAULT_MAX_ITEMS;
+    const char *open_schema = "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"},"
+                              "\"p\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9 ,.]+$\"},"
+                              "\"xs\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},\"any\":{}}}";
+    colo_schema *g = compile(open_schema);
+    assert_int_equal(run_made(g, text_of, "{\"s\":", L, "}"), 1);
+    assert_int_equal(run_made(g, text_of, "{\"s\":", L + 1, "}"), 0);
+    assert_int_equal(run_made(g, text_of, "{\"any\":", L, "}"), 1);
+    assert_int_equal(run_made(g, text_of, "{\"any\":", L + 1, "}"), 0);
+    assert_int_equal(run_made(g, items_of, "{\"xs\":", N, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"xs\":", N + 1, "}"), 0);
+    assert_int_equal(run_made(g, items_of, "{\"any\":", N, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"any\":", N + 1, "}"), 0);
+    char pat[300] = "{\"p\":\"";
+    memset(pat + 6, 'a', (size_t)L);
+    strcpy(pat + 6 + L, "\"}");
+    assert_int_equal(run(g, pat), 1);
+    memset(pat + 6, 'a', (size_t)L + 1);
+    strcpy(pat + 6 + L + 1, "\"}");
+    assert_int_equal(run(g, pat), 0);
+    colo_schema_free(g);
+
+    /* set by the schema, or raised by its minimum */
+    g = compile("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":1000},"
+                "\"m\":{\"type\":\"string\",\"minLength\":300},\"xs\":{\"type\":\"array\",\"maxItems\":40},"
+                "\"ys\":{\"type\":\"array\",\"minItems\":20}}}");
+    assert_int_equal(run_made(g, text_of, "{\"s\":", 1000, "}"), 1);
+    assert_int_equal(run_made(g, text_of, "{\"m\":", 300, "}"), 1);
+    assert_int_equal(run_made(g, text_of, "{\"m\":", 301, "}"), 0);
+    assert_int_equal(run_made(g, items_of, "{\"xs\":", 40, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"ys\":", 20, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"ys\":", 21, "}"), 0);
+    colo_schema_free(g);
+
+    /* other defaults, and none */
+    char err[256] = "";
+    colo_schema_options small = {.default_max_length = 4, .default_max_items = 2}, none = {0, 0};
+    const char *zip = "{\"type\":\"object\",\"properties\":{\"z\":{\"type\":\"string\",\"pattern\":\"^[0-9]{5}$\"}}}";
+    g = colo_schema_compile_opts(open_schema, strlen(open_schema), &small, err, sizeof err);
+    assert_non_null(g);
+    assert_int_equal(run_made(g, text_of, "{\"s\":", 4, "}"), 1);
+    assert_int_equal(run_made(g, text_of, "{\"s\":", 5, "}"), 0);
+    assert_int_equal(run_made(g, items_of, "{\"xs\":", 2, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"xs\":", 3, "}"), 0);
+    colo_schema_free(g);
+    g = colo_schema_compile_opts(zip, strlen(zip), &small, err, sizeof err);
+    assert_non_null(g);
+    assert_int_equal(run(g, "{\"z\":\"12345\"}"), 1); /* the pattern needs 5 */
+    colo_schema_free(g);
+    g = colo_schema_compile_opts(open_schema, strlen(open_schema), &none, err, sizeof err);
+    assert_non_null(g);
+    assert_int_equal(run_made(g, text_of, "{\"s\":", 3000, "}"), 1);
+    assert_int_equal(run_made(g, items_of, "{\"any\":", 100, "}"), 1);
+    colo_schema_free(g);
+
+    /* json_object */
+    colo_schema *any = colo_schema_any_object();
+    assert_non_null(any);
+    assert_int_equal(run_made(any, text_of, "{\"k\":", L, "}"), 1);
+    assert_int_equal(run_made(any, text_of, "{\"k\":", L + 1, "}"), 0);
+    assert_int_equal(run_made(any, items_of, "{\"k\":", N, "}"), 1);
+    assert_int_equal(run_made(any, items_of, "{\"k\":", N + 1, "}"), 0);
+    colo_schema_free(any);
+    any = colo_schema_any_object_opts(&small);
+    assert_non_null(any);
+    assert_int_equal(run(any, "{\"a\":1,\"b\":[\"abcd\",2]}"), 1);
+    assert_int_equal(run(any, "{\"a\":1,\"b\":2,\"c\":3}"), 0);
+    assert_int_equal(run(any, "{\"a\":\"abcde\"}"), 0);
+    colo_schema_free(any);
+}
+
+/* With a pattern and a bound, a character is taken only when the pattern
+ * can still end within the bound. */
+static void test_pattern_room(void **state)
+{
+    (void)state;
+    colo_schema *g = compile("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"maxLength\":3,"
+                             "\"pattern\":\"^(a|bbbb|cd)+$\"}}}");
+    assert_true(accepts_after(g, "{\"p\":\"", 'a'));
+    assert_false(accepts_after(g, "{\"p\":\"", 'b')); /* bbbb cannot fit */
+    assert_true(accepts_after(g, "{\"p\":\"a", 'c'));
+    assert_false(accepts_after(g, "{\"p\":\"aa", 'c')); /* nor cd after two */
+    assert_true(accepts_after(g, "{\"p\":\"aa", 'a'));
+    assert_int_equal(run(g, "{\"p\":\"acd\"}"), 1);
     colo_schema_free(g);
 }
 
@@ -266,12 +462,6 @@ static void test_pattern_nesting(void **state)
 
 /* Random walks: at every step some byte is allowed (or the document is
  * done), and what comes out parses. */
-static unsigned long long rng = 88172645463325252ull;
-static unsigned rnd(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (unsigned)(rng >> 11);
-}
 
 static json_t *walk(const colo_schema *g, char *buf, size_t cap)
 {
@@ -363,6 +553,99 @@ static void test_random_walks(void **state)
     colo_schema_free(any);
 }
 
+/* A writer that never wants to stop still stops: on every schema of the
+ * sets in tests/data (the ordinary ones set no length), a walk that takes
+ * any byte but one that closes a string, an array or an object whenever it
+ * can reaches a whole document, in bounded bytes, that parses. Before the
+ * default bounds it wrote one string or array for ever. */
+static void test_every_walk_ends(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {"tests/data/json_schemas_ordinary.json", "tests/data/json_schemas.json"};
+    char alphabet[97] = "\n"; /* and printable ASCII */
+    for (int ch = 0x20; ch < 0x7F; ch++)
+        alphabet[ch - 0x1F] = (char)ch;
+    enum { CAP = 1 << 17 };
+    char *buf = malloc(CAP);
+    assert_non_null(buf);
+    for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", COLO_SOURCE_DIR, sets[si]);
+        json_error_t je;
+        json_t *cases = json_load_file(path, 0, &je);
+        if (!cases)
+            fail_msg("%s: %s", path, je.text);
+        size_t i;
+        json_t *c;
+        json_array_foreach(cases, i, c)
+        {
+            char *text = json_dumps(json_object_get(c, "schema"), JSON_COMPACT);
+            assert_non_null(text);
+            colo_schema *g = compile(text);
+            colo_schema_state s;
+            colo_schema_state_init(g, &s);
+            size_t n = 0;
+            while (!colo_schema_done(&s)) {
+                char keep[sizeof alphabet], close[4];
+                int nk = 0, nc = 0;
+                for (const char *a = alphabet; *a; a++)
+                    if (colo_schema_accepts(g, &s, a, 1)) {
+                        if (strchr("\"]}", *a))
+                            close[nc++] = *a;
+                        else
+                            keep[nk++] = *a;
+                    }
+                if (!nk && !nc)
+                    fail_msg("%s: stuck after %.*s", json_string_value(json_object_get(c, "name")), (int)n, buf);
+                if (n + 1 >= CAP)
+                    fail_msg("%s: no end after %zu bytes", json_string_value(json_object_get(c, "name")), n);
+                buf[n] = nk ? keep[rnd() % (unsigned)nk] : close[rnd() % (unsigned)nc];
+                assert_true(colo_schema_feed(g, &s, &buf[n], 1));
+                n++;
+            }
+            buf[n] = 0;
+            json_t *doc = json_loads(buf, 0, &je);
+            if (!doc)
+                fail_msg("%s: unparsable %s (%s)", json_string_value(json_object_get(c, "name")), buf, je.text);
+            json_decref(doc);
+            colo_schema_free(g);
+            free(text);
+        }
+        json_decref(cases);
+    }
+    free(buf);
+}
+
+/* response_format json_object: the answer's first token is the object's
+ * brace, never whitespace (nor anything else), and nothing follows the
+ * closing one. */
+static void test_json_object_start(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"{", " {", "\n{", "\n", " ", "\t", "{\"", "{\n", "[", "\"a\"", "}", "\r\n"};
+    enum { V = sizeof toks / sizeof *toks };
+    const char *bytes[V];
+    uint16_t lens[V];
+    for (int i = 0; i < V; i++)
+        bytes[i] = toks[i], lens[i] = (uint16_t)strlen(toks[i]);
+    colo_schema_vocab *v = colo_schema_vocab_create(bytes, lens, NULL, V);
+    assert_non_null(v);
+    colo_schema *any = colo_schema_any_object();
+    assert_non_null(any);
+    uint8_t allowed[V];
+    colo_schema_state s;
+    colo_schema_state_init(any, &s);
+    assert_int_equal(colo_schema_mask(any, &s, v, allowed), 3);
+    for (int i = 0; i < V; i++)
+        if (allowed[i] != (toks[i][0] == '{'))
+            fail_msg("token '%s': allowed %d first", toks[i], allowed[i]);
+    assert_true(colo_schema_feed(any, &s, "{}", 2));
+    assert_true(colo_schema_done(&s));
+    assert_int_equal(colo_schema_mask(any, &s, v, allowed), 0);
+    colo_schema_vocab_free(v);
+    colo_schema_free(any);
+}
+
 /* The vocabulary mask (with its shortcuts) allows exactly the tokens the
  * automaton accepts, at every state of random walks, for a vocabulary of
  * every single byte and random strings of structural, plain and UTF-8 bytes. */
@@ -406,10 +689,20 @@ static void test_mask_matches_automaton(void **state)
         "\"c\":{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"maxItems\":2},\"d\":{\"anyOf\":[{\"type\":\"null\"},"
         "{\"type\":\"string\",\"pattern\":\"^[a-c]+$\"}]},\"e\":{}},\"required\":[\"a\",\"c\"]}",
         NULL, /* any object */
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"array\"},\"c\":{}}}",
+        NULL,
     };
+    /* the last two with bounds that random walks reach */
+    colo_schema_options tight = {.default_max_length = 3, .default_max_items = 2};
     uint8_t *allowed = malloc(V);
-    for (int si = 0; si < 2; si++) {
-        colo_schema *g = schemas[si] ? compile(schemas[si]) : colo_schema_any_object();
+    assert_non_null(allowed);
+    for (int si = 0; si < 4; si++) {
+        const colo_schema_options *opt = si >= 2 ? &tight : NULL;
+        char err[256] = "";
+        colo_schema *g = schemas[si] ? colo_schema_compile_opts(schemas[si], strlen(schemas[si]), opt, err, sizeof err)
+                                     : colo_schema_any_object_opts(opt);
+        if (!g)
+            fail_msg("refused %s: %s", schemas[si] ? schemas[si] : "any object", err);
         for (int walkn = 0; walkn < 20; walkn++) {
             colo_schema_state s;
             colo_schema_state_init(g, &s);
@@ -440,7 +733,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_object_properties),
         cmocka_unit_test(test_enums_arrays_numbers),
-        cmocka_unit_test(test_number_room),
+        cmocka_unit_test(test_number_bounds),
+        cmocka_unit_test(test_whitespace),
+        cmocka_unit_test(test_default_bounds),
+        cmocka_unit_test(test_pattern_room),
+        cmocka_unit_test(test_json_object_start),
+        cmocka_unit_test(test_every_walk_ends),
         cmocka_unit_test(test_anyof_refs_nullable),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_refusals),
