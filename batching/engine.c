@@ -13,10 +13,10 @@
 
 struct colo_engine_seq {
     colo_seq cb;              /* planner state; cb.owner = this */
-    colo_engine_engine *e;
+    colo_engine *e;
     int n_prompt;
     colo_engine_params p;
-    char *stop_buf[COLO_GEN_MAX_STOP];
+    char *stop_buf[COLO_ENGINE_MAX_STOP];
     size_t max_stop;
     colo_sampler sampler;
     colo_engine_callbacks cbs;
@@ -40,10 +40,11 @@ struct colo_engine_seq {
     colo_engine_seq *next_follower;
 };
 
-struct colo_engine_engine {
+struct colo_engine {
     colo_llama *m;
     colo_stream *s;
     colo_engine_config cfg;
+    colo_schema_options schema; /* cfg's, or the defaults */
     colo_continuous *planner;
     int max_blocks; /* per sequence */
     bool kv_owned;  /* this engine made the model's KV cache */
@@ -79,11 +80,11 @@ static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t
     return colo_kv_cache_prefix_publish(colo_llama_kv_cache(ctx), id, parent, tokens);
 }
 
-colo_engine_engine *colo_engine_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
+colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
                                         size_t errlen)
 {
     const colo_llama_hparams *hp = colo_llama_hparams_get(m);
-    colo_engine_engine *e = calloc(1, sizeof *e);
+    colo_engine *e = calloc(1, sizeof *e);
     if (!e) {
         colo_set_err(err, errlen, "out of memory");
         return NULL;
@@ -91,6 +92,8 @@ colo_engine_engine *colo_engine_engine_create(colo_llama *m, colo_stream *s, con
     e->m = m;
     e->s = s;
     e->cfg = *cfg;
+    e->schema = cfg->schema ? *cfg->schema : COLO_SCHEMA_OPTIONS_DEFAULT;
+    e->cfg.schema = NULL;
     colo_engine_config *c = &e->cfg;
     if (c->max_running <= 0)
         c->max_running = 16;
@@ -172,7 +175,7 @@ colo_engine_engine *colo_engine_engine_create(colo_llama *m, colo_stream *s, con
     return e;
 
 out_free:
-    colo_engine_engine_free(e);
+    colo_engine_free(e);
     return NULL;
 }
 
@@ -194,7 +197,7 @@ static void seq_free(colo_engine_seq *q)
     free(q);
 }
 
-static void unlink_seq(colo_engine_engine *e, colo_engine_seq *q)
+static void unlink_seq(colo_engine *e, colo_engine_seq *q)
 {
     if (q->prev)
         q->prev->next = q->next;
@@ -220,10 +223,10 @@ static void emit(colo_engine_seq *q, int32_t token, bool done)
     q->emitted = end;
 }
 
-static void finish_at(colo_engine_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
+static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
                       int stop_index);
 
-static void finish(colo_engine_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error)
+static void finish(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error)
 {
     finish_at(e, q, st, reason, error, -1);
 }
@@ -231,7 +234,7 @@ static void finish(colo_engine_engine *e, colo_engine_seq *q, colo_status st, co
 /* q leaves its group of choices: a waiting follower leaves its leader's
  * list; a leader whose followers still wait hands the prompt to the first
  * of them, which is computed in its place. */
-static void leave_group(colo_engine_engine *e, colo_engine_seq *q)
+static void leave_group(colo_engine *e, colo_engine_seq *q)
 {
     if (q->leader) {
         for (colo_engine_seq **pp = &q->leader->followers; *pp; pp = &(*pp)->next_follower)
@@ -254,7 +257,7 @@ static void leave_group(colo_engine_engine *e, colo_engine_seq *q)
     colo_continuous_add(e->planner, &f->cb); /* (it fit when the leader was added) */
 }
 
-static void finish_at(colo_engine_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
+static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
                       int stop_index)
 {
     leave_group(e, q);
@@ -283,7 +286,7 @@ static void finish_at(colo_engine_engine *e, colo_engine_seq *q, colo_status st,
     seq_free(q);
 }
 
-static void free_token_bytes(colo_engine_engine *e)
+static void free_token_bytes(colo_engine *e)
 {
     if (e->tok_bytes)
         for (int i = 0; i < colo_llama_hparams_get(e->m)->n_vocab; i++)
@@ -297,7 +300,7 @@ static void free_token_bytes(colo_engine_engine *e)
     e->vocab = NULL, e->allowed = NULL;
 }
 
-void colo_engine_engine_free(colo_engine_engine *e)
+void colo_engine_free(colo_engine *e)
 {
     if (!e)
         return;
@@ -320,7 +323,7 @@ void colo_engine_engine_free(colo_engine_engine *e)
 
 /* Every token's bytes, once: what constrained decoding tries against the
  * grammar. false when out of memory. */
-static bool token_bytes(colo_engine_engine *e)
+static bool token_bytes(colo_engine *e)
 {
     if (e->tok_bytes)
         return true;
@@ -360,12 +363,12 @@ static bool token_bytes(colo_engine_engine *e)
     return true;
 }
 
-static bool is_stop(const colo_engine_engine *e, const colo_engine_seq *q, int tok)
+static bool is_stop(const colo_engine *e, const colo_engine_seq *q, int tok)
 {
     for (int i = 0; i < e->n_stop_ids; i++)
         if (tok == e->stop_ids[i])
             return true;
-    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_ENGINE_MAX_STOP; i++)
         if (tok == q->p.stop_ids[i])
             return true;
     return false;
@@ -374,7 +377,7 @@ static bool is_stop(const colo_engine_engine *e, const colo_engine_seq *q, int t
 /* The logits of row with every token that cannot continue q's JSON masked
  * (-inf): a token must keep the output a valid prefix; a stop token is
  * allowed only once the object is complete, and then only a stop token. */
-static const float *json_mask(colo_engine_engine *e, colo_engine_seq *q, const float *row, int V)
+static const float *json_mask(colo_engine *e, colo_engine_seq *q, const float *row, int V)
 {
     bool done = colo_schema_done(q->json);
     int allowed = done ? 0 : colo_schema_mask(q->grammar, q->json, e->vocab, e->allowed);
@@ -387,7 +390,7 @@ static const float *json_mask(colo_engine_engine *e, colo_engine_seq *q, const f
 }
 
 /* A sequence of the prompt, not yet in the planner; NULL with a message. */
-static colo_engine_seq *seq_create(colo_engine_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
+static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
                                 const colo_engine_callbacks *cb, uint64_t seed, char *err, size_t errlen)
 {
     int cap = e->cfg.max_seq_len;
@@ -410,8 +413,8 @@ static colo_engine_seq *seq_create(colo_engine_engine *e, const int32_t *prompt,
     if (!q->cb.tokens || !q->cb.blocks || !q->gen)
         goto out_oom;
     size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
-    if (q->p.top_logprobs > COLO_GEN_MAX_LOGPROBS)
-        q->p.top_logprobs = COLO_GEN_MAX_LOGPROBS;
+    if (q->p.top_logprobs > COLO_ENGINE_MAX_LOGPROBS)
+        q->p.top_logprobs = COLO_ENGINE_MAX_LOGPROBS;
     if (q->p.top_logprobs < 0)
         q->p.top_logprobs = 0;
     if (q->p.logprobs) {
@@ -422,13 +425,14 @@ static colo_engine_seq *seq_create(colo_engine_engine *e, const int32_t *prompt,
     }
     if (p->json_schema) {
         char gerr[200];
-        if (!(q->grammar = colo_schema_compile(p->json_schema, strlen(p->json_schema), gerr, sizeof gerr))) {
+        if (!(q->grammar = colo_schema_compile_opts(p->json_schema, strlen(p->json_schema), &e->schema, gerr,
+                                                    sizeof gerr))) {
             colo_set_err(err, errlen, "json_schema: %s", gerr);
             colo_sampler_init(&q->sampler, 0, 1, 0, 0);
             seq_free(q);
             return NULL;
         }
-    } else if (p->json_object && !(q->grammar = colo_schema_any_object()))
+    } else if (p->json_object && !(q->grammar = colo_schema_any_object_opts(&e->schema)))
         goto out_oom;
     if (q->grammar) {
         if (!(q->json = malloc(sizeof *q->json)))
@@ -447,7 +451,7 @@ static colo_engine_seq *seq_create(colo_engine_engine *e, const int32_t *prompt,
     }
     memcpy(q->cb.tokens, prompt, (size_t)n_prompt * 4);
     q->cb.n_tokens = n_prompt;
-    for (int i = 0; i < p->n_stop && i < COLO_GEN_MAX_STOP; i++) {
+    for (int i = 0; i < p->n_stop && i < COLO_ENGINE_MAX_STOP; i++) {
         if (!(q->stop_buf[i] = strdup(p->stop[i])))
             goto out_oom;
         q->p.stop[i] = q->stop_buf[i];
@@ -466,7 +470,7 @@ out_oom:
     return NULL;
 }
 
-static void link_live(colo_engine_engine *e, colo_engine_seq *q)
+static void link_live(colo_engine *e, colo_engine_seq *q)
 {
     q->added_ns = colo_now_ns();
     q->next = e->live;
@@ -475,19 +479,19 @@ static void link_live(colo_engine_engine *e, colo_engine_seq *q)
     e->live = q;
 }
 
-colo_engine_seq *colo_engine_add(colo_engine_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
+colo_engine_seq *colo_engine_add(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
                            const colo_engine_callbacks *cb, char *err, size_t errlen)
 {
     colo_engine_seq *q;
     return colo_engine_add_n(e, prompt, n_prompt, p, 1, cb, &q, err, errlen) == COLO_OK ? q : NULL;
 }
 
-colo_status colo_engine_add_n(colo_engine_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p, int n,
+colo_status colo_engine_add_n(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p, int n,
                            const colo_engine_callbacks *cbs, colo_engine_seq **seqs, char *err, size_t errlen)
 {
     int cap = e->cfg.max_seq_len;
-    if (n < 1 || n > COLO_GEN_MAX_CHOICES) {
-        colo_set_err(err, errlen, "n must be 1 to %d", COLO_GEN_MAX_CHOICES);
+    if (n < 1 || n > COLO_ENGINE_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n must be 1 to %d", COLO_ENGINE_MAX_CHOICES);
         return COLO_EINVAL;
     }
     if (n_prompt <= 0) {
@@ -525,7 +529,7 @@ colo_status colo_engine_add_n(colo_engine_engine *e, const int32_t *prompt, int 
     return COLO_OK;
 }
 
-void colo_engine_cancel(colo_engine_engine *e, colo_engine_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
+void colo_engine_cancel(colo_engine *e, colo_engine_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
 
 static bool append_text(colo_engine_seq *q, const char *s, size_t n)
 {
@@ -546,7 +550,7 @@ static bool append_text(colo_engine_seq *q, const char *s, size_t n)
 }
 
 /* Handles the token sampled for q; may finish q. */
-static void accept_token(colo_engine_engine *e, colo_engine_seq *q, int32_t tok)
+static void accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
 {
     uint64_t now = colo_now_ns();
     if (!q->first_token_ns)
@@ -587,7 +591,7 @@ static void accept_token(colo_engine_engine *e, colo_engine_seq *q, int32_t tok)
 }
 
 /* Samples q's next token from its logits row and accepts it (may finish q). */
-static void sample_one(colo_engine_engine *e, colo_engine_seq *q, const float *row, int V)
+static void sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int V)
 {
     const float *pick = row;
     if (q->json) {
@@ -618,7 +622,7 @@ static void sample_one(colo_engine_engine *e, colo_engine_seq *q, const float *r
 /* Leader q's prompt is computed: each waiting follower becomes a copy of
  * it (sharing its full blocks, its own copy of the partly filled one) and
  * joins the planner. Returns them, linked by next_follower, to sample. */
-static colo_engine_seq *fork_followers(colo_engine_engine *e, colo_engine_seq *q)
+static colo_engine_seq *fork_followers(colo_engine *e, colo_engine_seq *q)
 {
     colo_engine_seq *f = q->followers, *ok = NULL, **tail = &ok;
     q->followers = NULL;
@@ -673,7 +677,7 @@ static colo_engine_seq *fork_followers(colo_engine_engine *e, colo_engine_seq *q
     return ok;
 }
 
-colo_status colo_engine_step(colo_engine_engine *e, colo_cosched_member *member, int *n_scheduled)
+colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled)
 {
     uint64_t t_begin = colo_now_ns();
     int n_stopped = 0;
@@ -728,7 +732,7 @@ colo_status colo_engine_step(colo_engine_engine *e, colo_cosched_member *member,
     colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
                               .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
                               .logit_rows = e->rows};
-    int kind = n_decode == nw ? COLO_GEN_STEP_DECODE : n_decode == 0 ? COLO_GEN_STEP_PREFILL : COLO_GEN_STEP_MIXED;
+    int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;
     uint64_t t_fwd = colo_now_ns();
@@ -768,7 +772,7 @@ colo_status colo_engine_step(colo_engine_engine *e, colo_cosched_member *member,
     return COLO_OK;
 }
 
-void colo_engine_get_step_stats(const colo_engine_engine *e, colo_engine_step_stats *out) { *out = e->st; }
+void colo_engine_get_step_stats(const colo_engine *e, colo_engine_step_stats *out) { *out = e->st; }
 
 bool colo_engine_seq_started(const colo_engine_seq *q) { return q->first_step_ns != 0; }
 
@@ -783,16 +787,16 @@ bool colo_engine_seq_logprobs(const colo_engine_seq *q, int i, float *lp, const 
     *k = kk;
     return true;
 }
-int colo_engine_n_running(const colo_engine_engine *e) { return colo_continuous_n_running(e->planner); }
-int colo_engine_n_waiting(const colo_engine_engine *e) { return colo_continuous_n_waiting(e->planner); }
-int colo_engine_kv_blocks(const colo_engine_engine *e) { return colo_llama_kv_n_blocks(e->m); }
-int colo_engine_kv_free_blocks(const colo_engine_engine *e) { return colo_llama_kv_n_free(e->m); }
-int colo_engine_max_seq_len(const colo_engine_engine *e) { return e->cfg.max_seq_len; }
-uint64_t colo_engine_preemptions(const colo_engine_engine *e) { return colo_continuous_n_preemptions(e->planner); }
-uint64_t colo_engine_mask_ns(const colo_engine_engine *e) { return e->mask_ns; }
-uint64_t colo_engine_mask_count(const colo_engine_engine *e) { return e->mask_count; }
+int colo_engine_n_running(const colo_engine *e) { return colo_continuous_n_running(e->planner); }
+int colo_engine_n_waiting(const colo_engine *e) { return colo_continuous_n_waiting(e->planner); }
+int colo_engine_kv_blocks(const colo_engine *e) { return colo_llama_kv_n_blocks(e->m); }
+int colo_engine_kv_free_blocks(const colo_engine *e) { return colo_llama_kv_n_free(e->m); }
+int colo_engine_max_seq_len(const colo_engine *e) { return e->cfg.max_seq_len; }
+uint64_t colo_engine_preemptions(const colo_engine *e) { return colo_continuous_n_preemptions(e->planner); }
+uint64_t colo_engine_mask_ns(const colo_engine *e) { return e->mask_ns; }
+uint64_t colo_engine_mask_count(const colo_engine *e) { return e->mask_count; }
 
-void colo_engine_prefix_stats(const colo_engine_engine *e, colo_engine_prefix_info *out)
+void colo_engine_prefix_stats(const colo_engine *e, colo_engine_prefix_info *out)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     out->enabled = kv && colo_kv_cache_prefix_enabled(kv);
@@ -803,13 +807,13 @@ void colo_engine_prefix_stats(const colo_engine_engine *e, colo_engine_prefix_in
     out->evicted_blocks = kv ? colo_kv_cache_n_evicted(kv) : 0;
 }
 
-int colo_engine_prefix_flush(colo_engine_engine *e)
+int colo_engine_prefix_flush(colo_engine *e)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     return kv ? colo_kv_cache_prefix_evict(kv, colo_kv_cache_n_evictable(kv)) : 0;
 }
 
-uint64_t colo_engine_kv_reclaimed_blocks(const colo_engine_engine *e)
+uint64_t colo_engine_kv_reclaimed_blocks(const colo_engine *e)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     return kv ? colo_kv_cache_reclaimed(kv) : 0;

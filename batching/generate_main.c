@@ -191,7 +191,7 @@ static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template
 
 /* Adds o->batch copies of the prompt (seeds seed, seed + 1, ...); only the
  * first prints its text. */
-static bool add_sequences(colo_engine_engine *e, const options *o, const int32_t *ids, int n_ids, seq_ctx *ctx,
+static bool add_sequences(colo_engine *e, const options *o, const int32_t *ids, int n_ids, seq_ctx *ctx,
                           char *err, size_t errlen)
 {
     colo_engine_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
@@ -209,7 +209,7 @@ static bool add_sequences(colo_engine_engine *e, const options *o, const int32_t
 }
 
 /* Steps the engine until every sequence is done. */
-static colo_status run_to_end(colo_engine_engine *e)
+static colo_status run_to_end(colo_engine *e)
 {
     colo_status st;
     int n;
@@ -240,7 +240,7 @@ static void report_speed(const options *o, const seq_ctx *ctx, int n_ids, uint64
 
 /* Where the time went since w0 and s0 (docs/SCHEDULING.md, "Where the time
  * goes"): the pool's workers (w0 NULL: no pool) and the steps' phases. */
-static void report_time(const colo_engine_engine *e, colo_stream *s, const colo_worker_stats *w0,
+static void report_time(const colo_engine *e, colo_stream *s, const colo_worker_stats *w0,
                         const colo_stream_stats *s0)
 {
     colo_worker_stats w1;
@@ -263,8 +263,8 @@ static void report_time(const colo_engine_engine *e, colo_stream *s, const colo_
     wait = wait < g.forward_ns ? wait : g.forward_ns;
     fprintf(stderr, "colo-generate: steps: %llu decode, %llu prefill, %llu mixed; plan %.1f ms, queue %.1f ms, "
                     "device %.1f ms, sample %.1f ms\n",
-            (unsigned long long)g.steps[COLO_GEN_STEP_DECODE], (unsigned long long)g.steps[COLO_GEN_STEP_PREFILL],
-            (unsigned long long)g.steps[COLO_GEN_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
+            (unsigned long long)g.steps[COLO_ENGINE_STEP_DECODE], (unsigned long long)g.steps[COLO_ENGINE_STEP_PREFILL],
+            (unsigned long long)g.steps[COLO_ENGINE_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
             wait / 1e6, g.sample_ns / 1e6);
 }
 
@@ -274,7 +274,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
                     size_t errlen)
 {
     int rc = 1;
-    colo_engine_engine *e = NULL;
+    colo_engine *e = NULL;
     int32_t *ids = NULL;
     int n_ids = 0;
     seq_ctx *ctx = NULL;
@@ -303,7 +303,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     colo_engine_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
                           .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids};
     memcpy(gc.stop_ids, chat.stop_ids, sizeof gc.stop_ids);
-    if (!(e = colo_engine_engine_create(m, s, &gc, err, errlen)))
+    if (!(e = colo_engine_create(m, s, &gc, err, errlen)))
         goto out;
     if (!(ctx = calloc((size_t)o->batch, sizeof *ctx))) {
         colo_set_err(err, errlen, "out of memory");
@@ -334,7 +334,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
                 (unsigned long long)colo_engine_mask_count(e));
     rc = 0;
 out:
-    colo_engine_engine_free(e);
+    colo_engine_free(e);
     if (ctx)
         for (int i = 0; i < o->batch; i++)
             free(ctx[i].tokens);

@@ -18,7 +18,7 @@ _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
 
 typedef struct llama_kind {
     colo_llama *m;         /* NULL while asleep */
-    colo_engine_engine *eng;  /* NULL while asleep */
+    colo_engine *eng;  /* NULL while asleep */
     /* what tokenize reads (any thread), kept through sleep and wake */
     colo_tokenizer *tok;
     int ctx_tokens, cache_tokens, n_vocab;
@@ -146,11 +146,12 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
         return COLO_ENOMEM;
     colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
-                          .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache};
+                          .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
+                          .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items}};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
-    if (!(k->eng = colo_engine_engine_create(k->m, s, &gc, err, errlen))) {
+    if (!(k->eng = colo_engine_create(k->m, s, &gc, err, errlen))) {
         colo_llama_free(k->m);
         k->m = NULL;
         return COLO_ENOMEM;
@@ -214,7 +215,7 @@ fail:
 /* a += b, counter by counter. */
 static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_stats *b)
 {
-    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+    for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
 }
@@ -236,7 +237,7 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
     colo_engine_step_stats ss;
     colo_engine_get_step_stats(k->eng, &ss);
     add_step_stats(&k->steps_before, &ss);
-    colo_engine_engine_free(k->eng);
+    colo_engine_free(k->eng);
     colo_llama_free(k->m);
     k->eng = NULL;
     k->m = NULL;
@@ -265,7 +266,7 @@ static void kind_free(void *inst)
     llama_kind *k = inst;
     if (!k)
         return;
-    colo_engine_engine_free(k->eng);
+    colo_engine_free(k->eng);
     colo_llama_free(k->m);
     colo_tokenizer_free(k->tok);
     free(k);
@@ -540,7 +541,7 @@ static void info(void *inst, colo_kind_info *out)
         colo_engine_get_step_stats(k->eng, &now);
         add_step_stats(&ss, &now);
     }
-    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+    for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
     out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
     if (!k->eng)
@@ -683,8 +684,8 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
     j->r = r;
     j->k = k;
     j->n = r->params.n > 0 ? r->params.n : 1;
-    if (j->n > COLO_GEN_MAX_CHOICES) {
-        colo_set_err(err, errlen, "n: at most %d choices", COLO_GEN_MAX_CHOICES);
+    if (j->n > COLO_ENGINE_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n: at most %d choices", COLO_ENGINE_MAX_CHOICES);
         return COLO_EINVAL;
     }
     j->ch = colo_pool_calloc(r->pool, (size_t)j->n, sizeof *j->ch);
@@ -695,9 +696,9 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
     }
     colo_engine_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
                           .top_p = r->params.top_p, .top_k = r->params.top_k, .seed = r->params.seed,
-                          .n_stop = r->params.n_stop < COLO_GEN_MAX_STOP ? r->params.n_stop : COLO_GEN_MAX_STOP,
-                          .n_stop_ids = r->params.n_stop_ids < COLO_GEN_MAX_STOP ? r->params.n_stop_ids
-                                                                                 : COLO_GEN_MAX_STOP,
+                          .n_stop = r->params.n_stop < COLO_ENGINE_MAX_STOP ? r->params.n_stop : COLO_ENGINE_MAX_STOP,
+                          .n_stop_ids = r->params.n_stop_ids < COLO_ENGINE_MAX_STOP ? r->params.n_stop_ids
+                                                                                 : COLO_ENGINE_MAX_STOP,
                           .logprobs = r->params.logprobs >= 0,
                           .json_object = r->params.json_object,
                           .json_schema = r->params.json_schema,
@@ -714,8 +715,8 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)
         gp.stop_ids[i] = r->params.stop_ids[i];
-    colo_engine_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_engine_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < j->n; i++) {
         j->ch[i] = (llama_choice){.j = j, .index = i};
         cbs[i] = (colo_engine_callbacks){job_on_token, job_on_done, &j->ch[i]};
@@ -751,7 +752,7 @@ static void cancel(void *inst, colo_request *r, colo_status status, const char *
     }
     /* The last choice's end hands the request back (it may be freed at
      * once): take the sequences before ending any. */
-    colo_engine_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     int n = 0;
     for (int i = 0; i < j->n; i++)
         if (j->ch[i].seq)

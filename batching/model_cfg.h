@@ -59,6 +59,10 @@ typedef struct colo_model_cfg {
     char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
     bool message_control_tokens; /* control tokens written in messages' text are read as control tokens;
                                   * false (the default): as plain text, only the template writes them */
+    /* structured_output: the bounds a schema (or json_object) leaves open:
+     * characters of a string, items of an array or members of an open
+     * object; 0 = none (models/json_schema.h) */
+    int schema_max_length, schema_max_items;
     colo_batching_cfg batching;
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */

@@ -1,5 +1,6 @@
 /* YAML (libyaml's document API) -> colo_config, with FILE:LINE:COLUMN errors. */
 #include "config/config.h"
+#include "models/json_schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -558,6 +559,13 @@ static int source_file_key(parse_ctx *p, const char *key, const yaml_node_t *v, 
     return 0;
 }
 
+/* structured_output: what a schema leaves open (models/json_schema.h) */
+static const key_spec structured_output_keys[] = {
+    KEY_INT("max_string_length", colo_model_cfg, schema_max_length, 0, 65535),
+    KEY_INT("max_array_items", colo_model_cfg, schema_max_items, 0, 65535),
+    KEY_END,
+};
+
 static const key_spec source_keys[] = {
     KEY_STR("pypi", colo_model_cfg, source_pypi),
     KEY_FN("file", source_file_key),
@@ -747,6 +755,7 @@ static const key_spec model_keys[] = {
     KEY_MAP("batching", colo_model_cfg, batching, batching_keys),
     KEY_MAP("sla", colo_model_cfg, sla, sla_keys),
     KEY_FN("on_overload", model_on_overload),
+    KEY_MAP_SAME("structured_output", structured_output_keys),
     KEY_END,
 };
 
@@ -761,6 +770,8 @@ static void model_defaults(colo_model_cfg *m)
     m->priority = COLO_PRIO_NORMAL;
     m->kv_block_size = 16;
     m->kv_dtype = COLO_F16;
+    m->schema_max_length = COLO_SCHEMA_DEFAULT_MAX_LENGTH;
+    m->schema_max_items = COLO_SCHEMA_DEFAULT_MAX_ITEMS;
     m->batching.max_batch_size = 32;
     m->batching.max_queue_delay_us = 2000;
     m->batching.max_queue = 256;

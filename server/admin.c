@@ -254,6 +254,8 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     DIFF(a->message_control_tokens != b->message_control_tokens, "message_control_tokens");
     DIFF(memcmp(&a->batching, &b->batching, sizeof a->batching), "batching");
     DIFF(memcmp(&a->sla, &b->sla, sizeof a->sla), "sla");
+    DIFF(a->schema_max_length != b->schema_max_length || a->schema_max_items != b->schema_max_items,
+         "structured_output");
     size_t reload_keys = o;
     DIFF(a->keep_alive_ms != b->keep_alive_ms, "keep_alive_ms");
     DIFF(a->pinned != b->pinned, "pinned");

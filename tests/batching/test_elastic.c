@@ -39,7 +39,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_engine_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_start(rig *r, int max_running, int n_blocks)
@@ -52,7 +52,7 @@ static void rig_start(rig *r, int max_running, int n_blocks)
         fail_msg("load: %s", err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
                           .kv_type = COLO_F32, .n_blocks = n_blocks};
-    r->e = colo_engine_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -77,7 +77,7 @@ static void rig_elastic(rig *r, colo_mem_pool *pool, const char *name, size_t gu
 
 static void rig_close(rig *r)
 {
-    colo_engine_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0);
     colo_stream_destroy(r->s);

@@ -27,7 +27,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_engine_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
@@ -39,14 +39,14 @@ static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
     assert_non_null(r->m);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = 4,
                           .kv_type = COLO_F32, .n_blocks = n_blocks};
-    r->e = colo_engine_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
 
 static void rig_close(rig *r)
 {
-    colo_engine_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0); /* everything went back */
     colo_stream_destroy(r->s);

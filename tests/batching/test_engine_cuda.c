@@ -83,7 +83,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_engine_engine *e;
+    colo_engine *e;
 } rig;
 
 typedef struct {
@@ -102,7 +102,7 @@ static void rig_load(rig *r, const rig_cfg *c)
     colo_engine_config gc = {.max_running = c->max_running, .max_step_tokens = c->step_tokens ? c->step_tokens : 256,
                           .block_size = BS, .kv_type = COLO_F32, .n_blocks = c->n_blocks,
                           .no_prefix_cache = !c->cache};
-    r->e = colo_engine_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -130,7 +130,7 @@ static void rig_open(rig *r, colo_device *d, const rig_cfg *c)
 /* What a model's sleep frees: the engine (with its KV cache) and the weights. */
 static void rig_sleep(rig *r)
 {
-    colo_engine_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     r->e = NULL;
     r->m = NULL;
@@ -190,8 +190,8 @@ static void add(rig *r, const int32_t *ids, int n, int max_tokens, result *out)
 static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, result *out)
 {
     colo_engine_params p = greedy(max_tokens);
-    colo_engine_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_engine_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         cbs[i] = (colo_engine_callbacks){NULL, on_done, &out[i]};

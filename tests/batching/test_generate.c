@@ -126,7 +126,7 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
     model_open();
     colo_engine_config gc = {.max_running = 4, .max_step_tokens = 256, .block_size = 16, .kv_type = COLO_F16,
                           .n_blocks = 64, .max_seq_len = max_seq_len};
-    colo_engine_engine *e = colo_engine_engine_create(fx.m, fx.s, &gc, err, sizeof err);
+    colo_engine *e = colo_engine_create(fx.m, fx.s, &gc, err, sizeof err);
     if (!e)
         fail_msg("engine: %s", err);
     const colo_tokenizer *bpe = colo_llama_tokenizer(fx.m);
@@ -148,7 +148,7 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
     }
     assert_int_equal(r->done, 1);
     assert_int_equal(r->status, COLO_OK);
-    colo_engine_engine_free(e);
+    colo_engine_free(e);
     /* Whatever finished it, the streamed pieces add up to the final text. */
     assert_int_equal(r->streamed_len, r->text_len);
     assert_memory_equal(r->streamed, r->text, r->text_len);
@@ -291,7 +291,7 @@ static void test_eos_max_tokens_context(void **state)
     model_open();
     colo_engine_config gc = {.max_running = 1, .max_step_tokens = 64, .block_size = 16, .kv_type = COLO_F16,
                           .n_blocks = 8, .max_seq_len = 32};
-    colo_engine_engine *e = colo_engine_engine_create(fx.m, fx.s, &gc, err, sizeof err);
+    colo_engine *e = colo_engine_create(fx.m, fx.s, &gc, err, sizeof err);
     assert_non_null(e);
     int32_t ids[40];
     for (int i = 0; i < 40; i++)
@@ -302,7 +302,7 @@ static void test_eos_max_tokens_context(void **state)
     err[0] = 0;
     assert_null(colo_engine_add(e, ids, 40, &p, &cb, err, sizeof err));
     assert_non_null(strstr(err, "context"));
-    colo_engine_engine_free(e);
+    colo_engine_free(e);
 }
 
 int main(void)

@@ -99,12 +99,12 @@ static void test_batch_fits(void **state)
                          COLO_OK);
         colo_engine_config gc = {.max_running = o.batch, .max_step_tokens = 512 > o.batch ? 512 : o.batch,
                               .kv_type = o.kv_type};
-        colo_engine_engine *e = colo_engine_engine_create(m, s, &gc, err, sizeof err);
+        colo_engine *e = colo_engine_create(m, s, &gc, err, sizeof err);
         if (!e)
             fail_msg("batch %d, %zu bytes: %s", o.batch, bytes, err);
         int per_seq = (n_ids + o.max_tokens + 15) / 16;
         assert_true(colo_engine_kv_blocks(e) >= o.batch * per_seq);
-        colo_engine_engine_free(e);
+        colo_engine_free(e);
         colo_llama_free(m);
         free(ids);
         /* and colo-generate's own run in it succeeds */

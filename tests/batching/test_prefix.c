@@ -42,7 +42,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_engine_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_bytes, int max_running, int n_blocks,
@@ -57,7 +57,7 @@ static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_b
         fail_msg("load: %s", err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = block_size,
                           .kv_type = COLO_F32, .n_blocks = n_blocks, .no_prefix_cache = !cache};
-    r->e = colo_engine_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -87,7 +87,7 @@ static void rig_close(rig *r)
 {
     assert_int_equal(colo_engine_n_running(r->e) + colo_engine_n_waiting(r->e), 0);
     assert_all_released(r);
-    colo_engine_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0);
     colo_stream_destroy(r->s);
@@ -138,8 +138,8 @@ static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, 
                   result *out)
 {
     colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
-    colo_engine_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_engine_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         cbs[i] = (colo_engine_callbacks){NULL, on_done, &out[i]};

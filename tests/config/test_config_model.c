@@ -50,6 +50,15 @@ static void test_json_entry(void **state)
     assert_string_equal(m.path, "/abs");
     assert_int_equal(m.batching.max_batch_size, 32);
     assert_int_equal(m.batching.queue_timeout_ms, 30000);
+    assert_int_equal(m.schema_max_length, 256);
+    assert_int_equal(m.schema_max_items, 16);
+    /* the bounds structured output leaves open; 0: none */
+    assert_int_equal(parse("{\"name\":\"s\",\"kind\":\"llama\",\"path\":\"/a\",\"memory_fraction\":1,"
+                           "\"structured_output\":{\"max_string_length\":64,\"max_array_items\":0}}",
+                           &m, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(m.schema_max_length, 64);
+    assert_int_equal(m.schema_max_items, 0);
     /* YAML too, and the same value in a whole file */
     assert_int_equal(parse("name: y\nkind: llama\npath: x.gguf\nmemory_fraction: 0.1\npinned: false\n", &m, err,
                            sizeof err),
@@ -123,6 +132,12 @@ static void test_errors(void **state)
            "model.batching.max_batch_size:", "");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"name\":\"b\"}", "model:",
            "appears twice");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,"
+           "\"structured_output\":{\"max_array_items\":70000}}",
+           "model.structured_output.max_array_items:", "outside [0, 65535]");
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,"
+           "\"structured_output\":{\"max_items\":3}}",
+           "model.structured_output.max_items:", "unknown key");
     expect("[1,2]", "body:1:1: model:", "expected a mapping");
     expect("{\"name\":", "body:", "syntax error");
     expect("", "body:1:1", "empty");
