@@ -13,6 +13,9 @@ project's folders and fails (exit 1, one line per bad edge) when:
     code it is private to.
 
 Layers, bottom to top: runtime, kernels, models, batching, config, server.
+tools/ (the programs that are not the server's: colo-mkmodel, its GGUF
+writer, the benchmarks) sits above every layer: it may include any of
+them, and only tools/ and the tests include it.
 kernels/ is part of the backends, as ggml's ops are: kernels/cpu is the CPU
 backend's ops and may include runtime/cpu_task.h, kernels/cuda the CUDA
 backend's and may include runtime/cuda_impl.h, and both (with the op
@@ -31,7 +34,7 @@ import tempfile
 
 LAYERS = ["runtime", "kernels", "models", "batching", "config", "server"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
-FOLDERS = LAYERS + ["loadtest", "tests"]
+FOLDERS = LAYERS + ["tools", "loadtest", "tests"]
 SUFFIXES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
@@ -41,6 +44,8 @@ PRIVATE = {
                                "tests/runtime/", "tests/kernels/"),
     "runtime/cpu_task.h": ("runtime/", "kernels/cpu/", "tests/runtime/", "tests/kernels/"),
     "runtime/cuda_impl.h": ("runtime/", "kernels/cuda/", "tests/runtime/", "tests/kernels/"),
+    # colo-mkmodel writes by the architecture table the loader reads by
+    "models/llama_impl.h": ("models/", "tests/models/", "tests/fuzz/", "tools/mkmodel.c"),
 }
 
 
@@ -86,6 +91,10 @@ def bad_edge(src, dst):
         return None if fs == fd else "loadtest/ shares no code with the other folders"
     if fd == "tests":
         return "only tests include tests/"
+    if fd == "tools" and fs != "tools":
+        return "only tools/ and tests include tools/ (the programs that are not the server's)"
+    if fs == "tools":
+        return None
     if fs == "server" and fd == "models":
         return "server/ reaches models only through batching's model kinds"
     if fd in RANK and fs in RANK and RANK[fd] > RANK[fs]:
@@ -146,6 +155,9 @@ def self_test():
         "tests/t.h": "",
         "tests/runtime/test_r.c": '#include "runtime/cpu_task.h"\n#include "tests/t.h"\n',
         "tests/models/test_m.c": '#include "models/m.c"\n#include "models/m_impl.h"\n',
+        "tools/w.h": '#include "models/m.h"\n',
+        "tools/w.c": '#include "tools/w.h"\n#include "server/s.c"\n',
+        "tests/models/test_w.c": '#include "tools/w.h"\n',
     }
     bad_edges = [
         ("runtime/r.c", '#include "kernels/ops.h"\n'),
@@ -163,6 +175,8 @@ def self_test():
         ("server/y.c", '#include "loadtest/l.h"\n'),
         ("tests/models/test_x.c", '#include "runtime/cpu_task.h"\n'),
         ("models/z.c", '  #  include "batching/b.h" /* spaced */\n'),
+        ("models/w.c", '#include "tools/w.h"\n'),
+        ("tools/x.c", '#include "models/m_impl.h"\n'),
     ]
 
     def write(root, files):

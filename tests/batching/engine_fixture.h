@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
 static char model_path[300];

@@ -17,7 +17,7 @@
 
 #include "batching/engine.h"
 #include "engine_fixture.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 #define BS 4          /* tokens per KV block */
 #define PROMPT 8      /* tokens per prompt */

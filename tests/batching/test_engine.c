@@ -15,7 +15,7 @@
 
 #include "batching/engine.h"
 #include "engine_fixture.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 static int setup(void **state)
 {

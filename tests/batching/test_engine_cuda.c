@@ -51,7 +51,7 @@
 #include "batching/engine.h"
 #include "engine_fixture.h"
 #include "models/kv_cache.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "tests/test_seed.h"
 
 #define BS 4           /* tokens per KV block */

@@ -16,7 +16,7 @@
 
 #include "batching/evictor.h"
 #include "batching/served_impl.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "runtime/clock.h"
 
 #define BUDGET (64u << 20)

@@ -19,7 +19,7 @@
 #include "batching/generate_main.c"
 #undef main
 
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 static char path[512];
 static colo_device *dev;

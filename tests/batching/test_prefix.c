@@ -28,7 +28,7 @@
 #include "batching/engine.h"
 #include "models/kv_cache.h"
 #include "engine_fixture.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 #define BS 4 /* tokens per KV block */
 

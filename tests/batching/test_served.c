@@ -17,7 +17,7 @@
 
 #include "batching/kind.h"
 #include "batching/served.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 #define CTX 128
 

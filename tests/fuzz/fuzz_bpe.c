@@ -1,5 +1,5 @@
 /* Fuzz target: the tokenizer (models/tokenizer.h: byte-level BPE) with the tokenizer of a
- * synthetic model (models/mkmodel.h: 256 byte tokens, merges, ChatML
+ * synthetic model (tools/mkmodel.h: 256 byte tokens, merges, ChatML
  * specials), built once. The first byte picks the mode; the rest is:
  *   bit 1 clear: text to encode (bit 0: allow_special), and its tokens
  *                must decode to exactly the same bytes;
@@ -14,7 +14,7 @@
 #include "models/tokenizer.h"
 #include "models/chat.h"
 #include "models/gguf.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "fuzz_common.h"
 
 #define DECODE_CAP 256 /* bytes a token may decode to, here */

@@ -19,6 +19,7 @@
 
 #include "models/chat.h"
 #include "models/gguf.h"
+#include "tools/gguf_write.h"
 #include "models/tokenizer.h"
 #include "fuzz_common.h"
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "models/llama.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
 typedef struct family_case {

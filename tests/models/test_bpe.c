@@ -13,7 +13,8 @@
 
 #include "models/tokenizer.h"
 #include "models/chat.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
+#include "tools/gguf_write.h"
 
 static char path[300];
 static colo_gguf *g;

@@ -31,8 +31,9 @@
 
 #include "families_fixture.h"
 #include "models/gguf.h"
+#include "tools/gguf_write.h"
 #include "models/llama.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
 static colo_device *dev;

@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 #include "models/gguf.h"
-#include "models/mkmodel.h"
+#include "tools/gguf_write.h"
+#include "tools/mkmodel.h"
 
 static char dir[256];
 

@@ -25,8 +25,9 @@
 #include <unistd.h>
 
 #include "models/gguf.h"
+#include "tools/gguf_write.h"
 #include "models/llama.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 #define E 64
 #define NH 4

@@ -17,7 +17,7 @@
 
 #include "kernels/quant.h"
 #include "models/tokenizer.h"
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 #define L 2
 #define E 64

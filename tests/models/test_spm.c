@@ -15,6 +15,7 @@
 
 #include "models/tokenizer.h"
 #include "tests/test_seed.h"
+#include "tools/gguf_write.h"
 
 enum { UNK, BOS, EOS, BYTE0 = 3, SP = 259, A, B, AB, SP_A, SP_AB, BA, CTRL, USER, N_TOK };
 

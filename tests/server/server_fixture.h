@@ -32,7 +32,7 @@
 
 #include <jansson.h>
 
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 typedef struct srv_fixture {
     char dir[256];

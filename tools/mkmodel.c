@@ -1,6 +1,6 @@
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 #include "kernels/quant.h"
-#include "models/gguf.h"
+#include "tools/gguf_write.h"
 #include "models/llama_impl.h"
 #include "models/progress.h"
 #include "models/unicode.h"

@@ -1,12 +1,12 @@
-/* models/mkmodel.h: writes GGUF files of every architecture colo runs
+/* tools/mkmodel.h: writes GGUF files of every architecture colo runs
  * (llama, qwen2, qwen3, phi3, gemma3; models/llama.h) with seeded random
  * weights and a small byte-level BPE tokenizer (256 byte tokens, a few
  * merges, ChatML specials, <|endoftext|> as EOS), so that text and chat
  * requests work on synthetic models of any size. The files follow
  * llama.cpp's conversions (names, keys, fused tensors), so llama.cpp loads
  * them too. */
-#ifndef COLO_MODELS_MKMODEL_H
-#define COLO_MODELS_MKMODEL_H
+#ifndef COLO_TOOLS_MKMODEL_H
+#define COLO_TOOLS_MKMODEL_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* GGUF v3 writer: metadata and tensor infos are encoded in memory; tensor
  * data is streamed to the file one tensor at a time. */
-#include "models/gguf.h"
+#include "tools/gguf_write.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/mkmodel.h"
+#include "tools/mkmodel.h"
 
 static void usage(FILE *f)
 {
