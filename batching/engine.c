@@ -501,7 +501,7 @@ colo_status colo_engine_add_n(colo_engine *e, const int32_t *prompt, int n_promp
     if (n_prompt >= cap) {
         colo_set_err(err, errlen, "the prompt has %d tokens; the context holds %d (prompt plus at least one new token)",
                      n_prompt, cap);
-        return COLO_EINVAL;
+        return COLO_ETOOLONG;
     }
     for (int i = 0; i < n; i++) {
         /* choice i draws from its own stream: seed + i */

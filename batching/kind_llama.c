@@ -506,7 +506,7 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     if (n >= limit) {
         colo_set_err(err, errlen, "%s: %d tokens; %s holds %d tokens (prompt plus at least one new token)", what, n,
                      limit_name, limit);
-        return COLO_EINVAL;
+        return COLO_ETOOLONG;
     }
     if (n + r->params.max_tokens > limit) {
         if (r->params.max_tokens_set) {
@@ -514,7 +514,7 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
                          "max_tokens: the prompt has %d tokens and max_tokens is %d: %d tokens, but %s holds %d "
                          "(at most %d new tokens for this prompt)",
                          n, r->params.max_tokens, n + r->params.max_tokens, limit_name, limit, limit - n);
-            return COLO_EINVAL;
+            return COLO_ETOOLONG;
         }
         r->params.max_tokens = limit - n;
     }

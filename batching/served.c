@@ -513,7 +513,8 @@ static void *prep_main(void *arg)
             if (st == COLO_OK)
                 st = enqueue(m, r);
             msg = st == COLO_OK ? NULL
-                  : err[0] && (st == COLO_EINVAL || st == COLO_ENOMEM) ? colo_pool_strndup(r->pool, err, strlen(err))
+                  : err[0] && (st == COLO_EINVAL || st == COLO_ETOOLONG || st == COLO_ENOMEM)
+                      ? colo_pool_strndup(r->pool, err, strlen(err))
                   : r->slo.refused                                    ? r->slo.reason
                                                                        : enqueue_error(st);
             if (!msg)

@@ -108,6 +108,7 @@ const char *colo_status_str(colo_status st)
     case COLO_EFATAL: return "EFATAL";
     case COLO_ECANCELED: return "ECANCELED";
     case COLO_ETIMEDOUT: return "ETIMEDOUT";
+    case COLO_ETOOLONG: return "ETOOLONG";
     }
     return "UNKNOWN";
 }

@@ -23,6 +23,7 @@ typedef enum colo_status {
     COLO_EFATAL = -9,       /* device context poisoned: every model on it failed */
     COLO_ECANCELED = -10,   /* work canceled by its owner */
     COLO_ETIMEDOUT = -11,   /* a deadline passed */
+    COLO_ETOOLONG = -12,    /* input longer than a limit allows (a prompt past the model's context) */
 } colo_status;
 
 /* Static string naming the status ("ENOMEM"...). Never NULL. */

@@ -120,8 +120,34 @@ def main():
             client.chat.completions.create(model="no-such-model", messages=question, max_tokens=1)
         except openai.NotFoundError as e:
             expect(e.status_code == 404, f"status {e.status_code}")
-            return "404 NotFoundError"
+            expect(e.code == "model_not_found" and e.type == "invalid_request_error", f"code {e.code} type {e.type}")
+            return "404 NotFoundError, model_not_found"
         raise AssertionError("no error for an unknown model")
+
+    def error_objects():
+        """OpenAI's error object: type, code and param, as clients branch on them."""
+        got = []
+        try:
+            client.chat.completions.create(model=args.model, messages=question, max_tokens=4, temperature=7)
+            raise AssertionError("temperature 7 was accepted")
+        except openai.BadRequestError as e:
+            expect(e.type == "invalid_request_error" and e.param == "temperature", f"type {e.type} param {e.param}")
+            got.append("400 temperature")
+        try:
+            client.chat.completions.create(model=args.model, max_tokens=4,
+                                           messages=[{"role": "user", "content": "word " * 20000}])
+            raise AssertionError("a prompt past the context was accepted")
+        except openai.BadRequestError as e:
+            expect(e.code == "context_length_exceeded", f"code {e.code}")
+            got.append("400 context_length_exceeded")
+        bad = OpenAI(base_url=args.url.rstrip("/") + "/v1", api_key="not-the-key", max_retries=0, timeout=30)
+        try:
+            bad.models.list()
+            raise AssertionError("a wrong key was accepted")
+        except openai.AuthenticationError as e:
+            expect(e.code == "invalid_api_key" and e.type == "authentication_error", f"code {e.code} type {e.type}")
+            got.append("401 invalid_api_key")
+        return ", ".join(got)
 
     def embeddings():
         texts = ["The cat sat on the mat.", "A dog barked at the postman."]
@@ -300,6 +326,7 @@ def main():
     check("completions.create", completion)
     check("completions.create stream=True", completion_stream)
     check("unknown model -> NotFoundError", unknown_model)
+    check("error objects: type, code, param", error_objects)
     check("logprobs, top_logprobs, echo", logprobs)
     check("penalties, min_p, logit_bias, seed, stop", sampling_fields)
     check("n choices", n_choices)

@@ -283,8 +283,8 @@ static void refuse(api_call *c, colo_status st, const char *err)
     colo_http_req *req = c->http;
     int status = colo_api_status_http(st);
     colo_api_count_request(c->api, c->am->name, status);
-    if (st == COLO_EINVAL) {
-        colo_http_error(req, 400, "invalid_request", "%s", err);
+    if (st == COLO_EINVAL || st == COLO_ETOOLONG) {
+        colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
     } else if (st == COLO_EAGAIN && c->r->slo.refused) {
         colo_api_record_slo(c);
         char ra[16];
@@ -358,7 +358,7 @@ static void answer_now(api_call *c)
     colo_api_count_request(c->api, c->am->name, status);
     colo_api_account(c, status);
     if (status == 400)
-        colo_http_error(c->http, 400, "invalid_request", "%s", err);
+        colo_http_error(c->http, 400, st == COLO_EUNSUPPORTED ? "invalid_request" : colo_api_status_code(st), "%s", err);
     else
         answer_error(c, status, st, err);
 }
@@ -419,7 +419,7 @@ static void handle(colo_http_req *req, void *ud)
     json_decref(body);
     if (st != COLO_OK) {
         colo_api_count_request(a, am->name, 400);
-        colo_http_error(req, 400, "invalid_request", "%s", err);
+        colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
         call_free(c);
         return;
     }

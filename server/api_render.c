@@ -12,7 +12,8 @@ int colo_api_status_http(colo_status st)
 {
     switch (st) {
     case COLO_OK: return 200;
-    case COLO_EINVAL: return 400;
+    case COLO_EINVAL:
+    case COLO_ETOOLONG: return 400;
     case COLO_EAGAIN: return 429;
     default: return 503;
     }
@@ -22,6 +23,7 @@ const char *colo_api_status_code(colo_status st)
 {
     switch (st) {
     case COLO_EINVAL: return "invalid_request";
+    case COLO_ETOOLONG: return "context_length_exceeded";
     case COLO_EAGAIN: return "queue_full";
     case COLO_ETIMEDOUT: return "queue_timeout";
     case COLO_ENOMEM: return "out_of_memory";

@@ -490,6 +490,76 @@ static colo_status f_thinking(dec *d, const char *key, json_t *v)
     return bad(d, key, "extended thinking is not supported");
 }
 
+/* One of names (NULL-ended), or refused naming them. */
+static colo_status one_of(dec *d, const char *key, json_t *v, const char *const *names)
+{
+    for (int i = 0; json_is_string(v) && names[i]; i++)
+        if (!strcmp(json_string_value(v), names[i]))
+            return COLO_OK;
+    char all[160] = "";
+    for (int i = 0; names[i]; i++)
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s\"%s\"", i ? ", " : "", names[i]);
+    colo_set_err(d->err, d->errlen, "%s: must be one of %s", key, all);
+    return COLO_EINVAL;
+}
+
+/* reasoning_effort: the models colo serves take no reasoning budget;
+ * a valid value is accepted and changes nothing. */
+static colo_status f_reasoning_effort(dec *d, const char *key, json_t *v)
+{
+    static const char *const names[] = {"none", "minimal", "low", "medium", "high", NULL};
+    return one_of(d, key, v, names);
+}
+
+/* verbosity: a hint to models trained for it; accepted, changes nothing. */
+static colo_status f_verbosity(dec *d, const char *key, json_t *v)
+{
+    static const char *const names[] = {"low", "medium", "high", NULL};
+    return one_of(d, key, v, names);
+}
+
+/* modalities: text only. */
+static colo_status f_modalities(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_array(v))
+        return bad(d, key, "must be an array, e.g. [\"text\"]");
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m) {
+        if (!json_is_string(m))
+            return bad(d, key, "must be an array of strings");
+        if (strcmp(json_string_value(m), "text")) {
+            colo_set_err(d->err, d->errlen, "%s: \"%.32s\" output is not supported (only \"text\")", key,
+                         json_string_value(m));
+            return COLO_EINVAL;
+        }
+    }
+    return COLO_OK;
+}
+
+/* audio: the parameters of audio output, which colo does not make. */
+static colo_status f_audio(dec *d, const char *key, json_t *v)
+{
+    (void)v;
+    return bad(d, key, "audio output is not supported");
+}
+
+/* prediction: a predicted output only speeds up the answer elsewhere; it
+ * cannot change it. Accepted when well-formed and ignored. */
+static colo_status f_prediction(dec *d, const char *key, json_t *v)
+{
+    json_t *t = json_object_get(v, "type");
+    if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "content"))
+        return bad(d, key, "must be {\"type\": \"content\", \"content\": ...}");
+    return COLO_OK;
+}
+
+/* web_search_options: colo searches nothing; only an empty object. */
+static colo_status f_web_search(dec *d, const char *key, json_t *v)
+{
+    return json_is_object(v) && json_object_size(v) == 0 ? COLO_OK : bad(d, key, "web search is not supported");
+}
+
 static colo_status f_encoding_format(dec *d, const char *key, json_t *v)
 {
     if (!json_is_string(v) || (strcmp(json_string_value(v), "float") && strcmp(json_string_value(v), "base64")))
@@ -571,6 +641,12 @@ static const field chat_fields[] = {
     {"suffix", f_off_chat, false},
     {"functions", f_off_chat, false},
     {"function_call", f_off_chat, false},
+    {"reasoning_effort", f_reasoning_effort, true},
+    {"verbosity", f_verbosity, true},
+    {"modalities", f_modalities, true},
+    {"audio", f_audio, true},
+    {"prediction", f_prediction, true},
+    {"web_search_options", f_web_search, true},
     {NULL, NULL, false},
 };
 
@@ -698,7 +774,7 @@ static colo_status check_prompt_bytes(dec *d, size_t len)
     if (d->lim->max_prompt_bytes && len > d->lim->max_prompt_bytes) {
         colo_set_err(d->err, d->errlen, "%s: %zu bytes is longer than the model's context allows (%zu bytes)",
                      d->messages ? "messages" : "prompt", len, d->lim->max_prompt_bytes);
-        return COLO_EINVAL;
+        return COLO_ETOOLONG;
     }
     return COLO_OK;
 }

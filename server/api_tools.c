@@ -20,6 +20,21 @@ static const char *pool_str(colo_request *r, json_t *v)
     return colo_pool_strndup(r->pool, json_string_value(v), json_string_length(v));
 }
 
+/* The first key of object o not in allowed (NULL-ended), or NULL. */
+static const char *unknown_key(json_t *o, const char *const *allowed)
+{
+    const char *k;
+    json_t *x;
+    json_object_foreach(o, k, x) {
+        bool known = false;
+        for (int i = 0; allowed[i] && !known; i++)
+            known = !strcmp(k, allowed[i]);
+        if (!known)
+            return k;
+    }
+    return NULL;
+}
+
 colo_status colo_api_response_format(colo_request *r, json_t *v, char *err, size_t errlen)
 {
     json_t *t = json_object_get(v, "type");
@@ -30,22 +45,37 @@ colo_status colo_api_response_format(colo_request *r, json_t *v, char *err, size
         return COLO_EINVAL;
     }
     const char *type = json_string_value(t);
-    if (!strcmp(type, "text"))
-        return COLO_OK;
-    if (!strcmp(type, "json_object")) {
-        r->params.json_object = true;
-        return COLO_OK;
-    }
-    if (strcmp(type, "json_schema")) {
+    static const char *const text_keys[] = {"type", NULL}, *const object_keys[] = {"type", "schema", NULL},
+                             *const schema_keys[] = {"type", "json_schema", NULL},
+                             *const inner_keys[] = {"name", "schema", "strict", "description", NULL};
+    bool text = !strcmp(type, "text"), object = !strcmp(type, "json_object"), js_type = !strcmp(type, "json_schema");
+    if (!text && !object && !js_type) {
         colo_set_err(err, errlen, "response_format.type: '%.32s' is not text, json_object or json_schema", type);
         return COLO_EINVAL;
     }
+    const char *unknown = unknown_key(v, text ? text_keys : object ? object_keys : schema_keys);
+    if (unknown) {
+        colo_set_err(err, errlen, "response_format.%.32s: not a field of a %s response format", unknown, type);
+        return COLO_EINVAL;
+    }
+    if (text)
+        return COLO_OK;
     json_t *js = json_object_get(v, "json_schema");
-    json_t *schema = json_object_get(js, "schema"), *name = json_object_get(js, "name");
-    if (!json_is_object(js) || !json_is_string(name) || json_string_length(name) == 0 ||
-        json_string_length(name) > 64) {
+    json_t *schema = object ? json_object_get(v, "schema") : json_object_get(js, "schema");
+    if (object && !schema) {
+        r->params.json_object = true;
+        return COLO_OK;
+    }
+    /* json_object with a schema: the schema, as llama.cpp's and vLLM's servers do */
+    json_t *name = json_object_get(js, "name");
+    if (js_type && (!json_is_object(js) || !json_is_string(name) || json_string_length(name) == 0 ||
+                    json_string_length(name) > 64)) {
         colo_set_err(err, errlen, "response_format.json_schema: must be {\"name\":\"...\",\"schema\":{...},"
                                   "\"strict\":true} (a name of 1 to 64 characters is required)");
+        return COLO_EINVAL;
+    }
+    if (js_type && (unknown = unknown_key(js, inner_keys))) {
+        colo_set_err(err, errlen, "response_format.json_schema.%.32s: not a field of json_schema", unknown);
         return COLO_EINVAL;
     }
     if (!schema) /* OpenAI: no schema means any object */
@@ -54,7 +84,8 @@ colo_status colo_api_response_format(colo_request *r, json_t *v, char *err, size
         json_incref(schema);
     if (!json_is_object(schema)) {
         json_decref(schema);
-        colo_set_err(err, errlen, "response_format.json_schema.schema: must be a JSON Schema object");
+        colo_set_err(err, errlen, "response_format.%s: must be a JSON Schema object",
+                     object ? "schema" : "json_schema.schema");
         return COLO_EINVAL;
     }
     r->params.json_schema = pool_dump(r, schema);

@@ -20,7 +20,7 @@ bool colo_api_admit(api_call *c)
     int key = colo_tenants_authenticate(t, c->http, &why);
     if (key < 0) { /* the front door checked already; only a defect gets here */
         colo_http_add_header(c->http, "WWW-Authenticate", "Bearer");
-        colo_http_error(c->http, 401, "unauthorized", "%s", why);
+        colo_http_error(c->http, 401, "invalid_api_key", "%s", why);
         return false;
     }
     c->tenant_key = key;
@@ -163,7 +163,7 @@ static void h_usage(colo_http_req *req, void *ud)
     const char *why = "unknown API key";
     int key = colo_tenants_authenticate(t, req, &why);
     if (key < 0) {
-        colo_http_error(req, 401, "unauthorized", "%s", why);
+        colo_http_error(req, 401, "invalid_api_key", "%s", why);
         return;
     }
     const char *q = colo_http_req_query(req);

@@ -182,19 +182,25 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 /* body is serialized compactly with a trailing newline; the reference is
  * stolen (NULL answers 500). Finishes the request. */
 void colo_http_respond_json(colo_http_req *r, int status, json_t *body);
-/* {"error":{"code":code,"message":...,"request_id":id}}, or in the
- * request's other error style (colo_http_req_set_error_style); finishes the
- * request. */
+/* OpenAI's error object, {"error":{"message","type","param","code",
+ * "request_id"}} (type from the status, colo_http_openai_error_type; param
+ * the field a 400's message starts with, "max_tokens: ...", else null), or
+ * the request's other error style (colo_http_req_set_error_style);
+ * finishes the request. */
 void colo_http_error(colo_http_req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* The shape of colo_http_error's bodies for a request. */
 typedef enum colo_http_error_style {
-    COLO_HTTP_ERRORS_OPENAI = 0, /* {"error":{"code","message","request_id"}} */
+    COLO_HTTP_ERRORS_OPENAI = 0, /* {"error":{"message","type","param","code","request_id"}} */
     COLO_HTTP_ERRORS_ANTHROPIC,  /* {"type":"error","error":{"type","message"},"request_id"} */
 } colo_http_error_style;
 void colo_http_req_set_error_style(colo_http_req *r, colo_http_error_style style);
 colo_http_error_style colo_http_req_error_style(const colo_http_req *r);
+/* OpenAI's error type for an HTTP status: "invalid_request_error" (4xx but
+ * these), "authentication_error" (401), "permission_error" (403),
+ * "rate_limit_error" (429), "server_error" (5xx). */
+const char *colo_http_openai_error_type(int status);
 /* Anthropic's error type for an HTTP status: "invalid_request_error",
  * "authentication_error", "permission_error", "not_found_error",
  * "request_too_large", "rate_limit_error", "api_error", "overloaded_error". */

@@ -65,6 +65,34 @@ const char *colo_http_error_code(int status)
     }
 }
 
+const char *colo_http_openai_error_type(int status)
+{
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 429: return "rate_limit_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+/* The field a 400's message names ("max_tokens: ...", "messages[2]: ..."):
+ * the message's start up to ": " when it reads as a field, else NULL. */
+static json_t *error_param(int status, const char *msg)
+{
+    if (status != 400)
+        return json_null();
+    size_t n = strcspn(msg, ":");
+    if (n == 0 || n > 64 || msg[n] != ':' || msg[n + 1] != ' ')
+        return json_null();
+    for (size_t i = 0; i < n; i++) {
+        char c = msg[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '[' || c == ']'))
+            return json_null();
+    }
+    return json_stringn(msg, n);
+}
+
 const char *colo_http_anthropic_error_type(int status)
 {
     switch (status) {
@@ -193,8 +221,9 @@ void colo_http_error(colo_http_req *r, int status, const char *code, const char 
         r->error_style == COLO_HTTP_ERRORS_ANTHROPIC
             ? json_pack("{s:s,s:{s:s,s:s},s:s}", "type", "error", "error", "type",
                         colo_http_anthropic_error_type(status), "message", msg, "request_id", r->id)
-            : json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code ? code : colo_http_error_code(status), "message",
-                        msg, "request_id", r->id);
+            : json_pack("{s:{s:s,s:s,s:o,s:s,s:s}}", "error", "message", msg, "type",
+                        colo_http_openai_error_type(status), "param", error_param(status, msg), "code",
+                        code ? code : colo_http_error_code(status), "request_id", r->id);
     if (!body) {
         static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}\n";
         colo_http_respond(r, status, "application/json", fallback, sizeof fallback - 1);

@@ -101,7 +101,7 @@ static void on_request(colo_http_req *req, void *ud)
             /* a browser asks for the key (as a password) on the pages meant for it */
             bool page = !strcmp(path, "/dashboard");
             colo_http_add_header(req, "WWW-Authenticate", page ? "Basic realm=\"colo\", charset=\"UTF-8\"" : "Bearer");
-            colo_http_error(req, 401, "unauthorized", "%s", why);
+            colo_http_error(req, 401, "invalid_api_key", "%s", why);
             return;
         }
         /* metrics, statistics and the dashboard show every tenant's use */

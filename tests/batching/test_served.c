@@ -123,7 +123,7 @@ static void test_too_long_refused_with_counts(void **state)
     prompt[sizeof prompt - 1] = 0;
     colo_request *r = gen_request(&w, prompt, 4);
     char err[512] = "";
-    assert_int_equal(colo_served_submit(m, r, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(colo_served_submit(m, r, err, sizeof err), COLO_ETOOLONG);
     assert_non_null(strstr(err, "tokens"));
     assert_non_null(strstr(err, "128"));
     assert_int_equal(w.done, 0); /* refused at once: no callback */
@@ -131,7 +131,7 @@ static void test_too_long_refused_with_counts(void **state)
 
     /* A short prompt whose explicit max_tokens overflows the context. */
     r = gen_request(&w, "hello there", CTX);
-    assert_int_equal(colo_served_submit(m, r, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(colo_served_submit(m, r, err, sizeof err), COLO_ETOOLONG);
     assert_non_null(strstr(err, "max_tokens"));
     char want[64];
     snprintf(want, sizeof want, "max_tokens is %d", CTX);
@@ -198,7 +198,7 @@ static void test_long_input_prepared_off_thread(void **state)
     char err[512] = "";
     assert_int_equal(colo_served_submit(m, r, err, sizeof err), COLO_OK);
     wait_done(&w);
-    assert_int_equal(r->out.status, COLO_EINVAL);
+    assert_int_equal(r->out.status, COLO_ETOOLONG);
     assert_non_null(strstr(r->out.error, "tokens"));
     colo_request_free(r);
 }

@@ -408,6 +408,80 @@ static void test_openai_accepted(void **state)
     in_free(&in);
 }
 
+/* What chat UIs and agent frameworks send: OpenAI's fields that cannot
+ * change colo's answer are accepted (null too), those asking for what colo
+ * cannot do are refused, naming the field. */
+static void test_openai_lenient(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    const char *head = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    static const char *const ok[] = {
+        ",\"reasoning_effort\":\"low\",\"verbosity\":\"medium\",\"modalities\":[\"text\"]}",
+        ",\"reasoning_effort\":null,\"verbosity\":null,\"modalities\":null,\"audio\":null,\"prediction\":null,"
+        "\"web_search_options\":null,\"parallel_tool_calls\":true,\"service_tier\":\"auto\",\"store\":true}",
+        ",\"prediction\":{\"type\":\"content\",\"content\":\"hello\"},\"web_search_options\":{}}",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s", head, ok[i]);
+        if (dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err) != COLO_OK)
+            fail_msg("%s refused: %s", body, err);
+        in_free(&in);
+    }
+    static const struct {
+        const char *tail, *want;
+    } refused[] = {
+        {",\"modalities\":[\"text\",\"audio\"]}", "modalities: \"audio\" output is not supported"},
+        {",\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio: audio output is not supported"},
+        {",\"reasoning_effort\":\"extreme\"}", "reasoning_effort: must be one of"},
+        {",\"web_search_options\":{\"search_context_size\":\"low\"}}", "web_search_options: web search"},
+        {",\"prediction\":{\"type\":\"guess\"}}", "prediction: must be"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s", head, refused[i].tail);
+        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        if (!strstr(err, refused[i].want))
+            fail_msg("%s: got '%s', want '%s'", body, err, refused[i].want);
+        in_free(&in);
+    }
+    /* response_format: json_object with a schema follows the schema (as
+     * llama.cpp and vLLM do); a key colo does not know is refused, not
+     * dropped */
+    char body[512];
+    snprintf(body, sizeof body, "%s%s", head,
+             ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"object\","
+             "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}");
+    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
+    assert_false(in.r->params.json_object);
+    assert_non_null(in.r->params.json_schema);
+    assert_non_null(strstr(in.r->params.json_schema, "\"required\""));
+    in_free(&in);
+    static const struct {
+        const char *tail, *want;
+    } formats[] = {
+        {",\"response_format\":{\"type\":\"json_object\",\"json_schema\":{}}}", "response_format.json_schema: not a field"},
+        {",\"response_format\":{\"type\":\"text\",\"schema\":{}}}", "response_format.schema: not a field"},
+        {",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{},"
+         "\"strictness\":1}}}", "response_format.json_schema.strictness"},
+    };
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+        snprintf(body, sizeof body, "%s%s", head, formats[i].tail);
+        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        if (!strstr(err, formats[i].want))
+            fail_msg("%s: got '%s', want '%s'", body, err, formats[i].want);
+        in_free(&in);
+    }
+    /* the native route stays strict */
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"reasoning_effort\":\"low\"}", &in,
+                         err, sizeof err),
+                     COLO_EINVAL);
+    assert_non_null(strstr(err, "unknown field 'reasoning_effort'"));
+    in_free(&in);
+}
+
 /* Size limits: prompt bytes, number of inputs, messages. */
 static void test_limits(void **state)
 {
@@ -420,7 +494,7 @@ static void test_limits(void **state)
     int k = sprintf(body, "{\"prompt\":\"");
     memset(body + k, 'y', n);
     strcpy(body + k + n, "\"}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_ETOOLONG);
     assert_non_null(strstr(err, "longer"));
     in_free(&in);
     body[k + n - 1] = 0; /* exactly the limit */
@@ -568,7 +642,7 @@ int main(void)
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_openai_accepted),
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
         cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
-        cmocka_unit_test(test_structured_and_tools),
+        cmocka_unit_test(test_structured_and_tools),    cmocka_unit_test(test_openai_lenient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -379,6 +379,8 @@ static void assert_error_body(const response *r, const char *code)
     assert_non_null(e);
     assert_string_equal(json_string_value(json_object_get(e, "code")), code);
     assert_non_null(json_string_value(json_object_get(e, "message")));
+    assert_non_null(json_string_value(json_object_get(e, "type"))); /* OpenAI's error object */
+    assert_non_null(json_object_get(e, "param"));
     const char *id = json_string_value(json_object_get(e, "request_id"));
     assert_non_null(id);
     assert_non_null(header(r, "X-Request-Id"));
@@ -857,7 +859,7 @@ static void test_api_key(void **state)
     response r;
     request(fx->port, "GET /metrics HTTP/1.1\r\n\r\n", &r);
     assert_int_equal(r.status, 401);
-    assert_error_body(&r, "unauthorized");
+    assert_error_body(&r, "invalid_api_key");
     assert_string_equal(header(&r, "WWW-Authenticate"), "Bearer");
     request(fx->port, "GET /metrics HTTP/1.1\r\nAuthorization: Bearer wrong-key!\r\n\r\n", &r);
     assert_int_equal(r.status, 401);

@@ -357,6 +357,7 @@ static void test_errors(void **state)
         {"POST", "/v1/models/a/infer", "{\"prompt\":", 400, "invalid_json"},
         {"POST", "/v1/models/a/infer", "[1,2]", 400, NULL},
         {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"bogus\":1}", 400, "invalid_request"},
+        {"POST", "/v1/models/a/infer", "{\"prompt\":\"x\",\"temperature\":9}", 400, "invalid_request"},
         {"POST", "/v1/models/a/infer", "{\"prompt\":7}", 400, "invalid_request"},
         {"POST", "/v1/models/a/infer", "{\"prompt\":\"\"}", 400, "invalid_request"},
         {"POST", "/v1/models/a/infer", "{}", 400, "invalid_request"},
@@ -397,12 +398,20 @@ static void test_errors(void **state)
         assert_true(strlen(jstr(e, "message")) > 0);
         if (cases[i].code)
             assert_string_equal(jstr(e, "code"), cases[i].code);
+        /* OpenAI's error object: type by status, param (null or the field) */
+        assert_string_equal(jstr(e, "type"), cases[i].status == 405 || cases[i].status < 500 ? "invalid_request_error"
+                                                                                               : "server_error");
+        assert_non_null(json_object_get(e, "param"));
         char want[64];
         snprintf(want, sizeof want, "err-%zu", i);
         assert_string_equal(jstr(e, "request_id"), want);
         json_decref(j);
         srv_resp_free(&r);
     }
+    /* param names the field a 400 is about */
+    json_t *pe = post_json(f, "/v1/models/a/infer", "{\"prompt\":\"x\",\"temperature\":9}", 400);
+    assert_string_equal(jstr(json_object_get(pe, "error"), "param"), "temperature");
+    json_decref(pe);
     /* An over-long prompt is refused before it reaches the model. */
     size_t big = 256 * 32 + 100;
     char *body = malloc(big + 64);
@@ -411,6 +420,8 @@ static void test_errors(void **state)
     memset(body + k, 'x', big);
     strcpy(body + k + big, "\"}");
     json_t *j = post_json(f, "/v1/models/a/infer", body, 400);
+    assert_string_equal(jstr(json_object_get(j, "error"), "code"), "context_length_exceeded");
+    assert_string_equal(jstr(json_object_get(j, "error"), "param"), "prompt");
     json_decref(j);
     /* A prompt that tokenizes past max_seq_len is refused too. */
     big = 2000;
@@ -422,6 +433,7 @@ static void test_errors(void **state)
     const char *msg = jstr(json_object_get(j, "error"), "message");
     assert_non_null(strstr(msg, "tokens"));
     assert_non_null(strstr(msg, "256")); /* the context, in tokens */
+    assert_string_equal(jstr(json_object_get(j, "error"), "code"), "context_length_exceeded");
     json_decref(j);
     free(body);
     /* Past 4 KiB the prompt is tokenized off the event loop: the same 400. */
@@ -435,6 +447,7 @@ static void test_errors(void **state)
     msg = jstr(json_object_get(j, "error"), "message");
     assert_non_null(strstr(msg, "tokens"));
     assert_non_null(strstr(msg, "256"));
+    assert_string_equal(jstr(json_object_get(j, "error"), "code"), "context_length_exceeded");
     json_decref(j);
     free(body);
     /* prompt + max_tokens past the context: 400 with both counts, before queueing */

@@ -132,28 +132,28 @@ static void test_hostile_keys(void **state)
     assert_int_equal(post(NULL, "/v1/completions", GEN, &r), 401);
     srv_resp_free(&r);
     assert_int_equal(post("k-unknown", "/v1/completions", GEN, &r), 401);
-    expect_error(&r, 401, "unauthorized", "unknown API key");
+    expect_error(&r, 401, "invalid_api_key", "unknown API key");
     char v[32];
     assert_non_null(srv_header(&r, "WWW-Authenticate", v, sizeof v));
     srv_resp_free(&r);
     /* two keys in one header, and two headers */
     assert_int_equal(post("k-search, Bearer k-ads", "/v1/completions", GEN, &r), 401);
-    expect_error(&r, 401, "unauthorized", "exactly one API key");
+    expect_error(&r, 401, "invalid_api_key", "exactly one API key");
     srv_resp_free(&r);
     assert_int_equal(post("k-search k-ads", "/v1/completions", GEN, &r), 401);
     srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/completions",
                            "Authorization: Bearer k-search\r\nAuthorization: Bearer k-ads\r\n", GEN, &r));
-    expect_error(&r, 401, "unauthorized", "exactly one Authorization or x-api-key header");
+    expect_error(&r, 401, "invalid_api_key", "exactly one Authorization or x-api-key header");
     srv_resp_free(&r);
     /* x-api-key (Anthropic's clients) is a key too, but not beside Authorization */
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "x-api-key: k-unknown\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
-    expect_error(&r, 401, "unauthorized", "unknown API key");
+    expect_error(&r, 401, "invalid_api_key", "unknown API key");
     srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "x-api-key: k-search\r\nAuthorization: Bearer k-search\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
-    expect_error(&r, 401, "unauthorized", "exactly one");
+    expect_error(&r, 401, "invalid_api_key", "exactly one");
     srv_resp_free(&r);
     /* a browser's Basic credentials carry the key as the password:
      * "u:k-search" and "u:nope" in base64 */
@@ -163,23 +163,23 @@ static void test_hostile_keys(void **state)
     srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic dTpub3Bl\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
-    expect_error(&r, 401, "unauthorized", "unknown API key");
+    expect_error(&r, 401, "invalid_api_key", "unknown API key");
     srv_resp_free(&r);
     /* "u:k-search\0junk": a password cut at a NUL is not the key */
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic dTprLXNlYXJjaABqdW5r\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1,\"priority\":\"high\"}", &r));
-    expect_error(&r, 401, "unauthorized", "must be 'Bearer <key>'");
+    expect_error(&r, 401, "invalid_api_key", "must be 'Bearer <key>'");
     srv_resp_free(&r);
     assert_true(srv_http_h(&F, "POST", "/v1/models/a/infer", "Authorization: Basic !!!\r\n",
                            "{\"prompt\":\"hi\",\"max_tokens\":1}", &r));
-    expect_error(&r, 401, "unauthorized", "must be 'Bearer <key>'");
+    expect_error(&r, 401, "invalid_api_key", "must be 'Bearer <key>'");
     srv_resp_free(&r);
     /* a very long key (below the header limit): refused before hashing */
     char *long_key = malloc(6001);
     memset(long_key, 'k', 6000);
     long_key[6000] = 0;
     assert_int_equal(post(long_key, "/v1/completions", GEN, &r), 401);
-    expect_error(&r, 401, "unauthorized", "too long");
+    expect_error(&r, 401, "invalid_api_key", "too long");
     srv_resp_free(&r);
     /* a key that is a prefix or an extension of a valid one */
     assert_int_equal(post("k-searc", "/v1/completions", GEN, &r), 401);
