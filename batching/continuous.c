@@ -229,6 +229,8 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
                 cb->prefix_queries++;
                 cb->prefix_hit_tokens += (uint64_t)s->n_cached;
             }
+            if (!s->n_preempted) /* (a readmission finds its own blocks: not what the client saved) */
+                s->n_hit = s->n_cached;
             cb->waiting[lvl] = s->next;
             cb->n_waiting--;
             s->state = COLO_SEQ_RUNNING;
@@ -287,6 +289,7 @@ colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq
     child->n_published = 0;
     child->n_prompt = parent->n_prompt;
     child->n_preempted = 0;
+    child->n_hit = parent->n_hit;
     child->next = NULL;
     if (cb->n_running < cb->cfg.max_running &&
         (!rows || cb->al.alloc(cb->al.ctx, 1, child->blocks + full) == COLO_OK)) {

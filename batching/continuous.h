@@ -77,6 +77,7 @@ typedef struct colo_seq {
     colo_seq_state state;
     uint64_t admit_order;
     int n_preempted;   /* times it was preempted */
+    int n_hit;         /* prompt tokens found in the prefix cache when first admitted */
     int n_published;   /* blocks of its table published (or found cached) */
     int n_prompt;      /* tokens known when it was added: only blocks within
                         * them are published (text generated later was

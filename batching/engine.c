@@ -277,7 +277,8 @@ static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const 
     }
     colo_engine_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
                             .stop_index = stop_index, .logprobs = q->lp, .top_ids = q->top_ids,
-                            .top_logprobs = q->top_lps, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
+                            .top_logprobs = q->top_lps, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt,
+                            .n_cached_prompt = q->cb.n_hit, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
                             .first_token_ns = q->first_token_ns, .done_ns = colo_now_ns(),
                             .n_preempted = q->cb.n_preempted};

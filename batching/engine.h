@@ -58,6 +58,7 @@ typedef struct colo_engine_outcome {
     const int32_t *top_ids;
     const float *top_logprobs;
     int n_prompt;
+    int n_cached_prompt;       /* of them, found in the prefix cache (not computed) when first admitted */
     const char *text;          /* generated text, stop string removed */
     size_t text_len;
     uint64_t added_ns, first_step_ns, first_token_ns, done_ns; /* monotonic */

@@ -636,6 +636,8 @@ static void job_on_done(void *ud, const colo_engine_outcome *o)
     if (o->done_ns > j->done_ns)
         j->done_ns = o->done_ns;
     r->out.n_input_tokens = o->n_prompt;
+    if (ch->index == 0)
+        r->out.n_cached_tokens = o->n_cached_prompt;
     if (++j->n_done < j->n)
         return;
     /* every choice has finished: the request's outcome */

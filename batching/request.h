@@ -174,6 +174,7 @@ typedef struct colo_req_outcome {
     int dim;
     /* prompt or input tokens computed */
     int n_input_tokens;
+    int n_cached_tokens;     /* of them, found in the prefix cache: not computed (generation) */
     /* timing, milliseconds */
     double queue_ms;   /* submit -> first scheduled */
     double prefill_ms; /* first scheduled -> first token (generation) or compute (embeddings) */

@@ -432,6 +432,33 @@ static int env_name_key(parse_ctx *p, const char *key, const yaml_node_t *v, voi
     return 0;
 }
 
+/* cors_allow_origins: "*", or origins as browsers send them
+ * (scheme://host[:port], no path). */
+static int cors_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_server_cfg *s = obj;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of origins (\"https://app.example\", or \"*\" for any)");
+    s->n_cors_origins = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+        if (s->n_cors_origins == COLO_CFG_MAX_CORS_ORIGINS)
+            return fail(p, e, f, "at most %d origins", COLO_CFG_MAX_CORS_ORIGINS);
+        char *o = s->cors_origins[s->n_cors_origins];
+        if (get_str(p, e, f, o, sizeof s->cors_origins[0]))
+            return -1;
+        const char *host = strstr(o, "://");
+        bool ok = !strcmp(o, "*") || (host && host > o && host[3] && !strchr(host + 3, '/'));
+        for (const char *c = o; ok && *c; c++)
+            ok = *c > ' ' && *c < 0x7f && *c != ',';
+        if (!ok)
+            return fail(p, e, f, "'%s' is not an origin (scheme://host[:port], or \"*\")", o);
+        s->n_cors_origins++;
+    }
+    return 0;
+}
+
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL}; /* = colo_device_choice */
 
 static const key_spec server_keys[] = {
@@ -454,6 +481,7 @@ static const key_spec server_keys[] = {
     KEY_INT("drain_delay_ms", colo_server_cfg, drain_delay_ms, 0, INT_MAX),
     KEY_SIZE("max_unsent_bytes", colo_server_cfg, max_unsent_bytes, 1),
     KEY_INT("telemetry_interval_ms", colo_server_cfg, telemetry_interval_ms, 100, 3600000),
+    KEY_FN("cors_allow_origins", cors_key),
     KEY_END,
 };
 

@@ -27,6 +27,8 @@
 
 #define COLO_CFG_MAX_MODELS 32
 
+#define COLO_CFG_MAX_CORS_ORIGINS 16
+
 typedef enum colo_device_choice { COLO_DEVICE_AUTO = 0, COLO_DEVICE_CPU = 1, COLO_DEVICE_CUDA = 2 } colo_device_choice;
 
 typedef struct colo_server_cfg {
@@ -50,6 +52,10 @@ typedef struct colo_server_cfg {
     int drain_delay_ms;        /* on SIGTERM: not ready but still serving this long, then shut down; default 0 */
     uint64_t max_unsent_bytes; /* responses and stream events queued for all clients, unsent; default 256 MiB */
     int telemetry_interval_ms; /* device sampling and /v1/stats history step; default 2000 */
+    /* browser origins answered with CORS headers ("https://app.example",
+     * or "*" for any); none by default */
+    char cors_origins[COLO_CFG_MAX_CORS_ORIGINS][256];
+    int n_cors_origins;
 } colo_server_cfg;
 
 typedef struct colo_scheduler_cfg {

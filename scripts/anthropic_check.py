@@ -80,8 +80,10 @@ def main():
 
     def count():
         n = client.messages.count_tokens(model=a.model, system="Answer in one sentence.", messages=msgs)
-        expect(n.input_tokens == whole["usage"].input_tokens, f"{n.input_tokens} != {whole['usage'].input_tokens}")
-        return f"{n.input_tokens} tokens"
+        u = whole["usage"]
+        total = u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+        expect(n.input_tokens == total, f"{n.input_tokens} != {total} ({u})")
+        return f"{n.input_tokens} tokens, {u.cache_read_input_tokens} of them read from the prefix cache"
 
     def stop_sequences():
         if a.smollm2:
@@ -104,7 +106,9 @@ def main():
                                    system=[{"type": "text", "text": "Answer in one sentence."}],
                                    messages=[{"role": "user", "content": [{"type": "text", "text": "What is the capital "},
                                                                           {"type": "text", "text": "of France?"}]}])
-        expect(m.usage.input_tokens == whole["usage"].input_tokens, "blocks render as the plain text does")
+        def total(u):
+            return u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+        expect(total(m.usage) == total(whole["usage"]), "blocks render as the plain text does")
 
     def errors():
         try:
@@ -181,7 +185,8 @@ def main():
         m = client.messages.create(model=a.model, max_tokens=24, messages=back, tools=tools,
                                    extra_body={"temperature": 0})
         n = client.messages.count_tokens(model=a.model, messages=back, tools=tools)
-        expect(n.input_tokens == m.usage.input_tokens, f"count_tokens {n.input_tokens} != {m.usage.input_tokens}")
+        total = m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) + (m.usage.cache_creation_input_tokens or 0)
+        expect(n.input_tokens == total, f"count_tokens {n.input_tokens} != {total} ({m.usage})")
         return "; ".join(got) + f"; after the result: {m.stop_reason}"
 
     check("messages.create", create)

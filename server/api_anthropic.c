@@ -19,6 +19,17 @@ static const char *stop_reason(const colo_req_outcome *o)
     return o->stop_sequence ? "stop_sequence" : "end_turn";
 }
 
+/* Anthropic's usage: input_tokens are the prompt tokens computed, those
+ * the prefix cache held are cache_read_input_tokens (the three add up to
+ * count_tokens'); colo caches without being asked, so none are billed as
+ * cache_creation_input_tokens. */
+static json_t *usage_json(const colo_req_outcome *o)
+{
+    return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", o->n_input_tokens - o->n_cached_tokens,
+                     "cache_read_input_tokens", o->n_cached_tokens, "cache_creation_input_tokens", 0,
+                     "output_tokens", o->n_tokens);
+}
+
 json_t *colo_api_anthropic_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
@@ -31,10 +42,9 @@ json_t *colo_api_anthropic_json(const api_call *c)
         json_decref(content), content = NULL;
     if (!content)
         return NULL;
-    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:{s:i,s:i}}", "id", c->oid, "type", "message", "role",
-                     "assistant", "model", c->am->name, "content", content, "stop_reason", stop_reason(o),
-                     "stop_sequence", o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage",
-                     "input_tokens", o->n_input_tokens, "output_tokens", o->n_tokens);
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", c->oid, "type", "message", "role", "assistant", "model",
+                     c->am->name, "content", content, "stop_reason", stop_reason(o), "stop_sequence",
+                     o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage", usage_json(o));
 }
 
 json_t *colo_api_anthropic_start_json(const api_call *c)
@@ -53,9 +63,9 @@ json_t *colo_api_anthropic_delta_json(const char *text, size_t len)
 json_t *colo_api_anthropic_end_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
-    return json_pack("{s:s,s:{s:s,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason", stop_reason(o),
+    return json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(o),
                      "stop_sequence", o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage",
-                     "output_tokens", o->n_tokens);
+                     usage_json(o));
 }
 
 json_t *colo_api_anthropic_error_json(int http_status, const char *message)

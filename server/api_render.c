@@ -67,8 +67,9 @@ json_t *colo_api_usage_json(const api_call *c)
     if (c->r->task == COLO_TASK_EMBED)
         return json_pack("{s:i,s:i}", "prompt_tokens", o->n_input_tokens, "total_tokens", o->n_input_tokens);
     int completion = o->n_choices > 1 ? o->n_completion_tokens : o->n_tokens; /* n choices: all of them */
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", o->n_input_tokens, "completion_tokens", completion,
-                     "total_tokens", o->n_input_tokens + completion);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", o->n_input_tokens, "completion_tokens", completion,
+                     "total_tokens", o->n_input_tokens + completion, "prompt_tokens_details", "cached_tokens",
+                     o->n_cached_tokens);
 }
 
 static json_t *timing_json(const colo_req_outcome *o)

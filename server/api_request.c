@@ -482,12 +482,20 @@ static colo_status f_mcp_servers(dec *d, const char *key, json_t *v)
                : bad(d, key, "MCP servers are not supported");
 }
 
+/* thinking: {"type": "enabled", "budget_tokens": N} or disabled. Accepted:
+ * a reasoning model (a DeepSeek-R1 distill) thinks as it was trained to,
+ * and another one does not; the budget cannot be honoured and is not. */
 static colo_status f_thinking(dec *d, const char *key, json_t *v)
 {
-    json_t *t = json_object_get(v, "type");
-    if (json_is_null(v) || (json_is_string(t) && !strcmp(json_string_value(t), "disabled")))
+    if (json_is_null(v))
         return COLO_OK;
-    return bad(d, key, "extended thinking is not supported");
+    json_t *t = json_object_get(v, "type"), *b = json_object_get(v, "budget_tokens");
+    if (!json_is_object(v) || !json_is_string(t) ||
+        (strcmp(json_string_value(t), "enabled") && strcmp(json_string_value(t), "disabled")))
+        return bad(d, key, "must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+    if (b && (!json_is_integer(b) || json_integer_value(b) < 1))
+        return bad(d, key, "budget_tokens must be a positive integer");
+    return COLO_OK;
 }
 
 /* One of names (NULL-ended), or refused naming them. */
@@ -961,6 +969,9 @@ static colo_status anthropic_content(dec *d, const char *key, json_t *c, const c
         if (!strcmp(key, "messages") &&
             (!strcmp(json_string_value(t), "tool_use") || !strcmp(json_string_value(t), "tool_result")))
             continue; /* read by anthropic_tool_blocks */
+        if (!strcmp(key, "messages") &&
+            (!strcmp(json_string_value(t), "thinking") || !strcmp(json_string_value(t), "redacted_thinking")))
+            continue; /* an earlier turn's reasoning: not part of the prompt, as in Anthropic's API */
         if (strcmp(json_string_value(t), "text")) {
             colo_set_err(d->err, d->errlen, "%s: content blocks of type '%.32s' are not supported (only text)", key,
                          json_string_value(t));

@@ -152,7 +152,9 @@ static void write_head(colo_http_req *r, struct evbuffer *out, int status, const
     evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, colo_http_reason(status));
     if (content_type)
         evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
-    if (content_length >= 0)
+    if (status == 204 || status == 304)
+        ; /* no body, and no Content-Length (RFC 9110, 8.6) */
+    else if (content_length >= 0)
         evbuffer_add_printf(out, "Content-Length: %lld\r\n", content_length);
     else if (r->chunked)
         evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");

@@ -31,6 +31,8 @@ struct colo_server {
     colo_metric *m_open, *m_accepted, *m_rejected, *m_evicted, *m_in_flight;
     colo_metric *m_ledger_rows, *m_ledger_requests, *m_ledger_retries; /* the ledger's queue */
     colo_metric *m_unsent, *m_unsent_peak;
+    char cors[COLO_CFG_MAX_CORS_ORIGINS][256]; /* server.cors_allow_origins */
+    int n_cors;
 };
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
@@ -87,9 +89,54 @@ static void h_metrics(colo_http_req *req, void *ud)
 
 /* ---- every request -------------------------------------------------------------------- */
 
+/* CORS (server.cors_allow_origins): whether origin may read answers. */
+static bool origin_allowed(const colo_server *s, const char *origin)
+{
+    for (int i = 0; origin && i < s->n_cors; i++)
+        if (!strcmp(s->cors[i], "*") || !strcasecmp(s->cors[i], origin))
+            return true;
+    return false;
+}
+
+/* A browser's request from an allowed origin gets the CORS headers; a
+ * preflight (OPTIONS with Access-Control-Request-Method) is answered here,
+ * without the API key, as browsers send it without credentials. True when
+ * the request was answered. */
+static bool cors(colo_server *s, colo_http_req *req)
+{
+    const char *origin = colo_http_req_header(req, "Origin");
+    bool preflight = !strcmp(colo_http_req_method(req), "OPTIONS") &&
+                     colo_http_req_header(req, "Access-Control-Request-Method");
+    if (!origin || !origin_allowed(s, origin)) {
+        if (preflight) {
+            colo_http_error(req, 403, "origin_not_allowed",
+                            "origin %.128s is not in server.cors_allow_origins", origin ? origin : "(none)");
+            return true;
+        }
+        return false;
+    }
+    colo_http_add_header(req, "Access-Control-Allow-Origin", origin);
+    colo_http_add_header(req, "Vary", "Origin");
+    if (!preflight) {
+        colo_http_add_header(req, "Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
+        return false;
+    }
+    const char *asked = colo_http_req_header(req, "Access-Control-Request-Headers");
+    colo_http_add_header(req, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    colo_http_add_header(req, "Access-Control-Allow-Headers",
+                         asked && strlen(asked) < 512 && !strpbrk(asked, "\r\n")
+                             ? asked
+                             : "Authorization, Content-Type, X-Api-Key, Anthropic-Version, X-Request-Id");
+    colo_http_add_header(req, "Access-Control-Max-Age", "600");
+    colo_http_respond(req, 204, NULL, NULL, 0);
+    return true;
+}
+
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
+    if (s->n_cors && cors(s, req))
+        return;
     /* Anthropic's Messages API answers errors in its own shape. */
     if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
         colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
@@ -223,6 +270,8 @@ colo_server *colo_server_create(const colo_config *cfg, char *err, size_t errlen
     const colo_server_cfg *sc = &cfg->server;
     s->shutdown_timeout_ms = sc->shutdown_timeout_ms;
     s->drain_delay_ms = sc->drain_delay_ms;
+    memcpy(s->cors, sc->cors_origins, sizeof s->cors);
+    s->n_cors = sc->n_cors_origins;
     s->router = colo_router_create();
     s->metrics = colo_metrics_create();
     if (!s->router || !s->metrics || register_metrics(s) != COLO_OK) {

@@ -231,6 +231,12 @@ static void test_api_key_env(void **state)
     assert_int_equal(parse("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1}\n", err, sizeof err),
                      COLO_OK);
     assert_null(colo_config_api_key(&cfg)); /* no api_key_env */
+    assert_int_equal(cfg.server.n_cors_origins, 0); /* no browser origins by default */
+    y = "server: {cors_allow_origins: [\"https://app.example\", \"http://localhost:3000\", \"*\"]}\n"
+        "models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 1}\n";
+    assert_int_equal(parse(y, err, sizeof err), COLO_OK);
+    assert_int_equal(cfg.server.n_cors_origins, 3);
+    assert_string_equal(cfg.server.cors_origins[1], "http://localhost:3000");
 }
 
 /* The message must start with the exact place and name the field. */
@@ -284,6 +290,9 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:2:70: models[0].priority:", "high");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, kv_cache: {dtype: q4}}\n",
                  "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32");
+    expect_error("server: {cors_allow_origins: [\"https://app.example/page\"]}\n",
+                 "t.yaml:1:31: server.cors_allow_origins:", "is not an origin");
+    expect_error("server: {cors_allow_origins: \"*\"}\n", "t.yaml:1:30: server.cors_allow_origins:", "expected a list of origins");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, prefix_cache: maybe}\n",
                  "t.yaml:2:74: models[0].prefix_cache:", "true or false");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, chat_template: vicuna}\n",

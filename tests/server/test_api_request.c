@@ -243,7 +243,7 @@ static void test_refusals(void **state)
         {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"tools\":[{\"name\":\"f\"}]}",
          "tools"},
         {COLO_API_MESSAGES, COLO_TASK_GENERATE,
-         "{\"model\":\"m\",\"max_tokens\":4," UM ",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}}",
+         "{\"model\":\"m\",\"max_tokens\":4," UM ",\"thinking\":{\"type\":\"deep\"}}",
          "thinking"},
         {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"n\":1}", "'n'"},
         {COLO_API_MESSAGES, COLO_TASK_EMBED, "{\"model\":\"m\",\"max_tokens\":4," UM "}", "model"},
@@ -347,6 +347,19 @@ static void test_anthropic_messages(void **state)
     assert_true(r->params.temperature == 0.5f);
     assert_int_equal(r->params.top_k, 40);
     assert_true(r->params.stream);
+    in_free(&in);
+    /* extended thinking asked for, and an earlier turn's thinking blocks:
+     * accepted; the reasoning is not part of the prompt */
+    assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"max_tokens\":7,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
+                         "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":["
+                         "{\"type\":\"thinking\",\"thinking\":\"A greeting.\",\"signature\":\"s\"},"
+                         "{\"type\":\"redacted_thinking\",\"data\":\"x\"},{\"type\":\"text\",\"text\":\"Hello\"}]},"
+                         "{\"role\":\"user\",\"content\":\"Why?\"}]}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_messages, 3);
+    assert_string_equal(in.r->in.messages[1].content, "Hello");
     in_free(&in);
     assert_int_equal(dec(COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", &in, err, sizeof err),

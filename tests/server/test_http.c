@@ -141,6 +141,8 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+static const char *g_cors; /* server.cors_allow_origins' one origin for the next start, or NULL */
+
 static fixture *start(bool with_key)
 {
     fixture *fx = calloc(1, sizeof *fx);
@@ -154,6 +156,10 @@ static fixture *start(bool with_key)
     sc->read_timeout_ms = READ_TIMEOUT_MS;
     sc->idle_timeout_ms = 5000;
     sc->shutdown_timeout_ms = 2000;
+    if (g_cors) {
+        snprintf(sc->cors_origins[0], sizeof sc->cors_origins[0], "%s", g_cors);
+        sc->n_cors_origins = 1;
+    }
     if (with_key) {
         snprintf(sc->api_key_env, sizeof sc->api_key_env, API_KEY_VAR);
         setenv(API_KEY_VAR, "k3y-sekret", 1);
@@ -852,6 +858,61 @@ static void test_connection_limit(void **state)
     assert_alive(fx->port);
 }
 
+/* Browsers: a preflight from an allowed origin is answered without the API
+ * key; answers to it carry Access-Control-Allow-Origin; another origin's
+ * preflight gets 403 and its answers no CORS headers. */
+static void test_cors(void **state)
+{
+    (void)state;
+    g_cors = "https://app.example";
+    fixture *fx = start(true);
+    g_cors = NULL;
+    response r;
+    request(fx->port,
+            "OPTIONS /v1/models/m/infer HTTP/1.1\r\nOrigin: https://app.example\r\n"
+            "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\n\r\n",
+            &r);
+    assert_int_equal(r.status, 204);
+    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "https://app.example");
+    assert_non_null(strstr(header(&r, "Access-Control-Allow-Methods"), "POST"));
+    assert_string_equal(header(&r, "Access-Control-Allow-Headers"), "authorization, content-type");
+    assert_null(header(&r, "Content-Length"));
+    request(fx->port,
+            "OPTIONS /v1/models/m/infer HTTP/1.1\r\nOrigin: https://evil.example\r\n"
+            "Access-Control-Request-Method: POST\r\n\r\n",
+            &r);
+    assert_int_equal(r.status, 403);
+    assert_error_body(&r, "origin_not_allowed");
+    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    /* the request itself still needs the key, and its answer says who may read it */
+    request(fx->port,
+            "POST /test/echo HTTP/1.1\r\nOrigin: https://app.example\r\nAuthorization: Bearer k3y-sekret\r\n"
+            "Content-Length: 2\r\n\r\nhi",
+            &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "https://app.example");
+    assert_string_equal(header(&r, "Vary"), "Origin");
+    request(fx->port, "POST /test/echo HTTP/1.1\r\nOrigin: https://app.example\r\nContent-Length: 2\r\n\r\nhi", &r);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(header(&r, "Access-Control-Allow-Origin"), "https://app.example"); /* so the page reads why */
+    request(fx->port,
+            "POST /test/echo HTTP/1.1\r\nOrigin: https://evil.example\r\nAuthorization: Bearer k3y-sekret\r\n"
+            "Content-Length: 2\r\n\r\nhi",
+            &r);
+    assert_int_equal(r.status, 200);
+    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    stop(fx);
+    /* without origins configured, OPTIONS is a method like another: 405 */
+    fx = start(false);
+    request(fx->port,
+            "OPTIONS /v1/models/m/infer HTTP/1.1\r\nOrigin: https://app.example\r\n"
+            "Access-Control-Request-Method: POST\r\n\r\n",
+            &r);
+    assert_int_equal(r.status, 405);
+    assert_null(header(&r, "Access-Control-Allow-Origin"));
+    stop(fx);
+}
+
 static void test_api_key(void **state)
 {
     (void)state;
@@ -931,6 +992,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sse_from_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_limit, setup, teardown),
         cmocka_unit_test(test_api_key),
+        cmocka_unit_test(test_cors),
         cmocka_unit_test(test_graceful_shutdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,8 +5,9 @@
  *   tagged with their index add up to the whole answer's choices, each
  *   choice with its finish chunk; /infer lists its choices;
  * - a repeated long prompt hits the prefix cache: the metrics count the
- *   hit tokens, /v1/models shows the same; a model with prefix_cache: false
- *   never hits and gives the same answer. */
+ *   hit tokens, /v1/models shows the same, and the answer's
+ *   usage.prompt_tokens_details.cached_tokens (streamed too); a model with
+ *   prefix_cache: false never hits and gives the same answer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,6 +294,23 @@ static void test_prefix_cache_counted(void **state)
     }
     json_decref(toks[0]);
     json_decref(toks[1]);
+    /* each answer's usage says how much of its prompt the cache held */
+    for (int mi = 0; mi < 2; mi++)
+        for (int k = 0; k < 2; k++) {
+            json_t *d = json_object_get(json_object_get(answers[mi][k], "usage"), "prompt_tokens_details");
+            assert_int_equal(json_integer_value(json_object_get(d, "cached_tokens")), mi == 0 && k == 1 ? want_hit : 0);
+        }
+    /* streamed, in the usage chunk too */
+    snprintf(body, sizeof body,
+             "{\"model\":\"m\",\"prompt\":\"%s\",\"max_tokens\":2,\"temperature\":0,\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true}}",
+             prompts[1]);
+    char *sse = post_raw("/v1/completions", body);
+    assert_non_null(sse);
+    const char *cached = strstr(sse, "\"cached_tokens\":");
+    assert_non_null(cached);
+    assert_true(atoi(cached + strlen("\"cached_tokens\":")) >= want_hit);
+    free(sse);
     for (int k = 0; k < 2; k++) { /* cache on or off: the same answers */
         json_t *a = json_array_get(json_object_get(answers[0][k], "choices"), 0);
         json_t *b = json_array_get(json_object_get(answers[1][k], "choices"), 0);
