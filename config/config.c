@@ -605,26 +605,52 @@ typedef struct model_ctx {
     model_marks *mk;
 } model_ctx;
 
+/* A model's name or alias into out (64 bytes): a string (JSON null or 5
+ * is no name) of letters, digits, '-', '_', '.', ':' and '/', as clients
+ * write model names (meta-llama/Llama-3.1-8B-Instruct, llama3:8b),
+ * starting with a letter or a digit: no ".", "-" or a name that reads as an
+ * option or a hidden file, and nothing that could break a log line, a
+ * metric's label or a path segment (a path route takes '/' as %2F). */
+static int get_model_name(parse_ctx *p, const yaml_node_t *v, const char *f, char *out)
+{
+    if (plain_non_string(v))
+        return fail(p, v, f, "expected a string, got %s", scalar(v));
+    if (get_str(p, v, f, out, 64))
+        return -1;
+    for (const char *c = out; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_' || *c == '.' || *c == ':' || *c == '/'))
+            return fail(p, v, f, "'%s': use letters, digits, '-', '_', '.', ':' and '/'", out);
+    char c0 = out[0];
+    if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || (c0 >= '0' && c0 <= '9')))
+        return fail(p, v, f, "'%s': a model name starts with a letter or a digit", out);
+    return 0;
+}
+
 static int model_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     (void)key;
     model_ctx *mc = obj;
-    colo_model_cfg *m = mc->m;
-    /* A name is a string (JSON null or 5 is no name), of letters, digits,
-     * '-', '_' and '.', starting with a letter or a digit: no ".", "..",
-     * "-" or a name that reads as an option or a hidden file. */
     mc->mk->has_name = true;
-    if (plain_non_string(v))
-        return fail(p, v, f, "expected a string, got %s", scalar(v));
-    if (get_str(p, v, f, m->name, sizeof m->name))
-        return -1;
-    for (const char *c = m->name; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
-              *c == '_' || *c == '.'))
-            return fail(p, v, f, "'%s': use letters, digits, '-', '_' and '.'", m->name);
-    char c0 = m->name[0];
-    if (!((c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || (c0 >= '0' && c0 <= '9')))
-        return fail(p, v, f, "'%s': a model name starts with a letter or a digit", m->name);
+    return get_model_name(p, v, f, mc->m->name);
+}
+
+/* aliases: other names of the model, e.g. [meta-llama/Llama-3.1-8B-Instruct, llama3:8b]. */
+static int model_aliases(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_model_cfg *m = ((model_ctx *)obj)->m;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail(p, v, f, "expected a list of names");
+    m->n_aliases = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(p->doc, *it);
+        if (m->n_aliases == COLO_CFG_MAX_ALIASES)
+            return fail(p, e, f, "at most %d aliases", COLO_CFG_MAX_ALIASES);
+        if (get_model_name(p, e, f, m->aliases[m->n_aliases]))
+            return -1;
+        m->n_aliases++;
+    }
     return 0;
 }
 
@@ -764,6 +790,7 @@ static const char *const priority_names[] = {"low", "normal", "high", NULL}; /* 
 
 static const key_spec model_keys[] = {
     KEY_FN("name", model_name),
+    KEY_FN("aliases", model_aliases),
     KEY_FN("kind", model_kind),
     KEY_FN("path", model_path),
     KEY_FN("source", model_source),
@@ -819,6 +846,10 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
         return fail(p, n, field, "give exactly one of path: or source: {pypi, file}");
     if (!mk->has_fraction)
         return fail(p, n, field, "memory_fraction: is required");
+    for (int i = 0; i < m->n_aliases; i++)
+        for (int j = -1; j < i; j++)
+            if (!strcmp(m->aliases[i], j < 0 ? m->name : m->aliases[j]))
+                return fail(p, n, field, "aliases: '%s' is the model's name or another alias already", m->aliases[i]);
     const colo_batching_cfg *b = &m->batching;
     if (b->n_preferred && b->preferred_batch_size[b->n_preferred - 1] > b->max_batch_size)
         return fail(p, n, field, "batching.preferred_batch_size %d is above max_batch_size %d",
@@ -844,8 +875,11 @@ static int model_item(parse_ctx *p, const yaml_node_t *mn, const char *field, vo
     if (each_key(p, mn, field, model_field, &mc) || model_check(p, mn, field, m, mk))
         return -1;
     for (int j = 0; j < index; j++)
-        if (!strcmp(c->models[j].name, m->name))
-            return fail(p, mn, field, "model name '%s' is already used at line %d", m->name, c->models[j].mark.line);
+        for (int a = -1; a < m->n_aliases; a++) {
+            const char *n = a < 0 ? m->name : m->aliases[a];
+            if (colo_model_cfg_named(&c->models[j], n))
+                return fail(p, mn, field, "model name '%s' is already used at line %d", n, c->models[j].mark.line);
+        }
     return 0;
 }
 

@@ -128,10 +128,13 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
         snprintf(msg, len, "model.share: only used with scheduler.policy: fair");
         return 400;
     }
-    colo_registry_model *old = colo_registry_find(ad->reg, mc->name);
+    colo_registry_model *old = NULL;
+    const char *taken = mc->name;
+    for (int a = -1; !old && a < mc->n_aliases; a++)
+        old = colo_registry_find(ad->reg, taken = a < 0 ? mc->name : mc->aliases[a]);
     if (old) {
         *code = "model_exists";
-        snprintf(msg, len, "a model named %s is already %s", mc->name,
+        snprintf(msg, len, "a model named %s is already %s", taken,
                  old->unloading ? "being unloaded: try again once it is gone"
                                 : colo_served_state_name(colo_served_get_state(old->m)));
         return 409;
@@ -242,6 +245,7 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     if (cond)                                                                                                   \
         o += (size_t)snprintf(what + o, o < len ? len - o : 0, "%s%s", o ? ", " : "", key);
     DIFF(strcmp(a->kind, b->kind), "kind");
+    DIFF(a->n_aliases != b->n_aliases || memcmp(a->aliases, b->aliases, sizeof a->aliases), "aliases");
     DIFF(strcmp(a->path, b->path), "path/source");
     DIFF(a->memory_fraction != b->memory_fraction, "memory_fraction");
     DIFF(a->memory_max_fraction != b->memory_max_fraction, "memory_max_fraction");

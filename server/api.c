@@ -455,11 +455,23 @@ static void h_models(colo_http_req *req, void *ud)
 {
     colo_api *a = ud;
     json_t *data = json_array();
-    for (colo_registry_model *e = NULL; data && (e = colo_registry_next(a->reg, e));)
-        if (json_array_append_new(data, colo_api_model_json(a, e))) {
+    for (colo_registry_model *e = NULL; data && (e = colo_registry_next(a->reg, e));) {
+        json_t *m = colo_api_model_json(a, e);
+        const colo_model_cfg *mc = colo_served_config(e->m);
+        bool ok = m && !json_array_append(data, m);
+        /* each alias is listed too, as the same model under that id */
+        for (int i = 0; ok && i < mc->n_aliases; i++) {
+            json_t *alias = json_deep_copy(m);
+            ok = alias && !json_object_set_new(alias, "id", json_string(mc->aliases[i])) &&
+                 !json_object_set_new(alias, "alias_of", json_string(e->name)) && !json_array_append(data, alias);
+            json_decref(alias);
+        }
+        json_decref(m);
+        if (!ok) {
             json_decref(data);
             data = NULL;
         }
+    }
     colo_http_respond_json(req, 200, data ? json_pack("{s:s,s:o}", "object", "list", "data", data) : NULL);
 }
 

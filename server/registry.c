@@ -92,7 +92,7 @@ colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cf
 colo_registry_model *colo_registry_find(colo_registry *r, const char *name)
 {
     for (int i = 0; name && i < r->n; i++)
-        if (r->models[i].m && !r->models[i].unloaded && !strcmp(r->models[i].name, name))
+        if (r->models[i].m && !r->models[i].unloaded && colo_model_cfg_named(colo_served_config(r->models[i].m), name))
             return &r->models[i];
     return NULL;
 }

@@ -67,7 +67,8 @@ colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cf
                                      int unit_count);
 
 /* ---- lookup and iteration (loop thread) ----------------------------------------------- */
-/* The listed (not unloaded) model named name, or NULL. Accepts name NULL. */
+/* The listed (not unloaded) model named name (its name or an alias), or
+ * NULL. Accepts name NULL. */
 colo_registry_model *colo_registry_find(colo_registry *r, const char *name);
 /* The listed model after prev in slot order (prev NULL: the first); NULL
  * after the last. */

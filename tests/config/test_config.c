@@ -290,6 +290,9 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:2:70: models[0].priority:", "high");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, kv_cache: {dtype: q4}}\n",
                  "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32");
+    expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.2, aliases: [x/y]}\n"
+                 "  - {name: b, kind: llama, path: /x, memory_fraction: 0.2, aliases: [x/y]}\n",
+                 "t.yaml:3:5: models[1]:", "model name 'x/y' is already used at line 2");
     expect_error("server: {cors_allow_origins: [\"https://app.example/page\"]}\n",
                  "t.yaml:1:31: server.cors_allow_origins:", "is not an origin");
     expect_error("server: {cors_allow_origins: \"*\"}\n", "t.yaml:1:30: server.cors_allow_origins:", "expected a list of origins");

@@ -101,7 +101,8 @@ static void test_errors(void **state)
     }
     colo_model_cfg m;
     char err[512] = "";
-    const char *good[] = {"5", "7b", "a..b", "x-1.2_q", "null-model", "nan"};
+    const char *good[] = {"5", "7b", "a..b", "x-1.2_q", "null-model", "nan", "meta-llama/Llama-3.1-8B-Instruct",
+                          "llama3:8b"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         char t[160];
         snprintf(t, sizeof t, "{\"name\":\"%s\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", good[i]);
@@ -123,6 +124,20 @@ static void test_errors(void **state)
            "model.pinned:", "expected true or false");
     expect("{\"name\":\"a b\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model.name:",
            "letters, digits");
+    /* aliases: names clients write, by the same rules, none taken twice */
+    assert_int_equal(parse("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,"
+                           "\"aliases\":[\"org/c:latest\",\"c2\"]}",
+                           &m, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(m.n_aliases, 2);
+    assert_string_equal(m.aliases[0], "org/c:latest");
+    assert_true(colo_model_cfg_named(&m, "c2") && colo_model_cfg_named(&m, "c") && !colo_model_cfg_named(&m, "d"));
+    expect("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"aliases\":[\"c\"]}", "model:",
+           "aliases: 'c' is the model's name or another alias");
+    expect("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"aliases\":[\"a\\nb\"]}",
+           "model.aliases:", "letters, digits");
+    expect("{\"name\":\"c\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"aliases\":[\"/c\"]}",
+           "model.aliases:", "starts with a letter or a digit");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"memory_fraction\":0.1}", "body:1:1: model:", "path:");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\"}", "body:1:1: model:", "memory_fraction: is required");
     expect("{\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1}", "model:", "name: is required");

@@ -20,6 +20,7 @@ static const char *two_models =
     "models:\n"
     "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.2, priority: high }\n"
     "  - name: b\n"
+    "    aliases: [acme/model-b:v1, b.latest]\n"
     "    kind: llama\n"
     "    path: m.gguf\n"
     "    memory_fraction: 0.2\n"
@@ -199,7 +200,13 @@ static void test_models(void **state)
     json_t *l = get_json(f, "/v1/models");
     assert_string_equal(jstr(l, "object"), "list");
     json_t *data = json_object_get(l, "data");
-    assert_int_equal(json_array_size(data), 3);
+    assert_int_equal(json_array_size(data), 5); /* a, b, b's two aliases, c */
+    static const char *const aliases[2] = {"acme/model-b:v1", "b.latest"};
+    for (int i = 0; i < 2; i++) {
+        json_t *al = json_array_get(data, (size_t)(2 + i));
+        assert_string_equal(jstr(al, "id"), aliases[i]);
+        assert_string_equal(jstr(al, "alias_of"), "b");
+    }
     const char *names[2] = {"a", "b"}, *prio[2] = {"high", "low"};
     for (int i = 0; i < 2; i++) {
         json_t *m = json_array_get(data, i);
@@ -227,6 +234,20 @@ static void test_models(void **state)
 
     json_t *m = get_json(f, "/v1/models/b");
     assert_string_equal(jstr(m, "id"), "b");
+    json_decref(m);
+    /* a name clients write, in the body and URL-encoded in a path */
+    m = get_json(f, "/v1/models/acme%2Fmodel-b%3Av1");
+    assert_string_equal(jstr(m, "id"), "b");
+    json_decref(m);
+    m = post_json(f, "/v1/chat/completions",
+                  "{\"model\":\"acme/model-b:v1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                  "\"max_tokens\":2}",
+                  200);
+    assert_non_null(json_object_get(m, "choices"));
+    json_decref(m);
+    m = post_json(f, "/v1/models/b.latest/infer", "{\"prompt\":\"x\",\"max_tokens\":1}", 200);
+    json_decref(m);
+    m = get_json(f, "/v1/models/b");
     assert_int_equal(json_integer_value(json_object_get(m, "max_seq_len")), 256);
     assert_int_equal(json_integer_value(json_object_get(m, "n_vocab")), 512);
     json_decref(m);
