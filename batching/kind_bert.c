@@ -148,12 +148,36 @@ static colo_status tokenize(void *inst, colo_request *r, char *err, size_t errle
     }
     int total = 0;
     for (int i = 0; i < n; i++) {
-        const char *t = r->in.texts[i];
-        size_t tl = r->in.text_lens ? r->in.text_lens[i] : strlen(t);
-        int n_full; /* as colo_bert_tokenize does, with the kind's own tokenizer (also while asleep) */
-        if (colo_wordpiece_encode(k->wp, t, tl, true, ids + total, L, &lens[i], &n_full) != COLO_OK) {
-            colo_set_err(err, errlen, "inputs[%d]: could not be tokenized", i);
-            return COLO_EINVAL;
+        int n_full;
+        if (r->in.token_inputs) { /* [CLS] ids [SEP], cut as a text's would be */
+            int given = r->in.token_lens[i], keep = given < L - 2 ? given : L - 2;
+            ids[total] = colo_wordpiece_cls(k->wp);
+            for (int t = 0; t < keep; t++) {
+                int32_t id = r->in.token_inputs[i][t];
+                if (id < 0 || id >= k->hp.n_vocab) {
+                    colo_set_err(err, errlen, "input[%d]: token %d is not in the vocabulary (%d tokens)", i, id,
+                                 k->hp.n_vocab);
+                    return COLO_EINVAL;
+                }
+                ids[total + 1 + t] = id;
+            }
+            ids[total + 1 + keep] = colo_wordpiece_sep(k->wp);
+            lens[i] = keep + 2;
+            n_full = given + 2;
+        } else { /* as colo_bert_tokenize does, with the kind's own tokenizer (also while asleep) */
+            const char *t = r->in.texts[i];
+            size_t tl = r->in.text_lens ? r->in.text_lens[i] : strlen(t);
+            if (colo_wordpiece_encode(k->wp, t, tl, true, ids + total, L, &lens[i], &n_full) != COLO_OK) {
+                colo_set_err(err, errlen, "inputs[%d]: could not be tokenized", i);
+                return COLO_EINVAL;
+            }
+        }
+        if (n_full > lens[i] && !r->params.truncate) {
+            colo_set_err(err, errlen,
+                         "input[%d]: %d tokens; the model's window holds %d (with its [CLS] and [SEP]); "
+                         "\"truncate\": true cuts an input to it",
+                         i, n_full, L);
+            return COLO_ETOOLONG;
         }
         total += lens[i];
     }

@@ -115,6 +115,7 @@ typedef struct colo_req_params {
     colo_tool_choice tool_choice;
     const char *tool_name;   /* COLO_TOOLS_NAMED: which */
     bool stream;         /* the front end wants on_token calls */
+    bool truncate;       /* embeddings: an input past the model's window is cut (else refused) */
     int n;               /* choices, 1..COLO_REQ_MAX_CHOICES (0 = 1): one prompt, n sequences forked from it */
 } colo_req_params;
 
@@ -127,6 +128,10 @@ typedef struct colo_req_input {
     const char *const *texts;          /* embeddings: n_texts inputs */
     const size_t *text_lens;
     int n_texts;
+    /* embeddings given as token ids (n_texts inputs, no special tokens;
+     * texts NULL): the kind adds its own, as it does to a text's */
+    const int32_t *const *token_inputs;
+    const int *token_lens;
 } colo_req_input;
 
 /* Tokens, filled by the model's kind before the request is queued. */

@@ -447,7 +447,9 @@ static size_t input_bytes(const colo_request *r)
     if (r->task == COLO_TASK_EMBED) {
         size_t n = 0;
         for (int i = 0; i < r->in.n_texts; i++)
-            n += r->in.text_lens ? r->in.text_lens[i] : strlen(r->in.texts[i]);
+            n += r->in.token_inputs ? (size_t)r->in.token_lens[i] * 4
+                 : r->in.text_lens   ? r->in.text_lens[i]
+                                     : strlen(r->in.texts[i]);
         return n;
     }
     if (!r->in.messages)

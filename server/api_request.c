@@ -576,6 +576,11 @@ static colo_status f_encoding_format(dec *d, const char *key, json_t *v)
     return COLO_OK;
 }
 
+static colo_status f_truncate(dec *d, const char *key, json_t *v)
+{
+    return get_bool(d, key, v, &d->in->r->params.truncate);
+}
+
 static colo_status f_dimensions(dec *d, const char *key, json_t *v)
 {
     (void)v;
@@ -697,6 +702,7 @@ static const field embeddings_fields[] = {
     {"user", f_skip, false},
     {"encoding_format", f_encoding_format, true},
     {"dimensions", f_dimensions, true},
+    {"truncate", f_truncate, true},
     {"priority", f_priority, false},
     {NULL, NULL, false},
 };
@@ -909,10 +915,68 @@ static colo_status decode_messages(dec *d)
     return COLO_OK;
 }
 
+/* One input's token ids (an array of integers). */
+static colo_status token_input(dec *d, const char *key, json_t *a, size_t i, const int32_t **out, int *n)
+{
+    size_t len = json_array_size(a);
+    if (len == 0 || len > (size_t)d->lim->max_seq_len * 4 + 64) {
+        colo_set_err(d->err, d->errlen, "%s[%zu]: %zu token ids (1 to %d)", key, i, len, d->lim->max_seq_len * 4 + 64);
+        return COLO_EINVAL;
+    }
+    int32_t *ids = colo_pool_alloc(d->in->r->pool, len * sizeof *ids);
+    if (!ids)
+        return bad(d, key, "out of memory");
+    for (size_t k = 0; k < len; k++) {
+        json_t *t = json_array_get(a, k);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= d->lim->n_vocab) {
+            colo_set_err(d->err, d->errlen, "%s[%zu][%zu]: not a token id of this model (0 to %d)", key, i, k,
+                         d->lim->n_vocab - 1);
+            return COLO_EINVAL;
+        }
+        ids[k] = (int32_t)json_integer_value(t);
+    }
+    *out = ids;
+    *n = (int)len;
+    return COLO_OK;
+}
+
+/* input as token ids, OpenAI's two forms: [1, 2, 3] (one input) or
+ * [[1, 2], [3]]. */
+static colo_status decode_token_inputs(dec *d, const char *key)
+{
+    colo_request *r = d->in->r;
+    json_t *v = d->input;
+    bool one = json_is_integer(json_array_get(v, 0));
+    size_t n = one ? 1 : json_array_size(v);
+    if ((int)n > d->lim->max_inputs) {
+        colo_set_err(d->err, d->errlen, "%s: %zu inputs; at most %d per request", key, n, d->lim->max_inputs);
+        return COLO_EINVAL;
+    }
+    const int32_t **ids = colo_pool_calloc(r->pool, n, sizeof *ids);
+    int *lens = colo_pool_calloc(r->pool, n, sizeof *lens);
+    if (!ids || !lens)
+        return bad(d, key, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = one ? v : json_array_get(v, i);
+        if (!json_is_array(a))
+            return bad(d, key, "must be a string, an array of strings, an array of token ids or an array of them");
+        colo_status st = token_input(d, key, a, i, &ids[i], &lens[i]);
+        if (st != COLO_OK)
+            return st;
+    }
+    r->in.token_inputs = ids;
+    r->in.token_lens = lens;
+    r->in.n_texts = (int)n;
+    return COLO_OK;
+}
+
 static colo_status decode_inputs(dec *d, const char *key)
 {
     colo_request *r = d->in->r;
     json_t *v = d->input;
+    json_t *first = json_array_get(v, 0);
+    if (d->rules->openai && (json_is_integer(first) || json_is_array(first)))
+        return decode_token_inputs(d, key);
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_array(v) && !json_is_string(v))
         return bad(d, key, "must be a string or an array of strings");
@@ -930,8 +994,7 @@ static colo_status decode_inputs(dec *d, const char *key)
         json_t *s = json_is_array(v) ? json_array_get(v, i) : v;
         if (!plain_string(s))
             return bad(d, key, json_is_string(s) ? "inputs must not contain NUL characters"
-                                                 : "must be a string or an array of strings (token arrays are "
-                                                   "not supported)");
+                                                 : "must be a string or an array of strings");
         if (d->lim->max_prompt_bytes && json_string_length(s) > d->lim->max_prompt_bytes)
             return bad(d, key, "an input is too long");
         if (!(texts[i] = colo_pool_strndup(r->pool, json_string_value(s), json_string_length(s))))
@@ -1239,6 +1302,8 @@ static colo_status decode_gen(dec *d, json_t *body)
 static colo_status decode_embed(dec *d, json_t *body)
 {
     const char *input_key = d->rules->openai ? "input" : "inputs";
+    /* OpenAI refuses an input past the window unless asked to cut it; /infer cuts */
+    d->in->r->params.truncate = !d->rules->openai;
     colo_status st = read_fields(d, body, d->fields, d->rules->hint);
     if (st != COLO_OK)
         return st;

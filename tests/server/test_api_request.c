@@ -213,7 +213,7 @@ static void test_refusals(void **state)
          "model"},
         {COLO_API_EMBEDDINGS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"input\":\"x\"}", "model"},
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\"}", "input"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[1,2,3]}", "input"},
+        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[1,\"x\"]]}", "input"},
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"dimensions\":8}", "dimensions"},
         {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
          "encoding_format"},
@@ -487,6 +487,29 @@ static void test_openai_lenient(void **state)
             fail_msg("%s: got '%s', want '%s'", body, err, formats[i].want);
         in_free(&in);
     }
+    /* embeddings: token ids, one input or several; truncate asked for */
+    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[5,6,7]}", &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_texts, 1);
+    assert_int_equal(in.r->in.token_lens[0], 3);
+    assert_int_equal(in.r->in.token_inputs[0][2], 7);
+    assert_false(in.r->params.truncate);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[6,7]],\"truncate\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_int_equal(in.r->in.n_texts, 2);
+    assert_int_equal(in.r->in.token_lens[1], 2);
+    assert_true(in.r->params.truncate);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[99999999]]}", &in, err,
+                         sizeof err),
+                     COLO_EINVAL);
+    assert_non_null(strstr(err, "input[1][0]: not a token id"));
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[\"a\"]}", &in, err, sizeof err), COLO_OK);
+    assert_true(in.r->params.truncate); /* /infer cuts, as it always has */
+    in_free(&in);
     /* the native route stays strict */
     assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"reasoning_effort\":\"low\"}", &in,
                          err, sizeof err),
