@@ -320,7 +320,61 @@ def main():
         expect(f in ("stop", "length", "tool_calls"), f"after the result: {f}")
         return "; ".join(got) + f"; then {t[:40]!r}"
 
+    def responses():
+        """The Responses API: whole, streamed and through the stream helper, the same greedy text."""
+        kw = dict(model=args.model, input="What is the capital of France?", instructions="Answer in one sentence.",
+                  max_output_tokens=24, temperature=0)
+        r = client.responses.create(**kw)
+        expect(r.object == "response" and r.status in ("completed", "incomplete"), f"status {r.status}")
+        text = r.output_text
+        expect(text and r.usage.input_tokens > 0 and 0 < r.usage.output_tokens <= 24, f"{text!r} {r.usage}")
+        expect(r.usage.input_tokens_details.cached_tokens >= 0, f"usage {r.usage}")
+        pieces, done, kinds = [], None, []
+        for ev in client.responses.create(stream=True, **kw):
+            kinds.append(ev.type)
+            if ev.type == "response.output_text.delta":
+                pieces.append(ev.delta)
+            elif ev.type in ("response.completed", "response.incomplete"):
+                done = ev.response
+        expect(kinds[:2] == ["response.created", "response.in_progress"], f"events {kinds[:4]}")
+        expect("".join(pieces) == text, f"streamed {''.join(pieces)!r} != whole {text!r}")
+        expect(done is not None and done.output_text == text, "the last event's response differs")
+        if r.status == "completed":  # (the SDK's helper wants response.completed; a cut answer ends incomplete)
+            with client.responses.stream(**kw) as s:
+                for _ in s:
+                    pass
+                final = s.get_final_response()
+            expect(final.output_text == text, f"stream helper {final.output_text!r}")
+        schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                  "required": ["city"], "additionalProperties": False}
+        j = client.responses.create(model=args.model, input="Name the capital of France as JSON.", temperature=0,
+                                    max_output_tokens=60, text={"format": {"type": "json_schema", "name": "city",
+                                                                           "schema": schema, "strict": True}})
+        if j.status == "completed":
+            expect(set(json.loads(j.output_text)) == {"city"}, f"json_schema {j.output_text!r}")
+        try:
+            client.responses.create(model=args.model, input="x", previous_response_id="resp_1")
+            raise AssertionError("previous_response_id was accepted")
+        except openai.BadRequestError as e:
+            expect(e.param == "previous_response_id", f"param {e.param}")
+        tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city.",
+                  "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                                 "required": ["city"], "additionalProperties": False}, "strict": True}]
+        ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+        c = client.responses.create(model=args.model, input=ask, tools=tools, temperature=0, max_output_tokens=300,
+                                    tool_choice={"type": "function", "name": "get_weather"})
+        calls = [o for o in c.output if o.type == "function_call"]
+        expect(len(calls) == 1 and calls[0].name == "get_weather", f"output {c.output}")
+        expect(set(json.loads(calls[0].arguments)) == {"city"}, f"arguments {calls[0].arguments}")
+        back = ask + [{"type": "function_call", "call_id": calls[0].call_id, "name": "get_weather",
+                       "arguments": calls[0].arguments},
+                      {"type": "function_call_output", "call_id": calls[0].call_id, "output": "18 degrees and sunny"}]
+        after = client.responses.create(model=args.model, input=back, tools=tools, temperature=0, max_output_tokens=16)
+        expect(after.status in ("completed", "incomplete"), f"after the result: {after.status}")
+        return f"{text!r}, {len(pieces)} deltas, a call {calls[0].arguments}, then {after.output_text[:30]!r}"
+
     check("models.list / models.retrieve", models)
+    check("responses.create / stream", responses)
     check("chat.completions.create", chat)
     check("chat.completions.create stream=True", chat_stream)
     check("completions.create", completion)

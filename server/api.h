@@ -6,6 +6,8 @@
  *   POST /v1/completions           OpenAI-compatible (SSE with "stream": true)
  *   POST /v1/chat/completions      OpenAI-compatible (SSE with "stream": true)
  *   POST /v1/embeddings            OpenAI-compatible (float or base64)
+ *   POST /v1/responses             OpenAI's Responses API (named SSE events with "stream": true)
+ *   POST /v1/messages              Anthropic's Messages API (and /v1/messages/count_tokens)
  *
  * Requests are decoded on the loop thread (server/api_request.h), queued on
  * the model (batching/served.h) and answered from its executor through

@@ -248,6 +248,11 @@ static const api_dialect dialects[] = {
                            .id_prefix = "cmpl-", .errors = COLO_HTTP_ERRORS_OPENAI, .now = colo_api_tokenize_now},
     [COLO_API_DETOKENIZE] = {"POST", "/v1/models/{name}/detokenize", COLO_API_DETOKENIZE, .model_in_path = true,
                              .id_prefix = "cmpl-", .errors = COLO_HTTP_ERRORS_OPENAI, .now = colo_api_detokenize_now},
+    /* named events, no [DONE]: response.completed ends it */
+    [COLO_API_RESPONSES] = {"POST", "/v1/responses", COLO_API_RESPONSES, .id_prefix = "resp_",
+                            .errors = COLO_HTTP_ERRORS_OPENAI, .whole = colo_api_responses_json,
+                            .open = colo_api_responses_open, .piece = colo_api_responses_piece,
+                            .close = colo_api_responses_close, .fail = colo_api_responses_fail},
 };
 
 const api_dialect *colo_api_dialect(colo_api_endpoint ep)

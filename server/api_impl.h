@@ -140,6 +140,7 @@ struct api_call {
     bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
+    int seq_no;        /* the Responses API's next event's sequence_number */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
     bool aborted;
     bool cut;          /* the server's shutdown deadline ended it */
@@ -199,6 +200,13 @@ const char *colo_api_outcome_error(const api_call *c);
 json_t *colo_api_count_tokens_now(api_call *c, colo_status *st, char *err, size_t errlen);
 json_t *colo_api_tokenize_now(api_call *c, colo_status *st, char *err, size_t errlen);
 json_t *colo_api_detokenize_now(api_call *c, colo_status *st, char *err, size_t errlen);
+
+/* ---- api_responses.c: OpenAI's Responses API ------------------------------------- */
+json_t *colo_api_responses_json(const api_call *c);
+void colo_api_responses_open(api_call *c);
+void colo_api_responses_piece(api_call *c, const api_piece *p);
+void colo_api_responses_close(api_call *c, bool held);
+void colo_api_responses_fail(api_call *c);
 
 /* ---- api_anthropic.c ------------------------------------------------------------ */
 json_t *colo_api_anthropic_json(const api_call *c);

@@ -56,6 +56,7 @@ typedef struct dec {
     char *err;
     size_t errlen;
     json_t *prompt, *messages, *input, *system, *tokens;
+    json_t *chat; /* the Responses API: the chat body it is read as */
     bool max_tokens_set;
     int top_logprobs;  /* chat: top_logprobs (-1: not given) */
     bool logprobs_off; /* chat: logprobs: false */
@@ -754,10 +755,178 @@ static colo_status read_fields(dec *d, json_t *body, const field *const *tables,
 /* ---- what each endpoint reads -------------------------------------------------------- */
 
 static colo_status decode_gen(dec *d, json_t *body);
+static colo_status decode_responses(dec *d, json_t *body);
 static colo_status decode_embed(dec *d, json_t *body);
 static colo_status decode_anthropic(dec *d, json_t *body);
 static colo_status decode_tokenize(dec *d, json_t *body);
 static colo_status decode_detokenize(dec *d, json_t *body);
+
+/* ---- OpenAI's Responses API ------------------------------------------------------- */
+
+/* A Responses body is read as the chat completion it asks for: its fields
+ * are turned into chat's (input items into messages, text.format into
+ * response_format, flat tools into chat's), and the chat decoder checks
+ * them; a message names the Responses field. */
+static colo_status r_set(dec *d, const char *key, json_t *v)
+{
+    return json_object_set(d->chat, key, v) ? bad(d, key, "out of memory") : COLO_OK;
+}
+
+static colo_status r_copy(dec *d, const char *key, json_t *v) { return r_set(d, key, v); }
+
+static colo_status r_input(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    d->input = v;
+    return COLO_OK;
+}
+
+static colo_status r_instructions(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_null(v) && !json_is_string(v))
+        return bad(d, key, "must be a string");
+    d->system = v;
+    return COLO_OK;
+}
+
+static colo_status r_max_output_tokens(dec *d, const char *key, json_t *v)
+{
+    (void)key;
+    return r_set(d, "max_completion_tokens", v);
+}
+
+/* text: {"format": {"type": "text" | "json_object" | "json_schema", "name",
+ * "schema", "strict"}} -> response_format. */
+static colo_status r_text(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_object(v))
+        return bad(d, key, "must be {\"format\": {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}}");
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) if (strcmp(k, "format") && strcmp(k, "verbosity"))
+    {
+        colo_set_err(d->err, d->errlen, "text.%.32s: not a field of text (format, verbosity)", k);
+        return COLO_EINVAL;
+    }
+    json_t *f = json_object_get(v, "format"), *t = json_object_get(f, "type");
+    if (!f || json_is_null(f))
+        return COLO_OK;
+    if (!json_is_object(f) || !json_is_string(t))
+        return bad(d, "text.format", "must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+    json_t *rf;
+    if (!strcmp(json_string_value(t), "json_schema")) {
+        json_t *inner = json_deep_copy(f);
+        if (!inner)
+            return bad(d, key, "out of memory");
+        json_object_del(inner, "type");
+        rf = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", inner);
+    } else {
+        rf = json_deep_copy(f);
+    }
+    if (!rf || json_object_set_new(d->chat, "response_format", rf))
+        return bad(d, key, "out of memory");
+    return COLO_OK;
+}
+
+/* tools: [{"type": "function", "name", "description", "parameters", "strict"}]
+ * -> chat's [{"type": "function", "function": {...}}]. */
+static colo_status r_tools(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_array(v))
+        return bad(d, key, "must be an array of {\"type\": \"function\", \"name\", \"parameters\"}");
+    json_t *tools = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(v, i, t) {
+        json_t *type = json_object_get(t, "type");
+        if (!json_is_object(t) || !json_is_string(type) || strcmp(json_string_value(type), "function")) {
+            json_decref(tools);
+            colo_set_err(d->err, d->errlen, "tools[%zu]: only function tools are supported (no built-in tools)", i);
+            return COLO_EINVAL;
+        }
+        json_t *fn = json_deep_copy(t);
+        if (fn)
+            json_object_del(fn, "type");
+        if (!fn || json_array_append_new(tools, json_pack("{s:s,s:o}", "type", "function", "function", fn))) {
+            json_decref(tools);
+            return bad(d, key, "out of memory");
+        }
+    }
+    if (json_object_set_new(d->chat, "tools", tools))
+        return bad(d, key, "out of memory");
+    return COLO_OK;
+}
+
+/* tool_choice: "auto" | "none" | "required" | {"type": "function", "name"}. */
+static colo_status r_tool_choice(dec *d, const char *key, json_t *v)
+{
+    json_t *name = json_object_get(v, "name");
+    if (json_is_object(v) && json_is_string(name))
+        return json_object_set_new(d->chat, key, json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name))
+                   ? bad(d, key, "out of memory")
+                   : COLO_OK;
+    return r_set(d, key, v);
+}
+
+static colo_status r_false_only(dec *d, const char *key, json_t *v)
+{
+    if (json_is_false(v))
+        return COLO_OK;
+    if (!strcmp(key, "store"))
+        return bad(d, key, "colo keeps no responses: only false is supported (and previous_response_id is refused)");
+    return bad(d, key, "only false is supported");
+}
+
+static colo_status r_previous(dec *d, const char *key, json_t *v)
+{
+    (void)v;
+    return bad(d, key, "colo keeps no responses: send the conversation's items in input");
+}
+
+/* reasoning: {"effort", "summary"}: the models colo serves take no budget. */
+static colo_status r_reasoning(dec *d, const char *key, json_t *v)
+{
+    return json_is_object(v) ? COLO_OK : bad(d, key, "must be an object");
+}
+
+static colo_status r_truncation(dec *d, const char *key, json_t *v)
+{
+    static const char *const names[] = {"disabled", "auto", NULL};
+    return one_of(d, key, v, names);
+}
+
+static colo_status r_include(dec *d, const char *key, json_t *v)
+{
+    return json_is_array(v) ? COLO_OK : bad(d, key, "must be an array");
+}
+
+static const field responses_fields[] = {
+    {"model", f_skip, false},
+    {"input", r_input, false},
+    {"instructions", r_instructions, true},
+    {"max_output_tokens", r_max_output_tokens, true},
+    {"temperature", r_copy, true},
+    {"top_p", r_copy, true},
+    {"stream", r_copy, true},
+    {"text", r_text, true},
+    {"tools", r_tools, true},
+    {"tool_choice", r_tool_choice, true},
+    {"parallel_tool_calls", f_skip, true},
+    {"store", r_false_only, true},
+    {"background", r_false_only, true},
+    {"previous_response_id", r_previous, true},
+    {"reasoning", r_reasoning, true},
+    {"truncation", r_truncation, true},
+    {"include", r_include, true},
+    {"metadata", f_skip, false},
+    {"user", f_skip, false},
+    {"service_tier", f_skip, false},
+    {"prompt_cache_key", f_skip, false},
+    {"safety_identifier", f_skip, false},
+    {"max_tool_calls", f_skip, true},
+    {"priority", r_copy, false},
+    {NULL, NULL, false},
+};
 
 #define TABLES(...) (const field *const[]){__VA_ARGS__, NULL}
 
@@ -777,6 +946,7 @@ static const body_rules rules[] = {
     [COLO_API_TOKENIZE] = {TABLES(tokenize_fields), decode_tokenize, TABLES(tokenize_fields), decode_tokenize,
                            " (give prompt or messages)"},
     [COLO_API_DETOKENIZE] = {TABLES(detokenize_fields), decode_detokenize, NULL, NULL, " (give tokens)"},
+    [COLO_API_RESPONSES] = {TABLES(responses_fields), decode_responses, NULL, NULL, "", .openai = true},
 };
 
 /* ---- prompts ------------------------------------------------------------------ */
@@ -1310,6 +1480,144 @@ static colo_status decode_embed(dec *d, json_t *body)
     if (!d->input)
         return bad(d, input_key, "required");
     return decode_inputs(d, input_key);
+}
+
+/* One input item's text: a string, or parts {"type": "input_text" |
+ * "output_text", "text"}. */
+static json_t *item_text(dec *d, json_t *c, size_t i)
+{
+    if (json_is_string(c))
+        return json_incref(c);
+    if (!json_is_array(c)) {
+        colo_set_err(d->err, d->errlen, "input[%zu].content: must be a string or an array of text parts", i);
+        return NULL;
+    }
+    json_t *parts = json_array();
+    size_t k;
+    json_t *p;
+    json_array_foreach(c, k, p) {
+        json_t *t = json_object_get(p, "type"), *x = json_object_get(p, "text");
+        const char *ty = json_string_value(t);
+        if (!ty || (strcmp(ty, "input_text") && strcmp(ty, "output_text") && strcmp(ty, "text")) || !json_is_string(x)) {
+            json_decref(parts);
+            colo_set_err(d->err, d->errlen, "input[%zu].content[%zu]: only text parts are supported (%.32s)", i, k,
+                         ty ? ty : "no type");
+            return NULL;
+        }
+        json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", x));
+    }
+    return parts;
+}
+
+/* input (a string, or items) and instructions -> chat's messages. */
+static colo_status responses_messages(dec *d)
+{
+    json_t *msgs = json_array(), *calls = NULL; /* calls: the assistant message function_call items join */
+    if (!msgs || json_object_set_new(d->chat, "messages", msgs))
+        return bad(d, "input", "out of memory");
+    if (json_is_string(d->system) &&
+        json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", d->system)))
+        return bad(d, "input", "out of memory");
+    if (json_is_string(d->input))
+        return json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", d->input))
+                   ? bad(d, "input", "out of memory")
+                   : COLO_OK;
+    if (!json_is_array(d->input))
+        return bad(d, "input", d->input ? "must be a string or an array of items" : "required");
+    size_t i;
+    json_t *it;
+    json_array_foreach(d->input, i, it) {
+        const char *type = json_string_value(json_object_get(it, "type"));
+        json_t *role = json_object_get(it, "role");
+        if (!json_is_object(it)) {
+            colo_set_err(d->err, d->errlen, "input[%zu]: must be an item object", i);
+            return COLO_EINVAL;
+        }
+        if (!type || !strcmp(type, "message")) {
+            json_t *text = item_text(d, json_object_get(it, "content"), i);
+            if (!text)
+                return COLO_EINVAL;
+            if (!json_is_string(role)) {
+                json_decref(text);
+                colo_set_err(d->err, d->errlen, "input[%zu]: a message needs a role", i);
+                return COLO_EINVAL;
+            }
+            calls = NULL;
+            if (json_array_append_new(msgs, json_pack("{s:O,s:o}", "role", role, "content", text)))
+                return bad(d, "input", "out of memory");
+        } else if (!strcmp(type, "function_call")) {
+            json_t *id = json_object_get(it, "call_id"), *name = json_object_get(it, "name"),
+                   *args = json_object_get(it, "arguments");
+            if (!json_is_string(id) || !json_is_string(name) || !json_is_string(args)) {
+                colo_set_err(d->err, d->errlen, "input[%zu]: a function_call needs call_id, name and arguments", i);
+                return COLO_EINVAL;
+            }
+            if (!calls) { /* consecutive calls are one assistant turn */
+                calls = json_array();
+                if (!calls || json_array_append_new(msgs, json_pack("{s:s,s:n,s:o}", "role", "assistant", "content",
+                                                                    "tool_calls", calls)))
+                    return bad(d, "input", "out of memory");
+            }
+            if (json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id", id, "type", "function",
+                                                       "function", "name", name, "arguments", args)))
+                return bad(d, "input", "out of memory");
+        } else if (!strcmp(type, "function_call_output")) {
+            json_t *id = json_object_get(it, "call_id"), *out = json_object_get(it, "output");
+            if (!json_is_string(id) || !json_is_string(out)) {
+                colo_set_err(d->err, d->errlen, "input[%zu]: a function_call_output needs call_id and output", i);
+                return COLO_EINVAL;
+            }
+            calls = NULL;
+            if (json_array_append_new(msgs, json_pack("{s:s,s:O,s:O}", "role", "tool", "tool_call_id", id, "content",
+                                                      out)))
+                return bad(d, "input", "out of memory");
+        } else if (!strcmp(type, "reasoning")) {
+            continue; /* an earlier turn's reasoning: not part of the prompt */
+        } else {
+            colo_set_err(d->err, d->errlen, "input[%zu]: items of type '%.32s' are not supported", i, type);
+            return COLO_EINVAL;
+        }
+    }
+    return COLO_OK;
+}
+
+/* The chat field a message names, in the Responses API's words. */
+static void responses_words(dec *d)
+{
+    static const char *const words[][2] = {{"max_completion_tokens", "max_output_tokens"},
+                                           {"response_format.json_schema", "text.format"},
+                                           {"response_format", "text.format"},
+                                           {"messages", "input"}};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        size_t n = strlen(words[i][0]);
+        if (strncmp(d->err, words[i][0], n))
+            continue;
+        char rest[512];
+        snprintf(rest, sizeof rest, "%s", d->err + n);
+        snprintf(d->err, d->errlen, "%s%s", words[i][1], rest);
+        return;
+    }
+}
+
+static colo_status decode_responses(dec *d, json_t *body)
+{
+    if (!(d->chat = json_object()))
+        return bad(d, "body", "out of memory");
+    colo_status st = read_fields(d, body, d->fields, d->rules->hint);
+    if (st == COLO_OK)
+        st = responses_messages(d);
+    if (st == COLO_OK) {
+        dec c = *d;
+        c.rules = &rules[COLO_API_CHAT];
+        c.fields = rules[COLO_API_CHAT].gen;
+        c.prompt = c.messages = c.input = c.system = NULL;
+        st = decode_gen(&c, d->chat);
+        if (st != COLO_OK)
+            responses_words(d);
+    }
+    json_decref(d->chat);
+    d->chat = NULL;
+    return st;
 }
 
 colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,

@@ -32,7 +32,9 @@ typedef enum colo_api_endpoint {
     COLO_API_COUNT_TOKENS = 5, /* POST /v1/messages/count_tokens */
     COLO_API_TOKENIZE = 6,    /* POST /v1/models/{name}/tokenize */
     COLO_API_DETOKENIZE = 7,  /* POST /v1/models/{name}/detokenize */
+    COLO_API_RESPONSES = 8,   /* POST /v1/responses (OpenAI's Responses API) */
 } colo_api_endpoint;
+#define COLO_API_N_ENDPOINTS 9
 
 /* Limits a request is checked against (from the model). */
 typedef struct colo_api_limits {

@@ -33,6 +33,15 @@ static void check(colo_api_endpoint ep, colo_task task, const colo_api_limits *l
                 abort();
         return;
     }
+    if (task == COLO_TASK_EMBED && in->token_inputs) {
+        if (in->n_texts < 1 || in->n_texts > lim->max_inputs || !in->token_lens || in->texts)
+            abort();
+        for (int i = 0; i < in->n_texts; i++)
+            for (int k = 0; k < in->token_lens[i]; k++)
+                if (in->token_inputs[i][k] < 0 || in->token_inputs[i][k] >= lim->n_vocab)
+                    abort();
+        return;
+    }
     if (task == COLO_TASK_EMBED) {
         if (in->n_texts < 1 || in->n_texts > lim->max_inputs || !in->texts || !in->text_lens)
             abort();
@@ -61,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_init_once(NULL);
     if (size < 1)
         return 0;
-    colo_api_endpoint ep = (colo_api_endpoint)((data[0] & 3) | ((data[0] >> 2) & 4));
+    colo_api_endpoint ep = (colo_api_endpoint)(data[0] % COLO_API_N_ENDPOINTS);
     colo_task task = data[0] & 4 ? COLO_TASK_EMBED : COLO_TASK_GENERATE;
     const colo_api_limits *lim = &limits[(data[0] >> 3) & 1];
     char err[512];

@@ -518,6 +518,78 @@ static void test_openai_lenient(void **state)
     in_free(&in);
 }
 
+/* OpenAI's Responses API: read as the chat completion it asks for. */
+static void test_responses(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"input\":\"Hi\",\"instructions\":\"Be brief.\",\"max_output_tokens\":9,"
+                         "\"temperature\":0.5,\"store\":false,\"reasoning\":{\"effort\":\"low\"},\"truncation\":\"auto\","
+                         "\"include\":[],\"metadata\":{\"k\":\"v\"},\"stream\":true}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    colo_request *r = in.r;
+    assert_int_equal(r->in.n_messages, 2);
+    assert_string_equal(r->in.messages[0].role, "system");
+    assert_string_equal(r->in.messages[0].content, "Be brief.");
+    assert_string_equal(r->in.messages[1].content, "Hi");
+    assert_int_equal(r->params.max_tokens, 9);
+    assert_true(r->params.max_tokens_set);
+    assert_true(r->params.temperature == 0.5f);
+    assert_true(r->params.stream);
+    in_free(&in);
+    /* items: messages with text parts, a call and its output; flat tools;
+     * text.format json_schema */
+    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+                         "\"text\":\"Weather?\"}]},{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"w\","
+                         "\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"sunny\"},"
+                         "{\"type\":\"reasoning\",\"summary\":[]}],"
+                         "\"tools\":[{\"type\":\"function\",\"name\":\"w\",\"parameters\":{\"type\":\"object\"}}],"
+                         "\"tool_choice\":{\"type\":\"function\",\"name\":\"w\"}}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    r = in.r;
+    assert_int_equal(r->in.n_messages, 3);
+    assert_string_equal(r->in.messages[1].role, "assistant");
+    assert_int_equal(r->in.messages[1].n_tool_calls, 1);
+    assert_string_equal(r->in.messages[1].tool_calls[0].id, "call_1");
+    assert_string_equal(r->in.messages[2].role, "tool");
+    assert_string_equal(r->in.messages[2].tool_call_id, "call_1");
+    assert_int_equal(r->params.n_tools, 1);
+    assert_int_equal(r->params.tool_choice, COLO_TOOLS_NAMED);
+    in_free(&in);
+    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+                         "{\"model\":\"m\",\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
+                         "\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
+                         &in, err, sizeof err),
+                     COLO_OK);
+    assert_non_null(in.r->params.json_schema);
+    in_free(&in);
+    static const struct {
+        const char *body, *want;
+    } refused[] = {
+        {"{\"model\":\"m\",\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"store\":true}", "store:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]: only function tools"},
+        {"{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}",
+         "input[0].content[0]: only text parts"},
+        {"{\"model\":\"m\",\"input\":[{\"type\":\"file_search_call\"}]}", "input[0]: items of type 'file_search_call'"},
+        {"{\"model\":\"m\"}", "input: required"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"text\":{\"format\":{\"type\":\"yaml\"}}}", "text.format"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"colour\":1}", "unknown field 'colour'"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE, refused[i].body, &in, err, sizeof err), COLO_EINVAL);
+        if (strncmp(err, refused[i].want, strlen(refused[i].want)) && !strstr(err, refused[i].want))
+            fail_msg("%s: got '%s', want '%s'", refused[i].body, err, refused[i].want);
+        in_free(&in);
+    }
+}
+
 /* Size limits: prompt bytes, number of inputs, messages. */
 static void test_limits(void **state)
 {
@@ -679,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_limits),                  cmocka_unit_test(test_model_field_and_priority),
         cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
         cmocka_unit_test(test_structured_and_tools),    cmocka_unit_test(test_openai_lenient),
+        cmocka_unit_test(test_responses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
