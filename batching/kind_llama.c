@@ -45,6 +45,9 @@ typedef struct llama_choice {
     colo_engine_seq *seq;          /* NULL once it finished */
     int n_emitted;              /* tokens passed to the sink (their index for logprobs) */
     colo_req_token_logprobs lp; /* the one being passed */
+    int think;                  /* 0: no reasoning; 1: inside it; 2: past its </think> */
+    char held[8];               /* reasoning's last bytes, that may begin </think> */
+    int n_held;
 } llama_choice;
 
 /* A request admitted into the engine (in the request's pool). */
@@ -564,6 +567,54 @@ static void info(void *inst, colo_kind_info *out)
     out->in_batch = colo_engine_n_running(k->eng);
 }
 
+static const char think_end[] = "</think>";
+
+/* Passes a piece to the front end, as reasoning or as answer text. */
+static void emit(llama_choice *ch, int32_t token, const char *piece, size_t len, bool reasoning)
+{
+    llama_job *j = ch->j;
+    if (j->why != COLO_OK)
+        return;
+    j->r->token_reasoning = reasoning;
+    if (!j->k->sink.token(j->k->sink.ud, j->r, token, piece, len)) {
+        j->why = COLO_ECANCELED;
+        j->why_msg = "the client did not read its stream";
+        atomic_store(&j->r->canceled, 1); /* the executor ends it before the next step */
+    }
+}
+
+/* A reasoning model's piece: reasoning until its </think> (the last bytes
+ * held back while they may begin one), answer text after it. */
+static void think_piece(llama_choice *ch, int32_t token, const char *piece, size_t len)
+{
+    char buf[256];
+    size_t n = (size_t)ch->n_held + len;
+    if (n > sizeof buf) { /* (pieces are a token or a held stop-string run: short) */
+        emit(ch, -1, ch->held, (size_t)ch->n_held, true);
+        ch->n_held = 0;
+        emit(ch, token, piece, len, true);
+        return;
+    }
+    memcpy(buf, ch->held, (size_t)ch->n_held);
+    memcpy(buf + ch->n_held, piece, len);
+    const char *end = memmem(buf, n, think_end, sizeof think_end - 1);
+    if (end) {
+        size_t r = (size_t)(end - buf), a = r + sizeof think_end - 1;
+        while (a < n && (buf[a] == '\n' || buf[a] == ' '))
+            a++;
+        ch->think = 2;
+        ch->n_held = 0;
+        emit(ch, token, buf, r, true);
+        if (a < n)
+            emit(ch, -1, buf + a, n - a, false);
+        return;
+    }
+    size_t keep = n < sizeof ch->held - 1 ? n : sizeof ch->held - 1; /* a partial </think> is at most 7 bytes */
+    emit(ch, token, buf, n - keep, true);
+    memcpy(ch->held, buf + n - keep, keep);
+    ch->n_held = (int)keep;
+}
+
 static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
 {
     llama_choice *ch = ud;
@@ -576,11 +627,26 @@ static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
         j->r->token_logprobs = &ch->lp;
     if (token >= 0)
         ch->n_emitted++;
-    if (!j->k->sink.token(j->k->sink.ud, j->r, token, piece, len)) {
-        j->why = COLO_ECANCELED;
-        j->why_msg = "the client did not read its stream";
-        atomic_store(&j->r->canceled, 1); /* the executor ends it before the next step */
-    }
+    if (ch->think == 1)
+        think_piece(ch, token, piece, len);
+    else
+        emit(ch, token, piece, len, false);
+}
+
+/* A reasoning model's text into its reasoning (up to </think>) and its
+ * answer (after it, leading blank lines dropped); without </think> all of
+ * it is reasoning (the output stopped while thinking). */
+static void split_reasoning(colo_req_choice *c)
+{
+    const char *t = c->text ? c->text : "";
+    const char *end = memmem(t, c->text_len, think_end, sizeof think_end - 1);
+    size_t r = end ? (size_t)(end - t) : c->text_len, a = end ? r + sizeof think_end - 1 : c->text_len;
+    while (a < c->text_len && (t[a] == '\n' || t[a] == ' '))
+        a++;
+    c->reasoning = t;
+    c->reasoning_len = r;
+    c->text = t + a;
+    c->text_len -= a;
 }
 
 /* Copies choice o's result into c (the request's pool); false when out of memory. */
@@ -617,6 +683,12 @@ static void job_on_done(void *ud, const colo_engine_outcome *o)
     llama_job *j = ch->j;
     colo_request *r = j->r;
     ch->seq = NULL;
+    if (ch->think == 1 && ch->n_held) { /* it stopped while thinking: the held bytes are reasoning */
+        r->token_choice = ch->index;
+        r->token_logprobs = NULL;
+        emit(ch, -1, ch->held, (size_t)ch->n_held, true);
+        ch->n_held = 0;
+    }
     if (o->status != COLO_OK && j->status == COLO_OK) {
         j->status = o->status;
         /* the engine's message lives in the sequence, freed after this call */
@@ -626,6 +698,8 @@ static void job_on_done(void *ud, const colo_engine_outcome *o)
     } else if (o->status == COLO_OK && j->status == COLO_OK && !keep_choice(r, o, &j->out[ch->index])) {
         j->status = COLO_ENOMEM;
         j->error = "out of memory";
+    } else if (o->status == COLO_OK && j->status == COLO_OK && ch->think) {
+        split_reasoning(&j->out[ch->index]);
     }
     j->n_completion += o->n_tokens;
     j->n_preempted += o->n_preempted;
@@ -656,6 +730,8 @@ static void job_on_done(void *ud, const colo_engine_outcome *o)
         out->stop_sequence = c0->stop_sequence;
         out->text = c0->text;
         out->text_len = c0->text_len;
+        out->reasoning = c0->reasoning;
+        out->reasoning_len = c0->reasoning_len;
         out->tokens = c0->tokens;
         out->n_tokens = c0->n_tokens;
         out->logprobs = c0->logprobs;
@@ -719,8 +795,11 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
         gp.stop_ids[i] = r->params.stop_ids[i];
     colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
     colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
+    /* a reasoning model's chat: its output begins inside <think> (its
+     * template opens it), its reasoning kept apart from the answer */
+    r->reasons = r->in.messages && k->chat.format == COLO_CHAT_DEEPSEEK_R1 && !k->chat.close_think;
     for (int i = 0; i < j->n; i++) {
-        j->ch[i] = (llama_choice){.j = j, .index = i};
+        j->ch[i] = (llama_choice){.j = j, .index = i, .think = r->reasons ? 1 : 0};
         cbs[i] = (colo_engine_callbacks){job_on_token, job_on_done, &j->ch[i]};
     }
     colo_status st = colo_engine_add_n(k->eng, r->tok.ids, r->tok.n, &gp, j->n, cbs, seqs, err, errlen);

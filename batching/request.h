@@ -150,6 +150,8 @@ typedef struct colo_req_choice {
     const char *finish_reason; /* "stop" | "length" */
     const char *stop_sequence; /* or NULL */
     const colo_req_token_logprobs *logprobs; /* (n_tokens) when params.logprobs >= 0 */
+    const char *reasoning;     /* a reasoning model's thinking, held out of text (NULL: none) */
+    size_t reasoning_len;
 } colo_req_choice;
 
 /* Outcome, written by the executor before on_done; pointers live in the
@@ -160,6 +162,8 @@ typedef struct colo_req_outcome {
     /* generation */
     const char *text;          /* generated text (UTF-8, stop strings removed) */
     size_t text_len;
+    const char *reasoning;     /* a reasoning model's thinking (<think>...</think>), held out of text; NULL: none */
+    size_t reasoning_len;
     const int32_t *tokens;     /* generated token ids */
     int n_tokens;
     const char *finish_reason; /* "stop" | "length" | "tool_calls"; NULL on error */
@@ -232,6 +236,12 @@ struct colo_request {
     const colo_req_token_logprobs *token_logprobs;
     /* The choice (0..params.n - 1) of the token cb.on_token is called with. */
     int token_choice;
+    /* The piece cb.on_token is called with is reasoning, not answer text. */
+    bool token_reasoning;
+    /* Set by the model's kind when it admits the request: the output
+     * begins with reasoning (a reasoning model's chat), which its pieces
+     * and the outcome's reasoning carry apart from the text. */
+    bool reasons;
 
     /* ---- owned by the served model from submit to on_done ---- */
     colo_queue_item qi;

@@ -69,7 +69,7 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
         char *o = c->fill.data + c->fill.len;
         memcpy(o, &token, 4);
         memcpy(o + 4, &l, 4);
-        o[8] = (char)has_lp;
+        o[8] = (char)(has_lp | (r->token_reasoning ? 2 : 0)); /* bit 1: a reasoning piece */
         o[9] = (char)(r->token_choice > 0 && r->token_choice < COLO_REQ_MAX_CHOICES ? r->token_choice : 0);
         memcpy(o + TOK_HEAD, piece, len);
         if (has_lp)
@@ -131,15 +131,16 @@ static void deliver_tokens(void *ud)
         colo_req_token_logprobs lp;
         memcpy(&token, t.data + o, 4);
         memcpy(&len, t.data + o + 4, 4);
-        bool has_lp = t.data[o + 8] != 0;
+        bool has_lp = (t.data[o + 8] & 1) != 0, reasoning = (t.data[o + 8] & 2) != 0;
         int ci = (unsigned char)t.data[o + 9];
         size_t *sent = ci ? &c->choice_sent[ci] : &c->text_sent;
         const char *piece = t.data + o + TOK_HEAD;
         if (has_lp)
             memcpy(&lp, piece + len, sizeof lp);
         c->d->piece(c, &(api_piece){.token = token, .text = piece, .len = len, .choice = ci,
-                                    .lp = has_lp ? &lp : NULL, .sent = *sent});
-        *sent += len;
+                                    .lp = has_lp ? &lp : NULL, .sent = *sent, .reasoning = reasoning});
+        if (!reasoning)
+            *sent += len;
         o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
     }
     t.len = 0;

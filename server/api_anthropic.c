@@ -34,6 +34,12 @@ json_t *colo_api_anthropic_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
     json_t *content = json_array();
+    /* a reasoning model's thinking first (colo signs nothing: the signature is empty) */
+    if (content && c->r->reasons &&
+        json_array_append_new(content, json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
+                                                 colo_api_json_text(o->reasoning ? o->reasoning : "", o->reasoning_len),
+                                                 "signature", "")))
+        json_decref(content), content = NULL;
     if (content && (o->text_len > 0 || o->n_tool_calls == 0) &&
         json_array_append_new(content, json_pack("{s:s,s:o}", "type", "text", "text",
                                                  colo_api_json_text(o->text ? o->text : "", o->text_len))))
@@ -54,9 +60,9 @@ json_t *colo_api_anthropic_start_json(const api_call *c)
                      "stop_sequence", "usage", "input_tokens", c->r->tok.n, "output_tokens", 0);
 }
 
-json_t *colo_api_anthropic_delta_json(const char *text, size_t len)
+json_t *colo_api_anthropic_delta_json(int index, const char *text, size_t len)
 {
-    return json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index", 0, "delta", "type",
+    return json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index", index, "delta", "type",
                      "text_delta", "text", colo_api_json_text(text, len));
 }
 

@@ -54,6 +54,8 @@ static void infer_piece(api_call *c, const api_piece *p)
 {
     json_t *ev = json_pack("{s:s,s:i,s:o}", "id", colo_http_req_id(c->http), "token", p->token, "text",
                            colo_api_json_text(p->text, p->len));
+    if (ev && p->reasoning)
+        json_object_set_new(ev, "reasoning", json_true());
     if (ev && c->r->params.n > 1)
         json_object_set_new(ev, "index", json_integer(p->choice));
     if (ev && p->lp)
@@ -102,6 +104,22 @@ static void openai_piece(api_call *c, const api_piece *p)
                                          c->d->logprobs(c, &p->token, p->lp, 1, p->sent)));
     else if (p->len)
         colo_api_sse_json(c, c->d->chunk(c, p->choice, p->text, p->len, NULL, false, NULL));
+}
+
+/* Chat: a reasoning model's thinking goes as delta.reasoning_content. */
+static void chat_piece(api_call *c, const api_piece *p)
+{
+    if (!p->reasoning) {
+        openai_piece(c, p);
+        return;
+    }
+    if (!p->len)
+        return;
+    json_t *ch = c->d->chunk(c, p->choice, NULL, 0, NULL, false, NULL);
+    json_t *delta = json_object_get(json_array_get(json_object_get(ch, "choices"), 0), "delta");
+    if (delta)
+        json_object_set_new(delta, "reasoning_content", colo_api_json_text(p->text, p->len));
+    colo_api_sse_json(c, ch);
 }
 
 /* A held stream's output, now whole: its text, then a chunk naming each
@@ -154,24 +172,57 @@ static void openai_close(api_call *c, bool held)
 
 /* ---- Anthropic's Messages API ---------------------------------------------------------------- */
 
-static void messages_open(api_call *c)
+static void block_start(api_call *c, int index, bool thinking)
 {
-    colo_api_sse_event(c, "message_start", colo_api_anthropic_start_json(c));
+    c->block = index;
+    c->thinking = thinking;
     colo_api_sse_event(c, "content_block_start",
-                       json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", 0, "content_block",
-                                 "type", "text", "text", ""));
-    colo_api_sse_event(c, "ping", json_pack("{s:s}", "type", "ping"));
-}
-
-static void messages_piece(api_call *c, const api_piece *p)
-{
-    if (!colo_api_tools_hold_stream(c->r) && p->len)
-        colo_api_sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(p->text, p->len));
+                       thinking ? json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "type", "content_block_start", "index", index,
+                                            "content_block", "type", "thinking", "thinking", "", "signature", "")
+                                : json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", index,
+                                            "content_block", "type", "text", "text", ""));
 }
 
 static json_t *block_stop(int index)
 {
     return json_pack("{s:s,s:i}", "type", "content_block_stop", "index", index);
+}
+
+/* A reasoning model's stream begins with a thinking block; the text block
+ * opens when the answer begins. */
+static void messages_open(api_call *c)
+{
+    colo_api_sse_event(c, "message_start", colo_api_anthropic_start_json(c));
+    block_start(c, 0, c->r->reasons);
+    colo_api_sse_event(c, "ping", json_pack("{s:s}", "type", "ping"));
+}
+
+/* The thinking block ends (colo signs nothing: its signature is empty) and
+ * the text block begins. */
+static void end_thinking(api_call *c)
+{
+    if (!c->thinking)
+        return;
+    colo_api_sse_event(c, "content_block_delta",
+                       json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", c->block, "delta",
+                                 "type", "signature_delta", "signature", ""));
+    colo_api_sse_event(c, "content_block_stop", block_stop(c->block));
+    block_start(c, c->block + 1, false);
+}
+
+static void messages_piece(api_call *c, const api_piece *p)
+{
+    if (p->reasoning) {
+        if (c->thinking && p->len)
+            colo_api_sse_event(c, "content_block_delta",
+                               json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index", c->block,
+                                         "delta", "type", "thinking_delta", "thinking",
+                                         colo_api_json_text(p->text, p->len)));
+        return;
+    }
+    end_thinking(c);
+    if (!colo_api_tools_hold_stream(c->r) && p->len)
+        colo_api_sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(c->block, p->text, p->len));
 }
 
 /* A held stream's output, now whole: its text, then a tool_use block per
@@ -180,8 +231,8 @@ static void messages_held(api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
     if (o->text_len)
-        colo_api_sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(o->text, o->text_len));
-    colo_api_sse_event(c, "content_block_stop", block_stop(0));
+        colo_api_sse_event(c, "content_block_delta", colo_api_anthropic_delta_json(c->block, o->text, o->text_len));
+    colo_api_sse_event(c, "content_block_stop", block_stop(c->block));
     json_t *blocks = json_array();
     if (!blocks || colo_api_tool_use_blocks(o, blocks) != COLO_OK) {
         json_decref(blocks);
@@ -189,14 +240,15 @@ static void messages_held(api_call *c)
     }
     for (int i = 0; i < o->n_tool_calls; i++) {
         json_t *b = json_array_get(blocks, (size_t)i);
+        int index = c->block + 1 + i;
         colo_api_sse_event(c, "content_block_start",
-                           json_pack("{s:s,s:i,s:{s:s,s:O,s:O,s:{}}}", "type", "content_block_start", "index", i + 1,
+                           json_pack("{s:s,s:i,s:{s:s,s:O,s:O,s:{}}}", "type", "content_block_start", "index", index,
                                      "content_block", "type", "tool_use", "id", json_object_get(b, "id"), "name",
                                      json_object_get(b, "name"), "input"));
         colo_api_sse_event(c, "content_block_delta",
-                           json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", i + 1, "delta",
+                           json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", index, "delta",
                                      "type", "input_json_delta", "partial_json", o->tool_calls[i].arguments));
-        colo_api_sse_event(c, "content_block_stop", block_stop(i + 1));
+        colo_api_sse_event(c, "content_block_stop", block_stop(index));
     }
     json_decref(blocks);
 }
@@ -204,10 +256,11 @@ static void messages_held(api_call *c)
 /* No [DONE]: message_stop ends it. */
 static void messages_close(api_call *c, bool held)
 {
+    end_thinking(c); /* (an answer that never left its thinking has an empty text block) */
     if (held)
         messages_held(c);
     else
-        colo_api_sse_event(c, "content_block_stop", block_stop(0));
+        colo_api_sse_event(c, "content_block_stop", block_stop(c->block));
     colo_api_sse_event(c, "message_delta", colo_api_anthropic_end_json(c));
     colo_api_sse_event(c, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }
@@ -234,7 +287,8 @@ static const api_dialect dialects[] = {
     [COLO_API_CHAT] = {"POST", "/v1/chat/completions", COLO_API_CHAT, .id_prefix = "chatcmpl-",
                        .errors = COLO_HTTP_ERRORS_OPENAI, .whole = colo_api_chat_json,
                        .chunk = colo_api_chat_chunk_json, .chunk_object = "chat.completion.chunk",
-                       .logprobs = colo_api_chat_logprobs_json, .open = chat_open, OPENAI_STREAM},
+                       .logprobs = colo_api_chat_logprobs_json, .open = chat_open, .piece = chat_piece,
+                       .close = openai_close, .fail = fail_colo, .done_marker = true},
     /* embeddings never stream */
     [COLO_API_EMBEDDINGS] = {"POST", "/v1/embeddings", COLO_API_EMBEDDINGS, .id_prefix = "cmpl-",
                              .errors = COLO_HTTP_ERRORS_OPENAI, .whole = colo_api_embeddings_json},

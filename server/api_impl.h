@@ -84,6 +84,7 @@ typedef struct api_piece {
     int choice;                          /* 0..n-1 */
     const colo_req_token_logprobs *lp;   /* NULL: none */
     size_t sent;                         /* bytes of this choice's text sent before it */
+    bool reasoning;                      /* a reasoning model's thinking, not answer text */
 } api_piece;
 
 /* Logprobs of n tokens in a dialect's shape (text_offset: completions'
@@ -141,6 +142,8 @@ struct api_call {
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     int seq_no;        /* the Responses API's next event's sequence_number */
+    int block;         /* Anthropic: the content block open now */
+    bool thinking;     /* Anthropic: that block is a thinking block */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
     bool aborted;
     bool cut;          /* the server's shutdown deadline ended it */
@@ -213,7 +216,7 @@ json_t *colo_api_anthropic_json(const api_call *c);
 /* Streamed event data: message_start, a text delta, message_delta (stop
  * reason and output tokens), an error. */
 json_t *colo_api_anthropic_start_json(const api_call *c);
-json_t *colo_api_anthropic_delta_json(const char *text, size_t len);
+json_t *colo_api_anthropic_delta_json(int index, const char *text, size_t len);
 json_t *colo_api_anthropic_end_json(const api_call *c);
 json_t *colo_api_anthropic_error_json(int http_status, const char *message);
 

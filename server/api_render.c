@@ -136,6 +136,9 @@ json_t *colo_api_infer_json(const api_call *c)
         bad |= json_object_set_new(j, "text", colo_api_json_text(o->text ? o->text : "", o->text_len));
         bad |= json_object_set_new(j, "tokens", tokens_json(o->tokens, o->n_tokens));
         bad |= json_object_set_new(j, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
+        if (c->r->reasons)
+            bad |= json_object_set_new(j, "reasoning",
+                                       colo_api_json_text(o->reasoning ? o->reasoning : "", o->reasoning_len));
         if (c->r->params.logprobs >= 0 && o->logprobs)
             bad |= json_object_set_new(j, "logprobs", colo_api_infer_logprobs_json(c, o->tokens, o->logprobs, o->n_tokens, 0));
         if (o->choices) { /* n > 1: every choice (the first is also above) */
@@ -195,8 +198,8 @@ static json_t *choices_json(const api_call *c, bool chat)
     const colo_req_outcome *o = &c->r->out;
     bool echo = !chat && c->r->params.echo && c->r->in.prompt;
     size_t pl = echo ? c->r->in.prompt_len : 0;
-    colo_req_choice one = {o->text, o->text_len, o->tokens, o->n_tokens, o->finish_reason, o->stop_sequence,
-                           o->logprobs};
+    colo_req_choice one = {o->text,     o->text_len,    o->tokens,    o->n_tokens,       o->finish_reason,
+                           o->stop_sequence, o->logprobs, o->reasoning, o->reasoning_len};
     const colo_req_choice *chs = o->choices ? o->choices : &one;
     int n = o->choices ? o->n_choices : 1;
     json_t *choices = json_array();
@@ -229,6 +232,11 @@ static json_t *choices_json(const api_call *c, bool chat)
                                text, "finish_reason", fin, "logprobs", lp);
         else
             choice = json_pack("{s:i,s:o,s:s,s:o}", "index", i, "text", text, "finish_reason", fin, "logprobs", lp);
+        /* a reasoning model's thinking, held out of content (DeepSeek's and vLLM's field) */
+        json_t *msg = chat && c->r->reasons ? json_object_get(choice, "message") : NULL;
+        if (msg)
+            json_object_set_new(msg, "reasoning_content",
+                                colo_api_json_text(ch->reasoning ? ch->reasoning : "", ch->reasoning_len));
         if (json_array_append_new(choices, choice)) {
             json_decref(choices);
             choices = NULL;

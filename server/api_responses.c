@@ -156,9 +156,10 @@ void colo_api_responses_open(api_call *c)
         open_text(c, 0);
 }
 
+/* (a reasoning model's thinking is held out of the output text, and not sent) */
 void colo_api_responses_piece(api_call *c, const api_piece *p)
 {
-    if (!colo_api_tools_hold_stream(c->r) && p->len)
+    if (!p->reasoning && !colo_api_tools_hold_stream(c->r) && p->len)
         text_delta(c, 0, p->text, p->len);
 }
 
