@@ -419,8 +419,10 @@ static int sla_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *
 static int kv_field(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     colo_model_cfg *m = obj;
-    static const char *const dtypes[] = {"f16", "f32", "q8_0", "q4_0", NULL};
-    static const colo_dtype types[] = {COLO_F16, COLO_F32, COLO_Q8_0, COLO_Q4_0};
+    /* Q4_0, which the kernels also take, is left out: it changes greedy
+     * output within a few tokens (docs/BENCHMARKS.md) */
+    static const char *const dtypes[] = {"f16", "f32", "q8_0", NULL};
+    static const colo_dtype types[] = {COLO_F16, COLO_F32, COLO_Q8_0};
     if (!strcmp(key, "block_size"))
         return get_int(p, v, f, 1, 4096, &m->kv_block_size);
     if (!strcmp(key, "dtype")) {
