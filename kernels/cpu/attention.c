@@ -8,10 +8,11 @@
  * rows are converted to F32 scratch, scored against each query head, the
  * scores exponentiated eight at a time (AVX2) with an online softmax at tile
  * granularity, and the tile's V rows accumulated with the weights.
- * A Q8_0 cache is read in place: each 32-element block of a K row is
- * dotted with the query in F32 and scaled by the block's d, and V rows are
- * accumulated with the weight times d (AVX2); Q4_0 rows, and Q8_0 without
- * AVX2, are expanded into the F32 tiles first.
+ * Q8_0 K rows are expanded into the F32 tile like F16 ones (once for the
+ * whole group: scoring blocks in place would convert each key once per
+ * head); Q8_0 V rows are read in place, a block's int8 values weighted by
+ * the key's weight times the block's d (AVX2). Q4_0 rows, and Q8_0 without
+ * AVX2, go through the F32 tiles for K and V.
  * When there are few (token, KV head) pairs (decode of a small batch), each
  * pair's keys are split into segments that run on different workers
  * (flash-decoding); their partial results (max, sum of weights, weighted
@@ -162,43 +163,6 @@ static inline __attribute__((always_inline)) void accumulate_f16(int NH, float *
 static inline __m256 cvt_q8x8(const int8_t *p)
 {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
-
-/* s[j] = q . k[j] for j < nt, k[j] a Q8_0 row of hd (% 32 == 0) elements
- * read in place, eight keys at a time: a block's 32 products are summed in
- * F32, then scaled by its d. */
-static void score_tile8_q8(const float *q, const colo_blk_q8_0 *const *k, int nt, int hd, float *s)
-{
-    int nb = hd / 32, j = 0;
-    for (; j + 8 <= nt; j += 8) {
-        __m256 a[8];
-        for (int r = 0; r < 8; r++)
-            a[r] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m256 q0 = _mm256_loadu_ps(q + 32 * b), q1 = _mm256_loadu_ps(q + 32 * b + 8);
-            __m256 q2 = _mm256_loadu_ps(q + 32 * b + 16), q3 = _mm256_loadu_ps(q + 32 * b + 24);
-            for (int r = 0; r < 8; r++) {
-                const colo_blk_q8_0 *kb = k[j + r] + b;
-                __m256 t = _mm256_mul_ps(q0, cvt_q8x8(kb->qs));
-                t = _mm256_fmadd_ps(q1, cvt_q8x8(kb->qs + 8), t);
-                t = _mm256_fmadd_ps(q2, cvt_q8x8(kb->qs + 16), t);
-                t = _mm256_fmadd_ps(q3, cvt_q8x8(kb->qs + 24), t);
-                a[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(kb->d)), t, a[r]);
-            }
-        }
-        _mm256_storeu_ps(s + j, hsum256x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
-    }
-    for (; j < nt; j++) {
-        __m256 a = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const colo_blk_q8_0 *kb = k[j] + b;
-            __m256 t = _mm256_mul_ps(_mm256_loadu_ps(q + 32 * b), cvt_q8x8(kb->qs));
-            for (int u = 8; u < 32; u += 8)
-                t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 32 * b + u), cvt_q8x8(kb->qs + u), t);
-            a = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(kb->d)), t, a);
-        }
-        s[j] = hsum256(a);
-    }
 }
 
 /* As accumulate_f16, v[j] Q8_0 rows read in place (hd % 32 == 0): a
@@ -380,7 +344,8 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     }
     memset(acc, 0, (size_t)group * hd * sizeof(float));
     const int32_t *table = d->block_table + (int64_t)d->tok_seq[t] * d->max_blocks;
-    /* fast: V rows (F16) or K and V rows (Q8_0) are read in place */
+    /* fast: V rows (F16, Q8_0) are read in place; K rows are converted
+     * once into the tile, which all the group's heads then score */
 #ifdef ATTN_AVX2
     bool fast = (kt_type == COLO_F16 && hd % 16 == 0) || kt_type == COLO_Q8_0;
 #else
@@ -415,7 +380,7 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
         }
         for (int j = 0; j < nt; j++) {
             int64_t row = rows[j];
-            if (!conv || q8) {
+            if (!conv) {
                 kp[j] = (const float *)(kc + row), vp[j] = (const float *)(vc + row);
                 continue;
             }
@@ -433,9 +398,7 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
         for (int h = 0; h < group; h++) {
             float *sh = s + (size_t)h * tile;
 #ifdef ATTN_AVX2
-            if (q8)
-                score_tile8_q8(qs + (size_t)h * hd, (const colo_blk_q8_0 *const *)kp, nt, hd, sh);
-            else if (hd % 8 == 0)
+            if (hd % 8 == 0)
                 score_tile8(qs + (size_t)h * hd, kp, nt, hd, sh);
             else
 #endif
