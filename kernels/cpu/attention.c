@@ -325,8 +325,8 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     int q_stride = d->q_stride ? d->q_stride : d->n_head * hd;
     int tile = ATTN_TILE_FLOATS / hd;
     tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
-    colo_dtype kt_type = d->kv_type;
-    bool conv = kt_type != COLO_F32; /* rows go through F32 tiles unless read in place */
+    colo_dtype kv_t = d->kv_type;
+    bool conv = kv_t != COLO_F32; /* rows go through F32 tiles unless read in place */
     size_t floats = (size_t)group * hd + (size_t)group * tile + (conv ? 2 * (size_t)tile * hd : 0) + group;
     floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
     float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
@@ -347,13 +347,12 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     /* fast: V rows (F16, Q8_0) are read in place; K rows are converted
      * once into the tile, which all the group's heads then score */
 #ifdef ATTN_AVX2
-    bool fast = (kt_type == COLO_F16 && hd % 16 == 0) || kt_type == COLO_Q8_0;
+    bool fast = (kv_t == COLO_F16 && hd % 16 == 0) || kv_t == COLO_Q8_0;
 #else
     bool fast = false;
 #endif
-    bool q8 = fast && kt_type == COLO_Q8_0;
-    int64_t row_bytes = (int64_t)colo_dtype_row_bytes(kt_type, kv_dim);
-    int64_t head_bytes = (int64_t)colo_dtype_row_bytes(kt_type, hd);
+    int64_t row_bytes = (int64_t)colo_dtype_row_bytes(kv_t, kv_dim);
+    int64_t head_bytes = (int64_t)colo_dtype_row_bytes(kv_t, hd);
     const char *kc = a->k_cache, *vc = a->v_cache;
     /* Byte offsets of this tile's and the next tile's KV rows (this head's
      * piece): block and slot advance by counting, no division per key. */
@@ -384,12 +383,12 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
                 kp[j] = (const float *)(kc + row), vp[j] = (const float *)(vc + row);
                 continue;
             }
-            load_row(kt_type, kc + row, hd, kt + (size_t)j * hd);
+            load_row(kv_t, kc + row, hd, kt + (size_t)j * hd);
             kp[j] = kt + (size_t)j * hd;
             if (fast) {
                 vp[j] = (const float *)(vc + row);
             } else {
-                load_row(kt_type, vc + row, hd, vt + (size_t)j * hd);
+                load_row(kv_t, vc + row, hd, vt + (size_t)j * hd);
                 vp[j] = vt + (size_t)j * hd;
             }
         }
@@ -412,7 +411,7 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
                 accumulate_tile(acc + (size_t)h * hd, corr[h], sh, vp, nt, hd);
         }
 #ifdef ATTN_AVX2
-        if (q8)
+        if (fast && kv_t == COLO_Q8_0)
             accumulate_group_q8(group, acc, corr, s, tile, (const colo_blk_q8_0 *const *)vp, nt, hd);
         else if (fast)
             accumulate_group_f16(group, acc, corr, s, tile, (const uint16_t *const *)vp, nt, hd);
