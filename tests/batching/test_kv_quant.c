@@ -39,7 +39,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_gen_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_start(rig *r, colo_dtype kv, int max_running, int step_tokens, int n_blocks, bool cache)
@@ -50,9 +50,9 @@ static void rig_start(rig *r, colo_dtype kv, int max_running, int step_tokens, i
     r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
     if (!r->m)
         fail_msg("load: %s", err);
-    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = BS,
+    colo_engine_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = BS,
                           .kv_type = kv, .n_blocks = n_blocks, .no_prefix_cache = !cache};
-    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
     assert_int_equal(colo_kv_cache_config_get(colo_llama_kv_cache(r->m))->dtype, kv);
@@ -69,7 +69,7 @@ static void rig_open(rig *r, colo_dtype kv, int max_running, int step_tokens, in
 
 static void rig_close(rig *r)
 {
-    colo_gen_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0);
     colo_stream_destroy(r->s);
@@ -85,7 +85,7 @@ typedef struct {
     int done;
 } result;
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->n = o->n_tokens < 64 ? o->n_tokens : 64;
@@ -111,11 +111,11 @@ static void prompt(int family, int i, int shared, int32_t *ids, int n)
 
 static void add(rig *r, const int32_t *ids, int n, int max_tokens, result *out)
 {
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
-    colo_gen_callbacks cb = {NULL, on_done, out};
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
+    colo_engine_callbacks cb = {NULL, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
-    if (!colo_gen_add(r->e, ids, n, &p, &cb, err, sizeof err))
+    if (!colo_engine_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
 }
 
@@ -123,8 +123,8 @@ static void run_all(rig *r)
 {
     int n;
     for (int guard = 0; guard < 10000; guard++) {
-        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
-        if (!n && !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e))
+        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
+        if (!n && !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e))
             return;
     }
     fail_msg("engine did not finish");
@@ -151,7 +151,7 @@ static uint64_t generate(colo_dtype kv, int max_running, int step_tokens, int n_
         add(&r, ids, 5 + 6 * i, max_tokens, &out[i]);
     }
     run_all(&r);
-    uint64_t preemptions = colo_gen_preemptions(r.e);
+    uint64_t preemptions = colo_engine_preemptions(r.e);
     rig_close(&r);
     return preemptions;
 }
@@ -198,13 +198,13 @@ static void test_elastic_charges_quantized_blocks(void **state)
     add(&r, ids[0], 4 * BS + 1, 8, &out[0]);
     add(&r, ids[1], 2 * BS, 8, &out[1]);
     int n;
-    assert_int_equal(colo_gen_step(r.e, NULL, &n), COLO_OK);
+    assert_int_equal(colo_engine_step(r.e, NULL, &n), COLO_OK);
     colo_kv_cache *kv = colo_llama_kv_cache(r.m);
     int used = colo_kv_cache_n_used(kv);
     assert_true(used >= 5 + 2);
     assert_int_equal(colo_mem_pool_used(pool) - before, (size_t)used * block);
     run_all(&r);
-    colo_gen_prefix_flush(r.e);
+    colo_engine_prefix_flush(r.e);
     assert_int_equal(colo_mem_pool_used(pool), before);
     assert_int_equal(out[0].n, 8);
     assert_int_equal(out[1].n, 8);
@@ -277,29 +277,29 @@ static void test_prefix_cache_and_fork(void **state)
         for (int i = 1; i < N; i++)
             add(&r, ids[i], LEN, 12, &got[cache][i]);
         run_all(&r);
-        colo_gen_prefix_info pi;
-        colo_gen_prefix_stats(r.e, &pi);
+        colo_engine_prefix_info pi;
+        colo_engine_prefix_stats(r.e, &pi);
         if (cache)
             assert_true(pi.hit_tokens >= (uint64_t)(N - 1) * 3 * BS);
         else
             assert_int_equal(pi.hit_tokens, 0);
         if (cache) {
             result many[N];
-            colo_gen_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
-            colo_gen_callbacks cbs[N];
-            colo_gen_seq *seqs[N];
+            colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
+            colo_engine_callbacks cbs[N];
+            colo_engine_seq *seqs[N];
             for (int i = 0; i < N; i++) {
                 memset(&many[i], 0, sizeof many[i]);
-                cbs[i] = (colo_gen_callbacks){NULL, on_done, &many[i]};
+                cbs[i] = (colo_engine_callbacks){NULL, on_done, &many[i]};
             }
             char err[256];
             int32_t fresh[LEN];
             prompt(10, 0, 0, fresh, LEN); /* not cached: the leader computes it, the others fork */
             result one;
-            if (colo_gen_add_n(r.e, fresh, LEN, &p, N, cbs, seqs, err, sizeof err) != COLO_OK)
+            if (colo_engine_add_n(r.e, fresh, LEN, &p, N, cbs, seqs, err, sizeof err) != COLO_OK)
                 fail_msg("add_n: %s", err);
             run_all(&r);
-            colo_gen_prefix_flush(r.e);
+            colo_engine_prefix_flush(r.e);
             add(&r, fresh, LEN, 12, &one);
             run_all(&r);
             for (int i = 0; i < N; i++)
