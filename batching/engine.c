@@ -101,7 +101,7 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
         c->max_step_tokens = c->max_running > 256 ? c->max_running : 256;
     if (c->block_size <= 0)
         c->block_size = 16;
-    if (c->kv_type != COLO_F32)
+    if (!colo_dtype_is_kv(c->kv_type))
         c->kv_type = COLO_F16;
     if (c->max_seq_len <= 0 || c->max_seq_len > hp->n_ctx)
         c->max_seq_len = hp->n_ctx;

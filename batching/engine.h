@@ -77,7 +77,7 @@ typedef struct colo_engine_config {
     int max_running;     /* sequences per step (continuous batch size) */
     int max_step_tokens; /* chunked-prefill token budget per step */
     int block_size;      /* KV block, tokens */
-    colo_dtype kv_type;  /* F16 or F32 */
+    colo_dtype kv_type;  /* F16 (also for a value colo_dtype_is_kv refuses), F32, Q8_0 or Q4_0 */
     int n_blocks;        /* 0: every block the arena can hold after weights and activations */
     int max_seq_len;     /* 0: the model's context length */
     /* tokens that end generation (the model's EOS and end-of-turn tokens,

@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "  --batch N           generate N copies at once (throughput; prints the first)\n"
             "  --memory-bytes N    memory arena size (default: 2 GiB, or what the model needs for this\n"
             "                      batch when that is more; at most the device's)\n"
-            "  --kv-type T         KV cache element type: f16 | f32 (default f16, as colo-server)\n"
+            "  --kv-type T         KV cache element type: f16 | f32 | q8_0 | q4_0 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
             "  --cuda-graphs       CUDA: launch each decode step as one graph\n"
             "  --json              constrained decoding: the output is a JSON object\n"
@@ -99,6 +99,10 @@ static int parse_args(int argc, char **argv, options *o)
                 o->kv_type = COLO_F16;
             else if (!strcmp(optarg, "f32"))
                 o->kv_type = COLO_F32;
+            else if (!strcmp(optarg, "q8_0"))
+                o->kv_type = COLO_Q8_0;
+            else if (!strcmp(optarg, "q4_0"))
+                o->kv_type = COLO_Q4_0;
             else
                 goto bad;
             break;

@@ -161,7 +161,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     }
     const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
     k->block_size = colo_llama_kv_block_size(k->m);
-    k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype == COLO_F32 ? COLO_F32 : COLO_F16);
+    k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype);
     colo_arena_stats after;
     colo_arena_get_stats(arena, &after);
     /* An elastic arena charges KV blocks as they are used, not at creation. */

@@ -68,11 +68,11 @@ colo_status colo_served_plan(const colo_model_cfg *mc, size_t budget_bytes, char
             size_t rest = limit - (need - mem.kv_min_bytes);
             double full = (double)mem.kv_min_bytes * mem.max_batch;
             snprintf(plan, plan_len,
-                     "%s: weights %.1f MiB, activations %.1f MiB (%d tokens per step), KV cache %.1f MiB per "
+                     "%s: weights %.1f MiB, activations %.1f MiB (%d tokens per step), KV cache (%s) %.1f MiB per "
                      "%d-token sequence, %.1f MiB for %d full-length sequences; memory_fraction %g gives %.1f MiB, "
                      "%.1f MiB of it for the KV cache (%.1f full-length sequences)",
                      mem.what ? mem.what : k->name, mib(mem.weight_bytes), mib(mem.act_bytes), mem.step_tokens,
-                     mib(mem.kv_min_bytes), mem.max_seq_len, full / (1 << 20), mem.max_batch, mc->memory_fraction,
+                     colo_dtype_name(mc->kv_dtype), mib(mem.kv_min_bytes), mem.max_seq_len, full / (1 << 20), mem.max_batch, mc->memory_fraction,
                      mib(limit), mib(rest), mem.kv_min_bytes ? (double)rest / mem.kv_min_bytes : 0.0);
         } else if (plan) {
             snprintf(plan, plan_len,

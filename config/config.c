@@ -562,11 +562,14 @@ static int kv_dtype_key(parse_ctx *p, const char *key, const yaml_node_t *v, voi
 {
     (void)key;
     colo_model_cfg *m = obj;
-    static const char *const dtypes[] = {"f16", "f32", NULL};
+    /* Q4_0, which the kernels also take, is left out: it changes greedy
+     * output within a few tokens (docs/BENCHMARKS.md) */
+    static const char *const dtypes[] = {"f16", "f32", "q8_0", NULL};
+    static const colo_dtype types[] = {COLO_F16, COLO_F32, COLO_Q8_0};
     int i;
     if (get_enum(p, v, f, dtypes, &i))
         return -1;
-    m->kv_dtype = i == 0 ? COLO_F16 : COLO_F32;
+    m->kv_dtype = types[i];
     return 0;
 }
 

@@ -13,6 +13,11 @@ bool colo_dtype_is_weight(colo_dtype t)
            t == COLO_Q5_K;
 }
 
+bool colo_dtype_is_kv(colo_dtype t)
+{
+    return t == COLO_F32 || t == COLO_F16 || t == COLO_Q8_0 || t == COLO_Q4_0;
+}
+
 const colo_ops *colo_device_ops(const colo_device *dev)
 {
     if (!dev)
@@ -219,8 +224,10 @@ colo_status colo_op_kv_store(colo_stream *s, const float *k, int k_stride, const
     if (!k || !v || !k_cache || !v_cache || !slot || n_tokens <= 0 || kv_dim <= 0 || k_stride < 0 ||
         v_stride < 0 || (k_stride && k_stride < kv_dim) || (v_stride && v_stride < kv_dim))
         return COLO_EINVAL;
-    if (kv_type != COLO_F32 && kv_type != COLO_F16)
+    if (!colo_dtype_is_kv(kv_type))
         return COLO_EUNSUPPORTED;
+    if (kv_dim % colo_dtype_block_elems(kv_type))
+        return COLO_EINVAL;
     DISPATCH(s, kv_store, k, k_stride, v, v_stride, k_cache, v_cache, kv_type, slot, n_tokens, kv_dim);
 }
 
@@ -233,8 +240,10 @@ colo_status colo_op_attention(colo_stream *s, const colo_attn_desc *d, const flo
         !d->block_table || d->q_stride < 0 || (d->q_stride && d->q_stride < d->n_head * d->head_dim) ||
         d->window < 0)
         return COLO_EINVAL;
-    if (d->kv_type != COLO_F32 && d->kv_type != COLO_F16)
+    if (!colo_dtype_is_kv(d->kv_type))
         return COLO_EUNSUPPORTED;
+    if (d->head_dim % colo_dtype_block_elems(d->kv_type))
+        return COLO_EINVAL;
     DISPATCH(s, attention, d, q, k_cache, v_cache, out);
 }
 

@@ -27,10 +27,16 @@ extern "C" {
 
 /* True when linear/get_rows/dequantize accept t as a weight type. */
 bool colo_dtype_is_weight(colo_dtype t);
+/* True when a KV cache may hold t: F32, F16, or the block types Q8_0 and
+ * Q4_0 (a row of kv_dim elements is then kv_dim / 32 blocks, each quantized
+ * once when kv_store writes it; head_dim must be a multiple of 32, so that
+ * each head's piece of a row is whole blocks). */
+bool colo_dtype_is_kv(colo_dtype t);
 
 /* Paged, causal, grouped-query attention over a KV cache.
  * The KV cache of one layer is two arrays [n_slots, n_kv_head * head_dim] of
- * kv_type (F32 or F16); slot = block * block_size + offset. Token t of the
+ * kv_type (colo_dtype_is_kv; a row of a block type takes
+ * colo_dtype_row_bytes(kv_type, n_kv_head * head_dim) bytes); slot = block * block_size + offset. Token t of the
  * batch belongs to sequence tok_seq[t] at position tok_pos[t] and attends to
  * positions 0..tok_pos[t] of that sequence, whose KV rows live at the slots
  * given by block_table[tok_seq[t] * max_blocks + pos / block_size]. Query head
@@ -44,7 +50,7 @@ typedef struct colo_attn_desc {
     int max_blocks;             /* columns of block_table */
     int max_pos;                /* upper bound of every tok_pos (sizes shared memory/scratch) */
     float scale;                /* usually 1/sqrt(head_dim) */
-    colo_dtype kv_type;         /* COLO_F32 or COLO_F16 */
+    colo_dtype kv_type;         /* COLO_F32, COLO_F16, COLO_Q8_0 or COLO_Q4_0 (head_dim % 32 == 0) */
     const int32_t *tok_seq;     /* (n_tokens) */
     const int32_t *tok_pos;     /* (n_tokens) */
     const int32_t *block_table; /* (n_seqs, max_blocks) */
@@ -138,7 +144,9 @@ struct colo_ops {
 
     /* Writes K and V rows of n_tokens tokens into one layer's cache at slots
      * slot (n_tokens, int32). k, v (n_tokens, kv_dim) with row strides in
-     * elements (0 = kv_dim); caches (n_slots, kv_dim) of kv_type F32 or F16. */
+     * elements (0 = kv_dim); caches (n_slots, kv_dim) of kv_type
+     * (colo_dtype_is_kv; kv_dim % 32 == 0 for a block type, each 32
+     * elements of a row quantized on their own). */
     colo_status (*kv_store)(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,
                             void *k_cache, void *v_cache, colo_dtype kv_type, const int32_t *slot, int n_tokens,
                             int kv_dim);

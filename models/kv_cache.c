@@ -21,19 +21,24 @@ struct colo_kv_cache {
     int n_lru;
     int noted_lru;                /* n_lru as the arena last heard it (its evictable bytes) */
     size_t block_bytes; /* one block in every layer, K and V */
-    size_t row_bytes;   /* one block in one array: block_size * kv_dim elements */
+    size_t row_bytes;   /* one block in one array: block_size rows of kv_dim elements */
     uint64_t reclaims;  /* blocks given back because the pool asked */
     uint64_t n_evicted; /* cached blocks evicted */
     bool on_demand;     /* elastic arena: blocks are committed as handed out */
 };
 
-static size_t elem_bytes(colo_dtype t) { return t == COLO_F16 ? 2 : t == COLO_F32 ? 4 : 0; }
+/* Bytes of one token's K (or V) row in one layer: kv_dim elements of t,
+ * whole blocks for a block type; 0 when t cannot hold a KV row of kv_dim. */
+static size_t kv_row_bytes(colo_dtype t, int kv_dim)
+{
+    return colo_dtype_is_kv(t) && kv_dim > 0 ? colo_dtype_row_bytes(t, kv_dim) : 0;
+}
 
 size_t colo_kv_cache_token_bytes(int n_layer, int kv_dim, colo_dtype dtype)
 {
     if (n_layer <= 0 || kv_dim <= 0)
         return 0;
-    return 2 * (size_t)n_layer * (size_t)kv_dim * elem_bytes(dtype);
+    return 2 * (size_t)n_layer * kv_row_bytes(dtype, kv_dim);
 }
 
 size_t colo_kv_cache_block_bytes(const colo_kv_cache_config *cfg)
@@ -54,7 +59,7 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
     colo_kv_cache_config c = *cfg;
     if (!c.block_size)
         c.block_size = COLO_KV_DEFAULT_BLOCK_SIZE;
-    if (c.n_layer <= 0 || c.kv_dim <= 0 || c.block_size <= 0 || c.n_blocks <= 0 || !elem_bytes(c.dtype) ||
+    if (c.n_layer <= 0 || c.kv_dim <= 0 || c.block_size <= 0 || c.n_blocks <= 0 || !kv_row_bytes(c.dtype, c.kv_dim) ||
         (size_t)c.n_blocks * c.block_size > (size_t)INT32_MAX) {
         colo_set_err(err, errlen, "KV cache: invalid configuration (%d layers, row %d, %d blocks of %d tokens, %s)",
                      c.n_layer, c.kv_dim, c.n_blocks, c.block_size,
@@ -73,7 +78,7 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
     kc->lru_head = kc->lru_tail = -1;
     if (!kc->k || !kc->v || !kc->free_ids || !kc->refs)
         goto out_host;
-    size_t per_array = (size_t)c.n_blocks * c.block_size * c.kv_dim * elem_bytes(c.dtype);
+    size_t per_array = (size_t)c.n_blocks * c.block_size * kv_row_bytes(c.dtype, c.kv_dim);
     for (int l = 0; l < c.n_layer; l++) {
         if (colo_arena_reserve(arena, per_array, 256, &kc->k[l]) != COLO_OK ||
             colo_arena_reserve(arena, per_array, 256, &kc->v[l]) != COLO_OK) {
@@ -86,7 +91,7 @@ colo_kv_cache *colo_kv_cache_create(colo_arena *arena, const colo_kv_cache_confi
         }
         kc->bytes += 2 * per_array;
     }
-    kc->row_bytes = (size_t)c.block_size * c.kv_dim * elem_bytes(c.dtype);
+    kc->row_bytes = (size_t)c.block_size * kv_row_bytes(c.dtype, c.kv_dim);
     kc->block_bytes = 2 * (size_t)c.n_layer * kc->row_bytes;
     for (int i = 0; i < c.n_blocks; i++)
         kc->free_ids[i] = c.n_blocks - 1 - i; /* id 0 first */

@@ -1,9 +1,12 @@
 /* models/kv_cache.h: a paged KV cache and its block allocator.
  *
  * Storage. For every layer l, K and V are two arrays of
- * (n_blocks * block_size, kv_dim) elements of dtype (F16 or F32), kv_dim =
- * n_kv_head * head_dim, in the model's arena: the layout colo_op_kv_store
- * and colo_op_attention read (kernels/ops.h). Token position p of a
+ * (n_blocks * block_size, kv_dim) elements of dtype (F16, F32, or the block
+ * types Q8_0 and Q4_0: a row is then kv_dim / 32 blocks of 34 or 18 bytes,
+ * quantized once as the token is written), kv_dim = n_kv_head * head_dim,
+ * in the model's arena: the layout colo_op_kv_store and colo_op_attention
+ * read (kernels/ops.h). Every byte count here (a block's charge, the
+ * pages it commits, a fork's copy) is of the stored type. Token position p of a
  * sequence whose block table is table[] lives in slot
  * table[p / block_size] * block_size + p % block_size.
  *
@@ -75,7 +78,7 @@ typedef struct colo_kv_cache_config {
     int kv_dim;       /* n_kv_head * head_dim: one token's K (or V) row in one layer */
     int block_size;   /* tokens per block; 0 = COLO_KV_DEFAULT_BLOCK_SIZE */
     int n_blocks;     /* blocks in all */
-    colo_dtype dtype; /* COLO_F16 or COLO_F32 */
+    colo_dtype dtype; /* colo_dtype_is_kv: F16, F32, Q8_0, Q4_0 (kv_dim % 32 == 0) */
 } colo_kv_cache_config;
 
 typedef struct colo_kv_cache colo_kv_cache;
@@ -83,7 +86,8 @@ typedef struct colo_kv_cache colo_kv_cache;
 /* Bytes of one block: K and V of block_size tokens in every layer
  * (0 for an invalid cfg). */
 size_t colo_kv_cache_block_bytes(const colo_kv_cache_config *cfg);
-/* Bytes of the KV of one token in every layer (K and V). */
+/* Bytes of the KV of one token in every layer (K and V); 0 for a dtype
+ * that cannot hold a row of kv_dim. */
 size_t colo_kv_cache_token_bytes(int n_layer, int kv_dim, colo_dtype dtype);
 /* Blocks needed to hold n_tokens positions. */
 int colo_kv_blocks_for(int n_tokens, int block_size);

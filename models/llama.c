@@ -21,9 +21,14 @@ colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo
         colo_set_err(err, errlen, "KV cache: already initialised");
         return COLO_EINVAL;
     }
-    if (n_blocks <= 0 || block_size <= 0 || (kv_type != COLO_F16 && kv_type != COLO_F32)) {
+    if (n_blocks <= 0 || block_size <= 0 || !colo_dtype_is_kv(kv_type)) {
         colo_set_err(err, errlen, "KV cache: invalid configuration (%d blocks of %d tokens)", n_blocks, block_size);
         return COLO_EINVAL;
+    }
+    if (m->hp.head_dim % colo_dtype_block_elems(kv_type)) {
+        colo_set_err(err, errlen, "KV cache type %s needs a head size that is a multiple of %d; the model's is %d",
+                     colo_dtype_name(kv_type), colo_dtype_block_elems(kv_type), m->hp.head_dim);
+        return COLO_EUNSUPPORTED;
     }
     colo_kv_cache_config kc = {.n_layer = m->hp.n_layer, .kv_dim = m->hp.n_kv_head * m->hp.head_dim,
                                .block_size = block_size, .n_blocks = n_blocks, .dtype = kv_type};

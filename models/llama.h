@@ -118,15 +118,19 @@ typedef struct colo_llama_memory {
 } colo_llama_memory;
 
 /* COLO_EFORMAT with a message naming the key or tensor when path is not a
- * loadable llama file; COLO_EINVAL for a kv_type other than F16/F32. */
+ * loadable llama file; COLO_EINVAL for a kv_type colo_dtype_is_kv refuses,
+ * COLO_EUNSUPPORTED for a block kv_type (Q8_0, Q4_0) and a head size that
+ * is not a multiple of 32. */
 colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_llama_memory *out, char *err,
                                    size_t errlen);
 /* Bytes of the activation scratch for steps of n_tokens tokens, n_logits
  * logits rows and a block table of n_table entries (n_seqs * max_blocks). */
 size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_logits, int n_table);
 
-/* Allocates the paged KV cache: n_blocks blocks of block_size tokens.
- * COLO_ENOMEM (with err) when the arena cannot hold it. */
+/* Allocates the paged KV cache: n_blocks blocks of block_size tokens of
+ * kv_type (colo_dtype_is_kv). COLO_ENOMEM (with err) when the arena cannot
+ * hold it; COLO_EUNSUPPORTED for a block type and a head size that is not
+ * a multiple of 32. */
 colo_status colo_llama_kv_init(colo_llama *m, int n_blocks, int block_size, colo_dtype kv_type, char *err,
                                size_t errlen);
 /* Returns the KV cache's memory to the arena (every block id becomes

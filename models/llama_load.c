@@ -360,8 +360,8 @@ colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_ll
 {
     char msg[512] = "";
     memset(out, 0, sizeof *out);
-    if (kv_type != COLO_F16 && kv_type != COLO_F32) {
-        colo_set_err(err, errlen, "KV cache type must be f16 or f32");
+    if (!colo_dtype_is_kv(kv_type)) {
+        colo_set_err(err, errlen, "KV cache type must be f16, f32, q8_0 or q4_0");
         return COLO_EINVAL;
     }
     colo_gguf *g = colo_gguf_open(path, err, errlen);
@@ -381,6 +381,12 @@ colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_ll
     }
     if (plan(g, hp, &scratch, layers, fz, &specs, msg, sizeof msg) != COLO_OK)
         goto out;
+    if (hp->head_dim % colo_dtype_block_elems(kv_type)) {
+        snprintf(msg, sizeof msg, "KV cache type %s needs a head size that is a multiple of %d; the model's is %d",
+                 colo_dtype_name(kv_type), colo_dtype_block_elems(kv_type), hp->head_dim);
+        st = COLO_EUNSUPPORTED;
+        goto out;
+    }
     for (int i = 0; i < specs.n; i++) {
         const colo_gguf_tensor *t = colo_gguf_find_tensor(g, specs.v[i].name);
         if (t) {

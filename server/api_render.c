@@ -328,7 +328,8 @@ json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *am)
                                   in.keep_alive_ms, "pinned", in.pinned, "evictions", (json_int_t)in.evictions));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
-                            json_pack("{s:i,s:i,s:i,s:I,s:i}", "blocks", in.kv_blocks, "free_blocks", in.kv_free_blocks,
+                            json_pack("{s:s,s:i,s:i,s:i,s:I,s:i}", "dtype", colo_dtype_name(mc->kv_dtype), "blocks",
+                                      in.kv_blocks, "free_blocks", in.kv_free_blocks,
                                       "block_size", in.kv_block_size, "preemptions", (json_int_t)in.preemptions,
                                       "running_sequences", in.in_batch));
     if (in.task == COLO_TASK_GENERATE)

@@ -265,10 +265,10 @@ static void log_model(const app *a, int i, colo_served *m)
     if (mi.task != COLO_TASK_GENERATE)
         return;
     bool cpu = a->info.kind == COLO_BACKEND_CPU;
-    COLO_INFO("colo-server: model \"%s\": KV cache up to %.1f MiB (%d tokens), %s: the rest of its memory_fraction "
-              "%.2f of the device's %.1f MiB (limit %.1f MiB); a smaller models[%d].memory_fraction or "
+    COLO_INFO("colo-server: model \"%s\": KV cache (%s) up to %.1f MiB (%d tokens), %s: the rest of its "
+              "memory_fraction %.2f of the device's %.1f MiB (limit %.1f MiB); a smaller models[%d].memory_fraction or "
               "server.%s_memory_bytes reserves less",
-              mi.name, (double)mi.kv_bytes / MiB, mi.kv_tokens,
+              mi.name, colo_dtype_name(mc->kv_dtype), (double)mi.kv_bytes / MiB, mi.kv_tokens,
               a->pool ? "taken block by block as sequences need it" : "allocated now", mc->memory_fraction,
               (double)colo_arena_device_budget(a->dev) / MiB, (double)mi.mem.limit_bytes / MiB, i,
               cpu ? "cpu" : "gpu");

@@ -275,24 +275,33 @@ static void bench_prefill(colo_device *dev, colo_stream *s, double seconds)
 
 /* Paged attention of a decode step: n_seq sequences of depth keys each
  * (head shape n_head / n_kv x head_dim, blocks of 16 slots scattered
- * through the cache, F16 K and V) for about seconds; best seconds per call.
- * As in a model, calls go to the caches of several layers in turn (up to
- * 30, at most 96 MiB in all), so that KV rows come from memory rather than
- * the cache once they are larger than it. */
-static double time_attention(colo_device *dev, colo_stream *s, int n_seq, int depth, int n_head, int n_kv, int hd,
-                             double seconds)
+ * through the cache, K and V of kv_type: F16, or Q8_0 quantized per row as
+ * kv_store writes it) for about seconds; best seconds per call. As in a
+ * model, calls go to the caches of several layers in turn (up to 30, at
+ * most 96 MiB in all), so that KV rows come from memory rather than the
+ * cache once they are larger than it. */
+static double time_attention(colo_device *dev, colo_stream *s, colo_dtype kv_type, int n_seq, int depth, int n_head,
+                             int n_kv, int hd, double seconds)
 {
     enum { BS = 16 };
     int kv_dim = n_kv * hd, max_blocks = (depth + BS - 1) / BS, n_blocks = n_seq * max_blocks;
-    size_t cache_elems = (size_t)n_blocks * BS * kv_dim;
-    int layers = (int)((96u << 20) / (cache_elems * 4));
+    size_t rb = colo_dtype_row_bytes(kv_type, kv_dim), n_rows = (size_t)n_blocks * BS, cache_bytes = n_rows * rb;
+    int layers = (int)((96u << 20) / (cache_bytes * 2));
     layers = layers < 1 ? 1 : layers > 30 ? 30 : layers;
-    uint16_t *kv = malloc(cache_elems * 2 * layers * sizeof(uint16_t));
+    unsigned char *kv = malloc(cache_bytes * 2 * layers);
+    float *row = malloc((size_t)kv_dim * sizeof(float));
     float *q = malloc((size_t)n_seq * n_head * hd * sizeof(float));
     int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *seq = malloc((size_t)n_seq * sizeof(int32_t));
     int32_t *pos = malloc((size_t)n_seq * sizeof(int32_t));
-    for (size_t i = 0; i < cache_elems * 2 * layers; i++)
-        kv[i] = colo_f32_to_fp16((float)rand() / (float)RAND_MAX - 0.5f);
+    if (!kv || !row || !q || !table || !seq || !pos) {
+        fprintf(stderr, "bench: out of host memory\n");
+        exit(1);
+    }
+    for (size_t r = 0; r < n_rows * 2 * layers; r++) {
+        for (int i = 0; i < kv_dim; i++)
+            row[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_quantize_row(kv_type, row, kv + r * rb, kv_dim);
+    }
     for (int i = 0; i < n_seq * n_head * hd; i++)
         q[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     for (int i = 0; i < n_blocks; i++) /* block i of sequence i % n_seq: the sequences' blocks interleave */
@@ -300,46 +309,51 @@ static double time_attention(colo_device *dev, colo_stream *s, int n_seq, int de
     for (int i = 0; i < n_seq; i++)
         seq[i] = i, pos[i] = depth - 1;
     colo_buffer *bkv, *bq, *bt, *bs, *bp, *bo;
-    uint16_t *dkv = upload(s, dev, kv, cache_elems * 2 * layers * sizeof(uint16_t), &bkv);
+    unsigned char *dkv = upload(s, dev, kv, cache_bytes * 2 * layers, &bkv);
     float *dq = upload(s, dev, q, (size_t)n_seq * n_head * hd * sizeof(float), &bq);
     colo_attn_desc d = {.n_tokens = n_seq, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
-                        .max_blocks = max_blocks, .max_pos = depth - 1, .scale = 0.125f, .kv_type = COLO_F16,
+                        .max_blocks = max_blocks, .max_pos = depth - 1, .scale = 0.125f, .kv_type = kv_type,
                         .tok_seq = upload(s, dev, seq, (size_t)n_seq * sizeof(int32_t), &bs),
                         .tok_pos = upload(s, dev, pos, (size_t)n_seq * sizeof(int32_t), &bp),
                         .block_table = upload(s, dev, table, (size_t)n_blocks * sizeof(int32_t), &bt)};
     float *dout = upload(s, dev, q, (size_t)n_seq * n_head * hd * sizeof(float), &bo);
-    colo_op_attention(s, &d, dq, dkv, dkv + cache_elems, dout); /* warm-up */
+    colo_op_attention(s, &d, dq, dkv, dkv + cache_bytes, dout); /* warm-up */
     colo_stream_sync(s);
     double t0 = now_s(), best = 1e30;
     do {
         double b0 = now_s();
         for (int l = 0; l < layers; l++)
-            colo_op_attention(s, &d, dq, dkv + 2 * l * cache_elems, dkv + (2 * l + 1) * cache_elems, dout);
+            colo_op_attention(s, &d, dq, dkv + 2 * l * cache_bytes, dkv + (2 * l + 1) * cache_bytes, dout);
         colo_stream_sync(s);
         double el = (now_s() - b0) / layers;
         best = el < best ? el : best;
     } while (now_s() - t0 < seconds);
     colo_buffer_free(bkv), colo_buffer_free(bq), colo_buffer_free(bt), colo_buffer_free(bs), colo_buffer_free(bp);
     colo_buffer_free(bo);
-    free(kv), free(q), free(table), free(seq), free(pos);
+    free(kv), free(row), free(q), free(table), free(seq), free(pos);
     return best;
 }
 
 /* The attention table: SmolLM2's heads (9 / 3 x 64) and Gemma 3 270M's
- * (4 / 1 x 256), one sequence at several depths and 32 sequences. */
+ * (4 / 1 x 256), one sequence at several depths and 32 sequences, with F16
+ * and Q8_0 caches. KV GB/s: the K and V bytes of the keys read. */
 static void bench_attention(colo_device *dev, colo_stream *s, double seconds)
 {
-    printf("\n%-34s %12s %10s %10s\n", "attention (decode, F16 KV)", "us/call", "ns/key", "KV GB/s");
+    printf("\n%-40s %12s %10s %10s\n", "attention (decode)", "us/call", "ns/key", "KV GB/s");
     const int shapes[][3] = {{9, 3, 64}, {4, 1, 256}};
     const int cases[][2] = {{1, 256}, {1, 1024}, {1, 2000}, {8, 256}, {32, 256}, {32, 1024}};
+    const colo_dtype types[] = {COLO_F16, COLO_Q8_0};
     for (int h = 0; h < 2; h++)
-        for (int c = 0; c < 6; c++) {
-            int n_head = shapes[h][0], n_kv = shapes[h][1], hd = shapes[h][2];
-            double t = time_attention(dev, s, cases[c][0], cases[c][1], n_head, n_kv, hd, seconds);
-            double keys = (double)cases[c][0] * cases[c][1]; /* per KV head: ns per key and KV head below */
-            printf("  heads %d/%d x %-3d seqs %-2d depth %-5d %10.1f %10.3f %10.2f\n", n_head, n_kv, hd, cases[c][0],
-                   cases[c][1], t * 1e6, t * 1e9 / (keys * n_kv), keys * n_kv * hd * 2 * 2 / t / 1e9);
-        }
+        for (int c = 0; c < 6; c++)
+            for (int k = 0; k < 2; k++) {
+                int n_head = shapes[h][0], n_kv = shapes[h][1], hd = shapes[h][2];
+                double t = time_attention(dev, s, types[k], cases[c][0], cases[c][1], n_head, n_kv, hd, seconds);
+                double keys = (double)cases[c][0] * cases[c][1]; /* per KV head: ns per key and KV head below */
+                double bytes = keys * n_kv * (double)colo_dtype_row_bytes(types[k], hd) * 2;
+                printf("  %-4s heads %d/%d x %-3d seqs %-2d depth %-5d %10.1f %10.3f %10.2f\n",
+                       colo_dtype_name(types[k]), n_head, n_kv, hd, cases[c][0], cases[c][1], t * 1e6,
+                       t * 1e9 / (keys * n_kv), bytes / t / 1e9);
+            }
 }
 
 /* The element types the mat-vec, rows and dot benchmarks run; the last

@@ -8,6 +8,11 @@
  * rows are converted to F32 scratch, scored against each query head, the
  * scores exponentiated eight at a time (AVX2) with an online softmax at tile
  * granularity, and the tile's V rows accumulated with the weights.
+ * Q8_0 K rows are expanded into the F32 tile like F16 ones (once for the
+ * whole group: scoring blocks in place would convert each key once per
+ * head); Q8_0 V rows are read in place, a block's int8 values weighted by
+ * the key's weight times the block's d (AVX2). Q4_0 rows, and Q8_0 without
+ * AVX2, go through the F32 tiles for K and V.
  * When there are few (token, KV head) pairs (decode of a small batch), each
  * pair's keys are split into segments that run on different workers
  * (flash-decoding); their partial results (max, sum of weights, weighted
@@ -39,20 +44,21 @@ typedef struct {
     int n_split;
 } attn_args;
 
-static inline void load_row(colo_dtype t, const void *base, int64_t row, int off, int n, float *dst)
+/* dst (n floats) = the n elements of type t (F16 or a block type) at src. */
+static inline void load_row(colo_dtype t, const void *src, int n, float *dst)
 {
-    if (t == COLO_F32) {
-        memcpy(dst, (const float *)base + row + off, (size_t)n * sizeof(float));
-    } else {
-        const uint16_t *h = (const uint16_t *)base + row + off;
-        int i = 0;
-#ifdef ATTN_AVX2
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-        for (; i < n; i++)
-            dst[i] = colo_fp16_to_f32(h[i]);
+    if (t != COLO_F16) {
+        colo_dequantize_row(t, src, dst, n);
+        return;
     }
+    const uint16_t *h = src;
+    int i = 0;
+#ifdef ATTN_AVX2
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+    for (; i < n; i++)
+        dst[i] = colo_fp16_to_f32(h[i]);
 }
 
 #ifdef ATTN_AVX2
@@ -149,6 +155,57 @@ static inline __attribute__((always_inline)) void accumulate_f16(int NH, float *
         for (int h = 0; h < NH; h++) {
             _mm256_storeu_ps(acc + (size_t)h * hd + i, a[h][0]);
             _mm256_storeu_ps(acc + (size_t)h * hd + i + 8, a[h][1]);
+        }
+    }
+}
+
+/* 8 int8 at p as floats. */
+static inline __m256 cvt_q8x8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* As accumulate_f16, v[j] Q8_0 rows read in place (hd % 32 == 0): a
+ * weight is multiplied by the block's d once per 16 elements. */
+static inline __attribute__((always_inline)) void accumulate_q8(int NH, float *acc, const float *corr,
+                                                                const float *w, int w_stride,
+                                                                const colo_blk_q8_0 *const *v, int nt, int hd)
+{
+    for (int i = 0; i < hd; i += 16) {
+        __m256 a[4][2];
+        for (int h = 0; h < NH; h++) {
+            __m256 c = _mm256_set1_ps(corr[h]);
+            a[h][0] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * hd + i), c);
+            a[h][1] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * hd + i + 8), c);
+        }
+        for (int j = 0; j < nt; j++) {
+            const colo_blk_q8_0 *vb = v[j] + i / 32;
+            float dj = _cvtsh_ss(vb->d);
+            __m256 v0 = cvt_q8x8(vb->qs + i % 32), v1 = cvt_q8x8(vb->qs + i % 32 + 8);
+            for (int h = 0; h < NH; h++) {
+                __m256 wj = _mm256_set1_ps(w[(size_t)h * w_stride + j] * dj);
+                a[h][0] = _mm256_fmadd_ps(wj, v0, a[h][0]);
+                a[h][1] = _mm256_fmadd_ps(wj, v1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < NH; h++) {
+            _mm256_storeu_ps(acc + (size_t)h * hd + i, a[h][0]);
+            _mm256_storeu_ps(acc + (size_t)h * hd + i + 8, a[h][1]);
+        }
+    }
+}
+
+static void accumulate_group_q8(int group, float *acc, const float *corr, const float *w, int w_stride,
+                                const colo_blk_q8_0 *const *v, int nt, int hd)
+{
+    for (int h = 0; h < group;) {
+        float *ah = acc + (size_t)h * hd;
+        const float *wh = w + (size_t)h * w_stride;
+        switch (group - h) {
+        case 1: accumulate_q8(1, ah, corr + h, wh, w_stride, v, nt, hd); h += 1; break;
+        case 2: accumulate_q8(2, ah, corr + h, wh, w_stride, v, nt, hd); h += 2; break;
+        case 3: accumulate_q8(3, ah, corr + h, wh, w_stride, v, nt, hd); h += 3; break;
+        default: accumulate_q8(4, ah, corr + h, wh, w_stride, v, nt, hd); h += 4; break;
         }
     }
 }
@@ -268,15 +325,16 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     int q_stride = d->q_stride ? d->q_stride : d->n_head * hd;
     int tile = ATTN_TILE_FLOATS / hd;
     tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
-    bool f16 = d->kv_type == COLO_F16;
-    size_t floats = (size_t)group * hd + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0) + group;
+    colo_dtype kv_t = d->kv_type;
+    bool conv = kv_t != COLO_F32; /* rows go through F32 tiles unless read in place */
+    size_t floats = (size_t)group * hd + (size_t)group * tile + (conv ? 2 * (size_t)tile * hd : 0) + group;
     floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
     float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
     if (!qs)
         return COLO_ENOMEM;
     float *s = qs + (size_t)group * hd, *kt = s + (size_t)group * tile, *vt = kt + (size_t)tile * hd;
-    /* (group) each head's rescale of this tile, after the tiles (F16 only) */
-    float *corr = s + (size_t)group * tile + (f16 ? 2 * (size_t)tile * hd : 0);
+    /* (group) each head's rescale of this tile, after the tiles */
+    float *corr = s + (size_t)group * tile + (conv ? 2 * (size_t)tile * hd : 0);
     const float **kp = (const float **)(qs + floats), **vp = kp + tile;
     const float *q = a->q + (int64_t)t * q_stride + (int64_t)kvh * group * hd;
     for (int h = 0; h < group; h++) {
@@ -286,18 +344,22 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     }
     memset(acc, 0, (size_t)group * hd * sizeof(float));
     const int32_t *table = d->block_table + (int64_t)d->tok_seq[t] * d->max_blocks;
+    /* fast: V rows (F16, Q8_0) are read in place; K rows are converted
+     * once into the tile, which all the group's heads then score */
 #ifdef ATTN_AVX2
-    bool fast = f16 && hd % 16 == 0;
+    bool fast = (kv_t == COLO_F16 && hd % 16 == 0) || kv_t == COLO_Q8_0;
 #else
     bool fast = false;
 #endif
-    size_t esz = f16 ? 2 : 4, row_bytes = (size_t)hd * esz;
-    /* Element offsets of this tile's and the next tile's KV rows (this head's
+    int64_t row_bytes = (int64_t)colo_dtype_row_bytes(kv_t, kv_dim);
+    int64_t head_bytes = (int64_t)colo_dtype_row_bytes(kv_t, hd);
+    const char *kc = a->k_cache, *vc = a->v_cache;
+    /* Byte offsets of this tile's and the next tile's KV rows (this head's
      * piece): block and slot advance by counting, no division per key. */
     int64_t rows_buf[2][64], *rows = rows_buf[0], *next = rows_buf[1];
     int blk = ja / d->block_size, off = ja % d->block_size;
     for (int j = 0; j < tile && ja + j < jb; j++) {
-        rows[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+        rows[j] = ((int64_t)table[blk] * d->block_size + off) * row_bytes + (int64_t)kvh * head_bytes;
         if (++off == d->block_size)
             off = 0, blk++;
     }
@@ -307,29 +369,27 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
          * computed: KV rows of long sequences come from DRAM, one head's
          * piece of each row at a time. */
         for (int j = 0; j < tile && j0 + tile + j < jb; j++) {
-            next[j] = ((int64_t)table[blk] * d->block_size + off) * kv_dim + (int64_t)kvh * hd;
+            next[j] = ((int64_t)table[blk] * d->block_size + off) * row_bytes + (int64_t)kvh * head_bytes;
             if (++off == d->block_size)
                 off = 0, blk++;
-            const char *kr = (const char *)a->k_cache + next[j] * (int64_t)esz;
-            const char *vr = (const char *)a->v_cache + next[j] * (int64_t)esz;
-            for (size_t b = 0; b < row_bytes; b += 64) {
-                __builtin_prefetch(kr + b);
-                __builtin_prefetch(vr + b);
+            for (int64_t b = 0; b < head_bytes; b += 64) {
+                __builtin_prefetch(kc + next[j] + b);
+                __builtin_prefetch(vc + next[j] + b);
             }
         }
         for (int j = 0; j < nt; j++) {
             int64_t row = rows[j];
-            if (f16) {
-                load_row(COLO_F16, a->k_cache, row, 0, hd, kt + (size_t)j * hd);
-                kp[j] = kt + (size_t)j * hd;
-                if (fast) {
-                    vp[j] = (const float *)((const uint16_t *)a->v_cache + row);
-                } else {
-                    load_row(COLO_F16, a->v_cache, row, 0, hd, vt + (size_t)j * hd);
-                    vp[j] = vt + (size_t)j * hd;
-                }
+            if (!conv) {
+                kp[j] = (const float *)(kc + row), vp[j] = (const float *)(vc + row);
+                continue;
+            }
+            load_row(kv_t, kc + row, hd, kt + (size_t)j * hd);
+            kp[j] = kt + (size_t)j * hd;
+            if (fast) {
+                vp[j] = (const float *)(vc + row);
             } else {
-                kp[j] = (const float *)a->k_cache + row, vp[j] = (const float *)a->v_cache + row;
+                load_row(kv_t, vc + row, hd, vt + (size_t)j * hd);
+                vp[j] = vt + (size_t)j * hd;
             }
         }
         int64_t *t_rows = rows;
@@ -351,7 +411,9 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
                 accumulate_tile(acc + (size_t)h * hd, corr[h], sh, vp, nt, hd);
         }
 #ifdef ATTN_AVX2
-        if (fast)
+        if (fast && kv_t == COLO_Q8_0)
+            accumulate_group_q8(group, acc, corr, s, tile, (const colo_blk_q8_0 *const *)vp, nt, hd);
+        else if (fast)
             accumulate_group_f16(group, acc, corr, s, tile, (const uint16_t *const *)vp, nt, hd);
 #endif
     }

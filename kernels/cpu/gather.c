@@ -100,12 +100,19 @@ static void kv_task(const void *p, int chunk, int n_chunks)
         if (a->t == COLO_F32) {
             memcpy((float *)a->kc + slot * a->kv_dim, k, (size_t)a->kv_dim * sizeof(float));
             memcpy((float *)a->vc + slot * a->kv_dim, v, (size_t)a->kv_dim * sizeof(float));
-        } else {
+        } else if (a->t == COLO_F16) {
             uint16_t *kc = (uint16_t *)a->kc + slot * a->kv_dim, *vc = (uint16_t *)a->vc + slot * a->kv_dim;
             for (int i = 0; i < a->kv_dim; i++) {
                 kc[i] = colo_f32_to_fp16(k[i]);
                 vc[i] = colo_f32_to_fp16(v[i]);
             }
+        } else {
+            /* A block type: the row is quantized once, here, 32 elements
+             * per block, and never rewritten. */
+            size_t rb = colo_dtype_row_bytes(a->t, a->kv_dim);
+            if (colo_quantize_row(a->t, k, (char *)a->kc + slot * (int64_t)rb, a->kv_dim) != COLO_OK ||
+                colo_quantize_row(a->t, v, (char *)a->vc + slot * (int64_t)rb, a->kv_dim) != COLO_OK)
+                colo_cpu_task_fail(COLO_EUNSUPPORTED);
         }
     }
 }

@@ -10,6 +10,12 @@
 // the stream's SMs (decode), the keys are split into ranges handled by
 // different warps (grid.y) whose partial (max, sum, accumulator) go to the
 // stream's scratch and are merged by a second kernel.
+//
+// A Q8_0 or Q4_0 cache holds each row as blocks of 32 elements: kv_store
+// quantizes a block per warp (lane i holds element i), and attention reads
+// element e of a row from block e / 32 through kv_at, so the key and value
+// loops are the same for every type; a block's dot products with the
+// query are summed before its scale multiplies them.
 #include "kernels/cuda/common.cuh"
 
 #define ATTN_WARPS 4
@@ -42,13 +48,83 @@ __global__ void kv_store_kernel(const float *__restrict__ k, int ks, const float
     }
 }
 
+// The block formats of a quantized cache (GGML's layouts; 34 and 18 bytes,
+// 2-byte aligned).
+struct kv_q8_0 {
+    uint16_t d;    // fp16 scale
+    int8_t qs[32]; // x = q * d
+};
+struct kv_q4_0 {
+    uint16_t d;     // fp16 scale
+    uint8_t qs[16]; // element i < 16: low nibble of qs[i], else high nibble of qs[i - 16]; x = (q - 8) * d
+};
+
+static_assert(sizeof(kv_q8_0) == 34 && sizeof(kv_q4_0) == 18, "GGML's block sizes");
+
+// The calling warp's 32 values (lane i: element i) quantized into block b.
+__device__ __forceinline__ void quantize_block(float x, kv_q8_0 *b)
+{
+    int lane = threadIdx.x & 31;
+    float amax = colo_warp_max(fabsf(x));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    b->qs[lane] = (int8_t)roundf(x * id);
+    if (lane == 0)
+        b->d = __half_as_ushort(__float2half_rn(d));
+}
+
+__device__ __forceinline__ void quantize_block(float x, kv_q4_0 *b)
+{
+    int lane = threadIdx.x & 31;
+    float amax = colo_warp_max(fabsf(x));
+    // the signed value of largest magnitude (its first lane) sets the scale, so it maps to -8 exactly
+    unsigned first = __ffs(__ballot_sync(0xffffffffu, fabsf(x) == amax)) - 1;
+    float mx = __shfl_sync(0xffffffffu, x, first);
+    float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q = min(15, max(0, (int)(x * id + 8.5f)));
+    int hi = __shfl_down_sync(0xffffffffu, q, 16);
+    if (lane < 16)
+        b->qs[lane] = (uint8_t)(q | hi << 4);
+    if (lane == 0)
+        b->d = __half_as_ushort(__float2half_rn(d));
+}
+
+// A warp per 32-element block of token blockIdx.x's K and V rows.
+template <typename BLK>
+__global__ void kv_store_blocks_kernel(const float *__restrict__ k, int ks, const float *__restrict__ v, int vs,
+                                       BLK *__restrict__ kc, BLK *__restrict__ vc, const int32_t *__restrict__ slot,
+                                       int kv_dim, int *flag)
+{
+    int t = blockIdx.x, lane = threadIdx.x & 31, nb = kv_dim / 32;
+    int64_t sl = slot[t];
+    if (sl < 0) {
+        if (threadIdx.x == 0)
+            colo_dev_fail(flag, COLO_EINVAL);
+        return;
+    }
+    // b is the same for the whole warp, so the shuffles inside see every lane
+    for (int b = threadIdx.x >> 5; b < 2 * nb; b += blockDim.x >> 5) {
+        bool is_v = b >= nb;
+        int bb = is_v ? b - nb : b;
+        float x = is_v ? v[(size_t)t * vs + bb * 32 + lane] : k[(size_t)t * ks + bb * 32 + lane];
+        quantize_block(x, (is_v ? vc : kc) + sl * nb + bb);
+    }
+}
+
 colo_status colo_cuda_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride, void *kc,
                                void *vc, colo_dtype t, const int32_t *slot, int n_tokens, int kv_dim)
 {
     int ks = k_stride ? k_stride : kv_dim, vs = v_stride ? v_stride : kv_dim;
     int threads = kv_dim >= 256 ? 256 : kv_dim >= 128 ? 128 : 64;
     cudaStream_t st = colo_cuda_stream(s);
-    if (t == COLO_F16)
+    if ((t == COLO_Q8_0 || t == COLO_Q4_0) && kv_dim % 32)
+        return COLO_EINVAL;
+    if (t == COLO_Q8_0)
+        kv_store_blocks_kernel<kv_q8_0><<<n_tokens, threads, 0, st>>>(k, ks, v, vs, (kv_q8_0 *)kc, (kv_q8_0 *)vc, slot,
+                                                                       kv_dim, colo_cuda_error_flag(s));
+    else if (t == COLO_Q4_0)
+        kv_store_blocks_kernel<kv_q4_0><<<n_tokens, threads, 0, st>>>(k, ks, v, vs, (kv_q4_0 *)kc, (kv_q4_0 *)vc, slot,
+                                                                       kv_dim, colo_cuda_error_flag(s));
+    else if (t == COLO_F16)
         kv_store_kernel<__half><<<n_tokens, threads, 0, st>>>(k, ks, v, vs, (__half *)kc, (__half *)vc, slot, kv_dim,
                                                                colo_cuda_error_flag(s));
     else if (t == COLO_F32)
@@ -61,15 +137,68 @@ colo_status colo_cuda_kv_store(colo_stream *s, const float *k, int k_stride, con
 
 // ---- the shared warp routine -------------------------------------------------------------------
 
-__device__ __forceinline__ float kv_f(const float *p) { return *p; }
-__device__ __forceinline__ float kv_f(const __half *p) { return __half2float(*p); }
+// Element e of the cache base (e counts elements, also in a block type).
+__device__ __forceinline__ float kv_at(const float *base, int64_t e) { return base[e]; }
+__device__ __forceinline__ float kv_at(const __half *base, int64_t e) { return __half2float(base[e]); }
+__device__ __forceinline__ float kv_at(const kv_q8_0 *base, int64_t e)
+{
+    const kv_q8_0 *b = base + (e >> 5);
+    return __half2float(__ushort_as_half(b->d)) * b->qs[e & 31];
+}
+__device__ __forceinline__ float kv_at(const kv_q4_0 *base, int64_t e)
+{
+    const kv_q4_0 *b = base + (e >> 5);
+    int i = (int)(e & 31), q = i < 16 ? (b->qs[i] & 15) : (b->qs[i - 16] >> 4);
+    return __half2float(__ushort_as_half(b->d)) * (float)(q - 8);
+}
 
-// q (shared memory, 16-byte aligned) . K row p, hd elements. VEC: p is
-// 16-byte aligned and hd a multiple of 4 (F32) or 8 (F16).
-template <typename KV, bool VEC> __device__ __forceinline__ float row_dot(const float *q, const KV *p, int hd)
+template <typename KV> struct kv_is_block : std::integral_constant<bool, false> {};
+template <> struct kv_is_block<kv_q8_0> : std::integral_constant<bool, true> {};
+template <> struct kv_is_block<kv_q4_0> : std::integral_constant<bool, true> {};
+
+// q (shared memory) . the hd elements of a block-type row starting at
+// element e0 (a multiple of 32): each block's sum, then its scale.
+__device__ __forceinline__ float row_dot_blocks(const float *q, const kv_q8_0 *base, int64_t e0, int hd)
 {
     float s = 0.0f;
-    if constexpr (VEC && std::is_same<KV, float>::value) {
+    const kv_q8_0 *b = base + (e0 >> 5);
+    for (int c = 0; c < hd / 32; c++, b++) {
+        float t = 0.0f;
+#pragma unroll 8
+        for (int i = 0; i < 32; i++)
+            t = fmaf(q[32 * c + i], (float)b->qs[i], t);
+        s = fmaf(__half2float(__ushort_as_half(b->d)), t, s);
+    }
+    return s;
+}
+
+__device__ __forceinline__ float row_dot_blocks(const float *q, const kv_q4_0 *base, int64_t e0, int hd)
+{
+    float s = 0.0f;
+    const kv_q4_0 *b = base + (e0 >> 5);
+    for (int c = 0; c < hd / 32; c++, b++) {
+        float t = 0.0f;
+#pragma unroll 8
+        for (int i = 0; i < 16; i++) {
+            t = fmaf(q[32 * c + i], (float)((b->qs[i] & 15) - 8), t);
+            t = fmaf(q[32 * c + i + 16], (float)((b->qs[i] >> 4) - 8), t);
+        }
+        s = fmaf(__half2float(__ushort_as_half(b->d)), t, s);
+    }
+    return s;
+}
+
+// q (shared memory, 16-byte aligned) . K row at element off of base, hd
+// elements. VEC: the row is 16-byte aligned and hd a multiple of 4 (F32) or
+// 8 (F16); block types ignore it.
+template <typename KV, bool VEC>
+__device__ __forceinline__ float row_dot(const float *q, const KV *base, int64_t off, int hd)
+{
+    float s = 0.0f;
+    if constexpr (kv_is_block<KV>::value) {
+        return row_dot_blocks(q, base, off, hd);
+    } else if constexpr (VEC && std::is_same<KV, float>::value) {
+        const KV *p = base + off;
         for (int e = 0; e < hd; e += 4) {
             float4 a = *(const float4 *)(q + e), b = *(const float4 *)(p + e);
             s = fmaf(a.x, b.x, s);
@@ -78,6 +207,7 @@ template <typename KV, bool VEC> __device__ __forceinline__ float row_dot(const 
             s = fmaf(a.w, b.w, s);
         }
     } else if constexpr (VEC) {
+        const KV *p = base + off;
         for (int e = 0; e < hd; e += 8) {
             uint4 raw = *(const uint4 *)(p + e);
             const __half2 *h2 = (const __half2 *)&raw;
@@ -90,7 +220,7 @@ template <typename KV, bool VEC> __device__ __forceinline__ float row_dot(const 
         }
     } else {
         for (int e = 0; e < hd; e++)
-            s = fmaf(q[e], kv_f(p + e), s);
+            s = fmaf(q[e], kv_at(base, off + e), s);
     }
     return s;
 }
@@ -140,7 +270,7 @@ __device__ __forceinline__ void attend(const float *qs, const KV *__restrict__ k
             bool ok;
             keys.at(j, kb, vb, ok);
             if (ok)
-                sc = row_dot<KV, VEC>(qs, kc + kb, hd);
+                sc = row_dot<KV, VEC>(qs, kc, kb, hd);
             else
                 colo_dev_fail(flag, COLO_EINVAL); // a hole in the block table: the key is skipped
         }
@@ -161,12 +291,11 @@ __device__ __forceinline__ void attend(const float *qs, const KV *__restrict__ k
             long long vbu = __shfl_sync(0xffffffffu, (long long)vb, u);
             if (pu == 0.0f) // warp-uniform
                 continue;
-            const KV *vr = vc + vbu;
 #pragma unroll
             for (int c = 0; c < DPL; c++) {
                 int e = lane + 32 * c;
                 if (e < hd)
-                    acc[c] = fmaf(pu, kv_f(vr + e), acc[c]);
+                    acc[c] = fmaf(pu, kv_at(vc, vbu + e), acc[c]);
             }
         }
     }
@@ -310,7 +439,8 @@ static colo_status launch_paged(colo_stream *s, const colo_attn_desc *d, const f
             return e;
     }
     size_t vec_align = std::is_same<KV, float>::value ? 4 : 8;
-    bool vec = ((uintptr_t)kc % 16) == 0 && hd % vec_align == 0 && ((int64_t)d->n_kv_head * hd) % vec_align == 0;
+    bool vec = !kv_is_block<KV>::value && ((uintptr_t)kc % 16) == 0 && hd % vec_align == 0 &&
+               ((int64_t)d->n_kv_head * hd) % vec_align == 0;
     dim3 grid(colo_div_up(pairs, ATTN_WARPS), n_split), block(32 * ATTN_WARPS);
     size_t shmem = (size_t)ATTN_WARPS * hd_pad * sizeof(float);
     cudaStream_t st = colo_cuda_stream(s);
@@ -337,6 +467,12 @@ colo_status colo_cuda_attention(colo_stream *s, const colo_attn_desc *d, const f
         return launch_paged<__half>(s, d, q, (const __half *)kc, (const __half *)vc, out);
     if (d->kv_type == COLO_F32)
         return launch_paged<float>(s, d, q, (const float *)kc, (const float *)vc, out);
+    if ((d->kv_type == COLO_Q8_0 || d->kv_type == COLO_Q4_0) && d->head_dim % 32)
+        return COLO_EINVAL;
+    if (d->kv_type == COLO_Q8_0)
+        return launch_paged<kv_q8_0>(s, d, q, (const kv_q8_0 *)kc, (const kv_q8_0 *)vc, out);
+    if (d->kv_type == COLO_Q4_0)
+        return launch_paged<kv_q4_0>(s, d, q, (const kv_q4_0 *)kc, (const kv_q4_0 *)vc, out);
     return COLO_EUNSUPPORTED;
 }
 

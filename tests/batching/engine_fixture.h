@@ -18,11 +18,18 @@ static colo_device *dev;
  * 128, vocabulary 320, context 256, F32 weights from seed) named after the
  * test under $TMPDIR, and opens a CPU device of 2 threads. 0, or -1 as
  * cmocka's group setup expects. */
-static int engine_fixture_open(const char *test, uint64_t seed)
+static int engine_fixture_open_width(const char *test, uint64_t seed, int n_embd);
+static inline int engine_fixture_open(const char *test, uint64_t seed)
+{
+    return engine_fixture_open_width(test, seed, 64);
+}
+
+/* As engine_fixture_open, n_embd wide (head size n_embd / 4). */
+static int engine_fixture_open_width(const char *test, uint64_t seed, int n_embd)
 {
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(model_path, sizeof model_path, "%s/colo-test-%s-%d.gguf", tmp, test, (int)getpid());
-    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+    colo_mkmodel_config c = {.n_layer = 2, .n_embd = n_embd, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
                              .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = seed};
     char err[256];
     if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK) {

@@ -3,7 +3,7 @@
  * more sequences at once than its own guarantee allows; when the owner
  * bursts, the borrower gives its memory back within one of its steps; the
  * preempted sequences finish with the tokens they make alone (greedy), and
- * no request fails. */
+ * no request fails; also with Q8_0 caches. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +27,11 @@
 #define N_B 6         /* the owner's burst */
 
 static uint64_t seed;
+/* The KV cache of every rig and one token's K (or V) row: F32 on the
+ * fixture's model (kv_dim 32), Q8_0 on a wider one (kv_dim 64: heads of 32,
+ * whole blocks) in test_borrow_and_reclaim_q8_0. */
+static colo_dtype kv_type = COLO_F32;
+static int kv_dim = 32;
 
 static int setup(void **state)
 {
@@ -51,7 +56,7 @@ static void rig_start(rig *r, int max_running, int n_blocks)
     if (!r->m)
         fail_msg("load: %s", err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
-                          .kv_type = COLO_F32, .n_blocks = n_blocks};
+                          .kv_type = kv_type, .n_blocks = n_blocks};
     r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
@@ -189,7 +194,10 @@ static size_t fixed_bytes(int max_running, int n_blocks)
     return fixed;
 }
 
-static size_t block_bytes(void) { return (size_t)BS * 2 /* layers */ * 2 /* K, V */ * 32 /* kv_dim */ * 4; }
+static size_t block_bytes(void)
+{
+    return (size_t)BS * 2 /* layers */ * 2 /* K, V */ * colo_dtype_row_bytes(kv_type, kv_dim);
+}
 
 static void test_borrow_and_reclaim(void **state)
 {
@@ -280,6 +288,27 @@ static void test_borrow_and_reclaim(void **state)
     rig_close(&b);
     assert_int_equal(colo_mem_pool_used(pool), 0);
     colo_mem_pool_destroy(pool);
+}
+
+/* Borrowing and reclaiming with Q8_0 caches (kv_cache.dtype q8_0): the
+ * guarantees are sized in quantized blocks (34 bytes per 32 elements), so
+ * a cache that charged F16 or F32 bytes could not run A's sequences at once
+ * within what it borrows, nor give B exactly its guarantee back. */
+static void test_borrow_and_reclaim_q8_0(void **state)
+{
+    char saved[sizeof model_path], err[256];
+    memcpy(saved, model_path, sizeof saved);
+    snprintf(model_path, sizeof model_path, "%.280s-q8.gguf", saved);
+    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 128, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+                             .n_vocab = 320, .n_ctx = 256, .type = COLO_F32, .seed = seed};
+    if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
+        fail_msg("mkmodel: %s", err);
+    kv_type = COLO_Q8_0, kv_dim = 64;
+    assert_int_equal(block_bytes(), (size_t)BS * 2 * 2 * 68);
+    test_borrow_and_reclaim(state);
+    kv_type = COLO_F32, kv_dim = 32;
+    unlink(model_path);
+    memcpy(model_path, saved, sizeof saved);
 }
 
 /* The same borrower with a fixed guarantee (ceiling = guarantee): it cannot
@@ -374,6 +403,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_borrow_and_reclaim),
+        cmocka_unit_test(test_borrow_and_reclaim_q8_0),
         cmocka_unit_test(test_static_guarantee_limits_concurrency),
         cmocka_unit_test(test_borrow_takes_idle_cache),
     };

@@ -239,6 +239,42 @@ static void test_api_key_env(void **state)
     assert_string_equal(cfg.server.cors_origins[1], "http://localhost:3000");
 }
 
+/* kv_cache.dtype names every KV cache type, and each reaches the model's
+ * config; a wrong one is refused at its line and column. */
+static void test_kv_cache_dtypes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        colo_dtype t;
+    } types[] = {{"f16", COLO_F16}, {"f32", COLO_F32}, {"q8_0", COLO_Q8_0}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char y[256], err[512] = "";
+        snprintf(y, sizeof y,
+                 "models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.2}\n"
+                 "  - name: b\n    kind: llama\n    path: /x\n    memory_fraction: 0.2\n"
+                 "    kv_cache:\n      dtype: %s\n",
+                 types[i].name);
+        assert_int_equal(parse(y, err, sizeof err), COLO_OK);
+        assert_int_equal(cfg.models[0].kv_dtype, COLO_F16); /* the default */
+        assert_int_equal(cfg.models[1].kv_dtype, types[i].t);
+    }
+    /* a wrong case, and q4_0 (not offered: docs/CONFIG.md) */
+    static const char *const bad_types[] = {"Q8_0", "q4_0"};
+    for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
+        char bad[256], err[512] = "", got[32];
+        snprintf(bad, sizeof bad,
+                 "models:\n  - name: b\n    kind: llama\n    path: /x\n    memory_fraction: 0.2\n"
+                 "    kv_cache:\n      block_size: 16\n      dtype: %s\n",
+                 bad_types[i]);
+        snprintf(got, sizeof got, "got '%s'", bad_types[i]);
+        assert_int_equal(parse(bad, err, sizeof err), COLO_EINVAL);
+        if (strncmp(err, "t.yaml:8:14: models[0].kv_cache.dtype:", 38) || !strstr(err, "f16, f32, q8_0,") ||
+            !strstr(err, got))
+            fail_msg("error '%s' does not name the place, the allowed types and the value", err);
+    }
+}
+
 /* The message must start with the exact place and name the field. */
 static void expect_error(const char *y, const char *where, const char *what)
 {
@@ -289,7 +325,7 @@ static void test_errors_unknown_and_types(void **state)
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, priority: urgent}\n",
                  "t.yaml:2:70: models[0].priority:", "high");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.5, kv_cache: {dtype: q4}}\n",
-                 "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32");
+                 "t.yaml:2:78: models[0].kv_cache.dtype:", "f16, f32, q8_0, got 'q4'");
     expect_error("models:\n  - {name: a, kind: llama, path: /x, memory_fraction: 0.2, aliases: [x/y]}\n"
                  "  - {name: b, kind: llama, path: /x, memory_fraction: 0.2, aliases: [x/y]}\n",
                  "t.yaml:3:5: models[1]:", "model name 'x/y' is already used at line 2");
@@ -403,6 +439,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_config),
+        cmocka_unit_test(test_kv_cache_dtypes),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_api_key_env),

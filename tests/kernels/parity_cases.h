@@ -491,6 +491,67 @@ static void test_rope(void **state)
     }
 }
 
+/* kv_store into a quantized cache: each row comes back, block by block,
+ * within the format's rounding of the original (Q8_0: half a step of
+ * max|x| / 127, Q4_0: one step of max|x| / 8 for the clamped extreme,
+ * plus the fp16 rounding of the scale), all-zero blocks as zeros, and the
+ * slots not written keep their bytes. k and v come with row strides, as
+ * the model's fused QKV output gives them. */
+static void case_kv_store_quantized(ctx_t *c, colo_dtype t, int kv_dim)
+{
+    enum { N_TOK = 7, N_SLOTS = 16, STRIDE_PAD = 32 };
+    int stride = kv_dim + STRIDE_PAD;
+    size_t rb = colo_dtype_row_bytes(t, kv_dim);
+    float *k = malloc((size_t)N_TOK * stride * 4), *v = malloc((size_t)N_TOK * stride * 4);
+    float *back = malloc((size_t)kv_dim * 4);
+    unsigned char *kc = malloc(rb * N_SLOTS), *vc = malloc(rb * N_SLOTS);
+    assert_non_null(k), assert_non_null(v), assert_non_null(back), assert_non_null(kc), assert_non_null(vc);
+    fill_normal(k, (int64_t)N_TOK * stride, 1), fill_normal(v, (int64_t)N_TOK * stride, 3);
+    for (int i = 0; i < 32; i++)
+        k[2 * stride + i] = 0; /* an all-zero block */
+    for (int i = 0; i < kv_dim; i++)
+        v[5 * stride + i] *= 1000; /* large values: the scale is per block */
+    int32_t slot[N_TOK] = {3, 0, 15, 8, 9, 1, 12};
+    void *dkc = dpoison(c, rb * N_SLOTS), *dvc = dpoison(c, rb * N_SLOTS);
+    assert_int_equal(colo_op_kv_store(c->s, dput(c, k, (size_t)N_TOK * stride * 4), stride,
+                                      dput(c, v, (size_t)N_TOK * stride * 4), stride, dkc, dvc, t,
+                                      dput(c, slot, sizeof slot), N_TOK, kv_dim),
+                     COLO_OK);
+    dget(c, kc, dkc, rb * N_SLOTS), dget(c, vc, dvc, rb * N_SLOTS);
+    bool written[N_SLOTS] = {false};
+    double step_frac = t == COLO_Q8_0 ? 0.5 / 127 : 1.0 / 8;
+    for (int r = 0; r < N_TOK; r++) {
+        written[slot[r]] = true;
+        for (int which = 0; which < 2; which++) {
+            const float *x = (which ? v : k) + (size_t)r * stride;
+            colo_dequantize_row(t, (which ? vc : kc) + rb * slot[r], back, kv_dim);
+            for (int b = 0; b < kv_dim / 32; b++) {
+                double amax = 0;
+                for (int i = 0; i < 32; i++)
+                    amax = fmax(amax, fabs(x[32 * b + i]));
+                double bound = amax * (step_frac + 2.0 / 1024) + 1e-30;
+                for (int i = 32 * b; i < 32 * b + 32; i++)
+                    if (!(fabs(back[i] - x[i]) <= bound))
+                        fail_msg("kv_store %s: token %d %s element %d: %.6g back as %.6g (bound %.3g)",
+                                 colo_dtype_name(t), r, which ? "V" : "K", i, x[i], back[i], bound);
+            }
+        }
+    }
+    for (int sl = 0; sl < N_SLOTS; sl++)
+        for (size_t i = 0; !written[sl] && i < rb; i++)
+            if (kc[rb * sl + i] != 0xff || vc[rb * sl + i] != 0xff)
+                fail_msg("kv_store %s: slot %d was not written but changed", colo_dtype_name(t), sl);
+    free(k), free(v), free(back), free(kc), free(vc);
+    dfree_all(c);
+}
+
+static void test_kv_store_quantized(void **state)
+{
+    case_kv_store_quantized(*state, COLO_Q8_0, 64);
+    case_kv_store_quantized(*state, COLO_Q8_0, 3 * 64); /* SmolLM2's row */
+    case_kv_store_quantized(*state, COLO_Q4_0, 96);
+}
+
 /* Paged GQA attention: sequences of different lengths whose blocks are
  * scattered through the cache; K/V written with kv_store. Queries: every
  * token of every sequence (prefill), or with last_only the last token of
@@ -499,6 +560,59 @@ typedef struct {
     int n_head, n_kv, hd, bs, lens[3];
     bool last_only;
 } attn_shape;
+
+/* ref (n_query_tokens, n_head, hd) = attention in float64 over K and V rows
+ * k, v (total, kv_dim) of the shape's sequences, laid end to end. */
+static void attention_ref(const attn_shape *sh, int window, float scale, const float *q, const float *k,
+                          const float *v, double *ref)
+{
+    enum { NSEQ = 3 };
+    int n_head = sh->n_head, n_kv = sh->n_kv, hd = sh->hd, kv_dim = n_kv * hd;
+    int max_len = 0;
+    for (int s = 0; s < NSEQ; s++)
+        max_len = sh->lens[s] > max_len ? sh->lens[s] : max_len;
+    double *sc = malloc((size_t)max_len * 8);
+    assert_non_null(sc);
+    int base = 0, t = 0;
+    for (int s = 0; s < NSEQ; base += sh->lens[s], s++)
+        for (int p = sh->last_only ? sh->lens[s] - 1 : 0; p < sh->lens[s]; p++, t++)
+            for (int h = 0; h < n_head; h++) {
+                int kvh = h / (n_head / n_kv);
+                double mx = -INFINITY, se = 0;
+                int j0 = window && p >= window ? p - window + 1 : 0;
+                for (int j = j0; j <= p; j++) {
+                    double dot = 0;
+                    for (int e = 0; e < hd; e++)
+                        dot += (double)q[((size_t)t * n_head + h) * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
+                    sc[j] = dot * scale;
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = j0; j <= p; j++)
+                    se += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < hd; e++) {
+                    double acc = 0;
+                    for (int j = j0; j <= p; j++)
+                        acc += sc[j] / se * v[(size_t)(base + j) * kv_dim + kvh * hd + e];
+                    ref[((size_t)t * n_head + h) * hd + e] = acc;
+                }
+            }
+    free(sc);
+}
+
+/* The rows x (n, kv_dim) as a cache of type t holds them: quantized per
+ * 32-element block and expanded again (F16: rounded). */
+static void kv_round_trip(colo_dtype t, float *x, int64_t n, int kv_dim)
+{
+    if (t == COLO_F32)
+        return;
+    void *row = malloc(colo_dtype_row_bytes(t, kv_dim));
+    assert_non_null(row);
+    for (int64_t r = 0; r < n; r++) {
+        assert_int_equal(colo_quantize_row(t, x + r * kv_dim, row, kv_dim), COLO_OK);
+        colo_dequantize_row(t, row, x + r * kv_dim, kv_dim);
+    }
+    free(row);
+}
 
 static void case_attention_shape(ctx_t *c, colo_dtype kv_type, int window, const attn_shape *sh)
 {
@@ -525,18 +639,20 @@ static void case_attention_shape(ctx_t *c, colo_dtype kv_type, int window, const
         total += lens[s];
     float *k = malloc((size_t)total * kv_dim * 4), *v = malloc((size_t)total * kv_dim * 4);
     fill_normal(k, (int64_t)total * kv_dim, 1), fill_normal(v, (int64_t)total * kv_dim, 1);
-    if (kv_type == COLO_F16)
-        for (int64_t i = 0; i < (int64_t)total * kv_dim; i++)
-            k[i] = colo_fp16_to_f32(colo_f32_to_fp16(k[i])), v[i] = colo_fp16_to_f32(colo_f32_to_fp16(v[i]));
+    /* k0, v0: the values before the cache rounds them; k, v: what it holds */
+    float *k0 = malloc((size_t)total * kv_dim * 4), *v0 = malloc((size_t)total * kv_dim * 4);
+    assert_non_null(k0), assert_non_null(v0);
+    memcpy(k0, k, (size_t)total * kv_dim * 4), memcpy(v0, v, (size_t)total * kv_dim * 4);
+    kv_round_trip(kv_type, k, total, kv_dim), kv_round_trip(kv_type, v, total, kv_dim);
     int32_t *slot = malloc((size_t)total * 4), *tseq = malloc((size_t)total * 4), *tpos = malloc((size_t)total * 4);
     for (int s = 0, t = 0; s < NSEQ; s++)
         for (int p = 0; p < lens[s]; p++, t++) {
             slot[t] = table[s * MAXB + p / BS] * BS + p % BS;
             tseq[t] = s, tpos[t] = p;
         }
-    size_t es = kv_type == COLO_F16 ? 2 : 4, cache_bytes = (size_t)NBLK * BS * kv_dim * es;
+    size_t cache_bytes = (size_t)NBLK * BS * colo_dtype_row_bytes(kv_type, kv_dim);
     void *kc = dpoison(c, cache_bytes), *vc = dpoison(c, cache_bytes);
-    float *dk = dput(c, k, (size_t)total * kv_dim * 4), *dv = dput(c, v, (size_t)total * kv_dim * 4);
+    float *dk = dput(c, k0, (size_t)total * kv_dim * 4), *dv = dput(c, v0, (size_t)total * kv_dim * 4);
     int32_t *dslot = dput(c, slot, (size_t)total * 4);
     assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, kv_type, dslot, total, kv_dim), COLO_OK);
     /* Queries of token rows qt (nq of them) at the positions of tpos. */
@@ -558,33 +674,25 @@ static void case_attention_shape(ctx_t *c, colo_dtype kv_type, int window, const
     colo_stream_set_decode(c->s, false);
     float *out = malloc((size_t)nq * n_head * hd * 4);
     dget(c, out, dout, (size_t)nq * n_head * hd * 4);
-    double *ref = malloc((size_t)nq * n_head * hd * 8), *sc = malloc((size_t)max_len * 8);
-    int base = 0, t = 0;
-    for (int s = 0; s < NSEQ; base += lens[s], s++)
-        for (int p = sh->last_only ? lens[s] - 1 : 0; p < lens[s]; p++, t++)
-            for (int h = 0; h < n_head; h++) {
-                int kvh = h / (n_head / n_kv);
-                double mx = -INFINITY, se = 0;
-                int j0 = window && p >= window ? p - window + 1 : 0;
-                for (int j = j0; j <= p; j++) {
-                    double dot = 0;
-                    for (int e = 0; e < hd; e++)
-                        dot += (double)q[((size_t)t * n_head + h) * hd + e] * k[(size_t)(base + j) * kv_dim + kvh * hd + e];
-                    sc[j] = dot * d.scale;
-                    mx = sc[j] > mx ? sc[j] : mx;
-                }
-                for (int j = j0; j <= p; j++)
-                    se += (sc[j] = exp(sc[j] - mx));
-                for (int e = 0; e < hd; e++) {
-                    double acc = 0;
-                    for (int j = j0; j <= p; j++)
-                        acc += sc[j] / se * v[(size_t)(base + j) * kv_dim + kvh * hd + e];
-                    ref[((size_t)t * n_head + h) * hd + e] = acc;
-                }
-            }
-    check_close_uniform(kv_type == COLO_F16 ? "attention f16 cache" : "attention f32 cache", out, ref,
-                        (int64_t)nq * n_head * hd, 1e-4, kv_type == COLO_F16 ? 2e-3 : 1e-4);
-    free(k), free(v), free(slot), free(tseq), free(tpos), free(q), free(out), free(ref), free(sc);
+    double *ref = malloc((size_t)nq * n_head * hd * 8);
+    assert_non_null(ref);
+    /* The kernel against the values the cache holds: only the order of
+     * F32 sums differs. */
+    attention_ref(sh, window, d.scale, q, k, v, ref);
+    char what[64];
+    snprintf(what, sizeof what, "attention %s cache", colo_dtype_name(kv_type));
+    check_close_uniform(what, out, ref, (int64_t)nq * n_head * hd, 1e-4, kv_type == COLO_F32 ? 1e-4 : 2e-3);
+    if (kv_type == COLO_Q8_0 || kv_type == COLO_Q4_0) {
+        /* and against the values before quantization. Q8_0 moves an element
+         * by at most max|x| / 254 of its block, Q4_0 by max|x| / 8 (the
+         * opposite extreme clamps): with unit-variance K and V (max|x| of 32
+         * rarely past 4.5) an output moves by at most 0.05 and 0.75. Seen:
+         * up to 0.019 and 0.25. */
+        attention_ref(sh, window, d.scale, q, k0, v0, ref);
+        snprintf(what, sizeof what, "attention %s cache vs unquantized K, V", colo_dtype_name(kv_type));
+        check_close_uniform(what, out, ref, (int64_t)nq * n_head * hd, 0, kv_type == COLO_Q8_0 ? 0.05 : 0.75);
+    }
+    free(k), free(v), free(k0), free(v0), free(slot), free(tseq), free(tpos), free(q), free(out), free(ref);
     free(qseq), free(qpos), free(table), free(perm);
     dfree_all(c);
 }
@@ -615,6 +723,19 @@ static void test_attention(void **state)
     attn_shape mqa = {.n_head = 72, .n_kv = 1, .hd = 8, .bs = 4, .lens = {9, 150, 3}, .last_only = true};
     case_attention_shape(*state, COLO_F16, 0, &mqa);
     case_attention_shape(*state, COLO_F32, 0, &mqa);
+    /* Quantized caches (kv_cache.dtype q8_0, q4_0): head sizes of 32 and
+     * up, prefill and split decode, windows. */
+    attn_shape q32 = {.n_head = 6, .n_kv = 2, .hd = 32, .bs = 4, .lens = {1, 13, 29}};
+    case_attention_shape(*state, COLO_Q8_0, 0, &q32);
+    case_attention_shape(*state, COLO_Q8_0, 5, &q32);
+    case_attention_shape(*state, COLO_Q4_0, 0, &q32);
+    case_attention_shape(*state, COLO_Q8_0, 0, &smol);
+    case_attention_shape(*state, COLO_Q8_0, 300, &smol);
+    case_attention_shape(*state, COLO_Q4_0, 0, &smol);
+    case_attention_shape(*state, COLO_Q8_0, 512, &gemma);
+    case_attention_shape(*state, COLO_Q8_0, 0, &prefill);
+    attn_shape odd_group = {.n_head = 7, .n_kv = 1, .hd = 96, .bs = 16, .lens = {70, 5, 130}};
+    case_attention_shape(*state, COLO_Q8_0, 0, &odd_group);
 }
 
 static void test_encoder_ops(void **state)
@@ -692,17 +813,21 @@ static void test_dispatch_validation(void **state)
     assert_int_equal(colo_op_get_rows(c->s, buf, COLO_Q8_0, 4, 48, (int32_t *)buf, 1, buf), COLO_EINVAL);
     assert_int_equal(colo_op_gemm(c->s, false, false, 2, 2, 2, 1, buf, 2, 0, buf, 2, 0, COLO_Q4_1, 0, buf, 2, 0, 1),
                      COLO_EUNSUPPORTED);
-    assert_int_equal(colo_op_kv_store(c->s, buf, 0, buf, 0, buf, buf, COLO_Q8_0, (int32_t *)buf, 1, 8),
+    assert_int_equal(colo_op_kv_store(c->s, buf, 0, buf, 0, buf, buf, COLO_Q4_1, (int32_t *)buf, 1, 8),
                      COLO_EUNSUPPORTED);
+    /* a block type needs whole blocks in a row */
+    assert_int_equal(colo_op_kv_store(c->s, buf, 0, buf, 0, buf, buf, COLO_Q8_0, (int32_t *)buf, 1, 48), COLO_EINVAL);
     assert_int_equal(colo_op_softmax(c->s, buf, 0, 4, 1.0f), COLO_EINVAL);
     assert_int_equal(colo_op_layernorm(c->s, buf, buf, buf, buf, 1, 4, -1.0f), COLO_EINVAL);
     colo_attn_desc d = {0};
     assert_int_equal(colo_op_attention(c->s, &d, buf, buf, buf, buf), COLO_EINVAL);
     int32_t *ib = (int32_t *)buf;
     colo_attn_desc ok = {.n_tokens = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .block_size = 4, .max_blocks = 1,
-                         .max_pos = 3, .scale = 1, .kv_type = COLO_Q8_0, .tok_seq = ib, .tok_pos = ib,
+                         .max_pos = 3, .scale = 1, .kv_type = COLO_Q4_1, .tok_seq = ib, .tok_pos = ib,
                          .block_table = ib};
     assert_int_equal(colo_op_attention(c->s, &ok, buf, buf, buf, buf), COLO_EUNSUPPORTED);
+    ok.kv_type = COLO_Q8_0; /* head_dim 4: not whole blocks */
+    assert_int_equal(colo_op_attention(c->s, &ok, buf, buf, buf, buf), COLO_EINVAL);
     ok.n_kv_head = 3; /* n_head not a multiple */
     ok.kv_type = COLO_F32;
     assert_int_equal(colo_op_attention(c->s, &ok, buf, buf, buf, buf), COLO_EINVAL);
@@ -732,4 +857,4 @@ static void test_dtype_facts(void **state)
         cmocka_unit_test(test_linear_all_types), cmocka_unit_test(test_gemm),                                   \
         cmocka_unit_test(test_dequantize_and_get_rows), cmocka_unit_test(test_row_ops),                         \
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rope), cmocka_unit_test(test_attention),      \
-        cmocka_unit_test(test_encoder_ops)
+        cmocka_unit_test(test_encoder_ops), cmocka_unit_test(test_kv_store_quantized)

@@ -59,8 +59,10 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* One case: returns the largest logit difference seen. */
-static double run_case(const char *file)
+/* One case with a KV cache of kv: returns the largest logit difference
+ * seen; *vs_f16 (may be NULL) gets the largest against the same model with
+ * an F16 cache. */
+static double run_case_kv(const char *file, colo_dtype kv, double *vs_f16)
 {
     family_case fc;
     family_case_load(file, &fc);
@@ -69,8 +71,15 @@ static double run_case(const char *file)
     int V = fc.n_vocab;
     float *logits = malloc((size_t)fc.n_steps * V * sizeof *logits);
     assert_non_null(logits);
-    family_run(dev, path, &fc, logits);
-    double tol = family_tolerance(fc.c.type), worst = 0;
+    family_run(dev, path, &fc, kv, logits);
+    if (vs_f16) {
+        float *f16 = malloc((size_t)fc.n_steps * V * sizeof *f16);
+        assert_non_null(f16);
+        family_run(dev, path, &fc, COLO_F16, f16);
+        *vs_f16 = family_max_diff(logits, f16, fc.n_steps * V);
+        free(f16);
+    }
+    double tol = family_tolerance(fc.c.type) + (kv == COLO_F16 ? 0 : KV_Q8_0_ALLOWANCE), worst = 0;
     for (int st = 0; st < fc.n_steps; st++) {
         const float *got = logits + (size_t)st * V;
         double d = family_max_diff(got, fc.ref_logits + (size_t)st * V, V);
@@ -87,6 +96,8 @@ static double run_case(const char *file)
     return worst;
 }
 
+static double run_case(const char *file) { return run_case_kv(file, COLO_F16, NULL); }
+
 static void one_case(const char *file, const char *name)
 {
     printf("%-24s max |logit - llama.cpp| %.4f\n", name, run_case(file));
@@ -96,6 +107,22 @@ static void test_families(void **state)
 {
     (void)state;
     family_each(one_case);
+}
+
+/* The same teacher-forced steps with a Q8_0 KV cache (kv_cache.dtype
+ * q8_0): within the weight type's tolerance plus KV_Q8_0_ALLOWANCE of
+ * llama.cpp's logits (made with an F16 cache), and the greedy token
+ * llama.cpp's where its margin is wider than twice that. */
+static void one_case_q8_0(const char *file, const char *name)
+{
+    double vs_f16, d = run_case_kv(file, COLO_Q8_0, &vs_f16);
+    printf("%-24s KV q8_0: max |logit - llama.cpp| %.4f, |logit - colo's with KV f16| %.4f\n", name, d, vs_f16);
+}
+
+static void test_families_kv_q8_0(void **state)
+{
+    (void)state;
+    family_each(one_case_q8_0);
 }
 
 /* ---- refusals ---------------------------------------------------------------------- */
@@ -213,6 +240,7 @@ static void test_refusals(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families), cmocka_unit_test(test_refusals)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families), cmocka_unit_test(test_families_kv_q8_0),
+                                       cmocka_unit_test(test_refusals)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -89,8 +89,9 @@ static double margin_of(const float *x, int n)
     return (double)x[b] - (double)second;
 }
 
-/* One case on both devices; the largest differences into *vs_ref, *vs_cpu. */
-static void run_case(const char *file, double *vs_ref, double *vs_cpu)
+/* One case on both devices with a KV cache of kv; the largest differences
+ * into *vs_ref, *vs_cpu. */
+static void run_case(const char *file, colo_dtype kv, double *vs_ref, double *vs_cpu)
 {
     family_case fc;
     family_case_load(file, &fc);
@@ -99,9 +100,9 @@ static void run_case(const char *file, double *vs_ref, double *vs_cpu)
     int V = fc.n_vocab, ns = fc.n_steps;
     float *got = malloc((size_t)ns * V * sizeof *got), *exact = malloc((size_t)ns * V * sizeof *exact);
     assert_true(got && exact);
-    family_run(cuda, path, &fc, got);
-    family_run(cpu, path, &fc, exact);
-    double tol = family_tolerance(fc.c.type);
+    family_run(cuda, path, &fc, kv, got);
+    family_run(cpu, path, &fc, kv, exact);
+    double tol = family_tolerance(fc.c.type) + (kv == COLO_F16 ? 0 : KV_Q8_0_ALLOWANCE);
     *vs_ref = *vs_cpu = 0;
     for (int st = 0; st < ns; st++) {
         const float *g = got + (size_t)st * V, *c = exact + (size_t)st * V;
@@ -130,7 +131,7 @@ static void run_case(const char *file, double *vs_ref, double *vs_cpu)
 static void one_case(const char *file, const char *name)
 {
     double vs_ref, vs_cpu;
-    run_case(file, &vs_ref, &vs_cpu);
+    run_case(file, COLO_F16, &vs_ref, &vs_cpu);
     printf("%-24s max |cuda - llama.cpp| %.4f, |cuda - cpu exact| %.5f\n", name, vs_ref, vs_cpu);
 }
 
@@ -140,9 +141,27 @@ static void test_families_cuda(void **state)
     family_each(one_case);
 }
 
+/* 3. With a Q8_0 KV cache on both devices: each quantizes the same K/V rows
+ *    (a row's blocks only rarely round an element the other way, as with
+ *    F16), so CUDA stays within CPU_TOL of the CPU, and within the CPU
+ *    test's Q8_0 allowance of llama.cpp's F16-cache logits. */
+static void one_case_q8_0(const char *file, const char *name)
+{
+    double vs_ref, vs_cpu;
+    run_case(file, COLO_Q8_0, &vs_ref, &vs_cpu);
+    printf("%-24s KV q8_0: max |cuda - llama.cpp| %.4f, |cuda - cpu exact| %.5f\n", name, vs_ref, vs_cpu);
+}
+
+static void test_families_cuda_kv_q8_0(void **state)
+{
+    (void)state;
+    family_each(one_case_q8_0);
+}
+
 int main(void)
 {
     COLO_SKIP_WITHOUT_CUDA();
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families_cuda)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_families_cuda),
+                                       cmocka_unit_test(test_families_cuda_kv_q8_0)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
