@@ -120,6 +120,53 @@ static double vs_recorded(const json_t *c, const float *logits, int V, int n_ste
     return worst;
 }
 
+/* The working buffers of one prompt's runs. */
+typedef struct bufs {
+    float *base, *lg;           /* logits: the baseline KV type's, the one measured */
+    int32_t *base_tok, *got;    /* greedy tokens: the same */
+    int32_t *prompt, *forced;   /* the prompt, and llama.cpp's greedy tokens teacher-forced */
+} bufs;
+
+/* Runs case ci (np prompt tokens, ns steps) with every KV type into res;
+ * false with a message on stderr. */
+static bool measure(runner *r, const json_t *cs, size_t ci, int np, int ns, kv_result *res, int n_types, bufs *b)
+{
+    char err[512];
+    for (int k = 0; k < n_types; k++) {
+        kv_result *e = &res[k];
+        colo_status st = colo_llama_kv_init(r->m, r->max_blocks, BLOCK, e->t, err, sizeof err);
+        if (st != COLO_OK) {
+            fprintf(stderr, "colo-bench-kv: KV cache %s: %s\n", colo_dtype_name(e->t), err);
+            return false;
+        }
+        if ((st = colo_llama_kv_alloc(r->m, r->max_blocks, r->table)) != COLO_OK ||
+            (st = run(r, b->prompt, np, NULL, ns, k ? b->got : b->base_tok, NULL, b->lg)) != COLO_OK ||
+            (st = run(r, b->prompt, np, b->forced, ns, NULL, k ? b->lg : b->base, NULL)) != COLO_OK) {
+            fprintf(stderr, "colo-bench-kv: case %zu, KV %s: %s\n", ci, colo_dtype_name(e->t),
+                    colo_status_str(st));
+            return false;
+        }
+        colo_llama_kv_free(r->m, r->table, r->max_blocks);
+        colo_llama_kv_fini(r->m);
+        const int32_t *mine = k ? b->got : b->base_tok;
+        int eq_base = 0, eq_llama = 0;
+        while (eq_base < ns && mine[eq_base] == b->base_tok[eq_base])
+            eq_base++;
+        while (eq_llama < ns && mine[eq_llama] == b->forced[eq_llama])
+            eq_llama++;
+        e->greedy_equal_base += eq_base;
+        e->greedy_equal_llama += eq_llama;
+        e->greedy_total += ns;
+        e->whole_equal_base += eq_base == ns;
+        e->n_cases++;
+        const float *mlg = k ? b->lg : b->base;
+        for (size_t i = 0; k && i < (size_t)ns * r->V; i++)
+            e->tf_max_vs_base = fmax(e->tf_max_vs_base, fabs((double)mlg[i] - b->base[i]));
+        e->tf_max_vs_llama = fmax(e->tf_max_vs_llama, vs_recorded(cs, mlg, r->V, ns));
+    }
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL, *ref = NULL, *types_arg = "f16,q8_0";
@@ -187,10 +234,13 @@ int main(int argc, char **argv)
     size_t slots = (size_t)r.max_blocks * BLOCK;
     r.table = malloc((size_t)r.max_blocks * sizeof *r.table);
     r.tok = malloc(slots * sizeof *r.tok), r.pos = malloc(slots * sizeof *r.pos), r.seq = malloc(slots * sizeof *r.seq);
-    float *base = malloc((size_t)max_steps * r.V * sizeof(float)), *lg = malloc((size_t)max_steps * r.V * sizeof(float));
-    int32_t *base_tok = malloc((size_t)max_steps * sizeof(int32_t)), *got = malloc((size_t)max_steps * sizeof(int32_t));
-    int32_t *prompt = malloc(slots * sizeof(int32_t)), *forced = malloc(slots * sizeof(int32_t));
-    if (!r.table || !r.tok || !r.pos || !r.seq || !base || !lg || !base_tok || !got || !prompt || !forced) {
+    bufs b = {.base = malloc((size_t)max_steps * r.V * sizeof(float)),
+              .lg = malloc((size_t)max_steps * r.V * sizeof(float)),
+              .base_tok = malloc((size_t)max_steps * sizeof(int32_t)),
+              .got = malloc((size_t)max_steps * sizeof(int32_t)),
+              .prompt = malloc(slots * sizeof(int32_t)),
+              .forced = malloc(slots * sizeof(int32_t))};
+    if (!r.table || !r.tok || !r.pos || !r.seq || !b.base || !b.lg || !b.base_tok || !b.got || !b.prompt || !b.forced) {
         fprintf(stderr, "colo-bench-kv: out of memory\n");
         goto out_free;
     }
@@ -205,41 +255,11 @@ int main(int argc, char **argv)
         const json_t *pids = json_object_get(cs, "prompt_ids"), *gids = json_object_get(cs, "greedy_ids");
         int np = (int)json_array_size(pids), ns = (int)json_array_size(gids);
         for (int i = 0; i < np; i++)
-            prompt[i] = (int32_t)json_integer_value(json_array_get(pids, (size_t)i));
+            b.prompt[i] = (int32_t)json_integer_value(json_array_get(pids, (size_t)i));
         for (int i = 0; i < ns; i++)
-            forced[i] = (int32_t)json_integer_value(json_array_get(gids, (size_t)i));
-        for (int k = 0; k < n_types; k++) {
-            kv_result *e = &res[k];
-            colo_status st = colo_llama_kv_init(r.m, r.max_blocks, BLOCK, e->t, err, sizeof err);
-            if (st != COLO_OK) {
-                fprintf(stderr, "colo-bench-kv: KV cache %s: %s\n", colo_dtype_name(e->t), err);
-                goto out_free;
-            }
-            if ((st = colo_llama_kv_alloc(r.m, r.max_blocks, r.table)) != COLO_OK ||
-                (st = run(&r, prompt, np, NULL, ns, k ? got : base_tok, NULL, lg)) != COLO_OK ||
-                (st = run(&r, prompt, np, forced, ns, NULL, k ? lg : base, NULL)) != COLO_OK) {
-                fprintf(stderr, "colo-bench-kv: case %zu, KV %s: %s\n", ci, colo_dtype_name(e->t),
-                        colo_status_str(st));
-                goto out_free;
-            }
-            colo_llama_kv_free(r.m, r.table, r.max_blocks);
-            colo_llama_kv_fini(r.m);
-            const int32_t *mine = k ? got : base_tok;
-            int eq_base = 0, eq_llama = 0;
-            while (eq_base < ns && mine[eq_base] == base_tok[eq_base])
-                eq_base++;
-            while (eq_llama < ns && mine[eq_llama] == forced[eq_llama])
-                eq_llama++;
-            e->greedy_equal_base += eq_base;
-            e->greedy_equal_llama += eq_llama;
-            e->greedy_total += ns;
-            e->whole_equal_base += eq_base == ns;
-            e->n_cases++;
-            const float *mlg = k ? lg : base;
-            for (size_t i = 0; k && i < (size_t)ns * r.V; i++)
-                e->tf_max_vs_base = fmax(e->tf_max_vs_base, fabs((double)mlg[i] - base[i]));
-            e->tf_max_vs_llama = fmax(e->tf_max_vs_llama, vs_recorded(cs, mlg, r.V, ns));
-        }
+            b.forced[i] = (int32_t)json_integer_value(json_array_get(gids, (size_t)i));
+        if (!measure(&r, cs, ci, np, ns, res, n_types, &b))
+            goto out_free;
     }
     printf("model %s; reference %s: %d prompts; baseline KV %s; %s activations\n", model, ref, res[0].n_cases,
            colo_dtype_name(res[0].t), exact ? "exact" : "default (8-bit in decode)");
@@ -253,8 +273,8 @@ int main(int argc, char **argv)
     }
     rc = 0;
 out_free:
-    free(r.table), free(r.tok), free(r.pos), free(r.seq), free(base), free(lg), free(base_tok), free(got);
-    free(prompt), free(forced);
+    free(r.table), free(r.tok), free(r.pos), free(r.seq), free(b.base), free(b.lg), free(b.base_tok), free(b.got);
+    free(b.prompt), free(b.forced);
 out:
     colo_llama_free(r.m);
     colo_stream_destroy(s);
