@@ -59,6 +59,8 @@ typedef struct colo_model_cfg {
     char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
     bool message_control_tokens; /* control tokens written in messages' text are read as control tokens;
                                   * false (the default): as plain text, only the template writes them */
+    bool exact_activations;  /* exact F32 activations in the model's matrix products (its stream's
+                              * colo_stream_config.exact_activations); false (the default): 8-bit digits */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */

@@ -544,6 +544,8 @@ static int model_field(parse_ctx *p, const char *key, const yaml_node_t *v, void
         return get_bool(p, v, f, &m->pinned);
     if (!strcmp(key, "message_control_tokens"))
         return get_bool(p, v, f, &m->message_control_tokens);
+    if (!strcmp(key, "exact_activations"))
+        return get_bool(p, v, f, &m->exact_activations);
     if (!strcmp(key, "memory_max_fraction")) {
         mk->max_fraction = mark_of(v);
         return get_num(p, v, f, 0, true, 1, &m->memory_max_fraction);
