@@ -422,8 +422,34 @@ static void kernel16(int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_
 #endif
 
 #if defined(Q8_VNNI)
+/* W[t] lane j = dword t (codes 4t..4t+3) of row j of the 16 rows at u
+ * (k bytes apart): an 8x8 dword transpose in each 256-bit half (rows j and
+ * j + 8 share a register), then the halves' 128-bit quarters interleaved. */
+static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, int k, __m512i W[8])
+{
+    __m512i z[8], t[8], s[8];
+    for (int j = 0; j < 8; j++)
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u + (size_t)j * k))),
+                                  _mm256_loadu_si256((const __m256i *)(u + (size_t)(j + 8) * k)), 1);
+    for (int j = 0; j < 8; j += 2) {
+        t[j] = _mm512_unpacklo_epi32(z[j], z[j + 1]);
+        t[j + 1] = _mm512_unpackhi_epi32(z[j], z[j + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) { /* rows 0..3 (8..11), then 4..7 (12..15) */
+        s[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);     /* dwords 0 | 4 */
+        s[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]); /* 1 | 5 */
+        s[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]); /* 2 | 6 */
+        s[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]); /* 3 | 7 */
+    }
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int d = 0; d < 4; d++) {
+        W[d] = _mm512_permutex2var_epi64(s[d], lo, s[d + 4]);
+        W[d + 4] = _mm512_permutex2var_epi64(s[d], hi, s[d + 4]);
+    }
+}
+
 /* The narrow kernel (few rows of x, as in decode): the 16 lanes are 16
- * weight rows rather than 16 rows of x, each gathered 4 codes at a time,
+ * weight rows rather than 16 rows of x, transposed 4 codes at a time,
  * and each row of x is broadcast. Each output is the same integers and the
  * same float operations in the same order as in kernel(), so the same bits:
  * which kernel serves a row does not change it.
@@ -439,12 +465,9 @@ static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, c
     for (int i = 0; i < NARROW_MAX_M; i++)
         acc[i] = _mm512_setzero_ps();
     const __m512i z = _mm512_setzero_si512();
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(k));
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
-        for (int t = 0; t < 8; t++)
-            W[t] = _mm512_i32gather_epi32(idx, (const void *)(u + 32 * b + 4 * t), 1);
+        transpose16(u + 32 * b, k, W);
         for (int i = 0; i < m; i++) {
             const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
             int l = i % GROUP;
