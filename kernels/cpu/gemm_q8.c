@@ -557,6 +557,12 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
                        u + (size_t)j * k, narrow ? at + j : a + (size_t)j * ns, narrow ? ct + j : c + (size_t)j * ns,
                        narrow ? JN : 1);
         if (narrow) {
+            /* Few rows of x make this memory-bound: the next tile's weights
+             * load while this one is multiplied. */
+            int64_t pf_end = t0 + 2 * rows < r1 ? t0 + 2 * rows : r1;
+            const char *pf = (const char *)w + (size_t)(t0 + rows) * row_bytes;
+            for (size_t o = 0; t0 + rows < pf_end && o < (size_t)(pf_end - t0 - rows) * row_bytes; o += 64)
+                _mm_prefetch(pf + o, _MM_HINT_T0);
             if (nh == 1)
                 narrow_1(nb, k, xp, m, u, at, ct, nout);
             else
