@@ -20,7 +20,7 @@
  * with AVX512-VNNI (prefill and decode), else to one digit in decode only;
  * llama.cpp rounds them to one digit in every product. Against the exact
  * float64 logits llama.cpp deviates by up to 0.38 (mean 0.13) on these
- * prompts, colo by up to 0.002 on the first step with two digits (0.15 with
+ * prompts, colo by up to 0.003 on the first step with two digits (0.15 with
  * exact prefills and a one-digit output product). So:
  * - first-step logits: the exact float64 top-5 (scripts/ref/llama_f64.py)
  *   within LOGIT_TOL;
