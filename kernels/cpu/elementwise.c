@@ -163,6 +163,8 @@ typedef struct {
 
 /* The angle in double (a float angle at position 8191 would be off by up
  * to 5e-4 rad). */
+#define ROPE_FREQS 512
+
 static void rope_task(const void *p, int chunk, int n_chunks)
 {
     const rope_args *r = p;
@@ -170,10 +172,15 @@ static void rope_task(const void *p, int chunk, int n_chunks)
     int half = d->n_rot / 2;
     int64_t lo, hi;
     colo_chunk_range(r->rows, chunk, n_chunks, &lo, &hi);
+    /* The frequencies, once per chunk rather than once per row (the same values). */
+    double freq[ROPE_FREQS];
+    for (int j = 0; j < half && j < ROPE_FREQS; j++)
+        freq[j] = pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
     for (int64_t i = lo; i < hi; i++) {
         double pos = r->pos[i];
         for (int j = 0; j < half; j++) {
-            double theta = pos * d->freq_scale * pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            double theta = pos * d->freq_scale * f;
             if (d->freq_factors)
                 theta /= d->freq_factors[j];
             float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
