@@ -22,10 +22,10 @@
  *   expanded to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32
  *   (gemm_f32.c), whose result for a row does not depend on the other rows
  *   or their count.
- * In a mixed step (colo_stream_set_decode_rows) the decode rows and the
- * prefill rows are two products, each on its own path, so a decode row
- * gets the bits a decode step of the same rows gives it (on gemm_q8 both
- * are the same path anyway). */
+ * In a mixed step (colo_stream_set_decode_rows) off gemm_q8, the decode
+ * rows and the prefill rows are two products, each on its own path, so a
+ * decode row gets the bits a decode step of the same rows gives it; on
+ * gemm_q8 one product gives every row those bits. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <string.h>
@@ -318,7 +318,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
     int d;
-    if (mixed_rows(s, m, &d)) {
+    /* On gemm_q8 a decode row gets the same bits in any product: no split. */
+    if (!q8_path(s, w_type, m) && mixed_rows(s, m, &d)) {
         int xs = x_stride ? x_stride : k, ys = y_stride ? y_stride : n;
         colo_stream_set_decode(s, true);
         colo_status st = colo_cpu_linear(s, w, w_type, bias, x, xs, y, ys, d, n, k);
@@ -416,7 +417,10 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
                                   const colo_linear_out *out, int n_out)
 {
     int d;
-    if (mixed_rows(s, m, &d) && n_out <= COLO_LINEAR_MULTI_MAX) {
+    bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
+    for (int i = 0; i < n_out && q8; i++)
+        q8 = q8_path(s, out[i].w_type, m);
+    if (!q8 && mixed_rows(s, m, &d) && n_out <= COLO_LINEAR_MULTI_MAX) {
         int xs = x_stride ? x_stride : k;
         colo_stream_set_decode(s, true);
         colo_status st = colo_cpu_linear_multi(s, x, xs, d, k, out, n_out);
@@ -433,9 +437,6 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         colo_stream_set_decode_rows(s, d);
         return st;
     }
-    bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
-    for (int i = 0; i < n_out && q8; i++)
-        q8 = q8_path(s, out[i].w_type, m);
     if (q8) {
         multi_args a;
         int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
