@@ -2,8 +2,8 @@
 
 #include <stdlib.h>
 
-struct colo_cb {
-    colo_cb_config cfg;
+struct colo_continuous {
+    colo_continuous_config cfg;
     colo_block_allocator al;
     colo_seq *running;    /* admission order, oldest first */
     colo_seq *waiting[3]; /* per priority level (index = colo_priority), FIFO */
@@ -14,12 +14,12 @@ struct colo_cb {
     uint64_t prefix_queries, prefix_hit_tokens;
 };
 
-colo_cb *colo_cb_create(const colo_cb_config *cfg, const colo_block_allocator *alloc)
+colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const colo_block_allocator *alloc)
 {
     if (!cfg || !alloc || cfg->block_size <= 0 || cfg->max_running <= 0 ||
         cfg->max_step_tokens < cfg->max_running || cfg->total_blocks <= 0)
         return NULL;
-    colo_cb *cb = calloc(1, sizeof *cb);
+    colo_continuous *cb = calloc(1, sizeof *cb);
     if (!cb)
         return NULL;
     cb->cfg = *cfg;
@@ -27,7 +27,7 @@ colo_cb *colo_cb_create(const colo_cb_config *cfg, const colo_block_allocator *a
     return cb;
 }
 
-void colo_cb_destroy(colo_cb *cb)
+void colo_continuous_destroy(colo_continuous *cb)
 {
     if (!cb)
         return;
@@ -35,7 +35,7 @@ void colo_cb_destroy(colo_cb *cb)
     free(cb);
 }
 
-static int blocks_for(const colo_cb *cb, int n_tokens)
+static int blocks_for(const colo_continuous *cb, int n_tokens)
 {
     return (n_tokens + cb->cfg.block_size - 1) / cb->cfg.block_size;
 }
@@ -62,7 +62,7 @@ static void list_append(colo_seq **head, colo_seq *s)
     *pp = s;
 }
 
-colo_status colo_cb_add(colo_cb *cb, colo_seq *s)
+colo_status colo_continuous_add(colo_continuous *cb, colo_seq *s)
 {
     if (s->n_tokens <= 0 || s->n_tokens > s->cap)
         return COLO_EINVAL;
@@ -79,7 +79,7 @@ colo_status colo_cb_add(colo_cb *cb, colo_seq *s)
     return COLO_OK;
 }
 
-static void release_blocks(colo_cb *cb, colo_seq *s)
+static void release_blocks(colo_continuous *cb, colo_seq *s)
 {
     if (s->n_blocks)
         cb->al.free(cb->al.ctx, s->blocks, s->n_blocks);
@@ -89,7 +89,7 @@ static void release_blocks(colo_cb *cb, colo_seq *s)
 }
 
 /* Lowest priority first, then the most recently admitted. */
-static colo_seq *pick_victim(colo_cb *cb)
+static colo_seq *pick_victim(colo_continuous *cb)
 {
     colo_seq *v = NULL;
     for (colo_seq *s = cb->running; s; s = s->next)
@@ -99,7 +99,7 @@ static colo_seq *pick_victim(colo_cb *cb)
     return v;
 }
 
-static void preempt(colo_cb *cb, colo_seq *v)
+static void preempt(colo_continuous *cb, colo_seq *v)
 {
     list_remove(&cb->running, v);
     cb->n_running--;
@@ -116,7 +116,7 @@ static void preempt(colo_cb *cb, colo_seq *v)
 }
 
 /* Drops v's entry from the work planned so far, if any; returns its tokens. */
-static int unplan(colo_cb_work *work, int *n_work, const colo_seq *v)
+static int unplan(colo_continuous_work *work, int *n_work, const colo_seq *v)
 {
     for (int i = 0; i < *n_work; i++) {
         if (work[i].seq == v) {
@@ -130,7 +130,7 @@ static int unplan(colo_cb_work *work, int *n_work, const colo_seq *v)
 
 /* Grows s's blocks to cover its known tokens, preempting others if needed.
  * False when s itself was preempted or stopped. */
-static bool ensure_blocks(colo_cb *cb, colo_seq *s, colo_cb_work *work, int *n_work, int *budget,
+static bool ensure_blocks(colo_continuous *cb, colo_seq *s, colo_continuous_work *work, int *n_work, int *budget,
                           colo_seq **stopped, int *n_stopped)
 {
     for (;;) {
@@ -167,7 +167,7 @@ stop:
     return false;
 }
 
-int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_stopped)
+int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
 {
     int n_work = 0;
     int budget = cb->cfg.max_step_tokens;
@@ -196,7 +196,7 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
             int n = pending < budget ? pending : budget;
             if (n <= 0)
                 continue;
-            work[n_work++] = (colo_cb_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
+            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
             budget -= n;
         }
     }
@@ -237,7 +237,7 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
             cb->n_running++;
             int pending = s->n_tokens - s->n_cached;
             int n = pending < budget ? pending : budget;
-            work[n_work++] = (colo_cb_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
+            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
             budget -= n;
         }
         if (cb->waiting[lvl])
@@ -246,7 +246,7 @@ int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_sto
     return n_work;
 }
 
-int colo_cb_shed(colo_cb *cb, int n_blocks)
+int colo_continuous_shed(colo_continuous *cb, int n_blocks)
 {
     int freed = 0;
     while (freed < n_blocks && cb->running) {
@@ -257,7 +257,7 @@ int colo_cb_shed(colo_cb *cb, int n_blocks)
     return freed;
 }
 
-void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)
+void colo_continuous_commit(colo_continuous *cb, const colo_continuous_work *work, int n_work)
 {
     int bs = cb->cfg.block_size;
     for (int i = 0; i < n_work; i++) {
@@ -272,7 +272,7 @@ void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work)
     }
 }
 
-colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
+colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
                          int *copy_rows)
 {
     *copy_rows = 0;
@@ -314,10 +314,10 @@ colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t
     return COLO_OK;
 }
 
-uint64_t colo_cb_prefix_queries(const colo_cb *cb) { return cb->prefix_queries; }
-uint64_t colo_cb_prefix_hit_tokens(const colo_cb *cb) { return cb->prefix_hit_tokens; }
+uint64_t colo_continuous_prefix_queries(const colo_continuous *cb) { return cb->prefix_queries; }
+uint64_t colo_continuous_prefix_hit_tokens(const colo_continuous *cb) { return cb->prefix_hit_tokens; }
 
-void colo_cb_remove(colo_cb *cb, colo_seq *s)
+void colo_continuous_remove(colo_continuous *cb, colo_seq *s)
 {
     if (s->state == COLO_SEQ_RUNNING) {
         list_remove(&cb->running, s);
@@ -330,6 +330,6 @@ void colo_cb_remove(colo_cb *cb, colo_seq *s)
     s->state = COLO_SEQ_DONE;
 }
 
-int colo_cb_n_running(const colo_cb *cb) { return cb->n_running; }
-int colo_cb_n_waiting(const colo_cb *cb) { return cb->n_waiting; }
-uint64_t colo_cb_n_preemptions(const colo_cb *cb) { return cb->n_preemptions; }
+int colo_continuous_n_running(const colo_continuous *cb) { return cb->n_running; }
+int colo_continuous_n_waiting(const colo_continuous *cb) { return cb->n_waiting; }
+uint64_t colo_continuous_n_preemptions(const colo_continuous *cb) { return cb->n_preemptions; }

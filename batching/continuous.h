@@ -26,7 +26,7 @@
  * prompt's: kernels/cpu/linear.c rounds a single row to 8 bits). After each
  * step every block that became full and computed is published, so
  * sequences that come later, and this one after a preemption, find it.
- * Forks (colo_cb_fork): the sequences of one prompt share its full blocks
+ * Forks (colo_continuous_fork): the sequences of one prompt share its full blocks
  * by reference; the partly filled last block is the child's own copy. */
 #ifndef COLO_BATCHING_CONTINUOUS_H
 #define COLO_BATCHING_CONTINUOUS_H
@@ -63,7 +63,7 @@ typedef struct colo_block_allocator {
 typedef enum colo_seq_state { COLO_SEQ_WAITING = 0, COLO_SEQ_RUNNING, COLO_SEQ_DONE } colo_seq_state;
 
 typedef struct colo_seq {
-    /* set by the caller before colo_cb_add */
+    /* set by the caller before colo_continuous_add */
     void *owner;
     colo_priority priority;
     int32_t *tokens;   /* (cap) prompt then generated tokens; owned by the caller */
@@ -88,49 +88,49 @@ typedef struct colo_seq {
     struct colo_seq *next; /* planner's lists */
 } colo_seq;
 
-typedef struct colo_cb_config {
+typedef struct colo_continuous_config {
     int block_size;      /* tokens per KV block */
     int max_running;     /* sequences in the running batch at most */
     int max_step_tokens; /* tokens per step at most (>= max_running) */
     int total_blocks;    /* blocks the allocator holds in all (free or not) */
-} colo_cb_config;
+} colo_continuous_config;
 
 /* One sequence's part of a step: tokens [start, start + n) of seq->tokens.
  * logits: the step must produce logits for its last token (it reaches the
  * end of the known text, so the next token is sampled from them). */
-typedef struct colo_cb_work {
+typedef struct colo_continuous_work {
     colo_seq *seq;
     int start;
     int n;
     bool logits;
-} colo_cb_work;
+} colo_continuous_work;
 
-typedef struct colo_cb colo_cb;
+typedef struct colo_continuous colo_continuous;
 
-colo_cb *colo_cb_create(const colo_cb_config *cfg, const colo_block_allocator *alloc);
+colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const colo_block_allocator *alloc);
 /* Every sequence must have been removed. Accepts NULL. */
-void colo_cb_destroy(colo_cb *cb);
+void colo_continuous_destroy(colo_continuous *cb);
 
 /* Adds a waiting sequence. COLO_EINVAL when it could never run: it has no
  * tokens, or its known tokens need more blocks than seq->max_blocks or than
  * cfg.total_blocks. NULL from create when cfg is inconsistent. */
-colo_status colo_cb_add(colo_cb *cb, colo_seq *seq);
+colo_status colo_continuous_add(colo_continuous *cb, colo_seq *seq);
 
 /* Plans the next step into work (room for max_running entries). Sequences
  * that had to stop because even alone they outgrow the cache are put in
  * stopped (room for max_running; state DONE, blocks freed) so the caller can
  * finish them with finish_reason "length". Returns the entries of work. */
-int colo_cb_plan(colo_cb *cb, colo_cb_work *work, colo_seq **stopped, int *n_stopped);
+int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped);
 
 /* Preempts running sequences (lowest priority, most recently admitted
  * first; kept and recomputed later) until at least n_blocks blocks are
  * freed or none runs: how a borrower gives memory back at a step
  * boundary. Returns the blocks freed. */
-int colo_cb_shed(colo_cb *cb, int n_blocks);
+int colo_continuous_shed(colo_continuous *cb, int n_blocks);
 
 /* After the step ran: the planned tokens are now cached (and the blocks
  * that became full are published when prefix caching is on). */
-void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work);
+void colo_continuous_commit(colo_continuous *cb, const colo_continuous_work *work, int n_work);
 
 /* Adds child as a copy of running parent's computed state (the caller
  * filled child->tokens with parent's n_tokens tokens and set owner,
@@ -141,18 +141,18 @@ void colo_cb_commit(colo_cb *cb, const colo_cb_work *work, int n_work);
  * next step (*copy_rows 0: nothing to copy). Otherwise it waits and is
  * computed when admitted (COLO_OK either way). COLO_EINVAL when parent is
  * not running or the allocator cannot share. */
-colo_status colo_cb_fork(colo_cb *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
+colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
                          int *copy_rows);
 
 /* Prefix caching: sequences admitted, and tokens they found cached. */
-uint64_t colo_cb_prefix_queries(const colo_cb *cb);
-uint64_t colo_cb_prefix_hit_tokens(const colo_cb *cb);
+uint64_t colo_continuous_prefix_queries(const colo_continuous *cb);
+uint64_t colo_continuous_prefix_hit_tokens(const colo_continuous *cb);
 
 /* Finished or canceled: frees its blocks and forgets it (any state). */
-void colo_cb_remove(colo_cb *cb, colo_seq *seq);
+void colo_continuous_remove(colo_continuous *cb, colo_seq *seq);
 
-int colo_cb_n_running(const colo_cb *cb);
-int colo_cb_n_waiting(const colo_cb *cb);
-uint64_t colo_cb_n_preemptions(const colo_cb *cb);
+int colo_continuous_n_running(const colo_continuous *cb);
+int colo_continuous_n_waiting(const colo_continuous *cb);
+uint64_t colo_continuous_n_preemptions(const colo_continuous *cb);
 
 #endif

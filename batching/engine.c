@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct colo_gen_seq {
+struct colo_engine_seq {
     colo_seq cb;              /* planner state; cb.owner = this */
-    colo_gen_engine *e;
+    colo_engine *e;
     int n_prompt;
-    colo_gen_params p;
-    char *stop_buf[COLO_GEN_MAX_STOP];
+    colo_engine_params p;
+    char *stop_buf[COLO_ENGINE_MAX_STOP];
     size_t max_stop;
     colo_sampler sampler;
-    colo_gen_callbacks cbs;
+    colo_engine_callbacks cbs;
     char *text;
     size_t text_len, text_cap, emitted;
     int32_t *gen;             /* generated ids */
@@ -31,27 +31,27 @@ struct colo_gen_seq {
     int32_t *top_ids;         /* (max_tokens, p.logprobs) */
     float *top_lps;
     uint64_t added_ns, first_step_ns, first_token_ns;
-    colo_gen_seq *prev, *next; /* engine's list of live sequences */
+    colo_engine_seq *prev, *next; /* engine's list of live sequences */
     /* n choices of one prompt: the first (the leader) computes the prompt;
      * the others wait, outside the planner, until its logits exist, then
-     * fork from it (colo_cb_fork) and sample from the same logits */
-    colo_gen_seq *leader;      /* a waiting follower's leader, else NULL */
-    colo_gen_seq *followers;   /* a leader's waiting followers, in choice order */
-    colo_gen_seq *next_follower;
+     * fork from it (colo_continuous_fork) and sample from the same logits */
+    colo_engine_seq *leader;      /* a waiting follower's leader, else NULL */
+    colo_engine_seq *followers;   /* a leader's waiting followers, in choice order */
+    colo_engine_seq *next_follower;
 };
 
-struct colo_gen_engine {
+struct colo_engine {
     colo_llama *m;
     colo_stream *s;
-    colo_gen_config cfg;
-    colo_cb *planner;
+    colo_engine_config cfg;
+    colo_continuous *planner;
     int max_blocks; /* per sequence */
     bool kv_owned;  /* this engine made the model's KV cache */
     int32_t stop_ids[4];
     int n_stop_ids;
-    colo_gen_seq *live;
+    colo_engine_seq *live;
     /* step scratch */
-    colo_cb_work *work;
+    colo_continuous_work *work;
     colo_seq **stopped;
     int32_t *tok, *pos, *seqi, *table, *rows;
     float *logits;
@@ -63,7 +63,7 @@ struct colo_gen_engine {
     colo_schema_vocab *vocab; /* the same, as the grammar's mask reads it */
     uint8_t *allowed;
     uint64_t mask_ns, mask_count;
-    colo_gen_step_stats st; /* colo_gen_get_step_stats */
+    colo_engine_step_stats st; /* colo_engine_get_step_stats */
 };
 
 static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
@@ -79,11 +79,11 @@ static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t
     return colo_kv_cache_prefix_publish(colo_llama_kv_cache(ctx), id, parent, tokens);
 }
 
-colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
+colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
                                         size_t errlen)
 {
     const colo_llama_hparams *hp = colo_llama_hparams_get(m);
-    colo_gen_engine *e = calloc(1, sizeof *e);
+    colo_engine *e = calloc(1, sizeof *e);
     if (!e) {
         colo_set_err(err, errlen, "out of memory");
         return NULL;
@@ -91,7 +91,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
     e->m = m;
     e->s = s;
     e->cfg = *cfg;
-    colo_gen_config *c = &e->cfg;
+    colo_engine_config *c = &e->cfg;
     if (c->max_running <= 0)
         c->max_running = 16;
     if (c->max_step_tokens < c->max_running)
@@ -144,7 +144,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         goto out_free;
     }
     e->kv_owned = true;
-    colo_cb_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
+    colo_continuous_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
                          .total_blocks = n_blocks};
     colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free, .share = kv_share};
     if (!c->no_prefix_cache) {
@@ -155,7 +155,7 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
         al.match = kv_match;
         al.publish = kv_publish;
     }
-    if (!(e->planner = colo_cb_create(&pc, &al))) {
+    if (!(e->planner = colo_continuous_create(&pc, &al))) {
         colo_set_err(err, errlen, "invalid batching configuration");
         goto out_free;
     }
@@ -172,11 +172,11 @@ colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const col
     return e;
 
 out_free:
-    colo_gen_engine_free(e);
+    colo_engine_free(e);
     return NULL;
 }
 
-static void seq_free(colo_gen_seq *q)
+static void seq_free(colo_engine_seq *q)
 {
     for (int i = 0; i < q->p.n_stop; i++)
         free(q->stop_buf[i]);
@@ -194,7 +194,7 @@ static void seq_free(colo_gen_seq *q)
     free(q);
 }
 
-static void unlink_seq(colo_gen_engine *e, colo_gen_seq *q)
+static void unlink_seq(colo_engine *e, colo_engine_seq *q)
 {
     if (q->prev)
         q->prev->next = q->next;
@@ -205,7 +205,7 @@ static void unlink_seq(colo_gen_engine *e, colo_gen_seq *q)
 }
 
 /* Emits final text: complete UTF-8, held back by max_stop - 1 bytes unless done. */
-static void emit(colo_gen_seq *q, int32_t token, bool done)
+static void emit(colo_engine_seq *q, int32_t token, bool done)
 {
     size_t end = q->text_len;
     if (!done) {
@@ -220,10 +220,10 @@ static void emit(colo_gen_seq *q, int32_t token, bool done)
     q->emitted = end;
 }
 
-static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
                       int stop_index);
 
-static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error)
+static void finish(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error)
 {
     finish_at(e, q, st, reason, error, -1);
 }
@@ -231,10 +231,10 @@ static void finish(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const ch
 /* q leaves its group of choices: a waiting follower leaves its leader's
  * list; a leader whose followers still wait hands the prompt to the first
  * of them, which is computed in its place. */
-static void leave_group(colo_gen_engine *e, colo_gen_seq *q)
+static void leave_group(colo_engine *e, colo_engine_seq *q)
 {
     if (q->leader) {
-        for (colo_gen_seq **pp = &q->leader->followers; *pp; pp = &(*pp)->next_follower)
+        for (colo_engine_seq **pp = &q->leader->followers; *pp; pp = &(*pp)->next_follower)
             if (*pp == q) {
                 *pp = q->next_follower;
                 break;
@@ -242,25 +242,25 @@ static void leave_group(colo_gen_engine *e, colo_gen_seq *q)
         q->leader = NULL;
         return;
     }
-    colo_gen_seq *f = q->followers;
+    colo_engine_seq *f = q->followers;
     q->followers = NULL;
     if (!f)
         return;
     f->leader = NULL;
     f->followers = f->next_follower;
     f->next_follower = NULL;
-    for (colo_gen_seq *o = f->followers; o; o = o->next_follower)
+    for (colo_engine_seq *o = f->followers; o; o = o->next_follower)
         o->leader = f;
-    colo_cb_add(e->planner, &f->cb); /* (it fit when the leader was added) */
+    colo_continuous_add(e->planner, &f->cb); /* (it fit when the leader was added) */
 }
 
-static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const char *reason, const char *error,
+static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const char *reason, const char *error,
                       int stop_index)
 {
     leave_group(e, q);
-    colo_cb_remove(e->planner, &q->cb);
+    colo_continuous_remove(e->planner, &q->cb);
     unlink_seq(e, q);
-    if (!colo_cb_n_running(e->planner) && !colo_cb_n_waiting(e->planner) && colo_llama_kv_cache(e->m))
+    if (!colo_continuous_n_running(e->planner) && !colo_continuous_n_waiting(e->planner) && colo_llama_kv_cache(e->m))
         colo_kv_cache_prefix_trim(colo_llama_kv_cache(e->m)); /* idle: no borrowed memory kept */
     if (st == COLO_OK) {
         /* A length cut may split a character: the text ends on whole UTF-8. */
@@ -272,7 +272,7 @@ static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const
         if (q->emitted < q->text_len)
             emit(q, -1, true);
     }
-    colo_gen_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
+    colo_engine_outcome out = {.status = st, .error = error, .finish_reason = st == COLO_OK ? reason : NULL,
                             .stop_index = stop_index, .logprobs = q->lp, .top_ids = q->top_ids,
                             .top_logprobs = q->top_lps, .tokens = q->gen, .n_tokens = q->n_gen, .n_prompt = q->n_prompt, .text = q->text,
                             .text_len = q->text_len, .added_ns = q->added_ns, .first_step_ns = q->first_step_ns,
@@ -283,7 +283,7 @@ static void finish_at(colo_gen_engine *e, colo_gen_seq *q, colo_status st, const
     seq_free(q);
 }
 
-static void free_token_bytes(colo_gen_engine *e)
+static void free_token_bytes(colo_engine *e)
 {
     if (e->tok_bytes)
         for (int i = 0; i < colo_llama_hparams_get(e->m)->n_vocab; i++)
@@ -297,13 +297,13 @@ static void free_token_bytes(colo_gen_engine *e)
     e->vocab = NULL, e->allowed = NULL;
 }
 
-void colo_gen_engine_free(colo_gen_engine *e)
+void colo_engine_free(colo_engine *e)
 {
     if (!e)
         return;
     while (e->live)
         finish(e, e->live, COLO_ECANCELED, NULL, "canceled");
-    colo_cb_destroy(e->planner);
+    colo_continuous_destroy(e->planner);
     if (e->kv_owned)
         colo_llama_kv_fini(e->m);
     free(e->work);
@@ -320,7 +320,7 @@ void colo_gen_engine_free(colo_gen_engine *e)
 
 /* Every token's bytes, once: what constrained decoding tries against the
  * grammar. false when out of memory. */
-static bool token_bytes(colo_gen_engine *e)
+static bool token_bytes(colo_engine *e)
 {
     if (e->tok_bytes)
         return true;
@@ -360,12 +360,12 @@ static bool token_bytes(colo_gen_engine *e)
     return true;
 }
 
-static bool is_stop(const colo_gen_engine *e, const colo_gen_seq *q, int tok)
+static bool is_stop(const colo_engine *e, const colo_engine_seq *q, int tok)
 {
     for (int i = 0; i < e->n_stop_ids; i++)
         if (tok == e->stop_ids[i])
             return true;
-    for (int i = 0; i < q->p.n_stop_ids && i < COLO_GEN_MAX_STOP; i++)
+    for (int i = 0; i < q->p.n_stop_ids && i < COLO_ENGINE_MAX_STOP; i++)
         if (tok == q->p.stop_ids[i])
             return true;
     return false;
@@ -374,7 +374,7 @@ static bool is_stop(const colo_gen_engine *e, const colo_gen_seq *q, int tok)
 /* The logits of row with every token that cannot continue q's JSON masked
  * (-inf): a token must keep the output a valid prefix; a stop token is
  * allowed only once the object is complete, and then only a stop token. */
-static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
+static const float *json_mask(colo_engine *e, colo_engine_seq *q, const float *row, int V)
 {
     bool done = colo_schema_done(q->json);
     int allowed = done ? 0 : colo_schema_mask(q->grammar, q->json, e->vocab, e->allowed);
@@ -387,12 +387,12 @@ static const float *json_mask(colo_gen_engine *e, colo_gen_seq *q, const float *
 }
 
 /* A sequence of the prompt, not yet in the planner; NULL with a message. */
-static colo_gen_seq *seq_create(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
-                                const colo_gen_callbacks *cb, uint64_t seed, char *err, size_t errlen)
+static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
+                                const colo_engine_callbacks *cb, uint64_t seed, char *err, size_t errlen)
 {
     int cap = e->cfg.max_seq_len;
     /* (an injected allocation fault stands for a failed host allocation) */
-    colo_gen_seq *q = colo_fault_hit(COLO_FAULT_ALLOC, colo_stream_label(e->s)) ? NULL : calloc(1, sizeof *q);
+    colo_engine_seq *q = colo_fault_hit(COLO_FAULT_ALLOC, colo_stream_label(e->s)) ? NULL : calloc(1, sizeof *q);
     if (!q)
         goto out_oom;
     q->e = e;
@@ -410,8 +410,8 @@ static colo_gen_seq *seq_create(colo_gen_engine *e, const int32_t *prompt, int n
     if (!q->cb.tokens || !q->cb.blocks || !q->gen)
         goto out_oom;
     size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
-    if (q->p.top_logprobs > COLO_GEN_MAX_LOGPROBS)
-        q->p.top_logprobs = COLO_GEN_MAX_LOGPROBS;
+    if (q->p.top_logprobs > COLO_ENGINE_MAX_LOGPROBS)
+        q->p.top_logprobs = COLO_ENGINE_MAX_LOGPROBS;
     if (q->p.top_logprobs < 0)
         q->p.top_logprobs = 0;
     if (q->p.logprobs) {
@@ -447,7 +447,7 @@ static colo_gen_seq *seq_create(colo_gen_engine *e, const int32_t *prompt, int n
     }
     memcpy(q->cb.tokens, prompt, (size_t)n_prompt * 4);
     q->cb.n_tokens = n_prompt;
-    for (int i = 0; i < p->n_stop && i < COLO_GEN_MAX_STOP; i++) {
+    for (int i = 0; i < p->n_stop && i < COLO_ENGINE_MAX_STOP; i++) {
         if (!(q->stop_buf[i] = strdup(p->stop[i])))
             goto out_oom;
         q->p.stop[i] = q->stop_buf[i];
@@ -466,7 +466,7 @@ out_oom:
     return NULL;
 }
 
-static void link_live(colo_gen_engine *e, colo_gen_seq *q)
+static void link_live(colo_engine *e, colo_engine_seq *q)
 {
     q->added_ns = colo_now_ns();
     q->next = e->live;
@@ -475,19 +475,19 @@ static void link_live(colo_gen_engine *e, colo_gen_seq *q)
     e->live = q;
 }
 
-colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
-                           const colo_gen_callbacks *cb, char *err, size_t errlen)
+colo_engine_seq *colo_engine_add(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
+                           const colo_engine_callbacks *cb, char *err, size_t errlen)
 {
-    colo_gen_seq *q;
-    return colo_gen_add_n(e, prompt, n_prompt, p, 1, cb, &q, err, errlen) == COLO_OK ? q : NULL;
+    colo_engine_seq *q;
+    return colo_engine_add_n(e, prompt, n_prompt, p, 1, cb, &q, err, errlen) == COLO_OK ? q : NULL;
 }
 
-colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p, int n,
-                           const colo_gen_callbacks *cbs, colo_gen_seq **seqs, char *err, size_t errlen)
+colo_status colo_engine_add_n(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p, int n,
+                           const colo_engine_callbacks *cbs, colo_engine_seq **seqs, char *err, size_t errlen)
 {
     int cap = e->cfg.max_seq_len;
-    if (n < 1 || n > COLO_GEN_MAX_CHOICES) {
-        colo_set_err(err, errlen, "n must be 1 to %d", COLO_GEN_MAX_CHOICES);
+    if (n < 1 || n > COLO_ENGINE_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n must be 1 to %d", COLO_ENGINE_MAX_CHOICES);
         return COLO_EINVAL;
     }
     if (n_prompt <= 0) {
@@ -507,7 +507,7 @@ colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prom
             return COLO_ENOMEM;
         }
     }
-    if (colo_cb_add(e->planner, &seqs[0]->cb) != COLO_OK) {
+    if (colo_continuous_add(e->planner, &seqs[0]->cb) != COLO_OK) {
         colo_set_err(err, errlen, "the prompt (%d tokens) does not fit in the KV cache (%d blocks of %d tokens)",
                      n_prompt, colo_llama_kv_n_blocks(e->m), e->cfg.block_size);
         for (int i = 0; i < n; i++)
@@ -525,9 +525,9 @@ colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prom
     return COLO_OK;
 }
 
-void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
+void colo_engine_cancel(colo_engine *e, colo_engine_seq *q) { finish(e, q, COLO_ECANCELED, NULL, "canceled"); }
 
-static bool append_text(colo_gen_seq *q, const char *s, size_t n)
+static bool append_text(colo_engine_seq *q, const char *s, size_t n)
 {
     if (q->text_len + n + 1 > q->text_cap) {
         size_t cap = q->text_cap ? q->text_cap * 2 : 256;
@@ -546,7 +546,7 @@ static bool append_text(colo_gen_seq *q, const char *s, size_t n)
 }
 
 /* Handles the token sampled for q; may finish q. */
-static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
+static void accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
 {
     uint64_t now = colo_now_ns();
     if (!q->first_token_ns)
@@ -587,7 +587,7 @@ static void accept_token(colo_gen_engine *e, colo_gen_seq *q, int32_t tok)
 }
 
 /* Samples q's next token from its logits row and accepts it (may finish q). */
-static void sample_one(colo_gen_engine *e, colo_gen_seq *q, const float *row, int V)
+static void sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int V)
 {
     const float *pick = row;
     if (q->json) {
@@ -618,23 +618,23 @@ static void sample_one(colo_gen_engine *e, colo_gen_seq *q, const float *row, in
 /* Leader q's prompt is computed: each waiting follower becomes a copy of
  * it (sharing its full blocks, its own copy of the partly filled one) and
  * joins the planner. Returns them, linked by next_follower, to sample. */
-static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
+static colo_engine_seq *fork_followers(colo_engine *e, colo_engine_seq *q)
 {
-    colo_gen_seq *f = q->followers, *ok = NULL, **tail = &ok;
+    colo_engine_seq *f = q->followers, *ok = NULL, **tail = &ok;
     q->followers = NULL;
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     bool copied = false;
     colo_status copy_st = COLO_OK; /* of a synchronize before the end */
     char msg[96];
     while (f) {
-        colo_gen_seq *next = f->next_follower;
+        colo_engine_seq *next = f->next_follower;
         f->leader = NULL;
         f->next_follower = NULL;
         memcpy(f->cb.tokens, q->cb.tokens, (size_t)q->cb.n_tokens * 4);
         f->first_step_ns = q->first_step_ns;
         int32_t src = -1, dst = -1;
         int rows = 0;
-        colo_status st = colo_cb_fork(e->planner, &q->cb, &f->cb, &src, &dst, &rows);
+        colo_status st = colo_continuous_fork(e->planner, &q->cb, &f->cb, &src, &dst, &rows);
         if (st == COLO_OK && rows) {
             st = colo_kv_cache_copy(kv, e->s, dst, src, rows);
             copied = true;
@@ -664,7 +664,7 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
     if (st != COLO_OK) {
         snprintf(msg, sizeof msg, "could not fork the prompt's KV cache (%s)", colo_status_str(st));
         while (ok) {
-            colo_gen_seq *next = ok->next_follower;
+            colo_engine_seq *next = ok->next_follower;
             ok->next_follower = NULL;
             finish(e, ok, st, NULL, msg);
             ok = next;
@@ -673,7 +673,7 @@ static colo_gen_seq *fork_followers(colo_gen_engine *e, colo_gen_seq *q)
     return ok;
 }
 
-colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled)
+colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled)
 {
     uint64_t t_begin = colo_now_ns();
     int n_stopped = 0;
@@ -689,9 +689,9 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         int charged = colo_kv_cache_n_used(kv) + colo_kv_cache_n_evictable(kv);
         while (want > 0) {
             if (colo_kv_cache_prefix_evict(kv, want) == 0) {
-                if (!colo_cb_n_running(e->planner))
+                if (!colo_continuous_n_running(e->planner))
                     break;
-                colo_cb_shed(e->planner, want);
+                colo_continuous_shed(e->planner, want);
             }
             want = colo_kv_cache_reclaim_wanted(kv);
         }
@@ -701,16 +701,16 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     int drop = kv ? colo_kv_cache_evict_wanted(kv) : 0;
     if (drop > 0)
         colo_kv_cache_prefix_evict(kv, drop);
-    int nw = colo_cb_plan(e->planner, e->work, e->stopped, &n_stopped);
+    int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
-        finish(e, (colo_gen_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
+        finish(e, (colo_engine_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
     if (nw == 0)
         return COLO_OK;
     int n = 0, n_logits = 0, n_decode = 0;
     uint64_t now = colo_now_ns();
     for (int w = 0; w < nw; w++) {
-        colo_cb_work *wk = &e->work[w];
-        colo_gen_seq *q = wk->seq->owner;
+        colo_continuous_work *wk = &e->work[w];
+        colo_engine_seq *q = wk->seq->owner;
         n_decode += wk->n == 1 && wk->logits;
         if (!q->first_step_ns)
             q->first_step_ns = now;
@@ -728,7 +728,7 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
                               .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
                               .logit_rows = e->rows};
-    int kind = n_decode == nw ? COLO_GEN_STEP_DECODE : n_decode == 0 ? COLO_GEN_STEP_PREFILL : COLO_GEN_STEP_MIXED;
+    int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;
     uint64_t t_fwd = colo_now_ns();
@@ -744,21 +744,21 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));
         for (int w = 0; w < nw; w++)
-            finish(e, (colo_gen_seq *)e->work[w].seq->owner, st, NULL, msg);
+            finish(e, (colo_engine_seq *)e->work[w].seq->owner, st, NULL, msg);
         return st;
     }
-    colo_cb_commit(e->planner, e->work, nw);
+    colo_continuous_commit(e->planner, e->work, nw);
     *n_scheduled = n;
     int V = colo_llama_hparams_get(e->m)->n_vocab, li = 0;
     for (int w = 0; w < nw; w++) {
         if (!e->work[w].logits)
             continue;
-        colo_gen_seq *q = e->work[w].seq->owner;
+        colo_engine_seq *q = e->work[w].seq->owner;
         const float *row = e->logits + (size_t)li++ * V;
-        colo_gen_seq *forked = q->followers ? fork_followers(e, q) : NULL;
+        colo_engine_seq *forked = q->followers ? fork_followers(e, q) : NULL;
         sample_one(e, q, row, V);
         while (forked) {
-            colo_gen_seq *f = forked;
+            colo_engine_seq *f = forked;
             forked = f->next_follower;
             f->next_follower = NULL;
             sample_one(e, f, row, V); /* the same logits, its own random stream */
@@ -768,11 +768,11 @@ colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *
     return COLO_OK;
 }
 
-void colo_gen_get_step_stats(const colo_gen_engine *e, colo_gen_step_stats *out) { *out = e->st; }
+void colo_engine_get_step_stats(const colo_engine *e, colo_engine_step_stats *out) { *out = e->st; }
 
-bool colo_gen_seq_started(const colo_gen_seq *q) { return q->first_step_ns != 0; }
+bool colo_engine_seq_started(const colo_engine_seq *q) { return q->first_step_ns != 0; }
 
-bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k)
+bool colo_engine_seq_logprobs(const colo_engine_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k)
 {
     if (!q->lp || i < 0 || i >= q->n_gen)
         return false;
@@ -783,33 +783,33 @@ bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_
     *k = kk;
     return true;
 }
-int colo_gen_n_running(const colo_gen_engine *e) { return colo_cb_n_running(e->planner); }
-int colo_gen_n_waiting(const colo_gen_engine *e) { return colo_cb_n_waiting(e->planner); }
-int colo_gen_kv_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_blocks(e->m); }
-int colo_gen_kv_free_blocks(const colo_gen_engine *e) { return colo_llama_kv_n_free(e->m); }
-int colo_gen_max_seq_len(const colo_gen_engine *e) { return e->cfg.max_seq_len; }
-uint64_t colo_gen_preemptions(const colo_gen_engine *e) { return colo_cb_n_preemptions(e->planner); }
-uint64_t colo_gen_mask_ns(const colo_gen_engine *e) { return e->mask_ns; }
-uint64_t colo_gen_mask_count(const colo_gen_engine *e) { return e->mask_count; }
+int colo_engine_n_running(const colo_engine *e) { return colo_continuous_n_running(e->planner); }
+int colo_engine_n_waiting(const colo_engine *e) { return colo_continuous_n_waiting(e->planner); }
+int colo_engine_kv_blocks(const colo_engine *e) { return colo_llama_kv_n_blocks(e->m); }
+int colo_engine_kv_free_blocks(const colo_engine *e) { return colo_llama_kv_n_free(e->m); }
+int colo_engine_max_seq_len(const colo_engine *e) { return e->cfg.max_seq_len; }
+uint64_t colo_engine_preemptions(const colo_engine *e) { return colo_continuous_n_preemptions(e->planner); }
+uint64_t colo_engine_mask_ns(const colo_engine *e) { return e->mask_ns; }
+uint64_t colo_engine_mask_count(const colo_engine *e) { return e->mask_count; }
 
-void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out)
+void colo_engine_prefix_stats(const colo_engine *e, colo_engine_prefix_info *out)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     out->enabled = kv && colo_kv_cache_prefix_enabled(kv);
-    out->queries = colo_cb_prefix_queries(e->planner);
-    out->hit_tokens = colo_cb_prefix_hit_tokens(e->planner);
+    out->queries = colo_continuous_prefix_queries(e->planner);
+    out->hit_tokens = colo_continuous_prefix_hit_tokens(e->planner);
     out->cached_blocks = kv ? colo_kv_cache_n_cached(kv) : 0;
     out->evictable_blocks = kv ? colo_kv_cache_n_evictable(kv) : 0;
     out->evicted_blocks = kv ? colo_kv_cache_n_evicted(kv) : 0;
 }
 
-int colo_gen_prefix_flush(colo_gen_engine *e)
+int colo_engine_prefix_flush(colo_engine *e)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     return kv ? colo_kv_cache_prefix_evict(kv, colo_kv_cache_n_evictable(kv)) : 0;
 }
 
-uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e)
+uint64_t colo_engine_kv_reclaimed_blocks(const colo_engine *e)
 {
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     return kv ? colo_kv_cache_reclaimed(kv) : 0;

@@ -1,7 +1,7 @@
 /* batching/engine.h: generation on a llama model with continuous batching.
  *
  * The engine owns the model's paged KV cache and the running sequences.
- * Each colo_gen_step plans a step with the continuous planner
+ * Each colo_engine_step plans a step with the continuous planner
  * (batching/continuous.h), runs one forward pass over every scheduled token,
  * samples the next token of each sequence that reached the end of its known
  * text, and reports text as it becomes final: only complete UTF-8, and never
@@ -20,30 +20,30 @@
 #include "models/sampler.h"
 #include "runtime/cosched.h"
 
-#define COLO_GEN_MAX_STOP 8
-#define COLO_GEN_MAX_LOGPROBS 20
-#define COLO_GEN_MAX_CHOICES 16
+#define COLO_ENGINE_MAX_STOP 8
+#define COLO_ENGINE_MAX_LOGPROBS 20
+#define COLO_ENGINE_MAX_CHOICES 16
 
-typedef struct colo_gen_params {
+typedef struct colo_engine_params {
     int max_tokens;      /* >= 1 */
     float temperature;   /* 0 = greedy */
     float top_p;         /* (0, 1] */
     int top_k;           /* 0 = off */
     uint64_t seed;
-    const char *stop[COLO_GEN_MAX_STOP]; /* copied at colo_gen_add */
+    const char *stop[COLO_ENGINE_MAX_STOP]; /* copied at colo_engine_add */
     int n_stop;
-    int32_t stop_ids[COLO_GEN_MAX_STOP]; /* tokens that end it, besides the engine's */
+    int32_t stop_ids[COLO_ENGINE_MAX_STOP]; /* tokens that end it, besides the engine's */
     int n_stop_ids;
-    colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_gen_add) */
+    colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_engine_add) */
     bool json_object;          /* constrained decoding: the output is a JSON object (models/json_schema.h) */
     const char *json_schema;   /* ... or a document valid against this JSON Schema (text, compiled at
-                                * colo_gen_add, which refuses one it cannot compile); NULL: none */
+                                * colo_engine_add, which refuses one it cannot compile); NULL: none */
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
-} colo_gen_params;
+} colo_engine_params;
 
-typedef struct colo_gen_outcome {
+typedef struct colo_engine_outcome {
     colo_status status;        /* COLO_OK, COLO_ECANCELED, or the step's error */
     const char *error;         /* when status != OK */
     const char *finish_reason; /* "stop" | "length" when OK */
@@ -61,17 +61,17 @@ typedef struct colo_gen_outcome {
     size_t text_len;
     uint64_t added_ns, first_step_ns, first_token_ns, done_ns; /* monotonic */
     int n_preempted;
-} colo_gen_outcome;
+} colo_engine_outcome;
 
-typedef struct colo_gen_callbacks {
+typedef struct colo_engine_callbacks {
     /* New final text (may be empty when held back) for a generated token. */
     void (*on_token)(void *ud, int32_t token, const char *piece, size_t len);
     /* Exactly once per sequence, after which it is freed. */
-    void (*on_done)(void *ud, const colo_gen_outcome *out);
+    void (*on_done)(void *ud, const colo_engine_outcome *out);
     void *ud;
-} colo_gen_callbacks;
+} colo_engine_callbacks;
 
-typedef struct colo_gen_config {
+typedef struct colo_engine_config {
     int max_running;     /* sequences per step (continuous batch size) */
     int max_step_tokens; /* chunked-prefill token budget per step */
     int block_size;      /* KV block, tokens */
@@ -83,17 +83,17 @@ typedef struct colo_gen_config {
     int32_t stop_ids[4];
     int n_stop_ids;
     bool no_prefix_cache; /* true: prompts never reuse cached KV blocks (models/kv_cache.h) */
-} colo_gen_config;
+} colo_engine_config;
 
 /* The prefix cache's counters. */
-typedef struct colo_gen_prefix_info {
+typedef struct colo_engine_prefix_info {
     bool enabled;
     uint64_t queries;    /* sequences admitted (a preempted one again when readmitted) */
     uint64_t hit_tokens; /* prompt tokens they found cached, not computed */
     int cached_blocks;   /* blocks in the index */
     int evictable_blocks; /* of which nobody references */
     uint64_t evicted_blocks;
-} colo_gen_prefix_info;
+} colo_engine_prefix_info;
 
 /* Where the engine's steps went. A step is a decode step when every
  * sequence in it computes its one next token, a prefill step when none
@@ -102,64 +102,64 @@ typedef struct colo_gen_prefix_info {
  * each step: planning and building the batch, the forward pass (queuing
  * the ops and waiting for the device: colo_stream_get_stats tells the
  * wait), sampling and handing the tokens out. */
-enum { COLO_GEN_STEP_DECODE, COLO_GEN_STEP_PREFILL, COLO_GEN_STEP_MIXED, COLO_GEN_STEP_KINDS };
-typedef struct colo_gen_step_stats {
-    uint64_t steps[COLO_GEN_STEP_KINDS];  /* steps of each kind */
-    uint64_t tokens[COLO_GEN_STEP_KINDS]; /* tokens computed in them */
+enum { COLO_ENGINE_STEP_DECODE, COLO_ENGINE_STEP_PREFILL, COLO_ENGINE_STEP_MIXED, COLO_ENGINE_STEP_KINDS };
+typedef struct colo_engine_step_stats {
+    uint64_t steps[COLO_ENGINE_STEP_KINDS];  /* steps of each kind */
+    uint64_t tokens[COLO_ENGINE_STEP_KINDS]; /* tokens computed in them */
     uint64_t plan_ns, forward_ns, sample_ns;
-} colo_gen_step_stats;
+} colo_engine_step_stats;
 
-typedef struct colo_gen_engine colo_gen_engine;
-typedef struct colo_gen_seq colo_gen_seq;
+typedef struct colo_engine colo_engine;
+typedef struct colo_engine_seq colo_engine_seq;
 
 /* Generated token i's log-probabilities (params.logprobs): false
  * otherwise. ids/lps point into the sequence (valid until it finishes). */
-bool colo_gen_seq_logprobs(const colo_gen_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k);
+bool colo_engine_seq_logprobs(const colo_engine_seq *q, int i, float *lp, const int32_t **ids, const float **lps, int *k);
 
-colo_gen_engine *colo_gen_engine_create(colo_llama *m, colo_stream *s, const colo_gen_config *cfg, char *err,
+colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
                                         size_t errlen);
 /* Cancels what is left (on_done with COLO_ECANCELED). Accepts NULL. */
-void colo_gen_engine_free(colo_gen_engine *e);
+void colo_engine_free(colo_engine *e);
 
 /* Adds a sequence with its prompt tokens. NULL with a message when it can
  * never run (empty, or prompt + 1 longer than the context or the cache). */
-colo_gen_seq *colo_gen_add(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p,
-                           const colo_gen_callbacks *cb, char *err, size_t errlen);
-/* n (1..COLO_GEN_MAX_CHOICES) sequences of one prompt: the prompt is
+colo_engine_seq *colo_engine_add(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
+                           const colo_engine_callbacks *cb, char *err, size_t errlen);
+/* n (1..COLO_ENGINE_MAX_CHOICES) sequences of one prompt: the prompt is
  * computed once, then they fork (sharing its KV blocks) and each samples
  * with its own callbacks cbs[i] and random stream (p->seed + i). seqs gets
  * the n sequences (each finishes on its own). COLO_EINVAL with a message
  * when it can never run, COLO_ENOMEM. */
-colo_status colo_gen_add_n(colo_gen_engine *e, const int32_t *prompt, int n_prompt, const colo_gen_params *p, int n,
-                           const colo_gen_callbacks *cbs, colo_gen_seq **seqs, char *err, size_t errlen);
+colo_status colo_engine_add_n(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p, int n,
+                           const colo_engine_callbacks *cbs, colo_engine_seq **seqs, char *err, size_t errlen);
 /* Finishes seq now with COLO_ECANCELED (its on_done runs before this returns). */
-void colo_gen_cancel(colo_gen_engine *e, colo_gen_seq *seq);
+void colo_engine_cancel(colo_engine *e, colo_engine_seq *seq);
 
 /* Runs one step. *n_scheduled gets the tokens computed (0: nothing to do).
  * member (may be NULL) brackets the step for the co-scheduler. A device
  * error fails the sequences of the step (on_done with the status) and is
  * returned. */
-colo_status colo_gen_step(colo_gen_engine *e, colo_cosched_member *member, int *n_scheduled);
+colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled);
 
 /* True once seq has been scheduled in a step (its queue wait is over). */
-bool colo_gen_seq_started(const colo_gen_seq *seq);
+bool colo_engine_seq_started(const colo_engine_seq *seq);
 
-int colo_gen_n_running(const colo_gen_engine *e);
-int colo_gen_n_waiting(const colo_gen_engine *e);
-int colo_gen_kv_blocks(const colo_gen_engine *e);
-int colo_gen_kv_free_blocks(const colo_gen_engine *e);
-int colo_gen_max_seq_len(const colo_gen_engine *e);
-uint64_t colo_gen_preemptions(const colo_gen_engine *e);
-void colo_gen_prefix_stats(const colo_gen_engine *e, colo_gen_prefix_info *out);
+int colo_engine_n_running(const colo_engine *e);
+int colo_engine_n_waiting(const colo_engine *e);
+int colo_engine_kv_blocks(const colo_engine *e);
+int colo_engine_kv_free_blocks(const colo_engine *e);
+int colo_engine_max_seq_len(const colo_engine *e);
+uint64_t colo_engine_preemptions(const colo_engine *e);
+void colo_engine_prefix_stats(const colo_engine *e, colo_engine_prefix_info *out);
 /* Evicts every cached block nobody references; returns how many. */
-int colo_gen_prefix_flush(colo_gen_engine *e);
+int colo_engine_prefix_flush(colo_engine *e);
 /* Constrained decoding: nanoseconds spent masking the vocabulary, and the
  * masks made (one per constrained token), since the engine was made. */
 /* The step counters since the engine was created (its thread). */
-void colo_gen_get_step_stats(const colo_gen_engine *e, colo_gen_step_stats *out);
-uint64_t colo_gen_mask_ns(const colo_gen_engine *e);
-uint64_t colo_gen_mask_count(const colo_gen_engine *e);
+void colo_engine_get_step_stats(const colo_engine *e, colo_engine_step_stats *out);
+uint64_t colo_engine_mask_ns(const colo_engine *e);
+uint64_t colo_engine_mask_count(const colo_engine *e);
 /* KV blocks given back to other models' guarantees (elastic memory). */
-uint64_t colo_gen_kv_reclaimed_blocks(const colo_gen_engine *e);
+uint64_t colo_engine_kv_reclaimed_blocks(const colo_engine *e);
 
 #endif

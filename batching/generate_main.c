@@ -145,7 +145,7 @@ static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
     }
 }
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     seq_ctx *c = ud;
     c->first_ns = o->first_token_ns;
@@ -195,30 +195,30 @@ static colo_status tokenize_prompt(const colo_llama *m, const colo_chat_template
 
 /* Adds o->batch copies of the prompt (seeds seed, seed + 1, ...); only the
  * first prints its text. */
-static bool add_sequences(colo_gen_engine *e, const options *o, const int32_t *ids, int n_ids, seq_ctx *ctx,
+static bool add_sequences(colo_engine *e, const options *o, const int32_t *ids, int n_ids, seq_ctx *ctx,
                           char *err, size_t errlen)
 {
-    colo_gen_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
+    colo_engine_params gp = {.max_tokens = o->max_tokens, .temperature = o->temperature, .top_p = o->top_p,
                           .top_k = o->top_k, .json_object = o->json, .json_schema = o->json_schema,
                           .priority = COLO_PRIO_NORMAL};
     for (int i = 0; i < o->batch; i++) {
         ctx[i].idx = i;
         ctx[i].print = i == 0;
         gp.seed = o->seed + (uint64_t)i;
-        colo_gen_callbacks cb = {on_token, on_done, &ctx[i]};
-        if (!colo_gen_add(e, ids, n_ids, &gp, &cb, err, errlen))
+        colo_engine_callbacks cb = {on_token, on_done, &ctx[i]};
+        if (!colo_engine_add(e, ids, n_ids, &gp, &cb, err, errlen))
             return false;
     }
     return true;
 }
 
 /* Steps the engine until every sequence is done. */
-static colo_status run_to_end(colo_gen_engine *e)
+static colo_status run_to_end(colo_engine *e)
 {
     colo_status st;
     int n;
     do {
-        st = colo_gen_step(e, NULL, &n);
+        st = colo_engine_step(e, NULL, &n);
     } while (st == COLO_OK && n > 0);
     return st;
 }
@@ -244,7 +244,7 @@ static void report_speed(const options *o, const seq_ctx *ctx, int n_ids, uint64
 
 /* Where the time went since w0 and s0 (docs/SCHEDULING.md, "Where the time
  * goes"): the pool's workers (w0 NULL: no pool) and the steps' phases. */
-static void report_time(const colo_gen_engine *e, colo_stream *s, const colo_worker_stats *w0,
+static void report_time(const colo_engine *e, colo_stream *s, const colo_worker_stats *w0,
                         const colo_stream_stats *s0)
 {
     colo_worker_stats w1;
@@ -261,14 +261,14 @@ static void report_time(const colo_gen_engine *e, colo_stream *s, const colo_wor
                 (unsigned long long)(w1.ops - w0->ops), (unsigned long long)(w1.chunks - w0->chunks),
                 (unsigned long long)(w1.lock_waits - w0->lock_waits), (w1.lock_wait_ns - w0->lock_wait_ns) / 1e6);
     }
-    colo_gen_step_stats g;
-    colo_gen_get_step_stats(e, &g);
+    colo_engine_step_stats g;
+    colo_engine_get_step_stats(e, &g);
     uint64_t wait = s1.sync_wait_ns - s0->sync_wait_ns;
     wait = wait < g.forward_ns ? wait : g.forward_ns;
     fprintf(stderr, "colo-generate: steps: %llu decode, %llu prefill, %llu mixed; plan %.1f ms, queue %.1f ms, "
                     "device %.1f ms, sample %.1f ms\n",
-            (unsigned long long)g.steps[COLO_GEN_STEP_DECODE], (unsigned long long)g.steps[COLO_GEN_STEP_PREFILL],
-            (unsigned long long)g.steps[COLO_GEN_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
+            (unsigned long long)g.steps[COLO_ENGINE_STEP_DECODE], (unsigned long long)g.steps[COLO_ENGINE_STEP_PREFILL],
+            (unsigned long long)g.steps[COLO_ENGINE_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
             wait / 1e6, g.sample_ns / 1e6);
 }
 
@@ -278,7 +278,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
                     size_t errlen)
 {
     int rc = 1;
-    colo_gen_engine *e = NULL;
+    colo_engine *e = NULL;
     int32_t *ids = NULL;
     int n_ids = 0;
     seq_ctx *ctx = NULL;
@@ -304,10 +304,10 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     }
     if (o->print_tokens)
         print_ids("prompt tokens", ids, n_ids);
-    colo_gen_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
+    colo_engine_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
                           .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids};
     memcpy(gc.stop_ids, chat.stop_ids, sizeof gc.stop_ids);
-    if (!(e = colo_gen_engine_create(m, s, &gc, err, errlen)))
+    if (!(e = colo_engine_create(m, s, &gc, err, errlen)))
         goto out;
     if (!(ctx = calloc((size_t)o->batch, sizeof *ctx))) {
         colo_set_err(err, errlen, "out of memory");
@@ -332,13 +332,13 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
         print_ids("generated tokens", ctx[0].tokens, ctx[0].n_tok);
     report_speed(o, ctx, n_ids, t_start);
     report_time(e, s, have_pool ? &w0 : NULL, &s0);
-    if (colo_gen_mask_count(e))
+    if (colo_engine_mask_count(e))
         fprintf(stderr, "colo-generate: constrained decoding: %.3f ms per token masking the vocabulary (%llu masks)\n",
-                colo_gen_mask_ns(e) / 1e6 / (double)colo_gen_mask_count(e),
-                (unsigned long long)colo_gen_mask_count(e));
+                colo_engine_mask_ns(e) / 1e6 / (double)colo_engine_mask_count(e),
+                (unsigned long long)colo_engine_mask_count(e));
     rc = 0;
 out:
-    colo_gen_engine_free(e);
+    colo_engine_free(e);
     if (ctx)
         for (int i = 0; i < o->batch; i++)
             free(ctx[i].tokens);

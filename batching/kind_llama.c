@@ -18,13 +18,13 @@ _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
 
 typedef struct llama_kind {
     colo_llama *m;         /* NULL while asleep */
-    colo_gen_engine *eng;  /* NULL while asleep */
+    colo_engine *eng;  /* NULL while asleep */
     /* what tokenize reads (any thread), kept through sleep and wake */
     colo_tokenizer *tok;
     int ctx_tokens, cache_tokens, n_vocab;
     uint64_t preemptions_before; /* of the engines before a sleep */
     uint64_t prefix_queries_before, prefix_hits_before;
-    colo_gen_step_stats steps_before; /* of the engines before a sleep */
+    colo_engine_step_stats steps_before; /* of the engines before a sleep */
     /* what wake needs to load again */
     colo_model_cfg mc;
     colo_arena *arena;
@@ -42,7 +42,7 @@ typedef struct llama_job llama_job;
 typedef struct llama_choice {
     llama_job *j;
     int index;
-    colo_gen_seq *seq;          /* NULL once it finished */
+    colo_engine_seq *seq;          /* NULL once it finished */
     int n_emitted;              /* tokens passed to the sink (their index for logprobs) */
     colo_req_token_logprobs lp; /* the one being passed */
 } llama_choice;
@@ -63,12 +63,12 @@ struct llama_job {
 };
 
 /* Generated token i's logprobs from the engine into *out; false when not kept. */
-static bool token_logprobs(const colo_gen_seq *q, int i, colo_req_token_logprobs *out)
+static bool token_logprobs(const colo_engine_seq *q, int i, colo_req_token_logprobs *out)
 {
     const int32_t *ids;
     const float *lps;
     int k;
-    if (!colo_gen_seq_logprobs(q, i, &out->logprob, &ids, &lps, &k))
+    if (!colo_engine_seq_logprobs(q, i, &out->logprob, &ids, &lps, &k))
         return false;
     out->n_top = k;
     memcpy(out->top_ids, ids, (size_t)k * sizeof *ids);
@@ -144,13 +144,13 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     colo_stream *s = k->s;
     if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
         return COLO_ENOMEM;
-    colo_gen_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
+    colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
-    if (!(k->eng = colo_gen_engine_create(k->m, s, &gc, err, errlen))) {
+    if (!(k->eng = colo_engine_create(k->m, s, &gc, err, errlen))) {
         colo_llama_free(k->m);
         k->m = NULL;
         return COLO_ENOMEM;
@@ -161,7 +161,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     colo_arena_stats after;
     colo_arena_get_stats(arena, &after);
     /* An elastic arena charges KV blocks as they are used, not at creation. */
-    size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_gen_kv_blocks(k->eng) * k->block_bytes;
+    size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_engine_kv_blocks(k->eng) * k->block_bytes;
     size_t grown = after.used_bytes - before.used_bytes;
     k->act_bytes = grown > kv ? grown - kv : 0;
     k->n_vocab = hp->n_vocab;
@@ -200,8 +200,8 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     if (bring_up(k, err, errlen) != COLO_OK)
         goto fail;
     /* read by tokenize on any thread: set once here, never by wake */
-    k->ctx_tokens = colo_gen_max_seq_len(k->eng);
-    k->cache_tokens = colo_gen_kv_blocks(k->eng) * k->block_size;
+    k->ctx_tokens = colo_engine_max_seq_len(k->eng);
+    k->cache_tokens = colo_engine_kv_blocks(k->eng) * k->block_size;
     return k;
 fail:
     kind_free(k);
@@ -212,9 +212,9 @@ fail:
  * physical pages of an elastic arena go back to the device). The weights
  * are read from the file again on wake. Executor thread, nothing admitted. */
 /* a += b, counter by counter. */
-static void add_step_stats(colo_gen_step_stats *a, const colo_gen_step_stats *b)
+static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_stats *b)
 {
-    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+    for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
 }
@@ -224,19 +224,19 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
     llama_kind *k = inst;
     if (!k->eng)
         return COLO_OK;
-    if (colo_gen_n_running(k->eng) || colo_gen_n_waiting(k->eng)) {
+    if (colo_engine_n_running(k->eng) || colo_engine_n_waiting(k->eng)) {
         colo_set_err(err, errlen, "sequences are still running");
         return COLO_EAGAIN;
     }
-    k->preemptions_before += colo_gen_preemptions(k->eng);
-    colo_gen_prefix_info pi;
-    colo_gen_prefix_stats(k->eng, &pi);
+    k->preemptions_before += colo_engine_preemptions(k->eng);
+    colo_engine_prefix_info pi;
+    colo_engine_prefix_stats(k->eng, &pi);
     k->prefix_queries_before += pi.queries;
     k->prefix_hits_before += pi.hit_tokens;
-    colo_gen_step_stats ss;
-    colo_gen_get_step_stats(k->eng, &ss);
+    colo_engine_step_stats ss;
+    colo_engine_get_step_stats(k->eng, &ss);
     add_step_stats(&k->steps_before, &ss);
-    colo_gen_engine_free(k->eng);
+    colo_engine_free(k->eng);
     colo_llama_free(k->m);
     k->eng = NULL;
     k->m = NULL;
@@ -249,8 +249,8 @@ static colo_status kind_wake(void *inst, char *err, size_t errlen)
     if (k->eng)
         return COLO_OK;
     colo_status st = bring_up(k, err, errlen);
-    if (st == COLO_OK && (colo_gen_max_seq_len(k->eng) != k->ctx_tokens ||
-                          colo_gen_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
+    if (st == COLO_OK && (colo_engine_max_seq_len(k->eng) != k->ctx_tokens ||
+                          colo_engine_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
         /* the same config and file make the same sizes; tokenize checked
          * queued requests against them */
         colo_set_err(err, errlen, "the model woke with a smaller context or KV cache than it was loaded with");
@@ -265,7 +265,7 @@ static void kind_free(void *inst)
     llama_kind *k = inst;
     if (!k)
         return;
-    colo_gen_engine_free(k->eng);
+    colo_engine_free(k->eng);
     colo_llama_free(k->m);
     colo_tokenizer_free(k->tok);
     free(k);
@@ -534,33 +534,33 @@ static void info(void *inst, colo_kind_info *out)
     out->prefix_cache = !k->mc.no_prefix_cache;
     out->prefix_queries = k->prefix_queries_before;
     out->prefix_hit_tokens = k->prefix_hits_before;
-    colo_gen_step_stats ss = k->steps_before;
+    colo_engine_step_stats ss = k->steps_before;
     if (k->eng) {
-        colo_gen_step_stats now;
-        colo_gen_get_step_stats(k->eng, &now);
+        colo_engine_step_stats now;
+        colo_engine_get_step_stats(k->eng, &now);
         add_step_stats(&ss, &now);
     }
-    for (int i = 0; i < COLO_GEN_STEP_KINDS; i++)
+    for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
     out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
     if (!k->eng)
         return; /* asleep: nothing in memory */
-    colo_gen_prefix_info pi;
-    colo_gen_prefix_stats(k->eng, &pi);
+    colo_engine_prefix_info pi;
+    colo_engine_prefix_stats(k->eng, &pi);
     out->prefix_queries += pi.queries;
     out->prefix_hit_tokens += pi.hit_tokens;
     out->prefix_cached_bytes = (size_t)pi.cached_blocks * k->block_bytes;
     out->weight_bytes = colo_llama_weight_bytes(k->m);
     out->act_bytes = k->act_bytes;
-    out->kv_blocks = colo_gen_kv_blocks(k->eng);
-    out->kv_free_blocks = colo_gen_kv_free_blocks(k->eng);
+    out->kv_blocks = colo_engine_kv_blocks(k->eng);
+    out->kv_free_blocks = colo_engine_kv_free_blocks(k->eng);
     out->kv_block_size = k->block_size;
     out->kv_tokens = out->kv_blocks * k->block_size;
     out->kv_bytes = (size_t)out->kv_blocks * k->block_bytes;
     out->kv_used_bytes = (size_t)(out->kv_blocks - out->kv_free_blocks) * k->block_bytes;
-    out->preemptions += colo_gen_preemptions(k->eng);
-    out->running = colo_gen_n_running(k->eng) + colo_gen_n_waiting(k->eng);
-    out->in_batch = colo_gen_n_running(k->eng);
+    out->preemptions += colo_engine_preemptions(k->eng);
+    out->running = colo_engine_n_running(k->eng) + colo_engine_n_waiting(k->eng);
+    out->in_batch = colo_engine_n_running(k->eng);
 }
 
 static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
@@ -583,7 +583,7 @@ static void job_on_token(void *ud, int32_t token, const char *piece, size_t len)
 }
 
 /* Copies choice o's result into c (the request's pool); false when out of memory. */
-static bool keep_choice(colo_request *r, const colo_gen_outcome *o, colo_req_choice *c)
+static bool keep_choice(colo_request *r, const colo_engine_outcome *o, colo_req_choice *c)
 {
     c->finish_reason = o->finish_reason;
     c->stop_sequence = o->stop_index >= 0 && o->stop_index < r->params.n_stop ? r->params.stop[o->stop_index] : NULL;
@@ -610,7 +610,7 @@ static bool keep_choice(colo_request *r, const colo_gen_outcome *o, colo_req_cho
     return true;
 }
 
-static void job_on_done(void *ud, const colo_gen_outcome *o)
+static void job_on_done(void *ud, const colo_engine_outcome *o)
 {
     llama_choice *ch = ud;
     llama_job *j = ch->j;
@@ -683,8 +683,8 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
     j->r = r;
     j->k = k;
     j->n = r->params.n > 0 ? r->params.n : 1;
-    if (j->n > COLO_GEN_MAX_CHOICES) {
-        colo_set_err(err, errlen, "n: at most %d choices", COLO_GEN_MAX_CHOICES);
+    if (j->n > COLO_ENGINE_MAX_CHOICES) {
+        colo_set_err(err, errlen, "n: at most %d choices", COLO_ENGINE_MAX_CHOICES);
         return COLO_EINVAL;
     }
     j->ch = colo_pool_calloc(r->pool, (size_t)j->n, sizeof *j->ch);
@@ -693,11 +693,11 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
         colo_set_err(err, errlen, "out of memory");
         return COLO_ENOMEM;
     }
-    colo_gen_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
+    colo_engine_params gp = {.max_tokens = r->params.max_tokens, .temperature = r->params.temperature,
                           .top_p = r->params.top_p, .top_k = r->params.top_k, .seed = r->params.seed,
-                          .n_stop = r->params.n_stop < COLO_GEN_MAX_STOP ? r->params.n_stop : COLO_GEN_MAX_STOP,
-                          .n_stop_ids = r->params.n_stop_ids < COLO_GEN_MAX_STOP ? r->params.n_stop_ids
-                                                                                 : COLO_GEN_MAX_STOP,
+                          .n_stop = r->params.n_stop < COLO_ENGINE_MAX_STOP ? r->params.n_stop : COLO_ENGINE_MAX_STOP,
+                          .n_stop_ids = r->params.n_stop_ids < COLO_ENGINE_MAX_STOP ? r->params.n_stop_ids
+                                                                                 : COLO_ENGINE_MAX_STOP,
                           .logprobs = r->params.logprobs >= 0,
                           .json_object = r->params.json_object,
                           .json_schema = r->params.json_schema,
@@ -714,13 +714,13 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)
         gp.stop_ids[i] = r->params.stop_ids[i];
-    colo_gen_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < j->n; i++) {
         j->ch[i] = (llama_choice){.j = j, .index = i};
-        cbs[i] = (colo_gen_callbacks){job_on_token, job_on_done, &j->ch[i]};
+        cbs[i] = (colo_engine_callbacks){job_on_token, job_on_done, &j->ch[i]};
     }
-    colo_status st = colo_gen_add_n(k->eng, r->tok.ids, r->tok.n, &gp, j->n, cbs, seqs, err, errlen);
+    colo_status st = colo_engine_add_n(k->eng, r->tok.ids, r->tok.n, &gp, j->n, cbs, seqs, err, errlen);
     if (st != COLO_OK)
         return st;
     for (int i = 0; i < j->n; i++)
@@ -736,7 +736,7 @@ static colo_status step(void *inst, colo_cosched_member *member, int *n_tokens)
         *n_tokens = 0;
         return COLO_OK;
     }
-    return colo_gen_step(k->eng, member, n_tokens);
+    return colo_engine_step(k->eng, member, n_tokens);
 }
 
 static void cancel(void *inst, colo_request *r, colo_status status, const char *msg)
@@ -751,13 +751,13 @@ static void cancel(void *inst, colo_request *r, colo_status status, const char *
     }
     /* The last choice's end hands the request back (it may be freed at
      * once): take the sequences before ending any. */
-    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     int n = 0;
     for (int i = 0; i < j->n; i++)
         if (j->ch[i].seq)
             seqs[n++] = j->ch[i].seq;
     for (int i = 0; i < n; i++)
-        colo_gen_cancel(k->eng, seqs[i]);
+        colo_engine_cancel(k->eng, seqs[i]);
 }
 
 static bool started(void *inst, const colo_request *r)
@@ -765,7 +765,7 @@ static bool started(void *inst, const colo_request *r)
     (void)inst;
     const llama_job *j = r->priv;
     for (int i = 0; j && i < j->n; i++)
-        if (!j->ch[i].seq || colo_gen_seq_started(j->ch[i].seq))
+        if (!j->ch[i].seq || colo_engine_seq_started(j->ch[i].seq))
             return true;
     return false;
 }

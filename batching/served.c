@@ -1,7 +1,7 @@
 /* A served model's lifecycle, queue and submission; the executors are in
  * served_continuous.c and served_dynamic.c. */
-#include "batching/served_internal.h"
-#include "batching/evict.h"
+#include "batching/served_impl.h"
+#include "batching/evictor.h"
 #include "batching/share.h"
 #include "runtime/log.h"
 

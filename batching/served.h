@@ -81,7 +81,7 @@ typedef struct colo_served_env {
      * NULL: a fixed arena of memory_fraction */
     colo_mem_pool *pool;
     /* with a pool: the models that may be put to sleep to make room for
-     * this one's guarantee (batching/evict.h); NULL: none */
+     * this one's guarantee (batching/evictor.h); NULL: none */
     struct colo_evictor *evictor;
 } colo_served_env;
 
@@ -117,7 +117,7 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen);
 /* A model that will not load (its loading thread could not start): FAILED with msg. */
 void colo_served_set_failed(colo_served *m, const char *msg);
 /* Whether a sleeping model's guarantee can be had again, counting the
- * models that may be put to sleep for it (batching/evict.h): COLO_ENOMEM
+ * models that may be put to sleep for it (batching/evictor.h): COLO_ENOMEM
  * with the bytes needed and available; COLO_OK when it holds it already. */
 colo_status colo_served_wake_fits(colo_served *m, size_t *need_bytes, size_t *avail_bytes);
 /* Starts the executor; the model is then ready. */
@@ -204,7 +204,7 @@ typedef struct colo_served_info {
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */
-    /* where the steps went (generation; batching/engine.h colo_gen_step_stats) */
+    /* where the steps went (generation; batching/engine.h colo_engine_step_stats) */
     uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
     uint64_t tokens_by_kind[3];
     uint64_t plan_ns, forward_ns, sample_ns;

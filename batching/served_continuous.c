@@ -2,7 +2,7 @@
  * admitted from the queue while fewer than max_batch_size are live; the
  * kind's step runs the batch; cancellations and queue deadlines are
  * applied between steps. */
-#include "batching/served_internal.h"
+#include "batching/served_impl.h"
 #include "batching/share.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"

@@ -1,7 +1,7 @@
 /* The executor of encoder kinds: the dynamic batcher. A batch forms when
  * max_batch_size requests wait, a preferred size is reached, or the oldest
  * request has waited max_queue_delay_us; the kind runs it. */
-#include "batching/served_internal.h"
+#include "batching/served_impl.h"
 #include "batching/share.h"
 #include "runtime/clock.h"
 

@@ -1,8 +1,8 @@
 /* The admin routes: models loaded, unloaded, put to sleep and woken at
  * run time, and the config file's models applied again (server/admin.h). */
 #include "server/admin.h"
-#include "server/api_internal.h"
-#include "batching/evict.h"
+#include "server/api_impl.h"
+#include "batching/evictor.h"
 #include "runtime/log.h"
 
 #include <event2/event.h>
@@ -38,7 +38,7 @@ struct load_job {
     char err[1024];
 };
 
-/* Per slot of the API's model table (server/api_internal.h): its unload
+/* Per slot of the API's model table (server/api_impl.h): its unload
  * and load jobs, and whether its served model was made here (then it is
  * freed here, and its slot freed for the next model, once unloaded). */
 struct colo_admin {

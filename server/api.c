@@ -1,6 +1,6 @@
 /* The model endpoints: decode into the request record, submit to the
  * model, and answer on the loop thread from what its executor posts. */
-#include "server/api_internal.h"
+#include "server/api_impl.h"
 #include "server/api_tools.h"
 #include "runtime/log.h"
 

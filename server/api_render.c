@@ -1,5 +1,5 @@
 /* JSON bodies and SSE events of the model endpoints. */
-#include "server/api_internal.h"
+#include "server/api_impl.h"
 #include "server/api_tools.h"
 #include "runtime/utf8.h"
 

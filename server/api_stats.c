@@ -8,7 +8,7 @@
  * models' gauges. Rates and percentiles over the last minute are the
  * difference of two points, so nothing is added to a request's path, and
  * /v1/stats renders only when someone asks. */
-#include "server/api_internal.h"
+#include "server/api_impl.h"
 #include "server/tenants.h"
 
 #include <event2/event.h>

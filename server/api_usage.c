@@ -1,6 +1,6 @@
 /* Tenants at the model endpoints: admission before a request is queued,
  * accounting when it ends, and GET /v1/usage over the ledger. */
-#include "server/api_internal.h"
+#include "server/api_impl.h"
 #include "server/ledger.h"
 #include "server/tenants.h"
 #include "runtime/clock.h"

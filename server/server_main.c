@@ -9,7 +9,7 @@
 #include "config/config.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
-#include "batching/evict.h"
+#include "batching/evictor.h"
 #include "server/admin.h"
 #include "server/api.h"
 #include "server/server.h"

@@ -71,18 +71,18 @@ static void seq_init(tseq *t, int n_prompt, colo_priority prio)
         t->toks[i] = i;
 }
 
-static colo_cb *make(pool *p, int bs, int max_running, int budget, int blocks)
+static colo_continuous *make(pool *p, int bs, int max_running, int budget, int blocks)
 {
     pool_init(p, blocks);
-    colo_cb_config cfg = {.block_size = bs, .max_running = max_running, .max_step_tokens = budget,
+    colo_continuous_config cfg = {.block_size = bs, .max_running = max_running, .max_step_tokens = budget,
                           .total_blocks = blocks};
     colo_block_allocator al = {.ctx = p, .n_free = pool_n_free, .alloc = pool_alloc, .free = pool_free};
-    colo_cb *cb = colo_cb_create(&cfg, &al);
+    colo_continuous *cb = colo_continuous_create(&cfg, &al);
     assert_non_null(cb);
     return cb;
 }
 
-static const colo_cb_work *find(const colo_cb_work *w, int n, const colo_seq *s)
+static const colo_continuous_work *find(const colo_continuous_work *w, int n, const colo_seq *s)
 {
     for (int i = 0; i < n; i++)
         if (w[i].seq == s)
@@ -91,9 +91,9 @@ static const colo_cb_work *find(const colo_cb_work *w, int n, const colo_seq *s)
 }
 
 /* After a step, every sequence whose logits came back gets a new token. */
-static void step_done(colo_cb *cb, colo_cb_work *w, int n)
+static void step_done(colo_continuous *cb, colo_continuous_work *w, int n)
 {
-    colo_cb_commit(cb, w, n);
+    colo_continuous_commit(cb, w, n);
     for (int i = 0; i < n; i++)
         if (w[i].logits) {
             colo_seq *s = w[i].seq;
@@ -106,14 +106,14 @@ static void test_chunked_prefill_keeps_decodes_running(void **state)
 {
     (void)state;
     pool p;
-    colo_cb *cb = make(&p, 4, 4, 8, 100);
-    colo_cb_work w[4];
+    colo_continuous *cb = make(&p, 4, 4, 8, 100);
+    colo_continuous_work w[4];
     colo_seq *stopped[4];
     int ns;
     tseq a, b;
     seq_init(&a, 3, COLO_PRIO_NORMAL);
-    assert_int_equal(colo_cb_add(cb, &a.s), COLO_OK);
-    int n = colo_cb_plan(cb, w, stopped, &ns);
+    assert_int_equal(colo_continuous_add(cb, &a.s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 1);
     assert_int_equal(w[0].start, 0);
     assert_int_equal(w[0].n, 3);
@@ -121,10 +121,10 @@ static void test_chunked_prefill_keeps_decodes_running(void **state)
     step_done(cb, w, n);
 
     seq_init(&b, 20, COLO_PRIO_NORMAL); /* a long prompt arrives */
-    assert_int_equal(colo_cb_add(cb, &b.s), COLO_OK);
+    assert_int_equal(colo_continuous_add(cb, &b.s), COLO_OK);
     for (int step = 0; step < 3; step++) {
-        n = colo_cb_plan(cb, w, stopped, &ns);
-        const colo_cb_work *wa = find(w, n, &a.s), *wb = find(w, n, &b.s);
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        const colo_continuous_work *wa = find(w, n, &a.s), *wb = find(w, n, &b.s);
         assert_non_null(wa); /* the decode is never stalled by the prompt */
         assert_int_equal(wa->n, 1);
         assert_true(wa->logits);
@@ -135,59 +135,59 @@ static void test_chunked_prefill_keeps_decodes_running(void **state)
         assert_true(wa->n + wb->n <= 8);
         step_done(cb, w, n);
     }
-    colo_cb_remove(cb, &a.s);
-    colo_cb_remove(cb, &b.s);
+    colo_continuous_remove(cb, &a.s);
+    colo_continuous_remove(cb, &b.s);
     assert_int_equal(p.n_free, 100);
-    colo_cb_destroy(cb);
+    colo_continuous_destroy(cb);
 }
 
 static void test_full_cache_waits_then_admits(void **state)
 {
     (void)state;
     pool p;
-    colo_cb *cb = make(&p, 4, 4, 64, 4); /* 16 token slots */
-    colo_cb_work w[4];
+    colo_continuous *cb = make(&p, 4, 4, 64, 4); /* 16 token slots */
+    colo_continuous_work w[4];
     colo_seq *stopped[4];
     int ns;
     tseq a, b;
     seq_init(&a, 12, COLO_PRIO_NORMAL);
     seq_init(&b, 8, COLO_PRIO_NORMAL);
-    colo_cb_add(cb, &a.s);
-    colo_cb_add(cb, &b.s);
-    int n = colo_cb_plan(cb, w, stopped, &ns);
+    colo_continuous_add(cb, &a.s);
+    colo_continuous_add(cb, &b.s);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 1); /* b does not fit: it waits, nothing fails */
     assert_ptr_equal(w[0].seq, &a.s);
-    assert_int_equal(colo_cb_n_waiting(cb), 1);
+    assert_int_equal(colo_continuous_n_waiting(cb), 1);
     assert_int_equal(b.s.state, COLO_SEQ_WAITING);
     step_done(cb, w, n);
-    colo_cb_remove(cb, &a.s); /* finished: its blocks free at once */
-    n = colo_cb_plan(cb, w, stopped, &ns);
+    colo_continuous_remove(cb, &a.s); /* finished: its blocks free at once */
+    n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 1);
     assert_ptr_equal(w[0].seq, &b.s);
     assert_int_equal(w[0].n, 8);
-    colo_cb_remove(cb, &b.s);
-    colo_cb_destroy(cb);
+    colo_continuous_remove(cb, &b.s);
+    colo_continuous_destroy(cb);
 }
 
 static void test_preempts_lowest_priority_latest(void **state)
 {
     (void)state;
     pool p;
-    colo_cb *cb = make(&p, 4, 4, 64, 6);
-    colo_cb_work w[4];
+    colo_continuous *cb = make(&p, 4, 4, 64, 6);
+    colo_continuous_work w[4];
     colo_seq *stopped[4];
     int ns;
     tseq a, b, c;
     seq_init(&a, 8, COLO_PRIO_NORMAL);
     seq_init(&b, 8, COLO_PRIO_LOW);
     seq_init(&c, 8, COLO_PRIO_LOW);
-    colo_cb_add(cb, &a.s);
-    colo_cb_add(cb, &b.s);
-    colo_cb_add(cb, &c.s);
-    int n = colo_cb_plan(cb, w, stopped, &ns);
+    colo_continuous_add(cb, &a.s);
+    colo_continuous_add(cb, &b.s);
+    colo_continuous_add(cb, &c.s);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 3); /* 6 blocks, all held */
     step_done(cb, w, n);    /* each now has 9 tokens: needs a 3rd block */
-    n = colo_cb_plan(cb, w, stopped, &ns);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(ns, 0);
     /* c (low, admitted last) is preempted; a and b continue. */
     assert_int_equal(c.s.state, COLO_SEQ_WAITING);
@@ -197,69 +197,69 @@ static void test_preempts_lowest_priority_latest(void **state)
     assert_non_null(find(w, n, &a.s));
     assert_non_null(find(w, n, &b.s));
     assert_null(find(w, n, &c.s));
-    assert_int_equal(colo_cb_n_preemptions(cb), 1);
+    assert_int_equal(colo_continuous_n_preemptions(cb), 1);
     step_done(cb, w, n);
-    colo_cb_remove(cb, &a.s);
+    colo_continuous_remove(cb, &a.s);
     /* a's blocks are back: c is recomputed from its first token. */
-    n = colo_cb_plan(cb, w, stopped, &ns);
-    const colo_cb_work *wc = find(w, n, &c.s);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    const colo_continuous_work *wc = find(w, n, &c.s);
     assert_non_null(wc);
     assert_int_equal(wc->start, 0);
     assert_int_equal(wc->n, 9);
     assert_true(wc->logits);
-    colo_cb_remove(cb, &b.s);
-    colo_cb_remove(cb, &c.s);
+    colo_continuous_remove(cb, &b.s);
+    colo_continuous_remove(cb, &c.s);
     assert_int_equal(p.n_free, 6);
-    colo_cb_destroy(cb);
+    colo_continuous_destroy(cb);
 }
 
 static void test_alone_outgrowing_cache_stops(void **state)
 {
     (void)state;
     pool p;
-    colo_cb *cb = make(&p, 4, 2, 64, 2);
-    colo_cb_work w[2];
+    colo_continuous *cb = make(&p, 4, 2, 64, 2);
+    colo_continuous_work w[2];
     colo_seq *stopped[2];
     int ns;
     tseq a;
     seq_init(&a, 8, COLO_PRIO_HIGH);
-    assert_int_equal(colo_cb_add(cb, &a.s), COLO_OK);
-    int n = colo_cb_plan(cb, w, stopped, &ns);
+    assert_int_equal(colo_continuous_add(cb, &a.s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
     step_done(cb, w, n);
-    n = colo_cb_plan(cb, w, stopped, &ns);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 0);
     assert_int_equal(ns, 1);
     assert_ptr_equal(stopped[0], &a.s);
     assert_int_equal(a.s.state, COLO_SEQ_DONE);
     assert_int_equal(p.n_free, 2);
-    colo_cb_remove(cb, &a.s);
-    colo_cb_destroy(cb);
+    colo_continuous_remove(cb, &a.s);
+    colo_continuous_destroy(cb);
 }
 
 static void test_priority_admission_and_limits(void **state)
 {
     (void)state;
     pool p;
-    colo_cb *cb = make(&p, 4, 1, 64, 16);
-    colo_cb_work w[1];
+    colo_continuous *cb = make(&p, 4, 1, 64, 16);
+    colo_continuous_work w[1];
     colo_seq *stopped[1];
     int ns;
     tseq lo, hi, big;
     seq_init(&lo, 4, COLO_PRIO_LOW);
     seq_init(&hi, 4, COLO_PRIO_HIGH);
-    colo_cb_add(cb, &lo.s);
-    colo_cb_add(cb, &hi.s);
-    int n = colo_cb_plan(cb, w, stopped, &ns);
+    colo_continuous_add(cb, &lo.s);
+    colo_continuous_add(cb, &hi.s);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
     assert_int_equal(n, 1);
     assert_ptr_equal(w[0].seq, &hi.s); /* max_running 1: the high one goes first */
     seq_init(&big, 100, COLO_PRIO_NORMAL);
-    assert_int_equal(colo_cb_add(cb, &big.s), COLO_EINVAL); /* 25 blocks > 16 in all */
+    assert_int_equal(colo_continuous_add(cb, &big.s), COLO_EINVAL); /* 25 blocks > 16 in all */
     tseq empty;
     seq_init(&empty, 0, COLO_PRIO_NORMAL);
-    assert_int_equal(colo_cb_add(cb, &empty.s), COLO_EINVAL);
-    colo_cb_remove(cb, &lo.s);
-    colo_cb_remove(cb, &hi.s);
-    colo_cb_destroy(cb);
+    assert_int_equal(colo_continuous_add(cb, &empty.s), COLO_EINVAL);
+    colo_continuous_remove(cb, &lo.s);
+    colo_continuous_remove(cb, &hi.s);
+    colo_continuous_destroy(cb);
 }
 
 /* Random arrivals and lengths: invariants hold at every step and every
@@ -272,20 +272,20 @@ static void test_random_invariants(void **state)
     srand(seed);
     enum { N = 40 };
     pool p;
-    colo_cb *cb = make(&p, 4, 6, 24, 30);
+    colo_continuous *cb = make(&p, 4, 6, 24, 30);
     static tseq seqs[N];
     int want[N], done = 0, added = 0;
-    colo_cb_work w[6];
+    colo_continuous_work w[6];
     colo_seq *stopped[6];
     int ns;
     for (int step = 0; step < 5000 && done < N; step++) {
         if (added < N && rand() % 3 == 0) {
             seq_init(&seqs[added], 1 + rand() % 40, (colo_priority)(rand() % 3));
             want[added] = seqs[added].s.n_tokens + 1 + rand() % 30;
-            assert_int_equal(colo_cb_add(cb, &seqs[added].s), COLO_OK);
+            assert_int_equal(colo_continuous_add(cb, &seqs[added].s), COLO_OK);
             added++;
         }
-        int n = colo_cb_plan(cb, w, stopped, &ns);
+        int n = colo_continuous_plan(cb, w, stopped, &ns);
         int total = 0;
         for (int i = 0; i < n; i++) {
             assert_int_equal(w[i].start, w[i].seq->n_cached);
@@ -294,20 +294,20 @@ static void test_random_invariants(void **state)
             total += w[i].n;
         }
         assert_true(total <= 24);
-        assert_true(colo_cb_n_running(cb) <= 6);
+        assert_true(colo_continuous_n_running(cb) <= 6);
         done += ns;
         step_done(cb, w, n);
         for (int i = 0; i < n; i++) {
             tseq *t = (tseq *)w[i].seq;
             if (w[i].logits && t->s.n_tokens >= want[t - seqs]) {
-                colo_cb_remove(cb, &t->s);
+                colo_continuous_remove(cb, &t->s);
                 done++;
             }
         }
     }
     assert_int_equal(done, N);
     assert_int_equal(p.n_free, 30);
-    colo_cb_destroy(cb);
+    colo_continuous_destroy(cb);
 }
 
 int main(void)

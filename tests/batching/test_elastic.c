@@ -39,7 +39,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_gen_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_start(rig *r, int max_running, int n_blocks)
@@ -50,9 +50,9 @@ static void rig_start(rig *r, int max_running, int n_blocks)
     r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
     if (!r->m)
         fail_msg("load: %s", err);
-    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
+    colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
                           .kv_type = COLO_F32, .n_blocks = n_blocks};
-    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -77,7 +77,7 @@ static void rig_elastic(rig *r, colo_mem_pool *pool, const char *name, size_t gu
 
 static void rig_close(rig *r)
 {
-    colo_gen_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0);
     colo_stream_destroy(r->s);
@@ -98,7 +98,7 @@ static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
     (void)ud, (void)tok, (void)piece, (void)len;
 }
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->n = o->n_tokens < 64 ? o->n_tokens : 64;
@@ -125,11 +125,11 @@ static void add(rig *r, int which, int i, result *out)
 {
     int32_t ids[PROMPT];
     prompt_ids(which, i, ids);
-    colo_gen_params p = {.max_tokens = GEN, .temperature = 0, .top_p = 1};
-    colo_gen_callbacks cb = {on_token, on_done, out};
+    colo_engine_params p = {.max_tokens = GEN, .temperature = 0, .top_p = 1};
+    colo_engine_callbacks cb = {on_token, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
-    assert_non_null(colo_gen_add(r->e, ids, PROMPT, &p, &cb, err, sizeof err));
+    assert_non_null(colo_engine_add(r->e, ids, PROMPT, &p, &cb, err, sizeof err));
 }
 
 /* A prompt that fills a sequence's blocks but the last (its full blocks are
@@ -139,19 +139,19 @@ static void add_filling(rig *r, int which, int i, result *out)
 {
     int32_t ids[SEQ_BLOCKS * BS - 1];
     prompt_ids_n(which, i, ids, SEQ_BLOCKS * BS - 1);
-    colo_gen_params p = {.max_tokens = 1, .temperature = 0, .top_p = 1};
-    colo_gen_callbacks cb = {on_token, on_done, out};
+    colo_engine_params p = {.max_tokens = 1, .temperature = 0, .top_p = 1};
+    colo_engine_callbacks cb = {on_token, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
-    assert_non_null(colo_gen_add(r->e, ids, SEQ_BLOCKS * BS - 1, &p, &cb, err, sizeof err));
+    assert_non_null(colo_engine_add(r->e, ids, SEQ_BLOCKS * BS - 1, &p, &cb, err, sizeof err));
 }
 
-static bool idle(rig *r) { return !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e); }
+static bool idle(rig *r) { return !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e); }
 
 static void step(rig *r)
 {
     int n;
-    assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+    assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
 }
 
 /* Each prompt alone, in an engine of its own with a fixed arena. */
@@ -220,15 +220,15 @@ static void test_borrow_and_reclaim(void **state)
         int done = 0;
         for (int j = 0; j < N_A; j++)
             done += got_a[j].done;
-        if (colo_gen_n_running(a.e) + done > peak_running)
-            peak_running = colo_gen_n_running(a.e) + done;
+        if (colo_engine_n_running(a.e) + done > peak_running)
+            peak_running = colo_engine_n_running(a.e) + done;
     }
     colo_arena_stats sa, sb;
     colo_arena_get_stats(a.arena, &sa);
     colo_arena_get_stats(b.arena, &sb);
     if (peak_running != N_A)
         fprintf(stderr, "peak %d, a used %zu of guarantee %zu, pool %zu of %zu, waiting %d\n", peak_running,
-                sa.used_bytes, g_a, colo_mem_pool_used(pool), colo_mem_pool_budget(pool), colo_gen_n_waiting(a.e));
+                sa.used_bytes, g_a, colo_mem_pool_used(pool), colo_mem_pool_budget(pool), colo_engine_n_waiting(a.e));
     assert_int_equal(peak_running, N_A);
     assert_true(sa.borrowed_bytes > 0);
     assert_true(sa.used_bytes > g_a);
@@ -242,7 +242,7 @@ static void test_borrow_and_reclaim(void **state)
     int asked = 0, b_all_in = -1;
     for (int guard = 0; guard < 2000 && !(idle(&a) && idle(&b)); guard++) {
         step(&b);
-        if (!colo_gen_n_waiting(b.e) && b_all_in < 0)
+        if (!colo_engine_n_waiting(b.e) && b_all_in < 0)
             b_all_in = guard; /* every one of B's sequences admitted */
         bool wanted = colo_arena_reclaim_wanted_bytes(a.arena) > 0;
         asked += wanted;
@@ -255,7 +255,7 @@ static void test_borrow_and_reclaim(void **state)
     /* The owner's whole burst is in within two of its steps: the first
      * finds its guarantee lent and asks, A gives it back in between. */
     assert_true(b_all_in >= 0 && b_all_in <= 1);
-    assert_true(colo_gen_kv_reclaimed_blocks(a.e) > 0);
+    assert_true(colo_engine_kv_reclaimed_blocks(a.e) > 0);
     colo_arena_get_stats(a.arena, &sa);
     assert_true(sa.reclaims > 0);
 
@@ -273,8 +273,8 @@ static void test_borrow_and_reclaim(void **state)
      * flush of both prefix caches leaves only the fixed parts charged. */
     colo_arena_get_stats(a.arena, &sa);
     assert_int_equal(sa.borrowed_bytes, 0);
-    colo_gen_prefix_flush(a.e);
-    colo_gen_prefix_flush(b.e);
+    colo_engine_prefix_flush(a.e);
+    colo_engine_prefix_flush(b.e);
     assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
     rig_close(&a);
     rig_close(&b);
@@ -300,8 +300,8 @@ static void test_static_guarantee_limits_concurrency(void **state)
     int peak = 0;
     for (int guard = 0; guard < 4000 && !idle(&a); guard++) {
         step(&a);
-        if (colo_gen_n_running(a.e) > peak)
-            peak = colo_gen_n_running(a.e);
+        if (colo_engine_n_running(a.e) > peak)
+            peak = colo_engine_n_running(a.e);
     }
     assert_true(idle(&a));
     assert_true(peak <= SEQ_BLOCKS * BS / PROMPT); /* admission reserves the prompt's blocks */
@@ -338,8 +338,8 @@ static void test_borrow_takes_idle_cache(void **state)
             step(&a);
         assert_int_equal(fill[i].done, 1);
     }
-    colo_gen_prefix_info pa;
-    colo_gen_prefix_stats(a.e, &pa);
+    colo_engine_prefix_info pa;
+    colo_engine_prefix_stats(a.e, &pa);
     assert_true(pa.evictable_blocks >= 3 * (SEQ_BLOCKS - 1)); /* most of A's guarantee is cache */
     assert_true(colo_arena_used(a.arena) > fixed_a + (size_t)(a_blocks - SEQ_BLOCKS) * bb);
     /* B bursts: past its guarantee it borrows what A only caches */
@@ -351,19 +351,19 @@ static void test_borrow_takes_idle_cache(void **state)
         int done = 0;
         for (int j = 0; j < NB; j++)
             done += got_b[j].done;
-        if (colo_gen_n_running(b.e) + done > peak)
-            peak = colo_gen_n_running(b.e) + done;
+        if (colo_engine_n_running(b.e) + done > peak)
+            peak = colo_engine_n_running(b.e) + done;
         step(&a); /* idle: it only drops what it is asked to */
         assert_true(colo_mem_pool_used(pool) <= colo_mem_pool_budget(pool));
     }
     assert_true(idle(&b));
-    colo_gen_prefix_stats(a.e, &pa);
+    colo_engine_prefix_stats(a.e, &pa);
     assert_true(pa.evicted_blocks > 0);
     assert_int_equal(peak, NB); /* with A's cache counted as used, B would run one at a time */
     for (int i = 0; i < NB; i++)
         assert_same(&got_b[i], &ref_b[i]);
-    colo_gen_prefix_flush(a.e);
-    colo_gen_prefix_flush(b.e);
+    colo_engine_prefix_flush(a.e);
+    colo_engine_prefix_flush(b.e);
     assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
     rig_close(&a);
     rig_close(&b);

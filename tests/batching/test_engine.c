@@ -27,7 +27,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_gen_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
@@ -37,16 +37,16 @@ static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
     r->s = colo_stream_create(dev, NULL, err, sizeof err);
     r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
     assert_non_null(r->m);
-    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = 4,
+    colo_engine_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = 4,
                           .kv_type = COLO_F32, .n_blocks = n_blocks};
-    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
 
 static void rig_close(rig *r)
 {
-    colo_gen_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0); /* everything went back */
     colo_stream_destroy(r->s);
@@ -74,7 +74,7 @@ static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
     r->streamed_len += len;
 }
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->n = o->n_tokens;
@@ -98,8 +98,8 @@ static void run_all(rig *r)
 {
     int n;
     for (int guard = 0; guard < 10000; guard++) {
-        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
-        if (!n && !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e))
+        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
+        if (!n && !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e))
             return;
     }
     fail_msg("engine did not finish");
@@ -110,18 +110,18 @@ static uint64_t generate(int max_running, int step_tokens, int n_blocks, int n_s
 {
     rig r;
     rig_open(&r, max_running, step_tokens, n_blocks);
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
     char err[256];
     for (int i = 0; i < n_seqs; i++) {
         int32_t ids[64];
         int n;
         prompt_ids(i, ids, &n);
-        colo_gen_callbacks cb = {on_token, on_done, &out[i]};
+        colo_engine_callbacks cb = {on_token, on_done, &out[i]};
         memset(&out[i], 0, sizeof out[i]);
-        assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+        assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
     }
     run_all(&r);
-    uint64_t preemptions = colo_gen_preemptions(r.e);
+    uint64_t preemptions = colo_engine_preemptions(r.e);
     rig_close(&r);
     return preemptions;
 }
@@ -143,14 +143,14 @@ static void test_batch_and_chunk_invariance(void **state)
     for (int i = 0; i < 4; i++) {
         rig r;
         rig_open(&r, 1, 256, 0);
-        colo_gen_params p = {.max_tokens = 24, .temperature = 0, .top_p = 1};
+        colo_engine_params p = {.max_tokens = 24, .temperature = 0, .top_p = 1};
         int32_t ids[64];
         int n;
         char err[256];
         prompt_ids(i, ids, &n);
         memset(&alone[i], 0, sizeof alone[i]);
-        colo_gen_callbacks cb = {on_token, on_done, &alone[i]};
-        assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+        colo_engine_callbacks cb = {on_token, on_done, &alone[i]};
+        assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
         run_all(&r);
         rig_close(&r);
     }
@@ -200,14 +200,14 @@ static void test_stop_strings_and_limits(void **state)
     rig_open(&r, 2, 256, 0);
     result res;
     memset(&res, 0, sizeof res);
-    colo_gen_params p = {.max_tokens = 40, .temperature = 0, .top_p = 1, .n_stop = 1};
+    colo_engine_params p = {.max_tokens = 40, .temperature = 0, .top_p = 1, .n_stop = 1};
     p.stop[0] = stop;
     int32_t ids[64];
     int n;
     char err[256];
     prompt_ids(0, ids, &n);
-    colo_gen_callbacks cb = {on_token, on_done, &res};
-    assert_non_null(colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err));
+    colo_engine_callbacks cb = {on_token, on_done, &res};
+    assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
     run_all(&r);
     char *first = memmem(base[0].text, base[0].text_len, stop, 3);
     assert_non_null(first);
@@ -220,16 +220,16 @@ static void test_stop_strings_and_limits(void **state)
     /* max_tokens, and a prompt that leaves no room. */
     result short_res;
     memset(&short_res, 0, sizeof short_res);
-    colo_gen_params p2 = {.max_tokens = 3, .temperature = 0, .top_p = 1};
-    colo_gen_callbacks cb2 = {on_token, on_done, &short_res};
-    assert_non_null(colo_gen_add(r.e, ids, n, &p2, &cb2, err, sizeof err));
+    colo_engine_params p2 = {.max_tokens = 3, .temperature = 0, .top_p = 1};
+    colo_engine_callbacks cb2 = {on_token, on_done, &short_res};
+    assert_non_null(colo_engine_add(r.e, ids, n, &p2, &cb2, err, sizeof err));
     run_all(&r);
     assert_int_equal(short_res.n, 3);
     assert_string_equal(short_res.finish, "length");
     int32_t big[300] = {0};
-    assert_null(colo_gen_add(r.e, big, 256, &p2, &cb2, err, sizeof err));
+    assert_null(colo_engine_add(r.e, big, 256, &p2, &cb2, err, sizeof err));
     assert_non_null(strstr(err, "context"));
-    assert_null(colo_gen_add(r.e, big, 0, &p2, &cb2, err, sizeof err));
+    assert_null(colo_engine_add(r.e, big, 0, &p2, &cb2, err, sizeof err));
     rig_close(&r);
 }
 
@@ -238,28 +238,28 @@ static void test_cancel_frees_blocks(void **state)
     (void)state;
     rig r;
     rig_open(&r, 4, 64, 0);
-    int total = colo_gen_kv_free_blocks(r.e);
+    int total = colo_engine_kv_free_blocks(r.e);
     result res[3];
-    colo_gen_seq *seqs[3];
-    colo_gen_params p = {.max_tokens = 50, .temperature = 0.9f, .top_p = 0.9f, .top_k = 20, .seed = 7};
+    colo_engine_seq *seqs[3];
+    colo_engine_params p = {.max_tokens = 50, .temperature = 0.9f, .top_p = 0.9f, .top_k = 20, .seed = 7};
     char err[256];
     for (int i = 0; i < 3; i++) {
         int32_t ids[64];
         int n;
         prompt_ids(i, ids, &n);
         memset(&res[i], 0, sizeof res[i]);
-        colo_gen_callbacks cb = {on_token, on_done, &res[i]};
-        seqs[i] = colo_gen_add(r.e, ids, n, &p, &cb, err, sizeof err);
+        colo_engine_callbacks cb = {on_token, on_done, &res[i]};
+        seqs[i] = colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err);
     }
     int n;
     for (int k = 0; k < 3; k++)
-        colo_gen_step(r.e, NULL, &n);
-    assert_true(colo_gen_kv_free_blocks(r.e) < total);
-    colo_gen_cancel(r.e, seqs[1]);
+        colo_engine_step(r.e, NULL, &n);
+    assert_true(colo_engine_kv_free_blocks(r.e) < total);
+    colo_engine_cancel(r.e, seqs[1]);
     assert_int_equal(res[1].done, 1);
     assert_int_equal(res[1].status, COLO_ECANCELED);
     run_all(&r);
-    assert_int_equal(colo_gen_kv_free_blocks(r.e), total);
+    assert_int_equal(colo_engine_kv_free_blocks(r.e), total);
     assert_int_equal(res[0].done, 1);
     assert_int_equal(res[2].done, 1);
     rig_close(&r);

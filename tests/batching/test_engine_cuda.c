@@ -83,7 +83,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_gen_engine *e;
+    colo_engine *e;
 } rig;
 
 typedef struct {
@@ -99,10 +99,10 @@ static void rig_load(rig *r, const rig_cfg *c)
     r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
     if (!r->m)
         fail_msg("load: %s", err);
-    colo_gen_config gc = {.max_running = c->max_running, .max_step_tokens = c->step_tokens ? c->step_tokens : 256,
+    colo_engine_config gc = {.max_running = c->max_running, .max_step_tokens = c->step_tokens ? c->step_tokens : 256,
                           .block_size = BS, .kv_type = COLO_F32, .n_blocks = c->n_blocks,
                           .no_prefix_cache = !c->cache};
-    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -130,7 +130,7 @@ static void rig_open(rig *r, colo_device *d, const rig_cfg *c)
 /* What a model's sleep frees: the engine (with its KV cache) and the weights. */
 static void rig_sleep(rig *r)
 {
-    colo_gen_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     r->e = NULL;
     r->m = NULL;
@@ -138,7 +138,7 @@ static void rig_sleep(rig *r)
 
 static void rig_close(rig *r)
 {
-    assert_int_equal(colo_gen_n_running(r->e) + colo_gen_n_waiting(r->e), 0);
+    assert_int_equal(colo_engine_n_running(r->e) + colo_engine_n_waiting(r->e), 0);
     rig_sleep(r);
     assert_int_equal(colo_arena_used(r->arena), 0); /* everything went back */
     colo_stream_destroy(r->s);
@@ -156,7 +156,7 @@ typedef struct {
     int done;
 } result;
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->n = o->n_tokens < MAX_GEN ? o->n_tokens : MAX_GEN;
@@ -171,42 +171,42 @@ static void on_done(void *ud, const colo_gen_outcome *o)
     r->done++;
 }
 
-static colo_gen_params greedy(int max_tokens)
+static colo_engine_params greedy(int max_tokens)
 {
-    return (colo_gen_params){.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .logprobs = true,
+    return (colo_engine_params){.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .logprobs = true,
                              .top_logprobs = 2};
 }
 
 static void add(rig *r, const int32_t *ids, int n, int max_tokens, result *out)
 {
-    colo_gen_params p = greedy(max_tokens);
-    colo_gen_callbacks cb = {NULL, on_done, out};
+    colo_engine_params p = greedy(max_tokens);
+    colo_engine_callbacks cb = {NULL, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
-    if (!colo_gen_add(r->e, ids, n, &p, &cb, err, sizeof err))
+    if (!colo_engine_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
 }
 
 static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, result *out)
 {
-    colo_gen_params p = greedy(max_tokens);
-    colo_gen_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_params p = greedy(max_tokens);
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
-        cbs[i] = (colo_gen_callbacks){NULL, on_done, &out[i]};
+        cbs[i] = (colo_engine_callbacks){NULL, on_done, &out[i]};
     }
     char err[256];
-    if (colo_gen_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
+    if (colo_engine_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
         fail_msg("add_n: %s", err);
 }
 
-static bool idle(rig *r) { return !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e); }
+static bool idle(rig *r) { return !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e); }
 
 static void step(rig *r)
 {
     int n;
-    colo_status st = colo_gen_step(r->e, NULL, &n);
+    colo_status st = colo_engine_step(r->e, NULL, &n);
     if (st != COLO_OK)
         fail_msg("step: %s", colo_status_str(st));
 }
@@ -403,8 +403,8 @@ static void test_prefix_cache(void **state)
             for (int i = 1; i < NS; i++)
                 add(&r, ids[i], n[i], MT, &res[i]);
             run_all(&r);
-            colo_gen_prefix_info pi;
-            colo_gen_prefix_stats(r.e, &pi);
+            colo_engine_prefix_info pi;
+            colo_engine_prefix_stats(r.e, &pi);
             assert_int_equal(pi.hit_tokens, cache ? (uint64_t)(NS - 1) * (NP / BS * BS) : 0);
             rig_close(&r);
         }
@@ -563,7 +563,7 @@ static void test_elastic(void **state)
         assert_true(colo_mem_pool_used(pool) <= colo_mem_pool_budget(pool));
     }
     assert_true(idle(&a) && idle(&b));
-    assert_true(colo_gen_kv_reclaimed_blocks(a.e) > 0);
+    assert_true(colo_engine_kv_reclaimed_blocks(a.e) > 0);
     tally t = {0};
     int preempted = 0;
     for (int i = 0; i < N_A; i++) {
@@ -583,8 +583,8 @@ static void test_elastic(void **state)
     run_all(&b);
     for (int i = 0; i < 2; i++)
         compare("woken against alone", i, &again[i], &ref_b[i], TOL, &t);
-    colo_gen_prefix_flush(a.e);
-    colo_gen_prefix_flush(b.e);
+    colo_engine_prefix_flush(a.e);
+    colo_engine_prefix_flush(b.e);
     rig_close(&a);
     rig_close(&b);
     assert_int_equal(colo_mem_pool_used(pool), 0);

@@ -104,7 +104,7 @@ static void on_token(void *ud, int32_t tok, const char *piece, size_t len)
         r->piece_len[r->n_pieces++] = len;
 }
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->status = o->status;
@@ -124,9 +124,9 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
     char err[256];
     model_close();
     model_open();
-    colo_gen_config gc = {.max_running = 4, .max_step_tokens = 256, .block_size = 16, .kv_type = COLO_F16,
+    colo_engine_config gc = {.max_running = 4, .max_step_tokens = 256, .block_size = 16, .kv_type = COLO_F16,
                           .n_blocks = 64, .max_seq_len = max_seq_len};
-    colo_gen_engine *e = colo_gen_engine_create(fx.m, fx.s, &gc, err, sizeof err);
+    colo_engine *e = colo_engine_create(fx.m, fx.s, &gc, err, sizeof err);
     if (!e)
         fail_msg("engine: %s", err);
     const colo_tokenizer *bpe = colo_llama_tokenizer(fx.m);
@@ -136,19 +136,19 @@ static void run(const char *prompt, bool chat, int max_tokens, const char *stop,
     int n;
     assert_int_equal(colo_tokenizer_encode(bpe, text, strlen(text), true, chat, &ids, &n), COLO_OK);
     free(text);
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .n_stop = stop ? 1 : 0};
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .n_stop = stop ? 1 : 0};
     p.stop[0] = stop;
     memset(r, 0, sizeof *r);
-    colo_gen_callbacks cb = {on_token, on_done, r};
-    assert_non_null(colo_gen_add(e, ids, n, &p, &cb, err, sizeof err));
+    colo_engine_callbacks cb = {on_token, on_done, r};
+    assert_non_null(colo_engine_add(e, ids, n, &p, &cb, err, sizeof err));
     free(ids);
     for (int guard = 0; guard < 4096 && !r->done; guard++) {
         int sched;
-        assert_int_equal(colo_gen_step(e, NULL, &sched), COLO_OK);
+        assert_int_equal(colo_engine_step(e, NULL, &sched), COLO_OK);
     }
     assert_int_equal(r->done, 1);
     assert_int_equal(r->status, COLO_OK);
-    colo_gen_engine_free(e);
+    colo_engine_free(e);
     /* Whatever finished it, the streamed pieces add up to the final text. */
     assert_int_equal(r->streamed_len, r->text_len);
     assert_memory_equal(r->streamed, r->text, r->text_len);
@@ -289,20 +289,20 @@ static void test_eos_max_tokens_context(void **state)
     char err[256];
     model_close();
     model_open();
-    colo_gen_config gc = {.max_running = 1, .max_step_tokens = 64, .block_size = 16, .kv_type = COLO_F16,
+    colo_engine_config gc = {.max_running = 1, .max_step_tokens = 64, .block_size = 16, .kv_type = COLO_F16,
                           .n_blocks = 8, .max_seq_len = 32};
-    colo_gen_engine *e = colo_gen_engine_create(fx.m, fx.s, &gc, err, sizeof err);
+    colo_engine *e = colo_engine_create(fx.m, fx.s, &gc, err, sizeof err);
     assert_non_null(e);
     int32_t ids[40];
     for (int i = 0; i < 40; i++)
         ids[i] = 504;
-    colo_gen_params p = {.max_tokens = 4, .temperature = 0, .top_p = 1};
+    colo_engine_params p = {.max_tokens = 4, .temperature = 0, .top_p = 1};
     result rr;
-    colo_gen_callbacks cb = {on_token, on_done, &rr};
+    colo_engine_callbacks cb = {on_token, on_done, &rr};
     err[0] = 0;
-    assert_null(colo_gen_add(e, ids, 40, &p, &cb, err, sizeof err));
+    assert_null(colo_engine_add(e, ids, 40, &p, &cb, err, sizeof err));
     assert_non_null(strstr(err, "context"));
-    colo_gen_engine_free(e);
+    colo_engine_free(e);
 }
 
 int main(void)

@@ -97,14 +97,14 @@ static void test_batch_fits(void **state)
         assert_int_equal(colo_tokenizer_encode(colo_llama_tokenizer(m), o.prompt, strlen(o.prompt), true, false, &ids,
                                                &n_ids),
                          COLO_OK);
-        colo_gen_config gc = {.max_running = o.batch, .max_step_tokens = 512 > o.batch ? 512 : o.batch,
+        colo_engine_config gc = {.max_running = o.batch, .max_step_tokens = 512 > o.batch ? 512 : o.batch,
                               .kv_type = o.kv_type};
-        colo_gen_engine *e = colo_gen_engine_create(m, s, &gc, err, sizeof err);
+        colo_engine *e = colo_engine_create(m, s, &gc, err, sizeof err);
         if (!e)
             fail_msg("batch %d, %zu bytes: %s", o.batch, bytes, err);
         int per_seq = (n_ids + o.max_tokens + 15) / 16;
-        assert_true(colo_gen_kv_blocks(e) >= o.batch * per_seq);
-        colo_gen_engine_free(e);
+        assert_true(colo_engine_kv_blocks(e) >= o.batch * per_seq);
+        colo_engine_free(e);
         colo_llama_free(m);
         free(ids);
         /* and colo-generate's own run in it succeeds */

@@ -42,7 +42,7 @@ typedef struct {
     colo_arena *arena;
     colo_stream *s;
     colo_llama *m;
-    colo_gen_engine *e;
+    colo_engine *e;
 } rig;
 
 static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_bytes, int max_running, int n_blocks,
@@ -55,9 +55,9 @@ static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_b
     r->m = colo_llama_load(path, r->arena, r->s, err, sizeof err);
     if (!r->m)
         fail_msg("load: %s", err);
-    colo_gen_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = block_size,
+    colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = block_size,
                           .kv_type = COLO_F32, .n_blocks = n_blocks, .no_prefix_cache = !cache};
-    r->e = colo_gen_engine_create(r->m, r->s, &gc, err, sizeof err);
+    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
     if (!r->e)
         fail_msg("engine: %s", err);
 }
@@ -77,7 +77,7 @@ static void assert_all_released(rig *r)
         if (colo_kv_cache_refs(kv, i))
             fail_msg("block %d still has %d references", i, colo_kv_cache_refs(kv, i));
     assert_int_equal(colo_kv_cache_n_free(kv), n);
-    colo_gen_prefix_flush(r->e);
+    colo_engine_prefix_flush(r->e);
     assert_int_equal(colo_kv_cache_n_cached(kv), 0);
     assert_int_equal(colo_kv_cache_n_evictable(kv), 0);
     assert_int_equal(colo_kv_cache_n_free(kv), n);
@@ -85,9 +85,9 @@ static void assert_all_released(rig *r)
 
 static void rig_close(rig *r)
 {
-    assert_int_equal(colo_gen_n_running(r->e) + colo_gen_n_waiting(r->e), 0);
+    assert_int_equal(colo_engine_n_running(r->e) + colo_engine_n_waiting(r->e), 0);
     assert_all_released(r);
-    colo_gen_engine_free(r->e);
+    colo_engine_free(r->e);
     colo_llama_free(r->m);
     assert_int_equal(colo_arena_used(r->arena), 0);
     colo_stream_destroy(r->s);
@@ -104,7 +104,7 @@ typedef struct {
     int done;
 } result;
 
-static void on_done(void *ud, const colo_gen_outcome *o)
+static void on_done(void *ud, const colo_engine_outcome *o)
 {
     result *r = ud;
     r->n = o->n_tokens;
@@ -120,12 +120,12 @@ static void on_done(void *ud, const colo_gen_outcome *o)
 static void add_lp(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, bool logprobs,
                    result *out)
 {
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed,
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed,
                          .logprobs = logprobs};
-    colo_gen_callbacks cb = {NULL, on_done, out};
+    colo_engine_callbacks cb = {NULL, on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
-    if (!colo_gen_add(r->e, ids, n, &p, &cb, err, sizeof err))
+    if (!colo_engine_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
 }
 
@@ -137,15 +137,15 @@ static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, u
 static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, float temp, uint64_t seed,
                   result *out)
 {
-    colo_gen_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
-    colo_gen_callbacks cbs[COLO_GEN_MAX_CHOICES];
-    colo_gen_seq *seqs[COLO_GEN_MAX_CHOICES];
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
+    colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
+    colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
-        cbs[i] = (colo_gen_callbacks){NULL, on_done, &out[i]};
+        cbs[i] = (colo_engine_callbacks){NULL, on_done, &out[i]};
     }
     char err[256];
-    if (colo_gen_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
+    if (colo_engine_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
         fail_msg("add_n: %s", err);
 }
 
@@ -153,15 +153,15 @@ static void step(rig *r, int n_steps)
 {
     int n;
     for (int i = 0; i < n_steps; i++)
-        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
+        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
 }
 
 static void run_all(rig *r)
 {
     int n;
     for (int guard = 0; guard < 20000; guard++) {
-        assert_int_equal(colo_gen_step(r->e, NULL, &n), COLO_OK);
-        if (!n && !colo_gen_n_running(r->e) && !colo_gen_n_waiting(r->e))
+        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
+        if (!n && !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e))
             return;
     }
     fail_msg("engine did not finish");
@@ -218,8 +218,8 @@ static void test_cache_on_and_off_agree(void **state)
             for (int i = 1; i < NS; i++)
                 add(&r, ids[i], n[i], MT, 0, 0, &res[i]);
             run_all(&r);
-            colo_gen_prefix_info pi;
-            colo_gen_prefix_stats(r.e, &pi);
+            colo_engine_prefix_info pi;
+            colo_engine_prefix_stats(r.e, &pi);
             assert_int_equal(pi.enabled, cache);
             assert_int_equal(pi.queries, cache ? NS : 0);
             /* each later sequence finds the shared prefix, in whole blocks, and nothing more */
@@ -279,8 +279,8 @@ static void test_cache_on_and_off_agree_quantized(void **state)
             memcpy(turn2 + n[0] + res[0].n, more, sizeof more);
             add_lp(&r, turn2, n[0] + res[0].n + 3, MT, 0, 0, true, &res[NS + 1]);
             run_all(&r);
-            colo_gen_prefix_info pi;
-            colo_gen_prefix_stats(r.e, &pi);
+            colo_engine_prefix_info pi;
+            colo_engine_prefix_stats(r.e, &pi);
             assert_int_equal(pi.enabled, cache);
             if (cache)
                 assert_true(pi.hit_tokens >= (uint64_t)NS * (NP / BS * BS));
@@ -310,8 +310,8 @@ static void test_whole_prompt_cached(void **state)
     add(&r, ids, 4 * BS, 12, 0, 0, &b);
     add(&r, ids, 4 * BS, 12, 0, 0, &c); /* in the same step as b */
     run_all(&r);
-    colo_gen_prefix_info pi;
-    colo_gen_prefix_stats(r.e, &pi);
+    colo_engine_prefix_info pi;
+    colo_engine_prefix_stats(r.e, &pi);
     assert_int_equal(pi.queries, 3);
     assert_int_equal(pi.hit_tokens, 2 * 3 * BS); /* three of four blocks each */
     assert_same(&a, &b);
@@ -354,16 +354,16 @@ static void test_eviction_under_pressure(void **state)
         add(&r, fill[i], 24, 2, 0, 0, &filler[i]);
         run_all(&r);
     }
-    colo_gen_prefix_info before;
-    colo_gen_prefix_stats(r.e, &before);
+    colo_engine_prefix_info before;
+    colo_engine_prefix_stats(r.e, &before);
     assert_int_equal(before.cached_blocks, NF * 6); /* every full block of every filler */
     assert_int_equal(before.evictable_blocks, NF * 6);
-    assert_int_equal(colo_gen_kv_free_blocks(r.e), 40); /* cached blocks count as free */
+    assert_int_equal(colo_engine_kv_free_blocks(r.e), 40); /* cached blocks count as free */
     for (int i = 0; i < NR; i++)
         add(&r, run[i], nrun[i], MT, 0, 0, &tight[i]);
     run_all(&r);
-    colo_gen_prefix_info after;
-    colo_gen_prefix_stats(r.e, &after);
+    colo_engine_prefix_info after;
+    colo_engine_prefix_stats(r.e, &after);
     assert_true(after.evicted_blocks > 0); /* the pressure was real */
     assert_true(after.hit_tokens >= 12);   /* the two sequences on fill[0]'s prefix found it */
     for (int i = 0; i < NR; i++)
@@ -398,9 +398,9 @@ static void test_preempted_find_their_prefix(void **state)
     for (int i = 0; i < NR; i++)
         add(&r, ids[i], 20, MT, 0, 0, &tight[i]);
     run_all(&r);
-    assert_true(colo_gen_preemptions(r.e) > 0);
-    colo_gen_prefix_info pi;
-    colo_gen_prefix_stats(r.e, &pi);
+    assert_true(colo_engine_preemptions(r.e) > 0);
+    colo_engine_prefix_info pi;
+    colo_engine_prefix_stats(r.e, &pi);
     assert_true(pi.queries > NR);  /* readmissions */
     assert_true(pi.hit_tokens > 0); /* only their own blocks can match */
     for (int i = 0; i < NR; i++)
@@ -495,19 +495,19 @@ static void test_n_cancel(void **state)
     rig_open(&r, 8, 0, true);
     add(&r, ids, 22, 12, 0, 0, &one);
     run_all(&r);
-    colo_gen_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
-    colo_gen_callbacks cbs[4];
-    colo_gen_seq *seqs[4];
+    colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
+    colo_engine_callbacks cbs[4];
+    colo_engine_seq *seqs[4];
     for (int i = 0; i < 4; i++) {
         memset(&many[i], 0, sizeof many[i]);
-        cbs[i] = (colo_gen_callbacks){NULL, on_done, &many[i]};
+        cbs[i] = (colo_engine_callbacks){NULL, on_done, &many[i]};
     }
     char err[256];
-    assert_int_equal(colo_gen_add_n(r.e, ids, 22, &p, 4, cbs, seqs, err, sizeof err), COLO_OK);
-    colo_gen_cancel(r.e, seqs[0]); /* before its prompt ran: choice 1 computes it */
+    assert_int_equal(colo_engine_add_n(r.e, ids, 22, &p, 4, cbs, seqs, err, sizeof err), COLO_OK);
+    colo_engine_cancel(r.e, seqs[0]); /* before its prompt ran: choice 1 computes it */
     assert_int_equal(many[0].status, COLO_ECANCELED);
     step(&r, 2);
-    colo_gen_cancel(r.e, seqs[2]); /* after the fork */
+    colo_engine_cancel(r.e, seqs[2]); /* after the fork */
     run_all(&r);
     assert_int_equal(many[2].status, COLO_ECANCELED);
     assert_same(&one, &many[1]);
@@ -562,8 +562,8 @@ static void test_smollm2(void **state)
         if (cache_on)
             add_n(&r, ids[1], n[1], 3, MT, 0, 0, many);
         run_all(&r);
-        colo_gen_prefix_info pi;
-        colo_gen_prefix_stats(r.e, &pi);
+        colo_engine_prefix_info pi;
+        colo_engine_prefix_stats(r.e, &pi);
         if (cache_on)
             assert_true(pi.hit_tokens >= 2 * 32); /* the system prompt is more than two blocks */
         rig_close(&r);

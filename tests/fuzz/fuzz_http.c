@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/http_internal.h"
+#include "server/http_impl.h"
 #include "server/http_json.h"
 #include "server/router.h"
 #include "fuzz_common.h"

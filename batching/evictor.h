@@ -1,4 +1,4 @@
-/* batching/evict.h: room for a model's guarantee, made by putting others
+/* batching/evictor.h: room for a model's guarantee, made by putting others
  * to sleep.
  *
  * Every served model of one memory pool (runtime/arena.h) is a member.
@@ -14,8 +14,8 @@
  * Thread safety: every function may be called from any thread. A claim
  * waits (up to 10 s) for its victims to fall asleep, so the event loop
  * never claims; it asks colo_evictor_available instead. */
-#ifndef COLO_BATCHING_EVICT_H
-#define COLO_BATCHING_EVICT_H
+#ifndef COLO_BATCHING_EVICTOR_H
+#define COLO_BATCHING_EVICTOR_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
-/* Room for a guarantee, made by putting idle models to sleep (batching/evict.h). */
-#include "batching/evict.h"
-#include "batching/served_internal.h"
+/* Room for a guarantee, made by putting idle models to sleep (batching/evictor.h). */
+#include "batching/evictor.h"
+#include "batching/served_impl.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 

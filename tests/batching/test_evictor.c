@@ -1,4 +1,4 @@
-/* Eviction (batching/evict.h) on served models sharing one memory pool:
+/* Eviction (batching/evictor.h) on served models sharing one memory pool:
  * a claim puts idle models to sleep lowest priority first, least recently
  * used within a priority; never a pinned or a busy one; a sleeping model's
  * guarantee goes back to the pool and is taken again to wake; a claim that
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batching/evict.h"
-#include "batching/served_internal.h"
+#include "batching/evictor.h"
+#include "batching/served_impl.h"
 #include "models/mkmodel.h"
 #include "runtime/clock.h"
 

@@ -1,8 +1,8 @@
-/* server/api_internal.h: what the model endpoints' files share: api.c
+/* server/api_impl.h: what the model endpoints' files share: api.c
  * (handlers and the bridge from executors to the loop), api_render.c
  * (JSON bodies and SSE events) and api_metrics.c (metric families). */
-#ifndef COLO_SERVER_API_INTERNAL_H
-#define COLO_SERVER_API_INTERNAL_H
+#ifndef COLO_SERVER_API_IMPL_H
+#define COLO_SERVER_API_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,11 +1,11 @@
-/* server/http_internal.h: the structures behind server/http.h, shared by
+/* server/http_impl.h: the structures behind server/http.h, shared by
  * http_server.c (listener, limits, cross-thread calls, shutdown),
  * http_conn.c (the per-connection state machine and parsing),
  * http_request.c (the request object) and http_response.c (responses and
  * streams). Loop thread only
  * unless a field says otherwise. */
-#ifndef COLO_SERVER_HTTP_INTERNAL_H
-#define COLO_SERVER_HTTP_INTERNAL_H
+#ifndef COLO_SERVER_HTTP_IMPL_H
+#define COLO_SERVER_HTTP_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

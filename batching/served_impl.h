@@ -1,8 +1,8 @@
-/* batching/served_internal.h: what served.c shares with the executors
+/* batching/served_impl.h: what served.c shares with the executors
  * (served_continuous.c for generative kinds, served_dynamic.c for
  * encoders). Not for use outside batching/. */
-#ifndef COLO_BATCHING_SERVED_INTERNAL_H
-#define COLO_BATCHING_SERVED_INTERNAL_H
+#ifndef COLO_BATCHING_SERVED_IMPL_H
+#define COLO_BATCHING_SERVED_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,7 +33,7 @@ struct colo_served {
     _Atomic uint64_t sleeps, wakes;
     _Atomic uint64_t last_wake_ns;
     uint64_t idle_since_ns; /* executor thread: when it last had nothing to do (0: busy) */
-    /* eviction (batching/evict.h) */
+    /* eviction (batching/evictor.h) */
     _Atomic uint64_t last_used_ns; /* the last request submitted (or the start) */
     _Atomic uint64_t evictions;    /* times it was put to sleep to make room */
     atomic_bool evict_asked;       /* the evictor asked it to sleep (cleared once asleep) */
