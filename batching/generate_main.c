@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "  --kv-type T         KV cache element type: f16 | f32 | q8_0 | q4_0 (default f16, as colo-server)\n"
             "  --print-tokens      print the prompt and generated token ids to stderr\n"
             "  --cuda-graphs       CUDA: launch each decode step as one graph\n"
+            "  --exact-activations exact F32 activations in matrix products (the model option\n"
+            "                      exact_activations; slower)\n"
             "  --json              constrained decoding: the output is a JSON object\n"
             "  --json-schema TEXT  constrained decoding: the output is valid against this JSON Schema\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
@@ -53,6 +55,7 @@ typedef struct {
     colo_dtype kv_type;
     bool print_tokens;
     bool cuda_graphs; /* --cuda-graphs */
+    bool exact;       /* --exact-activations */
     bool json;
     const char *json_schema;
 } options;
@@ -70,7 +73,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
         {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
         {"json-schema", 1, 0, 'J'}, {"cuda-graphs", 0, 0, 'g'},
-        {0, 0, 0, 0}};
+        {"exact-activations", 0, 0, 'x'}, {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, &oi)) != -1) {
@@ -92,6 +95,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'M': o->memory_bytes = strtoull(optarg, &end, 10); if (*end || o->memory_bytes < (1u << 20)) goto bad; break;
         case 'i': o->print_tokens = true; break;
         case 'g': o->cuda_graphs = true; break;
+        case 'x': o->exact = true; break;
         case 'j': o->json = true; break;
         case 'J': o->json_schema = optarg; break;
         case 'K':
@@ -398,7 +402,8 @@ int main(int argc, char **argv)
                  : o.memory_bytes < info.total_bytes ? o.memory_bytes
                                                      : info.total_bytes;
     colo_arena *arena = colo_arena_create_bytes(dev, "generate", mem, err, sizeof err);
-    colo_stream *s = arena ? colo_stream_create(dev, NULL, err, sizeof err) : NULL;
+    colo_stream_config sc = {.priority = COLO_PRIO_NORMAL, .exact_activations = o.exact};
+    colo_stream *s = arena ? colo_stream_create(dev, &sc, err, sizeof err) : NULL;
     if (s)
         rc = generate(&o, arena, s, info.name, err, sizeof err);
     if (rc)

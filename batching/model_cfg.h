@@ -68,6 +68,8 @@ typedef struct colo_model_cfg {
      * characters of a string, items of an array or members of an open
      * object; 0 = none (models/json_schema.h) */
     int schema_max_length, schema_max_items;
+    bool exact_activations;  /* exact F32 activations in the model's matrix products (its stream's
+                              * colo_stream_config.exact_activations); false (the default): 8-bit digits */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
     colo_cfg_mark mark;      /* where the model's entry starts */

@@ -170,7 +170,9 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
     if (!(m->arena = make_arena(m, budget, e, sizeof e, &st)))
         goto fail;
     st = COLO_ERR;
-    if (!(m->stream = colo_stream_create(env->dev, &env->stream, e, sizeof e))) {
+    colo_stream_config sc = env->stream;
+    sc.exact_activations = mc->exact_activations;
+    if (!(m->stream = colo_stream_create(env->dev, &sc, e, sizeof e))) {
         if (!e[0])
             snprintf(e, sizeof e, "out of memory");
         goto fail;

@@ -800,6 +800,7 @@ static const key_spec model_keys[] = {
     KEY_INT("keep_alive_ms", colo_model_cfg, keep_alive_ms, 0, 2000000000),
     KEY_BOOL("pinned", colo_model_cfg, pinned),
     KEY_BOOL("message_control_tokens", colo_model_cfg, message_control_tokens),
+    KEY_BOOL("exact_activations", colo_model_cfg, exact_activations),
     KEY_FN("memory_fraction", model_share),
     KEY_FN("memory_max_fraction", model_share),
     KEY_FN("sm_share", model_share),

@@ -66,6 +66,7 @@ colo_stream *colo_stream_create(colo_device *dev, const colo_stream_config *cfg,
     }
     s->dev = dev;
     s->priority = cfg->priority;
+    s->exact = cfg->exact_activations;
     if (dev->vt->stream_init(dev, s, cfg, err, errlen) != COLO_OK) {
         free(s);
         return NULL;

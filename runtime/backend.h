@@ -37,8 +37,8 @@ typedef struct colo_device_config {
     size_t cpu_memory_bytes; /* CPU arena budget; 0 = physical memory */
     size_t gpu_memory_bytes; /* CUDA arena budget; 0 = the device's memory */
     int cuda_device;         /* CUDA device ordinal */
-    bool exact_activations;  /* never round activations to 8 bits in matrix products (slower
-                                decode; for validation against exact references) */
+    bool exact_activations;  /* never round activations to 8 bits in matrix products, on any
+                                stream (slower; for validation against exact references) */
     bool cuda_graphs;        /* CUDA: decode steps recorded and launched as graphs
                                 (colo_stream_graph_begin); off by default */
 } colo_device_config;
@@ -173,6 +173,10 @@ typedef struct colo_stream_config {
      * stream's worker time is in proportion to its share (0 = 1); a stream
      * without work leaves its part to the others. CUDA streams ignore it. */
     double share;
+    /* Never round this stream's activations to 8 bits in matrix products:
+     * exact F32 products, as a device opened with exact_activations gives
+     * every stream (a model's option; slower prefill and decode). */
+    bool exact_activations;
 } colo_stream_config;
 
 colo_stream *colo_stream_create(colo_device *dev, const colo_stream_config *cfg, char *err, size_t errlen);

@@ -413,7 +413,7 @@ void *colo_cpu_stream_scratch(colo_stream *s, size_t bytes)
     return p;
 }
 
-bool colo_cpu_exact(const colo_stream *s) { return ((const cpu_stream *)s->ctx)->pool->exact; }
+bool colo_cpu_exact(const colo_stream *s) { return s->exact || ((const cpu_stream *)s->ctx)->pool->exact; }
 
 int colo_cpu_stream_threads(const colo_stream *s)
 {

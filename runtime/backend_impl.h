@@ -109,6 +109,7 @@ struct colo_stream {
     colo_device *dev;
     colo_priority priority;
     int decode_rows; /* colo_stream_set_decode_rows; INT_MAX: every row */
+    bool exact;      /* colo_stream_config.exact_activations */
     void *ctx;   /* backend state */
     char label[64]; /* colo_stream_set_label: the owning model, for fault injection */
     uint64_t syncs, sync_wait_ns; /* colo_stream_get_stats (written by the owner, __atomic) */

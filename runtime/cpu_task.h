@@ -26,7 +26,7 @@ colo_status colo_cpu_launch(colo_stream *s, colo_cpu_task_fn fn, const void *arg
  * a hint for how many chunks to split an op into. */
 int colo_cpu_stream_threads(const colo_stream *s);
 
-/* The device was opened with exact_activations. */
+/* The stream was created with exact_activations, or its device opened with it. */
 bool colo_cpu_exact(const colo_stream *s);
 
 /* Index of the calling worker in [0, pool size), or -1 off the pool: lets a

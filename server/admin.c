@@ -256,6 +256,7 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     DIFF(a->kv_block_size != b->kv_block_size || a->kv_dtype != b->kv_dtype, "kv_cache");
     DIFF(strcmp(a->chat_template, b->chat_template), "chat_template");
     DIFF(a->message_control_tokens != b->message_control_tokens, "message_control_tokens");
+    DIFF(a->exact_activations != b->exact_activations, "exact_activations");
     DIFF(memcmp(&a->batching, &b->batching, sizeof a->batching), "batching");
     DIFF(memcmp(&a->sla, &b->sla, sizeof a->sla), "sla");
     DIFF(a->schema_max_length != b->schema_max_length || a->schema_max_items != b->schema_max_items,

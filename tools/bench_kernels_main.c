@@ -438,7 +438,7 @@ static void bench_dots(double seconds)
 
 /* Few rows on quantized weights (CPU): int8 dot products against exact F32
  * activations (expanded tiles and gemm_f32; one row: float dots), and
- * gemm_q8 (AVX512-VNNI, decode steps) where the CPU has it. */
+ * gemm_q8 (AVX512-VNNI, two digits; prefill and decode) where the CPU has it. */
 static void bench_few_rows(colo_device *dev, colo_stream *s, double seconds)
 {
     bool q8 = colo_cpu_gemm_q8_cpu();

@@ -109,9 +109,10 @@ void colo_cpu_gemm_f32(int m, int n, int k, const float *x, int x_stride, const 
 void colo_cpu_gemm_f32_scalar(int m, int n, int k, const float *x, int x_stride, const float *packed, float *y,
                               int y_stride);
 
-/* ---- int8 products for many rows (gemm_q8.c, AVX512-VNNI) ------------------------ */
+/* ---- int8 products on two digits (gemm_q8.c, AVX512-VNNI) ------------------------ */
 
-/* x rows in groups of 16 (a register's lanes), quantized as colo_cpu_quantize_q8x
+/* x rows in groups of 16 (a register's lanes), each block of 32 rounded to
+ * two 8-bit digits (a 16-bit fixed point with a scale per block; gemm_q8.c)
  * and interleaved for vpdpbusd; one per block of 32 and group. */
 typedef struct colo_q8_xblk colo_q8_xblk;
 
@@ -124,17 +125,17 @@ bool colo_cpu_gemm_q8_has(colo_dtype t);
  * colo_cpu_gemm_q8 call needs. */
 size_t colo_cpu_gemm_q8_x_bytes(int m, int k);
 size_t colo_cpu_gemm_q8_scratch_bytes(int k);
-/* Packs groups [g0, g1) of x (m rows of k floats) into xp; tmp holds k / 32
- * blocks. Rows past m are zero. */
-void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp,
-                             colo_blk_q8x *tmp);
+/* Packs groups [g0, g1) of x (m rows of k floats) into xp. Rows past m
+ * are zero. */
+void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 /* y[i][r] = W row r . x row i (+ bias[r]) for r in [r0, r1), i < m; W (n, k)
  * of type t, x packed by colo_cpu_gemm_q8_pack_x. A row's result does not
  * depend on the other rows of x or on m. */
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
                       const float *bias, float *y, int y_stride, void *scratch);
-/* Weight rows gemm_q8 unpacks at a time: chunks of a multiple of it waste nothing. */
-#define COLO_CPU_GEMM_Q8_ROWS 8
+/* Weight rows gemm_q8 unpacks at a time (a multiple of them): chunks of a
+ * multiple of it waste nothing. */
+#define COLO_CPU_GEMM_Q8_ROWS 16
 /* Rows of x per group of colo_q8_xblk (a register's 16 lanes). */
 #define COLO_CPU_GEMM_Q8_GROUP 16
 
@@ -157,14 +158,16 @@ static inline void colo_chunk_range(int64_t n, int c, int nc, int64_t *lo, int64
 int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
 
 /* linear.c: rows of x below which linear rounds x to 8 bits for quantized
- * weights (int8 dot products); more rows use exact F32 activations and
- * colo_cpu_gemm_f32 on expanded tiles. Default 2 (single-row decode only). A tuning
- * knob for benchmarks; set it only while no op runs. */
+ * weights gemm_q8 does not serve (int8 dot products); more rows use exact
+ * F32 activations and colo_cpu_gemm_f32 on expanded tiles. Default 2
+ * (single-row decode only). A tuning knob for benchmarks; set it only while
+ * no op runs. */
 extern int colo_cpu_int8_max_rows;
 /* The same for steps marked decode (colo_stream_set_decode); default 9. */
 extern int colo_cpu_int8_max_decode_rows;
-/* Rows from which decode steps on block formats take gemm_q8 when the CPU
- * has AVX512-VNNI (before the limits above); a knob as they are. */
+/* Rows from which products of block formats take gemm_q8 when the CPU has
+ * AVX512-VNNI (before the limits above), in prefill and decode; default 1
+ * (all). A knob as they are. */
 extern int colo_cpu_q8_min_rows;
 
 /* ---- the ops (one file per concern) ------------------------------------------------ */

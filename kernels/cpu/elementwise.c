@@ -3,8 +3,69 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EW_AVX2 1
+#endif
 
 /* ---- element-wise ------------------------------------------------------------- */
+
+#if defined(EW_AVX2)
+/* e^x within about 1 ulp (Cephes' expf: x = n ln 2 + r, a polynomial in r
+ * on [-ln 2 / 2, ln 2 / 2], times 2^n), x clamped to [-87.3, 88.3]. */
+static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* g / (1 + e^-z): SiLU with z = g, and GELU's tanh form with
+ * z = 2 sqrt(2 / pi) (g + 0.044715 g^3), since 0.5 (1 + tanh(z / 2)) is
+ * 1 / (1 + e^-z). */
+static inline __m256 gated8(__m256 g, bool tanh_gelu)
+{
+    __m256 z = g;
+    if (tanh_gelu)
+        z = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2 * 0.7978845608028654f), g),
+                          _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), g), g, _mm256_set1_ps(1.0f)));
+    return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), z))));
+}
+
+/* out[i] = gated(a[i]) (* b[i]) for i in [lo, hi); the last partial vector
+ * goes through the same code on a padded copy, so an element's bits do not
+ * depend on where the chunks end. */
+static void gated_range(const float *a, const float *b, float *out, int64_t lo, int64_t hi, bool tanh_gelu)
+{
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8) {
+        __m256 v = gated8(_mm256_loadu_ps(a + i), tanh_gelu);
+        _mm256_storeu_ps(out + i, b ? _mm256_mul_ps(v, _mm256_loadu_ps(b + i)) : v);
+    }
+    if (i < hi) {
+        float ta[8] = {0}, tb[8] = {0}, to[8];
+        size_t n = (size_t)(hi - i) * sizeof(float);
+        memcpy(ta, a + i, n);
+        if (b)
+            memcpy(tb, b + i, n);
+        __m256 v = gated8(_mm256_loadu_ps(ta), tanh_gelu);
+        _mm256_storeu_ps(to, b ? _mm256_mul_ps(v, _mm256_loadu_ps(tb)) : v);
+        memcpy(out + i, to, n);
+    }
+}
+#endif
 
 typedef enum { EW_SWIGLU, EW_SILU, EW_GELU, EW_ADD, EW_GEGLU, EW_SCALE } ew_kind;
 
@@ -23,12 +84,20 @@ static void ew_task(const void *p, int chunk, int n_chunks)
     colo_chunk_range(e->n, chunk, n_chunks, &lo, &hi);
     switch (e->kind) {
     case EW_SWIGLU:
+#if defined(EW_AVX2)
+        gated_range(e->a, e->b, e->out, lo, hi, false);
+        break;
+#endif
         for (int64_t i = lo; i < hi; i++) {
             float g = e->a[i];
             e->out[i] = g / (1.0f + expf(-g)) * e->b[i];
         }
         break;
     case EW_SILU:
+#if defined(EW_AVX2)
+        gated_range(e->a, NULL, e->out, lo, hi, false);
+        break;
+#endif
         for (int64_t i = lo; i < hi; i++)
             e->out[i] = e->a[i] / (1.0f + expf(-e->a[i]));
         break;
@@ -41,6 +110,10 @@ static void ew_task(const void *p, int chunk, int n_chunks)
             e->out[i] = e->a[i] + e->b[i];
         break;
     case EW_GEGLU:
+#if defined(EW_AVX2)
+        gated_range(e->a, e->b, e->out, lo, hi, true);
+        break;
+#endif
         for (int64_t i = lo; i < hi; i++) {
             float g = e->a[i];
             float t = tanhf(0.7978845608028654f * g * (1.0f + 0.044715f * g * g));
@@ -90,6 +163,8 @@ typedef struct {
 
 /* The angle in double (a float angle at position 8191 would be off by up
  * to 5e-4 rad). */
+#define ROPE_FREQS 512
+
 static void rope_task(const void *p, int chunk, int n_chunks)
 {
     const rope_args *r = p;
@@ -97,10 +172,15 @@ static void rope_task(const void *p, int chunk, int n_chunks)
     int half = d->n_rot / 2;
     int64_t lo, hi;
     colo_chunk_range(r->rows, chunk, n_chunks, &lo, &hi);
+    /* The frequencies, once per chunk rather than once per row (the same values). */
+    double freq[ROPE_FREQS];
+    for (int j = 0; j < half && j < ROPE_FREQS; j++)
+        freq[j] = pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
     for (int64_t i = lo; i < hi; i++) {
         double pos = r->pos[i];
         for (int j = 0; j < half; j++) {
-            double theta = pos * d->freq_scale * pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            double theta = pos * d->freq_scale * f;
             if (d->freq_factors)
                 theta /= d->freq_factors[j];
             float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;

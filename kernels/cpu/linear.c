@@ -1,45 +1,49 @@
 /* linear (y = x W^T + b) on the CPU. Chunks split the output columns (W
  * rows), so each worker reads a disjoint part of W, once.
  *
- * Three paths, by the number of rows m of x and the weight type:
- * - int8 for many rows (block formats, decode steps of at least
- *   colo_cpu_q8_min_rows rows, on CPUs with AVX512-VNNI): an op queued first
- *   quantizes x into groups of 16 rows interleaved for vpdpbusd, then
- *   gemm_q8.c multiplies each group by the weight rows, unpacked to bytes
- *   COLO_CPU_GEMM_Q8_ROWS at a time.
- * - int8 (every block format, m < colo_cpu_int8_max_rows, or m <
+ * Paths, by the weight type, the CPU and the number of rows m of x:
+ * - gemm_q8 (block formats on CPUs with AVX512-VNNI, any m, prefill and
+ *   decode alike, unless the stream wants exact activations): an op queued
+ *   first rounds x to two 8-bit digits per block of 32 and packs it in
+ *   groups of 16 rows, then gemm_q8.c multiplies it by the weight rows,
+ *   unpacked to bytes COLO_CPU_GEMM_Q8_ROWS at a time. A row's result does
+ *   not depend on the other rows or on m.
+ * - int8 (every block format elsewhere, m < colo_cpu_int8_max_rows, or m <
  *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
- *   unless the device wants exact activations): an op queued first
- *   quantizes each row of x to 8-bit blocks into the stream's scratch,
- *   once (blocks of 32 with a scale each; for the K-quants blocks of 256
- *   with one scale and sums per 16); then each weight row, in its file
- *   format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a time by
- *   integer products (dot.c, dot_k.c).
+ *   unless the stream wants exact activations): an op queued first
+ *   quantizes each row of x to one 8-bit digit per block into the stream's
+ *   scratch, once (blocks of 32 with a scale each; for the K-quants blocks
+ *   of 256 with one scale and sums per 16); then each weight row, in its
+ *   file format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a time
+ *   by integer products (dot.c, dot_k.c).
  * - float dots (m < FLOAT_DOT_MAX_ROWS): each weight row is read as F32 or
  *   F16 directly, or expanded to per-thread scratch, and dotted in F32.
- * - tiles (the rest, prefill): TILE_ROWS weight rows at a time are expanded
- *   to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32 (gemm_f32.c),
- *   whose result for a row does not depend on the other rows or their count.
- * In a mixed step (colo_stream_set_decode_rows) the decode rows and the
- * prefill rows are two products, each on its own path, so a decode row
- * gets the bits a decode step of the same rows gives it. */
+ * - tiles (the rest: exact prefill): TILE_ROWS weight rows at a time are
+ *   expanded to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32
+ *   (gemm_f32.c), whose result for a row does not depend on the other rows
+ *   or their count.
+ * In a mixed step (colo_stream_set_decode_rows) off gemm_q8, the decode
+ * rows and the prefill rows are two products, each on its own path, so a
+ * decode row gets the bits a decode step of the same rows gives it; on
+ * gemm_q8 one product gives every row those bits. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <string.h>
 
-/* Rows of x below which quantized weights take the int8 path (see
- * cpu_kernels.h). Only single rows by default: multi-row products (prefill,
- * batched decode) keep exact F32 activations, which the model tests'
- * tolerances assume. */
+/* Rows of x below which quantized weights take the int8 path where gemm_q8
+ * does not serve them (see cpu_kernels.h). Only single rows by default:
+ * there, multi-row products (prefill) keep exact F32 activations. */
 int colo_cpu_int8_max_rows = 2;
 /* The same in decode steps, where each row is one sequence's token: up to 8
  * rows round to 8 bits, as each would alone. Expanding every weight
  * to F32 for the tile path costs as much as the products themselves at that size (a
  * 4-row step took 6.5x a 1-row one); from about 16 rows the tiles win. */
 int colo_cpu_int8_max_decode_rows = 9;
-/* From 3 rows, gemm_q8 costs less than the int8 dot products
- * (docs/BENCHMARKS.md, "Batched decode with AVX512-VNNI"). */
-int colo_cpu_q8_min_rows = 3;
+/* Rows from which gemm_q8 serves a product: every row count, so that a
+ * row's bits never depend on its batch (its narrow kernel serves a few
+ * rows about as fast as the int8 dot products; docs/BENCHMARKS.md, "Prefill
+ * on 8-bit digits"). */
+int colo_cpu_q8_min_rows = 1;
 /* Rows of x below which float weights are dotted row by row. */
 #define FLOAT_DOT_MAX_ROWS 2
 #define TILE_ROWS 64
@@ -230,7 +234,7 @@ bool colo_cpu_gemm_q8_cpu(void)
 static bool q8_path(colo_stream *s, colo_dtype t, int m)
 {
     /* The CPU first: gemm_q8.c's code runs only where it can. */
-    return colo_stream_decode(s) && m >= colo_cpu_q8_min_rows && !colo_cpu_exact(s) && colo_cpu_gemm_q8_cpu() &&
+    return m >= colo_cpu_q8_min_rows && !colo_cpu_exact(s) && colo_cpu_gemm_q8_cpu() &&
            colo_cpu_gemm_q8_has(t);
 }
 
@@ -245,14 +249,8 @@ static void pack_task(const void *p, int chunk, int n_chunks)
     const pack_args *q = p;
     int64_t g0, g1;
     colo_chunk_range((q->m + COLO_CPU_GEMM_Q8_GROUP - 1) / COLO_CPU_GEMM_Q8_GROUP, chunk, n_chunks, &g0, &g1);
-    if (g0 == g1)
-        return;
-    colo_blk_q8x *tmp = colo_cpu_scratch(2, (size_t)(q->k / 32) * sizeof(colo_blk_q8x));
-    if (!tmp) {
-        colo_cpu_task_fail(COLO_ENOMEM);
-        return;
-    }
-    colo_cpu_gemm_q8_pack_x(q->x, q->x_stride, q->m, q->k, (int)g0, (int)g1, q->xp, tmp);
+    if (g0 < g1)
+        colo_cpu_gemm_q8_pack_x(q->x, q->x_stride, q->m, q->k, (int)g0, (int)g1, q->xp);
 }
 
 /* Queues the packing of x (m, k) for gemm_q8 into the stream's scratch. */
@@ -320,7 +318,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
                             int x_stride, float *y, int y_stride, int m, int n, int k)
 {
     int d;
-    if (mixed_rows(s, m, &d)) {
+    /* On gemm_q8 a decode row gets the same bits in any product: no split. */
+    if (!q8_path(s, w_type, m) && mixed_rows(s, m, &d)) {
         int xs = x_stride ? x_stride : k, ys = y_stride ? y_stride : n;
         colo_stream_set_decode(s, true);
         colo_status st = colo_cpu_linear(s, w, w_type, bias, x, xs, y, ys, d, n, k);
@@ -418,7 +417,10 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
                                   const colo_linear_out *out, int n_out)
 {
     int d;
-    if (mixed_rows(s, m, &d) && n_out <= COLO_LINEAR_MULTI_MAX) {
+    bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
+    for (int i = 0; i < n_out && q8; i++)
+        q8 = q8_path(s, out[i].w_type, m);
+    if (!q8 && mixed_rows(s, m, &d) && n_out <= COLO_LINEAR_MULTI_MAX) {
         int xs = x_stride ? x_stride : k;
         colo_stream_set_decode(s, true);
         colo_status st = colo_cpu_linear_multi(s, x, xs, d, k, out, n_out);
@@ -435,9 +437,6 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         colo_stream_set_decode_rows(s, d);
         return st;
     }
-    bool q8 = n_out <= COLO_LINEAR_MULTI_MAX;
-    for (int i = 0; i < n_out && q8; i++)
-        q8 = q8_path(s, out[i].w_type, m);
     if (q8) {
         multi_args a;
         int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);

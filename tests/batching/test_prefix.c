@@ -515,7 +515,8 @@ static void test_n_cancel(void **state)
     rig_close(&r);
 }
 
-/* SmolLM2 (exact activations): a shared system prompt, cache on and off. */
+/* SmolLM2 (the default activations: 8-bit digits): a shared system
+ * prompt, cache on and off. */
 static void test_smollm2(void **state)
 {
     (void)state;
@@ -531,7 +532,7 @@ static void test_smollm2(void **state)
         skip();
     }
     char err[256];
-    colo_device_config dc = {.want = "cpu", .cpu_threads = 2, .exact_activations = true};
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
     colo_device *d = colo_device_open(&dc, err, sizeof err);
     assert_non_null(d);
     static const char *sys = "<|im_start|>system\nYou are a careful assistant. You answer in one short sentence, "

@@ -116,6 +116,13 @@ static void test_errors(void **state)
                            "\"message_control_tokens\":true}", &m, err, sizeof err),
                      COLO_OK);
     assert_true(m.message_control_tokens);
+    assert_false(m.exact_activations);
+    assert_int_equal(parse("name: e\nkind: llama\npath: x\nmemory_fraction: 0.1\nexact_activations: true\n", &m, err,
+                           sizeof err),
+                     COLO_OK);
+    assert_true(m.exact_activations);
+    expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"exact_activations\":1}",
+           "model.exact_activations:", "expected true or false");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":\"half\"}",
            "body:1:57: model.memory_fraction:", "expected a number, got 'half'");
     expect("{\"name\":\"a\",\"kind\":\"llama\",\"path\":\"x\",\"memory_fraction\":0.1,\"colour\":1}",

@@ -74,45 +74,102 @@ static void test_linear_int8_many_rows(void **state)
     colo_cpu_int8_max_rows = saved;
 }
 
-/* gemm_q8 (decode steps of 2 or more rows on CPUs with AVX512-VNNI): every
- * block format, row counts around its groups of 16 rows and its runs of
- * weight rows, each output within the int8 bound; and each row's output the
- * same bits as when it is the only row, in any lane of a group. */
+/* gemm_q8 (every product of block-format weights on CPUs with
+ * AVX512-VNNI, prefill and decode alike): every block format, row counts
+ * around its groups of 16 rows and its runs of weight rows, each output
+ * within the bound of two 8-bit digits (1/128 of one digit's); and each
+ * row of a prefill's product the same bits as the same row alone in a
+ * decode step, in any lane of a group. */
 static void test_linear_q8_many_rows(void **state)
 {
     ctx_t *c = *state;
     if (!colo_cpu_gemm_q8_cpu())
         skip(); /* no AVX512-VNNI on this CPU */
-    int saved = colo_cpu_q8_min_rows;
-    colo_cpu_q8_min_rows = 1;
-    colo_stream_set_decode(c->s, true);
     const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0,
                                 COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
     const int shapes[][3] = {{1, 37, 256}, {2, 9, 768}, {16, 70, 512}, {17, 67, 512}, {33, 129, 256}, {70, 17, 256}};
+    qerr_scale = 1.0 / 128;
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
-        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+            colo_stream_set_decode(c->s, i % 3 == 0);
             case_linear(c, c->s, true, types[t], shapes[i][0], shapes[i][1], shapes[i][2], i % 2 == 1);
-    const colo_dtype inv[] = {COLO_Q4_1, COLO_Q6_K};
-    for (size_t t = 0; t < 2; t++) {
+        }
+    qerr_scale = 1.0;
+    colo_stream_set_decode(c->s, false);
+    const colo_dtype inv[] = {COLO_Q4_1, COLO_Q6_K, COLO_Q4_K, COLO_Q8_0};
+    for (size_t t = 0; t < sizeof inv / sizeof *inv; t++) {
         int m = 37, n = 45, k = 512;
         float *wd;
         void *w = make_weights(inv[t], n, k, &wd);
         float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4), *y1 = malloc((size_t)n * 4);
+        assert_true(x && y && y1);
         fill_normal(x, (int64_t)m * k, 1.0f);
         void *dw = dput(c, w, colo_dtype_row_bytes(inv[t], k) * n);
         float *dx = dput(c, x, (size_t)m * k * 4), *dy = dpoison(c, (size_t)m * n * 4);
         assert_int_equal(colo_op_linear(c->s, dw, inv[t], NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
         dget(c, y, dy, (size_t)m * n * 4);
+        colo_stream_set_decode(c->s, true);
         for (int r = 0; r < m; r++) {
             assert_int_equal(colo_op_linear(c->s, dw, inv[t], NULL, dx + (size_t)r * k, 0, dy, 0, 1, n, k), COLO_OK);
             dget(c, y1, dy, (size_t)n * 4);
-            assert_memory_equal(y1, y + (size_t)r * n, (size_t)n * 4);
+            if (memcmp(y1, y + (size_t)r * n, (size_t)n * 4))
+                fail_msg("%s: row %d of a prefill of %d differs from it alone in a decode step",
+                         colo_dtype_name(inv[t]), r, m);
         }
+        colo_stream_set_decode(c->s, false);
         free(w), free(wd), free(x), free(y), free(y1);
         dfree_all(c);
     }
-    colo_stream_set_decode(c->s, false);
-    colo_cpu_q8_min_rows = saved;
+}
+
+/* A stream created with exact_activations on a device without it (a
+ * model's option) computes what a device with exact_activations computes,
+ * bit for bit, in prefill and decode, where the device's other streams
+ * round activations (their products differ). */
+static void test_stream_exact_activations(void **state)
+{
+    ctx_t *c = *state;
+    char err[256];
+    colo_stream_config sc = {.priority = COLO_PRIO_NORMAL, .exact_activations = true};
+    colo_stream *es = colo_stream_create(c->dev, &sc, err, sizeof err);
+    assert_non_null(es);
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_K, COLO_Q6_K};
+    const int rows[] = {1, 5, 40};
+    const int n = 70, k = 512;
+    int differ = 0;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            int m = rows[ri];
+            float *wd, *x = malloc((size_t)m * k * 4);
+            float *ye = malloc((size_t)m * n * 4), *yd = malloc((size_t)m * n * 4), *yq = malloc((size_t)m * n * 4);
+            assert_true(x && ye && yd && yq);
+            void *w = make_weights(types[t], n, k, &wd);
+            fill_normal(x, (int64_t)m * k, 1.0f);
+            void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
+            float *dx = dput(c, x, (size_t)m * k * 4);
+            float *de = dpoison(c, (size_t)m * n * 4), *dd = dpoison(c, (size_t)m * n * 4);
+            float *dq = dpoison(c, (size_t)m * n * 4);
+            assert_int_equal(colo_stream_sync(c->s), COLO_OK); /* the copies and poison, before es reads them */
+            colo_stream *ss[3] = {es, c->exact_s, c->s};
+            float *outs[3] = {de, dd, dq};
+            for (int i = 0; i < 3; i++) {
+                colo_stream_set_decode(ss[i], m == 1);
+                assert_int_equal(colo_op_linear(ss[i], dw, types[t], NULL, dx, 0, outs[i], 0, m, n, k), COLO_OK);
+                assert_int_equal(colo_stream_sync(ss[i]), COLO_OK);
+                colo_stream_set_decode(ss[i], false);
+            }
+            dget(c, ye, de, (size_t)m * n * 4);
+            dget(c, yd, dd, (size_t)m * n * 4);
+            dget(c, yq, dq, (size_t)m * n * 4);
+            if (memcmp(ye, yd, (size_t)m * n * 4))
+                fail_msg("%s, %d rows: the exact stream differs from the exact device", colo_dtype_name(types[t]), m);
+            differ += memcmp(ye, yq, (size_t)m * n * 4) != 0;
+            free(w), free(wd), free(x), free(ye), free(yd), free(yq);
+            dfree_all(c);
+        }
+    /* The default streams round (else this test shows nothing). */
+    assert_int_equal(differ, 9);
+    colo_stream_destroy(es);
 }
 
 /* A mixed step (colo_stream_set_decode_rows): the first d rows of a
@@ -162,15 +219,15 @@ static void test_linear_mixed_rows(void **state)
     colo_stream_set_decode(c->s, false);
 }
 
-/* The tile path (prefill: 2 or more rows, exact F32 activations): one
- * row's output is the same bits whatever rows come with it and however
- * many (2..70), at different positions, for quantized and F32 weights and
- * a bias, with the columns split among the workers. This is what lets a
- * prompt computed in two steps (a prefix-cache hit) match the same prompt
- * computed in one. */
-static void test_linear_tiles_row_invariant(void **state)
+/* A prefill's products: one row's output is the same bits whatever rows
+ * come with it and however many (2..70), at different positions, for
+ * quantized and F32 weights and a bias, with the columns split among the
+ * workers, on stream s: the default one (gemm_q8 where the CPU has
+ * AVX512-VNNI) and one with exact activations (the F32 tiles). This is what
+ * lets a prompt computed in two steps (a prefix-cache hit) match the same
+ * prompt computed in one. */
+static void rows_invariant(ctx_t *c, colo_stream *s)
 {
-    ctx_t *c = *state;
     const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_0, COLO_Q6_K, COLO_F32};
     const int n = 83, k = 256, max_m = 70;
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
@@ -183,14 +240,16 @@ static void test_linear_tiles_row_invariant(void **state)
         void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
         float *db = dput(c, bias, (size_t)n * 4), *dx = dalloc(c, (size_t)max_m * k * 4);
         float *dy = dalloc(c, (size_t)max_m * n * 4);
+        assert_int_equal(colo_stream_sync(c->s), COLO_OK); /* the copies above, before s reads them */
         for (int m = 2; m <= max_m; m++) {
             int positions[] = {0, m - 1, (m * 7 + 3) % m};
             for (int pi = 0; pi < 3; pi++) {
                 int pos = positions[pi];
                 fill_normal(x, (int64_t)m * k, 1.0f);
                 memcpy(x + (size_t)pos * k, row, (size_t)k * 4);
-                assert_int_equal(colo_memcpy_h2d(c->s, dx, x, (size_t)m * k * 4), COLO_OK);
-                assert_int_equal(colo_op_linear(c->s, dw, types[t], db, dx, 0, dy, 0, m, n, k), COLO_OK);
+                assert_int_equal(colo_memcpy_h2d(s, dx, x, (size_t)m * k * 4), COLO_OK);
+                assert_int_equal(colo_op_linear(s, dw, types[t], db, dx, 0, dy, 0, m, n, k), COLO_OK);
+                assert_int_equal(colo_stream_sync(s), COLO_OK);
                 dget(c, y, dy, (size_t)m * n * 4);
                 if (m == 2 && pi == 0)
                     memcpy(first, y, (size_t)n * 4);
@@ -202,6 +261,13 @@ static void test_linear_tiles_row_invariant(void **state)
         free(w), free(wd), free(bias), free(row), free(x), free(y), free(first);
         dfree_all(c);
     }
+}
+
+static void test_linear_rows_invariant(void **state)
+{
+    ctx_t *c = *state;
+    rows_invariant(c, c->s);
+    rows_invariant(c, c->exact_s);
 }
 
 /* Attention in a prefill: the last tokens of a sequence computed in a step
@@ -316,8 +382,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
                                        cmocka_unit_test(test_linear_q8_many_rows),
+                                       cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
-                                       cmocka_unit_test(test_linear_tiles_row_invariant),
+                                       cmocka_unit_test(test_linear_rows_invariant),
                                        cmocka_unit_test(test_attention_prefill_row_invariant),
                                        cmocka_unit_test(test_linear_multi)};
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -16,11 +16,12 @@
 #include "models/sampler.h"
 #include "models/model_cache.h"
 
-/* colo computes multi-row products (prefill) with exact F32 activations
- * and single-row products (decode) with 8-bit activations, as llama.cpp does
- * for all of them; against the exact float64 logits llama.cpp deviates by up
- * to 0.38 (mean 0.13) on these prompts, colo by up to 0.15 on the first step.
- * So:
+/* colo rounds activations to two 8-bit digits per block of 32 on CPUs
+ * with AVX512-VNNI (prefill and decode), else to one digit in decode only;
+ * llama.cpp rounds them to one digit in every product. Against the exact
+ * float64 logits llama.cpp deviates by up to 0.38 (mean 0.13) on these
+ * prompts, colo by up to 0.003 on the first step with two digits (0.15 with
+ * exact prefills and a one-digit output product). So:
  * - first-step logits: the exact float64 top-5 (scripts/ref/llama_f64.py)
  *   within LOGIT_TOL;
  * - greedy tokens equal llama.cpp's up to the first step whose reference
