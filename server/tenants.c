@@ -368,11 +368,11 @@ static bool check(colo_tenants *t, tkey *k, const char *model, bool asked, colo_
             return refuse(v, 429, "quota_exceeded", 1, "%s %s: concurrent quota of %d requests reached", l->kind,
                           l->cfg->name, q->concurrent);
         if (q->requests_per_minute >= 0 && l->requests.level < 1)
-            return refuse(v, 429, "quota_exceeded", wait_s(&l->requests, q->requests_per_minute, 1),
+            return refuse(v, 429, "rate_limit_exceeded", wait_s(&l->requests, q->requests_per_minute, 1),
                           "%s %s: requests_per_minute quota of %lld reached", l->kind, l->cfg->name,
                           (long long)q->requests_per_minute);
         if (q->tokens_per_minute >= 0 && l->tokens.level < 1)
-            return refuse(v, 429, "quota_exceeded", wait_s(&l->tokens, q->tokens_per_minute, 1),
+            return refuse(v, 429, "rate_limit_exceeded", wait_s(&l->tokens, q->tokens_per_minute, 1),
                           "%s %s: tokens_per_minute quota of %lld reached", l->kind, l->cfg->name,
                           (long long)q->tokens_per_minute);
     }

@@ -189,7 +189,7 @@ static void test_abandoned_stream_is_billed(void **state)
     assert_true(srv_http_h(&f, "POST", "/v1/completions", "Authorization: Bearer kt\r\n",
                            "{\"model\":\"a\",\"prompt\":\"again\",\"max_tokens\":2}", &r));
     assert_int_equal(r.status, 429);
-    assert_non_null(strstr(r.body, "quota_exceeded"));
+    assert_non_null(strstr(r.body, "rate_limit_exceeded"));
     srv_resp_free(&r);
     srv_cleanup(&f);
 }

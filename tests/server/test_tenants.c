@@ -205,7 +205,7 @@ static void test_quota_zero_and_access(void **state)
     (void)state;
     srv_resp r;
     assert_int_equal(post("k-zero", "/v1/completions", GEN, &r), 429);
-    expect_error(&r, 429, "quota_exceeded", "key zero: requests_per_minute quota of 0");
+    expect_error(&r, 429, "rate_limit_exceeded", "key zero: requests_per_minute quota of 0");
     assert_int_equal(header_num(&r, "x-ratelimit-limit-requests"), 0);
     assert_true(header_num(&r, "Retry-After") >= 1);
     srv_resp_free(&r);
@@ -234,7 +234,7 @@ static void test_project_then_organization_rpm(void **state)
         srv_resp_free(&r);
     }
     assert_int_equal(post("k-search", "/v1/completions", GEN, &r), 429);
-    expect_error(&r, 429, "quota_exceeded", "project search: requests_per_minute quota of 4");
+    expect_error(&r, 429, "rate_limit_exceeded", "project search: requests_per_minute quota of 4");
     assert_int_equal(header_num(&r, "x-ratelimit-remaining-requests"), 0);
     long retry = header_num(&r, "Retry-After");
     assert_true(retry >= 1 && retry <= 15); /* one request refills in 60/4 s */
@@ -247,7 +247,7 @@ static void test_project_then_organization_rpm(void **state)
         srv_resp_free(&r);
     }
     assert_int_equal(post("k-ads", "/v1/completions", GEN, &r), 429);
-    expect_error(&r, 429, "quota_exceeded", "organization acme: requests_per_minute quota of 7");
+    expect_error(&r, 429, "rate_limit_exceeded", "organization acme: requests_per_minute quota of 7");
     srv_resp_free(&r);
 }
 
@@ -269,7 +269,7 @@ static void test_key_rpm_and_stream_headers(void **state)
     assert_int_equal(header_num(&r, "x-ratelimit-remaining-requests"), 0);
     srv_resp_free(&r);
     assert_int_equal(post("k-lab", "/v1/completions", GEN, &r), 429);
-    expect_error(&r, 429, "quota_exceeded", "key lab: requests_per_minute quota of 2");
+    expect_error(&r, 429, "rate_limit_exceeded", "key lab: requests_per_minute quota of 2");
     assert_true(header_num(&r, "Retry-After") >= 1 && header_num(&r, "Retry-After") <= 30);
     srv_resp_free(&r);
 }
@@ -285,7 +285,7 @@ static void test_tokens_quota(void **state)
     for (int i = 0; i < 20; i++) {
         int st = post("k-bi", "/v1/completions", "{\"model\":\"b\",\"prompt\":\"hello there\",\"max_tokens\":7}", &r);
         if (st == 429) {
-            expect_error(&r, 429, "quota_exceeded", "project bi: tokens_per_minute quota of 40");
+            expect_error(&r, 429, "rate_limit_exceeded", "project bi: tokens_per_minute quota of 40");
             assert_int_equal(header_num(&r, "x-ratelimit-limit-tokens"), 40);
             assert_int_equal(header_num(&r, "x-ratelimit-remaining-tokens"), 0);
             srv_resp_free(&r);
@@ -307,7 +307,7 @@ static void test_tokens_quota(void **state)
     assert_true(used >= 40);
     /* etl2 shares the project: refused too, at the project level */
     assert_int_equal(post("k-bi-2", "/v1/completions", GEN, &r), 429);
-    expect_error(&r, 429, "quota_exceeded", "project bi: tokens_per_minute");
+    expect_error(&r, 429, "rate_limit_exceeded", "project bi: tokens_per_minute");
     srv_resp_free(&r);
 }
 
