@@ -173,7 +173,8 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         colo_http_error(h, status, "slo_unattainable", "model %s: %s", c->am->name, msg ? msg : "failed");
         return;
     }
-    if (st == COLO_ETIMEDOUT || st == COLO_ENOMEM || st == COLO_EAGAIN)
+    /* (canceled: the model stopped under it, drained for an unload or a reload) */
+    if (st == COLO_ETIMEDOUT || st == COLO_ENOMEM || st == COLO_EAGAIN || st == COLO_ECANCELED)
         colo_http_add_header(h, "Retry-After", "1");
     if (c->cut && st == COLO_ECANCELED) {
         colo_http_add_header(h, "Retry-After", "1");
