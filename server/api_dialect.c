@@ -309,11 +309,6 @@ static const api_dialect dialects[] = {
                             .close = colo_api_responses_close, .fail = colo_api_responses_fail},
 };
 
-const api_dialect *colo_api_dialect(colo_api_endpoint ep)
-{
-    return (unsigned)ep < sizeof dialects / sizeof *dialects ? &dialects[ep] : NULL;
-}
-
 const api_dialect *colo_api_dialects(int *n)
 {
     *n = (int)(sizeof dialects / sizeof *dialects);

@@ -124,8 +124,6 @@ typedef struct api_dialect {
     bool done_marker;                               /* data: [DONE] ends its streams */
 } api_dialect;
 
-/* The dialect of an endpoint. */
-const api_dialect *colo_api_dialect(colo_api_endpoint ep);
 /* Every dialect, for the routes: n of them. */
 const api_dialect *colo_api_dialects(int *n);
 

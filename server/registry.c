@@ -72,8 +72,6 @@ void colo_registry_attach(colo_registry *r, const colo_registry_env *env)
 
 bool colo_registry_attached(const colo_registry *r) { return r->attached; }
 
-const colo_registry_env *colo_registry_env_get(const colo_registry *r) { return &r->env; }
-
 colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cfg *mc, int unit_first,
                                      int unit_count)
 {

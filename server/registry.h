@@ -58,7 +58,6 @@ colo_registry *colo_registry_create(colo_http_server *http, const colo_config *c
 /* Sets the environment; run-time loads are refused until then. */
 void colo_registry_attach(colo_registry *r, const colo_registry_env *env);
 bool colo_registry_attached(const colo_registry *r);
-const colo_registry_env *colo_registry_env_get(const colo_registry *r);
 
 /* The environment of mc: the policy's stream priority and share, and
  * compute units [unit_first, unit_first + unit_count) (0, 0: the whole
