@@ -214,7 +214,7 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
              * bits (a decode product), which can change a greedy token. */
             uint64_t key = 0;
             int max_hit = s->n_tokens >= 2 ? (s->n_tokens - 2) / cb->cfg.block_size : 0;
-            int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->tokens, s->n_tokens, max_hit, s->blocks, &key) : 0;
+            int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->root_key, s->tokens, s->n_tokens, max_hit, s->blocks, &key) : 0;
             int need = blocks_for(cb, s->n_tokens) - hit;
             if (cb->al.alloc(cb->al.ctx, need, s->blocks + hit) != COLO_OK) {
                 if (hit)
@@ -300,6 +300,7 @@ colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq
         child->n_cached = parent->n_cached;
         child->n_published = parent->n_published; /* (only full blocks are published) */
         child->last_key = parent->last_key;
+        child->root_key = parent->root_key;
         child->state = COLO_SEQ_RUNNING;
         child->admit_order = ++cb->next_order;
         list_append(&cb->running, child);

@@ -52,9 +52,11 @@ typedef struct colo_block_allocator {
     /* One more reference on each of n held blocks. */
     void (*share)(void *ctx, const int32_t *ids, int n);
     /* References into out on the longest cached run of full blocks that
-     * starts tokens (at most max_blocks); returns its length; *last_key
-     * gets the key of its last block. */
-    int (*match)(void *ctx, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out, uint64_t *last_key);
+     * starts tokens (at most max_blocks) in the chain of root (a
+     * sequence's root_key); returns its length; *last_key gets the key of
+     * its last block (root for none). */
+    int (*match)(void *ctx, uint64_t root, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out,
+                 uint64_t *last_key);
     /* Publishes block id (full, computed) as tokens after the prefix whose
      * key is parent; returns its key. */
     uint64_t (*publish)(void *ctx, int32_t id, uint64_t parent, const int32_t *tokens);
@@ -71,6 +73,8 @@ typedef struct colo_seq {
     int cap;           /* capacity of tokens (the context length) */
     int32_t *blocks;   /* (max_blocks) this sequence's block table; owned by the caller */
     int max_blocks;
+    uint64_t root_key; /* its prefix chain's root (the allocator's: 0 the model's own; a LoRA
+                        * adapter's sequences share cached blocks among themselves only) */
     /* kept by the planner */
     int n_cached;      /* tokens whose K/V are in the cache */
     int n_blocks;      /* blocks held */

@@ -2,6 +2,8 @@
 
 #include "batching/queue.h"
 #include "models/json_schema.h"
+#include "models/lora.h"
+#include "models/prefix_cache.h"
 #include "models/sampler.h"
 #include "models/unicode.h"
 #include "runtime/fault.h"
@@ -55,6 +57,7 @@ struct colo_engine {
     colo_continuous_work *work;
     colo_seq **stopped;
     int32_t *tok, *pos, *seqi, *table, *rows;
+    int32_t *seq_adapter; /* (max_running) each sequence's adapter slot in the step, -1 none */
     float *logits;
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
@@ -71,9 +74,11 @@ static int kv_n_free(void *ctx) { return colo_llama_kv_n_free(ctx); }
 static colo_status kv_alloc(void *ctx, int n, int32_t *out) { return colo_llama_kv_alloc(ctx, n, out); }
 static void kv_free(void *ctx, const int32_t *ids, int n) { colo_llama_kv_free(ctx, ids, n); }
 static void kv_share(void *ctx, const int32_t *ids, int n) { colo_kv_cache_share(colo_llama_kv_cache(ctx), ids, n); }
-static int kv_match(void *ctx, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out, uint64_t *last_key)
+static int kv_match(void *ctx, uint64_t root, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *out,
+                    uint64_t *last_key)
 {
-    return colo_kv_cache_prefix_match(colo_llama_kv_cache(ctx), tokens, n_tokens, max_blocks, out, last_key);
+    return colo_kv_cache_prefix_match_from(colo_llama_kv_cache(ctx), root ? root : COLO_PREFIX_ROOT, tokens, n_tokens,
+                                           max_blocks, out, last_key);
 }
 static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t *tokens)
 {
@@ -113,11 +118,12 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->tok = malloc((size_t)T * 4);
     e->pos = malloc((size_t)T * 4);
     e->seqi = malloc((size_t)T * 4);
+    e->seq_adapter = malloc((size_t)R * 4);
     e->rows = malloc((size_t)R * 4);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)R * hp->n_vocab * sizeof(float));
-    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->rows || !e->table || !e->logits) {
+    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table || !e->logits) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -315,6 +321,7 @@ void colo_engine_free(colo_engine *e)
     free(e->tok);
     free(e->pos);
     free(e->seqi);
+    free(e->seq_adapter);
     free(e->rows);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
@@ -408,6 +415,17 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     q->cb.cap = cap;
     q->cb.max_blocks = e->max_blocks;
     q->cb.state = COLO_SEQ_DONE; /* in no list of the planner yet */
+    if (p->has_adapter) {
+        colo_lora_info ai;
+        if (colo_llama_lora_get(e->m, p->adapter_slot, &ai) != COLO_OK) {
+            colo_set_err(err, errlen, "no adapter is loaded in slot %d", p->adapter_slot);
+            colo_sampler_init(&q->sampler, 0, 1, 0, 0);
+            seq_free(q);
+            return NULL;
+        }
+        int32_t uid[2] = {(int32_t)(ai.uid & 0xffffffffu), (int32_t)(ai.uid >> 32)};
+        q->cb.root_key = colo_prefix_key(COLO_PREFIX_ROOT, uid, 2); /* the adapter's own chain */
+    }
     q->cb.tokens = malloc((size_t)cap * 4);
     q->cb.blocks = malloc((size_t)e->max_blocks * 4);
     q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
@@ -724,6 +742,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
             e->pos[n] = wk->start + i;
             e->seqi[n] = w;
         }
+        e->seq_adapter[w] = q->p.has_adapter ? q->p.adapter_slot : -1;
         memcpy(e->table + (size_t)w * e->max_blocks, wk->seq->blocks, (size_t)wk->seq->n_blocks * 4);
         for (int b = wk->seq->n_blocks; b < e->max_blocks; b++)
             e->table[(size_t)w * e->max_blocks + b] = 0;
@@ -732,7 +751,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     }
     colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
                               .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
-                              .logit_rows = e->rows};
+                              .logit_rows = e->rows, .seq_adapter = e->seq_adapter};
     int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;

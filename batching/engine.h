@@ -42,6 +42,11 @@ typedef struct colo_engine_params {
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
+    /* a LoRA adapter of the model (models/lora.h) runs this sequence:
+     * has_adapter, in slot adapter_slot; its prompt reuses cached blocks of
+     * that adapter's sequences only */
+    bool has_adapter;
+    int adapter_slot;
 } colo_engine_params;
 
 typedef struct colo_engine_outcome {
@@ -127,7 +132,8 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
 void colo_engine_free(colo_engine *e);
 
 /* Adds a sequence with its prompt tokens. NULL with a message when it can
- * never run (empty, or prompt + 1 longer than the context or the cache). */
+ * never run (empty, or prompt + 1 longer than the context or the cache, or
+ * an adapter slot that holds none). */
 colo_engine_seq *colo_engine_add(colo_engine *e, const int32_t *prompt, int n_prompt, const colo_engine_params *p,
                            const colo_engine_callbacks *cb, char *err, size_t errlen);
 /* n (1..COLO_ENGINE_MAX_CHOICES) sequences of one prompt: the prompt is

@@ -175,6 +175,17 @@ colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float sca
     DISPATCH(s, softmax, x, rows, n, scale);
 }
 
+colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
+                         const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
+                         int max_rank)
+{
+    if (!x || !y || !row_slot || !slots || !tmp || m <= 0 || k <= 0 || n <= 0 || n_slots <= 0 || max_rank <= 0 ||
+        max_rank > COLO_LORA_MAX_RANK || x_stride < 0 || (x_stride && x_stride < k) || y_stride < 0 ||
+        (y_stride && y_stride < n))
+        return COLO_EINVAL;
+    DISPATCH_OP(s, true, lora, x, x_stride, m, k, y, y_stride, n, row_slot, slots, n_slots, tmp, max_rank);
+}
+
 colo_status colo_op_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n)
 {
     if (!gate || !up || !out || n <= 0)

@@ -85,6 +85,21 @@ typedef struct colo_linear_out {
     int n;
 } colo_linear_out;
 
+/* One adapter's low-rank update of one product (LoRA, models/lora.h):
+ * y += scale * B (A x), with a (rank, k) row-major and B stored transposed,
+ * b (rank, n) with row stride b_stride, so that the slices of a fused
+ * product (Q, K and V of one attn_qkv) are views of one tensor. */
+typedef struct colo_lora_slot {
+    const float *a;
+    const float *b;
+    int rank;
+    int b_stride;
+    float scale;
+} colo_lora_slot;
+
+/* The largest adapter rank the ops take. */
+#define COLO_LORA_MAX_RANK 256
+
 typedef struct colo_ops colo_ops;
 
 struct colo_ops {
@@ -176,6 +191,17 @@ struct colo_ops {
      * product); last in the table so that positional tables leave it out. */
     colo_status (*linear_multi)(colo_stream *s, const float *x, int x_stride, int m, int k,
                                 const colo_linear_out *out, int n_out);
+
+    /* Adapters' low-rank updates, each row with its own (segmented LoRA):
+     * for i < m with 0 <= row_slot[i] < n_slots, y_i (n) += scale * B (A
+     * x_i) of slots[row_slot[i]]; other rows are left as they are. x (m, k)
+     * and y (m, n) with row strides (0 = k / n); row_slot (m) int32 and
+     * slots (n_slots) in device memory; tmp (m, max_rank) scratch, max_rank
+     * at least every slot's rank. Each row's result depends on its own
+     * input and slot alone, whatever else is in the batch. */
+    colo_status (*lora)(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
+                        const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
+                        int max_rank);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -187,6 +213,9 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
 #define COLO_LINEAR_MULTI_MAX 3
 colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                  const colo_linear_out *out, int n_out);
+colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
+                         const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
+                         int max_rank);
 colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                          const void *a, int lda, int64_t stride_a, const void *b, int ldb, int64_t stride_b,
                          colo_dtype ab_type, float beta, float *c, int ldc, int64_t stride_c, int batch);

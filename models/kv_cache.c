@@ -342,7 +342,13 @@ bool colo_kv_cache_prefix_enabled(const colo_kv_cache *c) { return c->index != N
 int colo_kv_cache_prefix_match(colo_kv_cache *c, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *ids,
                                uint64_t *last_key)
 {
-    uint64_t key = COLO_PREFIX_ROOT;
+    return colo_kv_cache_prefix_match_from(c, COLO_PREFIX_ROOT, tokens, n_tokens, max_blocks, ids, last_key);
+}
+
+int colo_kv_cache_prefix_match_from(colo_kv_cache *c, uint64_t root, const int32_t *tokens, int n_tokens,
+                                    int max_blocks, int32_t *ids, uint64_t *last_key)
+{
+    uint64_t key = root;
     int bs = c->cfg.block_size, n = 0;
     if (c->index) {
         for (; n < max_blocks && (n + 1) * bs <= n_tokens; n++) {

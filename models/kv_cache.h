@@ -141,6 +141,11 @@ bool colo_kv_cache_prefix_enabled(const colo_kv_cache *c);
  * for none). 0 when the prefix cache is off. */
 int colo_kv_cache_prefix_match(colo_kv_cache *c, const int32_t *tokens, int n_tokens, int max_blocks, int32_t *ids,
                                uint64_t *last_key);
+/* The same for a chain whose root key is root (COLO_PREFIX_ROOT: the one
+ * above): blocks computed under another root (another LoRA adapter's
+ * sequences) are never found. */
+int colo_kv_cache_prefix_match_from(colo_kv_cache *c, uint64_t root, const int32_t *tokens, int n_tokens,
+                                    int max_blocks, int32_t *ids, uint64_t *last_key);
 /* Publishes held block id as the block_size tokens after the prefix whose
  * key is parent; returns the block's key (also when the prefix cache is
  * off, or another block holds the key already: id then stays private). */

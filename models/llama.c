@@ -163,7 +163,48 @@ colo_status colo_llama_forward(colo_llama *m, colo_stream *s, const colo_llama_b
 }
 
 static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
-                           int max_pos, colo_cosched_member *throttle);
+                           int max_pos, colo_cosched_member *throttle, bool lora);
+
+/* Each token's adapter slot into the step's rows (m->lora): *any when some
+ * token has one. COLO_EINVAL for a slot that holds no adapter. */
+static colo_status lora_rows(colo_llama *m, colo_stream *s, const colo_llama_batch *b, bool *any)
+{
+    *any = false;
+    if (!b->seq_adapter)
+        return COLO_OK;
+    for (int q = 0; q < b->n_seqs; q++) {
+        int a = b->seq_adapter[q];
+        if (a < -1 || a >= COLO_LORA_SLOTS || (a >= 0 && (!m->lora || !m->lora->by_slot[a])))
+            return COLO_EINVAL;
+        *any = *any || a >= 0;
+    }
+    if (!*any)
+        return COLO_OK;
+    colo_llama_loras *L = m->lora;
+    int n = b->n_tokens, rank = L->max_rank;
+    if (n > L->cap_rows || rank > L->cap_rank) {
+        int rows = n > L->cap_rows ? n : L->cap_rows, cr = rank > L->cap_rank ? rank : L->cap_rank;
+        colo_llama_untrack(m, L->step_mem);
+        L->step_mem = NULL;
+        L->cap_rows = L->cap_rank = 0;
+        int32_t *h = realloc(L->h_row, (size_t)rows * sizeof *h);
+        if (!h)
+            return COLO_ENOMEM;
+        L->h_row = h;
+        void *p;
+        colo_status st = colo_llama_track(m, (size_t)rows * 4 + 256 + (size_t)rows * cr * sizeof(float), &p);
+        if (st != COLO_OK)
+            return st;
+        char *c = p;
+        L->step_mem = p;
+        L->d_row = colo_carve(&c, (size_t)rows * 4);
+        L->tmp = colo_carve(&c, (size_t)rows * cr * sizeof(float));
+        L->cap_rows = rows, L->cap_rank = cr;
+    }
+    for (int t = 0; t < n; t++)
+        L->h_row[t] = b->seq_adapter[b->seq[t]];
+    return colo_memcpy_h2d(s, L->d_row, L->h_row, (size_t)n * 4);
+}
 
 #define COLO_LLAMA_GRAPH_FAILURES 3
 
@@ -196,6 +237,8 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
     for (int i = 0; i < b->n_logits; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= n)
             return COLO_EINVAL;
+    bool lora;
+    TRY(lora_rows(m, s, b, &lora));
     TRY(ensure_act(m, n, b->n_logits, b->n_seqs, b->max_blocks));
     for (int t = 0; t < n; t++) {
         int p = b->pos[t];
@@ -213,9 +256,10 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
      * (colo_device_config.cuda_graphs). A recording that fails ran nothing,
      * and the step is queued as usual; it may fail once for a cause that
      * passes (a stream's scratch growing, which cannot happen while
-     * recording), so graphs stop only after COLO_LLAMA_GRAPH_FAILURES. */
-    bool graph = decode && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
-    colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle);
+     * recording), so graphs stop only after COLO_LLAMA_GRAPH_FAILURES.
+     * Steps with adapters are not recorded (their rows change the launches). */
+    bool graph = decode && !lora && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
+    colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle, lora);
     if (graph) {
         colo_status ge = colo_stream_graph_end(s, st == COLO_OK ? graph_key(n) : -1);
         if (ge != COLO_OK) {
@@ -223,7 +267,7 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
                 COLO_WARN("llama: decode steps of this model run without graphs: recording one failed %d times "
                           "(last: %s)",
                           COLO_LLAMA_GRAPH_FAILURES, colo_status_str(st != COLO_OK ? st : ge));
-            st = compute(m, s, b, bs, kv_type, max_pos, throttle);
+            st = compute(m, s, b, bs, kv_type, max_pos, throttle, lora);
         }
     }
     if (st == COLO_OK && b->n_logits)
@@ -244,8 +288,18 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
 
 /* The step's kernels: embeddings, the layers, the logits' rows on the
  * device (m->logits). Queues work only (no copy to the host, no wait). */
+/* Adapters' updates of layer l's product p: y (n, out) += B (A x (n, in))
+ * for each token with an adapter that adapts p. */
+static colo_status lora_add(colo_llama *m, colo_stream *s, int l, int p, const float *x, int in, float *y, int out,
+                            int n)
+{
+    const colo_llama_loras *L = m->lora;
+    const colo_lora_slot *row = L->table + ((size_t)l * COLO_LORA_PRODUCTS + p) * COLO_LORA_SLOTS;
+    return colo_op_lora(s, x, 0, n, in, y, 0, out, L->d_row, row, COLO_LORA_SLOTS, L->tmp, L->cap_rank);
+}
+
 static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
-                           int max_pos, colo_cosched_member *throttle)
+                           int max_pos, colo_cosched_member *throttle, bool lora)
 {
     const colo_llama_hparams *hp = &m->hp;
     int n = b->n_tokens;
@@ -269,6 +323,11 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         colo_linear_out qkv[3] = {{L->wq, L->tq, L->bq, m->q, 0, Q}, {L->wk, L->tk, L->bk, m->k, 0, KV},
                                   {L->wv, L->tv, L->bv, m->v, 0, KV}};
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
+        if (lora) {
+            TRY(lora_add(m, s, l, COLO_LORA_Q, m->h, E, m->q, Q, n));
+            TRY(lora_add(m, s, l, COLO_LORA_K, m->h, E, m->k, KV, n));
+            TRY(lora_add(m, s, l, COLO_LORA_V, m->h, E, m->v, KV, n));
+        }
         if (L->q_norm) { /* per head */
             TRY(colo_op_rmsnorm(s, m->q, L->q_norm, m->q, n * hp->n_head, hp->head_dim, hp->rms_eps));
             TRY(colo_op_rmsnorm(s, m->k, L->k_norm, m->k, n * hp->n_kv_head, hp->head_dim, hp->rms_eps));
@@ -284,17 +343,25 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         ad.window = L->swa ? hp->n_swa : 0;
         TRY(colo_op_attention(s, &ad, m->q, kc, vc, m->att));
         TRY(colo_op_linear(s, L->wo, L->to, L->bo, m->att, 0, m->h, 0, n, E, Q));
+        if (lora)
+            TRY(lora_add(m, s, l, COLO_LORA_O, m->att, Q, m->h, E, n));
         if (L->post_attn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_attn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
         TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));
         colo_linear_out gate_up[2] = {{L->w_gate, L->tg, L->b_gate, m->g, 0, F}, {L->w_up, L->tu, L->b_up, m->u, 0, F}};
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
+        if (lora) {
+            TRY(lora_add(m, s, l, COLO_LORA_GATE, m->h, E, m->g, F, n));
+            TRY(lora_add(m, s, l, COLO_LORA_UP, m->h, E, m->u, F, n));
+        }
         if (m->traits->act == COLO_LLAMA_ACT_GEGLU)
             TRY(colo_op_geglu(s, m->g, m->u, m->g, (int64_t)n * F));
         else
             TRY(colo_op_swiglu(s, m->g, m->u, m->g, (int64_t)n * F));
         TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
+        if (lora)
+            TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, m->h, E, n));
         if (L->post_ffn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_ffn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));

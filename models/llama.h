@@ -159,7 +159,8 @@ colo_status colo_llama_reserve(colo_llama *m, int n_tokens, int n_logits, int n_
  * earlier in this batch). Logits (n_logits, V) are produced for the tokens
  * listed in logit_rows and copied to the host array logits. COLO_EINVAL
  * (nothing run) for a position at or past the context length or past the
- * table, an unknown token, a block id outside the cache, or no KV cache;
+ * table, an unknown token, a block id outside the cache, an adapter slot
+ * that holds none, or no KV cache;
  * COLO_ENOMEM when the arena cannot hold the step's activations. */
 typedef struct colo_llama_batch {
     int n_tokens;
@@ -171,6 +172,9 @@ typedef struct colo_llama_batch {
     const int32_t *block_table;
     int n_logits;
     const int32_t *logit_rows;
+    /* (n_seqs) each sequence's adapter slot (models/lora.h), -1 for the
+     * bare model; NULL: every sequence runs the bare model */
+    const int32_t *seq_adapter;
 } colo_llama_batch;
 
 /* throttle (may be NULL): the executor's co-scheduler membership; the pass

@@ -16,6 +16,7 @@
 #include "models/alloc_set.h"
 #include "models/gguf.h"
 #include "models/llama.h"
+#include "models/lora.h"
 
 /* Where the rope's per-frequency factors come from. */
 typedef enum colo_llama_rope_factors {
@@ -86,7 +87,29 @@ typedef struct {
     const void *post_ffn_norm;      /* (E) or NULL (traits' post_norms) */
     colo_dtype tq, tk, tv, to, tg, tu, td;
     bool swa;                       /* a sliding-window layer (traits' swa COLO_SWA_LAYERS) */
+    bool fused_qkv;                 /* wq, wk, wv are views into one attn_qkv */
 } colo_llama_layer;
+
+/* A layer's products an adapter may add to, in the order of the slot table. */
+enum { COLO_LORA_Q, COLO_LORA_K, COLO_LORA_V, COLO_LORA_O, COLO_LORA_GATE, COLO_LORA_UP, COLO_LORA_DOWN,
+       COLO_LORA_PRODUCTS };
+
+/* The model's adapters (models/lora.c), made on the first load. The slot
+ * table holds, for layer l, product p and slot i, entry
+ * (l * COLO_LORA_PRODUCTS + p) * COLO_LORA_SLOTS + i: views into the
+ * adapter's memory, or zeros where it does not adapt p. */
+typedef struct colo_llama_loras {
+    struct colo_lora_adapter *by_slot[COLO_LORA_SLOTS];
+    colo_lora_slot *h_table; /* host copy */
+    colo_lora_slot *table;   /* on the device */
+    int max_rank;            /* of the loaded adapters */
+    /* a step's rows: each token's slot (-1: none), and the ranks' scratch */
+    int32_t *h_row;          /* (cap_rows), malloc'd */
+    void *step_mem;          /* arena: d_row then tmp */
+    int32_t *d_row;          /* (cap_rows) */
+    float *tmp;              /* (cap_rows, cap_rank) */
+    int cap_rows, cap_rank;
+} colo_llama_loras;
 
 /* Shapes are in rows: (T, E) is T rows of E floats. T: tokens of a step,
  * L: its logits rows, B: its block table's entries (sequences x blocks). */
@@ -124,6 +147,8 @@ struct colo_llama {
     int32_t *d_table;                           /* (B) block table, (sequences, max_blocks) */
     int32_t *h_slot;                            /* (T) host copy of d_slot, malloc'd */
     int graph_failures; /* decode steps whose recording as a graph failed; at 3, no more graphs */
+    int n_layers_fused_qkv;  /* layers whose Q, K and V are one attn_qkv */
+    colo_llama_loras *lora;  /* NULL until an adapter is loaded */
 };
 
 /* An arena allocation of the model, freed with it (or by untrack). */
@@ -133,6 +158,9 @@ static inline colo_status colo_llama_track(colo_llama *m, size_t bytes, void **o
 }
 
 static inline void colo_llama_untrack(colo_llama *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
+
+/* lora.c: frees the adapters' host state (their memory goes with the model's). */
+void colo_llama_lora_fini(colo_llama *m);
 
 /* llama_hparams.c: every hyperparameter but the vocabulary (the
  * tokenizer's) from g; COLO_EFORMAT with a message naming the key. */

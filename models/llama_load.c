@@ -240,6 +240,8 @@ static void split_fused(colo_llama *m, const fused *fz)
             L->wk = (const char *)f->qkv + (size_t)Q * rb;
             L->wv = (const char *)f->qkv + (size_t)(Q + KV) * rb;
             L->tq = L->tk = L->tv = f->t_qkv;
+            L->fused_qkv = true;
+            m->n_layers_fused_qkv++;
             if (f->qkv_b)
                 L->bq = f->qkv_b, L->bk = (const float *)f->qkv_b + Q, L->bv = (const float *)f->qkv_b + Q + KV;
         }
@@ -413,6 +415,7 @@ void colo_llama_free(colo_llama *m)
     if (!m)
         return;
     colo_kv_cache_destroy(m->kv);
+    colo_llama_lora_fini(m);
     colo_alloc_set_clear(&m->allocs, m->arena);
     free(m->layers);
     free(m->h_slot);

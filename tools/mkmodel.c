@@ -484,3 +484,93 @@ out:
     colo_gguf_writer_free(w);
     return st;
 }
+
+/* ---- LoRA adapters -------------------------------------------------------------------- */
+
+/* One product's pair: lora_a (in, rank) and lora_b (rank, out). */
+static colo_status add_pair(colo_gguf_writer *w, fill_ctx *f, int l, const char *what, colo_dtype t, int r,
+                            int64_t in, int64_t out)
+{
+    char nm[96];
+    colo_status st;
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight.lora_a", l, what);
+    if ((st = add_tensor(w, f, nm, t, in, r, T_MATRIX)) != COLO_OK)
+        return st;
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight.lora_b", l, what);
+    return add_tensor(w, f, nm, t, r, out, T_MATRIX);
+}
+
+static colo_status add_lora_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c, const colo_mkmodel_lora *a,
+                                    fill_ctx *f)
+{
+    int hd = c->head_dim ? c->head_dim : c->n_embd / c->n_head, r = a->rank;
+    int64_t E = c->n_embd, Q = (int64_t)c->n_head * hd, KV = (int64_t)c->n_kv_head * hd, F = c->n_ff;
+    const colo_llama_arch_traits *tr = colo_llama_traits(c->arch);
+    colo_dtype t = a->type;
+    colo_status st = COLO_OK;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (tr->fused_qkv)
+            st = add_pair(w, f, l, "attn_qkv", t, r, E, Q + 2 * KV);
+        else if ((st = add_pair(w, f, l, "attn_q", t, r, E, Q)) == COLO_OK &&
+                 (st = add_pair(w, f, l, "attn_k", t, r, E, KV)) == COLO_OK)
+            st = add_pair(w, f, l, "attn_v", t, r, E, KV);
+        if (st == COLO_OK)
+            st = add_pair(w, f, l, "attn_output", t, r, Q, E);
+        if (st != COLO_OK)
+            return st;
+        if (a->attention_only)
+            continue;
+        if (tr->fused_up)
+            st = add_pair(w, f, l, "ffn_up", t, r, E, 2 * F);
+        else if ((st = add_pair(w, f, l, "ffn_gate", t, r, E, F)) == COLO_OK)
+            st = add_pair(w, f, l, "ffn_up", t, r, E, F);
+        if (st == COLO_OK)
+            st = add_pair(w, f, l, "ffn_down", t, r, F, E);
+        if (st != COLO_OK)
+            return st;
+    }
+    return st;
+}
+
+colo_status colo_mkmodel_write_lora(const char *path, const colo_mkmodel_config *base, const colo_mkmodel_lora *a,
+                                    char *err, size_t errlen)
+{
+    colo_status st = check_config(base, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    if (a->rank < 1 || a->rank > 256 || (a->type != COLO_F32 && a->type != COLO_F16)) {
+        colo_set_err(err, errlen, "an adapter's rank is 1 to 256 and its type f32 or f16");
+        return COLO_EINVAL;
+    }
+    colo_mkmodel_config c = *base;
+    c.seed = base->seed * 0x9E3779B1u + a->seed + 0x10A;
+    st = COLO_ENOMEM;
+    colo_gguf_writer *w = colo_gguf_writer_create();
+    fill_ctx *fc = calloc(1, sizeof *fc);
+    size_t n_t = 16 * (size_t)c.n_layer;
+    if (!w || !fc || !(fc->types = calloc(n_t, sizeof *fc->types)) ||
+        !(fc->row_len = calloc(n_t, sizeof *fc->row_len)) || !(fc->kind = calloc(n_t, sizeof *fc->kind)))
+        goto out;
+    fc->c = &c;
+    if (colo_gguf_writer_add_str(w, "general.architecture", colo_llama_traits(c.arch)->name) ||
+        colo_gguf_writer_add_str(w, "general.type", "adapter") ||
+        colo_gguf_writer_add_str(w, "general.name", "colo synthetic adapter") ||
+        colo_gguf_writer_add_str(w, "adapter.type", "lora") ||
+        colo_gguf_writer_add_f32(w, "adapter.lora.alpha", a->alpha > 0 ? a->alpha : a->rank / 2.0f) ||
+        add_lora_tensors(w, &c, a, fc) != COLO_OK)
+        goto out;
+    colo_progress_begin(&fc->progress, path, fc->total_bytes, PROGRESS_MIN_BYTES);
+    st = colo_gguf_writer_finish(w, path, fill, fc, err, errlen);
+    colo_progress_end(&fc->progress);
+out:
+    if (st == COLO_ENOMEM)
+        colo_set_err(err, errlen, "out of memory");
+    if (fc) {
+        free(fc->types);
+        free(fc->row_len);
+        free(fc->kind);
+    }
+    free(fc);
+    colo_gguf_writer_free(w);
+    return st;
+}

@@ -36,4 +36,22 @@ int colo_mkmodel_min_vocab(void);
 /* Writes path. COLO_EINVAL with a message for inconsistent shapes. */
 colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *cfg, char *err, size_t errlen);
 
+/* A LoRA adapter of a model colo_mkmodel_write makes (models/lora.h): the
+ * files llama.cpp's convert_lora_to_gguf writes, for every product of
+ * every layer (attn_q/k/v or the fused attn_qkv, attn_output, ffn_gate and
+ * ffn_up or the fused ffn_up, ffn_down; attention_only: the first four).
+ * A ~ N(0, 1/in), B ~ N(0, 1/rank), seeded. */
+typedef struct colo_mkmodel_lora {
+    int rank;
+    float alpha;          /* adapter.lora.alpha (0: rank / 2) */
+    colo_dtype type;      /* F32 or F16 */
+    uint64_t seed;
+    bool attention_only;
+} colo_mkmodel_lora;
+
+/* Writes an adapter of base's model to path. COLO_EINVAL with a message
+ * for inconsistent shapes or a rank out of range. */
+colo_status colo_mkmodel_write_lora(const char *path, const colo_mkmodel_config *base, const colo_mkmodel_lora *lora,
+                                    char *err, size_t errlen);
+
 #endif

@@ -15,6 +15,10 @@ static void usage(FILE *f)
                "                    [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k\n"
                "                            |q4_k_m|q5_k_m (default f16; _k_m: llama.cpp's mix)]\n"
                "                    [--llama3-rope (llama: Llama 3.1's rope_freqs)] [--swa N (gemma3, default 512)]\n"
+               "                    [--lora-rank R [--lora-alpha A] [--lora-seed S] [--lora-type f32|f16]\n"
+               "                     [--lora-attention-only]]\n"
+               "With --lora-rank, writes a LoRA adapter (rank R) of the model the other flags describe\n"
+               "instead of the model.\n"
                "Real shapes:\n"
                "  Llama 3.2 1B:   --layers 16 --dim 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --llama3-rope\n"
                "  DeepSeek-R1-Distill-Llama-8B: --layers 32 --dim 4096 --heads 32 --kv-heads 8 --ffn 14336\n"
@@ -46,7 +50,9 @@ int main(int argc, char **argv)
         {"kv-heads", 1, 0, 'k'}, {"ffn", 1, 0, 'f'},    {"vocab", 1, 0, 'v'},        {"ctx", 1, 0, 'c'},
         {"type", 1, 0, 't'},  {"seed", 1, 0, 's'},      {"arch", 1, 0, 'a'},         {"head-dim", 1, 0, 'D'},
         {"untied", 0, 0, 'u'}, {"llama3-rope", 0, 0, '3'}, {"swa", 1, 0, 'w'},       {"rope-base", 1, 0, 'b'},
-        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+        {"lora-rank", 1, 0, 'R'}, {"lora-alpha", 1, 0, 'A'}, {"lora-seed", 1, 0, 'S'}, {"lora-type", 1, 0, 'T'},
+        {"lora-attention-only", 0, 0, 'O'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+    colo_mkmodel_lora lora = {.type = COLO_F32, .seed = 1};
     int o, rc = 0;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -82,6 +88,24 @@ int main(int argc, char **argv)
             if (colo_mkmodel_type_parse(optarg, &c.type, &c.k_mix) != COLO_OK)
                 rc = -1;
             break;
+        case 'R': rc |= parse_int(optarg, &lora.rank); break;
+        case 'A': {
+            char *end;
+            lora.alpha = strtof(optarg, &end);
+            if (*end || !(lora.alpha >= 0))
+                rc = -1;
+            break;
+        }
+        case 'S': lora.seed = strtoull(optarg, NULL, 10); break;
+        case 'T':
+            if (!strcmp(optarg, "f32"))
+                lora.type = COLO_F32;
+            else if (!strcmp(optarg, "f16"))
+                lora.type = COLO_F16;
+            else
+                rc = -1;
+            break;
+        case 'O': lora.attention_only = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -92,7 +116,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[512];
-    colo_status st = colo_mkmodel_write(out, &c, err, sizeof err);
+    colo_status st = lora.rank ? colo_mkmodel_write_lora(out, &c, &lora, err, sizeof err)
+                               : colo_mkmodel_write(out, &c, err, sizeof err);
     if (st == COLO_EINVAL) {
         fprintf(stderr, "colo-mkmodel: %s\n", err);
         return 2;

@@ -85,4 +85,5 @@ const colo_ops colo_cpu_ops = {
     .mean_pool = colo_cpu_mean_pool,
     .l2norm = colo_cpu_l2norm,
     .linear_multi = colo_cpu_linear_multi,
+    .lora = colo_cpu_lora,
 };

@@ -229,4 +229,5 @@ extern "C" const colo_ops colo_cuda_ops = {
     /* mean_pool */ cuda_mean_pool,
     /* l2norm */ cuda_l2norm,
     /* linear_multi */ NULL, // the dispatcher runs linear per product
+    /* lora */ colo_cuda_lora,
 };

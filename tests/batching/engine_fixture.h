@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <string.h>
+
+#include "batching/engine.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
@@ -50,6 +53,54 @@ static int engine_fixture_close(void **state)
     colo_device_close(dev);
     unlink(model_path);
     return 0;
+}
+
+/* One sequence's outcome, as engine_on_done records it. */
+typedef struct engine_result {
+    int32_t toks[256];
+    float lps[256]; /* each token's log-probability, when asked for */
+    int n;
+    const char *finish;
+    colo_status status;
+    int n_preempted;
+    int done;
+} engine_result;
+
+/* colo_engine_callbacks.on_done with an engine_result as ud. */
+static inline void engine_on_done(void *ud, const colo_engine_outcome *o)
+{
+    engine_result *r = ud;
+    r->n = o->n_tokens < 256 ? o->n_tokens : 256;
+    memcpy(r->toks, o->tokens, (size_t)r->n * 4);
+    if (o->logprobs)
+        memcpy(r->lps, o->logprobs, (size_t)r->n * 4);
+    r->finish = o->finish_reason;
+    r->status = o->status;
+    r->n_preempted = o->n_preempted;
+    r->done++;
+}
+
+/* Steps e until nothing runs or waits (fails after 20000 steps). */
+static inline void engine_run_all(colo_engine *e)
+{
+    int n;
+    for (int guard = 0; guard < 20000; guard++) {
+        assert_int_equal(colo_engine_step(e, NULL, &n), COLO_OK);
+        if (!n && !colo_engine_n_running(e) && !colo_engine_n_waiting(e))
+            return;
+    }
+    fail_msg("engine did not finish");
+}
+
+/* Both finished once, OK, with the same tokens. */
+static inline void engine_assert_same(const engine_result *a, const engine_result *b)
+{
+    assert_int_equal(a->done, 1);
+    assert_int_equal(b->done, 1);
+    assert_int_equal(a->status, COLO_OK);
+    assert_int_equal(b->status, COLO_OK);
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->toks, b->toks, (size_t)a->n * 4);
 }
 
 #endif

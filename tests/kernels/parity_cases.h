@@ -857,9 +857,82 @@ static void test_dtype_facts(void **state)
     assert_false(colo_dtype_is_weight(COLO_I32));
 }
 
+/* ---- LoRA: segmented low-rank updates ------------------------------------------------ */
+
+/* m rows over three adapters of ranks 4, 16 and 64 (the last a slice of a
+ * wider B, as a fused product's): rows with slot -1, 3 (past n_slots) and
+ * a slot with no weights keep y; the others get y + scale B (A x) within
+ * 1e-5 * (sum |terms|). Strided x and y. Then each row's bits alone equal
+ * its bits in the batch. */
+static void test_lora(void **state)
+{
+    ctx_t *c = *state;
+    rng_seed_from_env();
+    enum { M = 13, K = 96, N = 80, XS = 100, YS = 88, MAXR = 64, NS = 4 };
+    static const int ranks[3] = {4, 16, 64};
+    static const float scales[3] = {0.5f, 1.0f, 0.125f};
+    float *x = malloc(M * XS * sizeof *x), *y0 = malloc(M * YS * sizeof *y0), *y = malloc(M * YS * sizeof *y);
+    float *a[3], *bt[3];
+    colo_lora_slot slots[NS] = {{0}};
+    for (int j = 0; j < 3; j++) {
+        int stride = j == 2 ? N + 24 : N;
+        a[j] = malloc((size_t)ranks[j] * K * sizeof *a[j]);
+        bt[j] = malloc((size_t)ranks[j] * stride * sizeof *bt[j]);
+        fill_normal(a[j], (int64_t)ranks[j] * K, 0.3f);
+        fill_normal(bt[j], (int64_t)ranks[j] * stride, 0.3f);
+        slots[j] = (colo_lora_slot){dput(c, a[j], (size_t)ranks[j] * K * 4),
+                                    (const float *)dput(c, bt[j], (size_t)ranks[j] * stride * 4) + (j == 2 ? 24 : 0),
+                                    ranks[j], stride, scales[j]};
+    }
+    /* slot 3: present but empty (an adapter that leaves this product alone) */
+    int32_t rs[M] = {0, 1, 2, -1, 2, 1, 0, 3, 7, 2, 0, -1, 1};
+    fill_normal(x, M * XS, 1.0f);
+    fill_normal(y0, M * YS, 1.0f);
+    double *ref = malloc(M * N * sizeof *ref), *bound = malloc(M * N * sizeof *bound);
+    for (int i = 0; i < M; i++)
+        for (int o = 0; o < N; o++) {
+            int sl = rs[i];
+            double v = y0[i * YS + o], mag = fabs(v);
+            if (sl >= 0 && sl < 3) {
+                int stride = sl == 2 ? N + 24 : N, off = sl == 2 ? 24 : 0;
+                for (int r = 0; r < ranks[sl]; r++) {
+                    double t = 0, tm = 0;
+                    for (int j = 0; j < K; j++)
+                        t += (double)a[sl][r * K + j] * x[i * XS + j], tm += fabs((double)a[sl][r * K + j] * x[i * XS + j]);
+                    double w = bt[sl][r * stride + off + o] * scales[sl];
+                    v += t * w, mag += tm * fabs(w);
+                }
+            }
+            ref[i * N + o] = v, bound[i * N + o] = 1e-5 * mag + 1e-6;
+        }
+    float *dx = dput(c, x, M * XS * 4), *dy = dput(c, y0, M * YS * 4), *tmp = dalloc(c, M * MAXR * 4);
+    int32_t *drs = dput(c, rs, sizeof rs);
+    colo_lora_slot *ds = dput(c, slots, sizeof slots);
+    assert_int_equal(colo_op_lora(c->s, dx, XS, M, K, dy, YS, N, drs, ds, NS, tmp, MAXR), COLO_OK);
+    dget(c, y, dy, M * YS * 4);
+    float *packed = malloc(M * N * sizeof *packed);
+    for (int i = 0; i < M; i++) {
+        memcpy(packed + i * N, y + i * YS, N * sizeof *packed);
+        for (int o = N; o < YS; o++) /* past n: untouched */
+            assert_memory_equal(&y[i * YS + o], &y0[i * YS + o], sizeof *y);
+    }
+    check_close("lora", packed, ref, bound, M * N);
+    /* one row at a time: the same bits */
+    for (int i = 0; i < M; i++) {
+        float *d1 = dput(c, y0 + i * YS, YS * 4), one[YS];
+        assert_int_equal(colo_op_lora(c->s, dx + i * XS, XS, 1, K, d1, YS, N, drs + i, ds, NS, tmp, MAXR), COLO_OK);
+        dget(c, one, d1, YS * 4);
+        assert_memory_equal(one, y + i * YS, N * sizeof *one);
+    }
+    for (int j = 0; j < 3; j++)
+        free(a[j]), free(bt[j]);
+    free(x), free(y0), free(y), free(ref), free(bound), free(packed);
+    dfree_all(c);
+}
+
 #define PARITY_TESTS                                                                                            \
     cmocka_unit_test(test_dtype_facts), cmocka_unit_test(test_dispatch_validation),                             \
         cmocka_unit_test(test_linear_all_types), cmocka_unit_test(test_gemm),                                   \
         cmocka_unit_test(test_dequantize_and_get_rows), cmocka_unit_test(test_row_ops),                         \
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rope), cmocka_unit_test(test_attention),      \
-        cmocka_unit_test(test_encoder_ops), cmocka_unit_test(test_kv_store_quantized)
+        cmocka_unit_test(test_encoder_ops), cmocka_unit_test(test_kv_store_quantized), cmocka_unit_test(test_lora)

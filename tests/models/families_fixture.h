@@ -18,12 +18,15 @@
 #include <string.h>
 
 #include "models/llama.h"
+#include "models/lora.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
 typedef struct family_case {
     const char *file;     /* the reference's path */
     colo_mkmodel_config c;
+    bool has_lora;        /* a LoRA adapter of the model ran too (tests/data/lora) */
+    colo_mkmodel_lora lora;
     int n_prompt, n_steps, n_vocab;
     int32_t *prompt;      /* (n_prompt) */
     int32_t *ref_tok;     /* (n_steps) llama.cpp's greedy token at each step */
@@ -72,6 +75,26 @@ static void family_parse_flags(json_t *flags, colo_mkmodel_config *c)
     }
 }
 
+/* The colo-mkmodel flags of the reference's adapter (--lora-*). */
+static void family_parse_lora(json_t *flags, colo_mkmodel_lora *a)
+{
+    *a = (colo_mkmodel_lora){.type = COLO_F32, .seed = 1};
+    size_t n = json_array_size(flags);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const char *f = json_string_value(json_array_get(flags, i)), *v = json_string_value(json_array_get(flags, i + 1));
+        assert_true(f && v);
+        if (!strcmp(f, "--lora-rank"))
+            a->rank = atoi(v);
+        else if (!strcmp(f, "--lora-seed"))
+            a->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(f, "--lora-alpha"))
+            a->alpha = strtof(v, NULL);
+        else
+            fail_msg("unknown colo-mkmodel flag %s in the reference", f);
+    }
+    assert_true(n % 2 == 0 && a->rank > 0);
+}
+
 /* Reads the reference file into fc (free with family_case_free). */
 static void family_case_load(const char *file, family_case *fc)
 {
@@ -82,6 +105,8 @@ static void family_case_load(const char *file, family_case *fc)
         fail_msg("%s:%d: %s", file, je.line, je.text);
     fc->file = file;
     family_parse_flags(json_object_get(j, "mkmodel"), &fc->c);
+    if ((fc->has_lora = json_object_get(j, "lora") != NULL))
+        family_parse_lora(json_object_get(j, "lora"), &fc->lora);
     json_t *prompt = json_object_get(j, "prompt"), *steps = json_object_get(j, "steps");
     fc->n_prompt = (int)json_array_size(prompt);
     fc->n_steps = (int)json_array_size(steps);
@@ -113,14 +138,14 @@ static void family_case_free(family_case *fc)
     free(fc->ref_logits);
 }
 
-/* Writes fc's model to model_path, runs it on dev with a KV cache of kv
- * (llama.cpp's references used F16) and puts colo's logits of every step
- * into out (n_steps, n_vocab). */
-static void family_run(colo_device *dev, const char *model_path, const family_case *fc, colo_dtype kv, float *out)
+/* Runs the model in model_path (fc's, or another file of fc's shape) on
+ * dev with a KV cache of kv (llama.cpp's references used F16), with fc's
+ * adapter when it has one (written to adapter_path), and puts colo's
+ * logits of every step into out (n_steps, n_vocab). */
+static void family_run_file(colo_device *dev, const char *model_path, const char *adapter_path,
+                            const family_case *fc, colo_dtype kv, float *out)
 {
     char err[512];
-    if (colo_mkmodel_write(model_path, &fc->c, err, sizeof err) != COLO_OK)
-        fail_msg("%s: mkmodel: %s", fc->file, err);
     colo_arena *arena = colo_arena_create_bytes(dev, "family", 256 << 20, err, sizeof err);
     if (!arena)
         fail_msg("%s: arena: %s", fc->file, err);
@@ -130,6 +155,15 @@ static void family_run(colo_device *dev, const char *model_path, const family_ca
     colo_llama *m = colo_llama_load(model_path, arena, s, err, sizeof err);
     if (!m)
         fail_msg("%s: load: %s", fc->file, err);
+    int32_t adapter = -1;
+    if (fc->has_lora) {
+        if (colo_mkmodel_write_lora(adapter_path, &fc->c, &fc->lora, err, sizeof err) != COLO_OK)
+            fail_msg("%s: mkmodel: %s", fc->file, err);
+        int slot;
+        if (colo_llama_lora_load(m, s, adapter_path, 1.0f, &slot, err, sizeof err) != COLO_OK)
+            fail_msg("%s: adapter: %s", fc->file, err);
+        adapter = slot;
+    }
     enum { BS = 16 };
     int ctx = fc->c.n_ctx, max_blocks = ctx / BS;
     if (colo_llama_kv_init(m, max_blocks, BS, kv, err, sizeof err) != COLO_OK)
@@ -147,7 +181,7 @@ static void family_run(colo_device *dev, const char *model_path, const family_ca
     for (int st = 0; st < ns; st++) {
         int32_t last = n - 1 - at;
         colo_llama_batch b = {.n_tokens = n - at, .tokens = tok + at, .pos = pos + at, .seq = seq + at, .n_seqs = 1,
-                              .max_blocks = max_blocks, .block_table = table, .n_logits = 1, .logit_rows = &last};
+                              .max_blocks = max_blocks, .block_table = table, .n_logits = 1, .logit_rows = &last, .seq_adapter = &adapter};
         colo_status rc = colo_llama_forward(m, s, &b, out + (size_t)st * V, NULL);
         if (rc != COLO_OK)
             fail_msg("%s: step %d: forward: %s", fc->file, st, colo_status_str(rc));
@@ -158,6 +192,17 @@ static void family_run(colo_device *dev, const char *model_path, const family_ca
     assert_int_equal(colo_arena_used(arena), 0);
     colo_stream_destroy(s);
     colo_arena_destroy(arena);
+}
+
+/* Writes fc's model to model_path (and its adapter beside it) and runs it
+ * (family_run_file). */
+static void family_run(colo_device *dev, const char *model_path, const family_case *fc, colo_dtype kv, float *out)
+{
+    char err[512], adapter[600];
+    if (colo_mkmodel_write(model_path, &fc->c, err, sizeof err) != COLO_OK)
+        fail_msg("%s: mkmodel: %s", fc->file, err);
+    snprintf(adapter, sizeof adapter, "%s.lora.gguf", model_path);
+    family_run_file(dev, model_path, adapter, fc, kv, out);
 }
 
 /* Largest |a - b| over n floats; a non-finite value counts as infinite. */
@@ -195,12 +240,13 @@ static double family_tolerance(colo_dtype t)
     return t == COLO_F32 ? 0.01 : t == COLO_F16 || t == COLO_BF16 ? 0.05 : 0.25;
 }
 
-/* Calls run(file, name) for every reference in tests/data/families (file:
- * its path, name: its file name); fails unless every architecture has one. */
-static void family_each(void (*run)(const char *file, const char *name))
+/* Calls run(file, name) for every reference in tests/data/<sub>
+ * (families, or lora: the same with an adapter) (file: its path, name: its
+ * file name); fails unless every architecture has one. */
+static void family_each_in(const char *sub, void (*run)(const char *file, const char *name))
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/data/families", COLO_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/tests/data/%s", COLO_SOURCE_DIR, sub);
     DIR *d = opendir(dir);
     assert_non_null(d);
     struct dirent *e;
@@ -226,5 +272,7 @@ static void family_each(void (*run)(const char *file, const char *name))
             fail_msg("no reference for %s", colo_llama_arch_name((colo_llama_arch)a));
     assert_true(n >= 5);
 }
+
+static inline void family_each(void (*run)(const char *file, const char *name)) { family_each_in("families", run); }
 
 #endif
