@@ -96,8 +96,18 @@ static void miss(colo_admission_verdict *v, const char *what, double est_ms, dou
              what, est_ms, target_ms, ahead, b, t_ms);
 }
 
+static void check_sla(colo_admission *a, const colo_sla_cfg *s, int ahead, int prompt_tokens, int max_tokens,
+                      colo_admission_verdict *v);
+
 void colo_admission_check(colo_admission *a, int ahead, int prompt_tokens, int max_tokens,
                           colo_admission_verdict *v)
+{
+    check_sla(a, &a->sla, ahead, prompt_tokens, max_tokens, v);
+}
+
+/* The check against SLA s (the model's, or a request's own). */
+static void check_sla(colo_admission *a, const colo_sla_cfg *s, int ahead, int prompt_tokens, int max_tokens,
+                      colo_admission_verdict *v)
 {
     memset(v, 0, sizeof *v);
     v->fits = true;
@@ -119,7 +129,6 @@ void colo_admission_check(colo_admission *a, int ahead, int prompt_tokens, int m
     v->ttft_ms = waves * (double)max_tokens * t_full + prefill_steps * t;
     v->tpot_ms = t;
     v->e2e_ms = v->ttft_ms + (max_tokens - 1) * t;
-    const colo_sla_cfg *s = &a->sla;
     if (s->ttft_ms > 0 && v->ttft_ms > s->ttft_ms)
         miss(v, "time-to-first-token", v->ttft_ms, s->ttft_ms, ahead, b, t);
     if (s->tpot_ms > 0 && v->tpot_ms > s->tpot_ms)
@@ -131,16 +140,17 @@ void colo_admission_check(colo_admission *a, int ahead, int prompt_tokens, int m
 bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead)
 {
     memset(&r->slo, 0, sizeof r->slo);
-    if (!a || r->task != COLO_TASK_GENERATE || !(a->sla.ttft_ms > 0 || a->sla.tpot_ms > 0 || a->sla.p99_ms > 0))
+    const colo_sla_cfg *s = r->sla ? r->sla : a ? &a->sla : NULL; /* an adapter's own, else the model's */
+    if (!a || r->task != COLO_TASK_GENERATE || !(s->ttft_ms > 0 || s->tpot_ms > 0 || s->p99_ms > 0))
         return true;
     colo_admission_verdict v;
-    colo_admission_check(a, ahead, r->tok.n, r->params.max_tokens, &v);
+    check_sla(a, s, ahead, r->tok.n, r->params.max_tokens, &v);
     if (v.fits)
         return true;
     const char *why = colo_pool_strndup(r->pool, v.reason, strlen(v.reason));
     r->slo.reason = why ? why : "the request cannot meet its SLA";
     r->slo.retry_after_s = v.retry_after_s;
-    if (a->sla.reject_late) {
+    if (s->reject_late) {
         r->slo.refused = true;
         return false;
     }
@@ -158,13 +168,14 @@ void colo_admission_on_token(colo_request *r, uint64_t now_ns)
     r->slo.last_token_ns = now_ns;
 }
 
-uint64_t colo_admission_next_deadline(const colo_sla_cfg *sla, colo_request *const *live, int n)
+uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_request *const *live, int n)
 {
     uint64_t best = 0;
     for (int i = 0; i < n; i++) {
         const colo_request *r = live[i];
         if (r->slo.best_effort)
             continue;
+        const colo_sla_cfg *sla = r->sla ? r->sla : model_sla;
         uint64_t d = 0;
         if (!r->slo.last_token_ns && sla->ttft_ms > 0)
             d = r->submit_ns + (uint64_t)(sla->ttft_ms * 1e6);

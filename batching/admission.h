@@ -63,7 +63,8 @@ double colo_admission_step_ms(colo_admission *a, int batch);
 void colo_admission_check(colo_admission *a, int ahead, int prompt_tokens, int max_tokens,
                           colo_admission_verdict *v);
 
-/* Admission of r (generative, tokenized): fills r->slo. Returns false when
+/* Admission of r (generative, tokenized) against its own SLA (r->sla: a
+ * LoRA adapter's) or else the model's: fills r->slo. Returns false when
  * r must be refused (infeasible and on_overload: reject); r->slo.reason
  * (in r's pool) and r->slo.retry_after_s say why and when to retry. */
 bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead);
@@ -72,8 +73,9 @@ bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead);
 void colo_admission_on_token(colo_request *r, uint64_t now_ns);
 
 /* The earliest deadline (monotonic ns) among live requests that are not
- * best-effort; 0 when none has one. */
-uint64_t colo_admission_next_deadline(const colo_sla_cfg *sla, colo_request *const *live, int n);
+ * best-effort, each by its own SLA (r->sla) or else model_sla; 0 when none
+ * has one. */
+uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_request *const *live, int n);
 
 /* Which objectives r met, once it ended (r->out filled): bit 0 ttft, 1
  * tpot, 2 e2e, for the objectives the SLA sets (*set, same bits). A

@@ -65,6 +65,7 @@ typedef struct colo_kind_info {
     uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
     uint64_t tokens_by_kind[3]; /* tokens computed in them */
     uint64_t plan_ns, forward_ns, sample_ns;
+    size_t adapter_bytes;       /* LoRA adapters in the arena */
 } colo_kind_info;
 
 /* The executor's side of a running request: the kind reports tokens and
@@ -126,6 +127,16 @@ typedef struct colo_model_kind {
     /* Drops what can be rebuilt (KV cache) and moves weights off the device. */
     colo_status (*sleep)(void *inst, char *err, size_t errlen);
     colo_status (*wake)(void *inst, char *err, size_t errlen);
+    /* ---- LoRA adapters (models/lora.h), optional (NULL: the kind takes none) ----
+     * load loads mc->adapters into slots 0..n_adapters-1 itself; these add
+     * and remove others at run time (executor thread, between steps; a
+     * sleeping model loads them as it wakes). adapter_add: COLO_EFORMAT /
+     * COLO_EIO naming the file and tensor, COLO_ENOMEM when the arena
+     * cannot hold it (the message names adapter_memory_bytes). */
+    colo_status (*adapter_add)(void *inst, const char *path, float scale, int *slot, char *err, size_t errlen);
+    void (*adapter_remove)(void *inst, int slot); /* no running request may use it */
+    /* Its rank and bytes in the arena (0 while the model sleeps). */
+    void (*adapter_info)(void *inst, int slot, int *rank, size_t *bytes);
 } colo_model_kind;
 
 /* The kind named name ("llama", "bert"), or NULL. */

@@ -6,6 +6,7 @@
 #include "models/json_schema.h"
 #include "models/tools.h"
 #include "models/llama.h"
+#include "models/lora.h"
 
 _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
                    offsetof(colo_req_logit_bias, bias) == offsetof(colo_sampler_bias, bias),
@@ -34,6 +35,13 @@ typedef struct llama_kind {
     int block_size;
     size_t block_bytes;
     size_t act_bytes;
+    /* LoRA adapters by slot (models/lora.h): loaded with the weights, and
+     * again when the model wakes */
+    struct {
+        bool on;
+        float scale;
+        char path[1024];
+    } lora[COLO_LORA_SLOTS];
 } llama_kind;
 
 typedef struct llama_job llama_job;
@@ -128,7 +136,20 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     int seq = mc->max_seq_len > 0 && mc->max_seq_len < hp->n_ctx ? mc->max_seq_len : hp->n_ctx;
     int max_blocks = (seq + bs - 1) / bs;
     int r = max_running_of(mc), t = step_tokens_of(mc);
-    *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes,
+    /* the config's adapters, checked against the model, and the room for
+     * those added at run time: with the weights */
+    size_t adapters = mc->adapter_memory_bytes;
+    for (int i = 0; i < mc->n_adapters; i++) {
+        colo_lora_info li;
+        char e[512];
+        colo_status ast = colo_lora_check(mc->path, mc->adapters[i].path, &li, e, sizeof e);
+        if (ast != COLO_OK) {
+            colo_set_err(err, errlen, "adapter %s: %s", mc->adapters[i].name, e);
+            return ast;
+        }
+        adapters += li.bytes;
+    }
+    *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes + adapters,
                               .act_bytes = colo_llama_act_bytes(hp, t, r, r * max_blocks),
                               .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
                               .overhead_bytes = (size_t)mem.n_tensors * 256 + 64 * 256,
@@ -147,6 +168,15 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     colo_stream *s = k->s;
     if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
         return COLO_ENOMEM;
+    for (int i = 0; i < COLO_LORA_SLOTS; i++) {
+        colo_status st;
+        if (k->lora[i].on &&
+            (st = colo_llama_lora_load_in(k->m, s, k->lora[i].path, k->lora[i].scale, i, err, errlen)) != COLO_OK) {
+            colo_llama_free(k->m);
+            k->m = NULL;
+            return st;
+        }
+    }
     colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
@@ -154,7 +184,19 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
-    if (!(k->eng = colo_engine_create(k->m, s, &gc, err, errlen))) {
+    /* room kept for adapters added at run time: the KV cache takes the rest */
+    void *keep = NULL;
+    if (mc->adapter_memory_bytes && colo_arena_alloc(arena, mc->adapter_memory_bytes, 256, &keep) != COLO_OK) {
+        colo_set_err(err, errlen, "adapter_memory_bytes (%zu) does not fit in the model's memory",
+                     (size_t)mc->adapter_memory_bytes);
+        colo_llama_free(k->m);
+        k->m = NULL;
+        return COLO_ENOMEM;
+    }
+    k->eng = colo_engine_create(k->m, s, &gc, err, errlen);
+    if (keep)
+        colo_arena_free(arena, keep);
+    if (!k->eng) {
         colo_llama_free(k->m);
         k->m = NULL;
         return COLO_ENOMEM;
@@ -166,7 +208,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     colo_arena_get_stats(arena, &after);
     /* An elastic arena charges KV blocks as they are used, not at creation. */
     size_t kv = colo_arena_is_elastic(arena) ? 0 : (size_t)colo_engine_kv_blocks(k->eng) * k->block_bytes;
-    size_t grown = after.used_bytes - before.used_bytes;
+    size_t grown = after.used_bytes - before.used_bytes; /* (keep is back already) */
     k->act_bytes = grown > kv ? grown - kv : 0;
     k->n_vocab = hp->n_vocab;
     return COLO_OK;
@@ -200,6 +242,11 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     if (colo_chat_template_init(&k->chat, k->tok, mc->chat_template, msg, sizeof msg) != COLO_OK) {
         colo_set_err(err, errlen, "%s", msg);
         goto fail;
+    }
+    for (int i = 0; i < mc->n_adapters; i++) {
+        k->lora[i].on = true;
+        k->lora[i].scale = (float)mc->adapters[i].scale;
+        snprintf(k->lora[i].path, sizeof k->lora[i].path, "%s", mc->adapters[i].path);
     }
     if (bring_up(k, err, errlen) != COLO_OK)
         goto fail;
@@ -555,6 +602,7 @@ static void info(void *inst, colo_kind_info *out)
     out->prefix_hit_tokens += pi.hit_tokens;
     out->prefix_cached_bytes = (size_t)pi.cached_blocks * k->block_bytes;
     out->weight_bytes = colo_llama_weight_bytes(k->m);
+    out->adapter_bytes = colo_llama_lora_bytes(k->m);
     out->act_bytes = k->act_bytes;
     out->kv_blocks = colo_engine_kv_blocks(k->eng);
     out->kv_free_blocks = colo_engine_kv_free_blocks(k->eng);
@@ -788,7 +836,9 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                                     /* the same layout: {int32 token, float bias} */
                                     .bias = (const colo_sampler_bias *)r->params.logit_bias,
                                     .n_bias = r->params.n_logit_bias},
-                          .priority = r->who.priority};
+                          .priority = r->who.priority,
+                          .has_adapter = r->adapter_index > 0,
+                          .adapter_slot = r->adapter_slot};
     for (int i = 0; i < gp.n_stop; i++)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)
@@ -889,6 +939,57 @@ static colo_status detokenize(void *inst, const int32_t *ids, int n, colo_pool *
     return COLO_OK;
 }
 
+/* ---- LoRA adapters ------------------------------------------------------------------ */
+
+static colo_status adapter_add(void *inst, const char *path, float scale, int *slot, char *err, size_t errlen)
+{
+    llama_kind *k = inst;
+    int sl = -1;
+    for (int i = 0; i < COLO_LORA_SLOTS && sl < 0; i++)
+        if (!k->lora[i].on)
+            sl = i;
+    if (sl < 0) {
+        colo_set_err(err, errlen, "the model holds %d adapters already", COLO_LORA_SLOTS);
+        return COLO_ENOMEM;
+    }
+    if (strlen(path) >= sizeof k->lora[sl].path) {
+        colo_set_err(err, errlen, "the adapter's path is too long");
+        return COLO_EINVAL;
+    }
+    if (k->m) {
+        colo_status st = colo_llama_lora_load_in(k->m, k->s, path, scale, sl, err, errlen);
+        if (st == COLO_ENOMEM)
+            colo_set_err(err + strlen(err), errlen > strlen(err) ? errlen - strlen(err) : 0,
+                         " (adapter_memory_bytes keeps room for adapters added at run time)");
+        if (st != COLO_OK)
+            return st;
+    }
+    k->lora[sl].on = true;
+    k->lora[sl].scale = scale;
+    snprintf(k->lora[sl].path, sizeof k->lora[sl].path, "%s", path);
+    *slot = sl;
+    return COLO_OK;
+}
+
+static void adapter_remove(void *inst, int slot)
+{
+    llama_kind *k = inst;
+    if (slot < 0 || slot >= COLO_LORA_SLOTS || !k->lora[slot].on)
+        return;
+    if (k->m)
+        colo_llama_lora_unload(k->m, k->s, slot);
+    k->lora[slot].on = false;
+}
+
+static void adapter_info(void *inst, int slot, int *rank, size_t *bytes)
+{
+    llama_kind *k = inst;
+    colo_lora_info li;
+    bool on = k->m && colo_llama_lora_get(k->m, slot, &li) == COLO_OK;
+    *rank = on ? li.rank : 0;
+    *bytes = on ? li.bytes : 0;
+}
+
 const colo_model_kind colo_kind_llama = {
     .name = "llama",
     .task = COLO_TASK_GENERATE,
@@ -905,4 +1006,7 @@ const colo_model_kind colo_kind_llama = {
     .run_batch = NULL,
     .sleep = kind_sleep,
     .wake = kind_wake,
+    .adapter_add = adapter_add,
+    .adapter_remove = adapter_remove,
+    .adapter_info = adapter_info,
 };

@@ -41,6 +41,20 @@ typedef struct colo_sla_cfg {
 } colo_sla_cfg;
 
 #define COLO_CFG_MAX_ALIASES 8
+#define COLO_CFG_MAX_ADAPTERS 16
+
+/* A LoRA adapter of a llama model (models/lora.h), served under its own
+ * name with its own priority, SLA and tenants' allow-lists. */
+typedef struct colo_adapter_cfg {
+    char name[64];          /* the model name rules; unique among every model and adapter */
+    char path[1024];        /* resolved GGUF adapter file */
+    double scale;           /* LoRA scale (default 1) */
+    colo_priority priority; /* default: the base model's */
+    bool has_priority;
+    colo_sla_cfg sla;       /* default: the base model's */
+    bool has_sla;
+    colo_cfg_mark mark;
+} colo_adapter_cfg;
 
 typedef struct colo_model_cfg {
     char name[64];           /* [A-Za-z0-9][A-Za-z0-9._:/-]*, unique */
@@ -72,8 +86,20 @@ typedef struct colo_model_cfg {
                               * colo_stream_config.exact_activations); false (the default): 8-bit digits */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
+    colo_adapter_cfg adapters[COLO_CFG_MAX_ADAPTERS]; /* llama: LoRA adapters served on this base */
+    int n_adapters;
+    uint64_t adapter_memory_bytes; /* arena room kept (from the KV cache) for adapters added at run time */
     colo_cfg_mark mark;      /* where the model's entry starts */
 } colo_model_cfg;
+
+/* The adapter of m named name, or NULL. */
+static inline const colo_adapter_cfg *colo_model_cfg_adapter(const colo_model_cfg *m, const char *name)
+{
+    for (int i = 0; i < m->n_adapters; i++)
+        if (!strcmp(m->adapters[i].name, name))
+            return &m->adapters[i];
+    return NULL;
+}
 
 /* Whether m answers to name: its name or one of its aliases. */
 static inline bool colo_model_cfg_named(const colo_model_cfg *m, const char *name)

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batching/model_cfg.h"
 #include "batching/queue.h"
 #include "runtime/backend.h"
 #include "runtime/pool.h"
@@ -231,6 +232,11 @@ struct colo_request {
     colo_req_outcome out;
     colo_req_callbacks cb;
     void *front;            /* the front end's per-request context (from the pool) */
+    /* A LoRA adapter of the model to run, by name (batching/served.h;
+     * NULL: the model itself), and the SLA its deadlines follow (NULL: the
+     * model's; set by the served model for an adapter with its own). */
+    const char *adapter;
+    const colo_sla_cfg *sla;
     /* The logprobs of the token cb.on_token is called with, when asked for
      * (NULL otherwise); valid during that call. */
     const colo_req_token_logprobs *token_logprobs;
@@ -252,6 +258,8 @@ struct colo_request {
     double share_w;                /* its tokens in that step */
     struct colo_request *prep_next; /* waiting to be tokenized off the caller's thread */
     colo_req_slo slo;               /* set at admission, read by the front end after on_done */
+    int adapter_index;              /* 1 + its adapter's entry in the model (0: none) */
+    int adapter_slot;               /* the adapter's slot in the model's kind */
 };
 
 /* A zeroed request with its own pool (params at their defaults:

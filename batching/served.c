@@ -120,7 +120,7 @@ colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env 
     char e[512] = "";
     if (!(m->kind = kind_of(mc, e, sizeof e)) ||
         !(m->q = colo_queue_create(mc->batching.max_queue > 0 ? mc->batching.max_queue : 256)) ||
-        !(m->adm = colo_admission_create(mc))) {
+        !(m->adm = colo_admission_create(mc)) || colo_served_adapters_create(m) != COLO_OK) {
         colo_set_err(err, errlen, "model %s: %s", mc->name, e[0] ? e : "out of memory");
         colo_served_free(m);
         return NULL;
@@ -191,6 +191,7 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
     m->info = in;
     pthread_mutex_unlock(&m->info_mu);
     m->load_ms = ms_between(t0, colo_now_ns());
+    colo_served_adapters_loaded(m);
     return COLO_OK;
 
 fail:
@@ -241,7 +242,7 @@ colo_served *colo_served_load(const colo_model_cfg *mc, const colo_served_env *e
 
 void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg)
 {
-    (void)m;
+    colo_served_adapter_release(m, r);
     uint64_t now = colo_now_ns();
     r->out.status = st;
     r->out.error = msg;
@@ -267,6 +268,7 @@ static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_
     o->decode_ms = first_token_ns ? ms_between(first_token_ns, done_ns) : 0;
     o->total_ms = ms_between(r->submit_ns, done_ns);
     o->ttft_ms = first_token_ns ? ms_between(r->submit_ns, first_token_ns) : 0;
+    colo_served_adapter_release(m, r);
     r->cb.on_done(r);
 }
 
@@ -439,6 +441,7 @@ void colo_served_free(colo_served *m)
     pthread_cond_destroy(&m->prep_cv);
     free(m->live);
     colo_admission_free(m->adm);
+    colo_served_adapters_free(m);
     free(m);
 }
 
@@ -543,6 +546,9 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }
+    colo_status ast = colo_served_adapter_acquire(m, r, err, errlen);
+    if (ast != COLO_OK)
+        return ast;
     r->submit_ns = colo_now_ns();
     atomic_store(&m->last_used_ns, r->submit_ns);
     atomic_store(&r->canceled, 0);
@@ -561,17 +567,17 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         }
         pthread_mutex_unlock(&m->prep_mu);
         if (stopping) {
+            colo_served_adapter_release(m, r);
             colo_set_err(err, errlen, "model %s is stopping", m->cfg.name);
             return COLO_ECANCELED;
         }
         return COLO_OK;
     }
     colo_status st = m->kind->tokenize(m->inst, r, err, errlen);
-    if (st != COLO_OK)
-        return st;
-    st = enqueue(m, r);
-    if (st != COLO_OK)
+    if (st == COLO_OK && (st = enqueue(m, r)) != COLO_OK)
         colo_set_err(err, errlen, "model %s: %s", m->cfg.name, r->slo.refused ? r->slo.reason : enqueue_error(st));
+    if (st != COLO_OK)
+        colo_served_adapter_release(m, r);
     return st;
 }
 
@@ -658,6 +664,8 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->prefix_queries = in.prefix_queries;
     out->prefix_hit_tokens = in.prefix_hit_tokens;
     out->prefix_cached_bytes = in.prefix_cached_bytes;
+    out->adapter_bytes = in.adapter_bytes;
+    out->n_adapters = m->adapters ? (int)colo_served_adapters_count(m) : 0;
     out->load_ms = m->load_ms;
     out->steps = m->steps;
     for (int i = 0; i < 3; i++)

@@ -171,6 +171,61 @@ colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, siz
 colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
                                    size_t *len, char *err, size_t errlen);
 
+/* ---- LoRA adapters (a llama model's; models/lora.h) ---------------------------------
+ * An adapter is served under its own name: a request names it in
+ * r->adapter and runs on this model's weights with the adapter's low-rank
+ * updates, in the same steps as the model's other requests, with the
+ * adapter's priority (the front end's) and SLA (r->sla). The adapters of
+ * the config are loaded with the model; others are added and removed at
+ * run time: the executor loads an added one between steps (LOADING, then
+ * READY or FAILED), and a removed one refuses new requests while those it
+ * runs finish (UNLOADING), then frees its memory. */
+#define COLO_SERVED_MAX_ADAPTERS 64
+
+typedef enum colo_adapter_state {
+    COLO_ADAPTER_LOADING = 1,
+    COLO_ADAPTER_READY = 2,
+    COLO_ADAPTER_FAILED = 3,
+    COLO_ADAPTER_UNLOADING = 4,
+} colo_adapter_state;
+
+const char *colo_adapter_state_name(colo_adapter_state s);
+
+typedef struct colo_served_adapter_info {
+    colo_adapter_cfg cfg;
+    colo_adapter_state state;
+    char error[256];   /* why it failed */
+    int rank;          /* 0 until loaded */
+    size_t bytes;      /* in the model's arena (while it is awake) */
+    int running;       /* requests submitted and not answered */
+    uint64_t requests; /* submitted since it was added */
+    double load_ms;
+} colo_served_adapter_info;
+
+/* Any thread. COLO_EUNSUPPORTED for a kind without adapters, COLO_EINVAL
+ * for a name another adapter of the model holds, COLO_ENOMEM when
+ * COLO_SERVED_MAX_ADAPTERS are listed, COLO_ECANCELED when the model is not
+ * serving; with a message. The file is read by the executor: its problems
+ * show as the adapter's FAILED state and error. */
+colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen);
+/* Checks a's file against base's model from the files alone (any thread):
+ * COLO_EFORMAT naming the file and the key or tensor that does not fit,
+ * COLO_EIO when one cannot be read, COLO_EUNSUPPORTED for a kind that
+ * takes no adapters. */
+colo_status colo_served_adapter_check(const colo_model_cfg *base, const colo_adapter_cfg *a, char *err,
+                                      size_t errlen);
+/* Any thread. COLO_EINVAL when no adapter of that name is listed. */
+colo_status colo_served_adapter_remove(colo_served *m, const char *name, char *err, size_t errlen);
+/* Applies a's priority and SLA to the listed adapter of its name (a
+ * reload that changes only those). False when there is none. */
+bool colo_served_adapter_update(colo_served *m, const colo_adapter_cfg *a);
+/* The listed adapter named name (the one not unloading, if two), into out
+ * (may be NULL); false when there is none. Any thread. */
+bool colo_served_adapter_get(colo_served *m, const char *name, colo_served_adapter_info *out);
+/* Up to max listed adapters into out, in the order they were added;
+ * returns how many. Any thread. */
+int colo_served_adapter_list(colo_served *m, colo_served_adapter_info *out, int max);
+
 typedef struct colo_served_info {
     const char *name;
     const char *kind;          /* the kind's name ("llama", "bert") */
@@ -209,6 +264,8 @@ typedef struct colo_served_info {
     uint64_t tokens_by_kind[3];
     uint64_t plan_ns, forward_ns, sample_ns;
     colo_stream_stats stream;   /* the model's stream: ops, chunks, worker time, sync waits */
+    size_t adapter_bytes;       /* of mem.used: LoRA adapters */
+    int n_adapters;             /* listed */
 } colo_served_info;
 
 void colo_served_get_info(colo_served *m, colo_served_info *out);

@@ -64,6 +64,7 @@ void colo_served_run_continuous(colo_served *m)
         return;
     }
     while (!atomic_load(&m->stopping)) {
+        colo_served_adapters_work(m);
         colo_served_expire_queued(m);
         apply_cancellations(m);
         if (!colo_served_sleep_or_wake(m)) {

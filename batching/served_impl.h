@@ -11,6 +11,20 @@
 #include "batching/kind.h"
 #include "batching/served.h"
 
+/* One listed LoRA adapter (served_adapters.c); state 0: a free entry. */
+typedef struct served_adapter {
+    colo_adapter_cfg cfg;
+    int state;        /* colo_adapter_state */
+    bool busy;        /* the executor is loading it (outside the lock) */
+    int slot;         /* the kind's; -1 until loaded */
+    int rank;         /* the kind's figures, read as it loaded */
+    size_t bytes;
+    int running;
+    uint64_t requests, order;
+    double load_ms;
+    char error[256];
+} served_adapter;
+
 struct colo_served {
     colo_model_cfg cfg;
     colo_served_env env;
@@ -57,6 +71,12 @@ struct colo_served {
     pthread_cond_t prep_cv;
     colo_request *prep_head, *prep_tail;
     bool prep_stop;
+    /* LoRA adapters (served_adapters.c): the table under adapter_mu;
+     * adapter_work: something for the executor to load or free */
+    pthread_mutex_t adapter_mu;
+    served_adapter *adapters; /* (COLO_SERVED_MAX_ADAPTERS) */
+    uint64_t adapter_order;
+    atomic_bool adapter_work;
 };
 
 /* Executor loops (the executor thread). */
@@ -67,6 +87,19 @@ void colo_served_run_dynamic(colo_served *m);
  * keep_alive_ms, wake when asked or when a request waits. False: nothing
  * to run now (it waited, or the model failed). */
 bool colo_served_sleep_or_wake(colo_served *m);
+
+/* served_adapters.c. create: the config's adapters, LOADING until
+ * colo_served_adapters_loaded (after the kind's load: READY in slots
+ * 0..n-1). work: the executor's part, between steps. acquire (submit):
+ * r->adapter's entry for r, or an error (COLO_EINVAL unknown, COLO_ECANCELED
+ * not ready) with a message; release: once r is answered. */
+colo_status colo_served_adapters_create(colo_served *m);
+void colo_served_adapters_loaded(colo_served *m);
+void colo_served_adapters_work(colo_served *m);
+colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *err, size_t errlen);
+void colo_served_adapter_release(colo_served *m, colo_request *r);
+void colo_served_adapters_free(colo_served *m);
+size_t colo_served_adapters_count(colo_served *m);
 
 /* Shared by the executors. */
 void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg);

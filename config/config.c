@@ -676,24 +676,29 @@ static int model_kind(parse_ctx *p, const char *key, const yaml_node_t *v, void 
 }
 
 /* path: relative to the config file's folder unless absolute. */
+/* A path relative to the config file's folder into out (cap bytes). */
+static int resolve_path(parse_ctx *p, const yaml_node_t *v, const char *f, char *out, size_t cap)
+{
+    char raw[1024];
+    if (get_str(p, v, f, raw, sizeof raw))
+        return -1;
+    const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
+    size_t ld = strlen(dir), lr = strlen(raw);
+    if (ld + lr + 2 > cap)
+        return fail(p, v, f, "the path is too long");
+    memcpy(out, dir, ld);
+    if (ld)
+        out[ld++] = '/';
+    memcpy(out + ld, raw, lr + 1);
+    return 0;
+}
+
 static int model_path(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     (void)key;
     model_ctx *mc = obj;
-    colo_model_cfg *m = mc->m;
-    char raw[1024];
     mc->mk->has_path = true;
-    if (get_str(p, v, f, raw, sizeof raw))
-        return -1;
-    const char *dir = raw[0] == '/' || !p->dir[0] ? "" : p->dir;
-    if (strlen(dir) + strlen(raw) + 2 > sizeof m->path)
-        return fail(p, v, f, "the path is too long");
-    size_t ld = strlen(dir), lr = strlen(raw);
-    memcpy(m->path, dir, ld);
-    if (ld)
-        m->path[ld++] = '/';
-    memcpy(m->path + ld, raw, lr + 1);
-    return 0;
+    return resolve_path(p, v, f, mc->m->path, sizeof mc->m->path);
 }
 
 /* source: { pypi, file }: the file in the model cache. */
@@ -791,6 +796,88 @@ static int model_on_overload(parse_ctx *p, const char *key, const yaml_node_t *v
 
 static const char *const priority_names[] = {"low", "normal", "high", NULL}; /* = colo_priority */
 
+/* ---- adapters: [{name, path, scale, priority, sla, on_overload}] ------------------- */
+
+static int adapter_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    return get_model_name(p, v, f, ((colo_adapter_cfg *)obj)->name);
+}
+
+static int adapter_path(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_adapter_cfg *a = obj;
+    return resolve_path(p, v, f, a->path, sizeof a->path);
+}
+
+static int adapter_priority(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_adapter_cfg *a = obj;
+    int i;
+    if (get_enum(p, v, f, priority_names, &i))
+        return -1;
+    a->priority = (colo_priority)i;
+    a->has_priority = true;
+    return 0;
+}
+
+static int adapter_sla(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_adapter_cfg *a = obj;
+    a->has_sla = true;
+    return each_section(p, v, f, sla_keys, &a->sla, a);
+}
+
+static int adapter_on_overload(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    static const char *const modes[] = {"serve", "reject", NULL};
+    colo_adapter_cfg *a = obj;
+    int i;
+    if (get_enum(p, v, f, modes, &i))
+        return -1;
+    a->sla.reject_late = i == 1;
+    a->has_sla = true;
+    return 0;
+}
+
+static const key_spec adapter_keys[] = {
+    KEY_FN("name", adapter_name),
+    KEY_FN("path", adapter_path),
+    KEY_NUM("scale", colo_adapter_cfg, scale, -1e6, 1e6),
+    KEY_FN("priority", adapter_priority),
+    KEY_FN("sla", adapter_sla),
+    KEY_FN("on_overload", adapter_on_overload),
+    KEY_END,
+};
+
+static int adapter_item(parse_ctx *p, const yaml_node_t *v, const char *field, void *obj, int index)
+{
+    colo_model_cfg *m = obj;
+    colo_adapter_cfg *a = &m->adapters[index];
+    memset(a, 0, sizeof *a);
+    a->scale = 1.0;
+    a->mark = mark_of(v);
+    if (each_section(p, v, field, adapter_keys, a, a))
+        return -1;
+    if (!a->name[0])
+        return fail(p, v, field, "name: is required");
+    if (!a->path[0])
+        return fail(p, v, field, "path: is required (a GGUF LoRA adapter of the model)");
+    return 0;
+}
+
+static int model_adapters(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_model_cfg *m = ((model_ctx *)obj)->m;
+    m->n_adapters = 0;
+    return each_item(p, v, f, "adapters", COLO_CFG_MAX_ADAPTERS, false, &m->n_adapters, adapter_item, m);
+}
+
 static const key_spec model_keys[] = {
     KEY_FN("name", model_name),
     KEY_FN("aliases", model_aliases),
@@ -815,6 +902,8 @@ static const key_spec model_keys[] = {
     KEY_MAP("sla", colo_model_cfg, sla, sla_keys),
     KEY_FN("on_overload", model_on_overload),
     KEY_MAP_SAME("structured_output", structured_output_keys),
+    KEY_FN("adapters", model_adapters),
+    KEY_SIZE("adapter_memory_bytes", colo_model_cfg, adapter_memory_bytes, 0),
     KEY_END,
 };
 
@@ -854,6 +943,21 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
         for (int j = -1; j < i; j++)
             if (!strcmp(m->aliases[i], j < 0 ? m->name : m->aliases[j]))
                 return fail(p, n, field, "aliases: '%s' is the model's name or another alias already", m->aliases[i]);
+    if (m->n_adapters && strcmp(m->kind, "llama"))
+        return fail(p, n, field, "adapters: only llama models take LoRA adapters");
+    for (int i = 0; i < m->n_adapters; i++) {
+        colo_adapter_cfg *a = (colo_adapter_cfg *)&m->adapters[i]; /* defaults: the base's, now all its keys are read */
+        if (!a->has_sla)
+            a->sla = m->sla;
+        if (!a->has_priority)
+            a->priority = m->priority;
+        bool taken = colo_model_cfg_named(m, a->name);
+        for (int j = 0; j < i && !taken; j++)
+            taken = !strcmp(m->adapters[j].name, a->name);
+        if (taken)
+            return fail(p, n, field, "adapters: '%s' (line %d) is the model's name or another adapter's already",
+                        a->name, a->mark.line);
+    }
     const colo_batching_cfg *b = &m->batching;
     if (b->n_preferred && b->preferred_batch_size[b->n_preferred - 1] > b->max_batch_size)
         return fail(p, n, field, "batching.preferred_batch_size %d is above max_batch_size %d",
@@ -879,9 +983,9 @@ static int model_item(parse_ctx *p, const yaml_node_t *mn, const char *field, vo
     if (each_key(p, mn, field, model_field, &mc) || model_check(p, mn, field, m, mk))
         return -1;
     for (int j = 0; j < index; j++)
-        for (int a = -1; a < m->n_aliases; a++) {
-            const char *n = a < 0 ? m->name : m->aliases[a];
-            if (colo_model_cfg_named(&c->models[j], n))
+        for (int a = -1; a < m->n_aliases + m->n_adapters; a++) {
+            const char *n = a < 0 ? m->name : a < m->n_aliases ? m->aliases[a] : m->adapters[a - m->n_aliases].name;
+            if (colo_model_cfg_named(&c->models[j], n) || colo_model_cfg_adapter(&c->models[j], n))
                 return fail(p, mn, field, "model name '%s' is already used at line %d", n, c->models[j].mark.line);
         }
     return 0;
@@ -1202,10 +1306,10 @@ static int tenants_check(parse_ctx *p, const colo_config *c)
         for (int m = 0; m < l->n_models; m++) {
             bool found = false;
             for (int j = 0; j < c->n_models && !found; j++)
-                found = !strcmp(c->models[j].name, l->models[m]);
+                found = !strcmp(c->models[j].name, l->models[m]) || colo_model_cfg_adapter(&c->models[j], l->models[m]);
             if (!found)
                 return fail_at(p, l->model_marks[m], "tenants.models",
-                               "'%s' (of %s) is not a model in models:", l->models[m], l->name);
+                               "'%s' (of %s) is not a model (or adapter) in models:", l->models[m], l->name);
         }
     }
     return 0;
@@ -1455,8 +1559,12 @@ out_free_marks:
     return st;
 }
 
-colo_status colo_config_parse_model(const char *text, size_t len, const char *source, const char *base_dir,
-                                    colo_model_cfg *out, char *err, size_t errlen)
+/* text as one YAML (or JSON) document, its root given to fn with the
+ * parse context; the messages of colo_config_load. */
+typedef int (*root_fn)(parse_ctx *p, yaml_node_t *root, void *ctx);
+
+static colo_status parse_document(const char *text, size_t len, const char *source, const char *base_dir,
+                                  const char *what, root_fn fn, void *ctx, char *err, size_t errlen)
 {
     colo_status st = COLO_EINVAL;
     yaml_parser_t parser;
@@ -1474,28 +1582,66 @@ colo_status colo_config_parse_model(const char *text, size_t len, const char *so
     parse_ctx p = {.doc = &doc, .file = source, .err = err, .errlen = errlen};
     snprintf(p.dir, sizeof p.dir, "%s", base_dir ? base_dir : "");
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root) {
-        colo_set_err(err, errlen, "%s:1:1: (model): empty", source);
-        goto out_delete_doc;
-    }
+    if (!root)
+        colo_set_err(err, errlen, "%s:1:1: (%s): empty", source, what);
+    else if (!fn(&p, root, ctx))
+        st = COLO_OK;
+    yaml_document_delete(&doc);
+out_delete_parser:
+    yaml_parser_delete(&parser);
+    return st;
+}
+
+static int model_root(parse_ctx *p, yaml_node_t *root, void *ctx)
+{
+    colo_model_cfg *out = ctx;
     model_marks mk;
     memset(&mk, 0, sizeof mk);
     model_defaults(out);
     out->mark = mark_of(root);
     model_ctx mc = {out, &mk};
-    if (each_key(&p, root, "model", model_field, &mc) || model_check(&p, root, "model", out, &mk))
-        goto out_delete_doc;
-    if (out->memory_max_fraction > 0 && out->memory_max_fraction < out->memory_fraction) {
-        fail_at(&p, mk.max_fraction, "model.memory_max_fraction", "%g is below memory_fraction %g (a ceiling, not a share)",
-                out->memory_max_fraction, out->memory_fraction);
-        goto out_delete_doc;
+    if (each_key(p, root, "model", model_field, &mc) || model_check(p, root, "model", out, &mk))
+        return -1;
+    if (out->memory_max_fraction > 0 && out->memory_max_fraction < out->memory_fraction)
+        return fail_at(p, mk.max_fraction, "model.memory_max_fraction", "%g is below memory_fraction %g (a ceiling, not a share)",
+                       out->memory_max_fraction, out->memory_fraction);
+    return 0;
+}
+
+colo_status colo_config_parse_model(const char *text, size_t len, const char *source, const char *base_dir,
+                                    colo_model_cfg *out, char *err, size_t errlen)
+{
+    return parse_document(text, len, source, base_dir, "model", model_root, out, err, errlen);
+}
+
+typedef struct adapter_root_ctx {
+    const colo_model_cfg *base;
+    colo_adapter_cfg *out;
+} adapter_root_ctx;
+
+static int adapter_root(parse_ctx *p, yaml_node_t *root, void *ctx)
+{
+    adapter_root_ctx *a = ctx;
+    colo_model_cfg *m = calloc(1, sizeof *m); /* the base's defaults, and adapter_item's checks */
+    if (!m)
+        return fail(p, root, "adapter", "out of memory");
+    int rc = adapter_item(p, root, "adapter", m, 0);
+    if (!rc) {
+        *a->out = m->adapters[0];
+        if (!a->out->has_sla)
+            a->out->sla = a->base->sla;
+        if (!a->out->has_priority)
+            a->out->priority = a->base->priority;
     }
-    st = COLO_OK;
-out_delete_doc:
-    yaml_document_delete(&doc);
-out_delete_parser:
-    yaml_parser_delete(&parser);
-    return st;
+    free(m);
+    return rc;
+}
+
+colo_status colo_config_parse_adapter(const char *text, size_t len, const char *source, const char *base_dir,
+                                      const colo_model_cfg *base, colo_adapter_cfg *out, char *err, size_t errlen)
+{
+    adapter_root_ctx a = {base, out};
+    return parse_document(text, len, source, base_dir, "adapter", adapter_root, &a, err, errlen);
 }
 
 colo_status colo_config_load(const char *path, colo_config *cfg, char *err, size_t errlen)

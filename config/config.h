@@ -169,6 +169,12 @@ colo_status colo_config_parse(const char *yaml, size_t len, const char *file, co
 colo_status colo_config_parse_model(const char *text, size_t len, const char *source, const char *base_dir,
                                     colo_model_cfg *out, char *err, size_t errlen);
 
+/* One LoRA adapter's entry (the keys of one item of a model's
+ * `adapters:`: name, path, scale, priority, sla, on_overload) into *out;
+ * what it leaves out is base's (priority, SLA). Messages as above. */
+colo_status colo_config_parse_adapter(const char *text, size_t len, const char *source, const char *base_dir,
+                                      const colo_model_cfg *base, colo_adapter_cfg *out, char *err, size_t errlen);
+
 /* A config with every default and no models (for programs and tests that
  * build one by hand). */
 void colo_config_defaults(colo_config *cfg);

@@ -354,6 +354,27 @@ static void clear_views(colo_llama *m, int slot)
 colo_status colo_llama_lora_load(colo_llama *m, colo_stream *s, const char *path, float scale, int *slot,
                                  char *err, size_t errlen)
 {
+    int sl = -1;
+    for (int i = 0; i < COLO_LORA_SLOTS && sl < 0; i++)
+        if (!m->lora || !m->lora->by_slot[i])
+            sl = i;
+    if (sl < 0) {
+        colo_set_err(err, errlen, "%s: the model holds %d adapters already", path, COLO_LORA_SLOTS);
+        return COLO_ENOMEM;
+    }
+    colo_status st = colo_llama_lora_load_in(m, s, path, scale, sl, err, errlen);
+    if (st == COLO_OK)
+        *slot = sl;
+    return st;
+}
+
+colo_status colo_llama_lora_load_in(colo_llama *m, colo_stream *s, const char *path, float scale, int sl,
+                                    char *err, size_t errlen)
+{
+    if (sl < 0 || sl >= COLO_LORA_SLOTS || (m->lora && m->lora->by_slot[sl])) {
+        colo_set_err(err, errlen, "%s: adapter slot %d is not free", path, sl);
+        return COLO_EINVAL;
+    }
     base_shape b = shape_of(m);
     colo_gguf *g = colo_gguf_open(path, err, errlen);
     if (!g)
@@ -361,20 +382,11 @@ colo_status colo_llama_lora_load(colo_llama *m, colo_stream *s, const char *path
     adapter_plan p = {0};
     struct colo_lora_adapter *a = NULL;
     char *host = NULL;
-    int sl = -1;
     colo_status st = read_plan(g, path, &b, &p, err, errlen);
     if (st != COLO_OK)
         goto out;
     if ((st = ensure_state(m)) != COLO_OK) {
         colo_set_err(err, errlen, "%s: out of memory for the adapter table", path);
-        goto out;
-    }
-    for (int i = 0; i < COLO_LORA_SLOTS && sl < 0; i++)
-        if (!m->lora->by_slot[i])
-            sl = i;
-    if (sl < 0) {
-        colo_set_err(err, errlen, "%s: the model holds %d adapters already", path, COLO_LORA_SLOTS);
-        st = COLO_ENOMEM;
         goto out;
     }
     st = COLO_ENOMEM;
@@ -405,7 +417,6 @@ colo_status colo_llama_lora_load(colo_llama *m, colo_stream *s, const char *path
         clear_views(m, sl);
         goto out;
     }
-    *slot = sl;
     a = NULL;
 out:
     if (a && a->mem)

@@ -48,6 +48,10 @@ colo_status colo_lora_check(const char *base_path, const char *path, colo_lora_i
  * when the arena cannot hold it or every slot is taken. */
 colo_status colo_llama_lora_load(colo_llama *m, colo_stream *s, const char *path, float scale, int *slot,
                                  char *err, size_t errlen);
+/* The same into slot, which must be free (COLO_EINVAL otherwise): an
+ * adapter loaded again where it was (a model woken from sleep). */
+colo_status colo_llama_lora_load_in(colo_llama *m, colo_stream *s, const char *path, float scale, int slot,
+                                    char *err, size_t errlen);
 /* Frees slot's adapter (no sequence may use it any more). Nothing for an
  * empty slot. */
 void colo_llama_lora_unload(colo_llama *m, colo_stream *s, int slot);

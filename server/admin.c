@@ -233,6 +233,102 @@ static void h_unload(colo_http_req *req, void *ud)
 static void h_sleep(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, false); }
 static void h_wake(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, true); }
 
+/* ---- LoRA adapters ------------------------------------------------------------------------ */
+
+/* Whether name is free for a new adapter: no model or alias has it, and
+ * no adapter but one being unloaded. 409 answered otherwise. */
+static bool adapter_name_free(colo_http_req *req, colo_admin *ad, const char *name)
+{
+    colo_served_adapter_info in;
+    colo_registry_model *m = colo_registry_find(ad->reg, name);
+    colo_registry_model *b = m ? NULL : colo_registry_find_adapter(ad->reg, name, &in);
+    if (!m && (!b || in.state == COLO_ADAPTER_UNLOADING))
+        return true;
+    colo_http_add_header(req, "Retry-After", "1");
+    colo_http_error(req, 409, "model_exists", "the name %s is taken by %s", name,
+                    m ? "a model" : "another adapter");
+    return false;
+}
+
+/* POST /admin/models/{name}/adapters: one adapter's config (as an item of
+ * the model's adapters:); 202 {"model","adapter","state":"loading"}: the
+ * model's executor loads it between steps, and it turns ready, or failed
+ * with the reason (GET /v1/models/{adapter}). The file is checked against
+ * the model here first: a mismatch is a 400 naming the tensor. */
+static void h_adapter_add(colo_http_req *req, void *ud)
+{
+    colo_admin *ad = ud;
+    if (!allowed(req, ad))
+        return;
+    colo_registry_model *am = model_of(req, ad);
+    if (!am)
+        return;
+    size_t len = 0;
+    const char *body = colo_http_req_body(req, &len);
+    json_error_t jerr;
+    json_t *j = body && len ? json_loadb(body, len, 0, &jerr) : NULL;
+    bool obj = j && json_is_object(j);
+    json_decref(j);
+    if (!obj) {
+        colo_http_error(req, 400, "invalid_json",
+                        "the body must be a JSON object: one adapter's config ({\"name\", \"path\", ...})");
+        return;
+    }
+    const colo_model_cfg *base = colo_served_config(am->m);
+    colo_adapter_cfg a;
+    char msg[1024];
+    if (colo_config_parse_adapter(body, len, "body", ad->config_dir, base, &a, msg, sizeof msg) != COLO_OK) {
+        colo_http_error(req, 400, "invalid_config", "%s", msg);
+        return;
+    }
+    if (strcmp(base->kind, "llama")) {
+        colo_http_error(req, 400, "invalid_config", "model %s (kind %s) takes no LoRA adapters", am->name, base->kind);
+        return;
+    }
+    if (!adapter_name_free(req, ad, a.name))
+        return;
+    colo_status st = colo_served_adapter_check(base, &a, msg, sizeof msg);
+    if (st != COLO_OK) {
+        colo_http_error(req, 400, "invalid_adapter", "%s", msg);
+        return;
+    }
+    if ((st = colo_served_adapter_add(am->m, &a, msg, sizeof msg)) != COLO_OK) {
+        colo_http_error(req, st == COLO_ECANCELED ? 503 : st == COLO_ENOMEM ? 507 : 400,
+                        st == COLO_ECANCELED ? "model_not_serving" : st == COLO_ENOMEM ? "too_many_adapters"
+                                                                                      : "invalid_config",
+                        "%s", msg);
+        return;
+    }
+    COLO_INFO("admin: model %s: loading adapter %s (%s)", am->name, a.name, a.path);
+    colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s,s:s}", "model", am->name, "adapter", a.name, "requested",
+                                               "load", "state", "loading"));
+}
+
+/* DELETE /admin/models/{name}/adapters/{adapter}: 202 at once; new
+ * requests to it are refused (503), those it runs finish, then its memory
+ * is freed and it is gone. */
+static void h_adapter_remove(colo_http_req *req, void *ud)
+{
+    colo_admin *ad = ud;
+    if (!allowed(req, ad))
+        return;
+    colo_registry_model *am = model_of(req, ad);
+    if (!am)
+        return;
+    const char *name = colo_http_req_param(req, "adapter");
+    colo_served_adapter_info in;
+    char msg[256];
+    if (!name || !colo_served_adapter_get(am->m, name, &in) || in.state == COLO_ADAPTER_UNLOADING ||
+        colo_served_adapter_remove(am->m, name, msg, sizeof msg) != COLO_OK) {
+        colo_http_error(req, 404, "model_not_found", "model %s has no adapter named '%.64s'%s", am->name,
+                        name ? name : "", name && colo_served_adapter_get(am->m, name, NULL) ? " (being unloaded)" : "");
+        return;
+    }
+    COLO_INFO("admin: model %s: unloading adapter %s once its requests have finished", am->name, name);
+    colo_http_respond_json(req, 202, json_pack("{s:s,s:s,s:s,s:s}", "model", am->name, "adapter", name, "requested",
+                                               "unload", "state", "unloading"));
+}
+
 /* ---- the config file again (SIGHUP) ------------------------------------------------------ */
 
 /* Which keys of two configs of one model differ, into what ("" when
@@ -261,11 +357,56 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     DIFF(memcmp(&a->sla, &b->sla, sizeof a->sla), "sla");
     DIFF(a->schema_max_length != b->schema_max_length || a->schema_max_items != b->schema_max_items,
          "structured_output");
+    DIFF(a->adapter_memory_bytes != b->adapter_memory_bytes, "adapter_memory_bytes");
     size_t reload_keys = o;
     DIFF(a->keep_alive_ms != b->keep_alive_ms, "keep_alive_ms");
     DIFF(a->pinned != b->pinned, "pinned");
 #undef DIFF
     *live = reload_keys == 0;
+}
+
+/* The file's adapters of a model that stays as it is: new ones added,
+ * changed ones (file or scale) replaced, those the file named before and
+ * no longer names removed (as DELETE does), a new priority or SLA applied
+ * in place. Adapters added through the admin API are left alone. Returns
+ * the changes. */
+static int reload_adapters(colo_registry_model *am, const colo_model_cfg *old, const colo_model_cfg *mc)
+{
+    int changes = 0;
+    char msg[1024];
+    for (int i = 0; i < mc->n_adapters; i++) {
+        const colo_adapter_cfg *a = &mc->adapters[i];
+        colo_served_adapter_info in;
+        bool listed = colo_served_adapter_get(am->m, a->name, &in) && in.state != COLO_ADAPTER_UNLOADING;
+        if (listed && !strcmp(in.cfg.path, a->path) && in.cfg.scale == a->scale) {
+            if (in.cfg.priority != a->priority || memcmp(&in.cfg.sla, &a->sla, sizeof a->sla)) {
+                colo_served_adapter_update(am->m, a);
+                COLO_INFO("reload: model %s: adapter %s: priority and SLA applied in place", mc->name, a->name);
+                changes++;
+            }
+            continue;
+        }
+        changes++;
+        if (listed)
+            colo_served_adapter_remove(am->m, a->name, msg, sizeof msg);
+        if (colo_served_adapter_check(mc, a, msg, sizeof msg) != COLO_OK ||
+            colo_served_adapter_add(am->m, a, msg, sizeof msg) != COLO_OK)
+            COLO_ERROR("reload: model %s: adapter %s: not %s: %s", mc->name, a->name, listed ? "replaced" : "added",
+                       msg);
+        else
+            COLO_INFO("reload: model %s: adapter %s: %s (loading)", mc->name, a->name, listed ? "replaced" : "added");
+    }
+    for (int i = 0; old && i < old->n_adapters; i++) {
+        const char *name = old->adapters[i].name;
+        colo_served_adapter_info in;
+        if (colo_model_cfg_adapter(mc, name) || !colo_served_adapter_get(am->m, name, &in) ||
+            in.state == COLO_ADAPTER_UNLOADING)
+            continue;
+        changes++;
+        if (colo_served_adapter_remove(am->m, name, msg, sizeof msg) == COLO_OK)
+            COLO_INFO("reload: model %s: adapter %s: removed (unloaded once its requests finish)", mc->name, name);
+    }
+    return changes;
 }
 
 static const colo_model_cfg *named(const colo_config *c, const char *name)
@@ -377,6 +518,8 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
             snprintf(what, sizeof what, "it had failed");
             live = false;
         }
+        if (!what[0] || live) /* the model stays: its adapters change in place */
+            changes += reload_adapters(am, old ? old : cur, mc);
         if (!what[0])
             continue;
         changes++;
@@ -466,7 +609,9 @@ colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *ap
                   {"POST", "/admin/models", h_load},
                   {"POST", "/admin/models/{name}/sleep", h_sleep},
                   {"POST", "/admin/models/{name}/wake", h_wake},
-                  {"DELETE", "/admin/models/{name}", h_unload}};
+                  {"DELETE", "/admin/models/{name}", h_unload},
+                  {"POST", "/admin/models/{name}/adapters", h_adapter_add},
+                  {"DELETE", "/admin/models/{name}/adapters/{adapter}", h_adapter_remove}};
     /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=

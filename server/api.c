@@ -170,7 +170,7 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         char ra[16];
         snprintf(ra, sizeof ra, "%d", c->r->slo.retry_after_s);
         colo_http_add_header(h, "Retry-After", ra);
-        colo_http_error(h, status, "slo_unattainable", "model %s: %s", c->am->name, msg ? msg : "failed");
+        colo_http_error(h, status, "slo_unattainable", "model %s: %s", c->name, msg ? msg : "failed");
         return;
     }
     /* (canceled: the model stopped under it, drained for an unload or a reload) */
@@ -178,10 +178,10 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         colo_http_add_header(h, "Retry-After", "1");
     if (c->cut && st == COLO_ECANCELED) {
         colo_http_add_header(h, "Retry-After", "1");
-        colo_http_error(h, status, colo_api_outcome_code(c), "model %s: %s", c->am->name, colo_api_outcome_error(c));
+        colo_http_error(h, status, colo_api_outcome_code(c), "model %s: %s", c->name, colo_api_outcome_error(c));
         return;
     }
-    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->am->name, msg ? msg : "failed");
+    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, msg ? msg : "failed");
 }
 
 static void deliver_done(void *ud)
@@ -202,7 +202,7 @@ static void deliver_done(void *ud)
     if (c->started && status != 200)
         colo_http_req_set_log_status(h, status); /* its headers said 200; the log says what the ledger says */
     if (atomic_load(&c->overflow))
-        colo_metric_add(c->api->m_stream_cut, (const char *const[]){c->am->name}, 1);
+        colo_metric_add(c->api->m_stream_cut, (const char *const[]){c->name}, 1);
     if (atomic_load(&c->overflow) && c->started && !gone) {
         colo_http_stream_abort(h); /* it does not read: what it did not read is dropped */
     } else if (gone) {
@@ -268,6 +268,7 @@ static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req
     c->r = r;
     c->api = a;
     c->am = am;
+    c->name = am->name;
     c->http = req;
     c->d = d;
     c->created = (long)time(NULL);
@@ -284,7 +285,7 @@ static void refuse(api_call *c, colo_status st, const char *err)
 {
     colo_http_req *req = c->http;
     int status = colo_api_status_http(st);
-    colo_api_count_request(c->api, c->am->name, status);
+    colo_api_count_request(c->api, c->name, status);
     if (st == COLO_EINVAL || st == COLO_ETOOLONG) {
         colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
     } else if (st == COLO_EAGAIN && c->r->slo.refused) {
@@ -292,7 +293,7 @@ static void refuse(api_call *c, colo_status st, const char *err)
         char ra[16];
         snprintf(ra, sizeof ra, "%d", c->r->slo.retry_after_s);
         colo_http_add_header(req, "Retry-After", ra);
-        colo_http_error(req, 429, "slo_unattainable", "model %s: %s", c->am->name, c->r->slo.reason);
+        colo_http_error(req, 429, "slo_unattainable", "model %s: %s", c->name, c->r->slo.reason);
     } else if (st == COLO_EAGAIN) {
         colo_served_info in;
         colo_served_get_info(c->am->m, &in);
@@ -302,15 +303,15 @@ static void refuse(api_call *c, colo_status st, const char *err)
         if (max_tokens > 0)
             snprintf(tokens, sizeof tokens, " or %d prompt tokens", max_tokens);
         colo_http_error(req, 429, "queue_full", "model %s: the queue is full (%d requests%s); retry later",
-                        c->am->name, in.max_queue, tokens);
+                        c->name, in.max_queue, tokens);
     } else if (st == COLO_ENOMEM) {
         colo_http_add_header(req, "Retry-After", "1");
-        colo_http_error(req, 503, "out_of_memory", "model %s: %s", c->am->name, err);
+        colo_http_error(req, 503, "out_of_memory", "model %s: %s", c->name, err);
     } else {
         colo_served_info in;
         colo_served_get_info(c->am->m, &in);
         colo_http_add_header(req, "Retry-After", "5");
-        colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", c->am->name,
+        colo_http_error(req, 503, "model_not_ready", "model %s is %s%s%s", c->name,
                         colo_served_state_name(in.state), in.error[0] ? ": " : "", in.error);
     }
 }
@@ -351,13 +352,13 @@ static void answer_now(api_call *c)
     colo_status st;
     json_t *j = c->d->now(c, &st, err, sizeof err);
     if (st == COLO_OK) {
-        colo_api_count_request(c->api, c->am->name, 200);
+        colo_api_count_request(c->api, c->name, 200);
         colo_api_account(c, 200);
         colo_http_respond_json(c->http, 200, j);
         return;
     }
     int status = st == COLO_EUNSUPPORTED ? 400 : colo_api_status_http(st);
-    colo_api_count_request(c->api, c->am->name, status);
+    colo_api_count_request(c->api, c->name, status);
     colo_api_account(c, status);
     if (status == 400)
         colo_http_error(c->http, 400, st == COLO_EUNSUPPORTED ? "invalid_request" : colo_api_status_code(st), "%s", err);
@@ -381,6 +382,22 @@ static bool not_loaded(colo_api *a, colo_registry_model *am, colo_http_req *req)
     return true;
 }
 
+/* The call runs LoRA adapter ad of its model: served and accounted under
+ * the adapter's name. False (answered) when the model's task is not
+ * generation or the name cannot be kept. */
+static bool use_adapter(api_call *c, const colo_served_adapter_info *ad)
+{
+    char *name = colo_pool_strndup(c->r->pool, ad->cfg.name, strlen(ad->cfg.name));
+    if (!name) {
+        colo_http_error(c->http, 503, "out_of_memory", "out of memory");
+        call_free(c);
+        return false;
+    }
+    c->name = name;
+    c->r->adapter = name;
+    return true;
+}
+
 static void handle(colo_http_req *req, void *ud)
 {
     const api_route *route = ud;
@@ -398,6 +415,8 @@ static void handle(colo_http_req *req, void *ud)
         return;
     }
     colo_registry_model *am = colo_registry_find(a->reg, name);
+    colo_served_adapter_info adapter;
+    bool is_adapter = !am && (am = colo_registry_find_adapter(a->reg, name, &adapter)) != NULL;
     colo_http_req_set_model(req, name);
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", name);
@@ -414,21 +433,25 @@ static void handle(colo_http_req *req, void *ud)
         json_decref(body);
         return;
     }
+    if (is_adapter && !use_adapter(c, &adapter)) {
+        json_decref(body);
+        return;
+    }
     const colo_model_cfg *mc = colo_served_config(am->m);
     colo_api_limits lim;
     model_limits(am->m, &lim);
     colo_status st = colo_api_decode(d->ep, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
     json_decref(body);
     if (st != COLO_OK) {
-        colo_api_count_request(a, am->name, 400);
+        colo_api_count_request(a, c->name, 400);
         colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
         call_free(c);
         return;
     }
     colo_request *r = c->r;
     snprintf(r->who.id, sizeof r->who.id, "%s", colo_http_req_id(req));
-    snprintf(r->who.model, sizeof r->who.model, "%s", am->name);
-    r->who.priority = c->in.has_priority ? c->in.priority : mc->priority;
+    snprintf(r->who.model, sizeof r->who.model, "%s", c->name);
+    r->who.priority = c->in.has_priority ? c->in.priority : is_adapter ? adapter.cfg.priority : mc->priority;
     if (!colo_api_admit(c)) {
         call_free(c);
         return;
@@ -453,6 +476,20 @@ static void handle(colo_http_req *req, void *ud)
     colo_http_req_on_cut(req, on_cut, c);
 }
 
+/* e's LoRA adapters appended to data, each as a model of its own. */
+static bool list_adapters(colo_api *a, colo_registry_model *e, json_t *data)
+{
+    colo_served_adapter_info *ads = malloc(COLO_SERVED_MAX_ADAPTERS * sizeof *ads);
+    if (!ads)
+        return false;
+    int n = colo_served_adapter_list(e->m, ads, COLO_SERVED_MAX_ADAPTERS);
+    bool ok = true;
+    for (int i = 0; ok && i < n; i++)
+        ok = json_array_append_new(data, colo_api_adapter_json(a, e, &ads[i])) == 0;
+    free(ads);
+    return ok;
+}
+
 static void h_models(colo_http_req *req, void *ud)
 {
     colo_api *a = ud;
@@ -469,6 +506,7 @@ static void h_models(colo_http_req *req, void *ud)
             json_decref(alias);
         }
         json_decref(m);
+        ok = ok && list_adapters(a, e, data);
         if (!ok) {
             json_decref(data);
             data = NULL;
@@ -482,6 +520,13 @@ static void h_model(colo_http_req *req, void *ud)
     colo_api *a = ud;
     const char *name = colo_http_req_param(req, "name");
     colo_registry_model *am = name ? colo_registry_find(a->reg, name) : NULL;
+    colo_served_adapter_info ad;
+    colo_registry_model *base = !am && name ? colo_registry_find_adapter(a->reg, name, &ad) : NULL;
+    if (base) {
+        colo_http_req_set_model(req, name);
+        colo_http_respond_json(req, 200, colo_api_adapter_json(a, base, &ad));
+        return;
+    }
     if (!am) {
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s'", name ? name : "");
         return;

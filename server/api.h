@@ -45,6 +45,8 @@ colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_confi
 /* A model as GET /v1/models lists it: kind, state, memory, batching, queue,
  * lifecycle and SLO attainment (loop thread). */
 json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *e);
+/* A LoRA adapter of base, as /v1/models lists it ("kind": "lora", "base"). */
+json_t *colo_api_adapter_json(const colo_api *a, const colo_registry_model *base, const colo_served_adapter_info *ad);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
 /* Watches dev (runtime/telemetry.h, sampled every interval_ms off the

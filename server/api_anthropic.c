@@ -49,14 +49,14 @@ json_t *colo_api_anthropic_json(const api_call *c)
     if (!content)
         return NULL;
     return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", c->oid, "type", "message", "role", "assistant", "model",
-                     c->am->name, "content", content, "stop_reason", stop_reason(o), "stop_sequence",
+                     c->name, "content", content, "stop_reason", stop_reason(o), "stop_sequence",
                      o->stop_sequence ? json_string(o->stop_sequence) : json_null(), "usage", usage_json(o));
 }
 
 json_t *colo_api_anthropic_start_json(const api_call *c)
 {
     return json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:{s:i,s:i}}}", "type", "message_start", "message", "id",
-                     c->oid, "type", "message", "role", "assistant", "model", c->am->name, "content", "stop_reason",
+                     c->oid, "type", "message", "role", "assistant", "model", c->name, "content", "stop_reason",
                      "stop_sequence", "usage", "input_tokens", c->r->tok.n, "output_tokens", 0);
 }
 

@@ -166,7 +166,7 @@ static void openai_close(api_call *c, bool held)
     }
     if (c->in.include_usage)
         colo_api_sse_json(c, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", c->oid, "object", c->d->chunk_object,
-                                       "created", (json_int_t)c->created, "model", c->am->name, "choices", "usage",
+                                       "created", (json_int_t)c->created, "model", c->name, "choices", "usage",
                                        colo_api_usage_json(c)));
 }
 

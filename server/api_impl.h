@@ -132,6 +132,7 @@ struct api_call {
     colo_request *r;
     colo_api *api;
     colo_registry_model *am;
+    const char *name;  /* what the client called: am's name, or one of its LoRA adapters' */
     colo_http_req *http;
     const api_dialect *d;
     colo_api_input in; /* options: include_usage, base64 */
@@ -238,6 +239,8 @@ void colo_api_record(const api_call *c, int http_status);
 void colo_api_record_slo(const api_call *c);
 /* A model's "slo" object of /v1/models, or NULL when it has no SLA. */
 json_t *colo_api_slo_json(const colo_api *a, const colo_registry_model *am);
+/* The same for the model or adapter name with SLA sla. */
+json_t *colo_api_slo_json_of(const colo_api *a, const char *name, const colo_sla_cfg *sla);
 void colo_api_on_step(void *ud, const char *model, int batch, int tokens, double step_ms, double wait_ms);
 void colo_api_on_wake(void *ud, const char *model, double wake_s);
 

@@ -28,23 +28,28 @@ void colo_api_record_slo(const api_call *c)
     colo_status st = r->out.status;
     if (!(st == COLO_OK || st == COLO_ETIMEDOUT || r->slo.refused))
         return;
-    unsigned set, met = colo_admission_slo_met(&colo_served_config(c->am->m)->sla, r, &set);
+    const colo_sla_cfg *sla = r->sla ? r->sla : &colo_served_config(c->am->m)->sla; /* an adapter's own */
+    unsigned set, met = colo_admission_slo_met(sla, r, &set);
     if (!set)
         return;
     static const char *const names[3] = {"ttft", "tpot", "e2e"};
     for (int k = 0; k < 3; k++)
         if (set & (1u << k))
             colo_metric_add(c->api->m_slo,
-                            (const char *const[]){c->am->name, names[k], met & (1u << k) ? "met" : "missed"}, 1);
+                            (const char *const[]){c->name, names[k], met & (1u << k) ? "met" : "missed"}, 1);
     if (met == set)
-        colo_metric_add(c->api->m_goodput, (const char *const[]){c->am->name}, 1);
+        colo_metric_add(c->api->m_goodput, (const char *const[]){c->name}, 1);
 }
 
 /* /v1/models: the model's SLA, what admission does past it, and its
  * attainment so far (the counters above); NULL without an SLA. */
 json_t *colo_api_slo_json(const colo_api *a, const colo_registry_model *am)
 {
-    const colo_sla_cfg *sla = &colo_served_config(am->m)->sla;
+    return colo_api_slo_json_of(a, am->name, &colo_served_config(am->m)->sla);
+}
+
+json_t *colo_api_slo_json_of(const colo_api *a, const char *name, const colo_sla_cfg *sla)
+{
     const double target[3] = {sla->ttft_ms, sla->tpot_ms, sla->p99_ms};
     if (!(target[0] > 0 || target[1] > 0 || target[2] > 0))
         return NULL;
@@ -54,13 +59,13 @@ json_t *colo_api_slo_json(const colo_api *a, const colo_registry_model *am)
         if (!(target[k] > 0))
             continue;
         colo_metric_reading met, missed;
-        colo_metric_read(a->m_slo, (const char *const[]){am->name, names[k], "met"}, &met);
-        colo_metric_read(a->m_slo, (const char *const[]){am->name, names[k], "missed"}, &missed);
+        colo_metric_read(a->m_slo, (const char *const[]){name, names[k], "met"}, &met);
+        colo_metric_read(a->m_slo, (const char *const[]){name, names[k], "missed"}, &missed);
         json_object_set_new(o, names[k], json_pack("{s:f,s:I,s:I}", "target_ms", target[k], "met",
                                                    (json_int_t)met.value, "missed", (json_int_t)missed.value));
     }
     colo_metric_reading good;
-    colo_metric_read(a->m_goodput, (const char *const[]){am->name}, &good);
+    colo_metric_read(a->m_goodput, (const char *const[]){name}, &good);
     if (o) {
         json_object_set_new(o, "goodput_requests", json_integer((json_int_t)good.value));
         json_object_set_new(o, "on_overload", json_string(sla->reject_late ? "reject" : "serve"));
@@ -72,7 +77,7 @@ void colo_api_record(const api_call *c, int http_status)
 {
     colo_api *a = c->api;
     const colo_req_outcome *o = &c->r->out;
-    const char *model = c->am->name;
+    const char *model = c->name;
     const char *lm[] = {model};
     colo_api_count_request(a, model, http_status);
     colo_api_record_slo(c);

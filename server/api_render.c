@@ -128,7 +128,7 @@ static json_t *embedding_json(const float *v, int dim, bool b64)
 json_t *colo_api_infer_json(const api_call *c)
 {
     const colo_req_outcome *o = &c->r->out;
-    json_t *j = json_pack("{s:s,s:s}", "id", colo_http_req_id(c->http), "model", c->am->name);
+    json_t *j = json_pack("{s:s,s:s}", "id", colo_http_req_id(c->http), "model", c->name);
     if (!j)
         return NULL;
     int bad = 0;
@@ -182,7 +182,7 @@ json_t *colo_api_embeddings_json(const api_call *c)
                                                      "embedding",
                                                      embedding_json(o->embeddings + (size_t)i * o->dim, o->dim,
                                                                     c->in.base64)));
-    json_t *j = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "model", c->am->name, "usage",
+    json_t *j = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "model", c->name, "usage",
                           colo_api_usage_json(c));
     if (bad) {
         json_decref(j);
@@ -243,7 +243,7 @@ static json_t *choices_json(const api_call *c, bool chat)
         }
     }
     return json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", c->oid, "object", chat ? "chat.completion" : "text_completion",
-                     "created", (json_int_t)c->created, "model", c->am->name, "choices", choices, "usage",
+                     "created", (json_int_t)c->created, "model", c->name, "choices", choices, "usage",
                      colo_api_usage_json(c));
 }
 
@@ -261,7 +261,7 @@ json_t *colo_api_chat_chunk_json(const api_call *c, int index, const char *delta
     if (delta && delta_text)
         json_object_set_new(delta, "content", colo_api_json_text(delta_text, len));
     return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object",
-                     "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->am->name,
+                     "chat.completion.chunk", "created", (json_int_t)c->created, "model", c->name,
                      "choices", "index", index, "delta", delta ? delta : json_null(), "finish_reason",
                      finish ? json_string(finish) : json_null(), "logprobs", logprobs);
 }
@@ -273,7 +273,7 @@ json_t *colo_api_completion_chunk_json(const api_call *c, int index, const char 
     if (!logprobs)
         logprobs = json_null();
     return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->oid, "object", "text_completion",
-                     "created", (json_int_t)c->created, "model", c->am->name, "choices", "index", index, "text",
+                     "created", (json_int_t)c->created, "model", c->name, "choices", "index", index, "text",
                      colo_api_json_text(delta_text ? delta_text : "", delta_text ? len : 0), "finish_reason",
                      finish ? json_string(finish) : json_null(), "logprobs", logprobs);
 }
@@ -342,8 +342,38 @@ json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *am)
     json_t *slo = colo_api_slo_json(a, am);
     if (slo)
         json_object_set_new(o, "slo", slo);
+    if (in.n_adapters) {
+        colo_served_adapter_info *ads = malloc(COLO_SERVED_MAX_ADAPTERS * sizeof *ads);
+        json_t *names = json_array();
+        int n = ads ? colo_served_adapter_list(am->m, ads, COLO_SERVED_MAX_ADAPTERS) : 0;
+        for (int i = 0; names && i < n; i++)
+            json_array_append_new(names, json_string(ads[i].cfg.name));
+        free(ads);
+        json_object_set_new(o, "adapters", names ? names : json_null());
+        json_object_set_new(json_object_get(o, "memory"), "adapter_bytes", json_integer((json_int_t)in.adapter_bytes));
+    }
     if (in.error[0])
         json_object_set_new(o, "error", json_string(in.error));
+    return o;
+}
+
+json_t *colo_api_adapter_json(const colo_api *a, const colo_registry_model *base,
+                              const colo_served_adapter_info *ad)
+{
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:f,s:{s:I},s:i,s:I,s:f}", "id", ad->cfg.name,
+                          "object", "model", "created", (json_int_t)a->created, "owned_by", "colo", "kind", "lora",
+                          "base", base->name, "task", "generation", "state", colo_adapter_state_name(ad->state),
+                          "priority", colo_priority_name(ad->cfg.priority), "rank", ad->rank, "scale", ad->cfg.scale,
+                          "memory", "bytes", (json_int_t)ad->bytes, "running", ad->running, "requests",
+                          (json_int_t)ad->requests, "load_ms", ad->load_ms);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "base_state", json_string(colo_served_state_name(colo_served_get_state(base->m))));
+    json_t *slo = colo_api_slo_json_of(a, ad->cfg.name, &ad->cfg.sla);
+    if (slo)
+        json_object_set_new(o, "slo", slo);
+    if (ad->error[0])
+        json_object_set_new(o, "error", json_string(ad->error));
     return o;
 }
 

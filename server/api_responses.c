@@ -33,7 +33,7 @@ static json_t *response_json(const api_call *c, const char *status, json_t *outp
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:o,s:n,s:n,s:n,s:f,s:f,s:i,s:b,s:s,s:[],s:{s:{s:s}},s:{},"
                           "s:b,s:n,s:{s:n,s:n},s:s}",
                           "id", c->oid, "object", "response", "created_at", (json_int_t)c->created, "status", status,
-                          "model", c->am->name, "output", output ? output : json_array(), "error",
+                          "model", c->name, "output", output ? output : json_array(), "error",
                           "incomplete_details", "instructions", "temperature", (double)p->temperature, "top_p",
                           (double)p->top_p, "max_output_tokens", p->max_tokens, "parallel_tool_calls", 1,
                           "tool_choice", "auto", "tools", "text", "format", "type",

@@ -27,8 +27,8 @@ bool colo_api_admit(api_call *c)
     colo_tenants_identify(t, key, &r->who);
     colo_tenant_verdict v;
     colo_priority prio = r->who.priority;
-    if (!colo_tenants_admit(t, key, c->http, c->am->name, c->in.has_priority, &prio, colo_now_ns(), &v)) {
-        colo_api_count_request(c->api, c->am->name, v.http_status);
+    if (!colo_tenants_admit(t, key, c->http, c->name, c->in.has_priority, &prio, colo_now_ns(), &v)) {
+        colo_api_count_request(c->api, c->name, v.http_status);
         c->admitted = false;
         colo_api_account(c, v.http_status);
         if (v.retry_after_s > 0) {
@@ -65,12 +65,12 @@ void colo_api_account(api_call *c, int http_status)
         snprintf(row.organization, sizeof row.organization, "%s", r->who.organisation);
         snprintf(row.project, sizeof row.project, "%s", r->who.project);
         snprintf(row.key, sizeof row.key, "%s", r->who.key_id);
-        snprintf(row.model, sizeof row.model, "%s", c->am->name);
+        snprintf(row.model, sizeof row.model, "%s", c->name);
         char err[256];
         if (colo_ledger_record(l, (int64_t)time(NULL), &row, err, sizeof err) != COLO_OK)
             COLO_ERROR("request %s: %s", r->who.id, err);
     }
-    colo_tenants_count(t, c->tenant_key, c->am->name, http_status, prompt, completion, o->device_s);
+    colo_tenants_count(t, c->tenant_key, c->name, http_status, prompt, completion, o->device_s);
     if (c->admitted) {
         colo_tenants_release(t, c->tenant_key, prompt + completion, colo_now_ns());
         c->admitted = false;

@@ -95,6 +95,14 @@ colo_registry_model *colo_registry_find(colo_registry *r, const char *name)
     return NULL;
 }
 
+colo_registry_model *colo_registry_find_adapter(colo_registry *r, const char *name, colo_served_adapter_info *out)
+{
+    for (int i = 0; name && i < r->n; i++)
+        if (r->models[i].m && !r->models[i].unloaded && colo_served_adapter_get(r->models[i].m, name, out))
+            return &r->models[i];
+    return NULL;
+}
+
 colo_registry_model *colo_registry_next(colo_registry *r, const colo_registry_model *prev)
 {
     for (int i = prev ? slot_of(r, prev) + 1 : 0; i < r->n; i++)

@@ -69,6 +69,9 @@ colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cf
 /* The listed (not unloaded) model named name (its name or an alias), or
  * NULL. Accepts name NULL. */
 colo_registry_model *colo_registry_find(colo_registry *r, const char *name);
+/* The listed model that has a LoRA adapter named name (batching/served.h),
+ * the adapter's state into out (may be NULL); NULL when none has. */
+colo_registry_model *colo_registry_find_adapter(colo_registry *r, const char *name, colo_served_adapter_info *out);
 /* The listed model after prev in slot order (prev NULL: the first); NULL
  * after the last. */
 colo_registry_model *colo_registry_next(colo_registry *r, const colo_registry_model *prev);

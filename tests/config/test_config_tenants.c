@@ -119,7 +119,7 @@ static void test_errors(void **state)
                  "  - organization: acme\n"
                  "    projects:\n"
                  "      - { name: p, models: [nosuch], keys: [] }\n" MODELS,
-                 "dir/t.yaml:4:29: tenants.models: 'nosuch' (of p) is not a model in models:");
+                 "dir/t.yaml:4:29: tenants.models: 'nosuch' (of p) is not a model (or adapter) in models:");
     expect_error(MODELS "tenants:\n  - organization: acme\n    models: [chat, gone]\n",
                  "dir/t.yaml:6:20: tenants.models: 'gone' (of acme)");
     expect_error(MODELS "tenants:\n  - organization: acme\n    projects: [ { name: p, keys: [ { name: k, sha256: abc } ] } ]\n",
