@@ -264,6 +264,13 @@ static void log_model(const app *a, int i, colo_served *m)
               (double)mi.weight_bytes / MiB, (double)mi.act_bytes / MiB);
     if (mi.task != COLO_TASK_GENERATE)
         return;
+    for (int k = 0; k < mc->n_adapters; k++) {
+        colo_served_adapter_info ad;
+        if (colo_served_adapter_get(m, mc->adapters[k].name, &ad))
+            COLO_INFO("colo-server: model \"%s\": LoRA adapter \"%s\" (rank %d, %.1f MiB, priority %s) answers as a "
+                      "model of its own",
+                      mi.name, ad.cfg.name, ad.rank, (double)ad.bytes / MiB, colo_priority_name(ad.cfg.priority));
+    }
     bool cpu = a->info.kind == COLO_BACKEND_CPU;
     COLO_INFO("colo-server: model \"%s\": KV cache (%s) up to %.1f MiB (%d tokens), %s: the rest of its "
               "memory_fraction %.2f of the device's %.1f MiB (limit %.1f MiB); a smaller models[%d].memory_fraction or "
