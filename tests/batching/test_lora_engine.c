@@ -7,6 +7,10 @@
  * - the prefix cache keeps each adapter's blocks to itself: a prompt that
  *   another adapter (or the bare model) computed is not found, the same
  *   adapter's is, with the same tokens as with the cache off;
+ * - n choices of an adapter's prompt fork with the adapter: greedy, each
+ *   is the n = 1 answer;
+ * - a KV cache too small for every sequence at once preempts and
+ *   recomputes adapters' sequences with their adapters: the same tokens;
  * - a sequence that names an empty slot is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,7 +71,10 @@ typedef struct {
     int slot[N_ADAPTERS];
 } rig;
 
-static void rig_open(rig *r, int max_running, bool cache)
+static void rig_open_blocks(rig *r, int max_running, bool cache, int n_blocks);
+static void rig_open(rig *r, int max_running, bool cache) { rig_open_blocks(r, max_running, cache, 256); }
+
+static void rig_open_blocks(rig *r, int max_running, bool cache, int n_blocks)
 {
     char err[256];
     assert_non_null(r->arena = colo_arena_create_bytes(dev, "lora", (size_t)64 << 20, err, sizeof err));
@@ -77,7 +84,7 @@ static void rig_open(rig *r, int max_running, bool cache)
         if (colo_llama_lora_load(r->m, r->s, adapter_path[a], 1.0f, &r->slot[a], err, sizeof err) != COLO_OK)
             fail_msg("adapter %d: %s", a, err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
-                             .kv_type = COLO_F32, .n_blocks = 256, .no_prefix_cache = !cache};
+                             .kv_type = COLO_F32, .n_blocks = n_blocks, .no_prefix_cache = !cache};
     if (!(r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err)))
         fail_msg("engine: %s", err);
 }
@@ -190,6 +197,64 @@ static void test_prefix_cache_per_adapter(void **state)
     rig_close(&on);
 }
 
+static void test_n_choices_fork_with_adapter(void **state)
+{
+    (void)state;
+    enum { N = 4, LEN = 9 };
+    int32_t ids[LEN];
+    prompt_of(5, ids, LEN);
+    rig r;
+    rig_open(&r, 8, true);
+    engine_result one, many[N];
+    add(&r, ids, LEN, 2, &one);
+    engine_run_all(r.e);
+    colo_engine_params p = {.max_tokens = MAX_TOKENS, .top_p = 1, .logprobs = true, .has_adapter = true,
+                            .adapter_slot = r.slot[2]};
+    colo_engine_callbacks cbs[N];
+    colo_engine_seq *seqs[N];
+    for (int i = 0; i < N; i++) {
+        memset(&many[i], 0, sizeof many[i]);
+        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
+    }
+    char err[256];
+    assert_int_equal(colo_engine_add_n(r.e, ids, LEN, &p, N, cbs, seqs, err, sizeof err), COLO_OK);
+    engine_run_all(r.e);
+    for (int i = 0; i < N; i++)
+        engine_assert_same(&one, &many[i]);
+    colo_engine_prefix_flush(r.e);
+    rig_close(&r);
+}
+
+/* Eight sequences of four adapters in a cache of 14 blocks of 4 tokens
+ * (each needs up to 6): sequences are preempted and recomputed, and each
+ * ends with the tokens it has alone. */
+static void test_preemption_keeps_adapter(void **state)
+{
+    (void)state;
+    enum { N = 8, LEN = 10 };
+    int32_t ids[N][LEN];
+    engine_result alone[N], squeezed[N];
+    rig r;
+    rig_open(&r, N, false);
+    for (int i = 0; i < N; i++) {
+        prompt_of(i + 20, ids[i], LEN);
+        add(&r, ids[i], LEN, i % 4, &alone[i]);
+        engine_run_all(r.e);
+    }
+    rig_close(&r);
+    rig_open_blocks(&r, N, false, 14);
+    for (int i = 0; i < N; i++)
+        add(&r, ids[i], LEN, i % 4, &squeezed[i]);
+    engine_run_all(r.e);
+    int preempted = 0;
+    for (int i = 0; i < N; i++) {
+        engine_assert_same(&alone[i], &squeezed[i]);
+        preempted += squeezed[i].n_preempted;
+    }
+    assert_true(preempted > 0);
+    rig_close(&r);
+}
+
 static void test_empty_slot_refused(void **state)
 {
     (void)state;
@@ -213,6 +278,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_adapters_match_alone),
         cmocka_unit_test(test_prefix_cache_per_adapter),
+        cmocka_unit_test(test_n_choices_fork_with_adapter),
+        cmocka_unit_test(test_preemption_keeps_adapter),
         cmocka_unit_test(test_empty_slot_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -418,6 +418,8 @@ static void test_refusals(void **state)
     /* a file that is not there, or not GGUF */
     int slot;
     assert_int_equal(colo_lora_check(base, "/nonexistent/adapter.gguf", NULL, err, sizeof err), COLO_EIO);
+    assert_int_equal(colo_lora_check("/nonexistent/base.gguf", p, NULL, err, sizeof err), COLO_EIO); /* no base */
+    assert_non_null(strstr(err, "/nonexistent/base.gguf"));
     assert_int_equal(colo_llama_lora_load(lm.m, lm.s, "/nonexistent/adapter.gguf", 1.0f, &slot, err, sizeof err),
                      COLO_EIO);
     assert_non_null(strstr(err, "/nonexistent/adapter.gguf"));
