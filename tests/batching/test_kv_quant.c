@@ -76,26 +76,6 @@ static void rig_close(rig *r)
     colo_arena_destroy(r->arena);
 }
 
-typedef struct {
-    int32_t toks[64];
-    int n;
-    colo_status status;
-    const char *finish;
-    int n_preempted;
-    int done;
-} result;
-
-static void on_done(void *ud, const colo_engine_outcome *o)
-{
-    result *r = ud;
-    r->n = o->n_tokens < 64 ? o->n_tokens : 64;
-    memcpy(r->toks, o->tokens, (size_t)r->n * 4);
-    r->status = o->status;
-    r->finish = o->finish_reason;
-    r->n_preempted = o->n_preempted;
-    r->done++;
-}
-
 /* Prompt i of n tokens (the same every run); prompts with the
  * same `family` share their first `shared` tokens. */
 static void prompt(int family, int i, int shared, int32_t *ids, int n)
@@ -109,39 +89,19 @@ static void prompt(int family, int i, int shared, int32_t *ids, int n)
     }
 }
 
-static void add(rig *r, const int32_t *ids, int n, int max_tokens, result *out)
+static void add(rig *r, const int32_t *ids, int n, int max_tokens, engine_result *out)
 {
     colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
-    colo_engine_callbacks cb = {NULL, on_done, out};
+    colo_engine_callbacks cb = {NULL, engine_on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
     if (!colo_engine_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
 }
 
-static void run_all(rig *r)
-{
-    int n;
-    for (int guard = 0; guard < 10000; guard++) {
-        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
-        if (!n && !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e))
-            return;
-    }
-    fail_msg("engine did not finish");
-}
-
-static void assert_same(const result *got, const result *want)
-{
-    assert_int_equal(got->done, 1);
-    assert_int_equal(want->done, 1);
-    assert_int_equal(got->status, COLO_OK);
-    assert_int_equal(got->n, want->n);
-    assert_memory_equal(got->toks, want->toks, (size_t)got->n * 4);
-}
-
 /* n_seqs prompts (lengths 5 + 6 i) in one engine; returns its preemptions. */
 static uint64_t generate(colo_dtype kv, int max_running, int step_tokens, int n_blocks, int n_seqs, int max_tokens,
-                         result *out)
+                         engine_result *out)
 {
     rig r;
     rig_open(&r, kv, max_running, step_tokens, n_blocks, false);
@@ -150,7 +110,7 @@ static uint64_t generate(colo_dtype kv, int max_running, int step_tokens, int n_
         prompt(i, 0, 0, ids, 5 + 6 * i);
         add(&r, ids, 5 + 6 * i, max_tokens, &out[i]);
     }
-    run_all(&r);
+    engine_run_all(r.e);
     uint64_t preemptions = colo_engine_preemptions(r.e);
     rig_close(&r);
     return preemptions;
@@ -192,7 +152,7 @@ static void test_elastic_charges_quantized_blocks(void **state)
         fail_msg("arena: %s", err);
     rig_start(&r, COLO_Q8_0, 4, 64, 64, true);
     size_t before = colo_mem_pool_used(pool);
-    result out[2];
+    engine_result out[2];
     int32_t ids[2][40];
     prompt(7, 0, 0, ids[0], 4 * BS + 1), prompt(8, 0, 0, ids[1], 2 * BS);
     add(&r, ids[0], 4 * BS + 1, 8, &out[0]);
@@ -203,7 +163,7 @@ static void test_elastic_charges_quantized_blocks(void **state)
     int used = colo_kv_cache_n_used(kv);
     assert_true(used >= 5 + 2);
     assert_int_equal(colo_mem_pool_used(pool) - before, (size_t)used * block);
-    run_all(&r);
+    engine_run_all(r.e);
     colo_engine_prefix_flush(r.e);
     assert_int_equal(colo_mem_pool_used(pool), before);
     assert_int_equal(out[0].n, 8);
@@ -214,14 +174,14 @@ static void test_elastic_charges_quantized_blocks(void **state)
 
 static void batch_invariance(colo_dtype kv)
 {
-    result alone[4], batch[4], chunked[4];
+    engine_result alone[4], batch[4], chunked[4];
     for (int i = 0; i < 4; i++) {
         rig r;
         rig_open(&r, kv, 1, 256, 0, false);
         int32_t ids[64];
         prompt(i, 0, 0, ids, 5 + 6 * i);
         add(&r, ids, 5 + 6 * i, 24, &alone[i]);
-        run_all(&r);
+        engine_run_all(r.e);
         rig_close(&r);
     }
     generate(kv, 4, 256, 0, 4, 24, batch); /* all four in one batch */
@@ -229,8 +189,8 @@ static void batch_invariance(colo_dtype kv)
     for (int i = 0; i < 4; i++) {
         assert_int_equal(alone[i].n, 24);
         assert_string_equal(alone[i].finish, "length");
-        assert_same(&batch[i], &alone[i]);
-        assert_same(&chunked[i], &alone[i]);
+        engine_assert_same(&batch[i], &alone[i]);
+        engine_assert_same(&chunked[i], &alone[i]);
     }
 }
 
@@ -249,12 +209,12 @@ static void test_batch_invariance_q4_0(void **state)
 static void test_preemption_recomputes_exactly(void **state)
 {
     (void)state;
-    result roomy[4], tight[4];
+    engine_result roomy[4], tight[4];
     assert_int_equal(generate(COLO_Q8_0, 4, 64, 0, 4, 30, roomy), 0);
     uint64_t preemptions = generate(COLO_Q8_0, 4, 64, 16, 4, 30, tight); /* 64 slots for four sequences */
     assert_true(preemptions > 0);
     for (int i = 0; i < 4; i++)
-        assert_same(&tight[i], &roomy[i]);
+        engine_assert_same(&tight[i], &roomy[i]);
 }
 
 /* Three prompts sharing 3 blocks and a bit: the later ones find the prefix
@@ -268,15 +228,15 @@ static void test_prefix_cache_and_fork(void **state)
     int32_t ids[N][LEN];
     for (int i = 0; i < N; i++)
         prompt(9, i, SHARED, ids[i], LEN);
-    result got[2][N];
+    engine_result got[2][N];
     for (int cache = 0; cache < 2; cache++) {
         rig r;
         rig_open(&r, COLO_Q8_0, 4, 256, 0, cache);
         add(&r, ids[0], LEN, 12, &got[cache][0]);
-        run_all(&r);
+        engine_run_all(r.e);
         for (int i = 1; i < N; i++)
             add(&r, ids[i], LEN, 12, &got[cache][i]);
-        run_all(&r);
+        engine_run_all(r.e);
         colo_engine_prefix_info pi;
         colo_engine_prefix_stats(r.e, &pi);
         if (cache)
@@ -284,31 +244,31 @@ static void test_prefix_cache_and_fork(void **state)
         else
             assert_int_equal(pi.hit_tokens, 0);
         if (cache) {
-            result many[N];
+            engine_result many[N];
             colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
             colo_engine_callbacks cbs[N];
             colo_engine_seq *seqs[N];
             for (int i = 0; i < N; i++) {
                 memset(&many[i], 0, sizeof many[i]);
-                cbs[i] = (colo_engine_callbacks){NULL, on_done, &many[i]};
+                cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
             }
             char err[256];
             int32_t fresh[LEN];
             prompt(10, 0, 0, fresh, LEN); /* not cached: the leader computes it, the others fork */
-            result one;
+            engine_result one;
             if (colo_engine_add_n(r.e, fresh, LEN, &p, N, cbs, seqs, err, sizeof err) != COLO_OK)
                 fail_msg("add_n: %s", err);
-            run_all(&r);
+            engine_run_all(r.e);
             colo_engine_prefix_flush(r.e);
             add(&r, fresh, LEN, 12, &one);
-            run_all(&r);
+            engine_run_all(r.e);
             for (int i = 0; i < N; i++)
-                assert_same(&many[i], &one);
+                engine_assert_same(&many[i], &one);
         }
         rig_close(&r);
     }
     for (int i = 0; i < N; i++)
-        assert_same(&got[1][i], &got[0][i]);
+        engine_assert_same(&got[1][i], &got[0][i]);
 }
 
 /* A model whose head size is not whole blocks cannot have a quantized

@@ -94,55 +94,32 @@ static void rig_close(rig *r)
     colo_arena_destroy(r->arena);
 }
 
-typedef struct {
-    int32_t toks[256];
-    float lps[256]; /* each token's log-probability, when asked for */
-    int n;
-    const char *finish;
-    colo_status status;
-    int n_preempted;
-    int done;
-} result;
-
-static void on_done(void *ud, const colo_engine_outcome *o)
-{
-    result *r = ud;
-    r->n = o->n_tokens;
-    memcpy(r->toks, o->tokens, (size_t)o->n_tokens * 4);
-    if (o->logprobs)
-        memcpy(r->lps, o->logprobs, (size_t)o->n_tokens * 4);
-    r->finish = o->finish_reason;
-    r->status = o->status;
-    r->n_preempted = o->n_preempted;
-    r->done++;
-}
-
 static void add_lp(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, bool logprobs,
-                   result *out)
+                   engine_result *out)
 {
     colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed,
                          .logprobs = logprobs};
-    colo_engine_callbacks cb = {NULL, on_done, out};
+    colo_engine_callbacks cb = {NULL, engine_on_done, out};
     char err[256];
     memset(out, 0, sizeof *out);
     if (!colo_engine_add(r->e, ids, n, &p, &cb, err, sizeof err))
         fail_msg("add: %s", err);
 }
 
-static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, result *out)
+static void add(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, engine_result *out)
 {
     add_lp(r, ids, n, max_tokens, temp, seed, false, out);
 }
 
 static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, float temp, uint64_t seed,
-                  result *out)
+                  engine_result *out)
 {
     colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
     colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
     colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
-        cbs[i] = (colo_engine_callbacks){NULL, on_done, &out[i]};
+        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &out[i]};
     }
     char err[256];
     if (colo_engine_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
@@ -154,27 +131,6 @@ static void step(rig *r, int n_steps)
     int n;
     for (int i = 0; i < n_steps; i++)
         assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
-}
-
-static void run_all(rig *r)
-{
-    int n;
-    for (int guard = 0; guard < 20000; guard++) {
-        assert_int_equal(colo_engine_step(r->e, NULL, &n), COLO_OK);
-        if (!n && !colo_engine_n_running(r->e) && !colo_engine_n_waiting(r->e))
-            return;
-    }
-    fail_msg("engine did not finish");
-}
-
-static void assert_same(const result *a, const result *b)
-{
-    assert_int_equal(a->done, 1);
-    assert_int_equal(b->done, 1);
-    assert_int_equal(a->status, COLO_OK);
-    assert_int_equal(b->status, COLO_OK);
-    assert_int_equal(a->n, b->n);
-    assert_memory_equal(a->toks, b->toks, (size_t)a->n * 4);
 }
 
 /* A shared prefix of n_prefix random tokens, then a suffix of n_suffix of
@@ -205,19 +161,19 @@ static void test_cache_on_and_off_agree(void **state)
     for (int i = 0; i < NS; i++)
         n[i] = prompt(ids[i], prefix, NP, i, 3 + i * 2);
     for (int concurrent = 0; concurrent < 2; concurrent++) {
-        result off[NS], on[NS];
+        engine_result off[NS], on[NS];
         for (int cache = 0; cache < 2; cache++) {
-            result *res = cache ? on : off;
+            engine_result *res = cache ? on : off;
             rig r;
             rig_open(&r, 8, 0, cache);
             add(&r, ids[0], n[0], MT, 0, 0, &res[0]);
             if (concurrent)
                 step(&r, 3); /* the first decodes while the others come */
             else
-                run_all(&r);
+                engine_run_all(r.e);
             for (int i = 1; i < NS; i++)
                 add(&r, ids[i], n[i], MT, 0, 0, &res[i]);
-            run_all(&r);
+            engine_run_all(r.e);
             colo_engine_prefix_info pi;
             colo_engine_prefix_stats(r.e, &pi);
             assert_int_equal(pi.enabled, cache);
@@ -227,7 +183,7 @@ static void test_cache_on_and_off_agree(void **state)
             rig_close(&r);
         }
         for (int i = 0; i < NS; i++)
-            assert_same(&off[i], &on[i]);
+            engine_assert_same(&off[i], &on[i]);
     }
 }
 
@@ -260,16 +216,16 @@ static void test_cache_on_and_off_agree_quantized(void **state)
             n[i] = prompt(ids[i], prefix, NP, i, 2 + i * 5); /* 39, 44, 49, 54, 59 tokens */
         memcpy(ids[NS], ids[2], sizeof ids[2]); /* the third prompt again */
         n[NS] = n[2];
-        result off[NS + 2], on[NS + 2];
+        engine_result off[NS + 2], on[NS + 2];
         int32_t turn2[NP + 32 + MT + 3], more[3];
         random_tokens(more, 3);
         for (int cache = 0; cache < 2; cache++) {
-            result *res = cache ? on : off;
+            engine_result *res = cache ? on : off;
             rig r;
             rig_open_on(&r, dev, path, (size_t)64 << 20, 8, 0, BS, cache);
             for (int i = 0; i <= NS; i++) {
                 add_lp(&r, ids[i], n[i], MT, 0, 0, true, &res[i]);
-                run_all(&r);
+                engine_run_all(r.e);
             }
             /* A next turn: the first prompt, its answer and three more tokens.
              * The answer's blocks were computed by decode steps and are not
@@ -278,7 +234,7 @@ static void test_cache_on_and_off_agree_quantized(void **state)
             memcpy(turn2 + n[0], res[0].toks, (size_t)res[0].n * 4);
             memcpy(turn2 + n[0] + res[0].n, more, sizeof more);
             add_lp(&r, turn2, n[0] + res[0].n + 3, MT, 0, 0, true, &res[NS + 1]);
-            run_all(&r);
+            engine_run_all(r.e);
             colo_engine_prefix_info pi;
             colo_engine_prefix_stats(r.e, &pi);
             assert_int_equal(pi.enabled, cache);
@@ -287,7 +243,7 @@ static void test_cache_on_and_off_agree_quantized(void **state)
             rig_close(&r);
         }
         for (int i = 0; i <= NS + 1; i++) { /* the same tokens, and log-probabilities to the bit */
-            assert_same(&off[i], &on[i]);
+            engine_assert_same(&off[i], &on[i]);
             assert_memory_equal(off[i].lps, on[i].lps, (size_t)off[i].n * 4);
         }
         unlink(path);
@@ -302,20 +258,20 @@ static void test_whole_prompt_cached(void **state)
     (void)state;
     int32_t ids[4 * BS];
     random_tokens(ids, 4 * BS);
-    result a, b, c;
+    engine_result a, b, c;
     rig r;
     rig_open(&r, 4, 0, true);
     add(&r, ids, 4 * BS, 12, 0, 0, &a);
-    run_all(&r);
+    engine_run_all(r.e);
     add(&r, ids, 4 * BS, 12, 0, 0, &b);
     add(&r, ids, 4 * BS, 12, 0, 0, &c); /* in the same step as b */
-    run_all(&r);
+    engine_run_all(r.e);
     colo_engine_prefix_info pi;
     colo_engine_prefix_stats(r.e, &pi);
     assert_int_equal(pi.queries, 3);
     assert_int_equal(pi.hit_tokens, 2 * 3 * BS); /* three of four blocks each */
-    assert_same(&a, &b);
-    assert_same(&a, &c);
+    engine_assert_same(&a, &b);
+    engine_assert_same(&a, &c);
     rig_close(&r);
 }
 
@@ -338,21 +294,21 @@ static void test_eviction_under_pressure(void **state)
     random_tokens(shared, 12);
     for (int i = 0; i < NR; i++)
         nrun[i] = prompt(run[i], i < 2 ? fill[0] : shared, 12, i, 9); /* two share a cached prefix */
-    result roomy[NR], tight[NR], filler[NF], again_roomy[NF], again_tight[NF];
+    engine_result roomy[NR], tight[NR], filler[NF], again_roomy[NF], again_tight[NF];
     rig r;
     rig_open(&r, 4, 0, false);
     for (int i = 0; i < NR; i++)
         add(&r, run[i], nrun[i], MT, 0, 0, &roomy[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     for (int i = 0; i < NF; i++)
         add(&r, fill[i], 28, 8, 0, 0, &again_roomy[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     rig_close(&r);
 
     rig_open(&r, 4, 40, true); /* 40 blocks of 4: 160 slots */
     for (int i = 0; i < NF; i++) {
         add(&r, fill[i], 24, 2, 0, 0, &filler[i]);
-        run_all(&r);
+        engine_run_all(r.e);
     }
     colo_engine_prefix_info before;
     colo_engine_prefix_stats(r.e, &before);
@@ -361,18 +317,18 @@ static void test_eviction_under_pressure(void **state)
     assert_int_equal(colo_engine_kv_free_blocks(r.e), 40); /* cached blocks count as free */
     for (int i = 0; i < NR; i++)
         add(&r, run[i], nrun[i], MT, 0, 0, &tight[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     colo_engine_prefix_info after;
     colo_engine_prefix_stats(r.e, &after);
     assert_true(after.evicted_blocks > 0); /* the pressure was real */
     assert_true(after.hit_tokens >= 12);   /* the two sequences on fill[0]'s prefix found it */
     for (int i = 0; i < NR; i++)
-        assert_same(&roomy[i], &tight[i]);
+        engine_assert_same(&roomy[i], &tight[i]);
     for (int i = 0; i < NF; i++)
         add(&r, fill[i], 28, 8, 0, 0, &again_tight[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     for (int i = 0; i < NF; i++)
-        assert_same(&again_roomy[i], &again_tight[i]);
+        engine_assert_same(&again_roomy[i], &again_tight[i]);
     rig_close(&r);
 }
 
@@ -383,7 +339,7 @@ static void test_preempted_find_their_prefix(void **state)
     (void)state;
     enum { NR = 4, MT = 30 };
     int32_t ids[NR][20];
-    result roomy[NR], tight[NR];
+    engine_result roomy[NR], tight[NR];
     for (int i = 0; i < NR; i++) {
         random_tokens(ids[i], 20);
         ids[i][0] = 256 + i;
@@ -392,19 +348,19 @@ static void test_preempted_find_their_prefix(void **state)
     rig_open(&r, 4, 0, false);
     for (int i = 0; i < NR; i++)
         add(&r, ids[i], 20, MT, 0, 0, &roomy[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     rig_close(&r);
     rig_open(&r, 4, 30, true);
     for (int i = 0; i < NR; i++)
         add(&r, ids[i], 20, MT, 0, 0, &tight[i]);
-    run_all(&r);
+    engine_run_all(r.e);
     assert_true(colo_engine_preemptions(r.e) > 0);
     colo_engine_prefix_info pi;
     colo_engine_prefix_stats(r.e, &pi);
     assert_true(pi.queries > NR);  /* readmissions */
     assert_true(pi.hit_tokens > 0); /* only their own blocks can match */
     for (int i = 0; i < NR; i++)
-        assert_same(&roomy[i], &tight[i]);
+        engine_assert_same(&roomy[i], &tight[i]);
     rig_close(&r);
 }
 
@@ -417,18 +373,18 @@ static void test_n_greedy_copies(void **state)
         for (int cache = 0; cache < 2; cache++) {
             int32_t ids[64];
             random_tokens(ids, lens[li]);
-            result one, many[5], other;
+            engine_result one, many[5], other;
             rig r;
             rig_open(&r, 8, 0, cache);
             add(&r, ids, lens[li], 16, 0, 0, &one);
-            run_all(&r);
+            engine_run_all(r.e);
             int32_t ids2[64];
             random_tokens(ids2, 9);
             add(&r, ids2, 9, 16, 0, 0, &other); /* in the same batch */
             add_n(&r, ids, lens[li], 5, 16, 0, 0, many);
-            run_all(&r);
+            engine_run_all(r.e);
             for (int i = 0; i < 5; i++)
-                assert_same(&one, &many[i]);
+                engine_assert_same(&one, &many[i]);
             assert_int_equal(other.done, 1);
             rig_close(&r);
         }
@@ -441,21 +397,21 @@ static void test_n_seeded(void **state)
     int32_t ids[30];
     random_tokens(ids, 30);
     enum { N = 4 };
-    result a[N], b[N], single[N];
+    engine_result a[N], b[N], single[N];
     rig r;
     rig_open(&r, 8, 0, false);
     add_n(&r, ids, 30, N, 20, 1.0f, 77, a);
-    run_all(&r);
+    engine_run_all(r.e);
     add_n(&r, ids, 30, N, 20, 1.0f, 77, b);
-    run_all(&r);
+    engine_run_all(r.e);
     for (int i = 0; i < N; i++) {
         add(&r, ids, 30, 20, 1.0f, 77 + (uint64_t)i, &single[i]);
-        run_all(&r);
+        engine_run_all(r.e);
     }
     int differ = 0;
     for (int i = 0; i < N; i++) {
-        assert_same(&a[i], &b[i]);      /* reproducible */
-        assert_same(&a[i], &single[i]); /* choice i draws from seed + i */
+        engine_assert_same(&a[i], &b[i]);      /* reproducible */
+        engine_assert_same(&a[i], &single[i]); /* choice i draws from seed + i */
         differ += a[i].n != a[0].n || memcmp(a[i].toks, a[0].toks, (size_t)a[0].n * 4) != 0;
     }
     assert_true(differ > 0); /* the choices are not copies of one another */
@@ -470,15 +426,15 @@ static void test_n_past_batch(void **state)
     int32_t ids[26];
     random_tokens(ids, 26);
     for (int cache = 0; cache < 2; cache++) {
-        result one, many[6];
+        engine_result one, many[6];
         rig r;
         rig_open(&r, 2, 0, cache);
         add(&r, ids, 26, 10, 0, 0, &one);
-        run_all(&r);
+        engine_run_all(r.e);
         add_n(&r, ids, 26, 6, 10, 0, 0, many);
-        run_all(&r);
+        engine_run_all(r.e);
         for (int i = 0; i < 6; i++)
-            assert_same(&one, &many[i]);
+            engine_assert_same(&one, &many[i]);
         rig_close(&r);
     }
 }
@@ -490,17 +446,17 @@ static void test_n_cancel(void **state)
     (void)state;
     int32_t ids[22];
     random_tokens(ids, 22);
-    result one, many[4];
+    engine_result one, many[4];
     rig r;
     rig_open(&r, 8, 0, true);
     add(&r, ids, 22, 12, 0, 0, &one);
-    run_all(&r);
+    engine_run_all(r.e);
     colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
     colo_engine_callbacks cbs[4];
     colo_engine_seq *seqs[4];
     for (int i = 0; i < 4; i++) {
         memset(&many[i], 0, sizeof many[i]);
-        cbs[i] = (colo_engine_callbacks){NULL, on_done, &many[i]};
+        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
     }
     char err[256];
     assert_int_equal(colo_engine_add_n(r.e, ids, 22, &p, 4, cbs, seqs, err, sizeof err), COLO_OK);
@@ -508,10 +464,10 @@ static void test_n_cancel(void **state)
     assert_int_equal(many[0].status, COLO_ECANCELED);
     step(&r, 2);
     colo_engine_cancel(r.e, seqs[2]); /* after the fork */
-    run_all(&r);
+    engine_run_all(r.e);
     assert_int_equal(many[2].status, COLO_ECANCELED);
-    assert_same(&one, &many[1]);
-    assert_same(&one, &many[3]);
+    engine_assert_same(&one, &many[1]);
+    engine_assert_same(&one, &many[3]);
     rig_close(&r);
 }
 
@@ -541,7 +497,7 @@ static void test_smollm2(void **state)
     static const char *users[] = {"What is the capital of France?", "Name a prime number above ten.",
                                   "Why is the sky blue?"};
     enum { NU = 3, MT = 16 };
-    result off[NU], on[NU], many[3];
+    engine_result off[NU], on[NU], many[3];
     int32_t *ids[NU];
     int n[NU];
     for (int cache_on = 0; cache_on < 2; cache_on++) {
@@ -554,14 +510,14 @@ static void test_smollm2(void **state)
             if (!cache_on)
                 assert_int_equal(colo_tokenizer_encode(t, text, strlen(text), true, true, &ids[i], &n[i]), COLO_OK);
         }
-        result *res = cache_on ? on : off;
+        engine_result *res = cache_on ? on : off;
         add(&r, ids[0], n[0], MT, 0, 0, &res[0]);
         step(&r, 2);
         for (int i = 1; i < NU; i++)
             add(&r, ids[i], n[i], MT, 0, 0, &res[i]);
         if (cache_on)
             add_n(&r, ids[1], n[1], 3, MT, 0, 0, many);
-        run_all(&r);
+        engine_run_all(r.e);
         colo_engine_prefix_info pi;
         colo_engine_prefix_stats(r.e, &pi);
         if (cache_on)
@@ -569,11 +525,11 @@ static void test_smollm2(void **state)
         rig_close(&r);
     }
     for (int i = 0; i < NU; i++) {
-        assert_same(&off[i], &on[i]);
+        engine_assert_same(&off[i], &on[i]);
         free(ids[i]);
     }
     for (int i = 0; i < 3; i++)
-        assert_same(&off[1], &many[i]);
+        engine_assert_same(&off[1], &many[i]);
     colo_device_close(d);
 }
 
