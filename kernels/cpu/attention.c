@@ -13,14 +13,16 @@
  * head); Q8_0 V rows are read in place, a block's int8 values weighted by
  * the key's weight times the block's d (AVX2). Q4_0 rows, and Q8_0 without
  * AVX2, go through the F32 tiles for K and V.
- * When there are few (token, KV head) pairs (decode of a small batch), each
- * pair's keys are split into segments that run on different workers
+ * A token's keys are split into segments that run on different workers
  * (flash-decoding); their partial results (max, sum of weights, weighted
- * values) are merged by a second op. Only in decode steps
- * (colo_stream_set_decode): a split changes the order of a token's sums,
- * and a prefill's result for a token must not depend on how many tokens
- * come with it (the last tokens of a prompt computed after a prefix-cache
- * hit must get the bits the whole prompt in one step gives them). */
+ * values) are merged by a second op, in segment order. How a token's keys
+ * are split depends on how many keys it has and nothing else (segments of
+ * ATTN_SEGMENT keys, longer past ATTN_MAX_SEGMENTS of them), so a token's
+ * result is the same bits whatever else is in the step: other sequences,
+ * a prefill beside a decode, the rest of its own prompt (the last tokens of
+ * a prompt computed after a prefix-cache hit get the bits the whole prompt
+ * in one step gives them). A token of one segment gets the bits of the
+ * unsplit computation (its merge weighs it by exactly 1). */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
@@ -32,8 +34,19 @@
 
 /* Floats of one converted K (or V) tile: tile keys = this / head_dim. */
 #define ATTN_TILE_FLOATS 2048
-/* Keys a segment keeps at least when a pair's keys are split. */
-#define ATTN_MIN_SEGMENT 64
+/* Keys of a segment, and the most segments a token's keys are split into
+ * (past ATTN_SEGMENT x ATTN_MAX_SEGMENTS keys, segments grow by
+ * ATTN_SEGMENT). */
+#define ATTN_SEGMENT 256
+#define ATTN_MAX_SEGMENTS 8
+
+/* The keys of each segment of a token with n keys (a function of n alone). */
+static inline int segment_len(int n)
+{
+    int per = (n + ATTN_MAX_SEGMENTS - 1) / ATTN_MAX_SEGMENTS;
+    per = (per + ATTN_SEGMENT - 1) / ATTN_SEGMENT * ATTN_SEGMENT;
+    return per > ATTN_SEGMENT ? per : ATTN_SEGMENT;
+}
 
 typedef struct {
     colo_attn_desc d;
@@ -454,7 +467,12 @@ static void attn_task(const void *p, int chunk, int n_chunks)
             colo_cpu_task_fail(COLO_EINVAL);
             continue;
         }
-        int n = j1 - j0, ja = j0 + (int)((int64_t)n * sp / S), jb = j0 + (int)((int64_t)n * (sp + 1) / S);
+        int n = j1 - j0, len = segment_len(n), ja = j0 + sp * len, jb = ja + len < j1 ? ja + len : j1;
+        if (ja >= j1) { /* (part: S > 1) fewer segments than the longest token's */
+            for (int h = 0; h < group; h++)
+                part[h] = -INFINITY, part[group + h] = 0;
+            continue;
+        }
         /* Partials: m (group), l (group), then acc (group, hd); otherwise acc is o. */
         float *acc = part ? part + 2 * group : o;
         if (!part) {
@@ -522,9 +540,10 @@ colo_status colo_cpu_attention(colo_stream *s, const colo_attn_desc *d, const fl
     attn_args a = {*d, q, k_cache, v_cache, out, NULL, 1};
     int64_t pairs = (int64_t)d->n_tokens * d->n_kv_head;
     int keys = d->window && d->window < d->max_pos + 1 ? d->window : d->max_pos + 1;
-    int threads = colo_cpu_stream_threads(s);
-    while (colo_stream_decode(s) && pairs * a.n_split < 8 * threads && keys / (2 * a.n_split) >= ATTN_MIN_SEGMENT)
-        a.n_split *= 2;
+    /* at least every token's segments (a token with fewer keys may have more, shorter ones) */
+    a.n_split = (keys + ATTN_SEGMENT - 1) / ATTN_SEGMENT;
+    if (a.n_split > ATTN_MAX_SEGMENTS)
+        a.n_split = ATTN_MAX_SEGMENTS;
     double cost = 4.0 * keys / a.n_split * d->head_dim * group;
     if (a.n_split > 1) {
         size_t bytes = (size_t)pairs * a.n_split * group * (d->head_dim + 2) * sizeof(float);

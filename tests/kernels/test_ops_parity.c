@@ -309,6 +309,24 @@ static void test_attention_prefill_row_invariant(void **state)
         if (memcmp(tail, all + (size_t)(L - n) * NH * HD, (size_t)n * NH * HD * 4))
             fail_msg("the last %d tokens alone differ from them in the whole prefill", n);
     }
+    /* decode steps (whose tokens' keys are split over workers): the last
+     * token alone, and among tokens of other lengths, gets the same bits */
+    int32_t dpos[4] = {L - 1, 17, 260, 99}, dseq[4] = {0, 0, 0, 0};
+    float *dqd = dalloc(c, (size_t)4 * NH * HD * 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(colo_memcpy_h2d(c->s, dqd + (size_t)i * NH * HD, q + (size_t)dpos[i] * NH * HD,
+                                         (size_t)NH * HD * 4),
+                         COLO_OK);
+    colo_stream_set_decode(c->s, true);
+    for (int n = 1; n <= 4; n += 3) {
+        d.n_tokens = n;
+        d.tok_seq = dput(c, dseq, (size_t)n * 4), d.tok_pos = dput(c, dpos, (size_t)n * 4);
+        assert_int_equal(colo_op_attention(c->s, &d, dqd, kc, vc, dout), COLO_OK);
+        dget(c, tail, dout, (size_t)NH * HD * 4);
+        if (memcmp(tail, all + (size_t)(L - 1) * NH * HD, (size_t)NH * HD * 4))
+            fail_msg("the last token in a decode step of %d differs from it in the prefill", n);
+    }
+    colo_stream_set_decode(c->s, false);
     free(k), free(v), free(q), free(all), free(tail);
     dfree_all(c);
 }
