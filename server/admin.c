@@ -38,6 +38,22 @@ static bool allowed(colo_http_req *req, colo_admin *ad)
     return false;
 }
 
+/* The request's body when it is a JSON object (what: what it must hold),
+ * else NULL, answered 400. */
+static const char *object_body(colo_http_req *req, size_t *len, const char *what)
+{
+    *len = 0;
+    const char *body = colo_http_req_body(req, len);
+    json_error_t jerr;
+    json_t *j = body && *len ? json_loadb(body, *len, 0, &jerr) : NULL;
+    bool obj = j && json_is_object(j);
+    json_decref(j);
+    if (obj)
+        return body;
+    colo_http_error(req, 400, "invalid_json", "the body must be a JSON object: %s", what);
+    return NULL;
+}
+
 static colo_registry_model *model_of(colo_http_req *req, colo_admin *ad)
 {
     const char *name = colo_http_req_param(req, "name");
@@ -160,15 +176,9 @@ static void h_load(colo_http_req *req, void *ud)
         return;
     }
     size_t len = 0;
-    const char *body = colo_http_req_body(req, &len);
-    json_error_t jerr;
-    json_t *j = body && len ? json_loadb(body, len, 0, &jerr) : NULL;
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
-        colo_http_error(req, 400, "invalid_json", "the body must be a JSON object: one model's config, as in models:");
+    const char *body = object_body(req, &len, "one model's config, as in models:");
+    if (!body)
         return;
-    }
-    json_decref(j);
     static colo_model_cfg mc; /* loop thread only; large */
     char msg[1024];
     if (colo_config_parse_model(body, len, "body", ad->config_dir, &mc, msg, sizeof msg) != COLO_OK) {
@@ -264,16 +274,9 @@ static void h_adapter_add(colo_http_req *req, void *ud)
     if (!am)
         return;
     size_t len = 0;
-    const char *body = colo_http_req_body(req, &len);
-    json_error_t jerr;
-    json_t *j = body && len ? json_loadb(body, len, 0, &jerr) : NULL;
-    bool obj = j && json_is_object(j);
-    json_decref(j);
-    if (!obj) {
-        colo_http_error(req, 400, "invalid_json",
-                        "the body must be a JSON object: one adapter's config ({\"name\", \"path\", ...})");
+    const char *body = object_body(req, &len, "one adapter's config ({\"name\", \"path\", ...})");
+    if (!body)
         return;
-    }
     const colo_model_cfg *base = colo_served_config(am->m);
     colo_adapter_cfg a;
     char msg[1024];

@@ -441,6 +441,35 @@ static colo_status add_tensors(colo_gguf_writer *w, const colo_mkmodel_config *c
     return COLO_OK;
 }
 
+/* A fill context for up to n_tensors tensors of c; NULL when out of memory. */
+static fill_ctx *fill_ctx_new(const colo_mkmodel_config *c, size_t n_tensors)
+{
+    fill_ctx *fc = calloc(1, sizeof *fc);
+    if (!fc)
+        return NULL;
+    fc->c = c;
+    fc->types = calloc(n_tensors, sizeof *fc->types);
+    fc->row_len = calloc(n_tensors, sizeof *fc->row_len);
+    fc->kind = calloc(n_tensors, sizeof *fc->kind);
+    if (fc->types && fc->row_len && fc->kind)
+        return fc;
+    free(fc->types);
+    free(fc->row_len);
+    free(fc->kind);
+    free(fc);
+    return NULL;
+}
+
+static void fill_ctx_free(fill_ctx *fc)
+{
+    if (!fc)
+        return;
+    free(fc->types);
+    free(fc->row_len);
+    free(fc->kind);
+    free(fc);
+}
+
 colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, char *err, size_t errlen)
 {
     colo_status st = check_config(c, err, errlen);
@@ -450,16 +479,9 @@ colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *c, c
     colo_gguf_writer *w = colo_gguf_writer_create();
     char **toks = calloc((size_t)c->n_vocab, sizeof *toks);
     int32_t *types = calloc((size_t)c->n_vocab, sizeof *types);
-    fill_ctx *fc = calloc(1, sizeof *fc);
-    if (!w || !toks || !types || !fc)
-        goto out;
-    size_t n_t = 6 + 16 * (size_t)c->n_layer;
-    fc->c = c;
-    fc->types = calloc(n_t, sizeof *fc->types);
-    fc->row_len = calloc(n_t, sizeof *fc->row_len);
-    fc->kind = calloc(n_t, sizeof *fc->kind);
+    fill_ctx *fc = fill_ctx_new(c, 6 + 16 * (size_t)c->n_layer);
     int eos;
-    if (!fc->types || !fc->row_len || !fc->kind || !build_vocab(c, toks, types, &eos) ||
+    if (!w || !toks || !types || !fc || !build_vocab(c, toks, types, &eos) ||
         add_metadata(w, c, toks, types, eos) != COLO_OK || add_tensors(w, c, fc) != COLO_OK)
         goto out;
     char what[300];
@@ -475,12 +497,7 @@ out:
             free(toks[i]);
     free(toks);
     free(types);
-    if (fc) {
-        free(fc->types);
-        free(fc->row_len);
-        free(fc->kind);
-    }
-    free(fc);
+    fill_ctx_free(fc);
     colo_gguf_writer_free(w);
     return st;
 }
@@ -546,12 +563,9 @@ colo_status colo_mkmodel_write_lora(const char *path, const colo_mkmodel_config 
     c.seed = base->seed * 0x9E3779B1u + a->seed + 0x10A;
     st = COLO_ENOMEM;
     colo_gguf_writer *w = colo_gguf_writer_create();
-    fill_ctx *fc = calloc(1, sizeof *fc);
-    size_t n_t = 16 * (size_t)c.n_layer;
-    if (!w || !fc || !(fc->types = calloc(n_t, sizeof *fc->types)) ||
-        !(fc->row_len = calloc(n_t, sizeof *fc->row_len)) || !(fc->kind = calloc(n_t, sizeof *fc->kind)))
+    fill_ctx *fc = fill_ctx_new(&c, 16 * (size_t)c.n_layer);
+    if (!w || !fc)
         goto out;
-    fc->c = &c;
     if (colo_gguf_writer_add_str(w, "general.architecture", colo_llama_traits(c.arch)->name) ||
         colo_gguf_writer_add_str(w, "general.type", "adapter") ||
         colo_gguf_writer_add_str(w, "general.name", "colo synthetic adapter") ||
@@ -565,12 +579,7 @@ colo_status colo_mkmodel_write_lora(const char *path, const colo_mkmodel_config 
 out:
     if (st == COLO_ENOMEM)
         colo_set_err(err, errlen, "out of memory");
-    if (fc) {
-        free(fc->types);
-        free(fc->row_len);
-        free(fc->kind);
-    }
-    free(fc);
+    fill_ctx_free(fc);
     colo_gguf_writer_free(w);
     return st;
 }

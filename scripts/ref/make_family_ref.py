@@ -19,17 +19,7 @@ import tempfile
 import numpy as np
 from llama_cpp import Llama
 
-SHAPE = ["--layers", "3", "--dim", "256", "--heads", "8", "--kv-heads", "2", "--ffn", "512",
-         "--vocab", "512", "--ctx", "256", "--seed", "7"]
-ARCH_FLAGS = {
-    "llama": ["--llama3-rope", "--untied"],
-    "qwen2": [],
-    "qwen3": ["--head-dim", "64"],
-    "phi3": ["--untied"],
-    "gemma3": ["--head-dim", "64", "--swa", "8"],
-}
-PROMPT = [84, 104, 101, 32, 113, 117, 105, 99, 107, 32, 98, 114, 111, 119, 110, 32, 102, 111, 120]
-STEPS = 16
+from family_shapes import ARCH_FLAGS, PROMPT, SHAPE, STEPS
 
 mkmodel, out = sys.argv[1], sys.argv[2]
 cases = sys.argv[3:] or [f"{a}:{t}" for a in ARCH_FLAGS for t in ("f32", "q8_0", "q4_0")]

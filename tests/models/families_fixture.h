@@ -22,6 +22,27 @@
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
+/* cmocka group setup for the family tests: a CPU device of 2 threads into
+ * *dev and a fresh folder named after test into tmpdir (cap bytes). */
+static inline int family_setup(colo_device **dev, char *tmpdir, size_t cap, const char *test)
+{
+    char err[256];
+    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
+    *dev = colo_device_open(&dc, err, sizeof err);
+    const char *t = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, cap, "%s/colo-test-%s-XXXXXX", t, test);
+    return *dev && mkdtemp(tmpdir) ? 0 : -1;
+}
+
+/* The matching teardown: closes dev and removes tmpdir. */
+static inline int family_teardown(colo_device *dev, const char *tmpdir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    colo_device_close(dev);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 typedef struct family_case {
     const char *file;     /* the reference's path */
     colo_mkmodel_config c;

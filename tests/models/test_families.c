@@ -42,21 +42,13 @@ static char tmpdir[256];
 static int setup(void **state)
 {
     (void)state;
-    char err[256];
-    colo_device_config dc = {.want = "cpu", .cpu_threads = 2};
-    dev = colo_device_open(&dc, err, sizeof err);
-    const char *t = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(tmpdir, sizeof tmpdir, "%s/colo-test-families-XXXXXX", t);
-    return dev && mkdtemp(tmpdir) ? 0 : -1;
+    return family_setup(&dev, tmpdir, sizeof tmpdir, "families");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    colo_device_close(dev);
-    return system(cmd) == 0 ? 0 : -1;
+    return family_teardown(dev, tmpdir);
 }
 
 /* One case with a KV cache of kv: returns the largest logit difference

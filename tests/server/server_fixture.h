@@ -360,6 +360,24 @@ static inline char *srv_log(srv_fixture *f)
 
 /* The body of r as JSON (NULL when it is not). */
 /* (generated text may hold U+0000, which JSON writes as \u0000) */
+/* Whether the server's log comes to hold what within about 5 s (it says
+ * what it lacked otherwise). */
+static inline bool srv_log_has(srv_fixture *f, const char *what)
+{
+    for (int i = 0; i < 500; i++) {
+        char *log = srv_log(f);
+        bool ok = log && strstr(log, what);
+        free(log);
+        if (ok)
+            return true;
+        srv_sleep_ms(10);
+    }
+    char *log = srv_log(f);
+    fprintf(stderr, "not in the log: %s\n%s\n", what, log ? log : "");
+    free(log);
+    return false;
+}
+
 static inline json_t *srv_json(const srv_resp *r) { return r->body ? json_loads(r->body, JSON_ALLOW_NUL, NULL) : NULL; }
 
 /* GET path; the answer's JSON (NULL when it is not JSON), its status in *status. */

@@ -163,21 +163,7 @@ static int n_listed(srv_fixture *f)
     return n;
 }
 
-static bool log_has(srv_fixture *f, const char *what)
-{
-    for (int i = 0; i < 500; i++) {
-        char *log = srv_log(f);
-        bool ok = log && strstr(log, what);
-        free(log);
-        if (ok)
-            return true;
-        srv_sleep_ms(10);
-    }
-    char *log = srv_log(f);
-    fprintf(stderr, "not in the log: %s\n%s\n", what, log ? log : "");
-    free(log);
-    return false;
-}
+static bool log_has(srv_fixture *f, const char *what) { return srv_log_has(f, what); }
 
 static const char *M(const char *name, const char *more)
 {
