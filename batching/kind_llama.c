@@ -7,6 +7,7 @@
 #include "models/tools.h"
 #include "models/llama.h"
 #include "models/lora.h"
+#include "runtime/log.h"
 
 _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
                    offsetof(colo_req_logit_bias, bias) == offsetof(colo_sampler_bias, bias),
@@ -160,22 +161,42 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     return COLO_OK;
 }
 
-/* Loads the weights and makes the engine (load and wake). */
-static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
+/* The adapters of slots [lo, hi) into the model. One that fails on a wake
+ * (its file changed or gone, or no room) is dropped with an error in the
+ * log, and requests to it are refused one by one; at the first load it
+ * fails the model (the status is returned). */
+static colo_status load_adapters(llama_kind *k, int lo, int hi, bool waking, char *err, size_t errlen)
+{
+    for (int i = lo; i < hi; i++) {
+        colo_status st;
+        if (!k->lora[i].on ||
+            (st = colo_llama_lora_load_in(k->m, k->s, k->lora[i].path, k->lora[i].scale, i, err, errlen)) == COLO_OK)
+            continue;
+        if (!waking)
+            return st;
+        COLO_ERROR("model %s: adapter in slot %d dropped as the model woke: %s", k->mc.name, i, err);
+        k->lora[i].on = false;
+    }
+    return COLO_OK;
+}
+
+/* Loads the weights and the adapters and makes the engine (load and
+ * wake). The config's adapters are loaded before the KV cache takes what
+ * is left (their bytes are in the model's plan); those added at run time
+ * after it, into the room adapter_memory_bytes kept (or, in an elastic
+ * arena, what the cache has not taken), as when they were added. */
+static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen)
 {
     const colo_model_cfg *mc = &k->mc;
     colo_arena *arena = k->arena;
     colo_stream *s = k->s;
     if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
         return COLO_ENOMEM;
-    for (int i = 0; i < COLO_LORA_SLOTS; i++) {
-        colo_status st;
-        if (k->lora[i].on &&
-            (st = colo_llama_lora_load_in(k->m, s, k->lora[i].path, k->lora[i].scale, i, err, errlen)) != COLO_OK) {
-            colo_llama_free(k->m);
-            k->m = NULL;
-            return st;
-        }
+    colo_status ast = load_adapters(k, 0, mc->n_adapters, waking, err, errlen);
+    if (ast != COLO_OK) {
+        colo_llama_free(k->m);
+        k->m = NULL;
+        return ast;
     }
     colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
@@ -185,8 +206,9 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
     /* room kept for adapters added at run time: the KV cache takes the rest */
+    size_t keep_bytes = mc->adapter_memory_bytes;
     void *keep = NULL;
-    if (mc->adapter_memory_bytes && colo_arena_alloc(arena, mc->adapter_memory_bytes, 256, &keep) != COLO_OK) {
+    if (keep_bytes && colo_arena_alloc(arena, keep_bytes, 256, &keep) != COLO_OK) {
         colo_set_err(err, errlen, "adapter_memory_bytes (%zu) does not fit in the model's memory",
                      (size_t)mc->adapter_memory_bytes);
         colo_llama_free(k->m);
@@ -211,7 +233,7 @@ static colo_status bring_up(llama_kind *k, char *err, size_t errlen)
     size_t grown = after.used_bytes - before.used_bytes; /* (keep is back already) */
     k->act_bytes = grown > kv ? grown - kv : 0;
     k->n_vocab = hp->n_vocab;
-    return COLO_OK;
+    return load_adapters(k, mc->n_adapters, COLO_LORA_SLOTS, true, err, errlen); /* (only a wake has any) */
 }
 
 static void kind_free(void *inst);
@@ -248,7 +270,7 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         k->lora[i].scale = (float)mc->adapters[i].scale;
         snprintf(k->lora[i].path, sizeof k->lora[i].path, "%s", mc->adapters[i].path);
     }
-    if (bring_up(k, err, errlen) != COLO_OK)
+    if (bring_up(k, false, err, errlen) != COLO_OK)
         goto fail;
     /* read by tokenize on any thread: set once here, never by wake */
     k->ctx_tokens = colo_engine_max_seq_len(k->eng);
@@ -299,7 +321,7 @@ static colo_status kind_wake(void *inst, char *err, size_t errlen)
     llama_kind *k = inst;
     if (k->eng)
         return COLO_OK;
-    colo_status st = bring_up(k, err, errlen);
+    colo_status st = bring_up(k, true, err, errlen);
     if (st == COLO_OK && (colo_engine_max_seq_len(k->eng) != k->ctx_tokens ||
                           colo_engine_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
         /* the same config and file make the same sizes; tokenize checked

@@ -10,6 +10,8 @@
  *   that does not fit the base names the tensor;
  * - a tenant allowed an adapter alone gets it, and not the base;
  * - SIGHUP adds, removes and changes adapters without reloading the base;
+ * - a base put to sleep and woken by an adapter's request has its adapters
+ *   again (the same tokens), those added at run time too;
  * - a config whose adapter does not fit its base stops the server with a
  *   message naming the file and the tensor. */
 #include <setjmp.h>
@@ -368,6 +370,63 @@ static void test_sighup(void **state)
     srv_cleanup(&f);
 }
 
+/* With adapter_memory_bytes; without it, an adapter added at run time
+ * fails, its error naming the key, and the others serve on. */
+static void sleep_wake(bool reserve)
+{
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    char y[2048];
+    snprintf(y, sizeof y, "%s", YAML1);
+    if (!reserve) {
+        char *r = strstr(y, "    adapter_memory_bytes:");
+        memmove(r, strchr(r, '\n') + 1, strlen(strchr(r, '\n') + 1) + 1);
+    }
+    assert_true(srv_start(&f, y));
+    int st;
+    json_t *j = post(&f, "/admin/models/b/adapters", "{\"name\":\"a4\",\"path\":\"a4.gguf\"}", &st);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    if (!reserve) {
+        wait_state(&f, "a4", "failed");
+        j = srv_get_json(&f, "/v1/models/a4", &st);
+        assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "adapter_memory_bytes"));
+        json_decref(j);
+        j = post(&f, "/v1/models/a4/infer", "{\"prompt\":\"x\",\"max_tokens\":2}", &st);
+        assert_int_equal(st, 503);
+        json_decref(j);
+        assert_int_equal(del(&f, "/admin/models/b/adapters/a4"), 202);
+        wait_state(&f, "a4", "absent");
+        json_decref(infer(&f, "a1", 6, 8));
+        assert_int_equal(srv_stop(&f), 0);
+        srv_cleanup(&f);
+        return;
+    }
+    wait_state(&f, "a4", "ready");
+    json_t *t1 = infer(&f, "a1", 6, 8), *t4 = infer(&f, "a4", 6, 8);
+    j = post(&f, "/admin/models/b/sleep", "", &st);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    char s[32] = "";
+    for (int i = 0; i < 500 && strcmp(state_of(&f, "b", s, sizeof s), "sleeping"); i++)
+        srv_sleep_ms(20);
+    assert_string_equal(s, "sleeping");
+    json_t *w1 = infer(&f, "a1", 6, 8), *w4 = infer(&f, "a4", 6, 8); /* the first wakes the base */
+    assert_true(json_equal(t1, w1));
+    assert_true(json_equal(t4, w4));
+    json_decref(t1), json_decref(t4), json_decref(w1), json_decref(w4);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
+static void test_sleep_wake_keeps_adapters(void **state)
+{
+    (void)state;
+    sleep_wake(true);
+    sleep_wake(false);
+}
+
 static void test_bad_adapter_in_config(void **state)
 {
     (void)state;
@@ -397,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_admin_add_remove),
         cmocka_unit_test(test_tenant_allow_list),
         cmocka_unit_test(test_sighup),
+        cmocka_unit_test(test_sleep_wake_keeps_adapters),
         cmocka_unit_test(test_bad_adapter_in_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
