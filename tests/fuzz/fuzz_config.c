@@ -1,7 +1,9 @@
 /* Fuzz target: the YAML configuration (config/config.h) from arbitrary
  * bytes, through colo_config_parse as colo_config_load uses it, one
- * model's entry (colo_config_parse_model, the body of POST /admin/models)
- * and the size syntax (colo_config_parse_size) on the same bytes. */
+ * model's entry (colo_config_parse_model, the body of POST /admin/models),
+ * one LoRA adapter's (colo_config_parse_adapter, the body of POST
+ * /admin/models/{name}/adapters) and the size syntax
+ * (colo_config_parse_size) on the same bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == COLO_OK) {
         if (!mc.name[0] || !mc.kind[0] || !mc.path[0] || !(mc.memory_fraction > 0 && mc.memory_fraction <= 1))
             abort(); /* a parsed entry has what a load needs */
+    } else if (!err[0]) {
+        abort();
+    }
+    static colo_adapter_cfg ad;
+    err[0] = 0;
+    st = colo_config_parse_adapter((const char *)data, size, "body", "", &mc, &ad, err, sizeof err);
+    if (st == COLO_OK) {
+        if (!ad.name[0] || !ad.path[0])
+            abort(); /* a parsed adapter has its name and file */
     } else if (!err[0]) {
         abort();
     }
