@@ -2,13 +2,15 @@
  *
  * - decode: a batch of --seqs sequences (a prompt of --prompt tokens each,
  *   prefilled first, untimed), then --steps greedy decode steps, timed:
- *   tokens/s of those steps. Once with no adapters, then once per adapter
- *   setting (8 adapters of rank 16, 1 adapter of rank 16, 8 of rank 8,
- *   8 of rank 64: every product, F32), sequence q on adapter q % n, so
- *   sequences of one adapter are not next to each other in the batch. The
- *   settings alternate within each of --rounds rounds; each round's rates,
+ *   tokens/s of those steps (the batch's tokens over its median step
+ *   time). With no adapters, and with each adapter setting (8 adapters of
+ *   rank 16, 1 adapter of rank 16, 8 of rank 8, 8 of rank 64: every
+ *   product, F32), sequence q on adapter q % n, so sequences of one
+ *   adapter are not next to each other in the batch. Each setting has its
+ *   own batch, and in each of --rounds rounds their steps take turns, so a
+ *   busy moment of the machine falls on all of them; each round's rates,
  *   the medians, each median's ratio to no adapters' and the median of the
- *   rounds' own ratios (steadier on a loaded machine) are printed.
+ *   rounds' own ratios are printed.
  * - load: colo_llama_lora_load of a rank-16 adapter, the file in the page
  *   cache (loaded once before), --loads times with an unload between: the
  *   median, fastest and slowest, and the arena bytes against the file's
@@ -36,7 +38,7 @@
 
 #define BLOCK 16
 #define MAX_ROUNDS 64
-#define MAX_LOADS 1000
+#define MAX_SAMPLES 4096
 
 /* The adapter settings measured against no adapters. */
 typedef struct {
@@ -48,12 +50,16 @@ typedef struct {
 enum { N_SETTINGS = 5 }; /* none, then the four below */
 static const int setting_shape[N_SETTINGS][2] = {{0, 0}, {8, 16}, {1, 16}, {8, 8}, {8, 64}};
 
+/* Every setting has its own sequences (blocks, last tokens, adapters:
+ * N_SETTINGS times n_seqs), so that their steps can alternate. */
 typedef struct {
     colo_llama *m;
     colo_stream *s;
     int n_seqs, prompt, steps, max_blocks, V;
-    int32_t *table, *tok, *pos, *seq, *rows, *adapter, *last; /* table (n_seqs * max_blocks), tokens (n_seqs * prompt) */
-    float *logits;                                            /* (n_seqs, V) */
+    int32_t *table, *last, *adapter; /* (N_SETTINGS, n_seqs, max_blocks), (N_SETTINGS, n_seqs) twice */
+    int32_t *tok, *pos, *seq, *rows; /* one step's: tokens (n_seqs * prompt), rows (n_seqs) */
+    float *logits;                   /* (n_seqs, V) */
+    double *step_ns;                 /* (N_SETTINGS, steps) */
 } bench;
 
 static void usage(FILE *f)
@@ -73,38 +79,53 @@ static void usage(FILE *f)
                "  --dir DIR      where adapter files are written (default $TMPDIR)\n");
 }
 
-/* One timed run: the prompts in one step, then b->steps decode steps of
- * greedy tokens, sequence q on adapter slot adapter[q] (-1: none). *tps:
- * decode tokens per second. */
-static colo_status run(bench *b, double *tps)
+/* Step step (0: the prompts) of setting k's sequences, greedy; *ns: the
+ * forward pass's time. */
+static colo_status step_of(bench *b, int k, int step, uint64_t *ns)
 {
-    colo_status st = colo_llama_kv_alloc(b->m, b->n_seqs * b->max_blocks, b->table);
+    int32_t *last = b->last + (size_t)k * b->n_seqs;
+    int nt = 0;
+    for (int q = 0; q < b->n_seqs; q++) {
+        int len = step == 0 ? b->prompt : 1;
+        for (int j = 0; j < len; j++, nt++) {
+            b->tok[nt] = step == 0 ? (int32_t)((q * 37 + j * 11 + 1) % b->V) : last[q];
+            b->pos[nt] = step == 0 ? j : b->prompt + step - 1;
+            b->seq[nt] = q;
+        }
+        b->rows[q] = nt - 1;
+    }
+    colo_llama_batch bt = {.n_tokens = nt, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = b->n_seqs,
+                           .max_blocks = b->max_blocks,
+                           .block_table = b->table + (size_t)k * b->n_seqs * b->max_blocks,
+                           .n_logits = b->n_seqs, .logit_rows = b->rows,
+                           .seq_adapter = b->adapter + (size_t)k * b->n_seqs};
+    uint64_t t0 = colo_now_ns();
+    colo_status st = colo_llama_forward(b->m, b->s, &bt, b->logits, NULL);
+    *ns = colo_now_ns() - t0;
+    for (int q = 0; q < b->n_seqs && st == COLO_OK; q++)
+        last[q] = colo_argmax(b->logits + (size_t)q * b->V, b->V);
+    return st;
+}
+
+/* One round: every setting's prompts (untimed), then b->steps decode
+ * steps of each, the settings taking turns step by step (each step
+ * starting one further), into b->step_ns. */
+static colo_status round_of(bench *b)
+{
+    int blocks = N_SETTINGS * b->n_seqs * b->max_blocks;
+    colo_status st = colo_llama_kv_alloc(b->m, blocks, b->table);
     if (st != COLO_OK)
         return st;
-    uint64_t ns = 0;
-    for (int step = 0; step <= b->steps && st == COLO_OK; step++) {
-        int nt = 0;
-        for (int q = 0; q < b->n_seqs; q++) {
-            int len = step == 0 ? b->prompt : 1;
-            for (int j = 0; j < len; j++, nt++) {
-                b->tok[nt] = step == 0 ? (int32_t)((q * 37 + j * 11 + 1) % b->V) : b->last[q];
-                b->pos[nt] = step == 0 ? j : b->prompt + step - 1;
-                b->seq[nt] = q;
-            }
-            b->rows[q] = nt - 1;
+    uint64_t ns;
+    for (int k = 0; k < N_SETTINGS && st == COLO_OK; k++)
+        st = step_of(b, k, 0, &ns);
+    for (int step = 1; step <= b->steps && st == COLO_OK; step++)
+        for (int j = 0; j < N_SETTINGS && st == COLO_OK; j++) {
+            int k = (j + step) % N_SETTINGS;
+            st = step_of(b, k, step, &ns);
+            b->step_ns[(size_t)k * b->steps + step - 1] = (double)ns;
         }
-        colo_llama_batch bt = {.n_tokens = nt, .tokens = b->tok, .pos = b->pos, .seq = b->seq, .n_seqs = b->n_seqs,
-                               .max_blocks = b->max_blocks, .block_table = b->table, .n_logits = b->n_seqs,
-                               .logit_rows = b->rows, .seq_adapter = b->adapter};
-        uint64_t t0 = colo_now_ns();
-        st = colo_llama_forward(b->m, b->s, &bt, b->logits, NULL);
-        if (step > 0)
-            ns += colo_now_ns() - t0;
-        for (int q = 0; q < b->n_seqs && st == COLO_OK; q++)
-            b->last[q] = colo_argmax(b->logits + (size_t)q * b->V, b->V);
-    }
-    colo_llama_kv_free(b->m, b->table, b->n_seqs * b->max_blocks);
-    *tps = (double)b->n_seqs * b->steps / (ns * 1e-9);
+    colo_llama_kv_free(b->m, b->table, blocks);
     return st;
 }
 
@@ -116,7 +137,7 @@ static int cmp_double(const void *a, const void *b)
 
 static double median(const double *v, int n)
 {
-    double s[MAX_LOADS];
+    double s[MAX_SAMPLES];
     memcpy(s, v, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -150,23 +171,25 @@ static bool write_load(bench *b, const char *dir, int rank, int seed, int *slot,
 /* Rounds of every setting in turn; prints each round and the medians. */
 static bool decode_bench(bench *b, setting *set, int rounds)
 {
-    printf("decode: %d sequences, %d prompt tokens prefilled, %d decode steps timed; %d rounds\n", b->n_seqs,
-           b->prompt, b->steps, rounds);
+    printf("decode: %d sequences, %d prompt tokens prefilled, %d decode steps timed (tokens over the median "
+           "step); %d rounds, the settings taking turns step by step\n",
+           b->n_seqs, b->prompt, b->steps, rounds);
+    for (int k = 0; k < N_SETTINGS; k++)
+        for (int q = 0; q < b->n_seqs; q++)
+            b->adapter[k * b->n_seqs + q] = set[k].n_adapters ? set[k].slot[q % set[k].n_adapters] : -1;
     for (int r = 0; r < rounds; r++) {
+        colo_status st = round_of(b);
+        if (st != COLO_OK) {
+            fprintf(stderr, "colo-bench-lora: decode: %s\n", colo_status_str(st));
+            return false;
+        }
         printf("round %d:", r + 1);
         for (int k = 0; k < N_SETTINGS; k++) {
-            setting *e = &set[k];
-            for (int q = 0; q < b->n_seqs; q++)
-                b->adapter[q] = e->n_adapters ? e->slot[q % e->n_adapters] : -1;
-            colo_status st = run(b, &e->tps[r]);
-            if (st != COLO_OK) {
-                fprintf(stderr, "colo-bench-lora: decode: %s\n", colo_status_str(st));
-                return false;
-            }
-            printf(" %.1f", e->tps[r]);
-            fflush(stdout);
+            set[k].tps[r] = b->n_seqs / (median(b->step_ns + (size_t)k * b->steps, b->steps) * 1e-9);
+            printf(" %.1f", set[k].tps[r]);
         }
         printf(" tokens/s\n");
+        fflush(stdout);
     }
     printf("%-14s %13s %8s %12s   rounds (tokens/s)\n", "adapters", "median tok/s", "ratio", "round ratio");
     double base = median(set[0].tps, rounds);
@@ -213,7 +236,7 @@ static bool load_bench(bench *b, const char *dir, int n)
         fprintf(stderr, "colo-bench-lora: %s: cannot read back the adapter\n", path);
         return false;
     }
-    double ms[MAX_LOADS], lo = 1e30, hi = 0;
+    double ms[MAX_SAMPLES], lo = 1e30, hi = 0;
     char err[512];
     for (int i = 0; i < n; i++) {
         uint64_t t0 = colo_now_ns();
@@ -266,16 +289,18 @@ static bool prepare(bench *b, setting *set, const char *dir)
     char err[512], path[600];
     b->V = colo_llama_hparams_get(b->m)->n_vocab;
     b->max_blocks = (b->prompt + b->steps + BLOCK - 1) / BLOCK;
-    size_t nt = (size_t)b->n_seqs * b->prompt, q = (size_t)b->n_seqs;
-    b->table = malloc(q * b->max_blocks * sizeof *b->table);
+    size_t nt = (size_t)b->n_seqs * b->prompt, q = (size_t)b->n_seqs, all = N_SETTINGS * q;
+    b->table = malloc(all * b->max_blocks * sizeof *b->table);
     b->tok = malloc(nt * sizeof *b->tok), b->pos = malloc(nt * sizeof *b->pos), b->seq = malloc(nt * sizeof *b->seq);
-    b->rows = malloc(q * sizeof *b->rows), b->adapter = malloc(q * sizeof *b->adapter);
-    b->last = malloc(q * sizeof *b->last), b->logits = malloc(q * b->V * sizeof *b->logits);
-    if (!b->table || !b->tok || !b->pos || !b->seq || !b->rows || !b->adapter || !b->last || !b->logits) {
+    b->rows = malloc(q * sizeof *b->rows), b->adapter = malloc(all * sizeof *b->adapter);
+    b->last = malloc(all * sizeof *b->last), b->logits = malloc(q * b->V * sizeof *b->logits);
+    b->step_ns = malloc((size_t)N_SETTINGS * b->steps * sizeof *b->step_ns);
+    if (!b->table || !b->tok || !b->pos || !b->seq || !b->rows || !b->adapter || !b->last || !b->logits ||
+        !b->step_ns) {
         fprintf(stderr, "colo-bench-lora: out of memory\n");
         return false;
     }
-    if (colo_llama_kv_init(b->m, b->n_seqs * b->max_blocks, BLOCK, COLO_F16, err, sizeof err) != COLO_OK) {
+    if (colo_llama_kv_init(b->m, (int)all * b->max_blocks, BLOCK, COLO_F16, err, sizeof err) != COLO_OK) {
         fprintf(stderr, "colo-bench-lora: KV cache: %s\n", err);
         return false;
     }
@@ -293,7 +318,7 @@ static bool prepare(bench *b, setting *set, const char *dir)
 static void bench_free(bench *b)
 {
     free(b->table), free(b->tok), free(b->pos), free(b->seq), free(b->rows), free(b->adapter), free(b->last);
-    free(b->logits);
+    free(b->logits), free(b->step_ns);
 }
 
 static bool parse_int(const char *s, int lo, int hi, int *out)
@@ -334,9 +359,9 @@ int main(int argc, char **argv)
         case 'v': ok = ok && parse_int(optarg, 1, 1 << 22, &c.n_vocab); break;
         case 'q': ok = ok && parse_int(optarg, 1, 4096, &b.n_seqs); break;
         case 'p': ok = ok && parse_int(optarg, 1, 4096, &b.prompt); break;
-        case 'n': ok = ok && parse_int(optarg, 1, 4096, &b.steps); break;
+        case 'n': ok = ok && parse_int(optarg, 1, MAX_SAMPLES, &b.steps); break;
         case 'r': ok = ok && parse_int(optarg, 1, MAX_ROUNDS, &rounds); break;
-        case 'L': ok = ok && parse_int(optarg, 1, MAX_LOADS, &loads); break;
+        case 'L': ok = ok && parse_int(optarg, 1, MAX_SAMPLES, &loads); break;
         case 't': ok = ok && parse_int(optarg, 1, 1024, &threads); break;
         case 'D': dir = optarg; break;
         case 'h': usage(stdout); return 0;
