@@ -264,9 +264,11 @@ static bool load_bench(bench *b, const char *dir, int n)
 }
 
 /* The model to run: --model, else SmolLM2 from the model cache, else a
- * synthetic Q4_1 model of shape c written into dir (path). */
-static bool pick_model(const char *model, const colo_mkmodel_config *c, const char *dir, char *path, size_t len)
+ * synthetic Q4_1 model of shape c written into dir (path; *written). */
+static bool pick_model(const char *model, const colo_mkmodel_config *c, const char *dir, char *path, size_t len,
+                       bool *written)
 {
+    *written = false;
     if (model) {
         snprintf(path, len, "%s", model);
         return true;
@@ -279,7 +281,9 @@ static bool pick_model(const char *model, const colo_mkmodel_config *c, const ch
         fprintf(stderr, "colo-bench-lora: %s: %s\n", path, err);
         return false;
     }
-    printf("no SmolLM2 in the model cache: a synthetic model of its shape (Q4_1)\n");
+    printf("no SmolLM2 in the model cache: a synthetic Q4_1 model, %d layers, dim %d, ffn %d, vocab %d\n",
+           c->n_layer, c->n_embd, c->n_ff, c->n_vocab);
+    *written = true;
     return true;
 }
 
@@ -373,7 +377,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[512], path[1024];
-    if (!pick_model(model, &c, dir, path, sizeof path))
+    bool written;
+    if (!pick_model(model, &c, dir, path, sizeof path, &written))
         return 1;
     int rc = 1;
     colo_device_config dc = {.want = "cpu", .cpu_threads = threads};
@@ -381,6 +386,8 @@ int main(int argc, char **argv)
     colo_arena *arena = dev ? colo_arena_create_bytes(dev, "bench-lora", (size_t)3 << 30, err, sizeof err) : NULL;
     b.s = arena ? colo_stream_create(dev, NULL, err, sizeof err) : NULL;
     b.m = b.s ? colo_llama_load(path, arena, b.s, err, sizeof err) : NULL;
+    if (written)
+        unlink(path);
     setting set[N_SETTINGS] = {{0}};
     if (!b.m) {
         fprintf(stderr, "colo-bench-lora: %s\n", err);
