@@ -1,13 +1,18 @@
 /* Adapters' low-rank updates (LoRA), each row of a batch with its own
  * adapter: y_i += scale * B (A x_i). A row is computed by one chunk, in one
  * fixed order (the rank's dot products, then the rank's rows of B added in
- * turn), so its bits depend on its input and adapter alone. */
+ * turn), so its bits depend on its input and adapter alone, whichever rows
+ * it is computed with. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define LORA_AVX2
 #endif
+
+/* Rows of one adapter computed together; slots grouped (more: row by row). */
+#define LORA_GROUP 8
+#define LORA_MAX_SLOTS 256
 
 typedef struct {
     const float *x;
@@ -18,37 +23,153 @@ typedef struct {
     int m, x_stride, y_stride, k, n, n_slots, max_rank;
 } lora_args;
 
-/* y (n) += t * b (n). */
-static void axpy(float *y, float t, const float *b, int n)
+#ifdef LORA_AVX2
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* t[j] (j < 4) = a's row j (a + j k) . x, k a multiple of 16, each summed
+ * as colo_cpu_dot_f32 sums it (so the same bits); x read once for four. */
+static void dot4(const float *a, const float *x, int k, float *t)
+{
+    __m256 s0[4], s1[4];
+    for (int j = 0; j < 4; j++)
+        s0[j] = s1[j] = _mm256_setzero_ps();
+    for (int i = 0; i < k; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        for (int j = 0; j < 4; j++) {
+            s0[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)j * k + i), x0, s0[j]);
+            s1[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + (size_t)j * k + i + 8), x1, s1[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        t[j] = hsum8(_mm256_add_ps(s0[j], s1[j]));
+}
+#endif
+
+/* t[r0..r1) = scale * (A's row r . x). */
+static void dots(const lora_args *a, const colo_lora_slot *L, int r0, int r1, const float *x, float *t)
+{
+    int r = r0;
+#ifdef LORA_AVX2
+    if (a->k % 16 == 0)
+        for (; r + 4 <= r1; r += 4) {
+            dot4(L->a + (size_t)r * a->k, x, a->k, t + r);
+            for (int j = 0; j < 4; j++)
+                t[r + j] *= L->scale;
+        }
+#endif
+    for (; r < r1; r++)
+        t[r] = colo_cpu_dot_f32(L->a + (size_t)r * a->k, x, a->k) * L->scale;
+}
+
+/* y[j] (n) += t[j][r] * B's row r for r in turn, for nr rows (1 to 4):
+ * each element a chain of fused multiply-adds, r by r; B read once for
+ * the nr rows, y kept in registers over the rank. */
+static inline __attribute__((always_inline)) void update_rows(const lora_args *a, const colo_lora_slot *L,
+                                                              float *const *y, const float *const *t, const int nr)
 {
     int o = 0;
 #ifdef LORA_AVX2
-    __m256 vt = _mm256_set1_ps(t);
-    for (; o + 8 <= n; o += 8)
-        _mm256_storeu_ps(y + o, _mm256_fmadd_ps(vt, _mm256_loadu_ps(b + o), _mm256_loadu_ps(y + o)));
+    for (; o + 16 <= a->n; o += 16) {
+        __m256 c0[4], c1[4];
+        for (int j = 0; j < nr; j++)
+            c0[j] = _mm256_loadu_ps(y[j] + o), c1[j] = _mm256_loadu_ps(y[j] + o + 8);
+        for (int r = 0; r < L->rank; r++) {
+            const float *b = L->b + (size_t)r * L->b_stride + o;
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            for (int j = 0; j < nr; j++) {
+                __m256 tv = _mm256_broadcast_ss(t[j] + r);
+                c0[j] = _mm256_fmadd_ps(tv, b0, c0[j]), c1[j] = _mm256_fmadd_ps(tv, b1, c1[j]);
+            }
+        }
+        for (int j = 0; j < nr; j++)
+            _mm256_storeu_ps(y[j] + o, c0[j]), _mm256_storeu_ps(y[j] + o + 8, c1[j]);
+    }
 #endif
-    for (; o < n; o++)
-        y[o] = __builtin_fmaf(t, b[o], y[o]);
+    for (; o < a->n; o++)
+        for (int j = 0; j < nr; j++)
+            for (int r = 0; r < L->rank; r++)
+                y[j][o] = __builtin_fmaf(t[j][r], L->b[(size_t)r * L->b_stride + o], y[j][o]);
 }
 
+/* The adapter of slot sl, NULL where a row of it is left alone. */
+static const colo_lora_slot *slot_of(const lora_args *a, int sl)
+{
+    if (sl < 0 || sl >= a->n_slots)
+        return NULL;
+    const colo_lora_slot *L = &a->slots[sl];
+    return L->a && L->b && L->rank > 0 && L->rank <= a->max_rank ? L : NULL;
+}
+
+/* Rows rows[0..n), all of adapter L: each row's rank dot products with A,
+ * then its rank rows of B added in turn; A's rows are read four at a time
+ * for all the rows, B's once for each four rows. */
+static void rows_update(const lora_args *a, const colo_lora_slot *L, const int32_t *rows, int n)
+{
+    float *y[LORA_GROUP];
+    const float *t[LORA_GROUP];
+    for (int r = 0; r < L->rank; r += 4) {
+        int r1 = r + 4 < L->rank ? r + 4 : L->rank;
+        for (int j = 0; j < n; j++)
+            dots(a, L, r, r1, a->x + (size_t)rows[j] * a->x_stride, a->tmp + (size_t)rows[j] * a->max_rank);
+    }
+    for (int j = 0; j < n; j++)
+        y[j] = a->y + (size_t)rows[j] * a->y_stride, t[j] = a->tmp + (size_t)rows[j] * a->max_rank;
+    int j = 0;
+    for (; j + 4 <= n; j += 4)
+        update_rows(a, L, y + j, t + j, 4);
+    for (; j < n; j++)
+        update_rows(a, L, y + j, t + j, 1);
+}
+
+/* The rows in the order of their slots (each slot's in batch order), cut
+ * into chunks there, so that a chunk runs the rows of one adapter
+ * together, LORA_GROUP at a time: an adapter is read from memory once per
+ * chunk rather than once per row. Past LORA_MAX_SLOTS slots, one row at a
+ * time in batch order. */
 static void lora_task(const void *p, int chunk, int n_chunks)
 {
     const lora_args *a = p;
     int64_t lo, hi;
-    colo_chunk_range(a->m, chunk, n_chunks, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++) {
-        int sl = a->row_slot[i];
-        if (sl < 0 || sl >= a->n_slots)
+    if (a->n_slots > LORA_MAX_SLOTS) {
+        colo_chunk_range(a->m, chunk, n_chunks, &lo, &hi);
+        for (int32_t i = (int32_t)lo; i < hi; i++)
+            if (slot_of(a, a->row_slot[i]))
+                rows_update(a, slot_of(a, a->row_slot[i]), &i, 1);
+        return;
+    }
+    int count[LORA_MAX_SLOTS] = {0};
+    int64_t total = 0;
+    for (int i = 0; i < a->m; i++)
+        if (slot_of(a, a->row_slot[i]))
+            count[a->row_slot[i]]++, total++;
+    colo_chunk_range(total, chunk, n_chunks, &lo, &hi);
+    int64_t off = 0;
+    for (int sl = 0; sl < a->n_slots && off < hi; off += count[sl], sl++) {
+        if (!count[sl] || off + count[sl] <= lo)
             continue;
-        const colo_lora_slot *L = &a->slots[sl];
-        if (!L->a || !L->b || L->rank <= 0 || L->rank > a->max_rank)
-            continue;
-        const float *x = a->x + (size_t)i * a->x_stride;
-        float *t = a->tmp + (size_t)i * a->max_rank, *y = a->y + (size_t)i * a->y_stride;
-        for (int r = 0; r < L->rank; r++)
-            t[r] = colo_cpu_dot_f32(L->a + (size_t)r * a->k, x, a->k) * L->scale;
-        for (int r = 0; r < L->rank; r++)
-            axpy(y, t[r], L->b + (size_t)r * L->b_stride, a->n);
+        /* this slot's rows from its skip-th, take of them */
+        int64_t skip = lo > off ? lo - off : 0, take = (hi < off + count[sl] ? hi - off : count[sl]) - skip;
+        int32_t rows[LORA_GROUP];
+        int nr = 0;
+        for (int32_t i = 0; i < a->m && take > 0; i++) {
+            if (a->row_slot[i] != sl)
+                continue;
+            if (skip > 0) {
+                skip--;
+                continue;
+            }
+            rows[nr++] = i, take--;
+            if (nr == LORA_GROUP || !take) {
+                rows_update(a, &a->slots[sl], rows, nr);
+                nr = 0;
+            }
+        }
     }
 }
 

@@ -863,12 +863,12 @@ static void test_dtype_facts(void **state)
  * wider B, as a fused product's): rows with slot -1, 3 (past n_slots) and
  * a slot with no weights keep y; the others get y + scale B (A x) within
  * 1e-5 * (sum |terms|). Strided x and y. Then each row's bits alone equal
- * its bits in the batch. */
+ * its bits in the batch, where eleven rows share slot 1. */
 static void test_lora(void **state)
 {
     ctx_t *c = *state;
     rng_seed_from_env();
-    enum { M = 13, K = 96, N = 80, XS = 100, YS = 88, MAXR = 64, NS = 4 };
+    enum { M = 21, K = 96, N = 84, XS = 100, YS = 88, MAXR = 64, NS = 4 };
     static const int ranks[3] = {4, 16, 64};
     static const float scales[3] = {0.5f, 1.0f, 0.125f};
     float *x = malloc(M * XS * sizeof *x), *y0 = malloc(M * YS * sizeof *y0), *y = malloc(M * YS * sizeof *y);
@@ -885,7 +885,8 @@ static void test_lora(void **state)
                                     ranks[j], stride, scales[j]};
     }
     /* slot 3: present but empty (an adapter that leaves this product alone) */
-    int32_t rs[M] = {0, 1, 2, -1, 2, 1, 0, 3, 7, 2, 0, -1, 1};
+    /* slot 1 on eleven rows: more than the CPU kernel takes together */
+    int32_t rs[M] = {0, 1, 2, -1, 2, 1, 0, 3, 7, 2, 0, -1, 1, 1, 1, 1, 1, 1, 1, 2, 1};
     fill_normal(x, M * XS, 1.0f);
     fill_normal(y0, M * YS, 1.0f);
     double *ref = malloc(M * N * sizeof *ref), *bound = malloc(M * N * sizeof *bound);
