@@ -88,10 +88,13 @@ typedef struct colo_linear_out {
 /* One adapter's low-rank update of one product (LoRA, models/lora.h):
  * y += scale * B (A x), with a (rank, k) row-major and B stored transposed,
  * b (rank, n) with row stride b_stride, so that the slices of a fused
- * product (Q, K and V of one attn_qkv) are views of one tensor. */
+ * product (Q, K and V of one attn_qkv) are views of one tensor. In F32 (a,
+ * b) or F16 (a16, b16: the other pair NULL). */
 typedef struct colo_lora_slot {
     const float *a;
     const float *b;
+    const uint16_t *a16;
+    const uint16_t *b16;
     int rank;
     int b_stride;
     float scale;

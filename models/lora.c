@@ -6,6 +6,7 @@
 #include "models/llama_impl.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,16 +177,27 @@ static colo_status read_plan(const colo_gguf *g, const char *path, const base_sh
             int r;
             if ((st = check_pair(b, l, f, tp, path, &r, err, errlen)) != COLO_OK)
                 return st;
-            int64_t in, out;
-            product_dims(b, f, &in, &out);
             p->info.rank = r > p->info.rank ? r : p->info.rank;
             p->info.n_products++;
-            p->info.bytes += (size_t)r * (size_t)(in + out) * sizeof(float) + 2 * 64;
         }
     if (!p->info.n_products) {
         colo_set_err(err, errlen, "%s: no LoRA tensors", path);
         return COLO_EFORMAT;
     }
+    p->info.f16 = true; /* kept as the file has it when all are F16, else converted to F32 */
+    for (int i = 0; i < b->n_layer * F_N; i++)
+        if (p->p[i].a && (p->p[i].a->type != COLO_F16 || p->p[i].b->type != COLO_F16))
+            p->info.f16 = false;
+    size_t es = p->info.f16 ? 2 : 4;
+    for (int l = 0; l < b->n_layer; l++)
+        for (int f = 0; f < F_N; f++) {
+            const tensor_pair *tp = &p->p[l * F_N + f];
+            int64_t in, out;
+            if (!tp->a || !product_dims(b, f, &in, &out))
+                continue;
+            size_t r = (size_t)tp->a->ne[1];
+            p->info.bytes += (r * (size_t)in * es + 63) / 64 * 64 + (r * (size_t)out * es + 63) / 64 * 64;
+        }
     return COLO_OK;
 }
 
@@ -232,47 +244,70 @@ static base_shape shape_of(const colo_llama *m)
                         hp->n_ff, m->n_layers_fused_qkv > 0, m->traits->fused_up};
 }
 
-/* Tensor t (rows of row_len) as F32 into dst, transposed (dst (row_len,
- * rows)) when transpose. */
-static colo_status to_f32(const colo_gguf_tensor *t, float *dst, bool transpose)
+/* Tensor t (rows of row_len) into dst, transposed (dst (row_len, rows))
+ * when transpose: as F16 when f16 (t is F16), else as F32. */
+static colo_status copy_tensor(const colo_gguf_tensor *t, void *dst, bool transpose, bool f16)
 {
     int64_t k = t->ne[0], rows = t->ne[1];
+    if (f16) {
+        const uint16_t *src = t->data;
+        uint16_t *d = dst;
+        if (!transpose)
+            memcpy(d, src, (size_t)k * rows * 2);
+        for (int64_t r = 0; transpose && r < rows; r++)
+            for (int64_t i = 0; i < k; i++)
+                d[i * rows + r] = src[r * k + i];
+        return COLO_OK;
+    }
+    float *df = dst;
     size_t rb = colo_dtype_row_bytes(t->type, k);
     float *row = malloc((size_t)k * sizeof *row);
     if (!row)
         return COLO_ENOMEM;
     for (int64_t r = 0; r < rows; r++) {
-        colo_dequantize_row(t->type, (const char *)t->data + (size_t)r * rb, transpose ? row : dst + r * k, k);
+        colo_dequantize_row(t->type, (const char *)t->data + (size_t)r * rb, transpose ? row : df + r * k, k);
         if (transpose)
             for (int64_t i = 0; i < k; i++)
-                dst[i * rows + r] = row[i];
+                df[i * rows + r] = row[i];
     }
     free(row);
     return COLO_OK;
 }
 
+/* A view: A at a, B^T from column col of bt (element size es: 2 F16, 4 F32). */
+static colo_lora_slot view(const char *a, const char *bt, int64_t col, size_t es, int r, int64_t out, float s)
+{
+    colo_lora_slot v = {.rank = r, .b_stride = (int)out, .scale = s};
+    if (es == 2)
+        v.a16 = (const uint16_t *)a, v.b16 = (const uint16_t *)(bt + col * 2);
+    else
+        v.a = (const float *)a, v.b = (const float *)(bt + col * 4);
+    return v;
+}
+
 /* The slots of layer l's forward products (COLO_LORA_PRODUCTS) for a pair
  * of file product f: A at a (rank, in), B^T at bt (rank, out). */
-static void set_views(colo_lora_slot *row, int f, const float *a, const float *bt, int r, float s, const base_shape *b)
+static void set_views(colo_lora_slot *row, int f, const char *a, const char *bt, size_t es, int r, float s,
+                      const base_shape *b)
 {
     int64_t in, out;
     product_dims(b, f, &in, &out);
-    colo_lora_slot v = {a, bt, r, (int)out, s};
+    colo_lora_slot v = view(a, bt, 0, es, r, out, s);
     switch (f) {
     case F_Q: row[COLO_LORA_Q * COLO_LORA_SLOTS] = v; break;
     case F_K: row[COLO_LORA_K * COLO_LORA_SLOTS] = v; break;
     case F_V: row[COLO_LORA_V * COLO_LORA_SLOTS] = v; break;
     case F_QKV:
         row[COLO_LORA_Q * COLO_LORA_SLOTS] = v;
-        v.b = bt + b->Q, row[COLO_LORA_K * COLO_LORA_SLOTS] = v;
-        v.b = bt + b->Q + b->KV, row[COLO_LORA_V * COLO_LORA_SLOTS] = v;
+        row[COLO_LORA_K * COLO_LORA_SLOTS] = view(a, bt, b->Q, es, r, out, s);
+        row[COLO_LORA_V * COLO_LORA_SLOTS] = view(a, bt, b->Q + b->KV, es, r, out, s);
         break;
     case F_O: row[COLO_LORA_O * COLO_LORA_SLOTS] = v; break;
     case F_GATE: row[COLO_LORA_GATE * COLO_LORA_SLOTS] = v; break;
     case F_UP:
         if (b->fused_up) { /* gate is the first half, as the base's views (llama_load.c) */
             row[COLO_LORA_GATE * COLO_LORA_SLOTS] = v;
-            v.b = bt + b->F;
+            v = view(a, bt, b->F, es, r, out, s);
         }
         row[COLO_LORA_UP * COLO_LORA_SLOTS] = v;
         break;
@@ -331,15 +366,16 @@ static colo_status fill_adapter(colo_llama *m, const adapter_plan *p, const base
             int64_t in, out;
             product_dims(b, f, &in, &out);
             int r = (int)tp->a->ne[1];
-            size_t ab = (size_t)r * in * sizeof(float), bb = (size_t)r * out * sizeof(float);
+            size_t es = p->info.f16 ? 2 : 4, ab = (size_t)r * in * es, bb = (size_t)r * out * es;
+            size_t ab_pad = (ab + 63) / 64 * 64;
             colo_status st;
-            if ((st = to_f32(tp->a, (float *)(host + off), false)) != COLO_OK ||
-                (st = to_f32(tp->b, (float *)(host + off + ab), true)) != COLO_OK)
+            if ((st = copy_tensor(tp->a, host + off, false, p->info.f16)) != COLO_OK ||
+                (st = copy_tensor(tp->b, host + off + ab_pad, true, p->info.f16)) != COLO_OK)
                 return st;
             float sl = p->info.alpha != 0.0f ? scale * p->info.alpha / (float)r : scale;
             colo_lora_slot *row = m->lora->h_table + (size_t)l * COLO_LORA_PRODUCTS * COLO_LORA_SLOTS + slot;
-            set_views(row, f, (const float *)(dev + off), (const float *)(dev + off + ab), r, sl, b);
-            off += (ab + 63) / 64 * 64 + (bb + 63) / 64 * 64;
+            set_views(row, f, dev + off, dev + off + ab_pad, es, r, sl, b);
+            off += ab_pad + (bb + 63) / 64 * 64;
         }
     return COLO_OK;
 }

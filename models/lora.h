@@ -8,8 +8,9 @@
  * Each adapted product gets y += s B (A x), s = scale * alpha / rank (scale
  * alone when alpha is 0), as llama.cpp applies it.
  *
- * An adapter lives in its base's arena, in F32 (A as (rank, in) rows, B
- * transposed as (rank, out) rows), under a slot number: a step's batch
+ * An adapter lives in its base's arena, in F16 when every tensor of its
+ * file is F16 and in F32 otherwise (A as (rank, in) rows, B transposed as
+ * (rank, out) rows), under a slot number: a step's batch
  * says which slot each sequence uses (colo_llama_batch.seq_adapter), so one
  * step mixes sequences of several adapters and of the bare model. A
  * sequence's logits do not depend on what else is in its step.
@@ -32,6 +33,7 @@ typedef struct colo_lora_info {
     float alpha;       /* adapter.lora.alpha; 0: none */
     float scale;       /* the caller's */
     int n_products;    /* adapted products, over every layer */
+    bool f16;          /* kept in F16: every tensor of the file is F16 (else F32) */
     size_t bytes;      /* in the arena */
     uint64_t uid;      /* unique for this load (the prefix cache's key for it) */
 } colo_lora_info;

@@ -60,6 +60,7 @@ typedef struct {
     int32_t *tok, *pos, *seq, *rows; /* one step's: tokens (n_seqs * prompt), rows (n_seqs) */
     float *logits;                   /* (n_seqs, V) */
     double *step_ns;                 /* (N_SETTINGS, steps) */
+    colo_dtype lora_type;            /* the adapters' files: F32 or F16 (kept so in memory) */
 } bench;
 
 static void usage(FILE *f)
@@ -67,7 +68,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: colo-bench-lora [--model FILE.gguf] [--arch A --layers N --dim E --heads H --kv-heads K "
                "--ffn F --vocab V]\n"
                "                       [--seqs N] [--prompt N] [--steps N] [--rounds N] [--loads N] [--threads N] "
-               "[--dir DIR]\n"
+               "[--dir DIR] [--lora-type f32|f16]\n"
                "  --model FILE   a llama-family GGUF (default SmolLM2-135M-Instruct.Q4_1.gguf from the model cache;\n"
                "                 without one, a synthetic Q4_1 model of the shape flags' shape, SmolLM2's by default)\n"
                "  --seqs N       sequences in the decode batch (default 32)\n"
@@ -75,6 +76,7 @@ static void usage(FILE *f)
                "  --steps N      timed decode steps (default 64)\n"
                "  --rounds N     rounds, the settings alternating in each (default 3)\n"
                "  --loads N      timed adapter loads (default 10)\n"
+               "  --lora-type T  the adapters' tensors, f32 (default) or f16 (kept as F16 in memory)\n"
                "  --threads N    CPU threads (default 2)\n"
                "  --dir DIR      where adapter files are written (default $TMPDIR)\n");
 }
@@ -158,7 +160,7 @@ static bool write_load(bench *b, const char *dir, int rank, int seed, int *slot,
 {
     char err[512];
     colo_mkmodel_config c = shape_of(colo_llama_hparams_get(b->m));
-    colo_mkmodel_lora l = {.rank = rank, .type = COLO_F32, .seed = (uint64_t)seed};
+    colo_mkmodel_lora l = {.rank = rank, .type = b->lora_type, .seed = (uint64_t)seed};
     snprintf(path, len, "%s/colo-bench-lora-r%d-%d.gguf", dir, rank, seed);
     if (colo_mkmodel_write_lora(path, &c, &l, err, sizeof err) != COLO_OK ||
         colo_llama_lora_load(b->m, b->s, path, 1.0f, slot, err, sizeof err) != COLO_OK) {
@@ -339,7 +341,7 @@ int main(int argc, char **argv)
 {
     const char *model = NULL, *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir;
     int threads = 2, rounds = 3, loads = 10;
-    bench b = {.n_seqs = 32, .prompt = 32, .steps = 64};
+    bench b = {.n_seqs = 32, .prompt = 32, .steps = 64, .lora_type = COLO_F32};
     colo_mkmodel_config c = {.arch = COLO_ARCH_LLAMA, .n_layer = 30, .n_embd = 576, .n_head = 9, .n_kv_head = 3,
                              .n_ff = 1536, .n_vocab = 49152, .n_ctx = 2048, .type = COLO_Q4_1, .seed = 1,
                              .rope_base = 100000.0f};
@@ -348,6 +350,7 @@ int main(int argc, char **argv)
         {"heads", 1, 0, 'H'}, {"kv-heads", 1, 0, 'k'}, {"ffn", 1, 0, 'f'},  {"vocab", 1, 0, 'v'},
         {"seqs", 1, 0, 'q'},  {"prompt", 1, 0, 'p'}, {"steps", 1, 0, 'n'},  {"rounds", 1, 0, 'r'},
         {"loads", 1, 0, 'L'}, {"threads", 1, 0, 't'}, {"dir", 1, 0, 'D'},  {"help", 0, 0, 'h'},
+        {"lora-type", 1, 0, 'T'},
         {0, 0, 0, 0}};
     int o;
     bool ok = true;
@@ -368,6 +371,10 @@ int main(int argc, char **argv)
         case 'L': ok = ok && parse_int(optarg, 1, MAX_SAMPLES, &loads); break;
         case 't': ok = ok && parse_int(optarg, 1, 1024, &threads); break;
         case 'D': dir = optarg; break;
+        case 'T':
+            ok = ok && (!strcmp(optarg, "f32") || !strcmp(optarg, "f16"));
+            b.lora_type = !strcmp(optarg, "f16") ? COLO_F16 : COLO_F32;
+            break;
         case 'h': usage(stdout); return 0;
         default: ok = false;
         }

@@ -5,7 +5,7 @@
  * it is computed with. */
 #include "kernels/cpu/cpu_kernels.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define LORA_AVX2
 #endif
@@ -54,6 +54,11 @@ static void dot4(const float *a, const float *x, int k, float *t)
 /* t[r0..r1) = scale * (A's row r . x). */
 static void dots(const lora_args *a, const colo_lora_slot *L, int r0, int r1, const float *x, float *t)
 {
+    if (L->a16) {
+        for (int r = r0; r < r1; r++)
+            t[r] = colo_cpu_dot_f16(L->a16 + (size_t)r * a->k, x, a->k) * L->scale;
+        return;
+    }
     int r = r0;
 #ifdef LORA_AVX2
     if (a->k % 16 == 0)
@@ -80,8 +85,14 @@ static inline __attribute__((always_inline)) void update_rows(const lora_args *a
         for (int j = 0; j < nr; j++)
             c0[j] = _mm256_loadu_ps(y[j] + o), c1[j] = _mm256_loadu_ps(y[j] + o + 8);
         for (int r = 0; r < L->rank; r++) {
-            const float *b = L->b + (size_t)r * L->b_stride + o;
-            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            size_t at = (size_t)r * L->b_stride + o;
+            __m256 b0, b1;
+            if (L->b16) {
+                b0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(L->b16 + at)));
+                b1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(L->b16 + at + 8)));
+            } else {
+                b0 = _mm256_loadu_ps(L->b + at), b1 = _mm256_loadu_ps(L->b + at + 8);
+            }
             for (int j = 0; j < nr; j++) {
                 __m256 tv = _mm256_broadcast_ss(t[j] + r);
                 c0[j] = _mm256_fmadd_ps(tv, b0, c0[j]), c1[j] = _mm256_fmadd_ps(tv, b1, c1[j]);
@@ -93,8 +104,11 @@ static inline __attribute__((always_inline)) void update_rows(const lora_args *a
 #endif
     for (; o < a->n; o++)
         for (int j = 0; j < nr; j++)
-            for (int r = 0; r < L->rank; r++)
-                y[j][o] = __builtin_fmaf(t[j][r], L->b[(size_t)r * L->b_stride + o], y[j][o]);
+            for (int r = 0; r < L->rank; r++) {
+                size_t at = (size_t)r * L->b_stride + o;
+                float b = L->b16 ? colo_fp16_to_f32(L->b16[at]) : L->b[at];
+                y[j][o] = __builtin_fmaf(t[j][r], b, y[j][o]);
+            }
 }
 
 /* The adapter of slot sl, NULL where a row of it is left alone. */
@@ -103,7 +117,8 @@ static const colo_lora_slot *slot_of(const lora_args *a, int sl)
     if (sl < 0 || sl >= a->n_slots)
         return NULL;
     const colo_lora_slot *L = &a->slots[sl];
-    return L->a && L->b && L->rank > 0 && L->rank <= a->max_rank ? L : NULL;
+    bool f32 = L->a && L->b, f16 = L->a16 && L->b16;
+    return (f32 || f16) && L->rank > 0 && L->rank <= a->max_rank ? L : NULL;
 }
 
 /* Rows rows[0..n), all of adapter L: each row's rank dot products with A,

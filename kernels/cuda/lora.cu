@@ -18,12 +18,19 @@ __global__ void lora_down_kernel(const float *__restrict__ x, int x_stride, int 
     if (sl < 0 || sl >= n_slots)
         return;
     colo_lora_slot L = slots[sl];
-    if (!L.a || r >= L.rank || L.rank > max_rank)
+    if ((!L.a && !L.a16) || r >= L.rank || L.rank > max_rank)
         return;
-    const float *a = L.a + (size_t)r * k, *xi = x + (size_t)i * x_stride;
+    const float *xi = x + (size_t)i * x_stride;
     float acc = 0.0f;
-    for (int j = lane; j < k; j += 32)
-        acc = fmaf(a[j], xi[j], acc);
+    if (L.a16) {
+        const __half *a = (const __half *)L.a16 + (size_t)r * k;
+        for (int j = lane; j < k; j += 32)
+            acc = fmaf(__half2float(a[j]), xi[j], acc);
+    } else {
+        const float *a = L.a + (size_t)r * k;
+        for (int j = lane; j < k; j += 32)
+            acc = fmaf(a[j], xi[j], acc);
+    }
     acc = colo_warp_sum(acc);
     if (lane == 0)
         tmp[(size_t)i * max_rank + r] = acc * L.scale;
@@ -38,12 +45,14 @@ __global__ void lora_up_kernel(float *__restrict__ y, int y_stride, int n, const
     if (o >= n || sl < 0 || sl >= n_slots)
         return;
     colo_lora_slot L = slots[sl];
-    if (!L.b || L.rank > max_rank)
+    if ((!L.b && !L.b16) || L.rank > max_rank)
         return;
     const float *t = tmp + (size_t)i * max_rank;
     float acc = y[(size_t)i * y_stride + o];
-    for (int r = 0; r < L.rank; r++)
-        acc = fmaf(t[r], L.b[(size_t)r * L.b_stride + o], acc);
+    for (int r = 0; r < L.rank; r++) {
+        size_t at = (size_t)r * L.b_stride + o;
+        acc = fmaf(t[r], L.b16 ? __half2float(((const __half *)L.b16)[at]) : L.b[at], acc);
+    }
     y[(size_t)i * y_stride + o] = acc;
 }
 

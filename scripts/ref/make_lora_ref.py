@@ -19,7 +19,7 @@ the JSON (OUT_DIR/smollm2_lora_r16.json) names the file under "model" and
 keeps each step's 256 largest logits (top_ids, top_logits) in place of all
 49,152.
 
-usage: make_lora_ref.py COLO_MKMODEL OUT_DIR [ARCH:TYPE:RANK ...]
+usage: make_lora_ref.py COLO_MKMODEL OUT_DIR [ARCH:TYPE:RANK[:f16] ...]
        make_lora_ref.py COLO_MKMODEL OUT_DIR --real MODEL.gguf"""
 import json
 import os
@@ -70,19 +70,21 @@ if len(sys.argv) == 5 and sys.argv[3] == "--real":
                    "steps": steps}, f, separators=(",", ":"))
     print("smollm2", [s["token"] for s in steps])
     sys.exit(0)
-cases = sys.argv[3:] or [f"{a}:f32:{r}" for a in ARCH_FLAGS for r in (8, 64)] + ["llama:q8_0:8", "qwen2:q4_k_m:16"]
+cases = sys.argv[3:] or ([f"{a}:f32:{r}" for a in ARCH_FLAGS for r in (8, 64)] + ["llama:q8_0:8", "qwen2:q4_k_m:16"] +
+                         ["llama:f32:8:f16", "phi3:f32:8:f16"])
 os.makedirs(out, exist_ok=True)
 with tempfile.TemporaryDirectory() as tmp:
     for case in cases:
-        arch, typ, rank = case.split(":")
+        arch, typ, rank, *atype = case.split(":")
         flags = ["--arch", arch, "--type", typ] + SHAPE + ARCH_FLAGS[arch]
-        lora = ["--lora-rank", rank, "--lora-seed", "3"]
-        path, apath = f"{tmp}/{arch}-{typ}.gguf", f"{tmp}/{arch}-{typ}-r{rank}.gguf"
+        lora = ["--lora-rank", rank, "--lora-seed", "3"] + (["--lora-type", atype[0]] if atype else [])
+        suffix = f"_{atype[0]}" if atype else ""
+        path, apath = f"{tmp}/{arch}-{typ}.gguf", f"{tmp}/{arch}-{typ}-r{rank}{suffix}.gguf"
         subprocess.run([mkmodel, "--out", path] + flags, check=True)
         subprocess.run([mkmodel, "--out", apath] + flags + lora, check=True)
         llm = Llama(model_path=path, lora_path=apath, lora_scale=1.0, n_ctx=256, n_batch=256, n_threads=2,
                     logits_all=True, verbose=False, seed=0)
         steps = greedy(llm, PROMPT)
-        with open(f"{out}/{arch}_{typ}_r{rank}.json", "w") as f:
+        with open(f"{out}/{arch}_{typ}_r{rank}{suffix}.json", "w") as f:
             json.dump({"mkmodel": flags, "lora": lora, "prompt": PROMPT, "steps": steps}, f, separators=(",", ":"))
         print(case, [s["token"] for s in steps])

@@ -859,8 +859,8 @@ static void test_dtype_facts(void **state)
 
 /* ---- LoRA: segmented low-rank updates ------------------------------------------------ */
 
-/* m rows over three adapters of ranks 4, 16 and 64 (the last a slice of a
- * wider B, as a fused product's): rows with slot -1, 3 (past n_slots) and
+/* m rows over three adapters of ranks 4, 16 (in F16) and 64 (the last a
+ * slice of a wider B, as a fused product's): rows with slot -1, 3 (past n_slots) and
  * a slot with no weights keep y; the others get y + scale B (A x) within
  * 1e-5 * (sum |terms|). Strided x and y. Then each row's bits alone equal
  * its bits in the batch, where eleven rows share slot 1. */
@@ -873,6 +873,7 @@ static void test_lora(void **state)
     static const float scales[3] = {0.5f, 1.0f, 0.125f};
     float *x = malloc(M * XS * sizeof *x), *y0 = malloc(M * YS * sizeof *y0), *y = malloc(M * YS * sizeof *y);
     float *a[3], *bt[3];
+    uint16_t *h16 = NULL; /* slot 1's F16 copy: read by the queued copies, freed at the end */
     colo_lora_slot slots[NS] = {{0}};
     for (int j = 0; j < 3; j++) {
         int stride = j == 2 ? N + 24 : N;
@@ -880,9 +881,19 @@ static void test_lora(void **state)
         bt[j] = malloc((size_t)ranks[j] * stride * sizeof *bt[j]);
         fill_normal(a[j], (int64_t)ranks[j] * K, 0.3f);
         fill_normal(bt[j], (int64_t)ranks[j] * stride, 0.3f);
-        slots[j] = (colo_lora_slot){dput(c, a[j], (size_t)ranks[j] * K * 4),
-                                    (const float *)dput(c, bt[j], (size_t)ranks[j] * stride * 4) + (j == 2 ? 24 : 0),
-                                    ranks[j], stride, scales[j]};
+        slots[j] = (colo_lora_slot){.rank = ranks[j], .b_stride = stride, .scale = scales[j]};
+        if (j == 1) { /* F16: the reference takes the rounded values */
+            size_t na = (size_t)ranks[j] * K, nb = (size_t)ranks[j] * stride;
+            uint16_t *h = h16 = malloc((na + nb) * sizeof *h);
+            for (size_t i = 0; i < na + nb; i++) {
+                float *v = i < na ? &a[j][i] : &bt[j][i - na];
+                h[i] = colo_f32_to_fp16(*v), *v = colo_fp16_to_f32(h[i]);
+            }
+            slots[j].a16 = dput(c, h, na * 2), slots[j].b16 = dput(c, h + na, nb * 2);
+        } else {
+            slots[j].a = dput(c, a[j], (size_t)ranks[j] * K * 4);
+            slots[j].b = (const float *)dput(c, bt[j], (size_t)ranks[j] * stride * 4) + (j == 2 ? 24 : 0);
+        }
     }
     /* slot 3: present but empty (an adapter that leaves this product alone) */
     /* slot 1 on eleven rows: more than the CPU kernel takes together */
@@ -929,6 +940,7 @@ static void test_lora(void **state)
         free(a[j]), free(bt[j]);
     free(x), free(y0), free(y), free(ref), free(bound), free(packed);
     dfree_all(c);
+    free(h16);
 }
 
 #define PARITY_TESTS                                                                                            \

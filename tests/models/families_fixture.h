@@ -110,6 +110,8 @@ static void family_parse_lora(json_t *flags, colo_mkmodel_lora *a)
             a->seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "--lora-alpha"))
             a->alpha = strtof(v, NULL);
+        else if (!strcmp(f, "--lora-type"))
+            a->type = !strcmp(v, "f16") ? COLO_F16 : COLO_F32;
         else
             fail_msg("unknown colo-mkmodel flag %s in the reference", f);
     }

@@ -291,8 +291,21 @@ static void test_load_unload(void **state)
     size_t E = 128, Q = 128, KV = 64, F = 256, r = 16;
     size_t tensors = 2 * r * 4 * ((E + Q) + 2 * (E + KV) + (Q + E) + 2 * (E + F) + (F + E));
     assert_true(info.bytes >= tensors && info.bytes <= tensors + 2 * 64 * info.n_products);
+    assert_false(info.f16);
     assert_true(colo_arena_used(lm.arena) >= before + info.bytes);
     assert_int_equal(colo_llama_lora_bytes(lm.m), info.bytes);
+    /* an F16 file stays F16: half the bytes */
+    char hpath[400];
+    snprintf(hpath, sizeof hpath, "%s/life16.gguf", tmpdir);
+    colo_mkmodel_lora l16 = {.rank = 16, .type = COLO_F16, .seed = 9};
+    assert_int_equal(colo_mkmodel_write_lora(hpath, &small_cfg, &l16, err, sizeof err), COLO_OK);
+    int s16;
+    colo_lora_info i16;
+    assert_int_equal(colo_llama_lora_load(lm.m, lm.s, hpath, 1.0f, &s16, err, sizeof err), COLO_OK);
+    assert_int_equal(colo_llama_lora_get(lm.m, s16, &i16), COLO_OK);
+    assert_true(i16.f16);
+    assert_true(i16.bytes >= tensors / 2 && i16.bytes <= tensors / 2 + 2 * 64 * i16.n_products);
+    colo_llama_lora_unload(lm.m, lm.s, s16);
     colo_llama_lora_unload(lm.m, lm.s, slot);
     assert_int_equal(colo_llama_lora_get(lm.m, slot, &info), COLO_EINVAL);
     assert_int_equal(colo_llama_lora_bytes(lm.m), 0);
