@@ -175,15 +175,25 @@ colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float sca
     DISPATCH(s, softmax, x, rows, n, scale);
 }
 
+colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                               int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank)
+{
+    if (!x || !out || n_out < 1 || n_out > COLO_LORA_MULTI_MAX || !row_slot || !tmp || m <= 0 || k <= 0 ||
+        n_slots <= 0 || max_rank <= 0 || max_rank > COLO_LORA_MAX_RANK || x_stride < 0 || (x_stride && x_stride < k))
+        return COLO_EINVAL;
+    for (int j = 0; j < n_out; j++)
+        if (!out[j].y || !out[j].slots || out[j].n <= 0 || out[j].y_stride < 0 ||
+            (out[j].y_stride && out[j].y_stride < out[j].n))
+            return COLO_EINVAL;
+    DISPATCH_OP(s, true, lora, x, x_stride, m, k, out, n_out, row_slot, n_slots, tmp, max_rank);
+}
+
 colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
                          int max_rank)
 {
-    if (!x || !y || !row_slot || !slots || !tmp || m <= 0 || k <= 0 || n <= 0 || n_slots <= 0 || max_rank <= 0 ||
-        max_rank > COLO_LORA_MAX_RANK || x_stride < 0 || (x_stride && x_stride < k) || y_stride < 0 ||
-        (y_stride && y_stride < n))
-        return COLO_EINVAL;
-    DISPATCH_OP(s, true, lora, x, x_stride, m, k, y, y_stride, n, row_slot, slots, n_slots, tmp, max_rank);
+    colo_lora_out o = {y, y_stride, n, slots};
+    return colo_op_lora_multi(s, x, x_stride, m, k, &o, 1, row_slot, n_slots, tmp, max_rank);
 }
 
 colo_status colo_op_swiglu(colo_stream *s, const float *gate, const float *up, float *out, int64_t n)

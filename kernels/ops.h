@@ -103,6 +103,18 @@ typedef struct colo_lora_slot {
 /* The largest adapter rank the ops take. */
 #define COLO_LORA_MAX_RANK 256
 
+/* One product's output of a LoRA op: y (m, n) with row stride y_stride (0
+ * = n), updated by the adapters of slots (n_slots, device memory). */
+typedef struct colo_lora_out {
+    float *y;
+    int y_stride;
+    int n;
+    const colo_lora_slot *slots;
+} colo_lora_out;
+
+/* Products of one input a LoRA op updates at most (a layer's Q, K and V). */
+#define COLO_LORA_MULTI_MAX 3
+
 typedef struct colo_ops colo_ops;
 
 struct colo_ops {
@@ -195,16 +207,16 @@ struct colo_ops {
     colo_status (*linear_multi)(colo_stream *s, const float *x, int x_stride, int m, int k,
                                 const colo_linear_out *out, int n_out);
 
-    /* Adapters' low-rank updates, each row with its own (segmented LoRA):
-     * for i < m with 0 <= row_slot[i] < n_slots, y_i (n) += scale * B (A
-     * x_i) of slots[row_slot[i]]; other rows are left as they are. x (m, k)
-     * and y (m, n) with row strides (0 = k / n); row_slot (m) int32 and
-     * slots (n_slots) in device memory; tmp (m, max_rank) scratch, max_rank
-     * at least every slot's rank. Each row's result depends on its own
-     * input and slot alone, whatever else is in the batch. */
-    colo_status (*lora)(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
-                        const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
-                        int max_rank);
+    /* Adapters' low-rank updates, each row with its own (segmented LoRA),
+     * of n_out (1..COLO_LORA_MULTI_MAX) products of one input: for each
+     * out[j] and i < m with 0 <= row_slot[i] < n_slots, out[j].y_i (n) +=
+     * scale * B (A x_i) of out[j].slots[row_slot[i]]; other rows are left
+     * as they are. x (m, k) with row stride x_stride (0 = k); row_slot (m)
+     * int32 in device memory; tmp (m, max_rank) scratch, max_rank at least
+     * every slot's rank. Each row's result depends on its own input and
+     * slot alone, whatever else is in the batch. */
+    colo_status (*lora)(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                        int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -216,6 +228,9 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
 #define COLO_LINEAR_MULTI_MAX 3
 colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                  const colo_linear_out *out, int n_out);
+colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                               int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
+/* One product: colo_op_lora_multi with one output. */
 colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
                          int max_rank);

@@ -288,14 +288,18 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
 
 /* The step's kernels: embeddings, the layers, the logits' rows on the
  * device (m->logits). Queues work only (no copy to the host, no wait). */
-/* Adapters' updates of layer l's product p: y (n, out) += B (A x (n, in))
- * for each token with an adapter that adapts p. */
-static colo_status lora_add(colo_llama *m, colo_stream *s, int l, int p, const float *x, int in, float *y, int out,
-                            int n)
+/* Adapters' updates of layer l's products p0..p0+n_out-1 of one input:
+ * y[j] (n, out[j]) += B (A x (n, in)) for each token with an adapter that
+ * adapts the product; one op for them all. */
+static colo_status lora_add(colo_llama *m, colo_stream *s, int l, int p0, const float *x, int in, float *const *y,
+                            const int *out, int n_out, int n)
 {
     const colo_llama_loras *L = m->lora;
-    const colo_lora_slot *row = L->table + ((size_t)l * COLO_LORA_PRODUCTS + p) * COLO_LORA_SLOTS;
-    return colo_op_lora(s, x, 0, n, in, y, 0, out, L->d_row, row, COLO_LORA_SLOTS, L->tmp, L->cap_rank);
+    colo_lora_out o[COLO_LORA_MULTI_MAX];
+    for (int j = 0; j < n_out; j++)
+        o[j] = (colo_lora_out){y[j], 0, out[j],
+                               L->table + ((size_t)l * COLO_LORA_PRODUCTS + p0 + j) * COLO_LORA_SLOTS};
+    return colo_op_lora_multi(s, x, 0, n, in, o, n_out, L->d_row, COLO_LORA_SLOTS, L->tmp, L->cap_rank);
 }
 
 static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
@@ -323,11 +327,8 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         colo_linear_out qkv[3] = {{L->wq, L->tq, L->bq, m->q, 0, Q}, {L->wk, L->tk, L->bk, m->k, 0, KV},
                                   {L->wv, L->tv, L->bv, m->v, 0, KV}};
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
-        if (lora) {
-            TRY(lora_add(m, s, l, COLO_LORA_Q, m->h, E, m->q, Q, n));
-            TRY(lora_add(m, s, l, COLO_LORA_K, m->h, E, m->k, KV, n));
-            TRY(lora_add(m, s, l, COLO_LORA_V, m->h, E, m->v, KV, n));
-        }
+        if (lora)
+            TRY(lora_add(m, s, l, COLO_LORA_Q, m->h, E, (float *[]){m->q, m->k, m->v}, (int[]){Q, KV, KV}, 3, n));
         if (L->q_norm) { /* per head */
             TRY(colo_op_rmsnorm(s, m->q, L->q_norm, m->q, n * hp->n_head, hp->head_dim, hp->rms_eps));
             TRY(colo_op_rmsnorm(s, m->k, L->k_norm, m->k, n * hp->n_kv_head, hp->head_dim, hp->rms_eps));
@@ -344,24 +345,22 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_attention(s, &ad, m->q, kc, vc, m->att));
         TRY(colo_op_linear(s, L->wo, L->to, L->bo, m->att, 0, m->h, 0, n, E, Q));
         if (lora)
-            TRY(lora_add(m, s, l, COLO_LORA_O, m->att, Q, m->h, E, n));
+            TRY(lora_add(m, s, l, COLO_LORA_O, m->att, Q, (float *[]){m->h}, (int[]){E}, 1, n));
         if (L->post_attn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_attn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
         TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));
         colo_linear_out gate_up[2] = {{L->w_gate, L->tg, L->b_gate, m->g, 0, F}, {L->w_up, L->tu, L->b_up, m->u, 0, F}};
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
-        if (lora) {
-            TRY(lora_add(m, s, l, COLO_LORA_GATE, m->h, E, m->g, F, n));
-            TRY(lora_add(m, s, l, COLO_LORA_UP, m->h, E, m->u, F, n));
-        }
+        if (lora)
+            TRY(lora_add(m, s, l, COLO_LORA_GATE, m->h, E, (float *[]){m->g, m->u}, (int[]){F, F}, 2, n));
         if (m->traits->act == COLO_LLAMA_ACT_GEGLU)
             TRY(colo_op_geglu(s, m->g, m->u, m->g, (int64_t)n * F));
         else
             TRY(colo_op_swiglu(s, m->g, m->u, m->g, (int64_t)n * F));
         TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
         if (lora)
-            TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, m->h, E, n));
+            TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, (float *[]){m->h}, (int[]){E}, 1, n));
         if (L->post_ffn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_ffn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));

@@ -174,9 +174,8 @@ extern int colo_cpu_q8_min_rows;
 
 colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, const float *x,
                             int x_stride, float *y, int y_stride, int m, int n, int k);
-colo_status colo_cpu_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
-                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
-                          int max_rank);
+colo_status colo_cpu_lora(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                          int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
 colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                   const colo_linear_out *out, int n_out);
 colo_status colo_cpu_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -16,11 +16,10 @@
 
 typedef struct {
     const float *x;
-    float *y;
     const int32_t *row_slot;
-    const colo_lora_slot *slots;
     float *tmp;
-    int m, x_stride, y_stride, k, n, n_slots, max_rank;
+    colo_lora_out out[COLO_LORA_MULTI_MAX]; /* y_stride resolved (not 0) */
+    int n_out, m, x_stride, k, n_slots, max_rank;
 } lora_args;
 
 #ifdef LORA_AVX2
@@ -75,12 +74,12 @@ static void dots(const lora_args *a, const colo_lora_slot *L, int r0, int r1, co
 /* y[j] (n) += t[j][r] * B's row r for r in turn, for nr rows (1 to 4):
  * each element a chain of fused multiply-adds, r by r; B read once for
  * the nr rows, y kept in registers over the rank. */
-static inline __attribute__((always_inline)) void update_rows(const lora_args *a, const colo_lora_slot *L,
+static inline __attribute__((always_inline)) void update_rows(const colo_lora_out *out, const colo_lora_slot *L,
                                                               float *const *y, const float *const *t, const int nr)
 {
     int o = 0;
 #ifdef LORA_AVX2
-    for (; o + 16 <= a->n; o += 16) {
+    for (; o + 16 <= out->n; o += 16) {
         __m256 c0[4], c1[4];
         for (int j = 0; j < nr; j++)
             c0[j] = _mm256_loadu_ps(y[j] + o), c1[j] = _mm256_loadu_ps(y[j] + o + 8);
@@ -102,7 +101,7 @@ static inline __attribute__((always_inline)) void update_rows(const lora_args *a
             _mm256_storeu_ps(y[j] + o, c0[j]), _mm256_storeu_ps(y[j] + o + 8, c1[j]);
     }
 #endif
-    for (; o < a->n; o++)
+    for (; o < out->n; o++)
         for (int j = 0; j < nr; j++)
             for (int r = 0; r < L->rank; r++) {
                 size_t at = (size_t)r * L->b_stride + o;
@@ -111,20 +110,21 @@ static inline __attribute__((always_inline)) void update_rows(const lora_args *a
             }
 }
 
-/* The adapter of slot sl, NULL where a row of it is left alone. */
-static const colo_lora_slot *slot_of(const lora_args *a, int sl)
+/* Output q's adapter of slot sl, NULL where a row of it is left alone. */
+static const colo_lora_slot *slot_of(const lora_args *a, int q, int sl)
 {
     if (sl < 0 || sl >= a->n_slots)
         return NULL;
-    const colo_lora_slot *L = &a->slots[sl];
+    const colo_lora_slot *L = &a->out[q].slots[sl];
     bool f32 = L->a && L->b, f16 = L->a16 && L->b16;
     return (f32 || f16) && L->rank > 0 && L->rank <= a->max_rank ? L : NULL;
 }
 
-/* Rows rows[0..n), all of adapter L: each row's rank dot products with A,
- * then its rank rows of B added in turn; A's rows are read four at a time
- * for all the rows, B's once for each four rows. */
-static void rows_update(const lora_args *a, const colo_lora_slot *L, const int32_t *rows, int n)
+/* Rows rows[0..n), all of adapter L in output o: each row's rank dot
+ * products with A, then its rank rows of B added in turn; A's rows are
+ * read four at a time for all the rows, B's once for each four rows. */
+static void rows_update_one(const lora_args *a, const colo_lora_out *o, const colo_lora_slot *L, const int32_t *rows,
+                            int n)
 {
     float *y[LORA_GROUP];
     const float *t[LORA_GROUP];
@@ -134,12 +134,31 @@ static void rows_update(const lora_args *a, const colo_lora_slot *L, const int32
             dots(a, L, r, r1, a->x + (size_t)rows[j] * a->x_stride, a->tmp + (size_t)rows[j] * a->max_rank);
     }
     for (int j = 0; j < n; j++)
-        y[j] = a->y + (size_t)rows[j] * a->y_stride, t[j] = a->tmp + (size_t)rows[j] * a->max_rank;
+        y[j] = o->y + (size_t)rows[j] * o->y_stride, t[j] = a->tmp + (size_t)rows[j] * a->max_rank;
     int j = 0;
     for (; j + 4 <= n; j += 4)
-        update_rows(a, L, y + j, t + j, 4);
+        update_rows(o, L, y + j, t + j, 4);
     for (; j < n; j++)
-        update_rows(a, L, y + j, t + j, 1);
+        update_rows(o, L, y + j, t + j, 1);
+}
+
+/* Rows rows[0..n), all of slot sl, in each output in turn. */
+static void rows_update(const lora_args *a, int sl, const int32_t *rows, int n)
+{
+    for (int q = 0; q < a->n_out; q++) {
+        const colo_lora_slot *L = slot_of(a, q, sl);
+        if (L)
+            rows_update_one(a, &a->out[q], L, rows, n);
+    }
+}
+
+/* Whether any output has an adapter in slot sl. */
+static bool slot_used(const lora_args *a, int sl)
+{
+    for (int q = 0; q < a->n_out; q++)
+        if (slot_of(a, q, sl))
+            return true;
+    return false;
 }
 
 /* The rows in the order of their slots (each slot's in batch order), cut
@@ -154,14 +173,17 @@ static void lora_task(const void *p, int chunk, int n_chunks)
     if (a->n_slots > LORA_MAX_SLOTS) {
         colo_chunk_range(a->m, chunk, n_chunks, &lo, &hi);
         for (int32_t i = (int32_t)lo; i < hi; i++)
-            if (slot_of(a, a->row_slot[i]))
-                rows_update(a, slot_of(a, a->row_slot[i]), &i, 1);
+            if (slot_used(a, a->row_slot[i]))
+                rows_update(a, a->row_slot[i], &i, 1);
         return;
     }
     int count[LORA_MAX_SLOTS] = {0};
+    bool used[LORA_MAX_SLOTS];
+    for (int sl = 0; sl < a->n_slots; sl++)
+        used[sl] = slot_used(a, sl);
     int64_t total = 0;
     for (int i = 0; i < a->m; i++)
-        if (slot_of(a, a->row_slot[i]))
+        if (a->row_slot[i] >= 0 && a->row_slot[i] < a->n_slots && used[a->row_slot[i]])
             count[a->row_slot[i]]++, total++;
     colo_chunk_range(total, chunk, n_chunks, &lo, &hi);
     int64_t off = 0;
@@ -181,18 +203,24 @@ static void lora_task(const void *p, int chunk, int n_chunks)
             }
             rows[nr++] = i, take--;
             if (nr == LORA_GROUP || !take) {
-                rows_update(a, &a->slots[sl], rows, nr);
+                rows_update(a, sl, rows, nr);
                 nr = 0;
             }
         }
     }
 }
 
-colo_status colo_cpu_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
-                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
-                          int max_rank)
+colo_status colo_cpu_lora(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                          int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank)
 {
-    lora_args a = {x, y, row_slot, slots, tmp, m, x_stride ? x_stride : k, y_stride ? y_stride : n, k, n, n_slots,
-                   max_rank};
-    return colo_cpu_launch(s, lora_task, &a, sizeof a, colo_cpu_chunks(s, m, 4.0 * (k + n) * 16));
+    lora_args a = {.x = x, .row_slot = row_slot, .tmp = tmp, .n_out = n_out, .m = m,
+                   .x_stride = x_stride ? x_stride : k, .k = k, .n_slots = n_slots, .max_rank = max_rank};
+    double cost = 0;
+    for (int q = 0; q < n_out; q++) {
+        a.out[q] = out[q];
+        if (!a.out[q].y_stride)
+            a.out[q].y_stride = out[q].n;
+        cost += 4.0 * (k + out[q].n) * 16;
+    }
+    return colo_cpu_launch(s, lora_task, &a, sizeof a, colo_cpu_chunks(s, m, cost));
 }

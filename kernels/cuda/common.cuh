@@ -273,9 +273,8 @@ colo_status colo_cuda_gemm(colo_stream *s, bool ta, bool tb, int m, int n, int k
 colo_status colo_cuda_dequantize(colo_stream *s, const void *src, colo_dtype t, void *dst, colo_dtype dt, int64_t n);
 colo_status colo_cuda_get_rows(colo_stream *s, const void *table, colo_dtype t, int64_t n_rows, int row_len,
                                const int32_t *ids, int n_ids, float *out);
-colo_status colo_cuda_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
-                           const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
-                           int max_rank);
+colo_status colo_cuda_lora(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                           int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
 colo_status colo_cuda_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride, void *kc,
                                void *vc, colo_dtype t, const int32_t *slot, int n_tokens, int kv_dim);
 colo_status colo_cuda_attention(colo_stream *s, const colo_attn_desc *d, const float *q, const void *kc,

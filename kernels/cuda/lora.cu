@@ -58,18 +58,23 @@ __global__ void lora_up_kernel(float *__restrict__ y, int y_stride, int n, const
 
 } // namespace
 
-colo_status colo_cuda_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
-                           const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,
-                           int max_rank)
+colo_status colo_cuda_lora(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
+                           int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank)
 {
     cudaStream_t cs = colo_cuda_stream(s);
-    dim3 down(m, colo_div_up(max_rank, kDownWarps));
-    lora_down_kernel<<<down, kDownWarps * 32, 0, cs>>>(x, x_stride ? x_stride : k, k, row_slot, slots, n_slots, tmp,
-                                                       max_rank);
-    colo_status st = COLO_LAUNCH_CHECK();
-    if (st != COLO_OK)
-        return st;
-    dim3 up(m, colo_div_up(n, 128));
-    lora_up_kernel<<<up, 128, 0, cs>>>(y, y_stride ? y_stride : n, n, row_slot, slots, n_slots, tmp, max_rank);
-    return COLO_LAUNCH_CHECK();
+    for (int q = 0; q < n_out; q++) { /* tmp is reused: the stream orders the products */
+        const colo_lora_out *o = &out[q];
+        dim3 down(m, colo_div_up(max_rank, kDownWarps));
+        lora_down_kernel<<<down, kDownWarps * 32, 0, cs>>>(x, x_stride ? x_stride : k, k, row_slot, o->slots,
+                                                           n_slots, tmp, max_rank);
+        colo_status st = COLO_LAUNCH_CHECK();
+        if (st != COLO_OK)
+            return st;
+        dim3 up(m, colo_div_up(o->n, 128));
+        lora_up_kernel<<<up, 128, 0, cs>>>(o->y, o->y_stride ? o->y_stride : o->n, o->n, row_slot, o->slots, n_slots,
+                                           tmp, max_rank);
+        if ((st = COLO_LAUNCH_CHECK()) != COLO_OK)
+            return st;
+    }
+    return COLO_OK;
 }
