@@ -4,7 +4,8 @@
 # colo-server serving eight models under one CPU budget that holds about
 # three of them awake, and, when LLAMA_SERVER names a llama-server binary,
 # against llama.cpp's router (--models-dir over the same files,
-# --models-max 3) with the same requests at the same times:
+# --models-max 3, the same context per sequence) with the same requests at
+# the same times:
 #
 #   scripts/bench-trace.sh [OUT_DIR] [extra colo-loadtest options]
 #
@@ -29,9 +30,10 @@
 #   GUARANTEE_EXTRA_BYTES [104857600]  MODELS_MAX [3] (the router's --models-max)
 #   RATES ['0.25 0.5 1'] (requests/s over all models)  ROUNDS [3]
 #   BURSTINESS [0.5]  ZIPF [1.0]  SEED [1]  DURATION [60]  INPUT_LEN [64]
-#   OUTPUT_LEN [16]  GOODPUT ['ttft:2000 tpot:200']  CTX [512] (the
-#   router's --ctx-size; colo's max_seq_len)  LLAMA_SERVER (path; unset: colo
-#   only)  COLO_PORT [18432]  ROUTER_PORT [18431]
+#   OUTPUT_LEN [16]  GOODPUT ['ttft:2000 tpot:200']  CTX [512] (colo's
+#   max_seq_len; the router's context per slot)  PARALLEL [4] (the router's
+#   --parallel; its --ctx-size is CTX x PARALLEL)  LLAMA_SERVER (path;
+#   unset: colo only)  COLO_PORT [18432]  ROUTER_PORT [18431]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -50,6 +52,7 @@ INPUT_LEN=${INPUT_LEN:-64}
 OUTPUT_LEN=${OUTPUT_LEN:-16}
 GOODPUT=${GOODPUT:-ttft:2000 tpot:200}
 CTX=${CTX:-512}
+PARALLEL=${PARALLEL:-4}
 COLO_PORT=${COLO_PORT:-18432}
 ROUTER_PORT=${ROUTER_PORT:-18431}
 # name:arch:shape (colo-mkmodel), Q4_K_M
@@ -168,8 +171,9 @@ run_colo() { # DIR RATE
 }
 
 run_router() { # DIR RATE
-  "$LLAMA_SERVER" --models-dir "$OUT/models" --models-max "$MODELS_MAX" --ctx-size "$CTX" --host 127.0.0.1 \
-    --port "$ROUTER_PORT" >"$1/router.log" 2>&1 &
+  # --parallel slots share --ctx-size: give each slot colo's max_seq_len
+  "$LLAMA_SERVER" --models-dir "$OUT/models" --models-max "$MODELS_MAX" --parallel "$PARALLEL" \
+    --ctx-size $((CTX * PARALLEL)) --host 127.0.0.1 --port "$ROUTER_PORT" >"$1/router.log" 2>&1 &
   server=$!
   wait_health "http://127.0.0.1:$ROUTER_PORT/health" "$server" "$1/router.log"
   "$BUILD/colo-loadtest" --url "http://127.0.0.1:$ROUTER_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
