@@ -68,12 +68,18 @@ void colo_evictor_leave(colo_evictor *ev, colo_served *m)
     pthread_mutex_unlock(&ev->mu);
 }
 
-/* Under ev->mu: may m be put to sleep to make room? */
-static bool evictable(const colo_served *m, const colo_served *except)
+/* Under ev->mu: may m be put to sleep once it is idle? */
+static bool sleepable(const colo_served *m, const colo_served *except)
 {
     return m != except && !atomic_load(&m->pinned) && atomic_load(&m->state) == COLO_SERVED_READY &&
-           !atomic_load(&m->draining) && !atomic_load(&m->evict_asked) && atomic_load(&m->running) == 0 &&
-           colo_queue_len(((colo_served *)m)->q) == 0 && m->kind->sleep && m->kind->wake && colo_arena_guarantee_full(m->arena) > 0;
+           !atomic_load(&m->draining) && m->kind->sleep && m->kind->wake && colo_arena_guarantee_full(m->arena) > 0;
+}
+
+/* Under ev->mu: may m be put to sleep to make room now? */
+static bool evictable(const colo_served *m, const colo_served *except)
+{
+    return sleepable(m, except) && !atomic_load(&m->evict_asked) && atomic_load(&m->running) == 0 &&
+           colo_queue_len(((colo_served *)m)->q) == 0;
 }
 
 /* Under ev->mu: the candidates, in eviction order (lowest priority, then least recently used). */
@@ -104,6 +110,17 @@ size_t colo_evictor_available(colo_evictor *ev, const colo_served *except)
     int n = candidates(ev, except, c);
     for (int i = 0; i < n; i++)
         avail += colo_arena_guarantee_full(c[i]->arena);
+    pthread_mutex_unlock(&ev->mu);
+    return avail;
+}
+
+size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except)
+{
+    pthread_mutex_lock(&ev->mu);
+    size_t avail = colo_mem_pool_unguaranteed(ev->pool);
+    for (int i = 0; i < ev->n; i++)
+        if (sleepable(ev->members[i], except))
+            avail += colo_arena_guarantee_full(ev->members[i]->arena);
     pthread_mutex_unlock(&ev->mu);
     return avail;
 }

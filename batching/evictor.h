@@ -40,6 +40,12 @@ void colo_evictor_leave(colo_evictor *ev, colo_served *m);
  * be put to sleep (except `except`, which may be NULL). */
 size_t colo_evictor_available(colo_evictor *ev, const colo_served *except);
 
+/* Bytes of guarantee that could be had once every model that runs or has
+ * requests queued now is idle: colo_evictor_available plus their
+ * guarantees. Pinned, loading, waking, draining or failed models, and
+ * those whose kind cannot sleep, count for nothing. */
+size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except);
+
 /* Makes bytes of guarantee free in the pool. COLO_OK: they are, and the
  * caller holds the evictor until colo_evictor_unclaim (take the guarantee
  * in between, so that no other claim takes it first). COLO_ENOMEM with

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* how long a wake that found no room waits before it tries again */
+#define WAKE_RETRY_NS (20ull * 1000 * 1000)
+
 const char *colo_served_state_name(colo_served_state s)
 {
     switch (s) {
@@ -141,7 +144,7 @@ static colo_arena *make_arena(colo_served *m, size_t budget, char *e, size_t ele
     double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
     size_t g = (size_t)((double)budget * mc->memory_fraction);
     bool claimed = false;
-    if (env->evictor && colo_mem_pool_unguaranteed(env->pool) < g) {
+    if (env->evictor) { /* even when it fits: see take_guarantee */
         if (colo_evictor_claim(env->evictor, g, m, mc->name, e, elen) != COLO_OK) {
             *st = COLO_ENOMEM;
             return NULL;
@@ -794,17 +797,23 @@ static bool go_to_sleep(colo_served *m)
 }
 
 /* Takes the model's guarantee back from the pool, putting idle models to
- * sleep when it does not fit. */
+ * sleep when it does not fit. With an evictor even a guarantee that fits
+ * is taken inside a claim: the room a claim makes by putting models to
+ * sleep is its claimant's, and a wake that took it on the way would leave
+ * the claimant waiting for memory that never comes. */
 static bool take_guarantee(colo_served *m, char *e, size_t elen)
 {
     if (!m->guarantee_given_back)
         return true;
     size_t need = 0, avail = 0;
+    colo_evictor *ev = m->env.evictor;
+    bool held = ev && colo_evictor_claim(ev, 0, m, m->cfg.name, e, elen) == COLO_OK;
     colo_status st = colo_arena_restore_guarantee(m->arena, &need, &avail);
-    if (st != COLO_OK && m->env.evictor &&
-        colo_evictor_claim(m->env.evictor, need, m, m->cfg.name, e, elen) == COLO_OK) {
+    if (held)
+        colo_evictor_unclaim(ev);
+    if (st != COLO_OK && ev && colo_evictor_claim(ev, need, m, m->cfg.name, e, elen) == COLO_OK) {
         st = colo_arena_restore_guarantee(m->arena, &need, &avail);
-        colo_evictor_unclaim(m->env.evictor);
+        colo_evictor_unclaim(ev);
     }
     if (st != COLO_OK) {
         if (!e[0])
@@ -813,6 +822,25 @@ static bool take_guarantee(colo_served *m, char *e, size_t elen)
     }
     m->guarantee_given_back = false;
     return true;
+}
+
+/* May a wake that found no room try again? While requests are queued, the
+ * models holding the memory are busy now and would make room once idle
+ * (not when they are pinned), and the first refusal is younger than the
+ * queue timeout. A wake with nothing queued (asked through the admin
+ * route) does not wait. */
+static bool wake_may_wait(colo_served *m, const char *why)
+{
+    uint64_t now = colo_now_ns();
+    int timeout_ms = m->cfg.batching.queue_timeout_ms > 0 ? m->cfg.batching.queue_timeout_ms : 30000;
+    if (!colo_queue_len(m->q) || atomic_load(&m->stopping) || !m->env.evictor ||
+        colo_evictor_available_later(m->env.evictor, m) < colo_arena_guarantee_full(m->arena))
+        return false;
+    if (!m->wake_blocked_since_ns) {
+        m->wake_blocked_since_ns = now;
+        COLO_INFO("model %s waits for memory to wake: %s", m->cfg.name, why);
+    }
+    return now - m->wake_blocked_since_ns < (uint64_t)timeout_ms * 1000000u;
 }
 
 /* Answers every queued request: the model could not wake for memory. */
@@ -835,6 +863,11 @@ static bool wake_up(colo_served *m)
     uint64_t t0 = colo_now_ns();
     char e[512] = "";
     if (!take_guarantee(m, e, sizeof e)) {
+        if (wake_may_wait(m, e)) {
+            colo_sleep_ns(WAKE_RETRY_NS);
+            return false;
+        }
+        m->wake_blocked_since_ns = 0;
         char why[640];
         snprintf(why, sizeof why, "model %s cannot wake: %s", m->cfg.name, e);
         COLO_WARN("%s", why);
@@ -842,6 +875,7 @@ static bool wake_up(colo_served *m)
         refuse_queued(m, why);
         return false;
     }
+    m->wake_blocked_since_ns = 0;
     m->state = COLO_SERVED_WAKING;
     for (;;) {
         e[0] = 0;

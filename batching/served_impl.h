@@ -54,6 +54,7 @@ struct colo_served {
     atomic_bool pinned;            /* cfg.pinned, changeable at run time */
     _Atomic int keep_alive_ms;     /* cfg.keep_alive_ms, changeable at run time */
     bool guarantee_given_back;     /* executor thread: asleep without its guarantee */
+    uint64_t wake_blocked_since_ns; /* executor thread: since when queued requests wait for memory to wake (0: not) */
     bool in_evictor;               /* controlling thread */
     _Atomic int running;
     /* requests admitted into a generative kind (executor thread only); one

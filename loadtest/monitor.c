@@ -2,6 +2,7 @@
 #include "loadtest/monitor.h"
 
 #include <event2/buffer.h>
+#include <dirent.h>
 #include <event2/bufferevent.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -133,26 +134,93 @@ lt_status lt_monitor_apply(lt_monitor *m, const char *body, double at_s)
     return st;
 }
 
+/* VmRSS of one process in bytes; 0 when it is gone. *hwm (may be NULL): its VmHWM. */
+static uint64_t proc_rss_bytes(int pid, uint64_t *hwm, bool *found)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long long kb;
+    uint64_t rss = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
+            rss = kb * 1024;
+            if (found)
+                *found = true;
+        } else if (hwm && sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
+            *hwm = kb * 1024;
+        }
+    }
+    fclose(f);
+    return rss;
+}
+
+/* The parent of pid from /proc/pid/stat ("pid (comm) state ppid ..."; comm
+ * may hold spaces and parentheses, so read from the last ')'); -1 when gone. */
+static int proc_parent(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    int ppid;
+    return p && sscanf(p + 1, " %*c %d", &ppid) == 1 ? ppid : -1;
+}
+
+uint64_t lt_proc_tree_rss_bytes(int pid)
+{
+    enum { MAX_PROCS = 4096 };
+    if (pid <= 0)
+        return 0;
+    int *pids = malloc(MAX_PROCS * sizeof *pids), *parents = malloc(MAX_PROCS * sizeof *parents);
+    size_t n = 0;
+    DIR *d = pids && parents ? opendir("/proc") : NULL;
+    struct dirent *e;
+    while (d && n < MAX_PROCS && (e = readdir(d))) {
+        char *end;
+        long v = strtol(e->d_name, &end, 10);
+        if (*end || v <= 0)
+            continue;
+        pids[n] = (int)v;
+        parents[n++] = proc_parent((int)v);
+    }
+    if (d)
+        closedir(d);
+    uint64_t sum = proc_rss_bytes(pid, NULL, NULL);
+    /* the tree: pids[0..in) are in it; each pass takes the children of those found */
+    int tree[256];
+    size_t in = 0;
+    tree[in++] = pid;
+    for (size_t t = 0; t < in; t++)
+        for (size_t i = 0; i < n && in < sizeof tree / sizeof *tree; i++)
+            if (parents[i] == tree[t] && pids[i] != pid) {
+                tree[in++] = pids[i];
+                sum += proc_rss_bytes(pids[i], NULL, NULL);
+            }
+    free(pids);
+    free(parents);
+    return sum;
+}
+
 lt_status lt_monitor_sample_memory(lt_monitor *m)
 {
     if (m->pid <= 0)
         return LT_OK;
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", m->pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    bool found = false;
+    proc_rss_bytes(m->pid, &m->hwm_bytes, &found);
+    if (!found)
         return LT_EIO;
-    unsigned long long kb;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
-            if (kb * 1024 > m->rss_max_bytes)
-                m->rss_max_bytes = kb * 1024;
-            m->has_rss = true;
-        } else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
-            m->hwm_bytes = kb * 1024;
-        }
-    }
-    fclose(f);
+    uint64_t rss = lt_proc_tree_rss_bytes(m->pid);
+    if (rss > m->rss_max_bytes)
+        m->rss_max_bytes = rss;
+    m->has_rss = true;
     return LT_OK;
 }
 

@@ -7,7 +7,8 @@
  * a string or {"value": ...}; every other state is not resident), the
  * changes of residency it saw, and colo's lifecycle counters (wakes and
  * evictions) at the first and last poll. With a server PID it also samples
- * /proc/PID/status (the largest VmRSS seen and the last VmHWM).
+ * /proc/PID/status (the largest VmRSS seen, summed over PID and its child
+ * processes, and PID's last VmHWM).
  *
  * Residency is known as of the last poll, so a request sent within
  * interval_s of a change may be classed by the state before it. A model
@@ -57,8 +58,8 @@ typedef struct lt_monitor {
     lt_monitor_model models[LT_MONITOR_MAX_MODELS];
     size_t n_models;
     uint64_t polls, poll_errors;
-    uint64_t rss_max_bytes;   /* largest VmRSS sampled; 0 without samples */
-    uint64_t hwm_bytes;       /* VmHWM at the last sample (the process's peak since it started) */
+    uint64_t rss_max_bytes;   /* largest VmRSS sampled, summed over pid and its descendants; 0 without samples */
+    uint64_t hwm_bytes;       /* pid's VmHWM at the last sample (its own peak since it started, children apart) */
     bool has_rss;
 
     /* event-loop state (lt_monitor_attach .. lt_monitor_detach) */
@@ -87,8 +88,12 @@ int lt_monitor_resident(const lt_monitor *m, const char *model);
 const lt_monitor_model *lt_monitor_find(const lt_monitor *m, const char *model);
 /* Applies one GET /v1/models body seen at at_s. LT_EFORMAT when it is not a model list. */
 lt_status lt_monitor_apply(lt_monitor *m, const char *body, double at_s);
-/* Reads VmRSS and VmHWM of m->pid. */
+/* Samples m->pid: its VmHWM, and VmRSS summed over it and its descendants
+ * (a server that runs its models in child processes, as llama.cpp's router
+ * does, holds their memory there). LT_EIO when the process is gone. */
 lt_status lt_monitor_sample_memory(lt_monitor *m);
+/* VmRSS in bytes summed over pid and its descendants (0 when pid is gone). */
+uint64_t lt_proc_tree_rss_bytes(int pid);
 void lt_monitor_free(lt_monitor *m);
 
 #endif

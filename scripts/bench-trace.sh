@@ -1,48 +1,69 @@
 #!/usr/bin/env bash
 # Many models, one memory budget: colo-loadtest's trace scenario (Zipf
 # popularity over the models, bursty arrivals, one seed) against one
-# colo-server serving SmolLM2-135M-Instruct and N synthetic models under one
-# CPU budget, and, when LLAMA_SERVER names a llama-server binary, against
-# llama.cpp's router (--models-dir, --models-max) with the same requests at
+# colo-server serving eight models under one CPU budget that holds about
+# three of them awake, and, when LLAMA_SERVER names a llama-server binary,
+# against llama.cpp's router (--models-dir over the same files,
+# --models-max 3, the same context per sequence) with the same requests at
 # the same times:
 #
 #   scripts/bench-trace.sh [OUT_DIR] [extra colo-loadtest options]
 #
-# Writes into OUT_DIR (default build/bench-trace): models/ (the GGUF files;
-# SmolLM2 linked from the model cache, the synthetic ones written by
-# colo-mkmodel), config.yaml, and per server SIDE.json, SIDE.html and
-# SIDE-requests.jsonl (SIDE: colo, router); prints each table and a summary.
-# The weights come from scripts/fetch-models.sh. Run the real comparison on a
-# quiet machine; the defaults are a short check.
+# The models: SmolLM2-135M-Instruct (Q4_1) and Gemma 3 270M (Q4_K_M) from the
+# model cache (scripts/fetch-models.sh), and six synthetic llama, qwen2 and
+# qwen3 models at Q4_K_M written by colo-mkmodel (SYNTH: about 0.1 to 0.35
+# GB each, so that a run fits a 2-core machine). Each colo model is
+# guaranteed its file's size plus GUARANTEE_EXTRA_BYTES (activations, KV
+# cache); the models whose guarantees fit the budget are in config.yaml, the
+# others are loaded after start through POST /admin/models, putting idle
+# models to sleep to make room, as every later wake does.
+#
+# For each rate of RATES, ROUNDS rounds alternate the sides (colo, router,
+# colo, router...), each side a fresh server. Writes into OUT_DIR (default
+# build/bench-trace): models/, config.yaml, RATE/ROUND/SIDE{.json,.html,
+# -requests.jsonl,.log}, summary.json, and prints the medians over rounds,
+# with the separate-servers baseline: how many of the models fit the budget
+# as one colo-server each (a separate server holds its model all the time).
 #
 # Environment (defaults in brackets):
-#   BUILD [build]  N_SYNTH [3] (synthetic models)  SYNTH_ARGS (colo-mkmodel shape)
-#   ['--layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 768 --vocab 1024 --ctx 1024 --type q8_0']
-#   BUDGET_BYTES [1073741824] (server.cpu_memory_bytes)  KEEP_ALIVE_MS [2000]
-#   RATE [2] (requests/s over all models)  BURSTINESS [0.5]  ZIPF [1.0]  SEED [1]
-#   DURATION [20]  WARMUP [0]  INPUT_LEN [64]  OUTPUT_LEN [16]  GOODPUT ['ttft:2000 tpot:200']
-#   LLAMA_SERVER (path; unset: colo only)  MODELS_MAX [2] (the router's --models-max)
-#   ROUTER_PORT [18431]
+#   BUILD [build]  BUDGET_BYTES [943718400] (server.cpu_memory_bytes)
+#   GUARANTEE_EXTRA_BYTES [104857600]  MODELS_MAX [3] (the router's --models-max)
+#   RATES ['0.25 0.5 1'] (requests/s over all models)  ROUNDS [3]
+#   BURSTINESS [0.5]  ZIPF [1.0]  SEED [1]  DURATION [60]  INPUT_LEN [64]
+#   OUTPUT_LEN [16]  GOODPUT ['ttft:2000 tpot:200']  CTX [512] (colo's
+#   max_seq_len; the router's context per slot)  PARALLEL [4] (the router's
+#   --parallel; its --ctx-size is CTX x PARALLEL)  LLAMA_SERVER (path;
+#   unset: colo only)  COLO_PORT [18432]  ROUTER_PORT [18431]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 OUT=${1:-$BUILD/bench-trace}
 [ $# -gt 0 ] && shift
-N_SYNTH=${N_SYNTH:-3}
-SYNTH_ARGS=${SYNTH_ARGS:---layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 768 --vocab 1024 --ctx 1024 --type q8_0}
-BUDGET_BYTES=${BUDGET_BYTES:-1073741824}
-KEEP_ALIVE_MS=${KEEP_ALIVE_MS:-2000}
-RATE=${RATE:-2}
+BUDGET_BYTES=${BUDGET_BYTES:-943718400}
+GUARANTEE_EXTRA_BYTES=${GUARANTEE_EXTRA_BYTES:-104857600}
+MODELS_MAX=${MODELS_MAX:-3}
+RATES=${RATES:-0.25 0.5 1}
+ROUNDS=${ROUNDS:-3}
 BURSTINESS=${BURSTINESS:-0.5}
 ZIPF=${ZIPF:-1.0}
 SEED=${SEED:-1}
-DURATION=${DURATION:-20}
-WARMUP=${WARMUP:-0}
+DURATION=${DURATION:-60}
 INPUT_LEN=${INPUT_LEN:-64}
 OUTPUT_LEN=${OUTPUT_LEN:-16}
 GOODPUT=${GOODPUT:-ttft:2000 tpot:200}
-MODELS_MAX=${MODELS_MAX:-2}
+CTX=${CTX:-512}
+PARALLEL=${PARALLEL:-4}
+COLO_PORT=${COLO_PORT:-18432}
 ROUTER_PORT=${ROUTER_PORT:-18431}
+# name:arch:shape (colo-mkmodel), Q4_K_M
+SYNTH=(
+  "llama-s:llama:--layers 12 --dim 1024 --heads 16 --kv-heads 4 --ffn 2816"
+  "llama-m:llama:--layers 16 --dim 1536 --heads 24 --kv-heads 8 --ffn 4096"
+  "qwen2-s:qwen2:--layers 14 --dim 1024 --heads 16 --kv-heads 2 --ffn 3072"
+  "qwen2-m:qwen2:--layers 20 --dim 1280 --heads 20 --kv-heads 4 --ffn 4096"
+  "qwen3-s:qwen3:--layers 14 --dim 1024 --heads 16 --kv-heads 8 --head-dim 64 --ffn 3072"
+  "qwen3-m:qwen3:--layers 24 --dim 1280 --heads 16 --kv-heads 8 --head-dim 128 --ffn 3584"
+)
 
 for p in colo-server colo-loadtest colo-mkmodel; do
   if [ ! -x "$BUILD/$p" ]; then
@@ -51,79 +72,131 @@ for p in colo-server colo-loadtest colo-mkmodel; do
     break
   fi
 done
-cache=$COLO_MODELS
-smol="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-[ -r "$smol" ] || { echo "bench-trace: no $smol (run scripts/fetch-models.sh)" >&2; exit 2; }
+BUILD=$(cd "$BUILD" && pwd)
 mkdir -p "$OUT/models"
 OUT=$(cd "$OUT" && pwd)
-ln -sf "$smol" "$OUT/models/smollm2.gguf"
-names=(smollm2)
-for i in $(seq 1 "$N_SYNTH"); do
-  f="$OUT/models/synth$i.gguf"
-  # shellcheck disable=SC2086 # SYNTH_ARGS is several words on purpose
-  [ -s "$f" ] || "$BUILD/colo-mkmodel" --out "$f" $SYNTH_ARGS --seed "$i" >/dev/null
-  names+=("synth$i")
+for f in SmolLM2-135M-Instruct.Q4_1.gguf:smollm2 gemma-3-270m-q4_k_m.gguf:gemma3; do
+  src="$COLO_MODELS/${f%%:*}"
+  [ -r "$src" ] || { echo "bench-trace: no $src (run scripts/fetch-models.sh)" >&2; exit 2; }
+  ln -sf "$src" "$OUT/models/${f##*:}.gguf"
+done
+names=(smollm2 gemma3)
+seed=1
+for s in "${SYNTH[@]}"; do
+  IFS=: read -r name arch shape <<<"$s"
+  f="$OUT/models/$name.gguf"
+  # shellcheck disable=SC2086 # shape is several words on purpose
+  [ -s "$f" ] || "$BUILD/colo-mkmodel" --out "$f" --arch "$arch" $shape --vocab 32000 --ctx 2048 --type q4_k_m \
+    --seed "$seed" >/dev/null
+  names+=("$name")
+  seed=$((seed + 1))
 done
 
-# equal guarantees summing to 1: the budget holds every model's guarantee,
-# and an idle model sleeps after KEEP_ALIVE_MS, giving its memory back
-frac=$(awk -v n="${#names[@]}" 'BEGIN { printf "%.4f", 0.999 / n }')
+# each model's guarantee; those that fit go in the file, the rest are loaded at run time
+declare -A frac
+in_file=() later=() sum=0
+for n in "${names[@]}"; do
+  size=$(stat -L -c %s "$OUT/models/$n.gguf")
+  frac[$n]=$(awk -v s="$size" -v e="$GUARANTEE_EXTRA_BYTES" -v b="$BUDGET_BYTES" 'BEGIN { printf "%.4f", (s + e) / b }')
+  if awk -v a="$sum" -v f="${frac[$n]}" 'BEGIN { exit !(a + f <= 0.999) }'; then
+    in_file+=("$n")
+    sum=$(awk -v a="$sum" -v f="${frac[$n]}" 'BEGIN { print a + f }')
+  else
+    later+=("$n")
+  fi
+done
 {
-  echo "# bench-trace: ${#names[*]} models under one CPU budget"
-  echo "server: { listen: \"127.0.0.1:0\", device: cpu, cpu_memory_bytes: $BUDGET_BYTES }"
+  echo "# bench-trace: ${#names[*]} models under one CPU budget (the first ${#in_file[*]} here, the rest loaded at run time)"
+  echo "server: { listen: \"127.0.0.1:$COLO_PORT\", device: cpu, cpu_memory_bytes: $BUDGET_BYTES }"
   echo "models:"
-  for n in "${names[@]}"; do
-    echo "  - { name: $n, kind: llama, path: models/$n.gguf, memory_fraction: $frac, max_seq_len: 512,"
-    echo "      keep_alive_ms: $KEEP_ALIVE_MS }"
+  for n in "${in_file[@]}"; do
+    echo "  - { name: $n, kind: llama, path: models/$n.gguf, memory_fraction: ${frac[$n]}, max_seq_len: $CTX }"
   done
 } >"$OUT/config.yaml"
 
 model_args=()
 for n in "${names[@]}"; do model_args+=(--model "$n"); done
 # shellcheck disable=SC2206 # GOODPUT is several words on purpose
-load=(--scenario trace "${model_args[@]}" --rate "$RATE" --burstiness "$BURSTINESS" --zipf "$ZIPF"
-      --seed "$SEED" --duration "$DURATION" --warmup "$WARMUP" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN"
-      --stream --path /v1/completions --goodput $GOODPUT)
+load=(--scenario trace "${model_args[@]}" --burstiness "$BURSTINESS" --zipf "$ZIPF" --seed "$SEED"
+      --duration "$DURATION" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --stream --path /v1/completions
+      --goodput $GOODPUT)
 
-status=0
-echo "== colo-server: ${#names[@]} models, budget $BUDGET_BYTES bytes, keep_alive_ms $KEEP_ALIVE_MS"
-"$BUILD/colo-loadtest" --config "$OUT/config.yaml" --server "$BUILD/colo-server" "${load[@]}" \
-  --json "$OUT/colo.json" --html "$OUT/colo.html" --requests-out "$OUT/colo-requests.jsonl" "$@" || status=$?
+server=
+stop_server() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=
+  fi
+}
+trap stop_server EXIT
 
-if [ -n "${LLAMA_SERVER:-}" ]; then
-  echo "== llama-server router: --models-max $MODELS_MAX"
-  "$LLAMA_SERVER" --models-dir "$OUT/models" --models-max "$MODELS_MAX" --host 127.0.0.1 --port "$ROUTER_PORT" \
-    >"$OUT/router.log" 2>&1 &
-  router=$!
-  trap 'kill "$router" 2>/dev/null || true' EXIT
+wait_health() { # URL PID LOG
   for _ in $(seq 1 600); do
-    curl -fs "http://127.0.0.1:$ROUTER_PORT/health" >/dev/null 2>&1 && break
-    kill -0 "$router" 2>/dev/null || { echo "bench-trace: llama-server exited; see $OUT/router.log" >&2; exit 1; }
+    curl -fs "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { echo "bench-trace: the server exited; see $3" >&2; return 1; }
     sleep 0.5
   done
-  "$BUILD/colo-loadtest" --url "http://127.0.0.1:$ROUTER_PORT" --server-pid "$router" "${load[@]}" \
-    --json "$OUT/router.json" --html "$OUT/router.html" --requests-out "$OUT/router-requests.jsonl" "$@" \
-    || status=$?
-  kill "$router" 2>/dev/null || true
-  wait "$router" 2>/dev/null || true
-  trap - EXIT
-fi
+  echo "bench-trace: no answer from $1; see $3" >&2
+  return 1
+}
 
-python3 - "$OUT" <<'PY'
-import json, os, sys
-out = sys.argv[1]
-print(f"\n{'server':8} {'attain%':>8} {'goodput/s':>10} {'cold':>5} {'TTFT p99 warm':>14} {'TTFT p99 cold':>14}"
-      f" {'wakes':>6} {'evict':>6} {'peak RSS MiB':>13}")
-for side in ("colo", "router"):
-    path = os.path.join(out, side + ".json")
-    if not os.path.exists(path):
-        continue
-    t = json.load(open(path)).get("trace") or {}
-    a = t.get("overall") or {}
-    f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
-    rss = t.get("peak_rss_bytes")
-    print(f"{side:8} {f(a.get('attainment_pct')):>8} {f(a.get('request_goodput'), 2):>10} {a.get('cold', 0):>5}"
-          f" {f(a.get('p99_ttft_warm_ms')):>14} {f(a.get('p99_ttft_cold_ms')):>14} {str(a.get('wakes')):>6}"
-          f" {str(a.get('evictions')):>6} {f(rss / 1048576 if rss else None):>13}")
-PY
-exit "$status"
+# the models named listed and settled (ready or sleeping)
+wait_colo_models() { # NAME...
+  for _ in $(seq 1 600); do
+    curl -fs "http://127.0.0.1:$COLO_PORT/v1/models" | python3 -c '
+import json, sys
+want = set(sys.argv[1:])
+got = {m["id"]: m.get("state") for m in json.load(sys.stdin)["data"]}
+sys.exit(2 if any(got.get(n) == "failed" for n in want) else
+         0 if want <= set(got) and all(got[n] in ("ready", "sleeping") for n in want) else 1)' "$@"
+    case $? in 0) return 0 ;; 2) return 1 ;; esac
+    sleep 0.5
+  done
+  return 1
+}
+
+run_colo() { # DIR RATE
+  "$BUILD/colo-server" --config "$OUT/config.yaml" >"$1/colo.log" 2>&1 &
+  server=$!
+  wait_health "http://127.0.0.1:$COLO_PORT/health/ready" "$server" "$1/colo.log"
+  for n in "${later[@]}"; do
+    curl -fs -X POST "http://127.0.0.1:$COLO_PORT/admin/models" -d "{\"name\":\"$n\",\"kind\":\"llama\",
+      \"path\":\"models/$n.gguf\",\"memory_fraction\":${frac[$n]},\"max_seq_len\":$CTX}" >/dev/null
+    wait_colo_models "$n" || { echo "bench-trace: $n did not load; see $1/colo.log" >&2; return 1; }
+  done
+  "$BUILD/colo-loadtest" --url "http://127.0.0.1:$COLO_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
+    --json "$1/colo.json" --html "$1/colo.html" --requests-out "$1/colo-requests.jsonl" "${extra[@]}" || true
+  stop_server
+}
+
+run_router() { # DIR RATE
+  # --parallel slots share --ctx-size: give each slot colo's max_seq_len
+  "$LLAMA_SERVER" --models-dir "$OUT/models" --models-max "$MODELS_MAX" --parallel "$PARALLEL" \
+    --ctx-size $((CTX * PARALLEL)) --host 127.0.0.1 --port "$ROUTER_PORT" >"$1/router.log" 2>&1 &
+  server=$!
+  wait_health "http://127.0.0.1:$ROUTER_PORT/health" "$server" "$1/router.log"
+  "$BUILD/colo-loadtest" --url "http://127.0.0.1:$ROUTER_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
+    --json "$1/router.json" --html "$1/router.html" --requests-out "$1/router-requests.jsonl" "${extra[@]}" || true
+  stop_server
+}
+
+extra=("$@")
+echo "== ${#names[*]} models, budget $BUDGET_BYTES bytes (${#in_file[*]} in the file, ${#later[*]} loaded at run time);" \
+  "rates $RATES; $ROUNDS rounds of ${DURATION}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for rate in $RATES; do
+  for round in $(seq 1 "$ROUNDS"); do
+    dir="$OUT/$rate/$round"
+    mkdir -p "$dir"
+    echo "-- rate $rate, round $round: colo"
+    run_colo "$dir" "$rate"
+    if [ -n "${LLAMA_SERVER:-}" ]; then
+      echo "-- rate $rate, round $round: router"
+      run_router "$dir" "$rate"
+    fi
+  done
+done
+
+sizes=()
+for n in "${names[@]}"; do sizes+=("$n=$(awk -v f="${frac[$n]}" -v b="$BUDGET_BYTES" 'BEGIN { printf "%.0f", f * b }')"); done
+python3 scripts/bench-trace-summary.py "$OUT" "$BUDGET_BYTES" "${sizes[@]}"

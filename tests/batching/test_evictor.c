@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,72 @@ static bool wait_state(colo_served *m, colo_served_state want)
     for (int i = 0; i < 2000 && colo_served_get_state(m) != want; i++)
         colo_sleep_ns(2 * 1000 * 1000);
     return colo_served_get_state(m) == want;
+}
+
+/* A request's end, signalled to the test's thread; while hold is set, its
+ * first token blocks the model's executor (the request keeps running). */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, tokens;
+    bool hold;
+} waiter;
+
+static void on_done(colo_request *r)
+{
+    waiter *w = r->cb.ud;
+    pthread_mutex_lock(&w->mu);
+    w->done++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static bool on_token(colo_request *r, int32_t token, const char *piece, size_t len)
+{
+    (void)token, (void)piece, (void)len;
+    waiter *w = r->cb.ud;
+    pthread_mutex_lock(&w->mu);
+    w->tokens++;
+    pthread_cond_broadcast(&w->cv);
+    while (w->hold)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    return true;
+}
+
+static void wait_done(waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static bool is_done(waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool d = w->done > 0;
+    pthread_mutex_unlock(&w->mu);
+    return d;
+}
+
+static colo_request *gen_request(waiter *w)
+{
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->done = w->tokens = 0;
+    w->hold = false;
+    colo_request *r = colo_request_create();
+    assert_non_null(r);
+    r->task = COLO_TASK_GENERATE;
+    r->in.prompt = colo_pool_strndup(r->pool, "hello", 5);
+    r->in.prompt_len = 5;
+    r->params.max_tokens = 4;
+    r->params.max_tokens_set = true;
+    r->params.temperature = 0;
+    r->params.stream = true;
+    r->cb = (colo_req_callbacks){on_token, on_done, w};
+    return r;
 }
 
 static void test_order_pinned_and_refusal(void **state)
@@ -152,10 +219,68 @@ static void test_order_pinned_and_refusal(void **state)
     colo_mem_pool_destroy(pool);
 }
 
+/* A request that wakes a model while the awake models that could make room
+ * are busy (here: c, one request running) waits for memory instead of
+ * being refused; once c is idle, the wake puts it to sleep and the request
+ * is served. (Pinned models never make room: a wake behind them is refused
+ * at once, as tests/server/test_serve_lifecycle.c checks.) */
+static void test_wake_waits_for_room(void **state)
+{
+    (void)state;
+    colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
+    colo_evictor *ev = colo_evictor_create(pool);
+    assert_non_null(pool);
+    assert_non_null(ev);
+    colo_served *a = load(pool, ev, "a", COLO_PRIO_NORMAL, false);
+    colo_served *b = load(pool, ev, "b", COLO_PRIO_NORMAL, true);
+    colo_served *c = load(pool, ev, "c", COLO_PRIO_NORMAL, false);
+    /* c runs a request held at its first token */
+    waiter wc;
+    colo_request *rc = gen_request(&wc);
+    wc.hold = true;
+    char err[512] = "";
+    assert_int_equal(colo_served_submit(c, rc, err, sizeof err), COLO_OK);
+    pthread_mutex_lock(&wc.mu);
+    while (!wc.tokens)
+        pthread_cond_wait(&wc.cv, &wc.mu);
+    pthread_mutex_unlock(&wc.mu);
+    /* d's load puts a (the only idle one that may sleep) to sleep */
+    colo_served *d = load(pool, ev, "d", COLO_PRIO_NORMAL, true);
+    assert_true(wait_state(a, COLO_SERVED_SLEEPING));
+    waiter w;
+    colo_request *r = gen_request(&w);
+    assert_int_equal(colo_served_submit(a, r, err, sizeof err), COLO_OK);
+    colo_sleep_ns(200 * 1000 * 1000); /* several tries find no room */
+    assert_false(is_done(&w));
+    assert_int_equal(colo_served_get_state(a), COLO_SERVED_SLEEPING);
+    assert_int_equal(colo_served_get_state(c), COLO_SERVED_READY);
+    pthread_mutex_lock(&wc.mu); /* c's request ends: c may sleep now */
+    wc.hold = false;
+    pthread_cond_broadcast(&wc.cv);
+    pthread_mutex_unlock(&wc.mu);
+    wait_done(&wc);
+    assert_int_equal(rc->out.status, COLO_OK);
+    wait_done(&w);
+    assert_int_equal(r->out.status, COLO_OK);
+    assert_true(r->out.n_tokens >= 1);
+    assert_int_equal(colo_served_get_state(c), COLO_SERVED_SLEEPING);
+    assert_int_equal(colo_served_get_state(b), COLO_SERVED_READY);
+    assert_int_equal(colo_served_get_state(d), COLO_SERVED_READY);
+    colo_request_free(rc);
+    colo_request_free(r);
+    colo_served_free(a);
+    colo_served_free(b);
+    colo_served_free(c);
+    colo_served_free(d);
+    colo_evictor_free(ev);
+    colo_mem_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_pinned_and_refusal),
+        cmocka_unit_test(test_wake_waits_for_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -576,6 +577,48 @@ static void test_monitor_apply(void **state)
     lt_monitor_free(m);
 }
 
+/* A server's memory counts its child processes' (llama.cpp's router runs
+ * each model in one): a child that holds 32 MiB is in the tree's sum. */
+static void test_monitor_tree_rss(void **state)
+{
+    (void)state;
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        size_t n = 32u << 20;
+        char *p = malloc(n), c = 0;
+        if (p)
+            memset(p, 1, n);
+        if (write(ready[1], "x", 1) != 1 || read(go[0], &c, 1) < 0)
+            _exit(1);
+        free(p);
+        _exit(p ? 0 : 1);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(lt_proc_tree_rss_bytes(-1), 0); /* no such process */
+    lt_monitor m = {.pid = (int)getpid()};
+    assert_int_equal(lt_monitor_sample_memory(&m), LT_OK);
+    uint64_t own = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+            own = kb * 1024;
+    fclose(f);
+    assert_true(m.has_rss && m.rss_max_bytes >= own + (30u << 20));
+    assert_int_equal(write(go[1], "x", 1), 1);
+    int wst = 0;
+    assert_int_equal(waitpid(child, &wst, 0), child);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    close(go[0]), close(go[1]), close(ready[0]), close(ready[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_trace_file_errors),
         cmocka_unit_test(test_engine_schedule),
         cmocka_unit_test(test_monitor_apply),
+        cmocka_unit_test(test_monitor_tree_rss),
         cmocka_unit_test(test_trace_scenario_end_to_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
