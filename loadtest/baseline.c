@@ -110,6 +110,26 @@ out_delete:
     return st;
 }
 
+bool lt_config_has_adapter(const char *path, const char *name)
+{
+    yaml_document_t doc;
+    char err[256];
+    if (load_doc(path, &doc, err, sizeof err) != LT_OK)
+        return false;
+    bool found = false;
+    yaml_node_t *models = map_get(&doc, yaml_document_get_root_node(&doc), "models");
+    for (yaml_node_item_t *it = models && models->type == YAML_SEQUENCE_NODE ? models->data.sequence.items.start : NULL;
+         it && it < models->data.sequence.items.top && !found; it++) {
+        yaml_node_t *ads = map_get(&doc, yaml_document_get_node(&doc, *it), "adapters");
+        if (!ads || ads->type != YAML_SEQUENCE_NODE)
+            continue;
+        for (yaml_node_item_t *a = ads->data.sequence.items.start; a < ads->data.sequence.items.top && !found; a++)
+            found = scalar_is(map_get(&doc, yaml_document_get_node(&doc, *a), "name"), name);
+    }
+    yaml_document_delete(&doc);
+    return found;
+}
+
 /* ---- writing a derived config -------------------------------------------------- */
 
 typedef struct derive {

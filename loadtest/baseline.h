@@ -26,6 +26,10 @@
 /* The names of the models of a colo config, in order. LT_EFORMAT (with
  * file:line) when the file is not a colo config, LT_EIO when unreadable. */
 lt_status lt_config_models(const char *path, char names[][128], size_t max, size_t *n, char *err, size_t errlen);
+/* Whether the config at path lists a LoRA adapter named name under one of
+ * its models (models[].adapters[].name): a name the server answers to like
+ * a model's. */
+bool lt_config_has_adapter(const char *path, const char *name);
 
 /* Writes to out_path a copy of the colo config at path with server.listen
  * set to "127.0.0.1:0", relative model paths made absolute (they are taken

@@ -497,11 +497,12 @@ static int check_trace(cli *c, bool have_conc)
             return EXIT_USAGE;
         }
         for (size_t m = 0; m < c->n_models; m++) {
-            bool found = false;
+            bool found = lt_config_has_adapter(c->config, c->models[m]); /* a LoRA adapter: a model too */
             for (size_t i = 0; i < n && !found; i++)
                 found = strcmp(c->models[m], c->config_models[i]) == 0;
             if (!found) {
-                fprintf(stderr, "colo-loadtest: --model %s is not a model of %s\n", c->models[m], c->config);
+                fprintf(stderr, "colo-loadtest: --model %s is not a model (or adapter) of %s\n", c->models[m],
+                        c->config);
                 return EXIT_USAGE;
             }
         }

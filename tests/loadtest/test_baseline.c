@@ -63,7 +63,8 @@ static void test_config_derive(void **state)
           "  - name: a\n    kind: llama\n    path: weights/a.gguf\n    memory_fraction: 0.125\n"
           "    sla: { p99_ms: 800, ttft_ms: 300 }\n"
           "  - name: b\n    kind: llama\n    path: /abs/b.gguf\n    memory_fraction: 0.25\n"
-          "    batching: { max_batch_size: 4 }\n",
+          "    batching: { max_batch_size: 4 }\n"
+          "    adapters: [ { name: tone, path: tone.gguf } ]\n",
           f);
     fclose(f);
     char names[4][128];
@@ -72,6 +73,10 @@ static void test_config_derive(void **state)
     assert_int_equal(n, 2);
     assert_string_equal(names[0], "a");
     assert_string_equal(names[1], "b");
+    /* a LoRA adapter answers as a model; a model is not an adapter */
+    assert_true(lt_config_has_adapter(cfg, "tone"));
+    assert_false(lt_config_has_adapter(cfg, "a"));
+    assert_false(lt_config_has_adapter(cfg, "nope"));
 
     assert_int_equal(lt_config_derive(cfg, "a", out, err, sizeof err), LT_OK);
     assert_int_equal(lt_config_models(out, names, 4, &n, err, sizeof err), LT_OK);
