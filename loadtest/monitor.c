@@ -214,10 +214,10 @@ lt_status lt_monitor_sample_memory(lt_monitor *m)
     if (m->pid <= 0)
         return LT_OK;
     bool found = false;
-    proc_rss_bytes(m->pid, &m->hwm_bytes, &found);
+    uint64_t rss = lt_proc_tree_rss_bytes(m->pid);
+    proc_rss_bytes(m->pid, &m->hwm_bytes, &found); /* after: the high-water mark covers what was read */
     if (!found)
         return LT_EIO;
-    uint64_t rss = lt_proc_tree_rss_bytes(m->pid);
     if (rss > m->rss_max_bytes)
         m->rss_max_bytes = rss;
     m->has_rss = true;

