@@ -108,6 +108,11 @@ void colo_cpu_gemm_f32(int m, int n, int k, const float *x, int x_stride, const 
                        int y_stride);
 void colo_cpu_gemm_f32_scalar(int m, int n, int k, const float *x, int x_stride, const float *packed, float *y,
                               int y_stride);
+/* The same products with W read straight from its rows (F32, or F16 when
+ * f16; w_stride bytes apart), no packing: for few rows of x (decode), whose
+ * outputs then have the bits colo_cpu_gemm_f32 gives them. Any m and n. */
+void colo_cpu_gemv_chain(int m, int n, int k, const float *x, int x_stride, const void *w, size_t w_stride, bool f16,
+                         float *y, int y_stride);
 
 /* ---- int8 products on two digits (gemm_q8.c, AVX512-VNNI) ------------------------ */
 

@@ -13,6 +13,7 @@
  * (a prefix-cache hit) differed in the last bits from the same prompt in
  * one step. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -121,4 +122,136 @@ void colo_cpu_gemm_f32(int m, int n, int k, const float *x, int x_stride, const 
 #else
     colo_cpu_gemm_f32_scalar(m, n, k, x, x_stride, packed, y, y_stride);
 #endif
+}
+
+/* ---- the same chains without packing (decode) ---- */
+
+/* Rows of W per chain group (one lane each), and rows of x per pass. */
+#define CHAIN_COLS 8
+#define CHAIN_ROWS 4
+
+static inline float w_elem(const void *w, size_t w_stride, bool f16, int j, int kk)
+{
+    const unsigned char *row = (const unsigned char *)w + (size_t)j * w_stride;
+    return f16 ? colo_fp16_to_f32(((const uint16_t *)row)[kk]) : ((const float *)row)[kk];
+}
+
+/* Outputs [j0, j1) of rows [i0, i1) of x, from element kk0 of k on, each
+ * chain continuing from acc[i - i0][j - j0] (one fmaf per step, as the
+ * FMA instruction rounds). */
+static void chain_scalar(int i0, int i1, int j0, int j1, int kk0, int k, const float *x, int x_stride, const void *w,
+                         size_t w_stride, bool f16, float acc[][CHAIN_COLS])
+{
+    for (int i = i0; i < i1; i++)
+        for (int j = j0; j < j1; j++) {
+            float a = acc[i - i0][j - j0];
+            for (int kk = kk0; kk < k; kk++)
+                a = fmaf(x[(size_t)i * x_stride + kk], w_elem(w, w_stride, f16, j, kk), a);
+            acc[i - i0][j - j0] = a;
+        }
+}
+
+#ifdef GEMM_AVX2
+/* c[t] lane u = element kk + t of F16 row j0 + u, transposed as 16-bit
+ * values and then widened. */
+static inline void transpose8_f16(const void *w, size_t w_stride, int j0, int kk, __m256 c[8])
+{
+    __m128i r[8], a[8], b[8];
+    for (int u = 0; u < 8; u++)
+        r[u] = _mm_loadu_si128((const __m128i *)((const uint16_t *)((const unsigned char *)w +
+                                                                    (size_t)(j0 + u) * w_stride) + kk));
+    for (int u = 0; u < 8; u += 2) {
+        a[u] = _mm_unpacklo_epi16(r[u], r[u + 1]);
+        a[u + 1] = _mm_unpackhi_epi16(r[u], r[u + 1]);
+    }
+    /* b[0..3]: rows 0-3, elements (0,1), (2,3), (4,5), (6,7); b[4..7]: rows 4-7 */
+    for (int h = 0; h < 2; h++) {
+        b[4 * h + 0] = _mm_unpacklo_epi32(a[4 * h + 0], a[4 * h + 2]);
+        b[4 * h + 1] = _mm_unpackhi_epi32(a[4 * h + 0], a[4 * h + 2]);
+        b[4 * h + 2] = _mm_unpacklo_epi32(a[4 * h + 1], a[4 * h + 3]);
+        b[4 * h + 3] = _mm_unpackhi_epi32(a[4 * h + 1], a[4 * h + 3]);
+    }
+    for (int t = 0; t < 4; t++) {
+        c[2 * t] = _mm256_cvtph_ps(_mm_unpacklo_epi64(b[t], b[t + 4]));
+        c[2 * t + 1] = _mm256_cvtph_ps(_mm_unpackhi_epi64(b[t], b[t + 4]));
+    }
+}
+
+/* c[t] lane u = r[u] lane t. */
+static inline void transpose8(__m256 r[8], __m256 c[8])
+{
+    __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    c[0] = _mm256_permute2f128_ps(b0, b4, 0x20), c[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    c[1] = _mm256_permute2f128_ps(b1, b5, 0x20), c[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    c[2] = _mm256_permute2f128_ps(b2, b6, 0x20), c[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    c[3] = _mm256_permute2f128_ps(b3, b7, 0x20), c[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
+/* CHAIN_COLS rows of W from j0 against R rows of x from i0, over the first
+ * k8 (a multiple of 8) elements: lane u of acc[r] is output (i0 + r, j0 + u). */
+static inline __attribute__((always_inline)) void chain_cols(int R, int k8, const float *x, int x_stride,
+                                                             const void *w, size_t w_stride, bool f16, int j0,
+                                                             float out[][CHAIN_COLS])
+{
+    __m256 acc[CHAIN_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int kk = 0; kk < k8; kk += 8) {
+        __m256 c[8];
+        if (f16) {
+            transpose8_f16(w, w_stride, j0, kk, c);
+        } else {
+            __m256 rows[8];
+            for (int u = 0; u < 8; u++)
+                rows[u] = _mm256_loadu_ps((const float *)((const unsigned char *)w + (size_t)(j0 + u) * w_stride) + kk);
+            transpose8(rows, c);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * x_stride + kk;
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++)
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + t), c[t], acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        _mm256_storeu_ps(out[r], acc[r]);
+}
+#endif
+
+void colo_cpu_gemv_chain(int m, int n, int k, const float *x, int x_stride, const void *w, size_t w_stride, bool f16,
+                         float *y, int y_stride)
+{
+    for (int j0 = 0; j0 < n; j0 += CHAIN_COLS) {
+        int cols = n - j0 < CHAIN_COLS ? n - j0 : CHAIN_COLS;
+        for (int i0 = 0; i0 < m; i0 += CHAIN_ROWS) {
+            int R = m - i0 < CHAIN_ROWS ? m - i0 : CHAIN_ROWS;
+            float acc[CHAIN_ROWS][CHAIN_COLS] = {{0}};
+            const float *xi = x + (size_t)i0 * x_stride;
+            int done = 0;
+#ifdef GEMM_AVX2
+            if (cols == CHAIN_COLS) {
+                done = k & ~7;
+                switch (R) {
+                case 1: chain_cols(1, done, xi, x_stride, w, w_stride, f16, j0, acc); break;
+                case 2: chain_cols(2, done, xi, x_stride, w, w_stride, f16, j0, acc); break;
+                case 3: chain_cols(3, done, xi, x_stride, w, w_stride, f16, j0, acc); break;
+                default: chain_cols(4, done, xi, x_stride, w, w_stride, f16, j0, acc); break;
+                }
+            }
+#endif
+            chain_scalar(0, R, j0, j0 + cols, done, k, xi, x_stride, w, w_stride, f16, acc);
+            for (int r = 0; r < R; r++)
+                memcpy(y + (size_t)(i0 + r) * y_stride + j0, acc[r], (size_t)cols * sizeof(float));
+        }
+    }
 }

@@ -16,12 +16,14 @@
  *   of 256 with one scale and sums per 16); then each weight row, in its
  *   file format, is dotted with up to COLO_CPU_DOT_ROWS rows of x at a time
  *   by integer products (dot.c, dot_k.c).
- * - float dots (m < FLOAT_DOT_MAX_ROWS): each weight row is read as F32 or
- *   F16 directly, or expanded to per-thread scratch, and dotted in F32.
+ * - float chains (m < FLOAT_DOT_MAX_ROWS): weight rows are read as F32 or
+ *   F16 directly, or expanded to per-thread scratch, by colo_cpu_gemv_chain.
  * - tiles (the rest: exact prefill): TILE_ROWS weight rows at a time are
- *   expanded to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32
- *   (gemm_f32.c), whose result for a row does not depend on the other rows
- *   or their count.
+ *   expanded to F32 scratch, packed, and multiplied by colo_cpu_gemm_f32.
+ * Both of the last two compute every output as one FMA chain over k in
+ * order (gemm_f32.c), so a row's result does not depend on the other rows,
+ * their count or the path: F32 and F16 weights give a row the same bits in
+ * a decode step and in a prefill.
  * In a mixed step (colo_stream_set_decode_rows) off gemm_q8, the decode
  * rows and the prefill rows are two products, each on its own path, so a
  * decode row gets the bits a decode step of the same rows gives it; on
@@ -44,8 +46,8 @@ int colo_cpu_int8_max_decode_rows = 9;
  * rows about as fast as the int8 dot products; docs/BENCHMARKS.md, "Prefill
  * on 8-bit digits"). */
 int colo_cpu_q8_min_rows = 1;
-/* Rows of x below which float weights are dotted row by row. */
-#define FLOAT_DOT_MAX_ROWS 2
+/* Rows of x below which float weights are read row by row (no packing). */
+#define FLOAT_DOT_MAX_ROWS 9
 #define TILE_ROWS 64
 /* The int8 path: weight rows per tile, and x rows a tile meets at most. */
 #define INT8_TILE_ROWS 16
@@ -106,27 +108,28 @@ static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
 static void linear_float_dots(const linear_args *a, int64_t r0, int64_t r1)
 {
     size_t row_bytes = colo_dtype_row_bytes(a->w_type, a->k);
-    float *row = NULL;
-    if (a->w_type != COLO_F32 && a->w_type != COLO_F16) {
-        row = colo_cpu_scratch(1, (size_t)a->k * sizeof(float));
-        if (!row) {
+    const unsigned char *w = (const unsigned char *)a->w;
+    if (a->w_type == COLO_F32 || a->w_type == COLO_F16) {
+        colo_cpu_gemv_chain(a->m, (int)(r1 - r0), a->k, a->x, a->x_stride, w + (size_t)r0 * row_bytes, row_bytes,
+                            a->w_type == COLO_F16, a->y + r0, a->y_stride);
+    } else {
+        float *tile = colo_cpu_scratch(1, (size_t)TILE_ROWS * (size_t)a->k * sizeof(float));
+        if (!tile) {
             colo_cpu_task_fail(COLO_ENOMEM);
             return;
         }
-    }
-    for (int64_t r = r0; r < r1; r++) {
-        const void *wr = (const unsigned char *)a->w + (size_t)r * row_bytes;
-        if (row)
-            colo_dequantize_row(a->w_type, wr, row, a->k);
-        float b = a->bias ? a->bias[r] : 0.0f;
-        for (int i = 0; i < a->m; i++) {
-            const float *x = a->x + (int64_t)i * a->x_stride;
-            float v = row                      ? colo_cpu_dot_f32(row, x, a->k)
-                      : a->w_type == COLO_F16 ? colo_cpu_dot_f16(wr, x, a->k)
-                                               : colo_cpu_dot_f32(wr, x, a->k);
-            a->y[(int64_t)i * a->y_stride + r] = v + b;
+        for (int64_t t0 = r0; t0 < r1; t0 += TILE_ROWS) {
+            int rows = (int)(r1 - t0 < TILE_ROWS ? r1 - t0 : TILE_ROWS);
+            for (int r = 0; r < rows; r++)
+                colo_dequantize_row(a->w_type, w + (size_t)(t0 + r) * row_bytes, tile + (size_t)r * a->k, a->k);
+            colo_cpu_gemv_chain(a->m, rows, a->k, a->x, a->x_stride, tile, (size_t)a->k * sizeof(float), false,
+                                a->y + t0, a->y_stride);
         }
     }
+    if (a->bias)
+        for (int i = 0; i < a->m; i++)
+            for (int64_t r = r0; r < r1; r++)
+                a->y[(int64_t)i * a->y_stride + r] += a->bias[r];
 }
 
 static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)

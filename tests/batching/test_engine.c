@@ -1,7 +1,9 @@
 /* The generation engine on a small synthetic model (F32 weights, so every
- * matrix path computes in float): a sequence's tokens do not depend on what
- * else is in the batch, on chunked prefill, or on being preempted and
- * recomputed; stop strings, max_tokens and cancellation behave. */
+ * matrix path computes in float, one FMA chain per output in a decode step
+ * and in a prefill alike): a sequence's tokens and their log-probabilities,
+ * to the bit, do not depend on what else is in the batch, on chunked
+ * prefill, or on being preempted and recomputed; stop strings, max_tokens
+ * and cancellation behave. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,6 +57,7 @@ static void rig_close(rig *r)
 
 typedef struct {
     int32_t toks[256];
+    float lps[256];
     int n;
     char text[4096];
     size_t text_len;
@@ -79,6 +82,8 @@ static void on_done(void *ud, const colo_engine_outcome *o)
     result *r = ud;
     r->n = o->n_tokens;
     memcpy(r->toks, o->tokens, (size_t)o->n_tokens * 4);
+    if (o->logprobs)
+        memcpy(r->lps, o->logprobs, (size_t)o->n_tokens * 4);
     memcpy(r->text, o->text, o->text_len);
     r->text_len = o->text_len;
     r->finish = o->finish_reason;
@@ -110,7 +115,7 @@ static uint64_t generate(int max_running, int step_tokens, int n_blocks, int n_s
 {
     rig r;
     rig_open(&r, max_running, step_tokens, n_blocks);
-    colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1};
+    colo_engine_params p = {.max_tokens = max_tokens, .temperature = 0, .top_p = 1, .logprobs = true};
     char err[256];
     for (int i = 0; i < n_seqs; i++) {
         int32_t ids[64];
@@ -132,6 +137,7 @@ static void assert_same(const result *a, const result *b)
     assert_int_equal(b->done, 1);
     assert_int_equal(a->n, b->n);
     assert_memory_equal(a->toks, b->toks, (size_t)a->n * 4);
+    assert_memory_equal(a->lps, b->lps, (size_t)a->n * 4);
     assert_int_equal(a->text_len, b->text_len);
 }
 
@@ -143,7 +149,7 @@ static void test_batch_and_chunk_invariance(void **state)
     for (int i = 0; i < 4; i++) {
         rig r;
         rig_open(&r, 1, 256, 0);
-        colo_engine_params p = {.max_tokens = 24, .temperature = 0, .top_p = 1};
+        colo_engine_params p = {.max_tokens = 24, .temperature = 0, .top_p = 1, .logprobs = true};
         int32_t ids[64];
         int n;
         char err[256];

@@ -1,7 +1,9 @@
 /* The row-invariant F32 gemm of linear's tile path (kernels/cpu/gemm_f32.c):
  * within float bounds of a float64 reference, the same bits as its scalar
  * fallback, and one row's output the same bits whatever rows come with it
- * and however many (1..70 rows, the row at different positions). */
+ * and however many (1..70 rows, the row at different positions); and the
+ * unpacked chains of decode (colo_cpu_gemv_chain) the same bits as the
+ * gemm, for F32 weights and for F16 ones widened. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quant.h"
 #include "tests/test_seed.h"
 
 static uint64_t rng_state;
@@ -108,12 +111,52 @@ static void test_row_invariance(void **state)
     free(p), free(w), free(row), free(alone), free(x), free(y);
 }
 
+/* colo_cpu_gemv_chain reads W's rows as they are (F32, or F16 when f16,
+ * with a row stride past k) and gives every output the gemm's bits: rows
+ * of x 1..9, W rows not a multiple of 8, k not a multiple of 8. */
+static void test_chain_unpacked(void **state)
+{
+    (void)state;
+    const int shapes[][2] = {{45, 300}, {8, 8}, {3, 5}, {64, 256}, {19, 77}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            int n = shapes[si][0], k = shapes[si][1], ws = k + 3, xs = k + 1, ys = n + 2, max_m = 9;
+            float *w = malloc((size_t)n * k * 4), *wrows = malloc((size_t)n * ws * 4);
+            uint16_t *w16 = malloc((size_t)n * ws * 2);
+            float *x = malloc((size_t)max_m * xs * 4), *y = malloc((size_t)max_m * ys * 4);
+            float *ref = malloc((size_t)max_m * n * 4);
+            assert_true(w && wrows && w16 && x && y && ref);
+            fill(w, (size_t)n * k), fill(x, (size_t)max_m * xs);
+            for (int j = 0; j < n; j++)
+                for (int kk = 0; kk < k; kk++) {
+                    w16[(size_t)j * ws + kk] = colo_f32_to_fp16(w[(size_t)j * k + kk]);
+                    if (f16) /* the gemm gets the widened values */
+                        w[(size_t)j * k + kk] = colo_fp16_to_f32(w16[(size_t)j * ws + kk]);
+                    wrows[(size_t)j * ws + kk] = w[(size_t)j * k + kk];
+                }
+            float *p = pack(w, n, k);
+            for (int m = 1; m <= max_m; m++) {
+                colo_cpu_gemm_f32(m, n, k, x, xs, p, ref, n);
+                if (f16)
+                    colo_cpu_gemv_chain(m, n, k, x, xs, w16, (size_t)ws * 2, true, y, ys);
+                else
+                    colo_cpu_gemv_chain(m, n, k, x, xs, wrows, (size_t)ws * 4, false, y, ys);
+                for (int i = 0; i < m; i++)
+                    if (memcmp(y + (size_t)i * ys, ref + (size_t)i * n, (size_t)n * 4))
+                        fail_msg("%s n=%d k=%d: row %d of %d differs from the gemm's", f16 ? "F16" : "F32", n, k, i,
+                                 m);
+            }
+            free(p), free(w), free(wrows), free(w16), free(x), free(y), free(ref);
+        }
+}
+
 int main(void)
 {
     seed_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_float64_and_scalar),
         cmocka_unit_test(test_row_invariance),
+        cmocka_unit_test(test_chain_unpacked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
