@@ -46,6 +46,7 @@
 #   HI_CONC=$CONC BE_CONC=$CONC                   colocation: each model's own connections
 #   STREAMS=32 STREAM_TOKENS=64                   streams scenario
 #   MEM_FRACTION=0.2       each model's memory_fraction
+#   EXACT=false            colocation, streams, deadline: the models' exact_activations
 #   SLA="ttft_ms: 1000, tpot_ms: 150, p99_ms: 4000"   deadline: both models' sla
 #   FIT_CONC=2             deadline: closed-loop connections per model whose rate (under fair)
 #                          is taken as the load that fits; RATE=R skips that and sets it
@@ -69,6 +70,7 @@ WARMUP=${WARMUP:-3}
 STREAMS=${STREAMS:-32}
 STREAM_TOKENS=${STREAM_TOKENS:-64}
 MEM_FRACTION=${MEM_FRACTION:-0.2}
+EXACT=${EXACT:-false}
 OUT=${OUT:-bench-serve-out}
 ROUNDS=${ROUNDS:-1}
 HI_SLA=${HI_SLA:-ttft_ms: 1000, tpot_ms: 100}
@@ -131,6 +133,7 @@ model_yaml() { # name priority [extra lines] [path]
     path: "${4:-$MODEL}"
     memory_fraction: $MEM_FRACTION
     priority: $2
+    exact_activations: $EXACT
 ${3:-}
     max_seq_len: 1024
     batching: { max_batch_size: 32, max_queue: 1024, max_batch_prefill_tokens: 256 }
