@@ -90,6 +90,7 @@ typedef struct cuda_dev {
     int ordinal;
     size_t budget; /* gpu_memory_bytes; 0 = the device's memory */
     bool graphs;   /* cuda_graphs: colo_stream_graph_begin records */
+    bool exact;    /* exact_activations: no stream rounds activations */
     struct cudaDeviceProp prop;
     int prio_least, prio_greatest;
     bool can_partition;
@@ -273,6 +274,8 @@ cublasHandle_t colo_cuda_cublas(const colo_stream *s)
     return ((const cuda_stream *)s->ctx)->blas;
 }
 int colo_cuda_stream_sms(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->sms; }
+
+bool colo_cuda_exact(const colo_stream *s) { return s->exact || ((const cuda_dev *)s->dev->ctx)->exact; }
 size_t colo_cuda_max_smem(const colo_stream *s) { return ((const cuda_stream *)s->ctx)->max_smem; }
 int *colo_cuda_error_flag(colo_stream *s) { return ((cuda_stream *)s->ctx)->d_flag; }
 
@@ -1040,6 +1043,7 @@ colo_device *colo_cuda_device_open(const colo_device_config *cfg, char *err, siz
     cd->ordinal = cfg ? cfg->cuda_device : 0;
     cd->budget = cfg ? cfg->gpu_memory_bytes : 0;
     cd->graphs = cfg && cfg->cuda_graphs;
+    cd->exact = cfg && cfg->exact_activations;
     if (cd->ordinal < 0 || cd->ordinal >= CUDA_MAX_DEVICES) {
         colo_set_err(err, errlen, "cuda: device ordinal %d out of range", cd->ordinal);
         goto out_free;

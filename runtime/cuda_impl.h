@@ -57,6 +57,9 @@ cublasHandle_t colo_cuda_cublas(const colo_stream *s);
 /* SMs the stream's kernels may run on: its green-context partition, or every
  * SM of the device. For sizing grids. */
 int colo_cuda_stream_sms(const colo_stream *s);
+/* The stream, or its device, wants exact F32 activations in matrix
+ * products (colo_stream_config / colo_device_config.exact_activations). */
+bool colo_cuda_exact(const colo_stream *s);
 /* Largest dynamic shared memory a block may opt in to (bytes). */
 size_t colo_cuda_max_smem(const colo_stream *s);
 

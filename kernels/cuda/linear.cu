@@ -1,7 +1,20 @@
 // Matrix ops on CUDA: linear (any weight dtype), gemm, dequantize, get_rows.
 //
 // linear, y (m, n) = x (m, k) . W (n, k)^T:
-//   - m <= MATVEC_MAX_M (decode, batches up to 64): a warp per weight row
+//   - weights in a block format (Q4_0...Q8_0, the K-quants), unless the
+//     stream wants exact activations: any m, decode and prefill alike, on
+//     two 8-bit digits (kernels/q8_digits.h), the arithmetic of the CPU's
+//     gemm_q8 with the same bits. A kernel rounds each block of 32 of x to
+//     its digits once. Up to Q8_ROWS_MAX rows (decode): a warp per weight
+//     row, whose lanes unpack and multiply blocks lane, lane + 32, ... in
+//     integers and then chain the blocks' terms in order, each term passed
+//     round by a shuffle. More rows: a block of Q8_TJ x Q8_TI threads takes
+//     Q8_TJ weight rows and Q8_TI rows of x, one output each; for each block
+//     of 32, one warp unpacks the tile's codes and scales into shared
+//     memory (a lane a row) beside the x rows' digits, and every thread adds
+//     its block to its output's chain. Both give every output the same
+//     operations, so a row's result depends on that row alone.
+//   - otherwise, m <= MATVEC_MAX_M (decode, batches up to 64): a warp per weight row
 //     reads the row's blocks, decodes them in registers and dots them with
 //     up to 8 rows of x; more rows go in chunks of 8, one block per chunk,
 //     and the chunks of a group of W rows are neighbours in the grid, so
@@ -14,6 +27,7 @@
 //     exact F32 like the CPU backend's multi-row path, which the parity
 //     tests hold both to.
 #include "kernels/cuda/common.cuh"
+#include "kernels/q8_digits.h"
 
 #define MATVEC_MAX_M 64
 #define MATVEC_WARPS 4
@@ -169,6 +183,142 @@ colo_status colo_cuda_dequantize(colo_stream *s, const void *src, colo_dtype t, 
     });
 }
 
+// ---- products on two 8-bit digits ---------------------------------------------------------
+
+#define Q8_TJ 32 // weight rows of a block's tile (a warp's lanes)
+#define Q8_TI 8  // rows of x of a block's tile (a warp each)
+
+// Thread per (row i of x, block b of 32): xd[i * nb + b].
+__global__ void q8_digits_kernel(const float *__restrict__ x, int xs, int m, int nb, colo_q8_digits *__restrict__ xd)
+{
+    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= (int64_t)m * nb)
+        return;
+    int64_t i = id / nb, b = id % nb;
+    colo_q8_digits_of(x + i * xs + 32 * b, xd + id);
+}
+
+// Block (weight rows j0.., x rows i0..); thread (lane tj, warp ti): output
+// (i0 + ti, j0 + tj) as one chain over the blocks in order.
+__global__ void __launch_bounds__(Q8_TJ *Q8_TI)
+    q8_linear_kernel(colo_dtype t, const uint8_t *__restrict__ w, size_t rb, const colo_q8_digits *__restrict__ xd,
+                     int nb, const float *__restrict__ bias, float *__restrict__ y, int ys, int m, int n)
+{
+    __shared__ uint8_t su[Q8_TJ][32];
+    __shared__ float sa[Q8_TJ][2], sc[Q8_TJ][2];
+    __shared__ colo_q8_digits sx[Q8_TI];
+    __shared__ int snh;
+    int tj = threadIdx.x % Q8_TJ, ti = threadIdx.x / Q8_TJ;
+    int j0 = blockIdx.x * Q8_TJ, i0 = blockIdx.y * Q8_TI, j = j0 + tj, i = i0 + ti;
+    float acc = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        if (ti == 0 && j < n) {
+            int nh = colo_q8_unpack(t, w + (size_t)j * rb, b, su[tj], sa[tj], sc[tj]);
+            if (tj == 0)
+                snh = nh;
+        } else if (ti == 1 && tj < Q8_TI && i0 + tj < m) {
+            sx[tj] = xd[(size_t)(i0 + tj) * nb + b];
+        }
+        __syncthreads();
+        if (j < n && i < m)
+            acc = colo_q8_block(acc, su[tj], sa[tj], sc[tj], snh, &sx[ti]);
+        __syncthreads();
+    }
+    if (j < n && i < m)
+        y[(size_t)i * ys + j] = __fadd_rn(acc, bias ? bias[j] : 0.0f);
+}
+
+#define Q8_ROWS_MAX 8
+#define Q8_WARPS 4 // warps (weight rows) per block of q8_rows_kernel
+
+// Warp per weight row r against the M >= m rows of x: lane l takes blocks
+// l, l + 32, ... as far as their integer products; then every lane runs
+// the chain over the 32 blocks of a round in order, taking each block's
+// terms from its lane.
+template <int M>
+__global__ void __launch_bounds__(32 * Q8_WARPS)
+    q8_rows_kernel(colo_dtype t, const uint8_t *__restrict__ w, size_t rb, const colo_q8_digits *__restrict__ xd,
+                   int nb, const float *__restrict__ bias, float *__restrict__ y, int ys, int m, int n)
+{
+    int r = (int)blockIdx.x * Q8_WARPS + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= n)
+        return;
+    const uint8_t *row = w + (size_t)r * rb;
+    float acc[M];
+#pragma unroll
+    for (int i = 0; i < M; i++)
+        acc[i] = 0.0f;
+    int nh = (t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K) ? 2 : 1;
+    for (int b0 = 0; b0 < nb; b0 += 32) {
+        int b = b0 + lane, cnt = min(32, nb - b0);
+        uint8_t u[32];
+        float a[2] = {0.0f, 0.0f}, c[2] = {0.0f, 0.0f}, f[M][2], sx[M][2];
+#pragma unroll
+        for (int i = 0; i < M; i++)
+            f[i][0] = f[i][1] = sx[i][0] = sx[i][1] = 0.0f;
+        if (b < nb) {
+            colo_q8_unpack(t, row, b, u, a, c);
+#pragma unroll
+            for (int i = 0; i < M; i++)
+                if (i < m) {
+                    const colo_q8_digits *x = xd + (size_t)i * nb + b;
+                    colo_q8_block_f(u, nh, x, f[i]);
+                    sx[i][0] = colo_q8_sum(x, nh, 0);
+                    sx[i][1] = nh == 2 ? colo_q8_sum(x, nh, 1) : 0.0f;
+                }
+        }
+        for (int bb = 0; bb < cnt; bb++)
+            for (int h = 0; h < nh; h++) {
+                float ab = __shfl_sync(0xffffffffu, a[h], bb), cb = __shfl_sync(0xffffffffu, c[h], bb);
+#pragma unroll
+                for (int i = 0; i < M; i++) {
+                    float fi = __shfl_sync(0xffffffffu, f[i][h], bb), si = __shfl_sync(0xffffffffu, sx[i][h], bb);
+                    acc[i] = colo_q8_chain(acc[i], fi, ab, si, cb);
+                }
+            }
+    }
+    if (lane == 0)
+        for (int i = 0; i < m && i < M; i++)
+            y[(size_t)i * ys + r] = __fadd_rn(acc[i], bias ? bias[r] : 0.0f);
+}
+
+template <int M>
+static colo_status launch_q8_rows(cudaStream_t st, colo_dtype t, const void *w, size_t rb, const colo_q8_digits *xd,
+                                  int nb, const float *bias, float *y, int ys, int m, int n)
+{
+    q8_rows_kernel<M><<<colo_div_up(n, Q8_WARPS), 32 * Q8_WARPS, 0, st>>>(t, (const uint8_t *)w, rb, xd, nb, bias, y,
+                                                                           ys, m, n);
+    return COLO_LAUNCH_CHECK();
+}
+
+static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t rb, const float *bias,
+                             const float *x, int xs, float *y, int ys, int m, int n, int k)
+{
+    if (k % 32 || m < 1 || n < 1)
+        return m < 1 || n < 1 ? COLO_OK : COLO_EINVAL;
+    cudaStream_t st = colo_cuda_stream(s);
+    int nb = k / 32;
+    colo_status e = COLO_OK;
+    colo_q8_digits *xd = (colo_q8_digits *)colo_cuda_scratch(s, (size_t)m * nb * sizeof(colo_q8_digits), &e);
+    if (!xd)
+        return e;
+    int64_t cells = (int64_t)m * nb;
+    q8_digits_kernel<<<(unsigned)colo_div_up(cells, 256), 256, 0, st>>>(x, xs, m, nb, xd);
+    if ((e = COLO_LAUNCH_CHECK()) != COLO_OK)
+        return e;
+    if (m == 1)
+        return launch_q8_rows<1>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
+    if (m == 2)
+        return launch_q8_rows<2>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
+    if (m <= 4)
+        return launch_q8_rows<4>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
+    if (m <= Q8_ROWS_MAX)
+        return launch_q8_rows<Q8_ROWS_MAX>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
+    dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(m, Q8_TI));
+    q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd, nb, bias, y, ys, m, n);
+    return COLO_LAUNCH_CHECK();
+}
+
 // ---- linear --------------------------------------------------------------------------------
 
 __global__ void add_bias_kernel(float *y, int ys, const float *bias, int m, int n)
@@ -197,6 +347,8 @@ colo_status colo_cuda_linear(colo_stream *s, const void *w, colo_dtype t, const 
     size_t rb = colo_dtype_row_bytes(t, k);
     if (rb == 0)
         return COLO_EINVAL;
+    if (colo_q8_has(t) && !colo_cuda_exact(s))
+        return q8_linear(s, w, t, rb, bias, x, xs, y, ys, m, n, k);
     bool aligned = wtype_aligned(w, t);
     if (m <= MATVEC_MAX_M && aligned) {
         return colo_with_wtype(t, [&](auto tt) {

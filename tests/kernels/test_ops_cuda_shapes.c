@@ -2,10 +2,13 @@
  * decode attention over long contexts (keys split across warps and merged),
  * head dims 36 to 256 (Phi-3.5's 96, Gemma 3's 256) in prefills and decode
  * steps, sliding windows, strided q rows, GQA groups of 4; bidirectional
- * attention over several chunks of keys; linear with 9..64 rows (the
- * mat-vec kernel in chunks of 8) and past 64 (cuBLAS on expanded tiles),
- * real model widths, plain rows with tails,
- * misaligned weights and more rows than one prefill tile; dequantize and
+ * attention over several chunks of keys; linear with exact activations
+ * with 9..64 rows (the mat-vec kernel in chunks of 8) and past 64 (cuBLAS
+ * on expanded tiles), real model widths, plain rows with tails,
+ * misaligned weights and more rows than one prefill tile; linear on two
+ * 8-bit digits (the default for block formats) the same bits as the host's
+ * kernels/q8_digits.h gives each row on its own, at every row count and
+ * with misaligned weights; dequantize and
  * get_rows with tails; row ops at 512 threads; rope at head dims 96 to 256.
  * Skipped when no GPU is usable. Random inputs seeded from COLO_TEST_SEED. */
 #include <setjmp.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "kernels/ops.h"
+#include "kernels/q8_digits.h"
 #include "kernels/quant.h"
 #include "runtime/backend.h"
 #include "tests/test_seed.h"
@@ -45,6 +49,7 @@ static float rng_normal(void)
 typedef struct {
     colo_device *dev;
     colo_stream *s;
+    colo_stream *exact; /* a stream with exact_activations */
     colo_buffer *bufs[32];
     int n;
 } ctx_t;
@@ -88,13 +93,16 @@ static int setup(void **state)
     if (!c.dev)
         return -1;
     c.s = colo_stream_create(c.dev, NULL, err, sizeof err);
+    colo_stream_config ec = {.priority = COLO_PRIO_NORMAL, .exact_activations = true};
+    c.exact = colo_stream_create(c.dev, &ec, err, sizeof err);
     *state = &c;
-    return c.s ? 0 : -1;
+    return c.s && c.exact ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     ctx_t *c = *state;
+    colo_stream_destroy(c->exact);
     colo_stream_destroy(c->s);
     colo_device_close(c->dev);
     return 0;
@@ -284,8 +292,35 @@ static void test_bidir_attention(void **state)
     case_bidir(*state, 32, 3, 40, 33, 0, 4);
 }
 
+/* Block formats on the default stream: each output the bits the host's
+ * kernels/q8_digits.h gives it, row by row (so also whatever rows share
+ * the product). dw: the weights on the device, w the same on the host. */
+static void check_q8(ctx_t *c, colo_dtype t, const void *dw, const unsigned char *w, const float *x, const float *dx,
+                     float *dy, int m, int n, int k)
+{
+    assert_int_equal(colo_op_linear(c->s, dw, t, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    float *y = malloc((size_t)m * n * 4);
+    colo_q8_digits *xd = malloc((size_t)(k / 32) * sizeof *xd);
+    assert_true(y && xd);
+    dget(c, y, dy, (size_t)m * n * 4);
+    size_t rb = colo_dtype_row_bytes(t, k);
+    for (int i = 0; i < m; i++) {
+        for (int b = 0; b < k / 32; b++)
+            colo_q8_digits_of(x + (size_t)i * k + 32 * b, xd + b);
+        for (int r = 0; r < n; r++) {
+            float want = colo_q8_dot(t, w + rb * r, k, xd, 0.0f), got = y[(size_t)i * n + r];
+            if (memcmp(&want, &got, 4))
+                fail_msg("linear on digits %s m=%d n=%d k=%d (%d, %d): got %.9g, the host's %.9g", colo_dtype_name(t),
+                         m, n, k, i, r, got, want);
+        }
+    }
+    free(y), free(xd);
+}
+
 /* y = x . W^T with the weights woff bytes into their buffer (an offset that
- * breaks their alignment takes the copying path). */
+ * breaks their alignment takes the copying path), on the exact stream
+ * against float64, and for block formats on the default stream as well
+ * (check_q8). */
 static void case_linear_at(ctx_t *c, colo_dtype t, int m, int n, int k, size_t woff)
 {
     size_t rb = colo_dtype_row_bytes(t, k);
@@ -310,7 +345,9 @@ static void case_linear_at(ctx_t *c, colo_dtype t, int m, int n, int k, size_t w
     memcpy(wpad + woff, w, rb * n);
     unsigned char *dw = dput(c, wpad, rb * n + woff);
     float *dx = dput(c, x, (size_t)m * k * 4), *dy = dput(c, NULL, (size_t)m * n * 4);
-    assert_int_equal(colo_op_linear(c->s, dw + woff, t, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    assert_int_equal(colo_stream_sync(c->s), COLO_OK); /* the copies, before the exact stream reads them */
+    assert_int_equal(colo_op_linear(c->exact, dw + woff, t, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    assert_int_equal(colo_stream_sync(c->exact), COLO_OK);
     float *y = malloc((size_t)m * n * 4);
     dget(c, y, dy, (size_t)m * n * 4);
     for (int i = 0; i < m; i++)
@@ -324,6 +361,8 @@ static void case_linear_at(ctx_t *c, colo_dtype t, int m, int n, int k, size_t w
                 fail_msg("linear %s m=%d n=%d k=%d offset %zu (%d, %d): got %.8g, reference %.8g",
                          colo_dtype_name(t), m, n, k, woff, i, r, y[(size_t)i * n + r], ref);
         }
+    if (colo_q8_has(t))
+        check_q8(c, t, dw + woff, w, x, dx, dy, m, n, k);
     free(w), free(wpad), free(wd), free(row), free(x), free(y);
     dfree(c);
 }

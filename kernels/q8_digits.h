@@ -1,0 +1,250 @@
+/* kernels/q8_digits.h: products on two 8-bit digits, one output at a time,
+ * in C that the CUDA kernels compile for the device as well.
+ *
+ * The arithmetic is that of the CPU's gemm_q8 (kernels/cpu/gemm_q8.c, the
+ * default path for weights in block formats on CPUs with AVX512-VNNI), and
+ * these functions give its bits:
+ * - a block of 32 activations x becomes two signed digits per element with
+ *   D = max|x| / 127: q = rint(x / D), r = rint(256 (x / D - q)) clamped to
+ *   [-127, 127], so x ~ (256 q + r) d with d = D / 256; beside them the
+ *   sums d * sum(256 q + r) over elements 0..15, 16..31 and 0..31;
+ * - a block of 32 weights becomes unsigned codes u (0..255) and, per scale
+ *   block (the whole 32, or each 16 for Q2_K, Q3_K and Q6_K), a and c with
+ *   weight = a u + c;
+ * - each scale block adds to the output, in block order from 0,
+ *   acc = fma((float)P * d, a, acc), then acc = fma(s, c, acc), with P the
+ *   exact integer sum of u (256 q + r) and s the block's digit sum; the
+ *   output is acc + bias (0.0f without one).
+ * Every float operation is one IEEE operation rounded to nearest: on the
+ * device by the _rn intrinsics, which the compiler does not fuse; on the
+ * host as ISO C (-std=c11 turns contraction off).
+ *
+ * Pure functions on bytes (any alignment), thread-safe. */
+#ifndef COLO_KERNELS_Q8_DIGITS_H
+#define COLO_KERNELS_Q8_DIGITS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/dtype.h"
+
+#if defined(__CUDACC__)
+#define COLO_Q8_FN static inline __host__ __device__
+#else
+#define COLO_Q8_FN static inline
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define COLO_Q8_MUL(a, b) __fmul_rn((a), (b))
+#define COLO_Q8_DIV(a, b) __fdiv_rn((a), (b))
+#define COLO_Q8_SUB(a, b) __fsub_rn((a), (b))
+#define COLO_Q8_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#else
+#define COLO_Q8_MUL(a, b) ((a) * (b))
+#define COLO_Q8_DIV(a, b) ((a) / (b))
+#define COLO_Q8_SUB(a, b) ((a) - (b))
+#define COLO_Q8_FMA(a, b, c) fmaf((a), (b), (c))
+#endif
+
+/* One row's block of 32 activations on two digits. */
+typedef struct {
+    int8_t q[32], r[32];
+    float d;    /* element ~ (256 q + r) d */
+    float s[3]; /* d * sum of 256 q + r over elements 0..15, 16..31, 0..31 */
+} colo_q8_digits;
+
+COLO_Q8_FN void colo_q8_digits_of(const float *x, colo_q8_digits *o)
+{
+    float amax = 0.0f;
+    for (int e = 0; e < 32; e++)
+        amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
+    float dd = COLO_Q8_DIV(amax, 127.0f), id = dd != 0.0f ? COLO_Q8_DIV(1.0f, dd) : 0.0f;
+    int32_t sum[2] = {0, 0};
+    for (int e = 0; e < 32; e++) {
+        float t = COLO_Q8_MUL(x[e], id), hi = rintf(t), lo = rintf(COLO_Q8_MUL(COLO_Q8_SUB(t, hi), 256.0f));
+        lo = lo > 127.0f ? 127.0f : lo < -127.0f ? -127.0f : lo;
+        o->q[e] = (int8_t)hi, o->r[e] = (int8_t)lo;
+        sum[e / 16] += 256 * (int32_t)hi + (int32_t)lo;
+    }
+    o->d = COLO_Q8_DIV(dd, 256.0f);
+    o->s[0] = COLO_Q8_MUL(o->d, (float)sum[0]);
+    o->s[1] = COLO_Q8_MUL(o->d, (float)sum[1]);
+    o->s[2] = COLO_Q8_MUL(o->d, (float)(sum[0] + sum[1]));
+}
+
+/* An IEEE half (little-endian bytes at p) as a float: exact. */
+COLO_Q8_FN float colo_q8_half(const uint8_t *p)
+{
+    uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 31, mant = h & 1023, bits;
+    if (exp == 0) { /* zero or subnormal: mant * 2^-24, exact in a float */
+        float v = COLO_Q8_MUL((float)mant, 5.9604644775390625e-8f);
+        return sign ? -v : v;
+    }
+    if (exp == 31)
+        bits = sign | 0x7f800000u | mant << 13;
+    else
+        bits = sign | (exp + 112) << 23 | mant << 13;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Whether the digit products take weights of type t: every block format
+ * of 32 and 256. */
+COLO_Q8_FN int colo_q8_has(colo_dtype t)
+{
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 || t == COLO_Q8_0 || t == COLO_Q2_K ||
+           t == COLO_Q3_K || t == COLO_Q4_K || t == COLO_Q5_K || t == COLO_Q6_K;
+}
+
+/* Q4_K/Q5_K's 6-bit scale and min of sub-block j from the 12 packed bytes
+ * (colo_k4_scales in kernels/quant.h, one sub-block). */
+COLO_Q8_FN void colo_q8_k4_scale(const uint8_t *p, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = p[j] & 63, *mn = p[j + 4] & 63;
+    } else {
+        *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+        *mn = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+    }
+}
+
+/* Q3_K's scale g (-32..31) from the 12 packed bytes (colo_q3_k_scales). */
+COLO_Q8_FN int colo_q8_q3k_scale(const uint8_t *p, int g)
+{
+    int lo = g < 8 ? (p[g] & 15) : (p[g - 8] >> 4);
+    int hi = (p[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* Block b (of 32 elements) of a row of type t: codes u, and a, c per scale
+ * block. Returns the scale blocks: 1, or 2 (of 16) for Q2_K, Q3_K, Q6_K. */
+COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u[32], float a[2], float c[2])
+{
+    const uint8_t *p;
+    switch (t) {
+    case COLO_Q4_0: case COLO_Q4_1: case COLO_Q5_0: case COLO_Q5_1: {
+        int has_m = t == COLO_Q4_1 || t == COLO_Q5_1, five = t == COLO_Q5_0 || t == COLO_Q5_1;
+        int bytes = 18 + 2 * has_m + 4 * five;
+        p = row + (size_t)b * bytes;
+        const uint8_t *qs = p + 2 + 2 * has_m + 4 * five, *qh = p + 2 + 2 * has_m;
+        uint32_t hb = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
+        for (int e = 0; e < 16; e++) {
+            u[e] = (uint8_t)((qs[e] & 15) + (((hb >> e) & 1) << 4));
+            u[e + 16] = (uint8_t)((qs[e] >> 4) + (((hb >> (e + 16)) & 1) << 4));
+        }
+        a[0] = colo_q8_half(p);
+        c[0] = has_m ? colo_q8_half(p + 2) : COLO_Q8_MUL(five ? -16.0f : -8.0f, a[0]);
+        return 1;
+    }
+    case COLO_Q8_0:
+        p = row + (size_t)b * 34;
+        for (int e = 0; e < 32; e++)
+            u[e] = (uint8_t)(p[2 + e] ^ 0x80); /* q + 128 */
+        a[0] = colo_q8_half(p);
+        c[0] = COLO_Q8_MUL(-128.0f, a[0]);
+        return 1;
+    case COLO_Q4_K: case COLO_Q5_K: {
+        int five = t == COLO_Q5_K, j = b % 8;
+        p = row + (size_t)(b / 8) * (five ? 176 : 144);
+        const uint8_t *qh = p + 16, *qs = p + 16 + 32 * five;
+        for (int e = 0; e < 32; e++)
+            u[e] = (uint8_t)(((qs[32 * (j / 2) + e] >> (4 * (j & 1))) & 15) + (five ? ((qh[e] >> j) & 1) << 4 : 0));
+        int sc, mn;
+        colo_q8_k4_scale(p + 4, j, &sc, &mn);
+        a[0] = COLO_Q8_MUL(colo_q8_half(p), (float)sc);
+        c[0] = -COLO_Q8_MUL(colo_q8_half(p + 2), (float)mn);
+        return 1;
+    }
+    case COLO_Q6_K: {
+        int j = b % 8, h = j / 4, part = j % 4;
+        p = row + (size_t)(b / 8) * 210;
+        const uint8_t *ql = p + 64 * h + 32 * (part & 1), *qh = p + 128 + 32 * h;
+        for (int e = 0; e < 32; e++) {
+            int lo = part < 2 ? ql[e] & 15 : ql[e] >> 4;
+            u[e] = (uint8_t)(lo | ((qh[e] >> (2 * part)) & 3) << 4);
+        }
+        float d = colo_q8_half(p + 208);
+        for (int g = 0; g < 2; g++) {
+            a[g] = COLO_Q8_MUL(d, (float)(int8_t)p[192 + 2 * j + g]);
+            c[g] = COLO_Q8_MUL(-32.0f, a[g]);
+        }
+        return 2;
+    }
+    case COLO_Q3_K: case COLO_Q2_K: {
+        int three = t == COLO_Q3_K, j = b % 8, n = j / 4, jj = j % 4;
+        p = row + (size_t)(b / 8) * (three ? 110 : 84);
+        const uint8_t *qs = p + (three ? 32 : 16) + 32 * n;
+        for (int e = 0; e < 32; e++)
+            u[e] = (uint8_t)(((qs[e] >> (2 * jj)) & 3) + (three && ((p[e] >> (4 * n + jj)) & 1) ? 4 : 0));
+        for (int g = 0; g < 2; g++) {
+            if (three) {
+                a[g] = COLO_Q8_MUL(colo_q8_half(p + 108), (float)colo_q8_q3k_scale(p + 96, 2 * j + g));
+                c[g] = COLO_Q8_MUL(-4.0f, a[g]);
+            } else {
+                int sc = p[2 * j + g];
+                a[g] = COLO_Q8_MUL(colo_q8_half(p + 80), (float)(sc & 15));
+                c[g] = -COLO_Q8_MUL(colo_q8_half(p + 82), (float)(sc >> 4));
+            }
+        }
+        return 2;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* The scaled integer products of one block of 32: f[h] = (float)P * d for
+ * each of its nh scale blocks, P the exact sum of u (256 q + r). */
+COLO_Q8_FN void colo_q8_block_f(const uint8_t u[32], int nh, const colo_q8_digits *x, float f[2])
+{
+    int len = nh == 2 ? 16 : 32;
+    for (int h = 0; h < nh; h++) {
+        int32_t pq = 0, pr = 0;
+        for (int e = h * len; e < (h + 1) * len; e++) {
+            pq += (int32_t)u[e] * x->q[e];
+            pr += (int32_t)u[e] * x->r[e];
+        }
+        f[h] = COLO_Q8_MUL((float)(pq * 256 + pr), x->d);
+    }
+}
+
+/* acc after one scale block: its f, a, c and x's digit sum s over it. */
+COLO_Q8_FN float colo_q8_chain(float acc, float f, float a, float s, float c)
+{
+    acc = COLO_Q8_FMA(f, a, acc);
+    return COLO_Q8_FMA(s, c, acc);
+}
+
+/* x's digit sum over scale block h of nh. */
+COLO_Q8_FN float colo_q8_sum(const colo_q8_digits *x, int nh, int h) { return x->s[nh == 1 ? 2 : h]; }
+
+/* acc after one block of 32: codes u with a, c of its nh scale blocks
+ * against x's digits. */
+COLO_Q8_FN float colo_q8_block(float acc, const uint8_t u[32], const float a[2], const float c[2], int nh,
+                               const colo_q8_digits *x)
+{
+    float f[2];
+    colo_q8_block_f(u, nh, x, f);
+    for (int h = 0; h < nh; h++)
+        acc = colo_q8_chain(acc, f[h], a[h], colo_q8_sum(x, nh, h), c[h]);
+    return acc;
+}
+
+/* One output: row (type t, k elements) . the row of x whose blocks' digits
+ * are xd (k / 32 of them), plus bias. */
+COLO_Q8_FN float colo_q8_dot(colo_dtype t, const uint8_t *row, int k, const colo_q8_digits *xd, float bias)
+{
+    float acc = 0.0f;
+    for (int b = 0; b < k / 32; b++) {
+        uint8_t u[32];
+        float a[2], c[2];
+        int nh = colo_q8_unpack(t, row, b, u, a, c);
+        acc = colo_q8_block(acc, u, a, c, nh, xd + b);
+    }
+    return acc + bias;
+}
+
+#endif
