@@ -258,8 +258,8 @@ lt_status lt_trace_load(const char *path, const char *const *models, size_t n_mo
     double t0 = 0, last = -INFINITY;
     json_t *obj;
     while (st == LT_OK && (obj = lt_jsonl_next(f, path, &line, &cap, &lineno, &st, err, errlen))) {
-        double ts;
-        const char *name;
+        double ts = 0;
+        const char *name = NULL;
         lt_trace_req r;
         st = parse_row(obj, &ts, &name, &r.prompt_tokens, &r.output_tokens, why, sizeof why);
         if (st == LT_OK && ts < last) {
