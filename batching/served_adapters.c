@@ -237,6 +237,23 @@ static void load_one(colo_served *m, served_adapter *e)
         e->state = st == COLO_OK ? COLO_ADAPTER_READY : COLO_ADAPTER_FAILED;
 }
 
+/* Under adapter_mu, e unloading and unused: its slot is freed with the
+ * lock released (the kind waits for the stream), then the entry is free.
+ * Nobody else writes an unloading entry, and nothing acquires it. */
+static void unload_one(colo_served *m, served_adapter *e)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", e->cfg.name);
+    int slot = e->slot;
+    e->busy = true;
+    pthread_mutex_unlock(&m->adapter_mu);
+    if (slot >= 0)
+        m->kind->adapter_remove(m->inst, slot);
+    COLO_INFO("model %s: adapter %s unloaded", m->cfg.name, name);
+    pthread_mutex_lock(&m->adapter_mu);
+    memset(e, 0, sizeof *e);
+}
+
 void colo_served_adapters_work(colo_served *m)
 {
     if (!m->adapters || !atomic_exchange(&m->adapter_work, false))
@@ -246,12 +263,8 @@ void colo_served_adapters_work(colo_served *m)
         served_adapter *e = &m->adapters[i];
         if (e->state == COLO_ADAPTER_LOADING && !e->busy)
             load_one(m, e);
-        if (e->state == COLO_ADAPTER_UNLOADING && !e->busy && e->running == 0) {
-            if (e->slot >= 0)
-                m->kind->adapter_remove(m->inst, e->slot);
-            COLO_INFO("model %s: adapter %s unloaded", m->cfg.name, e->cfg.name);
-            memset(e, 0, sizeof *e);
-        }
+        if (e->state == COLO_ADAPTER_UNLOADING && !e->busy && e->running == 0)
+            unload_one(m, e);
     }
     pthread_mutex_unlock(&m->adapter_mu);
 }
