@@ -34,6 +34,8 @@
 #   max_seq_len; the router's context per slot)  PARALLEL [4] (the router's
 #   --parallel; its --ctx-size is CTX x PARALLEL)  LLAMA_SERVER (path;
 #   unset: colo only)  COLO_PORT [18432]  ROUTER_PORT [18431]
+#   POLICY [priority] (colo's scheduler.policy; with deadline every model
+#   gets the SLOs of GOODPUT as its sla: first tokens by their deadlines)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -52,6 +54,7 @@ INPUT_LEN=${INPUT_LEN:-64}
 OUTPUT_LEN=${OUTPUT_LEN:-16}
 GOODPUT=${GOODPUT:-ttft:2000 tpot:200}
 CTX=${CTX:-512}
+POLICY=${POLICY:-priority}
 PARALLEL=${PARALLEL:-4}
 COLO_PORT=${COLO_PORT:-18432}
 ROUTER_PORT=${ROUTER_PORT:-18431}
@@ -105,12 +108,22 @@ for n in "${names[@]}"; do
     later+=("$n")
   fi
 done
+# under deadline, every model's sla: GOODPUT's objectives (ttft:MS tpot:MS)
+sla_json="" sla_yaml=""
+if [ "$POLICY" = deadline ]; then
+  for o in $GOODPUT; do
+    sla_json+="${sla_json:+,}\"${o%%:*}_ms\":${o#*:}"
+    sla_yaml+="${sla_yaml:+, }${o%%:*}_ms: ${o#*:}"
+  done
+  sla_json=",\"sla\":{$sla_json}" sla_yaml=", sla: { $sla_yaml }"
+fi
 {
   echo "# bench-trace: ${#names[*]} models under one CPU budget (the first ${#in_file[*]} here, the rest loaded at run time)"
   echo "server: { listen: \"127.0.0.1:$COLO_PORT\", device: cpu, cpu_memory_bytes: $BUDGET_BYTES }"
+  echo "scheduler: { policy: $POLICY }"
   echo "models:"
   for n in "${in_file[@]}"; do
-    echo "  - { name: $n, kind: llama, path: models/$n.gguf, memory_fraction: ${frac[$n]}, max_seq_len: $CTX }"
+    echo "  - { name: $n, kind: llama, path: models/$n.gguf, memory_fraction: ${frac[$n]}, max_seq_len: $CTX$sla_yaml }"
   done
 } >"$OUT/config.yaml"
 
@@ -162,7 +175,7 @@ run_colo() { # DIR RATE
   wait_health "http://127.0.0.1:$COLO_PORT/health/ready" "$server" "$1/colo.log"
   for n in "${later[@]}"; do
     curl -fs -X POST "http://127.0.0.1:$COLO_PORT/admin/models" -d "{\"name\":\"$n\",\"kind\":\"llama\",
-      \"path\":\"models/$n.gguf\",\"memory_fraction\":${frac[$n]},\"max_seq_len\":$CTX}" >/dev/null
+      \"path\":\"models/$n.gguf\",\"memory_fraction\":${frac[$n]},\"max_seq_len\":$CTX$sla_json}" >/dev/null
     wait_colo_models "$n" || { echo "bench-trace: $n did not load; see $1/colo.log" >&2; return 1; }
   done
   "$BUILD/colo-loadtest" --url "http://127.0.0.1:$COLO_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
