@@ -20,23 +20,10 @@
 #include "kernels/quant.h"
 #include "tests/test_seed.h"
 
-static uint64_t rng_state;
+static colo_test_rng rng;
 
-static uint64_t rng_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static float rng_normal(void)
-{
-    double s = 0;
-    for (int i = 0; i < 4; i++)
-        s += (rng_u64() >> 11) * (1.0 / 9007199254740992.0) - 0.5;
-    return (float)(s * 1.7320508);
-}
+static uint64_t rng_u64(void) { return colo_test_rng_u64(&rng); }
+static float rng_normal(void) { return colo_test_rng_normal(&rng); }
 
 static const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0,
                                    COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
@@ -213,7 +200,7 @@ static void test_same_bits_as_cpu_gemm_q8(void **state)
 
 int main(void)
 {
-    rng_state = colo_test_seed("test_q8_digits", 41) * 2654435761u + 1;
+    rng = colo_test_rng_from(colo_test_seed("test_q8_digits", 41));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_unpack_matches_dequantize),
