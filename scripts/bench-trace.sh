@@ -34,7 +34,7 @@
 #   max_seq_len; the router's context per slot)  PARALLEL [4] (the router's
 #   --parallel; its --ctx-size is CTX x PARALLEL)  LLAMA_SERVER (path;
 #   unset: colo only)  COLO_PORT [18432]  ROUTER_PORT [18431]
-#   POLICY [priority] (colo's scheduler.policy; with deadline every model
+#   POLICY [deadline] (colo's scheduler.policy; with deadline every model
 #   gets the SLOs of GOODPUT as its sla: first tokens by their deadlines)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,7 +54,7 @@ INPUT_LEN=${INPUT_LEN:-64}
 OUTPUT_LEN=${OUTPUT_LEN:-16}
 GOODPUT=${GOODPUT:-ttft:2000 tpot:200}
 CTX=${CTX:-512}
-POLICY=${POLICY:-priority}
+POLICY=${POLICY:-deadline}
 PARALLEL=${PARALLEL:-4}
 COLO_PORT=${COLO_PORT:-18432}
 ROUTER_PORT=${ROUTER_PORT:-18431}
