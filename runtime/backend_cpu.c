@@ -643,7 +643,8 @@ typedef struct {
     const unsigned char *src;
     size_t bytes;
     int byte;
-    bool huge; /* an upload large enough for huge pages (copy_task) */
+    bool huge;   /* an upload large enough for huge pages (copy_task) */
+    bool upload; /* host to device */
 } copy_args;
 
 static void chunk_range(size_t n, int chunk, int n_chunks, size_t *lo, size_t *hi)
@@ -682,6 +683,16 @@ static void huge_chunk_range(const copy_args *c, int chunk, int n_chunks, size_t
     *hi = chunk == n_chunks - 1 ? c->bytes : a + pages * (size_t)(chunk + 1) / (size_t)n_chunks * HUGE_PAGE_BYTES;
 }
 
+/* A smaller upload's pages are backed in one call (MADV_POPULATE_WRITE)
+ * before the copy rather than one fault each: the same pages the copy
+ * would touch, without a trap per page. Best effort (Linux >= 5.14). */
+static void populate(unsigned char *p, size_t bytes)
+{
+    uintptr_t page = 4096, lo = (uintptr_t)p & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
 static void copy_task(const void *a, int chunk, int n_chunks)
 {
     const copy_args *c = a;
@@ -692,6 +703,8 @@ static void copy_task(const void *a, int chunk, int n_chunks)
         chunk_range(c->bytes, chunk, n_chunks, &lo, &hi);
     if (c->huge)
         advise_huge(c->dst + lo, hi - lo, true);
+    else if (c->upload && hi > lo)
+        populate(c->dst + lo, hi - lo);
     memmove(c->dst + lo, c->src + lo, hi - lo);
     if (c->huge)
         advise_huge(c->dst + lo, hi - lo, false);
@@ -717,13 +730,13 @@ static colo_status cpu_memcpy_async(colo_stream *s, void *dst, const void *src, 
     /* Overlapping ranges would race between chunks: copy them in one. */
     bool overlap = (const unsigned char *)dst < (const unsigned char *)src + bytes &&
                    (const unsigned char *)src < (const unsigned char *)dst + bytes;
-    copy_args a = {dst, src, bytes, 0, kind == COLO_COPY_H2D && !overlap && bytes >= HUGE_PAGE_BYTES};
+    copy_args a = {dst, src, bytes, 0, kind == COLO_COPY_H2D && !overlap && bytes >= HUGE_PAGE_BYTES, kind == COLO_COPY_H2D};
     return colo_cpu_launch(s, copy_task, &a, sizeof a, overlap ? 1 : copy_chunks(s, bytes));
 }
 
 static colo_status cpu_memset_async(colo_stream *s, void *dst, int byte, size_t bytes)
 {
-    copy_args a = {dst, NULL, bytes, byte, false};
+    copy_args a = {dst, NULL, bytes, byte, false, false};
     return colo_cpu_launch(s, set_task, &a, sizeof a, copy_chunks(s, bytes));
 }
 
