@@ -960,7 +960,9 @@ bool colo_served_sleep_or_wake(colo_served *m)
         m->idle_since_ns = now;
     if (atomic_load(&m->want_trim))
         trim(m, !m->n_live && !queued);
-    if (m->state == COLO_SERVED_READY && m->guarantee_given_back && (m->n_live || queued))
+    /* (not when asked to sleep: the claim that asked waits for it) */
+    if (m->state == COLO_SERVED_READY && m->guarantee_given_back && (m->n_live || queued) &&
+        !atomic_load(&m->want_sleep))
         regain(m);
     int keep_alive_ms = atomic_load(&m->keep_alive_ms);
     if (m->state == COLO_SERVED_READY && !m->n_live && !atomic_load(&m->draining)) {
