@@ -89,28 +89,32 @@ static bool busy(const colo_served *m)
     return atomic_load(&m->running) != 0 || colo_queue_len(((colo_served *)m)->q) != 0;
 }
 
-/* Who claims: its priority, and whether it is a cold start (a load or a
- * wake), which may preempt models of lower priority. A claim for no model
- * is of the lowest priority and preempts nobody. */
+/* Who claims: its priority; whether it is a cold start (a load or a
+ * wake), which may preempt models of lower priority; whether it claims for
+ * requests it holds, and so tries again until models within their minimum
+ * residency may go (rather than evict them at once). A claim for no model
+ * is of the lowest priority, preempts nobody and does not wait. */
 typedef struct claimant {
     colo_priority prio;
-    bool cold;
+    bool cold, patient;
 } claimant;
 
 static claimant claimant_of(const colo_served *except)
 {
     if (!except)
-        return (claimant){COLO_PRIO_LOW, false};
+        return (claimant){COLO_PRIO_LOW, false, false};
     int s = atomic_load(&except->state);
     return (claimant){except->cfg.priority,
-                      s == COLO_SERVED_LOADING || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING};
+                      s == COLO_SERVED_LOADING || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING,
+                      (s == COLO_SERVED_SLEEPING || s == COLO_SERVED_READY) && busy(except)};
 }
 
 /* Eviction tiers, in the order they are drawn on. */
 enum {
     TIER_IDLE,       /* idle, awake past its minimum residency (or of lower priority than the claimant) */
     TIER_PREEMPT,    /* busy, of lower priority than a cold-starting claimant */
-    TIER_PROTECTED,  /* idle, woken within the minimum residency, of the claimant's priority or higher */
+    TIER_PROTECTED,  /* idle, woken within the minimum residency, of the claimant's priority or higher
+                        (not for a claimant holding requests: it tries again once the window is over) */
     TIER_NONE,
 };
 
@@ -124,7 +128,9 @@ static int tier_of(const colo_evictor *ev, const colo_served *m, const colo_serv
         return cl.cold && m->cfg.priority < cl.prio ? TIER_PREEMPT : TIER_NONE;
     uint64_t since = atomic_load(&m->resident_since_ns);
     bool recent = ev->min_residency_ns && now - since < ev->min_residency_ns;
-    return recent && m->cfg.priority >= cl.prio ? TIER_PROTECTED : TIER_IDLE;
+    if (!recent || m->cfg.priority < cl.prio)
+        return TIER_IDLE;
+    return cl.patient ? TIER_NONE : TIER_PROTECTED;
 }
 
 typedef struct cand {
@@ -191,7 +197,7 @@ size_t colo_evictor_available(colo_evictor *ev, const colo_served *except)
 
 size_t colo_evictor_available_for_load(colo_evictor *ev, colo_priority priority)
 {
-    return available_for(ev, NULL, (claimant){priority, true});
+    return available_for(ev, NULL, (claimant){priority, true, false});
 }
 
 size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except)

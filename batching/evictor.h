@@ -17,8 +17,12 @@
  *     and wake it again, they are never refused for memory); last, idle
  *     models woken less than the minimum residency ago whose priority is
  *     the claimant's or higher (so that two models do not evict each other
- *     back and forth while anything else could make room). Within a tier:
- *     lowest priority first, then least recently used.
+ *     back and forth while anything else could make room). A claimant
+ *     that holds requests (a wake for queued requests, a model taking a
+ *     lent guarantee back) does not take those at all: it is refused and
+ *     tries again (served.c) until their window is over; a load, or a
+ *     wake with nothing queued, takes them last. Within a tier: lowest
+ *     priority first, then least recently used.
  * Never a pinned model, one that is loading, waking, draining or failed,
  * or one whose kind cannot sleep; never a busy one for a claimant of its
  * priority or lower. When even all of them would not make room, nothing

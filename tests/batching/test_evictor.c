@@ -433,7 +433,9 @@ static void test_lend_before_sleep(void **state)
 
 /* A high-priority model's wake preempts a busy low-priority one: the low
  * one finishes the request it runs, sleeps with its other request still
- * queued, and answers it once it can wake again. */
+ * queued, and answers it once it can wake again: not while the high one,
+ * idle again, is within its minimum residency (the low one's wake waits),
+ * and at once when there is no such window. */
 static void test_priority_preempts(void **state)
 {
     (void)state;
@@ -441,6 +443,7 @@ static void test_priority_preempts(void **state)
     colo_evictor *ev = colo_evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
+    colo_evictor_set_min_residency_ms(ev, 3600 * 1000);
     colo_served *hi = load(pool, ev, "hi", COLO_PRIO_HIGH, false);
     colo_served *lo = load(pool, ev, "lo", COLO_PRIO_LOW, false);
     colo_served *x = load(pool, ev, "x", COLO_PRIO_NORMAL, true);
@@ -479,9 +482,14 @@ static void test_priority_preempts(void **state)
     assert_int_equal(colo_served_get_state(lo), COLO_SERVED_SLEEPING);
     colo_served_get_info(lo, &in);
     assert_int_equal(in.queue_depth, 1);
-    release(&wh); /* hi idle: lo's wake puts it to sleep, the only room there is */
+    release(&wh); /* hi idle, but woken within its window: lo keeps waiting */
     wait_done(&wh);
     assert_int_equal(rh->out.status, COLO_OK);
+    colo_sleep_ns(100 * 1000 * 1000);
+    assert_false(is_done(&w2));
+    assert_int_equal(colo_served_get_state(hi), COLO_SERVED_READY);
+    assert_int_equal(colo_served_get_state(lo), COLO_SERVED_SLEEPING);
+    colo_evictor_set_min_residency_ms(ev, 0); /* no window: lo's wake puts hi to sleep, the only room there is */
     wait_done(&w2);
     assert_int_equal(r2->out.status, COLO_OK);
     assert_true(r2->out.n_tokens >= 1);
