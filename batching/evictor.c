@@ -16,6 +16,7 @@ struct colo_evictor {
     pthread_mutex_t mu;       /* the members */
     colo_served *members[256];
     int n;
+    uint64_t min_residency_ns; /* a model woken more recently is evicted last */
 };
 
 static const char *prio_name(colo_priority p)
@@ -29,6 +30,7 @@ colo_evictor *colo_evictor_create(colo_mem_pool *pool)
     if (!ev)
         return NULL;
     ev->pool = pool;
+    ev->min_residency_ns = (uint64_t)COLO_EVICTOR_MIN_RESIDENCY_MS * 1000000u;
     pthread_mutex_init(&ev->claim_mu, NULL);
     pthread_mutex_init(&ev->mu, NULL);
     return ev;
@@ -44,6 +46,13 @@ void colo_evictor_free(colo_evictor *ev)
 }
 
 colo_mem_pool *colo_evictor_pool(const colo_evictor *ev) { return ev ? ev->pool : NULL; }
+
+void colo_evictor_set_min_residency_ms(colo_evictor *ev, int ms)
+{
+    pthread_mutex_lock(&ev->mu);
+    ev->min_residency_ns = ms > 0 ? (uint64_t)ms * 1000000u : 0;
+    pthread_mutex_unlock(&ev->mu);
+}
 
 colo_status colo_evictor_join(colo_evictor *ev, colo_served *m)
 {
@@ -75,43 +84,120 @@ static bool sleepable(const colo_served *m, const colo_served *except)
            !atomic_load(&m->draining) && m->kind->sleep && m->kind->wake && colo_arena_guarantee_full(m->arena) > 0;
 }
 
-/* Under ev->mu: may m be put to sleep to make room now? */
-static bool evictable(const colo_served *m, const colo_served *except)
+static bool busy(const colo_served *m)
 {
-    return sleepable(m, except) && !atomic_load(&m->evict_asked) && atomic_load(&m->running) == 0 &&
-           colo_queue_len(((colo_served *)m)->q) == 0;
+    return atomic_load(&m->running) != 0 || colo_queue_len(((colo_served *)m)->q) != 0;
 }
 
-/* Under ev->mu: the candidates, in eviction order (lowest priority, then least recently used). */
-static int candidates(colo_evictor *ev, const colo_served *except, colo_served **out)
+/* Who claims: its priority; whether it is a cold start (a load or a
+ * wake), which may preempt models of lower priority; whether it claims for
+ * requests it holds, and so tries again until models within their minimum
+ * residency may go (rather than evict them at once). A claim for no model
+ * is of the lowest priority, preempts nobody and does not wait. */
+typedef struct claimant {
+    colo_priority prio;
+    bool cold, patient;
+} claimant;
+
+static claimant claimant_of(const colo_served *except)
 {
+    if (!except)
+        return (claimant){COLO_PRIO_LOW, false, false};
+    int s = atomic_load(&except->state);
+    return (claimant){except->cfg.priority,
+                      s == COLO_SERVED_LOADING || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING,
+                      (s == COLO_SERVED_SLEEPING || s == COLO_SERVED_READY) && busy(except)};
+}
+
+/* Eviction tiers, in the order they are drawn on. */
+enum {
+    TIER_IDLE,       /* idle, awake past its minimum residency (or of lower priority than the claimant) */
+    TIER_PREEMPT,    /* busy, of lower priority than a cold-starting claimant */
+    TIER_PROTECTED,  /* idle, woken within the minimum residency, of the claimant's priority or higher
+                        (not for a claimant holding requests: it tries again once the window is over) */
+    TIER_NONE,
+};
+
+/* Under ev->mu. */
+static int tier_of(const colo_evictor *ev, const colo_served *m, const colo_served *except, claimant cl,
+                   uint64_t now)
+{
+    if (!sleepable(m, except) || atomic_load(&m->evict_asked))
+        return TIER_NONE;
+    if (busy(m))
+        return cl.cold && m->cfg.priority < cl.prio ? TIER_PREEMPT : TIER_NONE;
+    uint64_t since = atomic_load(&m->resident_since_ns);
+    bool recent = ev->min_residency_ns && now - since < ev->min_residency_ns;
+    if (!recent || m->cfg.priority < cl.prio)
+        return TIER_IDLE;
+    return cl.patient ? TIER_NONE : TIER_PROTECTED;
+}
+
+typedef struct cand {
+    colo_served *m;
+    int tier;
+    size_t sleep_bytes; /* its guarantee now: what it gives back asleep */
+    size_t trim_bytes;  /* of which, unused: what it lends awake once its cache is dropped */
+} cand;
+
+static bool before(const cand *a, const cand *b)
+{
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
+    if (a->m->cfg.priority != b->m->cfg.priority)
+        return a->m->cfg.priority < b->m->cfg.priority;
+    return atomic_load(&a->m->last_used_ns) < atomic_load(&b->m->last_used_ns);
+}
+
+/* Under ev->mu: the candidates, in eviction order (tier, lowest priority,
+ * least recently used). */
+static int candidates_for(colo_evictor *ev, const colo_served *except, claimant cl, cand *out)
+{
+    uint64_t now = colo_now_ns();
     int n = 0;
-    for (int i = 0; i < ev->n; i++)
-        if (evictable(ev->members[i], except))
-            out[n++] = ev->members[i];
+    for (int i = 0; i < ev->n; i++) {
+        colo_served *m = ev->members[i];
+        int t = tier_of(ev, m, except, cl, now);
+        if (t == TIER_NONE)
+            continue;
+        cand c = {m, t, colo_arena_guarantee_now(m->arena), 0};
+        if (t != TIER_PREEMPT && m->kind->trim)
+            c.trim_bytes = colo_arena_guarantee_idle(m->arena);
+        out[n++] = c;
+    }
     for (int i = 1; i < n; i++) /* insertion sort: a few models */
-        for (int j = i; j > 0; j--) {
-            colo_served *a = out[j - 1], *b = out[j];
-            bool swap = a->cfg.priority > b->cfg.priority ||
-                        (a->cfg.priority == b->cfg.priority &&
-                         atomic_load(&a->last_used_ns) > atomic_load(&b->last_used_ns));
-            if (!swap)
-                break;
-            out[j - 1] = b, out[j] = a;
+        for (int j = i; j > 0 && before(&out[j], &out[j - 1]); j--) {
+            cand t = out[j - 1];
+            out[j - 1] = out[j], out[j] = t;
         }
     return n;
 }
 
-size_t colo_evictor_available(colo_evictor *ev, const colo_served *except)
+static int candidates(colo_evictor *ev, const colo_served *except, cand *out)
 {
-    colo_served *c[256];
+    return candidates_for(ev, except, claimant_of(except), out);
+}
+
+static size_t available_for(colo_evictor *ev, const colo_served *except, claimant cl)
+{
+    cand c[256];
     pthread_mutex_lock(&ev->mu);
     size_t avail = colo_mem_pool_unguaranteed(ev->pool);
-    int n = candidates(ev, except, c);
+    int n = candidates_for(ev, except, cl, c);
     for (int i = 0; i < n; i++)
-        avail += colo_arena_guarantee_full(c[i]->arena);
+        avail += c[i].sleep_bytes;
     pthread_mutex_unlock(&ev->mu);
     return avail;
+}
+
+size_t colo_evictor_available(colo_evictor *ev, const colo_served *except)
+{
+    return available_for(ev, except, claimant_of(except));
+}
+
+size_t colo_evictor_available_for_load(colo_evictor *ev, colo_priority priority)
+{
+    return available_for(ev, NULL, (claimant){priority, true, false});
 }
 
 size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except)
@@ -120,9 +206,89 @@ size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except)
     size_t avail = colo_mem_pool_unguaranteed(ev->pool);
     for (int i = 0; i < ev->n; i++)
         if (sleepable(ev->members[i], except))
-            avail += colo_arena_guarantee_full(ev->members[i]->arena);
+            avail += colo_arena_guarantee_now(ev->members[i]->arena);
     pthread_mutex_unlock(&ev->mu);
     return avail;
+}
+
+/* What a claim asks of its victims. */
+typedef struct plan {
+    colo_served *v[256];
+    bool trim[256]; /* lend its unused guarantee, staying awake (else: sleep) */
+    int n;
+} plan;
+
+/* Under ev->mu: the victims that make free_g up to bytes, or none when
+ * every candidate together would not. Idle models lend their unused
+ * guarantee (their KV cache dropped) before any model is put to sleep. */
+static void make_plan(const cand *c, int n, size_t free_g, size_t bytes, plan *p, size_t *all)
+{
+    size_t trims = 0, sleeps = 0;
+    for (int i = 0; i < n; i++)
+        trims += c[i].trim_bytes, sleeps += c[i].sleep_bytes;
+    *all = free_g + sleeps;
+    p->n = 0;
+    size_t got = free_g;
+    if (free_g + trims >= bytes) {
+        for (int i = 0; i < n && got < bytes; i++)
+            if (c[i].trim_bytes) {
+                p->v[p->n] = c[i].m, p->trim[p->n++] = true;
+                got += c[i].trim_bytes;
+            }
+        return;
+    }
+    if (free_g + sleeps < bytes)
+        return;
+    for (int i = 0; i < n && got < bytes; i++) {
+        p->v[p->n] = c[i].m, p->trim[p->n++] = false;
+        got += c[i].sleep_bytes;
+    }
+}
+
+static void ask(colo_served *v, bool trim, const char *for_whom, claimant cl)
+{
+    const char *whom = for_whom ? for_whom : "a model";
+    atomic_store(&v->evict_asked, true);
+    if (trim) {
+        COLO_INFO("evict: model %s (idle) lends its unused memory guarantee (KV cache dropped) to make room for %s",
+                  v->cfg.name, whom);
+        atomic_store(&v->want_trim, true);
+    } else {
+        bool preempt = busy(v);
+        atomic_fetch_add(&v->evictions, 1);
+        if (preempt) {
+            atomic_fetch_add(&v->sleep_preemptions, 1);
+            atomic_store(&v->preempted, true);
+            COLO_INFO("evict: preempting model %s (priority %s, %d running, %d queued): it sleeps once what runs "
+                      "finishes, to make room for %s (priority %s); its queued requests wait for it to wake",
+                      v->cfg.name, prio_name(v->cfg.priority), atomic_load(&v->running), colo_queue_len(v->q), whom,
+                      prio_name(cl.prio));
+        } else {
+            COLO_INFO("evict: putting model %s (priority %s, idle %.1f s) to sleep to make room for %s", v->cfg.name,
+                      prio_name(v->cfg.priority),
+                      (double)(colo_now_ns() - atomic_load(&v->last_used_ns)) / 1e9, whom);
+        }
+        atomic_store(&v->want_wake, false);
+        atomic_store(&v->want_sleep, true);
+    }
+    colo_queue_wake(v->q);
+}
+
+/* Waits until the pool has bytes unguaranteed, every victim asked has
+ * done what it was asked, the claimant stops, or the time is up. */
+static size_t wait_victims(colo_evictor *ev, size_t bytes, const plan *p, const colo_served *except, uint64_t until)
+{
+    for (;;) {
+        size_t free_g = colo_mem_pool_unguaranteed(ev->pool);
+        bool pending = false;
+        for (int i = 0; i < p->n && !pending; i++)
+            pending = atomic_load(&p->v[i]->evict_asked);
+        /* (a claimant that is being stopped gives up: shutdown does not wait on victims) */
+        if (free_g >= bytes || !pending || colo_now_ns() >= until ||
+            (except && atomic_load(&((colo_served *)except)->stopping)))
+            return free_g;
+        colo_sleep_ns(2 * 1000 * 1000);
+    }
 }
 
 colo_status colo_evictor_claim(colo_evictor *ev, size_t bytes, const colo_served *except, const char *for_whom,
@@ -130,50 +296,34 @@ colo_status colo_evictor_claim(colo_evictor *ev, size_t bytes, const colo_served
 {
     pthread_mutex_lock(&ev->claim_mu);
     size_t free_g = colo_mem_pool_unguaranteed(ev->pool);
-    if (free_g >= bytes)
-        return COLO_OK;
-    colo_served *c[256], *victims[256];
-    int nv = 0;
-    pthread_mutex_lock(&ev->mu);
-    int n = candidates(ev, except, c);
-    size_t idle = 0, got = free_g;
-    for (int i = 0; i < n; i++)
-        idle += colo_arena_guarantee_full(c[i]->arena);
-    if (free_g + idle >= bytes)
-        for (int i = 0; i < n && got < bytes; i++) {
-            victims[nv++] = c[i];
-            got += colo_arena_guarantee_full(c[i]->arena);
-            atomic_store(&c[i]->evict_asked, true);
-        }
-    pthread_mutex_unlock(&ev->mu);
-    if (!nv) {
-        colo_set_err(err, errlen,
-                     "needs %zu bytes of guaranteed memory, %zu available (%zu not guaranteed to any model, %zu held "
-                     "by idle models that may sleep)",
-                     bytes, free_g + idle, free_g, idle);
-        pthread_mutex_unlock(&ev->claim_mu);
-        return COLO_ENOMEM;
-    }
-    for (int i = 0; i < nv; i++) {
-        colo_served *v = victims[i];
-        atomic_fetch_add(&v->evictions, 1);
-        COLO_INFO("evict: putting model %s (priority %s, idle %.1f s) to sleep to make room for %s", v->cfg.name,
-                  prio_name(v->cfg.priority),
-                  (double)(colo_now_ns() - atomic_load(&v->last_used_ns)) / 1e9, for_whom ? for_whom : "a model");
-        atomic_store(&v->want_wake, false);
-        atomic_store(&v->want_sleep, true);
-        colo_queue_wake(v->q);
-    }
     uint64_t until = colo_now_ns() + CLAIM_WAIT_NS;
-    /* (a claimant that is being stopped gives up: shutdown does not wait on victims) */
-    while ((free_g = colo_mem_pool_unguaranteed(ev->pool)) < bytes && colo_now_ns() < until &&
-           !(except && atomic_load(&((colo_served *)except)->stopping)))
-        colo_sleep_ns(2 * 1000 * 1000);
+    /* a few rounds: a model that lent less than it seemed to have unused
+     * is put to sleep in the next */
+    for (int round = 0; free_g < bytes && round < 3 && colo_now_ns() < until; round++) {
+        cand c[256];
+        plan p;
+        size_t all = 0;
+        pthread_mutex_lock(&ev->mu);
+        int n = candidates(ev, except, c);
+        make_plan(c, n, free_g, bytes, &p, &all);
+        for (int i = 0; i < p.n; i++)
+            ask(p.v[i], p.trim[i], for_whom, claimant_of(except));
+        pthread_mutex_unlock(&ev->mu);
+        if (!p.n) {
+            colo_set_err(err, errlen,
+                         "needs %zu bytes of guaranteed memory, %zu available (%zu not guaranteed to any model, %zu "
+                         "held by models that may sleep)",
+                         bytes, all, free_g, all - free_g);
+            pthread_mutex_unlock(&ev->claim_mu);
+            return COLO_ENOMEM;
+        }
+        free_g = wait_victims(ev, bytes, &p, except, until);
+    }
     if (free_g >= bytes)
         return COLO_OK;
     colo_set_err(err, errlen,
-                 "needs %zu bytes of guaranteed memory, %zu available: the models asked to sleep did not in time", bytes,
-                 free_g);
+                 "needs %zu bytes of guaranteed memory, %zu available: the models asked to make room did not in time",
+                 bytes, free_g);
     pthread_mutex_unlock(&ev->claim_mu);
     return COLO_ENOMEM;
 }

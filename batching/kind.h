@@ -127,6 +127,9 @@ typedef struct colo_model_kind {
     /* Drops what can be rebuilt (KV cache) and moves weights off the device. */
     colo_status (*sleep)(void *inst, char *err, size_t errlen);
     colo_status (*wake)(void *inst, char *err, size_t errlen);
+    /* Idle, awake: drops what can be rebuilt and is not in use (cached KV
+     * blocks), keeping the weights; optional (NULL: nothing to drop). */
+    void (*trim)(void *inst);
     /* ---- LoRA adapters (models/lora.h), optional (NULL: the kind takes none) ----
      * load loads mc->adapters into slots 0..n_adapters-1 itself; these add
      * and remove others at run time (executor thread, between steps; a

@@ -333,6 +333,13 @@ static colo_status kind_wake(void *inst, char *err, size_t errlen)
     return st;
 }
 
+static void kind_trim(void *inst)
+{
+    llama_kind *k = inst;
+    if (k->eng)
+        colo_engine_prefix_flush(k->eng);
+}
+
 static void kind_free(void *inst)
 {
     llama_kind *k = inst;
@@ -1028,6 +1035,7 @@ const colo_model_kind colo_kind_llama = {
     .run_batch = NULL,
     .sleep = kind_sleep,
     .wake = kind_wake,
+    .trim = kind_trim,
     .adapter_add = adapter_add,
     .adapter_remove = adapter_remove,
     .adapter_info = adapter_info,

@@ -361,6 +361,7 @@ colo_status colo_served_start(colo_served *m, char *err, size_t errlen)
     }
     m->prep_started = true;
     atomic_store(&m->last_used_ns, colo_now_ns());
+    atomic_store(&m->resident_since_ns, colo_now_ns());
     if (m->env.evictor && m->env.pool && colo_evictor_join(m->env.evictor, m) == COLO_OK)
         m->in_evictor = true;
     m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY; /* unloaded while loading */
@@ -635,6 +636,8 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     out->priority = m->cfg.priority;
     out->pinned = atomic_load(&m->pinned);
     out->evictions = atomic_load(&m->evictions);
+    out->sleep_preemptions = atomic_load(&m->sleep_preemptions);
+    out->trims = atomic_load(&m->trims);
     out->keep_alive_ms = atomic_load(&m->keep_alive_ms);
     if (out->state == COLO_SERVED_LOADING)
         return; /* a load at run time is filling in the rest on another thread */
@@ -747,6 +750,7 @@ colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
         return COLO_ECANCELED;
     }
     atomic_store(&m->want_sleep, false);
+    atomic_store(&m->evict_asked, false);
     atomic_store(&m->want_wake, true);
     colo_queue_wake(m->q);
     return COLO_OK;
@@ -833,14 +837,17 @@ static bool wake_may_wait(colo_served *m, const char *why)
 {
     uint64_t now = colo_now_ns();
     int timeout_ms = m->cfg.batching.queue_timeout_ms > 0 ? m->cfg.batching.queue_timeout_ms : 30000;
+    /* a model put to sleep for a higher-priority one owes its queue an
+     * answer: its requests wait (until their own deadlines) for it to wake */
+    bool owed = atomic_load(&m->preempted);
     if (!colo_queue_len(m->q) || atomic_load(&m->stopping) || !m->env.evictor ||
-        colo_evictor_available_later(m->env.evictor, m) < colo_arena_guarantee_full(m->arena))
+        (!owed && colo_evictor_available_later(m->env.evictor, m) < colo_arena_guarantee_full(m->arena)))
         return false;
     if (!m->wake_blocked_since_ns) {
         m->wake_blocked_since_ns = now;
         COLO_INFO("model %s waits for memory to wake: %s", m->cfg.name, why);
     }
-    return now - m->wake_blocked_since_ns < (uint64_t)timeout_ms * 1000000u;
+    return owed || now - m->wake_blocked_since_ns < (uint64_t)timeout_ms * 1000000u;
 }
 
 /* Answers every queued request: the model could not wake for memory. */
@@ -893,6 +900,8 @@ static bool wake_up(colo_served *m)
         colo_sleep_ns(2 * 1000 * 1000);
     }
     uint64_t dt = colo_now_ns() - t0;
+    atomic_store(&m->resident_since_ns, colo_now_ns());
+    atomic_store(&m->preempted, false);
     atomic_store(&m->last_wake_ns, dt);
     atomic_fetch_add(&m->wakes, 1);
     atomic_store(&m->want_wake, false);
@@ -902,6 +911,41 @@ static bool wake_up(colo_served *m)
         m->env.hooks.on_wake(m->env.hooks.ud, m->cfg.name, (double)dt / 1e9);
     COLO_INFO("model %s: awake in %.1f ms", m->cfg.name, (double)dt / 1e6);
     return true;
+}
+
+/* Asked to lend its unused guarantee: an idle, awake model drops its
+ * cached KV blocks and keeps only the guarantee it charges; a busy one
+ * declines (the claim then looks elsewhere). */
+static void trim(colo_served *m, bool idle)
+{
+    atomic_store(&m->want_trim, false);
+    if (idle && m->state == COLO_SERVED_READY && !atomic_load(&m->draining) && m->env.pool) {
+        if (m->kind->trim)
+            m->kind->trim(m->inst);
+        size_t lent = colo_arena_lend_guarantee(m->arena);
+        if (lent) {
+            m->guarantee_given_back = true;
+            atomic_fetch_add(&m->trims, 1);
+            COLO_INFO("model %s: idle, lent %.1f MiB of its memory guarantee (cached KV blocks dropped)",
+                      m->cfg.name, (double)lent / (1 << 20));
+        }
+        colo_served_refresh_info(m);
+    }
+    atomic_store(&m->evict_asked, false);
+}
+
+/* An awake model that lent part of its guarantee takes it back before it
+ * runs (putting idle models to sleep if need be); while it cannot, it
+ * runs on what it can borrow and tries again every WAKE_RETRY_NS. */
+static void regain(colo_served *m)
+{
+    uint64_t now = colo_now_ns();
+    if (now - m->regain_tried_ns < WAKE_RETRY_NS)
+        return;
+    m->regain_tried_ns = now;
+    char e[512] = "";
+    if (!take_guarantee(m, e, sizeof e))
+        COLO_DEBUG("model %s: runs on borrowed memory: %s", m->cfg.name, e);
 }
 
 bool colo_served_sleep_or_wake(colo_served *m)
@@ -914,6 +958,12 @@ bool colo_served_sleep_or_wake(colo_served *m)
         m->idle_since_ns = 0;
     else if (!m->idle_since_ns)
         m->idle_since_ns = now;
+    if (atomic_load(&m->want_trim))
+        trim(m, !m->n_live && !queued);
+    /* (not when asked to sleep: the claim that asked waits for it) */
+    if (m->state == COLO_SERVED_READY && m->guarantee_given_back && (m->n_live || queued) &&
+        !atomic_load(&m->want_sleep))
+        regain(m);
     int keep_alive_ms = atomic_load(&m->keep_alive_ms);
     if (m->state == COLO_SERVED_READY && !m->n_live && !atomic_load(&m->draining)) {
         bool idle_long = keep_alive_ms > 0 && !queued && m->idle_since_ns &&

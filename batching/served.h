@@ -252,6 +252,8 @@ typedef struct colo_served_info {
     int keep_alive_ms;         /* idle time before it sleeps by itself; 0 = never */
     bool pinned;               /* never put to sleep to make room for another */
     uint64_t evictions;        /* times it was put to sleep to make room */
+    uint64_t sleep_preemptions; /* of which with requests running or queued, for a higher-priority model */
+    uint64_t trims;            /* times, idle, it lent its unused guarantee (cached KV dropped) to make room */
     int in_batch;              /* llama: sequences in the running batch (the rest of running wait for KV space) */
     bool prefix_cache;         /* llama: prompts reuse cached KV blocks */
     uint64_t prefix_queries, prefix_hit_tokens; /* sequences admitted; prompt tokens found cached */

@@ -50,10 +50,16 @@ struct colo_served {
     /* eviction (batching/evictor.h) */
     _Atomic uint64_t last_used_ns; /* the last request submitted (or the start) */
     _Atomic uint64_t evictions;    /* times it was put to sleep to make room */
-    atomic_bool evict_asked;       /* the evictor asked it to sleep (cleared once asleep) */
+    atomic_bool evict_asked;       /* the evictor asked it to sleep or trim (cleared once done or refused) */
+    atomic_bool want_trim;         /* asked to lend its unused guarantee, staying awake */
+    atomic_bool preempted;         /* asked to sleep with requests running or queued (cleared once awake) */
+    _Atomic uint64_t resident_since_ns; /* when it last woke or started */
+    _Atomic uint64_t trims;        /* times it lent its unused guarantee */
+    _Atomic uint64_t sleep_preemptions; /* times it was put to sleep busy, for a higher-priority model */
+    uint64_t regain_tried_ns;      /* executor thread: the last try to take a lent guarantee back */
     atomic_bool pinned;            /* cfg.pinned, changeable at run time */
     _Atomic int keep_alive_ms;     /* cfg.keep_alive_ms, changeable at run time */
-    bool guarantee_given_back;     /* executor thread: asleep without its guarantee */
+    bool guarantee_given_back;     /* executor thread: without its whole guarantee (asleep, or lent) */
     uint64_t wake_blocked_since_ns; /* executor thread: since when queued requests wait for memory to wake (0: not) */
     bool in_evictor;               /* controlling thread */
     _Atomic int running;

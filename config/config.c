@@ -1,5 +1,6 @@
 /* YAML (libyaml's document API) -> colo_config, with FILE:LINE:COLUMN errors. */
 #include "config/config.h"
+#include "batching/evictor.h"
 #include "models/json_schema.h"
 
 #include <errno.h>
@@ -481,6 +482,7 @@ static const key_spec server_keys[] = {
     KEY_INT("drain_delay_ms", colo_server_cfg, drain_delay_ms, 0, INT_MAX),
     KEY_SIZE("max_unsent_bytes", colo_server_cfg, max_unsent_bytes, 1),
     KEY_INT("telemetry_interval_ms", colo_server_cfg, telemetry_interval_ms, 100, 3600000),
+    KEY_INT("min_residency_ms", colo_server_cfg, min_residency_ms, 0, 3600000),
     KEY_FN("cors_allow_origins", cors_key),
     KEY_END,
 };
@@ -1444,6 +1446,7 @@ void colo_config_defaults(colo_config *c)
     s->shutdown_timeout_ms = 10000;
     s->max_unsent_bytes = 256ull << 20;
     s->telemetry_interval_ms = 2000;
+    s->min_residency_ms = COLO_EVICTOR_MIN_RESIDENCY_MS;
     c->scheduler.policy = COLO_SCHED_PRIORITY;
     c->scheduler.best_effort_max_steps = 0;
     c->scheduler.best_effort_max_ops = 8;

@@ -52,6 +52,7 @@ typedef struct colo_server_cfg {
     int drain_delay_ms;        /* on SIGTERM: not ready but still serving this long, then shut down; default 0 */
     uint64_t max_unsent_bytes; /* responses and stream events queued for all clients, unsent; default 256 MiB */
     int telemetry_interval_ms; /* device sampling and /v1/stats history step; default 2000 */
+    int min_residency_ms;      /* a model woken more recently is evicted last (batching/evictor.h); default 2000 */
     /* browser origins answered with CORS headers ("https://app.example",
      * or "*" for any); none by default */
     char cors_origins[COLO_CFG_MAX_CORS_ORIGINS][256];

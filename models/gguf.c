@@ -17,6 +17,7 @@
 
 struct colo_gguf {
     char path[512];
+    colo_gguf_id id;
     const uint8_t *map;
     size_t size;
     uint32_t version;
@@ -366,6 +367,10 @@ colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)
         close(fd);
         goto out_free;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0)
+        g->id = (colo_gguf_id){(uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (uint64_t)sb.st_size,
+                               (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec};
     void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -402,6 +407,7 @@ void colo_gguf_close(colo_gguf *g)
 uint32_t colo_gguf_version(const colo_gguf *g) { return g->version; }
 size_t colo_gguf_alignment(const colo_gguf *g) { return g->alignment; }
 size_t colo_gguf_file_size(const colo_gguf *g) { return g->size; }
+colo_gguf_id colo_gguf_identity(const colo_gguf *g) { return g->id; }
 size_t colo_gguf_data_offset(const colo_gguf *g) { return g->data_off; }
 
 const char *colo_gguf_type_name(colo_gguf_type t)

@@ -67,6 +67,12 @@ void colo_gguf_close(colo_gguf *g); /* accepts NULL */
 uint32_t colo_gguf_version(const colo_gguf *g);
 size_t colo_gguf_alignment(const colo_gguf *g);
 size_t colo_gguf_file_size(const colo_gguf *g);
+/* The file's identity as it was opened (device, inode, size, modification
+ * time): two opens of one unchanged file have equal ones. */
+typedef struct colo_gguf_id {
+    uint64_t dev, ino, size, mtime_ns;
+} colo_gguf_id;
+colo_gguf_id colo_gguf_identity(const colo_gguf *g);
 /* Bytes from the start of the file to the data section (tensor offsets are
  * relative to it). */
 size_t colo_gguf_data_offset(const colo_gguf *g);

@@ -6,6 +6,7 @@
 #include "models/tokenizer_impl.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,10 @@ enum { KIND_BPE, KIND_SPM };
 enum { A_CONTROL = 1, A_USER = 2, A_UNKNOWN = 4, A_BYTE = 8, A_RSTRIP = 16, A_LSTRIP = 32 };
 
 struct colo_tokenizer {
+    /* shared by every holder made from one unchanged file (under share_mu) */
+    colo_gguf_id file;
+    int refs;
+    struct colo_tokenizer *next_shared;
     int kind;
     colo_bpe *bpe; /* KIND_BPE */
     colo_spm *spm; /* KIND_SPM */
@@ -225,13 +230,60 @@ static bool read_template(colo_tokenizer *t, const colo_gguf *g)
     return true;
 }
 
+/* Tokenizers are read-only once made, and making one is much of a
+ * model's wake (a vocabulary of 262,144 tokens takes tens of ms): holders
+ * of one unchanged file share one, counted. */
+static pthread_mutex_t share_mu = PTHREAD_MUTEX_INITIALIZER;
+static colo_tokenizer *shared;
+
+static bool same_file(colo_gguf_id a, colo_gguf_id b)
+{
+    return a.ino && a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime_ns == b.mtime_ns;
+}
+
+static colo_tokenizer *share_find(colo_gguf_id id)
+{
+    for (colo_tokenizer *t = shared; t; t = t->next_shared)
+        if (same_file(t->file, id)) {
+            t->refs++;
+            return t;
+        }
+    return NULL;
+}
+
+static colo_tokenizer *make(const colo_gguf *g, char *err, size_t errlen);
+
 colo_tokenizer *colo_tokenizer_from_gguf(const colo_gguf *g, char *err, size_t errlen)
+{
+    colo_gguf_id id = colo_gguf_identity(g);
+    pthread_mutex_lock(&share_mu);
+    colo_tokenizer *t = share_find(id);
+    pthread_mutex_unlock(&share_mu);
+    if (t)
+        return t;
+    colo_tokenizer *made = make(g, err, errlen); /* outside the lock: it takes a while */
+    if (!made || !id.ino)
+        return made;
+    pthread_mutex_lock(&share_mu);
+    if (!(t = share_find(id))) { /* (another thread may have made one meanwhile) */
+        t = made, made = NULL;
+        t->file = id;
+        t->next_shared = shared;
+        shared = t;
+    }
+    pthread_mutex_unlock(&share_mu);
+    colo_tokenizer_free(made);
+    return t;
+}
+
+static colo_tokenizer *make(const colo_gguf *g, char *err, size_t errlen)
 {
     colo_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         colo_set_err(err, errlen, "out of memory");
         return NULL;
     }
+    t->refs = 1;
     if (!read_model(t, g, err, errlen))
         goto out_free;
     t->n_vocab = t->kind == KIND_BPE ? colo_bpe_n_vocab(t->bpe) : colo_spm_n_vocab(t->spm);
@@ -259,6 +311,17 @@ out_free:
 void colo_tokenizer_free(colo_tokenizer *t)
 {
     if (!t)
+        return;
+    pthread_mutex_lock(&share_mu);
+    bool last = --t->refs == 0;
+    if (last)
+        for (colo_tokenizer **p = &shared; *p; p = &(*p)->next_shared)
+            if (*p == t) {
+                *p = t->next_shared;
+                break;
+            }
+    pthread_mutex_unlock(&share_mu);
+    if (!last)
         return;
     colo_bpe_free(t->bpe);
     colo_spm_free(t->spm);

@@ -15,7 +15,9 @@
  * Never fails on arbitrary input bytes; decoding the ids of a text without
  * special tokens gives the text back (for SentencePiece, after the leading
  * space it adds, and with U+2581 read back as a space). Thread safety:
- * read-only after creation. */
+ * read-only after creation. Tokenizers made from one unchanged file (its
+ * colo_gguf_identity) are one, shared: each colo_tokenizer_from_gguf is
+ * paired with a colo_tokenizer_free, the last of which frees it. */
 #ifndef COLO_MODELS_TOKENIZER_H
 #define COLO_MODELS_TOKENIZER_H
 

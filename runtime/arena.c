@@ -49,7 +49,7 @@ struct colo_arena {
     colo_mem_pool *pool;
     size_t guarantee, charged, charged_peak, reserved, want;
     size_t evictable, evict_want; /* of the charge, what can be dropped at once; what the pool asks dropped */
-    size_t guarantee_full; /* what it was created with; guarantee is 0 while given back */
+    size_t guarantee_full; /* what it was created with; guarantee is 0 while given back, less while lent */
     uint64_t reclaims;
     struct colo_arena *next_member;
     /* elastic arenas: users of each chunk of the buffer (under mu); a
@@ -642,6 +642,43 @@ colo_status colo_arena_restore_guarantee(colo_arena *a, size_t *need_bytes, size
 }
 
 size_t colo_arena_guarantee_full(const colo_arena *a) { return a && a->pool ? a->guarantee_full : 0; }
+
+size_t colo_arena_guarantee_now(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    pthread_mutex_lock(&a->pool->mu);
+    size_t g = a->guarantee;
+    pthread_mutex_unlock(&a->pool->mu);
+    return g;
+}
+
+size_t colo_arena_guarantee_idle(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    pthread_mutex_lock(&a->pool->mu);
+    size_t held = a->charged > a->evictable ? a->charged - a->evictable : 0;
+    size_t idle = a->guarantee > held ? a->guarantee - held : 0;
+    pthread_mutex_unlock(&a->pool->mu);
+    return idle;
+}
+
+size_t colo_arena_lend_guarantee(colo_arena *a)
+{
+    if (!a || !a->pool)
+        return 0;
+    colo_mem_pool *p = a->pool;
+    pthread_mutex_lock(&p->mu);
+    size_t keep = a->charged < a->guarantee ? a->charged : a->guarantee;
+    size_t lent = a->guarantee - keep;
+    p->guaranteed -= lent;
+    a->guarantee = keep;
+    if (p->demander == a)
+        p->demand_until_ns = 0, p->demander = NULL;
+    pthread_mutex_unlock(&p->mu);
+    return lent;
+}
 
 size_t colo_mem_pool_unguaranteed(colo_mem_pool *p)
 {

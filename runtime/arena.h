@@ -134,6 +134,17 @@ void colo_arena_release_guarantee(colo_arena *a);
 colo_status colo_arena_restore_guarantee(colo_arena *a, size_t *need_bytes, size_t *free_bytes);
 /* The guarantee it was created with (0 for a fixed arena). */
 size_t colo_arena_guarantee_full(const colo_arena *a);
+/* The guarantee it holds now (0 for a fixed arena). Any thread. */
+size_t colo_arena_guarantee_now(colo_arena *a);
+/* Of the guarantee it holds now, the bytes it does not charge, counting
+ * its evictable charge as not charged: what colo_arena_lend_guarantee
+ * would give back once that charge is dropped (0 for a fixed arena). */
+size_t colo_arena_guarantee_idle(colo_arena *a);
+/* An idle model's unused guarantee: keeps only what it charges now and
+ * gives the rest back to the pool (what it charges later past that is
+ * borrowed); returns the bytes given back. colo_arena_restore_guarantee
+ * takes them again. Fixed arenas: 0. Any thread. */
+size_t colo_arena_lend_guarantee(colo_arena *a);
 /* Budget minus the sum of the members' guarantees. */
 size_t colo_mem_pool_unguaranteed(colo_mem_pool *p);
 

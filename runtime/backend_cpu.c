@@ -643,6 +643,8 @@ typedef struct {
     const unsigned char *src;
     size_t bytes;
     int byte;
+    bool huge;   /* an upload large enough for huge pages (copy_task) */
+    bool upload; /* host to device */
 } copy_args;
 
 static void chunk_range(size_t n, int chunk, int n_chunks, size_t *lo, size_t *hi)
@@ -651,12 +653,61 @@ static void chunk_range(size_t n, int chunk, int n_chunks, size_t *lo, size_t *h
     *hi = n * (size_t)(chunk + 1) / (size_t)n_chunks;
 }
 
+#define HUGE_PAGE_BYTES ((uintptr_t)2 << 20)
+
+/* An upload fills fresh memory (a model's weights, as it loads or wakes),
+ * where a fault per 4 KiB page, not the copy, was most of the time. The
+ * whole 2 MiB pages inside [p, p + bytes) are asked for transparent huge
+ * pages for the copy (one fault per 2 MiB), then the advice is taken back
+ * (MADV_NOHUGEPAGE: pages faulted later, as the KV cache's, stay small,
+ * so that only what is written is ever backed). Only whole huge pages the
+ * copy writes entirely, so nothing is backed that is not written. Best
+ * effort: without THP the copy faults small pages as before. */
+static void advise_huge(unsigned char *p, size_t bytes, bool on)
+{
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(HUGE_PAGE_BYTES - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); /* advice: failure is harmless */
+}
+
+/* An upload's chunks split its whole huge pages between them, so that no
+ * huge page is split between two chunks (neither could ask for it whole). */
+static void huge_chunk_range(const copy_args *c, int chunk, int n_chunks, size_t *lo, size_t *hi)
+{
+    uintptr_t d = (uintptr_t)c->dst;
+    uintptr_t a = ((d + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1)) - d;
+    uintptr_t b = ((d + c->bytes) & ~(HUGE_PAGE_BYTES - 1)) - d;
+    size_t pages = b > a ? (b - a) / HUGE_PAGE_BYTES : 0;
+    *lo = chunk == 0 ? 0 : a + pages * (size_t)chunk / (size_t)n_chunks * HUGE_PAGE_BYTES;
+    *hi = chunk == n_chunks - 1 ? c->bytes : a + pages * (size_t)(chunk + 1) / (size_t)n_chunks * HUGE_PAGE_BYTES;
+}
+
+/* A smaller upload's pages are backed in one call (MADV_POPULATE_WRITE)
+ * before the copy rather than one fault each: the same pages the copy
+ * would touch, without a trap per page. Best effort (Linux >= 5.14). */
+static void populate(unsigned char *p, size_t bytes)
+{
+    uintptr_t page = 4096, lo = (uintptr_t)p & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
 static void copy_task(const void *a, int chunk, int n_chunks)
 {
     const copy_args *c = a;
     size_t lo, hi;
-    chunk_range(c->bytes, chunk, n_chunks, &lo, &hi);
+    if (c->huge)
+        huge_chunk_range(c, chunk, n_chunks, &lo, &hi);
+    else
+        chunk_range(c->bytes, chunk, n_chunks, &lo, &hi);
+    if (c->huge)
+        advise_huge(c->dst + lo, hi - lo, true);
+    else if (c->upload && hi > lo)
+        populate(c->dst + lo, hi - lo);
     memmove(c->dst + lo, c->src + lo, hi - lo);
+    if (c->huge)
+        advise_huge(c->dst + lo, hi - lo, false);
 }
 
 static void set_task(const void *a, int chunk, int n_chunks)
@@ -676,17 +727,16 @@ static int copy_chunks(colo_stream *s, size_t bytes)
 
 static colo_status cpu_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
 {
-    (void)kind;
-    copy_args a = {dst, src, bytes, 0};
     /* Overlapping ranges would race between chunks: copy them in one. */
     bool overlap = (const unsigned char *)dst < (const unsigned char *)src + bytes &&
                    (const unsigned char *)src < (const unsigned char *)dst + bytes;
+    copy_args a = {dst, src, bytes, 0, kind == COLO_COPY_H2D && !overlap && bytes >= HUGE_PAGE_BYTES, kind == COLO_COPY_H2D};
     return colo_cpu_launch(s, copy_task, &a, sizeof a, overlap ? 1 : copy_chunks(s, bytes));
 }
 
 static colo_status cpu_memset_async(colo_stream *s, void *dst, int byte, size_t bytes)
 {
-    copy_args a = {dst, NULL, bytes, byte};
+    copy_args a = {dst, NULL, bytes, byte, false, false};
     return colo_cpu_launch(s, set_task, &a, sizeof a, copy_chunks(s, bytes));
 }
 

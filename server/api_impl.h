@@ -60,6 +60,8 @@ struct colo_api {
     colo_metric *m_sched_wait, *m_sched_steps;
     colo_metric *m_wake, *m_state; /* lifecycle */
     colo_metric *m_evictions;
+    colo_metric *m_sleep_preemptions;
+    colo_metric *m_trims;
     size_t max_unsent_bytes;     /* server.max_unsent_bytes */
     _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
     colo_metric *m_stream_cut;   /* streams canceled because their client did not read */

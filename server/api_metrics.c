@@ -145,6 +145,8 @@ static void on_render(void *ud)
         colo_metric_set(a->m_mem_lent, lm, (double)in.mem.lent_bytes);
         colo_metric_set(a->m_kv_reclaims, lm, (double)in.mem.reclaims);
         colo_metric_set(a->m_evictions, lm, (double)in.evictions);
+        colo_metric_set(a->m_sleep_preemptions, lm, (double)in.sleep_preemptions);
+        colo_metric_set(a->m_trims, lm, (double)in.trims);
         colo_metric_set(a->m_dev_busy, lm, (double)in.stream.busy_ns / 1e9);
         colo_metric_set(a->m_ops, lm, (double)in.stream.ops);
         colo_metric_set(a->m_chunks, lm, (double)in.stream.chunks);
@@ -279,6 +281,12 @@ static const metric_def metric_defs[] = {
      "1 for the model's current state.", 2, L_MODEL_STATE},
     {offsetof(colo_api, m_evictions), M_COUNTER, "colo_model_evictions_total",
      "Times the model was put to sleep to make room for another.", 1, L_MODEL},
+    {offsetof(colo_api, m_sleep_preemptions), M_COUNTER, "colo_model_sleep_preemptions_total",
+     "Of the evictions, times the model was put to sleep with requests running or queued (kept queued) to make "
+     "room for a model of higher priority.", 1, L_MODEL},
+    {offsetof(colo_api, m_trims), M_COUNTER, "colo_model_guarantee_lends_total",
+     "Times the idle model dropped its cached KV blocks and lent its unused guarantee to make room for another.", 1,
+     L_MODEL},
     {offsetof(colo_api, m_stream_cut), M_COUNTER, "colo_model_streams_unread_total",
      "Streams canceled and closed because their client did not read them.", 1, L_MODEL},
     {offsetof(colo_api, m_prefix_queries), M_COUNTER, "colo_model_prefix_cache_queries_total",

@@ -323,9 +323,11 @@ json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *am)
     if (!o)
         return NULL;
     json_object_set_new(o, "lifecycle",
-                        json_pack("{s:I,s:I,s:f,s:i,s:b,s:I}", "sleeps", (json_int_t)in.sleeps, "wakes",
+                        json_pack("{s:I,s:I,s:f,s:i,s:b,s:I,s:I,s:I}", "sleeps", (json_int_t)in.sleeps, "wakes",
                                   (json_int_t)in.wakes, "last_wake_ms", in.last_wake_ms, "keep_alive_ms",
-                                  in.keep_alive_ms, "pinned", in.pinned, "evictions", (json_int_t)in.evictions));
+                                  in.keep_alive_ms, "pinned", in.pinned, "evictions", (json_int_t)in.evictions,
+                                  "sleep_preemptions", (json_int_t)in.sleep_preemptions, "guarantee_lends",
+                                  (json_int_t)in.trims));
     if (in.task == COLO_TASK_GENERATE)
         json_object_set_new(o, "kv_cache",
                             json_pack("{s:s,s:i,s:i,s:i,s:I,s:i}", "dtype", colo_dtype_name(mc->kv_dtype), "blocks",

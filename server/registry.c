@@ -176,7 +176,7 @@ bool colo_registry_room(colo_registry *r, const colo_model_cfg *mc, size_t *need
     if (!r->env.pool || !r->env.evictor)
         return true; /* fixed arenas: the load itself says whether it fits */
     *need = (size_t)((double)colo_mem_pool_budget(r->env.pool) * mc->memory_fraction);
-    *avail = colo_evictor_available(r->env.evictor, NULL);
+    *avail = colo_evictor_available_for_load(r->env.evictor, mc->priority);
     return *need <= *avail;
 }
 

@@ -295,6 +295,7 @@ static bool load_models(app *a)
             COLO_ERROR("colo-server: out of memory");
             return false;
         }
+        colo_evictor_set_min_residency_ms(a->evictor, cfg->server.min_residency_ms);
     } else {
         for (int i = 0; i < cfg->n_models; i++)
             if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)

@@ -2,7 +2,13 @@
  * a claim puts idle models to sleep lowest priority first, least recently
  * used within a priority; never a pinned or a busy one; a sleeping model's
  * guarantee goes back to the pool and is taken again to wake; a claim that
- * cannot be met puts nobody to sleep and names the bytes. */
+ * cannot be met puts nobody to sleep and names the bytes. A model woken
+ * within the minimum residency is put to sleep last; idle models lend
+ * their unused guarantee before anyone sleeps; a higher-priority model's
+ * wake preempts a busy lower-priority one, whose queued requests wait for
+ * it to wake again and are answered. The model's weights (14 MB, F32)
+ * fill most of a 0.3 guarantee, so that lending alone cannot make room
+ * for a whole guarantee. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +36,7 @@ static int setup(void **state)
     (void)state;
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(model_path, sizeof model_path, "%s/colo-test-evict-%d.gguf", tmp, (int)getpid());
-    colo_mkmodel_config c = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
+    colo_mkmodel_config c = {.n_layer = 4, .n_embd = 256, .n_head = 4, .n_kv_head = 2, .n_ff = 896,
                              .n_vocab = 320, .n_ctx = 128, .type = COLO_F32, .seed = 13};
     char err[256];
     if (colo_mkmodel_write(model_path, &c, err, sizeof err) != COLO_OK)
@@ -47,9 +53,10 @@ static int teardown(void **state)
     return 0;
 }
 
-static colo_served *load(colo_mem_pool *pool, colo_evictor *ev, const char *name, colo_priority prio, bool pinned)
+static colo_served *load_f(colo_mem_pool *pool, colo_evictor *ev, const char *name, colo_priority prio, bool pinned,
+                           double fraction)
 {
-    colo_model_cfg mc = {.kind = "llama", .memory_fraction = 0.3, .kv_block_size = 16, .kv_dtype = COLO_F32,
+    colo_model_cfg mc = {.kind = "llama", .memory_fraction = fraction, .kv_block_size = 16, .kv_dtype = COLO_F32,
                          .priority = prio, .pinned = pinned,
                          .batching = {.max_batch_size = 4, .max_queue = 8, .queue_timeout_ms = 30000,
                                       .max_batch_prefill_tokens = 64}};
@@ -62,6 +69,11 @@ static colo_served *load(colo_mem_pool *pool, colo_evictor *ev, const char *name
         fail_msg("%s", err);
     assert_int_equal(colo_served_start(m, err, sizeof err), COLO_OK);
     return m;
+}
+
+static colo_served *load(colo_mem_pool *pool, colo_evictor *ev, const char *name, colo_priority prio, bool pinned)
+{
+    return load_f(pool, ev, name, prio, pinned, 0.3);
 }
 
 static bool wait_state(colo_served *m, colo_served_state want)
@@ -116,6 +128,24 @@ static bool is_done(waiter *w)
     bool d = w->done > 0;
     pthread_mutex_unlock(&w->mu);
     return d;
+}
+
+/* Waits until w's request has its first token (its executor then blocks
+ * while w->hold). */
+static void wait_first_token(waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (!w->tokens)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void release(waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->hold = false;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 static colo_request *gen_request(waiter *w)
@@ -276,11 +306,217 @@ static void test_wake_waits_for_room(void **state)
     colo_mem_pool_destroy(pool);
 }
 
+#define SEC_NS 1000000000ull
+
+/* Minimum residency: of two idle models of one priority, the one woken
+ * within the window is put to sleep after the other even when it was used
+ * less recently, and only when nothing else can make room. */
+static void test_min_residency(void **state)
+{
+    (void)state;
+    colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
+    colo_evictor *ev = colo_evictor_create(pool);
+    assert_non_null(pool);
+    assert_non_null(ev);
+    colo_served *fresh = load(pool, ev, "fresh", COLO_PRIO_NORMAL, false);
+    colo_served *old1 = load(pool, ev, "old1", COLO_PRIO_NORMAL, false);
+    colo_served *old2 = load(pool, ev, "old2", COLO_PRIO_NORMAL, false);
+    size_t g = colo_arena_guarantee_full(fresh->arena), free0 = colo_mem_pool_unguaranteed(pool);
+    assert_true(free0 < g);
+    uint64_t now = colo_now_ns();
+    /* fresh woke just now but was used longest ago: LRU alone would pick it first */
+    atomic_store(&fresh->resident_since_ns, now);
+    atomic_store(&fresh->last_used_ns, now - 30 * SEC_NS);
+    atomic_store(&old1->resident_since_ns, now - 60 * SEC_NS);
+    atomic_store(&old1->last_used_ns, now - 20 * SEC_NS);
+    atomic_store(&old2->resident_since_ns, now - 60 * SEC_NS);
+    atomic_store(&old2->last_used_ns, now - 10 * SEC_NS);
+    char err[512] = "";
+    assert_int_equal(colo_evictor_claim(ev, free0 + g, NULL, "test", err, sizeof err), COLO_OK);
+    colo_evictor_unclaim(ev);
+    assert_true(wait_state(old1, COLO_SERVED_SLEEPING));
+    assert_int_equal(colo_served_get_state(fresh), COLO_SERVED_READY);
+    assert_int_equal(colo_served_get_state(old2), COLO_SERVED_READY);
+    /* then old2, still not fresh */
+    assert_int_equal(colo_evictor_claim(ev, free0 + 2 * g, NULL, "test", err, sizeof err), COLO_OK);
+    colo_evictor_unclaim(ev);
+    assert_true(wait_state(old2, COLO_SERVED_SLEEPING));
+    assert_int_equal(colo_served_get_state(fresh), COLO_SERVED_READY);
+    /* nothing else can make room: fresh goes too */
+    assert_int_equal(colo_evictor_claim(ev, free0 + 3 * g, NULL, "test", err, sizeof err), COLO_OK);
+    colo_evictor_unclaim(ev);
+    assert_true(wait_state(fresh, COLO_SERVED_SLEEPING));
+    colo_served_info in;
+    colo_served_get_info(fresh, &in);
+    assert_int_equal(in.evictions, 1);
+    assert_int_equal(in.sleep_preemptions, 0);
+
+    /* Without the window the order is least recently used: fresh first. */
+    char e2[512];
+    for (colo_served **m = (colo_served *[]){fresh, old1, old2, NULL}; *m; m++) {
+        assert_int_equal(colo_served_wake(*m, e2, sizeof e2), COLO_OK);
+        assert_true(wait_state(*m, COLO_SERVED_READY));
+    }
+    colo_evictor_set_min_residency_ms(ev, 0);
+    now = colo_now_ns();
+    atomic_store(&fresh->last_used_ns, now - 30 * SEC_NS);
+    atomic_store(&old1->last_used_ns, now - 20 * SEC_NS);
+    atomic_store(&old2->last_used_ns, now - 10 * SEC_NS);
+    assert_int_equal(colo_evictor_claim(ev, free0 + g, NULL, "test", err, sizeof err), COLO_OK);
+    colo_evictor_unclaim(ev);
+    assert_true(wait_state(fresh, COLO_SERVED_SLEEPING));
+    assert_int_equal(colo_served_get_state(old1), COLO_SERVED_READY);
+    colo_served_free(fresh);
+    colo_served_free(old1);
+    colo_served_free(old2);
+    colo_evictor_free(ev);
+    colo_mem_pool_destroy(pool);
+}
+
+/* An idle model whose unused guarantee covers a claim lends it and stays
+ * awake (nobody sleeps); its next request takes the guarantee back and is
+ * served without a wake. */
+static void test_lend_before_sleep(void **state)
+{
+    (void)state;
+    colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
+    colo_evictor *ev = colo_evictor_create(pool);
+    assert_non_null(pool);
+    assert_non_null(ev);
+    colo_served *a = load_f(pool, ev, "a", COLO_PRIO_NORMAL, false, 0.45);
+    colo_served *b = load_f(pool, ev, "b", COLO_PRIO_NORMAL, false, 0.45);
+    atomic_store(&a->resident_since_ns, colo_now_ns() - 60 * SEC_NS);
+    atomic_store(&b->resident_since_ns, colo_now_ns() - 60 * SEC_NS);
+    atomic_store(&a->last_used_ns, colo_now_ns() - 10 * SEC_NS); /* a first */
+    /* a serves one request: its cache holds blocks, counted as unused */
+    waiter w;
+    colo_request *r = gen_request(&w);
+    char err[512] = "";
+    assert_int_equal(colo_served_submit(a, r, err, sizeof err), COLO_OK);
+    wait_done(&w);
+    assert_int_equal(r->out.status, COLO_OK);
+    colo_request_free(r);
+    atomic_store(&a->last_used_ns, colo_now_ns() - 10 * SEC_NS);
+    size_t g = colo_arena_guarantee_full(a->arena), free0 = colo_mem_pool_unguaranteed(pool);
+    size_t idle_a = colo_arena_guarantee_idle(a->arena);
+    assert_true(idle_a > g / 4 && idle_a < g);
+    size_t want = free0 + idle_a / 2;
+    assert_int_equal(colo_evictor_claim(ev, want, NULL, "test", err, sizeof err), COLO_OK);
+    colo_evictor_unclaim(ev);
+    assert_true(colo_mem_pool_unguaranteed(pool) >= want);
+    colo_served_info in;
+    colo_served_get_info(a, &in);
+    assert_int_equal(in.state, COLO_SERVED_READY);
+    assert_int_equal(in.trims, 1);
+    assert_int_equal(in.evictions, 0);
+    assert_true(in.mem.guaranteed_bytes < g);
+    assert_int_equal(in.mem.borrowed_bytes, 0);
+    colo_served_get_info(b, &in);
+    assert_int_equal(in.state, COLO_SERVED_READY);
+    assert_int_equal(in.trims, 0);
+    /* its next request takes the guarantee back; no wake */
+    r = gen_request(&w);
+    assert_int_equal(colo_served_submit(a, r, err, sizeof err), COLO_OK);
+    wait_done(&w);
+    assert_int_equal(r->out.status, COLO_OK);
+    assert_true(r->out.n_tokens >= 1);
+    colo_served_get_info(a, &in);
+    assert_int_equal(in.mem.guaranteed_bytes, g);
+    assert_int_equal(in.wakes, 0);
+    assert_int_equal(in.sleeps, 0);
+    colo_request_free(r);
+    colo_served_free(a);
+    colo_served_free(b);
+    colo_evictor_free(ev);
+    colo_mem_pool_destroy(pool);
+}
+
+/* A high-priority model's wake preempts a busy low-priority one: the low
+ * one finishes the request it runs, sleeps with its other request still
+ * queued, and answers it once it can wake again: not while the high one,
+ * idle again, is within its minimum residency (the low one's wake waits),
+ * and at once when there is no such window. */
+static void test_priority_preempts(void **state)
+{
+    (void)state;
+    colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
+    colo_evictor *ev = colo_evictor_create(pool);
+    assert_non_null(pool);
+    assert_non_null(ev);
+    colo_evictor_set_min_residency_ms(ev, 3600 * 1000);
+    colo_served *hi = load(pool, ev, "hi", COLO_PRIO_HIGH, false);
+    colo_served *lo = load(pool, ev, "lo", COLO_PRIO_LOW, false);
+    colo_served *x = load(pool, ev, "x", COLO_PRIO_NORMAL, true);
+    char err[512] = "";
+    assert_int_equal(colo_served_sleep(hi, err, sizeof err), COLO_OK);
+    assert_true(wait_state(hi, COLO_SERVED_SLEEPING));
+    colo_served *y = load(pool, ev, "y", COLO_PRIO_NORMAL, true); /* takes hi's room */
+    /* lo runs r1 (held at its first token) with r2 queued behind it */
+    waiter w1, w2, wh;
+    colo_request *r1 = gen_request(&w1), *r2 = gen_request(&w2), *rh = gen_request(&wh);
+    w1.hold = true;
+    assert_int_equal(colo_served_submit(lo, r1, err, sizeof err), COLO_OK);
+    wait_first_token(&w1);
+    assert_int_equal(colo_served_submit(lo, r2, err, sizeof err), COLO_OK);
+    /* hi's request wakes it; only lo can make room */
+    wh.hold = true;
+    assert_int_equal(colo_served_submit(hi, rh, err, sizeof err), COLO_OK);
+    colo_served_info in;
+    for (int i = 0; i < 2000; i++) {
+        colo_served_get_info(lo, &in);
+        if (in.sleep_preemptions)
+            break;
+        colo_sleep_ns(2 * 1000 * 1000);
+    }
+    assert_int_equal(in.sleep_preemptions, 1);
+    assert_int_equal(in.evictions, 1);
+    assert_false(is_done(&w2));
+    release(&w1); /* r1 finishes; lo sleeps; hi wakes and holds rh at its first token */
+    wait_done(&w1);
+    assert_int_equal(r1->out.status, COLO_OK);
+    wait_first_token(&wh);
+    assert_int_equal(colo_served_get_state(hi), COLO_SERVED_READY);
+    assert_int_equal(colo_served_get_state(lo), COLO_SERVED_SLEEPING);
+    colo_sleep_ns(100 * 1000 * 1000); /* lo's wake keeps finding no room; r2 stays queued */
+    assert_false(is_done(&w2));
+    assert_int_equal(colo_served_get_state(lo), COLO_SERVED_SLEEPING);
+    colo_served_get_info(lo, &in);
+    assert_int_equal(in.queue_depth, 1);
+    release(&wh); /* hi idle, but woken within its window: lo keeps waiting */
+    wait_done(&wh);
+    assert_int_equal(rh->out.status, COLO_OK);
+    colo_sleep_ns(100 * 1000 * 1000);
+    assert_false(is_done(&w2));
+    assert_int_equal(colo_served_get_state(hi), COLO_SERVED_READY);
+    assert_int_equal(colo_served_get_state(lo), COLO_SERVED_SLEEPING);
+    colo_evictor_set_min_residency_ms(ev, 0); /* no window: lo's wake puts hi to sleep, the only room there is */
+    wait_done(&w2);
+    assert_int_equal(r2->out.status, COLO_OK);
+    assert_true(r2->out.n_tokens >= 1);
+    assert_true(wait_state(hi, COLO_SERVED_SLEEPING));
+    colo_served_get_info(hi, &in);
+    assert_int_equal(in.sleep_preemptions, 0);
+    colo_served_get_info(lo, &in);
+    assert_int_equal(in.wakes, 1);
+    colo_request_free(r1);
+    colo_request_free(r2);
+    colo_request_free(rh);
+    colo_served_free(hi);
+    colo_served_free(lo);
+    colo_served_free(x);
+    colo_served_free(y);
+    colo_evictor_free(ev);
+    colo_mem_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_pinned_and_refusal),
         cmocka_unit_test(test_wake_waits_for_room),
+        cmocka_unit_test(test_min_residency),
+        cmocka_unit_test(test_lend_before_sleep),
+        cmocka_unit_test(test_priority_preempts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -259,6 +259,44 @@ static void test_deterministic(void **state)
     free(c);
 }
 
+/* Tokenizers of one unchanged file are one, shared until the last holder
+ * frees it; a file written again (another identity) gets its own. */
+static void test_tokenizer_shared(void **state)
+{
+    (void)state;
+    char path[512], err[512];
+    colo_gguf *g1 = make(0, 21, path, sizeof path);
+    colo_gguf *g2 = colo_gguf_open(path, err, sizeof err);
+    assert_non_null(g2);
+    colo_tokenizer *a = colo_tokenizer_from_gguf(g1, err, sizeof err);
+    colo_tokenizer *b = colo_tokenizer_from_gguf(g2, err, sizeof err);
+    assert_non_null(a);
+    assert_ptr_equal(a, b);
+    colo_gguf_close(g1);
+    colo_gguf_close(g2);
+    colo_tokenizer_free(a); /* b still holds it */
+    assert_int_equal(colo_tokenizer_n_vocab(b), V);
+    int32_t *ids;
+    int n;
+    assert_int_equal(colo_tokenizer_encode(b, "hello", 5, true, false, &ids, &n), COLO_OK);
+    assert_true(n >= 1);
+    free(ids);
+    /* the file written again with another vocabulary size */
+    colo_mkmodel_config c = {.n_layer = L, .n_embd = E, .n_head = H, .n_kv_head = KVH, .n_ff = F,
+                             .n_vocab = V + 8, .n_ctx = 512, .type = COLO_F32, .seed = 21};
+    unlink(path);
+    assert_int_equal(colo_mkmodel_write(path, &c, err, sizeof err), COLO_OK);
+    colo_gguf *g3 = colo_gguf_open(path, err, sizeof err);
+    assert_non_null(g3);
+    colo_tokenizer *d = colo_tokenizer_from_gguf(g3, err, sizeof err);
+    assert_non_null(d);
+    assert_ptr_not_equal(d, b);
+    assert_int_equal(colo_tokenizer_n_vocab(d), V + 8);
+    colo_gguf_close(g3);
+    colo_tokenizer_free(b);
+    colo_tokenizer_free(d);
+}
+
 static void test_tokenizer(void **state)
 {
     (void)state;
@@ -379,6 +417,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_per_type), cmocka_unit_test(test_values_across_types),
         cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_tokenizer),
+        cmocka_unit_test(test_tokenizer_shared),
         cmocka_unit_test(test_bad_shapes),      cmocka_unit_test(test_program),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

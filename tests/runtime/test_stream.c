@@ -330,6 +330,47 @@ static void test_copies_in_order(void **state)
     colo_device_close(d);
 }
 
+/* Uploads of a few MiB into fresh memory (split between workers on whole
+ * huge pages, huge pages asked for where the copy writes them whole) land
+ * byte for byte at any alignment and size, and write nothing around them
+ * (a CPU buffer is fresh anonymous memory: zeros). */
+static void test_large_uploads(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(3);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    char err[256];
+    const size_t n = 16 << 20;
+    unsigned char *src = malloc(n), *back = malloc(n);
+    assert_non_null(src);
+    assert_non_null(back);
+    srand(7);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(rand() | 1);
+    const size_t cases[][2] = {{0, 2 << 20}, {3 * 4096 + 5, 2 << 20}, {(1 << 20) + 1, (5 << 20) + 333},
+                               {(9 << 20) - 7, (2 << 20) + 1}, {(12 << 20) + 4096, (4 << 20) - 4096 - 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        size_t off = cases[k][0], len = cases[k][1];
+        assert_true(off + len < n);
+        colo_buffer *b = colo_buffer_alloc(d, n, err, sizeof err);
+        assert_non_null(b);
+        unsigned char *dev = colo_buffer_ptr(b);
+        assert_int_equal(colo_memcpy_h2d(s, dev + off, src + k, len), COLO_OK);
+        assert_int_equal(colo_memcpy_d2h(s, back, dev, n), COLO_OK);
+        assert_int_equal(colo_stream_sync(s), COLO_OK);
+        assert_memory_equal(back + off, src + k, len);
+        for (size_t i = 0; i < off; i++)
+            assert_int_equal(back[i], 0);
+        for (size_t i = off + len; i < n; i++)
+            assert_int_equal(back[i], 0);
+        colo_buffer_free(b);
+    }
+    free(src);
+    free(back);
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
 /* Staged host-to-device copies (runtime/staging.h), on the CPU direct: several
  * copies of odd sizes into one buffer, each complete after finish. */
 static void test_staging(void **state)
@@ -968,6 +1009,7 @@ int main(void)
         cmocka_unit_test(test_event_rerecord_and_lifetime),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_staging),
+        cmocka_unit_test(test_large_uploads),
         cmocka_unit_test(test_priority_inside_partition),
         cmocka_unit_test(test_idle_pool_sleeps),
         cmocka_unit_test(test_worker_stats),

@@ -23,12 +23,17 @@
 #define ADMIN_ENV "COLO_ADMIN_KEY=admin-secret"
 #define SERVER_YAML "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 256MiB }\n"
 
-static bool start(srv_fixture *f, const char *yaml)
+/* m.gguf: a small model, or (big) one whose weights (64 MB) fill most of
+ * a 0.3 guarantee, so that idle models lending their unused guarantee
+ * cannot make room for a whole one and eviction puts models to sleep. */
+static bool start_shape(srv_fixture *f, const char *yaml, bool big)
 {
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/m.gguf", f->dir);
     colo_mkmodel_config mc = {.n_layer = 2, .n_embd = 128, .n_head = 4, .n_kv_head = 2, .n_ff = 256,
                               .n_vocab = 512, .n_ctx = 256, .type = COLO_F32, .seed = 101};
+    if (big)
+        mc.n_layer = 5, mc.n_embd = 512, mc.n_ff = 1536;
     if (colo_mkmodel_write(path, &mc, err, sizeof err) != COLO_OK)
         return false;
     if (!srv_start_env(f, yaml, ADMIN_ENV)) {
@@ -39,6 +44,9 @@ static bool start(srv_fixture *f, const char *yaml)
     }
     return true;
 }
+
+static bool start(srv_fixture *f, const char *yaml) { return start_shape(f, yaml, false); }
+
 
 /* One request; the status, and the body's error code when code is given. */
 static int call(srv_fixture *f, const char *method, const char *path, const char *headers, const char *body,
@@ -314,11 +322,12 @@ static void test_eviction_order(void **state_)
     srv_fixture f;
     assert_true(srv_tmpdir(&f));
     /* 0.9 of the budget guaranteed; 0.1 free */
-    assert_true(start(&f, SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
+    assert_true(start_shape(&f, SERVER_YAML "scheduler: { policy: spatial }\nmodels:\n"
                           "  - { name: lo, kind: llama, path: m.gguf, memory_fraction: 0.3, priority: low }\n"
                           "  - { name: pin, kind: llama, path: m.gguf, memory_fraction: 0.3, priority: low, pinned: "
                           "true }\n"
-                          "  - { name: n1, kind: llama, path: m.gguf, memory_fraction: 0.3 }\n"));
+                          "  - { name: n1, kind: llama, path: m.gguf, memory_fraction: 0.3 }\n",
+                            true));
     json_t *ref = infer(&f, "n1", 3);
     json_decref(infer(&f, "lo", 3)); /* lo used last: LRU alone would pick n1 */
     assert_int_equal(lifecycle(&f, "pin", "pinned"), 1);
@@ -400,6 +409,8 @@ static void test_eviction_order(void **state_)
     assert_true(srv_http_h(&f, "GET", "/metrics", NULL, NULL, &r));
     assert_non_null(strstr(r.body, "colo_model_evictions_total{model=\"lo\"} 1"));
     assert_non_null(strstr(r.body, "colo_model_evictions_total{model=\"pin\"} 0"));
+    assert_non_null(strstr(r.body, "colo_model_sleep_preemptions_total{model=\"lo\"} 0"));
+    assert_non_null(strstr(r.body, "colo_model_guarantee_lends_total{model=\"n2\"} 0"));
     assert_non_null(strstr(r.body, "colo_model_state{model=\"lo\",state=\"sleeping\"} 1"));
     assert_non_null(strstr(r.body, "colo_model_state{model=\"p2\",state=\"loading\"} 0"));
     srv_resp_free(&r);

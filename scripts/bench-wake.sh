@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Wake time of one model against the time to read its file
+# (docs/BENCHMARKS.md, "Wake time"): for each colo-server binary given, in
+# turn and ROUNDS times over (so that two builds alternate on a shared
+# machine), starts it on MODEL alone (CPU, the file in the page cache),
+# then WAKES times puts the model to sleep (POST /admin/models/m/sleep,
+# until `sleeping`) and wakes it (POST .../wake, until `ready`) and prints
+# its lifecycle.last_wake_ms. Before each model, `cat MODEL > /dev/null`
+# three times (timed). A benchmark, not a test: it asserts nothing.
+#
+#   scripts/bench-wake.sh MODEL.gguf SERVER [SERVER...]
+#
+# Environment: WAKES [4]  ROUNDS [3]  PORT [18555]
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 MODEL.gguf SERVER [SERVER...]" >&2; exit 2; }
+MODEL=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+shift
+WAKES=${WAKES:-4}
+ROUNDS=${ROUNDS:-3}
+PORT=${PORT:-18555}
+URL=http://127.0.0.1:$PORT
+TMP=$(mktemp -d)
+server=
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+until_state() { # STATE
+  for _ in $(seq 1 3000); do
+    curl -fs "$URL/v1/models/m" | grep -q "\"state\":\"$1\"" && return 0
+    sleep 0.01
+  done
+  echo "bench-wake: model not $1" >&2
+  exit 1
+}
+
+for _ in 1 2 3; do
+  t0=$(date +%s%N)
+  cat "$MODEL" >/dev/null
+  echo "cat $(basename "$MODEL"): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+done
+cat >"$TMP/config.yaml" <<EOF
+server: { listen: "127.0.0.1:$PORT", device: cpu }
+scheduler: { policy: spatial }
+models:
+  - { name: m, kind: llama, path: "$MODEL", memory_fraction: 0.2, max_seq_len: 512 }
+EOF
+for _ in $(seq 1 "$ROUNDS"); do
+  for bin in "$@"; do
+    "$bin" --config "$TMP/config.yaml" >"$TMP/server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 600); do
+      curl -fs "$URL/health/ready" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    ms=()
+    for _ in $(seq 1 "$WAKES"); do
+      curl -fs -X POST "$URL/admin/models/m/sleep" >/dev/null
+      until_state sleeping
+      curl -fs -X POST "$URL/admin/models/m/wake" >/dev/null
+      until_state ready
+      ms+=("$(curl -fs "$URL/v1/models/m" | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["lifecycle"]["last_wake_ms"])')")
+    done
+    echo "$bin $(basename "$MODEL") wake ms: ${ms[*]}"
+    kill "$server"
+    wait "$server" 2>/dev/null || true
+    server=
+  done
+done
