@@ -111,9 +111,9 @@ static claimant claimant_of(const colo_served *except)
 
 /* Eviction tiers, in the order they are drawn on. */
 enum {
-    TIER_IDLE,       /* idle, awake past its minimum residency (or of lower priority than the claimant) */
+    TIER_IDLE,       /* idle, awake past its minimum residency (or of no higher priority than the claimant) */
     TIER_PREEMPT,    /* busy, of lower priority than a cold-starting claimant */
-    TIER_PROTECTED,  /* idle, woken within the minimum residency, of the claimant's priority or higher
+    TIER_PROTECTED,  /* idle, woken within the minimum residency, of higher priority than the claimant
                         (not for a claimant holding requests: it tries again once the window is over) */
     TIER_NONE,
 };
@@ -126,9 +126,13 @@ static int tier_of(const colo_evictor *ev, const colo_served *m, const colo_serv
         return TIER_NONE;
     if (busy(m))
         return cl.cold && m->cfg.priority < cl.prio ? TIER_PREEMPT : TIER_NONE;
+    /* The window shields a model from claimants of lower priority only:
+     * among equals, least recently used decides, and a cold request does
+     * not wait for a window (under a bursty trace the waits cost more SLO
+     * attainment than the swaps they save). */
     uint64_t since = atomic_load(&m->resident_since_ns);
     bool recent = ev->min_residency_ns && now - since < ev->min_residency_ns;
-    if (!recent || m->cfg.priority < cl.prio)
+    if (!recent || m->cfg.priority <= cl.prio)
         return TIER_IDLE;
     return cl.patient ? TIER_NONE : TIER_PROTECTED;
 }

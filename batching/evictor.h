@@ -16,8 +16,9 @@
  *     finishes what it runs, then sleeps; its queued requests stay queued
  *     and wake it again, they are never refused for memory); last, idle
  *     models woken less than the minimum residency ago whose priority is
- *     the claimant's or higher (so that two models do not evict each other
- *     back and forth while anything else could make room). A claimant
+ *     above the claimant's (so that a preempted model does not evict the
+ *     one that preempted it straight back while anything else could make
+ *     room; among equals least recently used decides). A claimant
  *     that holds requests (a wake for queued requests, a model taking a
  *     lent guarantee back) does not take those at all: it is refused and
  *     tries again (served.c) until their window is over; a load, or a

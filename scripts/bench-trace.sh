@@ -34,6 +34,7 @@
 #   max_seq_len; the router's context per slot)  PARALLEL [4] (the router's
 #   --parallel; its --ctx-size is CTX x PARALLEL)  LLAMA_SERVER (path;
 #   unset: colo only)  COLO_PORT [18432]  ROUTER_PORT [18431]
+#   MIN_RESIDENCY_MS (colo's server.min_residency_ms; unset: its default)
 #   POLICY [deadline] (colo's scheduler.policy; with deadline every model
 #   gets the SLOs of GOODPUT as its sla: first tokens by their deadlines)
 set -euo pipefail
@@ -119,7 +120,7 @@ if [ "$POLICY" = deadline ]; then
 fi
 {
   echo "# bench-trace: ${#names[*]} models under one CPU budget (the first ${#in_file[*]} here, the rest loaded at run time)"
-  echo "server: { listen: \"127.0.0.1:$COLO_PORT\", device: cpu, cpu_memory_bytes: $BUDGET_BYTES }"
+  echo "server: { listen: \"127.0.0.1:$COLO_PORT\", device: cpu, cpu_memory_bytes: $BUDGET_BYTES${MIN_RESIDENCY_MS:+, min_residency_ms: $MIN_RESIDENCY_MS} }"
   echo "scheduler: { policy: $POLICY }"
   echo "models:"
   for n in "${in_file[@]}"; do
