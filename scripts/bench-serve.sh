@@ -179,7 +179,7 @@ colocation)
         server_pid=
         continue
       fi
-      echo "== $policy, round $round (device $(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
+      echo "== $policy, round $round ($(grep -o 'device [^,]*' "$tmp/server.log" | head -1))" >&2
       "$BUILD/colo-loadtest" --url "http://127.0.0.1:$port" --scenario individual-vs-concurrent "${load[@]}" || true
       stop_server
       ;;

@@ -81,13 +81,15 @@ if [ "$sanitize" = 1 ]; then
   # Every CUDA test under memcheck; those with attention kernels also under
   # racecheck (shared memory) and synccheck. Each run is time-boxed
   # (SANITIZE_TIMEOUT seconds, default 240): a run that times out is
-  # reported as such, not as clean.
+  # reported as such, not as clean. SANITIZE_TESTS (names) and
+  # SANITIZE_TOOLS narrow it, e.g. to two tests under memcheck alone.
   echo "== compute-sanitizer"
   if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck synccheck; do # memcheck of every test first
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do # memcheck of every test first
       for t in "$testdir"/test_*cuda*; do
         [ -x "$t" ] || continue
         t=$(basename "$t")
+        case " ${SANITIZE_TESTS:-$t} " in *" $t "*) ;; *) continue ;; esac
         case "$tool:$t" in memcheck:* | *:test_ops_cuda_shapes | *:test_ops_parity_cuda) ;; *) continue ;; esac
         log="build-gpu/sanitize-$tool-$t.log"
         (cd "$testdir" && timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Tables for docs/GPU.md and docs/BENCHMARKS.md from a scripts/gpu-run.sh folder.
 
-Reads what the stages left in DIR (summary.txt, check.log, sanitize.log,
-kernels.log, decode.log, memory.log, replay-files.tar.gz) and prints
-Markdown: the stages' exit statuses, the suite's result and the device as
-colo saw it, the sanitizer's verdicts, mat-vec bandwidth against a device
+Reads what the stages left in DIR (summary.txt, cuda.log, check.log,
+sanitize.log, matvec.log, kernels.log, decode.log, memory.log,
+replay-files.tar.gz) and prints Markdown: the stages' exit statuses, each
+CUDA test program's verdict, the suite's result and the device as colo saw
+it, the sanitizer's verdicts, mat-vec bandwidth against a device
 copy, prefill products against cuBLAS, decode tokens/s by batch (and
 llama-bench's, when it ran), the wake and elastic-memory tables, and the
 co-location replay beside the motivating time-sliced numbers. Stages that
@@ -40,8 +41,24 @@ def summary(d):
             print(f"- {line[len('gpu-run: '):]}")
         else:
             f = line.split()
-            if len(f) >= 4:
+            if len(f) >= 4 and f[1] == "exit":
                 print(f"  - `{f[0]}`: exit {f[2]}, {f[3]} s")
+    print()
+
+
+def cuda(d):
+    s = read(d, "cuda.log")
+    if not s:
+        return
+    print("### CUDA test programs (`cuda`)\n")
+    for pat in (r"^name, driver_version.*\n.*$", r"^colo commit: .*$"):
+        for m in re.finditer(pat, s, re.M):
+            print(f"    {m.group(0)}")
+    rows = re.findall(r"^(PASS|FAIL|SKIPPED|TIMEOUT|MISSING) (test_\w+)(.*)$", s, re.M)
+    if rows:
+        print("\n| program | verdict | |\n|---|---|---|")
+        for verdict, test, rest in rows:
+            print(f"| `{test}` | {verdict.lower()} | {rest.strip()} |")
     print()
 
 
@@ -81,10 +98,14 @@ def sanitize(d):
 
 
 def kernels(d):
-    s = read(d, "kernels.log")
-    if not s:
-        return
-    print("### Kernels (`colo-bench-kernels`)\n")
+    for name in ("matvec.log", "kernels.log"):
+        s = read(d, name)
+        if s:
+            kernel_tables(s, name[:-4])
+
+
+def kernel_tables(s, stage):
+    print(f"### Kernels (`{stage}`: `colo-bench-kernels`)\n")
     m = re.search(r"^device: (.*)$", s, re.M)
     if m:
         print(f"Device: {m.group(1)}. ", end="")
@@ -177,6 +198,38 @@ def replay(d):
         print(f"| {r['policy']} (round {r['round']}) | {g('hi_p99_ratio')} | {g('be_p99_ratio')} | "
               f"{g('hi_retention')} | {g('be_retention')} | {g('stp')} |")
     print()
+    goals(rows)
+
+
+def goals(rows):
+    """The replay's goals (docs/GPU.md), met or not, from the medians per setup."""
+    def med(policy, key):
+        v = [float(r[key]) for r in rows
+             if r["policy"] == policy and re.fullmatch(r"[\d.]+", r.get(key) or "")]
+        return statistics.median(v) if v else None
+    yes = lambda ok: "met" if ok else "not met"
+    lines = []
+    hi, be = med("priority", "hi_p99_ratio"), med("priority", "be_retention")
+    if hi is not None and be is not None:
+        lines.append(f"`priority`: `hi` p99 {hi:.2f}x alone (goal at most 1.07), `be` keeps {be:.2f} "
+                     f"(goal at least 0.50): {yes(hi <= 1.07 and be >= 0.50)}")
+    stp, kh, kb = med("fair", "stp"), med("fair", "hi_retention"), med("fair", "be_retention")
+    if None not in (stp, kh, kb):
+        lines.append(f"`fair`: STP {stp:.2f} (goal at least 1.5), each kept {kh:.2f} / {kb:.2f} (goal at least "
+                     f"0.70): {yes(stp >= 1.5 and min(kh, kb) >= 0.70)}")
+    sep = {k: med("separate", k) for k in ("hi_p99_ratio", "be_p99_ratio", "stp")}
+    fair = {k: med("fair", k) for k in sep}
+    if None not in sep.values() and None not in fair.values():
+        better = fair["hi_p99_ratio"] < sep["hi_p99_ratio"] and fair["be_p99_ratio"] < sep["be_p99_ratio"] \
+            and fair["stp"] > sep["stp"]
+        lines.append(f"`fair` against two separate processes in the same run: latency impact "
+                     f"{fair['hi_p99_ratio']:.2f} / {fair['be_p99_ratio']:.2f} against {sep['hi_p99_ratio']:.2f} / "
+                     f"{sep['be_p99_ratio']:.2f}, STP {fair['stp']:.2f} against {sep['stp']:.2f}: {yes(better)}")
+    if lines:
+        print("Goals:\n")
+        for ln in lines:
+            print(f"- {ln}")
+        print()
 
 
 def main():
@@ -185,7 +238,7 @@ def main():
         sys.exit(0 if len(sys.argv) > 1 else 2)
     for d in sys.argv[1:]:
         print(f"## {d}\n")
-        for part in (summary, check, sanitize, kernels, decode, memory, replay):
+        for part in (summary, cuda, check, sanitize, kernels, decode, memory, replay):
             part(d)
 
 

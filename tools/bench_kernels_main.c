@@ -3,12 +3,15 @@
  * and asserts nothing about speed.
  *
  *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]
+ *                      [--rows] [--types q4_k,q6_k,...]
  *
  * --attention: only the paged attention of decode steps; --matvec: only the
- * matrix-vector products; --dots: only one thread's int8 dot products. */
+ * matrix-vector products; --dots: only one thread's int8 dot products;
+ * --types: only these weight types in the mat-vec, rows and dot tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -362,6 +365,41 @@ static const colo_dtype bench_types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q
                                          COLO_Q4_K, COLO_Q5_K, COLO_Q6_K, COLO_F16,  COLO_BF16, COLO_F32};
 #define N_BENCH_TYPES ((int)(sizeof bench_types / sizeof *bench_types))
 
+/* --types: a comma-separated list of type names, or NULL for every type. */
+static const char *only_types;
+
+static bool type_wanted(colo_dtype t)
+{
+    if (!only_types)
+        return true;
+    const char *name = colo_dtype_name(t), *p = only_types;
+    size_t len = strlen(name);
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == len && !strncasecmp(p, name, n))
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+/* Whether every name in --types is a benchmarked type. */
+static bool types_known(void)
+{
+    for (const char *p = only_types; p && *p;) {
+        size_t n = strcspn(p, ",");
+        bool found = false;
+        for (int ti = 0; ti < N_BENCH_TYPES && !found; ti++)
+            found = strlen(colo_dtype_name(bench_types[ti])) == n && !strncasecmp(p, colo_dtype_name(bench_types[ti]), n);
+        if (!found) {
+            fprintf(stderr, "bench: --types: unknown or unbenchmarked type '%.*s'\n", (int)n, p);
+            return false;
+        }
+        p += n + (p[n] == ',');
+    }
+    return true;
+}
+
 /* F32 products: gemm, linear, and on CUDA a prefill's. */
 static void bench_products(colo_device *dev, colo_stream *s, const colo_device_info *info, double seconds)
 {
@@ -397,7 +435,7 @@ static void bench_matvec(colo_device *dev, colo_stream *s, double seconds)
     for (int ti = 0; ti < N_BENCH_TYPES; ti++)
         for (int i = 0; i < n_mv; i++) {
             colo_dtype t_w = bench_types[ti];
-            if (mv[i][1] % colo_dtype_block_elems(t_w))
+            if (mv[i][1] % colo_dtype_block_elems(t_w) || !type_wanted(t_w))
                 continue;
             double t = time_linear(dev, s, t_w, 1, mv[i][0], mv[i][1], seconds);
             double bytes = (double)colo_dtype_row_bytes(t_w, mv[i][1]) * mv[i][0];
@@ -420,6 +458,8 @@ static void bench_batch_rows(colo_device *dev, colo_stream *s, const colo_device
     for (int ti = 0; ti < N_BENCH_TYPES - 3; ti++)
         for (int i = 0; i < 6; i++) {
             colo_dtype t_w = bench_types[ti];
+            if (!type_wanted(t_w))
+                continue;
             double t = time_linear(dev, s, t_w, batch_rows[i], 4096, 4096, seconds);
             double bytes = (double)colo_dtype_row_bytes(t_w, 4096) * 4096;
             printf("  %-5s m=%-3d %28.3f %10.2f\n", colo_dtype_name(t_w), batch_rows[i], t * 1e3, bytes / t / 1e9);
@@ -432,8 +472,9 @@ static void bench_dots(double seconds)
 {
     printf("\n%-34s %12s %10s\n", "int8 dot, 1 thread, in cache", "ns/32, 1 row", "4 rows");
     for (int ti = 0; ti < N_BENCH_TYPES - 3; ti++)
-        printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(bench_types[ti]),
-               dot_ns_per_block(bench_types[ti], 1, seconds), dot_ns_per_block(bench_types[ti], 4, seconds));
+        if (type_wanted(bench_types[ti]))
+            printf("  %-5s %38.2f %10.2f\n", colo_dtype_name(bench_types[ti]),
+                   dot_ns_per_block(bench_types[ti], 1, seconds), dot_ns_per_block(bench_types[ti], 4, seconds));
 }
 
 /* Few rows on quantized weights (CPU): int8 dot products against exact F32
@@ -490,13 +531,17 @@ int main(int argc, char **argv)
             dots_only = true;
         else if (!strcmp(argv[i], "--rows"))
             rows_only = true;
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
+            only_types = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] "
-                            "[--dots] [--rows]\n",
+                            "[--dots] [--rows] [--types q4_k,q6_k,...]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
+    if (!types_known())
+        return 2;
     char err[256];
     colo_device_config cfg = {.want = want, .cpu_threads = threads};
     colo_device *dev = colo_device_open(&cfg, err, sizeof err);
