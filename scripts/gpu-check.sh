@@ -84,6 +84,11 @@ if [ "$sanitize" = 1 ]; then
   # reported as such, not as clean. SANITIZE_TESTS (names) and
   # SANITIZE_TOOLS narrow it, e.g. to two tests under memcheck alone.
   echo "== compute-sanitizer"
+  # CUDA's tools are not always on PATH
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/nvidia/*/bin; do
+    command -v compute-sanitizer >/dev/null && break
+    [ -x "$d/compute-sanitizer" ] && PATH=$PATH:$d
+  done
   if command -v compute-sanitizer >/dev/null; then
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do # memcheck of every test first
       for t in "$testdir"/test_*cuda*; do

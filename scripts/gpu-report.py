@@ -17,9 +17,11 @@ import csv
 import io
 import os
 import re
+import shutil
 import statistics
 import sys
 import tarfile
+import tempfile
 
 # Phi-3.5-mini and DeepSeek-R1-Distill-Llama-8B in two TGI servers on one
 # L40S, --cuda-memory-fraction 0.4 each, time-sliced by the driver.
@@ -238,8 +240,15 @@ def main():
         sys.exit(0 if len(sys.argv) > 1 else 2)
     for d in sys.argv[1:]:
         print(f"## {d}\n")
-        for part in (summary, cuda, check, sanitize, kernels, decode, memory, replay):
-            part(d)
+        packed = os.path.join(d, "gpu-run-files.tar.gz")  # a call that left more than 8 files
+        with tempfile.TemporaryDirectory() as tmp:
+            if os.path.exists(packed):
+                with tarfile.open(packed) as tf:
+                    tf.extractall(tmp, filter="data")
+                shutil.copy(os.path.join(d, "summary.txt"), tmp)
+                d = tmp
+            for part in (summary, cuda, check, sanitize, kernels, decode, memory, replay):
+                part(d)
 
 
 if __name__ == "__main__":

@@ -257,4 +257,10 @@ for i in "${!stages[@]}"; do
   printf '%-9s exit %-3s %4s s\n' "$st" "$rc" "$(($(date +%s) - t0))" | tee -a "$out/summary.txt"
 done
 echo "gpu-run: $(($(date +%s) - t_start)) s in all" | tee -a "$out/summary.txt"
+# What comes back from a lent machine is at most 8 files: past that, all but
+# the summary travel as one archive.
+if [ "$(find "$out" -mindepth 1 -maxdepth 1 | wc -l)" -gt 8 ]; then
+  (cd "$out" && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name gpu-run-files.tar.gz -printf '%P\0' |
+    tar --null -czf gpu-run-files.tar.gz -T - --remove-files)
+fi
 exit $status

@@ -35,6 +35,7 @@ typedef struct model_point {
     colo_served_state state;
     int queue_depth, running;
     size_t limit_bytes, used_bytes, peak_bytes, weight_bytes, kv_bytes, kv_used_bytes;
+    size_t guaranteed_bytes, borrowed_bytes, lent_bytes; /* elastic memory (fixed: guaranteed = limit) */
     double requests, ok, tokens;           /* tokens: generated (generation) or input (embeddings) */
     double batch_sum, batch_count;
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
@@ -189,6 +190,9 @@ static void take_model(colo_api *a, colo_registry_model *am, model_point *p)
     p->queue_depth = in.queue_depth;
     p->running = in.running;
     p->limit_bytes = in.mem.limit_bytes;
+    p->guaranteed_bytes = in.mem.guaranteed_bytes;
+    p->borrowed_bytes = in.mem.borrowed_bytes;
+    p->lent_bytes = in.mem.lent_bytes;
     p->used_bytes = in.mem.used_bytes;
     p->peak_bytes = in.mem.peak_bytes;
     p->weight_bytes = in.weight_bytes;
@@ -373,9 +377,11 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
                           colo_served_state_name(p->state), "priority", colo_priority_name(mc->priority),
                           "queue_depth", p->queue_depth, "running", p->running, "max_batch_size",
                           mc->batching.max_batch_size);
-    json_t *mem = json_pack("{s:I, s:I, s:I, s:I, s:I}", "guaranteed_bytes", (json_int_t)p->limit_bytes, "used_bytes",
-                            (json_int_t)p->used_bytes, "free_bytes", (json_int_t)(p->limit_bytes - p->used_bytes),
-                            "peak_bytes", (json_int_t)p->peak_bytes, "weights_bytes", (json_int_t)p->weight_bytes);
+    size_t free_bytes = p->limit_bytes > p->used_bytes ? p->limit_bytes - p->used_bytes : 0;
+    json_t *mem = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "guaranteed_bytes", (json_int_t)p->guaranteed_bytes,
+                            "used_bytes", (json_int_t)p->used_bytes, "free_bytes", (json_int_t)free_bytes, "peak_bytes",
+                            (json_int_t)p->peak_bytes, "weights_bytes", (json_int_t)p->weight_bytes, "borrowed_bytes",
+                            (json_int_t)p->borrowed_bytes, "lent_bytes", (json_int_t)p->lent_bytes);
     if (!m || !mem) {
         json_decref(m);
         json_decref(mem);

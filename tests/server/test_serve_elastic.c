@@ -64,6 +64,25 @@ static json_t *info(srv_fixture *f, const char *name)
     return j;
 }
 
+/* Model NAME's memory in the newest point of /v1/stats (the telemetry
+ * sampler's copy): field K, or -1 when absent. */
+static json_int_t stats_memory(srv_fixture *f, const char *name, const char *k)
+{
+    int status;
+    json_t *s = srv_get_json(f, "/v1/stats", &status);
+    assert_int_equal(status, 200);
+    json_int_t v = -1;
+    json_t *m;
+    size_t i;
+    json_array_foreach(json_object_get(s, "models"), i, m) {
+        json_t *x = json_object_get(json_object_get(m, "memory"), k);
+        if (!strcmp(json_string_value(json_object_get(m, "name")), name) && json_is_integer(x))
+            v = json_integer_value(x);
+    }
+    json_decref(s);
+    return v;
+}
+
 static int send_req(srv_fixture *f, const char *model, int seed)
 {
     char body[200], path[64];
@@ -122,7 +141,8 @@ static void test_borrow_and_give_back(void **state)
     double fa = (need + 1.5 * kv) / budget, fb = 1.0 - fa - 1e-9;
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
-             "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: %.0f }\n"
+             "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: %.0f,\n"
+             "          telemetry_interval_ms: 100 }\n"
              "scheduler: { policy: spatial }\nmodels:\n"
              "  - { name: a, kind: llama, path: m.gguf, memory_fraction: %.9f, memory_max_fraction: 1.0,\n"
              "      kv_cache: { dtype: f32 }, batching: { max_batch_size: 8 } }\n"
@@ -184,6 +204,16 @@ static void test_borrow_and_give_back(void **state)
     assert_true(full);
     assert_true(peak_borrowed > 0);
     assert_int_equal(peak_running, N_A);
+    /* /v1/stats (and the dashboard's bar) show it too, once sampled: a
+     * borrows until b's burst takes its memory back */
+    json_int_t stats_borrowed = 0, stats_lent = 0;
+    for (uint64_t t0 = srv_now_ms(); (stats_borrowed <= 0 || stats_lent <= 0) && srv_now_ms() - t0 < 5000;) {
+        stats_borrowed = stats_memory(&f, "a", "borrowed_bytes");
+        stats_lent = stats_memory(&f, "b", "lent_bytes");
+        srv_sleep_ms(5);
+    }
+    assert_true(stats_borrowed > 0);
+    assert_true(stats_lent > 0);
     /* b bursts while a holds its guarantee. */
     for (int i = 0; i < N_B; i++)
         fb_fd[i] = send_req(&f, "b", 50 + i);
