@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(Q8_TJ *Q8_TI)
         __syncthreads();
     }
     if (j < n && i < m)
-        y[(size_t)i * ys + j] = __fadd_rn(acc, bias ? bias[j] : 0.0f);
+        y[(size_t)i * ys + j] = COLO_Q8_ADD(acc, bias ? bias[j] : 0.0f);
 }
 
 #define Q8_ROWS_MAX 8
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(32 * Q8_WARPS)
     }
     if (lane == 0)
         for (int i = 0; i < m && i < M; i++)
-            y[(size_t)i * ys + r] = __fadd_rn(acc[i], bias ? bias[r] : 0.0f);
+            y[(size_t)i * ys + r] = COLO_Q8_ADD(acc[i], bias ? bias[r] : 0.0f);
 }
 
 template <int M>
