@@ -314,9 +314,16 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
         return launch_q8_rows<4>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
     if (m <= Q8_ROWS_MAX)
         return launch_q8_rows<Q8_ROWS_MAX>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
-    dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(m, Q8_TI));
-    q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd, nb, bias, y, ys, m, n);
-    return COLO_LAUNCH_CHECK();
+    // gridDim.y is at most 65535: past that many tiles of rows, one launch per slice of rows
+    const int slice = 65535 * Q8_TI;
+    for (int i0 = 0; i0 < m && e == COLO_OK; i0 += slice) {
+        int mc = m - i0 < slice ? m - i0 : slice;
+        dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(mc, Q8_TI));
+        q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd + (size_t)i0 * nb, nb, bias,
+                                                         y + (size_t)i0 * ys, ys, mc, n);
+        e = COLO_LAUNCH_CHECK();
+    }
+    return e;
 }
 
 // ---- linear --------------------------------------------------------------------------------
