@@ -7,8 +7,9 @@
  * on expanded tiles), real model widths, plain rows with tails,
  * misaligned weights and more rows than one prefill tile; linear on two
  * 8-bit digits (the default for block formats) the same bits as the host's
- * kernels/q8_digits.h gives each row on its own, at every row count and
- * with misaligned weights; dequantize and
+ * kernels/q8_digits.h gives each row on its own, at every row count, with
+ * misaligned weights and on subnormal activations; kv_store into Q8_0 and
+ * Q4_0 caches the bytes of the CPU's quantization; dequantize and
  * get_rows with tails; row ops at 512 threads; rope at head dims 96 to 256.
  * Skipped when no GPU is usable. Random inputs seeded from COLO_TEST_SEED. */
 #include <setjmp.h>
