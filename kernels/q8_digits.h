@@ -15,9 +15,11 @@
  *   acc = fma((float)P * d, a, acc), then acc = fma(s, c, acc), with P the
  *   exact integer sum of u (256 q + r) and s the block's digit sum; the
  *   output is acc + bias (0.0f without one).
- * Every float operation is one IEEE operation rounded to nearest: on the
- * device by the _rn intrinsics, which the compiler does not fuse; on the
- * host as ISO C (-std=c11 turns contraction off).
+ * Every float operation is one IEEE operation rounded to nearest, with
+ * subnormal operands and results kept: on the device by PTX instructions
+ * without .ftz, which the compiler neither fuses nor flushes (the build's
+ * --use_fast_math makes even the _rn intrinsics flush subnormals to zero:
+ * mul.rn.ftz.f32); on the host as ISO C (-std=c11 turns contraction off).
  *
  * Pure functions on bytes (any alignment), thread-safe. */
 #ifndef COLO_KERNELS_Q8_DIGITS_H
@@ -36,15 +38,58 @@
 #endif
 
 #if defined(__CUDA_ARCH__)
-#define COLO_Q8_MUL(a, b) __fmul_rn((a), (b))
-#define COLO_Q8_DIV(a, b) __fdiv_rn((a), (b))
-#define COLO_Q8_SUB(a, b) __fsub_rn((a), (b))
-#define COLO_Q8_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+static __device__ __forceinline__ float colo_q8_mul_(float a, float b)
+{
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float colo_q8_div_(float a, float b)
+{
+    float r;
+    asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float colo_q8_sub_(float a, float b)
+{
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float colo_q8_add_(float a, float b)
+{
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float colo_q8_fma_(float a, float b, float c)
+{
+    float r;
+    asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
+    return r;
+}
+/* max(|v|, m) for m >= +0 not NaN: the host's (|v| > m ? |v| : m), NaN v included. */
+static __device__ __forceinline__ float colo_q8_amax_(float m, float v)
+{
+    float r;
+    asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(__uint_as_float(__float_as_uint(v) & 0x7fffffffu)));
+    return r;
+}
+#define COLO_Q8_MUL(a, b) colo_q8_mul_((a), (b))
+#define COLO_Q8_DIV(a, b) colo_q8_div_((a), (b))
+#define COLO_Q8_SUB(a, b) colo_q8_sub_((a), (b))
+#define COLO_Q8_ADD(a, b) colo_q8_add_((a), (b))
+#define COLO_Q8_FMA(a, b, c) colo_q8_fma_((a), (b), (c))
+#define COLO_Q8_AMAX(m, v) colo_q8_amax_((m), (v))
+#define COLO_Q8_NONZERO(a) ((__float_as_uint(a) & 0x7fffffffu) != 0) /* a subnormal is not zero */
 #else
 #define COLO_Q8_MUL(a, b) ((a) * (b))
 #define COLO_Q8_DIV(a, b) ((a) / (b))
 #define COLO_Q8_SUB(a, b) ((a) - (b))
+#define COLO_Q8_ADD(a, b) ((a) + (b))
 #define COLO_Q8_FMA(a, b, c) fmaf((a), (b), (c))
+#define COLO_Q8_AMAX(m, v) (fabsf(v) > (m) ? fabsf(v) : (m))
+#define COLO_Q8_NONZERO(a) ((a) != 0.0f)
 #endif
 
 /* One row's block of 32 activations on two digits. */
@@ -58,8 +103,8 @@ COLO_Q8_FN void colo_q8_digits_of(const float *x, colo_q8_digits *o)
 {
     float amax = 0.0f;
     for (int e = 0; e < 32; e++)
-        amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
-    float dd = COLO_Q8_DIV(amax, 127.0f), id = dd != 0.0f ? COLO_Q8_DIV(1.0f, dd) : 0.0f;
+        amax = COLO_Q8_AMAX(amax, x[e]);
+    float dd = COLO_Q8_DIV(amax, 127.0f), id = COLO_Q8_NONZERO(dd) ? COLO_Q8_DIV(1.0f, dd) : 0.0f;
     int32_t sum[2] = {0, 0};
     for (int e = 0; e < 32; e++) {
         float t = COLO_Q8_MUL(x[e], id), hi = rintf(t), lo = rintf(COLO_Q8_MUL(COLO_Q8_SUB(t, hi), 256.0f));
@@ -244,7 +289,7 @@ COLO_Q8_FN float colo_q8_dot(colo_dtype t, const uint8_t *row, int k, const colo
         int nh = colo_q8_unpack(t, row, b, u, a, c);
         acc = colo_q8_block(acc, u, a, c, nh, xd + b);
     }
-    return acc + bias;
+    return COLO_Q8_ADD(acc, bias);
 }
 
 #endif

@@ -108,6 +108,7 @@ typedef struct cuda_stream {
     size_t max_smem;  /* opt-in dynamic shared memory per block */
     void *scratch;
     size_t scratch_bytes;
+    void *scratch_retired; /* a scratch replaced while recording: freed once the stream has drained */
     int *d_flag; /* set by kernels on bad input */
     int *h_flag; /* pinned copy read at sync */
     colo_status err;
@@ -286,6 +287,31 @@ void colo_cuda_stream_fail(colo_stream *s, colo_status st)
         cs->err = st;
 }
 
+/* While recording, the stream cannot be waited for (that would end the
+ * recording): a new scratch is allocated beside the old one, which ops
+ * queued earlier and the recording's own first nodes still use, and the old
+ * one is freed at the next sync. The allocation is outside the recording,
+ * so the thread leaves the recording's mode for it. Once per recording. */
+static void *scratch_grow_recording(cuda_stream *cs, size_t want, colo_status *st)
+{
+    if (cs->scratch_retired) {
+        *st = COLO_EAGAIN;
+        return NULL;
+    }
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if ((*st = COLO_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode))) != COLO_OK)
+        return NULL;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    colo_status back = COLO_CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    if ((*st = COLO_CHECK_CUDA(e)) != COLO_OK)
+        return NULL;
+    cs->scratch_retired = cs->scratch;
+    cs->scratch = p;
+    cs->scratch_bytes = want;
+    return (*st = back) == COLO_OK ? p : NULL;
+}
+
 void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
 {
     cuda_stream *cs = s->ctx;
@@ -295,9 +321,15 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     size_t want = cs->scratch_bytes ? cs->scratch_bytes : SCRATCH_MIN_BYTES;
     while (want < bytes)
         want *= 2;
-    /* Ops queued earlier may still read the old scratch. */
-    if ((*st = use_device(s->dev)) != COLO_OK || (*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
+    if ((*st = use_device(s->dev)) != COLO_OK)
         return NULL;
+    if (cs->capturing)
+        return scratch_grow_recording(cs, want, st);
+    /* Ops queued earlier may still read the old scratch. */
+    if ((*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
+        return NULL;
+    cudaFree(cs->scratch_retired);
+    cs->scratch_retired = NULL;
     cudaFree(cs->scratch);
     cs->scratch = NULL;
     cs->scratch_bytes = 0;
@@ -768,16 +800,17 @@ static void cuda_stream_fini(colo_stream *s)
 {
     cuda_stream *cs = s->ctx;
     bind_stream(s);
+    if (cs->capturing) { /* first: waiting for a stream that records fails and spoils the recording */
+        cudaGraph_t g = NULL;
+        if (cudaStreamEndCapture(cs->st, &g) == cudaSuccess && g)
+            cudaGraphDestroy(g);
+        cudaGetLastError();
+    }
     if (cuda_poisoned(s->dev)) {
         cudaStreamSynchronize(cs->st);
         cudaGetLastError();
     } else {
         COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
-    }
-    if (cs->capturing) {
-        cudaGraph_t g = NULL;
-        if (cudaStreamEndCapture(cs->st, &g) == cudaSuccess && g)
-            cudaGraphDestroy(g);
     }
     for (int i = 0; i < cs->n_graphs; i++)
         if (cs->graphs[i].exec)
@@ -787,6 +820,7 @@ static void cuda_stream_fini(colo_stream *s)
     if (cs->green)
         cs->api->ctx_destroy(cs->green);
     cudaFree(cs->scratch);
+    cudaFree(cs->scratch_retired);
     cudaFree(cs->d_flag);
     cudaFreeHost(cs->h_flag);
     cudaGetLastError();
@@ -804,6 +838,10 @@ static colo_status cuda_stream_sync(colo_stream *s)
         COLO_CHECK_CUDA(cudaMemcpyAsync(cs->h_flag, cs->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cs->st));
     if (st == COLO_OK)
         st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
+    if (st == COLO_OK && cs->scratch_retired) {
+        cudaFree(cs->scratch_retired);
+        cs->scratch_retired = NULL;
+    }
     if (st == COLO_OK && *cs->h_flag) {
         st = (colo_status)*cs->h_flag;
         colo_status e = COLO_CHECK_CUDA(cudaMemsetAsync(cs->d_flag, 0, sizeof(int), cs->st));

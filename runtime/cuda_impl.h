@@ -66,8 +66,10 @@ size_t colo_cuda_max_smem(const colo_stream *s);
 /* Per-stream scratch: device memory of at least bytes, owned by the stream
  * and kept until it is destroyed. Grown on demand with cudaMalloc (doubling,
  * from 1 MiB); growing first waits for the stream's queued work, since an op
- * queued earlier may still read the old buffer, so the hot path allocates
- * nothing once the largest op has run. Every call may return the same
+ * queued earlier may still read the old buffer (while the stream records a
+ * graph, it cannot wait: the old buffer is kept until the next sync, once
+ * per recording, a second growth fails with COLO_EAGAIN), so the hot path
+ * allocates nothing once the largest op has run. Every call may return the same
  * memory: an op uses it for its own temporaries only, and ops queued later
  * on the stream run after it. Returns NULL with *st set (COLO_ENOMEM...) on
  * failure. Only the stream's owner thread calls it, while queuing ops. */

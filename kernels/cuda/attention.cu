@@ -61,13 +61,16 @@ struct kv_q4_0 {
 
 static_assert(sizeof(kv_q8_0) == 34 && sizeof(kv_q4_0) == 18, "GGML's block sizes");
 
-// The calling warp's 32 values (lane i: element i) quantized into block b.
+// The calling warp's 32 values (lane i: element i) quantized into block b,
+// with the bits of the CPU's colo_quantize_row: each operation rounded on
+// its own (--use_fast_math would make the divisions approximate and fuse
+// x * id + 8.5f).
 __device__ __forceinline__ void quantize_block(float x, kv_q8_0 *b)
 {
     int lane = threadIdx.x & 31;
     float amax = colo_warp_max(fabsf(x));
-    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->qs[lane] = (int8_t)roundf(x * id);
+    float d = __fdiv_rn(amax, 127.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    b->qs[lane] = (int8_t)roundf(__fmul_rn(x, id));
     if (lane == 0)
         b->d = __half_as_ushort(__float2half_rn(d));
 }
@@ -79,8 +82,10 @@ __device__ __forceinline__ void quantize_block(float x, kv_q4_0 *b)
     // the signed value of largest magnitude (its first lane) sets the scale, so it maps to -8 exactly
     unsigned first = __ffs(__ballot_sync(0xffffffffu, fabsf(x) == amax)) - 1;
     float mx = __shfl_sync(0xffffffffu, x, first);
-    float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    int q = min(15, max(0, (int)(x * id + 8.5f)));
+    if (amax == 0.0f) // the CPU's starting +0 stays, also where element 0 is -0
+        mx = 0.0f;
+    float d = __fdiv_rn(mx, -8.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    int q = min(15, max(0, (int)__fadd_rn(__fmul_rn(x, id), 8.5f)));
     int hi = __shfl_down_sync(0xffffffffu, q, 16);
     if (lane < 16)
         b->qs[lane] = (uint8_t)(q | hi << 4);

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(Q8_TJ *Q8_TI)
         __syncthreads();
     }
     if (j < n && i < m)
-        y[(size_t)i * ys + j] = __fadd_rn(acc, bias ? bias[j] : 0.0f);
+        y[(size_t)i * ys + j] = COLO_Q8_ADD(acc, bias ? bias[j] : 0.0f);
 }
 
 #define Q8_ROWS_MAX 8
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(32 * Q8_WARPS)
     }
     if (lane == 0)
         for (int i = 0; i < m && i < M; i++)
-            y[(size_t)i * ys + r] = __fadd_rn(acc[i], bias ? bias[r] : 0.0f);
+            y[(size_t)i * ys + r] = COLO_Q8_ADD(acc[i], bias ? bias[r] : 0.0f);
 }
 
 template <int M>
@@ -314,9 +314,16 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
         return launch_q8_rows<4>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
     if (m <= Q8_ROWS_MAX)
         return launch_q8_rows<Q8_ROWS_MAX>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
-    dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(m, Q8_TI));
-    q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd, nb, bias, y, ys, m, n);
-    return COLO_LAUNCH_CHECK();
+    // gridDim.y is at most 65535: past that many tiles of rows, one launch per slice of rows
+    const int slice = 65535 * Q8_TI;
+    for (int i0 = 0; i0 < m && e == COLO_OK; i0 += slice) {
+        int mc = m - i0 < slice ? m - i0 : slice;
+        dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(mc, Q8_TI));
+        q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd + (size_t)i0 * nb, nb, bias,
+                                                         y + (size_t)i0 * ys, ys, mc, n);
+        e = COLO_LAUNCH_CHECK();
+    }
+    return e;
 }
 
 // ---- linear --------------------------------------------------------------------------------

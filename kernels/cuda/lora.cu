@@ -9,6 +9,14 @@ namespace {
 
 constexpr int kDownWarps = 8;
 
+// Whether slot L updates its rows: A and B in one type and a rank in
+// (0, max_rank], as the CPU decides, so that a row never reads a rank's
+// terms that no dot product wrote.
+__device__ __forceinline__ bool lora_slot_ok(const colo_lora_slot &L, int max_rank)
+{
+    return ((L.a && L.b) || (L.a16 && L.b16)) && L.rank > 0 && L.rank <= max_rank;
+}
+
 __global__ void lora_down_kernel(const float *__restrict__ x, int x_stride, int k, const int32_t *__restrict__ row_slot,
                                  const colo_lora_slot *__restrict__ slots, int n_slots, float *__restrict__ tmp,
                                  int max_rank)
@@ -18,7 +26,7 @@ __global__ void lora_down_kernel(const float *__restrict__ x, int x_stride, int 
     if (sl < 0 || sl >= n_slots)
         return;
     colo_lora_slot L = slots[sl];
-    if ((!L.a && !L.a16) || r >= L.rank || L.rank > max_rank)
+    if (!lora_slot_ok(L, max_rank) || r >= L.rank)
         return;
     const float *xi = x + (size_t)i * x_stride;
     float acc = 0.0f;
@@ -45,7 +53,7 @@ __global__ void lora_up_kernel(float *__restrict__ y, int y_stride, int n, const
     if (o >= n || sl < 0 || sl >= n_slots)
         return;
     colo_lora_slot L = slots[sl];
-    if ((!L.b && !L.b16) || L.rank > max_rank)
+    if (!lora_slot_ok(L, max_rank))
         return;
     const float *t = tmp + (size_t)i * max_rank;
     float acc = y[(size_t)i * y_stride + o];

@@ -7,8 +7,9 @@
  * on expanded tiles), real model widths, plain rows with tails,
  * misaligned weights and more rows than one prefill tile; linear on two
  * 8-bit digits (the default for block formats) the same bits as the host's
- * kernels/q8_digits.h gives each row on its own, at every row count and
- * with misaligned weights; dequantize and
+ * kernels/q8_digits.h gives each row on its own, at every row count, with
+ * misaligned weights and on subnormal activations; kv_store into Q8_0 and
+ * Q4_0 caches the bytes of the CPU's quantization; dequantize and
  * get_rows with tails; row ops at 512 threads; rope at head dims 96 to 256.
  * Skipped when no GPU is usable. Random inputs seeded from COLO_TEST_SEED. */
 #include <setjmp.h>
@@ -450,6 +451,77 @@ static void test_plain_tails(void **state)
     }
 }
 
+/* kv_store into Q8_0 and Q4_0 caches: each slot's K and V rows the bytes
+ * the CPU's colo_quantize_row gives them (blocks of values from 1e-3 to
+ * 1e3, an all-zero block whose first element is -0, one of ties). */
+static void test_kv_store_bits(void **state)
+{
+    ctx_t *c = *state;
+    enum { NT = 48, KVD = 512, SLOTS = 64 };
+    const colo_dtype types[] = {COLO_Q8_0, COLO_Q4_0};
+    float *k = malloc((size_t)NT * KVD * 4), *v = malloc((size_t)NT * KVD * 4);
+    int32_t slot[NT];
+    for (int t = 0; t < NT; t++) {
+        slot[t] = (t * 37 + 5) % SLOTS;
+        for (int i = 0; i < KVD; i++) {
+            float sc = powf(10.0f, (float)((t * KVD + i) / 32 % 7) - 3.0f);
+            k[(size_t)t * KVD + i] = rng_normal() * sc, v[(size_t)t * KVD + i] = rng_normal() * sc;
+        }
+    }
+    for (int i = 0; i < 32; i++)
+        k[i] = i ? 0.0f : -0.0f, v[i] = (float)(i % 9) - 4.0f;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        colo_dtype t = types[ti];
+        size_t rb = colo_dtype_row_bytes(t, KVD);
+        unsigned char *want = calloc(SLOTS, rb), *gk = malloc(SLOTS * rb), *gv = malloc(SLOTS * rb);
+        void *dk = dput(c, want, SLOTS * rb), *dv = dput(c, want, SLOTS * rb);
+        assert_int_equal(colo_op_kv_store(c->s, dput(c, k, (size_t)NT * KVD * 4), 0, dput(c, v, (size_t)NT * KVD * 4),
+                                          0, dk, dv, t, dput(c, slot, sizeof slot), NT, KVD),
+                         COLO_OK);
+        dget(c, gk, dk, SLOTS * rb);
+        dget(c, gv, dv, SLOTS * rb);
+        for (int tt = 0; tt < NT; tt++) {
+            assert_int_equal(colo_quantize_row(t, k + (size_t)tt * KVD, want, KVD), COLO_OK);
+            if (memcmp(want, gk + (size_t)slot[tt] * rb, rb))
+                fail_msg("kv_store %s: K row of token %d differs from the CPU's", colo_dtype_name(t), tt);
+            assert_int_equal(colo_quantize_row(t, v + (size_t)tt * KVD, want, KVD), COLO_OK);
+            if (memcmp(want, gv + (size_t)slot[tt] * rb, rb))
+                fail_msg("kv_store %s: V row of token %d differs from the CPU's", colo_dtype_name(t), tt);
+        }
+        free(want), free(gk), free(gv);
+        dfree(c);
+    }
+    free(k), free(v);
+}
+
+/* Digit products where activations and the digits' scale are subnormal
+ * (blocks of x below 4e-34, a subnormal element beside normal ones): the
+ * host's bits, which a device flushing subnormals to zero would not give. */
+static void test_linear_subnormal(void **state)
+{
+    ctx_t *c = *state;
+    enum { M = 3, N = 40, K = 256 };
+    colo_dtype t = COLO_Q8_0;
+    size_t rb = colo_dtype_row_bytes(t, K);
+    float *row = malloc(K * 4), x[M * K];
+    unsigned char *w = malloc(rb * N);
+    for (int r = 0; r < N; r++) {
+        for (int j = 0; j < K; j++)
+            row[j] = rng_normal();
+        assert_int_equal(colo_quantize_row(t, row, w + rb * r, K), COLO_OK);
+    }
+    for (int i = 0; i < M * K; i++) {
+        float sc = (i / 32) % 3 == 0 ? 1e-36f : (i / 32) % 3 == 1 ? 1e-39f : 1.0f;
+        x[i] = rng_normal() * sc;
+    }
+    x[2 * K + 5] = 3e-39f;
+    float *dy = dput(c, NULL, (size_t)M * N * 4);
+    check_q8(c, t, dput(c, w, rb * N), w, x, dput(c, x, sizeof x), dy, M, N, K);
+    check_q8(c, t, dput(c, w, rb * N), w, x, dput(c, x, sizeof x), dy, 1, N, K);
+    free(row), free(w);
+    dfree(c);
+}
+
 /* Row ops at widths that take 512 threads, and a vocabulary-sized softmax. */
 static void test_wide_rows(void **state)
 {
@@ -548,7 +620,8 @@ int main(void)
         cmocka_unit_test(test_bidir_attention),   cmocka_unit_test(test_linear_rows),
         cmocka_unit_test(test_linear_misaligned), cmocka_unit_test(test_linear_tiles),
         cmocka_unit_test(test_plain_tails),       cmocka_unit_test(test_wide_rows),
-        cmocka_unit_test(test_rope_head_dims),
+        cmocka_unit_test(test_rope_head_dims),    cmocka_unit_test(test_kv_store_bits),
+        cmocka_unit_test(test_linear_subnormal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/staging.h"
@@ -434,6 +435,53 @@ static void test_cuda_graphs(void **state)
     colo_device_close(d);
 }
 
+/* A recording whose op needs more of the stream's scratch than it has
+ * (linear on digits: 64 rows of 8192 take 1.3 MiB past the first 1 MiB):
+ * the scratch grows without waiting for the stream, the graph runs, and
+ * its result is the same op's outside a graph, bit for bit. */
+static void test_cuda_graph_grows_scratch(void **state)
+{
+    (void)state;
+    enum { M = 64, N = 8, K = 8192 };
+    char err[256];
+    colo_device_config cfg = {.want = "cuda", .cuda_graphs = true};
+    colo_device *d = colo_device_open(&cfg, err, sizeof err);
+    assert_non_null(d);
+    colo_stream *s = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    size_t rb = colo_dtype_row_bytes(COLO_Q8_0, K);
+    float *hx = malloc((size_t)M * K * 4), *hy = malloc((size_t)M * N * 4), *hy2 = malloc((size_t)M * N * 4);
+    unsigned char *hw = malloc(rb * N);
+    assert_true(hx && hy && hy2 && hw);
+    for (int i = 0; i < M * K; i++)
+        hx[i] = (float)((int)((unsigned)i * 7919u % 201u) - 100) / 50.0f;
+    for (int r = 0; r < N; r++)
+        assert_int_equal(colo_quantize_row(COLO_Q8_0, hx + (size_t)r * K, hw + rb * r, K), COLO_OK);
+    colo_buffer *bx = colo_buffer_alloc(d, (size_t)M * K * 4, err, sizeof err);
+    colo_buffer *bw = colo_buffer_alloc(d, rb * N, err, sizeof err);
+    colo_buffer *by = colo_buffer_alloc(d, (size_t)M * N * 4 * 2, err, sizeof err);
+    assert_true(bx && bw && by);
+    float *x = colo_buffer_ptr(bx), *y = colo_buffer_ptr(by), *y2 = y + M * N;
+    assert_int_equal(colo_memcpy_h2d(s, x, hx, (size_t)M * K * 4), COLO_OK);
+    assert_int_equal(colo_memcpy_h2d(s, colo_buffer_ptr(bw), hw, rb * N), COLO_OK);
+    assert_int_equal(colo_op_linear(s, colo_buffer_ptr(bw), COLO_Q8_0, NULL, x, 0, y, 0, 1, N, K), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK); /* the scratch is 1 MiB */
+    assert_int_equal(colo_stream_graph_begin(s), COLO_OK);
+    assert_int_equal(colo_op_linear(s, colo_buffer_ptr(bw), COLO_Q8_0, NULL, x, 0, y, 0, M, N, K), COLO_OK);
+    assert_int_equal(colo_stream_graph_end(s, 1), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_int_equal(colo_stream_graphs_launched(s), 1);
+    assert_int_equal(colo_op_linear(s, colo_buffer_ptr(bw), COLO_Q8_0, NULL, x, 0, y2, 0, M, N, K), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, hy, y, (size_t)M * N * 4), COLO_OK);
+    assert_int_equal(colo_memcpy_d2h(s, hy2, y2, (size_t)M * N * 4), COLO_OK);
+    assert_int_equal(colo_stream_sync(s), COLO_OK);
+    assert_memory_equal(hy, hy2, (size_t)M * N * 4);
+    assert_false(colo_device_poisoned(d));
+    colo_buffer_free(bx), colo_buffer_free(bw), colo_buffer_free(by);
+    free(hx), free(hy), free(hy2), free(hw);
+    colo_stream_destroy(s);
+    colo_device_close(d);
+}
+
 /* Staged copies (runtime/staging.h) through two page-locked buffers of 64
  * KiB: pieces of odd sizes, more than two buffers' worth (so each buffer is
  * reused after its event), in the order a model's tensors come, then read
@@ -709,7 +757,7 @@ int main(void)
         cmocka_unit_test(test_cuda_streams_and_copies), cmocka_unit_test(test_cuda_events),
         cmocka_unit_test(test_cuda_workspace),        cmocka_unit_test(test_cuda_partitions),
         cmocka_unit_test(test_cuda_error_flag),       cmocka_unit_test(test_cuda_failure_is_not_sticky),
-        cmocka_unit_test(test_cuda_graphs),
+        cmocka_unit_test(test_cuda_graphs),           cmocka_unit_test(test_cuda_graph_grows_scratch),
         cmocka_unit_test(test_cuda_staging),
         cmocka_unit_test(test_cuda_elastic_arena),    cmocka_unit_test(test_cuda_stream_on_another_thread),
     };
