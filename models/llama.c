@@ -210,9 +210,12 @@ static colo_status lora_rows(colo_llama *m, colo_stream *s, const colo_llama_bat
 
 /* A graph key for a decode step of n sequences (colo_stream_graph_end):
  * steps whose kernels are the same functions share a graph, updated in
- * place; linear's mat-vec kernel is specialised for 1, 2, 4 and 8 or more
- * rows. A key that groups unlike steps costs a rebuild, not a wrong result. */
-static int graph_key(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8; }
+ * place. linear's kernels are specialised for 1, 2, up to 4 and up to 8 rows
+ * (digits and exact mat-vec alike); past 8 digits take the tile kernel and
+ * exact activations the mat-vec up to 64 rows, cuBLAS beyond. A key that
+ * groups unlike steps costs a rebuild, not a wrong result; six keys fit in
+ * COLO_STREAM_GRAPHS. */
+static int graph_key(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 64 ? 64 : 65; }
 
 static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch *b, float *logits,
                            colo_cosched_member *throttle, bool decode)
@@ -255,8 +258,8 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
     /* Decode steps as one graph where the device records them
      * (colo_device_config.cuda_graphs). A recording that fails ran nothing,
      * and the step is queued as usual; it may fail once for a cause that
-     * passes (a stream's scratch growing, which cannot happen while
-     * recording), so graphs stop only after COLO_LLAMA_GRAPH_FAILURES.
+     * passes (a stream's scratch growing twice within one recording), so
+     * graphs stop only after COLO_LLAMA_GRAPH_FAILURES.
      * Steps with adapters are not recorded (their rows change the launches). */
     bool graph = decode && !lora && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
     colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle, lora);
