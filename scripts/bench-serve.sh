@@ -104,6 +104,11 @@ http_ok() {
 }
 
 # start_server CONFIG: starts colo-server, waits until ready; sets $port
+# table FILE: a TSV file in aligned columns (column(1) is not on every machine)
+table() {
+  if command -v column >/dev/null; then column -t -s $'\t' "$1"; else cat "$1"; fi
+}
+
 start_server() {
   rm -f "$tmp/port"
   "$BUILD/colo-server" --config "$1" --port-file "$tmp/port" >"$tmp/server.log" 2>&1 &
@@ -212,7 +217,7 @@ else:
 PY
   done
   done
-  column -t -s $'\t' "$summary"
+  table "$summary"
   # medians over the rounds, per policy
   python3 - "$summary" <<'PY'
 import csv, statistics, sys
@@ -325,7 +330,7 @@ print("\t".join([sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], "%.3f" % go
 PY
   done
   done
-  column -t -s $'\t' "$summary"
+  table "$summary"
   python3 - "$summary" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
@@ -398,7 +403,7 @@ print("%.1f" % ((int(d.group(1)) + b) / (float(p.group(3)) + float(d.group(2))))
       sides=$(echo "$sides" | tr ' ' '\n' | tac | tr '\n' ' ')
     done
   done
-  column -t -s $'\t' "$summary"
+  table "$summary"
   python3 - "$summary" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
