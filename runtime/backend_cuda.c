@@ -188,6 +188,14 @@ colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, 
      * the next launch check (cudaGetLastError) would report for an innocent
      * op: it is reported here, so clear it. */
     cudaGetLastError();
+    /* An error that clearing leaves in place is sticky, whatever its code
+     * (an unknown error after a device fault): the context is lost. */
+    cudaError_t left = cudaPeekAtLastError();
+    if (left != cudaSuccess) {
+        COLO_ERROR("cuda: %s stays after clearing: the context is lost", cudaGetErrorName(left));
+        mark_poisoned();
+        return COLO_EFATAL;
+    }
     if (e == cudaErrorMemoryAllocation)
         return COLO_ENOMEM;
     return COLO_EDEVICE;
