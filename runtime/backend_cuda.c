@@ -188,6 +188,14 @@ colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, 
      * the next launch check (cudaGetLastError) would report for an innocent
      * op: it is reported here, so clear it. */
     cudaGetLastError();
+    /* An error that clearing leaves in place is sticky, whatever its code
+     * (an unknown error after a device fault): the context is lost. */
+    cudaError_t left = cudaPeekAtLastError();
+    if (left != cudaSuccess) {
+        COLO_ERROR("cuda: %s stays after clearing: the context is lost", cudaGetErrorName(left));
+        mark_poisoned();
+        return COLO_EFATAL;
+    }
     if (e == cudaErrorMemoryAllocation)
         return COLO_ENOMEM;
     return COLO_EDEVICE;
@@ -328,11 +336,16 @@ void *colo_cuda_scratch(colo_stream *s, size_t bytes, colo_status *st)
     /* Ops queued earlier may still read the old scratch. */
     if ((*st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st))) != COLO_OK)
         return NULL;
-    cudaFree(cs->scratch_retired);
+    /* Checked, so that a failure is not left as the thread's last error for
+     * the next launch check to blame on a kernel. */
+    colo_status fe = COLO_CHECK_CUDA(cudaFree(cs->scratch_retired)), fe2 = COLO_CHECK_CUDA(cudaFree(cs->scratch));
+    if (fe == COLO_OK)
+        fe = fe2;
     cs->scratch_retired = NULL;
-    cudaFree(cs->scratch);
     cs->scratch = NULL;
     cs->scratch_bytes = 0;
+    if ((*st = fe) != COLO_OK)
+        return NULL;
     if ((*st = COLO_CHECK_CUDA(cudaMalloc(&cs->scratch, want))) != COLO_OK) {
         cs->scratch = NULL;
         return NULL;
@@ -789,6 +802,7 @@ out_stream:
     cudaStreamDestroy(cs->st);
     if (cs->green)
         cs->api->ctx_destroy(cs->green);
+    cudaGetLastError(); /* what undoing failed must not fail the next launch check */
 out_free:
     colo_set_err(err, errlen, "cuda: cannot create a stream (%s)", colo_status_str(st));
 out_free_quiet:
@@ -839,7 +853,7 @@ static colo_status cuda_stream_sync(colo_stream *s)
     if (st == COLO_OK)
         st = COLO_CHECK_CUDA(cudaStreamSynchronize(cs->st));
     if (st == COLO_OK && cs->scratch_retired) {
-        cudaFree(cs->scratch_retired);
+        st = COLO_CHECK_CUDA(cudaFree(cs->scratch_retired));
         cs->scratch_retired = NULL;
     }
     if (st == COLO_OK && *cs->h_flag) {

@@ -58,16 +58,16 @@ colo_status colo_staging_copy(colo_staging *st, void *dst_dev, const void *src_h
         colo_status e = COLO_OK;
         if (st->pending[i]) /* the device is done reading buf[i] */
             e = colo_event_sync(st->ev[i]);
-        st->pending[i] = false;
-        if (e == COLO_OK) {
-            memcpy(st->buf[i], src + off, n);
-            e = colo_memcpy_h2d(st->s, dst + off, st->buf[i], n);
-        }
-        if (e == COLO_OK)
-            e = colo_event_record(st->ev[i], st->s);
         if (e != COLO_OK)
+            return st->err = e; /* buf[i] stays pending: free waits for the stream */
+        st->pending[i] = false;
+        memcpy(st->buf[i], src + off, n);
+        if ((e = colo_memcpy_h2d(st->s, dst + off, st->buf[i], n)) != COLO_OK)
             return st->err = e;
+        /* Queued: the device may read buf[i] from now on, recorded or not. */
         st->pending[i] = true;
+        if ((e = colo_event_record(st->ev[i], st->s)) != COLO_OK)
+            return st->err = e;
     }
     return COLO_OK;
 }
@@ -77,7 +77,8 @@ colo_status colo_staging_finish(colo_staging *st)
     if (!st)
         return COLO_EINVAL;
     colo_status e = colo_stream_sync(st->s);
-    st->pending[0] = st->pending[1] = false;
+    if (e == COLO_OK)
+        st->pending[0] = st->pending[1] = false;
     if (st->err == COLO_OK)
         st->err = e;
     return st->err;

@@ -485,7 +485,8 @@ static void test_cuda_graph_grows_scratch(void **state)
 /* Staged copies (runtime/staging.h) through two page-locked buffers of 64
  * KiB: pieces of odd sizes, more than two buffers' worth (so each buffer is
  * reused after its event), in the order a model's tensors come, then read
- * back. A buffer refilled before the device read it shows as wrong bytes. */
+ * back. A buffer refilled before the device read it shows as wrong bytes,
+ * and so does a source read after its copy returned (it is overwritten). */
 static void test_cuda_staging(void **state)
 {
     (void)state;
@@ -496,7 +497,8 @@ static void test_cuda_staging(void **state)
     const size_t n = (size_t)5 << 20;
     colo_buffer *b = colo_buffer_alloc(d, n, err, sizeof err);
     assert_non_null(b);
-    unsigned char *src = malloc(n), *back = malloc(n), *dev = colo_buffer_ptr(b);
+    unsigned char *src = malloc(n), *back = malloc(n), *piece_buf = malloc(300 << 10), *dev = colo_buffer_ptr(b);
+    assert_non_null(piece_buf);
     for (size_t i = 0; i < n; i++)
         src[i] = (unsigned char)rand_r(&seed);
     colo_staging *st = colo_staging_create(s, 64 << 10);
@@ -504,7 +506,10 @@ static void test_cuda_staging(void **state)
     for (size_t off = 0; off < n;) {
         size_t piece = 1 + (size_t)rand_r(&seed) % (300 << 10);
         piece = piece < n - off ? piece : n - off;
-        assert_int_equal(colo_staging_copy(st, dev + off, src + off, piece), COLO_OK);
+        /* The source may be reused once the copy returns: it is overwritten at once. */
+        memcpy(piece_buf, src + off, piece);
+        assert_int_equal(colo_staging_copy(st, dev + off, piece_buf, piece), COLO_OK);
+        memset(piece_buf, 0xa5, piece);
         off += piece;
     }
     assert_int_equal(colo_staging_finish(st), COLO_OK);
@@ -514,6 +519,7 @@ static void test_cuda_staging(void **state)
     assert_memory_equal(back, src, n);
     free(src);
     free(back);
+    free(piece_buf);
     colo_buffer_free(b);
     colo_stream_destroy(s);
     colo_device_close(d);
