@@ -268,6 +268,8 @@ static void unpack_q2_k(const void *row, int k, uint8_t *u, float *a, float *c, 
     }
 }
 
+/* Codes u of one weight row and, unless a is NULL, its scales a and c
+ * (as apart); a NULL a is for the formats of head_block_bytes only. */
 static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *a, float *c, int as)
 {
     int nb = k / 32;
@@ -276,28 +278,32 @@ static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *
         for (int b = 0; b < nb; b++) {
             const colo_blk_q4_0 *q = (const colo_blk_q4_0 *)row + b;
             _mm256_storeu_si256((__m256i *)(u + 32 * b), nibbles32(q->qs));
-            a[b * as] = HALF(q->d), c[b * as] = -8.0f * a[b * as];
+            if (a)
+                a[b * as] = HALF(q->d), c[b * as] = -8.0f * a[b * as];
         }
         break;
     case COLO_Q4_1:
         for (int b = 0; b < nb; b++) {
             const colo_blk_q4_1 *q = (const colo_blk_q4_1 *)row + b;
             _mm256_storeu_si256((__m256i *)(u + 32 * b), nibbles32(q->qs));
-            a[b * as] = HALF(q->d), c[b * as] = HALF(q->m);
+            if (a)
+                a[b * as] = HALF(q->d), c[b * as] = HALF(q->m);
         }
         break;
     case COLO_Q5_0:
         for (int b = 0; b < nb; b++) {
             const colo_blk_q5_0 *q = (const colo_blk_q5_0 *)row + b;
             _mm256_storeu_si256((__m256i *)(u + 32 * b), fifth_bits(q->qh, nibbles32(q->qs)));
-            a[b * as] = HALF(q->d), c[b * as] = -16.0f * a[b * as];
+            if (a)
+                a[b * as] = HALF(q->d), c[b * as] = -16.0f * a[b * as];
         }
         break;
     case COLO_Q5_1:
         for (int b = 0; b < nb; b++) {
             const colo_blk_q5_1 *q = (const colo_blk_q5_1 *)row + b;
             _mm256_storeu_si256((__m256i *)(u + 32 * b), fifth_bits(q->qh, nibbles32(q->qs)));
-            a[b * as] = HALF(q->d), c[b * as] = HALF(q->m);
+            if (a)
+                a[b * as] = HALF(q->d), c[b * as] = HALF(q->m);
         }
         break;
     case COLO_Q8_0:
@@ -306,7 +312,8 @@ static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *
             __m256i v = _mm256_loadu_si256((const __m256i *)q->qs);
             /* q + 128 */
             _mm256_storeu_si256((__m256i *)(u + 32 * b), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
-            a[b * as] = HALF(q->d), c[b * as] = -128.0f * a[b * as];
+            if (a)
+                a[b * as] = HALF(q->d), c[b * as] = -128.0f * a[b * as];
         }
         break;
     case COLO_Q4_K:
@@ -455,18 +462,25 @@ static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, 
  * which kernel serves a row does not change it.
  * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
  * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M, in the
- * groups at xp). */
+ * groups at xp); prefetches pf_bytes at pf on the way. */
 static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, const colo_q8_xblk *xp, int m,
                                                                 const uint8_t *u, const float *at,
                                                                 const float *ct, int nh,
-                                                                float out[NARROW_MAX_M][JN])
+                                                                float out[NARROW_MAX_M][JN], const char *pf,
+                                                                size_t pf_bytes)
 {
+    /* pf_bytes at pf (the next tile's weights) are prefetched a share per
+     * block, so that their loads overlap these products (all at once, they
+     * filled the line buffers and stalled the products behind them) */
+    size_t pf_step = (pf_bytes / (size_t)nb + 63) & ~(size_t)63;
     __m512 acc[NARROW_MAX_M];
     for (int i = 0; i < NARROW_MAX_M; i++)
         acc[i] = _mm512_setzero_ps();
     const __m512i z = _mm512_setzero_si512();
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
+        for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step && o < pf_bytes; o += 64)
+            _mm_prefetch(pf + o, _MM_HINT_T0);
         transpose16(u + 32 * b, k, W);
         for (int i = 0; i < m; i++) {
             const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
@@ -517,15 +531,55 @@ static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, c
 }
 
 static void narrow_1(int nb, int k, const colo_q8_xblk *xp, int m, const uint8_t *u, const float *at,
-                     const float *ct, float out[NARROW_MAX_M][JN])
+                     const float *ct, float out[NARROW_MAX_M][JN], const char *pf, size_t pfb)
 {
-    kernel_narrow(nb, k, xp, m, u, at, ct, 1, out);
+    kernel_narrow(nb, k, xp, m, u, at, ct, 1, out, pf, pfb);
 }
 
 static void narrow_2(int nb, int k, const colo_q8_xblk *xp, int m, const uint8_t *u, const float *at,
-                     const float *ct, float out[NARROW_MAX_M][JN])
+                     const float *ct, float out[NARROW_MAX_M][JN], const char *pf, size_t pfb)
 {
-    kernel_narrow(nb, k, xp, m, u, at, ct, 2, out);
+    kernel_narrow(nb, k, xp, m, u, at, ct, 2, out, pf, pfb);
+}
+#endif
+
+/* Bytes of a block of the formats whose blocks begin with their f16 scale d
+ * (and for Q4_1 and Q5_1 their f16 offset m), else 0. */
+static int head_block_bytes(colo_dtype t)
+{
+    switch (t) {
+    case COLO_Q4_0: return (int)sizeof(colo_blk_q4_0);
+    case COLO_Q4_1: return (int)sizeof(colo_blk_q4_1);
+    case COLO_Q5_0: return (int)sizeof(colo_blk_q5_0);
+    case COLO_Q5_1: return (int)sizeof(colo_blk_q5_1);
+    case COLO_Q8_0: return (int)sizeof(colo_blk_q8_0);
+    default: return 0;
+    }
+}
+
+#if defined(Q8_VNNI)
+/* The narrow kernel's scales of JN weight rows from w (row_bytes apart; rows
+ * from nj on repeat the last) in one gather per block: lanes are rows, as
+ * unpack_row would write them one by one (at, ct: [block][JN]), with the
+ * same values (the exact conversion of d, and of m or the code offset
+ * times d). */
+static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, float *at, float *ct)
+{
+    int bb = head_block_bytes(t);
+    int32_t ix[JN];
+    for (int j = 0; j < JN; j++)
+        ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
+    const __m512i idx = _mm512_loadu_si512(ix);
+    bool has_m = t == COLO_Q4_1 || t == COLO_Q5_1;
+    const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : t == COLO_Q5_0 ? -16.0f : -128.0f);
+    for (int b = 0; b < nb; b++) {
+        /* d in the low half of each dword, m (where there is one) in the high */
+        __m512i v = _mm512_i32gather_epi32(idx, w + (size_t)b * bb, 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+        _mm512_storeu_ps(at + (size_t)b * JN, d);
+        _mm512_storeu_ps(ct + (size_t)b * JN, has_m ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)))
+                                                    : _mm512_mul_ps(off, d));
+    }
 }
 #endif
 
@@ -552,21 +606,23 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
         int nj = (int)(r1 - t0 < rows ? r1 - t0 : rows);
         /* Rows past the end repeat the last one (outputs unused). The narrow
          * kernel reads the scales transposed. */
+        bool gather = narrow && head_block_bytes(t);
         for (int j = 0; j < rows; j++)
             unpack_row(t, (const unsigned char *)w + (size_t)(t0 + (j < nj ? j : nj - 1)) * row_bytes, k,
-                       u + (size_t)j * k, narrow ? at + j : a + (size_t)j * ns, narrow ? ct + j : c + (size_t)j * ns,
-                       narrow ? JN : 1);
+                       u + (size_t)j * k, gather ? NULL : narrow ? at + j : a + (size_t)j * ns,
+                       gather ? NULL : narrow ? ct + j : c + (size_t)j * ns, narrow ? JN : 1);
+        if (gather)
+            gather_scales(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, nb, at, ct);
         if (narrow) {
             /* Few rows of x make this memory-bound: the next tile's weights
-             * load while this one is multiplied. */
+             * load while this one is multiplied (kernel_narrow). */
             int64_t pf_end = t0 + 2 * rows < r1 ? t0 + 2 * rows : r1;
             const char *pf = (const char *)w + (size_t)(t0 + rows) * row_bytes;
-            for (size_t o = 0; t0 + rows < pf_end && o < (size_t)(pf_end - t0 - rows) * row_bytes; o += 64)
-                _mm_prefetch(pf + o, _MM_HINT_T0);
+            size_t pfb = t0 + rows < pf_end ? (size_t)(pf_end - t0 - rows) * row_bytes : 0;
             if (nh == 1)
-                narrow_1(nb, k, xp, m, u, at, ct, nout);
+                narrow_1(nb, k, xp, m, u, at, ct, nout, pf, pfb);
             else
-                narrow_2(nb, k, xp, m, u, at, ct, nout);
+                narrow_2(nb, k, xp, m, u, at, ct, nout, pf, pfb);
             for (int i = 0; i < m; i++) {
                 float *yr = y + (int64_t)i * y_stride + t0;
                 for (int j = 0; j < nj; j++)
@@ -588,6 +644,6 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
     }
 #else
     (void)w, (void)t, (void)r0, (void)r1, (void)k, (void)xp, (void)m, (void)bias, (void)y, (void)y_stride,
-        (void)scratch, (void)halves;
+        (void)scratch, (void)halves, (void)head_block_bytes;
 #endif
 }
