@@ -193,15 +193,18 @@ static void unpack_q4_5_k(colo_dtype t, const void *row, int k, uint8_t *u, floa
             d16 = q->d, dmin16 = q->dmin, scales = q->scales, qs = q->qs, qh = q->qh;
         }
         float d = HALF(d16), dmin = HALF(dmin16);
-        uint8_t sc[8], mn[8];
-        colo_k4_scales(scales, sc, mn);
+        uint8_t sc[8] = {0}, mn[8] = {0};
+        if (a)
+            colo_k4_scales(scales, sc, mn);
         for (int j = 0; j < 8; j++) { /* sub-block of 32 */
             uint8_t *o = u + 256 * sb + 32 * j;
             bits32(qs + 32 * (j / 2), 4 * (j & 1), 15, o);
             if (qh)
                 or_bit32(qh, j, 16, o);
-            a[(8 * sb + j) * as] = d * (float)sc[j];
-            c[(8 * sb + j) * as] = -(dmin * (float)mn[j]);
+            if (a) {
+                a[(8 * sb + j) * as] = d * (float)sc[j];
+                c[(8 * sb + j) * as] = -(dmin * (float)mn[j]);
+            }
         }
     }
 }
@@ -226,7 +229,7 @@ static void unpack_q6_k(const void *row, int k, uint8_t *u, float *a, float *c, 
             _mm256_storeu_si256(o + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
         }
-        for (int g = 0; g < 16; g++) { /* scale block of 16 */
+        for (int g = 0; a && g < 16; g++) { /* scale block of 16 */
             a[(16 * sb + g) * as] = d * (float)q->scales[g];
             c[(16 * sb + g) * as] = -32.0f * a[(16 * sb + g) * as];
         }
@@ -269,7 +272,7 @@ static void unpack_q2_k(const void *row, int k, uint8_t *u, float *a, float *c, 
 }
 
 /* Codes u of one weight row and, unless a is NULL, its scales a and c
- * (as apart); a NULL a is for the formats of head_block_bytes only. */
+ * (as apart); a NULL a is for the formats gather_scales serves only. */
 static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *a, float *c, int as)
 {
     int nb = k / 32;
@@ -543,43 +546,105 @@ static void narrow_2(int nb, int k, const colo_q8_xblk *xp, int m, const uint8_t
 }
 #endif
 
-/* Bytes of a block of the formats whose blocks begin with their f16 scale d
- * (and for Q4_1 and Q5_1 their f16 offset m), else 0. */
-static int head_block_bytes(colo_dtype t)
+/* Whether the narrow kernel's tiles take their scales from gather_scales:
+ * every format but Q2_K and Q3_K (whose scales unpack_row still writes). */
+static bool gathered_scales(colo_dtype t)
 {
     switch (t) {
-    case COLO_Q4_0: return (int)sizeof(colo_blk_q4_0);
-    case COLO_Q4_1: return (int)sizeof(colo_blk_q4_1);
-    case COLO_Q5_0: return (int)sizeof(colo_blk_q5_0);
-    case COLO_Q5_1: return (int)sizeof(colo_blk_q5_1);
-    case COLO_Q8_0: return (int)sizeof(colo_blk_q8_0);
-    default: return 0;
+    case COLO_Q4_0: case COLO_Q4_1: case COLO_Q5_0: case COLO_Q5_1: case COLO_Q8_0:
+    case COLO_Q4_K: case COLO_Q5_K: case COLO_Q6_K:
+        return true;
+    default:
+        return false;
     }
 }
 
 #if defined(Q8_VNNI)
-/* The narrow kernel's scales of JN weight rows from w (row_bytes apart; rows
- * from nj on repeat the last) in one gather per block: lanes are rows, as
- * unpack_row would write them one by one (at, ct: [block][JN]), with the
- * same values (the exact conversion of d, and of m or the code offset
- * times d). */
-static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, float *at, float *ct)
+/* The 16-bit half of each dword (hi: the upper one) of v as floats. */
+static inline __m512 half_lanes(__m512i v, bool hi)
 {
-    int bb = head_block_bytes(t);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(v, 16) : v));
+}
+
+/* -v, as the scalar - does (the sign flipped, +0 to -0 too). */
+static inline __m512 negate(__m512 v)
+{
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* Byte e (0..3) of each dword of v, unsigned, as floats. */
+static inline __m512 byte_lanes(__m512i v, int e)
+{
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * e), _mm512_set1_epi32(0xff)));
+}
+
+/* The narrow kernel's scales of JN weight rows from w (row_bytes apart; rows
+ * from nj on repeat the last), with gathers across the rows: lanes are rows,
+ * [scale block][JN] at at and ct, the same values unpack_row writes one by
+ * one (the same conversions and products). Each gather reads a dword inside
+ * its block. */
+static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int k, float *at, float *ct)
+{
     int32_t ix[JN];
     for (int j = 0; j < JN; j++)
         ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
     const __m512i idx = _mm512_loadu_si512(ix);
-    bool has_m = t == COLO_Q4_1 || t == COLO_Q5_1;
-    const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : t == COLO_Q5_0 ? -16.0f : -128.0f);
-    for (int b = 0; b < nb; b++) {
-        /* d in the low half of each dword, m (where there is one) in the high */
-        __m512i v = _mm512_i32gather_epi32(idx, w + (size_t)b * bb, 1);
-        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-        _mm512_storeu_ps(at + (size_t)b * JN, d);
-        _mm512_storeu_ps(ct + (size_t)b * JN, has_m ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)))
-                                                    : _mm512_mul_ps(off, d));
+#define GATHER(off) _mm512_i32gather_epi32(idx, p + (off), 1)
+    if (t == COLO_Q4_K || t == COLO_Q5_K) {
+        /* d, dmin, then 12 bytes of 6-bit scales and mins (colo_k4_scales) */
+        size_t bb = t == COLO_Q4_K ? sizeof(colo_blk_q4_k) : sizeof(colo_blk_q5_k);
+        const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f),
+                      top = _mm512_set1_epi32(0x30303030);
+        for (int sb = 0; sb < k / 256; sb++) {
+            const uint8_t *p = w + (size_t)sb * bb;
+            __m512i dd = GATHER(0), s0 = GATHER(4), s1 = GATHER(8), s2 = GATHER(12);
+            __m512 d = half_lanes(dd, false), dmin = half_lanes(dd, true);
+            /* bytes j of: scales 0..3, mins 0..3, scales 4..7, mins 4..7 */
+            __m512i sc_lo = _mm512_and_si512(s0, m6), mn_lo = _mm512_and_si512(s1, m6);
+            __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(s2, m4), _mm512_and_si512(_mm512_srli_epi32(s0, 2), top));
+            __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
+                                            _mm512_and_si512(_mm512_srli_epi32(s1, 2), top));
+            for (int j = 0; j < 8; j++) {
+                __m512i sc = j < 4 ? sc_lo : sc_hi, mn = j < 4 ? mn_lo : mn_hi;
+                float *ab = at + (size_t)(8 * sb + j) * JN, *cb = ct + (size_t)(8 * sb + j) * JN;
+                _mm512_storeu_ps(ab, _mm512_mul_ps(d, byte_lanes(sc, j & 3)));
+                _mm512_storeu_ps(cb, negate(_mm512_mul_ps(dmin, byte_lanes(mn, j & 3))));
+            }
+        }
+    } else if (t == COLO_Q6_K) {
+        /* 16 signed 8-bit scales at 192, d at 208 (read from 206: the block
+         * ends at 210) */
+        const __m512 k32 = _mm512_set1_ps(-32.0f);
+        for (int sb = 0; sb < k / 256; sb++) {
+            const uint8_t *p = w + (size_t)sb * sizeof(colo_blk_q6_k);
+            __m512 d = half_lanes(GATHER(206), true);
+            for (int q = 0; q < 4; q++) {
+                __m512i s = GATHER(192 + 4 * q);
+                for (int e = 0; e < 4; e++) {
+                    /* byte e sign-extended */
+                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(s, 24 - 8 * e), 24);
+                    __m512 a = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                    _mm512_storeu_ps(at + (size_t)(16 * sb + 4 * q + e) * JN, a);
+                    _mm512_storeu_ps(ct + (size_t)(16 * sb + 4 * q + e) * JN, _mm512_mul_ps(k32, a));
+                }
+            }
+        }
+    } else {
+        /* blocks of 32 beginning with d (and for Q4_1 and Q5_1 the offset m) */
+        size_t bb = t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1)
+                  : t == COLO_Q5_0 ? sizeof(colo_blk_q5_0) : t == COLO_Q5_1 ? sizeof(colo_blk_q5_1)
+                                   : sizeof(colo_blk_q8_0);
+        bool has_m = t == COLO_Q4_1 || t == COLO_Q5_1;
+        const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : t == COLO_Q5_0 ? -16.0f : -128.0f);
+        for (int b = 0; b < k / 32; b++) {
+            const uint8_t *p = w + (size_t)b * bb;
+            __m512i v = GATHER(0);
+            __m512 d = half_lanes(v, false);
+            _mm512_storeu_ps(at + (size_t)b * JN, d);
+            _mm512_storeu_ps(ct + (size_t)b * JN, has_m ? half_lanes(v, true) : _mm512_mul_ps(off, d));
+        }
     }
+#undef GATHER
 }
 #endif
 
@@ -606,13 +671,13 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
         int nj = (int)(r1 - t0 < rows ? r1 - t0 : rows);
         /* Rows past the end repeat the last one (outputs unused). The narrow
          * kernel reads the scales transposed. */
-        bool gather = narrow && head_block_bytes(t);
+        bool gather = narrow && gathered_scales(t);
         for (int j = 0; j < rows; j++)
             unpack_row(t, (const unsigned char *)w + (size_t)(t0 + (j < nj ? j : nj - 1)) * row_bytes, k,
                        u + (size_t)j * k, gather ? NULL : narrow ? at + j : a + (size_t)j * ns,
                        gather ? NULL : narrow ? ct + j : c + (size_t)j * ns, narrow ? JN : 1);
         if (gather)
-            gather_scales(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, nb, at, ct);
+            gather_scales(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, k, at, ct);
         if (narrow) {
             /* Few rows of x make this memory-bound: the next tile's weights
              * load while this one is multiplied (kernel_narrow). */
@@ -644,6 +709,6 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
     }
 #else
     (void)w, (void)t, (void)r0, (void)r1, (void)k, (void)xp, (void)m, (void)bias, (void)y, (void)y_stride,
-        (void)scratch, (void)halves, (void)head_block_bytes;
+        (void)scratch, (void)halves, (void)gathered_scales;
 #endif
 }
