@@ -224,19 +224,9 @@ static void quantize_task(const void *p, int chunk, int n_chunks)
     }
 }
 
-bool colo_cpu_gemm_q8_cpu(void)
-{
-#if defined(__x86_64__)
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-#else
-    return false;
-#endif
-}
-
 /* Whether linear takes gemm_q8 for m rows of weights of type t. */
 static bool q8_path(colo_stream *s, colo_dtype t, int m)
 {
-    /* The CPU first: gemm_q8.c's code runs only where it can. */
     return m >= colo_cpu_q8_min_rows && !colo_cpu_exact(s) && colo_cpu_gemm_q8_cpu() &&
            colo_cpu_gemm_q8_has(t);
 }
