@@ -53,8 +53,9 @@ size_t colo_cpu_gemm_q8_x_bytes(int m, int k)
 size_t colo_cpu_gemm_q8_scratch_bytes(int k)
 {
     size_t ns = (size_t)(k / 32) * 2;
-    /* codes and scales of COLO_CPU_GEMM_Q8_ROWS rows */
-    return (size_t)COLO_CPU_GEMM_Q8_ROWS * ((size_t)k + 2 * ns * sizeof(float));
+    /* codes (as bytes, and as 16 bits for AVX2's Q8_0) and scales of
+     * COLO_CPU_GEMM_Q8_ROWS rows; x as 16-bit pairs for AVX2's Q8_0 */
+    return (size_t)COLO_CPU_GEMM_Q8_ROWS * (3 * (size_t)k + 2 * ns * sizeof(float)) + 4 * 2 * (size_t)k;
 }
 
 /* The highest version this CPU and this build run. */
