@@ -148,8 +148,8 @@ colo_cpu_q8_isa colo_cpu_gemm_q8_isa(void);
 /* Makes gemm_q8 run isa from now on (tests, benchmarks); false, and no
  * change, where the CPU lacks it. Call it only while no op runs. */
 bool colo_cpu_gemm_q8_set_isa(colo_cpu_q8_isa isa);
-/* Whether gemm_q8 runs at all here: colo_cpu_gemm_q8_isa() != OFF. The
- * functions below but the first three must not be called otherwise. */
+/* Whether gemm_q8 runs at all here: colo_cpu_gemm_q8_isa() != OFF.
+ * colo_cpu_gemm_q8_pack_x and colo_cpu_gemm_q8 must not be called otherwise. */
 bool colo_cpu_gemm_q8_cpu(void);
 /* Whether gemm_q8 takes weights of type t (every block format of 32 and 256). */
 bool colo_cpu_gemm_q8_has(colo_dtype t);
@@ -203,8 +203,8 @@ extern int colo_cpu_int8_max_rows;
 /* The same for steps marked decode (colo_stream_set_decode); default 9. */
 extern int colo_cpu_int8_max_decode_rows;
 /* Rows from which products of block formats take gemm_q8 where it runs
- * (colo_cpu_gemm_q8_cpu; before the limits above), in prefill and decode; default 1
- * (all). A knob as they are. */
+ * (colo_cpu_gemm_q8_cpu; before the limits above), in prefill and decode;
+ * default 1 (all). A knob as they are. */
 extern int colo_cpu_q8_min_rows;
 
 /* ---- the ops (one file per concern) ------------------------------------------------ */
