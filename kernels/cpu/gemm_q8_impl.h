@@ -36,8 +36,13 @@
 
 /* Rows of x per group (the lanes of a VNNI register; two AVX2 registers). */
 #define GROUP COLO_CPU_GEMM_Q8_GROUP
-/* Weight rows one pass of the kernel carries (one accumulator each). */
+/* Weight rows one pass of the wide kernel carries (one accumulator each;
+ * AVX2's keep theirs in memory, and more rows share each block of x). */
+#if defined(Q8_VNNI)
 #define JT 8
+#else
+#define JT 16
+#endif
 /* The narrow kernel's weight rows (one per lane) and most rows of x. */
 #define JN COLO_CPU_GEMM_Q8_ROWS
 #define NARROW_MAX_M 4
