@@ -165,8 +165,9 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
  * other rows of x, on m or on the version. */
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
                       const float *bias, float *y, int y_stride, void *scratch);
-/* The versions themselves (gemm_q8_impl.h), for gemm_q8.c: _built says
- * whether the build has the version's code (false: the others are empty). */
+/* The versions themselves (gemm_q8_vnni.c, gemm_q8_avx2.c), for gemm_q8.c:
+ * _built says whether the build has the version's code (false: the others
+ * are empty). */
 bool colo_cpu_gemm_q8_built_vnni(void);
 void colo_cpu_gemm_q8_pack_x_vnni(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 void colo_cpu_gemm_q8_vnni(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
