@@ -22,12 +22,13 @@
  * sequence does not depend on the other lanes, so a row's result is the
  * same bits whatever rows come with it and however many.
  *
- * Two versions (gemm_q8_impl.h, one source): AVX512-VNNI (gemm_q8_vnni.c)
- * and, for CPUs without it, AVX2 (gemm_q8_avx2.c), which forms the same
- * exact integer sums with vpmaddubsw and vpmaddwd, 8 lanes a register, and
- * rounds the same float operations in the same order: every output is the
- * same bits on either. This file is compiled for any x86-64 CPU colo runs
- * on: it picks the version and calls it. */
+ * Two versions, which share all but their kernels (gemm_q8_impl.h):
+ * AVX512-VNNI (gemm_q8_vnni.c) and, for CPUs without it, AVX2
+ * (gemm_q8_avx2.c), which forms the same exact integer sums with vpmaddubsw
+ * and vpmaddwd, 8 lanes a register, and rounds the same float operations in
+ * the same order: every output is the same bits on either. This file is
+ * compiled for any x86-64 CPU colo runs on: it picks the version and calls
+ * it. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <stdlib.h>
