@@ -114,15 +114,42 @@ void colo_cpu_gemm_f32_scalar(int m, int n, int k, const float *x, int x_stride,
 void colo_cpu_gemv_chain(int m, int n, int k, const float *x, int x_stride, const void *w, size_t w_stride, bool f16,
                          float *y, int y_stride);
 
-/* ---- int8 products on two digits (gemm_q8.c, AVX512-VNNI) ------------------------ */
+/* ---- int8 products on two digits (gemm_q8.c: AVX512-VNNI or AVX2) ------------------- */
 
-/* x rows in groups of 16 (a register's lanes), each block of 32 rounded to
+/* Weight rows gemm_q8 unpacks at a time (a multiple of them): chunks of a
+ * multiple of it waste nothing. */
+#define COLO_CPU_GEMM_Q8_ROWS 16
+/* Rows of x per group of colo_q8_xblk (a VNNI register's 16 lanes). */
+#define COLO_CPU_GEMM_Q8_GROUP 16
+
+/* x rows in groups of COLO_CPU_GEMM_Q8_GROUP, each block of 32 rounded to
  * two 8-bit digits (a 16-bit fixed point with a scale per block; gemm_q8.c)
- * and interleaved for vpdpbusd; one per block of 32 and group. */
-typedef struct colo_q8_xblk colo_q8_xblk;
+ * and interleaved 4 elements at a time; one per block of 32 and group. Rows
+ * past m are zero. */
+typedef struct colo_q8_xblk {
+    int8_t q[8][4 * COLO_CPU_GEMM_Q8_GROUP]; /* q[t][4 i + e] = x_i's high digit of element 4 t + e */
+    int8_t r[8][4 * COLO_CPU_GEMM_Q8_GROUP]; /* the low digits, laid out alike */
+    float d[COLO_CPU_GEMM_Q8_GROUP];         /* x_i's unit: element ~ (256 q + r) d */
+    float s[3][COLO_CPU_GEMM_Q8_GROUP];      /* d * sum of x_i's 256 q + r over elements 0..15, 16..31, 0..31 */
+} colo_q8_xblk;
 
-/* Whether the CPU runs gemm_q8.c (AVX512-VNNI and AVX512BW; in linear.c).
- * The functions below are compiled for those and must not be called otherwise. */
+/* The versions of gemm_q8, in order: the lower ones run wherever a higher
+ * one does. All give the same bits. */
+typedef enum {
+    COLO_CPU_Q8_OFF,  /* none: linear takes its other paths */
+    COLO_CPU_Q8_AVX2, /* AVX2, FMA and F16C (gemm_q8_avx2.c) */
+    COLO_CPU_Q8_VNNI, /* AVX512-VNNI, AVX512BW and AVX512VL (gemm_q8_vnni.c) */
+} colo_cpu_q8_isa;
+
+/* The version gemm_q8 runs: the highest the CPU has, or a lower one that
+ * the environment variable COLO_CPU_GEMM_Q8 (vnni, avx2 or off; read on the
+ * first call) names. Thread-safe. */
+colo_cpu_q8_isa colo_cpu_gemm_q8_isa(void);
+/* Makes gemm_q8 run isa from now on (tests, benchmarks); false, and no
+ * change, where the CPU lacks it. Call it only while no op runs. */
+bool colo_cpu_gemm_q8_set_isa(colo_cpu_q8_isa isa);
+/* Whether gemm_q8 runs at all here: colo_cpu_gemm_q8_isa() != OFF.
+ * colo_cpu_gemm_q8_pack_x and colo_cpu_gemm_q8 must not be called otherwise. */
 bool colo_cpu_gemm_q8_cpu(void);
 /* Whether gemm_q8 takes weights of type t (every block format of 32 and 256). */
 bool colo_cpu_gemm_q8_has(colo_dtype t);
@@ -130,19 +157,25 @@ bool colo_cpu_gemm_q8_has(colo_dtype t);
  * colo_cpu_gemm_q8 call needs. */
 size_t colo_cpu_gemm_q8_x_bytes(int m, int k);
 size_t colo_cpu_gemm_q8_scratch_bytes(int k);
-/* Packs groups [g0, g1) of x (m rows of k floats) into xp. Rows past m
- * are zero. */
+/* Packs groups [g0, g1) of x (m rows of k floats) into xp. */
 void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 /* y[i][r] = W row r . x row i (+ bias[r]) for r in [r0, r1), i < m; W (n, k)
- * of type t, x packed by colo_cpu_gemm_q8_pack_x. A row's result does not
- * depend on the other rows of x or on m. */
+ * of type t, x packed by colo_cpu_gemm_q8_pack_x; scratch: 64-byte aligned,
+ * colo_cpu_gemm_q8_scratch_bytes(k). A row's result does not depend on the
+ * other rows of x, on m or on the version. */
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
                       const float *bias, float *y, int y_stride, void *scratch);
-/* Weight rows gemm_q8 unpacks at a time (a multiple of them): chunks of a
- * multiple of it waste nothing. */
-#define COLO_CPU_GEMM_Q8_ROWS 16
-/* Rows of x per group of colo_q8_xblk (a register's 16 lanes). */
-#define COLO_CPU_GEMM_Q8_GROUP 16
+/* The versions themselves (gemm_q8_vnni.c, gemm_q8_avx2.c), for gemm_q8.c:
+ * _built says whether the build has the version's code (false: the others
+ * are empty). */
+bool colo_cpu_gemm_q8_built_vnni(void);
+void colo_cpu_gemm_q8_pack_x_vnni(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
+void colo_cpu_gemm_q8_vnni(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
+                           int m, const float *bias, float *y, int y_stride, void *scratch);
+bool colo_cpu_gemm_q8_built_avx2(void);
+void colo_cpu_gemm_q8_pack_x_avx2(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
+void colo_cpu_gemm_q8_avx2(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
+                           int m, const float *bias, float *y, int y_stride, void *scratch);
 
 /* ---- shared helpers (ops_cpu.c) ---------------------------------------------------- */
 
@@ -170,9 +203,9 @@ int colo_cpu_chunks(colo_stream *s, int64_t n, double cost_per_item);
 extern int colo_cpu_int8_max_rows;
 /* The same for steps marked decode (colo_stream_set_decode); default 9. */
 extern int colo_cpu_int8_max_decode_rows;
-/* Rows from which products of block formats take gemm_q8 when the CPU has
- * AVX512-VNNI (before the limits above), in prefill and decode; default 1
- * (all). A knob as they are. */
+/* Rows from which products of block formats take gemm_q8 where it runs
+ * (colo_cpu_gemm_q8_cpu; before the limits above), in prefill and decode;
+ * default 1 (all). A knob as they are. */
 extern int colo_cpu_q8_min_rows;
 
 /* ---- the ops (one file per concern) ------------------------------------------------ */

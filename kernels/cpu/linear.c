@@ -2,12 +2,13 @@
  * rows), so each worker reads a disjoint part of W, once.
  *
  * Paths, by the weight type, the CPU and the number of rows m of x:
- * - gemm_q8 (block formats on CPUs with AVX512-VNNI, any m, prefill and
- *   decode alike, unless the stream wants exact activations): an op queued
- *   first rounds x to two 8-bit digits per block of 32 and packs it in
- *   groups of 16 rows, then gemm_q8.c multiplies it by the weight rows,
- *   unpacked to bytes COLO_CPU_GEMM_Q8_ROWS at a time. A row's result does
- *   not depend on the other rows or on m.
+ * - gemm_q8 (block formats on CPUs with AVX512-VNNI or AVX2, any m,
+ *   prefill and decode alike, unless the stream wants exact activations):
+ *   an op queued first rounds x to two 8-bit digits per block of 32 and
+ *   packs it in groups of 16 rows, then gemm_q8.c multiplies it by the
+ *   weight rows, unpacked to bytes COLO_CPU_GEMM_Q8_ROWS at a time. A row's
+ *   result does not depend on the other rows, on m or on the CPU's
+ *   instruction set.
  * - int8 (every block format elsewhere, m < colo_cpu_int8_max_rows, or m <
  *   colo_cpu_int8_max_decode_rows in a decode step (colo_stream_set_decode),
  *   unless the stream wants exact activations): an op queued first
@@ -224,19 +225,9 @@ static void quantize_task(const void *p, int chunk, int n_chunks)
     }
 }
 
-bool colo_cpu_gemm_q8_cpu(void)
-{
-#if defined(__x86_64__)
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-#else
-    return false;
-#endif
-}
-
 /* Whether linear takes gemm_q8 for m rows of weights of type t. */
 static bool q8_path(colo_stream *s, colo_dtype t, int m)
 {
-    /* The CPU first: gemm_q8.c's code runs only where it can. */
     return m >= colo_cpu_q8_min_rows && !colo_cpu_exact(s) && colo_cpu_gemm_q8_cpu() &&
            colo_cpu_gemm_q8_has(t);
 }

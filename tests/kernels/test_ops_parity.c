@@ -74,17 +74,17 @@ static void test_linear_int8_many_rows(void **state)
     colo_cpu_int8_max_rows = saved;
 }
 
-/* gemm_q8 (every product of block-format weights on CPUs with
- * AVX512-VNNI, prefill and decode alike): every block format, row counts
- * around its groups of 16 rows and its runs of weight rows, each output
- * within the bound of two 8-bit digits (1/128 of one digit's); and each
- * row of a prefill's product the same bits as the same row alone in a
- * decode step, in any lane of a group. */
+/* gemm_q8 (every product of block-format weights on CPUs with AVX2,
+ * prefill and decode alike): every block format, row counts around its
+ * groups of 16 rows and its runs of weight rows, each output within the
+ * bound of two 8-bit digits (1/128 of one digit's); and each row of a
+ * prefill's product the same bits as the same row alone in a decode step,
+ * in any lane of a group. */
 static void test_linear_q8_many_rows(void **state)
 {
     ctx_t *c = *state;
     if (!colo_cpu_gemm_q8_cpu())
-        skip(); /* no AVX512-VNNI on this CPU */
+        skip(); /* gemm_q8 does not run on this CPU (or COLO_CPU_GEMM_Q8=off) */
     const colo_dtype types[] = {COLO_Q4_0, COLO_Q4_1, COLO_Q5_0, COLO_Q5_1, COLO_Q8_0,
                                 COLO_Q2_K, COLO_Q3_K, COLO_Q4_K, COLO_Q5_K, COLO_Q6_K};
     const int shapes[][3] = {{1, 37, 256}, {2, 9, 768}, {16, 70, 512}, {17, 67, 512}, {33, 129, 256}, {70, 17, 256}};
@@ -167,8 +167,9 @@ static void test_stream_exact_activations(void **state)
             free(w), free(wd), free(x), free(ye), free(yd), free(yq);
             dfree_all(c);
         }
-    /* The default streams round (else this test shows nothing). */
-    assert_int_equal(differ, 9);
+    /* The default streams round (else this test shows nothing): on gemm_q8
+     * every product, elsewhere the single row's (int8). */
+    assert_int_equal(differ, colo_cpu_gemm_q8_cpu() ? 9 : 3);
     colo_stream_destroy(es);
 }
 
@@ -223,12 +224,12 @@ static void test_linear_mixed_rows(void **state)
  * many (1..70: a decode step's few rows and a prefill's many), at different
  * positions, for quantized, F32 and F16 weights and a bias, with the
  * columns split among the workers, on stream s: the default one (gemm_q8
- * where the CPU has AVX512-VNNI) and one with exact activations (F32
- * chains, unpacked below 9 rows and in tiles above). This is what lets a
- * prompt computed in two steps (a prefix-cache hit) match the same prompt
+ * where the CPU has AVX2) and one with exact activations (F32 chains,
+ * unpacked below 9 rows and in tiles above). This is what lets a prompt
+ * computed in two steps (a prefix-cache hit) match the same prompt
  * computed in one, and a sequence's decode step match whatever shares it.
- * (A single row of quantized weights on the default stream of a CPU
- * without AVX512-VNNI takes the one-digit int8 path: from 2 rows there.) */
+ * (A single row of quantized weights on the default stream off gemm_q8
+ * takes the one-digit int8 path: from 2 rows there.) */
 static void rows_invariant(ctx_t *c, colo_stream *s)
 {
     const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_0, COLO_Q6_K, COLO_F32, COLO_F16};
@@ -401,6 +402,57 @@ static void test_linear_multi(void **state)
     assert_int_equal(colo_op_linear_multi(c->s, (const float *)four, 0, 1, 256, four, 1), COLO_EINVAL);
 }
 
+/* The tests above that take gemm_q8 run again on its AVX2 version (the
+ * version in use is otherwise the CPU's best: AVX512-VNNI where it has it);
+ * skipped where the CPU lacks AVX2. */
+static colo_cpu_q8_isa isa_before;
+
+static int use_avx2(void **state)
+{
+    (void)state;
+    isa_before = colo_cpu_gemm_q8_isa();
+    colo_cpu_gemm_q8_set_isa(COLO_CPU_Q8_AVX2);
+    return 0;
+}
+
+static int restore_isa(void **state)
+{
+    (void)state;
+    return colo_cpu_gemm_q8_set_isa(isa_before) ? 0 : -1;
+}
+
+static bool on_avx2(void) { return colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_AVX2; }
+
+static void test_linear_q8_many_rows_avx2(void **state)
+{
+    if (!on_avx2())
+        skip();
+    test_linear_q8_many_rows(state);
+}
+
+static void test_linear_mixed_rows_avx2(void **state)
+{
+    if (!on_avx2())
+        skip();
+    test_linear_mixed_rows(state);
+}
+
+static void test_linear_rows_invariant_avx2(void **state)
+{
+    if (!on_avx2())
+        skip();
+    rows_invariant(*state, ((ctx_t *)*state)->s);
+}
+
+static void test_linear_multi_avx2(void **state)
+{
+    if (!on_avx2())
+        skip();
+    test_linear_multi(state);
+}
+
+#define AVX2_TEST(f) cmocka_unit_test_setup_teardown(f, use_avx2, restore_isa)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
@@ -409,6 +461,10 @@ int main(void)
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
                                        cmocka_unit_test(test_attention_prefill_row_invariant),
-                                       cmocka_unit_test(test_linear_multi)};
+                                       cmocka_unit_test(test_linear_multi),
+                                       AVX2_TEST(test_linear_q8_many_rows_avx2),
+                                       AVX2_TEST(test_linear_mixed_rows_avx2),
+                                       AVX2_TEST(test_linear_rows_invariant_avx2),
+                                       AVX2_TEST(test_linear_multi_avx2)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,9 +1,10 @@
 /* Products on two 8-bit digits one output at a time (kernels/q8_digits.h,
  * the arithmetic the CUDA kernels run): for every block format, codes and
  * scales give back the format's dequantized weights; each output is within
- * the two digits' bound of a float64 product; and, on CPUs with
- * AVX512-VNNI, each output is the same bits as the CPU's gemm_q8 gives it,
- * for one row of x (its narrow kernel) and for many (its wide one). */
+ * the two digits' bound of a float64 product; and each output is the same
+ * bits as the CPU's gemm_q8 gives it, in its AVX512-VNNI version and in its
+ * AVX2 one, for one row of x (its narrow kernel) and for many (its wide
+ * one). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,12 +167,10 @@ static void test_against_float64(void **state)
     }
 }
 
-/* The same bits as gemm_q8 (both its kernels), with a bias. */
-static void test_same_bits_as_cpu_gemm_q8(void **state)
+/* The same bits as gemm_q8 (both its kernels), with a bias, in the version
+ * in use (colo_cpu_gemm_q8_set_isa). */
+static void same_bits_as_cpu_gemm_q8(void)
 {
-    (void)state;
-    if (!colo_cpu_gemm_q8_cpu())
-        skip(); /* no AVX512-VNNI on this CPU: gemm_q8 does not run */
     const int shapes[][3] = {{1, 37, 256}, {3, 20, 512}, {19, 33, 768}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
@@ -196,6 +195,23 @@ static void test_same_bits_as_cpu_gemm_q8(void **state)
                              i / n, i % n, y[i], ref[i]);
             free(w), free(x), free(bias), free(y), free(ref), free(xp), free(scratch);
         }
+}
+
+/* ... in each version the CPU runs: AVX512-VNNI's and AVX2's. */
+static void test_same_bits_as_cpu_gemm_q8(void **state)
+{
+    (void)state;
+    colo_cpu_q8_isa was = colo_cpu_gemm_q8_isa();
+    int ran = 0;
+    for (int v = COLO_CPU_Q8_AVX2; v <= COLO_CPU_Q8_VNNI; v++) {
+        if (!colo_cpu_gemm_q8_set_isa((colo_cpu_q8_isa)v))
+            continue;
+        ran++;
+        same_bits_as_cpu_gemm_q8();
+    }
+    assert_true(colo_cpu_gemm_q8_set_isa(was));
+    if (!ran)
+        skip(); /* no AVX2 on this CPU: gemm_q8 does not run */
 }
 
 int main(void)
