@@ -38,30 +38,19 @@
 #endif
 
 #if defined(__CUDA_ARCH__)
-static __device__ __forceinline__ float colo_q8_mul_(float a, float b)
-{
-    float r;
-    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-    return r;
-}
-static __device__ __forceinline__ float colo_q8_div_(float a, float b)
-{
-    float r;
-    asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-    return r;
-}
-static __device__ __forceinline__ float colo_q8_sub_(float a, float b)
-{
-    float r;
-    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-    return r;
-}
-static __device__ __forceinline__ float colo_q8_add_(float a, float b)
-{
-    float r;
-    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-    return r;
-}
+/* name(a, b): one PTX instruction op, rounded to nearest, never flushed. */
+#define COLO_Q8_PTX_BINARY(name, op)                                                                                   \
+    static __device__ __forceinline__ float name(float a, float b)                                                     \
+    {                                                                                                                  \
+        float r;                                                                                                       \
+        asm(op " %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));                                                             \
+        return r;                                                                                                      \
+    }
+COLO_Q8_PTX_BINARY(colo_q8_mul_, "mul.rn.f32")
+COLO_Q8_PTX_BINARY(colo_q8_div_, "div.rn.f32")
+COLO_Q8_PTX_BINARY(colo_q8_sub_, "sub.rn.f32")
+COLO_Q8_PTX_BINARY(colo_q8_add_, "add.rn.f32")
+#undef COLO_Q8_PTX_BINARY
 static __device__ __forceinline__ float colo_q8_fma_(float a, float b, float c)
 {
     float r;
