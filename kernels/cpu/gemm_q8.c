@@ -33,6 +33,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 bool colo_cpu_gemm_q8_has(colo_dtype t)
 {
@@ -66,8 +69,9 @@ static colo_cpu_q8_isa cpu_isa(void)
     if (colo_cpu_gemm_q8_built_vnni() && __builtin_cpu_supports("avx512vnni") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return COLO_CPU_Q8_VNNI;
-    if (colo_cpu_gemm_q8_built_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    unsigned a, b, c, d; /* F16C from cpuid: not every compiler's __builtin_cpu_supports knows it */
+    bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    if (colo_cpu_gemm_q8_built_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         return COLO_CPU_Q8_AVX2;
 #endif
     return COLO_CPU_Q8_OFF;
