@@ -15,7 +15,7 @@
  * widening where run * 2 * (largest code) * 127 <= 32767: 8 for 4-bit codes,
  * 4 for 5-bit ones and for Q2_K and Q3_K (whose scale blocks are 4 dwords),
  * 2 for Q6_K's 6 bits. Q8_0's codes reach 255: its kernels take them as
- * 16 bits, and x as one 16-bit number (kernel_q8_0, narrow_q8_0). Every
+ * 16 bits, and x as one 16-bit number (kernel_q8_0, rows_q8_0). Every
  * sum is exact, so equal to VNNI's. */
 static int run_of(colo_dtype t)
 {
@@ -130,14 +130,10 @@ static inline __attribute__((always_inline)) void kernel(int nb, int k, int ns, 
     }
 }
 
-/* W[t] lane j = dword t (codes 4t..4t+3) of row j of the 8 rows at u (k
- * bytes apart): an 8x8 dword transpose. */
-static inline __attribute__((always_inline)) void transpose8(const uint8_t *u, int k, __m256i W[8])
+/* W[t] lane j = dword t of z[j]: an 8x8 dword transpose. */
+static inline __attribute__((always_inline)) void transpose_regs(const __m256i z[8], __m256i W[8])
 {
-    __m256i z[8], t[8], s[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        z[j] = _mm256_loadu_si256((const __m256i *)(u + (size_t)j * k));
+    __m256i t[8], s[8];
 #pragma GCC unroll 4
     for (int j = 0; j < 8; j += 2) {
         t[j] = _mm256_unpacklo_epi32(z[j], z[j + 1]);
@@ -155,6 +151,17 @@ static inline __attribute__((always_inline)) void transpose8(const uint8_t *u, i
         W[d] = _mm256_permute2x128_si256(s[d], s[d + 4], 0x20);
         W[d + 4] = _mm256_permute2x128_si256(s[d], s[d + 4], 0x31);
     }
+}
+
+/* W[t] lane j = dword t (codes 4t..4t+3) of row j of the 8 rows at u (k
+ * bytes apart). */
+static inline __attribute__((always_inline)) void transpose8(const uint8_t *u, int k, __m256i W[8])
+{
+    __m256i z[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        z[j] = _mm256_loadu_si256((const __m256i *)(u + (size_t)j * k));
+    transpose_regs(z, W);
 }
 
 /* The narrow kernel (few rows of x, as in decode): lanes are weight rows,
@@ -254,69 +261,6 @@ static void kernel_q8_0(int nb, int k, int ns, const colo_q8_xblk *xg, const uin
     }
 }
 
-/* x for narrow_q8_0: each of the m rows' blocks as 256 q + r in 16 bits,
- * in pairs of elements 4t, 4t + 2 (dword 2t) and 4t + 1, 4t + 3 (2t + 1):
- * x2 (m, nb, 16). */
-static void pairs_q8_0(const colo_q8_xblk *xp, int m, int nb, uint32_t *x2)
-{
-    for (int i = 0; i < m; i++)
-        for (int b = 0; b < nb; b++) {
-            const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
-            int l = i % GROUP;
-            uint32_t *o = x2 + ((size_t)i * nb + b) * 16;
-            for (int t = 0; t < 8; t++) {
-                uint16_t v[4];
-                for (int e = 0; e < 4; e++)
-                    v[e] = (uint16_t)(256 * xb->q[t][4 * l + e] + xb->r[t][4 * l + e]);
-                o[2 * t] = v[0] | (uint32_t)v[2] << 16;
-                o[2 * t + 1] = v[1] | (uint32_t)v[3] << 16;
-            }
-        }
-}
-
-/* The narrow kernel for Q8_0 (out, u, at, ct as kernel_narrow's): as
- * kernel_q8_0, 16-bit codes by x as 256 q + r with vpmaddwd, here codes
- * 4t, 4t + 2 and 4t + 1, 4t + 3 of each lane's weight row against the
- * same elements of a row of x (x2, from pairs_q8_0), broadcast. */
-static void narrow_q8_0(int nb, int k, const colo_q8_xblk *xp, int m, const uint8_t *u, const float *at,
-                        const float *ct, const uint32_t *x2, float out[NARROW_MAX_M][JN])
-{
-    const __m256i lo8 = _mm256_set1_epi32(0x00ff00ff);
-    __m256 acc[NARROW_MAX_M][JN / 8];
-    for (int i = 0; i < NARROW_MAX_M; i++)
-        for (int h = 0; h < JN / 8; h++)
-            acc[i][h] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m256i W[JN / 8][16];
-        for (int h = 0; h < JN / 8; h++) {
-            __m256i T[8];
-            transpose8(u + (size_t)8 * h * k + 32 * b, k, T);
-            for (int t = 0; t < 8; t++) {
-                W[h][2 * t] = _mm256_and_si256(T[t], lo8);
-                W[h][2 * t + 1] = _mm256_srli_epi16(T[t], 8);
-            }
-        }
-        for (int i = 0; i < m; i++) {
-            const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
-            const uint32_t *xi = x2 + ((size_t)i * nb + b) * 16;
-            int l = i % GROUP;
-            __m256 d = _mm256_set1_ps(xb->d[l]), s = _mm256_set1_ps(xb->s[2][l]);
-            for (int h = 0; h < JN / 8; h++) {
-                __m256i p = _mm256_setzero_si256();
-#pragma GCC unroll 16
-                for (int e = 0; e < 16; e++)
-                    p = _mm256_add_epi32(p, _mm256_madd_epi16(W[h][e], _mm256_set1_epi32((int32_t)xi[e])));
-                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(p), d);
-                acc[i][h] = _mm256_fmadd_ps(f, _mm256_loadu_ps(at + (size_t)b * JN + 8 * h), acc[i][h]);
-                acc[i][h] = _mm256_fmadd_ps(s, _mm256_loadu_ps(ct + (size_t)b * JN + 8 * h), acc[i][h]);
-            }
-        }
-    }
-    for (int i = 0; i < m; i++)
-        for (int h = 0; h < JN / 8; h++)
-            _mm256_storeu_ps(out[i] + 8 * h, acc[i][h]);
-}
-
 /* One instance per (scale blocks per 32, run). */
 #define Q8_INSTANCES(X) X(1, 8) X(1, 4) X(2, 4) X(2, 2)
 #define Q8_WIDE(nh, run)                                                                                               \
@@ -355,12 +299,6 @@ static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, co
         (run == 8 ? wide_1_8 : wide_1_4)(nb, k, ns, xg, u, a, c, out);
 }
 
-/* What narrow() needs of x besides xp (m rows), in xs: Q8_0's pairs. */
-static void prepare_narrow(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, void *xs)
-{
-    if (t == COLO_Q8_0)
-        pairs_q8_0(xp, m, nb, xs);
-}
 
 /* Scales come from unpack_row here (gather_scales is never called). */
 static bool gathered_scales(colo_dtype t)
@@ -379,12 +317,247 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
 {
     for (size_t o = 0; o < pf_bytes; o += 64) /* the next tile's weights */
         _mm_prefetch(pf + o, _MM_HINT_T0);
+    (void)xs;
     int run = run_of(t);
-    if (t == COLO_Q8_0)
-        narrow_q8_0(nb, k, xp, m, u, at, ct, xs, out);
-    else if (halves(t) == 2)
+    if (halves(t) == 2)
         (run == 4 ? narrow_2_4 : narrow_2_2)(nb, k, xp, m, u, at, ct, out);
     else
         (run == 8 ? narrow_1_8 : narrow_1_4)(nb, k, xp, m, u, at, ct, out);
+}
+/* ---- the narrow kernel on weight rows in place (decode) --------------------------------
+ * For the formats of blocks of 32, a step of few rows reads each weight row
+ * where it lies, from its first block to its last, as one stream the
+ * hardware prefetches: no copy of the codes through unpack_row and no
+ * transpose of them. A first pass forms each block's exact integer product
+ * with each row of x (row_sums); a second turns 8 weight rows' sums at a
+ * time into outputs by kernel_narrow's float operations in its order, so
+ * the bits are the same. */
+
+/* A block of 32: its size, the byte offsets of its codes, of its fifth bits
+ * (-1: none) and of its minimum (-1: none), and the multiple of d its codes'
+ * offset adds (unpack_row's c), where there is no minimum. */
+typedef struct {
+    size_t bytes;
+    int qs, qh, m;
+    float off;
+} block_layout;
+
+static block_layout layout_of(colo_dtype t)
+{
+    switch (t) {
+    case COLO_Q4_0: return (block_layout){sizeof(colo_blk_q4_0), 2, -1, -1, -8.0f};
+    case COLO_Q4_1: return (block_layout){sizeof(colo_blk_q4_1), 4, -1, 2, 0.0f};
+    case COLO_Q5_0: return (block_layout){sizeof(colo_blk_q5_0), 6, 2, -1, -16.0f};
+    case COLO_Q5_1: return (block_layout){sizeof(colo_blk_q5_1), 8, 4, 2, 0.0f};
+    default: return (block_layout){sizeof(colo_blk_q8_0), 2, -1, -1, -128.0f};
+    }
+}
+
+_Static_assert(JN == 16, "rows_out takes a tile as two halves of 8 weight rows");
+
+static bool narrow_reads_rows(colo_dtype t)
+{
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 || t == COLO_Q8_0;
+}
+
+/* x for row_sums, 64 bytes per row and block (xs: (m, nb, 64)): 256 q + r
+ * as 16 bits, in the order of the codes' lanes (block_dot): Q8_0's even
+ * elements, then its odd ones; the other formats' elements 0..15, then
+ * 16..31. */
+static void rows_x(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, int8_t *xs)
+{
+    for (int i = 0; i < m; i++)
+        for (int b = 0; b < nb; b++) {
+            const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
+            int l = i % GROUP;
+            int16_t *o = (int16_t *)(void *)(xs + ((size_t)i * nb + b) * 64);
+            for (int e = 0; e < 32; e++) {
+                int16_t v = (int16_t)(256 * xb->q[e / 4][4 * l + e % 4] + xb->r[e / 4][4 * l + e % 4]);
+                o[t == COLO_Q8_0 ? e / 2 + 16 * (e % 2) : e] = v;
+            }
+        }
+}
+
+/* Lane e = the sum of the 8 lanes of v[e]. */
+static inline __m256i reduce8(const __m256i v[8])
+{
+    __m256i a0 = _mm256_hadd_epi32(v[0], v[1]), a1 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i a2 = _mm256_hadd_epi32(v[4], v[5]), a3 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i b0 = _mm256_hadd_epi32(a0, a1), b1 = _mm256_hadd_epi32(a2, a3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+/* 8 lanes whose sum is block blk's exact product 256 P(q) + P(r) with a
+ * row of x (x: its 64 bytes from rows_x): the codes as 16 bits (Q8_0's +
+ * 128), times x's 16-bit 256 q + r in pairs by vpmaddwd (|256 q + r| <=
+ * 32639 and codes <= 255: each pair's sum fits in 32 bits, and so does the
+ * block's). */
+static inline __attribute__((always_inline)) __m256i block_dot(const uint8_t *blk, block_layout L, bool q8,
+                                                               const int8_t *x)
+{
+    __m256i lo, hi;
+    if (q8) {
+        __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + L.qs)), _mm256_set1_epi8((char)0x80));
+        lo = _mm256_and_si256(v, _mm256_set1_epi16(0xff)), hi = _mm256_srli_epi16(v, 8);
+    } else {
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + L.qs)));
+        lo = _mm256_and_si256(v, _mm256_set1_epi16(15)), hi = _mm256_srli_epi16(v, 4);
+        if (L.qh >= 0) {
+            /* lane e of lo (hi): + 16 where bit e (16 + e) of qh is set */
+            const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+                                                  16384, (short)32768);
+            uint16_t qh[2];
+            memcpy(qh, blk + L.qh, 4);
+            __m256i h0 = _mm256_and_si256(_mm256_set1_epi16((short)qh[0]), bit);
+            __m256i h1 = _mm256_and_si256(_mm256_set1_epi16((short)qh[1]), bit);
+            const __m256i k16 = _mm256_set1_epi16(16);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi16(h0, bit), k16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi16(h1, bit), k16));
+        }
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
+                            _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
+}
+
+/* S[i * nbp + b] = block b of the weight row at row . x row i (i < m, b <
+ * nb; S zero from nb to nbp, a multiple of 8), and DM[b] = the block's
+ * first dword (d, and m where it has one): its scales for rows_out, copied
+ * while the block is at hand. */
+static inline __attribute__((always_inline)) void row_sums(colo_dtype t, const uint8_t *row, int nb, int m,
+                                                           const int8_t *xs, int32_t *S, int nbp, int32_t *DM)
+{
+    const block_layout L = layout_of(t);
+    const bool q8 = t == COLO_Q8_0;
+    int full = nb & ~7;
+    for (int b0 = 0; b0 < full; b0 += 8) {
+        for (int e = 0; e < 8; e++)
+            memcpy(DM + b0 + e, row + (size_t)(b0 + e) * L.bytes, 4);
+        for (int i = 0; i < m; i++) {
+            __m256i v[8];
+            const int8_t *x = xs + ((size_t)i * nb + b0) * 64;
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++)
+                v[e] = block_dot(row + (size_t)(b0 + e) * L.bytes, L, q8, x + 64 * e);
+            _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + b0), reduce8(v));
+        }
+    }
+    if (full == nb)
+        return;
+    for (int e = 0; e < 8; e++)
+        DM[full + e] = 0;
+    for (int e = 0; full + e < nb; e++)
+        memcpy(DM + full + e, row + (size_t)(full + e) * L.bytes, 4);
+    for (int i = 0; i < m; i++) {
+        __m256i v[8];
+        for (int e = 0; e < 8; e++)
+            v[e] = full + e < nb ? block_dot(row + (size_t)(full + e) * L.bytes, L, q8,
+                                             xs + ((size_t)i * nb + full + e) * 64)
+                                 : _mm256_setzero_si256();
+        _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + full), reduce8(v));
+    }
+}
+
+/* The 16-bit halves (hi: the upper ones) of the 8 dwords of v as floats. */
+static inline __m256 half_lanes(__m256i v, bool hi)
+{
+    const __m256i pick = hi ? _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6,
+                                               7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)
+                            : _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4,
+                                               5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+}
+
+/* Lane j of T[e] = dword b0 + e of row 8 h + j of the (JN, nbp) dwords at P. */
+static inline __attribute__((always_inline)) void rows_block8(const int32_t *P, int nbp, int h, int b0,
+                                                              __m256i T[8])
+{
+    __m256i z[8];
+    for (int j = 0; j < 8; j++)
+        z[j] = _mm256_loadu_si256((const __m256i *)(P + (size_t)(8 * h + j) * nbp + b0));
+    transpose_regs(z, T);
+}
+
+/* out[i][j] for the JN weight rows of a tile from their block sums S (row
+ * j's at S + (i * JN + j) * nbp) and scale dwords DM (row j's at DM + j *
+ * nbp), by kernel_narrow's float operations in its order; a and c as
+ * unpack_row's. The two halves' chains of products are interleaved, so
+ * that one's latency hides the other's. */
+static inline __attribute__((always_inline)) void rows_out(colo_dtype t, int nb, int nbp, const int32_t *S,
+                                                           const int32_t *DM, const colo_q8_xblk *xp, int m,
+                                                           float out[NARROW_MAX_M][JN])
+{
+    const block_layout L = layout_of(t);
+    __m256 acc[NARROW_MAX_M][2];
+    for (int i = 0; i < NARROW_MAX_M; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+        __m256i T[NARROW_MAX_M][2][8], D[2][8];
+        for (int h = 0; h < 2; h++) {
+            rows_block8(DM, nbp, h, b0, D[h]);
+            for (int i = 0; i < m; i++)
+                rows_block8(S + (size_t)i * JN * nbp, nbp, h, b0, T[i][h]);
+        }
+        for (int e = 0; e < 8 && b0 + e < nb; e++) {
+            int b = b0 + e;
+            __m256 a[2], c[2];
+            for (int h = 0; h < 2; h++) {
+                a[h] = half_lanes(D[h][e], false);
+                c[h] = L.m >= 0 ? half_lanes(D[h][e], true) : _mm256_mul_ps(_mm256_set1_ps(L.off), a[h]);
+            }
+            for (int i = 0; i < m; i++) {
+                const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
+                int l = i % GROUP;
+                __m256 d = _mm256_set1_ps(xb->d[l]), s = _mm256_set1_ps(xb->s[2][l]);
+                for (int h = 0; h < 2; h++) {
+                    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(T[i][h][e]), d);
+                    acc[i][h] = _mm256_fmadd_ps(f, a[h], acc[i][h]);
+                    acc[i][h] = _mm256_fmadd_ps(s, c[h], acc[i][h]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int h = 0; h < 2; h++)
+            _mm256_storeu_ps(out[i] + 8 * h, acc[i][h]);
+}
+
+/* One instance per format and row count of x, so that nothing spills. */
+#define Q8_ROWS(T, M)                                                                                                  \
+    static void rows_##T##_##M(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,           \
+                               const int8_t *xs, int32_t *S, float out[NARROW_MAX_M][JN])                            \
+    {                                                                                                                  \
+        int nbp = (nb + 7) & ~7;                                                                                       \
+        int32_t *DM = S + (size_t)NARROW_MAX_M * JN * nbp;                                                             \
+        for (int j = 0; j < JN; j++)                                                                                   \
+            row_sums(COLO_##T, w + (size_t)(j < nj ? j : nj - 1) * row_bytes, nb, M, xs, S + (size_t)j * nbp,          \
+                     JN * nbp, DM + (size_t)j * nbp);                                                                  \
+        rows_out(COLO_##T, nb, nbp, S, DM, xp, M, out);                                                                \
+    }
+#define Q8_ROWS_M(T) Q8_ROWS(T, 1) Q8_ROWS(T, 2) Q8_ROWS(T, 3) Q8_ROWS(T, 4)
+Q8_ROWS_M(Q4_0)
+Q8_ROWS_M(Q4_1)
+Q8_ROWS_M(Q5_0)
+Q8_ROWS_M(Q5_1)
+Q8_ROWS_M(Q8_0)
+
+static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
+                        int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN])
+{
+    typedef void (*rows_fn)(const uint8_t *, size_t, int, int, const colo_q8_xblk *, const int8_t *, int32_t *,
+                            float[NARROW_MAX_M][JN]);
+#define Q8_ROWS_ROW(T) {rows_##T##_1, rows_##T##_2, rows_##T##_3, rows_##T##_4}
+    static const rows_fn fns[5][NARROW_MAX_M] = {Q8_ROWS_ROW(Q4_0), Q8_ROWS_ROW(Q4_1), Q8_ROWS_ROW(Q5_0),
+                                                 Q8_ROWS_ROW(Q5_1), Q8_ROWS_ROW(Q8_0)};
+#undef Q8_ROWS_ROW
+    int f = t == COLO_Q4_0 ? 0 : t == COLO_Q4_1 ? 1 : t == COLO_Q5_0 ? 2 : t == COLO_Q5_1 ? 3 : 4;
+    fns[f][m - 1](w, row_bytes, nj, nb, xp, xs, sums, out);
+}
+
+/* What narrow() and narrow_rows() need of x besides xp (m rows), in xs. */
+static void prepare_narrow(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, void *xs)
+{
+    if (narrow_reads_rows(t))
+        rows_x(t, xp, m, nb, xs);
 }
 #endif

@@ -47,6 +47,8 @@
 /* The narrow kernel's weight rows (one per lane) and most rows of x. */
 #define JN COLO_CPU_GEMM_Q8_ROWS
 #define NARROW_MAX_M 4
+/* narrow_rows' sums and scales: (NARROW_MAX_M + 1, JN, nb rounded up to 8) 32-bit */
+#define NARROW_SUMS_BYTES(nb) ((size_t)(NARROW_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
 
 /* Scale blocks per block of 32: 2 for the formats with a scale per 16. */
 static int halves(colo_dtype t) { return t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K ? 2 : 1; }
@@ -412,7 +414,27 @@ static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int 
  * tile's weights (pf_bytes at pf) prefetched meanwhile. */
 static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, const void *xs, const uint8_t *u,
                    const float *at, const float *ct, float out[NARROW_MAX_M][JN], const char *pf, size_t pf_bytes);
+/* Whether the narrow kernel reads weights of type t straight from their
+ * rows (narrow_rows), with neither unpack_row nor gather_scales. */
+static bool narrow_reads_rows(colo_dtype t);
+/* narrow() for those types: out[i][j] = weight row j of the JN at w
+ * (row_bytes apart; rows from nj on repeat the last) . x row i (of m <=
+ * NARROW_MAX_M; xs from prepare_narrow), the same bits; sums: scratch of
+ * NARROW_SUMS_BYTES(nb). */
+static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
+                        int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN]);
 #endif
+
+/* y's rows i < m, columns t0..t0 + nj - 1: the narrow kernel's out plus the bias. */
+static void store_narrow(float out[NARROW_MAX_M][JN], int m, int nj, const float *bias, int64_t t0, float *y,
+                         int y_stride)
+{
+    for (int i = 0; i < m; i++) {
+        float *yr = y + (int64_t)i * y_stride + t0;
+        for (int j = 0; j < nj; j++)
+            yr[j] = out[i][j] + (bias ? bias[t0 + j] : 0.0f);
+    }
+}
 
 void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
                              int m, const float *bias, float *y, int y_stride, void *scratch)
@@ -426,12 +448,18 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
     float *a = (float *)(u + (size_t)JN * k), *c = a + (size_t)JN * ns, *at = a, *ct = c;
     uint16_t *u16 = (uint16_t *)(c + (size_t)JN * ns); /* (JT, k) */
     void *xs = u16 + (size_t)JT * k;                   /* (NARROW_MAX_M, k / 2) 32-bit */
+    void *sums = (char *)xs + 8 * (size_t)k;           /* NARROW_SUMS_BYTES(nb) */
     float out[JT][GROUP] __attribute__((aligned(64)));
     float nout[NARROW_MAX_M][JN] __attribute__((aligned(64)));
     if (is_narrow)
         prepare_narrow(t, xp, m, nb, xs);
     for (int64_t t0 = r0; t0 < r1; t0 += rows) {
         int nj = (int)(r1 - t0 < rows ? r1 - t0 : rows);
+        if (is_narrow && narrow_reads_rows(t)) {
+            narrow_rows(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, nb, xp, m, xs, sums, nout);
+            store_narrow(nout, m, nj, bias, t0, y, y_stride);
+            continue;
+        }
         /* Rows past the end repeat the last one (outputs unused). The narrow
          * kernel reads the scales transposed. */
         bool gather = is_narrow && gathered_scales(t);
@@ -448,11 +476,7 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
             const char *pf = (const char *)w + (size_t)(t0 + rows) * row_bytes;
             size_t pfb = t0 + rows < pf_end ? (size_t)(pf_end - t0 - rows) * row_bytes : 0;
             narrow(t, nb, k, xp, m, xs, u, at, ct, nout, pf, pfb);
-            for (int i = 0; i < m; i++) {
-                float *yr = y + (int64_t)i * y_stride + t0;
-                for (int j = 0; j < nj; j++)
-                    yr[j] = nout[i][j] + (bias ? bias[t0 + j] : 0.0f);
-            }
+            store_narrow(nout, m, nj, bias, t0, y, y_stride);
             continue;
         }
         widen(t, u, k, u16);

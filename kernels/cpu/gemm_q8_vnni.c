@@ -235,6 +235,19 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     (halves(t) == 1 ? narrow_1 : narrow_2)(nb, k, xp, m, u, at, ct, out, pf, pf_bytes);
 }
 
+/* (every format goes through unpack_row here) */
+static bool narrow_reads_rows(colo_dtype t)
+{
+    (void)t;
+    return false;
+}
+
+static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
+                        int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN])
+{
+    (void)t, (void)w, (void)row_bytes, (void)nj, (void)nb, (void)xp, (void)m, (void)xs, (void)sums, (void)out;
+}
+
 /* Every format but Q2_K and Q3_K (whose scales unpack_row still writes). */
 static bool gathered_scales(colo_dtype t)
 {
