@@ -214,6 +214,13 @@ colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, c
  * takes no adapters. */
 colo_status colo_served_adapter_check(const colo_model_cfg *base, const colo_adapter_cfg *a, char *err,
                                       size_t errlen);
+/* Any thread: a's file (or scale) in place of the listed adapter of its
+ * name, which serves on until the new one has loaded and is then unloaded
+ * (as colo_served_adapter_remove does); a replacement that fails to load
+ * is dropped, with the failure logged, and the listed one stays. With no
+ * adapter of that name listed, colo_served_adapter_add. The errors of
+ * colo_served_adapter_add. */
+colo_status colo_served_adapter_replace(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen);
 /* Any thread. COLO_EINVAL when no adapter of that name is listed. */
 colo_status colo_served_adapter_remove(colo_served *m, const char *name, char *err, size_t errlen);
 /* Applies a's priority and SLA to the listed adapter of its name (a

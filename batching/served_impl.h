@@ -16,6 +16,7 @@ typedef struct served_adapter {
     colo_adapter_cfg cfg;
     int state;        /* colo_adapter_state */
     bool busy;        /* the executor is loading it (outside the lock) */
+    bool pending;     /* LOADING to take the place of the listed one of its name, which serves until then */
     int slot;         /* the kind's; -1 until loaded */
     int rank;         /* the kind's figures, read as it loaded */
     size_t bytes;
