@@ -250,11 +250,83 @@ static void test_sighup_keeps_a_working_adapter(void **state)
     srv_cleanup(&f);
 }
 
+/* Writes NaN over every value of the F32 or F16 tensor name of the file. */
+static void poison_tensor(const char *path, const char *name)
+{
+    char err[256];
+    colo_gguf *g = colo_gguf_open(path, err, sizeof err);
+    assert_non_null(g);
+    const colo_gguf_tensor *t = colo_gguf_find_tensor(g, name);
+    assert_non_null(t);
+    assert_true(t->type == COLO_F32 || t->type == COLO_F16);
+    size_t off = colo_gguf_data_offset(g) + t->offset, n = t->bytes;
+    bool f32 = t->type == COLO_F32;
+    colo_gguf_close(g);
+    unsigned char *buf = malloc(n);
+    assert_non_null(buf);
+    for (size_t i = 0; i < n; i += f32 ? 4 : 2) {
+        uint32_t v32 = 0x7fc00000u;
+        uint16_t v16 = 0x7e00u;
+        memcpy(buf + i, f32 ? (void *)&v32 : (void *)&v16, f32 ? 4 : 2);
+    }
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, n, (off_t)off), (ssize_t)n);
+    close(fd);
+    free(buf);
+}
+
+static void test_non_finite(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/nan.gguf", f.dir);
+    assert_int_equal(colo_mkmodel_write(path, &BASE, err, sizeof err), COLO_OK);
+    poison_tensor(path, "output_norm.weight");
+    char y[2048];
+    snprintf(y, sizeof y, "%s  - { name: n, kind: llama, path: nan.gguf, memory_fraction: 0.2 }\n", YAML);
+    assert_true(srv_start_logged(&f, y));
+    int st;
+    json_t *j = call(&f, "POST", "/admin/models/b/adapters", "{\"name\":\"ai\",\"path\":\"inf.gguf\"}", &st, NULL, 0);
+    assert_int_equal(st, 400);
+    if (!strstr(error_message(j), "inf.gguf") || !strstr(error_message(j), "adapter.lora.alpha"))
+        fail_msg("%s", error_message(j));
+    json_decref(j);
+    static const char *const calls[][2] = {
+        {"/v1/models/n/infer", "{\"prompt\":\"x\",\"max_tokens\":4,\"temperature\":0}"},
+        {"/v1/models/n/infer", "{\"prompt\":\"x\",\"max_tokens\":4,\"logprobs\":2}"},
+        {"/v1/completions", "{\"model\":\"n\",\"prompt\":\"x\",\"max_tokens\":4,\"n\":3,\"temperature\":0.7}"},
+        {"/v1/chat/completions", "{\"model\":\"n\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                 "\"max_tokens\":4,\"response_format\":{\"type\":\"json_object\"}}"},
+    };
+    for (size_t k = 0; k < sizeof calls / sizeof *calls; k++) {
+        j = call(&f, "POST", calls[k][0], calls[k][1], &st, NULL, 0);
+        if (st < 500 || !strstr(error_message(j), "not a finite number"))
+            fail_msg("%s %s: %d %s", calls[k][0], calls[k][1], st, j ? json_dumps(j, 0) : "");
+        json_decref(j);
+    }
+    /* streamed: an error event, never a finish */
+    srv_resp r;
+    assert_true(srv_http(&f, "POST", "/v1/completions",
+                         "{\"model\":\"n\",\"prompt\":\"x\",\"max_tokens\":4,\"stream\":true}", &r));
+    if (r.status == 200 && (!strstr(r.body, "not a finite number") || strstr(r.body, "finish_reason\":\"")))
+        fail_msg("%s", r.body);
+    assert_true(r.status == 200 || r.status >= 500);
+    srv_resp_free(&r);
+    json_decref(infer(&f, "b")); /* the other model serves on */
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_are_one_namespace),
         cmocka_unit_test(test_sighup_keeps_a_working_adapter),
+        cmocka_unit_test(test_non_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
