@@ -207,6 +207,7 @@ fail:
     m->arena = NULL;
     snprintf(m->error, sizeof m->error, "%s", e);
     m->state = COLO_SERVED_FAILED;
+    colo_served_adapters_failed(m, e);
     return st;
 }
 
@@ -214,6 +215,7 @@ void colo_served_set_failed(colo_served *m, const char *msg)
 {
     snprintf(m->error, sizeof m->error, "%s", msg);
     m->state = COLO_SERVED_FAILED;
+    colo_served_adapters_failed(m, msg);
 }
 
 colo_status colo_served_wake_fits(colo_served *m, size_t *need_bytes, size_t *avail_bytes)

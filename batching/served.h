@@ -154,7 +154,8 @@ void colo_served_unload(colo_served *m);
  * it. COLO_OK: on_done will run exactly once. COLO_EINVAL: r can never run
  * on this model (the message says why, with the token counts; answer 400).
  * COLO_EAGAIN: the queue is full (429). COLO_ECANCELED: the model is not
- * ready, failed or stopping (503). COLO_ENOMEM: out of memory. On an error
+ * ready, failed or stopping, or r->adapter is not listed or not ready
+ * (503; the front end tells which by colo_served_adapter_get). COLO_ENOMEM: out of memory. On an error
  * no callback runs. */
 colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_t errlen);
 /* Any thread: the client went away. A queued request is removed and its

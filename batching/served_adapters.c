@@ -71,6 +71,21 @@ void colo_served_adapters_loaded(colo_served *m)
     pthread_mutex_unlock(&m->adapter_mu);
 }
 
+void colo_served_adapters_failed(colo_served *m, const char *msg)
+{
+    if (!m->adapters)
+        return;
+    pthread_mutex_lock(&m->adapter_mu);
+    for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS; i++) {
+        served_adapter *e = &m->adapters[i];
+        if (e->state != COLO_ADAPTER_LOADING)
+            continue;
+        e->state = COLO_ADAPTER_FAILED;
+        snprintf(e->error, sizeof e->error, "model %s did not load: %s", m->cfg.name, msg);
+    }
+    pthread_mutex_unlock(&m->adapter_mu);
+}
+
 /* The listed entry named name; prefer one not unloading. A replacement
  * still loading is not listed. Under adapter_mu. */
 static served_adapter *find(colo_served *m, const char *name)
@@ -320,9 +335,9 @@ colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *e
     colo_status st = COLO_OK;
     pthread_mutex_lock(&m->adapter_mu);
     served_adapter *e = m->adapters ? find(m, r->adapter) : NULL;
-    if (!e) {
+    if (!e) { /* removed since the front end found it */
         colo_set_err(err, errlen, "model %s has no adapter named '%s'", m->cfg.name, r->adapter);
-        st = COLO_EINVAL;
+        st = COLO_ECANCELED;
     } else if (e->state != COLO_ADAPTER_READY) {
         colo_set_err(err, errlen, "adapter %s is %s%s%s", e->cfg.name, colo_adapter_state_name(e->state),
                      e->error[0] ? ": " : "", e->error);

@@ -209,6 +209,53 @@ static void test_names_are_one_namespace(void **state)
     srv_cleanup(&f);
 }
 
+static void test_adapter_states(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_write(&f, "junk.gguf", "not a model file at all"));
+    char y[2048];
+    snprintf(y, sizeof y, "%s", YAML);
+    char *r = strstr(y, "    adapter_memory_bytes:"); /* no room kept: an adapter added now fails */
+    memmove(r, strchr(r, '\n') + 1, strlen(strchr(r, '\n') + 1) + 1);
+    assert_true(srv_start_logged(&f, y));
+    int st;
+    char ra[16];
+    json_t *j = call(&f, "POST", "/admin/models/b/adapters", "{\"name\":\"a3\",\"path\":\"a3.gguf\"}", &st, NULL, 0);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    wait_state(&f, "a3", "failed");
+    j = call(&f, "POST", "/v1/models/a3/infer", "{\"prompt\":\"x\",\"max_tokens\":2}", &st, ra, sizeof ra);
+    assert_int_equal(st, 503);
+    if (!strstr(error_message(j), "adapter a3 of model b is failed") ||
+        !strstr(error_message(j), "adapter_memory_bytes"))
+        fail_msg("%s", error_message(j));
+    assert_string_equal(ra, ""); /* it does not recover by waiting */
+    json_decref(j);
+    j = call(&f, "POST", "/v1/chat/completions",
+             "{\"model\":\"a3\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2}", &st, NULL, 0);
+    assert_int_equal(st, 503);
+    assert_non_null(strstr(error_message(j), "adapter a3 of model b is failed"));
+    json_decref(j);
+    /* a model loaded at run time that fails: its adapters fail with it */
+    j = call(&f, "POST", "/admin/models",
+             "{\"name\":\"bad\",\"kind\":\"llama\",\"path\":\"junk.gguf\",\"memory_fraction\":0.1,"
+             "\"adapters\":[{\"name\":\"ba\",\"path\":\"a1.gguf\"}]}",
+             &st, NULL, 0);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    wait_state(&f, "bad", "failed");
+    wait_state(&f, "ba", "failed");
+    j = srv_get_json(&f, "/v1/models/ba", &st);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "model bad did not load"));
+    json_decref(j);
+    json_decref(infer(&f, "a1")); /* the rest serve on */
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_sighup_keeps_a_working_adapter(void **state)
 {
     (void)state;
@@ -325,6 +372,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_are_one_namespace),
+        cmocka_unit_test(test_adapter_states),
         cmocka_unit_test(test_sighup_keeps_a_working_adapter),
         cmocka_unit_test(test_non_finite),
     };
