@@ -368,6 +368,52 @@ static void test_non_finite(void **state)
     srv_cleanup(&f);
 }
 
+static void test_tokens_of_a_sleeping_model(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_start_logged(&f, YAML));
+    int st;
+    json_t *awake = call(&f, "POST", "/v1/models/b/tokenize", "{\"prompt\":\"hello there\"}", &st, NULL, 0);
+    assert_int_equal(st, 200);
+    json_t *j = call(&f, "POST", "/admin/models/b/sleep", "", &st, NULL, 0);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    wait_state(&f, "b", "sleeping");
+    json_t *asleep = call(&f, "POST", "/v1/models/b/tokenize", "{\"prompt\":\"hello there\"}", &st, NULL, 0);
+    if (st != 200)
+        fail_msg("tokenize: %d %s", st, error_message(asleep));
+    assert_true(json_equal(awake, asleep));
+    char body[512];
+    char *ids = json_dumps(json_object_get(asleep, "tokens"), JSON_COMPACT);
+    snprintf(body, sizeof body, "{\"tokens\":%s}", ids);
+    free(ids);
+    j = call(&f, "POST", "/v1/models/b/detokenize", body, &st, NULL, 0);
+    if (st != 200)
+        fail_msg("detokenize: %d %s", st, error_message(j));
+    assert_non_null(strstr(json_string_value(json_object_get(j, "text")), "hello there"));
+    json_decref(j);
+    j = call(&f, "POST", "/v1/messages/count_tokens",
+             "{\"model\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}", &st, NULL, 0);
+    if (st != 200)
+        fail_msg("count_tokens: %d %s", st, error_message(j));
+    assert_true(json_integer_value(json_object_get(j, "input_tokens")) > 0);
+    json_decref(j);
+    j = call(&f, "POST", "/v1/messages/count_tokens",
+             "{\"model\":\"a1\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}", &st, NULL, 0);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    char s[32];
+    state_of(&f, "b", s, sizeof s);
+    assert_string_equal(s, "sleeping"); /* none of it woke the model */
+    json_decref(awake);
+    json_decref(asleep);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_adapter_states),
         cmocka_unit_test(test_sighup_keeps_a_working_adapter),
         cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_tokens_of_a_sleeping_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
