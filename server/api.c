@@ -181,7 +181,11 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         colo_http_error(h, status, colo_api_outcome_code(c), "model %s: %s", c->name, colo_api_outcome_error(c));
         return;
     }
-    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, msg ? msg : "failed");
+    char shown[512];
+    snprintf(shown, sizeof shown, "%s", msg ? msg : "failed");
+    if (status == 400 && c->d->words)
+        c->d->words(shown, sizeof shown);
+    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, shown);
 }
 
 static void deliver_done(void *ud)
@@ -316,7 +320,11 @@ static void refuse(api_call *c, colo_status st, const char *err)
     int status = colo_api_status_http(st);
     colo_api_count_request(c->api, c->name, status);
     if (st == COLO_EINVAL || st == COLO_ETOOLONG) {
-        colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
+        char shown[512];
+        snprintf(shown, sizeof shown, "%s", err);
+        if (c->d->words)
+            c->d->words(shown, sizeof shown);
+        colo_http_error(req, 400, colo_api_status_code(st), "%s", shown);
     } else if (st == COLO_EAGAIN && c->r->slo.refused) {
         colo_api_record_slo(c);
         char ra[16];

@@ -124,6 +124,9 @@ typedef struct api_dialect {
     void (*close)(api_call *c, bool held);          /* a stream that succeeded (held: tool calls held back) */
     void (*fail)(api_call *c);                      /* a stream that failed: its error event */
     bool done_marker;                               /* data: [DONE] ends its streams */
+    /* A 400's message about the fields its body was read as, in the
+     * client's words, in place (NULL: they are its own). */
+    void (*words)(char *err, size_t errlen);
 } api_dialect;
 
 /* Every dialect, for the routes: n of them. */

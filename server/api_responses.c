@@ -25,6 +25,23 @@ static json_t *usage_json(const api_call *c)
                      "reasoning_tokens", 0, "total_tokens", o->n_input_tokens + o->n_tokens);
 }
 
+/* The request's fields as it sent them (colo_api_input.echo) over o's
+ * defaults; a text without a format has the default format. */
+static colo_status echo(const api_call *c, json_t *o)
+{
+    if (!c->in.echo)
+        return COLO_OK;
+    json_t *sent = json_loads(c->in.echo, 0, NULL);
+    if (!sent)
+        return COLO_ENOMEM;
+    json_t *text = json_object_get(sent, "text");
+    bool ok = !json_is_object(text) || json_object_get(text, "format") ||
+              !json_object_set(text, "format", json_object_get(json_object_get(o, "text"), "format"));
+    ok = ok && !json_object_update(o, sent);
+    json_decref(sent);
+    return ok ? COLO_OK : COLO_ENOMEM;
+}
+
 /* The response object: status "in_progress" (no output, no usage yet),
  * "completed", "incomplete" or "failed" (with the error). output stolen. */
 static json_t *response_json(const api_call *c, const char *status, json_t *output)
@@ -36,12 +53,13 @@ static json_t *response_json(const api_call *c, const char *status, json_t *outp
                           "model", c->name, "output", output ? output : json_array(), "error",
                           "incomplete_details", "instructions", "temperature", (double)p->temperature, "top_p",
                           (double)p->top_p, "max_output_tokens", p->max_tokens, "parallel_tool_calls", 1,
-                          "tool_choice", "auto", "tools", "text", "format", "type",
-                          p->json_schema ? "json_schema" : p->json_object ? "json_object" : "text", "metadata",
+                          "tool_choice", "auto", "tools", "text", "format", "type", "text", "metadata",
                           "store", 0, "previous_response_id", "reasoning", "effort", "summary", "truncation",
                           "disabled");
-    if (!o)
+    if (!o || echo(c, o) != COLO_OK) {
+        json_decref(o);
         return NULL;
+    }
     if (!strcmp(status, "in_progress"))
         json_object_set_new(o, "usage", json_null());
     else
