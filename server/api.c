@@ -18,6 +18,7 @@ static void call_free(api_call *c)
     pthread_mutex_destroy(&c->mu);
     free(c->fill.data);
     free(c->drain.data);
+    free(c->said.data);
     colo_request_free(c->r);
 }
 

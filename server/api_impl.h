@@ -146,6 +146,7 @@ struct api_call {
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     int seq_no;        /* the Responses API's next event's sequence_number */
+    tok_buf said;      /* the Responses API: the text its stream sent (a failed stream's output) */
     int block;         /* Anthropic: the content block open now */
     bool thinking;     /* Anthropic: that block is a thinking block */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */
