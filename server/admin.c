@@ -236,6 +236,17 @@ static void h_unload(colo_http_req *req, void *ud)
                                                colo_served_state_name(colo_served_get_state(am->m))));
 }
 
+/* A path under /admin/ that is no admin route: 404 to the admin key, and
+ * to everyone else what the admin routes answer them (401 or 403), so
+ * that a tenant's API key tells nothing about them. */
+static void h_unknown(colo_http_req *req, void *ud)
+{
+    if (!allowed(req, ud))
+        return;
+    colo_http_error(req, 404, "not_found", "no admin route %.16s %.128s", colo_http_req_method(req),
+                    colo_http_req_path(req));
+}
+
 static void h_sleep(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, false); }
 static void h_wake(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, true); }
 
@@ -630,6 +641,7 @@ colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *ap
                   {"DELETE", "/admin/models/{name}", h_unload},
                   {"POST", "/admin/models/{name}/adapters", h_adapter_add},
                   {"DELETE", "/admin/models/{name}/adapters/{adapter}", h_adapter_remove}};
+    colo_server_set_fallback(srv, "/admin/", h_unknown, ad);
     /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=
