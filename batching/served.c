@@ -207,6 +207,7 @@ fail:
     m->arena = NULL;
     snprintf(m->error, sizeof m->error, "%s", e);
     m->state = COLO_SERVED_FAILED;
+    colo_served_adapters_failed(m, e);
     return st;
 }
 
@@ -214,6 +215,7 @@ void colo_served_set_failed(colo_served *m, const char *msg)
 {
     snprintf(m->error, sizeof m->error, "%s", msg);
     m->state = COLO_SERVED_FAILED;
+    colo_served_adapters_failed(m, msg);
 }
 
 colo_status colo_served_wake_fits(colo_served *m, size_t *need_bytes, size_t *avail_bytes)
@@ -585,6 +587,14 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
     return st;
 }
 
+/* The kind keeps its tokenizer while the model sleeps and wakes (a
+ * submitted request is tokenized then too): tokenizing needs no wake. */
+static bool has_tokenizer(const colo_served *m)
+{
+    int s = m->state;
+    return m->inst && (s == COLO_SERVED_READY || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING);
+}
+
 colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen)
 {
     if (r->task != m->kind->task) {
@@ -592,7 +602,7 @@ colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, siz
                      colo_task_name(r->task));
         return COLO_EINVAL;
     }
-    if (m->state != COLO_SERVED_READY) {
+    if (!has_tokenizer(m)) {
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }
@@ -606,7 +616,7 @@ colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, co
         colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
-    if (m->state != COLO_SERVED_READY) {
+    if (!has_tokenizer(m)) {
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }

@@ -154,7 +154,8 @@ void colo_served_unload(colo_served *m);
  * it. COLO_OK: on_done will run exactly once. COLO_EINVAL: r can never run
  * on this model (the message says why, with the token counts; answer 400).
  * COLO_EAGAIN: the queue is full (429). COLO_ECANCELED: the model is not
- * ready, failed or stopping (503). COLO_ENOMEM: out of memory. On an error
+ * ready, failed or stopping, or r->adapter is not listed or not ready
+ * (503; the front end tells which by colo_served_adapter_get). COLO_ENOMEM: out of memory. On an error
  * no callback runs. */
 colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_t errlen);
 /* Any thread: the client went away. A queued request is removed and its
@@ -214,6 +215,13 @@ colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, c
  * takes no adapters. */
 colo_status colo_served_adapter_check(const colo_model_cfg *base, const colo_adapter_cfg *a, char *err,
                                       size_t errlen);
+/* Any thread: a's file (or scale) in place of the listed adapter of its
+ * name, which serves on until the new one has loaded and is then unloaded
+ * (as colo_served_adapter_remove does); a replacement that fails to load
+ * is dropped, with the failure logged, and the listed one stays. With no
+ * adapter of that name listed, colo_served_adapter_add. The errors of
+ * colo_served_adapter_add. */
+colo_status colo_served_adapter_replace(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen);
 /* Any thread. COLO_EINVAL when no adapter of that name is listed. */
 colo_status colo_served_adapter_remove(colo_served *m, const char *name, char *err, size_t errlen);
 /* Applies a's priority and SLA to the listed adapter of its name (a

@@ -71,13 +71,29 @@ void colo_served_adapters_loaded(colo_served *m)
     pthread_mutex_unlock(&m->adapter_mu);
 }
 
-/* The listed entry named name; prefer one not unloading. Under adapter_mu. */
+void colo_served_adapters_failed(colo_served *m, const char *msg)
+{
+    if (!m->adapters)
+        return;
+    pthread_mutex_lock(&m->adapter_mu);
+    for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS; i++) {
+        served_adapter *e = &m->adapters[i];
+        if (e->state != COLO_ADAPTER_LOADING)
+            continue;
+        e->state = COLO_ADAPTER_FAILED;
+        snprintf(e->error, sizeof e->error, "model %s did not load: %s", m->cfg.name, msg);
+    }
+    pthread_mutex_unlock(&m->adapter_mu);
+}
+
+/* The listed entry named name; prefer one not unloading. A replacement
+ * still loading is not listed. Under adapter_mu. */
 static served_adapter *find(colo_served *m, const char *name)
 {
     served_adapter *unloading = NULL;
     for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS; i++) {
         served_adapter *e = &m->adapters[i];
-        if (!e->state || strcmp(e->cfg.name, name))
+        if (!e->state || e->pending || strcmp(e->cfg.name, name))
             continue;
         if (e->state != COLO_ADAPTER_UNLOADING)
             return e;
@@ -86,7 +102,8 @@ static served_adapter *find(colo_served *m, const char *name)
     return unloading;
 }
 
-colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen)
+/* colo_served_adapter_add, or with replace colo_served_adapter_replace. */
+static colo_status add_or_replace(colo_served *m, const colo_adapter_cfg *a, bool replace, char *err, size_t errlen)
 {
     if (!m->kind->adapter_add) {
         colo_set_err(err, errlen, "model %s (kind %s) takes no LoRA adapters", m->cfg.name, m->kind->name);
@@ -100,17 +117,22 @@ colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, c
     colo_status st = COLO_OK;
     pthread_mutex_lock(&m->adapter_mu);
     served_adapter *e = find(m, a->name), *free_e = NULL;
-    for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS && !free_e; i++)
-        if (!m->adapters[i].state)
-            free_e = &m->adapters[i];
-    if (e && e->state != COLO_ADAPTER_UNLOADING) {
+    bool pending = replace && e && e->state != COLO_ADAPTER_UNLOADING;
+    for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS; i++) {
+        served_adapter *x = &m->adapters[i];
+        if (pending && x->pending && !strcmp(x->cfg.name, a->name))
+            x->state = COLO_ADAPTER_UNLOADING; /* an earlier replacement: this one takes its place */
+        if (!x->state && !free_e)
+            free_e = x;
+    }
+    if (e && e->state != COLO_ADAPTER_UNLOADING && !replace) {
         colo_set_err(err, errlen, "model %s has an adapter named '%s' already", m->cfg.name, a->name);
         st = COLO_EINVAL;
     } else if (!free_e) {
         colo_set_err(err, errlen, "model %s lists %d adapters already", m->cfg.name, COLO_SERVED_MAX_ADAPTERS);
         st = COLO_ENOMEM;
     } else {
-        *free_e = (served_adapter){.cfg = *a, .state = COLO_ADAPTER_LOADING, .slot = -1,
+        *free_e = (served_adapter){.cfg = *a, .state = COLO_ADAPTER_LOADING, .slot = -1, .pending = pending,
                                    .order = ++m->adapter_order};
     }
     pthread_mutex_unlock(&m->adapter_mu);
@@ -121,6 +143,16 @@ colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, c
     return st;
 }
 
+colo_status colo_served_adapter_add(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen)
+{
+    return add_or_replace(m, a, false, err, errlen);
+}
+
+colo_status colo_served_adapter_replace(colo_served *m, const colo_adapter_cfg *a, char *err, size_t errlen)
+{
+    return add_or_replace(m, a, true, err, errlen);
+}
+
 colo_status colo_served_adapter_remove(colo_served *m, const char *name, char *err, size_t errlen)
 {
     pthread_mutex_lock(&m->adapter_mu);
@@ -128,6 +160,9 @@ colo_status colo_served_adapter_remove(colo_served *m, const char *name, char *e
     bool found = e && e->state != COLO_ADAPTER_UNLOADING;
     if (found)
         e->state = COLO_ADAPTER_UNLOADING;
+    for (int i = 0; found && i < COLO_SERVED_MAX_ADAPTERS; i++) /* and its replacement, if one is loading */
+        if (m->adapters[i].pending && !strcmp(m->adapters[i].cfg.name, name))
+            m->adapters[i].state = COLO_ADAPTER_UNLOADING;
     pthread_mutex_unlock(&m->adapter_mu);
     if (!found) {
         colo_set_err(err, errlen, "model %s has no adapter named '%s'", m->cfg.name, name);
@@ -186,7 +221,7 @@ int colo_served_adapter_list(colo_served *m, colo_served_adapter_info *out, int 
         served_adapter *next = NULL;
         for (int i = 0; i < COLO_SERVED_MAX_ADAPTERS; i++) {
             served_adapter *e = &m->adapters[i];
-            if (e->state && e->order > after && (!next || e->order < next->order))
+            if (e->state && !e->pending && e->order > after && (!next || e->order < next->order))
                 next = e;
         }
         if (!next)
@@ -206,6 +241,26 @@ size_t colo_served_adapters_count(colo_served *m)
         n += m->adapters[i].state != 0;
     pthread_mutex_unlock(&m->adapter_mu);
     return n;
+}
+
+/* Replacement e has loaded (st COLO_OK): it takes the place of the listed
+ * entry of its name, which is unloaded once its requests have finished;
+ * or it did not, and is dropped, the listed one serving on. Under
+ * adapter_mu. */
+static void take_place(colo_served *m, served_adapter *e, colo_status st)
+{
+    if (st != COLO_OK) {
+        COLO_ERROR("model %s: adapter %s: not replaced (the one loaded serves on): %s", m->cfg.name, e->cfg.name,
+                   e->error);
+        memset(e, 0, sizeof *e); /* nothing of it was loaded */
+        return;
+    }
+    served_adapter *old = find(m, e->cfg.name);
+    if (old && old->state != COLO_ADAPTER_UNLOADING)
+        old->state = COLO_ADAPTER_UNLOADING;
+    e->pending = false;
+    e->state = COLO_ADAPTER_READY;
+    atomic_store(&m->adapter_work, true); /* the old one's unload, on the next round */
 }
 
 /* Loads entry e (LOADING) through the kind, outside the lock. */
@@ -233,7 +288,9 @@ static void load_one(colo_served *m, served_adapter *e)
         note_loaded(m, e);
     } else
         snprintf(e->error, sizeof e->error, "%s", msg);
-    if (e->state == COLO_ADAPTER_LOADING)
+    if (e->state == COLO_ADAPTER_LOADING && e->pending)
+        take_place(m, e, st);
+    else if (e->state == COLO_ADAPTER_LOADING)
         e->state = st == COLO_OK ? COLO_ADAPTER_READY : COLO_ADAPTER_FAILED;
 }
 
@@ -278,9 +335,9 @@ colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *e
     colo_status st = COLO_OK;
     pthread_mutex_lock(&m->adapter_mu);
     served_adapter *e = m->adapters ? find(m, r->adapter) : NULL;
-    if (!e) {
+    if (!e) { /* removed since the front end found it */
         colo_set_err(err, errlen, "model %s has no adapter named '%s'", m->cfg.name, r->adapter);
-        st = COLO_EINVAL;
+        st = COLO_ECANCELED;
     } else if (e->state != COLO_ADAPTER_READY) {
         colo_set_err(err, errlen, "adapter %s is %s%s%s", e->cfg.name, colo_adapter_state_name(e->state),
                      e->error[0] ? ": " : "", e->error);

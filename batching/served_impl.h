@@ -16,6 +16,7 @@ typedef struct served_adapter {
     colo_adapter_cfg cfg;
     int state;        /* colo_adapter_state */
     bool busy;        /* the executor is loading it (outside the lock) */
+    bool pending;     /* LOADING to take the place of the listed one of its name, which serves until then */
     int slot;         /* the kind's; -1 until loaded */
     int rank;         /* the kind's figures, read as it loaded */
     size_t bytes;
@@ -98,10 +99,12 @@ bool colo_served_sleep_or_wake(colo_served *m);
 /* served_adapters.c. create: the config's adapters, LOADING until
  * colo_served_adapters_loaded (after the kind's load: READY in slots
  * 0..n-1). work: the executor's part, between steps. acquire (submit):
- * r->adapter's entry for r, or an error (COLO_EINVAL unknown, COLO_ECANCELED
+ * r->adapter's entry for r, or an error (COLO_ECANCELED: not listed, or
  * not ready) with a message; release: once r is answered. */
 colo_status colo_served_adapters_create(colo_served *m);
 void colo_served_adapters_loaded(colo_served *m);
+/* The model did not load: the config's adapters (LOADING) are FAILED with msg. */
+void colo_served_adapters_failed(colo_served *m, const char *msg);
 void colo_served_adapters_work(colo_served *m);
 colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *err, size_t errlen);
 void colo_served_adapter_release(colo_served *m, colo_request *r);

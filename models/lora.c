@@ -5,6 +5,7 @@
 #include "kernels/quant.h"
 #include "models/llama_impl.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -94,7 +95,39 @@ static colo_status check_keys(const colo_gguf *g, const char *path, const base_s
         colo_set_err(err, errlen, "%s: adapter.lora.alpha is not a float32", path);
         return COLO_EFORMAT;
     }
+    /* (NaN fails both comparisons) */
+    if (!(*alpha >= 0.0f && *alpha <= COLO_LORA_MAX_ALPHA)) {
+        colo_set_err(err, errlen, "%s: adapter.lora.alpha %g is not a number from 0 to %g", path, (double)*alpha,
+                     (double)COLO_LORA_MAX_ALPHA);
+        return COLO_EFORMAT;
+    }
     return COLO_OK;
+}
+
+/* Every value of tensor t is finite: a NaN or infinity in an adapter
+ * would turn every output it touches into NaN. */
+static colo_status check_values(const colo_gguf_tensor *t, const char *path, char *err, size_t errlen)
+{
+    int64_t k = t->ne[0], rows = t->ne[1];
+    size_t rb = colo_dtype_row_bytes(t->type, k);
+    float *row = malloc((size_t)k * sizeof *row);
+    if (!row) {
+        colo_set_err(err, errlen, "%s: out of memory", path);
+        return COLO_ENOMEM;
+    }
+    colo_status st = COLO_OK;
+    for (int64_t r = 0; r < rows && st == COLO_OK; r++) {
+        colo_dequantize_row(t->type, (const char *)t->data + (size_t)r * rb, row, k);
+        for (int64_t i = 0; i < k; i++)
+            if (!isfinite(row[i])) {
+                colo_set_err(err, errlen, "%s: tensor %s: element %lld of row %lld is %s", path, t->name,
+                             (long long)i, (long long)r, isnan(row[i]) ? "NaN" : "infinite");
+                st = COLO_EFORMAT;
+                break;
+            }
+    }
+    free(row);
+    return st;
 }
 
 /* One pair against the base: A (in, rank), B (rank, out), 2-D, a type
@@ -175,7 +208,9 @@ static colo_status read_plan(const colo_gguf *g, const char *path, const base_sh
             if (!tp->a && !tp->b)
                 continue;
             int r;
-            if ((st = check_pair(b, l, f, tp, path, &r, err, errlen)) != COLO_OK)
+            if ((st = check_pair(b, l, f, tp, path, &r, err, errlen)) != COLO_OK ||
+                (st = check_values(tp->a, path, err, errlen)) != COLO_OK ||
+                (st = check_values(tp->b, path, err, errlen)) != COLO_OK)
                 return st;
             p->info.rank = r > p->info.rank ? r : p->info.rank;
             p->info.n_products++;

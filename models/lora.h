@@ -27,6 +27,10 @@
 
 /* Adapters one model holds at once. */
 #define COLO_LORA_SLOTS 64
+/* The largest adapter.lora.alpha taken (llama.cpp's converter writes the
+ * training's alpha, a small multiple of the rank): a larger one, a
+ * negative one or one that is not a finite number is refused. */
+#define COLO_LORA_MAX_ALPHA 65536.0f
 
 typedef struct colo_lora_info {
     int rank;          /* the largest of its products' ranks */
@@ -41,7 +45,9 @@ typedef struct colo_lora_info {
 /* Checks path as an adapter of the model in base_path, from the files
  * alone: COLO_EFORMAT with a message naming the file and the key or tensor
  * (a missing or other architecture, a tensor the base does not have, a
- * shape or rank that does not match, a rank over COLO_LORA_MAX_RANK),
+ * shape or rank that does not match, a rank over COLO_LORA_MAX_RANK, an
+ * alpha that is not a number in [0, COLO_LORA_MAX_ALPHA], a tensor
+ * value that is not finite),
  * COLO_EIO when a file cannot be read. out (may be NULL) gets its figures. */
 colo_status colo_lora_check(const char *base_path, const char *path, colo_lora_info *out, char *err, size_t errlen);
 

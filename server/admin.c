@@ -132,8 +132,9 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 /* The checks of a run-time load that need the server: the scheduling
  * keys and a duplicate name. 0 or the HTTP status, with the error code
  * and message. */
-static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code, char *msg, size_t len)
+static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code, bool *retry, char *msg, size_t len)
 {
+    *retry = false;
     if (mc->sm_share > 0) {
         *code = "invalid_config";
         snprintf(msg, len, "model.sm_share: a model loaded at run time cannot take a partition of the device");
@@ -144,15 +145,9 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
         snprintf(msg, len, "model.share: only used with scheduler.policy: fair");
         return 400;
     }
-    colo_registry_model *old = NULL;
-    const char *taken = mc->name;
-    for (int a = -1; !old && a < mc->n_aliases; a++)
-        old = colo_registry_find(ad->reg, taken = a < 0 ? mc->name : mc->aliases[a]);
-    if (old) {
+    /* its name, aliases and adapters against every model's and adapter's */
+    if (!colo_registry_names_free(ad->reg, mc, NULL, retry, msg, len)) {
         *code = "model_exists";
-        snprintf(msg, len, "a model named %s is already %s", taken,
-                 old->unloading ? "being unloaded: try again once it is gone"
-                                : colo_served_state_name(colo_served_get_state(old->m)));
         return 409;
     }
     if (!colo_registry_slot_free(ad->reg)) {
@@ -187,9 +182,10 @@ static void h_load(colo_http_req *req, void *ud)
     }
     colo_http_req_set_model(req, mc.name);
     const char *code = "";
-    int http = check_new(ad, &mc, &code, msg, sizeof msg);
+    bool retry;
+    int http = check_new(ad, &mc, &code, &retry, msg, sizeof msg);
     if (http) {
-        if (http == 409)
+        if (retry)
             colo_http_add_header(req, "Retry-After", "1");
         colo_http_error(req, http, code, "%s", msg);
         return;
@@ -240,23 +236,38 @@ static void h_unload(colo_http_req *req, void *ud)
                                                colo_served_state_name(colo_served_get_state(am->m))));
 }
 
+/* A path under /admin/ that is no admin route: 404 to the admin key, and
+ * to everyone else what the admin routes answer them (401 or 403), so
+ * that a tenant's API key tells nothing about them. */
+static void h_unknown(colo_http_req *req, void *ud)
+{
+    if (!allowed(req, ud))
+        return;
+    colo_http_error(req, 404, "not_found", "no admin route %.16s %.128s", colo_http_req_method(req),
+                    colo_http_req_path(req));
+}
+
 static void h_sleep(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, false); }
 static void h_wake(colo_http_req *req, void *ud) { sleep_or_wake(req, ud, true); }
 
 /* ---- LoRA adapters ------------------------------------------------------------------------ */
 
-/* Whether name is free for a new adapter: no model or alias has it, and
- * no adapter but one being unloaded. 409 answered otherwise. */
-static bool adapter_name_free(colo_http_req *req, colo_admin *ad, const char *name)
+/* Whether name is free for a new adapter of am: no model, alias or
+ * adapter has it, but an adapter of am's being unloaded (the new one
+ * takes its place). 409 answered otherwise, with Retry-After when what
+ * holds it is being unloaded. */
+static bool adapter_name_free(colo_http_req *req, colo_admin *ad, colo_registry_model *am, const char *name)
 {
-    colo_served_adapter_info in;
-    colo_registry_model *m = colo_registry_find(ad->reg, name);
-    colo_registry_model *b = m ? NULL : colo_registry_find_adapter(ad->reg, name, &in);
-    if (!m && (!b || in.state == COLO_ADAPTER_UNLOADING))
+    bool going;
+    char msg[256];
+    if (colo_registry_name_free(ad->reg, name, NULL, &going, msg, sizeof msg))
         return true;
-    colo_http_add_header(req, "Retry-After", "1");
-    colo_http_error(req, 409, "model_exists", "the name %s is taken by %s", name,
-                    m ? "a model" : "another adapter");
+    colo_served_adapter_info in;
+    if (!am->unloading && colo_served_adapter_get(am->m, name, &in) && in.state == COLO_ADAPTER_UNLOADING)
+        return true;
+    if (going)
+        colo_http_add_header(req, "Retry-After", "1");
+    colo_http_error(req, 409, "model_exists", "%s", msg);
     return false;
 }
 
@@ -288,7 +299,7 @@ static void h_adapter_add(colo_http_req *req, void *ud)
         colo_http_error(req, 400, "invalid_config", "model %s (kind %s) takes no LoRA adapters", am->name, base->kind);
         return;
     }
-    if (!adapter_name_free(req, ad, a.name))
+    if (!adapter_name_free(req, ad, am, a.name))
         return;
     colo_status st = colo_served_adapter_check(base, &a, msg, sizeof msg);
     if (st != COLO_OK) {
@@ -368,12 +379,33 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     *live = reload_keys == 0;
 }
 
+/* A changed adapter's new file loaded in the place of the one serving,
+ * which serves until then; a new adapter added. What cannot be applied
+ * (a file that does not fit the base, a name another model or adapter
+ * holds) leaves what serves as it is. */
+static void reload_adapter(colo_admin *ad, colo_registry_model *am, const colo_model_cfg *mc,
+                           const colo_adapter_cfg *a, bool listed)
+{
+    char msg[1024];
+    bool going;
+    if (!listed && !colo_registry_name_free(ad->reg, a->name, am, &going, msg, sizeof msg))
+        COLO_ERROR("reload: model %s: adapter %s: not added: %s", mc->name, a->name, msg);
+    else if (colo_served_adapter_check(mc, a, msg, sizeof msg) != COLO_OK ||
+             (listed ? colo_served_adapter_replace : colo_served_adapter_add)(am->m, a, msg, sizeof msg) != COLO_OK)
+        COLO_ERROR("reload: model %s: adapter %s: not %s: %s", mc->name, a->name,
+                   listed ? "replaced (the one loaded serves on)" : "added", msg);
+    else
+        COLO_INFO("reload: model %s: adapter %s: %s (loading)", mc->name, a->name,
+                  listed ? "replaced once the new file has loaded" : "added");
+}
+
 /* The file's adapters of a model that stays as it is: new ones added,
  * changed ones (file or scale) replaced, those the file named before and
  * no longer names removed (as DELETE does), a new priority or SLA applied
  * in place. Adapters added through the admin API are left alone. Returns
  * the changes. */
-static int reload_adapters(colo_registry_model *am, const colo_model_cfg *old, const colo_model_cfg *mc)
+static int reload_adapters(colo_admin *ad, colo_registry_model *am, const colo_model_cfg *old,
+                           const colo_model_cfg *mc)
 {
     int changes = 0;
     char msg[1024];
@@ -390,14 +422,7 @@ static int reload_adapters(colo_registry_model *am, const colo_model_cfg *old, c
             continue;
         }
         changes++;
-        if (listed)
-            colo_served_adapter_remove(am->m, a->name, msg, sizeof msg);
-        if (colo_served_adapter_check(mc, a, msg, sizeof msg) != COLO_OK ||
-            colo_served_adapter_add(am->m, a, msg, sizeof msg) != COLO_OK)
-            COLO_ERROR("reload: model %s: adapter %s: not %s: %s", mc->name, a->name, listed ? "replaced" : "added",
-                       msg);
-        else
-            COLO_INFO("reload: model %s: adapter %s: %s (loading)", mc->name, a->name, listed ? "replaced" : "added");
+        reload_adapter(ad, am, mc, a, listed);
     }
     for (int i = 0; old && i < old->n_adapters; i++) {
         const char *name = old->adapters[i].name;
@@ -426,7 +451,8 @@ static void reload_add(colo_admin *ad, const colo_model_cfg *mc)
     const char *code = "";
     char msg[1024];
     size_t need = 0, avail = 0;
-    if (check_new(ad, mc, &code, msg, sizeof msg))
+    bool retry;
+    if (check_new(ad, mc, &code, &retry, msg, sizeof msg))
         COLO_ERROR("reload: model %s: not added: %s", mc->name, msg);
     else if (!colo_registry_room(ad->reg, mc, &need, &avail))
         COLO_ERROR("reload: model %s: not added: needs %zu bytes of guaranteed memory, %zu available", mc->name, need,
@@ -522,7 +548,7 @@ void colo_admin_reload(colo_admin *ad, const colo_config *was, const colo_config
             live = false;
         }
         if (!what[0] || live) /* the model stays: its adapters change in place */
-            changes += reload_adapters(am, old ? old : cur, mc);
+            changes += reload_adapters(ad, am, old ? old : cur, mc);
         if (!what[0])
             continue;
         changes++;
@@ -615,6 +641,7 @@ colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *ap
                   {"DELETE", "/admin/models/{name}", h_unload},
                   {"POST", "/admin/models/{name}/adapters", h_adapter_add},
                   {"DELETE", "/admin/models/{name}/adapters/{adapter}", h_adapter_remove}};
+    colo_server_set_fallback(srv, "/admin/", h_unknown, ad);
     /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=

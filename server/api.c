@@ -18,6 +18,7 @@ static void call_free(api_call *c)
     pthread_mutex_destroy(&c->mu);
     free(c->fill.data);
     free(c->drain.data);
+    free(c->said.data);
     colo_request_free(c->r);
 }
 
@@ -181,7 +182,11 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
         colo_http_error(h, status, colo_api_outcome_code(c), "model %s: %s", c->name, colo_api_outcome_error(c));
         return;
     }
-    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, msg ? msg : "failed");
+    char shown[512];
+    snprintf(shown, sizeof shown, "%s", msg ? msg : "failed");
+    if (status == 400 && c->d->words)
+        c->d->words(shown, sizeof shown);
+    colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, shown);
 }
 
 static void deliver_done(void *ud)
@@ -280,14 +285,47 @@ static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req
     return c;
 }
 
+/* A request to one of the model's adapters refused for the adapter's
+ * state: 404 when it is gone (removed since it was looked up), 503 with
+ * its own state, and with Retry-After only while it loads or unloads (a
+ * failed one stays failed: its error says why). */
+static bool refuse_adapter(api_call *c)
+{
+    colo_http_req *req = c->http;
+    colo_served_adapter_info in;
+    colo_served_state s = colo_served_get_state(c->am->m);
+    if (c->am->unloading || (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING))
+        return false; /* the model itself is not serving */
+    if (!colo_served_adapter_get(c->am->m, c->r->adapter, &in)) {
+        colo_api_count_request(c->api, c->name, 404);
+        colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", c->name);
+        return true;
+    }
+    if (in.state == COLO_ADAPTER_READY)
+        return false;
+    colo_api_count_request(c->api, c->name, 503);
+    bool failed = in.state == COLO_ADAPTER_FAILED;
+    if (!failed)
+        colo_http_add_header(req, "Retry-After", "1");
+    colo_http_error(req, 503, failed ? "model_failed" : "model_not_ready", "adapter %s of model %s is %s%s%s", c->name,
+                    c->am->name, colo_adapter_state_name(in.state), in.error[0] ? ": " : "", in.error);
+    return true;
+}
+
 /* Answers a refused submission at once. */
 static void refuse(api_call *c, colo_status st, const char *err)
 {
+    if (st == COLO_ECANCELED && c->r->adapter && refuse_adapter(c))
+        return;
     colo_http_req *req = c->http;
     int status = colo_api_status_http(st);
     colo_api_count_request(c->api, c->name, status);
     if (st == COLO_EINVAL || st == COLO_ETOOLONG) {
-        colo_http_error(req, 400, colo_api_status_code(st), "%s", err);
+        char shown[512];
+        snprintf(shown, sizeof shown, "%s", err);
+        if (c->d->words)
+            c->d->words(shown, sizeof shown);
+        colo_http_error(req, 400, colo_api_status_code(st), "%s", shown);
     } else if (st == COLO_EAGAIN && c->r->slo.refused) {
         colo_api_record_slo(c);
         char ra[16];

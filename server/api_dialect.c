@@ -306,7 +306,8 @@ static const api_dialect dialects[] = {
     [COLO_API_RESPONSES] = {"POST", "/v1/responses", COLO_API_RESPONSES, .id_prefix = "resp_",
                             .errors = COLO_HTTP_ERRORS_OPENAI, .whole = colo_api_responses_json,
                             .open = colo_api_responses_open, .piece = colo_api_responses_piece,
-                            .close = colo_api_responses_close, .fail = colo_api_responses_fail},
+                            .close = colo_api_responses_close, .fail = colo_api_responses_fail,
+                            .words = colo_api_responses_words},
 };
 
 const api_dialect *colo_api_dialects(int *n)

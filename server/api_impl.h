@@ -124,6 +124,9 @@ typedef struct api_dialect {
     void (*close)(api_call *c, bool held);          /* a stream that succeeded (held: tool calls held back) */
     void (*fail)(api_call *c);                      /* a stream that failed: its error event */
     bool done_marker;                               /* data: [DONE] ends its streams */
+    /* A 400's message about the fields its body was read as, in the
+     * client's words, in place (NULL: they are its own). */
+    void (*words)(char *err, size_t errlen);
 } api_dialect;
 
 /* Every dialect, for the routes: n of them. */
@@ -143,6 +146,7 @@ struct api_call {
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */
     int seq_no;        /* the Responses API's next event's sequence_number */
+    tok_buf said;      /* the Responses API: the text its stream sent (a failed stream's output) */
     int block;         /* Anthropic: the content block open now */
     bool thinking;     /* Anthropic: that block is a thinking block */
     size_t choice_sent[COLO_REQ_MAX_CHOICES]; /* the same for choices 1..n-1 (params.n > 1) */

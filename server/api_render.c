@@ -15,6 +15,7 @@ int colo_api_status_http(colo_status st)
     case COLO_EINVAL:
     case COLO_ETOOLONG: return 400;
     case COLO_EAGAIN: return 429;
+    case COLO_ERR: return 500; /* the request's own computation failed (a non-finite output) */
     default: return 503;
     }
 }

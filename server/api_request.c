@@ -1552,6 +1552,11 @@ static colo_status responses_messages(dec *d)
                 colo_set_err(d->err, d->errlen, "input[%zu]: a function_call needs call_id, name and arguments", i);
                 return COLO_EINVAL;
             }
+            if (calls && json_array_size(calls) >= COLO_API_MAX_TOOLS) {
+                colo_set_err(d->err, d->errlen, "input[%zu]: at most %d function_call items in a row (the calls of "
+                                                "one turn)", i, COLO_API_MAX_TOOLS);
+                return COLO_EINVAL;
+            }
             if (!calls) { /* consecutive calls are one assistant turn */
                 calls = json_array();
                 if (!calls || json_array_append_new(msgs, json_pack("{s:s,s:n,s:o}", "role", "assistant", "content",
@@ -1581,8 +1586,7 @@ static colo_status responses_messages(dec *d)
     return COLO_OK;
 }
 
-/* The chat field a message names, in the Responses API's words. */
-static void responses_words(dec *d)
+void colo_api_responses_words(char *err, size_t errlen)
 {
     static const char *const words[][2] = {{"max_completion_tokens", "max_output_tokens"},
                                            {"response_format.json_schema", "text.format"},
@@ -1590,13 +1594,34 @@ static void responses_words(dec *d)
                                            {"messages", "input"}};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
         size_t n = strlen(words[i][0]);
-        if (strncmp(d->err, words[i][0], n))
+        if (strncmp(err, words[i][0], n))
             continue;
         char rest[512];
-        snprintf(rest, sizeof rest, "%s", d->err + n);
-        snprintf(d->err, d->errlen, "%s%s", words[i][1], rest);
+        snprintf(rest, sizeof rest, "%s", err + n);
+        snprintf(err, errlen, "%s%s", words[i][1], rest);
         return;
     }
+}
+
+/* The fields of body that the response object repeats, as sent. */
+static colo_status responses_echo(dec *d, json_t *body)
+{
+    static const char *const keys[] = {"instructions", "tools",       "tool_choice", "text",
+                                       "parallel_tool_calls", "metadata", "truncation", "reasoning",
+                                       "max_tool_calls", "temperature", "top_p",      "max_output_tokens"};
+    json_t *echo = json_object();
+    bool ok = echo != NULL;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(body, keys[i]);
+        if (v && !json_is_null(v))
+            ok = json_object_set(echo, keys[i], v) == 0;
+    }
+    char *s = ok ? json_dumps(echo, JSON_COMPACT) : NULL;
+    json_decref(echo);
+    colo_request *r = d->in->r;
+    d->in->echo = s ? colo_pool_strndup(r->pool, s, strlen(s)) : NULL;
+    free(s);
+    return d->in->echo ? COLO_OK : bad(d, "body", "out of memory");
 }
 
 static colo_status decode_responses(dec *d, json_t *body)
@@ -1613,8 +1638,10 @@ static colo_status decode_responses(dec *d, json_t *body)
         c.prompt = c.messages = c.input = c.system = NULL;
         st = decode_gen(&c, d->chat);
         if (st != COLO_OK)
-            responses_words(d);
+            colo_api_responses_words(d->err, d->errlen);
     }
+    if (st == COLO_OK)
+        st = responses_echo(d, body);
     json_decref(d->chat);
     d->chat = NULL;
     return st;

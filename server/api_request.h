@@ -54,6 +54,10 @@ typedef struct colo_api_input {
     bool base64;           /* encoding_format: "base64" */
     const int32_t *tokens; /* detokenize: the ids (in r's pool) */
     int n_tokens;
+    /* the Responses API: the request's fields its response object repeats
+     * as they were sent (instructions, tools, tool_choice, text, ...), a
+     * JSON object in r's pool; NULL: none */
+    const char *echo;
 } colo_api_input;
 
 /* The "model" field of an OpenAI-style body: its string, or NULL with a
@@ -65,6 +69,11 @@ const char *colo_api_model_field(json_t *body, char *err, size_t errlen);
  * request) and in's options. COLO_EINVAL with the message for a 400. */
 colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,
                             colo_api_input *in, char *err, size_t errlen);
+
+/* A message about the chat completion a Responses body is read as, in
+ * the Responses API's words (response_format -> text.format, messages ->
+ * input, ...), in place. */
+void colo_api_responses_words(char *err, size_t errlen);
 
 /* "high" | "normal" | "low". */
 colo_status colo_priority_parse(const char *s, colo_priority *out);

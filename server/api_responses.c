@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* "incomplete" when the output ran into max_output_tokens. */
@@ -17,12 +18,32 @@ static bool incomplete(const api_call *c)
     return f && !strcmp(f, "length");
 }
 
-static json_t *usage_json(const api_call *c)
+/* A failed response reports what was generated for it (what it is
+ * billed), whatever became of it. */
+static json_t *usage_json(const api_call *c, bool failed)
 {
     const colo_req_outcome *o = &c->r->out;
+    int out = failed ? (int)colo_api_completion_tokens(c->r) : o->n_tokens;
     return json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", o->n_input_tokens, "input_tokens_details",
-                     "cached_tokens", o->n_cached_tokens, "output_tokens", o->n_tokens, "output_tokens_details",
-                     "reasoning_tokens", 0, "total_tokens", o->n_input_tokens + o->n_tokens);
+                     "cached_tokens", o->n_cached_tokens, "output_tokens", out, "output_tokens_details",
+                     "reasoning_tokens", 0, "total_tokens", o->n_input_tokens + out);
+}
+
+/* The request's fields as it sent them (colo_api_input.echo) over o's
+ * defaults; a text without a format has the default format. */
+static colo_status echo(const api_call *c, json_t *o)
+{
+    if (!c->in.echo)
+        return COLO_OK;
+    json_t *sent = json_loads(c->in.echo, 0, NULL);
+    if (!sent)
+        return COLO_ENOMEM;
+    json_t *text = json_object_get(sent, "text");
+    bool ok = !json_is_object(text) || json_object_get(text, "format") ||
+              !json_object_set(text, "format", json_object_get(json_object_get(o, "text"), "format"));
+    ok = ok && !json_object_update(o, sent);
+    json_decref(sent);
+    return ok ? COLO_OK : COLO_ENOMEM;
 }
 
 /* The response object: status "in_progress" (no output, no usage yet),
@@ -36,16 +57,17 @@ static json_t *response_json(const api_call *c, const char *status, json_t *outp
                           "model", c->name, "output", output ? output : json_array(), "error",
                           "incomplete_details", "instructions", "temperature", (double)p->temperature, "top_p",
                           (double)p->top_p, "max_output_tokens", p->max_tokens, "parallel_tool_calls", 1,
-                          "tool_choice", "auto", "tools", "text", "format", "type",
-                          p->json_schema ? "json_schema" : p->json_object ? "json_object" : "text", "metadata",
+                          "tool_choice", "auto", "tools", "text", "format", "type", "text", "metadata",
                           "store", 0, "previous_response_id", "reasoning", "effort", "summary", "truncation",
                           "disabled");
-    if (!o)
+    if (!o || echo(c, o) != COLO_OK) {
+        json_decref(o);
         return NULL;
+    }
     if (!strcmp(status, "in_progress"))
         json_object_set_new(o, "usage", json_null());
     else
-        json_object_set_new(o, "usage", usage_json(c));
+        json_object_set_new(o, "usage", usage_json(c, !strcmp(status, "failed")));
     if (!strcmp(status, "incomplete"))
         json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
     if (!strcmp(status, "failed"))
@@ -159,8 +181,21 @@ void colo_api_responses_open(api_call *c)
 /* (a reasoning model's thinking is held out of the output text, and not sent) */
 void colo_api_responses_piece(api_call *c, const api_piece *p)
 {
-    if (!p->reasoning && !colo_api_tools_hold_stream(c->r) && p->len)
-        text_delta(c, 0, p->text, p->len);
+    if (p->reasoning || colo_api_tools_hold_stream(c->r) || !p->len)
+        return;
+    text_delta(c, 0, p->text, p->len);
+    tok_buf *b = &c->said; /* kept for response.failed (out of memory: it goes with what it has) */
+    if (b->len + p->len > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + p->len)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return;
+        b->data = d, b->cap = cap;
+    }
+    memcpy(b->data + b->len, p->text, p->len);
+    b->len += p->len;
 }
 
 /* The held output now whole (its text, then each call: added, its
@@ -193,7 +228,19 @@ void colo_api_responses_close(api_call *c, bool held)
           json_pack("{s:o}", "response", colo_api_responses_json(c)));
 }
 
+/* The output a stream sent before it failed: its message item, incomplete. */
+static json_t *said_json(const api_call *c)
+{
+    if (!c->said.len)
+        return json_array();
+    char id[96];
+    item_id(c, id, sizeof id);
+    return json_pack("[{s:s,s:s,s:s,s:s,s:[o]}]", "type", "message", "id", id, "status", "incomplete", "role",
+                     "assistant", "content", text_part(c->said.data, c->said.len));
+}
+
 void colo_api_responses_fail(api_call *c)
 {
-    event(c, "response.failed", json_pack("{s:o}", "response", response_json(c, "failed", NULL)));
+    json_t *out = said_json(c);
+    event(c, "response.failed", json_pack("{s:o}", "response", out ? response_json(c, "failed", out) : NULL));
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_TOOLS 128
 
 static char *pool_dump(colo_request *r, json_t *v)
 {
@@ -139,8 +138,8 @@ static colo_status tools_common(colo_request *r, json_t *v, bool openai, char *e
     const char *where = "tools";
     if (json_is_null(v))
         return COLO_OK;
-    if (!json_is_array(v) || json_array_size(v) > MAX_TOOLS) {
-        colo_set_err(err, errlen, "tools: must be an array of at most %d tools", MAX_TOOLS);
+    if (!json_is_array(v) || json_array_size(v) > COLO_API_MAX_TOOLS) {
+        colo_set_err(err, errlen, "tools: must be an array of at most %d tools", COLO_API_MAX_TOOLS);
         return COLO_EINVAL;
     }
     size_t n = json_array_size(v), i;
@@ -269,7 +268,7 @@ colo_status colo_api_openai_message_calls(colo_request *r, json_t *calls, colo_c
 {
     if (json_is_null(calls))
         return COLO_OK;
-    if (!json_is_array(calls) || json_array_size(calls) > MAX_TOOLS) {
+    if (!json_is_array(calls) || json_array_size(calls) > COLO_API_MAX_TOOLS) {
         colo_set_err(err, errlen, "messages: tool_calls must be an array of calls");
         return COLO_EINVAL;
     }

@@ -8,6 +8,9 @@
 
 #include "batching/request.h"
 
+/* Tools a request may declare, and calls one assistant turn may hold. */
+#define COLO_API_MAX_TOOLS 128
+
 typedef struct json_t json_t;
 
 /* response_format: {"type":"text"|"json_object"|"json_schema", ...}. */

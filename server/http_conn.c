@@ -299,15 +299,25 @@ static int on_header_field_complete(llhttp_t *p)
         return parse_error(p, 503, "out of memory");
     r->in_field = false;
     r->in_value = true;
+    r->value_pieces = false;
     r->headers[r->n_headers - 1].value = r->raw_len;
     return 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
+    /* llhttp reads a continuation line (obs-fold) as a second piece of the
+     * value; RFC 9112, 5.2 lets a server refuse it, and colo does. The one
+     * other second piece is the rest of a value a read cut. */
+    http_conn *c = conn_of(p);
+    colo_http_req *r = c->req;
+    if (r->value_pieces && !(r->value_cut && at == c->exec_begin))
+        return parse_error(p, 400, "a header value continues on the next line (obs-fold, RFC 9112 5.2)");
+    r->value_pieces = true;
+    r->value_cut = at + len == c->exec_end;
     if (count_header_bytes(p, len))
         return -1;
-    return raw_append(conn_of(p)->req, at, len) ? parse_error(p, 503, "out of memory") : 0;
+    return raw_append(r, at, len) ? parse_error(p, 503, "out of memory") : 0;
 }
 
 static int on_header_value_complete(llhttp_t *p)
@@ -346,6 +356,24 @@ static bool transfer_codings_known(const colo_http_req *r)
     return true;
 }
 
+/* A header a request may carry once that it carries twice (Host: RFC
+ * 9112, 3.2; Origin: RFC 6454, 7.3): which one to believe is the
+ * question request smuggling and CORS confusion ask, so neither is
+ * picked. The message, or NULL. */
+static const char *repeated_singleton(const colo_http_req *r)
+{
+    static const char *const once[][2] = {{"Host", "more than one Host header"},
+                                          {"Origin", "more than one Origin header"}};
+    for (size_t k = 0; k < sizeof once / sizeof *once; k++) {
+        int n = 0;
+        for (int i = 0; i < r->n_headers; i++)
+            n += !strcasecmp(r->raw + r->headers[i].name, once[k][0]);
+        if (n > 1)
+            return once[k][1];
+    }
+    return NULL;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
@@ -360,6 +388,9 @@ static int on_headers_complete(llhttp_t *p)
     bool has_length = p->flags & F_CONTENT_LENGTH, chunked = p->flags & F_CHUNKED;
     if (!transfer_codings_known(r))
         return parse_error(p, 501, "the only transfer coding colo-server reads is chunked");
+    const char *twice = repeated_singleton(r);
+    if (twice)
+        return parse_error(p, 400, twice);
     if (has_length && p->content_length > c->srv->cfg.max_body_bytes)
         return parse_error(p, 413, "the request body is larger than the limit");
     const char *expect = colo_http_req_header(r, "Expect");
@@ -471,6 +502,8 @@ static void conn_process_input(http_conn *c)
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
+        c->exec_begin = v.iov_base;
+        c->exec_end = (const char *)v.iov_base + v.iov_len;
         llhttp_errno_t e = llhttp_execute(&c->parser, v.iov_base, v.iov_len);
         size_t used = v.iov_len;
         if (e != HPE_OK) {

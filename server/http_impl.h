@@ -53,6 +53,9 @@ struct colo_http_req {
     http_header headers[HTTP_MAX_HEADERS];
     int n_headers;
     bool in_field, in_value; /* inside a header name / a header value */
+    /* the value read now: a piece of it came (value_pieces), and the last
+     * ended where its read did (value_cut: the next may go on with it) */
+    bool value_pieces, value_cut;
     uint8_t http_minor;     /* 0 or 1 (major is 1) */
     bool keep_alive;        /* as the client asked and HTTP allows */
     char *body;
@@ -89,6 +92,7 @@ struct http_conn {
     struct event *timer;    /* the state's timeout; also the deferred close */
     http_conn_state state;
     llhttp_t parser;
+    const char *exec_begin, *exec_end; /* the bytes llhttp_execute reads now */
     colo_http_req *req;     /* the request being read or answered */
     int error_status;       /* status chosen by a parser callback (413, 431, 505...) */
     const char *error_msg;

@@ -6,6 +6,7 @@
 
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -101,6 +102,42 @@ colo_registry_model *colo_registry_find_adapter(colo_registry *r, const char *na
         if (r->models[i].m && !r->models[i].unloaded && colo_served_adapter_get(r->models[i].m, name, out))
             return &r->models[i];
     return NULL;
+}
+
+bool colo_registry_name_free(colo_registry *r, const char *name, const colo_registry_model *except, bool *going,
+                             char *msg, size_t len)
+{
+    *going = false;
+    for (int i = 0; i < r->n; i++) {
+        colo_registry_model *e = &r->models[i];
+        if (!e->m || e->unloaded || e == except)
+            continue;
+        colo_served_adapter_info in;
+        if (colo_model_cfg_named(colo_served_config(e->m), name)) {
+            snprintf(msg, len, "the name %s is taken by model %s%s", name, e->name,
+                     e->unloading ? " (being unloaded: try again once it is gone)" : "");
+            *going = e->unloading;
+            return false;
+        }
+        if (colo_served_adapter_get(e->m, name, &in)) {
+            *going = e->unloading || in.state == COLO_ADAPTER_UNLOADING;
+            snprintf(msg, len, "the name %s is taken by adapter %s of model %s%s", name, name, e->name,
+                     *going ? " (being unloaded: try again once it is gone)" : "");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool colo_registry_names_free(colo_registry *r, const colo_model_cfg *mc, const colo_registry_model *except,
+                              bool *going, char *msg, size_t len)
+{
+    for (int a = -1; a < mc->n_aliases + mc->n_adapters; a++) {
+        const char *n = a < 0 ? mc->name : a < mc->n_aliases ? mc->aliases[a] : mc->adapters[a - mc->n_aliases].name;
+        if (!colo_registry_name_free(r, n, except, going, msg, len))
+            return false;
+    }
+    return true;
 }
 
 colo_registry_model *colo_registry_next(colo_registry *r, const colo_registry_model *prev)
@@ -263,7 +300,10 @@ static void unload_finish(void *ud)
     char msg[1024];
     size_t need = 0, avail = 0;
     j->reload = false;
-    if (!colo_registry_room(r, &j->next, &need, &avail))
+    bool going;
+    if (!colo_registry_names_free(r, &j->next, NULL, &going, msg, sizeof msg))
+        COLO_ERROR("reload: model %s: not loaded again: %s", j->next.name, msg);
+    else if (!colo_registry_room(r, &j->next, &need, &avail))
         COLO_ERROR("reload: model %s: not loaded again: needs %zu bytes of guaranteed memory, %zu available",
                    j->next.name, need, avail);
     else if (colo_registry_load(r, &j->next, msg, sizeof msg) != COLO_OK)

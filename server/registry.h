@@ -72,6 +72,16 @@ colo_registry_model *colo_registry_find(colo_registry *r, const char *name);
 /* The listed model that has a LoRA adapter named name (batching/served.h),
  * the adapter's state into out (may be NULL); NULL when none has. */
 colo_registry_model *colo_registry_find_adapter(colo_registry *r, const char *name, colo_served_adapter_info *out);
+/* Names are one namespace: a model's name, its aliases and the LoRA
+ * adapters of every model. Whether name is free, leaving out except (may
+ * be NULL); otherwise false, with what holds it in msg ("model m",
+ * "adapter a of model m") and *going set when that is being unloaded (the
+ * name is free once it is gone). */
+bool colo_registry_name_free(colo_registry *r, const char *name, const colo_registry_model *except, bool *going,
+                             char *msg, size_t len);
+/* The same for every name mc brings: its name, aliases and adapters. */
+bool colo_registry_names_free(colo_registry *r, const colo_model_cfg *mc, const colo_registry_model *except,
+                              bool *going, char *msg, size_t len);
 /* The listed model after prev in slot order (prev NULL: the first); NULL
  * after the last. */
 colo_registry_model *colo_registry_next(colo_registry *r, const colo_registry_model *prev);

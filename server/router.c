@@ -226,6 +226,16 @@ static bool path_has_flag(const colo_router *r, const char *path, unsigned flag)
 }
 
 bool colo_router_is_public(const colo_router *r, const char *path) { return path_has_flag(r, path, COLO_ROUTE_PUBLIC); }
+
+bool colo_router_knows(const colo_router *r, const char *path)
+{
+    char segs[ROUTE_MAX_SEGMENTS][256];
+    int n = split(path, segs, ROUTE_MAX_SEGMENTS);
+    for (const route *rt = r->routes; n >= 0 && rt; rt = rt->next)
+        if (route_score(rt, segs, n) >= 0)
+            return true;
+    return false;
+}
 bool colo_router_is_operator(const colo_router *r, const char *path)
 {
     return path_has_flag(r, path, COLO_ROUTE_OPERATOR);

@@ -48,6 +48,8 @@ void colo_router_dispatch(const colo_router *r, colo_http_req *req);
 
 /* True when a route for path (any method) is public. */
 bool colo_router_is_public(const colo_router *r, const char *path);
+/* Whether some route, of any method, matches path. */
+bool colo_router_knows(const colo_router *r, const char *path);
 /* True when a route for path (any method) is the operator's only. */
 bool colo_router_is_operator(const colo_router *r, const char *path);
 

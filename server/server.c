@@ -33,6 +33,9 @@ struct colo_server {
     colo_metric *m_unsent, *m_unsent_peak;
     char cors[COLO_CFG_MAX_CORS_ORIGINS][256]; /* server.cors_allow_origins */
     int n_cors;
+    char fallback_prefix[64]; /* colo_server_set_fallback; "" = none */
+    colo_http_handler_fn fallback;
+    void *fallback_ud;
 };
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
@@ -132,6 +135,13 @@ static bool cors(colo_server *s, colo_http_req *req)
     return true;
 }
 
+void colo_server_set_fallback(colo_server *s, const char *prefix, colo_http_handler_fn fn, void *ud)
+{
+    snprintf(s->fallback_prefix, sizeof s->fallback_prefix, "%s", prefix);
+    s->fallback = fn;
+    s->fallback_ud = ud;
+}
+
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
@@ -142,6 +152,11 @@ static void on_request(colo_http_req *req, void *ud)
         colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
     const char *path = colo_http_req_path(req);
+    if (s->fallback && !strncmp(path, s->fallback_prefix, strlen(s->fallback_prefix)) &&
+        !colo_router_knows(s->router, path)) {
+        s->fallback(req, s->fallback_ud);
+        return;
+    }
     if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, path)) {
         int key = colo_tenants_authenticate(s->tenants, req, &why);
         if (key < 0) {

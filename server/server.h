@@ -46,6 +46,11 @@ void colo_server_free(colo_server *s);
 /* Adds a route (see router.h); before run. */
 colo_status colo_server_route(colo_server *s, const char *method, const char *pattern, colo_http_handler_fn fn,
                               void *ud, unsigned flags);
+/* Requests whose path starts with prefix and matches no route go to fn
+ * (with ud), before the API key's check: a family of routes guarded by
+ * a key of its own answers its unknown paths itself (the admin routes:
+ * 401 without the admin key, 404 with it). One prefix; before run. */
+void colo_server_set_fallback(colo_server *s, const char *prefix, colo_http_handler_fn fn, void *ud);
 /* The readiness predicate behind /health/ready (loop thread); ready(ud)
  * returning false answers 503. Without one the server is ready. */
 void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,6 +433,71 @@ static void test_refusals(void **state)
     model_close(&lm);
 }
 
+/* Fills tensor index 1 (B) with small values, one of them ctx's (a NaN,
+ * an infinity), and the rest with zeros. */
+static colo_status poison_fill(void *ctx, int index, void *buf, size_t bytes)
+{
+    memset(buf, 0, bytes);
+    if (index == 1)
+        memcpy((char *)buf + bytes / 2 / 4 * 4, ctx, 4);
+    return COLO_OK;
+}
+
+/* An adapter of the ok pair with alpha (written when has_alpha), B holding
+ * bad (NULL: zeros). */
+static void write_valued(const char *path, bool has_alpha, float alpha, const float *bad)
+{
+    colo_gguf_writer *w = colo_gguf_writer_create();
+    assert_non_null(w);
+    assert_int_equal(colo_gguf_writer_add_str(w, "general.architecture", "llama"), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_str(w, "general.type", "adapter"), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_str(w, "adapter.type", "lora"), COLO_OK);
+    if (has_alpha)
+        assert_int_equal(colo_gguf_writer_add_f32(w, "adapter.lora.alpha", alpha), COLO_OK);
+    int64_t ne[2][2] = {{128, 8}, {8, 128}};
+    assert_int_equal(colo_gguf_writer_add_tensor(w, "blk.0.attn_q.weight.lora_a", COLO_F32, 2, ne[0]), COLO_OK);
+    assert_int_equal(colo_gguf_writer_add_tensor(w, "blk.0.attn_q.weight.lora_b", COLO_F32, 2, ne[1]), COLO_OK);
+    char err[256];
+    float zero = 0.0f;
+    assert_int_equal(colo_gguf_writer_finish(w, path, poison_fill, (void *)(bad ? bad : &zero), err, sizeof err),
+                     COLO_OK);
+    colo_gguf_writer_free(w);
+}
+
+/* An alpha that is not a finite number, negative or absurdly large, and a
+ * NaN or infinity among the tensors' values, are refused at the check and
+ * at the load, naming the file and the key or tensor; a sane alpha loads. */
+static void test_refusals_of_values(void **state)
+{
+    (void)state;
+    lora_model lm;
+    model_open(&lm, &small_cfg, 0);
+    char base[400], p[400];
+    snprintf(base, sizeof base, "%s/mixed.gguf", tmpdir);
+    snprintf(p, sizeof p, "%s/values.gguf", tmpdir);
+    const float alphas[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e30f, COLO_LORA_MAX_ALPHA * 2};
+    for (size_t i = 0; i < sizeof alphas / sizeof *alphas; i++) {
+        write_valued(p, true, alphas[i], NULL);
+        expect_refused(&lm, base, p, "adapter.lora.alpha");
+        expect_refused(&lm, base, p, "values.gguf");
+    }
+    const float values[] = {NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        write_valued(p, true, 16.0f, &values[i]);
+        expect_refused(&lm, base, p, "tensor blk.0.attn_q.weight.lora_b: element");
+    }
+    const float fine[] = {0.0f, 16.0f, COLO_LORA_MAX_ALPHA};
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        write_valued(p, true, fine[i], NULL);
+        char err[256] = "";
+        int slot;
+        if (colo_llama_lora_load(lm.m, lm.s, p, 1.0f, &slot, err, sizeof err) != COLO_OK)
+            fail_msg("alpha %g: %s", (double)fine[i], err);
+        colo_llama_lora_unload(lm.m, lm.s, slot);
+    }
+    model_close(&lm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_mixed_batch_bit_identical),
         cmocka_unit_test(test_load_unload),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals_of_values),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -627,6 +627,15 @@ static void test_bad_requests(void **state)
          "not_implemented"},
         {"POST /test/echo HTTP/1.1\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 501,
          "not_implemented"},
+        /* a continuation line (obs-fold, RFC 9112 5.2), of any header */
+        {"GET /health/live HTTP/1.1\r\nX-Note: one\r\n two\r\n\r\n", 400, "bad_request"},
+        {"GET /health/live HTTP/1.1\r\nX-Note: one\r\n\ttwo\r\n\r\n", 400, "bad_request"},
+        {"POST /test/echo HTTP/1.1\r\nContent-Type: application/json\r\n ; charset=utf-8\r\nContent-Length: 2\r\n"
+         "\r\nab", 400, "bad_request"},
+        /* headers a request carries once, twice */
+        {"GET /health/live HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "bad_request"},
+        {"GET /health/live HTTP/1.1\r\nOrigin: https://a.example\r\norigin: https://b.example\r\n\r\n", 400,
+         "bad_request"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         response r;

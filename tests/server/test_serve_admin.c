@@ -145,7 +145,13 @@ static void test_sleep_wake_under_traffic(void **state)
                                "unauthorized"), 401);
     assert_int_equal(status_of(&f, "GET", "/admin/models", USER_H, "unauthorized"), 401);
     assert_int_equal(status_of(&f, "POST", "/admin/models/zzz/sleep", ADMIN_H, "model_not_found"), 404);
-    assert_int_equal(status_of(&f, "POST", "/admin/models/a/nap", USER_H, NULL), 404);
+    /* a path under /admin/ that is no admin route: 404 to the admin key,
+     * 401 to any other (the API key tells nothing about the admin routes) */
+    assert_int_equal(status_of(&f, "POST", "/admin/models/a/nap", ADMIN_H, "not_found"), 404);
+    assert_int_equal(status_of(&f, "GET", "/admin/nothing", ADMIN_H, "not_found"), 404);
+    assert_int_equal(status_of(&f, "POST", "/admin/models/a/nap", USER_H, "unauthorized"), 401);
+    assert_int_equal(status_of(&f, "GET", "/admin/nothing", NULL, "unauthorized"), 401);
+    assert_int_equal(status_of(&f, "GET", "/admin/models/a", ADMIN_H, "method_not_allowed"), 405);
     json_t *ma = model(&f, "a");
     assert_string_equal(state_of(ma), "ready");
     json_decref(ma);

@@ -272,8 +272,8 @@ static void test_admin_add_remove(void **state)
         {"/admin/models/b/adapters", "{\"name\":\"x\",\"path\":\"missing.gguf\"}", 400, "missing.gguf"},
         {"/admin/models/b/adapters", "{\"name\":\"x\",\"path\":\"base.gguf\"}", 400, "general.type"},
         {"/admin/models/b/adapters", "{\"name\":\"x\",\"path\":\"odd.gguf\"}", 400, "blk.0.attn_q.weight.lora_a"},
-        {"/admin/models/b/adapters", "{\"name\":\"a1\",\"path\":\"a3.gguf\"}", 409, "taken by another adapter"},
-        {"/admin/models/b/adapters", "{\"name\":\"b\",\"path\":\"a3.gguf\"}", 409, "taken by a model"},
+        {"/admin/models/b/adapters", "{\"name\":\"a1\",\"path\":\"a3.gguf\"}", 409, "taken by adapter a1 of model b"},
+        {"/admin/models/b/adapters", "{\"name\":\"b\",\"path\":\"a3.gguf\"}", 409, "taken by model b"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         assert_true(srv_http(&f, "POST", bad[k].path, bad[k].body, &r));

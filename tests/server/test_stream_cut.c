@@ -236,6 +236,64 @@ static void test_sigterm_cut_stream_ends_and_is_billed(void **state)
     srv_cleanup(&f);
 }
 
+/* A Responses stream cut by SIGTERM: response.failed reports the tokens
+ * it is billed (usage.output_tokens, what the access log says) and, as its
+ * output, the text its deltas sent. */
+static void test_sigterm_cut_responses_stream_reports_its_usage(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 4, 128, 512, 4096));
+    char *y = config_text(", drain_delay_ms: 0, shutdown_timeout_ms: 0", 1000000);
+    assert_true(srv_start_env(&f, y, ADMIN_ENV));
+    free(y);
+    char *raw = srv_post_raw("/v1/responses", "Authorization: Bearer kt\r\nX-Request-Id: cut-responses\r\n",
+                             "{\"model\":\"a\",\"input\":\"once upon a time\",\"max_output_tokens\":4000,"
+                             "\"temperature\":0,\"stream\":true}");
+    int fd = open_stream(&f, raw, 8);
+    free(raw);
+    assert_int_equal(kill(f.pid, SIGTERM), 0);
+    size_t len;
+    char *rest = srv_read_all(fd, 20000, &len);
+    close(fd);
+    assert_non_null(rest);
+    const char *body = strstr(rest, "event: ");
+    int st = 0;
+    assert_int_equal(waitpid(f.pid, &st, 0), f.pid);
+    f.pid = 0;
+    char *line = log_line(&f, "cut-responses");
+    long logged = log_field(line, "tokens=");
+    free(line);
+    /* the events after the first ones read: the deltas sent, then response.failed */
+    char *names[4096], *data[4096], said[65536] = "";
+    int n = srv_sse(body, names, data, 4096);
+    json_t *failed = NULL;
+    for (int i = 0; i < n; i++) {
+        json_t *ev = json_loads(data[i], 0, NULL);
+        if (!strcmp(names[i], "response.output_text.delta"))
+            strncat(said, json_string_value(json_object_get(ev, "delta")), sizeof said - strlen(said) - 1);
+        if (!strcmp(names[i], "response.failed"))
+            failed = json_incref(json_object_get(ev, "response"));
+        json_decref(ev);
+        free(names[i]), free(data[i]);
+    }
+    free(rest);
+    assert_non_null(failed);
+    assert_true(logged >= 4);
+    json_t *usage = json_object_get(failed, "usage");
+    assert_int_equal(json_integer_value(json_object_get(usage, "output_tokens")), logged);
+    assert_int_equal(json_integer_value(json_object_get(usage, "total_tokens")),
+                     logged + json_integer_value(json_object_get(usage, "input_tokens")));
+    json_t *item = json_array_get(json_object_get(failed, "output"), 0);
+    assert_string_equal(json_string_value(json_object_get(item, "status")), "incomplete");
+    const char *text = json_string_value(json_object_get(json_array_get(json_object_get(item, "content"), 0), "text"));
+    assert_non_null(text);
+    size_t tl = strlen(text), sl = strlen(said);
+    assert_true(tl >= sl && !strcmp(text + tl - sl, said)); /* it ends with what this client read after the cut */
+    json_decref(failed);
+    srv_cleanup(&f);
+}
+
 /* N clients ask for streams of 8 choices with 20 top logprobs each (about
  * 1.4 KB of JSON per token) and never read, with receive buffers of 4 KiB:
  * the server's unsent bytes never pass server.max_unsent_bytes by more than
@@ -366,6 +424,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_abandoned_stream_is_billed),
         cmocka_unit_test(test_sigterm_cut_stream_ends_and_is_billed),
+        cmocka_unit_test(test_sigterm_cut_responses_stream_reports_its_usage),
         cmocka_unit_test(test_unread_streams_are_bounded),
         cmocka_unit_test(test_one_unread_stream_stops_at_its_cap),
     };
