@@ -3,13 +3,18 @@
  * and asserts nothing about speed.
  *
  *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]
- *                      [--rows] [--types q4_k,q6_k,...]
+ *                      [--rows] [--bandwidth] [--types q4_k,q6_k,...]
  *
  * --attention: only the paged attention of decode steps; --matvec: only the
  * matrix-vector products; --dots: only one thread's int8 dot products;
+ * --bandwidth: only the host's memory read bandwidth (the CPU's decode is
+ * held to it: each token reads every weight once);
  * --types: only these weight types in the mat-vec, rows and dot tables. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 
@@ -157,6 +162,65 @@ static double copy_gbs(colo_device *dev, colo_stream *s, double seconds)
     } while (now_s() - t0 < seconds);
     colo_buffer_free(b);
     return 2.0 * (double)BENCH_WORKING_SET / best / 1e9;
+}
+
+/* ---- the host's memory read bandwidth: threads each summing their share of
+ * a buffer far larger than the caches, as decode streams the weights ---- */
+#define READ_BYTES ((size_t)1 << 30)
+
+typedef struct {
+    const uint64_t *p;
+    size_t n;     /* 64-bit words */
+    uint64_t sum; /* (kept, so that the reads are not optimised away) */
+} read_share;
+
+static void *read_share_run(void *arg)
+{
+    read_share *r = arg;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= r->n; i += 4)
+        s0 += r->p[i], s1 += r->p[i + 1], s2 += r->p[i + 2], s3 += r->p[i + 3];
+    r->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+/* GB/s read by `threads` threads at once, best of passes for about seconds;
+ * 0 when the buffer or a thread cannot be had. */
+static double read_gbs(int threads, double seconds)
+{
+    if (threads < 1)
+        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1 || threads > 256)
+        threads = 1;
+    uint64_t *buf = malloc(READ_BYTES);
+    read_share *sh = calloc((size_t)threads, sizeof *sh);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    double best = 0;
+    if (!buf || !sh || !tid)
+        goto out;
+    memset(buf, 1, READ_BYTES);
+    size_t words = READ_BYTES / 8, per = words / (size_t)threads;
+    double t0 = now_s();
+    do {
+        double b0 = now_s();
+        int started = 0;
+        for (int i = 0; i < threads; i++, started++) {
+            sh[i] = (read_share){.p = buf + per * (size_t)i, .n = per};
+            if (pthread_create(&tid[i], NULL, read_share_run, &sh[i]) != 0)
+                break;
+        }
+        for (int i = 0; i < started; i++)
+            pthread_join(tid[i], NULL);
+        if (started < threads) {
+            best = 0;
+            break;
+        }
+        double gbs = (double)(per * (size_t)threads * 8) / (now_s() - b0) / 1e9;
+        best = gbs > best ? gbs : best;
+    } while (now_s() - t0 < seconds);
+out:
+    free(buf), free(sh), free(tid);
+    return best;
 }
 
 /* Strided batched gemm (batch, m, n, k) with A and B of type ab (F32 or
@@ -427,10 +491,17 @@ static void bench_matvec(colo_device *dev, colo_stream *s, double seconds)
 {
     double copy = copy_gbs(dev, s, seconds);
     printf("\ndevice-to-device copy: %.1f GB/s (bytes read and written)\n", copy);
+    colo_device_info info;
+    colo_device_get_info(dev, &info);
+    if (info.kind == COLO_BACKEND_CPU)
+        printf("memory read: %.1f GB/s (%d threads, 1 GiB)\n", read_gbs(info.compute_units, seconds),
+               info.compute_units);
     printf("%-34s %12s %10s %10s\n", "mat-vec (m=1, linear)", "ms/call", "GB/s", "of copy");
-    /* SmolLM2's shapes (576 wide, vocabulary 49152), then 8B-model layers:
-     * attention 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
-    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
+    /* SmolLM2's shapes (576 wide, vocabulary 49152), Gemma 3 270M's (640
+     * wide, FFN 2048, vocabulary 262144), then 8B-model layers: attention
+     * 4096 x 4096, FFN up 14336 x 4096 and down 4096 x 14336. */
+    const int mv[][2] = {{576, 1536}, {1536, 576}, {49152, 576}, {2048, 640}, {640, 2048}, {262144, 640},
+                         {4096, 4096}, {14336, 4096}, {4096, 14336}};
     const int n_mv = (int)(sizeof mv / sizeof *mv);
     for (int ti = 0; ti < N_BENCH_TYPES; ti++)
         for (int i = 0; i < n_mv; i++) {
@@ -515,7 +586,7 @@ int main(int argc, char **argv)
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
-    bool attention_only = false, matvec_only = false, dots_only = false, rows_only = false;
+    bool attention_only = false, matvec_only = false, dots_only = false, rows_only = false, bandwidth_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -531,17 +602,24 @@ int main(int argc, char **argv)
             dots_only = true;
         else if (!strcmp(argv[i], "--rows"))
             rows_only = true;
+        else if (!strcmp(argv[i], "--bandwidth"))
+            bandwidth_only = true;
         else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             only_types = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] "
-                            "[--dots] [--rows] [--types q4_k,q6_k,...]\n",
+                            "[--dots] [--rows] [--bandwidth] [--types q4_k,q6_k,...]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
     if (!types_known())
         return 2;
+    if (bandwidth_only) {
+        int n = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        printf("memory read: %.1f GB/s (%d threads, 1 GiB)\n", read_gbs(n, seconds), n);
+        return 0;
+    }
     char err[256];
     colo_device_config cfg = {.want = want, .cpu_threads = threads};
     colo_device *dev = colo_device_open(&cfg, err, sizeof err);

@@ -61,7 +61,7 @@ size_t colo_cpu_gemm_q8_scratch_bytes(int k)
      * COLO_CPU_GEMM_Q8_ROWS rows; x as 16-bit pairs for AVX2's Q8_0 */
     return (size_t)COLO_CPU_GEMM_Q8_ROWS * (3 * (size_t)k + 2 * ns * sizeof(float)) + 4 * 2 * (size_t)k +
            /* and the block sums and scales of the narrow kernel that reads rows in place (gemm_q8_impl.h) */
-           (size_t)(4 + 1) * COLO_CPU_GEMM_Q8_ROWS * ((size_t)(k / 32 + 7) & ~(size_t)7) * 4;
+           (size_t)(2 * 4 + 1) * COLO_CPU_GEMM_Q8_ROWS * ((size_t)(k / 32 + 7) & ~(size_t)7) * 4;
 }
 
 /* The highest version this CPU and this build run. */
@@ -119,11 +119,12 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
                       const float *bias, float *y, int y_stride, void *scratch)
 {
-    /* Few rows of x in the formats of blocks of 32: the AVX2 version's
-     * narrow kernel reads the weight rows in place, where the VNNI one
-     * unpacks them first; the bits are the same, and decode is faster. */
-    bool rows_in_place = m <= 4 && (t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 ||
-                                    t == COLO_Q8_0);
+    /* One row of x (single-stream decode): the AVX2 version's narrow
+     * kernel reads the weight rows in place, where the VNNI one unpacks
+     * them first; the bits are the same, and it is faster but for Q6_K
+     * (and, in cache, for 2 to 4 rows, where VNNI's products win). */
+    bool rows_in_place = m == 1 && (t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 ||
+                                    t == COLO_Q8_0 || t == COLO_Q4_K);
     if (colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else

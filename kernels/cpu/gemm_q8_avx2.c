@@ -357,7 +357,8 @@ _Static_assert(JN == 16, "rows_out takes a tile as two halves of 8 weight rows")
 
 static bool narrow_reads_rows(colo_dtype t)
 {
-    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 || t == COLO_Q8_0;
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 || t == COLO_Q8_0 || t == COLO_Q4_K ||
+           t == COLO_Q6_K;
 }
 
 /* x for row_sums, 64 bytes per row and block (xs: (m, nb, 64)): 256 q + r
@@ -449,6 +450,7 @@ static inline __attribute__((always_inline)) void row_sums(colo_dtype t, const u
         memcpy(DM + full + e, row + (size_t)(full + e) * L.bytes, 4);
     for (int i = 0; i < m; i++) {
         __m256i v[8];
+#pragma GCC unroll 8
         for (int e = 0; e < 8; e++)
             v[e] = full + e < nb ? block_dot(row + (size_t)(full + e) * L.bytes, L, q8,
                                              xs + ((size_t)i * nb + full + e) * 64)
@@ -522,6 +524,210 @@ static inline __attribute__((always_inline)) void rows_out(colo_dtype t, int nb,
             _mm256_storeu_ps(out[i] + 8 * h, acc[i][h]);
 }
 
+/* ---- Q4_K and Q6_K in place: super-blocks of 256, the same two passes ----------------- */
+
+/* Lanes j of V[0..3] = the 4 dwords at P + (8 h + j) * stride + off. */
+static inline __attribute__((always_inline)) void rows_dword4(const int32_t *P, size_t stride, int h, size_t off,
+                                                              __m256i V[4])
+{
+    const int32_t *p = P + (size_t)8 * h * stride + off;
+#define ROWS2(a, b) _mm256_loadu2_m128i((const __m128i *)(p + (b) * stride), (const __m128i *)(p + (a) * stride))
+    __m256i r04 = ROWS2(0, 4), r15 = ROWS2(1, 5), r26 = ROWS2(2, 6), r37 = ROWS2(3, 7);
+#undef ROWS2
+    __m256i a = _mm256_unpacklo_epi32(r04, r15), b = _mm256_unpackhi_epi32(r04, r15);
+    __m256i c = _mm256_unpacklo_epi32(r26, r37), d = _mm256_unpackhi_epi32(r26, r37);
+    V[0] = _mm256_unpacklo_epi64(a, c), V[1] = _mm256_unpackhi_epi64(a, c);
+    V[2] = _mm256_unpacklo_epi64(b, d), V[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+/* Byte e (0..3) of each dword of v, unsigned, as floats. */
+static inline __m256 byte_lanes(__m256i v, int e)
+{
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * e), _mm256_set1_epi32(0xff)));
+}
+
+/* -v, as the scalar - does (the sign flipped, +0 to -0 too). */
+static inline __m256 negate(__m256 v)
+{
+    return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(v), _mm256_set1_epi32((int)0x80000000u)));
+}
+
+/* Q4_K's pass 1: S[i * nbp + b] as row_sums's (each sub-block of 32 a
+ * block), and SC[4 sb..4 sb + 3] = super-block sb's d, dmin and packed
+ * scales. */
+static inline __attribute__((always_inline)) void row_sums_q4_k(const uint8_t *row, int nb, int m, const int8_t *xs,
+                                                                int32_t *S, int nbp, int32_t *SC)
+{
+    const __m256i m15 = _mm256_set1_epi16(15);
+    for (int sb = 0; sb < nb / 8; sb++) {
+        const colo_blk_q4_k *q = (const colo_blk_q4_k *)row + sb;
+        memcpy(SC + 4 * sb, q, 16);
+        for (int i = 0; i < m; i++) {
+            __m256i v[8];
+            const int8_t *x = xs + ((size_t)i * nb + 8 * sb) * 64;
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) { /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
+                __m256i A = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p)));
+                __m256i B = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p + 16)));
+                const int8_t *x0 = x + 128 * p, *x1 = x0 + 64;
+                v[2 * p] = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_and_si256(A, m15), _mm256_loadu_si256((const __m256i *)x0)),
+                    _mm256_madd_epi16(_mm256_and_si256(B, m15), _mm256_loadu_si256((const __m256i *)(x0 + 32))));
+                v[2 * p + 1] = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_srli_epi16(A, 4), _mm256_loadu_si256((const __m256i *)x1)),
+                    _mm256_madd_epi16(_mm256_srli_epi16(B, 4), _mm256_loadu_si256((const __m256i *)(x1 + 32))));
+            }
+            _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + 8 * sb), reduce8(v));
+        }
+    }
+}
+
+/* Q6_K's pass 1: its scale blocks are 16 elements, so two sums a block:
+ * S[i * istride + b] over elements 0..15 of block b and S[i * istride +
+ * half + b] over 16..31; SC[5 sb..5 sb + 3] = super-block sb's 16 scales
+ * and SC[5 sb + 4] its d. */
+static inline __attribute__((always_inline)) void row_sums_q6_k(const uint8_t *row, int nb, int m, const int8_t *xs,
+                                                                int32_t *S, size_t istride, int half, int32_t *SC)
+{
+    const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
+    for (int sb = 0; sb < nb / 8; sb++) {
+        const colo_blk_q6_k *q = (const colo_blk_q6_k *)row + sb;
+        memcpy(SC + 5 * sb, q->scales, 16);
+        SC[5 * sb + 4] = q->d;
+        for (int i = 0; i < m; i++) {
+            __m256i v[2][8];
+            const int8_t *x = xs + ((size_t)i * nb + 8 * sb) * 64;
+#pragma GCC unroll 2
+            for (int hh = 0; hh < 2; hh++)     /* elements 128 hh..128 hh + 127: blocks 4 hh..4 hh + 3 */
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) { /* each block's elements 16 e..16 e + 15 */
+                    const uint8_t *ql = q->ql + 64 * hh + 16 * e;
+                    __m256i L0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)ql));
+                    __m256i L1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(ql + 32)));
+                    __m256i H = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qh + 32 * hh + 16 * e)));
+                    __m256i c[4] = {
+                        _mm256_or_si256(_mm256_and_si256(L0, m15), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
+                        _mm256_or_si256(_mm256_and_si256(L1, m15), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
+                        _mm256_or_si256(_mm256_srli_epi16(L0, 4), _mm256_and_si256(H, m30)),
+                        _mm256_or_si256(_mm256_srli_epi16(L1, 4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++)
+                        v[e][4 * hh + t] = _mm256_madd_epi16(
+                            c[t], _mm256_loadu_si256((const __m256i *)(x + (size_t)(4 * hh + t) * 64 + 32 * e)));
+                }
+            _mm256_storeu_si256((__m256i *)(S + (size_t)i * istride + 8 * sb), reduce8(v[0]));
+            _mm256_storeu_si256((__m256i *)(S + (size_t)i * istride + half + 8 * sb), reduce8(v[1]));
+        }
+    }
+}
+
+/* rows_out for Q4_K: a and c of sub-block j as unpack_row's (d sc[j] and
+ * -(dmin mn[j])), from the 8 rows' scale dwords, as gather_scales forms them. */
+static inline __attribute__((always_inline)) void q4_k_scales(const int32_t *SC, int nbp, int h, int sb,
+                                                              __m256 a[8], __m256 c[8])
+{
+    __m256i V[4];
+    rows_dword4(SC, (size_t)nbp, h, (size_t)4 * sb, V);
+    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), m4 = _mm256_set1_epi32(0x0f0f0f0f),
+                  top = _mm256_set1_epi32(0x30303030);
+    __m256 d = half_lanes(V[0], false), dmin = half_lanes(V[0], true);
+    /* bytes j of: scales 0..3, mins 0..3, scales 4..7, mins 4..7 */
+    __m256i sc_lo = _mm256_and_si256(V[1], m6), mn_lo = _mm256_and_si256(V[2], m6);
+    __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(V[3], m4), _mm256_and_si256(_mm256_srli_epi32(V[1], 2), top));
+    __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(V[3], 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi32(V[2], 2), top));
+    for (int j = 0; j < 8; j++) {
+        a[j] = _mm256_mul_ps(d, byte_lanes(j < 4 ? sc_lo : sc_hi, j & 3));
+        c[j] = negate(_mm256_mul_ps(dmin, byte_lanes(j < 4 ? mn_lo : mn_hi, j & 3)));
+    }
+}
+
+/* rows_out for the K formats (Q4_K, Q6_K), as rows_out's. */
+static inline __attribute__((always_inline)) void rows_out_k(colo_dtype t, int nb, int nbp, const int32_t *S,
+                                                             const int32_t *SC, const colo_q8_xblk *xp, int m,
+                                                             float out[NARROW_MAX_M][JN])
+{
+    const bool six = t == COLO_Q6_K;
+    const int ss = six ? 2 * nbp : nbp; /* S's stride per weight row */
+    __m256 acc[NARROW_MAX_M][2];
+    for (int i = 0; i < NARROW_MAX_M; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int sb = 0; sb < nb / 8; sb++) {
+        int b0 = 8 * sb;
+        for (int h = 0; h < 2; h++) {
+            __m256i T[NARROW_MAX_M][2][8];
+            for (int i = 0; i < m; i++) {
+                rows_block8(S + (size_t)i * JN * ss, ss, h, b0, T[i][0]);
+                if (six)
+                    rows_block8(S + (size_t)i * JN * ss + nbp, ss, h, b0, T[i][1]);
+            }
+            __m256 a[16], c[16];
+            if (six) {
+                __m256i V[4];
+                rows_dword4(SC, (size_t)nbp, h, (size_t)5 * sb, V);
+                const int32_t *dp = SC + (size_t)8 * h * nbp + 5 * sb + 4;
+                __m256 d = half_lanes(_mm256_setr_epi32(dp[0], dp[nbp], dp[2 * nbp], dp[3 * nbp], dp[4 * nbp],
+                                                        dp[5 * nbp], dp[6 * nbp], dp[7 * nbp]),
+                                      false);
+                for (int g = 0; g < 16; g++) { /* byte g % 4 of V[g / 4], sign-extended */
+                    __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(V[g / 4], 24 - 8 * (g % 4)), 24);
+                    a[g] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+                    c[g] = _mm256_mul_ps(_mm256_set1_ps(-32.0f), a[g]);
+                }
+            } else {
+                q4_k_scales(SC, nbp, h, sb, a, c);
+            }
+            for (int e = 0; e < 8; e++) {
+                int b = b0 + e;
+                for (int i = 0; i < m; i++) {
+                    const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
+                    int l = i % GROUP;
+                    __m256 d = _mm256_set1_ps(xb->d[l]);
+                    if (six) {
+                        __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(T[i][0][e]), d);
+                        __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(T[i][1][e]), d);
+                        acc[i][h] = _mm256_fmadd_ps(f0, a[2 * e], acc[i][h]);
+                        acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(xb->s[0][l]), c[2 * e], acc[i][h]);
+                        acc[i][h] = _mm256_fmadd_ps(f1, a[2 * e + 1], acc[i][h]);
+                        acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(xb->s[1][l]), c[2 * e + 1], acc[i][h]);
+                    } else {
+                        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(T[i][0][e]), d);
+                        acc[i][h] = _mm256_fmadd_ps(f, a[e], acc[i][h]);
+                        acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(xb->s[2][l]), c[e], acc[i][h]);
+                    }
+                }
+            }
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int h = 0; h < 2; h++)
+            _mm256_storeu_ps(out[i] + 8 * h, acc[i][h]);
+}
+
+#define Q8_ROWS_K(T, t, M)                                                                                             \
+    static void rows_##T##_##M(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,           \
+                               const int8_t *xs, int32_t *S, float out[NARROW_MAX_M][JN])                            \
+    {                                                                                                                  \
+        int nbp = (nb + 7) & ~7, ss = (t) == COLO_Q6_K ? 2 * nbp : nbp;                                                \
+        int32_t *SC = S + (size_t)2 * NARROW_MAX_M * JN * nbp;                                                         \
+        for (int j = 0; j < JN; j++) {                                                                                 \
+            const uint8_t *row = w + (size_t)(j < nj ? j : nj - 1) * row_bytes;                                        \
+            if ((t) == COLO_Q6_K)                                                                                      \
+                row_sums_q6_k(row, nb, M, xs, S + (size_t)j * ss, (size_t)JN * ss, nbp, SC + (size_t)j * nbp);          \
+            else                                                                                                       \
+                row_sums_q4_k(row, nb, M, xs, S + (size_t)j * ss, JN * nbp, SC + (size_t)j * nbp);                     \
+        }                                                                                                              \
+        rows_out_k((t), nb, nbp, S, SC, xp, M, out);                                                                   \
+    }
+Q8_ROWS_K(Q4_K, COLO_Q4_K, 1)
+Q8_ROWS_K(Q4_K, COLO_Q4_K, 2)
+Q8_ROWS_K(Q4_K, COLO_Q4_K, 3)
+Q8_ROWS_K(Q4_K, COLO_Q4_K, 4)
+Q8_ROWS_K(Q6_K, COLO_Q6_K, 1)
+Q8_ROWS_K(Q6_K, COLO_Q6_K, 2)
+Q8_ROWS_K(Q6_K, COLO_Q6_K, 3)
+Q8_ROWS_K(Q6_K, COLO_Q6_K, 4)
+
 /* One instance per format and row count of x, so that nothing spills. */
 #define Q8_ROWS(T, M)                                                                                                  \
     static void rows_##T##_##M(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,           \
@@ -547,10 +753,12 @@ static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj
     typedef void (*rows_fn)(const uint8_t *, size_t, int, int, const colo_q8_xblk *, const int8_t *, int32_t *,
                             float[NARROW_MAX_M][JN]);
 #define Q8_ROWS_ROW(T) {rows_##T##_1, rows_##T##_2, rows_##T##_3, rows_##T##_4}
-    static const rows_fn fns[5][NARROW_MAX_M] = {Q8_ROWS_ROW(Q4_0), Q8_ROWS_ROW(Q4_1), Q8_ROWS_ROW(Q5_0),
-                                                 Q8_ROWS_ROW(Q5_1), Q8_ROWS_ROW(Q8_0)};
+    static const rows_fn fns[7][NARROW_MAX_M] = {Q8_ROWS_ROW(Q4_0), Q8_ROWS_ROW(Q4_1), Q8_ROWS_ROW(Q5_0),
+                                                 Q8_ROWS_ROW(Q5_1), Q8_ROWS_ROW(Q8_0), Q8_ROWS_ROW(Q4_K),
+                                                 Q8_ROWS_ROW(Q6_K)};
 #undef Q8_ROWS_ROW
-    int f = t == COLO_Q4_0 ? 0 : t == COLO_Q4_1 ? 1 : t == COLO_Q5_0 ? 2 : t == COLO_Q5_1 ? 3 : 4;
+    int f = t == COLO_Q4_0 ? 0 : t == COLO_Q4_1 ? 1 : t == COLO_Q5_0 ? 2 : t == COLO_Q5_1 ? 3 : t == COLO_Q8_0 ? 4
+          : t == COLO_Q4_K ? 5 : 6;
     fns[f][m - 1](w, row_bytes, nj, nb, xp, xs, sums, out);
 }
 

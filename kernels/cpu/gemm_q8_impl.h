@@ -47,8 +47,8 @@
 /* The narrow kernel's weight rows (one per lane) and most rows of x. */
 #define JN COLO_CPU_GEMM_Q8_ROWS
 #define NARROW_MAX_M 4
-/* narrow_rows' sums and scales: (NARROW_MAX_M + 1, JN, nb rounded up to 8) 32-bit */
-#define NARROW_SUMS_BYTES(nb) ((size_t)(NARROW_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
+/* narrow_rows' sums (two a block for Q6_K) and scales: (2 NARROW_MAX_M + 1, JN, nb rounded up to 8) 32-bit */
+#define NARROW_SUMS_BYTES(nb) ((size_t)(2 * NARROW_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
 
 /* Scale blocks per block of 32: 2 for the formats with a scale per 16. */
 static int halves(colo_dtype t) { return t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K ? 2 : 1; }
