@@ -500,11 +500,14 @@ static int policy_key(parse_ctx *p, const char *key, const yaml_node_t *v, void 
 {
     (void)key;
     colo_scheduler_cfg *s = obj;
-    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline", NULL};
-    int i;
+    /* the names are the runtime's table of policies */
+    const char *policies[16];
+    int n = 0, i;
+    while (n < 15 && (policies[n] = colo_sched_policy_name_at(n)))
+        n++;
+    policies[n] = NULL;
     if (get_enum(p, v, f, policies, &i))
         return -1;
-    /* names[] follows colo_sched_policy; the runtime's parser is the authority */
     return colo_sched_policy_parse(policies[i], &s->policy) == COLO_OK ? 0 : fail(p, v, f, "unknown policy");
 }
 
@@ -1409,13 +1412,12 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
             snprintf(field, sizeof field, "models[%d].memory_fraction", i);
             return fail_at(p, marks[i].fraction, field, "memory fractions sum to %.3f here, past 1.0", fractions);
         }
-        if (m->sm_share > 0 && c->scheduler.policy != COLO_SCHED_PARTITION) {
-            snprintf(field, sizeof field, "models[%d].sm_share", i);
-            return fail_at(p, marks[i].sm_share, field, "only used with scheduler.policy: partition");
-        }
-        if (m->share > 0 && c->scheduler.policy != COLO_SCHED_FAIR) {
-            snprintf(field, sizeof field, "models[%d].share", i);
-            return fail_at(p, marks[i].share, field, "only used with scheduler.policy: fair");
+        colo_sched_model sm = {.priority = m->priority, .share = m->share, .sm_share = m->sm_share};
+        colo_sched_key key;
+        char why[256];
+        if (colo_sched_policy_validate(c->scheduler.policy, &sm, &key, why, sizeof why) != COLO_OK) {
+            snprintf(field, sizeof field, "models[%d].%s", i, colo_sched_key_name(key));
+            return fail_at(p, key == COLO_SCHED_KEY_SHARE ? marks[i].share : marks[i].sm_share, field, "%s", why);
         }
         shares += m->sm_share;
         if (shares > 1.0 + FRACTION_SLACK) {

@@ -134,14 +134,12 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
  * and message. */
 static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code, char *msg, size_t len)
 {
-    if (mc->sm_share > 0) {
+    colo_sched_model sm = {.priority = mc->priority, .share = mc->share, .sm_share = mc->sm_share, .at_run_time = true};
+    colo_sched_key key;
+    char why[256];
+    if (colo_sched_policy_validate(ad->policy, &sm, &key, why, sizeof why) != COLO_OK) {
         *code = "invalid_config";
-        snprintf(msg, len, "model.sm_share: a model loaded at run time cannot take a partition of the device");
-        return 400;
-    }
-    if (mc->share > 0 && ad->policy != COLO_SCHED_FAIR) {
-        *code = "invalid_config";
-        snprintf(msg, len, "model.share: only used with scheduler.policy: fair");
+        snprintf(msg, len, "model.%s: %s", colo_sched_key_name(key), why);
         return 400;
     }
     colo_registry_model *old = NULL;

@@ -77,9 +77,8 @@ colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cf
 {
     const colo_registry_env *e = &r->env;
     colo_served_env env = {.dev = e->dev, .cs = e->cs, .hooks = e->hooks, .pool = e->pool, .evictor = e->evictor};
-    env.stream.priority = e->policy == COLO_SCHED_PRIORITY || e->policy == COLO_SCHED_PARTITION ? mc->priority
-                                                                                                : COLO_PRIO_NORMAL;
-    env.stream.share = e->policy == COLO_SCHED_FAIR ? mc->share : 0;
+    colo_sched_model sm = {.priority = mc->priority, .share = mc->share, .sm_share = mc->sm_share};
+    colo_sched_policy_stream(e->policy, &sm, &env.stream);
     env.stream.unit_first = unit_first;
     env.stream.unit_count = unit_count;
     return env;
