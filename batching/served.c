@@ -362,8 +362,6 @@ colo_status colo_served_start(colo_served *m, char *err, size_t errlen)
     m->prep_started = true;
     atomic_store(&m->last_used_ns, colo_now_ns());
     atomic_store(&m->resident_since_ns, colo_now_ns());
-    if (m->env.evictor && m->env.pool && colo_evictor_join(m->env.evictor, m) == COLO_OK)
-        m->in_evictor = true;
     m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY; /* unloaded while loading */
     rc = pthread_create(&m->thread, NULL, executor, m);
     if (rc) {
@@ -409,9 +407,6 @@ void colo_served_unload(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
-    if (m->in_evictor)
-        colo_evictor_leave(m->env.evictor, m);
-    m->in_evictor = false;
     if (m->kind)
         m->kind->free(m->inst);
     m->inst = NULL;
@@ -432,8 +427,6 @@ void colo_served_free(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
-    if (m->in_evictor)
-        colo_evictor_leave(m->env.evictor, m);
     if (m->kind && m->inst)
         m->kind->free(m->inst);
     colo_cosched_leave(m->member);

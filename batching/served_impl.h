@@ -61,7 +61,6 @@ struct colo_served {
     _Atomic int keep_alive_ms;     /* cfg.keep_alive_ms, changeable at run time */
     bool guarantee_given_back;     /* executor thread: without its whole guarantee (asleep, or lent) */
     uint64_t wake_blocked_since_ns; /* executor thread: since when queued requests wait for memory to wake (0: not) */
-    bool in_evictor;               /* controlling thread */
     _Atomic int running;
     /* requests admitted into a generative kind (executor thread only); one
      * leaves before its on_done runs, since the front end may free it then */

@@ -277,7 +277,7 @@ static bool load_models(app *a)
      * model (a sleeping model then frees nothing, and nobody borrows). */
     if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || cfg->server.elastic_memory)) {
         if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev))) ||
-            !(a->evictor = colo_evictor_create(a->pool))) {
+            !(a->evictor = colo_evictor_create(a->pool, colo_registry_walk_served, a->reg))) {
             COLO_ERROR("colo-server: out of memory");
             return false;
         }
