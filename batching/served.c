@@ -595,7 +595,7 @@ colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, siz
 colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
                                    size_t *len, char *err, size_t errlen)
 {
-    if (!m->kind->detokenize) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_DETOKENIZE)) {
         colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
@@ -718,7 +718,7 @@ const char *colo_task_name(colo_task t) { return t == COLO_TASK_EMBED ? "embeddi
 
 colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
 {
-    if (!m->kind->sleep || !m->kind->wake) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP)) {
         colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
@@ -734,7 +734,7 @@ colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
 
 colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
 {
-    if (!m->kind->sleep || !m->kind->wake) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP)) {
         colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
@@ -943,7 +943,7 @@ static void regain(colo_served *m)
 
 bool colo_served_sleep_or_wake(colo_served *m)
 {
-    if (!m->kind->sleep || !m->kind->wake)
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP))
         return true;
     uint64_t now = colo_now_ns();
     bool queued = colo_queue_len(m->q) > 0;

@@ -20,7 +20,7 @@ void colo_served_evict_view_of(colo_served *m, colo_served_evict_view *v)
     };
     v->busy = v->running != 0 || v->queued != 0;
     v->sleepable = !atomic_load(&m->pinned) && state == COLO_SERVED_READY && !atomic_load(&m->draining) &&
-                   m->kind->sleep && m->kind->wake && colo_arena_guarantee_full(m->arena) > 0;
+                   colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP) && colo_arena_guarantee_full(m->arena) > 0;
     if (v->sleepable) { /* (an arena exists while the model is READY) */
         v->can_trim = m->kind->trim != NULL;
         v->guarantee_now = colo_arena_guarantee_now(m->arena);

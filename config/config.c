@@ -1,6 +1,7 @@
 /* YAML (libyaml's document API) -> colo_config, with FILE:LINE:COLUMN errors. */
 #include "config/config.h"
 #include "batching/evictor.h"
+#include "batching/kind.h"
 #include "models/json_schema.h"
 
 #include <errno.h>
@@ -948,8 +949,11 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
         for (int j = -1; j < i; j++)
             if (!strcmp(m->aliases[i], j < 0 ? m->name : m->aliases[j]))
                 return fail(p, n, field, "aliases: '%s' is the model's name or another alias already", m->aliases[i]);
-    if (m->n_adapters && strcmp(m->kind, "llama"))
-        return fail(p, n, field, "adapters: only llama models take LoRA adapters");
+    if (m->n_adapters && !colo_kind_named_can(m->kind, COLO_KIND_CAN_ADAPTERS)) {
+        char kinds[128];
+        colo_kind_names_that_can(COLO_KIND_CAN_ADAPTERS, kinds, sizeof kinds);
+        return fail(p, n, field, "adapters: only %s models take LoRA adapters", kinds);
+    }
     for (int i = 0; i < m->n_adapters; i++) {
         colo_adapter_cfg *a = (colo_adapter_cfg *)&m->adapters[i]; /* defaults: the base's, now all its keys are read */
         if (!a->has_sla)

@@ -1,6 +1,7 @@
 /* The admin routes: models loaded, unloaded, put to sleep and woken at
  * run time, and the config file's models applied again (server/admin.h). */
 #include "server/admin.h"
+#include "batching/kind.h"
 #include "runtime/log.h"
 
 #include <jansson.h>
@@ -282,7 +283,7 @@ static void h_adapter_add(colo_http_req *req, void *ud)
         colo_http_error(req, 400, "invalid_config", "%s", msg);
         return;
     }
-    if (strcmp(base->kind, "llama")) {
+    if (!colo_kind_named_can(base->kind, COLO_KIND_CAN_ADAPTERS)) {
         colo_http_error(req, 400, "invalid_config", "model %s (kind %s) takes no LoRA adapters", am->name, base->kind);
         return;
     }
