@@ -254,11 +254,6 @@ static void make_plan(const cand *c, int n, size_t free_g, size_t bytes, plan *p
     }
 }
 
-static const char *prio_name(colo_priority p)
-{
-    return p == COLO_PRIO_LOW ? "low" : p == COLO_PRIO_HIGH ? "high" : "normal";
-}
-
 /* Asks victim x, through its model's own functions, to lend or to sleep. */
 static void ask(const member *x, bool trim, const char *for_whom, claimant cl)
 {
@@ -272,10 +267,10 @@ static void ask(const member *x, bool trim, const char *for_whom, claimant cl)
     if (x->v.busy)
         COLO_INFO("evict: preempting model %s (priority %s, %d running, %d queued): it sleeps once what runs "
                   "finishes, to make room for %s (priority %s); its queued requests wait for it to wake",
-                  x->v.name, prio_name(x->v.priority), x->v.running, x->v.queued, whom, prio_name(cl.prio));
+                  x->v.name, colo_priority_name(x->v.priority), x->v.running, x->v.queued, whom, colo_priority_name(cl.prio));
     else
         COLO_INFO("evict: putting model %s (priority %s, idle %.1f s) to sleep to make room for %s", x->v.name,
-                  prio_name(x->v.priority), (double)(colo_now_ns() - x->v.last_used_ns) / 1e9, whom);
+                  colo_priority_name(x->v.priority), (double)(colo_now_ns() - x->v.last_used_ns) / 1e9, whom);
     colo_served_evict_sleep(x->m);
 }
 

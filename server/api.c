@@ -440,7 +440,7 @@ static void handle(colo_http_req *req, void *ud)
     const colo_model_cfg *mc = colo_served_config(am->m);
     colo_api_limits lim;
     model_limits(am->m, &lim);
-    colo_status st = colo_api_decode(d->ep, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
+    colo_status st = colo_api_decode(d->body, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
     json_decref(body);
     if (st != COLO_OK) {
         colo_api_count_request(a, c->name, 400);
