@@ -561,7 +561,8 @@ colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_confi
     const api_dialect *d = colo_api_dialects(&n);
     for (int i = 0; i < n; i++) {
         a->routes[i] = (api_route){.a = a, .d = &d[i]};
-        if (colo_server_route(srv, d[i].method, d[i].pattern, handle, &a->routes[i], 0) != COLO_OK) {
+        if (colo_server_route(srv, d[i].method, d[i].pattern, handle, &a->routes[i], 0) != COLO_OK ||
+            colo_server_route_errors(srv, d[i].pattern, d[i].errors) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", d[i].method, d[i].pattern);
             free(a);
             return NULL;

@@ -33,6 +33,13 @@ struct colo_server {
     colo_metric *m_unsent, *m_unsent_peak;
     char cors[COLO_CFG_MAX_CORS_ORIGINS][256]; /* server.cors_allow_origins */
     int n_cors;
+    /* The error shapes the routes' dialects chose (colo_server_route_errors):
+     * a path's is that of the longest fixed part it starts with. */
+    struct {
+        char prefix[128];
+        colo_http_error_style style;
+    } styles[32];
+    int n_styles;
 };
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
@@ -132,16 +139,30 @@ static bool cors(colo_server *s, colo_http_req *req)
     return true;
 }
 
+/* The error shape for path, also for errors before it is routed (the key,
+ * an unknown path): the dialect's whose route it falls under. */
+static colo_http_error_style error_style_of(const colo_server *s, const char *path)
+{
+    colo_http_error_style style = COLO_HTTP_ERRORS_OPENAI;
+    size_t best = 0;
+    for (int i = 0; i < s->n_styles; i++) {
+        size_t n = strlen(s->styles[i].prefix);
+        if (n > best && !strncmp(path, s->styles[i].prefix, n)) {
+            best = n;
+            style = s->styles[i].style;
+        }
+    }
+    return style;
+}
+
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
     if (s->n_cors && cors(s, req))
         return;
-    /* Anthropic's Messages API answers errors in its own shape. */
-    if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
-        colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
     const char *path = colo_http_req_path(req);
+    colo_http_req_set_error_style(req, error_style_of(s, path));
     if (colo_tenants_auth_required(s->tenants) && !colo_router_is_public(s->router, path)) {
         int key = colo_tenants_authenticate(s->tenants, req, &why);
         if (key < 0) {
@@ -330,6 +351,16 @@ colo_status colo_server_route(colo_server *s, const char *method, const char *pa
                               void *ud, unsigned flags)
 {
     return colo_router_add(s->router, method, pattern, fn, ud, flags);
+}
+
+colo_status colo_server_route_errors(colo_server *s, const char *pattern, colo_http_error_style style)
+{
+    size_t n = strcspn(pattern, "{");
+    if (s->n_styles == (int)(sizeof s->styles / sizeof *s->styles) || n >= sizeof s->styles[0].prefix)
+        return COLO_ENOMEM;
+    snprintf(s->styles[s->n_styles].prefix, sizeof s->styles[0].prefix, "%.*s", (int)n, pattern);
+    s->styles[s->n_styles++].style = style;
+    return COLO_OK;
 }
 
 void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud)
