@@ -8,6 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One admin route: its handler, called by guarded once allowed() passes. */
+typedef struct admin_route {
+    colo_admin *ad;
+    colo_http_handler_fn fn;
+} admin_route;
+
 struct colo_admin {
     colo_registry *reg;
     colo_api *api;         /* renders a model for GET /admin/models */
@@ -15,6 +21,7 @@ struct colo_admin {
     char config_dir[1024]; /* anchors relative paths in POST /admin/models; "" = working directory */
     char key[256];         /* "" = none */
     bool loopback;         /* the listener is a loopback address */
+    admin_route routes[8]; /* what each route calls once the caller may (guarded) */
 };
 
 static bool is_loopback(const char *host)
@@ -37,6 +44,15 @@ static bool allowed(colo_http_req *req, colo_admin *ad)
     colo_http_error(req, 403, "forbidden",
                     "no admin key is set (server.admin_key_env): the admin routes answer only on a loopback listener");
     return false;
+}
+
+/* Every admin route is registered through this: the admin key (or the
+ * loopback listener) is checked once, here, before the route's handler. */
+static void guarded(colo_http_req *req, void *ud)
+{
+    admin_route *r = ud;
+    if (allowed(req, r->ad))
+        r->fn(req, r->ad);
 }
 
 /* The request's body when it is a JSON object (what: what it must hold),
@@ -70,8 +86,6 @@ static colo_registry_model *model_of(colo_http_req *req, colo_admin *ad)
 static void h_list(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     json_t *data = json_array();
     for (colo_registry_model *e = NULL; data && (e = colo_registry_next(ad->reg, e));)
         if (json_array_append_new(data, colo_api_model_json(ad->api, e)) != 0) {
@@ -98,8 +112,6 @@ static void refuse_no_room(colo_http_req *req, const char *name, size_t need, si
 
 static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 {
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -168,8 +180,6 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
 static void h_load(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     if (!colo_registry_attached(ad->reg)) {
         colo_http_error(req, 503, "unavailable", "colo-server is still starting");
         return;
@@ -219,8 +229,6 @@ static void h_load(colo_http_req *req, void *ud)
 static void h_unload(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -267,8 +275,6 @@ static bool adapter_name_free(colo_http_req *req, colo_admin *ad, const char *na
 static void h_adapter_add(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -312,8 +318,6 @@ static void h_adapter_add(colo_http_req *req, void *ud)
 static void h_adapter_remove(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -614,14 +618,17 @@ colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *ap
                   {"DELETE", "/admin/models/{name}", h_unload},
                   {"POST", "/admin/models/{name}/adapters", h_adapter_add},
                   {"DELETE", "/admin/models/{name}/adapters/{adapter}", h_adapter_remove}};
-    /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=
-            COLO_OK) {
+    _Static_assert(sizeof routes / sizeof *routes <= sizeof ad->routes / sizeof *ad->routes, "admin routes");
+    /* PUBLIC: the API key neither is needed nor opens them; guarded() checks the admin key. */
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        ad->routes[i] = (admin_route){.ad = ad, .fn = routes[i].fn};
+        if (colo_server_route(srv, routes[i].method, routes[i].pattern, guarded, &ad->routes[i],
+                              COLO_ROUTE_PUBLIC) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", routes[i].method, routes[i].pattern);
             free(ad);
             return NULL;
         }
+    }
     return ad;
 }
 
