@@ -4,11 +4,9 @@
 #include "runtime/clock.h"
 #include "runtime/cosched_impl.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen)
 {
@@ -141,76 +139,3 @@ void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_s
 
 const char *colo_cosched_member_name(const colo_cosched_member *m) { return m->name; }
 colo_priority colo_cosched_member_priority(const colo_cosched_member *m) { return m->priority; }
-
-colo_status colo_partition_plan(int total_units, int granularity, int n, const double *share, int *first, int *count,
-                                char *err, size_t errlen)
-{
-    if (n <= 0 || total_units <= 0 || granularity <= 0) {
-        colo_set_err(err, errlen, "partition: need members, units and a granularity");
-        return COLO_EINVAL;
-    }
-    int granules = total_units / granularity;
-    if (granules < n) {
-        colo_set_err(err, errlen, "partition: %d units in granules of %d cannot give %d members one each",
-                     total_units, granularity, n);
-        return COLO_EINVAL;
-    }
-    double given = 0;
-    int n_rest = 0;
-    for (int i = 0; i < n; i++) {
-        if (share[i] < 0 || share[i] > 1 || isnan(share[i])) {
-            colo_set_err(err, errlen, "partition: share %g of member %d is outside (0, 1]", share[i], i);
-            return COLO_EINVAL;
-        }
-        if (share[i] > 0)
-            given += share[i];
-        else
-            n_rest++;
-    }
-    if (given > 1.0 + 1e-9) {
-        colo_set_err(err, errlen, "partition: shares sum to %.3f, past 1", given);
-        return COLO_EINVAL;
-    }
-    /* Granules per member: floor of the exact share, at least one; what
-     * rounding leaves goes to the members with the largest remainders. */
-    double rest_share = n_rest ? (1.0 - given) / n_rest : 0;
-    int used = 0;
-    double rem[n];
-    for (int i = 0; i < n; i++) {
-        double exact = (share[i] > 0 ? share[i] : rest_share) * granules;
-        count[i] = (int)floor(exact + 1e-9);
-        if (count[i] < 1)
-            count[i] = 1;
-        rem[i] = exact - count[i];
-        used += count[i];
-    }
-    while (used > granules) { /* minimums pushed past the total: take from the largest */
-        int big = 0;
-        for (int i = 1; i < n; i++)
-            if (count[i] > count[big])
-                big = i;
-        if (count[big] <= 1)
-            break;
-        count[big]--;
-        used--;
-    }
-    /* Hand out leftovers only to members whose share asks for more. */
-    while (used < granules) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (rem[i] > 1e-9 && (best < 0 || rem[i] > rem[best]))
-                best = i;
-        if (best < 0)
-            break;
-        count[best]++;
-        rem[best] -= 1.0;
-        used++;
-    }
-    int at = 0;
-    for (int i = 0; i < n; i++) {
-        first[i] = at * granularity;
-        count[i] *= granularity;
-        at += count[i] / granularity;
-    }
-    return COLO_OK;
-}

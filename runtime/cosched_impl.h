@@ -97,6 +97,8 @@ const colo_sched_policy_ops *colo_sched_policy_ops_of(colo_sched_policy p);
  * sm_share_ok, each with the name of the policy that reads it. */
 colo_status colo_sched_refuse_keys(const colo_sched_model *m, bool share_ok, bool sm_share_ok, colo_sched_key *key,
                                    char *err, size_t errlen);
+/* For rows' validate: a policy that reads neither share nor sm_share. */
+colo_status colo_sched_validate_plain(const colo_sched_model *m, colo_sched_key *key, char *err, size_t errlen);
 /* For rows' stream: every model's stream alike (normal priority, no share). */
 void colo_sched_stream_alike(const colo_sched_model *m, colo_stream_config *sc);
 /* For rows' stream: the model's own priority, no share. */

@@ -4,11 +4,6 @@
  * admission (batching/admission.h) refuses what cannot meet its SLA. */
 #include "runtime/cosched_impl.h"
 
-static colo_status validate(const colo_sched_model *m, colo_sched_key *key, char *err, size_t errlen)
-{
-    return colo_sched_refuse_keys(m, false, false, key, err, errlen);
-}
-
 static void deadline(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns)
 {
     static const double weight[] = {1, 2, 4}; /* low, normal, high */
@@ -16,8 +11,6 @@ static void deadline(colo_cosched_member *m, colo_stream *s, uint64_t deadline_n
 }
 
 const colo_sched_policy_ops colo_sched_deadline = {
-    .name = "deadline",
-    .validate = validate,
-    .stream = colo_sched_stream_alike,
+    .name = "deadline", .validate = colo_sched_validate_plain, .stream = colo_sched_stream_alike,
     .deadline = deadline,
 };

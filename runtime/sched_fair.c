@@ -15,7 +15,5 @@ static void stream(const colo_sched_model *m, colo_stream_config *sc)
 }
 
 const colo_sched_policy_ops colo_sched_fair = {
-    .name = "fair",
-    .validate = validate,
-    .stream = stream,
+    .name = "fair", .validate = validate, .stream = stream,
 };

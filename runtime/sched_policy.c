@@ -96,6 +96,11 @@ colo_status colo_sched_refuse_keys(const colo_sched_model *m, bool share_ok, boo
     return COLO_OK;
 }
 
+colo_status colo_sched_validate_plain(const colo_sched_model *m, colo_sched_key *key, char *err, size_t errlen)
+{
+    return colo_sched_refuse_keys(m, false, false, key, err, errlen);
+}
+
 void colo_sched_stream_alike(const colo_sched_model *m, colo_stream_config *sc)
 {
     (void)m;

@@ -8,11 +8,6 @@
 
 #include <time.h>
 
-static colo_status validate(const colo_sched_model *m, colo_sched_key *key, char *err, size_t errlen)
-{
-    return colo_sched_refuse_keys(m, false, false, key, err, errlen);
-}
-
 /* The floor is kept by the device where it accounts its own time (the CPU
  * pool), else by the co-scheduler from step times. */
 static colo_status plan(colo_sched_plan *pl, char *err, size_t errlen)
@@ -141,12 +136,6 @@ static void throttle(colo_cosched_member *m, int n_ops)
 }
 
 const colo_sched_policy_ops colo_sched_priority = {
-    .name = "priority",
-    .validate = validate,
-    .stream = colo_sched_stream_by_priority,
-    .plan = plan,
-    .join = join,
-    .step_begin = step_begin,
-    .step_end = step_end,
-    .throttle = throttle,
+    .name = "priority", .validate = colo_sched_validate_plain, .stream = colo_sched_stream_by_priority,
+    .plan = plan, .join = join, .step_begin = step_begin, .step_end = step_end, .throttle = throttle,
 };

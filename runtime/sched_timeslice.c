@@ -6,11 +6,6 @@
 
 #include <time.h>
 
-static colo_status validate(const colo_sched_model *m, colo_sched_key *key, char *err, size_t errlen)
-{
-    return colo_sched_refuse_keys(m, false, false, key, err, errlen);
-}
-
 /* May m take the device now? Else *until gets when to look again without a
  * wake-up (0: only on a wake-up). */
 static bool slice_may_take(const colo_cosched *cs, const colo_cosched_member *m, uint64_t now, uint64_t *until)
@@ -69,9 +64,6 @@ static void step_end(colo_cosched *cs, colo_cosched_member *m)
 }
 
 const colo_sched_policy_ops colo_sched_timeslice = {
-    .name = "timeslice",
-    .validate = validate,
-    .stream = colo_sched_stream_alike,
-    .step_begin = step_begin,
-    .step_end = step_end,
+    .name = "timeslice", .validate = colo_sched_validate_plain, .stream = colo_sched_stream_alike,
+    .step_begin = step_begin, .step_end = step_end,
 };
