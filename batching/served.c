@@ -716,7 +716,8 @@ const char *colo_task_name(colo_task t) { return t == COLO_TASK_EMBED ? "embeddi
 
 /* ---- sleep, wake, drain ------------------------------------------------------------ */
 
-colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+/* Whether m may be asked to sleep or wake now: its kind can, and it serves. */
+static colo_status may_sleep_or_wake(colo_served *m, char *err, size_t errlen)
 {
     if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP)) {
         colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
@@ -726,22 +727,29 @@ colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
         colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
         return COLO_ECANCELED;
     }
+    return COLO_OK;
+}
+
+void colo_served_wish_sleep(colo_served *m)
+{
     atomic_store(&m->want_wake, false);
     atomic_store(&m->want_sleep, true);
     colo_queue_wake(m->q);
-    return COLO_OK;
+}
+
+colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+{
+    colo_status st = may_sleep_or_wake(m, err, errlen);
+    if (st == COLO_OK)
+        colo_served_wish_sleep(m);
+    return st;
 }
 
 colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
 {
-    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP)) {
-        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
-        return COLO_EUNSUPPORTED;
-    }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    colo_status st = may_sleep_or_wake(m, err, errlen);
+    if (st != COLO_OK)
+        return st;
     atomic_store(&m->want_sleep, false);
     atomic_store(&m->evict_asked, false);
     atomic_store(&m->want_wake, true);

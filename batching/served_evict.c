@@ -44,8 +44,6 @@ bool colo_served_evict_sleep(colo_served *m)
         atomic_fetch_add(&m->sleep_preemptions, 1);
         atomic_store(&m->preempted, true);
     }
-    atomic_store(&m->want_wake, false);
-    atomic_store(&m->want_sleep, true);
-    colo_queue_wake(m->q);
+    colo_served_wish_sleep(m); /* served's own sleep path */
     return preempt;
 }

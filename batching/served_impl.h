@@ -107,6 +107,10 @@ void colo_served_adapter_release(colo_served *m, colo_request *r);
 void colo_served_adapters_free(colo_served *m);
 size_t colo_served_adapters_count(colo_served *m);
 
+/* The wish to sleep, which the executor acts on between steps: asked by
+ * colo_served_sleep and by the evictor (served_evict.c). Any thread. */
+void colo_served_wish_sleep(colo_served *m);
+
 /* Shared by the executors. */
 void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg);
 void colo_served_expire_queued(colo_served *m);
