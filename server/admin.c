@@ -33,7 +33,7 @@ static bool is_loopback(const char *host)
 static bool allowed(colo_http_req *req, colo_admin *ad)
 {
     if (ad->key[0]) {
-        if (colo_server_auth_ok(colo_http_req_header(req, "Authorization"), ad->key))
+        if (colo_server_auth_ok(colo_http_req_known(req, COLO_HDR_AUTHORIZATION), ad->key))
             return true;
         colo_http_add_header(req, "WWW-Authenticate", "Bearer");
         colo_http_error(req, 401, "unauthorized", "the admin routes need Authorization: Bearer <admin key>");

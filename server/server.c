@@ -44,11 +44,9 @@ struct colo_server {
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
 {
-    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
+    const char *given = colo_http_bearer(authorization);
+    if (!given || !key)
         return false;
-    const char *given = authorization + 7;
-    while (*given == ' ')
-        given++;
     size_t gl = strlen(given), kl = strlen(key);
     /* Time depends on the given length only, never on where bytes differ. */
     unsigned char diff = (unsigned char)(gl != kl);
@@ -111,9 +109,9 @@ static bool origin_allowed(const colo_server *s, const char *origin)
  * the request was answered. */
 static bool cors(colo_server *s, colo_http_req *req)
 {
-    const char *origin = colo_http_req_header(req, "Origin");
+    const char *origin = colo_http_req_known(req, COLO_HDR_ORIGIN);
     bool preflight = !strcmp(colo_http_req_method(req), "OPTIONS") &&
-                     colo_http_req_header(req, "Access-Control-Request-Method");
+                     colo_http_req_known(req, COLO_HDR_AC_REQUEST_METHOD);
     if (!origin || !origin_allowed(s, origin)) {
         if (preflight) {
             colo_http_error(req, 403, "origin_not_allowed",
@@ -128,7 +126,7 @@ static bool cors(colo_server *s, colo_http_req *req)
         colo_http_add_header(req, "Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
         return false;
     }
-    const char *asked = colo_http_req_header(req, "Access-Control-Request-Headers");
+    const char *asked = colo_http_req_known(req, COLO_HDR_AC_REQUEST_HEADERS);
     colo_http_add_header(req, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     colo_http_add_header(req, "Access-Control-Allow-Headers",
                          asked && strlen(asked) < 512 && !strpbrk(asked, "\r\n")
