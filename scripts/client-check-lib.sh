@@ -1,7 +1,8 @@
 # Shared by scripts/openai-check.sh and scripts/anthropic-check.sh: build
 # colo-server and colo-mkmodel when missing, a pinned client in a virtualenv,
-# and colo-server started on a free port (its port in $port, its pid in
-# $server_pid) and stopped. Sourced; expects BUILD, and `set -euo pipefail`.
+# the model to check (check_prepare), and colo-server started on a free port
+# (its port in $port, its pid in $server_pid) and stopped. Sourced; expects
+# BUILD, and `set -euo pipefail`.
 
 # check_build: colo-server and colo-mkmodel in $BUILD.
 check_build() {
@@ -73,4 +74,40 @@ check_stop() {
   fi
   server_pid=
   return $rc
+}
+
+# check_prepare WHO PACKAGE VERSION ARG: the usage (ARG "" or --smollm2, else
+# exit 2), colo-server and colo-mkmodel built, PACKAGE==VERSION in $COLO_VENV
+# (exit 77 when it cannot be installed), a scratch folder $tmp removed at
+# exit, and the model in $model, named $name: SmolLM2 from the model cache
+# with --smollm2 (exit 77 when it is not there), else a synthetic one.
+# Sets $smollm2, $py and $cache too.
+check_prepare() {
+  local who=$1 pkg=$2 ver=$3
+  smollm2=0
+  case "${4:-}" in
+  --smollm2) smollm2=1 ;;
+  "") ;;
+  *) echo "usage: scripts/$who.sh [--smollm2]" >&2; exit 2 ;;
+  esac
+  check_build
+  py="$COLO_VENV/bin/python"
+  if ! check_venv "$who" "$pkg" "$pkg" "$ver" "$COLO_VENV"; then
+    echo "$who: cannot install the $pkg client (no PyPI?): skipped" >&2
+    exit 77
+  fi
+  cache=$COLO_MODELS
+  tmp=$(mktemp -d)
+  check_tmp=$tmp
+  trap check_cleanup EXIT
+  if [ "$smollm2" = 1 ]; then
+    model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -r "$model" ] || { echo "$who: no $model (scripts/fetch-models.sh): skipped" >&2; exit 77; }
+    name=smollm2
+  else
+    model="$tmp/tiny.gguf"
+    "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
+      --vocab 512 --ctx 2048 --seed 7 >/dev/null
+    name=tiny
+  fi
 }

@@ -11,7 +11,9 @@ set of names is written in two places.
   names-check.py [--root DIR]   check the tree (default: this script's project)
   names-check.py --self-test    check that a copied list is found
 """
+import argparse
 import os
+import pathlib
 import re
 import sys
 import tempfile
@@ -33,22 +35,21 @@ def lists(path):
             yield text.count("\n", 0, m.start()) + 1, tuple(sorted(names))
 
 
+def sources(root):
+    """Every C and CUDA source and header of the checked folders, in order."""
+    for folder in FOLDERS:
+        base = pathlib.Path(root, folder)
+        yield from sorted(p for p in base.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+
+
 def check(root):
     seen = {}
-    for folder in FOLDERS:
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
-            for name in sorted(files):
-                if not name.endswith(SUFFIXES):
-                    continue
-                path = os.path.join(dirpath, name)
-                for line, names in lists(path):
-                    seen.setdefault(names, []).append("%s:%d" % (os.path.relpath(path, root), line))
-    bad = []
-    for names, places in sorted(seen.items()):
-        if len(places) > 1:
-            bad.append("%s: the names %s are listed again at %s (one table, asked by the rest)" %
-                       (places[0], ", ".join(names), ", ".join(places[1:])))
-    return bad
+    for path in sources(root):
+        for line, names in lists(path):
+            seen.setdefault(names, []).append("%s:%d" % (path.relative_to(root).as_posix(), line))
+    return ["%s: the names %s are listed again at %s (one table, asked by the rest)" %
+            (places[0], ", ".join(names), ", ".join(places[1:]))
+            for names, places in sorted(seen.items()) if len(places) > 1]
 
 
 def self_test():
@@ -67,19 +68,15 @@ def self_test():
 
 
 def main(argv):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    args = iter(argv[1:])
-    for a in args:
-        if a == "--self-test":
-            return self_test()
-        if a == "--root":
-            root = next(args)
-        else:
-            print(__doc__, file=sys.stderr)
-            return 2
-    bad = check(root)
-    for b in bad:
-        print(b)
+    ap = argparse.ArgumentParser(description="Fails when one list of names is written down twice.")
+    ap.add_argument("--root", default=str(pathlib.Path(__file__).resolve().parent.parent))
+    ap.add_argument("--self-test", action="store_true")
+    args = ap.parse_args(argv[1:])
+    if args.self_test:
+        return self_test()
+    bad = check(args.root)
+    for line in bad:
+        print(line)
     return 1 if bad else 0
 
 
