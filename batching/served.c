@@ -532,17 +532,27 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
+/* r asks for what m's kind does not do (COLO_EINVAL), or m does not serve
+ * now (COLO_ECANCELED): the error, with its message. */
+static colo_status wrong_task(const colo_served *m, const colo_request *r, char *err, size_t errlen)
+{
+    colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
+                 colo_task_name(r->task));
+    return COLO_EINVAL;
+}
+
+static colo_status not_serving(const colo_served *m, char *err, size_t errlen)
+{
+    colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+    return COLO_ECANCELED;
+}
+
 colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_t errlen)
 {
-    if (r->task != m->kind->task) {
-        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
-                     colo_task_name(r->task));
-        return COLO_EINVAL;
-    }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (r->task != m->kind->task)
+        return wrong_task(m, r, err, errlen);
+    if (!accepting(m))
+        return not_serving(m, err, errlen);
     colo_status ast = colo_served_adapter_acquire(m, r, err, errlen);
     if (ast != COLO_OK)
         return ast;
@@ -580,15 +590,10 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
 
 colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen)
 {
-    if (r->task != m->kind->task) {
-        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
-                     colo_task_name(r->task));
-        return COLO_EINVAL;
-    }
-    if (m->state != COLO_SERVED_READY) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (r->task != m->kind->task)
+        return wrong_task(m, r, err, errlen);
+    if (m->state != COLO_SERVED_READY)
+        return not_serving(m, err, errlen);
     return m->kind->tokenize(m->inst, r, err, errlen);
 }
 
@@ -599,10 +604,8 @@ colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, co
         colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
-    if (m->state != COLO_SERVED_READY) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (m->state != COLO_SERVED_READY)
+        return not_serving(m, err, errlen);
     return m->kind->detokenize(m->inst, ids, n, pool, text, len, err, errlen);
 }
 
@@ -723,10 +726,8 @@ static colo_status may_sleep_or_wake(colo_served *m, char *err, size_t errlen)
         colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (!accepting(m))
+        return not_serving(m, err, errlen);
     return COLO_OK;
 }
 
