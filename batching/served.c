@@ -158,6 +158,18 @@ static colo_arena *make_arena(colo_served *m, size_t budget, char *e, size_t ele
     return a;
 }
 
+/* Leaves the co-scheduler and frees the stream and the arena (the model's
+ * memory goes back to the device and the pool). */
+static void leave_device(colo_served *m)
+{
+    colo_cosched_leave(m->member);
+    m->member = NULL;
+    colo_stream_destroy(m->stream);
+    m->stream = NULL;
+    colo_arena_destroy(m->arena);
+    m->arena = NULL;
+}
+
 colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
 {
     uint64_t t0 = colo_now_ns();
@@ -199,12 +211,7 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
 
 fail:
     colo_set_err(err, errlen, "model %s (%s): %s", mc->name, mc->path, e);
-    colo_cosched_leave(m->member);
-    m->member = NULL;
-    colo_stream_destroy(m->stream);
-    m->stream = NULL;
-    colo_arena_destroy(m->arena);
-    m->arena = NULL;
+    leave_device(m);
     snprintf(m->error, sizeof m->error, "%s", e);
     m->state = COLO_SERVED_FAILED;
     return st;
@@ -410,12 +417,7 @@ void colo_served_unload(colo_served *m)
     if (m->kind)
         m->kind->free(m->inst);
     m->inst = NULL;
-    colo_cosched_leave(m->member);
-    m->member = NULL;
-    colo_stream_destroy(m->stream);
-    m->stream = NULL;
-    colo_arena_destroy(m->arena);
-    m->arena = NULL;
+    leave_device(m);
     pthread_mutex_lock(&m->info_mu);
     memset(&m->info, 0, sizeof m->info);
     pthread_mutex_unlock(&m->info_mu);
