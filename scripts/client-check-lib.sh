@@ -5,16 +5,7 @@
 # BUILD, and `set -euo pipefail`.
 
 # check_build: colo-server and colo-mkmodel in $BUILD.
-check_build() {
-  local p
-  for p in colo-server colo-mkmodel; do
-    if [ ! -x "$BUILD/$p" ]; then
-      [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-      cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
-      break
-    fi
-  done
-}
+check_build() { colo_build_missing colo-server colo-mkmodel; }
 
 # check_venv NAME MODULE PACKAGE VERSION VENV: the package at that version
 # in the virtualenv (created when missing); non-zero when it cannot be installed.
