@@ -145,6 +145,7 @@ typedef enum colo_http_known {
     COLO_HDR_ORIGIN,
     COLO_HDR_AC_REQUEST_METHOD,  /* Access-Control-Request-Method */
     COLO_HDR_AC_REQUEST_HEADERS, /* Access-Control-Request-Headers */
+    COLO_HDR_HOST,               /* counted: a second one is refused */
     COLO_HDR_N_KNOWN
 } colo_http_known;
 /* Known header h's first value; NULL if absent. */

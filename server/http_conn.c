@@ -363,15 +363,10 @@ static bool transfer_codings_known(const colo_http_req *r)
  * picked. The message, or NULL. */
 static const char *repeated_singleton(const colo_http_req *r)
 {
-    static const char *const once[][2] = {{"Host", "more than one Host header"},
-                                          {"Origin", "more than one Origin header"}};
-    for (size_t k = 0; k < sizeof once / sizeof *once; k++) {
-        int n = 0;
-        for (int i = 0; i < r->n_headers; i++)
-            n += !strcasecmp(r->raw + r->headers[i].name, once[k][0]);
-        if (n > 1)
-            return once[k][1];
-    }
+    if (colo_http_req_known_count(r, COLO_HDR_HOST) > 1)
+        return "more than one Host header";
+    if (colo_http_req_known_count(r, COLO_HDR_ORIGIN) > 1)
+        return "more than one Origin header";
     return NULL;
 }
 

@@ -162,6 +162,7 @@ static const char *const known_names[COLO_HDR_N_KNOWN] = {
     [COLO_HDR_ORIGIN] = "Origin",
     [COLO_HDR_AC_REQUEST_METHOD] = "Access-Control-Request-Method",
     [COLO_HDR_AC_REQUEST_HEADERS] = "Access-Control-Request-Headers",
+    [COLO_HDR_HOST] = "Host",
 };
 
 static int known_index(const char *name)
