@@ -1,6 +1,7 @@
 /* Room for a guarantee, made by putting idle models to sleep (batching/evictor.h). */
 #include "batching/evictor.h"
-#include "batching/served_impl.h"
+#include "batching/queue.h"
+#include "batching/served.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
@@ -9,27 +10,25 @@
 #include <string.h>
 
 #define CLAIM_WAIT_NS (10ull * 1000 * 1000 * 1000)
+#define MAX_CANDIDATES 256
 
 struct colo_evictor {
     colo_mem_pool *pool;
+    colo_evictor_walk_fn walk; /* the served models: the owner's table */
+    void *walk_ud;
     pthread_mutex_t claim_mu; /* one claim at a time, held from claim to unclaim */
-    pthread_mutex_t mu;       /* the members */
-    colo_served *members[256];
-    int n;
+    pthread_mutex_t mu;       /* a walk and the choices made on it */
     uint64_t min_residency_ns; /* a model woken more recently is evicted last */
 };
 
-static const char *prio_name(colo_priority p)
-{
-    return p == COLO_PRIO_LOW ? "low" : p == COLO_PRIO_HIGH ? "high" : "normal";
-}
-
-colo_evictor *colo_evictor_create(colo_mem_pool *pool)
+colo_evictor *colo_evictor_create(colo_mem_pool *pool, colo_evictor_walk_fn walk, void *walk_ud)
 {
     colo_evictor *ev = calloc(1, sizeof *ev);
     if (!ev)
         return NULL;
     ev->pool = pool;
+    ev->walk = walk;
+    ev->walk_ud = walk_ud;
     ev->min_residency_ns = (uint64_t)COLO_EVICTOR_MIN_RESIDENCY_MS * 1000000u;
     pthread_mutex_init(&ev->claim_mu, NULL);
     pthread_mutex_init(&ev->mu, NULL);
@@ -54,40 +53,14 @@ void colo_evictor_set_min_residency_ms(colo_evictor *ev, int ms)
     pthread_mutex_unlock(&ev->mu);
 }
 
-colo_status colo_evictor_join(colo_evictor *ev, colo_served *m)
-{
-    pthread_mutex_lock(&ev->mu);
-    colo_status st = COLO_ENOMEM;
-    if (ev->n < (int)(sizeof ev->members / sizeof *ev->members)) {
-        ev->members[ev->n++] = m;
-        st = COLO_OK;
-    }
-    pthread_mutex_unlock(&ev->mu);
-    return st;
-}
+/* A model the walk found, as the evictor sees it. */
+typedef struct member {
+    colo_served *m;
+    colo_served_evict_view v;
+} member;
 
-void colo_evictor_leave(colo_evictor *ev, colo_served *m)
-{
-    pthread_mutex_lock(&ev->mu);
-    for (int i = 0; i < ev->n; i++)
-        if (ev->members[i] == m) {
-            ev->members[i] = ev->members[--ev->n];
-            break;
-        }
-    pthread_mutex_unlock(&ev->mu);
-}
-
-/* Under ev->mu: may m be put to sleep once it is idle? */
-static bool sleepable(const colo_served *m, const colo_served *except)
-{
-    return m != except && !atomic_load(&m->pinned) && atomic_load(&m->state) == COLO_SERVED_READY &&
-           !atomic_load(&m->draining) && m->kind->sleep && m->kind->wake && colo_arena_guarantee_full(m->arena) > 0;
-}
-
-static bool busy(const colo_served *m)
-{
-    return atomic_load(&m->running) != 0 || colo_queue_len(((colo_served *)m)->q) != 0;
-}
+/* May it be put to sleep once it is idle? */
+static bool sleepable(const member *x, const colo_served *except) { return x->m != except && x->v.sleepable; }
 
 /* Who claims: its priority; whether it is a cold start (a load or a
  * wake), which may preempt models of lower priority; whether it claims for
@@ -103,10 +76,11 @@ static claimant claimant_of(const colo_served *except)
 {
     if (!except)
         return (claimant){COLO_PRIO_LOW, false, false};
-    int s = atomic_load(&except->state);
-    return (claimant){except->cfg.priority,
-                      s == COLO_SERVED_LOADING || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING,
-                      (s == COLO_SERVED_SLEEPING || s == COLO_SERVED_READY) && busy(except)};
+    colo_served_evict_view v;
+    colo_served_evict_view_of((colo_served *)except, &v);
+    int s = v.state;
+    return (claimant){v.priority, s == COLO_SERVED_LOADING || s == COLO_SERVED_SLEEPING || s == COLO_SERVED_WAKING,
+                      (s == COLO_SERVED_SLEEPING || s == COLO_SERVED_READY) && v.busy};
 }
 
 /* Eviction tiers, in the order they are drawn on. */
@@ -119,26 +93,24 @@ enum {
 };
 
 /* Under ev->mu. */
-static int tier_of(const colo_evictor *ev, const colo_served *m, const colo_served *except, claimant cl,
-                   uint64_t now)
+static int tier_of(const colo_evictor *ev, const member *x, const colo_served *except, claimant cl, uint64_t now)
 {
-    if (!sleepable(m, except) || atomic_load(&m->evict_asked))
+    if (!sleepable(x, except) || x->v.asked)
         return TIER_NONE;
-    if (busy(m))
-        return cl.cold && m->cfg.priority < cl.prio ? TIER_PREEMPT : TIER_NONE;
+    if (x->v.busy)
+        return cl.cold && x->v.priority < cl.prio ? TIER_PREEMPT : TIER_NONE;
     /* The window shields a model from claimants of lower priority only:
      * among equals, least recently used decides, and a cold request does
      * not wait for a window (under a bursty trace the waits cost more SLO
      * attainment than the swaps they save). */
-    uint64_t since = atomic_load(&m->resident_since_ns);
-    bool recent = ev->min_residency_ns && now - since < ev->min_residency_ns;
-    if (!recent || m->cfg.priority <= cl.prio)
+    bool recent = ev->min_residency_ns && now - x->v.resident_since_ns < ev->min_residency_ns;
+    if (!recent || x->v.priority <= cl.prio)
         return TIER_IDLE;
     return cl.patient ? TIER_NONE : TIER_PROTECTED;
 }
 
 typedef struct cand {
-    colo_served *m;
+    member x;
     int tier;
     size_t sleep_bytes; /* its guarantee now: what it gives back asleep */
     size_t trim_bytes;  /* of which, unused: what it lends awake once its cache is dropped */
@@ -148,9 +120,33 @@ static bool before(const cand *a, const cand *b)
 {
     if (a->tier != b->tier)
         return a->tier < b->tier;
-    if (a->m->cfg.priority != b->m->cfg.priority)
-        return a->m->cfg.priority < b->m->cfg.priority;
-    return atomic_load(&a->m->last_used_ns) < atomic_load(&b->m->last_used_ns);
+    if (a->x.v.priority != b->x.v.priority)
+        return a->x.v.priority < b->x.v.priority;
+    return a->x.v.last_used_ns < b->x.v.last_used_ns;
+}
+
+/* What one walk gathers: every served model's view. */
+typedef struct gathered {
+    member x[MAX_CANDIDATES];
+    int n;
+} gathered;
+
+static void gather_one(colo_served *m, void *arg)
+{
+    gathered *g = arg;
+    if (g->n == MAX_CANDIDATES)
+        return;
+    g->x[g->n].m = m;
+    colo_served_evict_view_of(m, &g->x[g->n].v);
+    g->n++;
+}
+
+/* Under ev->mu. */
+static void gather(colo_evictor *ev, gathered *g)
+{
+    g->n = 0;
+    if (ev->walk)
+        ev->walk(ev->walk_ud, gather_one, g);
 }
 
 /* Under ev->mu: the candidates, in eviction order (tier, lowest priority,
@@ -158,17 +154,21 @@ static bool before(const cand *a, const cand *b)
 static int candidates_for(colo_evictor *ev, const colo_served *except, claimant cl, cand *out)
 {
     uint64_t now = colo_now_ns();
+    gathered *g = malloc(sizeof *g);
     int n = 0;
-    for (int i = 0; i < ev->n; i++) {
-        colo_served *m = ev->members[i];
-        int t = tier_of(ev, m, except, cl, now);
+    if (!g)
+        return 0; /* nobody to ask: the claim is refused */
+    gather(ev, g);
+    for (int i = 0; i < g->n; i++) {
+        int t = tier_of(ev, &g->x[i], except, cl, now);
         if (t == TIER_NONE)
             continue;
-        cand c = {m, t, colo_arena_guarantee_now(m->arena), 0};
-        if (t != TIER_PREEMPT && m->kind->trim)
-            c.trim_bytes = colo_arena_guarantee_idle(m->arena);
+        cand c = {g->x[i], t, g->x[i].v.guarantee_now, 0};
+        if (t != TIER_PREEMPT)
+            c.trim_bytes = g->x[i].v.guarantee_idle;
         out[n++] = c;
     }
+    free(g);
     for (int i = 1; i < n; i++) /* insertion sort: a few models */
         for (int j = i; j > 0 && before(&out[j], &out[j - 1]); j--) {
             cand t = out[j - 1];
@@ -184,7 +184,7 @@ static int candidates(colo_evictor *ev, const colo_served *except, cand *out)
 
 static size_t available_for(colo_evictor *ev, const colo_served *except, claimant cl)
 {
-    cand c[256];
+    cand c[MAX_CANDIDATES];
     pthread_mutex_lock(&ev->mu);
     size_t avail = colo_mem_pool_unguaranteed(ev->pool);
     int n = candidates_for(ev, except, cl, c);
@@ -206,19 +206,24 @@ size_t colo_evictor_available_for_load(colo_evictor *ev, colo_priority priority)
 
 size_t colo_evictor_available_later(colo_evictor *ev, const colo_served *except)
 {
+    gathered *g = malloc(sizeof *g);
+    if (!g)
+        return 0;
     pthread_mutex_lock(&ev->mu);
     size_t avail = colo_mem_pool_unguaranteed(ev->pool);
-    for (int i = 0; i < ev->n; i++)
-        if (sleepable(ev->members[i], except))
-            avail += colo_arena_guarantee_now(ev->members[i]->arena);
+    gather(ev, g);
+    for (int i = 0; i < g->n; i++)
+        if (sleepable(&g->x[i], except))
+            avail += g->x[i].v.guarantee_now;
     pthread_mutex_unlock(&ev->mu);
+    free(g);
     return avail;
 }
 
 /* What a claim asks of its victims. */
 typedef struct plan {
-    colo_served *v[256];
-    bool trim[256]; /* lend its unused guarantee, staying awake (else: sleep) */
+    const member *v[MAX_CANDIDATES];
+    bool trim[MAX_CANDIDATES]; /* lend its unused guarantee, staying awake (else: sleep) */
     int n;
 } plan;
 
@@ -236,7 +241,7 @@ static void make_plan(const cand *c, int n, size_t free_g, size_t bytes, plan *p
     if (free_g + trims >= bytes) {
         for (int i = 0; i < n && got < bytes; i++)
             if (c[i].trim_bytes) {
-                p->v[p->n] = c[i].m, p->trim[p->n++] = true;
+                p->v[p->n] = &c[i].x, p->trim[p->n++] = true;
                 got += c[i].trim_bytes;
             }
         return;
@@ -244,38 +249,44 @@ static void make_plan(const cand *c, int n, size_t free_g, size_t bytes, plan *p
     if (free_g + sleeps < bytes)
         return;
     for (int i = 0; i < n && got < bytes; i++) {
-        p->v[p->n] = c[i].m, p->trim[p->n++] = false;
+        p->v[p->n] = &c[i].x, p->trim[p->n++] = false;
         got += c[i].sleep_bytes;
     }
 }
 
-static void ask(colo_served *v, bool trim, const char *for_whom, claimant cl)
+/* Asks victim x, through its model's own functions, to lend or to sleep. */
+static void ask(const member *x, bool trim, const char *for_whom, claimant cl)
 {
     const char *whom = for_whom ? for_whom : "a model";
-    atomic_store(&v->evict_asked, true);
     if (trim) {
         COLO_INFO("evict: model %s (idle) lends its unused memory guarantee (KV cache dropped) to make room for %s",
-                  v->cfg.name, whom);
-        atomic_store(&v->want_trim, true);
-    } else {
-        bool preempt = busy(v);
-        atomic_fetch_add(&v->evictions, 1);
-        if (preempt) {
-            atomic_fetch_add(&v->sleep_preemptions, 1);
-            atomic_store(&v->preempted, true);
-            COLO_INFO("evict: preempting model %s (priority %s, %d running, %d queued): it sleeps once what runs "
-                      "finishes, to make room for %s (priority %s); its queued requests wait for it to wake",
-                      v->cfg.name, prio_name(v->cfg.priority), atomic_load(&v->running), colo_queue_len(v->q), whom,
-                      prio_name(cl.prio));
-        } else {
-            COLO_INFO("evict: putting model %s (priority %s, idle %.1f s) to sleep to make room for %s", v->cfg.name,
-                      prio_name(v->cfg.priority),
-                      (double)(colo_now_ns() - atomic_load(&v->last_used_ns)) / 1e9, whom);
-        }
-        atomic_store(&v->want_wake, false);
-        atomic_store(&v->want_sleep, true);
+                  x->v.name, whom);
+        colo_served_evict_trim(x->m);
+        return;
     }
-    colo_queue_wake(v->q);
+    if (x->v.busy)
+        COLO_INFO("evict: preempting model %s (priority %s, %d running, %d queued): it sleeps once what runs "
+                  "finishes, to make room for %s (priority %s); its queued requests wait for it to wake",
+                  x->v.name, colo_priority_name(x->v.priority), x->v.running, x->v.queued, whom, colo_priority_name(cl.prio));
+    else
+        COLO_INFO("evict: putting model %s (priority %s, idle %.1f s) to sleep to make room for %s", x->v.name,
+                  colo_priority_name(x->v.priority), (double)(colo_now_ns() - x->v.last_used_ns) / 1e9, whom);
+    colo_served_evict_sleep(x->m);
+}
+
+/* Is m still to do what it was asked? Is it being stopped? */
+static bool pending(colo_served *m)
+{
+    colo_served_evict_view v;
+    colo_served_evict_view_of(m, &v);
+    return v.asked;
+}
+
+static bool stopping(const colo_served *m)
+{
+    colo_served_evict_view v;
+    colo_served_evict_view_of((colo_served *)m, &v);
+    return v.stopping;
 }
 
 /* Waits until the pool has bytes unguaranteed, every victim asked has
@@ -284,12 +295,11 @@ static size_t wait_victims(colo_evictor *ev, size_t bytes, const plan *p, const 
 {
     for (;;) {
         size_t free_g = colo_mem_pool_unguaranteed(ev->pool);
-        bool pending = false;
-        for (int i = 0; i < p->n && !pending; i++)
-            pending = atomic_load(&p->v[i]->evict_asked);
+        bool waiting = false;
+        for (int i = 0; i < p->n && !waiting; i++)
+            waiting = pending(p->v[i]->m);
         /* (a claimant that is being stopped gives up: shutdown does not wait on victims) */
-        if (free_g >= bytes || !pending || colo_now_ns() >= until ||
-            (except && atomic_load(&((colo_served *)except)->stopping)))
+        if (free_g >= bytes || !waiting || colo_now_ns() >= until || (except && stopping(except)))
             return free_g;
         colo_sleep_ns(2 * 1000 * 1000);
     }
@@ -304,7 +314,7 @@ colo_status colo_evictor_claim(colo_evictor *ev, size_t bytes, const colo_served
     /* a few rounds: a model that lent less than it seemed to have unused
      * is put to sleep in the next */
     for (int round = 0; free_g < bytes && round < 3 && colo_now_ns() < until; round++) {
-        cand c[256];
+        cand c[MAX_CANDIDATES];
         plan p;
         size_t all = 0;
         pthread_mutex_lock(&ev->mu);

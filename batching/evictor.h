@@ -1,7 +1,9 @@
 /* batching/evictor.h: room for a model's guarantee, made by putting others
  * to sleep.
  *
- * Every served model of one memory pool (runtime/arena.h) is a member.
+ * Every served model of one memory pool (runtime/arena.h) may be asked;
+ * the evictor asks through the model's own functions (batching/served.h,
+ * "eviction") and never writes its state.
  * When a load, a wake or a model's guarantee does not fit what the pool
  * has that no one is guaranteed, colo_evictor_claim makes room:
  *  1. When the idle models' unused guarantees (the part of its guarantee
@@ -45,8 +47,17 @@
 typedef struct colo_evictor colo_evictor;
 typedef struct colo_served colo_served;
 
-/* NULL without memory. Free it after its members have left. */
-colo_evictor *colo_evictor_create(colo_mem_pool *pool);
+/* The models an evictor chooses among are its owner's table of served
+ * models (server/registry.c), not a list of its own: walk calls visit(m,
+ * arg) for each model listed there, from any thread, holding whatever
+ * keeps them from being freed meanwhile (it must not call the evictor).
+ * Models that are not READY (loading, failed, unloaded) are passed over. */
+typedef void (*colo_evictor_visit_fn)(colo_served *m, void *arg);
+typedef void (*colo_evictor_walk_fn)(void *walk_ud, colo_evictor_visit_fn visit, void *arg);
+
+/* NULL without memory. walk may be NULL (no model may be put to sleep).
+ * Free it after the models are gone. */
+colo_evictor *colo_evictor_create(colo_mem_pool *pool, colo_evictor_walk_fn walk, void *walk_ud);
 void colo_evictor_free(colo_evictor *ev); /* accepts NULL */
 colo_mem_pool *colo_evictor_pool(const colo_evictor *ev);
 
@@ -54,10 +65,6 @@ colo_mem_pool *colo_evictor_pool(const colo_evictor *ev);
  * claimant of its priority or lower (above). 0: no such window. */
 #define COLO_EVICTOR_MIN_RESIDENCY_MS 2000
 void colo_evictor_set_min_residency_ms(colo_evictor *ev, int ms);
-
-/* Membership: colo_served_start joins, colo_served_unload / free leave. */
-colo_status colo_evictor_join(colo_evictor *ev, colo_served *m);
-void colo_evictor_leave(colo_evictor *ev, colo_served *m);
 
 /* Bytes of guarantee that a claim by `except` (NULL: a claim for no
  * model, which preempts nobody) could make free: what no one is

@@ -147,4 +147,20 @@ const colo_model_kind *colo_kind_find(const char *name);
 /* Every kind's name into buf, for messages: "llama, bert". */
 void colo_kind_names(char *buf, size_t cap);
 
+/* What a kind can do. Every such question is answered from the kind's
+ * table (its optional slots; generation or embeddings is its task), never
+ * from its name, so that a new kind is its own file and one line in
+ * batching/kinds.c. */
+typedef enum colo_kind_cap {
+    COLO_KIND_CAN_ADAPTERS,   /* LoRA adapters: adapter_add */
+    COLO_KIND_CAN_DETOKENIZE, /* tokens back to text: detokenize */
+    COLO_KIND_CAN_SLEEP,      /* sleep and wake */
+} colo_kind_cap;
+/* False for k NULL. */
+bool colo_kind_can(const colo_model_kind *k, colo_kind_cap cap);
+/* The same for the kind named name; false for a name no kind has. */
+bool colo_kind_named_can(const char *name, colo_kind_cap cap);
+/* The names of the kinds that can, into buf, for messages: "llama". */
+void colo_kind_names_that_can(colo_kind_cap cap, char *buf, size_t cap_bytes);
+
 #endif

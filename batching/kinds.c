@@ -20,11 +20,35 @@ const colo_model_kind *colo_kind_find(const char *name)
     return NULL;
 }
 
-void colo_kind_names(char *buf, size_t cap)
+/* The names of the kinds for which want(kind, cap) holds, comma-separated. */
+static void names_where(bool (*want)(const colo_model_kind *k, colo_kind_cap cap), colo_kind_cap cap, char *buf,
+                        size_t cap_bytes)
 {
     size_t o = 0;
-    if (cap)
+    if (cap_bytes)
         buf[0] = 0;
-    for (size_t i = 0; i < sizeof kinds / sizeof *kinds && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", kinds[i]->name);
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds && o < cap_bytes; i++)
+        if (!want || want(kinds[i], cap))
+            o += (size_t)snprintf(buf + o, cap_bytes - o, "%s%s", o ? ", " : "", kinds[i]->name);
+}
+
+void colo_kind_names(char *buf, size_t cap) { names_where(NULL, COLO_KIND_CAN_ADAPTERS, buf, cap); }
+
+bool colo_kind_can(const colo_model_kind *k, colo_kind_cap cap)
+{
+    if (!k)
+        return false;
+    switch (cap) {
+    case COLO_KIND_CAN_ADAPTERS: return k->adapter_add != NULL;
+    case COLO_KIND_CAN_DETOKENIZE: return k->detokenize != NULL;
+    case COLO_KIND_CAN_SLEEP: return k->sleep && k->wake;
+    }
+    return false;
+}
+
+bool colo_kind_named_can(const char *name, colo_kind_cap cap) { return colo_kind_can(colo_kind_find(name), cap); }
+
+void colo_kind_names_that_can(colo_kind_cap cap, char *buf, size_t cap_bytes)
+{
+    names_where(colo_kind_can, cap, buf, cap_bytes);
 }

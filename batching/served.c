@@ -158,6 +158,18 @@ static colo_arena *make_arena(colo_served *m, size_t budget, char *e, size_t ele
     return a;
 }
 
+/* Leaves the co-scheduler and frees the stream and the arena (the model's
+ * memory goes back to the device and the pool). */
+static void leave_device(colo_served *m)
+{
+    colo_cosched_leave(m->member);
+    m->member = NULL;
+    colo_stream_destroy(m->stream);
+    m->stream = NULL;
+    colo_arena_destroy(m->arena);
+    m->arena = NULL;
+}
+
 colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
 {
     uint64_t t0 = colo_now_ns();
@@ -199,12 +211,7 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
 
 fail:
     colo_set_err(err, errlen, "model %s (%s): %s", mc->name, mc->path, e);
-    colo_cosched_leave(m->member);
-    m->member = NULL;
-    colo_stream_destroy(m->stream);
-    m->stream = NULL;
-    colo_arena_destroy(m->arena);
-    m->arena = NULL;
+    leave_device(m);
     snprintf(m->error, sizeof m->error, "%s", e);
     m->state = COLO_SERVED_FAILED;
     colo_served_adapters_failed(m, e);
@@ -364,8 +371,6 @@ colo_status colo_served_start(colo_served *m, char *err, size_t errlen)
     m->prep_started = true;
     atomic_store(&m->last_used_ns, colo_now_ns());
     atomic_store(&m->resident_since_ns, colo_now_ns());
-    if (m->env.evictor && m->env.pool && colo_evictor_join(m->env.evictor, m) == COLO_OK)
-        m->in_evictor = true;
     m->state = atomic_load(&m->draining) ? COLO_SERVED_DRAINING : COLO_SERVED_READY; /* unloaded while loading */
     rc = pthread_create(&m->thread, NULL, executor, m);
     if (rc) {
@@ -411,18 +416,10 @@ void colo_served_unload(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
-    if (m->in_evictor)
-        colo_evictor_leave(m->env.evictor, m);
-    m->in_evictor = false;
     if (m->kind)
         m->kind->free(m->inst);
     m->inst = NULL;
-    colo_cosched_leave(m->member);
-    m->member = NULL;
-    colo_stream_destroy(m->stream);
-    m->stream = NULL;
-    colo_arena_destroy(m->arena);
-    m->arena = NULL;
+    leave_device(m);
     pthread_mutex_lock(&m->info_mu);
     memset(&m->info, 0, sizeof m->info);
     pthread_mutex_unlock(&m->info_mu);
@@ -434,8 +431,6 @@ void colo_served_free(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
-    if (m->in_evictor)
-        colo_evictor_leave(m->env.evictor, m);
     if (m->kind && m->inst)
         m->kind->free(m->inst);
     colo_cosched_leave(m->member);
@@ -541,17 +536,27 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
+/* r asks for what m's kind does not do (COLO_EINVAL), or m does not serve
+ * now (COLO_ECANCELED): the error, with its message. */
+static colo_status wrong_task(const colo_served *m, const colo_request *r, char *err, size_t errlen)
+{
+    colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
+                 colo_task_name(r->task));
+    return COLO_EINVAL;
+}
+
+static colo_status not_serving(const colo_served *m, char *err, size_t errlen)
+{
+    colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
+    return COLO_ECANCELED;
+}
+
 colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_t errlen)
 {
-    if (r->task != m->kind->task) {
-        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
-                     colo_task_name(r->task));
-        return COLO_EINVAL;
-    }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (r->task != m->kind->task)
+        return wrong_task(m, r, err, errlen);
+    if (!accepting(m))
+        return not_serving(m, err, errlen);
     colo_status ast = colo_served_adapter_acquire(m, r, err, errlen);
     if (ast != COLO_OK)
         return ast;
@@ -597,29 +602,22 @@ static bool has_tokenizer(const colo_served *m)
 
 colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, size_t errlen)
 {
-    if (r->task != m->kind->task) {
-        colo_set_err(err, errlen, "model %s serves %s, not %s", m->cfg.name, colo_task_name(m->kind->task),
-                     colo_task_name(r->task));
-        return COLO_EINVAL;
-    }
-    if (!has_tokenizer(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (r->task != m->kind->task)
+        return wrong_task(m, r, err, errlen);
+    if (!has_tokenizer(m))
+        return not_serving(m, err, errlen);
     return m->kind->tokenize(m->inst, r, err, errlen);
 }
 
 colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
                                    size_t *len, char *err, size_t errlen)
 {
-    if (!m->kind->detokenize) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_DETOKENIZE)) {
         colo_set_err(err, errlen, "model %s (%s) has no text output", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
-    if (!has_tokenizer(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (!has_tokenizer(m))
+        return not_serving(m, err, errlen);
     return m->kind->detokenize(m->inst, ids, n, pool, text, len, err, errlen);
 }
 
@@ -733,32 +731,38 @@ const char *colo_task_name(colo_task t) { return t == COLO_TASK_EMBED ? "embeddi
 
 /* ---- sleep, wake, drain ------------------------------------------------------------ */
 
-colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+/* Whether m may be asked to sleep or wake now: its kind can, and it serves. */
+static colo_status may_sleep_or_wake(colo_served *m, char *err, size_t errlen)
 {
-    if (!m->kind->sleep || !m->kind->wake) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP)) {
         colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    if (!accepting(m))
+        return not_serving(m, err, errlen);
+    return COLO_OK;
+}
+
+void colo_served_wish_sleep(colo_served *m)
+{
     atomic_store(&m->want_wake, false);
     atomic_store(&m->want_sleep, true);
     colo_queue_wake(m->q);
-    return COLO_OK;
+}
+
+colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen)
+{
+    colo_status st = may_sleep_or_wake(m, err, errlen);
+    if (st == COLO_OK)
+        colo_served_wish_sleep(m);
+    return st;
 }
 
 colo_status colo_served_wake(colo_served *m, char *err, size_t errlen)
 {
-    if (!m->kind->sleep || !m->kind->wake) {
-        colo_set_err(err, errlen, "model %s: its kind (%s) cannot sleep", m->cfg.name, m->kind->name);
-        return COLO_EUNSUPPORTED;
-    }
-    if (!accepting(m)) {
-        colo_set_err(err, errlen, "model %s is %s", m->cfg.name, colo_served_state_name(m->state));
-        return COLO_ECANCELED;
-    }
+    colo_status st = may_sleep_or_wake(m, err, errlen);
+    if (st != COLO_OK)
+        return st;
     atomic_store(&m->want_sleep, false);
     atomic_store(&m->evict_asked, false);
     atomic_store(&m->want_wake, true);
@@ -960,7 +964,7 @@ static void regain(colo_served *m)
 
 bool colo_served_sleep_or_wake(colo_served *m)
 {
-    if (!m->kind->sleep || !m->kind->wake)
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_SLEEP))
         return true;
     uint64_t now = colo_now_ns();
     bool queued = colo_queue_len(m->q) > 0;

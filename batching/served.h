@@ -140,6 +140,34 @@ void colo_served_free(colo_served *m);
  * (failed, draining, stopping). */
 colo_status colo_served_sleep(colo_served *m, char *err, size_t errlen);
 colo_status colo_served_wake(colo_served *m, char *err, size_t errlen);
+/* ---- eviction (batching/evictor.h asks; served_evict.c answers) -------------------
+ * The evictor reads a model through a view and asks it to lend or sleep
+ * through these functions; the model's own state is written by served
+ * alone. Any thread. */
+typedef struct colo_served_evict_view {
+    const char *name;          /* the config's; lives as long as the model */
+    colo_priority priority;
+    colo_served_state state;
+    bool sleepable;            /* READY, not pinned or draining, of a kind that sleeps, holding a guarantee */
+    bool busy;                 /* requests running or queued */
+    bool asked;                /* asked to lend or sleep, not done (nor refused) yet */
+    bool stopping;             /* being stopped: a claim of its own gives up */
+    bool can_trim;             /* its kind can drop its cached KV blocks */
+    int running, queued;
+    uint64_t last_used_ns;     /* the last request submitted (or the start) */
+    uint64_t resident_since_ns; /* when it last woke or started */
+    size_t guarantee_now;      /* its guarantee now: what it gives back asleep */
+    size_t guarantee_idle;     /* of which unused, its cached blocks counted unused: what it lends awake */
+} colo_served_evict_view;
+void colo_served_evict_view_of(colo_served *m, colo_served_evict_view *v);
+/* Asks m to drop its cached KV blocks and lend the rest of its unused
+ * guarantee, staying awake. */
+void colo_served_evict_trim(colo_served *m);
+/* Asks m to sleep to make room: it admits nothing new, finishes what
+ * runs, then sleeps. Counted as an eviction, and as a preemption when it
+ * is busy (its queued requests wake it again). True when it was busy. */
+bool colo_served_evict_sleep(colo_served *m);
+
 /* Refuses new requests (COLO_ECANCELED) while what is queued and running
  * finishes; colo_served_drained then says when it is done. */
 void colo_served_drain(colo_served *m);

@@ -24,7 +24,7 @@ const char *colo_adapter_state_name(colo_adapter_state s)
 colo_status colo_served_adapter_check(const colo_model_cfg *base, const colo_adapter_cfg *a, char *err,
                                       size_t errlen)
 {
-    if (strcmp(base->kind, "llama")) {
+    if (!colo_kind_named_can(base->kind, COLO_KIND_CAN_ADAPTERS)) {
         colo_set_err(err, errlen, "model %s (kind %s) takes no LoRA adapters", base->name, base->kind);
         return COLO_EUNSUPPORTED;
     }
@@ -105,7 +105,7 @@ static served_adapter *find(colo_served *m, const char *name)
 /* colo_served_adapter_add, or with replace colo_served_adapter_replace. */
 static colo_status add_or_replace(colo_served *m, const colo_adapter_cfg *a, bool replace, char *err, size_t errlen)
 {
-    if (!m->kind->adapter_add) {
+    if (!colo_kind_can(m->kind, COLO_KIND_CAN_ADAPTERS)) {
         colo_set_err(err, errlen, "model %s (kind %s) takes no LoRA adapters", m->cfg.name, m->kind->name);
         return COLO_EUNSUPPORTED;
     }

@@ -62,7 +62,6 @@ struct colo_served {
     _Atomic int keep_alive_ms;     /* cfg.keep_alive_ms, changeable at run time */
     bool guarantee_given_back;     /* executor thread: without its whole guarantee (asleep, or lent) */
     uint64_t wake_blocked_since_ns; /* executor thread: since when queued requests wait for memory to wake (0: not) */
-    bool in_evictor;               /* controlling thread */
     _Atomic int running;
     /* requests admitted into a generative kind (executor thread only); one
      * leaves before its on_done runs, since the front end may free it then */
@@ -110,6 +109,10 @@ colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *e
 void colo_served_adapter_release(colo_served *m, colo_request *r);
 void colo_served_adapters_free(colo_served *m);
 size_t colo_served_adapters_count(colo_served *m);
+
+/* The wish to sleep, which the executor acts on between steps: asked by
+ * colo_served_sleep and by the evictor (served_evict.c). Any thread. */
+void colo_served_wish_sleep(colo_served *m);
 
 /* Shared by the executors. */
 void colo_served_finish(colo_served *m, colo_request *r, colo_status st, const char *msg);

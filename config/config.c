@@ -1,6 +1,8 @@
 /* YAML (libyaml's document API) -> colo_config, with FILE:LINE:COLUMN errors. */
 #include "config/config.h"
 #include "batching/evictor.h"
+#include "batching/kind.h"
+#include "models/chat.h"
 #include "models/json_schema.h"
 
 #include <errno.h>
@@ -487,6 +489,16 @@ static const key_spec server_keys[] = {
     KEY_END,
 };
 
+/* A list of names kept by its owner's table (name_at(i), NULL past the
+ * last) as get_enum reads one: at most cap - 1 names, then NULL. */
+static void names_from(const char *(*name_at)(int i), const char **out, int cap)
+{
+    int n = 0;
+    while (n < cap - 1 && (out[n] = name_at(n)))
+        n++;
+    out[n] = NULL;
+}
+
 /* ---- scheduler ------------------------------------------------------------------- */
 
 static const key_spec cap_keys[] = {
@@ -500,11 +512,11 @@ static int policy_key(parse_ctx *p, const char *key, const yaml_node_t *v, void 
 {
     (void)key;
     colo_scheduler_cfg *s = obj;
-    static const char *const policies[] = {"timeslice", "spatial", "priority", "partition", "fair", "deadline", NULL};
+    const char *policies[16];
     int i;
+    names_from(colo_sched_policy_name_at, policies, 16); /* the runtime's table of policies */
     if (get_enum(p, v, f, policies, &i))
         return -1;
-    /* names[] follows colo_sched_policy; the runtime's parser is the authority */
     return colo_sched_policy_parse(policies[i], &s->policy) == COLO_OK ? 0 : fail(p, v, f, "unknown policy");
 }
 
@@ -753,11 +765,9 @@ static int model_chat_template(parse_ctx *p, const char *key, const yaml_node_t 
 {
     (void)key;
     colo_model_cfg *m = ((model_ctx *)obj)->m;
-    static const char *const names[] = {"chatml",     "llama3",     "gemma",
-                                        "phi3",       "mistral",    "mistral-v1",
-                                        "mistral-v3", "mistral-v3-tekken", "deepseek-r1",
-                                        NULL}; /* = models/chat.h */
+    const char *names[32];
     int i;
+    names_from(colo_chat_format_name_at, names, 32); /* models/chat.c's table */
     if (get_enum(p, v, f, names, &i))
         return -1;
     snprintf(m->chat_template, sizeof m->chat_template, "%s", names[i]);
@@ -796,8 +806,6 @@ static int model_on_overload(parse_ctx *p, const char *key, const yaml_node_t *v
     return 0;
 }
 
-static const char *const priority_names[] = {"low", "normal", "high", NULL}; /* = colo_priority */
-
 /* ---- adapters: [{name, path, scale, priority, sla, on_overload}] ------------------- */
 
 static int adapter_name(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
@@ -818,7 +826,7 @@ static int adapter_priority(parse_ctx *p, const char *key, const yaml_node_t *v,
     (void)key;
     colo_adapter_cfg *a = obj;
     int i;
-    if (get_enum(p, v, f, priority_names, &i))
+    if (get_enum(p, v, f, colo_priority_names, &i))
         return -1;
     a->priority = (colo_priority)i;
     a->has_priority = true;
@@ -895,7 +903,7 @@ static const key_spec model_keys[] = {
     KEY_FN("sm_share", model_share),
     KEY_FN("share", model_share),
     KEY_FN("chat_template", model_chat_template),
-    KEY_ENUM("priority", colo_model_cfg, priority, priority_names),
+    KEY_ENUM("priority", colo_model_cfg, priority, colo_priority_names),
     KEY_FN("max_seq_len", model_seq_len),
     KEY_FN("context", model_seq_len),
     KEY_MAP_SAME("kv_cache", kv_keys),
@@ -945,8 +953,11 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
         for (int j = -1; j < i; j++)
             if (!strcmp(m->aliases[i], j < 0 ? m->name : m->aliases[j]))
                 return fail(p, n, field, "aliases: '%s' is the model's name or another alias already", m->aliases[i]);
-    if (m->n_adapters && strcmp(m->kind, "llama"))
-        return fail(p, n, field, "adapters: only llama models take LoRA adapters");
+    if (m->n_adapters && !colo_kind_named_can(m->kind, COLO_KIND_CAN_ADAPTERS)) {
+        char kinds[128];
+        colo_kind_names_that_can(COLO_KIND_CAN_ADAPTERS, kinds, sizeof kinds);
+        return fail(p, n, field, "adapters: only %s models take LoRA adapters", kinds);
+    }
     for (int i = 0; i < m->n_adapters; i++) {
         colo_adapter_cfg *a = (colo_adapter_cfg *)&m->adapters[i]; /* defaults: the base's, now all its keys are read */
         if (!a->has_sla)
@@ -1100,7 +1111,7 @@ static int level_models(parse_ctx *p, const char *key, const yaml_node_t *v, voi
 static const key_spec level_keys[] = {
     KEY_MAP("quotas", colo_tenant_level_cfg, quotas, quota_keys),
     KEY_NUM_OPEN("weight", colo_tenant_level_cfg, weight, 0, 1e6),
-    KEY_ENUM("max_priority", colo_tenant_level_cfg, max_priority, priority_names),
+    KEY_ENUM("max_priority", colo_tenant_level_cfg, max_priority, colo_priority_names),
     KEY_FN("models", level_models),
     KEY_END,
 };
@@ -1409,13 +1420,12 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
             snprintf(field, sizeof field, "models[%d].memory_fraction", i);
             return fail_at(p, marks[i].fraction, field, "memory fractions sum to %.3f here, past 1.0", fractions);
         }
-        if (m->sm_share > 0 && c->scheduler.policy != COLO_SCHED_PARTITION) {
-            snprintf(field, sizeof field, "models[%d].sm_share", i);
-            return fail_at(p, marks[i].sm_share, field, "only used with scheduler.policy: partition");
-        }
-        if (m->share > 0 && c->scheduler.policy != COLO_SCHED_FAIR) {
-            snprintf(field, sizeof field, "models[%d].share", i);
-            return fail_at(p, marks[i].share, field, "only used with scheduler.policy: fair");
+        colo_sched_model sm = {.priority = m->priority, .share = m->share, .sm_share = m->sm_share};
+        colo_sched_key key;
+        char why[256];
+        if (colo_sched_policy_validate(c->scheduler.policy, &sm, &key, why, sizeof why) != COLO_OK) {
+            snprintf(field, sizeof field, "models[%d].%s", i, colo_sched_key_name(key));
+            return fail_at(p, key == COLO_SCHED_KEY_SHARE ? marks[i].share : marks[i].sm_share, field, "%s", why);
         }
         shares += m->sm_share;
         if (shares > 1.0 + FRACTION_SLACK) {

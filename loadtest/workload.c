@@ -620,13 +620,14 @@ lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_
         goto out_free;
     }
     json_t *info = body ? json_loads(body, 0, NULL) : NULL;
-    const char *k = json_string_value(json_object_get(info, "kind"));
+    const char *task = json_string_value(json_object_get(info, "task"));
     const char *state = json_string_value(json_object_get(info, "state"));
     if (state && strcmp(state, "failed") == 0) {
         lt_set_err(err, errlen, "model '%s' failed to load", model);
         st = LT_ERR;
     }
-    *kind = k && strcmp(k, "bert") == 0 ? LT_KIND_ENCODER : LT_KIND_GENERATIVE;
+    /* the model's task, not its kind's name: a new kind needs nothing here */
+    *kind = task && strcmp(task, "embeddings") == 0 ? LT_KIND_ENCODER : LT_KIND_GENERATIVE;
     json_decref(info);
 out_free:
     free(body);

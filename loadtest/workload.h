@@ -113,8 +113,8 @@ void lt_requests_free(lt_requests *r);
 lt_status lt_http_get(const lt_target *t, const char *path, const char *api_key, double timeout_s, int *status,
                       char **body, char *err, size_t errlen);
 
-/* GET <prefix>/v1/models/<model> (blocking, timeout_s): kind "bert" is an
- * encoder, anything else generative. LT_EIO when the server cannot be
+/* GET <prefix>/v1/models/<model> (blocking, timeout_s): task "embeddings"
+ * is an encoder, anything else generative. LT_EIO when the server cannot be
  * reached, LT_EINVAL when it answers 404, LT_ERR when the model's state
  * is "failed"; err says which. */
 lt_status lt_model_probe(const lt_target *t, const char *model, const char *api_key,

@@ -30,6 +30,20 @@ bool colo_chat_format_known(const char *name)
     return false;
 }
 
+const char *colo_chat_format_name_at(int i)
+{
+    return i >= 0 && (size_t)i < sizeof formats / sizeof formats[0] ? formats[i].name : NULL;
+}
+
+/* Every name a config may give, comma-separated, for messages. */
+static void format_names(char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0] && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", formats[i].name);
+}
+
 const char *colo_chat_format_name(colo_chat_format f)
 {
     if (f == COLO_CHAT_MISTRAL_V3)
@@ -143,10 +157,9 @@ colo_status colo_chat_template_from_text(colo_chat_template *t, const char *j, c
             if (!strcmp(formats[i].name, override))
                 t->format = formats[i].f;
         if (t->format == COLO_CHAT_NONE) {
-            colo_set_err(err, errlen,
-                         "chat_template '%s' is not one colo renders (chatml, llama3, gemma, phi3, mistral, "
-                         "mistral-v1, mistral-v3, mistral-v3-tekken, deepseek-r1)",
-                         override);
+            char names[256];
+            format_names(names, sizeof names);
+            colo_set_err(err, errlen, "chat_template '%s' is not one colo renders (%s)", override, names);
             return COLO_EINVAL;
         }
     } else if (j) {

@@ -77,6 +77,9 @@ colo_status colo_chat_template_from_text(colo_chat_template *t, const char *jinj
 bool colo_chat_format_known(const char *name);
 /* "chatml", "llama3", ... ("none" for COLO_CHAT_NONE). */
 const char *colo_chat_format_name(colo_chat_format f);
+/* The i-th name a config may give (i from 0), NULL past the last: the one
+ * list of them, for the config's check and messages. */
+const char *colo_chat_format_name_at(int i);
 
 /* The prompt for msgs, malloc'd and NUL-terminated (the caller frees);
  * NULL when out of memory or the format is COLO_CHAT_NONE. The prompt holds

@@ -82,7 +82,7 @@ static colo_status rd(cursor *c, void *out, size_t n, const char *what)
     return COLO_OK;
 }
 
-static size_t scalar_size(colo_gguf_type t)
+size_t colo_gguf_scalar_size(colo_gguf_type t)
 {
     switch (t) {
     case COLO_GGUF_U8: case COLO_GGUF_I8: case COLO_GGUF_BOOL: return 1;
@@ -110,7 +110,7 @@ static colo_status rd_str(cursor *c, colo_gguf_str *s, const char *what)
 /* Skips one value of type t, checking it lies in the file. */
 static colo_status skip_value(cursor *c, colo_gguf_type t, int depth, const char *key)
 {
-    size_t sz = scalar_size(t);
+    size_t sz = colo_gguf_scalar_size(t);
     if (sz)
         return need(c, sz, key) ? COLO_EFORMAT : (c->pos += sz, COLO_OK);
     if (t == COLO_GGUF_STRING) {
@@ -126,7 +126,7 @@ static colo_status skip_value(cursor *c, colo_gguf_type t, int depth, const char
     colo_status st;
     if ((st = rd(c, &et, 4, key)) || (st = rd(c, &n, 8, key)))
         return st;
-    size_t esz = scalar_size((colo_gguf_type)et);
+    size_t esz = colo_gguf_scalar_size((colo_gguf_type)et);
     if (esz) {
         if (n > (c->g->size - c->pos) / esz)
             FAIL(c, "key %s: array of %llu elements runs past the end of the file", key, (unsigned long long)n);

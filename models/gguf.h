@@ -31,6 +31,8 @@ typedef enum colo_gguf_type {
     COLO_GGUF_I64 = 11,
     COLO_GGUF_F64 = 12,
 } colo_gguf_type;
+/* Bytes of one value of scalar type t; 0 for a string, an array or no type. */
+size_t colo_gguf_scalar_size(colo_gguf_type t);
 
 typedef struct colo_gguf_str {
     const char *ptr; /* not NUL-terminated */

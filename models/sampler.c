@@ -13,14 +13,9 @@ static uint64_t splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-void colo_sampler_init(colo_sampler *s, float temperature, float top_p, int top_k, uint64_t seed)
+/* The scratch buffers, none yet (or no longer: freed). */
+static void forget_buffers(colo_sampler *s)
 {
-    s->temperature = temperature;
-    s->top_p = top_p > 0 && top_p <= 1 ? top_p : 1;
-    s->top_k = top_k > 0 ? top_k : 0;
-    s->min_p = 0;
-    s->state[0] = splitmix(&seed);
-    s->state[1] = splitmix(&seed);
     s->probs = NULL;
     s->idx = NULL;
     s->cap = 0;
@@ -29,18 +24,24 @@ void colo_sampler_init(colo_sampler *s, float temperature, float top_p, int top_
     s->work_cap = 0;
 }
 
+void colo_sampler_init(colo_sampler *s, float temperature, float top_p, int top_k, uint64_t seed)
+{
+    s->temperature = temperature;
+    s->top_p = top_p > 0 && top_p <= 1 ? top_p : 1;
+    s->top_k = top_k > 0 ? top_k : 0;
+    s->min_p = 0;
+    s->state[0] = splitmix(&seed);
+    s->state[1] = splitmix(&seed);
+    forget_buffers(s);
+}
+
 void colo_sampler_free(colo_sampler *s)
 {
     free(s->probs);
     free(s->idx);
     free(s->work);
     free(s->seen);
-    s->probs = NULL;
-    s->idx = NULL;
-    s->cap = 0;
-    s->work = NULL;
-    s->seen = NULL;
-    s->work_cap = 0;
+    forget_buffers(s);
 }
 
 static double uniform(colo_sampler *s)

@@ -20,6 +20,8 @@ extern const colo_cp_range colo_unicode_space[];
 extern const int colo_unicode_space_n;
 
 
+/* Whether cp lies in one of the n sorted, disjoint ranges r. */
+bool colo_cp_in_ranges(const colo_cp_range *r, int n, uint32_t cp);
 bool colo_is_letter(uint32_t cp);
 bool colo_is_number(uint32_t cp);
 bool colo_is_space(uint32_t cp);

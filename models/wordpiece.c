@@ -30,21 +30,6 @@ struct colo_wordpiece {
     int special_id[N_SPECIAL]; /* -1 when absent */
 };
 
-static bool in_ranges(const colo_cp_range *r, int n, uint32_t cp)
-{
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (cp < r[mid].lo)
-            hi = mid - 1;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return true;
-    }
-    return false;
-}
-
 /* The replacement of cp in a {cp, pool offset, length} map, or NULL. */
 static const uint32_t *map_find(const uint32_t (*map)[3], int n, const uint32_t *pool, uint32_t cp, int *len)
 {
@@ -308,7 +293,7 @@ static void word_flush(enc *e)
 
 static bool is_ws(uint32_t cp)
 {
-    return cp == ' ' || (cp >= 9 && cp <= 13) || cp == 0x85 || in_ranges(colo_bert_space, colo_bert_space_n, cp);
+    return cp == ' ' || (cp >= 9 && cp <= 13) || cp == 0x85 || colo_cp_in_ranges(colo_bert_space, colo_bert_space_n, cp);
 }
 
 /* Pre-tokenizer: whitespace ends a word, punctuation is a word of its own. */
@@ -316,7 +301,7 @@ static void pretok(enc *e, uint32_t cp)
 {
     if (is_ws(cp)) {
         word_flush(e);
-    } else if (in_ranges(colo_bert_punct, colo_bert_punct_n, cp)) {
+    } else if (colo_cp_in_ranges(colo_bert_punct, colo_bert_punct_n, cp)) {
         word_flush(e);
         word_push(e, cp);
         word_flush(e);
@@ -363,12 +348,12 @@ static void normalize_cp(enc *e, uint32_t cp)
     if (cp == UINT32_MAX) /* invalid UTF-8: U+FFFD, which clean text removes */
         return;
     if (c->clean_text) {
-        if (cp == 0 || cp == 0xFFFD || in_ranges(colo_bert_removed, colo_bert_removed_n, cp))
+        if (cp == 0 || cp == 0xFFFD || colo_cp_in_ranges(colo_bert_removed, colo_bert_removed_n, cp))
             return;
         if (is_ws(cp))
             cp = ' ';
     }
-    if (c->chinese_chars && in_ranges(colo_bert_cjk, colo_bert_cjk_n, cp)) {
+    if (c->chinese_chars && colo_cp_in_ranges(colo_bert_cjk, colo_bert_cjk_n, cp)) {
         word_flush(e);
         stage_strip(e, cp);
         word_flush(e);

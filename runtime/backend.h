@@ -30,6 +30,12 @@ typedef enum colo_backend_kind { COLO_BACKEND_CPU = 0, COLO_BACKEND_CUDA = 1 } c
 
 /* Config priorities. LOW is best-effort. */
 typedef enum colo_priority { COLO_PRIO_LOW = 0, COLO_PRIO_NORMAL = 1, COLO_PRIO_HIGH = 2 } colo_priority;
+/* Their names, indexed by colo_priority and ended by NULL: "low", "normal",
+ * "high" (runtime/priority.c). */
+extern const char *const colo_priority_names[];
+colo_status colo_priority_parse(const char *s, colo_priority *out);
+/* "normal" for a value that is no priority. */
+const char *colo_priority_name(colo_priority p);
 
 typedef struct colo_device_config {
     const char *want;        /* "auto" (CUDA when a GPU is present, else CPU), "cpu" or "cuda"; NULL = auto */

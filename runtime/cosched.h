@@ -87,9 +87,55 @@ typedef struct colo_cosched_member_stats {
     uint64_t inflight;       /* 1 while a step is running */
 } colo_cosched_member_stats;
 
-/* Parses "timeslice" | "spatial" | "priority" | "partition" | "fair" | "deadline". */
+/* ---- the policies (rows of runtime/sched_policy.c; docs/ARCHITECTURE.md,
+ * "Adding a scheduling policy") ---------------------------------------------- */
+
+/* Parses a policy's name ("timeslice", "spatial", "priority", "partition",
+ * "fair", "deadline": the rows' names). */
 colo_status colo_sched_policy_parse(const char *s, colo_sched_policy *out);
+/* p's name; "unknown" for a value no row has. */
 const char *colo_sched_policy_name(colo_sched_policy p);
+/* The name of the i-th policy of the table (i from 0), NULL past the last:
+ * for lists of the names. */
+const char *colo_sched_policy_name_at(int i);
+
+/* What a policy reads of one model's configuration. */
+typedef struct colo_sched_model {
+    colo_priority priority;
+    double share;      /* fair: its weight; 0 = none given */
+    double sm_share;   /* partition: its fraction of the compute units; 0 = none given */
+    bool at_run_time;  /* loaded through the admin routes, after start */
+} colo_sched_model;
+
+/* The key a policy refused. */
+typedef enum colo_sched_key { COLO_SCHED_KEY_NONE = 0, COLO_SCHED_KEY_SHARE, COLO_SCHED_KEY_SM_SHARE } colo_sched_key;
+/* "share", "sm_share" (the config's spelling); "" for none. */
+const char *colo_sched_key_name(colo_sched_key k);
+
+/* COLO_OK when policy p takes model m's keys; else COLO_EINVAL with the
+ * refused key in *key and why in err (a model loaded at run time never
+ * takes a partition, whatever the policy). The config and the admin routes
+ * both ask this. */
+colo_status colo_sched_policy_validate(colo_sched_policy p, const colo_sched_model *m, colo_sched_key *key,
+                                       char *err, size_t errlen);
+/* What policy p sets on model m's stream: its priority and share (the
+ * compute units are the plan's, below). Other fields of sc are left alone. */
+void colo_sched_policy_stream(colo_sched_policy p, const colo_sched_model *m, colo_stream_config *sc);
+
+/* What a policy arranges on the device before the models load. */
+typedef struct colo_sched_plan {
+    colo_device *dev;                /* in: the device */
+    int n_models;                    /* in */
+    const colo_sched_model *models;  /* in: n_models of them */
+    double best_effort_min_share;    /* in: scheduler.best_effort_min_share */
+    int *unit_first, *unit_count;    /* out (n_models each): each model's compute units; left alone
+                                        where the policy does not partition */
+    colo_cosched_config *cc;         /* out: the best-effort floor and the device that keeps it */
+    const char *floor_by;            /* out: who accounts the floor (for the log); NULL: no floor */
+} colo_sched_plan;
+/* Fills plan's outputs as policy p asks; COLO_EINVAL or COLO_EUNSUPPORTED
+ * with err (a message for the config's reader) when it cannot. */
+colo_status colo_sched_policy_plan(colo_sched_policy p, colo_sched_plan *plan, char *err, size_t errlen);
 
 colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, size_t errlen);
 /* Every member must have left. Accepts NULL. */

@@ -20,37 +20,11 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/anthropic-venv}
 ANTHROPIC_VERSION=${ANTHROPIC_VERSION:-2.10.0}
-smollm2=0
-case "${1:-}" in
---smollm2) smollm2=1 ;;
-"") ;;
-*) echo "usage: scripts/anthropic-check.sh [--smollm2]" >&2; exit 2 ;;
-esac
-
 . scripts/client-check-lib.sh
-check_build
-py="$COLO_VENV/bin/python"
-if ! check_venv anthropic-check anthropic anthropic "$ANTHROPIC_VERSION" "$COLO_VENV"; then
-  echo "anthropic-check: cannot install the anthropic client (no PyPI?): skipped" >&2
-  exit 77
-fi
-
-cache=$COLO_MODELS
-tmp=$(mktemp -d)
-check_tmp=$tmp
-trap check_cleanup EXIT
-
+check_prepare anthropic-check anthropic "$ANTHROPIC_VERSION" "${1:-}"
 flags=()
 if [ "$smollm2" = 1 ]; then
-  model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-  [ -r "$model" ] || { echo "anthropic-check: no $model (scripts/fetch-models.sh): skipped" >&2; exit 77; }
-  name=smollm2
   flags=(--smollm2)
-else
-  model="$tmp/tiny.gguf"
-  "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
-    --vocab 512 --ctx 2048 --seed 7 >/dev/null
-  name=tiny
 fi
 cat >"$tmp/colo.yaml" <<YAML
 server: { listen: "127.0.0.1:0", device: cpu, api_key_env: COLO_ANTHROPIC_CHECK_KEY }

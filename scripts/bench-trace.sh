@@ -69,13 +69,7 @@ SYNTH=(
   "qwen3-m:qwen3:--layers 24 --dim 1280 --heads 16 --kv-heads 8 --head-dim 128 --ffn 3584"
 )
 
-for p in colo-server colo-loadtest colo-mkmodel; do
-  if [ ! -x "$BUILD/$p" ]; then
-    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-loadtest colo-mkmodel >/dev/null
-    break
-  fi
-done
+colo_build_missing colo-server colo-loadtest colo-mkmodel
 BUILD=$(cd "$BUILD" && pwd)
 mkdir -p "$OUT/models"
 OUT=$(cd "$OUT" && pwd)

@@ -1,19 +1,11 @@
 # Shared by scripts/openai-check.sh and scripts/anthropic-check.sh: build
 # colo-server and colo-mkmodel when missing, a pinned client in a virtualenv,
-# and colo-server started on a free port (its port in $port, its pid in
-# $server_pid) and stopped. Sourced; expects BUILD, and `set -euo pipefail`.
+# the model to check (check_prepare), and colo-server started on a free port
+# (its port in $port, its pid in $server_pid) and stopped. Sourced; expects
+# BUILD, and `set -euo pipefail`.
 
 # check_build: colo-server and colo-mkmodel in $BUILD.
-check_build() {
-  local p
-  for p in colo-server colo-mkmodel; do
-    if [ ! -x "$BUILD/$p" ]; then
-      [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-      cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-mkmodel >/dev/null
-      break
-    fi
-  done
-}
+check_build() { colo_build_missing colo-server colo-mkmodel; }
 
 # check_venv NAME MODULE PACKAGE VERSION VENV: the package at that version
 # in the virtualenv (created when missing); non-zero when it cannot be installed.
@@ -73,4 +65,40 @@ check_stop() {
   fi
   server_pid=
   return $rc
+}
+
+# check_prepare WHO PACKAGE VERSION ARG: the usage (ARG "" or --smollm2, else
+# exit 2), colo-server and colo-mkmodel built, PACKAGE==VERSION in $COLO_VENV
+# (exit 77 when it cannot be installed), a scratch folder $tmp removed at
+# exit, and the model in $model, named $name: SmolLM2 from the model cache
+# with --smollm2 (exit 77 when it is not there), else a synthetic one.
+# Sets $smollm2, $py and $cache too.
+check_prepare() {
+  local who=$1 pkg=$2 ver=$3
+  smollm2=0
+  case "${4:-}" in
+  --smollm2) smollm2=1 ;;
+  "") ;;
+  *) echo "usage: scripts/$who.sh [--smollm2]" >&2; exit 2 ;;
+  esac
+  check_build
+  py="$COLO_VENV/bin/python"
+  if ! check_venv "$who" "$pkg" "$pkg" "$ver" "$COLO_VENV"; then
+    echo "$who: cannot install the $pkg client (no PyPI?): skipped" >&2
+    exit 77
+  fi
+  cache=$COLO_MODELS
+  tmp=$(mktemp -d)
+  check_tmp=$tmp
+  trap check_cleanup EXIT
+  if [ "$smollm2" = 1 ]; then
+    model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -r "$model" ] || { echo "$who: no $model (scripts/fetch-models.sh): skipped" >&2; exit 77; }
+    name=smollm2
+  else
+    model="$tmp/tiny.gguf"
+    "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
+      --vocab 512 --ctx 2048 --seed 7 >/dev/null
+    name=tiny
+  fi
 }

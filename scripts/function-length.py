@@ -4,8 +4,9 @@
 A function is what the style (../shared/STYLE.md) writes as a signature
 followed by a line holding only "{" and ending at the next line holding
 only "}"; its length counts the signature's first line to that "}". The
-folders checked are the project's C and CUDA sources (tests and fuzz
-targets are left out: a test is a list of cases).
+folders checked are the project's C and CUDA sources and headers (.c, .h,
+.cu, .cuh: an inline function or a template in a header is code like any
+other; tests and fuzz targets are left out: a test is a list of cases).
 
   function-length.py [--root DIR] [--max N]   check the tree (default 120 lines)
   function-length.py --self-test              check that a long function is found
@@ -43,7 +44,7 @@ def check(root, limit):
     for folder in FOLDERS:
         for dirpath, _, names in os.walk(os.path.join(root, folder)):
             for name in sorted(names):
-                if not name.endswith((".c", ".cu")):
+                if not name.endswith((".c", ".cu", ".h", ".cuh")):
                     continue
                 path = os.path.join(dirpath, name)
                 for fn, line, n in functions(path):
@@ -59,8 +60,11 @@ def self_test():
         with open(os.path.join(d, "server", "a.c"), "w") as f:
             f.write("static int short_one(void)\n{\n    return 0;\n}\n\n")
             f.write("int long_one(int a,\n             int b)\n{\n" + "    a++;\n" * 20 + "    return a + b;\n}\n")
+        with open(os.path.join(d, "server", "b.cuh"), "w") as f:
+            f.write("template <int T> __device__ void long_two(float *v)\n{\n" + "    v[0]++;\n" * 21 + "}\n")
         bad = check(d, 20)
-        ok = len(bad) == 1 and "long_one is 25 lines" in bad[0] and "a.c:6:" in bad[0]
+        ok = (len(bad) == 2 and "long_one is 25 lines" in bad[0] and "a.c:6:" in bad[0] and
+              "b.cuh:1: long_two is 24 lines" in bad[1])
         print("self-test: %s" % ("ok" if ok else "FAILED: %r" % bad))
         return 0 if ok else 1
 

@@ -5,6 +5,8 @@
 #                colo-server's colo_config_model_cache does)
 #   BUILD        the build folder: $BUILD when set, else build
 # Exits 2 when neither XDG_CACHE_HOME nor HOME is set.
+# colo_build_missing PROGRAM...: builds the programs in $BUILD when one is
+# missing (configuring $BUILD, Release, when it never was).
 if [ -n "${XDG_CACHE_HOME:-}" ]; then
   COLO_CACHE=$XDG_CACHE_HOME/colo
 elif [ -n "${HOME:-}" ]; then
@@ -15,3 +17,14 @@ else
 fi
 COLO_MODELS=$COLO_CACHE/models
 BUILD=${BUILD:-build}
+
+colo_build_missing() {
+  local p
+  for p in "$@"; do
+    if [ ! -x "$BUILD/$p" ]; then
+      [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+      cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target "$@" >/dev/null
+      break
+    fi
+  done
+}

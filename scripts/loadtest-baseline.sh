@@ -28,13 +28,7 @@ MAX_TOKENS=${MAX_TOKENS:-32}
 COST=${COST:-1.00}
 GOODPUT=${GOODPUT:-ttft:1000 tpot:100}
 
-for p in colo-server colo-loadtest; do
-  if [ ! -x "$BUILD/$p" ]; then
-    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-loadtest >/dev/null
-    break
-  fi
-done
+colo_build_missing colo-server colo-loadtest
 cache=$COLO_MODELS
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -r "$model" ] || { echo "loadtest-baseline: no $model (run scripts/fetch-models.sh)" >&2; exit 2; }

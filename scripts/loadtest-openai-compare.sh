@@ -28,13 +28,7 @@ MAX_TOKENS=${MAX_TOKENS:-48}
 TOLERANCE_PCT=${TOLERANCE_PCT:-5}
 SERVER_THREADS=${SERVER_THREADS:-1}
 
-for p in colo-server colo-loadtest; do
-  if [ ! -x "$BUILD/$p" ]; then
-    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target colo-server colo-loadtest >/dev/null
-    break
-  fi
-done
+colo_build_missing colo-server colo-loadtest
 py="$COLO_VENV/bin/python"
 if ! "$py" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_VERSION')" 2>/dev/null; then
   echo "loadtest-openai-compare: installing openai==$OPENAI_VERSION into $COLO_VENV" >&2

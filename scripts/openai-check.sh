@@ -20,37 +20,11 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 COLO_VENV=${COLO_VENV:-$BUILD/openai-venv}
 OPENAI_VERSION=${OPENAI_VERSION:-3.51.0}
-smollm2=0
-case "${1:-}" in
---smollm2) smollm2=1 ;;
-"") ;;
-*) echo "usage: scripts/openai-check.sh [--smollm2]" >&2; exit 2 ;;
-esac
-
 . scripts/client-check-lib.sh
-check_build
-py="$COLO_VENV/bin/python"
-if ! check_venv openai-check openai openai "$OPENAI_VERSION" "$COLO_VENV"; then
-  echo "openai-check: cannot install the openai client (no PyPI?): skipped" >&2
-  exit 77
-fi
-
-cache=$COLO_MODELS
-tmp=$(mktemp -d)
-check_tmp=$tmp
-trap check_cleanup EXIT
-
+check_prepare openai-check openai "$OPENAI_VERSION" "${1:-}"
 expect=()
 if [ "$smollm2" = 1 ]; then
-  model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
-  [ -r "$model" ] || { echo "openai-check: no $model (scripts/fetch-models.sh): skipped" >&2; exit 77; }
-  name=smollm2
   expect=(--expect-text Paris)
-else
-  model="$tmp/tiny.gguf"
-  "$BUILD/colo-mkmodel" --out "$model" --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
-    --vocab 512 --ctx 2048 --seed 7 >/dev/null
-  name=tiny
 fi
 {
   echo "server: { listen: \"127.0.0.1:0\", device: cpu, api_key_env: COLO_OPENAI_CHECK_KEY }"

@@ -19,28 +19,11 @@ import argparse
 import json
 import math
 import sys
-import time
 
 import openai
 from openai import OpenAI
 
-failures = []
-
-
-def check(name, fn):
-    t0 = time.monotonic()
-    try:
-        detail = fn()
-    except Exception as e:  # every failure is reported, the run goes on
-        failures.append(name)
-        print(f"FAIL {name}: {type(e).__name__}: {e}")
-        return
-    print(f"ok   {name} ({(time.monotonic() - t0) * 1e3:.0f} ms){': ' + detail if detail else ''}")
-
-
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
+from client_check_lib import check, expect, failures
 
 
 def main():

@@ -1,11 +1,18 @@
 /* The admin routes: models loaded, unloaded, put to sleep and woken at
  * run time, and the config file's models applied again (server/admin.h). */
 #include "server/admin.h"
+#include "batching/kind.h"
 #include "runtime/log.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One admin route: its handler, called by guarded once allowed() passes. */
+typedef struct admin_route {
+    colo_admin *ad;
+    colo_http_handler_fn fn;
+} admin_route;
 
 struct colo_admin {
     colo_registry *reg;
@@ -14,6 +21,8 @@ struct colo_admin {
     char config_dir[1024]; /* anchors relative paths in POST /admin/models; "" = working directory */
     char key[256];         /* "" = none */
     bool loopback;         /* the listener is a loopback address */
+    admin_route routes[8]; /* what each route calls once the caller may (guarded) */
+    admin_route unknown;   /* the same, for a path under /admin/ that is no route */
 };
 
 static bool is_loopback(const char *host)
@@ -25,7 +34,7 @@ static bool is_loopback(const char *host)
 static bool allowed(colo_http_req *req, colo_admin *ad)
 {
     if (ad->key[0]) {
-        if (colo_server_auth_ok(colo_http_req_header(req, "Authorization"), ad->key))
+        if (colo_server_auth_ok(colo_http_req_known(req, COLO_HDR_AUTHORIZATION), ad->key))
             return true;
         colo_http_add_header(req, "WWW-Authenticate", "Bearer");
         colo_http_error(req, 401, "unauthorized", "the admin routes need Authorization: Bearer <admin key>");
@@ -36,6 +45,15 @@ static bool allowed(colo_http_req *req, colo_admin *ad)
     colo_http_error(req, 403, "forbidden",
                     "no admin key is set (server.admin_key_env): the admin routes answer only on a loopback listener");
     return false;
+}
+
+/* Every admin route is registered through this: the admin key (or the
+ * loopback listener) is checked once, here, before the route's handler. */
+static void guarded(colo_http_req *req, void *ud)
+{
+    admin_route *r = ud;
+    if (allowed(req, r->ad))
+        r->fn(req, r->ad);
 }
 
 /* The request's body when it is a JSON object (what: what it must hold),
@@ -69,8 +87,6 @@ static colo_registry_model *model_of(colo_http_req *req, colo_admin *ad)
 static void h_list(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     json_t *data = json_array();
     for (colo_registry_model *e = NULL; data && (e = colo_registry_next(ad->reg, e));)
         if (json_array_append_new(data, colo_api_model_json(ad->api, e)) != 0) {
@@ -97,8 +113,6 @@ static void refuse_no_room(colo_http_req *req, const char *name, size_t need, si
 
 static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 {
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -135,14 +149,12 @@ static void sleep_or_wake(colo_http_req *req, colo_admin *ad, bool wake)
 static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code, bool *retry, char *msg, size_t len)
 {
     *retry = false;
-    if (mc->sm_share > 0) {
+    colo_sched_model sm = {.priority = mc->priority, .share = mc->share, .sm_share = mc->sm_share, .at_run_time = true};
+    colo_sched_key key;
+    char why[256];
+    if (colo_sched_policy_validate(ad->policy, &sm, &key, why, sizeof why) != COLO_OK) {
         *code = "invalid_config";
-        snprintf(msg, len, "model.sm_share: a model loaded at run time cannot take a partition of the device");
-        return 400;
-    }
-    if (mc->share > 0 && ad->policy != COLO_SCHED_FAIR) {
-        *code = "invalid_config";
-        snprintf(msg, len, "model.share: only used with scheduler.policy: fair");
+        snprintf(msg, len, "model.%s: %s", colo_sched_key_name(key), why);
         return 400;
     }
     /* its name, aliases and adapters against every model's and adapter's */
@@ -164,8 +176,6 @@ static int check_new(colo_admin *ad, const colo_model_cfg *mc, const char **code
 static void h_load(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     if (!colo_registry_attached(ad->reg)) {
         colo_http_error(req, 503, "unavailable", "colo-server is still starting");
         return;
@@ -216,8 +226,6 @@ static void h_load(colo_http_req *req, void *ud)
 static void h_unload(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -241,8 +249,7 @@ static void h_unload(colo_http_req *req, void *ud)
  * that a tenant's API key tells nothing about them. */
 static void h_unknown(colo_http_req *req, void *ud)
 {
-    if (!allowed(req, ud))
-        return;
+    (void)ud;
     colo_http_error(req, 404, "not_found", "no admin route %.16s %.128s", colo_http_req_method(req),
                     colo_http_req_path(req));
 }
@@ -279,8 +286,6 @@ static bool adapter_name_free(colo_http_req *req, colo_admin *ad, colo_registry_
 static void h_adapter_add(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -295,7 +300,7 @@ static void h_adapter_add(colo_http_req *req, void *ud)
         colo_http_error(req, 400, "invalid_config", "%s", msg);
         return;
     }
-    if (strcmp(base->kind, "llama")) {
+    if (!colo_kind_named_can(base->kind, COLO_KIND_CAN_ADAPTERS)) {
         colo_http_error(req, 400, "invalid_config", "model %s (kind %s) takes no LoRA adapters", am->name, base->kind);
         return;
     }
@@ -324,8 +329,6 @@ static void h_adapter_add(colo_http_req *req, void *ud)
 static void h_adapter_remove(colo_http_req *req, void *ud)
 {
     colo_admin *ad = ud;
-    if (!allowed(req, ad))
-        return;
     colo_registry_model *am = model_of(req, ad);
     if (!am)
         return;
@@ -641,15 +644,20 @@ colo_admin *colo_admin_create(colo_server *srv, colo_registry *reg, colo_api *ap
                   {"DELETE", "/admin/models/{name}", h_unload},
                   {"POST", "/admin/models/{name}/adapters", h_adapter_add},
                   {"DELETE", "/admin/models/{name}/adapters/{adapter}", h_adapter_remove}};
-    colo_server_set_fallback(srv, "/admin/", h_unknown, ad);
-    /* PUBLIC: the API key neither is needed nor opens them; allowed() checks the admin key. */
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (colo_server_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, ad, COLO_ROUTE_PUBLIC) !=
-            COLO_OK) {
+    _Static_assert(sizeof routes / sizeof *routes <= sizeof ad->routes / sizeof *ad->routes, "admin routes");
+    /* a path under /admin/ that no route matches, behind the same guard */
+    ad->unknown = (admin_route){.ad = ad, .fn = h_unknown};
+    colo_server_set_fallback(srv, "/admin/", guarded, &ad->unknown);
+    /* PUBLIC: the API key neither is needed nor opens them; guarded() checks the admin key. */
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        ad->routes[i] = (admin_route){.ad = ad, .fn = routes[i].fn};
+        if (colo_server_route(srv, routes[i].method, routes[i].pattern, guarded, &ad->routes[i],
+                              COLO_ROUTE_PUBLIC) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", routes[i].method, routes[i].pattern);
             free(ad);
             return NULL;
         }
+    }
     return ad;
 }
 

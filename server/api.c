@@ -478,7 +478,7 @@ static void handle(colo_http_req *req, void *ud)
     const colo_model_cfg *mc = colo_served_config(am->m);
     colo_api_limits lim;
     model_limits(am->m, &lim);
-    colo_status st = colo_api_decode(d->ep, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
+    colo_status st = colo_api_decode(d->body, colo_served_task(am->m), body, &lim, &c->in, err, sizeof err);
     json_decref(body);
     if (st != COLO_OK) {
         colo_api_count_request(a, c->name, 400);
@@ -599,7 +599,8 @@ colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_confi
     const api_dialect *d = colo_api_dialects(&n);
     for (int i = 0; i < n; i++) {
         a->routes[i] = (api_route){.a = a, .d = &d[i]};
-        if (colo_server_route(srv, d[i].method, d[i].pattern, handle, &a->routes[i], 0) != COLO_OK) {
+        if (colo_server_route(srv, d[i].method, d[i].pattern, handle, &a->routes[i], 0) != COLO_OK ||
+            colo_server_route_errors(srv, d[i].pattern, d[i].errors) != COLO_OK) {
             colo_set_err(err, errlen, "cannot add the route %s %s", d[i].method, d[i].pattern);
             free(a);
             return NULL;

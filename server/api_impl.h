@@ -95,7 +95,7 @@ typedef json_t *(*api_logprobs_fn)(const api_call *c, const int32_t *ids, const 
                                    size_t text_offset);
 
 /* A dialect: one family of endpoints and everything that differs between
- * them. How a request names its model, how its body is read (ep, for
+ * them. How a request names its model, how its body is read (body, for
  * colo_api_decode), the id prefix, the shape of a whole answer, of a
  * streamed chunk and of logprobs, how a stream opens, carries a piece,
  * ends and fails, and the error object. Every question of which endpoint
@@ -103,7 +103,7 @@ typedef json_t *(*api_logprobs_fn)(const api_call *c, const int32_t *ids, const 
  * (docs/ARCHITECTURE.md, "Adding an endpoint dialect"). */
 typedef struct api_dialect {
     const char *method, *pattern; /* its route */
-    colo_api_endpoint ep;         /* how colo_api_decode reads the body */
+    const colo_api_body *body;    /* how colo_api_decode reads the body (api_request.c) */
     bool model_in_path;           /* {name} in the path, else "model" in the body */
     const char *id_prefix;        /* of the answer's id ("" for none of its own) */
     colo_http_error_style errors; /* the error object's shape */

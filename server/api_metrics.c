@@ -18,6 +18,9 @@ void colo_api_count_request(colo_api *a, const char *model, int http_status)
     colo_metric_add(a->m_requests, ls, 1);
 }
 
+/* The SLO targets by their bit in colo_admission_slo_met (bit k: slo_names[k]). */
+static const char *const slo_names[3] = {"ttft", "tpot", "e2e"};
+
 /* Per objective of the model's SLA, met or missed; a request that met every
  * one counts toward goodput. Requests served (also best-effort past an
  * estimate), refused by admission, or timed out in the queue count; client
@@ -32,11 +35,10 @@ void colo_api_record_slo(const api_call *c)
     unsigned set, met = colo_admission_slo_met(sla, r, &set);
     if (!set)
         return;
-    static const char *const names[3] = {"ttft", "tpot", "e2e"};
     for (int k = 0; k < 3; k++)
         if (set & (1u << k))
             colo_metric_add(c->api->m_slo,
-                            (const char *const[]){c->name, names[k], met & (1u << k) ? "met" : "missed"}, 1);
+                            (const char *const[]){c->name, slo_names[k], met & (1u << k) ? "met" : "missed"}, 1);
     if (met == set)
         colo_metric_add(c->api->m_goodput, (const char *const[]){c->name}, 1);
 }
@@ -53,15 +55,14 @@ json_t *colo_api_slo_json_of(const colo_api *a, const char *name, const colo_sla
     const double target[3] = {sla->ttft_ms, sla->tpot_ms, sla->p99_ms};
     if (!(target[0] > 0 || target[1] > 0 || target[2] > 0))
         return NULL;
-    static const char *const names[3] = {"ttft", "tpot", "e2e"};
     json_t *o = json_object();
     for (int k = 0; o && k < 3; k++) {
         if (!(target[k] > 0))
             continue;
         colo_metric_reading met, missed;
-        colo_metric_read(a->m_slo, (const char *const[]){name, names[k], "met"}, &met);
-        colo_metric_read(a->m_slo, (const char *const[]){name, names[k], "missed"}, &missed);
-        json_object_set_new(o, names[k], json_pack("{s:f,s:I,s:I}", "target_ms", target[k], "met",
+        colo_metric_read(a->m_slo, (const char *const[]){name, slo_names[k], "met"}, &met);
+        colo_metric_read(a->m_slo, (const char *const[]){name, slo_names[k], "missed"}, &missed);
+        json_object_set_new(o, slo_names[k], json_pack("{s:f,s:I,s:I}", "target_ms", target[k], "met",
                                                    (json_int_t)met.value, "missed", (json_int_t)missed.value));
     }
     colo_metric_reading good;

@@ -12,23 +12,6 @@
 #define MAX_STOP_BYTES 256
 #define MAX_MESSAGES 1024
 
-static const char *const prio_names[] = {"low", "normal", "high"}; /* = colo_priority */
-
-colo_status colo_priority_parse(const char *s, colo_priority *out)
-{
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(s, prio_names[i])) {
-            *out = (colo_priority)i;
-            return COLO_OK;
-        }
-    return COLO_EINVAL;
-}
-
-const char *colo_priority_name(colo_priority p)
-{
-    return (unsigned)p < 3 ? prio_names[p] : "normal";
-}
-
 const char *colo_api_model_field(json_t *body, char *err, size_t errlen)
 {
     json_t *v = json_object_get(body, "model");
@@ -45,7 +28,7 @@ const char *colo_api_model_field(json_t *body, char *err, size_t errlen)
 
 /* ---- field checks ------------------------------------------------------------- */
 
-typedef struct body_rules body_rules;
+typedef struct colo_api_body body_rules;
 
 typedef struct dec {
     const body_rules *rules; /* what the endpoint reads */
@@ -180,7 +163,7 @@ typedef struct field {
 /* One endpoint's body: its fields for a generative model and for an
  * encoder (NULL: refused for that kind of model), and what decoding
  * them means. */
-struct body_rules {
+struct colo_api_body {
     /* for a generative model: its fields (NULL-ended tables) and what
      * reading them means; NULL: refused */
     const field *const *gen;
@@ -930,24 +913,28 @@ static const field responses_fields[] = {
 
 #define TABLES(...) (const field *const[]){__VA_ARGS__, NULL}
 
-static const body_rules rules[] = {
-    [COLO_API_INFER] = {TABLES(gen_fields, infer_gen_fields), decode_gen, TABLES(infer_embed_fields), decode_embed, "",
-                        .required = "prompt",
-                        .required_why = "required (or messages)", .default_max_tokens = 256},
-    [COLO_API_COMPLETIONS] = {TABLES(gen_fields, openai_fields, completions_fields), decode_gen, NULL, NULL, "",
-                              .openai = true,
-                              .prompt_array = true, .required = "prompt", .required_why = "required",
-                              .default_max_tokens = 16},
-    [COLO_API_CHAT] = {TABLES(gen_fields, openai_fields, chat_fields), decode_gen, NULL, NULL, "", .openai = true,
-                       .chat = true, .required = "messages", .required_why = "required", .default_max_tokens = 256},
-    [COLO_API_EMBEDDINGS] = {NULL, NULL, TABLES(embeddings_fields), decode_embed, "", .openai = true},
-    [COLO_API_MESSAGES] = {TABLES(anthropic_count_fields, anthropic_fields), decode_anthropic, NULL, NULL, ""},
-    [COLO_API_COUNT_TOKENS] = {TABLES(anthropic_count_fields), decode_anthropic, NULL, NULL, "", .count = true},
-    [COLO_API_TOKENIZE] = {TABLES(tokenize_fields), decode_tokenize, TABLES(tokenize_fields), decode_tokenize,
-                           " (give prompt or messages)"},
-    [COLO_API_DETOKENIZE] = {TABLES(detokenize_fields), decode_detokenize, NULL, NULL, " (give tokens)"},
-    [COLO_API_RESPONSES] = {TABLES(responses_fields), decode_responses, NULL, NULL, "", .openai = true},
-};
+/* One per endpoint dialect; each dialect's row (api_dialect.c) names its own. */
+const colo_api_body colo_api_body_infer = {
+    TABLES(gen_fields, infer_gen_fields), decode_gen, TABLES(infer_embed_fields), decode_embed, "",
+    .required = "prompt", .required_why = "required (or messages)", .default_max_tokens = 256};
+const colo_api_body colo_api_body_completions = {
+    TABLES(gen_fields, openai_fields, completions_fields), decode_gen, NULL, NULL, "", .openai = true,
+    .prompt_array = true, .required = "prompt", .required_why = "required", .default_max_tokens = 16};
+const colo_api_body colo_api_body_chat = {
+    TABLES(gen_fields, openai_fields, chat_fields), decode_gen, NULL, NULL, "", .openai = true, .chat = true,
+    .required = "messages", .required_why = "required", .default_max_tokens = 256};
+const colo_api_body colo_api_body_embeddings = {NULL, NULL, TABLES(embeddings_fields), decode_embed, "",
+                                                .openai = true};
+const colo_api_body colo_api_body_messages = {TABLES(anthropic_count_fields, anthropic_fields), decode_anthropic,
+                                              NULL, NULL, .hint = ""};
+const colo_api_body colo_api_body_count_tokens = {TABLES(anthropic_count_fields), decode_anthropic, NULL, NULL, "",
+                                                  .count = true};
+const colo_api_body colo_api_body_tokenize = {TABLES(tokenize_fields), decode_tokenize, TABLES(tokenize_fields),
+                                              decode_tokenize, .hint = " (give prompt or messages)"};
+const colo_api_body colo_api_body_detokenize = {TABLES(detokenize_fields), decode_detokenize, NULL, NULL,
+                                                .hint = " (give tokens)"};
+const colo_api_body colo_api_body_responses = {TABLES(responses_fields), decode_responses, NULL, NULL, "",
+                                               .openai = true};
 
 /* ---- prompts ------------------------------------------------------------------ */
 
@@ -1633,8 +1620,8 @@ static colo_status decode_responses(dec *d, json_t *body)
         st = responses_messages(d);
     if (st == COLO_OK) {
         dec c = *d;
-        c.rules = &rules[COLO_API_CHAT];
-        c.fields = rules[COLO_API_CHAT].gen;
+        c.rules = &colo_api_body_chat;
+        c.fields = colo_api_body_chat.gen;
         c.prompt = c.messages = c.input = c.system = NULL;
         st = decode_gen(&c, d->chat);
         if (st != COLO_OK)
@@ -1647,7 +1634,7 @@ static colo_status decode_responses(dec *d, json_t *body)
     return st;
 }
 
-colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,
+colo_status colo_api_decode(const colo_api_body *how, colo_task task, json_t *body, const colo_api_limits *lim,
                             colo_api_input *in, char *err, size_t errlen)
 {
     colo_request *r = in->r;
@@ -1657,11 +1644,11 @@ colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, 
     r->params.temperature = 1.0f;
     r->params.top_p = 1.0f;
     r->params.seed = UINT64_MAX; /* none given: the caller picks one */
-    if ((unsigned)ep >= sizeof rules / sizeof *rules) {
+    if (!how) {
         colo_set_err(err, errlen, "no such endpoint");
         return COLO_EINVAL;
     }
-    dec d = {.rules = &rules[ep], .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen,
+    dec d = {.rules = how, .task = task, .lim = lim, .in = in, .err = err, .errlen = errlen,
              .top_logprobs = -1};
     r->params.repetition_penalty = 1.0f;
     r->params.logprobs = -1;

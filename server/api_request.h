@@ -23,18 +23,20 @@
 
 typedef struct json_t json_t;
 
-typedef enum colo_api_endpoint {
-    COLO_API_INFER = 0,       /* POST /v1/models/{name}/infer */
-    COLO_API_COMPLETIONS = 1, /* POST /v1/completions */
-    COLO_API_CHAT = 2,        /* POST /v1/chat/completions */
-    COLO_API_EMBEDDINGS = 3,  /* POST /v1/embeddings */
-    COLO_API_MESSAGES = 4,    /* POST /v1/messages (Anthropic's Messages API) */
-    COLO_API_COUNT_TOKENS = 5, /* POST /v1/messages/count_tokens */
-    COLO_API_TOKENIZE = 6,    /* POST /v1/models/{name}/tokenize */
-    COLO_API_DETOKENIZE = 7,  /* POST /v1/models/{name}/detokenize */
-    COLO_API_RESPONSES = 8,   /* POST /v1/responses (OpenAI's Responses API) */
-} colo_api_endpoint;
-#define COLO_API_N_ENDPOINTS 9
+/* How one endpoint's body is read: its fields for a generative model and
+ * for an encoder and what reading them means. One per endpoint dialect,
+ * named in the dialect's row (server/api_dialect.c), which holds everything
+ * else about it. */
+typedef struct colo_api_body colo_api_body;
+extern const colo_api_body colo_api_body_infer;        /* POST /v1/models/{name}/infer */
+extern const colo_api_body colo_api_body_completions;  /* POST /v1/completions */
+extern const colo_api_body colo_api_body_chat;         /* POST /v1/chat/completions */
+extern const colo_api_body colo_api_body_embeddings;   /* POST /v1/embeddings */
+extern const colo_api_body colo_api_body_messages;     /* POST /v1/messages (Anthropic's Messages API) */
+extern const colo_api_body colo_api_body_count_tokens; /* POST /v1/messages/count_tokens */
+extern const colo_api_body colo_api_body_tokenize;     /* POST /v1/models/{name}/tokenize */
+extern const colo_api_body colo_api_body_detokenize;   /* POST /v1/models/{name}/detokenize */
+extern const colo_api_body colo_api_body_responses;    /* POST /v1/responses (OpenAI's Responses API) */
 
 /* Limits a request is checked against (from the model). */
 typedef struct colo_api_limits {
@@ -64,10 +66,10 @@ typedef struct colo_api_input {
  * message when absent or not a string. */
 const char *colo_api_model_field(json_t *body, char *err, size_t errlen);
 
-/* Decodes body for endpoint ep addressed to a model serving task into
+/* Decodes body as `how` reads it, addressed to a model serving task, into
  * in->r (task, params, input; everything in in->r->pool, freed with the
  * request) and in's options. COLO_EINVAL with the message for a 400. */
-colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, const colo_api_limits *lim,
+colo_status colo_api_decode(const colo_api_body *how, colo_task task, json_t *body, const colo_api_limits *lim,
                             colo_api_input *in, char *err, size_t errlen);
 
 /* A message about the chat completion a Responses body is read as, in
@@ -75,8 +77,6 @@ colo_status colo_api_decode(colo_api_endpoint ep, colo_task task, json_t *body, 
  * input, ...), in place. */
 void colo_api_responses_words(char *err, size_t errlen);
 
-/* "high" | "normal" | "low". */
-colo_status colo_priority_parse(const char *s, colo_priority *out);
-const char *colo_priority_name(colo_priority p);
+/* (the priorities' names: colo_priority_parse, runtime/backend.h) */
 
 #endif

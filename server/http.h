@@ -133,6 +133,39 @@ const char *colo_http_req_query(const colo_http_req *r);  /* after '?', "" if no
 const char *colo_http_req_id(const colo_http_req *r);     /* X-Request-Id (sanitized) or generated */
 /* Case-insensitive; the first such header; NULL if absent. */
 const char *colo_http_req_header(const colo_http_req *r, const char *name);
+
+/* The request headers colo itself reads, found once as each header
+ * arrives (as nginx's headers_in), not by a search for each question. */
+typedef enum colo_http_known {
+    COLO_HDR_AUTHORIZATION,
+    COLO_HDR_X_API_KEY,
+    COLO_HDR_X_REQUEST_ID,
+    COLO_HDR_EXPECT,
+    COLO_HDR_TRANSFER_ENCODING,
+    COLO_HDR_ORIGIN,
+    COLO_HDR_AC_REQUEST_METHOD,  /* Access-Control-Request-Method */
+    COLO_HDR_AC_REQUEST_HEADERS, /* Access-Control-Request-Headers */
+    COLO_HDR_HOST,               /* counted: a second one is refused */
+    COLO_HDR_N_KNOWN
+} colo_http_known;
+/* Known header h's first value; NULL if absent. */
+const char *colo_http_req_known(const colo_http_req *r, colo_http_known h);
+/* How many times the client sent it. */
+int colo_http_req_known_count(const colo_http_req *r, colo_http_known h);
+
+/* ---- credentials (http_auth.c): the one parser of Authorization and x-api-key ---- */
+
+/* The token of "Bearer TOKEN" (scheme case-insensitive, spaces after it
+ * skipped); NULL for another scheme or NULL. */
+const char *colo_http_bearer(const char *authorization);
+/* The request's one credential: "Authorization: Bearer KEY", "x-api-key:
+ * KEY", or "Authorization: Basic" with the key as the password (any user
+ * name), decoded into buf (cap bytes). *key points at it (in the request
+ * or buf), without the spaces around it, and *len is its length.
+ * COLO_EINVAL with *why (a static string) when there is none, more than
+ * one, or an Authorization of another scheme or malformed. */
+colo_status colo_http_req_credential(const colo_http_req *r, char *buf, size_t cap, const char **key, size_t *len,
+                                     const char **why);
 int colo_http_req_header_count(const colo_http_req *r);
 /* The i-th header (0-based) in arrival order. */
 void colo_http_req_header_at(const colo_http_req *r, int i, const char **name, const char **value);

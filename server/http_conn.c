@@ -301,6 +301,7 @@ static int on_header_field_complete(llhttp_t *p)
     r->in_value = true;
     r->value_pieces = false;
     r->headers[r->n_headers - 1].value = r->raw_len;
+    http_req_note_header(r, r->n_headers - 1);
     return 0;
 }
 
@@ -330,9 +331,9 @@ static int split_url(colo_http_req *r)
 {
     const char *url = r->raw;
     size_t n = strcspn(url, "?#");
-    r->path = strndup(url, n);
+    r->path = colo_pool_strndup(r->pool, url, n);
     const char *q = url[n] == '?' ? url + n + 1 : "";
-    r->query = strndup(q, strcspn(q, "#"));
+    r->query = colo_pool_strndup(r->pool, q, strcspn(q, "#"));
     return r->path && r->query ? 0 : -1;
 }
 
@@ -342,7 +343,7 @@ static int split_url(colo_http_req *r)
  * rather than read as if the body were plain (RFC 9112, 6.1). */
 static bool transfer_codings_known(const colo_http_req *r)
 {
-    for (int i = 0; i < r->n_headers; i++) {
+    for (int i = r->known_first[COLO_HDR_TRANSFER_ENCODING] - 1; i >= 0 && i < r->n_headers; i++) {
         if (strcasecmp(r->raw + r->headers[i].name, "Transfer-Encoding"))
             continue;
         for (const char *v = r->raw + r->headers[i].value; *v;) {
@@ -362,15 +363,10 @@ static bool transfer_codings_known(const colo_http_req *r)
  * picked. The message, or NULL. */
 static const char *repeated_singleton(const colo_http_req *r)
 {
-    static const char *const once[][2] = {{"Host", "more than one Host header"},
-                                          {"Origin", "more than one Origin header"}};
-    for (size_t k = 0; k < sizeof once / sizeof *once; k++) {
-        int n = 0;
-        for (int i = 0; i < r->n_headers; i++)
-            n += !strcasecmp(r->raw + r->headers[i].name, once[k][0]);
-        if (n > 1)
-            return once[k][1];
-    }
+    if (colo_http_req_known_count(r, COLO_HDR_HOST) > 1)
+        return "more than one Host header";
+    if (colo_http_req_known_count(r, COLO_HDR_ORIGIN) > 1)
+        return "more than one Origin header";
     return NULL;
 }
 
@@ -393,7 +389,7 @@ static int on_headers_complete(llhttp_t *p)
         return parse_error(p, 400, twice);
     if (has_length && p->content_length > c->srv->cfg.max_body_bytes)
         return parse_error(p, 413, "the request body is larger than the limit");
-    const char *expect = colo_http_req_header(r, "Expect");
+    const char *expect = colo_http_req_known(r, COLO_HDR_EXPECT);
     if (expect && !strcasecmp(expect, "100-continue") && p->http_minor == 1 &&
         (chunked || (has_length && p->content_length > 0))) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";

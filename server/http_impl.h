@@ -16,6 +16,7 @@
 #include <event2/listener.h>
 #include <llhttp.h>
 
+#include "runtime/pool.h"
 #include "server/http.h"
 
 #define HTTP_MAX_HEADERS 100
@@ -41,9 +42,17 @@ typedef struct http_header {
     size_t name, value; /* offsets into colo_http_req.raw (NUL-terminated strings) */
 } http_header;
 
+/* Notes that header i of r (its name complete) is one colo knows. */
+void http_req_note_header(colo_http_req *r, int i);
+
 struct colo_http_req {
     http_conn *conn;        /* NULL once the connection is gone */
     colo_http_server *srv;
+    /* What the request holds that does not grow once made (path, query,
+     * path parameters, response header lines) comes from its pool and goes
+     * with it in http_req_free (as colo_request's fields do); raw and body
+     * grow as they arrive, so they are buffers of their own. */
+    colo_pool *pool;
     /* request line and headers, all in raw: "url\0name\0value\0..." */
     char *raw;
     size_t raw_len, raw_cap;
@@ -52,6 +61,10 @@ struct colo_http_req {
     char *path, *query;     /* separate copies of the URL's parts */
     http_header headers[HTTP_MAX_HEADERS];
     int n_headers;
+    /* the known headers (colo_http_known): 1 + the index in headers of the
+     * first of each (0: absent), and how many were sent */
+    int known_first[COLO_HDR_N_KNOWN];
+    int known_n[COLO_HDR_N_KNOWN];
     bool in_field, in_value; /* inside a header name / a header value */
     /* the value read now: a piece of it came (value_pieces), and the last
      * ended where its read did (value_cut: the next may go on with it) */

@@ -59,7 +59,7 @@ void http_make_id(char *out, size_t cap)
 
 void http_req_assign_id(colo_http_req *r)
 {
-    const char *given = colo_http_req_header(r, "X-Request-Id");
+    const char *given = colo_http_req_known(r, COLO_HDR_X_REQUEST_ID);
     if (given && id_acceptable(given)) {
         memcpy(r->id, given, strlen(given) + 1);
         return;
@@ -74,6 +74,10 @@ colo_http_req *http_req_new(colo_http_server *s, http_conn *c)
     colo_http_req *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    if (!(r->pool = colo_pool_create())) {
+        free(r);
+        return NULL;
+    }
     r->srv = s;
     r->conn = c;
     r->tokens = -1;
@@ -88,15 +92,8 @@ void http_req_free(colo_http_req *r)
     if (!r)
         return;
     free(r->raw);
-    free(r->path);
-    free(r->query);
     free(r->body);
-    for (int i = 0; i < r->n_params; i++) {
-        free(r->param_names[i]);
-        free(r->param_values[i]);
-    }
-    for (int i = 0; i < r->n_resp_headers; i++)
-        free(r->resp_headers[i]);
+    colo_pool_destroy(r->pool);
     free(r);
 }
 
@@ -155,8 +152,54 @@ long colo_http_req_tokens(const colo_http_req *r) { return r->tokens; }
 const char *colo_http_req_route(const colo_http_req *r) { return r->route; }
 int colo_http_req_header_count(const colo_http_req *r) { return r->n_headers; }
 
+/* The names of colo_http_known, in its order. */
+static const char *const known_names[COLO_HDR_N_KNOWN] = {
+    [COLO_HDR_AUTHORIZATION] = "Authorization",
+    [COLO_HDR_X_API_KEY] = "x-api-key",
+    [COLO_HDR_X_REQUEST_ID] = "X-Request-Id",
+    [COLO_HDR_EXPECT] = "Expect",
+    [COLO_HDR_TRANSFER_ENCODING] = "Transfer-Encoding",
+    [COLO_HDR_ORIGIN] = "Origin",
+    [COLO_HDR_AC_REQUEST_METHOD] = "Access-Control-Request-Method",
+    [COLO_HDR_AC_REQUEST_HEADERS] = "Access-Control-Request-Headers",
+    [COLO_HDR_HOST] = "Host",
+};
+
+static int known_index(const char *name)
+{
+    for (int k = 0; k < COLO_HDR_N_KNOWN; k++)
+        if (!strcasecmp(name, known_names[k]))
+            return k;
+    return -1;
+}
+
+void http_req_note_header(colo_http_req *r, int i)
+{
+    int k = known_index(r->raw + r->headers[i].name);
+    if (k < 0)
+        return;
+    if (!r->known_first[k])
+        r->known_first[k] = i + 1;
+    r->known_n[k]++;
+}
+
+const char *colo_http_req_known(const colo_http_req *r, colo_http_known h)
+{
+    if ((unsigned)h >= COLO_HDR_N_KNOWN || !r->known_first[h])
+        return NULL;
+    return r->raw + r->headers[r->known_first[h] - 1].value;
+}
+
+int colo_http_req_known_count(const colo_http_req *r, colo_http_known h)
+{
+    return (unsigned)h < COLO_HDR_N_KNOWN ? r->known_n[h] : 0;
+}
+
 const char *colo_http_req_header(const colo_http_req *r, const char *name)
 {
+    int k = known_index(name);
+    if (k >= 0)
+        return colo_http_req_known(r, (colo_http_known)k);
     for (int i = 0; i < r->n_headers; i++)
         if (!strcasecmp(r->raw + r->headers[i].name, name))
             return r->raw + r->headers[i].value;
@@ -188,12 +231,9 @@ colo_status colo_http_req_set_param(colo_http_req *r, const char *name, const ch
 {
     if (r->n_params == HTTP_MAX_PARAMS)
         return COLO_EINVAL;
-    char *n = strdup(name), *v = strdup(value);
-    if (!n || !v) {
-        free(n);
-        free(v);
+    char *n = colo_pool_strndup(r->pool, name, strlen(name)), *v = colo_pool_strndup(r->pool, value, strlen(value));
+    if (!n || !v)
         return COLO_ENOMEM;
-    }
     r->param_names[r->n_params] = n;
     r->param_values[r->n_params++] = v;
     return COLO_OK;

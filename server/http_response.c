@@ -125,7 +125,7 @@ void colo_http_add_header(colo_http_req *r, const char *name, const char *value)
     if (r->status || r->n_resp_headers == HTTP_MAX_RESP_HEADERS || !header_text_ok(name) || !header_text_ok(value))
         return;
     size_t n = strlen(name) + strlen(value) + 5;
-    char *line = malloc(n);
+    char *line = colo_pool_alloc(r->pool, n);
     if (!line)
         return;
     snprintf(line, n, "%s: %s\r\n", name, value);

@@ -36,6 +36,10 @@ typedef struct unload_job {
 
 struct colo_registry {
     colo_http_server *http;
+    /* Held where a slot's model comes or goes and by colo_registry_walk_served
+     * (the evictor's walk, from any thread); the loop thread reads the
+     * slots without it. */
+    pthread_mutex_t walk_mu;
     colo_registry_model models[COLO_REGISTRY_MAX_MODELS];
     int n;       /* slots in use: models[0, n) */
     int n_start; /* loaded at start: slots [0, n_start), never freed */
@@ -59,6 +63,7 @@ colo_registry *colo_registry_create(colo_http_server *http, const colo_config *c
     if (!r)
         return NULL;
     r->http = http;
+    pthread_mutex_init(&r->walk_mu, NULL);
     r->n_expected = cfg->n_models;
     r->stop_timeout_ms = cfg->server.shutdown_timeout_ms;
     colo_registry_want_config(r, cfg);
@@ -78,9 +83,8 @@ colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cf
 {
     const colo_registry_env *e = &r->env;
     colo_served_env env = {.dev = e->dev, .cs = e->cs, .hooks = e->hooks, .pool = e->pool, .evictor = e->evictor};
-    env.stream.priority = e->policy == COLO_SCHED_PRIORITY || e->policy == COLO_SCHED_PARTITION ? mc->priority
-                                                                                                : COLO_PRIO_NORMAL;
-    env.stream.share = e->policy == COLO_SCHED_FAIR ? mc->share : 0;
+    colo_sched_model sm = {.priority = mc->priority, .share = mc->share, .sm_share = mc->sm_share};
+    colo_sched_policy_stream(e->policy, &sm, &env.stream);
     env.stream.unit_first = unit_first;
     env.stream.unit_count = unit_count;
     return env;
@@ -173,17 +177,40 @@ static colo_registry_model *take_slot(colo_registry *r, colo_served *m)
         i++;
     if (i == COLO_REGISTRY_MAX_MODELS)
         return NULL;
+    pthread_mutex_lock(&r->walk_mu);
     if (i == r->n)
         r->n++;
     r->models[i] = (colo_registry_model){.m = m, .name = colo_served_config(m)->name};
+    pthread_mutex_unlock(&r->walk_mu);
     return &r->models[i];
 }
 
 static void free_slot(colo_registry *r, colo_registry_model *e)
 {
+    pthread_mutex_lock(&r->walk_mu);
     *e = (colo_registry_model){.unloaded = true};
     while (r->n > 0 && !r->models[r->n - 1].m)
         r->n--;
+    pthread_mutex_unlock(&r->walk_mu);
+}
+
+/* Takes e's model out of the walk before it is unloaded (its arena and
+ * stream go). */
+static void unlist(colo_registry *r, colo_registry_model *e)
+{
+    pthread_mutex_lock(&r->walk_mu);
+    e->unloaded = true;
+    pthread_mutex_unlock(&r->walk_mu);
+}
+
+void colo_registry_walk_served(void *reg, void (*visit)(colo_served *m, void *arg), void *arg)
+{
+    colo_registry *r = reg;
+    pthread_mutex_lock(&r->walk_mu);
+    for (int i = 0; i < r->n; i++)
+        if (r->models[i].m && !r->models[i].unloaded)
+            visit(r->models[i].m, arg);
+    pthread_mutex_unlock(&r->walk_mu);
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */
@@ -285,6 +312,7 @@ static void unload_finish(void *ud)
     colo_registry_model *e = j->e;
     event_free(j->tick);
     j->tick = NULL;
+    unlist(r, e);
     colo_served_unload(e->m);
     COLO_INFO("admin: model %s unloaded", e->name);
     if (slot_of(r, e) >= r->n_start) { /* loaded at run time: freed, and its slot with it */
@@ -454,5 +482,6 @@ void colo_registry_free(colo_registry *r)
      * base, which the server has freed by now. */
     for (int i = 0; i < r->n; i++)
         colo_served_free(r->models[i].m);
+    pthread_mutex_destroy(&r->walk_mu);
     free(r);
 }

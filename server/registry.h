@@ -65,6 +65,12 @@ bool colo_registry_attached(const colo_registry *r);
 colo_served_env colo_registry_env_of(const colo_registry *r, const colo_model_cfg *mc, int unit_first,
                                      int unit_count);
 
+/* Calls visit for every listed model, from any thread (the evictor's
+ * walk, batching/evictor.h: colo_evictor_walk_fn, reg the registry):
+ * under a lock that keeps the slots' models from being unlisted or freed
+ * meanwhile. visit must not call the registry. */
+void colo_registry_walk_served(void *reg, void (*visit)(colo_served *m, void *arg), void *arg);
+
 /* ---- lookup and iteration (loop thread) ----------------------------------------------- */
 /* The listed (not unloaded) model named name (its name or an alias), or
  * NULL. Accepts name NULL. */

@@ -36,15 +36,20 @@ struct colo_server {
     char fallback_prefix[64]; /* colo_server_set_fallback; "" = none */
     colo_http_handler_fn fallback;
     void *fallback_ud;
+    /* The error shapes the routes' dialects chose (colo_server_route_errors):
+     * a path's is that of the longest fixed part it starts with. */
+    struct {
+        char prefix[128];
+        colo_http_error_style style;
+    } styles[32];
+    int n_styles;
 };
 
 bool colo_server_auth_ok(const char *authorization, const char *key)
 {
-    if (!authorization || !key || strncasecmp(authorization, "Bearer ", 7))
+    const char *given = colo_http_bearer(authorization);
+    if (!given || !key)
         return false;
-    const char *given = authorization + 7;
-    while (*given == ' ')
-        given++;
     size_t gl = strlen(given), kl = strlen(key);
     /* Time depends on the given length only, never on where bytes differ. */
     unsigned char diff = (unsigned char)(gl != kl);
@@ -107,9 +112,9 @@ static bool origin_allowed(const colo_server *s, const char *origin)
  * the request was answered. */
 static bool cors(colo_server *s, colo_http_req *req)
 {
-    const char *origin = colo_http_req_header(req, "Origin");
+    const char *origin = colo_http_req_known(req, COLO_HDR_ORIGIN);
     bool preflight = !strcmp(colo_http_req_method(req), "OPTIONS") &&
-                     colo_http_req_header(req, "Access-Control-Request-Method");
+                     colo_http_req_known(req, COLO_HDR_AC_REQUEST_METHOD);
     if (!origin || !origin_allowed(s, origin)) {
         if (preflight) {
             colo_http_error(req, 403, "origin_not_allowed",
@@ -124,7 +129,7 @@ static bool cors(colo_server *s, colo_http_req *req)
         colo_http_add_header(req, "Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
         return false;
     }
-    const char *asked = colo_http_req_header(req, "Access-Control-Request-Headers");
+    const char *asked = colo_http_req_known(req, COLO_HDR_AC_REQUEST_HEADERS);
     colo_http_add_header(req, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     colo_http_add_header(req, "Access-Control-Allow-Headers",
                          asked && strlen(asked) < 512 && !strpbrk(asked, "\r\n")
@@ -142,16 +147,30 @@ void colo_server_set_fallback(colo_server *s, const char *prefix, colo_http_hand
     s->fallback_ud = ud;
 }
 
+/* The error shape for path, also for errors before it is routed (the key,
+ * an unknown path): the dialect's whose route it falls under. */
+static colo_http_error_style error_style_of(const colo_server *s, const char *path)
+{
+    colo_http_error_style style = COLO_HTTP_ERRORS_OPENAI;
+    size_t best = 0;
+    for (int i = 0; i < s->n_styles; i++) {
+        size_t n = strlen(s->styles[i].prefix);
+        if (n > best && !strncmp(path, s->styles[i].prefix, n)) {
+            best = n;
+            style = s->styles[i].style;
+        }
+    }
+    return style;
+}
+
 static void on_request(colo_http_req *req, void *ud)
 {
     colo_server *s = ud;
     if (s->n_cors && cors(s, req))
         return;
-    /* Anthropic's Messages API answers errors in its own shape. */
-    if (!strncmp(colo_http_req_path(req), "/v1/messages", 12))
-        colo_http_req_set_error_style(req, COLO_HTTP_ERRORS_ANTHROPIC);
     const char *why = NULL;
     const char *path = colo_http_req_path(req);
+    colo_http_req_set_error_style(req, error_style_of(s, path));
     if (s->fallback && !strncmp(path, s->fallback_prefix, strlen(s->fallback_prefix)) &&
         !colo_router_knows(s->router, path)) {
         s->fallback(req, s->fallback_ud);
@@ -345,6 +364,16 @@ colo_status colo_server_route(colo_server *s, const char *method, const char *pa
                               void *ud, unsigned flags)
 {
     return colo_router_add(s->router, method, pattern, fn, ud, flags);
+}
+
+colo_status colo_server_route_errors(colo_server *s, const char *pattern, colo_http_error_style style)
+{
+    size_t n = strcspn(pattern, "{");
+    if (s->n_styles == (int)(sizeof s->styles / sizeof *s->styles) || n >= sizeof s->styles[0].prefix)
+        return COLO_ENOMEM;
+    snprintf(s->styles[s->n_styles].prefix, sizeof s->styles[0].prefix, "%.*s", (int)n, pattern);
+    s->styles[s->n_styles++].style = style;
+    return COLO_OK;
 }
 
 void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud)

@@ -51,6 +51,11 @@ colo_status colo_server_route(colo_server *s, const char *method, const char *pa
  * a key of its own answers its unknown paths itself (the admin routes:
  * 401 without the admin key, 404 with it). One prefix; before run. */
 void colo_server_set_fallback(colo_server *s, const char *prefix, colo_http_handler_fn fn, void *ud);
+/* Requests whose path starts with pattern's fixed part (up to its first
+ * "{") answer errors in style, those refused before they are routed (no
+ * key, no such path) too; the longest such part decides, else OpenAI's
+ * shape. Before run. COLO_ENOMEM past 32 of them. */
+colo_status colo_server_route_errors(colo_server *s, const char *pattern, colo_http_error_style style);
 /* The readiness predicate behind /health/ready (loop thread); ready(ud)
  * returning false answers 503. Without one the server is ready. */
 void colo_server_set_ready(colo_server *s, bool (*ready)(void *ud), void *ud);

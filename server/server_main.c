@@ -158,46 +158,32 @@ typedef struct app {
     struct event *sigterm, *sigint, *sighup;
 } app;
 
-/* Under the partition policy, each model's compute units. */
-static bool plan_partitions(app *a)
+/* What the policy arranges on the device before the models load: under
+ * partition each model's compute units, under priority the best-effort
+ * floor. */
+static bool plan_policy(app *a, colo_cosched_config *cc)
 {
     const colo_config *cfg = a->cfg;
-    if (cfg->scheduler.policy != COLO_SCHED_PARTITION)
-        return true;
-    if (!a->info.can_partition) {
-        COLO_ERROR("colo-server: %s: scheduler.policy partition is not supported on %s (CUDA needs green "
-                   "contexts, driver 12.4 or newer)",
-                   a->config, a->info.name);
-        return false;
-    }
     char err[1024];
-    double share[COLO_CFG_MAX_MODELS];
+    colo_sched_model models[COLO_CFG_MAX_MODELS];
     for (int i = 0; i < cfg->n_models; i++)
-        share[i] = cfg->models[i].sm_share;
-    if (colo_partition_plan(a->info.compute_units, a->info.kind == COLO_BACKEND_CUDA ? 8 : 1, cfg->n_models, share,
-                            a->unit_first, a->unit_count, err, sizeof err) != COLO_OK) {
-        COLO_ERROR("colo-server: %s: scheduler: %s", a->config, err);
+        models[i] = (colo_sched_model){.priority = cfg->models[i].priority,
+                                       .share = cfg->models[i].share,
+                                       .sm_share = cfg->models[i].sm_share};
+    colo_sched_plan plan = {.dev = a->dev,
+                            .n_models = cfg->n_models,
+                            .models = models,
+                            .best_effort_min_share = cfg->scheduler.best_effort_min_share,
+                            .unit_first = a->unit_first,
+                            .unit_count = a->unit_count,
+                            .cc = cc};
+    if (colo_sched_policy_plan(cfg->scheduler.policy, &plan, err, sizeof err) != COLO_OK) {
+        COLO_ERROR("colo-server: %s: %s", a->config, err);
         return false;
     }
-    return true;
-}
-
-/* Policy priority's best-effort floor: kept by the device where it accounts
- * its own time (the CPU pool), else by the co-scheduler from step times. */
-static bool set_floor(app *a, colo_cosched_config *cc)
-{
-    double f = a->cfg->scheduler.best_effort_min_share;
-    if (a->cfg->scheduler.policy != COLO_SCHED_PRIORITY || f <= 0)
-        return true;
-    cc->best_effort_min_share = f;
-    colo_status st = colo_device_set_best_effort_floor(a->dev, f);
-    if (st != COLO_OK && st != COLO_EUNSUPPORTED) {
-        COLO_ERROR("colo-server: scheduler.best_effort_min_share %g: %s", f, colo_status_str(st));
-        return false;
-    }
-    cc->device = st == COLO_OK ? a->dev : NULL;
-    COLO_INFO("colo-server: best-effort floor %.2f of the device's time, accounted by %s", f,
-              st == COLO_OK ? "the device (worker time)" : "the co-scheduler (step time)");
+    if (plan.floor_by)
+        COLO_INFO("colo-server: best-effort floor %.2f of the device's time, accounted by %s",
+                  cc->best_effort_min_share, plan.floor_by);
     return true;
 }
 
@@ -205,7 +191,7 @@ static bool set_floor(app *a, colo_cosched_config *cc)
  * file names is serving. */
 static bool ready(void *ud) { return colo_registry_ready(ud); }
 
-/* Opens the device, plans partitions, creates the co-scheduler, the HTTP
+/* Opens the device, plans the policy, creates the co-scheduler, the HTTP
  * server, the table of models, the API and the admin routes. */
 static bool app_open(app *a)
 {
@@ -226,7 +212,7 @@ static bool app_open(app *a)
                               .best_effort_max_ops = cfg->scheduler.best_effort_max_ops,
                               .best_effort_max_us = cfg->scheduler.best_effort_max_us,
                               .quantum_us = cfg->scheduler.quantum_us};
-    if (!plan_partitions(a) || !set_floor(a, &cc))
+    if (!plan_policy(a, &cc))
         return false;
     if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err))) {
         COLO_ERROR("colo-server: %s", err);
@@ -291,7 +277,7 @@ static bool load_models(app *a)
      * model (a sleeping model then frees nothing, and nobody borrows). */
     if (colo_device_can_reserve(a->dev) && (a->info.kind == COLO_BACKEND_CPU || cfg->server.elastic_memory)) {
         if (!(a->pool = colo_mem_pool_create(colo_arena_device_budget(a->dev))) ||
-            !(a->evictor = colo_evictor_create(a->pool))) {
+            !(a->evictor = colo_evictor_create(a->pool, colo_registry_walk_served, a->reg))) {
             COLO_ERROR("colo-server: out of memory");
             return false;
         }

@@ -163,85 +163,18 @@ void colo_tenants_free(colo_tenants *t)
 
 bool colo_tenants_auth_required(const colo_tenants *t) { return t->auth; }
 
-/* RFC 4648 base64 of src into out (NUL-terminated); -1 when it is not
- * base64, does not fit, or holds a NUL byte. */
-static int b64_decode(const char *src, char *out, size_t cap)
-{
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (const char *c = src; *c && *c != '='; c++) {
-        int v = *c >= 'A' && *c <= 'Z' ? *c - 'A' : *c >= 'a' && *c <= 'z' ? *c - 'a' + 26
-                : *c >= '0' && *c <= '9' ? *c - '0' + 52 : *c == '+' ? 62 : *c == '/' ? 63 : -1;
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o + 1 >= cap)
-                return -1;
-            out[o] = (char)((acc >> bits) & 0xff);
-            if (!out[o++]) /* a NUL would cut the password short: u:key\0junk is not key */
-                return -1;
-        }
-    }
-    out[o] = 0;
-    return (int)o;
-}
-
 int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, const char **why)
 {
     if (!t->auth)
         return 0;
-    /* Exactly one credential: "Authorization: Bearer KEY", "x-api-key: KEY"
-     * (as Anthropic's clients send it), or a browser's "Authorization: Basic"
-     * with the key as the password (any user name). */
-    const char *key = NULL;
+    /* Exactly one credential (colo_http_req_credential): Bearer, x-api-key
+     * (as Anthropic's clients send it), or a browser's Basic with the key as
+     * the password. */
     char basic[COLO_TENANT_MAX_KEY_BYTES + 130];
-    int n = 0;
-    bool bad_scheme = false;
-    for (int i = 0; i < colo_http_req_header_count(req); i++) {
-        const char *name, *v;
-        colo_http_req_header_at(req, i, &name, &v);
-        if (name && !strcasecmp(name, "Authorization")) {
-            n++;
-            if (!strncasecmp(v, "Bearer ", 7)) {
-                key = v + 7;
-            } else if (!strncasecmp(v, "Basic ", 6)) {
-                const char *b64 = v + 6, *colon;
-                while (*b64 == ' ')
-                    b64++;
-                if (strlen(b64) > 4 * (sizeof basic / 3) || b64_decode(b64, basic, sizeof basic) < 0 ||
-                    !(colon = strchr(basic, ':')))
-                    bad_scheme = true;
-                else
-                    key = colon + 1;
-            } else {
-                bad_scheme = true;
-            }
-        } else if (name && !strcasecmp(name, "x-api-key")) {
-            n++;
-            key = v;
-        }
-    }
-    if (n == 0) {
-        *why = "a valid API key is required (Authorization: Bearer <key>, or x-api-key: <key>)";
+    const char *key;
+    size_t len;
+    if (colo_http_req_credential(req, basic, sizeof basic, &key, &len, why) != COLO_OK)
         return -1;
-    }
-    if (n > 1) {
-        *why = "give exactly one Authorization or x-api-key header";
-        return -1;
-    }
-    if (bad_scheme) {
-        *why = "the Authorization header must be 'Bearer <key>' (or Basic credentials with the key as the password)";
-        return -1;
-    }
-    while (*key == ' ')
-        key++;
-    size_t len = strlen(key);
-    while (len && key[len - 1] == ' ')
-        len--;
     if (len == 0 || len > COLO_TENANT_MAX_KEY_BYTES) {
         *why = len ? "the API key is too long" : "the API key is empty";
         return -1;

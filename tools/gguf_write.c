@@ -138,20 +138,9 @@ colo_status colo_gguf_writer_add_f32_arr(colo_gguf_writer *w, const char *k, con
     return w->kv.oom ? COLO_ENOMEM : COLO_OK;
 }
 
-static size_t elem_size(colo_gguf_type t)
-{
-    switch (t) {
-    case COLO_GGUF_U8: case COLO_GGUF_I8: case COLO_GGUF_BOOL: return 1;
-    case COLO_GGUF_U16: case COLO_GGUF_I16: return 2;
-    case COLO_GGUF_U32: case COLO_GGUF_I32: case COLO_GGUF_F32: return 4;
-    case COLO_GGUF_U64: case COLO_GGUF_I64: case COLO_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 colo_status colo_gguf_writer_add_arr(colo_gguf_writer *w, const char *k, colo_gguf_type t, const void *v, uint64_t n)
 {
-    size_t es = elem_size(t);
+    size_t es = colo_gguf_scalar_size(t);
     if (!es || n > SIZE_MAX / es)
         return COLO_EINVAL;
     key(w, k, COLO_GGUF_ARRAY);

@@ -69,6 +69,180 @@ template <int T> __device__ __forceinline__ float colo_plain_elem(const uint8_t 
         return colo_bf2f(((const uint16_t *)row)[i]);
 }
 
+// One decoder per family of block formats, for colo_decode8 below (same
+// arguments and results).
+// Q4_0 and Q4_1: nibbles, element j with j + 16.
+template <int T>
+__device__ __forceinline__ void colo_decode8_q4(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    constexpr int bb = T == COLO_Q4_0 ? 18 : 20, qoff = T == COLO_Q4_0 ? 2 : 4;
+    const uint8_t *b = row + (sb >> 2) * bb;
+    int q = (int)(sb & 3);
+    lo = (sb >> 2) * 32 + 4 * q;
+    hi = lo + 16;
+    uint32_t qs = colo_ld16(b + qoff + 4 * q) | (colo_ld16(b + qoff + 4 * q + 2) << 16);
+    float d = colo_h2f(colo_ld16(b));
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int l = (qs >> (8 * t)) & 15, h = (qs >> (8 * t + 4)) & 15;
+        if constexpr (T == COLO_Q4_0) {
+            v[t] = __fmul_rn((float)(l - 8), d);
+            v[t + 4] = __fmul_rn((float)(h - 8), d);
+        } else {
+            float m = colo_h2f(colo_ld16(b + 2));
+            v[t] = __fmaf_rn((float)l, d, m);
+            v[t + 4] = __fmaf_rn((float)h, d, m);
+        }
+    }
+}
+
+// Q8_0: 8 consecutive bytes.
+template <int T>
+__device__ __forceinline__ void colo_decode8_q8(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    const uint8_t *b = row + (sb >> 2) * 34;
+    int q = (int)(sb & 3);
+    lo = (sb >> 2) * 32 + 8 * q;
+    hi = lo + 4;
+    float d = colo_h2f(colo_ld16(b));
+#pragma unroll
+    for (int t = 0; t < 8; t += 2) {
+        uint32_t two = colo_ld16(b + 2 + 8 * q + t);
+        v[t] = __fmul_rn((float)(int8_t)(two & 255), d);
+        v[t + 1] = __fmul_rn((float)(int8_t)(two >> 8), d);
+    }
+}
+
+// Q6_K: 4 low bits and 2 high bits, a signed 8-bit scale per 16 elements.
+template <int T>
+__device__ __forceinline__ void colo_decode8_q6k(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    const uint8_t *b = row + (sb >> 5) * 210;
+    int j0 = (int)(sb & 31) * 8; // first element within the super-block
+    int half = j0 >> 7, quarter = (j0 & 127) >> 5, l0 = j0 & 31;
+    lo = (sb >> 5) * 256 + j0;
+    hi = lo + 4;
+    const uint8_t *ql = b + half * 64 + (quarter & 1) * 32 + l0, *qh = b + 128 + half * 32 + l0;
+    int lshift = quarter >= 2 ? 4 : 0, hshift = 2 * quarter;
+    float ds = __fmul_rn(colo_h2f(colo_ld16(b + 208)), (float)(int8_t)b[192 + half * 8 + l0 / 16 + 2 * quarter]);
+#pragma unroll
+    for (int t = 0; t < 8; t += 2) {
+        uint32_t l2 = colo_ld16(ql + t), h2 = colo_ld16(qh + t);
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int q = (int)(((l2 >> (8 * u + lshift)) & 15) | (((h2 >> (8 * u + hshift)) & 3) << 4)) - 32;
+            v[t + u] = __fmul_rn(ds, (float)q);
+        }
+    }
+}
+
+// Q5_0 and Q5_1: nibbles and a fifth bit from qh, element j with j + 16.
+template <int T>
+__device__ __forceinline__ void colo_decode8_q5(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    constexpr int bb = T == COLO_Q5_0 ? 22 : 24, hoff = T == COLO_Q5_0 ? 2 : 4, qoff = hoff + 4;
+    const uint8_t *b = row + (sb >> 2) * bb;
+    int q = (int)(sb & 3);
+    lo = (sb >> 2) * 32 + 4 * q;
+    hi = lo + 16;
+    uint32_t qs = colo_ld16(b + qoff + 4 * q) | (colo_ld16(b + qoff + 4 * q + 2) << 16);
+    uint32_t qh = colo_ld16(b + hoff) | (colo_ld16(b + hoff + 2) << 16);
+    float d = colo_h2f(colo_ld16(b));
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int l = (int)(((qs >> (8 * t)) & 15) | (((qh >> (4 * q + t)) & 1) << 4));
+        int h = (int)(((qs >> (8 * t + 4)) & 15) | (((qh >> (4 * q + t + 16)) & 1) << 4));
+        if constexpr (T == COLO_Q5_0) {
+            v[t] = __fmul_rn((float)(l - 16), d);
+            v[t + 4] = __fmul_rn((float)(h - 16), d);
+        } else {
+            float m = colo_h2f(colo_ld16(b + 2));
+            v[t] = __fmaf_rn((float)l, d, m);
+            v[t + 4] = __fmaf_rn((float)h, d, m);
+        }
+    }
+}
+
+// Q4_K and Q5_K: 6-bit scales and mins packed in 12 bytes (Q5_K: a fifth bit per element).
+template <int T>
+__device__ __forceinline__ void colo_decode8_q45k(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    constexpr int bb = T == COLO_Q4_K ? 144 : 176, qoff = T == COLO_Q4_K ? 16 : 48;
+    const uint8_t *b = row + (sb >> 5) * bb, *sc = b + 4;
+    int j0 = (int)(sb & 31) * 8, j = j0 >> 5, l0 = j0 & 31;
+    lo = (sb >> 5) * 256 + j0;
+    hi = lo + 4;
+    int s, mn;
+    if (j < 4) {
+        s = sc[j] & 63;
+        mn = sc[j + 4] & 63;
+    } else {
+        s = (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+    float d1 = __fmul_rn(colo_h2f(colo_ld16(b)), (float)s), m1 = -__fmul_rn(colo_h2f(colo_ld16(b + 2)), (float)mn);
+    const uint8_t *qs = b + qoff + 32 * (j >> 1) + l0;
+    int shift = 4 * (j & 1);
+#pragma unroll
+    for (int t = 0; t < 8; t += 2) {
+        uint32_t two = colo_ld16(qs + t);
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int q = (int)((two >> (8 * u + shift)) & 15);
+            if constexpr (T == COLO_Q5_K)
+                q |= ((b[16 + l0 + t + u] >> j) & 1) << 4;
+            v[t + u] = __fmaf_rn(d1, (float)q, m1);
+        }
+    }
+}
+
+// Q2_K and Q3_K: 2 bits per element (Q3_K: a third from hmask), a 4-bit scale (Q2_K: and min) per 16.
+template <int T>
+__device__ __forceinline__ void colo_decode8_q23k(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    constexpr int bb = T == COLO_Q2_K ? 84 : 110, qoff = T == COLO_Q2_K ? 16 : 32;
+    const uint8_t *b = row + (sb >> 5) * bb;
+    int j0 = (int)(sb & 31) * 8, g = j0 >> 4, l0 = j0 & 31;
+    lo = (sb >> 5) * 256 + j0;
+    hi = lo + 4;
+    const uint8_t *qs = b + qoff + 32 * (j0 >> 7) + l0;
+    int shift = 2 * ((j0 & 127) >> 5);
+    float dl, ml = 0.0f;
+    if constexpr (T == COLO_Q2_K) {
+        dl = __fmul_rn(colo_h2f(colo_ld16(b + 80)), (float)(b[g] & 15));
+        ml = -__fmul_rn(colo_h2f(colo_ld16(b + 82)), (float)(b[g] >> 4));
+    } else {
+        const uint8_t *sc = b + 96;
+        int slo = g < 8 ? (sc[g] & 15) : (sc[g - 8] >> 4), shi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+        dl = __fmul_rn(colo_h2f(colo_ld16(b + 108)), (float)((slo | (shi << 4)) - 32));
+    }
+#pragma unroll
+    for (int t = 0; t < 8; t += 2) {
+        uint32_t two = colo_ld16(qs + t);
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int q = (int)((two >> (8 * u + shift)) & 3);
+            if constexpr (T == COLO_Q2_K) {
+                v[t + u] = __fmaf_rn(dl, (float)q, ml);
+            } else {
+                q |= ((b[l0 + t + u] >> (j0 >> 5)) & 1) << 2;
+                v[t + u] = __fmul_rn(dl, (float)(q - 4));
+            }
+        }
+    }
+}
+
+// Plain types: 8 consecutive elements.
+template <int T>
+__device__ __forceinline__ void colo_decode8_plain(const uint8_t *row, int64_t sb, float v[8], int64_t &lo, int64_t &hi)
+{
+    lo = sb * 8;
+    hi = lo + 4;
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        v[t] = colo_plain_elem<T>(row, lo + t);
+}
+
 // Sub-block sb (8 elements) of a row of type T: v[0..3] are elements
 // lo..lo+3 and v[4..7] elements hi..hi+3. Nibble formats pair element j
 // (low nibble) with j + 16 (high nibble); every other format gives 8
@@ -76,144 +250,20 @@ template <int T> __device__ __forceinline__ float colo_plain_elem(const uint8_t 
 template <int T> __device__ __forceinline__ void colo_decode8(const uint8_t *row, int64_t sb, float v[8], int64_t &lo,
                                                               int64_t &hi)
 {
-    if constexpr (T == COLO_Q4_0 || T == COLO_Q4_1) {
-        constexpr int bb = T == COLO_Q4_0 ? 18 : 20, qoff = T == COLO_Q4_0 ? 2 : 4;
-        const uint8_t *b = row + (sb >> 2) * bb;
-        int q = (int)(sb & 3);
-        lo = (sb >> 2) * 32 + 4 * q;
-        hi = lo + 16;
-        uint32_t qs = colo_ld16(b + qoff + 4 * q) | (colo_ld16(b + qoff + 4 * q + 2) << 16);
-        float d = colo_h2f(colo_ld16(b));
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            int l = (qs >> (8 * t)) & 15, h = (qs >> (8 * t + 4)) & 15;
-            if constexpr (T == COLO_Q4_0) {
-                v[t] = __fmul_rn((float)(l - 8), d);
-                v[t + 4] = __fmul_rn((float)(h - 8), d);
-            } else {
-                float m = colo_h2f(colo_ld16(b + 2));
-                v[t] = __fmaf_rn((float)l, d, m);
-                v[t + 4] = __fmaf_rn((float)h, d, m);
-            }
-        }
-    } else if constexpr (T == COLO_Q8_0) {
-        const uint8_t *b = row + (sb >> 2) * 34;
-        int q = (int)(sb & 3);
-        lo = (sb >> 2) * 32 + 8 * q;
-        hi = lo + 4;
-        float d = colo_h2f(colo_ld16(b));
-#pragma unroll
-        for (int t = 0; t < 8; t += 2) {
-            uint32_t two = colo_ld16(b + 2 + 8 * q + t);
-            v[t] = __fmul_rn((float)(int8_t)(two & 255), d);
-            v[t + 1] = __fmul_rn((float)(int8_t)(two >> 8), d);
-        }
-    } else if constexpr (T == COLO_Q6_K) {
-        const uint8_t *b = row + (sb >> 5) * 210;
-        int j0 = (int)(sb & 31) * 8; // first element within the super-block
-        int half = j0 >> 7, quarter = (j0 & 127) >> 5, l0 = j0 & 31;
-        lo = (sb >> 5) * 256 + j0;
-        hi = lo + 4;
-        const uint8_t *ql = b + half * 64 + (quarter & 1) * 32 + l0, *qh = b + 128 + half * 32 + l0;
-        int lshift = quarter >= 2 ? 4 : 0, hshift = 2 * quarter;
-        float ds = __fmul_rn(colo_h2f(colo_ld16(b + 208)), (float)(int8_t)b[192 + half * 8 + l0 / 16 + 2 * quarter]);
-#pragma unroll
-        for (int t = 0; t < 8; t += 2) {
-            uint32_t l2 = colo_ld16(ql + t), h2 = colo_ld16(qh + t);
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                int q = (int)(((l2 >> (8 * u + lshift)) & 15) | (((h2 >> (8 * u + hshift)) & 3) << 4)) - 32;
-                v[t + u] = __fmul_rn(ds, (float)q);
-            }
-        }
-    } else if constexpr (T == COLO_Q5_0 || T == COLO_Q5_1) {
-        constexpr int bb = T == COLO_Q5_0 ? 22 : 24, hoff = T == COLO_Q5_0 ? 2 : 4, qoff = hoff + 4;
-        const uint8_t *b = row + (sb >> 2) * bb;
-        int q = (int)(sb & 3);
-        lo = (sb >> 2) * 32 + 4 * q;
-        hi = lo + 16;
-        uint32_t qs = colo_ld16(b + qoff + 4 * q) | (colo_ld16(b + qoff + 4 * q + 2) << 16);
-        uint32_t qh = colo_ld16(b + hoff) | (colo_ld16(b + hoff + 2) << 16);
-        float d = colo_h2f(colo_ld16(b));
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            int l = (int)(((qs >> (8 * t)) & 15) | (((qh >> (4 * q + t)) & 1) << 4));
-            int h = (int)(((qs >> (8 * t + 4)) & 15) | (((qh >> (4 * q + t + 16)) & 1) << 4));
-            if constexpr (T == COLO_Q5_0) {
-                v[t] = __fmul_rn((float)(l - 16), d);
-                v[t + 4] = __fmul_rn((float)(h - 16), d);
-            } else {
-                float m = colo_h2f(colo_ld16(b + 2));
-                v[t] = __fmaf_rn((float)l, d, m);
-                v[t + 4] = __fmaf_rn((float)h, d, m);
-            }
-        }
-    } else if constexpr (T == COLO_Q4_K || T == COLO_Q5_K) {
-        constexpr int bb = T == COLO_Q4_K ? 144 : 176, qoff = T == COLO_Q4_K ? 16 : 48;
-        const uint8_t *b = row + (sb >> 5) * bb, *sc = b + 4;
-        int j0 = (int)(sb & 31) * 8, j = j0 >> 5, l0 = j0 & 31;
-        lo = (sb >> 5) * 256 + j0;
-        hi = lo + 4;
-        int s, mn;
-        if (j < 4) {
-            s = sc[j] & 63;
-            mn = sc[j + 4] & 63;
-        } else {
-            s = (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
-            mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        }
-        float d1 = __fmul_rn(colo_h2f(colo_ld16(b)), (float)s), m1 = -__fmul_rn(colo_h2f(colo_ld16(b + 2)), (float)mn);
-        const uint8_t *qs = b + qoff + 32 * (j >> 1) + l0;
-        int shift = 4 * (j & 1);
-#pragma unroll
-        for (int t = 0; t < 8; t += 2) {
-            uint32_t two = colo_ld16(qs + t);
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                int q = (int)((two >> (8 * u + shift)) & 15);
-                if constexpr (T == COLO_Q5_K)
-                    q |= ((b[16 + l0 + t + u] >> j) & 1) << 4;
-                v[t + u] = __fmaf_rn(d1, (float)q, m1);
-            }
-        }
-    } else if constexpr (T == COLO_Q2_K || T == COLO_Q3_K) {
-        constexpr int bb = T == COLO_Q2_K ? 84 : 110, qoff = T == COLO_Q2_K ? 16 : 32;
-        const uint8_t *b = row + (sb >> 5) * bb;
-        int j0 = (int)(sb & 31) * 8, g = j0 >> 4, l0 = j0 & 31;
-        lo = (sb >> 5) * 256 + j0;
-        hi = lo + 4;
-        const uint8_t *qs = b + qoff + 32 * (j0 >> 7) + l0;
-        int shift = 2 * ((j0 & 127) >> 5);
-        float dl, ml = 0.0f;
-        if constexpr (T == COLO_Q2_K) {
-            dl = __fmul_rn(colo_h2f(colo_ld16(b + 80)), (float)(b[g] & 15));
-            ml = -__fmul_rn(colo_h2f(colo_ld16(b + 82)), (float)(b[g] >> 4));
-        } else {
-            const uint8_t *sc = b + 96;
-            int slo = g < 8 ? (sc[g] & 15) : (sc[g - 8] >> 4), shi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
-            dl = __fmul_rn(colo_h2f(colo_ld16(b + 108)), (float)((slo | (shi << 4)) - 32));
-        }
-#pragma unroll
-        for (int t = 0; t < 8; t += 2) {
-            uint32_t two = colo_ld16(qs + t);
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                int q = (int)((two >> (8 * u + shift)) & 3);
-                if constexpr (T == COLO_Q2_K) {
-                    v[t + u] = __fmaf_rn(dl, (float)q, ml);
-                } else {
-                    q |= ((b[l0 + t + u] >> (j0 >> 5)) & 1) << 2;
-                    v[t + u] = __fmul_rn(dl, (float)(q - 4));
-                }
-            }
-        }
-    } else {
-        lo = sb * 8;
-        hi = lo + 4;
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            v[t] = colo_plain_elem<T>(row, lo + t);
-    }
+    if constexpr (T == COLO_Q4_0 || T == COLO_Q4_1)
+        colo_decode8_q4<T>(row, sb, v, lo, hi);
+    else if constexpr (T == COLO_Q8_0)
+        colo_decode8_q8<T>(row, sb, v, lo, hi);
+    else if constexpr (T == COLO_Q6_K)
+        colo_decode8_q6k<T>(row, sb, v, lo, hi);
+    else if constexpr (T == COLO_Q5_0 || T == COLO_Q5_1)
+        colo_decode8_q5<T>(row, sb, v, lo, hi);
+    else if constexpr (T == COLO_Q4_K || T == COLO_Q5_K)
+        colo_decode8_q45k<T>(row, sb, v, lo, hi);
+    else if constexpr (T == COLO_Q2_K || T == COLO_Q3_K)
+        colo_decode8_q23k<T>(row, sb, v, lo, hi);
+    else
+        colo_decode8_plain<T>(row, sb, v, lo, hi);
 }
 
 // Sets the stream's error flag (first error wins).

@@ -1,5 +1,6 @@
 /* tests/batching/engine_fixture.h: the synthetic llama file and the CPU
- * device that the generation-engine tests share (one per test program). */
+ * device that the generation-engine tests share (one per test program),
+ * and the rig of arena, stream, model and engine they run on. */
 #ifndef COLO_TESTS_ENGINE_FIXTURE_H
 #define COLO_TESTS_ENGINE_FIXTURE_H
 
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "batching/engine.h"
+#include "models/llama.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 
@@ -78,6 +80,68 @@ static inline void engine_on_done(void *ud, const colo_engine_outcome *o)
     r->status = o->status;
     r->n_preempted = o->n_preempted;
     r->done++;
+}
+
+/* Clears out[0..n) and points cbs[i] at engine_on_done with out[i]. */
+static inline void engine_results_reset(engine_result *out, colo_engine_callbacks *cbs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &out[i]};
+    }
+}
+
+/* A model and its engine, on an arena and a stream of their own. */
+typedef struct engine_rig {
+    colo_arena *arena;
+    colo_stream *s;
+    colo_llama *m;
+    colo_engine *e;
+} engine_rig;
+
+/* With r->arena made by the caller: a stream on d, the model at path in
+ * the arena and an engine of gc on them; fails the test otherwise. */
+static inline void engine_rig_start_on(engine_rig *r, colo_device *d, const char *path,
+                                       const colo_engine_config *gc)
+{
+    char err[256];
+    if (!r->arena)
+        fail_msg("arena: none");
+    r->s = colo_stream_create(d, NULL, err, sizeof err);
+    if (!r->s)
+        fail_msg("stream: %s", err);
+    r->m = colo_llama_load(path, r->arena, r->s, err, sizeof err);
+    if (!r->m)
+        fail_msg("load: %s", err);
+    r->e = colo_engine_create(r->m, r->s, gc, err, sizeof err);
+    if (!r->e)
+        fail_msg("engine: %s", err);
+}
+
+/* The same on the fixture's device and file. */
+static inline void engine_rig_start(engine_rig *r, const colo_engine_config *gc)
+{
+    engine_rig_start_on(r, dev, model_path, gc);
+}
+
+/* A fixed arena of bytes on d for the rig. */
+static inline void engine_rig_arena(engine_rig *r, colo_device *d, const char *name, size_t bytes)
+{
+    char err[256];
+    r->arena = colo_arena_create_bytes(d, name, bytes, err, sizeof err);
+    if (!r->arena)
+        fail_msg("arena: %s", err);
+}
+
+/* Frees the engine and the model (everything must have gone back to the
+ * arena), the stream and the arena. */
+static inline void engine_rig_close(engine_rig *r)
+{
+    colo_engine_free(r->e);
+    colo_llama_free(r->m);
+    assert_int_equal(colo_arena_used(r->arena), 0);
+    colo_stream_destroy(r->s);
+    colo_arena_destroy(r->arena);
 }
 
 /* Steps e until nothing runs or waits (fails after 20000 steps). */

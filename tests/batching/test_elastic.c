@@ -40,33 +40,18 @@ static int setup(void **state)
     return engine_fixture_open("elastic", seed);
 }
 
-typedef struct {
-    colo_arena *arena;
-    colo_stream *s;
-    colo_llama *m;
-    colo_engine *e;
-} rig;
+typedef engine_rig rig;
 
 static void rig_start(rig *r, int max_running, int n_blocks)
 {
-    char err[256];
-    r->s = colo_stream_create(dev, NULL, err, sizeof err);
-    assert_non_null(r->s);
-    r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
-    if (!r->m)
-        fail_msg("load: %s", err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = BS,
                           .kv_type = kv_type, .n_blocks = n_blocks};
-    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
-    if (!r->e)
-        fail_msg("engine: %s", err);
+    engine_rig_start(r, &gc);
 }
 
 static void rig_fixed(rig *r, int max_running, int n_blocks)
 {
-    char err[256];
-    r->arena = colo_arena_create_bytes(dev, "fixed", 64 << 20, err, sizeof err);
-    assert_non_null(r->arena);
+    engine_rig_arena(r, dev, "fixed", 64 << 20);
     rig_start(r, max_running, n_blocks);
 }
 
@@ -78,15 +63,6 @@ static void rig_elastic(rig *r, colo_mem_pool *pool, const char *name, size_t gu
     if (!r->arena)
         fail_msg("arena: %s", err);
     rig_start(r, max_running, n_blocks);
-}
-
-static void rig_close(rig *r)
-{
-    colo_engine_free(r->e);
-    colo_llama_free(r->m);
-    assert_int_equal(colo_arena_used(r->arena), 0);
-    colo_stream_destroy(r->s);
-    colo_arena_destroy(r->arena);
 }
 
 typedef struct {
@@ -169,7 +145,7 @@ static void reference(int which, int n, result *out)
         for (int guard = 0; guard < 1000 && !idle(&r); guard++)
             step(&r);
         assert_int_equal(out[i].done, 1);
-        rig_close(&r);
+        engine_rig_close(&r);
     }
 }
 
@@ -189,7 +165,7 @@ static size_t fixed_bytes(int max_running, int n_blocks)
     rig r;
     rig_elastic(&r, pool, "probe", (size_t)64 << 20, (size_t)64 << 20, max_running, n_blocks);
     size_t fixed = colo_arena_used(r.arena);
-    rig_close(&r);
+    engine_rig_close(&r);
     colo_mem_pool_destroy(pool);
     return fixed;
 }
@@ -284,8 +260,8 @@ static void test_borrow_and_reclaim(void **state)
     colo_engine_prefix_flush(a.e);
     colo_engine_prefix_flush(b.e);
     assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
-    rig_close(&a);
-    rig_close(&b);
+    engine_rig_close(&a);
+    engine_rig_close(&b);
     assert_int_equal(colo_mem_pool_used(pool), 0);
     colo_mem_pool_destroy(pool);
 }
@@ -336,7 +312,7 @@ static void test_static_guarantee_limits_concurrency(void **state)
     assert_true(peak <= SEQ_BLOCKS * BS / PROMPT); /* admission reserves the prompt's blocks */
     for (int i = 0; i < N_A; i++)
         assert_same(&got[i], &ref[i]);
-    rig_close(&a);
+    engine_rig_close(&a);
     colo_mem_pool_destroy(pool);
 }
 
@@ -394,8 +370,8 @@ static void test_borrow_takes_idle_cache(void **state)
     colo_engine_prefix_flush(a.e);
     colo_engine_prefix_flush(b.e);
     assert_int_equal(colo_mem_pool_used(pool), fixed_a + fixed_b);
-    rig_close(&a);
-    rig_close(&b);
+    engine_rig_close(&a);
+    engine_rig_close(&b);
     colo_mem_pool_destroy(pool);
 }
 

@@ -25,34 +25,14 @@ static int setup(void **state)
     return engine_fixture_open("engine", 11);
 }
 
-typedef struct {
-    colo_arena *arena;
-    colo_stream *s;
-    colo_llama *m;
-    colo_engine *e;
-} rig;
+typedef engine_rig rig;
 
 static void rig_open(rig *r, int max_running, int step_tokens, int n_blocks)
 {
-    char err[256];
-    r->arena = colo_arena_create_bytes(dev, "engine", 64 << 20, err, sizeof err);
-    r->s = colo_stream_create(dev, NULL, err, sizeof err);
-    r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
-    assert_non_null(r->m);
+    engine_rig_arena(r, dev, "engine", 64 << 20);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = 4,
                           .kv_type = COLO_F32, .n_blocks = n_blocks};
-    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
-    if (!r->e)
-        fail_msg("engine: %s", err);
-}
-
-static void rig_close(rig *r)
-{
-    colo_engine_free(r->e);
-    colo_llama_free(r->m);
-    assert_int_equal(colo_arena_used(r->arena), 0); /* everything went back */
-    colo_stream_destroy(r->s);
-    colo_arena_destroy(r->arena);
+    engine_rig_start(r, &gc);
 }
 
 typedef struct {
@@ -127,7 +107,7 @@ static uint64_t generate(int max_running, int step_tokens, int n_blocks, int n_s
     }
     run_all(&r);
     uint64_t preemptions = colo_engine_preemptions(r.e);
-    rig_close(&r);
+    engine_rig_close(&r);
     return preemptions;
 }
 
@@ -158,7 +138,7 @@ static void test_batch_and_chunk_invariance(void **state)
         colo_engine_callbacks cb = {on_token, on_done, &alone[i]};
         assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
         run_all(&r);
-        rig_close(&r);
+        engine_rig_close(&r);
     }
     generate(4, 256, 0, 4, 24, batch);   /* all four in one batch */
     generate(4, 5, 0, 4, 24, chunked);   /* 5-token steps: prefill in chunks */
@@ -236,7 +216,7 @@ static void test_stop_strings_and_limits(void **state)
     assert_null(colo_engine_add(r.e, big, 256, &p2, &cb2, err, sizeof err));
     assert_non_null(strstr(err, "context"));
     assert_null(colo_engine_add(r.e, big, 0, &p2, &cb2, err, sizeof err));
-    rig_close(&r);
+    engine_rig_close(&r);
 }
 
 static void test_cancel_frees_blocks(void **state)
@@ -268,7 +248,7 @@ static void test_cancel_frees_blocks(void **state)
     assert_int_equal(colo_engine_kv_free_blocks(r.e), total);
     assert_int_equal(res[0].done, 1);
     assert_int_equal(res[2].done, 1);
-    rig_close(&r);
+    engine_rig_close(&r);
 }
 
 int main(void)

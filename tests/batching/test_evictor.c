@@ -53,6 +53,37 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The models the evictor walks: what the registry's table is to colo-server. */
+static pthread_mutex_t listed_mu = PTHREAD_MUTEX_INITIALIZER;
+static colo_served *listed[16];
+static int n_listed;
+
+static void walk_listed(void *ud, colo_evictor_visit_fn visit, void *arg)
+{
+    (void)ud;
+    pthread_mutex_lock(&listed_mu);
+    for (int i = 0; i < n_listed; i++)
+        visit(listed[i], arg);
+    pthread_mutex_unlock(&listed_mu);
+}
+
+static colo_evictor *evictor_create(colo_mem_pool *pool)
+{
+    n_listed = 0;
+    return colo_evictor_create(pool, walk_listed, NULL);
+}
+
+/* Unlisted, then freed, as the registry does. */
+static void drop(colo_served *m)
+{
+    pthread_mutex_lock(&listed_mu);
+    for (int i = 0; i < n_listed; i++)
+        if (listed[i] == m)
+            listed[i] = listed[--n_listed];
+    pthread_mutex_unlock(&listed_mu);
+    colo_served_free(m);
+}
+
 static colo_served *load_f(colo_mem_pool *pool, colo_evictor *ev, const char *name, colo_priority prio, bool pinned,
                            double fraction)
 {
@@ -68,6 +99,10 @@ static colo_served *load_f(colo_mem_pool *pool, colo_evictor *ev, const char *na
     if (!m)
         fail_msg("%s", err);
     assert_int_equal(colo_served_start(m, err, sizeof err), COLO_OK);
+    pthread_mutex_lock(&listed_mu);
+    assert_true(n_listed < 16);
+    listed[n_listed++] = m;
+    pthread_mutex_unlock(&listed_mu);
     return m;
 }
 
@@ -171,7 +206,7 @@ static void test_order_pinned_and_refusal(void **state)
 {
     (void)state;
     colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
-    colo_evictor *ev = colo_evictor_create(pool);
+    colo_evictor *ev = evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
     /* 0.9 of the budget guaranteed to three models */
@@ -241,10 +276,10 @@ static void test_order_pinned_and_refusal(void **state)
     assert_int_equal(colo_served_get_state(n2), COLO_SERVED_READY);
     assert_int_equal(colo_served_get_state(n3), COLO_SERVED_READY);
 
-    colo_served_free(pin);
-    colo_served_free(n1);
-    colo_served_free(n2);
-    colo_served_free(n3);
+    drop(pin);
+    drop(n1);
+    drop(n2);
+    drop(n3);
     colo_evictor_free(ev);
     colo_mem_pool_destroy(pool);
 }
@@ -258,7 +293,7 @@ static void test_wake_waits_for_room(void **state)
 {
     (void)state;
     colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
-    colo_evictor *ev = colo_evictor_create(pool);
+    colo_evictor *ev = evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
     colo_served *a = load(pool, ev, "a", COLO_PRIO_NORMAL, false);
@@ -298,10 +333,10 @@ static void test_wake_waits_for_room(void **state)
     assert_int_equal(colo_served_get_state(d), COLO_SERVED_READY);
     colo_request_free(rc);
     colo_request_free(r);
-    colo_served_free(a);
-    colo_served_free(b);
-    colo_served_free(c);
-    colo_served_free(d);
+    drop(a);
+    drop(b);
+    drop(c);
+    drop(d);
     colo_evictor_free(ev);
     colo_mem_pool_destroy(pool);
 }
@@ -315,7 +350,7 @@ static void test_min_residency(void **state)
 {
     (void)state;
     colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
-    colo_evictor *ev = colo_evictor_create(pool);
+    colo_evictor *ev = evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
     colo_served *fresh = load(pool, ev, "fresh", COLO_PRIO_NORMAL, false);
@@ -366,9 +401,9 @@ static void test_min_residency(void **state)
     colo_evictor_unclaim(ev);
     assert_true(wait_state(fresh, COLO_SERVED_SLEEPING));
     assert_int_equal(colo_served_get_state(old1), COLO_SERVED_READY);
-    colo_served_free(fresh);
-    colo_served_free(old1);
-    colo_served_free(old2);
+    drop(fresh);
+    drop(old1);
+    drop(old2);
     colo_evictor_free(ev);
     colo_mem_pool_destroy(pool);
 }
@@ -380,7 +415,7 @@ static void test_lend_before_sleep(void **state)
 {
     (void)state;
     colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
-    colo_evictor *ev = colo_evictor_create(pool);
+    colo_evictor *ev = evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
     colo_served *a = load_f(pool, ev, "a", COLO_PRIO_NORMAL, false, 0.45);
@@ -425,8 +460,8 @@ static void test_lend_before_sleep(void **state)
     assert_int_equal(in.wakes, 0);
     assert_int_equal(in.sleeps, 0);
     colo_request_free(r);
-    colo_served_free(a);
-    colo_served_free(b);
+    drop(a);
+    drop(b);
     colo_evictor_free(ev);
     colo_mem_pool_destroy(pool);
 }
@@ -440,7 +475,7 @@ static void test_priority_preempts(void **state)
 {
     (void)state;
     colo_mem_pool *pool = colo_mem_pool_create(BUDGET);
-    colo_evictor *ev = colo_evictor_create(pool);
+    colo_evictor *ev = evictor_create(pool);
     assert_non_null(pool);
     assert_non_null(ev);
     colo_evictor_set_min_residency_ms(ev, 3600 * 1000);
@@ -501,10 +536,10 @@ static void test_priority_preempts(void **state)
     colo_request_free(r1);
     colo_request_free(r2);
     colo_request_free(rh);
-    colo_served_free(hi);
-    colo_served_free(lo);
-    colo_served_free(x);
-    colo_served_free(y);
+    drop(hi);
+    drop(lo);
+    drop(x);
+    drop(y);
     colo_evictor_free(ev);
     colo_mem_pool_destroy(pool);
 }

@@ -35,45 +35,20 @@ static int setup(void **state)
     return engine_fixture_open_width("kv-quant", seed, WIDTH);
 }
 
-typedef struct {
-    colo_arena *arena;
-    colo_stream *s;
-    colo_llama *m;
-    colo_engine *e;
-} rig;
+typedef engine_rig rig;
 
 static void rig_start(rig *r, colo_dtype kv, int max_running, int step_tokens, int n_blocks, bool cache)
 {
-    char err[256];
-    r->s = colo_stream_create(dev, NULL, err, sizeof err);
-    assert_non_null(r->s);
-    r->m = colo_llama_load(model_path, r->arena, r->s, err, sizeof err);
-    if (!r->m)
-        fail_msg("load: %s", err);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = step_tokens, .block_size = BS,
                           .kv_type = kv, .n_blocks = n_blocks, .no_prefix_cache = !cache};
-    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
-    if (!r->e)
-        fail_msg("engine: %s", err);
+    engine_rig_start(r, &gc);
     assert_int_equal(colo_kv_cache_config_get(colo_llama_kv_cache(r->m))->dtype, kv);
 }
 
 static void rig_open(rig *r, colo_dtype kv, int max_running, int step_tokens, int n_blocks, bool cache)
 {
-    char err[256];
-    r->arena = colo_arena_create_bytes(dev, "kv-quant", 64 << 20, err, sizeof err);
-    if (!r->arena)
-        fail_msg("arena: %s", err);
+    engine_rig_arena(r, dev, "kv-quant", 64 << 20);
     rig_start(r, kv, max_running, step_tokens, n_blocks, cache);
-}
-
-static void rig_close(rig *r)
-{
-    colo_engine_free(r->e);
-    colo_llama_free(r->m);
-    assert_int_equal(colo_arena_used(r->arena), 0);
-    colo_stream_destroy(r->s);
-    colo_arena_destroy(r->arena);
 }
 
 /* Prompt i of n tokens (the same every run); prompts with the
@@ -112,7 +87,7 @@ static uint64_t generate(colo_dtype kv, int max_running, int step_tokens, int n_
     }
     engine_run_all(r.e);
     uint64_t preemptions = colo_engine_preemptions(r.e);
-    rig_close(&r);
+    engine_rig_close(&r);
     return preemptions;
 }
 
@@ -130,7 +105,7 @@ static void test_block_bytes(void **state)
         size_t block = (size_t)BS * 2 /* K, V */ * 2 /* layers */ * types[i].row_bytes;
         assert_int_equal(colo_llama_kv_block_bytes(colo_llama_hparams_get(r.m), BS, types[i].t), block);
         assert_int_equal(colo_kv_cache_bytes(kv), 10 * block);
-        rig_close(&r);
+        engine_rig_close(&r);
     }
 }
 
@@ -168,7 +143,7 @@ static void test_elastic_charges_quantized_blocks(void **state)
     assert_int_equal(colo_mem_pool_used(pool), before);
     assert_int_equal(out[0].n, 8);
     assert_int_equal(out[1].n, 8);
-    rig_close(&r);
+    engine_rig_close(&r);
     colo_mem_pool_destroy(pool);
 }
 
@@ -182,7 +157,7 @@ static void batch_invariance(colo_dtype kv)
         prompt(i, 0, 0, ids, 5 + 6 * i);
         add(&r, ids, 5 + 6 * i, 24, &alone[i]);
         engine_run_all(r.e);
-        rig_close(&r);
+        engine_rig_close(&r);
     }
     generate(kv, 4, 256, 0, 4, 24, batch); /* all four in one batch */
     generate(kv, 4, 5, 0, 4, 24, chunked); /* 5-token steps: prefill in chunks */
@@ -248,10 +223,7 @@ static void test_prefix_cache_and_fork(void **state)
             colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
             colo_engine_callbacks cbs[N];
             colo_engine_seq *seqs[N];
-            for (int i = 0; i < N; i++) {
-                memset(&many[i], 0, sizeof many[i]);
-                cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
-            }
+            engine_results_reset(many, cbs, N);
             char err[256];
             int32_t fresh[LEN];
             prompt(10, 0, 0, fresh, LEN); /* not cached: the leader computes it, the others fork */
@@ -265,7 +237,7 @@ static void test_prefix_cache_and_fork(void **state)
             for (int i = 0; i < N; i++)
                 engine_assert_same(&many[i], &one);
         }
-        rig_close(&r);
+        engine_rig_close(&r);
     }
     for (int i = 0; i < N; i++)
         engine_assert_same(&got[1][i], &got[0][i]);

@@ -212,10 +212,7 @@ static void test_n_choices_fork_with_adapter(void **state)
                             .adapter_slot = r.slot[2]};
     colo_engine_callbacks cbs[N];
     colo_engine_seq *seqs[N];
-    for (int i = 0; i < N; i++) {
-        memset(&many[i], 0, sizeof many[i]);
-        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
-    }
+    engine_results_reset(many, cbs, N);
     char err[256];
     assert_int_equal(colo_engine_add_n(r.e, ids, LEN, &p, N, cbs, seqs, err, sizeof err), COLO_OK);
     engine_run_all(r.e);

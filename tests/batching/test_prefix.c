@@ -38,28 +38,15 @@ static int setup(void **state)
     return engine_fixture_open("prefix", 23);
 }
 
-typedef struct {
-    colo_arena *arena;
-    colo_stream *s;
-    colo_llama *m;
-    colo_engine *e;
-} rig;
+typedef engine_rig rig;
 
 static void rig_open_on(rig *r, colo_device *d, const char *path, size_t arena_bytes, int max_running, int n_blocks,
                         int block_size, bool cache)
 {
-    char err[256];
-    r->arena = colo_arena_create_bytes(d, "prefix", arena_bytes, err, sizeof err);
-    assert_non_null(r->arena);
-    r->s = colo_stream_create(d, NULL, err, sizeof err);
-    r->m = colo_llama_load(path, r->arena, r->s, err, sizeof err);
-    if (!r->m)
-        fail_msg("load: %s", err);
+    engine_rig_arena(r, d, "prefix", arena_bytes);
     colo_engine_config gc = {.max_running = max_running, .max_step_tokens = 256, .block_size = block_size,
                           .kv_type = COLO_F32, .n_blocks = n_blocks, .no_prefix_cache = !cache};
-    r->e = colo_engine_create(r->m, r->s, &gc, err, sizeof err);
-    if (!r->e)
-        fail_msg("engine: %s", err);
+    engine_rig_start_on(r, d, path, &gc);
 }
 
 static void rig_open(rig *r, int max_running, int n_blocks, bool cache)
@@ -87,11 +74,7 @@ static void rig_close(rig *r)
 {
     assert_int_equal(colo_engine_n_running(r->e) + colo_engine_n_waiting(r->e), 0);
     assert_all_released(r);
-    colo_engine_free(r->e);
-    colo_llama_free(r->m);
-    assert_int_equal(colo_arena_used(r->arena), 0);
-    colo_stream_destroy(r->s);
-    colo_arena_destroy(r->arena);
+    engine_rig_close(r);
 }
 
 static void add_lp(rig *r, const int32_t *ids, int n, int max_tokens, float temp, uint64_t seed, bool logprobs,
@@ -117,10 +100,7 @@ static void add_n(rig *r, const int32_t *ids, int n_ids, int n, int max_tokens, 
     colo_engine_params p = {.max_tokens = max_tokens, .temperature = temp, .top_p = 1, .seed = seed};
     colo_engine_callbacks cbs[COLO_ENGINE_MAX_CHOICES];
     colo_engine_seq *seqs[COLO_ENGINE_MAX_CHOICES];
-    for (int i = 0; i < n; i++) {
-        memset(&out[i], 0, sizeof out[i]);
-        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &out[i]};
-    }
+    engine_results_reset(out, cbs, n);
     char err[256];
     if (colo_engine_add_n(r->e, ids, n_ids, &p, n, cbs, seqs, err, sizeof err) != COLO_OK)
         fail_msg("add_n: %s", err);
@@ -454,10 +434,7 @@ static void test_n_cancel(void **state)
     colo_engine_params p = {.max_tokens = 12, .temperature = 0, .top_p = 1};
     colo_engine_callbacks cbs[4];
     colo_engine_seq *seqs[4];
-    for (int i = 0; i < 4; i++) {
-        memset(&many[i], 0, sizeof many[i]);
-        cbs[i] = (colo_engine_callbacks){NULL, engine_on_done, &many[i]};
-    }
+    engine_results_reset(many, cbs, 4);
     char err[256];
     assert_int_equal(colo_engine_add_n(r.e, ids, 22, &p, 4, cbs, seqs, err, sizeof err), COLO_OK);
     colo_engine_cancel(r.e, seqs[0]); /* before its prompt ran: choice 1 computes it */

@@ -19,13 +19,13 @@ static const colo_api_limits limits[2] = {
 };
 
 /* What a decoded request promises the models' kinds. */
-static void check(colo_api_endpoint ep, colo_task task, const colo_api_limits *lim, const colo_api_input *ai)
+static void check(const colo_api_body *ep, colo_task task, const colo_api_limits *lim, const colo_api_input *ai)
 {
     const colo_request *r = ai->r;
     const colo_req_input *in = &r->in;
     if (r->task != task)
         abort();
-    if (ep == COLO_API_DETOKENIZE) {
+    if (ep == &colo_api_body_detokenize) {
         if (ai->n_tokens < 0 || (ai->n_tokens && !ai->tokens))
             abort();
         for (int i = 0; i < ai->n_tokens; i++)
@@ -70,7 +70,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_init_once(NULL);
     if (size < 1)
         return 0;
-    colo_api_endpoint ep = (colo_api_endpoint)(data[0] % COLO_API_N_ENDPOINTS);
+    /* the first byte picks the endpoint, in the order the corpus was made with */
+    static const colo_api_body *const bodies[] = {
+        &colo_api_body_infer,    &colo_api_body_completions, &colo_api_body_chat,
+        &colo_api_body_embeddings, &colo_api_body_messages,  &colo_api_body_count_tokens,
+        &colo_api_body_tokenize, &colo_api_body_detokenize,  &colo_api_body_responses,
+    };
+    const colo_api_body *ep = bodies[data[0] % (sizeof bodies / sizeof *bodies)];
     colo_task task = data[0] & 4 ? COLO_TASK_EMBED : COLO_TASK_GENERATE;
     const colo_api_limits *lim = &limits[(data[0] >> 3) & 1];
     char err[512];

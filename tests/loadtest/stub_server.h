@@ -36,7 +36,7 @@ typedef struct stub_cfg {
     int sse_events;       /* data events before [DONE] */
     int tokens;           /* usage.completion_tokens in 200 bodies (0: no usage) */
     int prompt_tokens;    /* > 0: usage.prompt_tokens beside it (bodies and the last SSE event) */
-    const char *model_kind; /* GET /v1/models/NAME answers {"kind": model_kind}; NAME "missing" 404s */
+    const char *model_task; /* GET /v1/models/NAME answers {"task": model_task}; NAME "missing" 404s */
     const char *models_list; /* GET /v1/models answers this body (NULL: 404); not counted as a request */
 } stub_cfg;
 
@@ -183,8 +183,8 @@ static void stub_read(struct bufferevent *bev, void *arg)
         if (strcmp(path + 11, "missing") == 0) {
             stub_write_response(c, 404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no such model\"}}");
         } else {
-            snprintf(body, sizeof body, "{\"id\":\"%s\",\"kind\":\"%s\",\"state\":\"ready\"}", path + 11,
-                     cfg->model_kind ? cfg->model_kind : "llama");
+            snprintf(body, sizeof body, "{\"id\":\"%s\",\"task\":\"%s\",\"state\":\"ready\"}", path + 11,
+                     cfg->model_task ? cfg->model_task : "generation");
             stub_write_response(c, 200, body);
         }
         return;

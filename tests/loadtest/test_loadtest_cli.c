@@ -40,7 +40,7 @@ static int run_cli(const char *first, ...)
 static int setup(void **state)
 {
     (void)state;
-    stub_cfg cfg = {.delay_ms = 5, .tokens = 3, .model_kind = "llama"};
+    stub_cfg cfg = {.delay_ms = 5, .tokens = 3, .model_task = "generation"};
     srv = stub_start(&cfg);
     if (!srv)
         return -1;

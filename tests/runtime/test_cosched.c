@@ -413,6 +413,45 @@ static void test_policy_names(void **state)
     assert_int_equal(colo_sched_policy_parse(NULL, &p), COLO_EINVAL);
 }
 
+/* The table: every row is named in order, and takes exactly the keys of
+ * its own (share: fair, sm_share: partition, neither at run time), and
+ * sets on streams what its policy reads. */
+static void test_policy_table(void **state)
+{
+    (void)state;
+    int n = 0;
+    while (colo_sched_policy_name_at(n))
+        n++;
+    assert_int_equal(n, 6);
+    assert_string_equal(colo_sched_policy_name((colo_sched_policy)n), "unknown");
+    colo_sched_key key;
+    char err[256];
+    for (int i = 0; i < n; i++) {
+        colo_sched_policy p = (colo_sched_policy)i;
+        const char *name = colo_sched_policy_name_at(i);
+        colo_sched_model m = {.priority = COLO_PRIO_HIGH, .share = 2};
+        colo_status want = !strcmp(name, "fair") ? COLO_OK : COLO_EINVAL;
+        assert_int_equal(colo_sched_policy_validate(p, &m, &key, err, sizeof err), want);
+        if (want != COLO_OK) {
+            assert_int_equal(key, COLO_SCHED_KEY_SHARE);
+            assert_string_equal(err, "only used with scheduler.policy: fair");
+        }
+        m = (colo_sched_model){.sm_share = 0.5};
+        want = !strcmp(name, "partition") ? COLO_OK : COLO_EINVAL;
+        assert_int_equal(colo_sched_policy_validate(p, &m, &key, err, sizeof err), want);
+        m.at_run_time = true;
+        assert_int_equal(colo_sched_policy_validate(p, &m, &key, err, sizeof err), COLO_EINVAL);
+        assert_string_equal(colo_sched_key_name(key), "sm_share");
+        m = (colo_sched_model){.priority = COLO_PRIO_HIGH, .share = 2};
+        colo_stream_config sc = {.unit_count = 3};
+        colo_sched_policy_stream(p, &m, &sc);
+        bool by_prio = !strcmp(name, "priority") || !strcmp(name, "partition");
+        assert_int_equal(sc.priority, by_prio ? COLO_PRIO_HIGH : COLO_PRIO_NORMAL);
+        assert_true(sc.share == (!strcmp(name, "fair") ? 2 : 0));
+        assert_int_equal(sc.unit_count, 3);
+    }
+}
+
 /* best_effort_min_share without a device account (CUDA's case): step time
  * is charged to each class, and a best-effort member is let through beside
  * high steps while its class is behind, so that it holds its floor of the
@@ -503,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_priority_floor_by_step_time),
         cmocka_unit_test(test_partition_plan),
         cmocka_unit_test(test_policy_names),
+        cmocka_unit_test(test_policy_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

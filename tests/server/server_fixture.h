@@ -496,6 +496,34 @@ static inline bool srv_start_logged(srv_fixture *f, const char *yaml)
     return false;
 }
 
+/* Runs colo-server --check-config on yaml (written as check.yaml in f's
+ * folder) for a model whose fraction is far too small, and reads what it
+ * needs: "needs N bytes (... KV cache for one T-token sequence K)" into
+ * *need_bytes and *kv_bytes. False, with the output on stderr, otherwise. */
+static inline bool srv_check_config_need(srv_fixture *f, const char *yaml, double *need_bytes, double *kv_bytes)
+{
+    char cfg[400], cmd[1200];
+    if (!srv_write(f, "check.yaml", yaml))
+        return false;
+    snprintf(cfg, sizeof cfg, "%s/check.yaml", f->dir);
+    snprintf(cmd, sizeof cmd, "'%s/colo-server' --config '%s' --check-config 2>&1", COLO_BINARY_DIR, cfg);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return false;
+    char out[2048] = "";
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    pclose(p);
+    const char *a = strstr(out, "needs "), *b = strstr(out, "-token sequence ");
+    if (!a || !b) {
+        fprintf(stderr, "unexpected --check-config output: %s\n", out);
+        return false;
+    }
+    *need_bytes = strtod(a + 6, NULL);
+    *kv_bytes = strtod(b + 16, NULL);
+    return *need_bytes > 0 && *kv_bytes > 0;
+}
+
 /* A group teardown: stops the server (0 when it exited cleanly) and removes its folder. */
 static inline int srv_group_teardown(srv_fixture *f)
 {

@@ -23,7 +23,7 @@ static void in_free(colo_api_input *in)
 }
 
 /* Decodes text for (ep, kind) into a new request (in_free frees it); returns the status, message in err. */
-static colo_status dec(colo_api_endpoint ep, colo_task kind, const char *text, colo_api_input *in, char *err,
+static colo_status dec(const colo_api_body *ep, colo_task kind, const char *text, colo_api_input *in, char *err,
                        size_t errlen)
 {
     json_error_t je;
@@ -43,7 +43,7 @@ static void test_infer_defaults(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"hi\"}", &in, err, sizeof err), COLO_OK);
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"hi\"}", &in, err, sizeof err), COLO_OK);
     assert_string_equal(in.r->in.prompt, "hi");
     assert_int_equal(in.r->in.prompt_len, 2);
     assert_null(in.r->in.messages);
@@ -59,7 +59,7 @@ static void test_infer_defaults(void **state)
     in_free(&in);
 
     /* /v1/completions defaults to OpenAI's 16 tokens; the default never exceeds the context. */
-    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"x\"]}", &in, err,
+    assert_int_equal(dec(&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"x\"]}", &in, err,
                          sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->params.max_tokens, 16);
@@ -69,7 +69,7 @@ static void test_infer_defaults(void **state)
     small.max_seq_len = 100;
     json_t *b = json_loads("{\"prompt\":\"x\"}", 0, NULL);
     in.r = colo_request_create();
-    assert_int_equal(colo_api_decode(COLO_API_INFER, COLO_TASK_GENERATE, b, &small, &in, err, sizeof err), COLO_OK);
+    assert_int_equal(colo_api_decode(&colo_api_body_infer, COLO_TASK_GENERATE, b, &small, &in, err, sizeof err), COLO_OK);
     assert_int_equal(in.r->params.max_tokens, 100);
     in_free(&in);
     json_decref(b);
@@ -80,7 +80,7 @@ static void test_infer_all_fields(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE,
                          "{\"prompt\":\"p\",\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,\"top_k\":40,"
                          "\"seed\":123,\"stop\":[\"a\",\"bc\"],\"stream\":true,\"priority\":\"high\"}",
                          &in, err, sizeof err),
@@ -100,7 +100,7 @@ static void test_infer_all_fields(void **state)
     in_free(&in);
 
     /* A single stop string; messages in the ChatML template with special tokens. */
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE,
                          "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"U\"}],"
                          "\"stop\":\"\\n\"}",
                          &in, err, sizeof err),
@@ -122,142 +122,142 @@ static void test_refusals(void **state)
 {
     (void)state;
     static const struct {
-        colo_api_endpoint ep;
+        const colo_api_body *ep;
         colo_task kind;
         const char *body, *field;
     } cases[] = {
-        {COLO_API_INFER, COLO_TASK_GENERATE, "[]", "body"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "\"prompt\"", "body"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"\"}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":null}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":[\"x\"]}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"a\\u0000b\"}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"messages\":[]}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"extra\":1}", "extra"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"model\":\"m\"}", "model"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"user\":\"u\"}", "user"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":2049}", "max_tokens"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":-9223372036854775807}", "max_tokens"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":-0.1}", "temperature"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":1e308}", "temperature"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":0}", "top_p"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":1.01}", "top_p"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1.5]}", "stop"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "[]", "body"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "\"prompt\"", "body"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"\"}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":null}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":[\"x\"]}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"a\\u0000b\"}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"messages\":[]}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"extra\":1}", "extra"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"model\":\"m\"}", "model"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"user\":\"u\"}", "user"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":2049}", "max_tokens"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"max_tokens\":-9223372036854775807}", "max_tokens"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":-0.1}", "temperature"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"temperature\":1e308}", "temperature"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":0}", "top_p"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_p\":1.01}", "top_p"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":-1}", "top_k"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"top_k\":49153}", "top_k"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"seed\":-1}", "seed"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[1.5]}", "stop"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
          "stop"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stream\":1}", "stream"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"priority\":\"HIGH\"}", "priority"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[]}", "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":{}}", "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\"}]}", "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"n\"}]}",
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"stream\":1}", "stream"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"priority\":\"HIGH\"}", "priority"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"messages\":[]}", "messages"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"messages\":{}}", "messages"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\"}]}", "messages"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"n\"}]}",
          "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE,
+        {&colo_api_body_infer, COLO_TASK_GENERATE,
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}]}", "messages"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"inputs\":[\"x\"]}", "inputs"},
-        {COLO_API_INFER, COLO_TASK_EMBED, "{\"prompt\":\"x\"}", "prompt"},
-        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[]}", "inputs"},
-        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[[1,2]]}", "inputs"},
-        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":5}", "inputs"},
-        {COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":\"x\",\"model\":\"m\"}", "model"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", "prompt"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}", "n"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":0}", "n"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":\"2\"}", "n"},
-        {COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"n\":17}", "n"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":1}", "echo"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":2.5}",
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"inputs\":[\"x\"]}", "inputs"},
+        {&colo_api_body_infer, COLO_TASK_EMBED, "{\"prompt\":\"x\"}", "prompt"},
+        {&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":[]}", "inputs"},
+        {&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":[[1,2]]}", "inputs"},
+        {&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":5}", "inputs"},
+        {&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":\"x\",\"model\":\"m\"}", "model"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}", "n"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":0}", "n"},
+        {&colo_api_body_chat, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":\"2\"}", "n"},
+        {&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"n\":17}", "n"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3}", "best_of"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":1}", "echo"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":2.5}",
          "presence_penalty"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":\"1\"}",
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"frequency_penalty\":\"1\"}",
          "frequency_penalty"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}",
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}",
          "repetition_penalty"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1.5}", "min_p"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"x\":5}}",
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"min_p\":1.5}", "min_p"},
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"x\":5}}",
          "logit_bias"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"49152\":5}}",
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"49152\":5}}",
          "logit_bias"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}",
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}",
          "logit_bias"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[-1]}", "stop"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE,
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"stop\":[-1]}", "stop"},
+        {&colo_api_body_chat, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", "top_logprobs"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE,
+        {&colo_api_body_chat, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", "logprobs"},
-        {COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE, "{\"model\":\"m\"}", "messages"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE,
+        {&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"suffix\":\"s\"}", "suffix"},
+        {&colo_api_body_chat, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", "prompt"},
+        {&colo_api_body_chat, COLO_TASK_GENERATE, "{\"model\":\"m\"}", "messages"},
+        {&colo_api_body_chat, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE,
+        {&colo_api_body_chat, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
          "tools"},
-        {COLO_API_CHAT, COLO_TASK_GENERATE,
+        {&colo_api_body_chat, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
          "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
          "response_format"},
-        {COLO_API_CHAT, COLO_TASK_EMBED, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        {&colo_api_body_chat, COLO_TASK_EMBED, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "model"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"input\":\"x\"}", "model"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\"}", "input"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[1,\"x\"]]}", "input"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"dimensions\":8}", "dimensions"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
+        {&colo_api_body_embeddings, COLO_TASK_GENERATE, "{\"model\":\"m\",\"input\":\"x\"}", "model"},
+        {&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\"}", "input"},
+        {&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[1,\"x\"]]}", "input"},
+        {&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"dimensions\":8}", "dimensions"},
+        {&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":\"x\",\"encoding_format\":\"int8\"}",
          "encoding_format"},
-        {COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
+        {&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"inputs\":\"x\"}", "inputs"},
 #define UM "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM "}", "max_tokens"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4}", "messages"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":0," UM "}", "max_tokens"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"temperature\":1.5}",
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM "}", "max_tokens"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4}", "messages"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":0," UM "}", "max_tokens"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"temperature\":1.5}",
          "temperature"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop_sequences\":\"x\"}",
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop_sequences\":\"x\"}",
          "stop_sequences"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop\":[\"x\"]}", "stop"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"stop\":[\"x\"]}", "stop"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "role"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        {&colo_api_body_messages, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
          "image"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        {&colo_api_body_messages, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
          "tool_result"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        {&colo_api_body_messages, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
          "{\"role\":\"assistant\",\"content\":\"y\"}]}",
          "last message"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"system\":5}", "system"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"tools\":[{\"name\":\"f\"}]}",
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"system\":5}", "system"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"tools\":[{\"name\":\"f\"}]}",
          "tools"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        {&colo_api_body_messages, COLO_TASK_GENERATE,
          "{\"model\":\"m\",\"max_tokens\":4," UM ",\"thinking\":{\"type\":\"deep\"}}",
          "thinking"},
-        {COLO_API_MESSAGES, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"n\":1}", "'n'"},
-        {COLO_API_MESSAGES, COLO_TASK_EMBED, "{\"model\":\"m\",\"max_tokens\":4," UM "}", "model"},
-        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
-        {COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM ",\"max_tokens\":4}", "max_tokens"},
-        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{}", "prompt"},
-        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\"," UM "}", "prompt"},
-        {COLO_API_TOKENIZE, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"add_bos\":true}", "add_bos"},
-        {COLO_API_TOKENIZE, COLO_TASK_EMBED, "{" UM "}", "messages"},
-        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{}", "tokens"},
-        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[1,\"2\"]}", "tokens"},
-        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[49152]}", "tokens"},
-        {COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[-1]}", "tokens"},
-        {COLO_API_DETOKENIZE, COLO_TASK_EMBED, "{\"tokens\":[1]}", "model"},
+        {&colo_api_body_messages, COLO_TASK_GENERATE, "{\"model\":\"m\",\"max_tokens\":4," UM ",\"n\":1}", "'n'"},
+        {&colo_api_body_messages, COLO_TASK_EMBED, "{\"model\":\"m\",\"max_tokens\":4," UM "}", "model"},
+        {&colo_api_body_count_tokens, COLO_TASK_GENERATE, "{\"model\":\"m\",\"messages\":[]}", "messages"},
+        {&colo_api_body_count_tokens, COLO_TASK_GENERATE, "{\"model\":\"m\"," UM ",\"max_tokens\":4}", "max_tokens"},
+        {&colo_api_body_tokenize, COLO_TASK_GENERATE, "{}", "prompt"},
+        {&colo_api_body_tokenize, COLO_TASK_GENERATE, "{\"prompt\":\"x\"," UM "}", "prompt"},
+        {&colo_api_body_tokenize, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"add_bos\":true}", "add_bos"},
+        {&colo_api_body_tokenize, COLO_TASK_EMBED, "{" UM "}", "messages"},
+        {&colo_api_body_detokenize, COLO_TASK_GENERATE, "{}", "tokens"},
+        {&colo_api_body_detokenize, COLO_TASK_GENERATE, "{\"tokens\":[1,\"2\"]}", "tokens"},
+        {&colo_api_body_detokenize, COLO_TASK_GENERATE, "{\"tokens\":[49152]}", "tokens"},
+        {&colo_api_body_detokenize, COLO_TASK_GENERATE, "{\"tokens\":[-1]}", "tokens"},
+        {&colo_api_body_detokenize, COLO_TASK_EMBED, "{\"tokens\":[1]}", "model"},
 #undef UM
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -279,7 +279,7 @@ static void test_sampling_fields(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_completions, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"prompt\":\"x\",\"presence_penalty\":0.5,\"frequency_penalty\":-1,"
                          "\"repetition_penalty\":1.1,\"min_p\":0.05,\"logit_bias\":{\"7\":-100,\"9\":2.5},"
                          "\"stop\":[\"END\",13,2],\"logprobs\":5,\"echo\":true}",
@@ -296,21 +296,21 @@ static void test_sampling_fields(void **state)
     assert_true(p->echo);
     in_free(&in);
     /* defaults: off */
-    assert_int_equal(dec(COLO_API_COMPLETIONS, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", &in, err,
+    assert_int_equal(dec(&colo_api_body_completions, COLO_TASK_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\"}", &in, err,
                          sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->params.logprobs, -1);
     assert_true(in.r->params.repetition_penalty == 1.0f);
     in_free(&in);
     /* chat: logprobs is a bool, top_logprobs the count */
-    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
                          "\"top_logprobs\":4}",
                          &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->params.logprobs, 4);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
                          &in, err, sizeof err),
                      COLO_OK);
@@ -325,7 +325,7 @@ static void test_anthropic_messages(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_messages, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"max_tokens\":7,\"system\":[{\"type\":\"text\",\"text\":\"Be \"},"
                          "{\"type\":\"text\",\"text\":\"brief.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
                          "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello\"},"
@@ -350,7 +350,7 @@ static void test_anthropic_messages(void **state)
     in_free(&in);
     /* extended thinking asked for, and an earlier turn's thinking blocks:
      * accepted; the reasoning is not part of the prompt */
-    assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_messages, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"max_tokens\":7,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
                          "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":["
                          "{\"type\":\"thinking\",\"thinking\":\"A greeting.\",\"signature\":\"s\"},"
@@ -361,17 +361,17 @@ static void test_anthropic_messages(void **state)
     assert_int_equal(in.r->in.n_messages, 3);
     assert_string_equal(in.r->in.messages[1].content, "Hello");
     in_free(&in);
-    assert_int_equal(dec(COLO_API_COUNT_TOKENS, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_count_tokens, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}", &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->in.n_messages, 1);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_DETOKENIZE, COLO_TASK_GENERATE, "{\"tokens\":[0,5,49151]}", &in, err, sizeof err),
+    assert_int_equal(dec(&colo_api_body_detokenize, COLO_TASK_GENERATE, "{\"tokens\":[0,5,49151]}", &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.n_tokens, 3);
     assert_int_equal(in.tokens[2], 49151);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_TOKENIZE, COLO_TASK_EMBED, "{\"prompt\":\"two words\"}", &in, err, sizeof err),
+    assert_int_equal(dec(&colo_api_body_tokenize, COLO_TASK_EMBED, "{\"prompt\":\"two words\"}", &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->in.n_texts, 1);
     assert_string_equal(in.r->in.texts[0], "two words");
@@ -384,7 +384,7 @@ static void test_openai_accepted(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},"
                          "{\"role\":\"user\",\"name\":\"bob\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
                          "{\"type\":\"text\",\"text\":\"b\"}]}],"
@@ -403,7 +403,7 @@ static void test_openai_accepted(void **state)
     assert_string_equal(in.r->in.messages[1].content, "ab"); /* text parts joined */
     in_free(&in);
 
-    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED,
+    assert_int_equal(dec(&colo_api_body_embeddings, COLO_TASK_EMBED,
                          "{\"model\":\"m\",\"input\":[\"one\",\"two\"],\"encoding_format\":\"base64\",\"user\":\"u\"}",
                          &in, err, sizeof err),
                      COLO_OK);
@@ -413,7 +413,7 @@ static void test_openai_accepted(void **state)
     assert_true(in.base64);
     in_free(&in);
 
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":\"solo\",\"priority\":\"low\"}", &in, err,
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":\"solo\",\"priority\":\"low\"}", &in, err,
                          sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->in.n_texts, 1);
@@ -439,7 +439,7 @@ static void test_openai_lenient(void **state)
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         char body[512];
         snprintf(body, sizeof body, "%s%s", head, ok[i]);
-        if (dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err) != COLO_OK)
+        if (dec(&colo_api_body_chat, COLO_TASK_GENERATE, body, &in, err, sizeof err) != COLO_OK)
             fail_msg("%s refused: %s", body, err);
         in_free(&in);
     }
@@ -455,7 +455,7 @@ static void test_openai_lenient(void **state)
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         char body[512];
         snprintf(body, sizeof body, "%s%s", head, refused[i].tail);
-        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
         if (!strstr(err, refused[i].want))
             fail_msg("%s: got '%s', want '%s'", body, err, refused[i].want);
         in_free(&in);
@@ -467,7 +467,7 @@ static void test_openai_lenient(void **state)
     snprintf(body, sizeof body, "%s%s", head,
              ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"object\","
              "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}");
-    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
+    assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
     assert_false(in.r->params.json_object);
     assert_non_null(in.r->params.json_schema);
     assert_non_null(strstr(in.r->params.json_schema, "\"required\""));
@@ -482,36 +482,36 @@ static void test_openai_lenient(void **state)
     };
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
         snprintf(body, sizeof body, "%s%s", head, formats[i].tail);
-        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
         if (!strstr(err, formats[i].want))
             fail_msg("%s: got '%s', want '%s'", body, err, formats[i].want);
         in_free(&in);
     }
     /* embeddings: token ids, one input or several; truncate asked for */
-    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[5,6,7]}", &in, err, sizeof err),
+    assert_int_equal(dec(&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[5,6,7]}", &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->in.n_texts, 1);
     assert_int_equal(in.r->in.token_lens[0], 3);
     assert_int_equal(in.r->in.token_inputs[0][2], 7);
     assert_false(in.r->params.truncate);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[6,7]],\"truncate\":true}",
+    assert_int_equal(dec(&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[6,7]],\"truncate\":true}",
                          &in, err, sizeof err),
                      COLO_OK);
     assert_int_equal(in.r->in.n_texts, 2);
     assert_int_equal(in.r->in.token_lens[1], 2);
     assert_true(in.r->params.truncate);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_EMBEDDINGS, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[99999999]]}", &in, err,
+    assert_int_equal(dec(&colo_api_body_embeddings, COLO_TASK_EMBED, "{\"model\":\"m\",\"input\":[[5],[99999999]]}", &in, err,
                          sizeof err),
                      COLO_EINVAL);
     assert_non_null(strstr(err, "input[1][0]: not a token id"));
     in_free(&in);
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, "{\"inputs\":[\"a\"]}", &in, err, sizeof err), COLO_OK);
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_EMBED, "{\"inputs\":[\"a\"]}", &in, err, sizeof err), COLO_OK);
     assert_true(in.r->params.truncate); /* /infer cuts, as it always has */
     in_free(&in);
     /* the native route stays strict */
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"reasoning_effort\":\"low\"}", &in,
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE, "{\"prompt\":\"x\",\"reasoning_effort\":\"low\"}", &in,
                          err, sizeof err),
                      COLO_EINVAL);
     assert_non_null(strstr(err, "unknown field 'reasoning_effort'"));
@@ -524,7 +524,7 @@ static void test_responses(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_responses, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"input\":\"Hi\",\"instructions\":\"Be brief.\",\"max_output_tokens\":9,"
                          "\"temperature\":0.5,\"store\":false,\"reasoning\":{\"effort\":\"low\"},\"truncation\":\"auto\","
                          "\"include\":[],\"metadata\":{\"k\":\"v\"},\"stream\":true}",
@@ -542,7 +542,7 @@ static void test_responses(void **state)
     in_free(&in);
     /* items: messages with text parts, a call and its output; flat tools;
      * text.format json_schema */
-    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_responses, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
                          "\"text\":\"Weather?\"}]},{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"w\","
                          "\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"sunny\"},"
@@ -561,7 +561,7 @@ static void test_responses(void **state)
     assert_int_equal(r->params.n_tools, 1);
     assert_int_equal(r->params.tool_choice, COLO_TOOLS_NAMED);
     in_free(&in);
-    assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_responses, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
                          "\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
                          &in, err, sizeof err),
@@ -583,7 +583,7 @@ static void test_responses(void **state)
         {"{\"model\":\"m\",\"input\":\"x\",\"colour\":1}", "unknown field 'colour'"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        assert_int_equal(dec(COLO_API_RESPONSES, COLO_TASK_GENERATE, refused[i].body, &in, err, sizeof err), COLO_EINVAL);
+        assert_int_equal(dec(&colo_api_body_responses, COLO_TASK_GENERATE, refused[i].body, &in, err, sizeof err), COLO_EINVAL);
         if (strncmp(err, refused[i].want, strlen(refused[i].want)) && !strstr(err, refused[i].want))
             fail_msg("%s: got '%s', want '%s'", refused[i].body, err, refused[i].want);
         in_free(&in);
@@ -602,12 +602,12 @@ static void test_limits(void **state)
     int k = sprintf(body, "{\"prompt\":\"");
     memset(body + k, 'y', n);
     strcpy(body + k + n, "\"}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_ETOOLONG);
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_ETOOLONG);
     assert_non_null(strstr(err, "longer"));
     in_free(&in);
     body[k + n - 1] = 0; /* exactly the limit */
     strcat(body, "\"}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_OK);
     assert_int_equal(in.r->in.prompt_len, lim.max_prompt_bytes);
     in_free(&in);
     free(body);
@@ -616,7 +616,7 @@ static void test_limits(void **state)
     for (int i = 0; i <= lim.max_inputs; i++)
         strcat(many, i ? ",\"a\"" : "\"a\"");
     strcat(many, "]}");
-    assert_int_equal(dec(COLO_API_INFER, COLO_TASK_EMBED, many, &in, err, sizeof err), COLO_EINVAL);
+    assert_int_equal(dec(&colo_api_body_infer, COLO_TASK_EMBED, many, &in, err, sizeof err), COLO_EINVAL);
     assert_non_null(strstr(err, "at most 64"));
     in_free(&in);
 }
@@ -652,7 +652,7 @@ static void test_structured_and_tools(void **state)
     (void)state;
     colo_api_input in;
     char err[256];
-    assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+    assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE,
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
                          "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":"
                          "{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":{}}}}}}",
@@ -663,7 +663,7 @@ static void test_structured_and_tools(void **state)
     assert_false(in.r->params.json_object);
     in_free(&in);
     assert_int_equal(
-        dec(COLO_API_CHAT, COLO_TASK_GENERATE,
+        dec(&colo_api_body_chat, COLO_TASK_GENERATE,
             "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\","
             "\"parameters\":{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
             "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"messages\":["
@@ -689,7 +689,7 @@ static void test_structured_and_tools(void **state)
     in_free(&in);
     /* Anthropic: tool_use into the assistant's calls, tool_result into a tool message before the text */
     assert_int_equal(
-        dec(COLO_API_MESSAGES, COLO_TASK_GENERATE,
+        dec(&colo_api_body_messages, COLO_TASK_GENERATE,
             "{\"model\":\"m\",\"max_tokens\":4,\"tools\":[{\"name\":\"add\",\"input_schema\":{\"type\":\"object\"}}],"
             "\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\",\"content\":\"add\"},"
             "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\",\"id\":"
@@ -718,7 +718,7 @@ static void test_structured_and_tools(void **state)
                  "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
                  "{\"role\":\"assistant\",\"content\":%s}]}",
                  untyped[i]);
-        assert_int_equal(dec(COLO_API_MESSAGES, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        assert_int_equal(dec(&colo_api_body_messages, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
         assert_non_null(strstr(err, "messages"));
         in_free(&in);
     }
@@ -736,7 +736,7 @@ static void test_structured_and_tools(void **state)
         char body[512];
         snprintf(body, sizeof body, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
                  bad[i][0]);
-        assert_int_equal(dec(COLO_API_CHAT, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
+        assert_int_equal(dec(&colo_api_body_chat, COLO_TASK_GENERATE, body, &in, err, sizeof err), COLO_EINVAL);
         if (!strstr(err, bad[i][1]))
             fail_msg("%s: '%s' lacks '%s'", body, err, bad[i][1]);
         in_free(&in);

@@ -31,23 +31,12 @@ static srv_fixture shared;
 static int setup(void **state)
 {
     *state = &shared;
-    if (!srv_tmpdir(&shared) || !srv_mkmodel(&shared, "m.gguf", 2, 64, 512, 256) || !srv_start(&shared, config)) {
-        char *log = srv_log(&shared);
-        fprintf(stderr, "colo-server did not start:\n%s\n", log);
-        free(log);
+    if (!srv_tmpdir(&shared) || !srv_mkmodel(&shared, "m.gguf", 2, 64, 512, 256) || !srv_start_logged(&shared, config))
         return -1;
-    }
-    *state = &shared;
     return 0;
 }
 
-static int teardown(void **state)
-{
-    srv_fixture *f = *state;
-    int code = srv_stop(f);
-    srv_cleanup(f);
-    return code == 0 ? 0 : -1;
-}
+static int teardown(void **state) { return srv_group_teardown(*state); }
 
 /* histogram_quantile over one series' cumulative buckets in /metrics text,
  * as Prometheus computes it: linear within the bucket, the highest finite

@@ -33,25 +33,14 @@ static srv_fixture shared;
 
 static int setup(void **state)
 {
-    if (!srv_tmpdir(&shared) || !srv_mkmodel(&shared, "m.gguf", 2, 64, 512, 256))
+    if (!srv_tmpdir(&shared) || !srv_mkmodel(&shared, "m.gguf", 2, 64, 512, 256) ||
+        !srv_start_logged(&shared, two_models))
         return -1;
-    if (!srv_start(&shared, two_models)) {
-        char *log = srv_log(&shared);
-        fprintf(stderr, "colo-server did not start:\n%s\n", log);
-        free(log);
-        return -1;
-    }
     *state = &shared;
     return 0;
 }
 
-static int teardown(void **state)
-{
-    srv_fixture *f = *state;
-    int code = srv_stop(f);
-    srv_cleanup(f);
-    return code == 0 ? 0 : -1;
-}
+static int teardown(void **state) { return srv_group_teardown(*state); }
 
 /* POSTs body to path and returns the parsed JSON answer; asserts the status. */
 static json_t *post_json(srv_fixture *f, const char *path, const char *body, int want_status)

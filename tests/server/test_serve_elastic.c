@@ -23,28 +23,11 @@
 
 static bool need_of(srv_fixture *f, double *need, double *kv)
 {
-    char cfg[400], cmd[1200];
-    if (!srv_write(f, "check.yaml", "server: { device: cpu, cpu_memory_bytes: 512MiB }\nmodels:\n"
-                                    "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.00001,\n"
-                                    "      kv_cache: { dtype: f32 }, batching: { max_batch_size: 8 } }\n"))
-        return false;
-    snprintf(cfg, sizeof cfg, "%s/check.yaml", f->dir);
-    snprintf(cmd, sizeof cmd, "'%s/colo-server' --config '%s' --check-config 2>&1", COLO_BINARY_DIR, cfg);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return false;
-    char out[2048] = "";
-    size_t len = fread(out, 1, sizeof out - 1, p);
-    out[len] = 0;
-    pclose(p);
-    const char *a = strstr(out, "needs "), *b = strstr(out, "-token sequence ");
-    if (!a || !b) {
-        fprintf(stderr, "unexpected --check-config output: %s\n", out);
-        return false;
-    }
-    *need = strtod(a + 6, NULL);
-    *kv = strtod(b + 16, NULL);
-    return *need > 0 && *kv > 0;
+    return srv_check_config_need(f,
+                                 "server: { device: cpu, cpu_memory_bytes: 512MiB }\nmodels:\n"
+                                 "  - { name: a, kind: llama, path: m.gguf, memory_fraction: 0.00001,\n"
+                                 "      kv_cache: { dtype: f32 }, batching: { max_batch_size: 8 } }\n",
+                                 need, kv);
 }
 
 static json_int_t jint(json_t *o, const char *k1, const char *k2)

@@ -25,28 +25,10 @@ static const char *model_a_block =
  * small: "needs N bytes (... KV cache for one 256-token sequence K)". */
 static bool memory_need(srv_fixture *f, double *need, double *kv)
 {
-    char yaml[1024], cfg[400], cmd[1200];
+    char yaml[1024];
     int n = snprintf(yaml, sizeof yaml, "server: { device: cpu, cpu_memory_bytes: 512MiB }\nmodels:\n");
     snprintf(yaml + n, sizeof yaml - (size_t)n, model_a_block, 0.00001);
-    if (!srv_write(f, "check.yaml", yaml))
-        return false;
-    snprintf(cfg, sizeof cfg, "%s/check.yaml", f->dir);
-    snprintf(cmd, sizeof cmd, "'%s/colo-server' --config '%s' --check-config 2>&1", COLO_BINARY_DIR, cfg);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return false;
-    char out[2048] = "";
-    size_t len = fread(out, 1, sizeof out - 1, p);
-    out[len] = 0;
-    pclose(p);
-    const char *a = strstr(out, "needs "), *b = strstr(out, "-token sequence ");
-    if (!a || !b) {
-        fprintf(stderr, "unexpected --check-config output: %s\n", out);
-        return false;
-    }
-    *need = strtod(a + 6, NULL);
-    *kv = strtod(b + 16, NULL);
-    return *need > 0 && *kv > 0;
+    return srv_check_config_need(f, yaml, need, kv);
 }
 
 static json_t *model_info(srv_fixture *f, const char *name)
