@@ -26,9 +26,12 @@
  * AVX512-VNNI (gemm_q8_vnni.c) and, for CPUs without it, AVX2
  * (gemm_q8_avx2.c), which forms the same exact integer sums with vpmaddubsw
  * and vpmaddwd, 8 lanes a register, and rounds the same float operations in
- * the same order: every output is the same bits on either. This file is
- * compiled for any x86-64 CPU colo runs on: it picks the version and calls
- * it. */
+ * the same order: every output is the same bits on either. For at most 4
+ * rows of x (decode) the AVX2 version reads the weight rows where they lie
+ * for every format of blocks of 32 and for Q4_K and Q6_K (gemm_q8_avx2.c,
+ * "in place"), and a single row takes that kernel on VNNI CPUs too, where
+ * it is the faster one. This file is compiled for any x86-64 CPU colo runs
+ * on: it picks the version and calls it. */
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <stdlib.h>

@@ -367,14 +367,29 @@ static bool narrow_reads_rows(colo_dtype t)
  * 16..31. */
 static void rows_x(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, int8_t *xs)
 {
+    /* dword t of a row's block: elements 4t..4t+3, 4 GROUP bytes after dword t - 1 */
+    const __m256i dwords = _mm256_setr_epi32(0, 4 * GROUP, 8 * GROUP, 12 * GROUP, 16 * GROUP, 20 * GROUP, 24 * GROUP,
+                                             28 * GROUP);
     for (int i = 0; i < m; i++)
         for (int b = 0; b < nb; b++) {
             const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
             int l = i % GROUP;
-            int16_t *o = (int16_t *)(void *)(xs + ((size_t)i * nb + b) * 64);
-            for (int e = 0; e < 32; e++) {
-                int16_t v = (int16_t)(256 * xb->q[e / 4][4 * l + e % 4] + xb->r[e / 4][4 * l + e % 4]);
-                o[t == COLO_Q8_0 ? e / 2 + 16 * (e % 2) : e] = v;
+            /* the row's digits, elements 0..31 in order */
+            __m256i q = _mm256_i32gather_epi32((const int *)(const void *)&xb->q[0][4 * l], dwords, 1);
+            __m256i r = _mm256_i32gather_epi32((const int *)(const void *)&xb->r[0][4 * l], dwords, 1);
+            __m256i *o = (__m256i *)(void *)(xs + ((size_t)i * nb + b) * 64);
+            if (t == COLO_Q8_0) { /* even elements, then odd ones: the low and high bytes of 16-bit lanes */
+                __m256i qe = _mm256_srai_epi16(_mm256_slli_epi16(q, 8), 8), re = _mm256_srai_epi16(_mm256_slli_epi16(r, 8), 8);
+                _mm256_storeu_si256(o, _mm256_add_epi16(_mm256_slli_epi16(qe, 8), re));
+                _mm256_storeu_si256(o + 1, _mm256_add_epi16(_mm256_slli_epi16(_mm256_srai_epi16(q, 8), 8),
+                                                            _mm256_srai_epi16(r, 8)));
+            } else {
+                for (int h = 0; h < 2; h++) {
+                    __m128i qh = h ? _mm256_extracti128_si256(q, 1) : _mm256_castsi256_si128(q);
+                    __m128i rh = h ? _mm256_extracti128_si256(r, 1) : _mm256_castsi256_si128(r);
+                    _mm256_storeu_si256(o + h, _mm256_add_epi16(_mm256_slli_epi16(_mm256_cvtepi8_epi16(qh), 8),
+                                                                _mm256_cvtepi8_epi16(rh)));
+                }
             }
         }
 }
