@@ -91,11 +91,11 @@ static inline __attribute__((always_inline)) __m256i dots_narrow(const __m256i *
 /* out[j][i] = row j (of JT, codes u + j * k, scales a/c + j * ns) . x row i
  * of the group xg, for NH scale blocks per block of 32: half a group (8
  * rows of x) at a time. */
-static inline __attribute__((always_inline)) void kernel(int nb, int k, int ns, const colo_q8_xblk *xg,
+static inline __attribute__((always_inline)) void kernel(int nb, int k, int ns, const colo_q8_xblk *xg, int rows,
                                                          const uint8_t *u, const float *a, const float *c, int nh,
                                                          int run, float out[JT][GROUP])
 {
-    for (int h = 0; h < GROUP / 8; h++) {
+    for (int h = 0; h < (rows + 7) / 8; h++) { /* (a half of the group with no row of x is skipped) */
         __m256 acc[JT];
         for (int j = 0; j < JT; j++)
             acc[j] = _mm256_setzero_ps();
@@ -217,10 +217,10 @@ static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, c
  * x's dword t becomes two registers, rows 0..3 and 4..7, each row's 4
  * elements in two lanes, which a horizontal add joins at the end. u16:
  * JT rows of k codes. */
-static void kernel_q8_0(int nb, int k, int ns, const colo_q8_xblk *xg, const uint16_t *u16, const float *a,
-                        const float *c, float out[JT][GROUP])
+static void kernel_q8_0(int nb, int k, int ns, const colo_q8_xblk *xg, int rows, const uint16_t *u16,
+                        const float *a, const float *c, float out[JT][GROUP])
 {
-    for (int h = 0; h < GROUP / 8; h++) {
+    for (int h = 0; h < (rows + 7) / 8; h++) {
         __m256 acc[JT];
         for (int j = 0; j < JT; j++)
             acc[j] = _mm256_setzero_ps();
@@ -264,10 +264,10 @@ static void kernel_q8_0(int nb, int k, int ns, const colo_q8_xblk *xg, const uin
 /* One instance per (scale blocks per 32, run). */
 #define Q8_INSTANCES(X) X(1, 8) X(1, 4) X(2, 4) X(2, 2)
 #define Q8_WIDE(nh, run)                                                                                               \
-    static void wide_##nh##_##run(int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_t *u, const float *a,     \
-                                  const float *c, float out[JT][GROUP])                                              \
+    static void wide_##nh##_##run(int nb, int k, int ns, const colo_q8_xblk *xg, int rows, const uint8_t *u,          \
+                                  const float *a, const float *c, float out[JT][GROUP])                              \
     {                                                                                                                  \
-        kernel(nb, k, ns, xg, u, a, c, nh, run, out);                                                                  \
+        kernel(nb, k, ns, xg, rows, u, a, c, nh, run, out);                                                            \
     }
 #define Q8_NARROW(nh, run)                                                                                             \
     static void narrow_##nh##_##run(int nb, int k, const colo_q8_xblk *xp, int m, const uint8_t *u, const float *at, \
@@ -287,16 +287,16 @@ static void widen(colo_dtype t, const uint8_t *u, int k, uint16_t *u16)
         _mm256_storeu_si256((__m256i *)(u16 + e), _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(u + e))));
 }
 
-static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_t *u, const uint16_t *u16,
-                 const float *a, const float *c, float out[JT][GROUP])
+static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, int rows, const uint8_t *u,
+                 const uint16_t *u16, const float *a, const float *c, float out[JT][GROUP])
 {
     int run = run_of(t);
     if (t == COLO_Q8_0)
-        kernel_q8_0(nb, k, ns, xg, u16, a, c, out);
+        kernel_q8_0(nb, k, ns, xg, rows, u16, a, c, out);
     else if (halves(t) == 2)
-        (run == 4 ? wide_2_4 : wide_2_2)(nb, k, ns, xg, u, a, c, out);
+        (run == 4 ? wide_2_4 : wide_2_2)(nb, k, ns, xg, rows, u, a, c, out);
     else
-        (run == 8 ? wide_1_8 : wide_1_4)(nb, k, ns, xg, u, a, c, out);
+        (run == 8 ? wide_1_8 : wide_1_4)(nb, k, ns, xg, rows, u, a, c, out);
 }
 
 

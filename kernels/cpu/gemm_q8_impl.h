@@ -396,9 +396,10 @@ static void unpack_row(colo_dtype t, const void *row, int k, uint8_t *u, float *
  * the AVX2 version's Q8_0 codes as 16 bits in u16 (JT, k). */
 static void widen(colo_dtype t, const uint8_t *u, int k, uint16_t *u16);
 /* out[j][i] = row j of the tile (codes u + j * k or u16 + j * k, scales
- * a/c + j * ns) . x row i of the group xg. */
-static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_t *u, const uint16_t *u16,
-                 const float *a, const float *c, float out[JT][GROUP]);
+ * a/c + j * ns) . x row i of the group xg, for i < rows (the group's rows
+ * of x; the others may be left unwritten). */
+static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, int rows, const uint8_t *u,
+                 const uint16_t *u16, const float *a, const float *c, float out[JT][GROUP]);
 /* What narrow() needs of x besides xp (m rows), in xs: the AVX2 version's
  * Q8_0 pairs. */
 static void prepare_narrow(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, void *xs);
@@ -481,7 +482,8 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
         }
         widen(t, u, k, u16);
         for (int g = 0; g < n_groups; g++) {
-            wide(t, nb, k, ns, xp + (size_t)g * nb, u, u16, a, c, out);
+            int g_rows = m - g * GROUP < GROUP ? m - g * GROUP : GROUP;
+            wide(t, nb, k, ns, xp + (size_t)g * nb, g_rows, u, u16, a, c, out);
             for (int i = 0; i < GROUP && g * GROUP + i < m; i++) {
                 float *yr = y + (int64_t)(g * GROUP + i) * y_stride + t0;
                 for (int j = 0; j < nj; j++)

@@ -216,10 +216,10 @@ static void widen(colo_dtype t, const uint8_t *u, int k, uint16_t *u16)
     (void)t, (void)u, (void)k, (void)u16;
 }
 
-static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_t *u, const uint16_t *u16,
-                 const float *a, const float *c, float out[JT][GROUP])
+static void wide(colo_dtype t, int nb, int k, int ns, const colo_q8_xblk *xg, int rows, const uint8_t *u,
+                 const uint16_t *u16, const float *a, const float *c, float out[JT][GROUP])
 {
-    (void)u16;
+    (void)u16, (void)rows; /* (all 16 rows of x are one register) */
     (halves(t) == 1 ? kernel32 : kernel16)(nb, k, ns, xg, u, a, c, out);
 }
 
