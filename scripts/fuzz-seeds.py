@@ -108,6 +108,32 @@ def api_seeds():
         body(INFER | LLAMA | SMALL, {"prompt": "x" * 80, "max_tokens": 17, "top_k": 301}))
     put("api_request", "small-inputs", body(EMBEDDINGS | BERT | SMALL, {"model": "m", "input": ["a", "b", "c"]}))
     put("api_request", "wrong-kind", body(COMPLETIONS | BERT, {"model": "m", "prompt": "p"}))
+    # The Responses API (the ninth body of the target's table; 17 keeps the large limits):
+    # every kind of input item, instructions, tools and a JSON schema.
+    put("api_request", "responses-items",
+        bytes([17]) + json.dumps({
+            "model": "smollm2", "instructions": "Be brief.", "max_output_tokens": 16, "temperature": 0,
+            "input": [
+                {"role": "user", "content": "What is the weather in Paris?"},
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": "Let me check."}]},
+                {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{\"city\":\"Paris\"}"},
+                {"type": "function_call", "call_id": "c2", "name": "time", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                {"type": "function_call_output", "call_id": "c2", "output": "noon"},
+                {"type": "reasoning", "summary": []},
+                {"role": "user", "content": [{"type": "input_text", "text": "And now?"}]}],
+            "tools": [{"type": "function", "name": "weather", "description": "d",
+                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                      "required": ["city"]}, "strict": True}],
+            "tool_choice": "required", "parallel_tool_calls": False, "metadata": {"k": "v"},
+            "truncation": "disabled", "store": False}).encode())
+    put("api_request", "responses-schema",
+        bytes([8]) + json.dumps({
+            "model": "m", "input": "x",
+            "text": {"format": {"type": "json_schema", "name": "o", "strict": True,
+                                "schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                           "required": ["a"], "additionalProperties": False}}}}).encode())
 
 
 # ---- gguf ----------------------------------------------------------------------------------
@@ -233,6 +259,10 @@ models:
 """)
     put("config", "flow.yaml", '{server: {listen: "127.0.0.1:1", threads: 2}, '
                                'models: [{name: x, kind: llama, path: x.gguf, memory_fraction: 1}]}\n')
+    # the body of POST /admin/models/{name}/adapters (colo_config_parse_adapter)
+    put("config", "adapter-body.yaml",
+        '{"name": "support", "path": "lora/support.gguf", "scale": 0.5, "priority": "high", '
+        '"sla": {"ttft_ms": 500, "tpot_ms": 50}, "on_overload": "reject"}\n')
     put("config", "anchors.yaml", """base: &b { kind: bert, memory_fraction: 0.1 }
 models:
   - name: one
