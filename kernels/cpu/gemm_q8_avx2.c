@@ -324,14 +324,16 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     else
         (run == 8 ? narrow_1_8 : narrow_1_4)(nb, k, xp, m, u, at, ct, out);
 }
+
 /* ---- the narrow kernel on weight rows in place (decode) --------------------------------
- * For the formats of blocks of 32, a step of few rows reads each weight row
- * where it lies, from its first block to its last, as one stream the
- * hardware prefetches: no copy of the codes through unpack_row and no
- * transpose of them. A first pass forms each block's exact integer product
- * with each row of x (row_sums); a second turns 8 weight rows' sums at a
- * time into outputs by kernel_narrow's float operations in its order, so
- * the bits are the same. */
+ * For the formats of blocks of 32, Q4_K and Q6_K, a step of at most 4 rows
+ * reads each weight row where it lies, from its first block to its last, as
+ * one stream the hardware prefetches: no copy of the codes through
+ * unpack_row and no transpose of them. A first pass forms each block's
+ * exact integer product with each row of x (row_sums) and copies its
+ * scales; a second turns the tile's 16 weight rows' sums into outputs, 8
+ * rows a register, by kernel_narrow's float operations in its order, so the
+ * bits are the same. */
 
 /* A block of 32: its size, the byte offsets of its codes, of its fifth bits
  * (-1: none) and of its minimum (-1: none), and the multiple of d its codes'
