@@ -24,34 +24,13 @@
 
 #include "models/gguf.h"
 #include "server_fixture.h"
-
-static const colo_mkmodel_config BASE = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
-                                         .n_vocab = 512, .n_ctx = 512, .type = COLO_F16, .seed = 7,
-                                         .rope_base = 10000.0f};
+#include "lora_fixture.h"
 
 #define SERVER "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 268435456 }\n"
 
-/* base.gguf, adapters a1..a3.gguf (ranks 4, 8, 16), odd.gguf (of a wider
- * model) and inf.gguf (alpha infinite). */
-static void write_files(srv_fixture *f)
-{
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/base.gguf", f->dir);
-    assert_int_equal(colo_mkmodel_write(path, &BASE, err, sizeof err), COLO_OK);
-    for (int i = 1; i <= 3; i++) {
-        colo_mkmodel_lora l = {.rank = 4 << (i - 1), .type = COLO_F32, .seed = (uint64_t)i};
-        snprintf(path, sizeof path, "%s/a%d.gguf", f->dir, i);
-        assert_int_equal(colo_mkmodel_write_lora(path, &BASE, &l, err, sizeof err), COLO_OK);
-    }
-    colo_mkmodel_config wide = BASE;
-    wide.n_embd = 128, wide.n_ff = 256;
-    colo_mkmodel_lora l = {.rank = 4, .type = COLO_F32, .seed = 9};
-    snprintf(path, sizeof path, "%s/odd.gguf", f->dir);
-    assert_int_equal(colo_mkmodel_write_lora(path, &wide, &l, err, sizeof err), COLO_OK);
-    l.alpha = INFINITY;
-    snprintf(path, sizeof path, "%s/inf.gguf", f->dir);
-    assert_int_equal(colo_mkmodel_write_lora(path, &BASE, &l, err, sizeof err), COLO_OK);
-}
+/* base.gguf, a1..a3.gguf (ranks 4, 8, 16), odd.gguf (of a wider model) and
+ * inf.gguf (alpha infinite): lora_fixture.h. */
+static void write_files(srv_fixture *f) { srv_lora_files(f, 3, true); }
 
 static const char *YAML = SERVER "models:\n"
                                  "  - name: b\n"
@@ -80,29 +59,6 @@ static const char *error_message(json_t *j)
 {
     const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
     return m ? m : "";
-}
-
-/* The state of a model or adapter ("absent" when unknown). */
-static void state_of(srv_fixture *f, const char *name, char *out, size_t cap)
-{
-    char path[96];
-    snprintf(path, sizeof path, "/v1/models/%s", name);
-    int st;
-    json_t *j = srv_get_json(f, path, &st);
-    snprintf(out, cap, "%s", st == 404 ? "absent" : json_string_value(json_object_get(j, "state")));
-    json_decref(j);
-}
-
-static void wait_state(srv_fixture *f, const char *name, const char *want)
-{
-    char s[32] = "";
-    for (int i = 0; i < 500; i++) {
-        state_of(f, name, s, sizeof s);
-        if (!strcmp(s, want))
-            return;
-        srv_sleep_ms(20);
-    }
-    fail_msg("%s: %s, not %s", name, s, want);
 }
 
 /* The greedy tokens of /infer on name. */
@@ -178,8 +134,8 @@ static void test_names_are_one_namespace(void **state)
                      &st, NULL, 0);
     assert_int_equal(st, 202);
     json_decref(j);
-    wait_state(&f, "m5", "ready");
-    wait_state(&f, "c5", "ready");
+    srv_wait_state(&f, "m5", "ready");
+    srv_wait_state(&f, "c5", "ready");
     j = call(&f, "POST", "/admin/models/b/adapters", "{\"name\":\"al5\",\"path\":\"a3.gguf\"}", &st, NULL, 0);
     assert_int_equal(st, 409);
     assert_non_null(strstr(error_message(j), "model m5"));
@@ -226,7 +182,7 @@ static void test_adapter_states(void **state)
     json_t *j = call(&f, "POST", "/admin/models/b/adapters", "{\"name\":\"a3\",\"path\":\"a3.gguf\"}", &st, NULL, 0);
     assert_int_equal(st, 202);
     json_decref(j);
-    wait_state(&f, "a3", "failed");
+    srv_wait_state(&f, "a3", "failed");
     j = call(&f, "POST", "/v1/models/a3/infer", "{\"prompt\":\"x\",\"max_tokens\":2}", &st, ra, sizeof ra);
     assert_int_equal(st, 503);
     if (!strstr(error_message(j), "adapter a3 of model b is failed") ||
@@ -246,8 +202,8 @@ static void test_adapter_states(void **state)
              &st, NULL, 0);
     assert_int_equal(st, 202);
     json_decref(j);
-    wait_state(&f, "bad", "failed");
-    wait_state(&f, "ba", "failed");
+    srv_wait_state(&f, "bad", "failed");
+    srv_wait_state(&f, "ba", "failed");
     j = srv_get_json(&f, "/v1/models/ba", &st);
     assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "model bad did not load"));
     json_decref(j);
@@ -271,7 +227,7 @@ static void test_sighup_keeps_a_working_adapter(void **state)
     assert_int_equal(kill(f.pid, SIGHUP), 0);
     assert_true(srv_log_has(&f, "adapter a1: not replaced"));
     char s[32];
-    state_of(&f, "a1", s, sizeof s);
+    srv_model_state(&f, "a1", s, sizeof s);
     assert_string_equal(s, "ready");
     json_t *after = infer(&f, "a1");
     assert_true(json_equal(before, after));
@@ -331,7 +287,7 @@ static void test_non_finite(void **state)
     write_files(&f);
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/nan.gguf", f.dir);
-    assert_int_equal(colo_mkmodel_write(path, &BASE, err, sizeof err), COLO_OK);
+    assert_int_equal(colo_mkmodel_write(path, &srv_lora_base, err, sizeof err), COLO_OK);
     poison_tensor(path, "output_norm.weight");
     char y[2048];
     snprintf(y, sizeof y, "%s  - { name: n, kind: llama, path: nan.gguf, memory_fraction: 0.2 }\n", YAML);
@@ -381,7 +337,7 @@ static void test_tokens_of_a_sleeping_model(void **state)
     json_t *j = call(&f, "POST", "/admin/models/b/sleep", "", &st, NULL, 0);
     assert_int_equal(st, 202);
     json_decref(j);
-    wait_state(&f, "b", "sleeping");
+    srv_wait_state(&f, "b", "sleeping");
     json_t *asleep = call(&f, "POST", "/v1/models/b/tokenize", "{\"prompt\":\"hello there\"}", &st, NULL, 0);
     if (st != 200)
         fail_msg("tokenize: %d %s", st, error_message(asleep));
@@ -406,7 +362,7 @@ static void test_tokens_of_a_sleeping_model(void **state)
     assert_int_equal(st, 200);
     json_decref(j);
     char s[32];
-    state_of(&f, "b", s, sizeof s);
+    srv_model_state(&f, "b", s, sizeof s);
     assert_string_equal(s, "sleeping"); /* none of it woke the model */
     json_decref(awake);
     json_decref(asleep);

@@ -22,30 +22,10 @@
 
 #include "server/sha256.h"
 #include "server_fixture.h"
+#include "lora_fixture.h"
 
-static const colo_mkmodel_config BASE = {.n_layer = 2, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_ff = 128,
-                                         .n_vocab = 512, .n_ctx = 512, .type = COLO_F16, .seed = 7,
-                                         .rope_base = 10000.0f};
-
-/* The base (base.gguf) and adapters a1..a4.gguf (ranks 4, 8, 16, 8) and,
- * for the refusals, odd.gguf: an adapter of a wider model. */
-static void write_files(srv_fixture *f)
-{
-    char path[512], err[256];
-    snprintf(path, sizeof path, "%s/base.gguf", f->dir);
-    assert_int_equal(colo_mkmodel_write(path, &BASE, err, sizeof err), COLO_OK);
-    for (int i = 1; i <= 4; i++) {
-        colo_mkmodel_lora l = {.rank = i == 3 ? 16 : 4 * (1 + (i == 2 || i == 4)), .type = COLO_F32,
-                               .seed = (uint64_t)i};
-        snprintf(path, sizeof path, "%s/a%d.gguf", f->dir, i);
-        assert_int_equal(colo_mkmodel_write_lora(path, &BASE, &l, err, sizeof err), COLO_OK);
-    }
-    colo_mkmodel_config wide = BASE;
-    wide.n_embd = 128, wide.n_ff = 256;
-    colo_mkmodel_lora l = {.rank = 4, .type = COLO_F32, .seed = 9};
-    snprintf(path, sizeof path, "%s/odd.gguf", f->dir);
-    assert_int_equal(colo_mkmodel_write_lora(path, &wide, &l, err, sizeof err), COLO_OK);
-}
+/* base.gguf, a1..a4.gguf (ranks 4, 8, 16, 8) and odd.gguf (lora_fixture.h). */
+static void write_files(srv_fixture *f) { srv_lora_files(f, 4, false); }
 
 static const char *YAML1 = "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 268435456 }\n"
                            "models:\n"
@@ -92,26 +72,6 @@ static json_t *infer(srv_fixture *f, const char *name, int seed, int max_tokens)
     json_t *t = json_incref(json_object_get(j, "tokens"));
     json_decref(j);
     return t;
-}
-
-static const char *state_of(srv_fixture *f, const char *name, char *buf, size_t cap)
-{
-    char path[96];
-    snprintf(path, sizeof path, "/v1/models/%s", name);
-    int st;
-    json_t *j = srv_get_json(f, path, &st);
-    snprintf(buf, cap, "%s", st == 404 ? "absent" : json_string_value(json_object_get(j, "state")));
-    json_decref(j);
-    return buf;
-}
-
-static void wait_state(srv_fixture *f, const char *name, const char *want)
-{
-    char s[32] = "";
-    for (int i = 0; i < 500 && strcmp(state_of(f, name, s, sizeof s), want); i++)
-        srv_sleep_ms(20);
-    if (strcmp(s, want))
-        fail_msg("%s: %s, not %s", name, s, want);
 }
 
 static void test_routes_listing_accounting(void **state)
@@ -215,7 +175,7 @@ static void test_admin_add_remove(void **state)
     assert_int_equal(st, 202);
     assert_string_equal(json_string_value(json_object_get(j, "state")), "loading");
     json_decref(j);
-    wait_state(&f, "a3", "ready");
+    srv_wait_state(&f, "a3", "ready");
     json_t *t = infer(&f, "a3", 2, 8);
     json_decref(t);
     /* removed while a request of it is queued (one sequence at a time,
@@ -237,7 +197,7 @@ static void test_admin_add_remove(void **state)
     srv_sleep_ms(5);
     assert_int_equal(del(&f, "/admin/models/b/adapters/a3"), 202);
     char s[32];
-    assert_string_equal(state_of(&f, "a3", s, sizeof s), "unloading");
+    assert_string_equal(srv_model_state(&f, "a3", s, sizeof s), "unloading");
     j = post(&f, "/v1/models/a3/infer", "{\"prompt\":\"x\",\"max_tokens\":2}", &st);
     assert_true(st == 503 || st == 404);
     json_decref(j);
@@ -255,7 +215,7 @@ static void test_admin_add_remove(void **state)
     close(fd_base);
     free(buf);
     srv_resp_free(&r);
-    wait_state(&f, "a3", "absent");
+    srv_wait_state(&f, "a3", "absent");
     /* hostile bodies and names */
     static const struct {
         const char *path, *body;
@@ -350,8 +310,8 @@ static void test_sighup(void **state)
                      "      - { name: a4, path: a4.gguf }\n";
     assert_true(srv_write(&f, "config.yaml", y2));
     assert_int_equal(kill(f.pid, SIGHUP), 0);
-    wait_state(&f, "a4", "ready");
-    wait_state(&f, "a2", "absent");
+    srv_wait_state(&f, "a4", "ready");
+    srv_wait_state(&f, "a2", "absent");
     assert_true(srv_log_has(&f, "adapter a1: priority and SLA applied in place"));
     int st;
     json_t *j = srv_get_json(&f, "/v1/models/a1", &st);
@@ -389,7 +349,7 @@ static void sleep_wake(bool reserve)
     assert_int_equal(st, 202);
     json_decref(j);
     if (!reserve) {
-        wait_state(&f, "a4", "failed");
+        srv_wait_state(&f, "a4", "failed");
         j = srv_get_json(&f, "/v1/models/a4", &st);
         assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "adapter_memory_bytes"));
         json_decref(j);
@@ -397,19 +357,19 @@ static void sleep_wake(bool reserve)
         assert_int_equal(st, 503);
         json_decref(j);
         assert_int_equal(del(&f, "/admin/models/b/adapters/a4"), 202);
-        wait_state(&f, "a4", "absent");
+        srv_wait_state(&f, "a4", "absent");
         json_decref(infer(&f, "a1", 6, 8));
         assert_int_equal(srv_stop(&f), 0);
         srv_cleanup(&f);
         return;
     }
-    wait_state(&f, "a4", "ready");
+    srv_wait_state(&f, "a4", "ready");
     json_t *t1 = infer(&f, "a1", 6, 8), *t4 = infer(&f, "a4", 6, 8);
     j = post(&f, "/admin/models/b/sleep", "", &st);
     assert_int_equal(st, 202);
     json_decref(j);
     char s[32] = "";
-    for (int i = 0; i < 500 && strcmp(state_of(&f, "b", s, sizeof s), "sleeping"); i++)
+    for (int i = 0; i < 500 && strcmp(srv_model_state(&f, "b", s, sizeof s), "sleeping"); i++)
         srv_sleep_ms(20);
     assert_string_equal(s, "sleeping");
     json_t *w1 = infer(&f, "a1", 6, 8), *w4 = infer(&f, "a4", 6, 8); /* the first wakes the base */
