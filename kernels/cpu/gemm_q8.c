@@ -126,8 +126,7 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
      * kernel reads the weight rows in place, where the VNNI one unpacks
      * them first; the bits are the same, and it streams the weights from
      * memory faster (2 to 4 rows, in cache, are VNNI's). */
-    bool rows_in_place = m == 1 && (t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q5_0 || t == COLO_Q5_1 ||
-                                    t == COLO_Q8_0 || t == COLO_Q4_K || t == COLO_Q6_K);
+    bool rows_in_place = m == 1 && colo_cpu_gemm_q8_in_place_avx2(t);
     if (colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else

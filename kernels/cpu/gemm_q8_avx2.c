@@ -786,3 +786,13 @@ static void prepare_narrow(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, 
         rows_x(t, xp, m, nb, xs);
 }
 #endif
+
+bool colo_cpu_gemm_q8_in_place_avx2(colo_dtype t)
+{
+#if defined(Q8_AVX2)
+    return narrow_reads_rows(t);
+#else
+    (void)t;
+    return false;
+#endif
+}
