@@ -53,13 +53,58 @@ static double uniform(colo_sampler *s)
     return (double)((s->state[1] + b) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int colo_argmax(const float *x, int n)
+/* The first index of the largest of x (x[i] > x[best] moves best on; a NaN
+ * never does): the reference the fast path below must agree with. */
+static int argmax_scalar(const float *x, int n)
 {
     int best = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[best])
             best = i;
     return best;
+}
+
+/* x's bits as an integer that orders as the float does (-0 just below +0,
+ * NaNs beyond the infinities): a maximum the compiler vectorizes, which a
+ * float comparison it must not reorder is not. */
+static inline int32_t ordered(const float *x)
+{
+    int32_t v;
+    memcpy(&v, x, sizeof v);
+    return v ^ (int32_t)((uint32_t)(v >> 31) >> 1);
+}
+
+/* A decode step of a 262k vocabulary scans its logits here: the largest by
+ * ordered integers, then the first index equal to it as a float (so -0 and
+ * +0 tie, as argmax_scalar's >). A NaN at the top or in x[0] takes the
+ * scalar loop, whose answer it then is. */
+int colo_argmax(const float *x, int n)
+{
+    int32_t top = INT32_MIN;
+    for (int i = 0; i < n; i++) {
+        int32_t v = ordered(x + i);
+        top = v > top ? v : top;
+    }
+    int32_t bits = top ^ (int32_t)((uint32_t)(top >> 31) >> 1);
+    float mx;
+    memcpy(&mx, &bits, sizeof mx);
+    if (isnan(mx) || isnan(x[0]))
+        return argmax_scalar(x, n);
+    for (int i = 0; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0;
+}
+
+bool colo_all_finite(const float *x, int n)
+{
+    uint32_t bad = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t v;
+        memcpy(&v, x + i, sizeof v);
+        bad |= (v & 0x7f800000u) == 0x7f800000u; /* exponent all ones: an infinity or a NaN */
+    }
+    return !bad;
 }
 
 /* a ranks before b: higher probability, then lower id (a total order, so

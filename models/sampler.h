@@ -62,7 +62,9 @@ int colo_sampler_sample_shaped(colo_sampler *s, const float *logits, int n, cons
  * top_ids/top_lps (k <= 20). */
 void colo_logprobs(const float *logits, int n, int chosen, int k, float *chosen_lp, int32_t *top_ids,
                    float *top_lps);
-/* The index of the largest logit (lowest index on ties). */
+/* The index of the largest logit (lowest index on ties; -0 and +0 tie). */
 int colo_argmax(const float *x, int n);
+/* Whether no x[i] is a NaN or an infinity. */
+bool colo_all_finite(const float *x, int n);
 
 #endif
