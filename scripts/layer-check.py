@@ -45,7 +45,7 @@ PRIVATE = {
     "runtime/cpu_task.h": ("runtime/", "kernels/cpu/", "tests/runtime/", "tests/kernels/"),
     "runtime/cuda_impl.h": ("runtime/", "kernels/cuda/", "tests/runtime/", "tests/kernels/"),
     # colo-mkmodel writes by the architecture table the loader reads by
-    "models/llama_impl.h": ("models/", "tests/models/", "tests/fuzz/", "tools/mkmodel.c"),
+    "models/arch/llama_impl.h": ("models/arch/", "tests/models/", "tests/fuzz/", "tools/mkmodel.c"),
 }
 
 
@@ -73,7 +73,7 @@ def private_to(header):
     base = os.path.basename(header)
     if re.search(r"_impl\.(h|cuh)$", base):
         d = os.path.dirname(header) + "/"
-        return (d, "tests/" + d, "tests/fuzz/")
+        return (d, "tests/" + folder(header) + "/", "tests/fuzz/")
     return None
 
 

@@ -1,4 +1,4 @@
-#include "models/alloc_set.h"
+#include "models/arch/alloc_set.h"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* models/alloc_set.h: the arena allocations one model owns, so that freeing
+/* models/arch/alloc_set.h: the arena allocations one model owns, so that freeing
  * the model returns every one of them (weights, caches, activations).
  * Not thread-safe: a model's allocations change on its owner's thread. */
 #ifndef COLO_MODELS_ALLOC_SET_H

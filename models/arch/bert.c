@@ -2,9 +2,9 @@
  * V 30522, 512 positions, max_seq_length 256, GELU, LayerNorm eps 1e-12).
  * Matrix products run on the real tokens packed back to back; attention
  * alone sees the batch padded to its longest sequence. */
-#include "models/alloc_set.h"
-#include "models/bert.h"
-#include "models/safetensors.h"
+#include "models/arch/alloc_set.h"
+#include "models/arch/bert.h"
+#include "models/format/safetensors.h"
 #include "runtime/file.h"
 
 #include <errno.h>

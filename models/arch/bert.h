@@ -1,4 +1,4 @@
-/* models/bert.h: BERT sentence encoders (all-MiniLM-L6-v2) from a
+/* models/arch/bert.h: BERT sentence encoders (all-MiniLM-L6-v2) from a
  * Hugging Face / sentence-transformers model folder.
  *
  * The folder holds config.json (model_type bert, hidden_act gelu, absolute
@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
-#include "models/wordpiece.h"
+#include "models/tokenizer/wordpiece.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/cosched.h"

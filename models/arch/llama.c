@@ -1,9 +1,9 @@
 /* The llama family's forward pass: one for every architecture, each
- * architecture's differences read from its row (models/llama_impl.h) and
+ * architecture's differences read from its row (models/arch/llama_impl.h) and
  * the tensors it loaded (present or absent); with the paged KV cache and
  * the activation scratch the pass runs in. */
-#include "models/llama_impl.h"
-#include "models/kv_cache.h"
+#include "models/arch/llama_impl.h"
+#include "models/cache/kv_cache.h"
 #include "runtime/log.h"
 
 #include <stdlib.h>

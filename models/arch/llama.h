@@ -1,4 +1,4 @@
-/* models/llama.h: decoder-only transformers from a GGUF file: the
+/* models/arch/llama.h: decoder-only transformers from a GGUF file: the
  * architectures llama (Llama 2/3.x, Mistral, SmolLM2, DeepSeek-R1-Distill-
  * Llama), qwen2 (Qwen2.5, DeepSeek-R1-Distill-Qwen), qwen3, phi3
  * (Phi-3/3.5) and gemma3. docs/MODELS.md lists what each reads.
@@ -21,7 +21,7 @@
  * (other rope scalings, soft-capping, experts), is refused by name.
  *
  * Weights live in the model's arena in their file type (Q4_1 stays Q4_1).
- * The KV cache is paged (models/kv_cache.h): n_blocks blocks of block_size
+ * The KV cache is paged (models/cache/kv_cache.h): n_blocks blocks of block_size
  * tokens for every layer, handed out by a block allocator
  * (colo_llama_kv_alloc/free, or the cache itself) that a continuous batcher
  * drives. One forward pass takes a batch of tokens from several sequences at
@@ -36,13 +36,13 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
-#include "models/tokenizer.h"
-#include "models/kv_cache.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/cache/kv_cache.h"
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/cosched.h"
 
-/* The architectures; each is one row of traits in models/llama_arch.c,
+/* The architectures; each is one row of traits in models/arch/llama_arch.c,
  * which is all that loading and the forward pass know of it. */
 typedef enum colo_llama_arch {
     COLO_ARCH_LLAMA,
@@ -172,7 +172,7 @@ typedef struct colo_llama_batch {
     const int32_t *block_table;
     int n_logits;
     const int32_t *logit_rows;
-    /* (n_seqs) each sequence's adapter slot (models/lora.h), -1 for the
+    /* (n_seqs) each sequence's adapter slot (models/arch/lora.h), -1 for the
      * bare model; NULL: every sequence runs the bare model */
     const int32_t *seq_adapter;
 } colo_llama_batch;

@@ -1,7 +1,7 @@
-/* The architectures of the llama family, one row each (models/llama_impl.h
+/* The architectures of the llama family, one row each (models/arch/llama_impl.h
  * says what every field means). The row is all that loading, the forward
  * pass and colo-mkmodel know of an architecture. */
-#include "models/llama_impl.h"
+#include "models/arch/llama_impl.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* The hyperparameters of a llama-family GGUF file: every key read, checked
- * and, where the architecture's row says so (models/llama_impl.h), given its
+ * and, where the architecture's row says so (models/arch/llama_impl.h), given its
  * architecture's meaning. A key that would change the computation and is not
  * applied here is refused with its name. */
-#include "models/llama_impl.h"
+#include "models/arch/llama_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
-/* models/llama_impl.h: what the files of the llama-family model share,
- * private to models/ (models/llama.h is the interface):
+/* models/arch/llama_impl.h: what the files of the llama-family model share,
+ * private to models/arch/ (models/arch/llama.h is the interface):
  *   llama_arch.c     the architectures' traits, one row each
  *   llama_hparams.c  hyperparameters from the GGUF's keys
  *   llama_load.c     the tensor list, loading, the memory a file needs
  *   llama.c          the KV cache, activations and the forward pass
  *
- * Adding an architecture: a value of colo_llama_arch (models/llama.h), a
+ * Adding an architecture: a value of colo_llama_arch (models/arch/llama.h), a
  * row of colo_llama_arch_traits in llama_arch.c, and code only for what no
  * field of the row expresses yet (docs/ARCHITECTURE.md walks through it). */
 #ifndef COLO_MODELS_LLAMA_IMPL_H
@@ -13,10 +13,10 @@
 
 #include <stdbool.h>
 
-#include "models/alloc_set.h"
-#include "models/gguf.h"
-#include "models/llama.h"
-#include "models/lora.h"
+#include "models/arch/alloc_set.h"
+#include "models/format/gguf.h"
+#include "models/arch/llama.h"
+#include "models/arch/lora.h"
 
 /* Where the rope's per-frequency factors come from. */
 typedef enum colo_llama_rope_factors {
@@ -94,7 +94,7 @@ typedef struct {
 enum { COLO_LORA_Q, COLO_LORA_K, COLO_LORA_V, COLO_LORA_O, COLO_LORA_GATE, COLO_LORA_UP, COLO_LORA_DOWN,
        COLO_LORA_PRODUCTS };
 
-/* The model's adapters (models/lora.c), made on the first load. The slot
+/* The model's adapters (models/arch/lora.c), made on the first load. The slot
  * table holds, for layer l, product p and slot i, entry
  * (l * COLO_LORA_PRODUCTS + p) * COLO_LORA_SLOTS + i: views into the
  * adapter's memory, or zeros where it does not adapt p. */

@@ -1,9 +1,9 @@
 /* Loading a llama-family model: the tensors its architecture's row
- * (models/llama_impl.h) reads, checked against the file (shapes, types,
+ * (models/arch/llama_impl.h) reads, checked against the file (shapes, types,
  * and no tensor the architecture does not read), uploaded into the arena;
  * and the memory a file needs, from the same list. */
-#include "models/llama_impl.h"
-#include "models/progress.h"
+#include "models/arch/llama_impl.h"
+#include "models/format/progress.h"
 #include "runtime/log.h"
 #include "runtime/staging.h"
 

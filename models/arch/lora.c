@@ -1,9 +1,9 @@
 /* LoRA adapters of the llama family: reading and checking the file against
  * the base, the adapter's memory in the base's arena, and the slot table
- * the forward pass reads (models/llama.c). */
-#include "models/lora.h"
+ * the forward pass reads (models/arch/llama.c). */
+#include "models/arch/lora.h"
 #include "kernels/quant.h"
-#include "models/llama_impl.h"
+#include "models/arch/llama_impl.h"
 
 #include <math.h>
 #include <stdatomic.h>

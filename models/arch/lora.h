@@ -1,4 +1,4 @@
-/* models/lora.h: LoRA adapters of a llama-family model (models/llama.h),
+/* models/arch/lora.h: LoRA adapters of a llama-family model (models/arch/llama.h),
  * as llama.cpp writes and reads them: a GGUF file with general.type
  * "adapter", adapter.type "lora", adapter.lora.alpha, general.architecture
  * the base's, and per adapted product blk.N.<name>.weight.lora_a (GGML
@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/llama.h"
+#include "models/arch/llama.h"
 
 /* Adapters one model holds at once. */
 #define COLO_LORA_SLOTS 64

@@ -1,5 +1,5 @@
-#include "models/kv_cache.h"
-#include "models/prefix_cache.h"
+#include "models/cache/kv_cache.h"
+#include "models/cache/prefix_cache.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* models/kv_cache.h: a paged KV cache and its block allocator.
+/* models/cache/kv_cache.h: a paged KV cache and its block allocator.
  *
  * Storage. For every layer l, K and V are two arrays of
  * (n_blocks * block_size, kv_dim) elements of dtype (F16, F32, or the block
@@ -25,7 +25,7 @@
  * one sequence that allocated it, before it is shared: only full blocks
  * whose K/V are computed are ever shared.
  *
- * Prefix cache (colo_kv_cache_prefix_enable; models/prefix_cache.h). A
+ * Prefix cache (colo_kv_cache_prefix_enable; models/cache/prefix_cache.h). A
  * full computed block can be published under the key of its tokens and
  * the prefix before them; a new sequence takes references on the longest
  * run of published blocks that starts its tokens

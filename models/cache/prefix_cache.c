@@ -1,4 +1,4 @@
-#include "models/prefix_cache.h"
+#include "models/cache/prefix_cache.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* models/prefix_cache.h: the index of the KV cache's reusable blocks.
+/* models/cache/prefix_cache.h: the index of the KV cache's reusable blocks.
  *
  * A full block of a sequence (block_size tokens whose K/V are computed) is
  * named by a key that covers its whole prefix: key(block b) =
@@ -8,7 +8,7 @@
  * the parent key are stored and compared, so a hash collision costs a
  * miss, never a wrong block).
  *
- * The index only maps keys to block ids; the KV cache (models/kv_cache.h)
+ * The index only maps keys to block ids; the KV cache (models/cache/kv_cache.h)
  * owns the blocks, their reference counts and the least-recently-used
  * order of the unreferenced ones, and removes a block from the index
  * before it hands its id out again.

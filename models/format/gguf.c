@@ -1,5 +1,5 @@
 /* GGUF reader (validating, mmap) and writer. */
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 #include "runtime/file.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* models/gguf.h: a GGUF (v2, v3) reader (the writer is tools/gguf_write.h).
+/* models/format/gguf.h: a GGUF (v2, v3) reader (the writer is tools/gguf_write.h).
  *
  * The reader maps the file read-only and validates every count, length,
  * offset and size against the file before use: a truncated or corrupt file

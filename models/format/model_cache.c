@@ -1,5 +1,5 @@
 /* The model cache folder that scripts/fetch-models.sh fills. */
-#include "models/model_cache.h"
+#include "models/format/model_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

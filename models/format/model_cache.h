@@ -1,4 +1,4 @@
-/* models/model_cache.h: where scripts/fetch-models.sh puts model weights:
+/* models/format/model_cache.h: where scripts/fetch-models.sh puts model weights:
  * ${XDG_CACHE_HOME:-$HOME/.cache}/colo/models (an empty XDG_CACHE_HOME counts
  * as unset, as the XDG spec says). Reads the environment only; thread-safe
  * as long as nobody changes the environment meanwhile. */

@@ -1,4 +1,4 @@
-#include "models/progress.h"
+#include "models/format/progress.h"
 
 #include <stdio.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-/* models/progress.h: a percentage on the terminal for long work (loading or
+/* models/format/progress.h: a percentage on the terminal for long work (loading or
  * writing a model of several GiB). It is drawn on stderr, rewritten in place
  * with '\r', only when stderr is a terminal and the work is large; in logs
  * and pipes it prints nothing. One thread updates a given progress. */

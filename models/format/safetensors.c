@@ -1,5 +1,5 @@
 /* safetensors reader: mmap, bounded JSON header, every offset checked. */
-#include "models/safetensors.h"
+#include "models/format/safetensors.h"
 #include "runtime/file.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* models/safetensors.h: a validating reader of the safetensors format.
+/* models/format/safetensors.h: a validating reader of the safetensors format.
  *
  * File layout: an 8-byte little-endian header length N, N bytes of JSON
  * ({"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]},

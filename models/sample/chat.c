@@ -1,5 +1,5 @@
 /* Chat templates of the common model families, rendered in C. */
-#include "models/chat.h"
+#include "models/sample/chat.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -364,7 +364,7 @@ static void render_phi3(const colo_chat_msg *m, int n, sbuf *b)
  * chat ends with one (or with tool calls and results after it); tekken has
  * no spaces inside [INST]...[/INST]. v1 puts it into the first user turn,
  * with spaces around [INST] and [/INST]. The roles "tools" and "tool", and
- * an assistant turn that is a [TOOL_CALLS] block, are models/tools.c's
+ * an assistant turn that is a [TOOL_CALLS] block, are models/sample/tools.c's
  * blocks, written as they are. */
 static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
@@ -378,7 +378,7 @@ static void render_mistral(const colo_chat_template *t, const colo_chat_msg *m, 
         i = 1;
     }
     /* v3: the system message goes into the last user turn when nothing but
-     * tool calls and results (models/tools.c) follow it */
+     * tool calls and results (models/sample/tools.c) follow it */
     int sys_at = n - 1;
     for (int j = n - 1; j >= i && !role_is(&m[j], "user"); j--) {
         bool toolish = role_is(&m[j], "tool") || role_is(&m[j], "tools") ||

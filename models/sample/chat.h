@@ -1,4 +1,4 @@
-/* models/chat.h: a generative model's chat template and the tokens that end
+/* models/sample/chat.h: a generative model's chat template and the tokens that end
  * its turn.
  *
  * The template is recognised in the GGUF's tokenizer.chat_template (jinja
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/tokenizer.h"
+#include "models/tokenizer/tokenizer.h"
 
 #define COLO_CHAT_MAX_STOP_IDS 4
 
@@ -91,7 +91,7 @@ char *colo_chat_prompt(const colo_chat_template *t, const colo_chat_msg *msgs, i
  * cannot write "<|im_start|>system" into a turn of its own), 0 in the
  * template's markup. content_plain (NULL, or n entries, each NULL or one
  * byte per byte of that message's content) marks content bytes that are
- * colo's own markup (0: models/tools.c's blocks); NULL: all the client's.
+ * colo's own markup (0: models/sample/tools.c's blocks); NULL: all the client's.
  * Encode with colo_tokenizer_encode_marked. */
 char *colo_chat_prompt_marked(const colo_chat_template *t, const colo_chat_msg *msgs, int n,
                               const uint8_t *const *content_plain, uint8_t **plain);

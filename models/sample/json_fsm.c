@@ -1,5 +1,5 @@
 /* JSON prefix recognizer (RFC 8259), byte by byte. */
-#include "models/json_fsm.h"
+#include "models/sample/json_fsm.h"
 
 #include <string.h>
 

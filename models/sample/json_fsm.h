@@ -1,4 +1,4 @@
-/* models/json_fsm.h: a recognizer of JSON prefixes, byte by byte, for
+/* models/sample/json_fsm.h: a recognizer of JSON prefixes, byte by byte, for
  * constrained decoding (response_format json_object): feeding bytes keeps
  * it in a state from which a valid JSON document can still follow, or
  * reports that none can. The top-level value must be an object.

@@ -1,9 +1,9 @@
-/* The JSON Schema automaton (models/json_schema.h): a state is a set of
+/* The JSON Schema automaton (models/sample/json_schema.h): a state is a set of
  * branches (one per anyOf alternative still possible), each a stack of
  * frames: the node being written and how far. A byte is fed to every
  * branch; a branch that cannot take it dies, an anyOf met on the way splits
  * one. Then the vocabulary mask. */
-#include "models/json_schema_impl.h"
+#include "models/sample/json_schema_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* models/json_schema.h: a JSON Schema compiled to a byte-level pushdown
+/* models/sample/json_schema.h: a JSON Schema compiled to a byte-level pushdown
  * automaton, for constrained decoding (response_format json_schema, forced
  * tool calls).
  *
@@ -20,7 +20,7 @@
  * properties come in the schema's order (an optional one may be left
  * out), keys are written exactly as the schema names them. So that a
  * document ends, everything a model could repeat is bounded
- * (models/json_fsm.h has the numbers):
+ * (models/sample/json_fsm.h has the numbers):
  * - whitespace: none before or after the document; between two tokens
  *   nothing, one space, or one newline and at most COLO_JSON_MAX_INDENT
  *   spaces;
@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/json_fsm.h"
+#include "models/sample/json_fsm.h"
 
 #define COLO_SCHEMA_MAX_DEPTH 24    /* nesting of the document */
 #define COLO_SCHEMA_MAX_BRANCHES 8  /* anyOf alternatives followed at once */

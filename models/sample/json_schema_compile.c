@@ -1,7 +1,7 @@
-/* JSON Schema -> the tables of models/json_schema_impl.h: nodes, properties,
+/* JSON Schema -> the tables of models/sample/json_schema_impl.h: nodes, properties,
  * literals, alternatives and patterns, with a message naming the construct
  * and where it is for what is not supported. */
-#include "models/json_schema_impl.h"
+#include "models/sample/json_schema_impl.h"
 
 #include "runtime/status.h"
 

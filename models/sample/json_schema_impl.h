@@ -1,10 +1,10 @@
-/* models/json_schema_impl.h: the compiled schema's tables, shared by the
+/* models/sample/json_schema_impl.h: the compiled schema's tables, shared by the
  * compiler (json_schema_compile.c, json_schema_pattern.c) and the automaton
  * (json_schema.c). Private to those files. */
 #ifndef COLO_MODELS_JSON_SCHEMA_IMPL_H
 #define COLO_MODELS_JSON_SCHEMA_IMPL_H
 
-#include "models/json_schema.h"
+#include "models/sample/json_schema.h"
 
 enum {
     K_OBJECT,
@@ -71,7 +71,7 @@ struct colo_schema {
 };
 
 /* The pattern's position automaton from a regular expression (the subset
- * models/json_schema.h names); false with *why (a phrase: "is too long",
+ * models/sample/json_schema.h names); false with *why (a phrase: "is too long",
  * "uses an escape colo does not support"...) when it cannot. */
 bool colo_schema_pattern_build(pattern *pt, const char *src, const char **why);
 

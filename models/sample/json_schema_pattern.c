@@ -1,7 +1,7 @@
 /* A string's pattern: a regular expression to a position automaton
  * (Glushkov's construction) over printable ASCII, at most 62 positions, so
- * that a state is one 64-bit set (models/json_schema_impl.h). */
-#include "models/json_schema_impl.h"
+ * that a state is one 64-bit set (models/sample/json_schema_impl.h). */
+#include "models/sample/json_schema_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "models/sampler.h"
+#include "models/sample/sampler.h"
 
 #include <math.h>
 #include <stdbool.h>

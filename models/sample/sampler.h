@@ -1,4 +1,4 @@
-/* models/sampler.h: next-token sampling: greedy, temperature, top-k, top-p,
+/* models/sample/sampler.h: next-token sampling: greedy, temperature, top-k, top-p,
  * with a seeded generator so a seed reproduces a generation. One sampler per
  * sequence; not thread-safe. */
 #ifndef COLO_MODELS_SAMPLER_H

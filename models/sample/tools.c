@@ -1,6 +1,6 @@
 /* Tools in a chat: the prompt in the model's own format, the schema of a
- * forced call, and calls read back from an output (models/tools.h). */
-#include "models/tools.h"
+ * forced call, and calls read back from an output (models/sample/tools.h). */
+#include "models/sample/tools.h"
 
 #include "runtime/status.h"
 
@@ -205,7 +205,7 @@ static const char *put_tool_results(buf *b, style st, const colo_tool_msg *msgs,
     put_text(b, s);
     put(b, "[/TOOL_RESULTS]");
     free(s);
-    return "tool"; /* written as it is, outside [INST] (models/chat.c) */
+    return "tool"; /* written as it is, outside [INST] (models/sample/chat.c) */
 }
 
 /* An assistant turn with tool calls into b: its text, then the calls in

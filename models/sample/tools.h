@@ -1,7 +1,7 @@
-/* models/tools.h: function calling in a model's own chat format.
+/* models/sample/tools.h: function calling in a model's own chat format.
  *
  * A chat with tools is rewritten into plain messages the model's template
- * (models/chat.h) then renders, in the way its family's template does it:
+ * (models/sample/chat.h) then renders, in the way its family's template does it:
  *   hermes   (ChatML: SmolLM2, Qwen 2.5, Hermes; also the fallback for
  *            Gemma, Phi-3 and DeepSeek-R1): the tool list in the system
  *            message between <tools></tools>, each call as
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "models/chat.h"
+#include "models/sample/chat.h"
 
 typedef struct colo_tool_def {
     const char *name;

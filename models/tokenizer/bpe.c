@@ -1,8 +1,8 @@
 /* GPT-2 byte-level BPE and its pre-tokenizers. */
-#include "models/bpe.h"
-#include "models/heap.h"
-#include "models/tokenizer_impl.h"
-#include "models/unicode.h"
+#include "models/tokenizer/bpe.h"
+#include "models/tokenizer/heap.h"
+#include "models/tokenizer/tokenizer_impl.h"
+#include "models/tokenizer/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

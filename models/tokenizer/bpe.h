@@ -1,6 +1,6 @@
-/* models/bpe.h: GPT-2 byte-level BPE from GGUF metadata
+/* models/tokenizer/bpe.h: GPT-2 byte-level BPE from GGUF metadata
  * (tokenizer.ggml.model "gpt2": tokenizer.ggml.tokens / merges / pre), one
- * of the backends of models/tokenizer.h, which handles special tokens,
+ * of the backends of models/tokenizer/tokenizer.h, which handles special tokens,
  * BOS/EOS and token types; callers use that facade.
  *
  * Pre-tokenizers (tokenizer.ggml.pre), as llama.cpp names them:
@@ -26,10 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 
 typedef struct colo_bpe colo_bpe;
-typedef struct colo_tok_ids colo_tok_ids; /* models/tokenizer_impl.h */
+typedef struct colo_tok_ids colo_tok_ids; /* models/tokenizer/tokenizer_impl.h */
 
 /* NULL with a message naming the missing or malformed key, or the
  * pre-tokenizer colo lacks. */

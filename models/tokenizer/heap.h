@@ -1,4 +1,4 @@
-/* models/heap.h: a binary min-heap over an array of a value type, as
+/* models/tokenizer/heap.h: a binary min-heap over an array of a value type, as
  * static functions generated per use (the merge candidates of the BPE and
  * SentencePiece tokenizers):
  *

@@ -1,8 +1,8 @@
 /* SentencePiece-style BPE over the scores of a GGUF vocabulary. */
-#include "models/spm.h"
-#include "models/heap.h"
-#include "models/tokenizer_impl.h"
-#include "models/unicode.h"
+#include "models/tokenizer/spm.h"
+#include "models/tokenizer/heap.h"
+#include "models/tokenizer/tokenizer_impl.h"
+#include "models/tokenizer/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

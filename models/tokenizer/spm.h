@@ -1,7 +1,7 @@
-/* models/spm.h: SentencePiece-style BPE as GGUF stores it
+/* models/tokenizer/spm.h: SentencePiece-style BPE as GGUF stores it
  * (tokenizer.ggml.model "llama": tokenizer.ggml.tokens / scores /
  * token_type), as Llama 2, Mistral, Phi-3 and Gemma 3 use it; one of the
- * backends of models/tokenizer.h, which handles special tokens, BOS/EOS and
+ * backends of models/tokenizer/tokenizer.h, which handles special tokens, BOS/EOS and
  * the leading space; callers use that facade.
  *
  * Spaces become U+2581 (the space marker); adjacent pieces merge while their
@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 
 typedef struct colo_spm colo_spm;
-typedef struct colo_tok_ids colo_tok_ids; /* models/tokenizer_impl.h */
+typedef struct colo_tok_ids colo_tok_ids; /* models/tokenizer/tokenizer_impl.h */
 
 /* NULL with a message naming the missing or malformed key. */
 colo_spm *colo_spm_from_gguf(const colo_gguf *g, char *err, size_t errlen);

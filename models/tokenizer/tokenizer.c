@@ -1,9 +1,9 @@
 /* The tokenizer facade: special tokens, BOS/EOS and token types over the
  * BPE and SentencePiece backends. */
-#include "models/tokenizer.h"
-#include "models/bpe.h"
-#include "models/spm.h"
-#include "models/tokenizer_impl.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/bpe.h"
+#include "models/tokenizer/spm.h"
+#include "models/tokenizer/tokenizer_impl.h"
 
 #include <ctype.h>
 #include <pthread.h>

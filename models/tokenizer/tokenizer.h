@@ -1,16 +1,16 @@
-/* models/tokenizer.h: a generative model's tokenizer, made from its GGUF's
+/* models/tokenizer/tokenizer.h: a generative model's tokenizer, made from its GGUF's
  * tokenizer.ggml.* keys, as llama.cpp reads them.
  *
  * tokenizer.ggml.model picks the algorithm: "gpt2" is byte-level BPE with
- * the pre-tokenizer tokenizer.ggml.pre names (models/bpe.h), "llama" is
+ * the pre-tokenizer tokenizer.ggml.pre names (models/tokenizer/bpe.h), "llama" is
  * SentencePiece-style BPE over token scores with byte fallback
- * (models/spm.h). Any other model or pre-tokenizer is refused with its
+ * (models/tokenizer/spm.h). Any other model or pre-tokenizer is refused with its
  * name. Here: token types (control, user-defined, unknown, byte), special
  * tokens written in the text, BOS/EOS (tokenizer.ggml.add_bos_token,
  * add_eos_token; by default SentencePiece and the Llama 3 pre-tokenizer add
  * a BOS, other BPE files do not), SentencePiece's leading space
  * (tokenizer.ggml.add_space_prefix, default on), the end-of-generation
- * tokens, and the chat template text (models/chat.h).
+ * tokens, and the chat template text (models/sample/chat.h).
  *
  * Never fails on arbitrary input bytes; decoding the ids of a text without
  * special tokens gives the text back (for SentencePiece, after the leading
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 
 typedef struct colo_tokenizer colo_tokenizer;
 

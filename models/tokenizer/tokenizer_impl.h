@@ -1,5 +1,5 @@
-/* models/tokenizer_impl.h: what the tokenizer facade (models/tokenizer.h)
- * shares with its backends (models/bpe.h, models/spm.h): a growing id
+/* models/tokenizer/tokenizer_impl.h: what the tokenizer facade (models/tokenizer/tokenizer.h)
+ * shares with its backends (models/tokenizer/bpe.h, models/tokenizer/spm.h): a growing id
  * array and an open-addressing table from byte strings to ids. Only those
  * three files include it. */
 #ifndef COLO_MODELS_TOKENIZER_IMPL_H

@@ -1,4 +1,4 @@
-#include "models/unicode.h"
+#include "models/tokenizer/unicode.h"
 
 bool colo_cp_in_ranges(const colo_cp_range *r, int n, uint32_t cp)
 {

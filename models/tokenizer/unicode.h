@@ -1,4 +1,4 @@
-/* models/unicode.h: UTF-8 decoding and the character classes tokenizers need. */
+/* models/tokenizer/unicode.h: UTF-8 decoding and the character classes tokenizers need. */
 #ifndef COLO_MODELS_UNICODE_H
 #define COLO_MODELS_UNICODE_H
 

@@ -1,7 +1,7 @@
 /* BERT WordPiece: normalizer, pre-tokenizer and greedy WordPiece, one pass
  * over the text with no intermediate strings. */
-#include "models/wordpiece.h"
-#include "models/unicode.h"
+#include "models/tokenizer/wordpiece.h"
+#include "models/tokenizer/unicode.h"
 #include "runtime/file.h"
 
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* models/unicode_nfd_table.c */
+/* models/tokenizer/unicode_nfd_table.c */
 extern const colo_cp_range colo_bert_removed[], colo_bert_space[], colo_bert_punct[], colo_bert_cjk[];
 extern const int colo_bert_removed_n, colo_bert_space_n, colo_bert_punct_n, colo_bert_cjk_n;
 extern const uint32_t colo_bert_strip_map[][3], colo_bert_lower_map[][3];

@@ -1,4 +1,4 @@
-/* models/wordpiece.h: BERT WordPiece tokenization, as Hugging Face's
+/* models/tokenizer/wordpiece.h: BERT WordPiece tokenization, as Hugging Face's
  * BertTokenizerFast does it.
  *
  * Steps, for each piece of text between special tokens:
@@ -15,7 +15,7 @@
  *   continue a word; a word with no match, or of more than
  *   max_chars_per_word characters, becomes one [UNK];
  * - [CLS] tokens [SEP], the tokens cut so that the whole is at most max_len.
- * The character tables (models/unicode_nfd_table.c) are generated from the
+ * The character tables (models/tokenizer/unicode_nfd_table.c) are generated from the
  * tokenizers library itself (scripts/ref/make_wordpiece_tables.py).
  *
  * Never fails on arbitrary input bytes. Thread safety: read-only after

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/json_schema.h"
+#include "models/sample/json_schema.h"
 #include "server/api_request.h"
 #include "server/http_json.h"
 #include "fuzz_common.h"
