@@ -1,7 +1,7 @@
 /* The model endpoints: decode into the request record, submit to the
  * model, and answer on the loop thread from what its executor posts. */
-#include "server/api_impl.h"
-#include "server/api_tools.h"
+#include "server/api/api_impl.h"
+#include "server/api/api_tools.h"
 #include "runtime/log.h"
 
 #include <jansson.h>

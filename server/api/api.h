@@ -1,4 +1,4 @@
-/* server/api.h: the model endpoints of colo-server (docs/API.md).
+/* server/api/api.h: the model endpoints of colo-server (docs/API.md).
  *
  *   POST /v1/models/{name}/infer   generation (prompt | messages) or embeddings (inputs)
  *   GET  /v1/models                OpenAI's list shape with colo's fields
@@ -9,7 +9,7 @@
  *   POST /v1/responses             OpenAI's Responses API (named SSE events with "stream": true)
  *   POST /v1/messages              Anthropic's Messages API (and /v1/messages/count_tokens)
  *
- * Requests are decoded on the loop thread (server/api_request.h), queued on
+ * Requests are decoded on the loop thread (server/api/api_request.h), queued on
  * the model (batching/served.h) and answered from its executor through
  * colo_http_server_call, so every response is written by the loop thread.
  * A client that goes away cancels its request (queued or running).
@@ -34,13 +34,13 @@
 #include <stdbool.h>
 
 #include "batching/served.h"
-#include "server/registry.h"
-#include "server/server.h"
+#include "server/core/registry.h"
+#include "server/core/server.h"
 
 typedef struct colo_api colo_api;
 
 /* Registers the routes and metric families on srv, serving the models of
- * reg (server/registry.h), which outlives the api. */
+ * reg (server/core/registry.h), which outlives the api. */
 colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_config *cfg, char *err, size_t errlen);
 /* A model as GET /v1/models lists it: kind, state, memory, batching, queue,
  * lifecycle and SLO attainment (loop thread). */

@@ -2,8 +2,8 @@
  * streamed events (message_start, content_block_start, ping,
  * content_block_delta, content_block_stop, message_delta, message_stop,
  * error), from the same request record as the OpenAI endpoints. */
-#include "server/api_impl.h"
-#include "server/api_tools.h"
+#include "server/api/api_impl.h"
+#include "server/api/api_tools.h"
 
 #include <jansson.h>
 #include <string.h>

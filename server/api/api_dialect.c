@@ -1,10 +1,10 @@
-/* The endpoint dialects (server/api_impl.h, api_dialect): colo's own
+/* The endpoint dialects (server/api/api_impl.h, api_dialect): colo's own
  * /infer, OpenAI's completions, chat completions and embeddings,
  * Anthropic's Messages API, and the token routes. Each is one row of the
  * table at the end; what differs between them is in its slots, not in
  * checks of which endpoint a request came by. */
-#include "server/api_impl.h"
-#include "server/api_tools.h"
+#include "server/api/api_impl.h"
+#include "server/api/api_tools.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* server/api_impl.h: what the model endpoints' files share: api.c
+/* server/api/api_impl.h: what the model endpoints' files share: api.c
  * (handlers and the bridge from executors to the loop), api_render.c
  * (JSON bodies and SSE events) and api_metrics.c (metric families). */
 #ifndef COLO_SERVER_API_IMPL_H
@@ -7,11 +7,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "server/api.h"
-#include "server/api_request.h"
-#include "server/http.h"
-#include "server/http_json.h"
-#include "server/registry.h"
+#include "server/api/api.h"
+#include "server/api/api_request.h"
+#include "server/http/http.h"
+#include "server/http/http_json.h"
+#include "server/core/registry.h"
 
 /* A streaming client that does not read is not buffered for: its request
  * is canceled and its connection closed (unsent output dropped) when
@@ -141,7 +141,7 @@ struct api_call {
     colo_http_req *http;
     const api_dialect *d;
     colo_api_input in; /* options: include_usage, base64 */
-    int tenant_key;    /* the caller's key (server/tenants.h) */
+    int tenant_key;    /* the caller's key (server/tenants/tenants.h) */
     bool admitted;     /* holds a tenant slot until accounted */
     bool started;      /* SSE stream begun */
     size_t text_sent;  /* bytes of text streamed (completions' logprobs text_offset) */

@@ -1,5 +1,5 @@
 /* The model endpoints' metric families (docs/API.md lists them). */
-#include "server/api_impl.h"
+#include "server/api/api_impl.h"
 #include "batching/admission.h"
 
 #include <stddef.h>

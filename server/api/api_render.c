@@ -1,6 +1,6 @@
 /* JSON bodies and SSE events of the model endpoints. */
-#include "server/api_impl.h"
-#include "server/api_tools.h"
+#include "server/api/api_impl.h"
+#include "server/api/api_tools.h"
 #include "runtime/utf8.h"
 
 #include <jansson.h>

@@ -1,7 +1,7 @@
 /* Request bodies of the model endpoints -> colo_api_input. */
-#include "server/api_request.h"
+#include "server/api/api_request.h"
 
-#include "server/api_tools.h"
+#include "server/api/api_tools.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* server/api_request.h: decoding the JSON bodies of the model endpoints.
+/* server/api/api_request.h: decoding the JSON bodies of the model endpoints.
  *
  * Pure functions (no server state), so that they can be tested and fuzzed
  * alone. Every error is COLO_EINVAL with a message naming the field, for a
@@ -25,7 +25,7 @@ typedef struct json_t json_t;
 
 /* How one endpoint's body is read: its fields for a generative model and
  * for an encoder and what reading them means. One per endpoint dialect,
- * named in the dialect's row (server/api_dialect.c), which holds everything
+ * named in the dialect's row (server/api/api_dialect.c), which holds everything
  * else about it. */
 typedef struct colo_api_body colo_api_body;
 extern const colo_api_body colo_api_body_infer;        /* POST /v1/models/{name}/infer */

@@ -3,8 +3,8 @@
  * response.output_item.added, response.content_part.added,
  * response.output_text.delta, ..., response.completed), from the same
  * request record as chat completions. */
-#include "server/api_impl.h"
-#include "server/api_tools.h"
+#include "server/api/api_impl.h"
+#include "server/api/api_tools.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
  * models' gauges. Rates and percentiles over the last minute are the
  * difference of two points, so nothing is added to a request's path, and
  * /v1/stats renders only when someone asks. */
-#include "server/api_impl.h"
-#include "server/tenants.h"
+#include "server/api/api_impl.h"
+#include "server/tenants/tenants.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -23,7 +23,7 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/telemetry.h"
-#include "server/dashboard.h"
+#include "server/api/dashboard.h"
 
 #define HISTORY_SECONDS 300 /* the time chart's span */
 #define WINDOW_SECONDS 60   /* rates and percentiles */

@@ -1,5 +1,5 @@
 /* Structured output and tools in request bodies and answers. */
-#include "server/api_tools.h"
+#include "server/api/api_tools.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* server/api_tools.h: structured output and tools in request bodies
+/* server/api/api_tools.h: structured output and tools in request bodies
  * (OpenAI's response_format, tools, tool_choice, tool messages; Anthropic's
  * tools, tool_choice, tool_use and tool_result blocks) and tool calls in
  * answers. Decoding fills the request record (strings in its pool);

@@ -1,8 +1,8 @@
 /* Tenants at the model endpoints: admission before a request is queued,
  * accounting when it ends, and GET /v1/usage over the ledger. */
-#include "server/api_impl.h"
-#include "server/ledger.h"
-#include "server/tenants.h"
+#include "server/api/api_impl.h"
+#include "server/tenants/ledger.h"
+#include "server/tenants/tenants.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 

@@ -1,5 +1,5 @@
-/* server/dashboard.h: the /dashboard page (server/dashboard.html), embedded
- * in colo-server at build time (server/dashboard_embed.cmake writes it as a
+/* server/api/dashboard.h: the /dashboard page (server/api/dashboard.html), embedded
+ * in colo-server at build time (server/api/dashboard_embed.cmake writes it as a
  * C array). One self-contained page: no external script, style or font; it
  * polls GET /v1/stats (docs/OBSERVABILITY.md). */
 #ifndef COLO_SERVER_DASHBOARD_H

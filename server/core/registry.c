@@ -1,6 +1,6 @@
 /* The table of served models: slots, loading, unloading, readiness
- * (server/registry.h). */
-#include "server/registry.h"
+ * (server/core/registry.h). */
+#include "server/core/registry.h"
 #include "batching/evictor.h"
 #include "runtime/log.h"
 

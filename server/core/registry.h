@@ -1,11 +1,11 @@
-/* server/registry.h: the one table of the models colo-server serves.
+/* server/core/registry.h: the one table of the models colo-server serves.
  *
  * Everything about a served model that is not a request lives here: its
  * slot, its name, the environment it is made with (device, co-scheduler,
  * memory pool, evictor, stream priority and share by the scheduling
  * policy), its loading (at start, in the foreground; at run time, on a
  * thread of its own), its draining and unloading, and which models the
- * config file names (readiness). The endpoints (server/api.h), the admin
+ * config file names (readiness). The endpoints (server/api/api.h), the admin
  * routes (server/admin.h), the metrics and /v1/stats ask it; none keeps a
  * list of its own.
  *
@@ -25,7 +25,7 @@
 
 #include "batching/served.h"
 #include "config/config.h"
-#include "server/http.h"
+#include "server/http/http.h"
 
 /* Models served at once, counting those loading, failed and being
  * unloaded. */

@@ -1,5 +1,5 @@
 /* The front door: config -> HTTP server, routes, auth, health and metrics. */
-#include "server/server.h"
+#include "server/core/server.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -12,8 +12,8 @@
 
 #include "runtime/clock.h"
 #include "runtime/log.h"
-#include "server/ledger.h"
-#include "server/tenants.h"
+#include "server/tenants/ledger.h"
+#include "server/tenants/tenants.h"
 
 struct colo_server {
     colo_http_server *http;

@@ -1,6 +1,6 @@
-/* server/server.h: colo's HTTP front door, built from a colo_config.
+/* server/core/server.h: colo's HTTP front door, built from a colo_config.
  *
- * Ties the HTTP core (server/http.h), the router, API-key authentication,
+ * Ties the HTTP core (server/http/http.h), the router, API-key authentication,
  * the metrics registry and the built-in endpoints together:
  *   GET /health/live   200 {"status":"live"}                 (no API key)
  *   GET /health/ready  200 {"status":"ready"} or 503 JSON      (no API key;
@@ -11,11 +11,11 @@
  * Authentication: when colo_config_api_key(cfg) gives a key or tenants:
  * lists keys, every route not marked COLO_ROUTE_PUBLIC needs
  * "Authorization: Bearer <key>" with a known key (compared by SHA-256 in
- * constant time; server/tenants.h), else 401 with WWW-Authenticate: Bearer.
+ * constant time; server/tenants/tenants.h), else 401 with WWW-Authenticate: Bearer.
  * Routes marked COLO_ROUTE_OPERATOR (what they show spans every tenant)
  * answer 403 to a tenant's key: only the admin key (server.api_key_env's)
  * may read them.
- * The usage ledger (server/ledger.h) is opened here when usage.enabled.
+ * The usage ledger (server/tenants/ledger.h) is opened here when usage.enabled.
  *
  * Metrics kept here (per finished request, labelled by route pattern):
  *   colo_http_requests_total{method,route,status}
@@ -32,9 +32,9 @@
 #include <stdbool.h>
 
 #include "config/config.h"
-#include "server/http.h"
-#include "server/metrics.h"
-#include "server/router.h"
+#include "server/http/http.h"
+#include "server/http/metrics.h"
+#include "server/http/router.h"
 
 typedef struct colo_server colo_server;
 

@@ -1,4 +1,4 @@
-/* server/http.h: colo's HTTP/1.1 server core (libevent + llhttp).
+/* server/http/http.h: colo's HTTP/1.1 server core (libevent + llhttp).
  *
  * One event-loop thread (the thread in colo_http_server_run) does all network
  * I/O. Requests are parsed one at a time per connection; a complete request

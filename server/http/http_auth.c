@@ -1,7 +1,7 @@
-/* server/http_auth.c: the credentials a request carries (server/http.h,
+/* server/http/http_auth.c: the credentials a request carries (server/http/http.h,
  * "credentials"): one parser of Authorization and x-api-key for the
  * tenants' keys and the admin key alike. */
-#include "server/http.h"
+#include "server/http/http.h"
 
 #include <string.h>
 #include <strings.h>

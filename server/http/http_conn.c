@@ -2,7 +2,7 @@
  * (http_conn_state) moves it from reading to handling to writing, each state
  * with its own timeout. A connection is never freed inside its own callbacks:
  * http_conn_close_later marks it CLOSING and frees it on the next loop turn. */
-#include "server/http_impl.h"
+#include "server/http/http_impl.h"
 
 #include <stdlib.h>
 #ifdef __GLIBC__

@@ -1,4 +1,4 @@
-/* server/http_impl.h: the structures behind server/http.h, shared by
+/* server/http/http_impl.h: the structures behind server/http/http.h, shared by
  * http_server.c (listener, limits, cross-thread calls, shutdown),
  * http_conn.c (the per-connection state machine and parsing),
  * http_request.c (the request object) and http_response.c (responses and
@@ -17,7 +17,7 @@
 #include <llhttp.h>
 
 #include "runtime/pool.h"
-#include "server/http.h"
+#include "server/http/http.h"
 
 #define HTTP_MAX_HEADERS 100
 #define HTTP_MAX_PARAMS 8

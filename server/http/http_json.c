@@ -1,5 +1,5 @@
 /* JSON request bodies: a nesting pre-scan, then jansson. */
-#include "server/http_json.h"
+#include "server/http/http_json.h"
 
 #include <jansson.h>
 #include <stdbool.h>

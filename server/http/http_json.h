@@ -1,4 +1,4 @@
-/* server/http_json.h: request bodies as JSON, for handlers.
+/* server/http/http_json.h: request bodies as JSON, for handlers.
  *
  * Bodies are parsed with jansson, rejecting duplicate object keys, invalid
  * UTF-8, trailing data and nesting deeper than COLO_JSON_MAX_DEPTH (checked
@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 #define COLO_JSON_MAX_DEPTH 64
 

@@ -1,6 +1,6 @@
 /* The request object: its life cycle, its id, its accessors and the
  * per-request log line. Responses are written by http_response.c. */
-#include "server/http_impl.h"
+#include "server/http/http_impl.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Responses: whole, JSON, errors, chunked streams and Server-Sent Events;
  * status reasons and error codes. The request object is in http_request.c. */
-#include "server/http_impl.h"
+#include "server/http/http_impl.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* The listener, the connection limit, cross-thread calls and graceful
  * shutdown of colo's HTTP server. */
-#include "server/http_impl.h"
+#include "server/http/http_impl.h"
 
 #include <errno.h>
 #include <netdb.h>

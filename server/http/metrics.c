@@ -1,5 +1,5 @@
 /* Prometheus registry: families of labelled series, rendered as text 0.0.4. */
-#include "server/metrics.h"
+#include "server/http/metrics.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* server/metrics.h: a small Prometheus metrics registry (text format 0.0.4).
+/* server/http/metrics.h: a small Prometheus metrics registry (text format 0.0.4).
  *
  * A family has a name, help text, a type (counter, gauge, histogram) and up
  * to COLO_METRICS_MAX_LABELS label names; a series is one set of label

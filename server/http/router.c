@@ -1,5 +1,5 @@
 /* Method + path routing: a list of split patterns, matched segment by segment. */
-#include "server/router.h"
+#include "server/http/router.h"
 
 #include <stdio.h>
 #include <stdlib.h>

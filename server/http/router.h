@@ -1,4 +1,4 @@
-/* server/router.h: method + path routing for colo's HTTP server.
+/* server/http/router.h: method + path routing for colo's HTTP server.
  *
  * Patterns are exact ("/health/live") or have parameters in whole segments
  * ("/v1/models/{name}/infer"); a parameter matches one non-empty segment,
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/http.h"
+#include "server/http/http.h"
 
 typedef struct colo_router colo_router;
 

@@ -1,6 +1,6 @@
 /* The usage ledger on SQLite, with a writer thread for what cannot be
  * committed at once. */
-#include "server/ledger.h"
+#include "server/tenants/ledger.h"
 
 #include <errno.h>
 #include <pthread.h>

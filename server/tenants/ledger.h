@@ -1,4 +1,4 @@
-/* server/ledger.h: the usage ledger, an SQLite database (WAL) with one row
+/* server/tenants/ledger.h: the usage ledger, an SQLite database (WAL) with one row
  * per (hour, organization, project, key, model, HTTP status) that sums the
  * requests ending in that hour: count, prompt and completion tokens, queue
  * and device seconds.

@@ -1,4 +1,4 @@
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* server/sha256.h: SHA-256 (FIPS 180-4), for API keys: the config holds
+/* server/tenants/sha256.h: SHA-256 (FIPS 180-4), for API keys: the config holds
  * keys' hashes only, and a presented key is hashed before it is compared.
  * Pure functions; any thread. */
 #ifndef COLO_SERVER_SHA256_H

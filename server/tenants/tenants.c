@@ -1,5 +1,5 @@
 /* Tenants: keys, token buckets per level, admission and metrics. */
-#include "server/tenants.h"
+#include "server/tenants/tenants.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/api_request.h"
-#include "server/sha256.h"
+#include "server/api/api_request.h"
+#include "server/tenants/sha256.h"
 
 typedef struct bucket {
     double level;     /* what is left; may be negative (tokens taken after the fact) */

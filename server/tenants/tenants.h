@@ -1,4 +1,4 @@
-/* server/tenants.h: who may call, what they may use, and how much
+/* server/tenants/tenants.h: who may call, what they may use, and how much
  * (docs/TENANTS.md).
  *
  * Keys belong to projects inside organizations (config `tenants:`); the
@@ -31,8 +31,8 @@
 
 #include "batching/request.h"
 #include "config/config.h"
-#include "server/http.h"
-#include "server/metrics.h"
+#include "server/http/http.h"
+#include "server/http/metrics.h"
 
 /* Longest key accepted in a header (bytes). */
 #define COLO_TENANT_MAX_KEY_BYTES 512

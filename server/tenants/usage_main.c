@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "config/config.h"
-#include "server/ledger.h"
+#include "server/tenants/ledger.h"
 
 static void usage(FILE *f)
 {
