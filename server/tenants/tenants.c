@@ -8,7 +8,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/api/api_request.h"
 #include "server/tenants/sha256.h"
 
 typedef struct bucket {
