@@ -1,11 +1,11 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
-#include "models/json_schema.h"
-#include "models/lora.h"
-#include "models/prefix_cache.h"
-#include "models/sampler.h"
-#include "models/unicode.h"
+#include "models/sample/json_schema.h"
+#include "models/arch/lora.h"
+#include "models/cache/prefix_cache.h"
+#include "models/sample/sampler.h"
+#include "models/tokenizer/unicode.h"
 #include "runtime/fault.h"
 
 #include <math.h>

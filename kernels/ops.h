@@ -85,7 +85,7 @@ typedef struct colo_linear_out {
     int n;
 } colo_linear_out;
 
-/* One adapter's low-rank update of one product (LoRA, models/lora.h):
+/* One adapter's low-rank update of one product (LoRA, models/arch/lora.h):
  * y += scale * B (A x), with a (rank, k) row-major and B stored transposed,
  * b (rank, n) with row stride b_stride, so that the slices of a fused
  * product (Q, K and V of one attn_qkv) are views of one tensor. In F32 (a,

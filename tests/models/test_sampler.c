@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "models/sampler.h"
+#include "models/sample/sampler.h"
 
 static void random_logits(float *x, int n, unsigned seed)
 {
