@@ -122,6 +122,40 @@ static void test_linear_q8_many_rows(void **state)
     }
 }
 
+/* A decode step's product packs x in each of its chunks (linear.c,
+ * PACK_IN_CHUNK_ROWS); one whose output overwrites its x (y == x) must not,
+ * as a later chunk would pack what an earlier one wrote: it gives what the
+ * same product into another buffer gives, for linear and linear_multi. */
+static void test_linear_q8_in_place(void **state)
+{
+    ctx_t *c = *state;
+    if (!colo_cpu_gemm_q8_cpu())
+        skip();
+    int m = 2, n = 1024, k = 1024;
+    float *wd;
+    void *w = make_weights(COLO_Q4_1, n, k, &wd);
+    float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4), *z = malloc((size_t)m * n * 4);
+    assert_true(x && y && z);
+    fill_normal(x, (int64_t)m * k, 1.0f);
+    void *dw = dput(c, w, colo_dtype_row_bytes(COLO_Q4_1, k) * n);
+    float *dx = dput(c, x, (size_t)m * k * 4), *dy = dpoison(c, (size_t)m * n * 4);
+    colo_stream_set_decode(c->s, true);
+    assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_1, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    dget(c, y, dy, (size_t)m * n * 4);
+    assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_1, NULL, dx, 0, dx, 0, m, n, k), COLO_OK);
+    dget(c, z, dx, (size_t)m * n * 4);
+    assert_memory_equal(z, y, (size_t)m * n * 4);
+    float *dx2 = dput(c, x, (size_t)m * k * 4);
+    colo_linear_out out[2] = {{.w = dw, .w_type = COLO_Q4_1, .y = dy, .n = n},
+                              {.w = dw, .w_type = COLO_Q4_1, .y = dx2, .n = n}};
+    assert_int_equal(colo_op_linear_multi(c->s, dx2, 0, m, k, out, 2), COLO_OK);
+    dget(c, z, dx2, (size_t)m * n * 4);
+    assert_memory_equal(z, y, (size_t)m * n * 4);
+    colo_stream_set_decode(c->s, false);
+    free(w), free(wd), free(x), free(y), free(z);
+    dfree_all(c);
+}
+
 /* A stream created with exact_activations on a device without it (a
  * model's option) computes what a device with exact_activations computes,
  * bit for bit, in prefill and decode, where the device's other streams
@@ -457,6 +491,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
                                        cmocka_unit_test(test_linear_q8_many_rows),
+                                       cmocka_unit_test(test_linear_q8_in_place),
                                        cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
