@@ -325,7 +325,8 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         const colo_llama_layer *L = &m->layers[l];
         if (throttle)
             colo_cosched_throttle(throttle, 14);
-        TRY(colo_op_rmsnorm(s, m->x, L->attn_norm, m->h, n, E, hp->rms_eps));
+        if (l == 0) /* (the other layers' comes with the add that ends the layer before) */
+            TRY(colo_op_rmsnorm(s, m->x, L->attn_norm, m->h, n, E, hp->rms_eps));
         /* One product op per shared input: h is prepared (quantized) once. */
         colo_linear_out qkv[3] = {{L->wq, L->tq, L->bq, m->q, 0, Q}, {L->wk, L->tk, L->bk, m->k, 0, KV},
                                   {L->wv, L->tv, L->bv, m->v, 0, KV}};
@@ -349,10 +350,8 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear(s, L->wo, L->to, L->bo, m->att, 0, m->h, 0, n, E, Q));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_O, m->att, Q, (float *[]){m->h}, (int[]){E}, 1, n));
-        if (L->post_attn_norm)
-            TRY(colo_op_rmsnorm(s, m->h, L->post_attn_norm, m->h, n, E, hp->rms_eps));
-        TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
-        TRY(colo_op_rmsnorm(s, m->x, L->ffn_norm, m->h, n, E, hp->rms_eps));
+        /* x += h (post_attn_norm'd where the model has it); h = ffn_norm(x) */
+        TRY(colo_op_add_rmsnorm(s, m->x, m->h, L->post_attn_norm, L->ffn_norm, m->h, n, E, hp->rms_eps));
         colo_linear_out gate_up[2] = {{L->w_gate, L->tg, L->b_gate, m->g, 0, F}, {L->w_up, L->tu, L->b_up, m->u, 0, F}};
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
         if (lora)
@@ -364,6 +363,11 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, (float *[]){m->h}, (int[]){E}, 1, n));
+        if (l + 1 < hp->n_layer) { /* and h = the next layer's attn_norm(x) */
+            TRY(colo_op_add_rmsnorm(s, m->x, m->h, L->post_ffn_norm, m->layers[l + 1].attn_norm, m->h, n, E,
+                                    hp->rms_eps));
+            continue;
+        }
         if (L->post_ffn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_ffn_norm, m->h, n, E, hp->rms_eps));
         TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));

@@ -156,6 +156,47 @@ static void test_linear_q8_in_place(void **state)
     dfree_all(c);
 }
 
+/* add_rmsnorm (a layer's residual add and the norm after it, in one op)
+ * gives the bits of rmsnorm, add and rmsnorm in turn, with and without the
+ * norm of what is added, for 1 to 5 rows, its output over h or apart. */
+static void test_add_rmsnorm_fused(void **state)
+{
+    ctx_t *c = *state;
+    int n = 576;
+    for (int rows = 1; rows <= 5; rows += 2)
+        for (int pre = 0; pre < 2; pre++)
+            for (int apart = 0; apart < 2; apart++) {
+                size_t bytes = (size_t)rows * n * 4;
+                float *x = malloc(bytes), *h = malloc(bytes), *w = malloc((size_t)n * 4), *w2 = malloc((size_t)n * 4);
+                float *want_x = malloc(bytes), *want_y = malloc(bytes), *got = malloc(bytes);
+                assert_true(x && h && w && w2 && want_x && want_y && got);
+                fill_normal(x, (int64_t)rows * n, 3.0f);
+                fill_normal(h, (int64_t)rows * n, 1.0f);
+                fill_normal(w, n, 1.0f);
+                fill_normal(w2, n, 1.0f);
+                float *dx = dput(c, x, bytes), *dh = dput(c, h, bytes), *dw = dput(c, w, (size_t)n * 4);
+                float *dw2 = dput(c, w2, (size_t)n * 4), *dy = apart ? dpoison(c, bytes) : dh;
+                if (pre)
+                    assert_int_equal(colo_op_rmsnorm(c->s, dh, dw2, dh, rows, n, 1e-6f), COLO_OK);
+                assert_int_equal(colo_op_add(c->s, dx, dh, dx, (int64_t)rows * n), COLO_OK);
+                assert_int_equal(colo_op_rmsnorm(c->s, dx, dw, dy, rows, n, 1e-6f), COLO_OK);
+                dget(c, want_x, dx, bytes);
+                dget(c, want_y, dy, bytes);
+                float *fx = dput(c, x, bytes), *fh = dput(c, h, bytes), *fy = apart ? dpoison(c, bytes) : fh;
+                assert_int_equal(colo_op_add_rmsnorm(c->s, fx, fh, pre ? dw2 : NULL, dw, fy, rows, n, 1e-6f),
+                                 COLO_OK);
+                dget(c, got, fx, bytes);
+                assert_memory_equal(got, want_x, bytes);
+                dget(c, got, fy, bytes);
+                assert_memory_equal(got, want_y, bytes);
+                free(x), free(h), free(w), free(w2), free(want_x), free(want_y), free(got);
+                dfree_all(c);
+            }
+    float v = 0;
+    assert_int_equal(colo_op_add_rmsnorm(c->s, NULL, &v, NULL, &v, &v, 1, 1, 1e-6f), COLO_EINVAL);
+    assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, &v, 0, 1, 1e-6f), COLO_EINVAL);
+}
+
 /* A stream created with exact_activations on a device without it (a
  * model's option) computes what a device with exact_activations computes,
  * bit for bit, in prefill and decode, where the device's other streams
@@ -492,6 +533,7 @@ int main(void)
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
                                        cmocka_unit_test(test_linear_q8_many_rows),
                                        cmocka_unit_test(test_linear_q8_in_place),
+                                       cmocka_unit_test(test_add_rmsnorm_fused),
                                        cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
