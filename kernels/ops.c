@@ -174,14 +174,56 @@ colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma
     DISPATCH(s, layernorm, x, gamma, beta, y, rows, n, eps);
 }
 
+/* A rope descriptor's and row stride's checks. */
+static colo_status rope_check(const colo_rope_desc *d, int x_stride)
+{
+    if (d->n_heads <= 0 || d->head_dim <= 0 || d->n_rot <= 0 || d->n_rot > d->head_dim || d->n_rot % 2 ||
+        !(d->freq_base > 0) || !(d->freq_scale > 0) || !isfinite(d->attn_factor) || x_stride < 0 ||
+        (x_stride && x_stride < d->n_heads * d->head_dim))
+        return COLO_EINVAL;
+    return COLO_OK;
+}
+
 colo_status colo_op_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
                          const colo_rope_desc *d)
 {
-    if (!x || !pos || !d || rows <= 0 || d->n_heads <= 0 || d->head_dim <= 0 || d->n_rot <= 0 ||
-        d->n_rot > d->head_dim || d->n_rot % 2 || !(d->freq_base > 0) || !(d->freq_scale > 0) ||
-        !isfinite(d->attn_factor) || x_stride < 0 || (x_stride && x_stride < d->n_heads * d->head_dim))
+    if (!x || !pos || !d || rows <= 0 || rope_check(d, x_stride) != COLO_OK)
         return COLO_EINVAL;
     DISPATCH(s, rope, x, x_stride, pos, rows, d);
+}
+
+colo_status colo_op_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
+                             const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache)
+{
+    if (!d || !q || !k || !v || !pos || !slot || !k_cache || !v_cache || rows <= 0 || d->n_kv_heads <= 0 ||
+        !d->q_norm != !d->k_norm || !(d->eps >= 0))
+        return COLO_EINVAL;
+    const colo_ops *ops = OPS(s);
+    if (!ops)
+        return COLO_EINVAL;
+    int hd = d->rope.head_dim, kv_dim = d->n_kv_heads * hd;
+    colo_rope_desc kr = d->rope; /* the keys' */
+    kr.n_heads = d->n_kv_heads;
+    if (ops->qk_store) { /* the checks the three ops make */
+        if (rope_check(&d->rope, 0) != COLO_OK || rope_check(&kr, 0) != COLO_OK)
+            return COLO_EINVAL;
+        if (!colo_dtype_is_kv(d->kv_type))
+            return COLO_EUNSUPPORTED;
+        if (kv_dim % colo_dtype_block_elems(d->kv_type))
+            return COLO_EINVAL;
+        DISPATCH(s, qk_store, d, q, k, v, pos, slot, rows, k_cache, v_cache);
+    }
+    colo_status st = COLO_OK;
+    if (d->q_norm) {
+        st = colo_op_rmsnorm(s, q, d->q_norm, q, rows * d->rope.n_heads, hd, d->eps);
+        if (st == COLO_OK)
+            st = colo_op_rmsnorm(s, k, d->k_norm, k, rows * d->n_kv_heads, hd, d->eps);
+    }
+    if (st == COLO_OK)
+        st = colo_op_rope(s, q, 0, pos, rows, &d->rope);
+    if (st == COLO_OK)
+        st = colo_op_rope(s, k, 0, pos, rows, &kr);
+    return st == COLO_OK ? colo_op_kv_store(s, k, 0, v, 0, k_cache, v_cache, d->kv_type, slot, rows, kv_dim) : st;
 }
 
 colo_status colo_op_softmax(colo_stream *s, float *x, int rows, int n, float scale)

@@ -75,6 +75,16 @@ typedef struct colo_rope_desc {
     const float *freq_factors; /* (n_rot / 2) device floats, or NULL */
 } colo_rope_desc;
 
+/* What colo_op_qk_store does to a layer's queries, keys and values. */
+typedef struct colo_qk_desc {
+    colo_rope_desc rope; /* n_heads: the queries' heads */
+    int n_kv_heads;      /* the keys' and values' heads (of rope.head_dim) */
+    const float *q_norm; /* (head_dim) each query head's rmsnorm weights, or NULL */
+    const float *k_norm; /* the same for the keys: both given or neither */
+    float eps;           /* their rmsnorm's */
+    colo_dtype kv_type;  /* the caches' (colo_dtype_is_kv) */
+} colo_qk_desc;
+
 /* One product of colo_op_linear_multi: y (m, n) = x . W (n, k)^T [+ bias]. */
 typedef struct colo_linear_out {
     const void *w;      /* (n, k) of w_type */
@@ -226,6 +236,15 @@ struct colo_ops {
      * out. */
     colo_status (*add_rmsnorm)(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
                                int rows, int n, float eps);
+
+    /* A layer's queries and keys made ready and its keys and values
+     * stored, in one op: for each of rows tokens, each head of q (rows,
+     * n_heads * head_dim) and of k (rows, n_kv_heads * head_dim) rmsnorm'd
+     * when d has the weights, both rotated at pos, then k's and v's rows
+     * stored at slot as kv_store stores them; each value as those ops give
+     * it. Optional (the dispatcher runs rmsnorm, rope and kv_store); last. */
+    colo_status (*qk_store)(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
+                            const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -241,6 +260,8 @@ colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int
                                int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
 colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
                                 int rows, int n, float eps);
+colo_status colo_op_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
+                             const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
 /* One product: colo_op_lora_multi with one output. */
 colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,

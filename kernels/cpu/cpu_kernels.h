@@ -229,6 +229,15 @@ colo_status colo_cpu_attention_bidir(colo_stream *s, const float *q, int q_strid
                                      int seq, int n_head, int head_dim, float scale);
 /* norm.c */
 colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
+/* y (n) = x / sqrt(mean(x^2) + eps) * w: one row of rmsnorm, for every op
+ * that norms a row (the same bits). y may equal x. */
+void colo_cpu_rms_row(const float *x, const float *w, float *y, int n, float eps);
+/* One token's K and V rows (kv_dim) into slot of caches of type t, as
+ * kv_store stores them; false for a type it cannot store. */
+bool colo_cpu_kv_store_row(colo_dtype t, const float *k, const float *v, void *k_cache, void *v_cache, int64_t slot,
+                           int kv_dim);
+colo_status colo_cpu_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
+                              const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
 colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
                                  int rows, int n, float eps);
 colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,

@@ -165,34 +165,44 @@ typedef struct {
  * to 5e-4 rad). */
 #define ROPE_FREQS 512
 
+/* The frequencies, once per chunk rather than once per row (the same values). */
+static void rope_freqs(const colo_rope_desc *d, double freq[ROPE_FREQS])
+{
+    for (int j = 0; j < d->n_rot / 2 && j < ROPE_FREQS; j++)
+        freq[j] = pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+}
+
+/* One position's rotation of the n_heads heads at x and the n2 heads at x2
+ * (keys beside queries: the same angles, computed once). */
+static void rope_row(const colo_rope_desc *d, const double freq[ROPE_FREQS], double pos, float *x, int n_heads,
+                     float *x2, int n2)
+{
+    int half = d->n_rot / 2;
+    for (int j = 0; j < half; j++) {
+        double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+        double theta = pos * d->freq_scale * f;
+        if (d->freq_factors)
+            theta /= d->freq_factors[j];
+        float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
+        int i0 = d->neox ? j : 2 * j, i1 = d->neox ? j + half : 2 * j + 1;
+        for (int h = 0; h < n_heads + n2; h++) {
+            float *v = h < n_heads ? x + (int64_t)h * d->head_dim : x2 + (int64_t)(h - n_heads) * d->head_dim;
+            float a = v[i0], b = v[i1];
+            v[i0] = a * c - b * sn;
+            v[i1] = a * sn + b * c;
+        }
+    }
+}
+
 static void rope_task(const void *p, int chunk, int n_chunks)
 {
     const rope_args *r = p;
-    const colo_rope_desc *d = &r->d;
-    int half = d->n_rot / 2;
     int64_t lo, hi;
     colo_chunk_range(r->rows, chunk, n_chunks, &lo, &hi);
-    /* The frequencies, once per chunk rather than once per row (the same values). */
     double freq[ROPE_FREQS];
-    for (int j = 0; j < half && j < ROPE_FREQS; j++)
-        freq[j] = pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
-    for (int64_t i = lo; i < hi; i++) {
-        double pos = r->pos[i];
-        for (int j = 0; j < half; j++) {
-            double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
-            double theta = pos * d->freq_scale * f;
-            if (d->freq_factors)
-                theta /= d->freq_factors[j];
-            float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
-            int i0 = d->neox ? j : 2 * j, i1 = d->neox ? j + half : 2 * j + 1;
-            for (int h = 0; h < d->n_heads; h++) {
-                float *v = r->x + i * r->stride + (int64_t)h * d->head_dim;
-                float a = v[i0], b = v[i1];
-                v[i0] = a * c - b * sn;
-                v[i1] = a * sn + b * c;
-            }
-        }
-    }
+    rope_freqs(&r->d, freq);
+    for (int64_t i = lo; i < hi; i++)
+        rope_row(&r->d, freq, r->pos[i], r->x + i * r->stride, r->d.n_heads, NULL, 0);
 }
 
 colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
@@ -200,4 +210,48 @@ colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t 
 {
     rope_args r = {x, pos, x_stride ? x_stride : d->n_heads * d->head_dim, rows, *d};
     return colo_cpu_launch(s, rope_task, &r, sizeof r, colo_cpu_chunks(s, rows, 30.0 * d->n_heads * d->head_dim));
+}
+
+typedef struct {
+    colo_qk_desc d;
+    float *q, *k;
+    const float *v;
+    const int32_t *pos, *slot;
+    int rows;
+    void *kc, *vc;
+} qk_args;
+
+/* Per token: the heads' norms, the rotation and the store, each as its op
+ * (rmsnorm over head_dim rows, rope, kv_store) gives it. */
+static void qk_task(const void *p, int chunk, int n_chunks)
+{
+    const qk_args *a = p;
+    const colo_qk_desc *d = &a->d;
+    int hd = d->rope.head_dim, nq = d->rope.n_heads, nk = d->n_kv_heads, kv_dim = nk * hd;
+    int64_t lo, hi;
+    colo_chunk_range(a->rows, chunk, n_chunks, &lo, &hi);
+    double freq[ROPE_FREQS];
+    rope_freqs(&d->rope, freq);
+    for (int64_t i = lo; i < hi; i++) {
+        float *q = a->q + i * nq * hd, *k = a->k + i * kv_dim;
+        if (d->q_norm) {
+            for (int h = 0; h < nq; h++)
+                colo_cpu_rms_row(q + (int64_t)h * hd, d->q_norm, q + (int64_t)h * hd, hd, d->eps);
+            for (int h = 0; h < nk; h++)
+                colo_cpu_rms_row(k + (int64_t)h * hd, d->k_norm, k + (int64_t)h * hd, hd, d->eps);
+        }
+        rope_row(&d->rope, freq, a->pos[i], q, nq, k, nk);
+        if (a->slot[i] < 0)
+            colo_cpu_task_fail(COLO_EINVAL);
+        else if (!colo_cpu_kv_store_row(d->kv_type, k, a->v + i * kv_dim, a->kc, a->vc, a->slot[i], kv_dim))
+            colo_cpu_task_fail(COLO_EUNSUPPORTED);
+    }
+}
+
+colo_status colo_cpu_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
+                              const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache)
+{
+    qk_args a = {*d, q, k, v, pos, slot, rows, k_cache, v_cache};
+    double per_row = (30.0 + (d->q_norm ? 5.0 : 0.0)) * (d->rope.n_heads + d->n_kv_heads) * d->rope.head_dim;
+    return colo_cpu_launch(s, qk_task, &a, sizeof a, colo_cpu_chunks(s, rows, per_row));
 }

@@ -96,25 +96,32 @@ static void kv_task(const void *p, int chunk, int n_chunks)
             colo_cpu_task_fail(COLO_EINVAL);
             continue;
         }
-        const float *k = a->k + t * a->ks, *v = a->v + t * a->vs;
-        if (a->t == COLO_F32) {
-            memcpy((float *)a->kc + slot * a->kv_dim, k, (size_t)a->kv_dim * sizeof(float));
-            memcpy((float *)a->vc + slot * a->kv_dim, v, (size_t)a->kv_dim * sizeof(float));
-        } else if (a->t == COLO_F16) {
-            uint16_t *kc = (uint16_t *)a->kc + slot * a->kv_dim, *vc = (uint16_t *)a->vc + slot * a->kv_dim;
-            for (int i = 0; i < a->kv_dim; i++) {
-                kc[i] = colo_f32_to_fp16(k[i]);
-                vc[i] = colo_f32_to_fp16(v[i]);
-            }
-        } else {
-            /* A block type: the row is quantized once, here, 32 elements
-             * per block, and never rewritten. */
-            size_t rb = colo_dtype_row_bytes(a->t, a->kv_dim);
-            if (colo_quantize_row(a->t, k, (char *)a->kc + slot * (int64_t)rb, a->kv_dim) != COLO_OK ||
-                colo_quantize_row(a->t, v, (char *)a->vc + slot * (int64_t)rb, a->kv_dim) != COLO_OK)
-                colo_cpu_task_fail(COLO_EUNSUPPORTED);
-        }
+        if (!colo_cpu_kv_store_row(a->t, a->k + t * a->ks, a->v + t * a->vs, a->kc, a->vc, slot, a->kv_dim))
+            colo_cpu_task_fail(COLO_EUNSUPPORTED);
     }
+}
+
+bool colo_cpu_kv_store_row(colo_dtype t, const float *k, const float *v, void *k_cache, void *v_cache, int64_t slot,
+                           int kv_dim)
+{
+    if (t == COLO_F32) {
+        memcpy((float *)k_cache + slot * kv_dim, k, (size_t)kv_dim * sizeof(float));
+        memcpy((float *)v_cache + slot * kv_dim, v, (size_t)kv_dim * sizeof(float));
+    } else if (t == COLO_F16) {
+        uint16_t *kc = (uint16_t *)k_cache + slot * kv_dim, *vc = (uint16_t *)v_cache + slot * kv_dim;
+        for (int i = 0; i < kv_dim; i++) {
+            kc[i] = colo_f32_to_fp16(k[i]);
+            vc[i] = colo_f32_to_fp16(v[i]);
+        }
+    } else {
+        /* A block type: the row is quantized once, here, 32 elements per
+         * block, and never rewritten. */
+        size_t rb = colo_dtype_row_bytes(t, kv_dim);
+        if (colo_quantize_row(t, k, (char *)k_cache + slot * (int64_t)rb, kv_dim) != COLO_OK ||
+            colo_quantize_row(t, v, (char *)v_cache + slot * (int64_t)rb, kv_dim) != COLO_OK)
+            return false;
+    }
+    return true;
 }
 
 colo_status colo_cpu_kv_store(colo_stream *s, const float *k, int k_stride, const float *v, int v_stride,

@@ -22,8 +22,7 @@ typedef struct {
     const float *w_pre;
 } row_args;
 
-/* y = x / sqrt(mean(x^2) + eps) * w: one row of rmsnorm. */
-static inline void rms_row(const float *x, const float *w, float *y, int n, float eps)
+void colo_cpu_rms_row(const float *x, const float *w, float *y, int n, float eps)
 {
     double ss = 0;
     for (int j = 0; j < n; j++)
@@ -44,15 +43,15 @@ static void row_task(const void *p, int chunk, int n_chunks)
         int n = r->n;
         switch (r->kind) {
         case ROW_RMS:
-            rms_row(x, r->w, y, n, r->eps);
+            colo_cpu_rms_row(x, r->w, y, n, r->eps);
             break;
         case ROW_ADD_RMS: { /* as rmsnorm (h), add and rmsnorm in turn: the same values */
             float *xr = r->xa + i * n, *h = r->h + i * n;
             if (r->w_pre)
-                rms_row(h, r->w_pre, h, n, r->eps);
+                colo_cpu_rms_row(h, r->w_pre, h, n, r->eps);
             for (int j = 0; j < n; j++)
                 xr[j] = xr[j] + h[j];
-            rms_row(xr, r->w, y, n, r->eps);
+            colo_cpu_rms_row(xr, r->w, y, n, r->eps);
             break;
         }
         case ROW_LAYER: {

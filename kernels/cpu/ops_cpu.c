@@ -87,4 +87,5 @@ const colo_ops colo_cpu_ops = {
     .linear_multi = colo_cpu_linear_multi,
     .lora = colo_cpu_lora,
     .add_rmsnorm = colo_cpu_add_rmsnorm,
+    .qk_store = colo_cpu_qk_store,
 };

@@ -333,18 +333,13 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_Q, m->h, E, (float *[]){m->q, m->k, m->v}, (int[]){Q, KV, KV}, 3, n));
-        if (L->q_norm) { /* per head */
-            TRY(colo_op_rmsnorm(s, m->q, L->q_norm, m->q, n * hp->n_head, hp->head_dim, hp->rms_eps));
-            TRY(colo_op_rmsnorm(s, m->k, L->k_norm, m->k, n * hp->n_kv_head, hp->head_dim, hp->rms_eps));
-        }
-        colo_rope_desc r = rq;
+        /* per-head norms where the model has them, rope, and K and V into the cache */
+        colo_qk_desc qd = {.rope = rq, .n_kv_heads = hp->n_kv_head, .q_norm = L->q_norm, .k_norm = L->k_norm,
+                           .eps = hp->rms_eps, .kv_type = kv_type};
         if (L->swa) /* sliding-window layers: their own base, no scaling */
-            r.freq_base = hp->rope_base_swa, r.freq_scale = 1.0f;
-        TRY(colo_op_rope(s, m->q, 0, m->d_pos, n, &r));
-        r.n_heads = hp->n_kv_head;
-        TRY(colo_op_rope(s, m->k, 0, m->d_pos, n, &r));
+            qd.rope.freq_base = hp->rope_base_swa, qd.rope.freq_scale = 1.0f;
         void *kc = colo_kv_cache_k(m->kv, l), *vc = colo_kv_cache_v(m->kv, l);
-        TRY(colo_op_kv_store(s, m->k, 0, m->v, 0, kc, vc, kv_type, m->d_slot, n, KV));
+        TRY(colo_op_qk_store(s, &qd, m->q, m->k, m->v, m->d_pos, m->d_slot, n, kc, vc));
         ad.window = L->swa ? hp->n_swa : 0;
         TRY(colo_op_attention(s, &ad, m->q, kc, vc, m->att));
         TRY(colo_op_linear(s, L->wo, L->to, L->bo, m->att, 0, m->h, 0, n, E, Q));

@@ -197,6 +197,71 @@ static void test_add_rmsnorm_fused(void **state)
     assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, &v, 0, 1, 1e-6f), COLO_EINVAL);
 }
 
+/* qk_store (a layer's query and key norms, rope and KV store in one op)
+ * gives the bits of rmsnorm, rope and kv_store in turn: with and without
+ * the per-head norms, GPT-J and NeoX rotations, F32, F16 and Q8_0 caches,
+ * 1 to 5 tokens at scattered positions and slots. */
+static void test_qk_store_fused(void **state)
+{
+    ctx_t *c = *state;
+    enum { NQ = 4, NK = 2, HD = 64, SLOTS = 16 };
+    const colo_dtype kv_types[] = {COLO_F32, COLO_F16, COLO_Q8_0};
+    for (int rows = 1; rows <= 5; rows += 2)
+        for (int norm = 0; norm < 2; norm++)
+            for (size_t kt = 0; kt < sizeof kv_types / sizeof *kv_types; kt++) {
+                colo_dtype t = kv_types[kt];
+                size_t qb = (size_t)rows * NQ * HD * 4, kb = (size_t)rows * NK * HD * 4;
+                size_t cb = colo_dtype_row_bytes(t, NK * HD) * SLOTS;
+                float *q = malloc(qb), *k = malloc(kb), *v = malloc(kb), *wq = malloc(HD * 4), *wk = malloc(HD * 4);
+                unsigned char *want = malloc(qb + kb + 2 * cb), *got = malloc(qb + kb + 2 * cb);
+                assert_true(q && k && v && wq && wk && want && got);
+                fill_normal(q, (int64_t)rows * NQ * HD, 2.0f);
+                fill_normal(k, (int64_t)rows * NK * HD, 2.0f);
+                fill_normal(v, (int64_t)rows * NK * HD, 2.0f);
+                fill_normal(wq, HD, 1.0f);
+                fill_normal(wk, HD, 1.0f);
+                int32_t pos[5] = {7, 300, 8191, 0, 42}, slot[5] = {3, 15, 0, 9, 4};
+                int32_t *dpos = dput(c, pos, sizeof pos), *dslot = dput(c, slot, sizeof slot);
+                float *dwq = dput(c, wq, HD * 4), *dwk = dput(c, wk, HD * 4);
+                colo_qk_desc d = {.rope = {.n_heads = NQ, .head_dim = HD, .n_rot = HD, .neox = rows == 3,
+                                           .freq_base = 10000.0f, .freq_scale = 1.0f, .attn_factor = 1.0f},
+                                  .n_kv_heads = NK, .q_norm = norm ? dwq : NULL, .k_norm = norm ? dwk : NULL,
+                                  .eps = 1e-6f, .kv_type = t};
+                unsigned char *out[2] = {want, got};
+                for (int fused = 0; fused < 2; fused++) {
+                    float *dq = dput(c, q, qb), *dk = dput(c, k, kb), *dv = dput(c, v, kb);
+                    void *kc = dpoison(c, cb), *vc = dpoison(c, cb);
+                    if (fused) {
+                        assert_int_equal(colo_op_qk_store(c->s, &d, dq, dk, dv, dpos, dslot, rows, kc, vc), COLO_OK);
+                    } else {
+                        if (norm) {
+                            assert_int_equal(colo_op_rmsnorm(c->s, dq, dwq, dq, rows * NQ, HD, 1e-6f), COLO_OK);
+                            assert_int_equal(colo_op_rmsnorm(c->s, dk, dwk, dk, rows * NK, HD, 1e-6f), COLO_OK);
+                        }
+                        colo_rope_desc kr = d.rope;
+                        kr.n_heads = NK;
+                        assert_int_equal(colo_op_rope(c->s, dq, 0, dpos, rows, &d.rope), COLO_OK);
+                        assert_int_equal(colo_op_rope(c->s, dk, 0, dpos, rows, &kr), COLO_OK);
+                        assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, t, dslot, rows, NK * HD),
+                                         COLO_OK);
+                    }
+                    dget(c, out[fused], dq, qb);
+                    dget(c, out[fused] + qb, dk, kb);
+                    dget(c, out[fused] + qb + kb, kc, cb);
+                    dget(c, out[fused] + qb + kb + cb, vc, cb);
+                }
+                assert_memory_equal(got, want, qb + kb + 2 * cb);
+                free(q), free(k), free(v), free(wq), free(wk), free(want), free(got);
+                dfree_all(c);
+            }
+    colo_qk_desc bad = {.rope = {.n_heads = NQ, .head_dim = HD, .n_rot = HD, .freq_base = 10000.0f,
+                                 .freq_scale = 1.0f, .attn_factor = 1.0f},
+                        .n_kv_heads = NK, .q_norm = (const float *)state, .kv_type = COLO_F16};
+    float f = 0;
+    int32_t i = 0;
+    assert_int_equal(colo_op_qk_store(c->s, &bad, &f, &f, &f, &i, &i, 1, &f, &f), COLO_EINVAL); /* one norm only */
+}
+
 /* A stream created with exact_activations on a device without it (a
  * model's option) computes what a device with exact_activations computes,
  * bit for bit, in prefill and decode, where the device's other streams
@@ -534,6 +599,7 @@ int main(void)
                                        cmocka_unit_test(test_linear_q8_many_rows),
                                        cmocka_unit_test(test_linear_q8_in_place),
                                        cmocka_unit_test(test_add_rmsnorm_fused),
+                                       cmocka_unit_test(test_qk_store_fused),
                                        cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
