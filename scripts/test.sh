@@ -5,7 +5,10 @@
 # (tests that need weights that could not be fetched report themselves skipped),
 # builds colo twice (the normal build, with CUDA when nvcc is found, and an
 # ASan+UBSan build without CUDA) and runs the whole ctest suite in each,
-# then each libFuzzer target for 20 s (scripts/fuzz.sh, a clang build).
+# then the soak stage (scripts/churn.py for COLO_CHURN_SECONDS, default 60:
+# models, adapters and the config changing under a mixed load, on the
+# normal build), then each libFuzzer target for 20 s (scripts/fuzz.sh, a
+# clang build).
 # Each build's output goes to <dir>/build.log (its end is printed when it
 # fails). The last line counts every test of every build, and each fuzz
 # target as one test:
@@ -111,8 +114,21 @@ fuzz() {
   fi
 }
 
+# soak: the churn test, counted as one test (skipped without the model weights).
+soak() {
+  local rc=0
+  echo "== soak (churn, ${COLO_CHURN_SECONDS:-60} s)"
+  python3 scripts/churn.py --build build --seconds "${COLO_CHURN_SECONDS:-60}" --warmup 15 || rc=$?
+  case $rc in
+    0) passed=$((passed + 1)) ;;
+    2) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+  esac
+}
+
 test_env=()
 build_and_test default build
+[ -x build/colo-server ] && soak
 if [ "${COLO_TEST_QUICK:-0}" != 1 ]; then
   test_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
   build_and_test "ASan + UBSan" build-asan -DCOLO_SANITIZE=ON -DCOLO_CUDA=OFF

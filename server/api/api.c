@@ -64,6 +64,9 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
         atomic_store(&c->overflow, true);
         ok = false; /* the client does not read: the executor cancels the request */
     } else if (buf_reserve(&c->fill, TOK_HEAD + len + sizeof(colo_req_token_logprobs))) {
+        /* The loop is told when the buffer was empty: otherwise its tokens
+         * are known to it (posted, or queued to render, or held). */
+        post = c->fill.len == 0 && !c->tok_posted;
         /* token, length, whether logprobs follow the piece, the choice, the piece, the logprobs */
         uint32_t l = (uint32_t)len;
         uint8_t has_lp = r->token_logprobs != NULL;
@@ -78,8 +81,7 @@ static bool exec_on_token(colo_request *r, int32_t token, const char *piece, siz
         size_t rec = TOK_HEAD + len + (has_lp ? sizeof(colo_req_token_logprobs) : 0);
         c->fill.len += rec;
         atomic_fetch_add(&a->tok_bytes, rec);
-        post = !c->tok_posted;
-        c->tok_posted = true;
+        c->tok_posted |= post;
     } /* else: out of memory; the final answer still has the whole text */
     pthread_mutex_unlock(&c->mu);
     if (post)
@@ -108,45 +110,229 @@ static bool begin_stream(api_call *c)
 
 static bool client_gone(const api_call *c) { return c->aborted || colo_http_req_aborted(c->http); }
 
+/* ---- loop side: rendering, a bounded pass a turn ------------------------------------ */
+
+static void render_pass(void *ud);
+
+static void render_enqueue(api_call *c)
+{
+    colo_api *a = c->api;
+    if (c->render_queued || c->render_held)
+        return;
+    c->render_queued = true;
+    c->render_next = NULL;
+    c->render_prev = a->render_tail;
+    if (a->render_tail)
+        a->render_tail->render_next = c;
+    else
+        a->render_head = c;
+    a->render_tail = c;
+    if (!a->render_armed) {
+        a->render_armed = true;
+        a->render_call = (colo_http_call){.fn = render_pass, .ud = a};
+        colo_http_server_defer(a->http, &a->render_call);
+    }
+}
+
+static void render_unqueue(api_call *c)
+{
+    colo_api *a = c->api;
+    if (!c->render_queued)
+        return;
+    if (c->render_prev)
+        c->render_prev->render_next = c->render_next;
+    else
+        a->render_head = c->render_next;
+    if (c->render_next)
+        c->render_next->render_prev = c->render_prev;
+    else
+        a->render_tail = c->render_prev;
+    c->render_prev = c->render_next = NULL;
+    c->render_queued = false;
+}
+
+/* Its connection has written all it held: render on. */
+static void on_drain(colo_http_req *req, void *ud)
+{
+    (void)req;
+    api_call *c = ud;
+    c->render_held = false;
+    render_enqueue(c);
+}
+
+/* Takes what the executor appended since the last time, once drain is all
+ * rendered; false when it appended nothing. */
+static bool take_fill(api_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool some = c->fill.len > 0;
+    if (some) {
+        tok_buf t = c->fill;
+        c->drain.len = 0;
+        c->fill = c->drain;
+        c->drain = t;
+        c->drain_off = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return some;
+}
+
+/* Drops every token waiting to be rendered (its client is gone or does not read). */
+static void drop_tokens(api_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->fill.len + (c->drain.len - c->drain_off);
+    c->fill.len = 0;
+    pthread_mutex_unlock(&c->mu);
+    c->drain.len = c->drain_off = 0;
+    atomic_fetch_sub(&c->api->tok_bytes, n);
+}
+
+static bool tokens_waiting(api_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool some = c->fill.len > 0 || c->drain_off < c->drain.len;
+    pthread_mutex_unlock(&c->mu);
+    return some;
+}
+
+/* Renders the piece at drain_off as its dialect's event. */
+static void render_piece(api_call *c)
+{
+    const char *rec = c->drain.data + c->drain_off;
+    int32_t token;
+    uint32_t len;
+    colo_req_token_logprobs lp;
+    memcpy(&token, rec, 4);
+    memcpy(&len, rec + 4, 4);
+    bool has_lp = (rec[8] & 1) != 0, reasoning = (rec[8] & 2) != 0;
+    int ci = (unsigned char)rec[9];
+    size_t *sent = ci ? &c->choice_sent[ci] : &c->text_sent;
+    const char *piece = rec + TOK_HEAD;
+    if (has_lp)
+        memcpy(&lp, piece + len, sizeof lp);
+    c->d->piece(c, &(api_piece){.token = token, .text = piece, .len = len, .choice = ci, .lp = has_lp ? &lp : NULL,
+                                .sent = *sent, .reasoning = reasoning});
+    if (!reasoning)
+        *sent += len;
+    size_t n = TOK_HEAD + len + (has_lp ? sizeof lp : 0);
+    c->drain_off += n;
+    atomic_fetch_sub(&c->api->tok_bytes, n);
+}
+
+typedef enum render_result {
+    RENDER_ALL,     /* every token waiting was rendered */
+    RENDER_LEFT,    /* its budget was spent with tokens left */
+    RENDER_HELD,    /* its connection holds COLO_API_STREAM_QUEUED_BYTES: tokens left */
+    RENDER_DROPPED, /* its client is gone or does not read: tokens dropped */
+} render_result;
+
+/* Renders c's waiting tokens until budget bytes of events are queued on
+ * its connection; *rendered gets the bytes it queued. Rendered events are
+ * several times the tokens' size: what counts is what is queued. A client
+ * that does not read: the request is canceled (unless its executor did so)
+ * and answering it closes the connection. */
+static render_result render_tokens(api_call *c, size_t budget, size_t *rendered)
+{
+    size_t start = colo_http_req_pending_bytes(c->http), pending = start;
+    render_result res = RENDER_ALL;
+    for (;;) {
+        if (c->drain_off + TOK_HEAD > c->drain.len && !take_fill(c))
+            break;
+        if (client_gone(c) || !begin_stream(c)) {
+            res = RENDER_DROPPED;
+            break;
+        }
+        pending = colo_http_req_pending_bytes(c->http);
+        if (atomic_load(&c->overflow) || stream_over(c->api, pending + (c->drain.len - c->drain_off))) {
+            if (!atomic_exchange(&c->overflow, true))
+                colo_served_cancel(c->am->m, c->r);
+            res = RENDER_DROPPED;
+            break;
+        }
+        if (pending >= COLO_API_STREAM_QUEUED_BYTES && !c->cut) {
+            res = RENDER_HELD;
+            break;
+        }
+        if (pending >= start + budget) {
+            res = RENDER_LEFT;
+            break;
+        }
+        render_piece(c);
+    }
+    pending = colo_http_req_pending_bytes(c->http);
+    *rendered = pending > start ? pending - start : 0;
+    if (res == RENDER_DROPPED)
+        drop_tokens(c);
+    atomic_store(&c->unsent_bytes, pending + (c->drain.len - c->drain_off));
+    return res;
+}
+
+static void answer(api_call *c);
+
+/* A stream's last events (a whole /infer answer among them) wait, as its
+ * tokens do, while its connection holds COLO_API_STREAM_QUEUED_BYTES. */
+static bool answer_waits(const api_call *c)
+{
+    return c->started && !c->cut && !client_gone(c) && !atomic_load(&c->overflow) &&
+           colo_http_req_pending_bytes(c->http) >= COLO_API_STREAM_QUEUED_BYTES;
+}
+
+/* One stream's turn in a pass: returns the bytes it rendered. A stream
+ * whose executor has finished is answered once all its tokens are. */
+static size_t render_turn(api_call *c, size_t budget)
+{
+    size_t rendered = 0;
+    render_result res = render_tokens(c, budget, &rendered);
+    if (res == RENDER_ALL && c->done && answer_waits(c))
+        res = RENDER_HELD;
+    if (res == RENDER_LEFT) {
+        render_enqueue(c); /* at the back: the others' turns first */
+    } else if (res == RENDER_HELD) {
+        c->render_held = true;
+        colo_metric_add(c->api->m_render_held, NULL, 1);
+        colo_http_req_on_drain(c->http, on_drain, c);
+    } else if (c->done) {
+        answer(c);
+    }
+    return rendered;
+}
+
+/* Renders the streams queued, in turns, until COLO_API_RENDER_PASS_BYTES
+ * are rendered; the rest waits for the next turn of the loop. */
+static void render_pass(void *ud)
+{
+    colo_api *a = ud;
+    a->render_armed = false;
+    size_t spent = 0;
+    while (a->render_head && spent < COLO_API_RENDER_PASS_BYTES) {
+        api_call *c = a->render_head;
+        render_unqueue(c);
+        size_t left = COLO_API_RENDER_PASS_BYTES - spent;
+        spent += render_turn(c, left < COLO_API_RENDER_SLICE_BYTES ? left : COLO_API_RENDER_SLICE_BYTES);
+    }
+    if (spent > a->render_peak_bytes) {
+        a->render_peak_bytes = spent;
+        colo_metric_set(a->m_render_peak, NULL, (double)spent);
+    }
+    if (a->render_head) {
+        colo_metric_add(a->m_render_deferred, NULL, 1);
+        if (!a->render_armed) { /* (a stream's turn may have deferred it again) */
+            a->render_armed = true;
+            a->render_call = (colo_http_call){.fn = render_pass, .ud = a};
+            colo_http_server_defer(a->http, &a->render_call);
+        }
+    }
+}
+
+/* Posted by the executor when it appended to an empty token buffer. */
 static void deliver_tokens(void *ud)
 {
     api_call *c = ud;
     pthread_mutex_lock(&c->mu);
-    tok_buf t = c->fill;
-    c->fill = c->drain;
-    c->fill.len = 0;
     c->tok_posted = false;
     pthread_mutex_unlock(&c->mu);
-    atomic_fetch_sub(&c->api->tok_bytes, t.len);
-    for (size_t o = 0; o + TOK_HEAD <= t.len && !client_gone(c) && begin_stream(c);) {
-        /* Rendered events are several times the tokens' size: what counts is
-         * what is queued. Its client does not read: the request is canceled
-         * (unless its executor did so) and deliver_done closes the connection. */
-        if (atomic_load(&c->overflow) || stream_over(c->api, colo_http_req_pending_bytes(c->http))) {
-            if (!atomic_exchange(&c->overflow, true))
-                colo_served_cancel(c->am->m, c->r);
-            break;
-        }
-        int32_t token;
-        uint32_t len;
-        colo_req_token_logprobs lp;
-        memcpy(&token, t.data + o, 4);
-        memcpy(&len, t.data + o + 4, 4);
-        bool has_lp = (t.data[o + 8] & 1) != 0, reasoning = (t.data[o + 8] & 2) != 0;
-        int ci = (unsigned char)t.data[o + 9];
-        size_t *sent = ci ? &c->choice_sent[ci] : &c->text_sent;
-        const char *piece = t.data + o + TOK_HEAD;
-        if (has_lp)
-            memcpy(&lp, piece + len, sizeof lp);
-        c->d->piece(c, &(api_piece){.token = token, .text = piece, .len = len, .choice = ci,
-                                    .lp = has_lp ? &lp : NULL, .sent = *sent, .reasoning = reasoning});
-        if (!reasoning)
-            *sent += len;
-        o += TOK_HEAD + len + (has_lp ? sizeof lp : 0);
-    }
-    t.len = 0;
-    c->drain = t;
-    atomic_store(&c->unsent_bytes, colo_http_req_pending_bytes(c->http));
+    render_enqueue(c);
 }
 
 /* ---- loop side: final answers --------------------------------------------------- */
@@ -189,12 +375,15 @@ static void answer_error(api_call *c, int status, colo_status st, const char *ms
     colo_http_error(h, status, colo_api_status_code(st), "model %s: %s", c->name, shown);
 }
 
-static void deliver_done(void *ud)
+/* The request's end, once every token its executor appended is rendered
+ * (or dropped): accounted, answered, freed. */
+static void answer(api_call *c)
 {
-    api_call *c = ud;
     colo_http_req *h = c->http;
     const colo_req_outcome *o = &c->r->out;
-    deliver_tokens(c); /* what the executor appended before it finished */
+    render_unqueue(c);
+    drop_tokens(c); /* none left, unless its client is gone or does not read */
+    colo_http_req_on_drain(h, NULL, NULL);
     bool gone = client_gone(c);
     int status = o->status == COLO_OK ? 200 : gone ? 499 : colo_api_status_http(o->status);
     if (o->status == COLO_ECANCELED && !gone && !c->aborted)
@@ -225,12 +414,36 @@ static void deliver_done(void *ud)
     call_free(c);
 }
 
+/* The executor finished: what it appended before is rendered first (by
+ * the passes, within their budget), then the request is answered. */
+static void deliver_done(void *ud)
+{
+    api_call *c = ud;
+    c->done = true;
+    if (!client_gone(c) && !atomic_load(&c->overflow) && (tokens_waiting(c) || answer_waits(c))) {
+        render_enqueue(c); /* (unless held: its connection's drain queues it) */
+        return;
+    }
+    answer(c);
+}
+
+/* A stream held for its connection or queued to render is answered by
+ * the next pass (its executor finished) or once its executor finishes. */
+static void wake_held(api_call *c)
+{
+    if (c->render_held) {
+        c->render_held = false;
+        render_enqueue(c);
+    }
+}
+
 static void on_abort(colo_http_req *req, void *ud)
 {
     (void)req;
     api_call *c = ud;
     c->aborted = true;
     colo_served_cancel(c->am->m, c->r);
+    wake_held(c);
 }
 
 /* The shutdown deadline: the request ends now, its stream with an error
@@ -241,6 +454,7 @@ static void on_cut(colo_http_req *req, void *ud)
     api_call *c = ud;
     c->cut = true;
     colo_served_cancel(c->am->m, c->r);
+    wake_held(c); /* its last tokens are rendered, whether it reads or not */
 }
 
 /* ---- handlers -------------------------------------------------------------------- */

@@ -13,17 +13,26 @@
 #include "server/http/http_json.h"
 #include "server/core/registry.h"
 
-/* A streaming client that does not read is not buffered for: its request
- * is canceled and its connection closed (unsent output dropped) when
- *  - its unsent bytes pass COLO_API_STREAM_MAX_BYTES: the events rendered
- *    and queued on its connection (as JSON, what is really held), or the
- *    generated tokens waiting to be rendered plus what the connection held
- *    when the loop last looked; or
+/* A streaming client that does not read is not rendered for, nor
+ * buffered for. The loop renders a stream's tokens as events (JSON) only
+ * while its connection holds less than COLO_API_STREAM_QUEUED_BYTES
+ * unsent; past it the tokens wait, unrendered, until the connection has
+ * written all it holds. Its request is canceled and its connection closed
+ * (unsent output dropped) when
+ *  - its unsent bytes pass COLO_API_STREAM_MAX_BYTES: the generated tokens
+ *    waiting to be rendered plus the events queued on its connection; or
  *  - the server's unsent bytes (every connection's output plus every
  *    stream's tokens waiting) pass server.max_unsent_bytes, and its own
- *    pass COLO_API_STREAM_SLOW_BYTES (it is not keeping up). */
-#define COLO_API_STREAM_MAX_BYTES (4u << 20)
+ *    pass COLO_API_STREAM_SLOW_BYTES (it is not keeping up).
+ * Rendering is bounded per turn of the loop: a pass renders at most
+ * COLO_API_RENDER_PASS_BYTES of events, each stream at most
+ * COLO_API_RENDER_SLICE_BYTES before the next stream's turn; what is left
+ * is rendered on the next turn, after the network has been served. */
+#define COLO_API_STREAM_MAX_BYTES (1u << 20)
 #define COLO_API_STREAM_SLOW_BYTES (256u << 10)
+#define COLO_API_STREAM_QUEUED_BYTES (256u << 10)
+#define COLO_API_RENDER_PASS_BYTES (256u << 10)
+#define COLO_API_RENDER_SLICE_BYTES (32u << 10)
 
 typedef struct api_stats api_stats; /* api_stats.c */
 struct api_dialect;
@@ -65,6 +74,12 @@ struct colo_api {
     size_t max_unsent_bytes;     /* server.max_unsent_bytes */
     _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
     colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
+    /* streams with tokens to render (loop thread), rendered by one pass a turn */
+    struct api_call *render_head, *render_tail;
+    colo_http_call render_call;  /* the pass, deferred to the next turn */
+    bool render_armed;           /* render_call is deferred */
+    size_t render_peak_bytes;    /* the most one pass rendered */
+    colo_metric *m_render_deferred, *m_render_held, *m_render_peak;
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -159,9 +174,17 @@ struct api_call {
     tok_buf fill;      /* the executor appends here (under mu) */
     tok_buf drain;     /* the loop reads here */
     bool tok_posted;   /* tok_call is queued (under mu) */
-    _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
+    size_t drain_off;  /* drain is rendered up to here (loop) */
+    /* its connection's pending output plus drain's unrendered tokens, as
+     * the loop last saw them */
+    _Atomic size_t unsent_bytes;
     atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
+    /* loop thread: the render queue */
+    bool done;          /* the executor finished: answered once its tokens are rendered */
+    bool render_queued; /* in the api's render queue */
+    bool render_held;   /* its connection holds COLO_API_STREAM_QUEUED_BYTES: waits for it to drain */
+    struct api_call *render_prev, *render_next;
 };
 
 /* Tokens generated for r, every choice, whatever became of the request or

@@ -290,6 +290,14 @@ static const metric_def metric_defs[] = {
      L_MODEL},
     {offsetof(colo_api, m_stream_cut), M_COUNTER, "colo_model_streams_unread_total",
      "Streams canceled and closed because their client did not read them.", 1, L_MODEL},
+    {offsetof(colo_api, m_render_deferred), M_COUNTER, "colo_stream_render_deferred_total",
+     "Turns of the event loop whose budget for rendering stream events was spent with streams left to render "
+     "(rendered on the next turn).", 0, NULL},
+    {offsetof(colo_api, m_render_held), M_COUNTER, "colo_stream_render_held_total",
+     "Times a stream's events were not rendered because its connection held 256 KiB unsent (rendered once it "
+     "has written them).", 0, NULL},
+    {offsetof(colo_api, m_render_peak), M_GAUGE, "colo_stream_render_pass_peak_bytes",
+     "The most bytes of stream events one turn of the event loop rendered.", 0, NULL},
     {offsetof(colo_api, m_prefix_queries), M_COUNTER, "colo_model_prefix_cache_queries_total",
      "Sequences admitted that looked up the prefix cache.", 1, L_MODEL},
     {offsetof(colo_api, m_prefix_hits), M_COUNTER, "colo_model_prefix_cache_hits_total",

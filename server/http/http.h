@@ -105,6 +105,13 @@ typedef struct colo_http_call {
  * with colo_http_server_call's. c must stay valid until fn starts, and may
  * be posted again from then on (not while it is still queued). */
 void colo_http_server_post(colo_http_server *s, colo_http_call *c);
+/* Loop thread: c->fn(c->ud) runs on a later turn of the loop, after it has
+ * polled the network again, in defer order. Work split over turns (a
+ * turn's budget spent, the rest deferred) so that other connections are
+ * served in between. c must stay valid until fn starts and must not be
+ * deferred again while it waits. Calls still waiting when the server is
+ * freed run then (their requests aborted, so finishing them only frees). */
+void colo_http_server_defer(colo_http_server *s, colo_http_call *c);
 /* The loop's event base, for timers and signals of the embedding program. */
 struct event_base *colo_http_server_base(colo_http_server *s);
 void colo_http_server_on_done(colo_http_server *s, colo_http_done_fn fn, void *ud);
@@ -255,6 +262,11 @@ void colo_http_stream_abort(colo_http_req *r);
 /* Bytes queued on the connection and not yet written (0 if gone): a
  * producer may wait for it to fall before pushing more. */
 size_t colo_http_req_pending_bytes(const colo_http_req *r);
+/* fn(r, ud) runs once on the loop thread when a streaming response's
+ * queued output has all been written to the socket (armed again by each
+ * call; NULL disarms). It is never called for a connection that goes away
+ * (on_abort is). fn may write to the stream; it must not finish r. */
+void colo_http_req_on_drain(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud);
 
 /* "Not Found" for 404...; "Unknown" for codes colo never sends. */
 const char *colo_http_reason(int status);

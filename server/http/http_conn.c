@@ -540,12 +540,19 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
+/* Called when the output has been written down to its low-water mark (0). */
 static void on_write(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     http_conn *c = arg;
-    if (c->state == CONN_WRITING)
+    if (c->state == CONN_WRITING) {
         conn_after_write(c);
+    } else if (c->state == CONN_STREAMING && c->req && c->req->on_drain) {
+        colo_http_req *r = c->req;
+        void (*fn)(colo_http_req *, void *) = r->on_drain;
+        r->on_drain = NULL;
+        fn(r, r->on_drain_ud);
+    }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)

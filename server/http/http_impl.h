@@ -23,6 +23,11 @@
 #define HTTP_MAX_PARAMS 8
 #define HTTP_MAX_RESP_HEADERS 16
 #define HTTP_INPUT_HIGH_WATER (64 * 1024) /* stop reading while this much input waits */
+/* A stream's socket send buffer (SO_SNDBUF; Linux doubles it): what the
+ * kernel takes of a stream its client does not read, beyond what the
+ * connection queues. Left to itself the kernel grows it to tcp_wmem's
+ * maximum (4 MiB by default), all of it rendered for nobody. */
+#define HTTP_STREAM_SNDBUF_BYTES (128 * 1024)
 
 typedef struct http_conn http_conn;
 
@@ -96,6 +101,8 @@ struct colo_http_req {
     void *on_abort_ud;
     void (*on_cut)(colo_http_req *r, void *ud); /* the shutdown deadline passed */
     void *on_cut_ud;
+    void (*on_drain)(colo_http_req *r, void *ud); /* a stream's output all written (armed once) */
+    void *on_drain_ud;
     int log_status;         /* colo_http_req_set_log_status; 0: the response's */
 };
 
@@ -134,11 +141,14 @@ struct colo_http_server {
     struct event *resume_ev;   /* re-enables the listener after EMFILE */
     struct event *call_ev;     /* runs queued calls */
     struct event *deadline_ev; /* shutdown deadline */
+    struct event *defer_ev;    /* runs deferred calls on the next turn (a zero timeout) */
     llhttp_settings_t settings;
     int port;
     /* cross-thread calls */
     pthread_mutex_t call_mu;
     http_call *calls, *calls_tail;
+    /* deferred calls (loop thread): run on a later turn */
+    http_call *deferred, *deferred_tail;
     /* connections */
     http_conn *conns;
     http_conn *idle_head, *idle_tail;

@@ -254,6 +254,12 @@ void colo_http_req_on_abort(colo_http_req *r, void (*fn)(colo_http_req *r, void 
     r->on_abort_ud = ud;
 }
 
+void colo_http_req_on_drain(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud)
+{
+    r->on_drain = fn;
+    r->on_drain_ud = ud;
+}
+
 void colo_http_req_on_cut(colo_http_req *r, void (*fn)(colo_http_req *r, void *ud), void *ud)
 {
     r->on_cut = fn;

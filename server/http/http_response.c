@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 const char *colo_http_reason(int status)
 {
@@ -245,6 +246,8 @@ colo_status colo_http_stream_begin(colo_http_req *r, int status, const char *con
         return COLO_ECANCELED;
     r->chunked = r->http_minor >= 1;
     r->conn->state = CONN_STREAMING;
+    int sndbuf = HTTP_STREAM_SNDBUF_BYTES;
+    (void)setsockopt(bufferevent_getfd(r->conn->bev), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf); /* best effort */
     write_head(r, bufferevent_get_output(r->conn->bev), status, content_type, -1);
     return COLO_OK;
 }

@@ -156,6 +156,32 @@ static void on_calls(evutil_socket_t fd, short what, void *arg)
     run_calls(list);
 }
 
+static void on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    colo_http_server *s = arg;
+    http_call *list = s->deferred;
+    s->deferred = s->deferred_tail = NULL;
+    run_calls(list); /* what they defer again waits for the next turn */
+}
+
+void colo_http_server_defer(colo_http_server *s, colo_http_call *c)
+{
+    c->next = NULL;
+    c->heap = false;
+    if (s->deferred_tail)
+        s->deferred_tail->next = c;
+    else
+        s->deferred = c;
+    s->deferred_tail = c;
+    /* A timer, not event_active: an active event added while the loop runs
+     * its callbacks would run in the same turn, before the network is polled. */
+    static const struct timeval now = {0, 0};
+    if (!s->stopped && !evtimer_pending(s->defer_ev, NULL))
+        evtimer_add(s->defer_ev, &now);
+}
+
 colo_status colo_http_server_call(colo_http_server *s, void (*fn)(void *ud), void *ud)
 {
     http_call *call = malloc(sizeof *call);
@@ -338,7 +364,8 @@ colo_http_server *colo_http_server_create(const colo_http_config *cfg, colo_http
     s->base = event_base_new();
     if (!s->base || !(s->call_ev = event_new(s->base, -1, 0, on_calls, s)) ||
         !(s->resume_ev = evtimer_new(s->base, on_resume, s)) ||
-        !(s->deadline_ev = evtimer_new(s->base, on_deadline, s))) {
+        !(s->deadline_ev = evtimer_new(s->base, on_deadline, s)) ||
+        !(s->defer_ev = evtimer_new(s->base, on_deferred, s))) {
         colo_set_err(err, errlen, "cannot create the event loop");
         goto out_free;
     }
@@ -404,13 +431,17 @@ void colo_http_server_free(colo_http_server *s)
         evconnlistener_free(s->listener);
     while (s->conns)
         http_conn_free_now(s->conns);
-    /* Calls queued after the loop stopped: their requests are aborted now, so
-     * finishing them only frees them. */
+    /* Calls queued or deferred after the loop stopped: their requests are
+     * aborted now, so finishing them only frees them. */
     for (;;) {
         pthread_mutex_lock(&s->call_mu);
         http_call *list = s->calls;
         s->calls = s->calls_tail = NULL;
         pthread_mutex_unlock(&s->call_mu);
+        if (!list) {
+            list = s->deferred;
+            s->deferred = s->deferred_tail = NULL;
+        }
         if (!list)
             break;
         run_calls(list);
@@ -421,6 +452,8 @@ void colo_http_server_free(colo_http_server *s)
         event_free(s->resume_ev);
     if (s->deadline_ev)
         event_free(s->deadline_ev);
+    if (s->defer_ev)
+        event_free(s->defer_ev);
     if (s->base)
         event_base_free(s->base);
     pthread_mutex_destroy(&s->call_mu);

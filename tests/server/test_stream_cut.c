@@ -4,7 +4,9 @@
  * access log agree); a stream cut by the shutdown deadline ends with an
  * error event and [DONE], and is billed too; clients that never read their
  * streams hold at most the server's bound of unsent bytes (counted as
- * rendered JSON) before their streams are canceled and closed. */
+ * rendered JSON) before their streams are canceled and closed, and the
+ * event loop renders for them only while their connections hold little,
+ * within a budget per turn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -370,9 +372,58 @@ static void test_unread_streams_are_bounded(void **state)
     srv_cleanup(&f);
 }
 
+/* A request for n streamed choices with 20 top logprobs each (about 1.4
+ * KB of JSON per token) on a connection with a 4 KiB receive buffer whose
+ * client never reads; the connection's id. */
+static int unread_stream(srv_fixture *f, int n, int seed)
+{
+    int eos = colo_mkmodel_min_vocab() - 3;
+    char body[512], headers[128];
+    snprintf(body, sizeof body,
+             "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"go %d\"}],\"n\":%d,"
+             "\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":1500,\"stream\":true,\"seed\":%d,"
+             "\"logit_bias\":{\"%d\":-100,\"%d\":-100,\"%d\":-100}}",
+             seed, n, seed, eos, eos + 1, eos + 2);
+    snprintf(headers, sizeof headers, "Authorization: Bearer op-key\r\nX-Request-Id: unread-%d\r\n", seed);
+    char *raw = srv_post_raw("/v1/chat/completions", headers, body);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int rcv = 4096;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_true(srv_send_all(fd, raw, strlen(raw)));
+    free(raw);
+    return fd;
+}
+
+/* Polls /metrics until colo_model_streams_unread_total of model a is n;
+ * the metrics text then (malloc'd). */
+static char *wait_unread(srv_fixture *f, int n)
+{
+    srv_resp r;
+    for (int i = 0; i < 3000; i++) {
+        assert_true(srv_http_h(f, "GET", "/metrics", ADMIN_H, NULL, &r));
+        if (metric(r.body, "colo_model_streams_unread_total{model=\"a\"}") == n) {
+            char *text = r.body;
+            r.body = NULL;
+            srv_resp_free(&r);
+            return text;
+        }
+        srv_resp_free(&r);
+        srv_sleep_ms(20);
+    }
+    fail_msg("%d streams were not canceled for not reading", n);
+    return NULL;
+}
+
 /* One client that never reads, under the default server bound (256 MiB):
- * its stream is canceled once the events rendered for it and unsent pass
- * 4 MiB (COLO_API_STREAM_MAX_BYTES), within one event. */
+ * the loop renders events for it only while its connection holds less
+ * than 256 KiB (COLO_API_STREAM_QUEUED_BYTES), within one event, and the
+ * tokens generated after that wait unrendered until, with what its
+ * connection holds, they pass 1 MiB (COLO_API_STREAM_MAX_BYTES): then its
+ * stream is canceled and closed, billed with 503. */
 static void test_one_unread_stream_stops_at_its_cap(void **state)
 {
     (void)state;
@@ -381,41 +432,62 @@ static void test_one_unread_stream_stops_at_its_cap(void **state)
     char *y = config_text("", 1000000);
     assert_true(srv_start_env(&f, y, ADMIN_ENV));
     free(y);
-    int eos = colo_mkmodel_min_vocab() - 3;
-    char body[512];
-    snprintf(body, sizeof body,
-             "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"go\"}],\"n\":16,"
-             "\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":4000,\"stream\":true,\"seed\":3,"
-             "\"logit_bias\":{\"%d\":-100,\"%d\":-100,\"%d\":-100}}",
-             eos, eos + 1, eos + 2);
-    char *raw = srv_post_raw("/v1/chat/completions", "Authorization: Bearer op-key\r\n", body);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    int rcv = 4096;
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv), 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f.port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_true(srv_send_all(fd, raw, strlen(raw)));
-    free(raw);
-    double cut = 0;
-    srv_resp r;
-    for (int i = 0; i < 3000 && cut < 1; i++) {
-        assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
-        cut = metric(r.body, "colo_model_streams_unread_total{model=\"a\"}");
-        srv_resp_free(&r);
-        if (cut < 1)
-            srv_sleep_ms(20);
-    }
-    assert_true(cut == 1);
-    assert_true(srv_http_h(&f, "GET", "/metrics", ADMIN_H, NULL, &r));
-    double peak = metric(r.body, "colo_http_unsent_peak_bytes");
-    assert_true(metric(r.body, "colo_http_unsent_bytes") < 64 << 10); /* its output went with its connection */
-    srv_resp_free(&r);
-    print_message("unsent bytes at most %.0f\n", peak);
-    assert_true(peak > (1 << 20));
-    assert_true(peak <= (4 << 20) + (64 << 10));
+    int fd = unread_stream(&f, 16, 3);
+    char *text = wait_unread(&f, 1);
+    double peak = metric(text, "colo_http_unsent_peak_bytes");
+    double held = metric(text, "colo_stream_render_held_total");
+    assert_true(metric(text, "colo_http_unsent_bytes") < 64 << 10); /* its output went with its connection */
+    free(text);
+    print_message("unsent bytes at most %.0f, rendering held %.0f times\n", peak, held);
+    assert_true(peak > 0);
+    assert_true(peak <= (256 << 10) + (64 << 10));
+    char *line = log_line(&f, "unread-3");
+    assert_int_equal(log_field(line, "status="), 503);
+    assert_true(log_field(line, "tokens=") > 0);
+    free(line);
     close(fd);
+    srv_cleanup(&f);
+}
+
+/* Twelve clients that never read streams of 16 choices: rendering is
+ * bounded per turn of the event loop (no turn renders more than 256 KiB,
+ * COLO_API_RENDER_PASS_BYTES, plus one event), no stream's connection is
+ * given more than 256 KiB plus an event to hold (rendering is held), and
+ * every stream is canceled; the server then serves a client that reads. */
+static void test_unread_streams_render_within_a_budget_per_turn(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 2048));
+    char *y = config_text("", 1000000);
+    assert_true(srv_start_env(&f, y, ADMIN_ENV));
+    free(y);
+    enum { N = 12 };
+    int fds[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = unread_stream(&f, 16, 10 + i);
+    char *text = wait_unread(&f, N);
+    double pass = metric(text, "colo_stream_render_pass_peak_bytes");
+    double peak = metric(text, "colo_http_unsent_peak_bytes");
+    double held = metric(text, "colo_stream_render_held_total");
+    free(text);
+    print_message("one turn rendered at most %.0f bytes; unsent bytes at most %.0f; held %.0f times\n", pass, peak,
+                  held);
+    assert_true(pass > 0);
+    assert_true(pass <= (256 << 10) + (64 << 10));
+    assert_true(held >= 1); /* (a stream may be canceled before its connection holds 256 KiB) */
+    assert_true(peak <= N * ((256 << 10) + (64 << 10)));
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    srv_resp r;
+    assert_true(srv_http_h(&f, "POST", "/v1/chat/completions", ADMIN_H,
+                           "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"read\"}],\"n\":4,"
+                           "\"logprobs\":true,\"top_logprobs\":5,\"max_tokens\":100,\"stream\":true}",
+                           &r));
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    assert_null(strstr(r.body, "\"error\""));
+    srv_resp_free(&r);
     srv_cleanup(&f);
 }
 
@@ -427,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_cut_responses_stream_reports_its_usage),
         cmocka_unit_test(test_unread_streams_are_bounded),
         cmocka_unit_test(test_one_unread_stream_stops_at_its_cap),
+        cmocka_unit_test(test_unread_streams_render_within_a_budget_per_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
