@@ -76,6 +76,25 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
     DISPATCH_OP(s, true, linear, w, w_type, bias, x, x_stride, y, y_stride, m, n, k);
 }
 
+colo_status colo_op_linear_glu(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
+                               const float *up, bool tanh_gelu, float *y, int m, int n, int k)
+{
+    if (!w || !gate || !up || !y || m <= 0 || n <= 0 || k <= 0)
+        return COLO_EINVAL;
+    if (!colo_dtype_is_weight(w_type))
+        return COLO_EUNSUPPORTED;
+    if (k % colo_dtype_block_elems(w_type))
+        return COLO_EINVAL;
+    const colo_ops *ops = OPS(s);
+    if (!ops)
+        return COLO_EINVAL;
+    if (ops->linear_glu)
+        DISPATCH_OP(s, true, linear_glu, w, w_type, bias, gate, up, tanh_gelu, y, m, n, k);
+    int64_t nk = (int64_t)m * k;
+    colo_status st = tanh_gelu ? colo_op_geglu(s, gate, up, gate, nk) : colo_op_swiglu(s, gate, up, gate, nk);
+    return st == COLO_OK ? colo_op_linear(s, w, w_type, bias, gate, 0, y, 0, m, n, k) : st;
+}
+
 colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                  const colo_linear_out *out, int n_out)
 {

@@ -245,6 +245,14 @@ struct colo_ops {
      * it. Optional (the dispatcher runs rmsnorm, rope and kv_store); last. */
     colo_status (*qk_store)(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
                             const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
+
+    /* A gated feed-forward's down projection with its gate, in one op:
+     * y (m, n) = x . W^T [+ bias] for x (m, k) = swiglu(gate, up) (geglu
+     * when tanh_gelu), each value as those two ops give it. gate may be
+     * overwritten (with x, or not). Optional (the dispatcher runs the gate
+     * op into gate, then linear); last. */
+    colo_status (*linear_glu)(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
+                              const float *up, bool tanh_gelu, float *y, int m, int n, int k);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -262,6 +270,8 @@ colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float 
                                 int rows, int n, float eps);
 colo_status colo_op_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
                              const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
+colo_status colo_op_linear_glu(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
+                               const float *up, bool tanh_gelu, float *y, int m, int n, int k);
 /* One product: colo_op_lora_multi with one output. */
 colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,

@@ -236,6 +236,11 @@ void colo_cpu_rms_row(const float *x, const float *w, float *y, int n, float eps
  * kv_store stores them; false for a type it cannot store. */
 bool colo_cpu_kv_store_row(colo_dtype t, const float *k, const float *v, void *k_cache, void *v_cache, int64_t slot,
                            int kv_dim);
+/* out[i] = swiglu (tanh_gelu: geglu) of gate[i] and up[i] for i in [lo, hi),
+ * each element the bits the swiglu and geglu ops give it. */
+void colo_cpu_glu_range(const float *gate, const float *up, float *out, int64_t lo, int64_t hi, bool tanh_gelu);
+colo_status colo_cpu_linear_glu(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
+                                const float *up, bool tanh_gelu, float *y, int m, int n, int k);
 colo_status colo_cpu_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
                               const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
 colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,

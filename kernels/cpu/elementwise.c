@@ -127,6 +127,12 @@ static void ew_task(const void *p, int chunk, int n_chunks)
     }
 }
 
+void colo_cpu_glu_range(const float *gate, const float *up, float *out, int64_t lo, int64_t hi, bool tanh_gelu)
+{
+    ew_args e = {tanh_gelu ? EW_GEGLU : EW_SWIGLU, gate + lo, up + lo, out + lo, hi - lo, 1.0f};
+    ew_task(&e, 0, 1);
+}
+
 static colo_status ew(colo_stream *s, ew_kind kind, const float *a, const float *b, float *out, int64_t n)
 {
     ew_args e = {kind, a, b, out, n, 1.0f};

@@ -65,6 +65,8 @@ typedef struct {
     const colo_blk_q8k *xk; /* (m, k / 256) the same for the K-quants, or NULL */
     const colo_q8_xblk *xv; /* x packed for gemm_q8, or NULL */
     bool pack_in_chunk;     /* gemm_q8 with xv NULL: each chunk packs x itself (pack_here) */
+    const float *up;        /* with pack_in_chunk: x is the gate of x and up (swiglu; geglu when tanh_gelu) */
+    bool tanh_gelu;
 } linear_args;
 
 static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
@@ -186,10 +188,25 @@ static const colo_q8_xblk *pack_here(const float *x, int x_stride, int m, int k)
     return xp;
 }
 
+/* pack_here of the gated x: swiglu (geglu) of gate and up (m, k), formed
+ * in this thread's scratch (slot 2, free in a product's chunk). */
+static const colo_q8_xblk *pack_gated_here(const float *gate, const float *up, bool tanh_gelu, int m, int k)
+{
+    float *x = colo_cpu_scratch(2, (size_t)m * k * sizeof(float));
+    if (!x) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return NULL;
+    }
+    colo_cpu_glu_range(gate, up, x, 0, (int64_t)m * k, tanh_gelu);
+    return pack_here(x, k, m, k);
+}
+
 /* Rows [r0, r1) on gemm_q8. */
 static void linear_q8(const linear_args *a, int64_t r0, int64_t r1)
 {
-    const colo_q8_xblk *xv = a->xv ? a->xv : pack_here(a->x, a->x_stride, a->m, a->k);
+    const colo_q8_xblk *xv = a->xv                     ? a->xv
+                             : a->up                   ? pack_gated_here(a->x, a->up, a->tanh_gelu, a->m, a->k)
+                                                       : pack_here(a->x, a->x_stride, a->m, a->k);
     void *scratch = colo_cpu_scratch(0, colo_cpu_gemm_q8_scratch_bytes(a->k));
     if (!xv || !scratch) {
         if (!scratch)
@@ -365,7 +382,7 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
         return st;
     }
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL,
-                     NULL, false};
+                     NULL, false, NULL, false};
     if (q8_path(s, w_type, m)) {
         const float *yr[1][2] = {{y, y + (int64_t)(m - 1) * a.y_stride + n}};
         return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, 1, linear_task, &a, sizeof a, n);
@@ -385,6 +402,23 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
     if (!a.xq && !a.xk && m >= FLOAT_DOT_MAX_ROWS && nc > (n + TILE_ROWS - 1) / TILE_ROWS)
         nc = (n + TILE_ROWS - 1) / TILE_ROWS;
     return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
+}
+
+colo_status colo_cpu_linear_glu(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
+                                const float *up, bool tanh_gelu, float *y, int m, int n, int k)
+{
+    /* In each chunk where it packs x itself: a decode step's gate and down
+     * projection in one op; otherwise the two ops. */
+    int64_t x_len = (int64_t)m * k, y_len = (int64_t)m * n;
+    if (q8_path(s, w_type, m) && m <= PACK_IN_CHUNK_ROWS && !overlap(gate, x_len, y, y_len) &&
+        !overlap(up, x_len, y, y_len)) {
+        linear_args a = {w, w_type, bias, gate, y, k, n, m, n, k, NULL, NULL, NULL, true, up, tanh_gelu};
+        int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
+                                 2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
+        return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
+    }
+    colo_status st = tanh_gelu ? colo_cpu_geglu(s, gate, up, gate, x_len) : colo_cpu_swiglu(s, gate, up, gate, x_len);
+    return st == COLO_OK ? colo_cpu_linear(s, w, w_type, bias, gate, 0, y, 0, m, n, k) : st;
 }
 
 /* Several products of one x on the int8 path: x quantized once (to each
@@ -424,7 +458,7 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             if (lo >= hi)
                 continue;
             linear_args la = {o->w, o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
-                              a->m, o->n, a->k, NULL, NULL, xv, false};
+                              a->m, o->n, a->k, NULL, NULL, xv, false, NULL, false};
             int64_t hi_row = hi * COLO_CPU_GEMM_Q8_ROWS;
             linear_q8(&la, lo * COLO_CPU_GEMM_Q8_ROWS, hi_row < o->n ? hi_row : o->n);
         }
@@ -437,7 +471,7 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             continue;
         bool k_quant = colo_cpu_vec_dot_k_for(o->w_type) != NULL;
         linear_args la = {o->w,       o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
-                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL, NULL, false};
+                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL, NULL, false, NULL, false};
         linear_int8(&la, lo, hi);
     }
 }

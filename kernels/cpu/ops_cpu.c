@@ -88,4 +88,5 @@ const colo_ops colo_cpu_ops = {
     .lora = colo_cpu_lora,
     .add_rmsnorm = colo_cpu_add_rmsnorm,
     .qk_store = colo_cpu_qk_store,
+    .linear_glu = colo_cpu_linear_glu,
 };

@@ -351,13 +351,15 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_GATE, m->h, E, (float *[]){m->g, m->u}, (int[]){F, F}, 2, n));
-        if (m->traits->act == COLO_LLAMA_ACT_GEGLU)
-            TRY(colo_op_geglu(s, m->g, m->u, m->g, (int64_t)n * F));
-        else
-            TRY(colo_op_swiglu(s, m->g, m->u, m->g, (int64_t)n * F));
-        TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
-        if (lora)
+        bool geglu = m->traits->act == COLO_LLAMA_ACT_GEGLU;
+        if (!lora) { /* the gate and the down projection in one op where the backend can */
+            TRY(colo_op_linear_glu(s, L->w_down, L->td, L->b_down, m->g, m->u, geglu, m->h, n, E, F));
+        } else { /* the adapters' update of the down projection reads the gated x */
+            int64_t nf = (int64_t)n * F;
+            TRY(geglu ? colo_op_geglu(s, m->g, m->u, m->g, nf) : colo_op_swiglu(s, m->g, m->u, m->g, nf));
+            TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
             TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, (float *[]){m->h}, (int[]){E}, 1, n));
+        }
         if (l + 1 < hp->n_layer) { /* and h = the next layer's attn_norm(x) */
             TRY(colo_op_add_rmsnorm(s, m->x, m->h, L->post_ffn_norm, m->layers[l + 1].attn_norm, m->h, n, E,
                                     hp->rms_eps));

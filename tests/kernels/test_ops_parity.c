@@ -262,6 +262,45 @@ static void test_qk_store_fused(void **state)
     assert_int_equal(colo_op_qk_store(c->s, &bad, &f, &f, &f, &i, &i, 1, &f, &f), COLO_EINVAL); /* one norm only */
 }
 
+/* linear_glu (a decode step's gate and down projection in one op) gives
+ * the bits of swiglu or geglu then linear, for 1 to 5 rows (the fifth
+ * takes the two ops) of block formats gemm_q8 reads in place and not. */
+static void test_linear_glu_fused(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_K, COLO_Q8_0, COLO_Q5_K};
+    int n = 96, k = 512;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int m = 1; m <= 5; m += 2)
+            for (int tanh_gelu = 0; tanh_gelu < 2; tanh_gelu++) {
+                float *wd;
+                void *w = make_weights(types[t], n, k, &wd);
+                size_t xb = (size_t)m * k * 4, yb = (size_t)m * n * 4;
+                float *g = malloc(xb), *u = malloc(xb), *want = malloc(yb), *got = malloc(yb);
+                assert_true(g && u && want && got);
+                fill_normal(g, (int64_t)m * k, 2.0f);
+                fill_normal(u, (int64_t)m * k, 1.0f);
+                void *dw = dput(c, w, colo_dtype_row_bytes(types[t], k) * n);
+                float *dg = dput(c, g, xb), *du = dput(c, u, xb), *dy = dpoison(c, yb);
+                colo_stream_set_decode(c->s, true);
+                if (tanh_gelu)
+                    assert_int_equal(colo_op_geglu(c->s, dg, du, dg, (int64_t)m * k), COLO_OK);
+                else
+                    assert_int_equal(colo_op_swiglu(c->s, dg, du, dg, (int64_t)m * k), COLO_OK);
+                assert_int_equal(colo_op_linear(c->s, dw, types[t], NULL, dg, 0, dy, 0, m, n, k), COLO_OK);
+                dget(c, want, dy, yb);
+                float *fg = dput(c, g, xb), *fy = dpoison(c, yb);
+                assert_int_equal(colo_op_linear_glu(c->s, dw, types[t], NULL, fg, du, tanh_gelu, fy, m, n, k), COLO_OK);
+                dget(c, got, fy, yb);
+                colo_stream_set_decode(c->s, false);
+                if (memcmp(got, want, yb))
+                    fail_msg("%s, %d rows, %s: the fused op differs from the two ops", colo_dtype_name(types[t]), m,
+                             tanh_gelu ? "geglu" : "swiglu");
+                free(w), free(wd), free(g), free(u), free(want), free(got);
+                dfree_all(c);
+            }
+}
+
 /* A stream created with exact_activations on a device without it (a
  * model's option) computes what a device with exact_activations computes,
  * bit for bit, in prefill and decode, where the device's other streams
@@ -600,6 +639,7 @@ int main(void)
                                        cmocka_unit_test(test_linear_q8_in_place),
                                        cmocka_unit_test(test_add_rmsnorm_fused),
                                        cmocka_unit_test(test_qk_store_fused),
+                                       cmocka_unit_test(test_linear_glu_fused),
                                        cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
