@@ -494,6 +494,11 @@ static void handle(colo_http_req *req, void *ud)
         call_free(c);
         return;
     }
+    const colo_http_local *local = colo_http_req_local(req);
+    if (local && local->batch) { /* a batch's line: below every interactive request */
+        r->who.priority = COLO_PRIO_LOW;
+        r->qi.batch = true;
+    }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);
     snprintf(c->oid, sizeof c->oid, "%s%s", d->id_prefix, r->who.id);

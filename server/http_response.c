@@ -182,6 +182,11 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 {
     if (r->finished)
         return;
+    if (r->local && r->local->on_response) {
+        if (!r->status)
+            r->status = status;
+        r->local->on_response(r->local->ud, status, body, len);
+    }
     if (r->conn && !r->streaming) {
         struct evbuffer *out = bufferevent_get_output(r->conn->bev);
         write_head(r, out, status, content_type, (long long)len);
