@@ -125,13 +125,13 @@ static int model_index(run_batch *rb, const char *model)
     return rb->n_models++;
 }
 
-/* Checks line i (bytes [p, p+n)) as OpenAI does; custom_ids holds those seen. */
-static void check_line(run_batch *rb, int i, const char *p, size_t n, json_t *custom_ids, json_t *errors)
+/* Checks request i, line `line` of the file (bytes [p, p+n)), as OpenAI
+ * does; custom_ids holds those seen. */
+static void check_line(run_batch *rb, int i, int line, const char *p, size_t n, json_t *custom_ids, json_t *errors)
 {
     const char *endpoint = json_string_value(json_object_get(rb->obj, "endpoint"));
     char err[200];
     json_t *j = colo_json_parse(p, n, COLO_JSON_MAX_DEPTH, err, sizeof err);
-    int line = i + 1;
     if (!j || !json_is_object(j)) {
         add_error(errors, "invalid_json_line", NULL, line, "This line is not a JSON object%s%s", j ? "" : ": ",
                   j ? "" : err);
@@ -177,7 +177,9 @@ static bool validate(run_batch *rb)
         json_decref(ids);
         return false;
     }
+    int line = 0;
     for (size_t o = 0; o < rb->input_len;) {
+        line++;
         const char *nl = memchr(rb->input + o, '\n', rb->input_len - o);
         size_t n = nl ? (size_t)(nl - (rb->input + o)) : rb->input_len - o;
         size_t m = n;
@@ -185,13 +187,13 @@ static bool validate(run_batch *rb)
             m--;
         if (m) {
             if (rb->n_lines == rb->b->cfg.max_lines) {
-                add_error(errors, "too_many_lines", NULL, rb->n_lines + 1, "more than batches.max_lines (%d) lines",
+                add_error(errors, "too_many_lines", NULL, line, "more than batches.max_lines (%d) requests",
                           rb->b->cfg.max_lines);
                 break;
             }
             rb->off[rb->n_lines] = o;
             rb->len[rb->n_lines] = m;
-            check_line(rb, rb->n_lines, rb->input + o, m, ids, errors);
+            check_line(rb, rb->n_lines, line, rb->input + o, m, ids, errors);
             rb->n_lines++;
         }
         o += n + 1;
@@ -648,6 +650,9 @@ static void resume_one(void *ud, const colo_batch_owner *o, json_t *obj)
     }
     const char *status = status_of(rb);
     COLO_INFO("batches: resuming batch %s (%s)", id, status);
+    /* its window is the config's now (batches.window_s) */
+    json_int_t created = json_integer_value(json_object_get(rb->obj, "created_at"));
+    json_object_set_new(rb->obj, "expires_at", json_integer(created + b->cfg.window_s));
     if (!strcmp(status, "validating"))
         return;
     if (!load_input(rb) || !validate(rb)) {
