@@ -17,7 +17,7 @@
 #include "server/tenants.h"
 
 #define MAX_MODELS 16        /* distinct models in one batch */
-#define MAX_ATTEMPTS 8       /* a line refused for room (429, 503) is tried again this often */
+#define RETRY_MAX_MS 5000    /* the longest wait before a line refused for room is tried again */
 #define MAX_ERRORS 100       /* validation errors listed in "errors" */
 #define TICK_MS 200
 
@@ -283,11 +283,14 @@ static void on_response(void *ud, int status, const char *body, size_t len)
     int i = l->line;
     rb->in_flight--;
     count_line(rb, i, b->m_running, -1);
-    if (b->stopping || (retryable(status) && rb->attempts[i] + 1 < MAX_ATTEMPTS)) {
-        /* not done: run again (after a restart, for a shutdown) */
+    if (b->stopping || retryable(status)) {
+        /* not done: run again, until the batch's window ends (after a
+         * restart, for a shutdown) */
         rb->state[i] = LINE_TODO;
-        rb->attempts[i]++;
-        rb->retry_at_ms[i] = now_ms() + 250ll * rb->attempts[i] * rb->attempts[i];
+        if (rb->attempts[i] < 255)
+            rb->attempts[i]++;
+        int64_t wait = 250ll * rb->attempts[i] * rb->attempts[i];
+        rb->retry_at_ms[i] = now_ms() + (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
         if (i < rb->cursor)
             rb->cursor = i;
         count_line(rb, i, b->m_queued, 1);

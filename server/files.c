@@ -62,8 +62,7 @@ char *colo_batches_read_file(colo_batches *b, const char *id, size_t *len)
         return NULL;
     char *data = NULL;
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size <= b->cfg.max_file_bytes * 4 + 4096 &&
-        (data = malloc((size_t)st.st_size + 1))) {
+    if (fstat(fileno(f), &st) == 0 && st.st_size >= 0 && (data = malloc((size_t)st.st_size + 1))) {
         size_t n = fread(data, 1, (size_t)st.st_size, f);
         if (n != (size_t)st.st_size) {
             free(data);
