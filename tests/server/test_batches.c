@@ -574,6 +574,44 @@ static void test_kill9_resumes_each_line_once(void **state)
     srv_cleanup(&f);
 }
 
+/* SIGTERM in the middle of a batch: a clean exit, and the lines it cut
+ * short run on the next start (each custom_id once, each line billed once). */
+static void test_sigterm_resumes(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 512));
+    char *y = config_text("concurrency: 4");
+    int n = 200;
+    char *text = lines(n, 48);
+    char fid[80], bid[80];
+    assert_true(srv_start_logged(&f, y));
+    assert_int_equal(upload(&f, "ka", "batch", text, fid, sizeof fid), 200);
+    free(text);
+    assert_int_equal(create(&f, "ka", fid, bid, sizeof bid), 200);
+    srv_sleep_ms(20);
+    assert_int_equal(srv_stop(&f), 0);
+    int64_t batch, done;
+    ledger_counts(&f, &batch, &done);
+    assert_int_equal(batch, done);
+    printf("stopped with %lld of %d lines done\n", (long long)done, n);
+    assert_true(srv_start_logged(&f, y));
+    json_t *b = wait_batch(&f, "ka", bid);
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "status")), "completed");
+    char *out = content(&f, "ka", json_string_value(json_object_get(b, "output_file_id")));
+    assert_non_null(out);
+    check_output(out, n);
+    free(out);
+    json_decref(b);
+    assert_int_equal(srv_stop(&f), 0);
+    ledger_counts(&f, &batch, &done);
+    assert_int_equal(done, n);
+    assert_int_equal(batch, n);
+    free(y);
+    srv_cleanup(&f);
+}
+
 static void test_expiry(void **state)
 {
     (void)state;
@@ -623,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_validation_names_lines),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_kill9_resumes_each_line_once),
+        cmocka_unit_test(test_sigterm_resumes),
         cmocka_unit_test(test_expiry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
