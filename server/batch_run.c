@@ -61,6 +61,14 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Sets key of obj (stealing v): jansson fails only out of memory, which
+ * leaves the object as it was; that is logged. */
+static void put(json_t *obj, const char *key, json_t *v)
+{
+    if (json_object_set_new(obj, key, v))
+        COLO_ERROR("batches: out of memory: '%s' of a batch object not updated", key);
+}
+
 static const char *status_of(const run_batch *rb) { return json_string_value(json_object_get(rb->obj, "status")); }
 
 static bool status_is(const run_batch *rb, const char *s) { return !strcmp(status_of(rb), s); }
@@ -70,14 +78,14 @@ static void set_status(run_batch *rb, const char *status)
 {
     char at[48];
     snprintf(at, sizeof at, "%s_at", status);
-    json_object_set_new(rb->obj, "status", json_string(status));
+    put(rb->obj, "status", json_string(status));
     if (json_object_get(rb->obj, at))
-        json_object_set_new(rb->obj, at, json_integer(colo_batches_now_s()));
+        put(rb->obj, at, json_integer(colo_batches_now_s()));
 }
 
 static void set_count(run_batch *rb, const char *which, int64_t v)
 {
-    json_object_set_new(json_object_get(rb->obj, "request_counts"), which, json_integer(v));
+    put(json_object_get(rb->obj, "request_counts"), which, json_integer(v));
 }
 
 static int64_t count_of(const run_batch *rb, const char *which)
@@ -109,8 +117,8 @@ static void add_error(json_t *errors, const char *code, const char *param, int l
     va_end(ap);
     json_t *e = json_pack("{s:s,s:s,s:s?,s:o}", "code", code, "message", msg, "param", param, "line",
                           line > 0 ? json_integer(line) : json_null());
-    if (e)
-        json_array_append_new(errors, e);
+    if (!e || json_array_append_new(errors, e))
+        COLO_ERROR("batches: out of memory: a validation error not listed (line %d)", line);
 }
 
 /* The index of model in rb's models (added), or -1 past MAX_MODELS. */
@@ -149,7 +157,7 @@ static void check_line(run_batch *rb, int i, int line, const char *p, size_t n, 
         add_error(errors, "duplicate_custom_id", "custom_id", line, "custom_id '%.64s' is used by an earlier line",
                   custom_id);
     else
-        json_object_set_new(custom_ids, custom_id, json_true());
+        put(custom_ids, custom_id, json_true());
     if (!method || strcmp(method, "POST"))
         add_error(errors, "invalid_method", "method", line, "method: must be POST");
     if (!url || strcmp(url, endpoint))
@@ -202,11 +210,11 @@ static bool validate(run_batch *rb)
         add_error(errors, "empty_file", NULL, 0, "The input file has no lines");
     json_decref(ids);
     if (json_array_size(errors)) {
-        json_object_set_new(rb->obj, "errors", json_pack("{s:s,s:o}", "object", "list", "data", errors));
+        put(rb->obj, "errors", json_pack("{s:s,s:o}", "object", "list", "data", errors));
         return false;
     }
     json_decref(errors);
-    json_object_set_new(rb->obj, "model", json_string(rb->models[0]));
+    put(rb->obj, "model", json_string(rb->models[0]));
     return true;
 }
 
@@ -446,8 +454,8 @@ static void finalize(run_batch *rb, const char *status)
         COLO_ERROR("batches: batch %s: its output could not be written; tried again on the next start", id);
         return; /* stays finalizing */
     }
-    json_object_set(rb->obj, "output_file_id", out ? json_object_get(out, "id") : json_null());
-    json_object_set(rb->obj, "error_file_id", err ? json_object_get(err, "id") : json_null());
+    put(rb->obj, "output_file_id", out ? json_incref(json_object_get(out, "id")) : json_null());
+    put(rb->obj, "error_file_id", err ? json_incref(json_object_get(err, "id")) : json_null());
     json_decref(out);
     json_decref(err);
     set_status(rb, status);
@@ -475,7 +483,7 @@ static void fail(run_batch *rb, const char *code, const char *message)
 {
     json_t *errors = json_array();
     add_error(errors, code, NULL, 0, "%s", message);
-    json_object_set_new(rb->obj, "errors", json_pack("{s:s,s:o}", "object", "list", "data", errors));
+    put(rb->obj, "errors", json_pack("{s:s,s:o}", "object", "list", "data", errors));
     set_status(rb, "failed");
     save(rb);
     colo_metric_add(rb->b->m_batches, (const char *const[]){"failed"}, 1);
@@ -655,7 +663,7 @@ static void resume_one(void *ud, const colo_batch_owner *o, json_t *obj)
     COLO_INFO("batches: resuming batch %s (%s)", id, status);
     /* its window is the config's now (batches.window_s) */
     json_int_t created = json_integer_value(json_object_get(rb->obj, "created_at"));
-    json_object_set_new(rb->obj, "expires_at", json_integer(created + b->cfg.window_s));
+    put(rb->obj, "expires_at", json_integer(created + b->cfg.window_s));
     if (!strcmp(status, "validating"))
         return;
     if (!load_input(rb) || !validate(rb)) {

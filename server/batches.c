@@ -145,8 +145,8 @@ static void h_cancel(colo_http_req *req, void *ud)
         return;
     const char *status = json_string_value(json_object_get(obj, "status"));
     const char *id = json_string_value(json_object_get(obj, "id"));
-    if (strcmp(status, "validating") && strcmp(status, "in_progress") && strcmp(status, "cancelling")) {
-        colo_http_error(req, 409, "conflict", "Cannot cancel a batch with status '%s'", status);
+    if (!status || !id || (strcmp(status, "validating") && strcmp(status, "in_progress") && strcmp(status, "cancelling"))) {
+        colo_http_error(req, 409, "conflict", "Cannot cancel a batch with status '%s'", status ? status : "?");
         json_decref(obj);
         return;
     }
@@ -187,9 +187,13 @@ static void h_list(colo_http_req *req, void *ud)
     json_t *v;
     json_array_foreach(data, i, v)
     {
-        json_t *running = colo_batch_running(b, &o, json_string_value(json_object_get(v, "id")));
-        if (running)
-            json_array_set_new(data, i, json_deep_copy(running));
+        const char *id = json_string_value(json_object_get(v, "id"));
+        json_t *running = id ? colo_batch_running(b, &o, id) : NULL;
+        if (running && json_array_set_new(data, i, json_deep_copy(running))) {
+            json_decref(data);
+            colo_http_error(req, 500, "internal_error", "out of memory");
+            return;
+        }
     }
     size_t n = json_array_size(data);
     json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : NULL;
