@@ -1396,6 +1396,13 @@ static const key_spec batches_keys[] = {
     KEY_END,
 };
 
+static const key_spec responses_keys[] = {
+    KEY_BOOL("enabled", colo_responses_cfg, enabled),
+    KEY_BOOL("store_default", colo_responses_cfg, store_default),
+    KEY_INT("retention_s", colo_responses_cfg, retention_s, 1, 366 * 86400),
+    KEY_END,
+};
+
 static const key_spec top_keys[] = {
     KEY_MAP("server", colo_config, server, server_keys),
     KEY_MAP("scheduler", colo_config, scheduler, scheduler_keys),
@@ -1404,6 +1411,7 @@ static const key_spec top_keys[] = {
     KEY_MAP("usage", colo_config, usage, usage_keys),
     KEY_MAP("pricing", colo_config, pricing, pricing_keys),
     KEY_MAP("batches", colo_config, batches, batches_keys),
+    KEY_MAP("responses", colo_config, responses, responses_keys),
     KEY_END,
 };
 
@@ -1478,6 +1486,9 @@ void colo_config_defaults(colo_config *c)
     c->batches.max_lines = 50000;
     c->batches.concurrency = 4;
     c->batches.window_s = 86400;
+    c->responses.enabled = true;
+    c->responses.store_default = true;
+    c->responses.retention_s = 30 * 86400;
     snprintf(c->pricing.currency, sizeof c->pricing.currency, "USD");
 }
 

@@ -139,6 +139,14 @@ typedef struct colo_batches_cfg {
     int window_s;            /* what completion_window "24h" gives a batch before it expires; default 86400 */
 } colo_batches_cfg;
 
+/* responses: what the Responses API keeps (store, previous_response_id),
+ * in tables of usage.db. */
+typedef struct colo_responses_cfg {
+    bool enabled;        /* default true */
+    bool store_default;  /* a body without "store" is kept (OpenAI's default); default true */
+    int retention_s;     /* a kept response is gone this long after it was made; default 30 days */
+} colo_responses_cfg;
+
 /* pricing: what a model's use costs, for colo-usage reports. */
 typedef struct colo_price_cfg {
     char model[64];
@@ -162,6 +170,7 @@ typedef struct colo_config {
     colo_usage_cfg usage;
     colo_pricing_cfg pricing;
     colo_batches_cfg batches;
+    colo_responses_cfg responses;
 } colo_config;
 
 /* Reads and checks path into *cfg (defaults filled in). COLO_EIO when the

@@ -338,9 +338,24 @@ def main():
             expect(set(json.loads(j.output_text)) == {"city"}, f"json_schema {j.output_text!r}")
         try:
             client.responses.create(model=args.model, input="x", previous_response_id="resp_1")
-            raise AssertionError("previous_response_id was accepted")
-        except openai.BadRequestError as e:
+            raise AssertionError("an unknown previous_response_id was accepted")
+        except openai.NotFoundError as e:
             expect(e.param == "previous_response_id", f"param {e.param}")
+        # kept (OpenAI's default), read back, continued, listed, deleted
+        got = client.responses.retrieve(r.id)
+        expect(got.id == r.id and got.output_text == text, f"retrieve {got.output_text!r}")
+        follow = client.responses.create(model=args.model, input="And of Italy?", previous_response_id=r.id,
+                                         max_output_tokens=16, temperature=0)
+        expect(follow.previous_response_id == r.id, f"previous {follow.previous_response_id}")
+        expect(follow.usage.input_tokens > r.usage.input_tokens, f"usage {follow.usage} after {r.usage}")
+        items = list(client.responses.input_items.list(follow.id))
+        expect(len(items) == 1 and items[0].role == "user", f"input items {items}")
+        client.responses.delete(follow.id)
+        try:
+            client.responses.retrieve(follow.id)
+            raise AssertionError("a deleted response was found")
+        except openai.NotFoundError:
+            pass
         tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city.",
                   "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
                                  "required": ["city"], "additionalProperties": False}, "strict": True}]

@@ -65,6 +65,7 @@ struct colo_api {
     size_t max_unsent_bytes;     /* server.max_unsent_bytes */
     _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
     colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
+    colo_api_response_store rs;  /* the Responses API's stored responses; fn NULLs: none */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -124,6 +125,7 @@ typedef struct api_dialect {
     void (*close)(api_call *c, bool held);          /* a stream that succeeded (held: tool calls held back) */
     void (*fail)(api_call *c);                      /* a stream that failed: its error event */
     bool done_marker;                               /* data: [DONE] ends its streams */
+    bool stores;                                    /* store and previous_response_id (colo_api_response_store) */
     /* A 400's message about the fields its body was read as, in the
      * client's words, in place (NULL: they are its own). */
     void (*words)(char *err, size_t errlen);
@@ -162,6 +164,7 @@ struct api_call {
     _Atomic size_t unsent_bytes; /* the connection's pending output, as the loop last saw it */
     atomic_bool overflow;        /* its client did not read: canceled, the connection to be closed */
     colo_http_call tok_call, done_call;
+    const char *kept_own, *kept_context; /* a stored response's input items (colo_api_response_store) */
 };
 
 /* Tokens generated for r, every choice, whatever became of the request or

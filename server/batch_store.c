@@ -26,7 +26,11 @@ static const char SCHEMA[] =
     " project TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, object TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS batches_by_owner ON batches (organization, project, seq);"
     "CREATE TABLE IF NOT EXISTS batch_lines (batch_id TEXT NOT NULL, line INTEGER NOT NULL, ok INTEGER NOT NULL,"
-    " result TEXT NOT NULL, PRIMARY KEY (batch_id, line)) WITHOUT ROWID;";
+    " result TEXT NOT NULL, PRIMARY KEY (batch_id, line)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS stored_responses (id TEXT PRIMARY KEY, organization TEXT NOT NULL,"
+    " project TEXT NOT NULL, created_at INTEGER NOT NULL, object TEXT NOT NULL, own TEXT NOT NULL,"
+    " context TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stored_responses_by_age ON stored_responses (created_at);";
 
 /* How long a statement waits for another connection's write (the ledger's
  * writer thread commits in milliseconds). */
@@ -331,4 +335,64 @@ colo_status colo_batch_store_each_line(colo_batch_store *bs, const char *id,
         fn(ud, sqlite3_column_int(s, 0), sqlite3_column_int(s, 1) != 0, (const char *)sqlite3_column_text(s, 2));
     sqlite3_finalize(s);
     return rc == SQLITE_DONE ? COLO_OK : COLO_EIO;
+}
+
+/* ---- stored responses ------------------------------------------------------------------- */
+
+colo_status colo_batch_store_put_response(colo_batch_store *bs, const colo_batch_owner *o, const json_t *obj,
+                                          const char *own, const char *context)
+{
+    char *text = dump(obj), created[32];
+    if (!text)
+        return COLO_ENOMEM;
+    snprintf(created, sizeof created, "%lld", (long long)json_integer_value(json_object_get(obj, "created_at")));
+    sqlite3_stmt *s = prepare(bs,
+                              "INSERT OR REPLACE INTO stored_responses (id, organization, project, created_at, object,"
+                              " own, context) VALUES (?1, ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6, ?7);",
+                              (const char *const[]){str_of(obj, "id"), o->organization, o->project, created, text,
+                                                    own, context, NULL});
+    int rc = run(s);
+    free(text);
+    return rc == SQLITE_OK ? COLO_OK : COLO_EIO;
+}
+
+bool colo_batch_store_get_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id, int64_t since_s,
+                                   json_t **obj, json_t **own, json_t **context)
+{
+    char since[32];
+    snprintf(since, sizeof since, "%lld", (long long)since_s);
+    sqlite3_stmt *s = prepare(bs,
+                              "SELECT object, own, context FROM stored_responses WHERE id = ?1 AND organization = ?2"
+                              " AND project = ?3 AND created_at >= CAST(?4 AS INTEGER);",
+                              (const char *const[]){id, o->organization, o->project, since, NULL});
+    *obj = *own = *context = NULL;
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+        *obj = column_json(s, 0);
+        *own = column_json(s, 1);
+        *context = column_json(s, 2);
+    }
+    sqlite3_finalize(s);
+    if (*obj && *own && *context)
+        return true;
+    json_decref(*obj), json_decref(*own), json_decref(*context);
+    *obj = *own = *context = NULL;
+    return false;
+}
+
+colo_status colo_batch_store_delete_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id)
+{
+    sqlite3_stmt *s = prepare(bs, "DELETE FROM stored_responses WHERE id = ?1 AND organization = ?2 AND project = ?3;",
+                              (const char *const[]){id, o->organization, o->project, NULL});
+    if (run(s) != SQLITE_OK)
+        return COLO_EIO;
+    return sqlite3_changes(bs->db) ? COLO_OK : COLO_EINVAL;
+}
+
+colo_status colo_batch_store_purge_responses(colo_batch_store *bs, int64_t before_s)
+{
+    char before[32];
+    snprintf(before, sizeof before, "%lld", (long long)before_s);
+    sqlite3_stmt *s = prepare(bs, "DELETE FROM stored_responses WHERE created_at < CAST(?1 AS INTEGER);",
+                              (const char *const[]){before, NULL});
+    return run(s) == SQLITE_OK ? COLO_OK : COLO_EIO;
 }

@@ -76,4 +76,17 @@ colo_status colo_batch_store_line_done(colo_batch_store *bs, const colo_batch_ow
 colo_status colo_batch_store_each_line(colo_batch_store *bs, const char *id,
                                        void (*fn)(void *ud, int line, bool ok, const char *result), void *ud);
 
+/* Stored responses (the Responses API's store): the response object,
+ * its own input items and its context (every item its model was given),
+ * JSON arrays as text. get answers new references (NULL: none, or made
+ * before since_s). */
+colo_status colo_batch_store_put_response(colo_batch_store *bs, const colo_batch_owner *o, const json_t *obj,
+                                          const char *own, const char *context);
+bool colo_batch_store_get_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id, int64_t since_s,
+                                   json_t **obj, json_t **own, json_t **context);
+/* COLO_EINVAL when o has no such response. */
+colo_status colo_batch_store_delete_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id);
+/* Removes every response made before before_s. */
+colo_status colo_batch_store_purge_responses(colo_batch_store *bs, int64_t before_s);
+
 #endif

@@ -245,7 +245,8 @@ colo_batches *colo_batches_create(colo_server *srv, colo_registry *reg, const co
     b->reg = reg;
     b->tenants = colo_server_tenants(srv);
     b->cfg = cfg->batches;
-    if (!cfg->batches.enabled || !cfg->usage.db[0])
+    b->rcfg = cfg->responses;
+    if ((!cfg->batches.enabled && !cfg->responses.enabled) || !cfg->usage.db[0])
         return b;
     char dir[1024], files[1100];
     state_dir(cfg, dir, sizeof dir);
@@ -253,6 +254,12 @@ colo_batches *colo_batches_create(colo_server *srv, colo_registry *reg, const co
     bool ledger = cfg->usage.enabled && colo_server_ledger(srv);
     if (!(b->store = colo_batch_store_open(cfg->usage.db, files, ledger, err, errlen)))
         goto out_free;
+    if (cfg->responses.enabled && colo_responses_routes(b) != COLO_OK) {
+        colo_set_err(err, errlen, "cannot add the routes of /v1/responses/{id}");
+        goto out_free;
+    }
+    if (!cfg->batches.enabled)
+        return b;
     if (register_metrics(b) != COLO_OK || colo_files_routes(b) != COLO_OK ||
         colo_server_route(srv, "POST", "/v1/batches", h_create, b, 0) != COLO_OK ||
         colo_server_route(srv, "GET", "/v1/batches", h_list, b, 0) != COLO_OK ||

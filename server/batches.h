@@ -10,6 +10,9 @@
  *   GET    /v1/batches               newest first (?after=, ?limit=)
  *   GET    /v1/batches/{id}
  *   POST   /v1/batches/{id}/cancel
+ *   GET    /v1/responses/{id}         a response kept by POST /v1/responses (store)
+ *   DELETE /v1/responses/{id}
+ *   GET    /v1/responses/{id}/input_items
  *
  * What a tenant (organization/project) stores is its own: another
  * tenant's ids answer 404. A batch's lines run through the server's own
@@ -29,6 +32,7 @@
 #define COLO_SERVER_BATCHES_H
 
 #include "config/config.h"
+#include "server/api.h"
 #include "server/registry.h"
 #include "server/server.h"
 
@@ -40,6 +44,11 @@ typedef struct colo_batches colo_batches;
  * object that does nothing. */
 colo_batches *colo_batches_create(colo_server *srv, colo_registry *reg, const colo_config *cfg, char *err,
                                   size_t errlen);
+/* The Responses API's store (stored responses, previous_response_id,
+ * GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items) in
+ * *out for colo_api_set_response_store; false when responses.enabled is
+ * false (or there is no store). */
+bool colo_batches_response_store(colo_batches *b, colo_api_response_store *out);
 /* Before the models stop: answers that come back from now on (lines
  * canceled by the shutdown) are dropped, not recorded, so that they run
  * again on the next start. */

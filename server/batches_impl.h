@@ -1,6 +1,7 @@
 /* server/batches_impl.h: what the Files and Batch APIs' files share:
- * files.c (the /v1/files routes), batches.c (the /v1/batches routes) and
- * batch_run.c (running a batch's lines). Loop thread. */
+ * files.c (the /v1/files routes), batches.c (the /v1/batches routes),
+ * batch_run.c (running a batch's lines) and responses.c (the Responses
+ * API's stored responses, in the same store). Loop thread. */
 #ifndef COLO_SERVER_BATCHES_IMPL_H
 #define COLO_SERVER_BATCHES_IMPL_H
 
@@ -13,7 +14,10 @@
 #include "server/metrics.h"
 
 struct event;
-typedef struct run_batch run_batch; /* batch_run.c */
+typedef struct run_batch run_batch; /* responses.c */
+colo_status colo_responses_routes(colo_batches *b);
+
+/* batch_run.c */
 
 struct colo_batches {
     colo_server *srv;
@@ -22,6 +26,8 @@ struct colo_batches {
     struct colo_tenants *tenants;
     colo_batch_store *store;
     colo_batches_cfg cfg;
+    colo_responses_cfg rcfg;
+    int64_t purged_s;   /* when stored responses past their retention were last removed */
     run_batch *running; /* the batches being validated, run or finalized */
     struct event *tick; /* retries, expiry, and work handed to the next loop turn */
     bool tick_armed;
@@ -47,6 +53,9 @@ bool colo_batches_query(const char *query, const char *name, char *buf, size_t c
 
 /* files.c */
 colo_status colo_files_routes(colo_batches *b);
+
+/* responses.c */
+colo_status colo_responses_routes(colo_batches *b);
 
 /* batch_run.c */
 /* Runs batch obj (its status says where it is) of o, whose lines run as

@@ -252,7 +252,7 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 void colo_http_respond_json(colo_http_req *r, int status, json_t *body);
 /* OpenAI's error object, {"error":{"message","type","param","code",
  * "request_id"}} (type from the status, colo_http_openai_error_type; param
- * the field a 400's message starts with, "max_tokens: ...", else null), or
+ * the field a 400's or 404's message starts with, "max_tokens: ...", else null), or
  * the request's other error style (colo_http_req_set_error_style);
  * finishes the request. */
 void colo_http_error(colo_http_req *r, int status, const char *code, const char *fmt, ...)

@@ -230,6 +230,9 @@ static bool app_open(app *a)
         COLO_ERROR("colo-server: %s", err);
         return false;
     }
+    colo_api_response_store rs;
+    if (colo_batches_response_store(a->batches, &rs))
+        colo_api_set_response_store(a->api, &rs);
     colo_server_set_ready(a->s, ready, a->reg);
     COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
               a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
