@@ -418,9 +418,10 @@ static json_t *stats_json(const colo_api *a, const api_stats *st, int end)
            (double)(now->t_ns - nth_newest(st, start + 1)->t_ns) / 1e9 <= WINDOW_SECONDS + 1e-3)
         start++;
     const point *then = nth_newest(st, start);
-    json_t *o = json_pack("{s:I, s:I, s:f, s:f, s:{s:s}}", "seq", (json_int_t)now->seq, "time_ms", (json_int_t)now->unix_ms,
-                          "interval_seconds", st->interval_ms / 1e3, "window_seconds",
-                          (double)(now->t_ns - then->t_ns) / 1e9, "scheduler", "policy", a->policy);
+    json_t *o = json_pack("{s:I, s:I, s:f, s:f, s:i, s:{s:s}}", "seq", (json_int_t)now->seq, "time_ms",
+                          (json_int_t)now->unix_ms, "interval_seconds", st->interval_ms / 1e3, "window_seconds",
+                          (double)(now->t_ns - then->t_ns) / 1e9, "history_seconds", HISTORY_SECONDS, "scheduler",
+                          "policy", a->policy);
     json_t *models = json_array(), *times = json_array(), *util = json_array();
     if (!o || !models || !times || !util) {
         json_decref(o);
