@@ -469,6 +469,13 @@ static bool stored_context(colo_api *a, colo_http_req *req, json_t *body, char *
 
 void colo_api_set_response_store(colo_api *a, const colo_api_response_store *rs) { a->rs = *rs; }
 
+void colo_api_set_batch_metrics(colo_api *a, colo_metric *queued, colo_metric *running, colo_metric *completed)
+{
+    a->m_batch_queued = queued;
+    a->m_batch_running = running;
+    a->m_batch_done = completed;
+}
+
 static void handle(colo_http_req *req, void *ud)
 {
     const api_route *route = ud;

@@ -63,6 +63,10 @@ typedef struct colo_api_response_store {
 } colo_api_response_store;
 /* Before the loop runs; without one, store and previous_response_id are refused. */
 void colo_api_set_response_store(colo_api *a, const colo_api_response_store *rs);
+/* The families of the lines of batches by model (server/batches.h:
+ * queued and running gauges, completed counter by model and outcome), for
+ * /v1/stats and the dashboard. Before colo_api_watch. */
+void colo_api_set_batch_metrics(colo_api *a, colo_metric *queued, colo_metric *running, colo_metric *completed);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
 /* Watches dev (runtime/telemetry.h, sampled every interval_ms off the

@@ -66,6 +66,7 @@ struct colo_api {
     _Atomic size_t tok_bytes;    /* every stream's generated tokens waiting for the loop */
     colo_metric *m_stream_cut;   /* streams canceled because their client did not read */
     colo_api_response_store rs;  /* the Responses API's stored responses; fn NULLs: none */
+    colo_metric *m_batch_queued, *m_batch_running, *m_batch_done; /* lines of batches; NULL: none */
 };
 
 /* Generated pieces waiting for the loop thread: records of

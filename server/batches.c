@@ -276,6 +276,16 @@ out_free:
     return NULL;
 }
 
+bool colo_batches_line_metrics(colo_batches *b, colo_metric **queued, colo_metric **running, colo_metric **completed)
+{
+    if (!b || !b->m_queued)
+        return false;
+    *queued = b->m_queued;
+    *running = b->m_running;
+    *completed = b->m_completed;
+    return true;
+}
+
 void colo_batches_stop(colo_batches *b)
 {
     if (!b)

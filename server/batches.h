@@ -49,6 +49,8 @@ colo_batches *colo_batches_create(colo_server *srv, colo_registry *reg, const co
  * *out for colo_api_set_response_store; false when responses.enabled is
  * false (or there is no store). */
 bool colo_batches_response_store(colo_batches *b, colo_api_response_store *out);
+/* For colo_api_set_batch_metrics: false when batches are off. */
+bool colo_batches_line_metrics(colo_batches *b, colo_metric **queued, colo_metric **running, colo_metric **completed);
 /* Before the models stop: answers that come back from now on (lines
  * canceled by the shutdown) are dropped, not recorded, so that they run
  * again on the next start. */

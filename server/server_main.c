@@ -233,6 +233,9 @@ static bool app_open(app *a)
     colo_api_response_store rs;
     if (colo_batches_response_store(a->batches, &rs))
         colo_api_set_response_store(a->api, &rs);
+    colo_metric *bq, *br, *bc;
+    if (colo_batches_line_metrics(a->batches, &bq, &br, &bc))
+        colo_api_set_batch_metrics(a->api, bq, br, bc);
     colo_server_set_ready(a->s, ready, a->reg);
     COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
               a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,

@@ -10,7 +10,8 @@
  *    KV cache's reserve;
  *  - each chart: on a time axis of history_seconds ending at the newest
  *    point, so a short history takes the right of the chart, and the
- *    label says the span.
+ *    label says the span;
+ *  - the lines of a batch, done, on their model's card.
  * Each figure is checked against /v1/stats?seq=N of the point the page
  * rendered. Skipped without Chromium (COLO_CHROMIUM names another binary). */
 #include <setjmp.h>
@@ -203,6 +204,50 @@ static void check_chart(const char *dom, const char *name, json_t *stats)
     assert_int_equal(strncmp(label + 13, "last 5 min<", 11), 0);
 }
 
+/* A batch of n lines for model, run to its end with key. */
+static void run_batch(const char *key, const char *model, int n)
+{
+    char h[256], body[4096], file[2048] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(file + strlen(file), sizeof file - strlen(file),
+                 "{\"custom_id\":\"l%d\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":{\"model\":"
+                 "\"%s\",\"prompt\":\"x\",\"max_tokens\":4}}\n",
+                 i, model);
+    snprintf(h, sizeof h, "Authorization: Bearer %s\r\nContent-Type: multipart/form-data; boundary=bb\r\n", key);
+    snprintf(body, sizeof body,
+             "--bb\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--bb\r\n"
+             "Content-Disposition: form-data; name=\"file\"; filename=\"b.jsonl\"\r\n\r\n%s\r\n--bb--\r\n",
+             file);
+    srv_resp r;
+    assert_true(srv_http_h(&fx, "POST", "/v1/files", h, body, &r));
+    assert_int_equal(r.status, 200);
+    json_t *f = srv_json(&r);
+    srv_resp_free(&r);
+    snprintf(h, sizeof h, "Authorization: Bearer %s\r\n", key);
+    snprintf(body, sizeof body,
+             "{\"input_file_id\":\"%s\",\"endpoint\":\"/v1/completions\",\"completion_window\":\"24h\"}",
+             json_string_value(json_object_get(f, "id")));
+    json_decref(f);
+    assert_true(srv_http_h(&fx, "POST", "/v1/batches", h, body, &r));
+    assert_int_equal(r.status, 200);
+    json_t *b = srv_json(&r);
+    srv_resp_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/batches/%s", json_string_value(json_object_get(b, "id")));
+    json_decref(b);
+    for (int i = 0; i < 3000; i++) {
+        assert_true(srv_http_h(&fx, "GET", path, h, NULL, &r));
+        json_t *j = srv_json(&r);
+        srv_resp_free(&r);
+        bool done = !strcmp(json_string_value(json_object_get(j, "status")), "completed");
+        json_decref(j);
+        if (done)
+            return;
+        srv_sleep_ms(10);
+    }
+    fail_msg("the batch did not complete");
+}
+
 static void test_dashboard_layout(void **state)
 {
     (void)state;
@@ -230,6 +275,7 @@ static void test_dashboard_layout(void **state)
     load("ka", "chat", 12, 24);
     load("kb", "bulk", 7, 48);
     load("ka", "bulk", 3, 8);
+    run_batch("kb", "chat", 5);
     srv_sleep_ms(1200); /* a point or two after the load */
     char dom_path[512], cmd[4096];
     snprintf(dom_path, sizeof dom_path, "%s/dom.html", fx.dir);
@@ -265,6 +311,13 @@ static void test_dashboard_layout(void **state)
         check_bar(dom, m, names[i]);
         check_chart(dom, names[i], stats);
     }
+    /* the batch's lines, as the point counted them */
+    const char *done = strstr(dom, "data-stat=\"models/chat/batch_lines/completed\"");
+    assert_non_null(done);
+    assert_int_equal(atoi(strstr(done, "data-value=\"") + 12), 5);
+    json_t *bl = json_object_get(model_of(stats, "chat"), "batch_lines");
+    assert_int_equal(json_integer_value(json_object_get(bl, "completed")), 5);
+    assert_int_equal(json_integer_value(json_object_get(bl, "queued")), 0);
     const char *dev = strstr(dom, "id=\"devspan\">");
     assert_non_null(dev);
     assert_int_equal(strncmp(dev + 13, "last 5 min<", 11), 0);
