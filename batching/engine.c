@@ -1,11 +1,11 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
-#include "models/json_schema.h"
-#include "models/lora.h"
-#include "models/prefix_cache.h"
-#include "models/sampler.h"
-#include "models/unicode.h"
+#include "models/sample/json_schema.h"
+#include "models/arch/lora.h"
+#include "models/cache/prefix_cache.h"
+#include "models/sample/sampler.h"
+#include "models/tokenizer/unicode.h"
 #include "runtime/fault.h"
 
 #include <math.h>
@@ -614,11 +614,10 @@ static void sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int
 {
     /* A NaN or an infinity (weights or an adapter that overflow) gives no
      * token worth answering with: the sequence fails, not the model. */
-    for (int i = 0; i < V; i++)
-        if (!isfinite(row[i])) {
-            finish(e, q, COLO_ERR, NULL, "the model's output is not a finite number (NaN or infinite logits)");
-            return;
-        }
+    if (!colo_all_finite(row, V)) {
+        finish(e, q, COLO_ERR, NULL, "the model's output is not a finite number (NaN or infinite logits)");
+        return;
+    }
     const float *pick = row;
     if (q->json) {
         if (!token_bytes(e)) {

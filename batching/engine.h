@@ -16,9 +16,9 @@
 #include <stdint.h>
 
 #include "batching/continuous.h"
-#include "models/json_schema.h"
-#include "models/llama.h"
-#include "models/sampler.h"
+#include "models/sample/json_schema.h"
+#include "models/arch/llama.h"
+#include "models/sample/sampler.h"
 #include "runtime/cosched.h"
 
 #define COLO_ENGINE_MAX_STOP 8
@@ -36,13 +36,13 @@ typedef struct colo_engine_params {
     int32_t stop_ids[COLO_ENGINE_MAX_STOP]; /* tokens that end it, besides the engine's */
     int n_stop_ids;
     colo_sampler_shape shape;  /* penalties, biases, min-p (biases copied at colo_engine_add) */
-    bool json_object;          /* constrained decoding: the output is a JSON object (models/json_schema.h) */
+    bool json_object;          /* constrained decoding: the output is a JSON object (models/sample/json_schema.h) */
     const char *json_schema;   /* ... or a document valid against this JSON Schema (text, compiled at
                                 * colo_engine_add, which refuses one it cannot compile); NULL: none */
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
-    /* a LoRA adapter of the model (models/lora.h) runs this sequence:
+    /* a LoRA adapter of the model (models/arch/lora.h) runs this sequence:
      * has_adapter, in slot adapter_slot; its prompt reuses cached blocks of
      * that adapter's sequences only */
     bool has_adapter;
@@ -86,10 +86,10 @@ typedef struct colo_engine_config {
     int n_blocks;        /* 0: every block the arena can hold after weights and activations */
     int max_seq_len;     /* 0: the model's context length */
     /* tokens that end generation (the model's EOS and end-of-turn tokens,
-     * models/chat.h); none given: the tokenizer's EOS alone */
+     * models/sample/chat.h); none given: the tokenizer's EOS alone */
     int32_t stop_ids[4];
     int n_stop_ids;
-    bool no_prefix_cache; /* true: prompts never reuse cached KV blocks (models/kv_cache.h) */
+    bool no_prefix_cache; /* true: prompts never reuse cached KV blocks (models/cache/kv_cache.h) */
     /* the bounds a response's schema leaves open, copied at create (NULL:
      * COLO_SCHEMA_OPTIONS_DEFAULT) */
     const colo_schema_options *schema;

@@ -48,7 +48,7 @@ typedef struct colo_evictor colo_evictor;
 typedef struct colo_served colo_served;
 
 /* The models an evictor chooses among are its owner's table of served
- * models (server/registry.c), not a list of its own: walk calls visit(m,
+ * models (server/core/registry.c), not a list of its own: walk calls visit(m,
  * arg) for each model listed there, from any thread, holding whatever
  * keeps them from being freed meanwhile (it must not call the evictor).
  * Models that are not READY (loading, failed, unloaded) are passed over. */

@@ -9,9 +9,9 @@
 #include <time.h>
 
 #include "batching/engine.h"
-#include "models/chat.h"
+#include "models/sample/chat.h"
 #include "batching/queue.h"
-#include "models/llama.h"
+#include "models/arch/llama.h"
 #include "runtime/log.h"
 
 static void usage(FILE *f)

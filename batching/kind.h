@@ -130,7 +130,7 @@ typedef struct colo_model_kind {
     /* Idle, awake: drops what can be rebuilt and is not in use (cached KV
      * blocks), keeping the weights; optional (NULL: nothing to drop). */
     void (*trim)(void *inst);
-    /* ---- LoRA adapters (models/lora.h), optional (NULL: the kind takes none) ----
+    /* ---- LoRA adapters (models/arch/lora.h), optional (NULL: the kind takes none) ----
      * load loads mc->adapters into slots 0..n_adapters-1 itself; these add
      * and remove others at run time (executor thread, between steps; a
      * sleeping model loads them as it wakes). adapter_add: COLO_EFORMAT /

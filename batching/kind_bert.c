@@ -1,8 +1,8 @@
 /* The bert kind: BERT encoders from a safetensors folder (all-MiniLM-L6-v2),
  * run by the dynamic batcher: mean-pooled, L2-normalised embeddings. */
 #include "batching/kind.h"
-#include "models/bert.h"
-#include "models/wordpiece.h"
+#include "models/arch/bert.h"
+#include "models/tokenizer/wordpiece.h"
 #include "runtime/fault.h"
 
 #include <stdlib.h>

@@ -2,11 +2,11 @@
  * generation engine (batching/engine.h) with continuous batching. */
 #include "batching/engine.h"
 #include "batching/kind.h"
-#include "models/chat.h"
-#include "models/json_schema.h"
-#include "models/tools.h"
-#include "models/llama.h"
-#include "models/lora.h"
+#include "models/sample/chat.h"
+#include "models/sample/json_schema.h"
+#include "models/sample/tools.h"
+#include "models/arch/llama.h"
+#include "models/arch/lora.h"
 #include "runtime/log.h"
 
 _Static_assert(sizeof(colo_req_logit_bias) == sizeof(colo_sampler_bias) &&
@@ -36,7 +36,7 @@ typedef struct llama_kind {
     int block_size;
     size_t block_bytes;
     size_t act_bytes;
-    /* LoRA adapters by slot (models/lora.h): loaded with the weights, and
+    /* LoRA adapters by slot (models/arch/lora.h): loaded with the weights, and
      * again when the model wakes */
     struct {
         bool on;
@@ -362,7 +362,7 @@ static bool tools_forced(const colo_request *r)
     return tools_on(r) && (r->params.tool_choice == COLO_TOOLS_REQUIRED || r->params.tool_choice == COLO_TOOLS_NAMED);
 }
 
-/* The request's tools as models/tools.h takes them (in its pool). */
+/* The request's tools as models/sample/tools.h takes them (in its pool). */
 static colo_tool_def *tool_defs(colo_request *r)
 {
     colo_tool_def *d = colo_pool_calloc(r->pool, (size_t)(r->params.n_tools ? r->params.n_tools : 1), sizeof *d);

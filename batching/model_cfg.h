@@ -43,7 +43,7 @@ typedef struct colo_sla_cfg {
 #define COLO_CFG_MAX_ALIASES 8
 #define COLO_CFG_MAX_ADAPTERS 16
 
-/* A LoRA adapter of a llama model (models/lora.h), served under its own
+/* A LoRA adapter of a llama model (models/arch/lora.h), served under its own
  * name with its own priority, SLA and tenants' allow-lists. */
 typedef struct colo_adapter_cfg {
     char name[64];          /* the model name rules; unique among every model and adapter */
@@ -75,12 +75,12 @@ typedef struct colo_model_cfg {
     int kv_block_size;       /* kv_cache.block_size, tokens; default 16 */
     colo_dtype kv_dtype;     /* kv_cache.dtype: COLO_F16 (default), COLO_F32 or COLO_Q8_0 */
     bool no_prefix_cache;    /* not prefix_cache: true (the default: prompts do not reuse cached KV blocks) */
-    char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/chat.h); "" = the file's */
+    char chat_template[24];  /* chatml, llama3, gemma, phi3, mistral, ... (models/sample/chat.h); "" = the file's */
     bool message_control_tokens; /* control tokens written in messages' text are read as control tokens;
                                   * false (the default): as plain text, only the template writes them */
     /* structured_output: the bounds a schema (or json_object) leaves open:
      * characters of a string, items of an array or members of an open
-     * object; 0 = none (models/json_schema.h) */
+     * object; 0 = none (models/sample/json_schema.h) */
     int schema_max_length, schema_max_items;
     bool exact_activations;  /* exact F32 activations in the model's matrix products (its stream's
                               * colo_stream_config.exact_activations); false (the default): 8-bit digits */

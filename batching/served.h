@@ -200,7 +200,7 @@ colo_status colo_served_tokenize(colo_served *m, colo_request *r, char *err, siz
 colo_status colo_served_detokenize(colo_served *m, const int32_t *ids, int n, colo_pool *pool, const char **text,
                                    size_t *len, char *err, size_t errlen);
 
-/* ---- LoRA adapters (a llama model's; models/lora.h) ---------------------------------
+/* ---- LoRA adapters (a llama model's; models/arch/lora.h) ---------------------------------
  * An adapter is served under its own name: a request names it in
  * r->adapter and runs on this model's weights with the adapter's low-rank
  * updates, in the same steps as the model's other requests, with the

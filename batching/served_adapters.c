@@ -2,7 +2,7 @@
  * adapters, the executor's loading and freeing between steps, and each
  * request's hold on its adapter. */
 #include "batching/served_impl.h"
-#include "models/lora.h"
+#include "models/arch/lora.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 

@@ -2,8 +2,8 @@
 #include "config/config.h"
 #include "batching/evictor.h"
 #include "batching/kind.h"
-#include "models/chat.h"
-#include "models/json_schema.h"
+#include "models/sample/chat.h"
+#include "models/sample/json_schema.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -604,7 +604,7 @@ static int source_file_key(parse_ctx *p, const char *key, const yaml_node_t *v, 
     return 0;
 }
 
-/* structured_output: what a schema leaves open (models/json_schema.h) */
+/* structured_output: what a schema leaves open (models/sample/json_schema.h) */
 static const key_spec structured_output_keys[] = {
     KEY_INT("max_string_length", colo_model_cfg, schema_max_length, 0, 65535),
     KEY_INT("max_array_items", colo_model_cfg, schema_max_items, 0, 65535),
@@ -767,7 +767,7 @@ static int model_chat_template(parse_ctx *p, const char *key, const yaml_node_t 
     colo_model_cfg *m = ((model_ctx *)obj)->m;
     const char *names[32];
     int i;
-    names_from(colo_chat_format_name_at, names, 32); /* models/chat.c's table */
+    names_from(colo_chat_format_name_at, names, 32); /* models/sample/chat.c's table */
     if (get_enum(p, v, f, names, &i))
         return -1;
     snprintf(m->chat_template, sizeof m->chat_template, "%s", names[i]);

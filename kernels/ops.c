@@ -150,6 +150,22 @@ colo_status colo_op_rmsnorm(colo_stream *s, const float *x, const float *w, floa
     DISPATCH(s, rmsnorm, x, w, y, rows, n, eps);
 }
 
+colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
+                                int rows, int n, float eps)
+{
+    if (!x || !h || !w || !y || rows <= 0 || n <= 0 || !(eps >= 0))
+        return COLO_EINVAL;
+    const colo_ops *ops = OPS(s);
+    if (!ops)
+        return COLO_EINVAL;
+    if (ops->add_rmsnorm)
+        DISPATCH(s, add_rmsnorm, x, h, w_pre, w, y, rows, n, eps);
+    colo_status st = w_pre ? colo_op_rmsnorm(s, h, w_pre, h, rows, n, eps) : COLO_OK;
+    if (st == COLO_OK)
+        st = colo_op_add(s, x, h, x, (int64_t)rows * n);
+    return st == COLO_OK ? colo_op_rmsnorm(s, x, w, y, rows, n, eps) : st;
+}
+
 colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,
                               int rows, int n, float eps)
 {

@@ -85,7 +85,7 @@ typedef struct colo_linear_out {
     int n;
 } colo_linear_out;
 
-/* One adapter's low-rank update of one product (LoRA, models/lora.h):
+/* One adapter's low-rank update of one product (LoRA, models/arch/lora.h):
  * y += scale * B (A x), with a (rank, k) row-major and B stored transposed,
  * b (rank, n) with row stride b_stride, so that the slices of a fused
  * product (Q, K and V of one attn_qkv) are views of one tensor. In F32 (a,
@@ -217,6 +217,15 @@ struct colo_ops {
      * slot alone, whatever else is in the batch. */
     colo_status (*lora)(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
                         int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
+
+    /* A residual add and the norm after it, in one op (a decode step's
+     * layer has two): for rows rows of n, h = rmsnorm(h) * w_pre where w_pre
+     * is given (h overwritten), x += h, y = rmsnorm(x) * w, each value as
+     * those ops give it. y may equal h. Optional (the dispatcher runs
+     * rmsnorm, add and rmsnorm); last, so that positional tables leave it
+     * out. */
+    colo_status (*add_rmsnorm)(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
+                               int rows, int n, float eps);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -230,6 +239,8 @@ colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, i
                                  const colo_linear_out *out, int n_out);
 colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
                                int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
+colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
+                                int rows, int n, float eps);
 /* One product: colo_op_lora_multi with one output. */
 colo_status colo_op_lora(colo_stream *s, const float *x, int x_stride, int m, int k, float *y, int y_stride, int n,
                          const int32_t *row_slot, const colo_lora_slot *slots, int n_slots, float *tmp,

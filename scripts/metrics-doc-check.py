@@ -2,7 +2,7 @@
 """Fails when /metrics and docs/OBSERVABILITY.md disagree on the families.
 
 Every metric family the server registers (a string literal "colo_..." in
-server/*.c, where the families are named) must have a row in one of
+a .c file under server/, where the families are named) must have a row in one of
 docs/OBSERVABILITY.md's tables (a line starting "| `colo_..."), and every
 family a row names must be registered: a new metric without its row, or a
 row left behind by a renamed one, fails.
@@ -22,7 +22,7 @@ ROW = re.compile(r"^\|\s*((?:`colo_[a-z0-9_]+`(?:,\s*)?)+)")
 
 def registered(root):
     names = set()
-    for path in glob.glob(os.path.join(root, "server", "*.c")):
+    for path in glob.glob(os.path.join(root, "server", "**", "*.c"), recursive=True):
         with open(path, errors="replace") as f:
             names.update(LITERAL.findall(f.read()))
     return names

@@ -13,8 +13,8 @@
 
 #include "runtime/fault.h"
 #include "runtime/log.h"
-#include "server/http_json.h"
-#include "server/tenants.h"
+#include "server/http/http_json.h"
+#include "server/tenants/tenants.h"
 
 #define MAX_MODELS 16        /* distinct models in one batch */
 #define RETRY_MAX_MS 5000    /* the longest wait before a line refused for room is tried again */

@@ -25,7 +25,7 @@
 #include <stddef.h>
 
 #include "runtime/status.h"
-#include "server/ledger.h"
+#include "server/tenants/ledger.h"
 
 typedef struct colo_batch_store colo_batch_store;
 

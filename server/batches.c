@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "runtime/log.h"
-#include "server/http_json.h"
-#include "server/tenants.h"
+#include "server/http/http_json.h"
+#include "server/tenants/tenants.h"
 
 /* The endpoints a batch's lines may name. */
 static const char *const endpoints[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",

@@ -32,9 +32,9 @@
 #define COLO_SERVER_BATCHES_H
 
 #include "config/config.h"
-#include "server/api.h"
-#include "server/registry.h"
-#include "server/server.h"
+#include "server/api/api.h"
+#include "server/core/registry.h"
+#include "server/core/server.h"
 
 typedef struct colo_batches colo_batches;
 

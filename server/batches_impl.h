@@ -11,7 +11,7 @@
 
 #include "server/batch_store.h"
 #include "server/batches.h"
-#include "server/metrics.h"
+#include "server/http/metrics.h"
 
 struct event;
 typedef struct run_batch run_batch; /* responses.c */

@@ -14,7 +14,7 @@
 
 #include "runtime/log.h"
 #include "server/multipart.h"
-#include "server/tenants.h"
+#include "server/tenants/tenants.h"
 
 #define MAX_PARTS 8
 

@@ -11,12 +11,12 @@
 #include "runtime/log.h"
 #include "batching/evictor.h"
 #include "server/admin.h"
-#include "server/api.h"
+#include "server/api/api.h"
 #include "server/batches.h"
-#include "server/registry.h"
-#include "server/server.h"
-#include "server/api_request.h"
-#include "server/sha256.h"
+#include "server/core/registry.h"
+#include "server/core/server.h"
+#include "server/api/api_request.h"
+#include "server/tenants/sha256.h"
 
 /* --hash-key: the SHA-256 of a key (argument, or stdin's first line). */
 static int hash_key(const char *arg)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/bert.h"
+#include "models/arch/bert.h"
 #include "runtime/clock.h"
 
 static double now_s(void) { return (double)colo_now_ns() * 1e-9; }

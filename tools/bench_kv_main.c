@@ -17,8 +17,8 @@
  *   colo-bench-kv --model FILE.gguf --ref FILE.json [--kv-types f16,q8_0,q4_0] [--threads N] [--exact]
  *
  * Prints one line per KV type; asserts nothing. */
-#include "models/llama.h"
-#include "models/sampler.h"
+#include "models/arch/llama.h"
+#include "models/sample/sampler.h"
 
 #include <getopt.h>
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* colo-bench-lora: what LoRA adapters (models/lora.h) cost on the CPU.
+/* colo-bench-lora: what LoRA adapters (models/arch/lora.h) cost on the CPU.
  *
  * - decode: a batch of --seqs sequences (a prompt of --prompt tokens each,
  *   prefilled first, untimed), then --steps greedy decode steps, timed:
@@ -23,9 +23,9 @@
  * adapters are written for the model's own shape; the shape flags describe
  * the synthetic model (Q4_1, SmolLM2's shape by default) written when
  * there is no model file. Prints; asserts nothing. */
-#include "models/lora.h"
-#include "models/model_cache.h"
-#include "models/sampler.h"
+#include "models/arch/lora.h"
+#include "models/format/model_cache.h"
+#include "models/sample/sampler.h"
 #include "runtime/clock.h"
 #include "tools/mkmodel.h"
 

@@ -9,9 +9,9 @@
  *
  *   colo-bench-mask --model FILE.gguf [--schema JSON | --json-object] --doc JSON [--repeat N]
  */
-#include "models/gguf.h"
-#include "models/json_schema.h"
-#include "models/tokenizer.h"
+#include "models/format/gguf.h"
+#include "models/sample/json_schema.h"
+#include "models/tokenizer/tokenizer.h"
 
 #include <getopt.h>
 #include <stdio.h>

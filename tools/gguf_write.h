@@ -1,9 +1,9 @@
 /* tools/gguf_write.h: a GGUF v3 writer, for colo-mkmodel and the tests
- * (colo-server reads GGUF files, never writes them: models/gguf.h). */
+ * (colo-server reads GGUF files, never writes them: models/format/gguf.h). */
 #ifndef COLO_TOOLS_GGUF_WRITE_H
 #define COLO_TOOLS_GGUF_WRITE_H
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 
 /* ---- writer ----------------------------------------------------------------------- */
 

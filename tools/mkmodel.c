@@ -1,9 +1,9 @@
 #include "tools/mkmodel.h"
 #include "kernels/quant.h"
 #include "tools/gguf_write.h"
-#include "models/llama_impl.h"
-#include "models/progress.h"
-#include "models/unicode.h"
+#include "models/arch/llama_impl.h"
+#include "models/format/progress.h"
+#include "models/tokenizer/unicode.h"
 
 #include <math.h>
 #include <pthread.h>

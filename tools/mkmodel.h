@@ -1,5 +1,5 @@
 /* tools/mkmodel.h: writes GGUF files of every architecture colo runs
- * (llama, qwen2, qwen3, phi3, gemma3; models/llama.h) with seeded random
+ * (llama, qwen2, qwen3, phi3, gemma3; models/arch/llama.h) with seeded random
  * weights and a small byte-level BPE tokenizer (256 byte tokens, a few
  * merges, ChatML specials, <|endoftext|> as EOS), so that text and chat
  * requests work on synthetic models of any size. The files follow
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
-#include "models/llama.h"
+#include "models/arch/llama.h"
 
 typedef struct colo_mkmodel_config {
     colo_llama_arch arch; /* default llama */
@@ -36,7 +36,7 @@ int colo_mkmodel_min_vocab(void);
 /* Writes path. COLO_EINVAL with a message for inconsistent shapes. */
 colo_status colo_mkmodel_write(const char *path, const colo_mkmodel_config *cfg, char *err, size_t errlen);
 
-/* A LoRA adapter of a model colo_mkmodel_write makes (models/lora.h): the
+/* A LoRA adapter of a model colo_mkmodel_write makes (models/arch/lora.h): the
  * files llama.cpp's convert_lora_to_gguf writes, for every product of
  * every layer (attn_q/k/v or the fused attn_qkv, attn_output, ffn_gate and
  * ffn_up or the fused ffn_up, ffn_down; attention_only: the first four).

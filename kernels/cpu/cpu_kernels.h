@@ -229,6 +229,8 @@ colo_status colo_cpu_attention_bidir(colo_stream *s, const float *q, int q_strid
                                      int seq, int n_head, int head_dim, float scale);
 /* norm.c */
 colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps);
+colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
+                                 int rows, int n, float eps);
 colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,
                                int n, float eps);
 colo_status colo_cpu_softmax(colo_stream *s, float *x, int rows, int n, float scale);

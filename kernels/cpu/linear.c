@@ -64,6 +64,7 @@ typedef struct {
     const colo_blk_q8x *xq; /* (m, k / 32) x quantized by the op queued before, or NULL */
     const colo_blk_q8k *xk; /* (m, k / 256) the same for the K-quants, or NULL */
     const colo_q8_xblk *xv; /* x packed for gemm_q8, or NULL */
+    bool pack_in_chunk;     /* gemm_q8 with xv NULL: each chunk packs x itself (pack_here) */
 } linear_args;
 
 static void linear_int8(const linear_args *a, int64_t r0, int64_t r1)
@@ -164,15 +165,38 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
                 a->y[(int64_t)i * a->y_stride + r] += a->bias[r];
 }
 
+/* At most this many rows of x (a decode step's), gemm_q8's chunks each pack
+ * x themselves into their thread's scratch instead of after an op of its
+ * own: packing 1-4 rows costs far less than the synchronisation of the
+ * workers an op costs, and a decode step then runs one op per product, not
+ * two. Every chunk packs the same bits, so the outputs are unchanged. */
+#define PACK_IN_CHUNK_ROWS 4
+
+/* x (m <= PACK_IN_CHUNK_ROWS, k) packed for gemm_q8 into this thread's
+ * scratch (slot 1, which the gemm_q8 path does not otherwise use); NULL,
+ * and the op failed, when out of memory. */
+static const colo_q8_xblk *pack_here(const float *x, int x_stride, int m, int k)
+{
+    colo_q8_xblk *xp = colo_cpu_scratch(1, colo_cpu_gemm_q8_x_bytes(m, k));
+    if (!xp) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return NULL;
+    }
+    colo_cpu_gemm_q8_pack_x(x, x_stride, m, k, 0, (m + COLO_CPU_GEMM_Q8_GROUP - 1) / COLO_CPU_GEMM_Q8_GROUP, xp);
+    return xp;
+}
+
 /* Rows [r0, r1) on gemm_q8. */
 static void linear_q8(const linear_args *a, int64_t r0, int64_t r1)
 {
+    const colo_q8_xblk *xv = a->xv ? a->xv : pack_here(a->x, a->x_stride, a->m, a->k);
     void *scratch = colo_cpu_scratch(0, colo_cpu_gemm_q8_scratch_bytes(a->k));
-    if (!scratch) {
-        colo_cpu_task_fail(COLO_ENOMEM);
+    if (!xv || !scratch) {
+        if (!scratch)
+            colo_cpu_task_fail(COLO_ENOMEM);
         return;
     }
-    colo_cpu_gemm_q8(a->w, a->w_type, r0, r1, a->k, a->xv, a->m, a->bias, a->y, a->y_stride, scratch);
+    colo_cpu_gemm_q8(a->w, a->w_type, r0, r1, a->k, xv, a->m, a->bias, a->y, a->y_stride, scratch);
 }
 
 /* Chunk c of nc over n rows in whole runs of COLO_CPU_GEMM_Q8_ROWS. */
@@ -188,7 +212,7 @@ static void linear_task(const void *p, int chunk, int n_chunks)
 {
     const linear_args *a = p;
     int64_t r0, r1;
-    if (a->xv) {
+    if (a->xv || a->pack_in_chunk) {
         q8_chunk_range(a->n, chunk, n_chunks, &r0, &r1);
         if (r0 < r1)
             linear_q8(a, r0, r1);
@@ -257,16 +281,33 @@ static colo_status pack_x(colo_stream *s, const float *x, int x_stride, int m, i
     return colo_cpu_launch(s, pack_task, &q, sizeof q, (m + COLO_CPU_GEMM_Q8_GROUP - 1) / COLO_CPU_GEMM_Q8_GROUP);
 }
 
-/* Queues x's packing, sets *xv (a field of args) to it, and launches fn
- * over n weight rows on gemm_q8. */
-static colo_status launch_q8(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_q8_xblk **xv,
-                             colo_cpu_task_fn fn, const void *args, size_t args_size, int64_t n)
+/* Whether [p, p + n floats) and [q, q + n2 floats) overlap. */
+static bool overlap(const float *p, int64_t n, const float *q, int64_t n2)
 {
-    colo_q8_xblk *xp;
-    colo_status st = pack_x(s, x, x_stride, m, k, &xp);
-    if (st != COLO_OK)
-        return st;
-    *xv = xp;
+    return (uintptr_t)p < (uintptr_t)(q + n2) && (uintptr_t)q < (uintptr_t)(p + n);
+}
+
+/* Queues x's packing and sets *xv (a field of args) to it, or for at most
+ * PACK_IN_CHUNK_ROWS rows of an x that no output overwrites (y_end: the
+ * outputs' [start, end) ranges, n_y of them) sets *in_chunk instead; then
+ * launches fn over n weight rows on gemm_q8. */
+static colo_status launch_q8(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_q8_xblk **xv,
+                             bool *in_chunk, const float *(*y_range)[2], int n_y, colo_cpu_task_fn fn,
+                             const void *args, size_t args_size, int64_t n)
+{
+    bool here = m <= PACK_IN_CHUNK_ROWS;
+    int64_t x_len = (int64_t)(m - 1) * x_stride + k;
+    for (int i = 0; i < n_y && here; i++)
+        here = !overlap(x, x_len, y_range[i][0], y_range[i][1] - y_range[i][0]);
+    if (here) {
+        *in_chunk = true;
+    } else {
+        colo_q8_xblk *xp;
+        colo_status st = pack_x(s, x, x_stride, m, k, &xp);
+        if (st != COLO_OK)
+            return st;
+        *xv = xp;
+    }
     int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
                              2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
     return colo_cpu_launch(s, fn, args, args_size, nc < 1 ? 1 : nc);
@@ -324,9 +365,11 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
         return st;
     }
     linear_args a = {w, w_type, bias, x, y, x_stride ? x_stride : k, y_stride ? y_stride : n, m, n, k, NULL, NULL,
-                     NULL};
-    if (q8_path(s, w_type, m))
-        return launch_q8(s, x, a.x_stride, m, k, &a.xv, linear_task, &a, sizeof a, n);
+                     NULL, false};
+    if (q8_path(s, w_type, m)) {
+        const float *yr[1][2] = {{y, y + (int64_t)(m - 1) * a.y_stride + n}};
+        return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, 1, linear_task, &a, sizeof a, n);
+    }
     if (int8_path(s, w_type, m)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
         bool k_quant = colo_cpu_vec_dot_k_for(w_type) != NULL;
@@ -353,6 +396,7 @@ typedef struct {
     const colo_blk_q8x *xq;
     const colo_blk_q8k *xk;
     const colo_q8_xblk *xv;
+    bool pack_in_chunk; /* as linear_args' */
     colo_linear_out out[COLO_LINEAR_MULTI_MAX];
 } multi_args;
 
@@ -364,11 +408,14 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
         total += a->out[i].n;
     int64_t r0, r1, base = 0;
     colo_chunk_range(total, chunk, n_chunks, &r0, &r1);
-    if (a->xv) { /* in runs of COLO_CPU_GEMM_Q8_ROWS within each product */
+    if (a->xv || a->pack_in_chunk) { /* in runs of COLO_CPU_GEMM_Q8_ROWS within each product */
         int64_t units = 0;
         for (int i = 0; i < a->n_out; i++)
             units += (a->out[i].n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS;
         colo_chunk_range(units, chunk, n_chunks, &r0, &r1);
+        const colo_q8_xblk *xv = a->xv;
+        if (r0 < r1 && !xv && !(xv = pack_here(a->x, a->x_stride, a->m, a->k)))
+            return;
         for (int i = 0; i < a->n_out && base < r1; i++) {
             const colo_linear_out *o = &a->out[i];
             int64_t nu = (o->n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS;
@@ -377,7 +424,7 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             if (lo >= hi)
                 continue;
             linear_args la = {o->w, o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
-                              a->m, o->n, a->k, NULL, NULL, a->xv};
+                              a->m, o->n, a->k, NULL, NULL, xv, false};
             int64_t hi_row = hi * COLO_CPU_GEMM_Q8_ROWS;
             linear_q8(&la, lo * COLO_CPU_GEMM_Q8_ROWS, hi_row < o->n ? hi_row : o->n);
         }
@@ -390,7 +437,7 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             continue;
         bool k_quant = colo_cpu_vec_dot_k_for(o->w_type) != NULL;
         linear_args la = {o->w,       o->w_type, o->bias, a->x, o->y, a->x_stride, o->y_stride ? o->y_stride : o->n,
-                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL, NULL};
+                          a->m,       o->n,      a->k,    k_quant ? NULL : a->xq, k_quant ? a->xk : NULL, NULL, false};
         linear_int8(&la, lo, hi);
     }
 }
@@ -434,7 +481,13 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
     if (q8) {
         multi_args a;
         int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
-        return launch_q8(s, x, a.x_stride, m, k, &a.xv, linear_multi_task, &a, sizeof a, total);
+        const float *yr[COLO_LINEAR_MULTI_MAX][2];
+        for (int i = 0; i < n_out; i++) {
+            int ys = out[i].y_stride ? out[i].y_stride : out[i].n;
+            yr[i][0] = out[i].y, yr[i][1] = out[i].y + (int64_t)(m - 1) * ys + out[i].n;
+        }
+        return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, n_out,
+                         linear_multi_task, &a, sizeof a, total);
     }
     bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
     for (int i = 0; i < n_out && int8; i++) {

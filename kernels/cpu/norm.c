@@ -7,7 +7,7 @@
 
 /* ---- row-wise: norms, softmax, l2 ----------------------------------------------- */
 
-typedef enum { ROW_RMS, ROW_LAYER, ROW_SOFTMAX, ROW_L2 } row_kind;
+typedef enum { ROW_RMS, ROW_LAYER, ROW_SOFTMAX, ROW_L2, ROW_ADD_RMS } row_kind;
 
 typedef struct {
     row_kind kind;
@@ -16,7 +16,22 @@ typedef struct {
     float *y;
     int rows, n;
     float eps; /* or the softmax scale */
+    /* ROW_ADD_RMS: the residual stream (x's rows, written), what is added
+     * to it, and its norm's weights (NULL: none) */
+    float *xa, *h;
+    const float *w_pre;
 } row_args;
+
+/* y = x / sqrt(mean(x^2) + eps) * w: one row of rmsnorm. */
+static inline void rms_row(const float *x, const float *w, float *y, int n, float eps)
+{
+    double ss = 0;
+    for (int j = 0; j < n; j++)
+        ss += (double)x[j] * x[j];
+    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int j = 0; j < n; j++)
+        y[j] = x[j] * scale * w[j];
+}
 
 static void row_task(const void *p, int chunk, int n_chunks)
 {
@@ -28,13 +43,16 @@ static void row_task(const void *p, int chunk, int n_chunks)
         float *y = r->y + i * r->n;
         int n = r->n;
         switch (r->kind) {
-        case ROW_RMS: {
-            double ss = 0;
+        case ROW_RMS:
+            rms_row(x, r->w, y, n, r->eps);
+            break;
+        case ROW_ADD_RMS: { /* as rmsnorm (h), add and rmsnorm in turn: the same values */
+            float *xr = r->xa + i * n, *h = r->h + i * n;
+            if (r->w_pre)
+                rms_row(h, r->w_pre, h, n, r->eps);
             for (int j = 0; j < n; j++)
-                ss += (double)x[j] * x[j];
-            float scale = 1.0f / sqrtf((float)(ss / n) + r->eps);
-            for (int j = 0; j < n; j++)
-                y[j] = x[j] * scale * r->w[j];
+                xr[j] = xr[j] + h[j];
+            rms_row(xr, r->w, y, n, r->eps);
             break;
         }
         case ROW_LAYER: {
@@ -85,20 +103,27 @@ static colo_status rows_op(colo_stream *s, row_args r)
 
 colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, float *y, int rows, int n, float eps)
 {
-    return rows_op(s, (row_args){ROW_RMS, x, w, NULL, y, rows, n, eps});
+    return rows_op(s, (row_args){.kind = ROW_RMS, .x = x, .w = w, .y = y, .rows = rows, .n = n, .eps = eps});
+}
+colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
+                                 int rows, int n, float eps)
+{
+    return rows_op(s, (row_args){.kind = ROW_ADD_RMS, .x = x, .w = w, .y = y, .rows = rows, .n = n, .eps = eps,
+                                 .xa = x, .h = h, .w_pre = w_pre});
 }
 colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,
                                  int n, float eps)
 {
-    return rows_op(s, (row_args){ROW_LAYER, x, g, b, y, rows, n, eps});
+    return rows_op(s,
+                   (row_args){.kind = ROW_LAYER, .x = x, .w = g, .b = b, .y = y, .rows = rows, .n = n, .eps = eps});
 }
 colo_status colo_cpu_softmax(colo_stream *s, float *x, int rows, int n, float scale)
 {
-    return rows_op(s, (row_args){ROW_SOFTMAX, x, NULL, NULL, x, rows, n, scale});
+    return rows_op(s, (row_args){.kind = ROW_SOFTMAX, .x = x, .y = x, .rows = rows, .n = n, .eps = scale});
 }
 colo_status colo_cpu_l2norm(colo_stream *s, float *x, int rows, int n)
 {
-    return rows_op(s, (row_args){ROW_L2, x, NULL, NULL, x, rows, n, 0});
+    return rows_op(s, (row_args){.kind = ROW_L2, .x = x, .y = x, .rows = rows, .n = n});
 }
 typedef struct {
     const float *x;

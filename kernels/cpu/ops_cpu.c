@@ -86,4 +86,5 @@ const colo_ops colo_cpu_ops = {
     .l2norm = colo_cpu_l2norm,
     .linear_multi = colo_cpu_linear_multi,
     .lora = colo_cpu_lora,
+    .add_rmsnorm = colo_cpu_add_rmsnorm,
 };

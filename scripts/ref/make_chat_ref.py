@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected chat prompts for colo's chat templates (models/chat.h), rendered
+"""Expected chat prompts for colo's chat templates (models/sample/chat.h), rendered
 from real templates by jinja2, as Hugging Face transformers renders them
 (apply_chat_template: a sandboxed environment with trim_blocks and
 lstrip_blocks, raise_exception, add_generation_prompt=True).

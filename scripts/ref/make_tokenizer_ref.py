@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference token ids for colo's tokenizers (models/tokenizer.h), made by
+"""Reference token ids for colo's tokenizers (models/tokenizer/tokenizer.h), made by
 llama.cpp on its own vocabulary-only GGUF files.
 
     python3 scripts/ref/make_tokenizer_ref.py VOCAB_DIR OUT_DIR [--extra FILE.gguf ...]

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "batching/engine.h"
-#include "models/llama.h"
+#include "models/arch/llama.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 

@@ -50,7 +50,7 @@
 
 #include "batching/engine.h"
 #include "engine_fixture.h"
-#include "models/kv_cache.h"
+#include "models/cache/kv_cache.h"
 #include "tools/mkmodel.h"
 #include "tests/test_seed.h"
 

@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "batching/engine.h"
-#include "models/chat.h"
-#include "models/unicode.h"
-#include "models/model_cache.h"
+#include "models/sample/chat.h"
+#include "models/tokenizer/unicode.h"
+#include "models/format/model_cache.h"
 
 /* An engine takes its model's KV cache for good, so every run loads the
  * model afresh (0.3 s). */

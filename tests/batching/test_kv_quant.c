@@ -20,7 +20,7 @@
 
 #include "batching/engine.h"
 #include "engine_fixture.h"
-#include "models/kv_cache.h"
+#include "models/cache/kv_cache.h"
 #include "tools/mkmodel.h"
 
 #define BS 4      /* tokens per KV block */

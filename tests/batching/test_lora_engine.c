@@ -25,7 +25,7 @@
 
 #include "batching/engine.h"
 #include "engine_fixture.h"
-#include "models/lora.h"
+#include "models/arch/lora.h"
 
 enum { N_ADAPTERS = 8, BS = 4, MAX_TOKENS = 12 };
 

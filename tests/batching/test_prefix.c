@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "batching/engine.h"
-#include "models/kv_cache.h"
+#include "models/cache/kv_cache.h"
 #include "engine_fixture.h"
 #include "tools/mkmodel.h"
 

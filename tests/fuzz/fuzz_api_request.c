@@ -1,5 +1,5 @@
-/* Fuzz target: the model endpoints' JSON bodies (server/api_request.h),
- * parsed as the server parses them (colo_json_parse, server/http_json.h).
+/* Fuzz target: the model endpoints' JSON bodies (server/api/api_request.h),
+ * parsed as the server parses them (colo_json_parse, server/http/http_json.h).
  * The first byte picks the endpoint (bits 0-1 and 4), the model's task
  * (bit 2) and the limits (bit 3: a large model or a tiny one); the rest is
  * the body. A JSON Schema the request carries is compiled. */
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/json_schema.h"
-#include "server/api_request.h"
-#include "server/http_json.h"
+#include "models/sample/json_schema.h"
+#include "server/api/api_request.h"
+#include "server/http/http_json.h"
 #include "fuzz_common.h"
 
 static const colo_api_limits limits[2] = {

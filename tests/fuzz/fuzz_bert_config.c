@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/bert.h"
+#include "models/arch/bert.h"
 #include "fuzz_common.h"
 
 static const char *const files[] = {"config.json", "sentence_bert_config.json", "tokenizer_config.json",

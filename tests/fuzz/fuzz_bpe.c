@@ -1,4 +1,4 @@
-/* Fuzz target: the tokenizer (models/tokenizer.h: byte-level BPE) with the tokenizer of a
+/* Fuzz target: the tokenizer (models/tokenizer/tokenizer.h: byte-level BPE) with the tokenizer of a
  * synthetic model (tools/mkmodel.h: 256 byte tokens, merges, ChatML
  * specials), built once. The first byte picks the mode; the rest is:
  *   bit 1 clear: text to encode (bit 0: allow_special), and its tokens
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/tokenizer.h"
-#include "models/chat.h"
-#include "models/gguf.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/sample/chat.h"
+#include "models/format/gguf.h"
 #include "tools/mkmodel.h"
 #include "fuzz_common.h"
 

@@ -1,16 +1,16 @@
-/* Fuzz target: the GGUF reader (models/gguf.h) on arbitrary bytes, then
+/* Fuzz target: the GGUF reader (models/format/gguf.h) on arbitrary bytes, then
  * what the server reads from a GGUF before loading weights: every key
  * through the typed getters, string arrays element by element, every
- * tensor's bytes, the tokenizer (models/tokenizer.h) and a llama model's
- * memory need (models/llama.h). */
+ * tensor's bytes, the tokenizer (models/tokenizer/tokenizer.h) and a llama model's
+ * memory need (models/arch/llama.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "models/tokenizer.h"
-#include "models/gguf.h"
-#include "models/llama.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/format/gguf.h"
+#include "models/arch/llama.h"
 #include "fuzz_common.h"
 
 /* Touches the first and last byte of a string: both must lie in the mapping. */

@@ -1,5 +1,5 @@
 /* Fuzz target: HTTP/1.1 parsing, the connection state machine and routing
- * (server/http.h, server/router.h). A real colo_http_server, created once
+ * (server/http/http.h, server/http/router.h). A real colo_http_server, created once
  * with small limits and a router, adopts one end of a socket pair per input
  * as a new connection; the input is written to the other end, whose write
  * side is then shut, and the loop runs until the server has closed the
@@ -15,9 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/http_impl.h"
-#include "server/http_json.h"
-#include "server/router.h"
+#include "server/http/http_impl.h"
+#include "server/http/http_json.h"
+#include "server/http/router.h"
 #include "fuzz_common.h"
 
 static colo_http_server *srv;

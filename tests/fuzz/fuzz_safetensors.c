@@ -1,11 +1,11 @@
-/* Fuzz target: the safetensors reader (models/safetensors.h) on arbitrary
+/* Fuzz target: the safetensors reader (models/format/safetensors.h) on arbitrary
  * bytes; every tensor it accepts is found by name and its bytes read. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "models/safetensors.h"
+#include "models/format/safetensors.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

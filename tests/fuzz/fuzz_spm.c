@@ -1,5 +1,5 @@
-/* Fuzz target: SentencePiece-style BPE (models/spm.h) through the tokenizer
- * facade (models/tokenizer.h), and the chat templates (models/chat.h), on two
+/* Fuzz target: SentencePiece-style BPE (models/tokenizer/spm.h) through the tokenizer
+ * facade (models/tokenizer/tokenizer.h), and the chat templates (models/sample/chat.h), on two
  * hand-made vocabularies built once: "plain" (no space prefix, no
  * user-defined tokens) and "gemma-like" (a space prefix, runs of newlines and
  * spaces as user-defined tokens, Phi-3's white-space stripping). The first
@@ -17,10 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/chat.h"
-#include "models/gguf.h"
+#include "models/sample/chat.h"
+#include "models/format/gguf.h"
 #include "tools/gguf_write.h"
-#include "models/tokenizer.h"
+#include "models/tokenizer/tokenizer.h"
 #include "fuzz_common.h"
 
 #define DECODE_CAP 64 /* bytes a token may decode to, here */

@@ -1,4 +1,4 @@
-/* Fuzz target: BERT WordPiece (models/wordpiece.h). The first byte picks
+/* Fuzz target: BERT WordPiece (models/tokenizer/wordpiece.h). The first byte picks
  * the mode: bit 0 allow_special, bits 1-2 one of three tokenizers built
  * once (uncased BERT, cased with no cleaning, short sequences and words);
  * with bit 3 set the rest is a vocab.txt instead, loaded and used on a
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/wordpiece.h"
+#include "models/tokenizer/wordpiece.h"
 #include "fuzz_common.h"
 
 static const char *const vocab[] = {

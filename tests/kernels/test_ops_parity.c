@@ -122,6 +122,81 @@ static void test_linear_q8_many_rows(void **state)
     }
 }
 
+/* A decode step's product packs x in each of its chunks (linear.c,
+ * PACK_IN_CHUNK_ROWS); one whose output overwrites its x (y == x) must not,
+ * as a later chunk would pack what an earlier one wrote: it gives what the
+ * same product into another buffer gives, for linear and linear_multi. */
+static void test_linear_q8_in_place(void **state)
+{
+    ctx_t *c = *state;
+    if (!colo_cpu_gemm_q8_cpu())
+        skip();
+    int m = 2, n = 1024, k = 1024;
+    float *wd;
+    void *w = make_weights(COLO_Q4_1, n, k, &wd);
+    float *x = malloc((size_t)m * k * 4), *y = malloc((size_t)m * n * 4), *z = malloc((size_t)m * n * 4);
+    assert_true(x && y && z);
+    fill_normal(x, (int64_t)m * k, 1.0f);
+    void *dw = dput(c, w, colo_dtype_row_bytes(COLO_Q4_1, k) * n);
+    float *dx = dput(c, x, (size_t)m * k * 4), *dy = dpoison(c, (size_t)m * n * 4);
+    colo_stream_set_decode(c->s, true);
+    assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_1, NULL, dx, 0, dy, 0, m, n, k), COLO_OK);
+    dget(c, y, dy, (size_t)m * n * 4);
+    assert_int_equal(colo_op_linear(c->s, dw, COLO_Q4_1, NULL, dx, 0, dx, 0, m, n, k), COLO_OK);
+    dget(c, z, dx, (size_t)m * n * 4);
+    assert_memory_equal(z, y, (size_t)m * n * 4);
+    float *dx2 = dput(c, x, (size_t)m * k * 4);
+    colo_linear_out out[2] = {{.w = dw, .w_type = COLO_Q4_1, .y = dy, .n = n},
+                              {.w = dw, .w_type = COLO_Q4_1, .y = dx2, .n = n}};
+    assert_int_equal(colo_op_linear_multi(c->s, dx2, 0, m, k, out, 2), COLO_OK);
+    dget(c, z, dx2, (size_t)m * n * 4);
+    assert_memory_equal(z, y, (size_t)m * n * 4);
+    colo_stream_set_decode(c->s, false);
+    free(w), free(wd), free(x), free(y), free(z);
+    dfree_all(c);
+}
+
+/* add_rmsnorm (a layer's residual add and the norm after it, in one op)
+ * gives the bits of rmsnorm, add and rmsnorm in turn, with and without the
+ * norm of what is added, for 1 to 5 rows, its output over h or apart. */
+static void test_add_rmsnorm_fused(void **state)
+{
+    ctx_t *c = *state;
+    int n = 576;
+    for (int rows = 1; rows <= 5; rows += 2)
+        for (int pre = 0; pre < 2; pre++)
+            for (int apart = 0; apart < 2; apart++) {
+                size_t bytes = (size_t)rows * n * 4;
+                float *x = malloc(bytes), *h = malloc(bytes), *w = malloc((size_t)n * 4), *w2 = malloc((size_t)n * 4);
+                float *want_x = malloc(bytes), *want_y = malloc(bytes), *got = malloc(bytes);
+                assert_true(x && h && w && w2 && want_x && want_y && got);
+                fill_normal(x, (int64_t)rows * n, 3.0f);
+                fill_normal(h, (int64_t)rows * n, 1.0f);
+                fill_normal(w, n, 1.0f);
+                fill_normal(w2, n, 1.0f);
+                float *dx = dput(c, x, bytes), *dh = dput(c, h, bytes), *dw = dput(c, w, (size_t)n * 4);
+                float *dw2 = dput(c, w2, (size_t)n * 4), *dy = apart ? dpoison(c, bytes) : dh;
+                if (pre)
+                    assert_int_equal(colo_op_rmsnorm(c->s, dh, dw2, dh, rows, n, 1e-6f), COLO_OK);
+                assert_int_equal(colo_op_add(c->s, dx, dh, dx, (int64_t)rows * n), COLO_OK);
+                assert_int_equal(colo_op_rmsnorm(c->s, dx, dw, dy, rows, n, 1e-6f), COLO_OK);
+                dget(c, want_x, dx, bytes);
+                dget(c, want_y, dy, bytes);
+                float *fx = dput(c, x, bytes), *fh = dput(c, h, bytes), *fy = apart ? dpoison(c, bytes) : fh;
+                assert_int_equal(colo_op_add_rmsnorm(c->s, fx, fh, pre ? dw2 : NULL, dw, fy, rows, n, 1e-6f),
+                                 COLO_OK);
+                dget(c, got, fx, bytes);
+                assert_memory_equal(got, want_x, bytes);
+                dget(c, got, fy, bytes);
+                assert_memory_equal(got, want_y, bytes);
+                free(x), free(h), free(w), free(w2), free(want_x), free(want_y), free(got);
+                dfree_all(c);
+            }
+    float v = 0;
+    assert_int_equal(colo_op_add_rmsnorm(c->s, NULL, &v, NULL, &v, &v, 1, 1, 1e-6f), COLO_EINVAL);
+    assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, &v, 0, 1, 1e-6f), COLO_EINVAL);
+}
+
 /* A stream created with exact_activations on a device without it (a
  * model's option) computes what a device with exact_activations computes,
  * bit for bit, in prefill and decode, where the device's other streams
@@ -457,6 +532,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {PARITY_TESTS, cmocka_unit_test(test_linear_int8_many_rows),
                                        cmocka_unit_test(test_linear_q8_many_rows),
+                                       cmocka_unit_test(test_linear_q8_in_place),
+                                       cmocka_unit_test(test_add_rmsnorm_fused),
                                        cmocka_unit_test(test_stream_exact_activations),
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),

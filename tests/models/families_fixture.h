@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/llama.h"
-#include "models/lora.h"
+#include "models/arch/llama.h"
+#include "models/arch/lora.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/bert.h"
+#include "models/arch/bert.h"
 
 static char dir[256];
 

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/bert.h"
+#include "models/arch/bert.h"
 
 #define CPU_TOL 1e-4
 #define BATCH_TOL 5e-5

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/bert.h"
-#include "models/model_cache.h"
+#include "models/arch/bert.h"
+#include "models/format/model_cache.h"
 
 #define MIN_COSINE 0.9999   /* every sentence against sentence-transformers (float32 torch) */
 #define BATCH_TOL 1e-5      /* batched against one by one, per component */

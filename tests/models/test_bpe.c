@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/tokenizer.h"
-#include "models/chat.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/sample/chat.h"
 #include "tools/mkmodel.h"
 #include "tools/gguf_write.h"
 

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/tokenizer.h"
-#include "models/chat.h"
-#include "models/model_cache.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/sample/chat.h"
+#include "models/format/model_cache.h"
 
 #define SMOLLM2 "SmolLM2-135M-Instruct.Q4_1.gguf"
 

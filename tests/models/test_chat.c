@@ -1,4 +1,4 @@
-/* Chat templates (models/chat.h): the family recognised in real templates
+/* Chat templates (models/sample/chat.h): the family recognised in real templates
  * and the prompt colo renders, byte for byte against jinja2's rendering of
  * the same templates (tests/data/chat, README there), overrides, errors,
  * and the stop tokens a real tokenizer gives. Templates come from the model
@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/chat.h"
-#include "models/model_cache.h"
-#include "models/tokenizer.h"
+#include "models/sample/chat.h"
+#include "models/format/model_cache.h"
+#include "models/tokenizer/tokenizer.h"
 
 static char *read_file(const char *path)
 {

@@ -30,9 +30,9 @@
 #include <unistd.h>
 
 #include "families_fixture.h"
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 #include "tools/gguf_write.h"
-#include "models/llama.h"
+#include "models/arch/llama.h"
 #include "tools/mkmodel.h"
 #include "runtime/backend.h"
 

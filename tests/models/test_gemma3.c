@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/llama.h"
-#include "models/model_cache.h"
+#include "models/arch/llama.h"
+#include "models/format/model_cache.h"
 #include "runtime/backend.h"
 
 #define NEAR_TIE 1.0

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 #include "tools/gguf_write.h"
 #include "tools/mkmodel.h"
 

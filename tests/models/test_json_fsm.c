@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/json_fsm.h"
+#include "models/sample/json_fsm.h"
 #include "tests/test_seed.h"
 
 static bool accepts(const char *doc, bool *done)

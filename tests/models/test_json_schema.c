@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/json_schema.h"
+#include "models/sample/json_schema.h"
 #include "tests/test_seed.h"
 
 static colo_schema *compile(const char *schema)

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/kv_cache.h"
-#include "models/prefix_cache.h"
+#include "models/cache/kv_cache.h"
+#include "models/cache/prefix_cache.h"
 
 static colo_device *dev;
 static unsigned seed;

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 #include "tools/gguf_write.h"
-#include "models/llama.h"
+#include "models/arch/llama.h"
 #include "tools/mkmodel.h"
 
 #define E 64

@@ -1,4 +1,4 @@
-/* The llama family's architecture table (models/llama_arch.c): every
+/* The llama family's architecture table (models/arch/llama_arch.c): every
  * architecture has a row whose name parses back to it, the names in
  * messages come from the rows, and the rules each row states are the ones
  * the architectures have (the loader and colo-mkmodel read nothing else). */
@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "models/llama_impl.h"
+#include "models/arch/llama_impl.h"
 
 static const colo_llama_arch all[] = {COLO_ARCH_LLAMA, COLO_ARCH_QWEN2, COLO_ARCH_QWEN3, COLO_ARCH_PHI3,
                                       COLO_ARCH_GEMMA3};

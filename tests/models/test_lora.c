@@ -1,4 +1,4 @@
-/* LoRA adapters (models/lora.h): every architecture with an adapter
+/* LoRA adapters (models/arch/lora.h): every architecture with an adapter
  * against llama.cpp with the same adapter; a batch that mixes adapters
  * gives each sequence the bits it gets alone; what a bad adapter file is
  * told; memory given back on unload.
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "families_fixture.h"
-#include "models/lora.h"
-#include "models/model_cache.h"
+#include "models/arch/lora.h"
+#include "models/format/model_cache.h"
 #include "tools/gguf_write.h"
 
 static colo_device *dev;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "kernels/quant.h"
-#include "models/tokenizer.h"
+#include "models/tokenizer/tokenizer.h"
 #include "tools/mkmodel.h"
 
 #define L 2

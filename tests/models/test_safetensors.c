@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/safetensors.h"
+#include "models/format/safetensors.h"
 
 static char g_path[64];
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "models/sampler.h"
+#include "models/sample/sampler.h"
 
 static void random_logits(float *x, int n, unsigned seed)
 {
@@ -35,6 +35,57 @@ static void test_greedy_and_top_k_1(void **state)
     }
     colo_sampler_free(&g);
     colo_sampler_free(&k1);
+}
+
+/* The first index of the largest (x[i] > x[best]), as the plain loop. */
+static int argmax_ref(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The vectorized argmax agrees with the plain loop on ties, signed zeros,
+ * infinities, negative values and NaNs anywhere; colo_all_finite sees a
+ * NaN or an infinity at every position. */
+static void test_argmax_matches_loop(void **state)
+{
+    (void)state;
+    enum { N = 1037 };
+    float x[N];
+    unsigned seed = 7;
+    for (int round = 0; round < 400; round++) {
+        int n = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 8) % N;
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            int kind = (int)(seed >> 24) % 16;
+            float v = (float)((int)(seed >> 9) % 9 - 6); /* few values: many ties, negatives */
+            x[i] = kind == 0 ? 0.0f : kind == 1 ? -0.0f : v;
+        }
+        if (round % 5 == 1) /* an infinity */
+            x[(seed >> 4) % (unsigned)n] = round % 2 ? INFINITY : -INFINITY;
+        if (round % 7 == 2) /* a NaN somewhere, x[0] included */
+            x[round % 3 == 0 ? 0 : (seed >> 5) % (unsigned)n] = round % 2 ? NAN : -NAN;
+        if (round % 11 == 3) /* all negative zeros and zeros */
+            for (int i = 0; i < n; i++)
+                x[i] = i % 3 ? 0.0f : -0.0f;
+        assert_int_equal(colo_argmax(x, n), argmax_ref(x, n));
+        bool finite = true;
+        for (int i = 0; i < n; i++)
+            finite = finite && isfinite(x[i]);
+        assert_true(colo_all_finite(x, n) == finite);
+    }
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i;
+    assert_true(colo_all_finite(x, N));
+    for (int at = 0; at < N; at += 97) {
+        float keep = x[at];
+        x[at] = at % 2 ? NAN : -INFINITY;
+        assert_false(colo_all_finite(x, N));
+        x[at] = keep;
+    }
 }
 
 static void test_seed_reproduces(void **state)
@@ -179,6 +230,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_and_top_k_1),
+        cmocka_unit_test(test_argmax_matches_loop),
         cmocka_unit_test(test_seed_reproduces),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_top_k_and_top_p_cut),

@@ -12,9 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/llama.h"
-#include "models/sampler.h"
-#include "models/model_cache.h"
+#include "models/arch/llama.h"
+#include "models/sample/sampler.h"
+#include "models/format/model_cache.h"
 
 /* colo rounds activations to two 8-bit digits per block of 32 on CPUs
  * with AVX512-VNNI (prefill and decode), else to one digit in decode only;

@@ -1,4 +1,4 @@
-/* SentencePiece-style BPE (models/spm.h) through the tokenizer facade, on a
+/* SentencePiece-style BPE (models/tokenizer/spm.h) through the tokenizer facade, on a
  * hand-made vocabulary: merges by score (not by position), byte fallback,
  * the space marker and the leading space, special and user-defined tokens,
  * BOS, and byte-exact decoding of random text. */
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/tokenizer.h"
+#include "models/tokenizer/tokenizer.h"
 #include "tests/test_seed.h"
 #include "tools/gguf_write.h"
 

@@ -1,4 +1,4 @@
-/* colo's tokenizers (models/tokenizer.h) against llama.cpp on llama.cpp's
+/* colo's tokenizers (models/tokenizer/tokenizer.h) against llama.cpp on llama.cpp's
  * own vocabulary-only GGUF files: the token ids of a varied set of texts
  * per family (tests/data/tokenizers, made by llama.cpp; README there), the
  * test inputs and ids llama.cpp ships beside each file (.inp/.out), and
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/model_cache.h"
-#include "models/tokenizer.h"
+#include "models/format/model_cache.h"
+#include "models/tokenizer/tokenizer.h"
 
 /* The vocabularies, the model and pre-tokenizer each names, and the file
  * in the model cache when it is a model's own (NULL: llama.cpp's

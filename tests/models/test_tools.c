@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/json_schema.h"
-#include "models/tools.h"
+#include "models/sample/json_schema.h"
+#include "models/sample/tools.h"
 
 static const colo_tool_def tools[] = {
     {"get_weather", "Weather of a city",

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/wordpiece.h"
+#include "models/tokenizer/wordpiece.h"
 
 static const char *const vocab[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",",   "!",
                                     "un",    "##aff", "##able", "aff",  "cafe",  "北",    "京",    "a",     "##a",

@@ -1,4 +1,4 @@
-/* Decoding the model endpoints' JSON bodies (server/api_request.c): the
+/* Decoding the model endpoints' JSON bodies (server/api/api_request.c): the
  * fields each endpoint takes, their defaults and ranges, the OpenAI fields
  * accepted and those refused, and an error naming the field for each bad
  * body. */
@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "server/api_request.h"
+#include "server/api/api_request.h"
 
 static const colo_api_limits lim = {.max_seq_len = 2048, .n_vocab = 49152, .max_prompt_bytes = 65536,
                                     .max_inputs = 64};

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "server_fixture.h"
-#include "server/server.h"
+#include "server/core/server.h"
 
 #include <math.h>
 #include "tests/test_seed.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "server/batch_store.h"
-#include "server/ledger.h"
+#include "server/tenants/ledger.h"
 #include "tests/test_seed.h"
 
 typedef struct fx {

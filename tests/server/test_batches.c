@@ -12,7 +12,7 @@
 
 #include <sqlite3.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "tests/server/server_fixture.h"
 #include "tests/test_seed.h"
 

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "models/model_cache.h"
+#include "models/format/model_cache.h"
 #include "server_fixture.h"
 
 static srv_fixture fx;

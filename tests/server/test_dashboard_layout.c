@@ -22,7 +22,7 @@
 
 #include <math.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "server_fixture.h"
 
 #define ADMIN "dash-admin-key"

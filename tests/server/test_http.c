@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/http_json.h"
-#include "server/server.h"
+#include "server/http/http_json.h"
+#include "server/core/server.h"
 
 #define API_KEY_VAR "COLO_TEST_HTTP_KEY"
 #define MAX_CONNS 4

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "server/ledger.h"
+#include "server/tenants/ledger.h"
 #include "tests/test_seed.h"
 
 typedef struct rows {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/metrics.h"
+#include "server/http/metrics.h"
 
 static void test_render_and_escape(void **state)
 {

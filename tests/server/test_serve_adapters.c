@@ -22,7 +22,7 @@
 
 #include <math.h>
 
-#include "models/gguf.h"
+#include "models/format/gguf.h"
 #include "server_fixture.h"
 #include "lora_fixture.h"
 

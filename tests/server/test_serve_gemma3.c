@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "models/model_cache.h"
+#include "models/format/model_cache.h"
 #include "server_fixture.h"
 
 #define NEAR_TIE 1.0

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "server_fixture.h"
-#include "models/model_cache.h"
+#include "models/format/model_cache.h"
 
 #define ADMIN_H "Authorization: Bearer admin-secret\r\n"
 #define ADMIN_ENV "COLO_ADMIN_KEY=admin-secret"

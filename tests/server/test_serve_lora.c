@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "server_fixture.h"
 #include "lora_fixture.h"
 

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "models/model_cache.h"
+#include "models/format/model_cache.h"
 #include "server_fixture.h"
 
 #define ROUNDS 3

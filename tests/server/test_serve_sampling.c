@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "models/json_fsm.h"
+#include "models/sample/json_fsm.h"
 #include "server_fixture.h"
 
 static srv_fixture fx;

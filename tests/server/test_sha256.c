@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 
 static void hex_of(const char *s, size_t n, char hex[65])
 {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "tests/server/server_fixture.h"
 
 static const char *ADMIN_ENV = "COLO_TEST_ADMIN_KEY=op-key";

@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "tests/server/server_fixture.h"
 
 /* Three tenants (projects) in two organizations, an extra key with a quota

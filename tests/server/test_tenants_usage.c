@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "server/sha256.h"
+#include "server/tenants/sha256.h"
 #include "tests/server/server_fixture.h"
 #include "tests/test_seed.h"
 
