@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#define N_PRIO 3
+/* levels: the batch class (0), then the priorities low, normal, high */
+#define N_PRIO 4
 
 struct colo_queue {
     pthread_mutex_t mu;
@@ -56,8 +57,11 @@ void colo_queue_destroy(colo_queue *q)
 
 static int prio_index(colo_priority p)
 {
-    return p == COLO_PRIO_HIGH ? 2 : p == COLO_PRIO_LOW ? 0 : 1;
+    return p == COLO_PRIO_HIGH ? 3 : p == COLO_PRIO_LOW ? 1 : 2;
 }
+
+/* An item's level: the batch class below every priority. */
+static int level_of(const colo_queue_item *it) { return it->batch ? 0 : prio_index(it->priority); }
 
 static void unlink_item(colo_queue *q, colo_queue_item *it)
 {
@@ -65,7 +69,7 @@ static void unlink_item(colo_queue *q, colo_queue_item *it)
     it->next->prev = it->prev;
     it->prev = it->next = NULL;
     it->queued = false;
-    q->len[prio_index(it->priority)]--;
+    q->len[level_of(it)]--;
     q->total--;
     q->tokens -= it->length;
 }
@@ -79,7 +83,7 @@ colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
         pthread_mutex_unlock(&q->mu);
         return COLO_EAGAIN;
     }
-    int p = prio_index(it->priority);
+    int p = level_of(it);
     colo_queue_item *h = &q->head[p];
     it->enqueue_ns = colo_now_ns();
     it->prev = h->prev;

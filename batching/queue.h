@@ -1,7 +1,8 @@
 /* batching/queue.h: a model's request queue.
  *
  * Requests wait here between the HTTP loop (producer) and the model's
- * executor (consumer). Three priority levels; within a level, weighted fair
+ * executor (consumer). Three priority levels and, below them, the batch
+ * class (colo_queue_item.batch); within a level, weighted fair
  * queueing between share classes (tenants): the next item is the oldest of
  * the class whose recent use (tokens of the items taken, decayed with a
  * half-life of COLO_QUEUE_SHARE_HALFLIFE_NS) divided by its weight is the
@@ -39,6 +40,9 @@ typedef struct colo_queue_item {
     int share_class;      /* [0, COLO_QUEUE_MAX_CLASSES); others share the last */
     double share_weight;  /* > 0; <= 0 counts as 1 */
     int share_extra;      /* cost beyond length (a generation's max_tokens), in tokens */
+    /* The batch class (a line of a batch, POST /v1/batches): below every
+     * priority, taken only when no other item waits. */
+    bool batch;
 } colo_queue_item;
 
 typedef struct colo_queue colo_queue;

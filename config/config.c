@@ -1387,6 +1387,22 @@ static const key_spec pricing_keys[] = {
     KEY_END,
 };
 
+static const key_spec batches_keys[] = {
+    KEY_BOOL("enabled", colo_batches_cfg, enabled),
+    KEY_SIZE("max_file_bytes", colo_batches_cfg, max_file_bytes, 1),
+    KEY_INT("max_lines", colo_batches_cfg, max_lines, 1, 1000000),
+    KEY_INT("concurrency", colo_batches_cfg, concurrency, 1, 256),
+    KEY_INT("window_s", colo_batches_cfg, window_s, 1, 30 * 86400),
+    KEY_END,
+};
+
+static const key_spec responses_keys[] = {
+    KEY_BOOL("enabled", colo_responses_cfg, enabled),
+    KEY_BOOL("store_default", colo_responses_cfg, store_default),
+    KEY_INT("retention_s", colo_responses_cfg, retention_s, 1, 366 * 86400),
+    KEY_END,
+};
+
 static const key_spec top_keys[] = {
     KEY_MAP("server", colo_config, server, server_keys),
     KEY_MAP("scheduler", colo_config, scheduler, scheduler_keys),
@@ -1394,6 +1410,8 @@ static const key_spec top_keys[] = {
     KEY_FN("tenants", parse_tenants),
     KEY_MAP("usage", colo_config, usage, usage_keys),
     KEY_MAP("pricing", colo_config, pricing, pricing_keys),
+    KEY_MAP("batches", colo_config, batches, batches_keys),
+    KEY_MAP("responses", colo_config, responses, responses_keys),
     KEY_END,
 };
 
@@ -1463,6 +1481,14 @@ void colo_config_defaults(colo_config *c)
     c->scheduler.quantum_us = 10000;
     c->usage.enabled = true;
     c->usage.lock_wait_ms = 5000;
+    c->batches.enabled = true;
+    c->batches.max_file_bytes = 100u << 20;
+    c->batches.max_lines = 50000;
+    c->batches.concurrency = 4;
+    c->batches.window_s = 86400;
+    c->responses.enabled = true;
+    c->responses.store_default = true;
+    c->responses.retention_s = 30 * 86400;
     snprintf(c->pricing.currency, sizeof c->pricing.currency, "USD");
 }
 

@@ -128,6 +128,25 @@ typedef struct colo_usage_cfg {
     int lock_wait_ms; /* how long to wait for another process's lock on db at startup and at exit; default 5000 */
 } colo_usage_cfg;
 
+/* batches: the Files and Batch APIs (docs/API.md). Files and batches are
+ * kept beside the usage ledger: the files in a folder "files" next to
+ * usage.db, the batches' state in tables of usage.db itself. */
+typedef struct colo_batches_cfg {
+    bool enabled;            /* default true */
+    uint64_t max_file_bytes; /* an uploaded file's limit (413 past it); default 100 MiB */
+    int max_lines;           /* lines of a batch's input; default 50000 */
+    int concurrency;         /* lines of one batch in flight at once; default 4 */
+    int window_s;            /* what completion_window "24h" gives a batch before it expires; default 86400 */
+} colo_batches_cfg;
+
+/* responses: what the Responses API keeps (store, previous_response_id),
+ * in tables of usage.db. */
+typedef struct colo_responses_cfg {
+    bool enabled;        /* default true */
+    bool store_default;  /* a body without "store" is kept (OpenAI's default); default true */
+    int retention_s;     /* a kept response is gone this long after it was made; default 30 days */
+} colo_responses_cfg;
+
 /* pricing: what a model's use costs, for colo-usage reports. */
 typedef struct colo_price_cfg {
     char model[64];
@@ -150,6 +169,8 @@ typedef struct colo_config {
     colo_tenants_cfg tenants;
     colo_usage_cfg usage;
     colo_pricing_cfg pricing;
+    colo_batches_cfg batches;
+    colo_responses_cfg responses;
 } colo_config;
 
 /* Reads and checks path into *cfg (defaults filled in). COLO_EIO when the

@@ -23,7 +23,7 @@ static fault g_faults[MAX_FAULTS];
 static atomic_int g_n_faults;
 static atomic_long g_fired[COLO_FAULT_KINDS];
 
-static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison", "stall"};
+static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison", "stall", "kill"};
 
 static bool parse_long(const char *s, size_t n, long *out)
 {
@@ -50,7 +50,7 @@ static colo_status parse_entry(const char *s, size_t n, fault *f, char *err, siz
         if (strlen(kind_names[i]) == (size_t)(at - s) && !memcmp(s, kind_names[i], (size_t)(at - s)))
             k = i;
     if (k < 0) {
-        colo_set_err(err, errlen, "COLO_FAULTS: '%.*s': want KIND@TARGET with KIND arena, alloc, launch, blas or poison",
+        colo_set_err(err, errlen, "COLO_FAULTS: '%.*s': want KIND@TARGET with KIND arena, alloc, launch, blas, poison, stall or kill",
                      (int)n, s);
         return COLO_EINVAL;
     }

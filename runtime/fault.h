@@ -28,7 +28,10 @@
  *   poison  an op on the stream poisons its device, as an illegal address
  *           does on CUDA: the op fails with COLO_EFATAL and
  *           colo_device_poisoned() is true from then on, for every model on
- *           that device.
+ *           that device;
+ *   kill    the process kills itself (SIGKILL) at the point named TARGET, as
+ *           kill -9 would there: "batch_line", just after a batch line's
+ *           result is committed (server/batches.c), for tests of a restart.
  *
  * Example: COLO_FAULTS="blas@smollm2:skip=3:count=2,arena@minilm". */
 #ifndef COLO_RUNTIME_FAULT_H
@@ -49,6 +52,7 @@ typedef enum colo_fault_kind {
     COLO_FAULT_BLAS,
     COLO_FAULT_POISON,
     COLO_FAULT_STALL,
+    COLO_FAULT_KILL,
     COLO_FAULT_KINDS
 } colo_fault_kind;
 

@@ -2,8 +2,9 @@
 # Checks colo-server's OpenAI-compatible endpoints with the official `openai`
 # Python client (a pinned version from PyPI, in a virtualenv): lists models,
 # a chat completion, a streamed chat completion, a completion (plain and
-# streamed), an unknown model's 404 and, when MiniLM is in the model cache, an
-# embeddings request. Starts colo-server on a free port with an API key and
+# streamed), an unknown model's 404, a batch (files.create, batches.create,
+# batches.retrieve polling, files.content) and, when MiniLM is in the model
+# cache, an embeddings request. Starts colo-server on a free port with an API key and
 # stops it at the end. Exit 0 only when every check passes; 77 (skipped) when
 # the client cannot be installed or SmolLM2's weights are absent.
 #
@@ -33,6 +34,7 @@ fi
   if [ -d "$cache/all-minilm-l6-v2" ]; then
     echo "  - { name: minilm, kind: bert, path: \"$cache/all-minilm-l6-v2\", memory_fraction: 0.05 }"
   fi
+  echo "usage: { db: \"$tmp/usage.sqlite\" }"  # the ledger, files and batches: in the scratch folder
 } >"$tmp/colo.yaml"
 embed=()
 [ -d "$cache/all-minilm-l6-v2" ] && embed=(--embed-model minilm)

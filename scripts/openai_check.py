@@ -6,7 +6,8 @@ logit_bias, seed, stop strings and token ids, stream_options.include_usage,
 echo, response_format json_object and json_schema, tools and tool_choice
 (auto, none, required, a named function) with tool results sent back; for
 each greedy request the streamed answer must equal the whole one; `n`
-choices, whole and streamed (chunks by choice index), greedy and seeded.
+choices, whole and streamed (chunks by choice index), greedy and seeded;
+a batch uploaded, created, polled and read back (the Files and Batch APIs).
 
 Run by scripts/openai-check.sh, which starts the server; by hand:
 
@@ -337,9 +338,24 @@ def main():
             expect(set(json.loads(j.output_text)) == {"city"}, f"json_schema {j.output_text!r}")
         try:
             client.responses.create(model=args.model, input="x", previous_response_id="resp_1")
-            raise AssertionError("previous_response_id was accepted")
-        except openai.BadRequestError as e:
+            raise AssertionError("an unknown previous_response_id was accepted")
+        except openai.NotFoundError as e:
             expect(e.param == "previous_response_id", f"param {e.param}")
+        # kept (OpenAI's default), read back, continued, listed, deleted
+        got = client.responses.retrieve(r.id)
+        expect(got.id == r.id and got.output_text == text, f"retrieve {got.output_text!r}")
+        follow = client.responses.create(model=args.model, input="And of Italy?", previous_response_id=r.id,
+                                         max_output_tokens=16, temperature=0)
+        expect(follow.previous_response_id == r.id, f"previous {follow.previous_response_id}")
+        expect(follow.usage.input_tokens > r.usage.input_tokens, f"usage {follow.usage} after {r.usage}")
+        items = list(client.responses.input_items.list(follow.id))
+        expect(len(items) == 1 and items[0].role == "user", f"input items {items}")
+        client.responses.delete(follow.id)
+        try:
+            client.responses.retrieve(follow.id)
+            raise AssertionError("a deleted response was found")
+        except openai.NotFoundError:
+            pass
         tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city.",
                   "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
                                  "required": ["city"], "additionalProperties": False}, "strict": True}]
@@ -356,6 +372,36 @@ def main():
         expect(after.status in ("completed", "incomplete"), f"after the result: {after.status}")
         return f"{text!r}, {len(pieces)} deltas, a call {calls[0].arguments}, then {after.output_text[:30]!r}"
 
+    def batches():
+        """The Files and Batch APIs: upload, create, poll, read the output (greedy: what the endpoint answers)."""
+        import io
+        import time
+        n = 3
+        lines = [json.dumps({"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+                             "body": {"model": args.model, "messages": question, "max_tokens": 8, "temperature": 0}})
+                 for i in range(n)]
+        f = client.files.create(file=("batch.jsonl", io.BytesIO("\n".join(lines).encode())), purpose="batch")
+        expect(f.id.startswith("file-") and f.purpose == "batch" and f.bytes > 0, f"file {f}")
+        b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  metadata={"check": "openai"})
+        expect(b.id.startswith("batch_") and b.status == "validating", f"created {b}")
+        deadline = time.time() + 300
+        while b.status not in ("completed", "failed", "expired", "cancelled") and time.time() < deadline:
+            time.sleep(0.2)
+            b = client.batches.retrieve(b.id)
+        expect(b.status == "completed", f"status {b.status}, errors {b.errors}")
+        expect(b.request_counts.total == n and b.request_counts.completed == n, f"counts {b.request_counts}")
+        expect(b.metadata == {"check": "openai"} and b.completed_at >= b.created_at, f"batch {b}")
+        got = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
+        expect(sorted(g["custom_id"] for g in got) == [f"q{i}" for i in range(n)], f"custom ids {got}")
+        expect(all(g["response"]["status_code"] == 200 and g["error"] is None for g in got), f"output {got}")
+        direct = client.chat.completions.create(model=args.model, messages=question, max_tokens=8, temperature=0)
+        texts = {g["response"]["body"]["choices"][0]["message"]["content"] for g in got}
+        expect(texts == {direct.choices[0].message.content}, f"batch {texts} != direct {direct.choices[0].message}")
+        expect(b.id in [x.id for x in client.batches.list(limit=10)], "not listed")
+        client.files.delete(f.id)
+        return f"{n} lines in {b.completed_at - b.created_at} s, {texts.pop()!r}"
+
     check("models.list / models.retrieve", models)
     check("responses.create / stream", responses)
     check("chat.completions.create", chat)
@@ -369,6 +415,7 @@ def main():
     check("n choices", n_choices)
     check("response_format json_object / json_schema", json_formats)
     check("tools, tool_choice, tool results", tools)
+    check("files.create, batches.create / retrieve, files.content", batches)
     if args.embed_model:
         check("embeddings.create", embeddings)
     print("openai-check: " + ("PASS" if not failures else f"FAIL ({', '.join(failures)})"))

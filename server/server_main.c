@@ -15,6 +15,7 @@
 #include "batching/evictor.h"
 #include "server/admin.h"
 #include "server/api/api.h"
+#include "server/batches.h"
 #include "server/core/registry.h"
 #include "server/core/server.h"
 #include "server/api/api_request.h"
@@ -157,6 +158,7 @@ typedef struct app {
     colo_registry *reg; /* the models served */
     colo_api *api;
     colo_admin *admin;
+    colo_batches *batches;
     int unit_first[COLO_CFG_MAX_MODELS], unit_count[COLO_CFG_MAX_MODELS]; /* partition policy */
     struct event *sigterm, *sigint, *sighup;
 } app;
@@ -226,10 +228,17 @@ static bool app_open(app *a)
         return false;
     }
     if (!(a->api = colo_api_create(a->s, a->reg, cfg, err, sizeof err)) ||
-        !(a->admin = colo_admin_create(a->s, a->reg, a->api, cfg, err, sizeof err))) {
+        !(a->admin = colo_admin_create(a->s, a->reg, a->api, cfg, err, sizeof err)) ||
+        !(a->batches = colo_batches_create(a->s, a->reg, cfg, err, sizeof err))) {
         COLO_ERROR("colo-server: %s", err);
         return false;
     }
+    colo_api_response_store rs;
+    if (colo_batches_response_store(a->batches, &rs))
+        colo_api_set_response_store(a->api, &rs);
+    colo_metric *bq, *br, *bc;
+    if (colo_batches_line_metrics(a->batches, &bq, &br, &bc))
+        colo_api_set_batch_metrics(a->api, bq, br, bc);
     colo_server_set_ready(a->s, ready, a->reg);
     COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
               a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
@@ -411,12 +420,14 @@ static void app_free(app *a)
      * A load that does not end within shutdown_timeout_ms (a file that
      * blocks) is not waited for: nothing it may use is freed, the process
      * exits around it. */
+    colo_batches_stop(a->batches); /* lines the stop cuts short run again on the next start */
     if (!colo_registry_stop(a->reg)) {
         COLO_ERROR("colo-server: exiting with a model load under way");
         return;
     }
     colo_api_unwatch(a->api); /* its timer is on the server's loop */
     colo_server_free(a->s);
+    colo_batches_free(a->batches);
     colo_admin_free(a->admin);
     colo_api_free(a->api);
     colo_registry_free(a->reg);

@@ -390,6 +390,12 @@ static void answer(api_call *c)
         status = 503; /* the model stopped under it, or its client stopped reading */
     colo_api_record(c, status);
     colo_api_account(c, status); /* the ledger, before the answer leaves */
+    if (status == 200 && c->kept_own && c->api->rs.keep) { /* store: true */
+        json_t *kept = colo_api_responses_json(c);
+        if (kept)
+            c->api->rs.keep(c->api->rs.ud, h, kept, c->kept_own, c->kept_context);
+        json_decref(kept);
+    }
     colo_http_req_set_tokens(h, c->r->task != COLO_TASK_GENERATE ? o->n_input_tokens
                                                                  : (long)colo_api_completion_tokens(c->r));
     colo_http_req_set_queue_ms(h, o->queue_ms);
@@ -650,6 +656,40 @@ static bool use_adapter(api_call *c, const colo_served_adapter_info *ad)
     return true;
 }
 
+/* A body that asks to be stored or continues a stored response goes to
+ * the response store first (colo_api_response_store): *own and *context
+ * set when it is to be kept. False after answering. */
+static bool stored_context(colo_api *a, colo_http_req *req, json_t *body, char **own, char **context)
+{
+    json_t *store = json_object_get(body, "store"), *previous = json_object_get(body, "previous_response_id");
+    /* (a batch's lines are kept only when they ask: their output is the batch's) */
+    bool keep = json_is_true(store) || (!store && a->rs.expand && a->rs.store_default && !colo_http_req_local(req));
+    if (!keep && (!previous || json_is_null(previous)))
+        return true;
+    if (!a->rs.expand) {
+        colo_http_error(req, 400, "invalid_request", "%s: colo keeps no responses here (responses.enabled is false)",
+                        json_is_true(store) ? "store" : "previous_response_id");
+        return false;
+    }
+    if (!a->rs.expand(a->rs.ud, req, body, own, context))
+        return false;
+    if (!keep) { /* continues one, is not kept itself */
+        free(*own);
+        free(*context);
+        *own = *context = NULL;
+    }
+    return true;
+}
+
+void colo_api_set_response_store(colo_api *a, const colo_api_response_store *rs) { a->rs = *rs; }
+
+void colo_api_set_batch_metrics(colo_api *a, colo_metric *queued, colo_metric *running, colo_metric *completed)
+{
+    a->m_batch_queued = queued;
+    a->m_batch_running = running;
+    a->m_batch_done = completed;
+}
+
 static void handle(colo_http_req *req, void *ud)
 {
     const api_route *route = ud;
@@ -679,7 +719,19 @@ static void handle(colo_http_req *req, void *ud)
         json_decref(body);
         return;
     }
+    char *own = NULL, *context = NULL;
+    if (d->stores && !stored_context(a, req, body, &own, &context)) {
+        json_decref(body);
+        return;
+    }
     api_call *c = call_create(a, am, req, d);
+    if (c && own && (!(c->kept_own = colo_pool_strndup(c->r->pool, own, strlen(own))) ||
+                     !(c->kept_context = colo_pool_strndup(c->r->pool, context, strlen(context))))) {
+        call_free(c);
+        c = NULL;
+    }
+    free(own);
+    free(context);
     if (!c) {
         colo_http_error(req, 503, "out_of_memory", "out of memory");
         json_decref(body);
@@ -701,12 +753,18 @@ static void handle(colo_http_req *req, void *ud)
         return;
     }
     colo_request *r = c->r;
+    c->in.store = c->kept_own != NULL; /* what the response object says */
     snprintf(r->who.id, sizeof r->who.id, "%s", colo_http_req_id(req));
     snprintf(r->who.model, sizeof r->who.model, "%s", c->name);
     r->who.priority = c->in.has_priority ? c->in.priority : is_adapter ? adapter.cfg.priority : mc->priority;
     if (!colo_api_admit(c)) {
         call_free(c);
         return;
+    }
+    const colo_http_local *local = colo_http_req_local(req);
+    if (local && local->batch) { /* a batch's line: below every interactive request */
+        r->who.priority = COLO_PRIO_LOW;
+        r->qi.batch = true;
     }
     if (r->params.seed == UINT64_MAX)
         r->params.seed = (uint64_t)time(NULL) * 6364136223846793005ull + atomic_fetch_add(&a->seed_counter, 1);

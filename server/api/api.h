@@ -47,6 +47,26 @@ colo_api *colo_api_create(colo_server *srv, colo_registry *reg, const colo_confi
 json_t *colo_api_model_json(const colo_api *a, const colo_registry_model *e);
 /* A LoRA adapter of base, as /v1/models lists it ("kind": "lora", "base"). */
 json_t *colo_api_adapter_json(const colo_api *a, const colo_registry_model *base, const colo_served_adapter_info *ad);
+/* Where the Responses API keeps what `store: true` asks it to keep and
+ * finds what previous_response_id names (server/responses.h). Loop thread. */
+typedef struct colo_api_response_store {
+    /* Before body (a /v1/responses body) is read: its previous_response_id's
+     * conversation put before its input. *own and *context (malloc'd JSON
+     * arrays) are its own input items and everything the model is given.
+     * False after answering req (404: no such response of the caller's). */
+    bool (*expand)(void *ud, colo_http_req *req, json_t *body, char **own, char **context);
+    /* A response that succeeded with store: its object, its own input items
+     * and its context (as expand gave them). */
+    void (*keep)(void *ud, colo_http_req *req, const json_t *response, const char *own, const char *context);
+    void *ud;
+    bool store_default; /* what a body without "store" asks (OpenAI's default: true) */
+} colo_api_response_store;
+/* Before the loop runs; without one, store and previous_response_id are refused. */
+void colo_api_set_response_store(colo_api *a, const colo_api_response_store *rs);
+/* The families of the lines of batches by model (server/batches.h:
+ * queued and running gauges, completed counter by model and outcome), for
+ * /v1/stats and the dashboard. Before colo_api_watch. */
+void colo_api_set_batch_metrics(colo_api *a, colo_metric *queued, colo_metric *running, colo_metric *completed);
 /* Hooks for colo_served_env: step metrics. */
 colo_served_hooks colo_api_hooks(colo_api *a);
 /* Watches dev (runtime/telemetry.h, sampled every interval_ms off the

@@ -307,7 +307,7 @@ static const api_dialect dialects[] = {
      .errors = COLO_HTTP_ERRORS_OPENAI, .whole = colo_api_responses_json,
      .open = colo_api_responses_open, .piece = colo_api_responses_piece,
      .close = colo_api_responses_close, .fail = colo_api_responses_fail,
-     .words = colo_api_responses_words},
+     .words = colo_api_responses_words, .stores = true},
 };
 
 const api_dialect *colo_api_dialects(int *n)

@@ -80,6 +80,8 @@ struct colo_api {
     bool render_armed;           /* render_call is deferred */
     size_t render_peak_bytes;    /* the most one pass rendered */
     colo_metric *m_render_deferred, *m_render_held, *m_render_peak;
+    colo_api_response_store rs;  /* the Responses API's stored responses; fn NULLs: none */
+    colo_metric *m_batch_queued, *m_batch_running, *m_batch_done; /* lines of batches; NULL: none */
 };
 
 /* Generated pieces waiting for the loop thread: records of
@@ -139,6 +141,7 @@ typedef struct api_dialect {
     void (*close)(api_call *c, bool held);          /* a stream that succeeded (held: tool calls held back) */
     void (*fail)(api_call *c);                      /* a stream that failed: its error event */
     bool done_marker;                               /* data: [DONE] ends its streams */
+    bool stores;                                    /* store and previous_response_id (colo_api_response_store) */
     /* A 400's message about the fields its body was read as, in the
      * client's words, in place (NULL: they are its own). */
     void (*words)(char *err, size_t errlen);
@@ -185,6 +188,7 @@ struct api_call {
     bool render_queued; /* in the api's render queue */
     bool render_held;   /* its connection holds COLO_API_STREAM_QUEUED_BYTES: waits for it to drain */
     struct api_call *render_prev, *render_next;
+    const char *kept_own, *kept_context; /* a stored response's input items (colo_api_response_store) */
 };
 
 /* Tokens generated for r, every choice, whatever became of the request or

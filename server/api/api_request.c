@@ -855,15 +855,28 @@ static colo_status r_false_only(dec *d, const char *key, json_t *v)
 {
     if (json_is_false(v))
         return COLO_OK;
-    if (!strcmp(key, "store"))
-        return bad(d, key, "colo keeps no responses: only false is supported (and previous_response_id is refused)");
     return bad(d, key, "only false is supported");
 }
 
+static colo_status r_store(dec *d, const char *key, json_t *v)
+{
+    if (!json_is_boolean(v) && !json_is_null(v))
+        return bad(d, key, "must be a boolean");
+    d->in->store = json_is_true(v);
+    return COLO_OK;
+}
+
+/* The response this one continues: its conversation was put before input
+ * by the front end (server/responses.c) before the body is read. */
 static colo_status r_previous(dec *d, const char *key, json_t *v)
 {
-    (void)v;
-    return bad(d, key, "colo keeps no responses: send the conversation's items in input");
+    if (json_is_null(v))
+        return COLO_OK;
+    if (!plain_string(v) || json_string_length(v) == 0 || json_string_length(v) > 128)
+        return bad(d, key, "must be a response's id");
+    colo_request *r = d->in->r;
+    d->in->previous_response_id = colo_pool_strndup(r->pool, json_string_value(v), json_string_length(v));
+    return d->in->previous_response_id ? COLO_OK : bad(d, key, "out of memory");
 }
 
 /* reasoning: {"effort", "summary"}: the models colo serves take no budget. */
@@ -895,7 +908,7 @@ static const field responses_fields[] = {
     {"tools", r_tools, true},
     {"tool_choice", r_tool_choice, true},
     {"parallel_tool_calls", f_skip, true},
-    {"store", r_false_only, true},
+    {"store", r_store, true},
     {"background", r_false_only, true},
     {"previous_response_id", r_previous, true},
     {"reasoning", r_reasoning, true},

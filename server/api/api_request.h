@@ -60,6 +60,10 @@ typedef struct colo_api_input {
      * as they were sent (instructions, tools, tool_choice, text, ...), a
      * JSON object in r's pool; NULL: none */
     const char *echo;
+    /* the Responses API: store (keep the response: GET /v1/responses/{id})
+     * and the response it continues (in r's pool; NULL: none) */
+    bool store;
+    const char *previous_response_id;
 } colo_api_input;
 
 /* The "model" field of an OpenAI-style body: its string, or NULL with a

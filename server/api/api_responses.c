@@ -58,9 +58,11 @@ static json_t *response_json(const api_call *c, const char *status, json_t *outp
                           "incomplete_details", "instructions", "temperature", (double)p->temperature, "top_p",
                           (double)p->top_p, "max_output_tokens", p->max_tokens, "parallel_tool_calls", 1,
                           "tool_choice", "auto", "tools", "text", "format", "type", "text", "metadata",
-                          "store", 0, "previous_response_id", "reasoning", "effort", "summary", "truncation",
-                          "disabled");
-    if (!o || echo(c, o) != COLO_OK) {
+                          "store", c->in.store, "previous_response_id", "reasoning", "effort", "summary",
+                          "truncation", "disabled");
+    if (!o || echo(c, o) != COLO_OK ||
+        (c->in.previous_response_id &&
+         json_object_set_new(o, "previous_response_id", json_string(c->in.previous_response_id)))) {
         json_decref(o);
         return NULL;
     }

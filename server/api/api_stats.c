@@ -40,6 +40,7 @@ typedef struct model_point {
     double batch_sum, batch_count;
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
     double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: slo e2e, ttft */
+    double batch_queued, batch_running, batch_done; /* lines of batches (colo_api_set_batch_metrics) */
 } model_point;
 
 typedef struct point {
@@ -213,6 +214,14 @@ static void take_model(colo_api *a, colo_registry_model *am, model_point *p)
     memcpy(p->dur, r.counts, sizeof p->dur);
     colo_metric_read(a->m_ttft, lm, &r);
     memcpy(p->ttft, r.counts, sizeof p->ttft);
+    if (a->m_batch_queued) {
+        colo_metric_read(a->m_batch_queued, lm, &r);
+        p->batch_queued = r.value;
+        colo_metric_read(a->m_batch_running, lm, &r);
+        p->batch_running = r.value;
+        colo_metric_read(a->m_batch_done, lall, &r);
+        p->batch_done = r.value;
+    }
     static const char *const objectives[2] = {"e2e", "ttft"};
     for (int k = 0; k < 2; k++) {
         colo_metric_read(a->m_slo, (const char *const[]){am->name, objectives[k], "met"}, &r);
@@ -382,7 +391,10 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
                             "used_bytes", (json_int_t)p->used_bytes, "free_bytes", (json_int_t)free_bytes, "peak_bytes",
                             (json_int_t)p->peak_bytes, "weights_bytes", (json_int_t)p->weight_bytes, "borrowed_bytes",
                             (json_int_t)p->borrowed_bytes, "lent_bytes", (json_int_t)p->lent_bytes);
-    if (!m || !mem) {
+    if (!m || !mem || (a->m_batch_queued &&
+                       json_object_set_new(m, "batch_lines",
+                                           json_pack("{s:i, s:i, s:i}", "queued", (int)p->batch_queued, "running",
+                                                     (int)p->batch_running, "completed", (int)p->batch_done)))) {
         json_decref(m);
         json_decref(mem);
         return NULL;
@@ -418,9 +430,10 @@ static json_t *stats_json(const colo_api *a, const api_stats *st, int end)
            (double)(now->t_ns - nth_newest(st, start + 1)->t_ns) / 1e9 <= WINDOW_SECONDS + 1e-3)
         start++;
     const point *then = nth_newest(st, start);
-    json_t *o = json_pack("{s:I, s:I, s:f, s:f, s:{s:s}}", "seq", (json_int_t)now->seq, "time_ms", (json_int_t)now->unix_ms,
-                          "interval_seconds", st->interval_ms / 1e3, "window_seconds",
-                          (double)(now->t_ns - then->t_ns) / 1e9, "scheduler", "policy", a->policy);
+    json_t *o = json_pack("{s:I, s:I, s:f, s:f, s:i, s:{s:s}}", "seq", (json_int_t)now->seq, "time_ms",
+                          (json_int_t)now->unix_ms, "interval_seconds", st->interval_ms / 1e3, "window_seconds",
+                          (double)(now->t_ns - then->t_ns) / 1e9, "history_seconds", HISTORY_SECONDS, "scheduler",
+                          "policy", a->policy);
     json_t *models = json_array(), *times = json_array(), *util = json_array();
     if (!o || !models || !times || !util) {
         json_decref(o);

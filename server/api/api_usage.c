@@ -55,8 +55,12 @@ void colo_api_account(api_call *c, int http_status)
     int64_t prompt = o->n_input_tokens > 0 ? o->n_input_tokens : 0;
     int64_t completion = colo_api_completion_tokens(r); /* also of a canceled or cut request */
     colo_ledger *l = colo_server_ledger(c->api->srv);
-    if (l) {
+    const colo_http_local *local = colo_http_req_local(c->http);
+    if (l || (local && local->on_usage)) {
+        bool batch = local && local->batch;
         colo_usage_row row = {.status = http_status,
+                              .batch_requests = batch,
+                              .batch_tokens = batch ? prompt + completion : 0,
                               .requests = 1,
                               .prompt_tokens = prompt,
                               .completion_tokens = completion,
@@ -67,7 +71,9 @@ void colo_api_account(api_call *c, int http_status)
         snprintf(row.key, sizeof row.key, "%s", r->who.key_id);
         snprintf(row.model, sizeof row.model, "%s", c->name);
         char err[256];
-        if (colo_ledger_record(l, (int64_t)time(NULL), &row, err, sizeof err) != COLO_OK)
+        if (local && local->on_usage)
+            local->on_usage(local->ud, &row); /* written with the batch line's result */
+        else if (colo_ledger_record(l, (int64_t)time(NULL), &row, err, sizeof err) != COLO_OK)
             COLO_ERROR("request %s: %s", r->who.id, err);
     }
     colo_tenants_count(t, c->tenant_key, c->name, http_status, prompt, completion, o->device_s);

@@ -132,6 +132,41 @@ void colo_http_server_stats(const colo_http_server *s, colo_http_stats *out);
  * responses and stream events a client has not read). */
 size_t colo_http_server_pending_bytes(const colo_http_server *s);
 
+/* Bodies of requests to path may hold up to max_body_bytes (file uploads:
+ * POST /v1/files) in place of the config's limit; past it, 413 with
+ * message. One such path; before run. */
+void colo_http_server_set_upload(colo_http_server *s, const char *path, size_t max_body_bytes, const char *message);
+
+/* ---- requests made inside the server (loop thread) -------------------------------- */
+
+struct colo_usage_row; /* server/ledger.h */
+
+/* A request that no client sent: the lines of a batch run through the
+ * same front door, routes and handlers as the client's requests, and the
+ * answer comes back to on_response instead of a connection. */
+typedef struct colo_http_local {
+    int principal; /* whom it runs as: the tenants' key index (server/tenants.h) */
+    bool batch;    /* a line of a batch: below every interactive request, accounted as batch */
+    /* The whole answer (a stream's events are not delivered), once, just
+     * before the request is freed; body is not NUL-terminated. */
+    void (*on_response)(void *ud, int status, const char *body, size_t len);
+    /* The usage row of the request, in place of the ledger's own write
+     * (NULL: the ledger's), before on_response; the handler accounts it. */
+    void (*on_usage)(void *ud, const struct colo_usage_row *row);
+    void *ud;
+} colo_http_local;
+
+/* A request of method to path (its query after '?') with body (copied),
+ * run as local says (copied); NULL when out of memory. Nothing runs until
+ * colo_http_local_run. */
+colo_http_req *colo_http_local_new(colo_http_server *s, const char *method, const char *path, const char *body,
+                                   size_t len, const colo_http_local *local);
+/* Hands r to the server's handler, as a connection hands a request read
+ * whole; on_response follows, now or later. */
+void colo_http_local_run(colo_http_req *r);
+/* What r was made with; NULL for a client's request. */
+const colo_http_local *colo_http_req_local(const colo_http_req *r);
+
 /* ---- the request (loop thread) --------------------------------------------------- */
 
 const char *colo_http_req_method(const colo_http_req *r); /* "GET" */
@@ -224,7 +259,7 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 void colo_http_respond_json(colo_http_req *r, int status, json_t *body);
 /* OpenAI's error object, {"error":{"message","type","param","code",
  * "request_id"}} (type from the status, colo_http_openai_error_type; param
- * the field a 400's message starts with, "max_tokens: ...", else null), or
+ * the field a 400's or 404's message starts with, "max_tokens: ...", else null), or
  * the request's other error style (colo_http_req_set_error_style);
  * finishes the request. */
 void colo_http_error(colo_http_req *r, int status, const char *code, const char *fmt, ...)

@@ -370,6 +370,13 @@ static const char *repeated_singleton(const colo_http_req *r)
     return NULL;
 }
 
+/* What a 413 says: an upload's own message names its limit. */
+static const char *body_limit_message(const colo_http_req *r)
+{
+    bool upload = r->srv->upload_path[0] && r->path && !strcmp(r->path, r->srv->upload_path);
+    return upload && r->srv->upload_message[0] ? r->srv->upload_message : "the request body is larger than the limit";
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
@@ -387,8 +394,11 @@ static int on_headers_complete(llhttp_t *p)
     const char *twice = repeated_singleton(r);
     if (twice)
         return parse_error(p, 400, twice);
-    if (has_length && p->content_length > c->srv->cfg.max_body_bytes)
-        return parse_error(p, 413, "the request body is larger than the limit");
+    r->max_body_bytes = c->srv->cfg.max_body_bytes;
+    if (c->srv->upload_path[0] && !strcmp(r->path, c->srv->upload_path))
+        r->max_body_bytes = c->srv->upload_max_bytes;
+    if (has_length && p->content_length > r->max_body_bytes)
+        return parse_error(p, 413, body_limit_message(r));
     const char *expect = colo_http_req_known(r, COLO_HDR_EXPECT);
     if (expect && !strcasecmp(expect, "100-continue") && p->http_minor == 1 &&
         (chunked || (has_length && p->content_length > 0))) {
@@ -404,8 +414,8 @@ static int on_headers_complete(llhttp_t *p)
 static int on_chunk_header(llhttp_t *p)
 {
     http_conn *c = conn_of(p);
-    if (p->content_length > c->srv->cfg.max_body_bytes - c->req->body_len)
-        return parse_error(p, 413, "the request body is larger than the limit");
+    if (p->content_length > c->req->max_body_bytes - c->req->body_len)
+        return parse_error(p, 413, body_limit_message(c->req));
     return 0;
 }
 
@@ -413,8 +423,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     http_conn *c = conn_of(p);
     colo_http_req *r = c->req;
-    if (r->body_len + len > c->srv->cfg.max_body_bytes)
-        return parse_error(p, 413, "the request body is larger than the limit");
+    if (r->body_len + len > r->max_body_bytes)
+        return parse_error(p, 413, body_limit_message(r));
     if (r->body_len + len + 1 > r->body_cap) {
         size_t cap = r->body_cap ? r->body_cap : 1024;
         while (cap < r->body_len + len + 1)

@@ -104,6 +104,8 @@ struct colo_http_req {
     void (*on_drain)(colo_http_req *r, void *ud); /* a stream's output all written (armed once) */
     void *on_drain_ud;
     int log_status;         /* colo_http_req_set_log_status; 0: the response's */
+    size_t max_body_bytes;  /* this request's limit (an upload's is larger) */
+    colo_http_local *local; /* a request made inside the server (in pool); NULL: a client's */
 };
 
 struct http_conn {
@@ -162,6 +164,10 @@ struct colo_http_server {
     /* bytes queued on every connection's output and not yet written (kept
      * by an evbuffer callback on each output), and the most there were */
     atomic_size_t out_pending, out_pending_peak;
+    /* colo_http_server_set_upload: the path whose bodies may be larger */
+    char upload_path[64];
+    size_t upload_max_bytes;
+    char upload_message[160];
 };
 
 /* http_conn.c */

@@ -118,7 +118,7 @@ void http_req_retire(colo_http_req *r)
         r->status = r->log_status;
     if (!r->status)
         r->status = 499; /* the client went away before any response */
-    if (s->done_fn)
+    if (s->done_fn && !r->local) /* the HTTP metrics count clients' requests */
         s->done_fn(r, s->done_ud);
     if (s->cfg.log_requests)
         log_request(r);
@@ -137,6 +137,39 @@ void http_req_abort(colo_http_req *r)
     if (r->on_abort)
         r->on_abort(r, r->on_abort_ud);
 }
+
+/* ---- requests made inside the server ------------------------------------------------- */
+
+colo_http_req *colo_http_local_new(colo_http_server *s, const char *method, const char *path, const char *body,
+                                   size_t len, const colo_http_local *local)
+{
+    colo_http_req *r = http_req_new(s, NULL);
+    if (!r)
+        return NULL;
+    const char *q = strchr(path, '?');
+    size_t pl = q ? (size_t)(q - path) : strlen(path);
+    r->path = colo_pool_strndup(r->pool, path, pl);
+    r->query = colo_pool_strndup(r->pool, q ? q + 1 : "", q ? strlen(q + 1) : 0);
+    r->local = colo_pool_alloc(r->pool, sizeof *r->local);
+    r->body = malloc(len + 1);
+    if (!r->path || !r->query || !r->local || !r->body) {
+        http_req_free(r);
+        return NULL;
+    }
+    *r->local = *local;
+    memcpy(r->body, body, len);
+    r->body[len] = 0;
+    r->body_len = len;
+    r->body_cap = len + 1;
+    r->max_body_bytes = s->cfg.max_body_bytes;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    http_make_id(r->id, sizeof r->id);
+    return r;
+}
+
+void colo_http_local_run(colo_http_req *r) { r->srv->handler(r, r->srv->handler_ud); }
+
+const colo_http_local *colo_http_req_local(const colo_http_req *r) { return r->local; }
 
 /* ---- accessors ------------------------------------------------------------------------- */
 

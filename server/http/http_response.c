@@ -76,11 +76,12 @@ const char *colo_http_openai_error_type(int status)
     }
 }
 
-/* The field a 400's message names ("max_tokens: ...", "messages[2]: ..."):
- * the message's start up to ": " when it reads as a field, else NULL. */
+/* The field a 400's (or 404's: an id a field names) message names
+ * ("max_tokens: ...", "messages[2]: ..."): the message's start up to ": "
+ * when it reads as a field, else NULL. */
 static json_t *error_param(int status, const char *msg)
 {
-    if (status != 400)
+    if (status != 400 && status != 404)
         return json_null();
     size_t n = strcspn(msg, ":");
     if (n == 0 || n > 64 || msg[n] != ':' || msg[n + 1] != ' ')
@@ -183,6 +184,11 @@ void colo_http_respond(colo_http_req *r, int status, const char *content_type, c
 {
     if (r->finished)
         return;
+    if (r->local && r->local->on_response) {
+        if (!r->status)
+            r->status = status;
+        r->local->on_response(r->local->ud, status, body, len);
+    }
     if (r->conn && !r->streaming) {
         struct evbuffer *out = bufferevent_get_output(r->conn->bev);
         write_head(r, out, status, content_type, (long long)len);

@@ -379,6 +379,13 @@ out_free:
 }
 
 int colo_http_server_port(const colo_http_server *s) { return s->port; }
+void colo_http_server_set_upload(colo_http_server *s, const char *path, size_t max_body_bytes, const char *message)
+{
+    snprintf(s->upload_path, sizeof s->upload_path, "%s", path);
+    s->upload_max_bytes = max_body_bytes;
+    snprintf(s->upload_message, sizeof s->upload_message, "%s", message ? message : "");
+}
+
 struct event_base *colo_http_server_base(colo_http_server *s) { return s->base; }
 
 void colo_http_server_on_done(colo_http_server *s, colo_http_done_fn fn, void *ud)

@@ -60,16 +60,25 @@ static const char SCHEMA[] =
     " requests INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,"
     " completion_tokens INTEGER NOT NULL DEFAULT 0, queue_seconds REAL NOT NULL DEFAULT 0,"
     " device_seconds REAL NOT NULL DEFAULT 0,"
+    " batch_requests INTEGER NOT NULL DEFAULT 0, batch_tokens INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY (hour, organization, project, key, model, status)) WITHOUT ROWID;";
+
+/* A ledger made before batches had no batch columns: they are added. */
+static const char *const BATCH_COLUMNS[] = {
+    "ALTER TABLE usage_hourly ADD COLUMN batch_requests INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE usage_hourly ADD COLUMN batch_tokens INTEGER NOT NULL DEFAULT 0;",
+};
 
 static const char UPSERT[] =
     "INSERT INTO usage_hourly (hour, organization, project, key, model, status, requests, prompt_tokens,"
-    " completion_tokens, queue_seconds, device_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    " completion_tokens, queue_seconds, device_seconds, batch_requests, batch_tokens)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
     " ON CONFLICT (hour, organization, project, key, model, status) DO UPDATE SET"
     " requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = completion_tokens + excluded.completion_tokens,"
     " queue_seconds = queue_seconds + excluded.queue_seconds,"
-    " device_seconds = device_seconds + excluded.device_seconds;";
+    " device_seconds = device_seconds + excluded.device_seconds,"
+    " batch_requests = batch_requests + excluded.batch_requests, batch_tokens = batch_tokens + excluded.batch_tokens;";
 
 static bool is_lock_error(int rc)
 {
@@ -147,12 +156,29 @@ void colo_ledger_lock_holder(const char *path, char *out, size_t cap)
 
 /* ---- statements ---------------------------------------------------------------------- */
 
+/* Whether usage_hourly has column name (on db). */
+static bool has_column(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *s = NULL;
+    bool found = false;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('usage_hourly') WHERE name = ?1;", -1, &s, NULL) ==
+            SQLITE_OK &&
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC) == SQLITE_OK)
+        found = sqlite3_step(s) == SQLITE_ROW;
+    sqlite3_finalize(s);
+    return found;
+}
+
 /* WAL, the table; on db. An SQLite result code. */
 static int setup(sqlite3 *db, char **msg)
 {
     int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, msg);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, SCHEMA, NULL, NULL, msg);
+    if (rc == SQLITE_OK && !has_column(db, "batch_requests"))
+        rc = sqlite3_exec(db, BATCH_COLUMNS[0], NULL, NULL, msg);
+    if (rc == SQLITE_OK && !has_column(db, "batch_tokens"))
+        rc = sqlite3_exec(db, BATCH_COLUMNS[1], NULL, NULL, msg);
     return rc;
 }
 
@@ -184,6 +210,8 @@ static int upsert_row(sqlite3_stmt *s, int64_t hour_s, const colo_usage_row *r)
     rc = rc ? rc : sqlite3_bind_int64(s, 9, r->completion_tokens);
     rc = rc ? rc : sqlite3_bind_double(s, 10, r->queue_seconds);
     rc = rc ? rc : sqlite3_bind_double(s, 11, r->device_seconds);
+    rc = rc ? rc : sqlite3_bind_int64(s, 12, r->batch_requests);
+    rc = rc ? rc : sqlite3_bind_int64(s, 13, r->batch_tokens);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(s);
     sqlite3_reset(s);
@@ -208,6 +236,8 @@ static bool queue_add(colo_ledger *l, int64_t hour_s, const colo_usage_row *r)
             p->r.completion_tokens += r->completion_tokens;
             p->r.queue_seconds += r->queue_seconds;
             p->r.device_seconds += r->device_seconds;
+            p->r.batch_requests += r->batch_requests;
+            p->r.batch_tokens += r->batch_tokens;
             l->n_requests += r->requests;
             return true;
         }
@@ -484,6 +514,16 @@ colo_status colo_ledger_record(colo_ledger *l, int64_t end_s, const colo_usage_r
         return COLO_ENOMEM;
     }
     return COLO_OK;
+}
+
+colo_status colo_ledger_add_on(sqlite3 *db, int64_t end_s, const colo_usage_row *r)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db, UPSERT, -1, &s, NULL);
+    if (rc == SQLITE_OK)
+        rc = upsert_row(s, end_s - end_s % 3600, r);
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? COLO_OK : COLO_EIO;
 }
 
 void colo_ledger_get_backlog(colo_ledger *l, colo_ledger_backlog *out)

@@ -39,6 +39,9 @@ typedef struct colo_usage_row {
     int64_t requests, errors;  /* errors: status >= 400 */
     int64_t prompt_tokens, completion_tokens;
     double queue_seconds, device_seconds;
+    /* of them, lines of batches (POST /v1/batches) and their prompt plus
+     * completion tokens */
+    int64_t batch_requests, batch_tokens;
 } colo_usage_row;
 
 /* Opens (creating when write and missing) the database at path, waiting
@@ -57,6 +60,13 @@ void colo_ledger_close(colo_ledger *l);
  * writer thread (above). COLO_EINVAL on a read-only ledger; COLO_ENOMEM
  * when the row can be neither written nor queued (it is logged). */
 colo_status colo_ledger_record(colo_ledger *l, int64_t end_s, const colo_usage_row *r, char *err, size_t errlen);
+
+/* Adds r, ending at end_s, to the ledger's table in db, a connection of
+ * the caller's to the ledger's database, inside the caller's transaction:
+ * a batch line's row is committed with the line's result (server/batch_store.h).
+ * COLO_EIO when SQLite fails (the caller rolls back). */
+struct sqlite3;
+colo_status colo_ledger_add_on(struct sqlite3 *db, int64_t end_s, const colo_usage_row *r);
 
 typedef struct colo_ledger_backlog {
     int64_t rows;     /* queued rows (each sums requests of one hour, tenant key, model, status) */

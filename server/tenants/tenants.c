@@ -166,6 +166,13 @@ int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, c
 {
     if (!t->auth)
         return 0;
+    const colo_http_local *local = colo_http_req_local(req);
+    if (local) { /* made inside the server, as the key it names */
+        if (local->principal >= 0 && local->principal < t->n_keys)
+            return local->principal;
+        *why = "unknown API key";
+        return -1;
+    }
     /* Exactly one credential (colo_http_req_credential): Bearer, x-api-key
      * (as Anthropic's clients send it), or a browser's Basic with the key as
      * the password. */
@@ -192,6 +199,15 @@ int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, c
     if (found < 0)
         *why = "unknown API key";
     return found;
+}
+
+int colo_tenants_key_named(const colo_tenants *t, const char *organisation, const char *project, const char *key)
+{
+    for (int i = 0; i < t->n_keys; i++)
+        if (!strcmp(t->keys[i].org, organisation) && !strcmp(t->keys[i].project, project) &&
+            !strcmp(t->keys[i].name, key))
+            return i;
+    return -1;
 }
 
 bool colo_tenants_is_admin(const colo_tenants *t, int key) { return key >= 0 && key < t->n_keys && t->keys[key].admin; }

@@ -60,6 +60,10 @@ bool colo_tenants_auth_required(const colo_tenants *t);
  * COLO_TENANT_MAX_KEY_BYTES, or unknown). Without auth_required, always the default tenant's index. */
 int colo_tenants_authenticate(const colo_tenants *t, const colo_http_req *req, const char **why);
 
+/* The index of the key named key of organisation/project (what
+ * colo_tenants_identify fills in), or -1 when the config has no such key
+ * (any longer). */
+int colo_tenants_key_named(const colo_tenants *t, const char *organisation, const char *project, const char *key);
 /* The key of server.api_key_env (or the keyless default tenant). */
 bool colo_tenants_is_admin(const colo_tenants *t, int key);
 /* Fills who->organisation, project and key_id. */

@@ -571,8 +571,9 @@ static void test_responses(void **state)
     static const struct {
         const char *body, *want;
     } refused[] = {
-        {"{\"model\":\"m\",\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id:"},
-        {"{\"model\":\"m\",\"input\":\"x\",\"store\":true}", "store:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"previous_response_id\":7}", "previous_response_id:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"store\":\"yes\"}", "store:"},
+        {"{\"model\":\"m\",\"input\":\"x\",\"background\":true}", "background:"},
         {"{\"model\":\"m\",\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens:"},
         {"{\"model\":\"m\",\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]: only function tools"},
         {"{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\"}]}]}",
