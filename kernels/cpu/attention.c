@@ -143,11 +143,12 @@ static void score_tile8(const float *q, const float *const *k, int nt, int hd, f
 }
 
 /* For NH heads (1..4) of one group: acc[h] (hd) = acc[h] * corr[h] +
- * sum_j w[h][j] v[j], v[j] F16 rows read directly; hd % 16 == 0. w[h] is
- * w + h * w_stride. Each V chunk is converted once for all NH heads. */
-static inline __attribute__((always_inline)) void accumulate_f16(int NH, float *acc, const float *corr,
+ * sum_j w[h][j] v[j], v[j] F16 rows read directly (f32: F32 rows, the same
+ * values converted before: the same bits); hd % 16 == 0. w[h] is w + h *
+ * w_stride. Each V chunk is converted once for all NH heads. */
+static inline __attribute__((always_inline)) void accumulate_f16(int NH, bool f32, float *acc, const float *corr,
                                                                  const float *w, int w_stride,
-                                                                 const uint16_t *const *v, int nt, int hd)
+                                                                 const void *const *v, int nt, int hd)
 {
     for (int i = 0; i < hd; i += 16) {
         __m256 a[4][2];
@@ -157,8 +158,11 @@ static inline __attribute__((always_inline)) void accumulate_f16(int NH, float *
             a[h][1] = _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)h * hd + i + 8), c);
         }
         for (int j = 0; j < nt; j++) {
-            __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v[j] + i)));
-            __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v[j] + i + 8)));
+            const uint16_t *vh = v[j];
+            const float *vf = v[j];
+            __m256 v0 = f32 ? _mm256_loadu_ps(vf + i) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vh + i)));
+            __m256 v1 = f32 ? _mm256_loadu_ps(vf + i + 8)
+                            : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vh + i + 8)));
             for (int h = 0; h < NH; h++) {
                 __m256 wj = _mm256_broadcast_ss(w + (size_t)h * w_stride + j);
                 a[h][0] = _mm256_fmadd_ps(wj, v0, a[h][0]);
@@ -224,20 +228,23 @@ static void accumulate_group_q8(int group, float *acc, const float *corr, const 
 }
 
 /* accumulate_f16 for every head of a group, four at a time. */
-static void accumulate_group_f16(int group, float *acc, const float *corr, const float *w, int w_stride,
-                                 const uint16_t *const *v, int nt, int hd)
-{
-    for (int h = 0; h < group;) {
-        float *ah = acc + (size_t)h * hd;
-        const float *wh = w + (size_t)h * w_stride;
-        switch (group - h) {
-        case 1: accumulate_f16(1, ah, corr + h, wh, w_stride, v, nt, hd); h += 1; break;
-        case 2: accumulate_f16(2, ah, corr + h, wh, w_stride, v, nt, hd); h += 2; break;
-        case 3: accumulate_f16(3, ah, corr + h, wh, w_stride, v, nt, hd); h += 3; break;
-        default: accumulate_f16(4, ah, corr + h, wh, w_stride, v, nt, hd); h += 4; break;
-        }
+#define ACCUMULATE_GROUP(name, f32)                                                                                    \
+    static void name(int group, float *acc, const float *corr, const float *w, int w_stride,                        \
+                     const void *const *v, int nt, int hd)                                                          \
+    {                                                                                                                  \
+        for (int h = 0; h < group;) {                                                                                  \
+            float *ah = acc + (size_t)h * hd;                                                                          \
+            const float *wh = w + (size_t)h * w_stride;                                                                \
+            switch (group - h) {                                                                                       \
+            case 1: accumulate_f16(1, f32, ah, corr + h, wh, w_stride, v, nt, hd); h += 1; break;                      \
+            case 2: accumulate_f16(2, f32, ah, corr + h, wh, w_stride, v, nt, hd); h += 2; break;                      \
+            case 3: accumulate_f16(3, f32, ah, corr + h, wh, w_stride, v, nt, hd); h += 3; break;                      \
+            default: accumulate_f16(4, f32, ah, corr + h, wh, w_stride, v, nt, hd); h += 4; break;                     \
+            }                                                                                                          \
+        }                                                                                                              \
     }
-}
+ACCUMULATE_GROUP(accumulate_group_f16, false)
+ACCUMULATE_GROUP(accumulate_group_f32, true) /* F16 rows converted once for several tokens */
 #endif
 
 /* max of x[0..n), n >= 1. */
@@ -328,10 +335,21 @@ static void accumulate_tile(float *acc, float corr, const float *w, const float 
     }
 }
 
-/* Attention of the group query heads of token t over keys [ja, jb) of KV
- * head kvh: leaves each head's running max m[h], sum of weights l[h] and
- * weighted values acc[h * hd ..]. m = -inf, l = 0 when ja >= jb. */
-static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, int jb, float *m, float *l, float *acc)
+/* Tokens attended together over the same K and V tiles (a prefill's): each
+ * tile's rows are converted once for all of them. */
+#define ATTN_BLOCK 4
+
+/* Attention of the group query heads of tokens tok[0..nb) (one sequence)
+ * over keys [ja, jb[b]) of KV head kvh: leaves each token's heads' running
+ * max m[b][h], sum of weights l[b][h] and weighted values acc[b][h * hd
+ * ..]; m = -inf, l = 0 for a token with ja >= jb[b]. Tiles of keys start
+ * at ja for every token, and each token's arithmetic is the same whatever
+ * tokens come with it (its last tile is cut at its own jb), so a token's
+ * result is the same bits alone or in a block; with several tokens F16 V
+ * rows are converted once into an F32 tile, whose values are those the
+ * single token's in-place reads convert to. */
+static colo_status attend_block(const attn_args *a, const int *tok, int nb, int kvh, int ja, const int *jb,
+                                float *const *m, float *const *l, float *const *acc)
 {
     const colo_attn_desc *d = &a->d;
     int hd = d->head_dim, group = d->n_head / d->n_kv_head, kv_dim = d->n_kv_head * hd;
@@ -340,23 +358,6 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
     tile = tile < 8 ? 8 : tile > 64 ? 64 : tile;
     colo_dtype kv_t = d->kv_type;
     bool conv = kv_t != COLO_F32; /* rows go through F32 tiles unless read in place */
-    size_t floats = (size_t)group * hd + (size_t)group * tile + (conv ? 2 * (size_t)tile * hd : 0) + group;
-    floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
-    float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
-    if (!qs)
-        return COLO_ENOMEM;
-    float *s = qs + (size_t)group * hd, *kt = s + (size_t)group * tile, *vt = kt + (size_t)tile * hd;
-    /* (group) each head's rescale of this tile, after the tiles */
-    float *corr = s + (size_t)group * tile + (conv ? 2 * (size_t)tile * hd : 0);
-    const float **kp = (const float **)(qs + floats), **vp = kp + tile;
-    const float *q = a->q + (int64_t)t * q_stride + (int64_t)kvh * group * hd;
-    for (int h = 0; h < group; h++) {
-        for (int i = 0; i < hd; i++)
-            qs[h * hd + i] = q[h * hd + i] * d->scale;
-        m[h] = -INFINITY, l[h] = 0;
-    }
-    memset(acc, 0, (size_t)group * hd * sizeof(float));
-    const int32_t *table = d->block_table + (int64_t)d->tok_seq[t] * d->max_blocks;
     /* fast: V rows (F16, Q8_0) are read in place; K rows are converted
      * once into the tile, which all the group's heads then score */
 #ifdef ATTN_AVX2
@@ -364,6 +365,31 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
 #else
     bool fast = false;
 #endif
+    bool v_tile = conv && (!fast || (nb > 1 && kv_t == COLO_F16)); /* V rows converted into vt */
+    size_t floats = (size_t)nb * group * hd + (size_t)group * tile + (conv ? (size_t)tile * hd : 0) +
+                    (v_tile ? (size_t)tile * hd : 0) + group;
+    floats = (floats + 15) & ~(size_t)15; /* the row pointers after them stay aligned */
+    float *qs = colo_cpu_scratch(2, floats * sizeof(float) + 2 * (size_t)tile * sizeof(float *));
+    if (!qs)
+        return COLO_ENOMEM;
+    float *s = qs + (size_t)nb * group * hd, *kt = s + (size_t)group * tile;
+    float *vt = kt + (conv ? (size_t)tile * hd : 0);
+    /* (group) each head's rescale of this tile, after the tiles */
+    float *corr = vt + (v_tile ? (size_t)tile * hd : 0);
+    const float **kp = (const float **)(qs + floats), **vp = kp + tile;
+    int jmax = ja;
+    for (int b = 0; b < nb; b++) {
+        const float *q = a->q + (int64_t)tok[b] * q_stride + (int64_t)kvh * group * hd;
+        float *qb = qs + (size_t)b * group * hd;
+        for (int h = 0; h < group; h++) {
+            for (int i = 0; i < hd; i++)
+                qb[h * hd + i] = q[h * hd + i] * d->scale;
+            m[b][h] = -INFINITY, l[b][h] = 0;
+        }
+        memset(acc[b], 0, (size_t)group * hd * sizeof(float));
+        jmax = jb[b] > jmax ? jb[b] : jmax;
+    }
+    const int32_t *table = d->block_table + (int64_t)d->tok_seq[tok[0]] * d->max_blocks;
     int64_t row_bytes = (int64_t)colo_dtype_row_bytes(kv_t, kv_dim);
     int64_t head_bytes = (int64_t)colo_dtype_row_bytes(kv_t, hd);
     const char *kc = a->k_cache, *vc = a->v_cache;
@@ -371,17 +397,17 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
      * piece): block and slot advance by counting, no division per key. */
     int64_t rows_buf[2][64], *rows = rows_buf[0], *next = rows_buf[1];
     int blk = ja / d->block_size, off = ja % d->block_size;
-    for (int j = 0; j < tile && ja + j < jb; j++) {
+    for (int j = 0; j < tile && ja + j < jmax; j++) {
         rows[j] = ((int64_t)table[blk] * d->block_size + off) * row_bytes + (int64_t)kvh * head_bytes;
         if (++off == d->block_size)
             off = 0, blk++;
     }
-    for (int j0 = ja; j0 < jb; j0 += tile) {
-        int nt = jb - j0 < tile ? jb - j0 : tile;
+    for (int j0 = ja; j0 < jmax; j0 += tile) {
+        int nt = jmax - j0 < tile ? jmax - j0 : tile;
         /* The next tile's rows are requested from memory while this one is
          * computed: KV rows of long sequences come from DRAM, one head's
          * piece of each row at a time. */
-        for (int j = 0; j < tile && j0 + tile + j < jb; j++) {
+        for (int j = 0; j < tile && j0 + tile + j < jmax; j++) {
             next[j] = ((int64_t)table[blk] * d->block_size + off) * row_bytes + (int64_t)kvh * head_bytes;
             if (++off == d->block_size)
                 off = 0, blk++;
@@ -398,37 +424,45 @@ static colo_status attend_segment(const attn_args *a, int t, int kvh, int ja, in
             }
             load_row(kv_t, kc + row, hd, kt + (size_t)j * hd);
             kp[j] = kt + (size_t)j * hd;
-            if (fast) {
-                vp[j] = (const float *)(vc + row);
-            } else {
+            if (v_tile) {
                 load_row(kv_t, vc + row, hd, vt + (size_t)j * hd);
                 vp[j] = vt + (size_t)j * hd;
+            } else {
+                vp[j] = (const float *)(vc + row);
             }
         }
         int64_t *t_rows = rows;
         rows = next, next = t_rows;
-        for (int h = 0; h < group; h++) {
-            float *sh = s + (size_t)h * tile;
+        for (int b = 0; b < nb; b++) {
+            int ntb = jb[b] - j0 < nt ? jb[b] - j0 : nt; /* the token's keys in this tile */
+            if (ntb <= 0)
+                continue;
+            for (int h = 0; h < group; h++) {
+                float *sh = s + (size_t)h * tile;
+                const float *qh = qs + ((size_t)b * group + h) * hd;
 #ifdef ATTN_AVX2
-            if (hd % 8 == 0)
-                score_tile8(qs + (size_t)h * hd, kp, nt, hd, sh);
-            else
+                if (hd % 8 == 0)
+                    score_tile8(qh, kp, ntb, hd, sh);
+                else
 #endif
-                score_tile(qs + (size_t)h * hd, kp, nt, hd, sh);
-            float mt = tile_max(sh, nt);
-            float m_new = mt > m[h] ? mt : m[h];
-            corr[h] = m[h] == -INFINITY ? 0.0f : expf(m[h] - m_new);
-            l[h] = l[h] * corr[h] + exp_shift_sum(sh, nt, m_new);
-            m[h] = m_new;
-            if (!fast)
-                accumulate_tile(acc + (size_t)h * hd, corr[h], sh, vp, nt, hd);
+                    score_tile(qh, kp, ntb, hd, sh);
+                float mt = tile_max(sh, ntb);
+                float m_new = mt > m[b][h] ? mt : m[b][h];
+                corr[h] = m[b][h] == -INFINITY ? 0.0f : expf(m[b][h] - m_new);
+                l[b][h] = l[b][h] * corr[h] + exp_shift_sum(sh, ntb, m_new);
+                m[b][h] = m_new;
+                if (!fast)
+                    accumulate_tile(acc[b] + (size_t)h * hd, corr[h], sh, vp, ntb, hd);
+            }
+#ifdef ATTN_AVX2
+            if (fast && kv_t == COLO_Q8_0)
+                accumulate_group_q8(group, acc[b], corr, s, tile, (const colo_blk_q8_0 *const *)vp, ntb, hd);
+            else if (fast && v_tile)
+                accumulate_group_f32(group, acc[b], corr, s, tile, (const void *const *)vp, ntb, hd);
+            else if (fast)
+                accumulate_group_f16(group, acc[b], corr, s, tile, (const void *const *)vp, ntb, hd);
+#endif
         }
-#ifdef ATTN_AVX2
-        if (fast && kv_t == COLO_Q8_0)
-            accumulate_group_q8(group, acc, corr, s, tile, (const colo_blk_q8_0 *const *)vp, nt, hd);
-        else if (fast)
-            accumulate_group_f16(group, acc, corr, s, tile, (const uint16_t *const *)vp, nt, hd);
-#endif
     }
     return COLO_OK;
 }
@@ -445,54 +479,99 @@ static bool token_keys(const colo_attn_desc *d, int t, int *j0, int *j1)
     return true;
 }
 
+/* Item it's keys [*ja, *jb): false, with its outputs written, when it has
+ * none to attend (a token refused: the task fails too). */
+static bool item_keys(const attn_args *a, int64_t it, int *ja, int *jb)
+{
+    const colo_attn_desc *d = &a->d;
+    int hd = d->head_dim, group = d->n_head / d->n_kv_head, S = a->n_split;
+    int sp = (int)(it % S), t = (int)(it / S / d->n_kv_head), kvh = (int)(it / S % d->n_kv_head);
+    float *part = S > 1 ? a->part + it * (int64_t)group * (hd + 2) : NULL;
+    int j0, j1;
+    if (!token_keys(d, t, &j0, &j1)) {
+        if (part)
+            for (int h = 0; h < group; h++)
+                part[h] = -INFINITY, part[group + h] = 0;
+        else
+            memset(a->out + (int64_t)t * d->n_head * hd + (int64_t)kvh * group * hd, 0,
+                   (size_t)group * hd * sizeof(float));
+        colo_cpu_task_fail(COLO_EINVAL);
+        return false;
+    }
+    int len = segment_len(j1 - j0);
+    *ja = j0 + sp * len, *jb = *ja + len < j1 ? *ja + len : j1;
+    if (*ja >= j1) { /* (part: S > 1) fewer segments than the longest token's */
+        for (int h = 0; h < group; h++)
+            part[h] = -INFINITY, part[group + h] = 0;
+        return false;
+    }
+    return true;
+}
+
+/* Items its[0..nb) (tokens tok, one KV head, the same first key ja):
+ * attended together, each into its partials or its output. False when
+ * the task failed. */
+static bool run_block(const attn_args *a, const int *tok, const int64_t *its, int nb, int kvh, int ja, const int *jb)
+{
+    const colo_attn_desc *d = &a->d;
+    int hd = d->head_dim, group = d->n_head / d->n_kv_head;
+    float *m[ATTN_BLOCK] = {0}, *l[ATTN_BLOCK] = {0}, *acc[ATTN_BLOCK] = {0}, *buf = NULL;
+    /* Partials: m (group), l (group), then acc (group, hd); otherwise
+     * acc, m and l in scratch, then acc / l is the output. */
+    if (a->n_split == 1 && !(buf = colo_cpu_scratch(3, (size_t)nb * group * (hd + 2) * sizeof(float)))) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return false;
+    }
+    for (int b = 0; b < nb; b++) {
+        float *p = buf ? buf + (size_t)b * group * (hd + 2) : a->part + its[b] * (int64_t)group * (hd + 2);
+        if (buf)
+            acc[b] = p, m[b] = p + (size_t)group * hd, l[b] = m[b] + group;
+        else
+            m[b] = p, l[b] = p + group, acc[b] = p + 2 * group;
+    }
+    colo_status st = attend_block(a, tok, nb, kvh, ja, jb, m, l, acc);
+    if (st != COLO_OK) {
+        colo_cpu_task_fail(st);
+        return false;
+    }
+    for (int b = 0; buf && b < nb; b++) {
+        float *o = a->out + (int64_t)tok[b] * d->n_head * hd + (int64_t)kvh * group * hd;
+        for (int h = 0; h < group; h++) {
+            float inv = 1.0f / l[b][h];
+            for (int i = 0; i < hd; i++)
+                o[(size_t)h * hd + i] = acc[b][(size_t)h * hd + i] * inv;
+        }
+    }
+    return true;
+}
+
+/* A chunk's items, by KV head and segment: consecutive tokens of one
+ * sequence whose keys start at the same key are attended in blocks of up
+ * to ATTN_BLOCK (a prefill's), the others one by one. */
 static void attn_task(const void *p, int chunk, int n_chunks)
 {
     const attn_args *a = p;
     const colo_attn_desc *d = &a->d;
-    int hd = d->head_dim, group = d->n_head / d->n_kv_head, S = a->n_split;
-    float *acc_buf = NULL, *m = NULL, *l = NULL; /* scratch: acc (group, hd), m (group), l (group) */
-    int64_t lo, hi;
-    colo_chunk_range((int64_t)d->n_tokens * d->n_kv_head * S, chunk, n_chunks, &lo, &hi);
-    for (int64_t it = lo; it < hi; it++) {
-        int sp = (int)(it % S), t = (int)(it / S / d->n_kv_head), kvh = (int)(it / S % d->n_kv_head);
-        float *o = a->out + (int64_t)t * d->n_head * hd + (int64_t)kvh * group * hd;
-        float *part = S > 1 ? a->part + it * (int64_t)group * (hd + 2) : NULL;
-        int j0, j1;
-        if (!token_keys(d, t, &j0, &j1)) {
-            if (part)
-                for (int h = 0; h < group; h++)
-                    part[h] = -INFINITY, part[group + h] = 0;
-            else
-                memset(o, 0, (size_t)group * hd * sizeof(float));
-            colo_cpu_task_fail(COLO_EINVAL);
-            continue;
-        }
-        int n = j1 - j0, len = segment_len(n), ja = j0 + sp * len, jb = ja + len < j1 ? ja + len : j1;
-        if (ja >= j1) { /* (part: S > 1) fewer segments than the longest token's */
-            for (int h = 0; h < group; h++)
-                part[h] = -INFINITY, part[group + h] = 0;
-            continue;
-        }
-        /* Partials: m (group), l (group), then acc (group, hd); otherwise acc is o. */
-        float *acc = part ? part + 2 * group : o;
-        if (!part) {
-            if (!acc_buf && !(acc_buf = colo_cpu_scratch(3, (size_t)group * (hd + 2) * sizeof(float)))) {
-                colo_cpu_task_fail(COLO_ENOMEM);
-                return;
+    int64_t stride = (int64_t)d->n_kv_head * a->n_split, lo, hi;
+    colo_chunk_range((int64_t)d->n_tokens * stride, chunk, n_chunks, &lo, &hi);
+    for (int64_t g = 0; g < stride; g++) { /* g: KV head g / n_split, segment g % n_split */
+        int kvh = (int)(g / a->n_split), nb = 0, ja0 = 0, tok[ATTN_BLOCK], jb[ATTN_BLOCK];
+        int64_t its[ATTN_BLOCK];
+        for (int64_t it = lo + ((g - lo % stride) % stride + stride) % stride; it < hi; it += stride) {
+            int ja, jbt, t = (int)(it / stride);
+            bool keys = item_keys(a, it, &ja, &jbt);
+            if (nb && (!keys || ja != ja0 || nb == ATTN_BLOCK || d->tok_seq[t] != d->tok_seq[tok[0]])) {
+                if (!run_block(a, tok, its, nb, kvh, ja0, jb))
+                    return;
+                nb = 0;
             }
-            acc = acc_buf, m = acc_buf + (size_t)group * hd, l = m + group;
+            if (!keys)
+                continue;
+            ja0 = nb ? ja0 : ja;
+            tok[nb] = t, jb[nb] = jbt, its[nb] = it, nb++;
         }
-        colo_status st = attend_segment(a, t, kvh, ja, jb, part ? part : m, part ? part + group : l, acc);
-        if (st != COLO_OK) {
-            colo_cpu_task_fail(st);
+        if (nb && !run_block(a, tok, its, nb, kvh, ja0, jb))
             return;
-        }
-        if (!part)
-            for (int h = 0; h < group; h++) {
-                float inv = 1.0f / l[h];
-                for (int i = 0; i < hd; i++)
-                    o[(size_t)h * hd + i] = acc[(size_t)h * hd + i] * inv;
-            }
     }
 }
 
