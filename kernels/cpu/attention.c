@@ -7,7 +7,9 @@
  * per group rather than once per query head. Keys go in tiles: a tile's K
  * rows are converted to F32 scratch, scored against each query head, the
  * scores exponentiated eight at a time (AVX2) with an online softmax at tile
- * granularity, and the tile's V rows accumulated with the weights.
+ * granularity, and the tile's V rows accumulated with the weights. In a
+ * prefill, up to ATTN_BLOCK consecutive tokens whose keys start at the same
+ * key share each tile, converted once for them all (attend_block).
  * Q8_0 K rows are expanded into the F32 tile like F16 ones (once for the
  * whole group: scoring blocks in place would convert each key once per
  * head); Q8_0 V rows are read in place, a block's int8 values weighted by
