@@ -3,6 +3,7 @@
 #include "batching/served_impl.h"
 #include "batching/evictor.h"
 #include "batching/share.h"
+#include "runtime/fault.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -557,6 +558,8 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         return wrong_task(m, r, err, errlen);
     if (!accepting(m))
         return not_serving(m, err, errlen);
+    if (r->adapter && colo_fault_hit(COLO_FAULT_GONE, r->adapter))
+        colo_served_adapter_vanish(m, r->adapter);
     colo_status ast = colo_served_adapter_acquire(m, r, err, errlen);
     if (ast != COLO_OK)
         return ast;

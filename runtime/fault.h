@@ -28,7 +28,11 @@
  *   poison  an op on the stream poisons its device, as an illegal address
  *           does on CUDA: the op fails with COLO_EFATAL and
  *           colo_device_poisoned() is true from then on, for every model on
- *           that device.
+ *           that device;
+ *   gone    TARGET is an adapter's name: as a request to it is submitted,
+ *           the adapter is removed and freed first (batching/served.c), as
+ *           when a DELETE of it lands between the front end finding it and
+ *           the model taking the request.
  *
  * Example: COLO_FAULTS="blas@smollm2:skip=3:count=2,arena@minilm". */
 #ifndef COLO_RUNTIME_FAULT_H
@@ -49,6 +53,7 @@ typedef enum colo_fault_kind {
     COLO_FAULT_BLAS,
     COLO_FAULT_POISON,
     COLO_FAULT_STALL,
+    COLO_FAULT_GONE,
     COLO_FAULT_KINDS
 } colo_fault_kind;
 

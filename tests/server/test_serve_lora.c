@@ -4,6 +4,8 @@
  *   completions, Anthropic's messages and the Responses API, is listed in
  *   /v1/models with its base, and is counted, metered and written to the
  *   ledger under its name; greedy output is its own, and the same again;
+ *   a request refused because its adapter went away after it was looked
+ *   up is 404 to the client, in the access log and in the ledger alike;
  * - the admin routes add one at run time (loading, then ready) and remove
  *   one while a request runs on it (that request finishes; new ones get
  *   503, then 404), and refuse hostile bodies with clear errors: a file
@@ -480,6 +482,48 @@ static void test_failed_wake_stays_asleep(void **state)
     srv_cleanup(&f);
 }
 
+/* The ledger's requests of model with status. */
+static long ledger_requests(srv_fixture *f, const char *model, int status)
+{
+    int st;
+    json_t *u = srv_get_json(f, "/v1/usage?group_by=model,status", &st), *e;
+    assert_int_equal(st, 200);
+    long n = 0;
+    size_t i;
+    json_array_foreach(json_object_get(u, "data"), i, e) {
+        const char *m = json_string_value(json_object_get(e, "model"));
+        if (m && !strcmp(m, model) && json_integer_value(json_object_get(e, "status")) == status)
+            n += (long)json_integer_value(json_object_get(e, "requests"));
+    }
+    json_decref(u);
+    return n;
+}
+
+/* An adapter removed between the front end finding it and the model
+ * taking the request (fault "gone"): the client gets 404, and the access
+ * log and the ledger say 404 too. */
+static void test_adapter_gone_refusal_accounted(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_start_env(&f, YAML1, "COLO_FAULTS=gone@a2"));
+    int st;
+    json_t *j = post(&f, "/v1/models/a2/infer", "{\"prompt\":\"tale\",\"max_tokens\":4}", &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    char s[32];
+    assert_string_equal(srv_model_state(&f, "a2", s, sizeof s), "absent");
+    for (int i = 0; i < 100 && ledger_requests(&f, "a2", 404) == 0; i++)
+        srv_sleep_ms(20);
+    assert_int_equal(ledger_requests(&f, "a2", 404), 1);
+    assert_int_equal(ledger_requests(&f, "a2", 503), 0);
+    assert_true(srv_log_has(&f, "path=/v1/models/a2/infer model=a2 status=404"));
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_bad_adapter_in_config(void **state)
 {
     (void)state;
@@ -512,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_sleep_wake_keeps_adapters),
         cmocka_unit_test(test_wake_after_adapter_swap),
         cmocka_unit_test(test_failed_wake_stays_asleep),
+        cmocka_unit_test(test_adapter_gone_refusal_accounted),
         cmocka_unit_test(test_bad_adapter_in_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
