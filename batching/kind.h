@@ -126,6 +126,11 @@ typedef struct colo_model_kind {
     /* ---- lifecycle, optional (NULL: not supported) ---- */
     /* Drops what can be rebuilt (KV cache) and moves weights off the device. */
     colo_status (*sleep)(void *inst, char *err, size_t errlen);
+    /* Restores the model as it was put to sleep: the same limits and KV
+     * cache, the adapters it held. A wake that fails leaves it asleep
+     * (nothing loaded), to be woken again: COLO_ENOMEM when memory was
+     * short (retried while others give memory back), another status
+     * otherwise, with the reason. */
     colo_status (*wake)(void *inst, char *err, size_t errlen);
     /* Idle, awake: drops what can be rebuilt and is not in use (cached KV
      * blocks), keeping the weights; optional (NULL: nothing to drop). */
@@ -133,9 +138,11 @@ typedef struct colo_model_kind {
     /* ---- LoRA adapters (models/arch/lora.h), optional (NULL: the kind takes none) ----
      * load loads mc->adapters into slots 0..n_adapters-1 itself; these add
      * and remove others at run time (executor thread, between steps; a
-     * sleeping model loads them as it wakes). adapter_add: COLO_EFORMAT /
-     * COLO_EIO naming the file and tensor, COLO_ENOMEM when the arena
-     * cannot hold it (the message names adapter_memory_bytes). */
+     * sleeping model loads them as it wakes). Adapters take the room the
+     * model keeps for them (the config's and adapter_memory_bytes), counted
+     * the same at load, add and wake. adapter_add: COLO_EFORMAT / COLO_EIO
+     * naming the file and tensor, COLO_ENOMEM when the room cannot hold it
+     * (the message names adapter_memory_bytes), awake or asleep. */
     colo_status (*adapter_add)(void *inst, const char *path, float scale, int *slot, char *err, size_t errlen);
     void (*adapter_remove)(void *inst, int slot); /* no running request may use it */
     /* Its rank and bytes in the arena (0 while the model sleeps). */

@@ -36,13 +36,22 @@ typedef struct llama_kind {
     int block_size;
     size_t block_bytes;
     size_t act_bytes;
-    /* LoRA adapters by slot (models/arch/lora.h): loaded with the weights, and
-     * again when the model wakes */
+    /* LoRA adapters by slot (models/arch/lora.h): those it holds, loaded at
+     * load and again, the same, when the model wakes */
     struct {
         bool on;
         float scale;
         char path[1024];
+        size_t arena_bytes; /* colo_lora_arena_bytes */
+        int rank;
     } lora[COLO_LORA_SLOTS];
+    /* Arena bytes kept for adapters, from the KV cache (colo_lora_room_bytes
+     * of the config's adapters, plus adapter_memory_bytes): set at load,
+     * the same at every wake, so that a wake sizes the KV cache as the load
+     * did whatever adapters the model holds; the adapters it holds never
+     * take more. */
+    size_t adapter_room_bytes;
+    colo_llama_hparams hp; /* the file's, kept while asleep */
 } llama_kind;
 
 typedef struct llama_job llama_job;
@@ -138,8 +147,9 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     int max_blocks = (seq + bs - 1) / bs;
     int r = max_running_of(mc), t = step_tokens_of(mc);
     /* the config's adapters, checked against the model, and the room for
-     * those added at run time: with the weights */
-    size_t adapters = mc->adapter_memory_bytes;
+     * those added at run time: with the weights, as bring_up keeps them */
+    size_t adapter_bytes = 0;
+    int max_rank = 0;
     for (int i = 0; i < mc->n_adapters; i++) {
         colo_lora_info li;
         char e[512];
@@ -148,8 +158,10 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
             colo_set_err(err, errlen, "adapter %s: %s", mc->adapters[i].name, e);
             return ast;
         }
-        adapters += li.bytes;
+        adapter_bytes += colo_lora_arena_bytes(&li);
+        max_rank = li.rank > max_rank ? li.rank : max_rank;
     }
+    size_t adapters = mc->adapter_memory_bytes + colo_lora_room_bytes(hp, adapter_bytes, max_rank, t);
     *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes + adapters,
                               .act_bytes = colo_llama_act_bytes(hp, t, r, r * max_blocks),
                               .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
@@ -161,13 +173,27 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     return COLO_OK;
 }
 
-/* The adapters of slots [lo, hi) into the model. One that fails on a wake
- * (its file changed or gone, or no room) is dropped with an error in the
- * log, and requests to it are refused one by one; at the first load it
- * fails the model (the status is returned). */
-static colo_status load_adapters(llama_kind *k, int lo, int hi, bool waking, char *err, size_t errlen)
+/* colo_lora_room_bytes of the adapters the model holds, with one more of
+ * info (NULL: none). */
+static size_t adapters_room(const llama_kind *k, const colo_lora_info *more)
 {
-    for (int i = lo; i < hi; i++) {
+    size_t bytes = more ? colo_lora_arena_bytes(more) : 0;
+    int rank = more ? more->rank : 0;
+    for (int i = 0; i < COLO_LORA_SLOTS; i++)
+        if (k->lora[i].on) {
+            bytes += k->lora[i].arena_bytes;
+            rank = k->lora[i].rank > rank ? k->lora[i].rank : rank;
+        }
+    return colo_lora_room_bytes(&k->hp, bytes, rank, step_tokens_of(&k->mc));
+}
+
+/* The adapters the model holds into it, slot by slot, into the room the
+ * KV cache left them. One that fails on a wake (its file changed or gone)
+ * is dropped with an error in the log, and requests to it are refused one
+ * by one; at the first load it fails the model (the status is returned). */
+static colo_status load_adapters(llama_kind *k, bool waking, char *err, size_t errlen)
+{
+    for (int i = 0; i < COLO_LORA_SLOTS; i++) {
         colo_status st;
         if (!k->lora[i].on ||
             (st = colo_llama_lora_load_in(k->m, k->s, k->lora[i].path, k->lora[i].scale, i, err, errlen)) == COLO_OK)
@@ -180,24 +206,26 @@ static colo_status load_adapters(llama_kind *k, int lo, int hi, bool waking, cha
     return COLO_OK;
 }
 
-/* Loads the weights and the adapters and makes the engine (load and
- * wake). The config's adapters are loaded before the KV cache takes what
- * is left (their bytes are in the model's plan); those added at run time
- * after it, into the room adapter_memory_bytes kept (or, in an elastic
- * arena, what the cache has not taken), as when they were added. */
+/* The weights, then the engine, its KV cache sized from what the weights
+ * and the adapters' room leave, then the adapters into that room: at load
+ * and at every wake alike, so that a wake gets the context and the KV
+ * cache of the load (tokenize checked queued requests against them)
+ * whatever adapters were removed and added meanwhile. On failure nothing
+ * stays loaded. */
 static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen)
 {
     const colo_model_cfg *mc = &k->mc;
     colo_arena *arena = k->arena;
     colo_stream *s = k->s;
+    colo_llama_memory mem;
+    colo_status st = colo_llama_memory_need(mc->path, mc->kv_dtype, &mem, err, errlen);
+    if (st != COLO_OK) /* the file is gone or no model (COLO_EIO, COLO_EFORMAT): not for memory */
+        return st;
     if (!(k->m = colo_llama_load(mc->path, arena, s, err, errlen)))
         return COLO_ENOMEM;
-    colo_status ast = load_adapters(k, 0, mc->n_adapters, waking, err, errlen);
-    if (ast != COLO_OK) {
-        colo_llama_free(k->m);
-        k->m = NULL;
-        return ast;
-    }
+    k->hp = *colo_llama_hparams_get(k->m);
+    if (!waking) /* the config's adapters, in slots 0.. (served.c lists them there) */
+        k->adapter_room_bytes = mc->adapter_memory_bytes + adapters_room(k, NULL);
     colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
@@ -205,24 +233,20 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
-    /* room kept for adapters added at run time: the KV cache takes the rest */
-    size_t keep_bytes = mc->adapter_memory_bytes;
+    size_t keep_bytes = k->adapter_room_bytes;
     void *keep = NULL;
-    if (keep_bytes && colo_arena_alloc(arena, keep_bytes, 256, &keep) != COLO_OK) {
-        colo_set_err(err, errlen, "adapter_memory_bytes (%zu) does not fit in the model's memory",
-                     (size_t)mc->adapter_memory_bytes);
-        colo_llama_free(k->m);
-        k->m = NULL;
-        return COLO_ENOMEM;
+    if (keep_bytes && (st = colo_arena_alloc(arena, keep_bytes, 256, &keep)) != COLO_OK) {
+        colo_set_err(err, errlen,
+                     "the adapters' room (%zu bytes: adapter_memory_bytes and the config's adapters) does not fit in "
+                     "the model's memory (%s)",
+                     keep_bytes, colo_status_str(st));
+        goto out_free_model;
     }
     k->eng = colo_engine_create(k->m, s, &gc, err, errlen);
-    if (keep)
-        colo_arena_free(arena, keep);
-    if (!k->eng) {
-        colo_llama_free(k->m);
-        k->m = NULL;
-        return COLO_ENOMEM;
-    }
+    colo_arena_free(arena, keep);
+    st = COLO_ENOMEM;
+    if (!k->eng)
+        goto out_free_model;
     const colo_llama_hparams *hp = colo_llama_hparams_get(k->m);
     k->block_size = colo_llama_kv_block_size(k->m);
     k->block_bytes = colo_llama_kv_block_bytes(hp, k->block_size, mc->kv_dtype);
@@ -233,7 +257,14 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
     size_t grown = after.used_bytes - before.used_bytes; /* (keep is back already) */
     k->act_bytes = grown > kv ? grown - kv : 0;
     k->n_vocab = hp->n_vocab;
-    return load_adapters(k, mc->n_adapters, COLO_LORA_SLOTS, true, err, errlen); /* (only a wake has any) */
+    if ((st = load_adapters(k, waking, err, errlen)) == COLO_OK)
+        return COLO_OK;
+    colo_engine_free(k->eng);
+    k->eng = NULL;
+out_free_model:
+    colo_llama_free(k->m);
+    k->m = NULL;
+    return st;
 }
 
 static void kind_free(void *inst);
@@ -266,8 +297,15 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         goto fail;
     }
     for (int i = 0; i < mc->n_adapters; i++) {
+        colo_lora_info li;
+        if (colo_lora_check(mc->path, mc->adapters[i].path, &li, msg, sizeof msg) != COLO_OK) {
+            colo_set_err(err, errlen, "adapter %s: %s", mc->adapters[i].name, msg);
+            goto fail;
+        }
         k->lora[i].on = true;
         k->lora[i].scale = (float)mc->adapters[i].scale;
+        k->lora[i].arena_bytes = colo_lora_arena_bytes(&li);
+        k->lora[i].rank = li.rank;
         snprintf(k->lora[i].path, sizeof k->lora[i].path, "%s", mc->adapters[i].path);
     }
     if (bring_up(k, false, err, errlen) != COLO_OK)
@@ -281,9 +319,6 @@ fail:
     return NULL;
 }
 
-/* Drops the KV cache and the weights (the arena gets their memory back;
- * physical pages of an elastic arena go back to the device). The weights
- * are read from the file again on wake. Executor thread, nothing admitted. */
 /* a += b, counter by counter. */
 static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_stats *b)
 {
@@ -292,6 +327,9 @@ static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_sta
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
 }
 
+/* Drops the KV cache and the weights (the arena gets their memory back;
+ * physical pages of an elastic arena go back to the device). The weights
+ * are read from the file again on wake. Executor thread, nothing admitted. */
 static colo_status kind_sleep(void *inst, char *err, size_t errlen)
 {
     llama_kind *k = inst;
@@ -324,9 +362,14 @@ static colo_status kind_wake(void *inst, char *err, size_t errlen)
     colo_status st = bring_up(k, true, err, errlen);
     if (st == COLO_OK && (colo_engine_max_seq_len(k->eng) != k->ctx_tokens ||
                           colo_engine_kv_blocks(k->eng) * k->block_size < k->cache_tokens)) {
-        /* the same config and file make the same sizes; tokenize checked
-         * queued requests against them */
-        colo_set_err(err, errlen, "the model woke with a smaller context or KV cache than it was loaded with");
+        /* the same config and file make the same sizes (a file changed
+         * since can make others); tokenize checked queued requests against
+         * them */
+        colo_set_err(err, errlen,
+                     "the model woke with a smaller context or KV cache (%d and %d tokens) than it was loaded with "
+                     "(%d and %d)",
+                     colo_engine_max_seq_len(k->eng), colo_engine_kv_blocks(k->eng) * k->block_size, k->ctx_tokens,
+                     k->cache_tokens);
         kind_sleep(k, NULL, 0);
         return COLO_EINVAL;
     }
@@ -985,16 +1028,33 @@ static colo_status adapter_add(void *inst, const char *path, float scale, int *s
         colo_set_err(err, errlen, "the adapter's path is too long");
         return COLO_EINVAL;
     }
+    /* counted as at load and at wake: awake or asleep, it must fit the
+     * adapters' room, so that the model wakes as it was put to sleep */
+    colo_lora_info li;
+    colo_status st = colo_lora_check(k->mc.path, path, &li, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    size_t held = adapters_room(k, NULL), need = adapters_room(k, &li);
+    if (need > k->adapter_room_bytes) {
+        colo_set_err(err, errlen,
+                     "%s: the adapters would take %zu bytes with it (%zu without), over the %zu kept for them "
+                     "(adapter_memory_bytes keeps room for adapters added at run time)",
+                     path, need, held, k->adapter_room_bytes);
+        return COLO_ENOMEM;
+    }
     if (k->m) {
-        colo_status st = colo_llama_lora_load_in(k->m, k->s, path, scale, sl, err, errlen);
+        st = colo_llama_lora_load_in(k->m, k->s, path, scale, sl, err, errlen);
         if (st == COLO_ENOMEM)
             colo_set_err(err + strlen(err), errlen > strlen(err) ? errlen - strlen(err) : 0,
                          " (adapter_memory_bytes keeps room for adapters added at run time)");
         if (st != COLO_OK)
             return st;
+        colo_llama_lora_get(k->m, sl, &li); /* the file as loaded */
     }
     k->lora[sl].on = true;
     k->lora[sl].scale = scale;
+    k->lora[sl].arena_bytes = colo_lora_arena_bytes(&li);
+    k->lora[sl].rank = li.rank;
     snprintf(k->lora[sl].path, sizeof k->lora[sl].path, "%s", path);
     *slot = sl;
     return COLO_OK;

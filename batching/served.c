@@ -3,6 +3,7 @@
 #include "batching/served_impl.h"
 #include "batching/evictor.h"
 #include "batching/share.h"
+#include "runtime/fault.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -557,6 +558,8 @@ colo_status colo_served_submit(colo_served *m, colo_request *r, char *err, size_
         return wrong_task(m, r, err, errlen);
     if (!accepting(m))
         return not_serving(m, err, errlen);
+    if (r->adapter && colo_fault_hit(COLO_FAULT_GONE, r->adapter))
+        colo_served_adapter_vanish(m, r->adapter);
     colo_status ast = colo_served_adapter_acquire(m, r, err, errlen);
     if (ast != COLO_OK)
         return ast;
@@ -864,21 +867,44 @@ static bool wake_may_wait(colo_served *m, const char *why)
     return owed || now - m->wake_blocked_since_ns < (uint64_t)timeout_ms * 1000000u;
 }
 
-/* Answers every queued request: the model could not wake for memory. */
-static void refuse_queued(colo_served *m, const char *why)
+/* Answers every queued request with st: the model could not wake. */
+static void refuse_queued(colo_served *m, colo_status st, const char *why)
 {
     colo_queue_item *it;
     while ((it = colo_queue_pop(m->q))) {
         colo_request *r = it->owner;
         const char *msg = colo_pool_strndup(r->pool, why, strlen(why));
-        colo_served_finish(m, r, COLO_ENOMEM, msg ? msg : "not enough memory to wake the model");
+        colo_served_finish(m, r, st, msg ? msg : "the model could not wake");
     }
+}
+
+/* The kind's wake failed with st (why): the kind left the model asleep,
+ * and so it stays, its guarantee given back; what waits is answered with
+ * the reason, and the next request or wake tries again. Only a lost
+ * device fails the model. */
+static void stay_asleep(colo_served *m, colo_status st, const char *e)
+{
+    char why[640];
+    snprintf(why, sizeof why, "model %s cannot wake: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
+    COLO_ERROR("%s", why);
+    atomic_store(&m->want_wake, false);
+    if (colo_served_device_lost(m)) {
+        colo_served_drain_queue(m, COLO_EFATAL, "the model could not wake: the device context was lost");
+        return;
+    }
+    if (m->env.pool) {
+        colo_arena_release_guarantee(m->arena);
+        m->guarantee_given_back = true;
+    }
+    m->state = COLO_SERVED_SLEEPING;
+    refuse_queued(m, st == COLO_ENOMEM ? COLO_ENOMEM : COLO_ECANCELED, why);
+    colo_served_refresh_info(m);
 }
 
 /* Loads the weights again. A wake that finds memory short (others borrowed
  * the model's guarantee and are giving it back) is retried; a guarantee
- * that does not fit leaves it asleep and answers what waits; any other
- * failure fails the model. */
+ * that does not fit, or a wake that fails, leaves it asleep and answers
+ * what waits. */
 static bool wake_up(colo_served *m)
 {
     uint64_t t0 = colo_now_ns();
@@ -893,7 +919,7 @@ static bool wake_up(colo_served *m)
         snprintf(why, sizeof why, "model %s cannot wake: %s", m->cfg.name, e);
         COLO_WARN("%s", why);
         atomic_store(&m->want_wake, false);
-        refuse_queued(m, why);
+        refuse_queued(m, COLO_ENOMEM, why);
         return false;
     }
     m->wake_blocked_since_ns = 0;
@@ -906,9 +932,7 @@ static bool wake_up(colo_served *m)
         if (st != COLO_ENOMEM || atomic_load(&m->stopping) ||
             colo_now_ns() - t0 > (uint64_t)(m->cfg.batching.queue_timeout_ms > 0 ? m->cfg.batching.queue_timeout_ms
                                                                                    : 30000) * 1000000u) {
-            COLO_ERROR("model %s: cannot wake: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
-            colo_served_mark_failed(m, "the model could not wake");
-            colo_served_drain_queue(m, COLO_ENOMEM, "the model could not wake: not enough memory");
+            stay_asleep(m, st, e);
             return false;
         }
         colo_sleep_ns(2 * 1000 * 1000);

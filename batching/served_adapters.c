@@ -360,6 +360,14 @@ colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *e
     return st;
 }
 
+void colo_served_adapter_vanish(colo_served *m, const char *name)
+{
+    if (colo_served_adapter_remove(m, name, NULL, 0) != COLO_OK)
+        return;
+    for (int i = 0; i < 500 && colo_served_adapter_get(m, name, NULL); i++)
+        colo_sleep_ns(10 * 1000 * 1000);
+}
+
 void colo_served_adapter_release(colo_served *m, colo_request *r)
 {
     if (!r->adapter_index)

@@ -107,6 +107,9 @@ void colo_served_adapters_failed(colo_served *m, const char *msg);
 void colo_served_adapters_work(colo_served *m);
 colo_status colo_served_adapter_acquire(colo_served *m, colo_request *r, char *err, size_t errlen);
 void colo_served_adapter_release(colo_served *m, colo_request *r);
+/* Fault "gone" (runtime/fault.h): removes the adapter name and waits (at
+ * most 5 s) until the executor has freed it. */
+void colo_served_adapter_vanish(colo_served *m, const char *name);
 void colo_served_adapters_free(colo_served *m);
 size_t colo_served_adapters_count(colo_served *m);
 

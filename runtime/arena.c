@@ -350,7 +350,8 @@ static colo_status sub_alloc(colo_arena *a, size_t bytes, size_t align, void **o
         colo_sleep_ns((uint64_t)COLO_FAULT_STALL_MS * 1000000u);
     if (bytes > a->limit || colo_fault_hit(COLO_FAULT_ARENA, a->name))
         return COLO_ENOMEM;
-    bytes = (bytes + 255) & ~(size_t)255; /* keeps every range 256-aligned */
+    _Static_assert(COLO_ARENA_GRAIN_BYTES == 256, "the grain keeps every range 256-aligned");
+    bytes = (bytes + COLO_ARENA_GRAIN_BYTES - 1) & ~(size_t)(COLO_ARENA_GRAIN_BYTES - 1);
     colo_status st = COLO_ENOMEM;
     pthread_mutex_lock(&a->mu);
     if ((a->n_used_slots + 1) * 4 > a->cap_tab * 3 && !tab_rehash(a))

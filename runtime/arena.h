@@ -67,9 +67,13 @@ colo_arena *colo_arena_create_bytes(colo_device *dev, const char *name, size_t l
 /* Frees the arena's buffer. Every allocation becomes invalid. Accepts NULL. */
 void colo_arena_destroy(colo_arena *a);
 
+/* Every allocation takes a multiple of this many bytes. */
+#define COLO_ARENA_GRAIN_BYTES 256
+
 /* Allocates bytes aligned to align (a power of two, 0 = 256) into *out (a
- * device pointer). COLO_ENOMEM past the limit or when fragmented; *out is
- * then NULL and the arena unchanged. */
+ * device pointer); it takes bytes rounded up to COLO_ARENA_GRAIN_BYTES.
+ * COLO_ENOMEM past the limit or when fragmented; *out is then NULL and the
+ * arena unchanged. */
 colo_status colo_arena_alloc(colo_arena *a, size_t bytes, size_t align, void **out);
 /* Returns p (from colo_arena_alloc on a) to the arena. Accepts NULL. */
 void colo_arena_free(colo_arena *a, void *p);

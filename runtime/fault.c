@@ -23,7 +23,7 @@ static fault g_faults[MAX_FAULTS];
 static atomic_int g_n_faults;
 static atomic_long g_fired[COLO_FAULT_KINDS];
 
-static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison", "stall", "kill"};
+static const char *kind_names[COLO_FAULT_KINDS] = {"arena", "alloc", "launch", "blas", "poison", "stall", "kill", "gone"};
 
 static bool parse_long(const char *s, size_t n, long *out)
 {
@@ -50,8 +50,10 @@ static colo_status parse_entry(const char *s, size_t n, fault *f, char *err, siz
         if (strlen(kind_names[i]) == (size_t)(at - s) && !memcmp(s, kind_names[i], (size_t)(at - s)))
             k = i;
     if (k < 0) {
-        colo_set_err(err, errlen, "COLO_FAULTS: '%.*s': want KIND@TARGET with KIND arena, alloc, launch, blas, poison, stall or kill",
-                     (int)n, s);
+        char kinds[128] = "";
+        for (int i = 0; i < COLO_FAULT_KINDS; i++)
+            snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", i ? ", " : "", kind_names[i]);
+        colo_set_err(err, errlen, "COLO_FAULTS: '%.*s': want KIND@TARGET with KIND one of %s", (int)n, s, kinds);
         return COLO_EINVAL;
     }
     f->kind = (colo_fault_kind)k;

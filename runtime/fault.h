@@ -32,6 +32,10 @@
  *   kill    the process kills itself (SIGKILL) at the point named TARGET, as
  *           kill -9 would there: "batch_line", just after a batch line's
  *           result is committed (server/batches.c), for tests of a restart.
+ *   gone    TARGET is an adapter's name: as a request to it is submitted,
+ *           the adapter is removed and freed first (batching/served.c), as
+ *           when a DELETE of it lands between the front end finding it and
+ *           the model taking the request.
  *
  * Example: COLO_FAULTS="blas@smollm2:skip=3:count=2,arena@minilm". */
 #ifndef COLO_RUNTIME_FAULT_H
@@ -53,6 +57,7 @@ typedef enum colo_fault_kind {
     COLO_FAULT_POISON,
     COLO_FAULT_STALL,
     COLO_FAULT_KILL,
+    COLO_FAULT_GONE,
     COLO_FAULT_KINDS
 } colo_fault_kind;
 

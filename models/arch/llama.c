@@ -192,7 +192,7 @@ static colo_status lora_rows(colo_llama *m, colo_stream *s, const colo_llama_bat
             return COLO_ENOMEM;
         L->h_row = h;
         void *p;
-        colo_status st = colo_llama_track(m, (size_t)rows * 4 + 256 + (size_t)rows * cr * sizeof(float), &p);
+        colo_status st = colo_llama_track(m, colo_lora_step_bytes(rows, cr), &p);
         if (st != COLO_OK)
             return st;
         char *c = p;

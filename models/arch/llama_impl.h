@@ -111,6 +111,12 @@ typedef struct colo_llama_loras {
     int cap_rows, cap_rank;
 } colo_llama_loras;
 
+/* Bytes of a step's adapter scratch (step_mem) for rows tokens at rank. */
+static inline size_t colo_lora_step_bytes(int rows, int rank)
+{
+    return (size_t)rows * 4 + 256 + (size_t)rows * rank * sizeof(float);
+}
+
 /* Shapes are in rows: (T, E) is T rows of E floats. T: tokens of a step,
  * L: its logits rows, B: its block table's entries (sequences x blocks). */
 struct colo_llama {

@@ -509,6 +509,14 @@ void colo_llama_lora_unload(colo_llama *m, colo_stream *s, int slot)
     upload_table(m, s); /* synchronises: no step reads the adapter afterwards */
     colo_llama_untrack(m, a->mem);
     free(a);
+    colo_llama_loras *L = m->lora;
+    if (L->max_rank < L->cap_rank) { /* the scratch as the adapters left need it (colo_lora_room_bytes) */
+        colo_llama_untrack(m, L->step_mem);
+        L->step_mem = NULL;
+        L->d_row = NULL;
+        L->tmp = NULL;
+        L->cap_rows = L->cap_rank = 0;
+    }
 }
 
 colo_status colo_llama_lora_get(const colo_llama *m, int slot, colo_lora_info *out)
@@ -526,6 +534,21 @@ size_t colo_llama_lora_bytes(const colo_llama *m)
         if (m->lora->by_slot[i])
             n += m->lora->by_slot[i]->info.bytes;
     return n;
+}
+
+static size_t arena_round(size_t bytes)
+{
+    return (bytes + COLO_ARENA_GRAIN_BYTES - 1) / COLO_ARENA_GRAIN_BYTES * COLO_ARENA_GRAIN_BYTES;
+}
+
+size_t colo_lora_arena_bytes(const colo_lora_info *info) { return arena_round(info->bytes); }
+
+size_t colo_lora_room_bytes(const colo_llama_hparams *hp, size_t adapter_bytes, int max_rank, int max_rows)
+{
+    if (!adapter_bytes)
+        return 0;
+    size_t table = (size_t)hp->n_layer * COLO_LORA_PRODUCTS * COLO_LORA_SLOTS * sizeof(colo_lora_slot);
+    return adapter_bytes + arena_round(table) + arena_round(colo_lora_step_bytes(max_rows, max_rank));
 }
 
 void colo_llama_lora_fini(colo_llama *m)

@@ -68,4 +68,14 @@ colo_status colo_llama_lora_get(const colo_llama *m, int slot, colo_lora_info *o
 /* Bytes of every loaded adapter. */
 size_t colo_llama_lora_bytes(const colo_llama *m);
 
+/* What adapters take of their model's arena, counted one way wherever
+ * their room is planned or checked (a model's load, an adapter added at
+ * run time, a wake): colo_lora_arena_bytes is one adapter's bytes as the
+ * arena takes them; colo_lora_room_bytes is the total for adapters whose
+ * colo_lora_arena_bytes sum to adapter_bytes, the largest rank max_rank:
+ * with any adapter, the slot table and the scratch of a step of max_rows
+ * tokens come with them (0 for none). */
+size_t colo_lora_arena_bytes(const colo_lora_info *info);
+size_t colo_lora_room_bytes(const colo_llama_hparams *hp, size_t adapter_bytes, int max_rank, int max_rows);
+
 #endif

@@ -508,7 +508,8 @@ static api_call *call_create(colo_api *a, colo_registry_model *am, colo_http_req
 /* A request to one of the model's adapters refused for the adapter's
  * state: 404 when it is gone (removed since it was looked up), 503 with
  * its own state, and with Retry-After only while it loads or unloads (a
- * failed one stays failed: its error says why). */
+ * failed one stays failed: its error says why). Accounted (the ledger,
+ * the tenants' counts) with the status it is answered with. */
 static bool refuse_adapter(api_call *c)
 {
     colo_http_req *req = c->http;
@@ -517,12 +518,14 @@ static bool refuse_adapter(api_call *c)
     if (c->am->unloading || (s != COLO_SERVED_READY && s != COLO_SERVED_SLEEPING && s != COLO_SERVED_WAKING))
         return false; /* the model itself is not serving */
     if (!colo_served_adapter_get(c->am->m, c->r->adapter, &in)) {
+        colo_api_account(c, 404);
         colo_api_count_request(c->api, c->name, 404);
         colo_http_error(req, 404, "model_not_found", "no model named '%.64s' (GET /v1/models lists them)", c->name);
         return true;
     }
     if (in.state == COLO_ADAPTER_READY)
         return false;
+    colo_api_account(c, 503);
     colo_api_count_request(c->api, c->name, 503);
     bool failed = in.state == COLO_ADAPTER_FAILED;
     if (!failed)
@@ -532,15 +535,18 @@ static bool refuse_adapter(api_call *c)
     return true;
 }
 
-/* Answers a refused submission at once. */
+/* Answers a refused submission at once, accounted (the ledger, the
+ * tenants' counts) with the status it is answered with, before the answer
+ * leaves: the one the client and the access log get. */
 static void refuse(api_call *c, colo_status st, const char *err)
 {
     if (st == COLO_ECANCELED && c->r->adapter && refuse_adapter(c))
         return;
     colo_http_req *req = c->http;
-    int status = colo_api_status_http(st);
+    int status = st == COLO_EINVAL || st == COLO_ETOOLONG ? 400 : st == COLO_EAGAIN ? 429 : 503; /* as answered below */
+    colo_api_account(c, status);
     colo_api_count_request(c->api, c->name, status);
-    if (st == COLO_EINVAL || st == COLO_ETOOLONG) {
+    if (status == 400) {
         char shown[512];
         snprintf(shown, sizeof shown, "%s", err);
         if (c->d->words)
@@ -777,7 +783,6 @@ static void handle(colo_http_req *req, void *ud)
     }
     st = colo_served_submit(am->m, r, err, sizeof err);
     if (st != COLO_OK) {
-        colo_api_account(c, colo_api_status_http(st));
         refuse(c, st, err);
         call_free(c);
         return;

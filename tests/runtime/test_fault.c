@@ -41,10 +41,14 @@ static void test_grammar(void **state)
     assert_int_equal(colo_fault_configure(NULL, err, sizeof err), COLO_OK);
     assert_int_equal(colo_fault_configure("blas@m:skip=3:count=2,arena@n,poison@x:count=0", err, sizeof err),
                      COLO_OK);
+    assert_int_equal(colo_fault_configure("gone@ad,stall@m", err, sizeof err), COLO_OK);
+    assert_true(colo_fault_hit(COLO_FAULT_GONE, "ad"));
+    assert_false(colo_fault_hit(COLO_FAULT_GONE, "ad")); /* count 1 */
     static const struct {
         const char *spec, *want;
     } bad[] = {
         {"boom@m", "boom@m"},
+        {"boom@m", "arena, alloc, launch, blas, poison, stall, gone"}, /* the kinds, from the table */
         {"blas", "KIND@TARGET"},
         {"blas@", "target"},
         {"blas@m:skip=x", "skip=x"},

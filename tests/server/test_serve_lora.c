@@ -4,6 +4,8 @@
  *   completions, Anthropic's messages and the Responses API, is listed in
  *   /v1/models with its base, and is counted, metered and written to the
  *   ledger under its name; greedy output is its own, and the same again;
+ *   a request refused because its adapter went away after it was looked
+ *   up is 404 to the client, in the access log and in the ledger alike;
  * - the admin routes add one at run time (loading, then ready) and remove
  *   one while a request runs on it (that request finishes; new ones get
  *   503, then 404), and refuse hostile bodies with clear errors: a file
@@ -11,7 +13,10 @@
  * - a tenant allowed an adapter alone gets it, and not the base;
  * - SIGHUP adds, removes and changes adapters without reloading the base;
  * - a base put to sleep and woken by an adapter's request has its adapters
- *   again (the same tokens), those added at run time too;
+ *   again (the same tokens), those added at run time too, and its context
+ *   and KV cache, also after the config's adapter was removed and a larger
+ *   one added; a wake that fails leaves it asleep, to wake at the next
+ *   request;
  * - a config whose adapter does not fit its base stops the server with a
  *   message naming the file and the tensor. */
 #include <setjmp.h>
@@ -387,6 +392,138 @@ static void test_sleep_wake_keeps_adapters(void **state)
     sleep_wake(false);
 }
 
+/* The model's KV cache blocks and context as GET /v1/models/b reports them. */
+static void kv_of(srv_fixture *f, int *blocks, int *ctx)
+{
+    int st;
+    json_t *j = srv_get_json(f, "/v1/models/b", &st);
+    assert_int_equal(st, 200);
+    *blocks = (int)json_integer_value(json_object_get(json_object_get(j, "kv_cache"), "blocks"));
+    *ctx = (int)json_integer_value(json_object_get(j, "max_seq_len"));
+    json_decref(j);
+}
+
+static void sleep_b(srv_fixture *f)
+{
+    int st;
+    json_t *j = post(f, "/admin/models/b/sleep", "", &st);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    srv_wait_state(f, "b", "sleeping");
+}
+
+/* The config's adapter removed and a larger one added at run time (it
+ * takes the freed slot): the model sleeps and wakes with the context and
+ * KV cache it was loaded with and serves the new adapter as before. */
+static void test_wake_after_adapter_swap(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_start(&f, YAML1));
+    int blocks0, ctx0, blocks, ctx, st;
+    kv_of(&f, &blocks0, &ctx0);
+    assert_true(blocks0 > 0);
+    assert_int_equal(del(&f, "/admin/models/b/adapters/a1"), 202);
+    srv_wait_state(&f, "a1", "absent");
+    json_t *j = post(&f, "/admin/models/b/adapters", "{\"name\":\"a3\",\"path\":\"a3.gguf\"}", &st);
+    assert_int_equal(st, 202);
+    json_decref(j);
+    srv_wait_state(&f, "a3", "ready");
+    json_t *t3 = infer(&f, "a3", 3, 8), *t2 = infer(&f, "a2", 3, 8);
+    for (int round = 0; round < 2; round++) {
+        sleep_b(&f);
+        json_t *w3 = infer(&f, "a3", 3, 8), *w2 = infer(&f, "a2", 3, 8); /* the first wakes the base */
+        assert_true(json_equal(t3, w3));
+        assert_true(json_equal(t2, w2));
+        json_decref(w3), json_decref(w2);
+        kv_of(&f, &blocks, &ctx);
+        assert_int_equal(blocks, blocks0);
+        assert_int_equal(ctx, ctx0);
+    }
+    json_decref(t3), json_decref(t2);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
+/* A wake that fails (the base's file replaced by one that is no model)
+ * leaves the model asleep: what waited gets 503 with the reason, and once
+ * the file is back the next request wakes it as it was. */
+static void test_failed_wake_stays_asleep(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_start(&f, YAML1));
+    json_t *t1 = infer(&f, "a1", 5, 8);
+    sleep_b(&f);
+    char base[600], kept[600];
+    snprintf(base, sizeof base, "%s/base.gguf", f.dir);
+    snprintf(kept, sizeof kept, "%s/base.kept", f.dir);
+    assert_int_equal(rename(base, kept), 0);
+    assert_true(srv_write(&f, "base.gguf", "not a model file at all"));
+    int st;
+    json_t *j = post(&f, "/v1/models/a1/infer", "{\"prompt\":\"tale 5\",\"max_tokens\":8,\"temperature\":0}", &st);
+    assert_int_equal(st, 503);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    if (!msg || !strstr(msg, "cannot wake") || !strstr(msg, "base.gguf"))
+        fail_msg("%s", msg ? msg : "(no message)");
+    json_decref(j);
+    char s[32];
+    assert_string_equal(srv_model_state(&f, "b", s, sizeof s), "sleeping");
+    assert_int_equal(rename(kept, base), 0);
+    json_t *w1 = infer(&f, "a1", 5, 8);
+    assert_true(json_equal(t1, w1));
+    assert_string_equal(srv_model_state(&f, "b", s, sizeof s), "ready");
+    json_decref(t1), json_decref(w1);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
+/* The ledger's requests of model with status. */
+static long ledger_requests(srv_fixture *f, const char *model, int status)
+{
+    int st;
+    json_t *u = srv_get_json(f, "/v1/usage?group_by=model,status", &st), *e;
+    assert_int_equal(st, 200);
+    long n = 0;
+    size_t i;
+    json_array_foreach(json_object_get(u, "data"), i, e) {
+        const char *m = json_string_value(json_object_get(e, "model"));
+        if (m && !strcmp(m, model) && json_integer_value(json_object_get(e, "status")) == status)
+            n += (long)json_integer_value(json_object_get(e, "requests"));
+    }
+    json_decref(u);
+    return n;
+}
+
+/* An adapter removed between the front end finding it and the model
+ * taking the request (fault "gone"): the client gets 404, and the access
+ * log and the ledger say 404 too. */
+static void test_adapter_gone_refusal_accounted(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f));
+    write_files(&f);
+    assert_true(srv_start_env(&f, YAML1, "COLO_FAULTS=gone@a2"));
+    int st;
+    json_t *j = post(&f, "/v1/models/a2/infer", "{\"prompt\":\"tale\",\"max_tokens\":4}", &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    char s[32];
+    assert_string_equal(srv_model_state(&f, "a2", s, sizeof s), "absent");
+    for (int i = 0; i < 100 && ledger_requests(&f, "a2", 404) == 0; i++)
+        srv_sleep_ms(20);
+    assert_int_equal(ledger_requests(&f, "a2", 404), 1);
+    assert_int_equal(ledger_requests(&f, "a2", 503), 0);
+    assert_true(srv_log_has(&f, "path=/v1/models/a2/infer model=a2 status=404"));
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_bad_adapter_in_config(void **state)
 {
     (void)state;
@@ -417,6 +554,9 @@ int main(void)
         cmocka_unit_test(test_tenant_allow_list),
         cmocka_unit_test(test_sighup),
         cmocka_unit_test(test_sleep_wake_keeps_adapters),
+        cmocka_unit_test(test_wake_after_adapter_swap),
+        cmocka_unit_test(test_failed_wake_stays_asleep),
+        cmocka_unit_test(test_adapter_gone_refusal_accounted),
         cmocka_unit_test(test_bad_adapter_in_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
