@@ -48,7 +48,7 @@ static void test_grammar(void **state)
         const char *spec, *want;
     } bad[] = {
         {"boom@m", "boom@m"},
-        {"boom@m", "arena, alloc, launch, blas, poison, stall, gone"}, /* the kinds, from the table */
+        {"boom@m", "arena, alloc, launch, blas, poison, stall, kill, gone"}, /* the kinds, from the table */
         {"blas", "KIND@TARGET"},
         {"blas@", "target"},
         {"blas@m:skip=x", "skip=x"},
