@@ -163,19 +163,11 @@ static void h_list(colo_http_req *req, void *ud)
     int key;
     if (!colo_batches_owner(b, req, &o, &key))
         return;
-    char after[80] = "", limit_s[16];
-    const char *q = colo_http_req_query(req);
-    int limit = 20;
-    if (colo_batches_query(q, "limit", limit_s, sizeof limit_s)) {
-        char *end;
-        long l = strtol(limit_s, &end, 10);
-        if (*end || l < 1 || l > 100) {
-            colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
-            return;
-        }
-        limit = (int)l;
-    }
-    bool has_after = colo_batches_query(q, "after", after, sizeof after);
+    char after[80] = "";
+    int limit;
+    if (!colo_batches_query_limit(req, &limit))
+        return;
+    bool has_after = colo_batches_query(colo_http_req_query(req), "after", after, sizeof after);
     bool more = false;
     json_t *data = colo_batch_store_list_batches(b->store, &o, has_after ? after : NULL, limit, &more);
     if (!data) {
@@ -195,12 +187,7 @@ static void h_list(colo_http_req *req, void *ud)
             return;
         }
     }
-    size_t n = json_array_size(data);
-    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : NULL;
-    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : NULL;
-    colo_http_respond_json(req, 200,
-                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
-                                     "last_id", last, "has_more", more));
+    colo_batches_respond_list(req, data, more);
 }
 
 /* ---- life ------------------------------------------------------------------------------------- */

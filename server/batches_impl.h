@@ -50,6 +50,12 @@ json_t *colo_batches_write_file(colo_batches *b, const colo_batch_owner *o, cons
                                 const char *data, size_t len);
 /* A query parameter's value into buf (percent-decoded); false when absent or too long. */
 bool colo_batches_query(const char *query, const char *name, char *buf, size_t cap);
+/* The query's limit (1 to 100; 20 when absent) into *limit; false after
+ * answering 400. */
+bool colo_batches_query_limit(colo_http_req *req, int *limit);
+/* Answers 200 with the list object of data (taken: its items' ids as
+ * first_id and last_id) and has_more. */
+void colo_batches_respond_list(colo_http_req *req, json_t *data, bool more);
 
 /* files.c */
 colo_status colo_files_routes(colo_batches *b);

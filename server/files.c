@@ -152,6 +152,32 @@ bool colo_batches_query(const char *query, const char *name, char *buf, size_t c
     return false;
 }
 
+bool colo_batches_query_limit(colo_http_req *req, int *limit)
+{
+    char limit_s[16];
+    *limit = 20;
+    if (!colo_batches_query(colo_http_req_query(req), "limit", limit_s, sizeof limit_s))
+        return true;
+    char *end;
+    long l = strtol(limit_s, &end, 10);
+    if (*end || l < 1 || l > 100) {
+        colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
+        return false;
+    }
+    *limit = (int)l;
+    return true;
+}
+
+void colo_batches_respond_list(colo_http_req *req, json_t *data, bool more)
+{
+    size_t n = json_array_size(data);
+    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : NULL;
+    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : NULL;
+    colo_http_respond_json(req, 200,
+                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
+                                     "last_id", last, "has_more", more));
+}
+
 /* ---- the routes ----------------------------------------------------------------------------- */
 
 /* A filename fit for the object: its last path segment, without control bytes. */

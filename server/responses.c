@@ -162,22 +162,16 @@ static void h_input_items(colo_http_req *req, void *ud)
         return;
     json_decref(obj);
     const char *q = colo_http_req_query(req);
-    char order[8] = "desc", limit_s[16], after[80] = "";
-    int limit = 20;
+    char order[8] = "desc", after[80] = "";
+    int limit;
     if (colo_batches_query(q, "order", order, sizeof order) && strcmp(order, "asc") && strcmp(order, "desc")) {
         json_decref(own);
         colo_http_error(req, 400, "invalid_request", "order: must be asc or desc");
         return;
     }
-    if (colo_batches_query(q, "limit", limit_s, sizeof limit_s)) {
-        char *end;
-        long l = strtol(limit_s, &end, 10);
-        if (*end || l < 1 || l > 100) {
-            json_decref(own);
-            colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
-            return;
-        }
-        limit = (int)l;
+    if (!colo_batches_query_limit(req, &limit)) {
+        json_decref(own);
+        return;
     }
     bool has_after = colo_batches_query(q, "after", after, sizeof after);
     size_t n = json_array_size(own);
@@ -204,12 +198,7 @@ static void h_input_items(colo_http_req *req, void *ud)
         colo_http_error(req, 503, "out_of_memory", "out of memory");
         return;
     }
-    size_t m = json_array_size(data);
-    json_t *first = m ? json_object_get(json_array_get(data, 0), "id") : NULL;
-    json_t *last = m ? json_object_get(json_array_get(data, m - 1), "id") : NULL;
-    colo_http_respond_json(req, 200,
-                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
-                                     "last_id", last, "has_more", more));
+    colo_batches_respond_list(req, data, more);
 }
 
 colo_status colo_responses_routes(colo_batches *b)
