@@ -108,11 +108,9 @@ static void keep(void *ud, colo_http_req *req, const json_t *response, const cha
 /* ---- the routes ------------------------------------------------------------------------------- */
 
 /* The caller's kept response of the path's id; false after answering 404. */
-static bool caller_response(colo_batches *b, colo_http_req *req, colo_batch_owner *o, json_t **obj, json_t **own)
+static bool caller_response(colo_batches *b, colo_http_req *req, const colo_batch_owner *o, json_t **obj,
+                            json_t **own)
 {
-    int key;
-    if (!colo_batches_owner(b, req, o, &key))
-        return false;
     const char *id = colo_http_req_param(req, "id");
     json_t *context = NULL;
     if (!id || !colo_batch_store_get_response(b->store, o, id, colo_batches_now_s() - b->rcfg.retention_s, obj, own,
@@ -124,26 +122,23 @@ static bool caller_response(colo_batches *b, colo_http_req *req, colo_batch_owne
     return true;
 }
 
-static void h_get(colo_http_req *req, void *ud)
+static void h_get(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(ud, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(own);
     colo_http_respond_json(req, 200, obj);
 }
 
-static void h_delete(colo_http_req *req, void *ud)
+static void h_delete(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(b, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(own);
     const char *id = colo_http_req_param(req, "id");
-    if (colo_batch_store_delete_response(b->store, &o, id) != COLO_OK) {
+    if (colo_batch_store_delete_response(b->store, &c->owner, id) != COLO_OK) {
         json_decref(obj);
         colo_http_error(req, 500, "internal_error", "the response could not be deleted");
         return;
@@ -153,12 +148,10 @@ static void h_delete(colo_http_req *req, void *ud)
 }
 
 /* GET /v1/responses/{id}/input_items?order=asc|desc&limit=&after= */
-static void h_input_items(colo_http_req *req, void *ud)
+static void h_input_items(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(b, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(obj);
     const char *q = colo_http_req_query(req);
@@ -203,11 +196,12 @@ static void h_input_items(colo_http_req *req, void *ud)
 
 colo_status colo_responses_routes(colo_batches *b)
 {
-    if (colo_server_route(b->srv, "GET", "/v1/responses/{id}", h_get, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "DELETE", "/v1/responses/{id}", h_delete, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "GET", "/v1/responses/{id}/input_items", h_input_items, b, 0) != COLO_OK)
-        return COLO_ENOMEM;
-    return COLO_OK;
+    static const colo_batches_route routes[] = {
+        {"GET", "/v1/responses/{id}", h_get},
+        {"DELETE", "/v1/responses/{id}", h_delete},
+        {"GET", "/v1/responses/{id}/input_items", h_input_items},
+    };
+    return colo_batches_add_routes(b, routes, sizeof routes / sizeof *routes);
 }
 
 bool colo_batches_response_store(colo_batches *b, colo_api_response_store *out)
