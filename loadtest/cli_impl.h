@@ -97,6 +97,16 @@ lt_status lt_trace_finish(const cli *c, trace_run *tr, const lt_phase *phase);
 /* Stops a started server and frees everything. */
 void lt_trace_run_fini(trace_run *tr, bool keep_dir);
 
+/* scenario.c: --path's OpenAI endpoint, if it is one (0 none, 1
+ * completions, 2 chat), and the path of model m's requests (--path, else
+ * the model's infer route) into out. */
+int lt_cli_openai_endpoint(const cli *c);
+void lt_cli_request_path(const cli *c, size_t m, char *out, size_t cap);
+/* scenario.c: the colo-server to start (--server, else the one beside
+ * colo-loadtest) into server, and a new folder for its configs and logs
+ * into dir ("" when none). -1 to go on, else an exit code (said why). */
+int lt_cli_server_dir(const cli *c, char *server, size_t server_cap, char *dir, size_t dir_cap);
+
 /* Parses argv into c. -1 to go on, else an exit code (usage printed). */
 int lt_cli_parse(cli *c, int argc, char **argv);
 /* Runs what c asks and writes the outputs; returns the exit code. */

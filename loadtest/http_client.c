@@ -182,6 +182,17 @@ static int sse_body(lt_http_response *r, const char *at, size_t len)
 
 /* ---- llhttp callbacks ------------------------------------------------------------ */
 
+/* Appends what fits of at[0..n) to buf (cap bytes, *len used), which stays
+ * NUL-terminated: a longer header is cut. */
+static void append_capped(char *buf, size_t cap, size_t *len, const char *at, size_t n)
+{
+    size_t room = cap - 1 - *len;
+    size_t take = n < room ? n : room;
+    memcpy(buf + *len, at, take);
+    *len += take;
+    buf[*len] = '\0';
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     lt_http_response *r = p->data;
@@ -200,11 +211,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
     lt_http_response *r = p->data;
-    size_t room = sizeof r->hdr_name - 1 - r->hdr_name_len;
-    size_t take = len < room ? len : room;
-    memcpy(r->hdr_name + r->hdr_name_len, at, take);
-    r->hdr_name_len += take;
-    r->hdr_name[r->hdr_name_len] = '\0';
+    append_capped(r->hdr_name, sizeof r->hdr_name, &r->hdr_name_len, at, len);
     return 0;
 }
 
@@ -213,11 +220,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     lt_http_response *r = p->data;
     if (strcasecmp(r->hdr_name, "content-type") != 0)
         return 0;
-    size_t room = sizeof r->ctype - 1 - r->ctype_len;
-    size_t take = len < room ? len : room;
-    memcpy(r->ctype + r->ctype_len, at, take);
-    r->ctype_len += take;
-    r->ctype[r->ctype_len] = '\0';
+    append_capped(r->ctype, sizeof r->ctype, &r->ctype_len, at, len);
     return 0;
 }
 

@@ -231,6 +231,13 @@ static void fmt_num(char *buf, size_t len, double v, int prec)
         snprintf(buf, len, "%.*f", prec, v);
 }
 
+/* fmt_num of each of x[0..n) into buf[0..n). */
+static void fmt_nums(char (*buf)[24], const double *x, size_t n, int prec)
+{
+    for (size_t i = 0; i < n; i++)
+        fmt_num(buf[i], sizeof buf[i], x[i], prec);
+}
+
 static void fmt_pct(char *buf, size_t len, double v)
 {
     if (isnan(v))
@@ -380,23 +387,16 @@ void lt_report_table(FILE *out, const lt_report *rep)
             fmt_load(load, sizeof load, r);
             fmt_num(v[0], sizeof v[0], r->rps, 2);
             fmt_num(v[1], sizeof v[1], r->has_tokens ? r->tokens_per_s : NAN, 1);
-            fmt_num(v[2], sizeof v[2], r->lat.p50, 2);
-            fmt_num(v[3], sizeof v[3], r->lat.p90, 2);
-            fmt_num(v[4], sizeof v[4], r->lat.p95, 2);
-            fmt_num(v[5], sizeof v[5], r->lat.p99, 2);
-            fmt_num(v[6], sizeof v[6], r->lat.max, 2);
-            fmt_num(v[7], sizeof v[7], r->lat.mean, 2);
+            fmt_nums(v + 2, (const double[]){r->lat.p50, r->lat.p90, r->lat.p95, r->lat.p99, r->lat.max, r->lat.mean},
+                     6, 2);
             fprintf(out, "%-12s %-16s %8s %8llu %7llu %7llu %9s %9s %9s %9s %9s %9s %9s %9s", p->name,
                     r->model, load, (unsigned long long)r->ok,
                     (unsigned long long)(r->http_errors + r->connect_errors + r->io_errors),
                     (unsigned long long)r->timeouts, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
             if (rep->streamed) {
-                fmt_num(v[8], sizeof v[8], r->ttft.p50, 2);
-                fmt_num(v[9], sizeof v[9], r->ttft.p99, 2);
-                fmt_num(v[10], sizeof v[10], r->tpot.p50, 2);
-                fmt_num(v[11], sizeof v[11], r->tpot.p99, 2);
-                fmt_num(v[12], sizeof v[12], r->itl.p50, 2);
-                fmt_num(v[13], sizeof v[13], r->itl.p99, 2);
+                fmt_nums(v + 8,
+                         (const double[]){r->ttft.p50, r->ttft.p99, r->tpot.p50, r->tpot.p99, r->itl.p50, r->itl.p99},
+                         6, 2);
                 fprintf(out, " %9s %9s %9s %9s %9s %9s", v[8], v[9], v[10], v[11], v[12], v[13]);
             }
             fputc('\n', out);

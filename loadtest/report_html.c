@@ -300,6 +300,17 @@ static void pct_cell(FILE *f, double v, bool higher_is_worse)
         fprintf(f, "<td class=\"%s\">%+.1f%%</td>", (v > 0) == higher_is_worse ? "up" : "down", v);
 }
 
+/* One measure's cells of a comparison: alone, together, and the change. */
+static void compare_cells(FILE *f, double ind, double conc, int digits, double impact_pct, bool higher_is_worse)
+{
+    fputs("<td>", f);
+    num(f, ind, digits);
+    fputs("</td><td>", f);
+    num(f, conc, digits);
+    fputs("</td>", f);
+    pct_cell(f, impact_pct, higher_is_worse);
+}
+
 static void compare_table(FILE *f, const char *title, const lt_compare *cmp, size_t n_cmp, double stp)
 {
     fputs("<h2>", f);
@@ -312,30 +323,12 @@ static void compare_table(FILE *f, const char *title, const lt_compare *cmp, siz
         const lt_compare *m = &cmp[i];
         fputs("<tr><td>", f);
         esc(f, m->conc->model);
-        fputs("</td><td>", f);
-        num(f, m->ind->lat.p50, 2);
-        fputs("</td><td>", f);
-        num(f, m->conc->lat.p50, 2);
         fputs("</td>", f);
-        pct_cell(f, m->p50_impact_pct, true);
-        fputs("<td>", f);
-        num(f, m->ind->lat.p99, 2);
-        fputs("</td><td>", f);
-        num(f, m->conc->lat.p99, 2);
-        fputs("</td>", f);
-        pct_cell(f, m->p99_impact_pct, true);
-        fputs("<td>", f);
-        num(f, m->ind->rps, 2);
-        fputs("</td><td>", f);
-        num(f, m->conc->rps, 2);
-        fputs("</td>", f);
-        pct_cell(f, m->rps_impact_pct, false);
-        fputs("<td>", f);
-        num(f, m->ind->has_tokens ? m->ind->tokens_per_s : NAN, 1);
-        fputs("</td><td>", f);
-        num(f, m->conc->has_tokens ? m->conc->tokens_per_s : NAN, 1);
-        fputs("</td>", f);
-        pct_cell(f, m->tps_impact_pct, false);
+        compare_cells(f, m->ind->lat.p50, m->conc->lat.p50, 2, m->p50_impact_pct, true);
+        compare_cells(f, m->ind->lat.p99, m->conc->lat.p99, 2, m->p99_impact_pct, true);
+        compare_cells(f, m->ind->rps, m->conc->rps, 2, m->rps_impact_pct, false);
+        compare_cells(f, m->ind->has_tokens ? m->ind->tokens_per_s : NAN,
+                      m->conc->has_tokens ? m->conc->tokens_per_s : NAN, 1, m->tps_impact_pct, false);
         fprintf(f, "<td>%llu / %llu</td></tr>\n", (unsigned long long)lt_result_errors(m->ind),
                 (unsigned long long)lt_result_errors(m->conc));
     }

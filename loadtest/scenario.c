@@ -32,14 +32,39 @@ static bool outputs_writable(const cli *c)
 
 static bool is_sweep(const cli *c) { return strcmp(c->scenario, "sweep") == 0; }
 
-/* The path's OpenAI endpoint, if it is one: 1 completions, 2 chat. */
-static int openai_endpoint(const char *path)
+int lt_cli_openai_endpoint(const cli *c)
 {
-    if (!path)
+    if (!c->path)
         return 0;
-    if (strcmp(path, "/v1/chat/completions") == 0)
+    if (strcmp(c->path, "/v1/chat/completions") == 0)
         return 2;
-    return strcmp(path, "/v1/completions") == 0 ? 1 : 0;
+    return strcmp(c->path, "/v1/completions") == 0 ? 1 : 0;
+}
+
+int lt_cli_server_dir(const cli *c, char *server, size_t server_cap, char *dir, size_t dir_cap)
+{
+    if (c->server_bin)
+        snprintf(server, server_cap, "%s", c->server_bin);
+    else if (!lt_server_beside_self(server, server_cap)) {
+        fprintf(stderr, "colo-loadtest: no colo-server beside colo-loadtest; set --server PATH\n");
+        return EXIT_USAGE;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dir_cap, "%s/colo-loadtest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "colo-loadtest: cannot create a folder for the configs: %s\n", strerror(errno));
+        dir[0] = '\0';
+        return EXIT_FAILED;
+    }
+    return -1;
+}
+
+void lt_cli_request_path(const cli *c, size_t m, char *out, size_t cap)
+{
+    if (c->path)
+        snprintf(out, cap, "%s", c->path);
+    else
+        snprintf(out, cap, "/v1/models/%s/infer", c->models[m]);
 }
 
 /* A model's bodies: the prompts file, synthetic lengths or the built-in
@@ -103,7 +128,7 @@ static int prepare(const cli *c, model_work *w)
             int rc = model_bodies(c, m, &w[m].target, &bodies);
             if (rc >= 0)
                 return rc;
-            int ep = openai_endpoint(c->path);
+            int ep = lt_cli_openai_endpoint(c);
             if (ep && lt_bodies_openai(&bodies, c->models[m], ep == 2, err, sizeof err) != LT_OK) {
                 lt_bodies_free(&bodies);
                 fprintf(stderr, "colo-loadtest: %s\n", err);
@@ -111,10 +136,7 @@ static int prepare(const cli *c, model_work *w)
             }
         }
         char path[512];
-        if (c->path)
-            snprintf(path, sizeof path, "%s", c->path);
-        else
-            snprintf(path, sizeof path, "/v1/models/%s/infer", c->models[m]);
+        lt_cli_request_path(c, m, path, sizeof path);
         lt_status st = lt_requests_build(&w[m].target, c->method, path, &bodies, c->api_key, &w[m].requests, err,
                                          sizeof err);
         lt_bodies_free(&bodies);
@@ -291,20 +313,10 @@ static int run_baseline(const cli *c, model_work *w, lt_phase *phases, size_t *n
     lt_server servers[LT_MAX_MODELS], colo;
     memset(servers, 0, sizeof servers);
     memset(&colo, 0, sizeof colo);
-    if (c->server_bin)
-        snprintf(server, sizeof server, "%s", c->server_bin);
-    else if (!lt_server_beside_self(server, sizeof server)) {
-        fprintf(stderr, "colo-loadtest: no colo-server beside colo-loadtest; set --server PATH\n");
-        return EXIT_USAGE;
-    }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/colo-loadtest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "colo-loadtest: cannot create a folder for the configs: %s\n", strerror(errno));
-        return EXIT_FAILED;
-    }
+    int rc = lt_cli_server_dir(c, server, sizeof server, dir, sizeof dir);
+    if (rc >= 0)
+        return rc;
     snprintf(colo_log, sizeof colo_log, "%s/colo.log", dir);
-    int rc = -1;
     size_t started = 0;
     for (size_t m = 0; m < c->n_models && rc < 0; m++) {
         char log[640];

@@ -2,7 +2,6 @@
  * server, each request's model drawn by popularity (or read from a trace),
  * sent at the trace's times; the server's model list polled for residency
  * and its memory sampled. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,33 +11,13 @@
 #include "loadtest/cli_impl.h"
 #include "loadtest/engine.h"
 
-/* The path's OpenAI endpoint, if it is one: 1 completions, 2 chat. */
-static int openai_endpoint(const char *path)
-{
-    if (!path)
-        return 0;
-    if (strcmp(path, "/v1/chat/completions") == 0)
-        return 2;
-    return strcmp(path, "/v1/completions") == 0 ? 1 : 0;
-}
-
 /* colo-server with the whole --config, on a free port. -1 to go on. */
 static int start_server(const cli *c, trace_run *tr)
 {
     char err[2048], server[1024], cfg[640], log[640];
-    if (c->server_bin)
-        snprintf(server, sizeof server, "%s", c->server_bin);
-    else if (!lt_server_beside_self(server, sizeof server)) {
-        fprintf(stderr, "colo-loadtest: no colo-server beside colo-loadtest; set --server PATH\n");
-        return EXIT_USAGE;
-    }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tr->dir, sizeof tr->dir, "%s/colo-loadtest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(tr->dir)) {
-        fprintf(stderr, "colo-loadtest: cannot create a folder for the config: %s\n", strerror(errno));
-        tr->dir[0] = '\0';
-        return EXIT_FAILED;
-    }
+    int rc = lt_cli_server_dir(c, server, sizeof server, tr->dir, sizeof tr->dir);
+    if (rc >= 0)
+        return rc;
     snprintf(cfg, sizeof cfg, "%s/colo.yaml", tr->dir);
     snprintf(log, sizeof log, "%s/colo.log", tr->dir);
     if (!c->quiet)
@@ -120,17 +99,14 @@ static int model_requests(const cli *c, model_work *w, trace_run *tr, size_t m)
         out[k] = c->max_tokens > 0 ? c->max_tokens : q->output_tokens;
         tr->schedule_s[m][k++] = q->at_s;
     }
-    int ep = openai_endpoint(c->path);
+    int ep = lt_cli_openai_endpoint(c);
     if (lt_bodies_sized(in, out, n, c->seed + m, c->stream, &bodies, err, sizeof err) != LT_OK ||
         (ep && lt_bodies_openai(&bodies, c->models[m], ep == 2, err, sizeof err) != LT_OK)) {
         fprintf(stderr, "colo-loadtest: %s\n", err);
         rc = EXIT_FAILED;
         goto out_free;
     }
-    if (c->path)
-        snprintf(path, sizeof path, "%s", c->path);
-    else
-        snprintf(path, sizeof path, "/v1/models/%s/infer", c->models[m]);
+    lt_cli_request_path(c, m, path, sizeof path);
     lt_requests_free(&w[m].requests);
     if (lt_requests_build(&w[m].target, "POST", path, &bodies, c->api_key, &w[m].requests, err, sizeof err) !=
         LT_OK) {

@@ -165,6 +165,20 @@ static int body_apply_opts(json_t *obj, const lt_body_opts *o)
     return 0;
 }
 
+/* Applies o to obj (NULL: out of memory) and adds it to b; takes obj. */
+static lt_status bodies_add(lt_bodies *b, json_t *obj, const lt_body_opts *o, char *err, size_t errlen)
+{
+    lt_status st;
+    if (!obj || body_apply_opts(obj, o)) {
+        lt_set_err(err, errlen, "out of memory");
+        st = LT_ENOMEM;
+    } else {
+        st = bodies_push(b, obj, err, errlen);
+    }
+    json_decref(obj);
+    return st;
+}
+
 lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
                             char *err, size_t errlen)
 {
@@ -188,17 +202,8 @@ lt_status lt_bodies_builtin(lt_kind kind, const lt_body_opts *o, lt_bodies *out,
     lt_body_opts eff = *o;
     if (eff.max_tokens < 0)
         eff.max_tokens = 16;
-    for (size_t i = 0; i < sizeof builtin_prompts / sizeof *builtin_prompts && st == LT_OK; i++) {
-        json_t *obj = json_pack("{s:s}", "prompt", builtin_prompts[i]);
-        if (!obj || body_apply_opts(obj, &eff)) {
-            json_decref(obj);
-            lt_set_err(err, errlen, "out of memory");
-            st = LT_ENOMEM;
-            break;
-        }
-        st = bodies_push(out, obj, err, errlen);
-        json_decref(obj);
-    }
+    for (size_t i = 0; i < sizeof builtin_prompts / sizeof *builtin_prompts && st == LT_OK; i++)
+        st = bodies_add(out, json_pack("{s:s}", "prompt", builtin_prompts[i]), &eff, err, errlen);
     if (st != LT_OK)
         lt_bodies_free(out);
     return st;
@@ -276,14 +281,7 @@ lt_status lt_bodies_from_file(const char *path, const char *model, const lt_body
             break;
         }
         json_decref(obj);
-        if (!body || body_apply_opts(body, o)) {
-            json_decref(body);
-            lt_set_err(err, errlen, "out of memory");
-            st = LT_ENOMEM;
-            break;
-        }
-        st = bodies_push(out, body, err, errlen);
-        json_decref(body);
+        st = bodies_add(out, body, o, err, errlen);
     }
     free(line);
     fclose(f);
@@ -352,6 +350,18 @@ static lt_status synth_push(lt_bodies *out, uint64_t *rng, int in_len, int out_l
     return st;
 }
 
+/* Ends a run of synth_push: frees the text buffer, and out unless st is
+ * LT_OK. */
+static lt_status synth_end(lt_bodies *out, char *text, lt_status st, char *err, size_t errlen)
+{
+    free(text);
+    if (st == LT_ENOMEM)
+        lt_set_err(err, errlen, "out of memory");
+    if (st != LT_OK)
+        lt_bodies_free(out);
+    return st;
+}
+
 lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -368,12 +378,7 @@ lt_status lt_bodies_synthetic(const lt_synth_opts *o, lt_bodies *out, char *err,
         int out_len = synth_len(&rng, o->output_len, o->spread);
         st = synth_push(out, &rng, in_len, out_len, o->stream, &text, &cap, err, errlen);
     }
-    free(text);
-    if (st == LT_ENOMEM)
-        lt_set_err(err, errlen, "out of memory");
-    if (st != LT_OK)
-        lt_bodies_free(out);
-    return st;
+    return synth_end(out, text, st, err, errlen);
 }
 
 lt_status lt_bodies_sized(const int *in_lens, const int *out_lens, size_t n, unsigned long long seed, bool stream,
@@ -392,12 +397,7 @@ lt_status lt_bodies_sized(const int *in_lens, const int *out_lens, size_t n, uns
         }
         st = synth_push(out, &rng, in_lens[i], out_lens[i], stream, &text, &cap, err, errlen);
     }
-    free(text);
-    if (st == LT_ENOMEM)
-        lt_set_err(err, errlen, "out of memory");
-    if (st != LT_OK)
-        lt_bodies_free(out);
-    return st;
+    return synth_end(out, text, st, err, errlen);
 }
 
 lt_status lt_bodies_openai(lt_bodies *b, const char *model, bool chat, char *err, size_t errlen)

@@ -169,6 +169,16 @@ static json_t *rows_json(sqlite3_stmt *s, int limit, bool *more)
     return a;
 }
 
+/* The JSON object of column 0 of s's first row (s finalized; new
+ * reference), or NULL. */
+static json_t *first_json(sqlite3_stmt *s)
+{
+    json_t *a = rows_json(s, -1, NULL);
+    json_t *obj = a && json_array_size(a) ? json_incref(json_array_get(a, 0)) : NULL;
+    json_decref(a);
+    return obj;
+}
+
 static char *dump(const json_t *obj) { return json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(9)); }
 
 static const char *str_of(const json_t *obj, const char *key)
@@ -177,32 +187,49 @@ static const char *str_of(const json_t *obj, const char *key)
     return v ? v : "";
 }
 
-/* ---- files ------------------------------------------------------------------------------- */
-
-colo_status colo_batch_store_put_file(colo_batch_store *bs, const colo_batch_owner *o, const json_t *obj)
+/* Runs sql, which stores obj of o: bound are ?1 its id, ?2 and ?3 o's
+ * organization and project, ?4 its created_at, ?5 its text and ?6... the
+ * strings of more (NULL-terminated, at most 2). */
+static colo_status put_owned(colo_batch_store *bs, const char *sql, const colo_batch_owner *o, const json_t *obj,
+                             const char *const *more)
 {
     char *text = dump(obj), created[32];
     if (!text)
         return COLO_ENOMEM;
     snprintf(created, sizeof created, "%lld", (long long)json_integer_value(json_object_get(obj, "created_at")));
-    sqlite3_stmt *s = prepare(bs,
-                              "INSERT OR REPLACE INTO batch_files (id, organization, project, purpose, created_at, object)"
-                              " VALUES (?1, ?2, ?3, ?4, CAST(?5 AS INTEGER), ?6);",
-                              (const char *const[]){str_of(obj, "id"), o->organization, o->project,
-                                                    str_of(obj, "purpose"), created, text, NULL});
-    int rc = run(s);
+    const char *args[8] = {str_of(obj, "id"), o->organization, o->project, created, text};
+    for (int i = 0; i < 2 && more[i]; i++)
+        args[5 + i] = more[i];
+    int rc = run(prepare(bs, sql, args));
     free(text);
     return rc == SQLITE_OK ? COLO_OK : COLO_EIO;
 }
 
+/* Runs sql, which deletes the row of ?1 id owned by ?2 and ?3 (o's
+ * organization and project); COLO_EINVAL when there was none. */
+static colo_status delete_owned(colo_batch_store *bs, const char *sql, const colo_batch_owner *o, const char *id)
+{
+    sqlite3_stmt *s = prepare(bs, sql, (const char *const[]){id, o->organization, o->project, NULL});
+    if (run(s) != SQLITE_OK)
+        return COLO_EIO;
+    return sqlite3_changes(bs->db) ? COLO_OK : COLO_EINVAL;
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+colo_status colo_batch_store_put_file(colo_batch_store *bs, const colo_batch_owner *o, const json_t *obj)
+{
+    return put_owned(bs,
+                     "INSERT OR REPLACE INTO batch_files (id, organization, project, created_at, object, purpose)"
+                     " VALUES (?1, ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6);",
+                     o, obj, (const char *const[]){str_of(obj, "purpose"), NULL});
+}
+
 json_t *colo_batch_store_get_file(colo_batch_store *bs, const colo_batch_owner *o, const char *id)
 {
-    sqlite3_stmt *s = prepare(bs, "SELECT object FROM batch_files WHERE id = ?1 AND organization = ?2 AND project = ?3;",
-                              (const char *const[]){id, o->organization, o->project, NULL});
-    json_t *a = rows_json(s, -1, NULL);
-    json_t *f = a && json_array_size(a) ? json_incref(json_array_get(a, 0)) : NULL;
-    json_decref(a);
-    return f;
+    return first_json(prepare(bs,
+                              "SELECT object FROM batch_files WHERE id = ?1 AND organization = ?2 AND project = ?3;",
+                              (const char *const[]){id, o->organization, o->project, NULL}));
 }
 
 json_t *colo_batch_store_list_files(colo_batch_store *bs, const colo_batch_owner *o, const char *purpose)
@@ -216,12 +243,10 @@ json_t *colo_batch_store_list_files(colo_batch_store *bs, const colo_batch_owner
 
 colo_status colo_batch_store_delete_file(colo_batch_store *bs, const colo_batch_owner *o, const char *id)
 {
-    sqlite3_stmt *s = prepare(bs, "DELETE FROM batch_files WHERE id = ?1 AND organization = ?2 AND project = ?3;",
-                              (const char *const[]){id, o->organization, o->project, NULL});
-    if (run(s) != SQLITE_OK)
-        return COLO_EIO;
-    if (sqlite3_changes(bs->db) == 0)
-        return COLO_EINVAL;
+    colo_status st =
+        delete_owned(bs, "DELETE FROM batch_files WHERE id = ?1 AND organization = ?2 AND project = ?3;", o, id);
+    if (st != COLO_OK)
+        return st;
     char path[1200];
     colo_batch_store_file_path(bs, id, path, sizeof path);
     if (unlink(path) != 0 && errno != ENOENT)
@@ -255,12 +280,8 @@ colo_status colo_batch_store_put_batch(colo_batch_store *bs, const colo_batch_ow
 
 json_t *colo_batch_store_get_batch(colo_batch_store *bs, const colo_batch_owner *o, const char *id)
 {
-    sqlite3_stmt *s = prepare(bs, "SELECT object FROM batches WHERE id = ?1 AND organization = ?2 AND project = ?3;",
-                              (const char *const[]){id, o->organization, o->project, NULL});
-    json_t *a = rows_json(s, -1, NULL);
-    json_t *b = a && json_array_size(a) ? json_incref(json_array_get(a, 0)) : NULL;
-    json_decref(a);
-    return b;
+    return first_json(prepare(bs, "SELECT object FROM batches WHERE id = ?1 AND organization = ?2 AND project = ?3;",
+                              (const char *const[]){id, o->organization, o->project, NULL}));
 }
 
 json_t *colo_batch_store_list_batches(colo_batch_store *bs, const colo_batch_owner *o, const char *after, int limit,
@@ -342,18 +363,10 @@ colo_status colo_batch_store_each_line(colo_batch_store *bs, const char *id,
 colo_status colo_batch_store_put_response(colo_batch_store *bs, const colo_batch_owner *o, const json_t *obj,
                                           const char *own, const char *context)
 {
-    char *text = dump(obj), created[32];
-    if (!text)
-        return COLO_ENOMEM;
-    snprintf(created, sizeof created, "%lld", (long long)json_integer_value(json_object_get(obj, "created_at")));
-    sqlite3_stmt *s = prepare(bs,
-                              "INSERT OR REPLACE INTO stored_responses (id, organization, project, created_at, object,"
-                              " own, context) VALUES (?1, ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6, ?7);",
-                              (const char *const[]){str_of(obj, "id"), o->organization, o->project, created, text,
-                                                    own, context, NULL});
-    int rc = run(s);
-    free(text);
-    return rc == SQLITE_OK ? COLO_OK : COLO_EIO;
+    return put_owned(bs,
+                     "INSERT OR REPLACE INTO stored_responses (id, organization, project, created_at, object,"
+                     " own, context) VALUES (?1, ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6, ?7);",
+                     o, obj, (const char *const[]){own, context, NULL});
 }
 
 bool colo_batch_store_get_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id, int64_t since_s,
@@ -381,11 +394,8 @@ bool colo_batch_store_get_response(colo_batch_store *bs, const colo_batch_owner 
 
 colo_status colo_batch_store_delete_response(colo_batch_store *bs, const colo_batch_owner *o, const char *id)
 {
-    sqlite3_stmt *s = prepare(bs, "DELETE FROM stored_responses WHERE id = ?1 AND organization = ?2 AND project = ?3;",
-                              (const char *const[]){id, o->organization, o->project, NULL});
-    if (run(s) != SQLITE_OK)
-        return COLO_EIO;
-    return sqlite3_changes(bs->db) ? COLO_OK : COLO_EINVAL;
+    return delete_owned(bs, "DELETE FROM stored_responses WHERE id = ?1 AND organization = ?2 AND project = ?3;", o,
+                        id);
 }
 
 colo_status colo_batch_store_purge_responses(colo_batch_store *bs, int64_t before_s)

@@ -90,21 +90,17 @@ static json_t *new_batch(colo_batches *b, colo_http_req *req, const colo_batch_o
     return obj;
 }
 
-static void h_create(colo_http_req *req, void *ud)
+static void h_create(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    int key;
-    if (!colo_batches_owner(b, req, &o, &key))
-        return;
     json_t *body = colo_http_req_json(req);
     if (!body)
         return; /* answered 400 */
-    json_t *obj = new_batch(b, req, &o, body);
+    json_t *obj = new_batch(b, req, &c->owner, body);
     json_decref(body);
     if (!obj)
         return;
-    if (colo_batch_store_put_batch(b->store, &o, obj) != COLO_OK || colo_batch_run(b, &o, key, obj) != COLO_OK) {
+    if (colo_batch_store_put_batch(b->store, &c->owner, obj) != COLO_OK ||
+        colo_batch_run(b, &c->owner, c->key, obj) != COLO_OK) {
         json_decref(obj);
         colo_http_error(req, 500, "internal_error", "the batch could not be stored");
         return;
@@ -114,11 +110,8 @@ static void h_create(colo_http_req *req, void *ud)
 
 /* The caller's batch of the path's id (new reference): the running one's
  * object when it runs, else the stored one; NULL after answering 404. */
-static json_t *caller_batch(colo_batches *b, colo_http_req *req, colo_batch_owner *o)
+static json_t *caller_batch(colo_batches *b, colo_http_req *req, const colo_batch_owner *o)
 {
-    int key;
-    if (!colo_batches_owner(b, req, o, &key))
-        return NULL;
     const char *id = colo_http_req_param(req, "id");
     json_t *running = id ? colo_batch_running(b, o, id) : NULL;
     json_t *obj = running ? json_incref(running) : id ? colo_batch_store_get_batch(b->store, o, id) : NULL;
@@ -127,20 +120,17 @@ static json_t *caller_batch(colo_batches *b, colo_http_req *req, colo_batch_owne
     return obj;
 }
 
-static void h_get(colo_http_req *req, void *ud)
+static void h_get(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batch_owner o;
-    json_t *obj = caller_batch(ud, req, &o);
+    json_t *obj = caller_batch(b, req, &c->owner);
     if (obj)
         colo_http_respond_json(req, 200, json_deep_copy(obj));
     json_decref(obj);
 }
 
-static void h_cancel(colo_http_req *req, void *ud)
+static void h_cancel(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    json_t *obj = caller_batch(b, req, &o);
+    json_t *obj = caller_batch(b, req, &c->owner);
     if (!obj)
         return;
     const char *status = json_string_value(json_object_get(obj, "status"));
@@ -151,33 +141,20 @@ static void h_cancel(colo_http_req *req, void *ud)
         return;
     }
     colo_batch_cancel(b, id);
-    json_t *now = colo_batch_running(b, &o, id);
+    json_t *now = colo_batch_running(b, &c->owner, id);
     colo_http_respond_json(req, 200, json_deep_copy(now ? now : obj));
     json_decref(obj);
 }
 
-static void h_list(colo_http_req *req, void *ud)
+static void h_list(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    int key;
-    if (!colo_batches_owner(b, req, &o, &key))
+    char after[80] = "";
+    int limit;
+    if (!colo_batches_query_limit(req, &limit))
         return;
-    char after[80] = "", limit_s[16];
-    const char *q = colo_http_req_query(req);
-    int limit = 20;
-    if (colo_batches_query(q, "limit", limit_s, sizeof limit_s)) {
-        char *end;
-        long l = strtol(limit_s, &end, 10);
-        if (*end || l < 1 || l > 100) {
-            colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
-            return;
-        }
-        limit = (int)l;
-    }
-    bool has_after = colo_batches_query(q, "after", after, sizeof after);
+    bool has_after = colo_batches_query(colo_http_req_query(req), "after", after, sizeof after);
     bool more = false;
-    json_t *data = colo_batch_store_list_batches(b->store, &o, has_after ? after : NULL, limit, &more);
+    json_t *data = colo_batch_store_list_batches(b->store, &c->owner, has_after ? after : NULL, limit, &more);
     if (!data) {
         colo_http_error(req, 500, "internal_error", "the batches could not be listed");
         return;
@@ -188,19 +165,14 @@ static void h_list(colo_http_req *req, void *ud)
     json_array_foreach(data, i, v)
     {
         const char *id = json_string_value(json_object_get(v, "id"));
-        json_t *running = id ? colo_batch_running(b, &o, id) : NULL;
+        json_t *running = id ? colo_batch_running(b, &c->owner, id) : NULL;
         if (running && json_array_set_new(data, i, json_deep_copy(running))) {
             json_decref(data);
             colo_http_error(req, 500, "internal_error", "out of memory");
             return;
         }
     }
-    size_t n = json_array_size(data);
-    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : NULL;
-    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : NULL;
-    colo_http_respond_json(req, 200,
-                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
-                                     "last_id", last, "has_more", more));
+    colo_batches_respond_list(req, data, more);
 }
 
 /* ---- life ------------------------------------------------------------------------------------- */
@@ -260,11 +232,14 @@ colo_batches *colo_batches_create(colo_server *srv, colo_registry *reg, const co
     }
     if (!cfg->batches.enabled)
         return b;
+    static const colo_batches_route routes[] = {
+        {"POST", "/v1/batches", h_create},
+        {"GET", "/v1/batches", h_list},
+        {"GET", "/v1/batches/{id}", h_get},
+        {"POST", "/v1/batches/{id}/cancel", h_cancel},
+    };
     if (register_metrics(b) != COLO_OK || colo_files_routes(b) != COLO_OK ||
-        colo_server_route(srv, "POST", "/v1/batches", h_create, b, 0) != COLO_OK ||
-        colo_server_route(srv, "GET", "/v1/batches", h_list, b, 0) != COLO_OK ||
-        colo_server_route(srv, "GET", "/v1/batches/{id}", h_get, b, 0) != COLO_OK ||
-        colo_server_route(srv, "POST", "/v1/batches/{id}/cancel", h_cancel, b, 0) != COLO_OK) {
+        colo_batches_add_routes(b, routes, sizeof routes / sizeof *routes) != COLO_OK) {
         colo_set_err(err, errlen, "cannot add the routes of /v1/files and /v1/batches");
         goto out_free;
     }

@@ -17,7 +17,24 @@ struct event;
 typedef struct run_batch run_batch; /* responses.c */
 colo_status colo_responses_routes(colo_batches *b);
 
-/* batch_run.c */
+/* Who sent a request (colo_batches_owner): the owner of what it stores
+ * and reads, and its key's index. */
+typedef struct colo_batches_caller {
+    colo_batch_owner owner;
+    int key;
+} colo_batches_caller;
+/* A route of the Files, Batch and Responses APIs: fn runs once the caller
+ * is known (one without a key was answered 401). */
+typedef void colo_batches_handler(colo_batches *b, colo_http_req *req, const colo_batches_caller *c);
+typedef struct colo_batches_route {
+    const char *method, *pattern;
+    colo_batches_handler *fn;
+} colo_batches_route;
+/* A route added: the user data its handler is called with. */
+typedef struct colo_batches_bound {
+    colo_batches *b;
+    const colo_batches_route *route;
+} colo_batches_bound;
 
 struct colo_batches {
     colo_server *srv;
@@ -34,6 +51,8 @@ struct colo_batches {
     bool resumed;       /* the batches of an earlier process were taken up */
     bool stopping;
     colo_metric *m_queued, *m_running, *m_completed, *m_batches;
+    colo_batches_bound bound[16]; /* the routes added (colo_batches_add_routes) */
+    int n_bound;
 };
 
 /* The caller of req as an owner (its key's organization, project and
@@ -50,6 +69,15 @@ json_t *colo_batches_write_file(colo_batches *b, const colo_batch_owner *o, cons
                                 const char *data, size_t len);
 /* A query parameter's value into buf (percent-decoded); false when absent or too long. */
 bool colo_batches_query(const char *query, const char *name, char *buf, size_t cap);
+/* Adds routes[0..n) (a static table); COLO_ENOMEM when one could not be
+ * added. */
+colo_status colo_batches_add_routes(colo_batches *b, const colo_batches_route *routes, size_t n);
+/* The query's limit (1 to 100; 20 when absent) into *limit; false after
+ * answering 400. */
+bool colo_batches_query_limit(colo_http_req *req, int *limit);
+/* Answers 200 with the list object of data (taken: its items' ids as
+ * first_id and last_id) and has_more. */
+void colo_batches_respond_list(colo_http_req *req, json_t *data, bool more);
 
 /* files.c */
 colo_status colo_files_routes(colo_batches *b);

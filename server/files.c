@@ -18,7 +18,7 @@
 
 #define MAX_PARTS 8
 
-/* ---- shared with batches.c and batch_run.c ------------------------------------------------ */
+/* ---- shared with batches.c, batch_run.c and responses.c ----------------------------------- */
 
 int64_t colo_batches_now_s(void) { return (int64_t)time(NULL); }
 
@@ -152,6 +152,54 @@ bool colo_batches_query(const char *query, const char *name, char *buf, size_t c
     return false;
 }
 
+bool colo_batches_query_limit(colo_http_req *req, int *limit)
+{
+    char limit_s[16];
+    *limit = 20;
+    if (!colo_batches_query(colo_http_req_query(req), "limit", limit_s, sizeof limit_s))
+        return true;
+    char *end;
+    long l = strtol(limit_s, &end, 10);
+    if (*end || l < 1 || l > 100) {
+        colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
+        return false;
+    }
+    *limit = (int)l;
+    return true;
+}
+
+/* Calls the route's handler once the caller is known as an owner. */
+static void owned(colo_http_req *req, void *ud)
+{
+    const colo_batches_bound *r = ud;
+    colo_batches_caller c;
+    if (colo_batches_owner(r->b, req, &c.owner, &c.key))
+        r->route->fn(r->b, req, &c);
+}
+
+colo_status colo_batches_add_routes(colo_batches *b, const colo_batches_route *routes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (b->n_bound == (int)(sizeof b->bound / sizeof *b->bound))
+            return COLO_ENOMEM;
+        colo_batches_bound *r = &b->bound[b->n_bound++];
+        *r = (colo_batches_bound){.b = b, .route = &routes[i]};
+        if (colo_server_route(b->srv, routes[i].method, routes[i].pattern, owned, r, 0) != COLO_OK)
+            return COLO_ENOMEM;
+    }
+    return COLO_OK;
+}
+
+void colo_batches_respond_list(colo_http_req *req, json_t *data, bool more)
+{
+    size_t n = json_array_size(data);
+    json_t *first = n ? json_object_get(json_array_get(data, 0), "id") : NULL;
+    json_t *last = n ? json_object_get(json_array_get(data, n - 1), "id") : NULL;
+    colo_http_respond_json(req, 200,
+                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
+                                     "last_id", last, "has_more", more));
+}
+
 /* ---- the routes ----------------------------------------------------------------------------- */
 
 /* A filename fit for the object: its last path segment, without control bytes. */
@@ -171,13 +219,8 @@ static void clean_name(const char *name, size_t len, char *out, size_t cap)
         snprintf(out, cap, "upload");
 }
 
-static void h_upload(colo_http_req *req, void *ud)
+static void h_upload(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    int key;
-    if (!colo_batches_owner(b, req, &o, &key))
-        return;
     size_t len;
     const char *body = colo_http_req_body(req, &len);
     colo_multipart_part parts[MAX_PARTS];
@@ -206,7 +249,7 @@ static void h_upload(colo_http_req *req, void *ud)
     char name[256];
     clean_name(file->filename ? file->filename : "upload.jsonl", file->filename ? file->filename_len : 12, name,
                sizeof name);
-    json_t *obj = colo_batches_write_file(b, &o, "batch", name, file->data, file->len);
+    json_t *obj = colo_batches_write_file(b, &c->owner, "batch", name, file->data, file->len);
     if (!obj) {
         colo_http_error(req, 500, "internal_error", "the file could not be stored");
         return;
@@ -214,16 +257,11 @@ static void h_upload(colo_http_req *req, void *ud)
     colo_http_respond_json(req, 200, obj);
 }
 
-static void h_list(colo_http_req *req, void *ud)
+static void h_list(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    int key;
-    if (!colo_batches_owner(b, req, &o, &key))
-        return;
     char purpose[32];
     bool filtered = colo_batches_query(colo_http_req_query(req), "purpose", purpose, sizeof purpose);
-    json_t *data = colo_batch_store_list_files(b->store, &o, filtered ? purpose : NULL);
+    json_t *data = colo_batch_store_list_files(b->store, &c->owner, filtered ? purpose : NULL);
     if (!data) {
         colo_http_error(req, 500, "internal_error", "the files could not be listed");
         return;
@@ -232,11 +270,8 @@ static void h_list(colo_http_req *req, void *ud)
 }
 
 /* The caller's file of the path's id, or NULL after answering 404. */
-static json_t *caller_file(colo_batches *b, colo_http_req *req, colo_batch_owner *o)
+static json_t *caller_file(colo_batches *b, colo_http_req *req, const colo_batch_owner *o)
 {
-    int key;
-    if (!colo_batches_owner(b, req, o, &key))
-        return NULL;
     const char *id = colo_http_req_param(req, "id");
     json_t *f = id ? colo_batch_store_get_file(b->store, o, id) : NULL;
     if (!f)
@@ -244,19 +279,16 @@ static json_t *caller_file(colo_batches *b, colo_http_req *req, colo_batch_owner
     return f;
 }
 
-static void h_get(colo_http_req *req, void *ud)
+static void h_get(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batch_owner o;
-    json_t *f = caller_file(ud, req, &o);
+    json_t *f = caller_file(b, req, &c->owner);
     if (f)
         colo_http_respond_json(req, 200, f);
 }
 
-static void h_content(colo_http_req *req, void *ud)
+static void h_content(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    json_t *f = caller_file(b, req, &o);
+    json_t *f = caller_file(b, req, &c->owner);
     if (!f)
         return;
     size_t len = 0;
@@ -270,15 +302,13 @@ static void h_content(colo_http_req *req, void *ud)
     free(data);
 }
 
-static void h_delete(colo_http_req *req, void *ud)
+static void h_delete(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
-    json_t *f = caller_file(b, req, &o);
+    json_t *f = caller_file(b, req, &c->owner);
     if (!f)
         return;
     const char *id = json_string_value(json_object_get(f, "id"));
-    colo_status st = colo_batch_store_delete_file(b->store, &o, id);
+    colo_status st = colo_batch_store_delete_file(b->store, &c->owner, id);
     if (st != COLO_OK) {
         json_decref(f);
         colo_http_error(req, 500, "internal_error", "the file could not be deleted");
@@ -295,11 +325,12 @@ colo_status colo_files_routes(colo_batches *b)
              (unsigned long long)b->cfg.max_file_bytes);
     /* the form around the file: its boundaries and the purpose */
     colo_http_server_set_upload(b->http, "/v1/files", (size_t)b->cfg.max_file_bytes + 64 * 1024, message);
-    if (colo_server_route(b->srv, "POST", "/v1/files", h_upload, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "GET", "/v1/files", h_list, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "GET", "/v1/files/{id}", h_get, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "GET", "/v1/files/{id}/content", h_content, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "DELETE", "/v1/files/{id}", h_delete, b, 0) != COLO_OK)
-        return COLO_ENOMEM;
-    return COLO_OK;
+    static const colo_batches_route routes[] = {
+        {"POST", "/v1/files", h_upload},
+        {"GET", "/v1/files", h_list},
+        {"GET", "/v1/files/{id}", h_get},
+        {"GET", "/v1/files/{id}/content", h_content},
+        {"DELETE", "/v1/files/{id}", h_delete},
+    };
+    return colo_batches_add_routes(b, routes, sizeof routes / sizeof *routes);
 }

@@ -108,11 +108,9 @@ static void keep(void *ud, colo_http_req *req, const json_t *response, const cha
 /* ---- the routes ------------------------------------------------------------------------------- */
 
 /* The caller's kept response of the path's id; false after answering 404. */
-static bool caller_response(colo_batches *b, colo_http_req *req, colo_batch_owner *o, json_t **obj, json_t **own)
+static bool caller_response(colo_batches *b, colo_http_req *req, const colo_batch_owner *o, json_t **obj,
+                            json_t **own)
 {
-    int key;
-    if (!colo_batches_owner(b, req, o, &key))
-        return false;
     const char *id = colo_http_req_param(req, "id");
     json_t *context = NULL;
     if (!id || !colo_batch_store_get_response(b->store, o, id, colo_batches_now_s() - b->rcfg.retention_s, obj, own,
@@ -124,26 +122,23 @@ static bool caller_response(colo_batches *b, colo_http_req *req, colo_batch_owne
     return true;
 }
 
-static void h_get(colo_http_req *req, void *ud)
+static void h_get(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(ud, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(own);
     colo_http_respond_json(req, 200, obj);
 }
 
-static void h_delete(colo_http_req *req, void *ud)
+static void h_delete(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(b, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(own);
     const char *id = colo_http_req_param(req, "id");
-    if (colo_batch_store_delete_response(b->store, &o, id) != COLO_OK) {
+    if (colo_batch_store_delete_response(b->store, &c->owner, id) != COLO_OK) {
         json_decref(obj);
         colo_http_error(req, 500, "internal_error", "the response could not be deleted");
         return;
@@ -153,31 +148,23 @@ static void h_delete(colo_http_req *req, void *ud)
 }
 
 /* GET /v1/responses/{id}/input_items?order=asc|desc&limit=&after= */
-static void h_input_items(colo_http_req *req, void *ud)
+static void h_input_items(colo_batches *b, colo_http_req *req, const colo_batches_caller *c)
 {
-    colo_batches *b = ud;
-    colo_batch_owner o;
     json_t *obj, *own;
-    if (!caller_response(b, req, &o, &obj, &own))
+    if (!caller_response(b, req, &c->owner, &obj, &own))
         return;
     json_decref(obj);
     const char *q = colo_http_req_query(req);
-    char order[8] = "desc", limit_s[16], after[80] = "";
-    int limit = 20;
+    char order[8] = "desc", after[80] = "";
+    int limit;
     if (colo_batches_query(q, "order", order, sizeof order) && strcmp(order, "asc") && strcmp(order, "desc")) {
         json_decref(own);
         colo_http_error(req, 400, "invalid_request", "order: must be asc or desc");
         return;
     }
-    if (colo_batches_query(q, "limit", limit_s, sizeof limit_s)) {
-        char *end;
-        long l = strtol(limit_s, &end, 10);
-        if (*end || l < 1 || l > 100) {
-            json_decref(own);
-            colo_http_error(req, 400, "invalid_request", "limit: must be an integer from 1 to 100");
-            return;
-        }
-        limit = (int)l;
+    if (!colo_batches_query_limit(req, &limit)) {
+        json_decref(own);
+        return;
     }
     bool has_after = colo_batches_query(q, "after", after, sizeof after);
     size_t n = json_array_size(own);
@@ -204,21 +191,17 @@ static void h_input_items(colo_http_req *req, void *ud)
         colo_http_error(req, 503, "out_of_memory", "out of memory");
         return;
     }
-    size_t m = json_array_size(data);
-    json_t *first = m ? json_object_get(json_array_get(data, 0), "id") : NULL;
-    json_t *last = m ? json_object_get(json_array_get(data, m - 1), "id") : NULL;
-    colo_http_respond_json(req, 200,
-                           json_pack("{s:s,s:o,s:O?,s:O?,s:b}", "object", "list", "data", data, "first_id", first,
-                                     "last_id", last, "has_more", more));
+    colo_batches_respond_list(req, data, more);
 }
 
 colo_status colo_responses_routes(colo_batches *b)
 {
-    if (colo_server_route(b->srv, "GET", "/v1/responses/{id}", h_get, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "DELETE", "/v1/responses/{id}", h_delete, b, 0) != COLO_OK ||
-        colo_server_route(b->srv, "GET", "/v1/responses/{id}/input_items", h_input_items, b, 0) != COLO_OK)
-        return COLO_ENOMEM;
-    return COLO_OK;
+    static const colo_batches_route routes[] = {
+        {"GET", "/v1/responses/{id}", h_get},
+        {"DELETE", "/v1/responses/{id}", h_delete},
+        {"GET", "/v1/responses/{id}/input_items", h_input_items},
+    };
+    return colo_batches_add_routes(b, routes, sizeof routes / sizeof *routes);
 }
 
 bool colo_batches_response_store(colo_batches *b, colo_api_response_store *out)

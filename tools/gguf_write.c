@@ -110,11 +110,17 @@ colo_status colo_gguf_writer_add_str(colo_gguf_writer *w, const char *k, const c
     return w->kv.oom ? COLO_ENOMEM : COLO_OK;
 }
 
-colo_status colo_gguf_writer_add_str_arr(colo_gguf_writer *w, const char *k, const char *const *v, uint64_t n)
+/* The key of an array of n elements of type t; its elements follow. */
+static void array_head(colo_gguf_writer *w, const char *k, colo_gguf_type t, uint64_t n)
 {
     key(w, k, COLO_GGUF_ARRAY);
-    put_u32(&w->kv, COLO_GGUF_STRING);
+    put_u32(&w->kv, t);
     put_u64(&w->kv, n);
+}
+
+colo_status colo_gguf_writer_add_str_arr(colo_gguf_writer *w, const char *k, const char *const *v, uint64_t n)
+{
+    array_head(w, k, COLO_GGUF_STRING, n);
     for (uint64_t i = 0; i < n; i++)
         put_str(&w->kv, v[i]);
     return w->kv.oom ? COLO_ENOMEM : COLO_OK;
@@ -122,20 +128,12 @@ colo_status colo_gguf_writer_add_str_arr(colo_gguf_writer *w, const char *k, con
 
 colo_status colo_gguf_writer_add_i32_arr(colo_gguf_writer *w, const char *k, const int32_t *v, uint64_t n)
 {
-    key(w, k, COLO_GGUF_ARRAY);
-    put_u32(&w->kv, COLO_GGUF_I32);
-    put_u64(&w->kv, n);
-    put(&w->kv, v, n * 4);
-    return w->kv.oom ? COLO_ENOMEM : COLO_OK;
+    return colo_gguf_writer_add_arr(w, k, COLO_GGUF_I32, v, n);
 }
 
 colo_status colo_gguf_writer_add_f32_arr(colo_gguf_writer *w, const char *k, const float *v, uint64_t n)
 {
-    key(w, k, COLO_GGUF_ARRAY);
-    put_u32(&w->kv, COLO_GGUF_F32);
-    put_u64(&w->kv, n);
-    put(&w->kv, v, n * 4);
-    return w->kv.oom ? COLO_ENOMEM : COLO_OK;
+    return colo_gguf_writer_add_arr(w, k, COLO_GGUF_F32, v, n);
 }
 
 colo_status colo_gguf_writer_add_arr(colo_gguf_writer *w, const char *k, colo_gguf_type t, const void *v, uint64_t n)
@@ -143,9 +141,7 @@ colo_status colo_gguf_writer_add_arr(colo_gguf_writer *w, const char *k, colo_gg
     size_t es = colo_gguf_scalar_size(t);
     if (!es || n > SIZE_MAX / es)
         return COLO_EINVAL;
-    key(w, k, COLO_GGUF_ARRAY);
-    put_u32(&w->kv, t);
-    put_u64(&w->kv, n);
+    array_head(w, k, t, n);
     put(&w->kv, v, (size_t)n * es);
     return w->kv.oom ? COLO_ENOMEM : COLO_OK;
 }

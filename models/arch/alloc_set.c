@@ -30,6 +30,25 @@ void colo_alloc_set_give(colo_alloc_set *s, colo_arena *a, void *p)
     colo_arena_free(a, p);
 }
 
+colo_status colo_alloc_set_replace(colo_alloc_set *s, colo_arena *a, void **act, size_t bytes, int32_t **host,
+                                   size_t host_n)
+{
+    colo_alloc_set_give(s, a, *act);
+    *act = NULL;
+    void *p;
+    colo_status st = colo_alloc_set_take(s, a, bytes, &p);
+    if (st != COLO_OK)
+        return st;
+    int32_t *h = realloc(*host, host_n * sizeof *h);
+    if (!h) {
+        colo_alloc_set_give(s, a, p);
+        return COLO_ENOMEM;
+    }
+    *host = h;
+    *act = p;
+    return COLO_OK;
+}
+
 void colo_alloc_set_clear(colo_alloc_set *s, colo_arena *a)
 {
     for (int i = 0; i < s->n; i++)

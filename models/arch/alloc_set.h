@@ -5,6 +5,7 @@
 #define COLO_MODELS_ALLOC_SET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/arena.h"
 
@@ -17,6 +18,11 @@ typedef struct colo_alloc_set {
 colo_status colo_alloc_set_take(colo_alloc_set *s, colo_arena *a, size_t bytes, void **out);
 /* Returns p (recorded in s) to a. Accepts NULL. */
 void colo_alloc_set_give(colo_alloc_set *s, colo_arena *a, void *p);
+/* Replaces a model's activation scratch: gives *act back (NULL: none),
+ * takes bytes for a new one and grows the host array *host (malloc'd) to
+ * host_n int32s. On failure *act is NULL and *host is as it was. */
+colo_status colo_alloc_set_replace(colo_alloc_set *s, colo_arena *a, void **act, size_t bytes, int32_t **host,
+                                   size_t host_n);
 /* Returns every recorded allocation to a and frees the record. */
 void colo_alloc_set_clear(colo_alloc_set *s, colo_arena *a);
 

@@ -51,8 +51,6 @@ static colo_status track(colo_bert *m, size_t bytes, void **out)
     return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
 }
 
-static void untrack(colo_bert *m, void *p) { colo_alloc_set_give(&m->allocs, m->arena, p); }
-
 /* ---- configuration files ------------------------------------------------------ */
 
 /* Parses dir/name into *root; a missing optional file gives COLO_OK and NULL. */
@@ -483,22 +481,13 @@ static colo_status ensure_act(colo_bert *m, int n_tokens, int n_seqs)
         return COLO_OK;
     int T = n_tokens > m->cap_tokens ? n_tokens : m->cap_tokens;
     int B = n_seqs > m->cap_seqs ? n_seqs : m->cap_seqs;
-    untrack(m, m->act);
-    m->act = NULL;
     m->cap_tokens = m->cap_seqs = 0;
     size_t E = m->hp.n_embd, F = m->hp.n_ff, P = (size_t)T;
     size_t bytes = act_bytes(&m->hp, P, (size_t)B);
-    void *p;
-    colo_status st = track(m, bytes, &p);
+    colo_status st = colo_alloc_set_replace(&m->allocs, m->arena, &m->act, bytes, &m->host, P * 5 + (size_t)B);
     if (st != COLO_OK)
         return st;
-    int32_t *hs = realloc(m->host, (P * 5 + (size_t)B) * sizeof *hs);
-    if (!hs) {
-        untrack(m, p);
-        return COLO_ENOMEM;
-    }
-    m->host = hs;
-    m->act = p;
+    void *p = m->act;
     char *c = p;
     m->x = colo_carve(&c, P * E * sizeof(float));
     m->h = colo_carve(&c, P * E * sizeof(float));

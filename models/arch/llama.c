@@ -82,20 +82,11 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     const colo_llama_hparams *hp = &m->hp;
     size_t E = hp->n_embd, Q = hp->q_dim, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
     size_t bytes = colo_llama_act_bytes(hp, T, L, B);
-    colo_llama_untrack(m, m->act);
-    m->act = NULL;
     m->cap_tokens = m->cap_logits = m->cap_meta_blocks = 0;
-    void *p;
-    colo_status st = colo_llama_track(m, bytes, &p);
+    colo_status st = colo_alloc_set_replace(&m->allocs, m->arena, &m->act, bytes, &m->h_slot, (size_t)T);
     if (st != COLO_OK)
         return st;
-    int32_t *hs = realloc(m->h_slot, (size_t)T * sizeof *hs);
-    if (!hs) {
-        colo_llama_untrack(m, p);
-        return COLO_ENOMEM;
-    }
-    m->h_slot = hs;
-    m->act = p;
+    void *p = m->act;
     char *c = p;
     m->x = colo_carve(&c, T * E * sizeof(float));
     m->h = colo_carve(&c, T * E * sizeof(float));

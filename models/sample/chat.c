@@ -280,6 +280,21 @@ static void put_trim(sbuf *b, const colo_chat_msg *m, const char *s)
 
 static bool role_is(const colo_chat_msg *m, const char *r) { return !strcmp(m->role, r); }
 
+/* Message m as a turn headed by its role: open, the role, head_end, its
+ * text (trimmed: jinja's |trim), end. */
+static void put_turn(sbuf *b, const colo_chat_msg *m, const char *open, const char *head_end, bool trim,
+                     const char *end)
+{
+    put(b, open);
+    put(b, m->role);
+    put(b, head_end);
+    if (trim)
+        put_trim(b, m, m->content);
+    else
+        put_msg(b, m, m->content);
+    put(b, end);
+}
+
 static void render_chatml(const colo_chat_template *t, const colo_chat_msg *m, int n, sbuf *b)
 {
     if (t->default_system[0] && n > 0 && !role_is(&m[0], "system")) {
@@ -287,13 +302,8 @@ static void render_chatml(const colo_chat_template *t, const colo_chat_msg *m, i
         put(b, t->default_system);
         put(b, "<|im_end|>\n");
     }
-    for (int i = 0; i < n; i++) {
-        put(b, "<|im_start|>");
-        put(b, m[i].role);
-        put(b, "\n");
-        put_msg(b, &m[i], m[i].content);
-        put(b, "<|im_end|>\n");
-    }
+    for (int i = 0; i < n; i++)
+        put_turn(b, &m[i], "<|im_start|>", "\n", false, "<|im_end|>\n");
     put(b, "<|im_start|>assistant\n");
 }
 
@@ -311,13 +321,8 @@ static void render_llama3(const colo_chat_template *t, const colo_chat_msg *m, i
         }
         put(b, "<|eot_id|>");
     }
-    for (; i < n; i++) {
-        put(b, "<|start_header_id|>");
-        put(b, m[i].role);
-        put(b, "<|end_header_id|>\n\n");
-        put_trim(b, &m[i], m[i].content);
-        put(b, "<|eot_id|>");
-    }
+    for (; i < n; i++)
+        put_turn(b, &m[i], "<|start_header_id|>", "<|end_header_id|>\n\n", true, "<|eot_id|>");
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 

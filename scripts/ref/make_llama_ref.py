@@ -14,36 +14,14 @@ import sys
 import numpy as np
 from llama_cpp import Llama
 
+from make_bpe_ref import TEXTS
+
 model, root = sys.argv[1], sys.argv[2]
 llm = Llama(model_path=model, n_ctx=2048, n_threads=2, logits_all=True, verbose=False, seed=0)
 
-strings = [
-    "Hello world",
-    "hello   world  ",
-    " leading space",
-    "Numbers: 12345 and 3.14159, 1,000,000",
-    "Line one\nLine two\r\nLine three\n\n\nEnd",
-    "Tabs\tand\t\tmore\ttabs",
-    "Punctuation!? ... --- ((nested)) [brackets] {braces} <angle>",
-    "Contractions: don't, I'm, we've, they're, she'll, it'd, o'clock",
-    "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00fcber Stra\u00dfe",
-    "\u4f60\u597d\uff0c\u4e16\u754c\uff01\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8",
-    "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645",
-    "\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440",
-    "Emoji: \U0001F600\U0001F680 \u2764\ufe0f \U0001F468\u200d\U0001F469\u200d\U0001F467",
-    "def f(x):\n    return x ** 2  # square\n",
-    "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
-    "Text with <|endoftext|> inside",
-    "URL https://example.com/path?a=1&b=2#frag",
-    "    indented    block",
-    "MiXeD CaSe WoRdS",
-    "a",
-    "",
-    "\n",
-    "x = [1, 2, 3]; y = {'k': 'v'}",
-    "The year 2024 had 366 days.",
-    "tr\u00e8s \u00e9l\u00e9gant \u2014 \u201cquoted\u201d \u2018single\u2019",
-]
+# make_bpe_ref.py's first 25 texts (its later ones were added after this
+# reference was made)
+strings = TEXTS[:25]
 toks = []
 for s in strings:
     ids = llm.tokenize(s.encode("utf-8"), add_bos=False, special=True)

@@ -200,22 +200,29 @@ static int parse_error(llhttp_t *p, int status, const char *msg)
     return -1;
 }
 
-static int raw_append(colo_http_req *r, const char *at, size_t len)
+/* Appends at[0..len) to *buf (*used bytes of *cap; malloc'd, grown by
+ * doubling from first_cap), which stays NUL-terminated; -1 out of memory. */
+static int buf_append(char **buf, size_t *used, size_t *cap, size_t first_cap, const char *at, size_t len)
 {
-    if (r->raw_len + len + 1 > r->raw_cap) {
-        size_t cap = r->raw_cap ? r->raw_cap : 512;
-        while (cap < r->raw_len + len + 1)
-            cap *= 2;
-        char *n = realloc(r->raw, cap);
+    if (*used + len + 1 > *cap) {
+        size_t c = *cap ? *cap : first_cap;
+        while (c < *used + len + 1)
+            c *= 2;
+        char *n = realloc(*buf, c);
         if (!n)
             return -1;
-        r->raw = n;
-        r->raw_cap = cap;
+        *buf = n;
+        *cap = c;
     }
-    memcpy(r->raw + r->raw_len, at, len);
-    r->raw_len += len;
-    r->raw[r->raw_len] = 0;
+    memcpy(*buf + *used, at, len);
+    *used += len;
+    (*buf)[*used] = 0;
     return 0;
+}
+
+static int raw_append(colo_http_req *r, const char *at, size_t len)
+{
+    return buf_append(&r->raw, &r->raw_len, &r->raw_cap, 512, at, len);
 }
 
 static int count_header_bytes(llhttp_t *p, size_t len)
@@ -425,19 +432,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     colo_http_req *r = c->req;
     if (r->body_len + len > r->max_body_bytes)
         return parse_error(p, 413, body_limit_message(r));
-    if (r->body_len + len + 1 > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 1024;
-        while (cap < r->body_len + len + 1)
-            cap *= 2;
-        char *n = realloc(r->body, cap);
-        if (!n)
-            return parse_error(p, 503, "out of memory");
-        r->body = n;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, at, len);
-    r->body_len += len;
-    r->body[r->body_len] = 0;
+    if (buf_append(&r->body, &r->body_len, &r->body_cap, 1024, at, len))
+        return parse_error(p, 503, "out of memory");
     return 0;
 }
 

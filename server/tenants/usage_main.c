@@ -96,23 +96,31 @@ static void html_text(FILE *f, const char *s)
     }
 }
 
+/* A row's first cells, as CSV and HTML write them: open, its start (empty
+ * unless grouped by hour or day), then its organization, project, key and
+ * model, each after sep and written by field. */
+static void row_names(FILE *f, const report *r, const colo_usage_row *w, const char *open, const char *sep,
+                      void (*field)(FILE *f, const char *s))
+{
+    char t[32] = "";
+    if (r->group & (COLO_USAGE_BY_HOUR | COLO_USAGE_BY_DAY))
+        when(w->hour_s, t, sizeof t);
+    fputs(open, f);
+    fputs(t, f);
+    const char *names[] = {w->organization, w->project, w->key, w->model};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        fputs(sep, f);
+        field(f, names[i]);
+    }
+}
+
 static void write_csv(FILE *f, const report *r)
 {
     fprintf(f, "start,organization,project,key,model,status,requests,errors,prompt_tokens,completion_tokens,"
                "queue_seconds,device_seconds,cost\n");
     for (int i = 0; i < r->n; i++) {
         const colo_usage_row *w = &r->rows[i];
-        char t[32] = "";
-        if (r->group & (COLO_USAGE_BY_HOUR | COLO_USAGE_BY_DAY))
-            when(w->hour_s, t, sizeof t);
-        fprintf(f, "%s,", t);
-        csv_field(f, w->organization);
-        fputc(',', f);
-        csv_field(f, w->project);
-        fputc(',', f);
-        csv_field(f, w->key);
-        fputc(',', f);
-        csv_field(f, w->model);
+        row_names(f, r, w, "", ",", csv_field);
         fprintf(f, ",%d,%lld,%lld,%lld,%lld,%.6f,%.6f,%.6f\n", w->status, (long long)w->requests,
                 (long long)w->errors, (long long)w->prompt_tokens, (long long)w->completion_tokens, w->queue_seconds,
                 w->device_seconds, cost_of(r->pricing, w));
@@ -209,17 +217,7 @@ static void write_html(FILE *f, const report *r, int64_t from, int64_t to)
             r->pricing->currency);
     for (int i = 0; i < r->n; i++) {
         const colo_usage_row *w = &r->rows[i];
-        char t[32] = "";
-        if (r->group & (COLO_USAGE_BY_HOUR | COLO_USAGE_BY_DAY))
-            when(w->hour_s, t, sizeof t);
-        fprintf(f, "<tr><td class=\"t\">%s</td><td class=\"t\">", t);
-        html_text(f, w->organization);
-        fputs("</td><td class=\"t\">", f);
-        html_text(f, w->project);
-        fputs("</td><td class=\"t\">", f);
-        html_text(f, w->key);
-        fputs("</td><td class=\"t\">", f);
-        html_text(f, w->model);
+        row_names(f, r, w, "<tr><td class=\"t\">", "</td><td class=\"t\">", html_text);
         fprintf(f, "</td><td>%d</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.3f</td><td>%.3f</td>"
                    "<td>%.4f</td></tr>\n",
                 w->status, (long long)w->requests, (long long)w->errors, (long long)w->prompt_tokens,
