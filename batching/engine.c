@@ -42,6 +42,7 @@ struct colo_engine_seq {
     colo_engine_seq *followers;   /* a leader's waiting followers, in choice order */
     colo_engine_seq *next_follower;
     int32_t *draft;               /* (cfg.spec_tokens) this step's drafted tokens, cb.n_draft of them */
+    colo_spec_accept accept;      /* how its drafts fared */
 };
 
 struct colo_engine {
@@ -61,6 +62,13 @@ struct colo_engine {
     int32_t *tok, *pos, *seqi, *table, *rows;
     int32_t *seq_adapter; /* (max_running) each sequence's adapter slot in the step, -1 none */
     int max_logits;       /* logits rows per step: max_running, and the drafted tokens' */
+    int max_draft;        /* drafted tokens per step */
+    colo_spec_costs costs; /* decode steps' times by rows */
+    /* (max_running) the step's drafting sequences: their drafts' lengths
+     * available, acceptance rates, and lengths planned */
+    colo_engine_seq **spec_seq;
+    int *spec_avail, *spec_len;
+    float *spec_rate;
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
@@ -124,6 +132,7 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
     int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
     e->max_logits = R + max_draft;
+    e->max_draft = max_draft;
     e->work = calloc((size_t)R, sizeof *e->work);
     e->stopped = calloc((size_t)R, sizeof *e->stopped);
     e->tok = malloc((size_t)T * 4);
@@ -131,10 +140,15 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->seqi = malloc((size_t)T * 4);
     e->seq_adapter = malloc((size_t)R * 4);
     e->rows = malloc((size_t)e->max_logits * 4);
+    e->spec_seq = calloc((size_t)R, sizeof *e->spec_seq);
+    e->spec_avail = calloc((size_t)R, sizeof *e->spec_avail);
+    e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
+    e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
-    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table || !e->logits) {
+    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
+        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -335,6 +349,10 @@ void colo_engine_free(colo_engine *e)
     free(e->seqi);
     free(e->seq_adapter);
     free(e->rows);
+    free(e->spec_seq);
+    free(e->spec_avail);
+    free(e->spec_len);
+    free(e->spec_rate);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
@@ -445,6 +463,7 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
         goto out_oom;
     if (e->cfg.spec_tokens > 0 && !p->no_spec && !(q->draft = malloc((size_t)e->cfg.spec_tokens * 4)))
         goto out_oom;
+    colo_spec_accept_init(&q->accept);
     size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
     if (q->p.top_logprobs > COLO_ENGINE_MAX_LOGPROBS)
         q->p.top_logprobs = COLO_ENGINE_MAX_LOGPROBS;
@@ -759,17 +778,18 @@ static bool decoding(const colo_engine_seq *q)
  * when the step will have COLO_SPEC_MAX_DECODES decodes or more (its rows
  * already keep the products busy) or the sequence asked for plain
  * decoding; at most what max_tokens and the context leave after the
- * token the step samples anyway. */
+ * token the step samples anyway; of what lookup finds, what
+ * colo_spec_plan expects to pay (all of it with cfg.spec_always). */
 static void draft_all(colo_engine *e)
 {
-    int n_decoding = 0;
+    int n_decoding = 0, n = 0;
     for (colo_engine_seq *q = e->live; q; q = q->next) {
         q->cb.n_draft = 0;
         n_decoding += decoding(q);
     }
     if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES)
         return;
-    for (colo_engine_seq *q = e->live; q; q = q->next) {
+    for (colo_engine_seq *q = e->live; q && n < e->cfg.max_running; q = q->next) {
         if (!q->draft || !decoding(q) || q->followers || q->leader)
             continue;
         int k = e->cfg.spec_tokens;
@@ -777,7 +797,23 @@ static void draft_all(colo_engine *e)
             k = q->p.max_tokens - q->n_gen - 1;
         if (k > q->cb.cap - q->cb.n_tokens - 1)
             k = q->cb.cap - q->cb.n_tokens - 1;
-        q->cb.n_draft = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft);
+        int found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft);
+        if (!found) {
+            colo_spec_accept_idle(&q->accept);
+            continue;
+        }
+        e->spec_seq[n] = q;
+        e->spec_avail[n] = found;
+        e->spec_rate[n] = colo_spec_accept_rate(&q->accept);
+        n++;
+    }
+    if (!e->cfg.spec_always)
+        colo_spec_plan(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->max_draft, e->spec_len);
+    for (int i = 0; i < n; i++) {
+        colo_engine_seq *q = e->spec_seq[i];
+        q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];
+        if (!q->cb.n_draft)
+            colo_spec_accept_idle(&q->accept);
     }
 }
 
@@ -845,8 +881,10 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
         kept++;
     }
     e->st.spec_accepted += (uint64_t)kept;
-    if (n_draft > 0)
+    if (n_draft > 0) {
+        colo_spec_accept_add(&q->accept, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
+    }
 }
 
 colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled)
@@ -876,6 +914,8 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
         colo_cosched_step_end(member);
     uint64_t t_sample = colo_now_ns();
     e->st.forward_ns += t_sample - t_fwd;
+    if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
+        colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));

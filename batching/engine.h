@@ -100,8 +100,11 @@ typedef struct colo_engine_config {
      * run the sampler picks itself (each row's token drawn as plain
      * decoding draws it: the same tokens, greedy or seeded, and the same
      * distribution); 0: off. No sequence drafts in a step of
-     * COLO_SPEC_MAX_DECODES or more decoding sequences. */
+     * COLO_SPEC_MAX_DECODES or more decoding sequences, and each step
+     * drafts what colo_spec_plan expects to pay for itself by the decode
+     * steps' measured times and the sequences' acceptance. */
     int spec_tokens;
+    bool spec_always; /* draft whatever lookup finds, up to spec_tokens, whatever it costs */
 } colo_engine_config;
 
 /* The prefix cache's counters. */

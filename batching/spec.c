@@ -1,5 +1,8 @@
 #include "batching/spec.h"
 
+#include <math.h>
+#include <stdbool.h>
+
 /* Where the latest earlier occurrence of the last n tokens starts, or -1. */
 static int find_latest(const int32_t *t, int n_tokens, int n)
 {
@@ -37,4 +40,113 @@ int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out)
             return m;
     }
     return 0;
+}
+
+void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns)
+{
+    if (rows < 1 || rows > COLO_SPEC_MAX_ROWS)
+        return;
+    c->steps++;
+    double *v = &c->ns[rows];
+    bool fresh = *v > 0 && c->steps - c->seen_at[rows] <= COLO_SPEC_STALE_STEPS;
+    *v = fresh ? 0.75 * *v + 0.25 * (double)ns : (double)ns;
+    c->seen_at[rows] = c->steps;
+}
+
+static bool known(const colo_spec_costs *c, int rows)
+{
+    return rows >= 1 && rows <= COLO_SPEC_MAX_ROWS && c->ns[rows] > 0 &&
+           c->steps - c->seen_at[rows] <= COLO_SPEC_STALE_STEPS;
+}
+
+double colo_spec_cost(const colo_spec_costs *c, int rows)
+{
+    if (known(c, rows))
+        return c->ns[rows];
+    if (rows <= COLO_SPEC_MAX_ROWS && known(c, rows - 1))
+        return c->ns[rows - 1];
+    return 0;
+}
+
+/* The prior: a sequence that has not drafted yet is expected to keep 0.6
+ * of its drafted tokens (text that copies its input keeps more, free text
+ * far less, and the estimate follows within a few steps). */
+#define PRIOR 0.6f
+
+void colo_spec_accept_init(colo_spec_accept *a)
+{
+    a->hits = PRIOR;
+    a->trials = 1;
+}
+
+void colo_spec_accept_add(colo_spec_accept *a, int n_draft, int kept)
+{
+    if (n_draft <= 0)
+        return;
+    /* kept successes, and one failure when a drafted token was rejected */
+    a->hits = 0.8f * a->hits + (float)kept;
+    a->trials = 0.8f * a->trials + (float)kept + (kept < n_draft);
+}
+
+void colo_spec_accept_idle(colo_spec_accept *a)
+{
+    a->hits = 0.95f * a->hits + 0.05f * PRIOR;
+    a->trials = 0.95f * a->trials + 0.05f;
+}
+
+float colo_spec_accept_rate(const colo_spec_accept *a)
+{
+    float r = a->trials > 0 ? a->hits / a->trials : PRIOR;
+    return r < 0 ? 0 : r > 0.99f ? 0.99f : r;
+}
+
+int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                   int max_total, int *len)
+{
+    if (max_total > COLO_SPEC_MAX_ROWS - n_decodes)
+        max_total = COLO_SPEC_MAX_ROWS - n_decodes;
+    int total_avail = 0;
+    for (int i = 0; i < n_cand; i++) {
+        len[i] = 0;
+        total_avail += avail[i];
+    }
+    if (max_total > total_avail)
+        max_total = total_avail;
+    if (max_total <= 0)
+        return 0;
+    /* Grow the draft one token at a time, each time where the next token
+     * is likeliest to be accepted (a sequence's j-th drafted token is
+     * accepted with rate^j), and keep the total whose tokens per cost is
+     * best: the cost of rows is a step function, so every total whose
+     * cost is known is weighed, not only the first that stops paying. */
+    double base = colo_spec_cost(c, n_decodes);
+    if (!known(c, n_decodes))
+        return 0; /* measure the plain step first */
+    double tokens = n_decodes, best = tokens / base;
+    int best_total = 0;
+    int grow[COLO_SPEC_MAX_ROWS]; /* which candidate each added token went to */
+    for (int t = 1; t <= max_total; t++) {
+        double cost = colo_spec_cost(c, n_decodes + t);
+        if (cost <= 0) {
+            max_total = t - 1;
+            break;
+        }
+        int pick = -1;
+        double gain = -1;
+        for (int i = 0; i < n_cand; i++) {
+            if (len[i] >= avail[i])
+                continue;
+            double g = pow(rate[i], len[i] + 1);
+            if (g > gain)
+                gain = g, pick = i;
+        }
+        len[pick]++;
+        grow[t - 1] = pick;
+        tokens += gain;
+        if (tokens / cost > best)
+            best = tokens / cost, best_total = t;
+    }
+    for (int t = max_total; t > best_total; t--)
+        len[grow[t - 1]]--;
+    return best_total;
 }

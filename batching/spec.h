@@ -11,8 +11,16 @@
  * The engine (batching/engine.h) verifies a draft in one step: the
  * sequence's next token and each drafted one are computed as rows of the
  * step, and every row's logits are the bits plain decoding would give that
- * position (one numeric path, docs/ARCHITECTURE.md "Precision"). Pure host
- * code, no state. */
+ * position (one numeric path, docs/ARCHITECTURE.md "Precision").
+ *
+ * How much to draft is a bet: a step of more rows costs more (on the CPU
+ * a decode step of up to 4 rows costs about what one row does, 5 rows
+ * about three times as much; on a GPU rows are nearly free up to the
+ * tens), and a drafted token pays only when it is accepted.
+ * colo_spec_plan picks each step's draft lengths to get the most tokens
+ * per second from what the engine measured: the time of its decode steps
+ * by their rows (colo_spec_costs) and each sequence's recent acceptance.
+ * Pure host code. */
 #ifndef COLO_BATCHING_SPEC_H
 #define COLO_BATCHING_SPEC_H
 
@@ -28,6 +36,58 @@
  * products already have enough rows that verifying drafts costs about
  * what it saves (docs/CONFIG.md, speculative). */
 #define COLO_SPEC_MAX_DECODES 8
+
+/* A step of more rows than this drafts nothing more. */
+#define COLO_SPEC_MAX_ROWS 32
+
+/* A row count not measured in this many decode steps is measured again. */
+#define COLO_SPEC_STALE_STEPS 64
+
+/* A decode step's time by its rows (sequences' tokens and drafted ones),
+ * learned as steps run: a moving average per row count, and when it was
+ * last measured. Zeroed: nothing known. */
+typedef struct colo_spec_costs {
+    double ns[COLO_SPEC_MAX_ROWS + 1];        /* 0: not seen */
+    uint64_t seen_at[COLO_SPEC_MAX_ROWS + 1]; /* steps counted when last seen */
+    uint64_t steps;                           /* decode steps added */
+} colo_spec_costs;
+
+/* Adds a decode step of rows rows that took ns nanoseconds (ignored past
+ * COLO_SPEC_MAX_ROWS). */
+void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
+/* What colo_spec_plan takes a step of rows rows to cost: its average when
+ * measured in the last COLO_SPEC_STALE_STEPS steps; else, when rows - 1
+ * is, that one's (optimistic, so that one more row is tried and measured:
+ * the plan grows a row at a time and stops growing where a row stops
+ * paying); else 0, unknown. */
+double colo_spec_cost(const colo_spec_costs *c, int rows);
+
+/* A sequence's acceptance: the chance that a drafted token is accepted
+ * given the one before it was, as a decaying count of successes over
+ * trials. colo_spec_accept_init gives the prior (0.6, of the weight of
+ * one trial). */
+typedef struct colo_spec_accept {
+    float hits, trials;
+} colo_spec_accept;
+void colo_spec_accept_init(colo_spec_accept *a);
+/* After verifying n_draft drafted tokens of which the first kept were
+ * accepted. */
+void colo_spec_accept_add(colo_spec_accept *a, int n_draft, int kept);
+/* A step the sequence drafted nothing in: its estimate drifts back toward
+ * the prior, so that a sequence whose drafts failed tries again later. */
+void colo_spec_accept_idle(colo_spec_accept *a);
+float colo_spec_accept_rate(const colo_spec_accept *a);
+
+/* Draft lengths for a step of n_decodes decoding sequences, of which
+ * n_cand have drafts: cand i at most avail[i] tokens, accepted at rate[i]
+ * each. Fills len[i] (0..avail[i]) to make the expected tokens of the
+ * step (n_decodes + the expected accepted) per its cost (c) the most,
+ * with at most max_total drafted tokens and n_decodes + the total within
+ * COLO_SPEC_MAX_ROWS; returns the total. Only totals whose cost is known
+ * (colo_spec_cost) are weighed: with the step's plain cost unknown,
+ * nothing is drafted, so that it is measured. */
+int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                   int max_total, int *len);
 
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * latest earlier occurrence of the last n tokens of tokens[0..n_tokens),

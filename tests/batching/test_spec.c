@@ -49,7 +49,7 @@ typedef struct {
     int max_running;
     int step_tokens;
     int n_blocks;
-    bool no_prefix_cache;
+    bool adaptive; /* drafts as colo_spec_plan weighs them (timings), not all lookup finds */
 } engine_shape;
 
 static void rig_open(engine_rig *r, const engine_shape *sh)
@@ -58,7 +58,7 @@ static void rig_open(engine_rig *r, const engine_shape *sh)
     engine_rig_arena(r, dev, "spec", 64 << 20);
     colo_engine_config gc = {.max_running = sh->max_running, .max_step_tokens = sh->step_tokens, .block_size = 4,
                              .kv_type = COLO_F32, .n_blocks = sh->n_blocks, .spec_tokens = sh->spec_tokens,
-                             .no_prefix_cache = sh->no_prefix_cache};
+                             .spec_always = !sh->adaptive};
     engine_rig_start(r, &gc);
 }
 
@@ -196,6 +196,82 @@ static void test_greedy_bit_identical(void **state)
             assert_true(steps < plain_steps);
         }
     }
+}
+
+/* Drafting as the step costs say (what colo-server does): whatever it
+ * drafts, the same bits. */
+static void test_adaptive_bit_identical(void **state)
+{
+    (void)state;
+    run_spec plain = {.sh = {0, 4, 256, 0, false}, .n_seqs = 4, .max_tokens = 60};
+    run_out a, b;
+    run(&plain, &a);
+    run_spec spec = plain;
+    spec.sh.spec_tokens = 8;
+    spec.sh.adaptive = true;
+    run(&spec, &b);
+    assert_same_runs(&a, &b, 4);
+    assert_int_equal(b.free_blocks, b.total_blocks);
+}
+
+/* colo_spec_plan on made-up costs: nothing measured drafts nothing; a
+ * measured row count lets one more row be tried; a step function of
+ * cost drafts up to its edge, or past it when acceptance makes up for
+ * it; a poor acceptance drafts nothing; the bounds hold; costs not
+ * measured for COLO_SPEC_STALE_STEPS steps are measured again. */
+static void test_plan(void **state)
+{
+    (void)state;
+    colo_spec_costs c = {0};
+    int avail[2] = {6, 6}, len[2];
+    float hi[2] = {0.9f, 0.9f}, lo[2] = {0.1f, 0.1f}, mixed[2] = {0.9f, 0.2f};
+    assert_int_equal(colo_spec_plan(&c, 2, 2, avail, hi, 64, len), 0);
+    /* one row measured: two are tried */
+    colo_spec_costs_add(&c, 1, 1000);
+    assert_int_equal(colo_spec_plan(&c, 1, 1, avail, lo, 64, len), 1);
+    assert_int_equal(len[0], 1);
+    /* up to 4 rows 1000 ns, 5 and more 3000 ns */
+    for (int r = 2; r <= COLO_SPEC_MAX_ROWS; r++)
+        colo_spec_costs_add(&c, r, r <= 4 ? 1000 : 3000);
+    assert_int_equal(colo_spec_plan(&c, 1, 1, avail, lo, 64, len), 3); /* the edge: 3 drafted, 4 rows */
+    assert_int_equal(colo_spec_plan(&c, 1, 1, avail, hi, 64, len), 3); /* 3.4 per 1000 beats 5.2 per 3000 */
+    assert_int_equal(colo_spec_plan(&c, 1, 1, avail, hi, 2, len), 2);
+    float sure[1] = {0.99f};
+    int many[1] = {16};
+    assert_int_equal(colo_spec_plan(&c, 1, 1, many, sure, 64, len), 16); /* 15.7 per 3000 beats 3.9 per 1000 */
+    /* two sequences: the likelier one drafts first */
+    assert_int_equal(colo_spec_plan(&c, 2, 2, avail, mixed, 64, len), 2);
+    assert_int_equal(len[0], 2);
+    assert_int_equal(len[1], 0);
+    /* the rows' bound */
+    assert_int_equal(colo_spec_plan(&c, COLO_SPEC_MAX_ROWS, 1, avail, hi, 64, len), 0);
+    /* a step that costs a row's time more with each row: a poor draft is not worth it */
+    colo_spec_costs d = {0};
+    for (int r = 1; r <= 4; r++)
+        colo_spec_costs_add(&d, r, 1000 * (uint64_t)r);
+    assert_int_equal(colo_spec_plan(&d, 1, 1, avail, lo, 64, len), 0);
+    assert_int_equal(len[0], 0);
+    assert_true(colo_spec_cost(&d, 5) == 4000); /* not measured: as 4 rows, to be tried */
+    assert_true(colo_spec_cost(&d, 6) == 0);
+    /* only one row measured lately: the rest is stale, two rows tried again */
+    for (int i = 0; i < COLO_SPEC_STALE_STEPS; i++)
+        colo_spec_costs_add(&d, 1, 1000);
+    assert_true(colo_spec_cost(&d, 3) == 0);
+    assert_int_equal(colo_spec_plan(&d, 1, 1, avail, lo, 64, len), 1);
+    /* acceptance: a prior of one half; kept runs raise it, rejections lower it, idling drifts back */
+    colo_spec_accept a;
+    colo_spec_accept_init(&a);
+    assert_true(colo_spec_accept_rate(&a) == 0.6f);
+    for (int i = 0; i < 10; i++)
+        colo_spec_accept_add(&a, 4, 4);
+    assert_true(colo_spec_accept_rate(&a) > 0.9f);
+    for (int i = 0; i < 20; i++)
+        colo_spec_accept_add(&a, 4, 0);
+    assert_true(colo_spec_accept_rate(&a) < 0.2f);
+    float before = colo_spec_accept_rate(&a);
+    for (int i = 0; i < 20; i++)
+        colo_spec_accept_idle(&a);
+    assert_true(colo_spec_accept_rate(&a) > before);
 }
 
 /* Sampled at temperature 0.8 with a seed per sequence: each token is drawn
@@ -429,6 +505,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_greedy_bit_identical),
+        cmocka_unit_test(test_adaptive_bit_identical),
+        cmocka_unit_test(test_plan),
         cmocka_unit_test(test_sampled_same_tokens),
         cmocka_unit_test(test_preemption_and_prefix_cache),
         cmocka_unit_test(test_switch_off),

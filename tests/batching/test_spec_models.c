@@ -57,7 +57,8 @@ static void run(const char *path, const model_case *mc, int n, int spec_tokens, 
     engine_rig r = {0};
     engine_rig_arena(&r, dev, "spec-models", 1ull << 30);
     colo_engine_config gc = {.max_running = 4, .max_step_tokens = 256, .block_size = 16, .kv_type = COLO_F16,
-                             .n_blocks = n_blocks, .spec_tokens = spec_tokens, .max_seq_len = 1024};
+                             .n_blocks = n_blocks, .spec_tokens = spec_tokens, .max_seq_len = 1024,
+                             .spec_always = true};
     engine_rig_start_on(&r, dev, path, &gc);
     colo_engine_callbacks cbs[3];
     engine_results_reset(out->res, cbs, n);
