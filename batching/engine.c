@@ -43,6 +43,7 @@ struct colo_engine_seq {
     colo_engine_seq *next_follower;
     int32_t *draft;               /* (cfg.spec_tokens) this step's drafted tokens, cb.n_draft of them */
     colo_spec_accept accept;      /* how its drafts fared */
+    int draft_ngram;              /* the length of the match its draft followed */
 };
 
 struct colo_engine {
@@ -797,14 +798,14 @@ static void draft_all(colo_engine *e)
             k = q->p.max_tokens - q->n_gen - 1;
         if (k > q->cb.cap - q->cb.n_tokens - 1)
             k = q->cb.cap - q->cb.n_tokens - 1;
-        int found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft);
+        int found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
         if (!found) {
             colo_spec_accept_idle(&q->accept);
             continue;
         }
         e->spec_seq[n] = q;
         e->spec_avail[n] = found;
-        e->spec_rate[n] = colo_spec_accept_rate(&q->accept);
+        e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
         n++;
     }
     if (!e->cfg.spec_always)
@@ -882,7 +883,7 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
     }
     e->st.spec_accepted += (uint64_t)kept;
     if (n_draft > 0) {
-        colo_spec_accept_add(&q->accept, n_draft, kept);
+        colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
     }
 }

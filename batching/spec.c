@@ -17,8 +17,9 @@ static int find_latest(const int32_t *t, int n_tokens, int n)
     return -1;
 }
 
-int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out)
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram)
 {
+    *ngram = 0;
     if (k > COLO_SPEC_MAX_TOKENS)
         k = COLO_SPEC_MAX_TOKENS;
     if (k <= 0 || !tokens)
@@ -36,8 +37,10 @@ int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out)
             out[m] = tokens[from + m];
             m++;
         }
-        if (m > 0)
+        if (m > 0) {
+            *ngram = n;
             return m;
+        }
     }
     return 0;
 }
@@ -68,35 +71,47 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
     return 0;
 }
 
-/* The prior: a sequence that has not drafted yet is expected to keep 0.6
- * of its drafted tokens (text that copies its input keeps more, free text
- * far less, and the estimate follows within a few steps). */
-#define PRIOR 0.6f
+/* The priors by the match's length: a sequence that has not drafted
+ * yet is expected to keep this share of its drafted tokens (text that
+ * copies its input keeps more, free text far less; the estimates follow
+ * within a few steps). */
+static const float prior[COLO_SPEC_NGRAM_MAX] = {0.3f, 0.45f, 0.6f};
+
+static int order_of(int ngram)
+{
+    return ngram < 1 ? 0 : ngram > COLO_SPEC_NGRAM_MAX ? COLO_SPEC_NGRAM_MAX - 1 : ngram - 1;
+}
 
 void colo_spec_accept_init(colo_spec_accept *a)
 {
-    a->hits = PRIOR;
-    a->trials = 1;
+    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+        a->hits[i] = prior[i];
+        a->trials[i] = 1;
+    }
 }
 
-void colo_spec_accept_add(colo_spec_accept *a, int n_draft, int kept)
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept)
 {
     if (n_draft <= 0)
         return;
+    int o = order_of(ngram);
     /* kept successes, and one failure when a drafted token was rejected */
-    a->hits = 0.8f * a->hits + (float)kept;
-    a->trials = 0.8f * a->trials + (float)kept + (kept < n_draft);
+    a->hits[o] = 0.8f * a->hits[o] + (float)kept;
+    a->trials[o] = 0.8f * a->trials[o] + (float)kept + (kept < n_draft);
 }
 
 void colo_spec_accept_idle(colo_spec_accept *a)
 {
-    a->hits = 0.95f * a->hits + 0.05f * PRIOR;
-    a->trials = 0.95f * a->trials + 0.05f;
+    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+        a->hits[i] = 0.95f * a->hits[i] + 0.05f * prior[i];
+        a->trials[i] = 0.95f * a->trials[i] + 0.05f;
+    }
 }
 
-float colo_spec_accept_rate(const colo_spec_accept *a)
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram)
 {
-    float r = a->trials > 0 ? a->hits / a->trials : PRIOR;
+    int o = order_of(ngram);
+    float r = a->trials[o] > 0 ? a->hits[o] / a->trials[o] : prior[o];
     return r < 0 ? 0 : r > 0.99f ? 0.99f : r;
 }
 

@@ -62,21 +62,22 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
  * paying); else 0, unknown. */
 double colo_spec_cost(const colo_spec_costs *c, int rows);
 
-/* A sequence's acceptance: the chance that a drafted token is accepted
- * given the one before it was, as a decaying count of successes over
- * trials. colo_spec_accept_init gives the prior (0.6, of the weight of
- * one trial). */
+/* A sequence's acceptance, apart for drafts from a match of 1, 2 and 3
+ * tokens (a longer match is likelier to go on as before): the chance
+ * that a drafted token is accepted given the one before it was, as a
+ * decaying count of successes over trials. colo_spec_accept_init gives
+ * the priors (0.3, 0.45 and 0.6, of the weight of one trial). */
 typedef struct colo_spec_accept {
-    float hits, trials;
+    float hits[COLO_SPEC_NGRAM_MAX], trials[COLO_SPEC_NGRAM_MAX]; /* by the match's length - 1 */
 } colo_spec_accept;
 void colo_spec_accept_init(colo_spec_accept *a);
-/* After verifying n_draft drafted tokens of which the first kept were
- * accepted. */
-void colo_spec_accept_add(colo_spec_accept *a, int n_draft, int kept);
-/* A step the sequence drafted nothing in: its estimate drifts back toward
- * the prior, so that a sequence whose drafts failed tries again later. */
+/* After verifying n_draft drafted tokens from a match of ngram tokens, of
+ * which the first kept were accepted. */
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept);
+/* A step the sequence drafted nothing in: its estimates drift back toward
+ * the priors, so that a sequence whose drafts failed tries again later. */
 void colo_spec_accept_idle(colo_spec_accept *a);
-float colo_spec_accept_rate(const colo_spec_accept *a);
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram);
 
 /* Draft lengths for a step of n_decodes decoding sequences, of which
  * n_cand have drafts: cand i at most avail[i] tokens, accepted at rate[i]
@@ -92,7 +93,7 @@ int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const in
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * latest earlier occurrence of the last n tokens of tokens[0..n_tokens),
  * for the longest n in [COLO_SPEC_NGRAM_MIN, COLO_SPEC_NGRAM_MAX] that
- * occurs; returns how many (0: no match, or k <= 0). */
-int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out);
+ * occurs (into *ngram); returns how many (0: no match, or k <= 0). */
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram);
 
 #endif

@@ -40,16 +40,19 @@ def run(args, user, spec, batch):
     toks = re.search(r"generated tokens \(\d+\):([0-9 ]*)", err)
     dec = re.search(r"decode (\d+) tokens in ([0-9.]+) s", err)
     acc = re.search(r"speculative: (\d+) tokens drafted in \d+ steps, (\d+) accepted", err)
+    steps = re.search(r"steps: (\d+) decode, (\d+) prefill, (\d+) mixed", err)
     if not toks or not dec:
         sys.exit("bench-spec: cannot read colo-generate's report:\n" + err)
     n, secs = int(dec.group(1)), float(dec.group(2))
     return {"tokens": toks.group(1).split(), "rate": n / secs if secs > 0 else 0.0,
-            "drafted": int(acc.group(1)) if acc else 0, "accepted": int(acc.group(2)) if acc else 0}
+            "drafted": int(acc.group(1)) if acc else 0, "accepted": int(acc.group(2)) if acc else 0,
+            "steps": sum(int(g) for g in steps.groups()) if steps else 0}
 
 
 def bench_prompt(args, p, batch):
     plain, spec, same = [], [], True
     ref = None
+    steps = {False: 0, True: 0}
     drafted = accepted = 0
     for rep in range(args.repeats):
         order = (False, True) if rep % 2 == 0 else (True, False)
@@ -60,11 +63,13 @@ def bench_prompt(args, p, batch):
             same &= r["tokens"] == ref
             (spec if s else plain).append(r["rate"])
             drafted += r["drafted"]
+            steps[s] = r["steps"]
             accepted += r["accepted"]
     mp, ms = statistics.median(plain), statistics.median(spec)
     return {"id": p["id"], "task": p["task"], "tokens": len(ref), "plain": mp, "spec": ms,
             "speedup": ms / mp if mp > 0 else 0.0, "same": same,
-            "acceptance": accepted / drafted if drafted else 0.0, "drafted": drafted // args.repeats}
+            "acceptance": accepted / drafted if drafted else 0.0, "drafted": drafted // args.repeats,
+            "steps_plain": steps[False], "steps_spec": steps[True]}
 
 
 def main():
@@ -96,8 +101,9 @@ def main():
             prompts = prompts[:args.limit]
         for batch in streams:
             print(f"\n{name}, {batch} stream(s)\n")
-            print("| prompt | task | tokens | plain tokens/s | speculative tokens/s | speedup | drafted | accepted | same |")
-            print("|---|---|---|---|---|---|---|---|---|")
+            print("| prompt | task | tokens | plain tokens/s | speculative tokens/s | speedup | steps | drafted | "
+                  "accepted | same |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
             got = []
             for p in prompts:
                 r = bench_prompt(args, p, batch)
@@ -105,7 +111,8 @@ def main():
                 got.append(r)
                 all_same &= r["same"]
                 print(f"| {r['id']} | {r['task']} | {r['tokens']} | {r['plain']:.1f} | {r['spec']:.1f} | "
-                      f"{r['speedup']:.2f} | {r['drafted']} | {100 * r['acceptance']:.0f}% | "
+                      f"{r['speedup']:.2f} | {r['steps_plain']} / {r['steps_spec']} | {r['drafted']} | "
+                      f"{100 * r['acceptance']:.0f}% | "
                       f"{'yes' if r['same'] else 'NO'} |", flush=True)
             sp = [r["speedup"] for r in got if r["speedup"] > 0]
             gm = statistics.geometric_mean(sp) if sp else 0.0

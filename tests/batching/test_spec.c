@@ -136,29 +136,34 @@ static void test_lookup(void **state)
 {
     (void)state;
     int32_t out[COLO_SPEC_MAX_TOKENS];
+    int ng;
     /* the latest occurrence of the longest suffix: "1 2 3" at 5, then 9 8 */
     int32_t t[] = {1, 2, 3, 4, 0, 1, 2, 3, 9, 8, 7, 2, 3};
     /* last 3 (7 2 3) does not occur before; last 2 (2 3) latest at 6 */
-    assert_int_equal(colo_spec_lookup(t, 13, 4, out), 4);
+    assert_int_equal(colo_spec_lookup(t, 13, 4, out, &ng), 4);
+    assert_int_equal(ng, 2);
     assert_int_equal(out[0], 9);
     assert_int_equal(out[1], 8);
     assert_int_equal(out[2], 7);
     assert_int_equal(out[3], 2);
     /* k bounds the draft; the end of the known tokens too */
-    assert_int_equal(colo_spec_lookup(t, 13, 1, out), 1);
+    assert_int_equal(colo_spec_lookup(t, 13, 1, out, &ng), 1);
     int32_t u[] = {5, 6, 5};
-    assert_int_equal(colo_spec_lookup(u, 3, 8, out), 2); /* 1-gram "5" at 0: 6 5 */
+    assert_int_equal(colo_spec_lookup(u, 3, 8, out, &ng), 2); /* 1-gram "5" at 0: 6 5 */
+    assert_int_equal(ng, 1);
     assert_int_equal(out[0], 6);
     assert_int_equal(out[1], 5);
     /* a 3-gram wins over a later 1-gram */
     int32_t v[] = {1, 2, 3, 4, 3, 9, 1, 2, 3};
-    assert_int_equal(colo_spec_lookup(v, 9, 2, out), 2);
+    assert_int_equal(colo_spec_lookup(v, 9, 2, out, &ng), 2);
+    assert_int_equal(ng, 3);
     assert_int_equal(out[0], 4);
     assert_int_equal(out[1], 3);
     int32_t w[] = {1, 2, 3, 4};
-    assert_int_equal(colo_spec_lookup(w, 4, 8, out), 0);
-    assert_int_equal(colo_spec_lookup(w, 4, 0, out), 0);
-    assert_int_equal(colo_spec_lookup(w, 1, 8, out), 0);
+    assert_int_equal(colo_spec_lookup(w, 4, 8, out, &ng), 0);
+    assert_int_equal(ng, 0);
+    assert_int_equal(colo_spec_lookup(w, 4, 0, out, &ng), 0);
+    assert_int_equal(colo_spec_lookup(w, 1, 8, out, &ng), 0);
 }
 
 /* Greedy, alone and four at once: the same bits with drafts of 1, 4 and
@@ -258,20 +263,23 @@ static void test_plan(void **state)
         colo_spec_costs_add(&d, 1, 1000);
     assert_true(colo_spec_cost(&d, 3) == 0);
     assert_int_equal(colo_spec_plan(&d, 1, 1, avail, lo, 64, len), 1);
-    /* acceptance: a prior of one half; kept runs raise it, rejections lower it, idling drifts back */
+    /* acceptance: priors by the match's length; kept runs raise it,
+     * rejections lower it, apart for each length; idling drifts back */
     colo_spec_accept a;
     colo_spec_accept_init(&a);
-    assert_true(colo_spec_accept_rate(&a) == 0.6f);
+    assert_true(colo_spec_accept_rate(&a, 1) == 0.3f);
+    assert_true(colo_spec_accept_rate(&a, 3) == 0.6f);
     for (int i = 0; i < 10; i++)
-        colo_spec_accept_add(&a, 4, 4);
-    assert_true(colo_spec_accept_rate(&a) > 0.9f);
+        colo_spec_accept_add(&a, 3, 4, 4);
+    assert_true(colo_spec_accept_rate(&a, 3) > 0.9f);
+    assert_true(colo_spec_accept_rate(&a, 2) == 0.45f);
     for (int i = 0; i < 20; i++)
-        colo_spec_accept_add(&a, 4, 0);
-    assert_true(colo_spec_accept_rate(&a) < 0.2f);
-    float before = colo_spec_accept_rate(&a);
+        colo_spec_accept_add(&a, 3, 4, 0);
+    assert_true(colo_spec_accept_rate(&a, 3) < 0.2f);
+    float before = colo_spec_accept_rate(&a, 3);
     for (int i = 0; i < 20; i++)
         colo_spec_accept_idle(&a);
-    assert_true(colo_spec_accept_rate(&a) > before);
+    assert_true(colo_spec_accept_rate(&a, 3) > before);
 }
 
 /* Sampled at temperature 0.8 with a seed per sequence: each token is drawn
