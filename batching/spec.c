@@ -50,9 +50,13 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns)
     if (rows < 1 || rows > COLO_SPEC_MAX_ROWS)
         return;
     c->steps++;
-    double *v = &c->ns[rows];
+    double *v = &c->ns[rows], x = (double)ns;
     bool fresh = *v > 0 && c->steps - c->seen_at[rows] <= COLO_SPEC_STALE_STEPS;
-    *v = fresh ? 0.75 * *v + 0.25 * (double)ns : (double)ns;
+    /* Other work on the device only ever makes a step slower: a faster
+     * step is believed at once (halfway), a slower one slowly, so that
+     * one step that waited for another process does not make a row count
+     * look dear for COLO_SPEC_STALE_STEPS steps. */
+    *v = !fresh ? x : x < *v ? 0.5 * *v + 0.5 * x : 0.9 * *v + 0.1 * x;
     c->seen_at[rows] = c->steps;
 }
 

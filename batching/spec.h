@@ -41,11 +41,12 @@
 #define COLO_SPEC_MAX_ROWS 32
 
 /* A row count not measured in this many decode steps is measured again. */
-#define COLO_SPEC_STALE_STEPS 64
+#define COLO_SPEC_STALE_STEPS 32
 
 /* A decode step's time by its rows (sequences' tokens and drafted ones),
- * learned as steps run: a moving average per row count, and when it was
- * last measured. Zeroed: nothing known. */
+ * learned as steps run: per row count a moving average that follows a
+ * faster step at once and a slower one slowly, and when it was last
+ * measured. Zeroed: nothing known. */
 typedef struct colo_spec_costs {
     double ns[COLO_SPEC_MAX_ROWS + 1];        /* 0: not seen */
     uint64_t seen_at[COLO_SPEC_MAX_ROWS + 1]; /* steps counted when last seen */
