@@ -167,6 +167,35 @@ stop:
     return false;
 }
 
+/* Extends the planned decodes by their drafts: what the step's budget
+ * leaves, in blocks free now, oldest entry first. */
+static void plan_drafts(colo_continuous *cb, colo_continuous_work *work, int n_work, int budget)
+{
+    int left = cb->cfg.max_draft_tokens < budget ? cb->cfg.max_draft_tokens : budget;
+    for (int i = 0; i < n_work && left > 0; i++) {
+        colo_continuous_work *w = &work[i];
+        colo_seq *s = w->seq;
+        w->n_draft = 0;
+        if (s->n_draft <= 0 || w->n != 1 || !w->logits || w->start + 1 != s->n_tokens)
+            continue;
+        int want = s->n_draft < left ? s->n_draft : left;
+        if (s->n_tokens + want > s->cap)
+            want = s->cap - s->n_tokens;
+        int need = blocks_for(cb, s->n_tokens + want) - s->n_blocks;
+        if (need > 0 && s->n_blocks + need > s->max_blocks)
+            need = s->max_blocks - s->n_blocks;
+        while (need > 0 && cb->al.alloc(cb->al.ctx, need, s->blocks + s->n_blocks) != COLO_OK)
+            need--; /* fewer blocks, a shorter draft */
+        if (need > 0)
+            s->n_blocks += need;
+        int room = s->n_blocks * cb->cfg.block_size - s->n_tokens;
+        w->n_draft = want < room ? want : room;
+        if (w->n_draft < 0)
+            w->n_draft = 0;
+        left -= w->n_draft;
+    }
+}
+
 int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
 {
     int n_work = 0;
@@ -196,7 +225,7 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             int n = pending < budget ? pending : budget;
             if (n <= 0)
                 continue;
-            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
+            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens, 0};
             budget -= n;
         }
     }
@@ -219,7 +248,7 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             if (cb->al.alloc(cb->al.ctx, need, s->blocks + hit) != COLO_OK) {
                 if (hit)
                     cb->al.free(cb->al.ctx, s->blocks, hit);
-                return n_work;
+                goto out_drafts;
             }
             s->n_blocks = hit + need;
             s->n_cached = hit * cb->cfg.block_size;
@@ -239,13 +268,29 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             cb->n_running++;
             int pending = s->n_tokens - s->n_cached;
             int n = pending < budget ? pending : budget;
-            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens};
+            work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens, 0};
             budget -= n;
         }
         if (cb->waiting[lvl])
             break; /* a higher level is waiting: lower levels wait behind it */
     }
+out_drafts:
+    if (cb->cfg.max_draft_tokens > 0)
+        plan_drafts(cb, work, n_work, budget);
     return n_work;
+}
+
+void colo_continuous_settle(colo_continuous *cb, colo_seq *s, int n_kept)
+{
+    if (s->state != COLO_SEQ_RUNNING)
+        return;
+    s->n_cached += n_kept;
+    COLO_ASSERT(s->n_cached <= s->n_tokens);
+    int keep = blocks_for(cb, s->n_tokens);
+    if (s->n_blocks > keep) {
+        cb->al.free(cb->al.ctx, s->blocks + keep, s->n_blocks - keep);
+        s->n_blocks = keep;
+    }
 }
 
 int colo_continuous_shed(colo_continuous *cb, int n_blocks)

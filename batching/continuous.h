@@ -27,7 +27,18 @@
  * step every block that became full and computed is published, so
  * sequences that come later, and this one after a preemption, find it.
  * Forks (colo_continuous_fork): the sequences of one prompt share its full blocks
- * by reference; the partly filled last block is the child's own copy. */
+ * by reference; the partly filled last block is the child's own copy.
+ *
+ * Drafts (speculative decoding, batching/spec.h): a decoding sequence may
+ * ask for n_draft tokens after its next one. Once decodes, prefill chunks
+ * and admissions are planned, what is left of the step's budget (and at
+ * most max_draft_tokens in all) goes to them, oldest first, in blocks
+ * that are free now: a draft never preempts anyone and never delays a
+ * prompt. The drafted positions are computed in the step but not counted
+ * as cached by commit; colo_continuous_settle then keeps the ones the
+ * caller accepted and gives back the blocks past the known tokens. Drafts
+ * lie past the tokens known when a sequence was added or readmitted, so
+ * they are never published to the prefix cache. */
 #ifndef COLO_BATCHING_CONTINUOUS_H
 #define COLO_BATCHING_CONTINUOUS_H
 
@@ -90,6 +101,8 @@ typedef struct colo_seq {
                         * it cached could be answered differently from one
                         * that computed it) */
     uint64_t last_key; /* the key of block n_published - 1 */
+    int n_draft;       /* set by the caller before each plan: tokens it drafted past n_tokens
+                        * (0: none); the planner schedules at most that many */
     struct colo_seq *next; /* planner's lists */
 } colo_seq;
 
@@ -98,16 +111,21 @@ typedef struct colo_continuous_config {
     int max_running;     /* sequences in the running batch at most */
     int max_step_tokens; /* tokens per step at most (>= max_running) */
     int total_blocks;    /* blocks the allocator holds in all (free or not) */
+    int max_draft_tokens; /* drafted tokens per step at most, all sequences together; 0: no drafts */
 } colo_continuous_config;
 
 /* One sequence's part of a step: tokens [start, start + n) of seq->tokens.
  * logits: the step must produce logits for its last token (it reaches the
- * end of the known text, so the next token is sampled from them). */
+ * end of the known text, so the next token is sampled from them).
+ * n_draft: a decoding sequence's drafted tokens, positions start + 1 ..
+ * start + n_draft, computed after its token, each with logits (their
+ * blocks are held). */
 typedef struct colo_continuous_work {
     colo_seq *seq;
     int start;
     int n;
     bool logits;
+    int n_draft;
 } colo_continuous_work;
 
 typedef struct colo_continuous colo_continuous;
@@ -148,6 +166,12 @@ void colo_continuous_commit(colo_continuous *cb, const colo_continuous_work *wor
  * not running or the allocator cannot share. */
 colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq *child, int32_t *copy_src, int32_t *copy_dst,
                          int *copy_rows);
+
+/* After the step that verified seq's draft (work n_draft > 0) and the
+ * caller appended the tokens it accepted: the first n_kept drafted
+ * positions are cached (their tokens are the accepted ones), the rest
+ * forgotten, and blocks past seq->n_tokens freed. */
+void colo_continuous_settle(colo_continuous *cb, colo_seq *seq, int n_kept);
 
 /* Prefix caching: sequences admitted, and tokens they found cached. */
 uint64_t colo_continuous_prefix_queries(const colo_continuous *cb);

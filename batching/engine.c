@@ -1,6 +1,7 @@
 #include "batching/engine.h"
 
 #include "batching/queue.h"
+#include "batching/spec.h"
 #include "models/sample/json_schema.h"
 #include "models/arch/lora.h"
 #include "models/cache/prefix_cache.h"
@@ -40,6 +41,9 @@ struct colo_engine_seq {
     colo_engine_seq *leader;      /* a waiting follower's leader, else NULL */
     colo_engine_seq *followers;   /* a leader's waiting followers, in choice order */
     colo_engine_seq *next_follower;
+    int32_t *draft;               /* (cfg.spec_tokens) this step's drafted tokens, cb.n_draft of them */
+    colo_spec_accept accept;      /* how its drafts fared */
+    int draft_ngram;              /* the length of the match its draft followed */
 };
 
 struct colo_engine {
@@ -58,7 +62,15 @@ struct colo_engine {
     colo_seq **stopped;
     int32_t *tok, *pos, *seqi, *table, *rows;
     int32_t *seq_adapter; /* (max_running) each sequence's adapter slot in the step, -1 none */
-    float *logits;
+    int max_logits;       /* logits rows per step: max_running, and the drafted tokens' */
+    int max_draft;        /* drafted tokens per step */
+    colo_spec_costs costs; /* decode steps' times by rows */
+    /* (max_running) the step's drafting sequences: their drafts' lengths
+     * available, acceptance rates, and lengths planned */
+    colo_engine_seq **spec_seq;
+    int *spec_avail, *spec_len;
+    float *spec_rate;
+    float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
     uint16_t *tok_len;
@@ -113,21 +125,35 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     colo_llama_set_seq_len(m, c->max_seq_len);
     e->max_blocks = (c->max_seq_len + c->block_size - 1) / c->block_size;
     int R = c->max_running, T = c->max_step_tokens;
+    if (c->spec_tokens < 0)
+        c->spec_tokens = 0;
+    if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
+        c->spec_tokens = COLO_SPEC_MAX_TOKENS;
+    /* drafts are verified in steps of fewer than COLO_SPEC_MAX_DECODES decodes */
+    int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
+    int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
+    e->max_logits = R + max_draft;
+    e->max_draft = max_draft;
     e->work = calloc((size_t)R, sizeof *e->work);
     e->stopped = calloc((size_t)R, sizeof *e->stopped);
     e->tok = malloc((size_t)T * 4);
     e->pos = malloc((size_t)T * 4);
     e->seqi = malloc((size_t)T * 4);
     e->seq_adapter = malloc((size_t)R * 4);
-    e->rows = malloc((size_t)R * 4);
+    e->rows = malloc((size_t)e->max_logits * 4);
+    e->spec_seq = calloc((size_t)R, sizeof *e->spec_seq);
+    e->spec_avail = calloc((size_t)R, sizeof *e->spec_avail);
+    e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
+    e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
-    e->logits = colo_host_alloc(colo_stream_device(s), (size_t)R * hp->n_vocab * sizeof(float));
-    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table || !e->logits) {
+    e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
+    if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
+        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
-    if (colo_llama_reserve(m, T, R, R, e->max_blocks) != COLO_OK) {
+    if (colo_llama_reserve(m, T, e->max_logits, R, e->max_blocks) != COLO_OK) {
         colo_set_err(err, errlen, "activations for %d tokens per step do not fit in the memory arena", T);
         goto out_free;
     }
@@ -154,7 +180,7 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     }
     e->kv_owned = true;
     colo_continuous_config pc = {.block_size = c->block_size, .max_running = R, .max_step_tokens = T,
-                         .total_blocks = n_blocks};
+                         .total_blocks = n_blocks, .max_draft_tokens = max_draft};
     colo_block_allocator al = {m, kv_n_free, kv_alloc, kv_free, .share = kv_share};
     if (!c->no_prefix_cache) {
         if (colo_kv_cache_prefix_enable(colo_llama_kv_cache(m)) != COLO_OK) {
@@ -200,6 +226,7 @@ static void seq_free(colo_engine_seq *q)
     free(q->cb.blocks);
     free(q->text);
     free(q->gen);
+    free(q->draft);
     free(q);
 }
 
@@ -323,6 +350,10 @@ void colo_engine_free(colo_engine *e)
     free(e->seqi);
     free(e->seq_adapter);
     free(e->rows);
+    free(e->spec_seq);
+    free(e->spec_avail);
+    free(e->spec_len);
+    free(e->spec_rate);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
@@ -431,6 +462,9 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     q->gen = malloc((size_t)(p->max_tokens > 0 ? p->max_tokens : 1) * 4);
     if (!q->cb.tokens || !q->cb.blocks || !q->gen)
         goto out_oom;
+    if (e->cfg.spec_tokens > 0 && !p->no_spec && !(q->draft = malloc((size_t)e->cfg.spec_tokens * 4)))
+        goto out_oom;
+    colo_spec_accept_init(&q->accept);
     size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
     if (q->p.top_logprobs > COLO_ENGINE_MAX_LOGPROBS)
         q->p.top_logprobs = COLO_ENGINE_MAX_LOGPROBS;
@@ -568,15 +602,15 @@ static bool append_text(colo_engine_seq *q, const char *s, size_t n)
     return true;
 }
 
-/* Handles the token sampled for q; may finish q. */
-static void accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
+/* Handles the token sampled for q; may finish q (then false: q is freed). */
+static bool accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
 {
     uint64_t now = colo_now_ns();
     if (!q->first_token_ns)
         q->first_token_ns = now;
     if (is_stop(e, q, tok)) {
         finish(e, q, COLO_OK, "stop", NULL);
-        return;
+        return false;
     }
     q->gen[q->n_gen++] = tok;
     q->cb.tokens[q->cb.n_tokens++] = tok;
@@ -587,7 +621,7 @@ static void accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
     size_t before = q->text_len;
     if (!append_text(q, piece, len)) {
         finish(e, q, COLO_ENOMEM, NULL, "out of memory");
-        return;
+        return false;
     }
     for (int i = 0; i < q->p.n_stop; i++) {
         size_t sl = strlen(q->p.stop[i]);
@@ -601,28 +635,32 @@ static void accept_token(colo_engine *e, colo_engine_seq *q, int32_t tok)
             if (q->emitted > q->text_len)
                 q->emitted = q->text_len;
             finish_at(e, q, COLO_OK, "stop", NULL, i);
-            return;
+            return false;
         }
     }
     emit(q, tok, false);
-    if (q->n_gen >= q->p.max_tokens || q->cb.n_tokens >= q->cb.cap)
+    if (q->n_gen >= q->p.max_tokens || q->cb.n_tokens >= q->cb.cap) {
         finish(e, q, COLO_OK, "length", NULL);
+        return false;
+    }
+    return true;
 }
 
-/* Samples q's next token from its logits row and accepts it (may finish q). */
-static void sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int V)
+/* Samples q's next token from its logits row into *tok and accepts it;
+ * false when that finished q (q is freed). */
+static bool sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int V, int32_t *tok_out)
 {
     /* A NaN or an infinity (weights or an adapter that overflow) gives no
      * token worth answering with: the sequence fails, not the model. */
     if (!colo_all_finite(row, V)) {
         finish(e, q, COLO_ERR, NULL, "the model's output is not a finite number (NaN or infinite logits)");
-        return;
+        return false;
     }
     const float *pick = row;
     if (q->json) {
         if (!token_bytes(e)) {
             finish(e, q, COLO_ENOMEM, NULL, "out of memory");
-            return;
+            return false;
         }
         uint64_t t0 = colo_now_ns();
         pick = json_mask(e, q, row, V);
@@ -638,10 +676,12 @@ static void sample_one(colo_engine *e, colo_engine_seq *q, const float *row, int
         colo_logprobs(row, V, tok, k, &q->lp[q->n_gen], q->top_ids + (size_t)q->n_gen * (k ? k : 1),
                       q->top_lps + (size_t)q->n_gen * (k ? k : 1));
     }
-    if (tok < 0)
+    *tok_out = tok;
+    if (tok < 0) {
         finish(e, q, COLO_ENOMEM, NULL, "out of memory");
-    else
-        accept_token(e, q, tok);
+        return false;
+    }
+    return accept_token(e, q, tok);
 }
 
 /* Leader q's prompt is computed: each waiting follower becomes a copy of
@@ -702,14 +742,11 @@ static colo_engine_seq *fork_followers(colo_engine *e, colo_engine_seq *q)
     return ok;
 }
 
-colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled)
+/* Memory lent to this model and wanted back by its owner goes back now,
+ * before this step takes any: the sequences on it are preempted and
+ * recomputed later. */
+static void give_back(colo_engine *e)
 {
-    uint64_t t_begin = colo_now_ns();
-    int n_stopped = 0;
-    *n_scheduled = 0;
-    /* Memory lent to this model and wanted back by its owner goes back now,
-     * before this step takes any: the sequences on it are preempted and
-     * recomputed later. */
     colo_kv_cache *kv = colo_llama_kv_cache(e->m);
     int want = kv ? colo_kv_cache_reclaim_wanted(kv) : 0;
     if (want > 0) {
@@ -730,17 +767,69 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int drop = kv ? colo_kv_cache_evict_wanted(kv) : 0;
     if (drop > 0)
         colo_kv_cache_prefix_evict(kv, drop);
-    int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
-    for (int i = 0; i < n_stopped; i++)
-        finish(e, (colo_engine_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
-    if (nw == 0)
-        return COLO_OK;
-    int n = 0, n_logits = 0, n_decode = 0;
+}
+
+/* Whether q is decoding: running, its last token known and not computed. */
+static bool decoding(const colo_engine_seq *q)
+{
+    return q->cb.state == COLO_SEQ_RUNNING && q->cb.n_tokens - q->cb.n_cached == 1;
+}
+
+/* Each decoding sequence's draft for the coming step (cb.n_draft): none
+ * when the step will have COLO_SPEC_MAX_DECODES decodes or more (its rows
+ * already keep the products busy) or the sequence asked for plain
+ * decoding; at most what max_tokens and the context leave after the
+ * token the step samples anyway; of what lookup finds, what
+ * colo_spec_plan expects to pay (all of it with cfg.spec_always). */
+static void draft_all(colo_engine *e)
+{
+    int n_decoding = 0, n = 0;
+    for (colo_engine_seq *q = e->live; q; q = q->next) {
+        q->cb.n_draft = 0;
+        n_decoding += decoding(q);
+    }
+    if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES)
+        return;
+    for (colo_engine_seq *q = e->live; q && n < e->cfg.max_running; q = q->next) {
+        if (!q->draft || !decoding(q) || q->followers || q->leader)
+            continue;
+        int k = e->cfg.spec_tokens;
+        if (k > q->p.max_tokens - q->n_gen - 1)
+            k = q->p.max_tokens - q->n_gen - 1;
+        if (k > q->cb.cap - q->cb.n_tokens - 1)
+            k = q->cb.cap - q->cb.n_tokens - 1;
+        int found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
+        if (!found) {
+            colo_spec_accept_idle(&q->accept);
+            continue;
+        }
+        e->spec_seq[n] = q;
+        e->spec_avail[n] = found;
+        e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
+        n++;
+    }
+    if (!e->cfg.spec_always)
+        colo_spec_plan(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->max_draft, e->spec_len);
+    for (int i = 0; i < n; i++) {
+        colo_engine_seq *q = e->spec_seq[i];
+        q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];
+        if (!q->cb.n_draft)
+            colo_spec_accept_idle(&q->accept);
+    }
+}
+
+/* The step's batch from the planned work (nw entries): tokens, positions,
+ * block tables and logits rows, drafted tokens after their sequence's
+ * next one. *n_decode gets the entries that compute one next token. */
+static colo_llama_batch build_batch(colo_engine *e, int nw, int *n_decode)
+{
+    int n = 0, n_logits = 0;
     uint64_t now = colo_now_ns();
+    *n_decode = 0;
     for (int w = 0; w < nw; w++) {
         colo_continuous_work *wk = &e->work[w];
         colo_engine_seq *q = wk->seq->owner;
-        n_decode += wk->n == 1 && wk->logits;
+        *n_decode += wk->n == 1 && wk->logits;
         if (!q->first_step_ns)
             q->first_step_ns = now;
         for (int i = 0; i < wk->n; i++, n++) {
@@ -748,16 +837,72 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
             e->pos[n] = wk->start + i;
             e->seqi[n] = w;
         }
+        if (wk->logits)
+            e->rows[n_logits++] = n - 1;
+        for (int i = 0; i < wk->n_draft; i++, n++) {
+            e->tok[n] = q->draft[i];
+            e->pos[n] = wk->start + wk->n + i;
+            e->seqi[n] = w;
+            e->rows[n_logits++] = n;
+        }
         e->seq_adapter[w] = q->p.has_adapter ? q->p.adapter_slot : -1;
         memcpy(e->table + (size_t)w * e->max_blocks, wk->seq->blocks, (size_t)wk->seq->n_blocks * 4);
         for (int b = wk->seq->n_blocks; b < e->max_blocks; b++)
             e->table[(size_t)w * e->max_blocks + b] = 0;
-        if (wk->logits)
-            e->rows[n_logits++] = n - 1;
     }
-    colo_llama_batch batch = {.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
+    return (colo_llama_batch){.n_tokens = n, .tokens = e->tok, .pos = e->pos, .seq = e->seqi, .n_seqs = nw,
                               .max_blocks = e->max_blocks, .block_table = e->table, .n_logits = n_logits,
                               .logit_rows = e->rows, .seq_adapter = e->seq_adapter};
+}
+
+/* Samples q's next token from rows[0], then, while the token sampled is
+ * the drafted one, the next from the following row: each row is the
+ * logits plain decoding would have at that position, so every token is
+ * drawn as plain decoding draws it (greedy: the same tokens; sampled: the
+ * same random stream, hence the same tokens for a seed, and a drafted
+ * token is kept with exactly its probability, the rejection rule for a
+ * draft that is one token for sure). The drafted positions past the last
+ * match are forgotten and their blocks freed. */
+static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, const float *rows, int V)
+{
+    int kept = 0;
+    int32_t tok;
+    if (n_draft > 0) {
+        e->st.spec_steps++;
+        e->st.spec_drafted += (uint64_t)n_draft;
+    }
+    for (int j = 0;; j++) {
+        int32_t want = j < n_draft ? q->draft[j] : -1;
+        if (!sample_one(e, q, rows + (size_t)j * V, V, &tok)) {
+            e->st.spec_accepted += (uint64_t)kept + (want >= 0 && tok == want);
+            return; /* finished (a stop, max_tokens) */
+        }
+        if (j == n_draft || tok != want)
+            break;
+        kept++;
+    }
+    e->st.spec_accepted += (uint64_t)kept;
+    if (n_draft > 0) {
+        colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
+        colo_continuous_settle(e->planner, &q->cb, kept);
+    }
+}
+
+colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n_scheduled)
+{
+    uint64_t t_begin = colo_now_ns();
+    int n_stopped = 0;
+    *n_scheduled = 0;
+    give_back(e);
+    draft_all(e);
+    int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
+    for (int i = 0; i < n_stopped; i++)
+        finish(e, (colo_engine_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
+    if (nw == 0)
+        return COLO_OK;
+    int n_decode;
+    colo_llama_batch batch = build_batch(e, nw, &n_decode);
+    int n = batch.n_tokens;
     int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;
@@ -770,6 +915,8 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
         colo_cosched_step_end(member);
     uint64_t t_sample = colo_now_ns();
     e->st.forward_ns += t_sample - t_fwd;
+    if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
+        colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));
@@ -784,14 +931,17 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
         if (!e->work[w].logits)
             continue;
         colo_engine_seq *q = e->work[w].seq->owner;
-        const float *row = e->logits + (size_t)li++ * V;
+        const float *row = e->logits + (size_t)li * V;
+        int n_draft = e->work[w].n_draft;
+        li += 1 + n_draft;
         colo_engine_seq *forked = q->followers ? fork_followers(e, q) : NULL;
-        sample_one(e, q, row, V);
+        sample_verified(e, q, n_draft, row, V);
         while (forked) {
             colo_engine_seq *f = forked;
             forked = f->next_follower;
             f->next_follower = NULL;
-            sample_one(e, f, row, V); /* the same logits, its own random stream */
+            int32_t tok;
+            sample_one(e, f, row, V, &tok); /* the same logits, its own random stream */
         }
     }
     e->st.sample_ns += colo_now_ns() - t_sample;

@@ -47,6 +47,7 @@ typedef struct colo_engine_params {
      * that adapter's sequences only */
     bool has_adapter;
     int adapter_slot;
+    bool no_spec;              /* plain decoding: this sequence drafts nothing (config spec_tokens) */
 } colo_engine_params;
 
 typedef struct colo_engine_outcome {
@@ -93,6 +94,17 @@ typedef struct colo_engine_config {
     /* the bounds a response's schema leaves open, copied at create (NULL:
      * COLO_SCHEMA_OPTIONS_DEFAULT) */
     const colo_schema_options *schema;
+    /* speculative decoding by prompt lookup (batching/spec.h): a decoding
+     * sequence drafts up to spec_tokens tokens (1..COLO_SPEC_MAX_TOKENS)
+     * from its own text and the step verifies them, keeping the longest
+     * run the sampler picks itself (each row's token drawn as plain
+     * decoding draws it: the same tokens, greedy or seeded, and the same
+     * distribution); 0: off. No sequence drafts in a step of
+     * COLO_SPEC_MAX_DECODES or more decoding sequences, and each step
+     * drafts what colo_spec_plan expects to pay for itself by the decode
+     * steps' measured times and the sequences' acceptance. */
+    int spec_tokens;
+    bool spec_always; /* draft whatever lookup finds, up to spec_tokens, whatever it costs */
 } colo_engine_config;
 
 /* The prefix cache's counters. */
@@ -117,6 +129,9 @@ typedef struct colo_engine_step_stats {
     uint64_t steps[COLO_ENGINE_STEP_KINDS];  /* steps of each kind */
     uint64_t tokens[COLO_ENGINE_STEP_KINDS]; /* tokens computed in them */
     uint64_t plan_ns, forward_ns, sample_ns;
+    /* speculative decoding: tokens drafted and verified, of which accepted
+     * (each accepted one is a step saved), and the steps that had drafts */
+    uint64_t spec_drafted, spec_accepted, spec_steps;
 } colo_engine_step_stats;
 
 typedef struct colo_engine colo_engine;

@@ -11,6 +11,7 @@
 #include "batching/engine.h"
 #include "models/sample/chat.h"
 #include "batching/queue.h"
+#include "batching/spec.h"
 #include "models/arch/llama.h"
 #include "runtime/log.h"
 
@@ -41,6 +42,9 @@ static void usage(FILE *f)
             "                      exact_activations; slower)\n"
             "  --json              constrained decoding: the output is a JSON object\n"
             "  --json-schema TEXT  constrained decoding: the output is valid against this JSON Schema\n"
+            "  --speculative K     speculative decoding by prompt lookup: each decoding sequence drafts up\n"
+            "                      to K tokens (1..16) from its own text, verified in one step (the same\n"
+            "                      output; the model option speculative); 0 = off (default)\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
             "so that the statistics on stderr start on a line of their own); stderr gets\n"
             "the load time and speeds.\n");
@@ -58,6 +62,7 @@ typedef struct {
     bool exact;       /* --exact-activations */
     bool json;
     const char *json_schema;
+    int spec_tokens; /* --speculative */
 } options;
 
 /* Fills o from the command line. Returns -1 to go on, else the exit code
@@ -73,7 +78,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
         {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
         {"json-schema", 1, 0, 'J'}, {"cuda-graphs", 0, 0, 'g'},
-        {"exact-activations", 0, 0, 'x'}, {0, 0, 0, 0}};
+        {"exact-activations", 0, 0, 'x'}, {"speculative", 1, 0, 'L'}, {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, &oi)) != -1) {
@@ -98,6 +103,11 @@ static int parse_args(int argc, char **argv, options *o)
         case 'x': o->exact = true; break;
         case 'j': o->json = true; break;
         case 'J': o->json_schema = optarg; break;
+        case 'L':
+            o->spec_tokens = (int)strtol(optarg, &end, 10);
+            if (*end || o->spec_tokens < 0 || o->spec_tokens > COLO_SPEC_MAX_TOKENS)
+                goto bad;
+            break;
         case 'K':
             if (!strcmp(optarg, "f16"))
                 o->kv_type = COLO_F16;
@@ -274,6 +284,10 @@ static void report_time(const colo_engine *e, colo_stream *s, const colo_worker_
             (unsigned long long)g.steps[COLO_ENGINE_STEP_DECODE], (unsigned long long)g.steps[COLO_ENGINE_STEP_PREFILL],
             (unsigned long long)g.steps[COLO_ENGINE_STEP_MIXED], g.plan_ns / 1e6, (g.forward_ns - wait) / 1e6,
             wait / 1e6, g.sample_ns / 1e6);
+    if (g.spec_steps)
+        fprintf(stderr, "colo-generate: speculative: %llu tokens drafted in %llu steps, %llu accepted (%.1f%%)\n",
+                (unsigned long long)g.spec_drafted, (unsigned long long)g.spec_steps,
+                (unsigned long long)g.spec_accepted, 100.0 * (double)g.spec_accepted / (double)g.spec_drafted);
 }
 
 /* Loads the model into arena, generates, reports. Returns the exit code;
@@ -309,7 +323,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     if (o->print_tokens)
         print_ids("prompt tokens", ids, n_ids);
     colo_engine_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
-                          .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids};
+                          .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids, .spec_tokens = o->spec_tokens};
     memcpy(gc.stop_ids, chat.stop_ids, sizeof gc.stop_ids);
     if (!(e = colo_engine_create(m, s, &gc, err, errlen)))
         goto out;

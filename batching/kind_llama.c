@@ -2,6 +2,7 @@
  * generation engine (batching/engine.h) with continuous batching. */
 #include "batching/engine.h"
 #include "batching/kind.h"
+#include "batching/spec.h"
 #include "models/sample/chat.h"
 #include "models/sample/json_schema.h"
 #include "models/sample/tools.h"
@@ -109,6 +110,23 @@ static int step_tokens_of(const colo_model_cfg *mc)
     return t < r ? r : t;
 }
 
+/* Tokens a decoding sequence drafts per step (speculative.lookup), 0: none. */
+static int spec_tokens_of(const colo_model_cfg *mc)
+{
+    if (!mc->speculative.lookup)
+        return 0;
+    return mc->speculative.tokens > 0 ? mc->speculative.tokens : COLO_SPEC_DEFAULT_TOKENS;
+}
+
+/* Logits rows of a step: one per running sequence, and what drafted
+ * tokens may add (batching/engine.c sizes them the same way). */
+static int logit_rows_of(const colo_model_cfg *mc)
+{
+    int r = max_running_of(mc), t = step_tokens_of(mc), k = spec_tokens_of(mc);
+    int drafting = r < COLO_SPEC_MAX_DECODES - 1 ? r : COLO_SPEC_MAX_DECODES - 1;
+    return r + (drafting * k < t ? drafting * k : t);
+}
+
 /* The file's tokenizer and chat template as loading takes them, so that an
  * unknown tokenizer, pre-tokenizer or template fails before any memory is
  * allocated (and at colo-server --check-config). COLO_EINVAL with the
@@ -163,7 +181,7 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     }
     size_t adapters = mc->adapter_memory_bytes + colo_lora_room_bytes(hp, adapter_bytes, max_rank, t);
     *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes + adapters,
-                              .act_bytes = colo_llama_act_bytes(hp, t, r, r * max_blocks),
+                              .act_bytes = colo_llama_act_bytes(hp, t, logit_rows_of(mc), r * max_blocks),
                               .kv_min_bytes = (size_t)max_blocks * colo_llama_kv_block_bytes(hp, bs, mc->kv_dtype),
                               .overhead_bytes = (size_t)mem.n_tensors * 256 + 64 * 256,
                               .step_tokens = t,
@@ -229,7 +247,8 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
     colo_engine_config gc = {.max_running = max_running_of(mc), .max_step_tokens = step_tokens_of(mc),
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
-                          .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items}};
+                          .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items},
+                          .spec_tokens = spec_tokens_of(mc)};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
@@ -325,6 +344,7 @@ static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_sta
     for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
+    a->spec_drafted += b->spec_drafted, a->spec_accepted += b->spec_accepted, a->spec_steps += b->spec_steps;
 }
 
 /* Drops the KV cache and the weights (the arena gets their memory back;
@@ -666,6 +686,7 @@ static void info(void *inst, colo_kind_info *out)
     for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
     out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
+    out->spec_drafted = ss.spec_drafted, out->spec_accepted = ss.spec_accepted, out->spec_steps = ss.spec_steps;
     if (!k->eng)
         return; /* asleep: nothing in memory */
     colo_engine_prefix_info pi;
@@ -910,7 +931,8 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                                     .n_bias = r->params.n_logit_bias},
                           .priority = r->who.priority,
                           .has_adapter = r->adapter_index > 0,
-                          .adapter_slot = r->adapter_slot};
+                          .adapter_slot = r->adapter_slot,
+                          .no_spec = r->params.no_spec};
     for (int i = 0; i < gp.n_stop; i++)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)

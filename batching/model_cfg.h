@@ -40,6 +40,16 @@ typedef struct colo_sla_cfg {
                        * served best-effort, counted as missed if late */
 } colo_sla_cfg;
 
+/* speculative: how a llama model's sequences draft tokens that a step
+ * verifies (batching/spec.h); every member off: plain decoding. */
+typedef struct colo_spec_cfg {
+    bool lookup;     /* drafts from the sequence's own prompt and output (prompt lookup) */
+    bool suffix;     /* from a suffix cache of the model's recent outputs (not supported yet: refused) */
+    char draft[64];  /* a served model that drafts (not supported yet: refused); "" none */
+    int tokens;      /* drafted tokens per step, 1..COLO_SPEC_MAX_TOKENS; 0: COLO_SPEC_DEFAULT_TOKENS */
+    colo_cfg_mark mark; /* where the mapping is */
+} colo_spec_cfg;
+
 #define COLO_CFG_MAX_ALIASES 8
 #define COLO_CFG_MAX_ADAPTERS 16
 
@@ -86,6 +96,7 @@ typedef struct colo_model_cfg {
                               * colo_stream_config.exact_activations); false (the default): 8-bit digits */
     colo_batching_cfg batching;
     colo_sla_cfg sla;
+    colo_spec_cfg speculative;
     colo_adapter_cfg adapters[COLO_CFG_MAX_ADAPTERS]; /* llama: LoRA adapters served on this base */
     int n_adapters;
     uint64_t adapter_memory_bytes; /* arena room kept (from the KV cache) for adapters added at run time */

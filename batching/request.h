@@ -118,6 +118,7 @@ typedef struct colo_req_params {
     bool stream;         /* the front end wants on_token calls */
     bool truncate;       /* embeddings: an input past the model's window is cut (else refused) */
     int n;               /* choices, 1..COLO_REQ_MAX_CHOICES (0 = 1): one prompt, n sequences forked from it */
+    bool no_spec;        /* "speculative": false: plain decoding, no drafted tokens (the output is the same) */
 } colo_req_params;
 
 /* The input as the client sent it; exactly one of the three forms. */

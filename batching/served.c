@@ -688,6 +688,7 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
     for (int i = 0; i < 3; i++)
         out->steps_by_kind[i] = in.steps_by_kind[i], out->tokens_by_kind[i] = in.tokens_by_kind[i];
     out->plan_ns = in.plan_ns, out->forward_ns = in.forward_ns, out->sample_ns = in.sample_ns;
+    out->spec_drafted = in.spec_drafted, out->spec_accepted = in.spec_accepted, out->spec_steps = in.spec_steps;
     if (m->member) {
         colo_cosched_member_stats st;
         colo_cosched_member_get_stats(m->member, &st);

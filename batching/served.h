@@ -301,6 +301,9 @@ typedef struct colo_served_info {
     uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
     uint64_t tokens_by_kind[3];
     uint64_t plan_ns, forward_ns, sample_ns;
+    /* speculative decoding (generation): tokens drafted and verified, of
+     * which accepted, and the sequences' steps that verified a draft */
+    uint64_t spec_drafted, spec_accepted, spec_steps;
     colo_stream_stats stream;   /* the model's stream: ops, chunks, worker time, sync waits */
     size_t adapter_bytes;       /* of mem.used: LoRA adapters */
     int n_adapters;             /* listed */

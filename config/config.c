@@ -2,6 +2,7 @@
 #include "config/config.h"
 #include "batching/evictor.h"
 #include "batching/kind.h"
+#include "batching/spec.h"
 #include "models/sample/chat.h"
 #include "models/sample/json_schema.h"
 
@@ -622,6 +623,46 @@ typedef struct model_ctx {
     model_marks *mk;
 } model_ctx;
 
+/* speculative: how the model's sequences draft tokens (batching/spec.h) */
+static int spec_suffix_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_spec_cfg *sc = obj;
+    if (get_bool(p, v, f, &sc->suffix))
+        return -1;
+    if (sc->suffix)
+        return fail(p, v, f, "a suffix cache is not supported yet (speculative: {lookup: true} drafts from the "
+                             "request's own text)");
+    return 0;
+}
+
+static int spec_draft_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_spec_cfg *sc = obj;
+    if (get_str(p, v, f, sc->draft, sizeof sc->draft))
+        return -1;
+    return fail(p, v, f, "a draft model ('%s') is not supported yet (speculative: {lookup: true} drafts from the "
+                         "request's own text)", sc->draft);
+}
+
+static const key_spec spec_keys[] = {
+    KEY_BOOL("lookup", colo_spec_cfg, lookup),
+    KEY_FN("suffix", spec_suffix_key),
+    KEY_FN("draft", spec_draft_key),
+    KEY_INT("tokens", colo_spec_cfg, tokens, 1, COLO_SPEC_MAX_TOKENS),
+    KEY_END,
+};
+
+static int model_speculative(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
+{
+    (void)key;
+    colo_spec_cfg *sc = &((model_ctx *)obj)->m->speculative;
+    memset(sc, 0, sizeof *sc);
+    sc->mark = mark_of(v);
+    return each_section(p, v, f, spec_keys, sc, sc);
+}
+
 /* A model's name or alias into out (64 bytes): a string (JSON null or 5
  * is no name) of letters, digits, '-', '_', '.', ':' and '/', as clients
  * write model names (meta-llama/Llama-3.1-8B-Instruct, llama3:8b),
@@ -912,6 +953,7 @@ static const key_spec model_keys[] = {
     KEY_MAP("sla", colo_model_cfg, sla, sla_keys),
     KEY_FN("on_overload", model_on_overload),
     KEY_MAP_SAME("structured_output", structured_output_keys),
+    KEY_FN("speculative", model_speculative),
     KEY_FN("adapters", model_adapters),
     KEY_SIZE("adapter_memory_bytes", colo_model_cfg, adapter_memory_bytes, 0),
     KEY_END,
@@ -971,6 +1013,10 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
             return fail(p, n, field, "adapters: '%s' (line %d) is the model's name or another adapter's already",
                         a->name, a->mark.line);
     }
+    const colo_model_kind *kind = colo_kind_find(m->kind);
+    if (m->speculative.lookup && kind && kind->task != COLO_TASK_GENERATE)
+        return fail_at(p, m->speculative.mark, "speculative",
+                       "the %s kind does not generate text: it has no tokens to draft", m->kind);
     const colo_batching_cfg *b = &m->batching;
     if (b->n_preferred && b->preferred_batch_size[b->n_preferred - 1] > b->max_batch_size)
         return fail(p, n, field, "batching.preferred_batch_size %d is above max_batch_size %d",

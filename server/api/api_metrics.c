@@ -168,6 +168,9 @@ static void on_render(void *ud)
             colo_metric_set(a->m_prefix_queries, lm, (double)in.prefix_queries);
             colo_metric_set(a->m_prefix_hits, lm, (double)in.prefix_hit_tokens);
             colo_metric_set(a->m_prefix_bytes, lm, (double)in.prefix_cached_bytes);
+            colo_metric_set(a->m_spec_drafted, lm, (double)in.spec_drafted);
+            colo_metric_set(a->m_spec_accepted, lm, (double)in.spec_accepted);
+            colo_metric_set(a->m_spec_steps, lm, (double)in.spec_steps);
             static const char *const kinds[] = {"decode", "prefill", "mixed"};
             for (int k = 0; k < 3; k++) {
                 const char *lk[] = {in.name, kinds[k]};
@@ -304,6 +307,12 @@ static const metric_def metric_defs[] = {
      "Prompt tokens found in the prefix cache (not computed).", 1, L_MODEL},
     {offsetof(colo_api, m_prefix_bytes), M_GAUGE, "colo_model_prefix_cache_bytes",
      "Bytes of KV blocks in the prefix cache (in use or evictable).", 1, L_MODEL},
+    {offsetof(colo_api, m_spec_drafted), M_COUNTER, "colo_model_speculative_drafted_tokens_total",
+     "Tokens drafted by speculative decoding and verified in a step.", 1, L_MODEL},
+    {offsetof(colo_api, m_spec_accepted), M_COUNTER, "colo_model_speculative_accepted_tokens_total",
+     "Of the drafted tokens, those the model's own sampling picked (each a step saved).", 1, L_MODEL},
+    {offsetof(colo_api, m_spec_steps), M_COUNTER, "colo_model_speculative_verifications_total",
+     "Sequences' steps that verified a draft.", 1, L_MODEL},
     {offsetof(colo_api, m_steps_kind), M_COUNTER, "colo_model_steps_total",
      "Generation steps by what they computed: decode (every sequence its next token), prefill (prompt "
      "tokens only) or mixed.", 2, L_MODEL_STEP},

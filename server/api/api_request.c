@@ -560,6 +560,17 @@ static colo_status f_encoding_format(dec *d, const char *key, json_t *v)
     return COLO_OK;
 }
 
+/* speculative: false: plain decoding, nothing drafted (the same output);
+ * true: as the model's config says. */
+static colo_status f_speculative(dec *d, const char *key, json_t *v)
+{
+    bool on;
+    colo_status st = get_bool(d, key, v, &on);
+    if (st == COLO_OK)
+        d->in->r->params.no_spec = !on;
+    return st;
+}
+
 static colo_status f_truncate(dec *d, const char *key, json_t *v)
 {
     return get_bool(d, key, v, &d->in->r->params.truncate);
@@ -589,6 +600,7 @@ static const field gen_fields[] = {
     {"min_p", f_min_p, true},
     {"logit_bias", f_logit_bias, true},
     {"n", f_n, true},
+    {"speculative", f_speculative, false},
     {NULL, NULL, false},
 };
 
@@ -677,6 +689,7 @@ static const field anthropic_fields[] = {
     {"stop_sequences", f_stop_sequences, false},
     {"stream", f_stream, false},
     {"priority", f_priority, false},
+    {"speculative", f_speculative, false},
     {NULL, NULL, false},
 };
 
@@ -921,6 +934,7 @@ static const field responses_fields[] = {
     {"safety_identifier", f_skip, false},
     {"max_tool_calls", f_skip, true},
     {"priority", r_copy, false},
+    {"speculative", r_copy, false},
     {NULL, NULL, false},
 };
 

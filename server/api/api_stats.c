@@ -38,6 +38,7 @@ typedef struct model_point {
     size_t guaranteed_bytes, borrowed_bytes, lent_bytes; /* elastic memory (fixed: guaranteed = limit) */
     double requests, ok, tokens;           /* tokens: generated (generation) or input (embeddings) */
     double batch_sum, batch_count;
+    uint64_t spec_drafted, spec_accepted;  /* speculative decoding's tokens */
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
     double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: slo e2e, ttft */
     double batch_queued, batch_running, batch_done; /* lines of batches (colo_api_set_batch_metrics) */
@@ -199,6 +200,8 @@ static void take_model(colo_api *a, colo_registry_model *am, model_point *p)
     p->weight_bytes = in.weight_bytes;
     p->kv_bytes = in.kv_bytes;
     p->kv_used_bytes = in.kv_used_bytes;
+    p->spec_drafted = in.spec_drafted;
+    p->spec_accepted = in.spec_accepted;
     const char *lm[] = {am->name}, *lall[] = {am->name, NULL}, *lok[] = {am->name, "200"};
     colo_metric_reading r;
     colo_metric_read(a->m_requests, lall, &r);
@@ -407,6 +410,13 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
     if (mc->sm_share > 0)
         json_object_set_new(m, "sm_share", json_real(mc->sm_share));
     json_object_set_new(m, "totals", json_pack("{s:I, s:I}", "requests", (json_int_t)p->requests, "tokens", (json_int_t)p->tokens));
+    if (mc->speculative.lookup) {
+        json_t *sp = json_pack("{s:I, s:I}", "drafted_tokens", (json_int_t)p->spec_drafted, "accepted_tokens",
+                               (json_int_t)p->spec_accepted);
+        if (sp && p->spec_drafted)
+            json_object_set_new(sp, "acceptance_ratio", json_real((double)p->spec_accepted / (double)p->spec_drafted));
+        json_object_set_new(m, "speculative", sp);
+    }
     json_object_set_new(m, "window", window_json(a, i, now, then));
     /* per-interval rates, oldest first, one per history step */
     json_t *rps = json_array(), *tps = json_array();

@@ -165,11 +165,47 @@ static void test_errors(void **state)
     expect("", "body:1:1", "empty");
 }
 
+/* speculative: lookup and tokens read; a suffix cache and a draft model
+ * refused as not supported yet, with the line; an encoder refused */
+static void test_speculative(void **state)
+{
+    (void)state;
+    colo_model_cfg m;
+    char err[512] = "";
+    assert_int_equal(parse("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\n", &m, err, sizeof err), COLO_OK);
+    assert_false(m.speculative.lookup);
+    assert_int_equal(m.speculative.tokens, 0);
+    assert_int_equal(parse("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\n"
+                           "speculative: {lookup: true, suffix: false, tokens: 6}\n",
+                           &m, err, sizeof err),
+                     COLO_OK);
+    assert_true(m.speculative.lookup);
+    assert_false(m.speculative.suffix);
+    assert_int_equal(m.speculative.tokens, 6);
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: true, tokens: 17}\n",
+           "body:5:", "model.speculative.tokens:");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: true, tokens: 0}\n",
+           "model.speculative.tokens:", "1");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {suffix: true}\n",
+           "body:5:", "suffix cache is not supported yet");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative:\n  draft: small\n",
+           "body:6:", "draft model ('small') is not supported yet");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: yes please}\n",
+           "model.speculative.lookup:", "expected true or false");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {ngram: 3}\n",
+           "model.speculative.ngram:", "unknown key");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: true\n", "model.speculative:",
+           "expected a mapping");
+    expect("name: e\nkind: bert\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: true}\n", "body:5:",
+           "does not generate text");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_entry),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_speculative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -519,6 +519,48 @@ static void test_openai_lenient(void **state)
 }
 
 /* OpenAI's Responses API: read as the chat completion it asks for. */
+/* speculative: false asks for plain decoding on every generation route;
+ * absent or true leaves the model's config in charge; another value is
+ * refused with the field's name. */
+static void test_speculative_opt_out(void **state)
+{
+    (void)state;
+    colo_api_input in;
+    char err[256];
+    static const struct {
+        const colo_api_body *ep;
+        const char *body; /* with %s: the field */
+    } routes[] = {
+        {&colo_api_body_infer, "{\"prompt\":\"x\"%s}"},
+        {&colo_api_body_completions, "{\"model\":\"m\",\"prompt\":\"x\"%s}"},
+        {&colo_api_body_chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]%s}"},
+        {&colo_api_body_messages,
+         "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]%s}"},
+        {&colo_api_body_responses, "{\"model\":\"m\",\"input\":\"x\"%s}"},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        char t[512];
+        snprintf(t, sizeof t, routes[i].body, ",\"speculative\":false");
+        if (dec(routes[i].ep, COLO_TASK_GENERATE, t, &in, err, sizeof err) != COLO_OK)
+            fail_msg("%s: %s", t, err);
+        assert_true(in.r->params.no_spec);
+        in_free(&in);
+        snprintf(t, sizeof t, routes[i].body, ",\"speculative\":true");
+        assert_int_equal(dec(routes[i].ep, COLO_TASK_GENERATE, t, &in, err, sizeof err), COLO_OK);
+        assert_false(in.r->params.no_spec);
+        in_free(&in);
+        snprintf(t, sizeof t, routes[i].body, "");
+        assert_int_equal(dec(routes[i].ep, COLO_TASK_GENERATE, t, &in, err, sizeof err), COLO_OK);
+        assert_false(in.r->params.no_spec);
+        in_free(&in);
+        snprintf(t, sizeof t, routes[i].body, ",\"speculative\":\"off\"");
+        assert_int_not_equal(dec(routes[i].ep, COLO_TASK_GENERATE, t, &in, err, sizeof err), COLO_OK);
+        if (!strstr(err, "speculative"))
+            fail_msg("%s: %s", t, err);
+        in_free(&in);
+    }
+}
+
 static void test_responses(void **state)
 {
     (void)state;
@@ -753,6 +795,7 @@ int main(void)
         cmocka_unit_test(test_anthropic_messages),      cmocka_unit_test(test_sampling_fields),
         cmocka_unit_test(test_structured_and_tools),    cmocka_unit_test(test_openai_lenient),
         cmocka_unit_test(test_responses),
+        cmocka_unit_test(test_speculative_opt_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

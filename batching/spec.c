@@ -1,0 +1,171 @@
+#include "batching/spec.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+/* Where the latest earlier occurrence of the last n tokens starts, or -1. */
+static int find_latest(const int32_t *t, int n_tokens, int n)
+{
+    const int32_t *tail = t + n_tokens - n;
+    for (int i = n_tokens - n - 1; i >= 0; i--) {
+        int j = 0;
+        while (j < n && t[i + j] == tail[j])
+            j++;
+        if (j == n)
+            return i;
+    }
+    return -1;
+}
+
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram)
+{
+    *ngram = 0;
+    if (k > COLO_SPEC_MAX_TOKENS)
+        k = COLO_SPEC_MAX_TOKENS;
+    if (k <= 0 || !tokens)
+        return 0;
+    for (int n = COLO_SPEC_NGRAM_MAX; n >= COLO_SPEC_NGRAM_MIN; n--) {
+        if (n_tokens < n + 1)
+            continue;
+        int at = find_latest(tokens, n_tokens, n);
+        if (at < 0)
+            continue;
+        /* The draft runs from after the match, up to the end of the known
+         * tokens (a match near the end repeats its own continuation). */
+        int from = at + n, m = 0;
+        while (m < k && from + m < n_tokens) {
+            out[m] = tokens[from + m];
+            m++;
+        }
+        if (m > 0) {
+            *ngram = n;
+            return m;
+        }
+    }
+    return 0;
+}
+
+void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns)
+{
+    if (rows < 1 || rows > COLO_SPEC_MAX_ROWS)
+        return;
+    c->steps++;
+    double *v = &c->ns[rows], x = (double)ns;
+    bool fresh = *v > 0 && c->steps - c->seen_at[rows] <= COLO_SPEC_STALE_STEPS;
+    /* Other work on the device only ever makes a step slower: a faster
+     * step is believed at once (halfway), a slower one slowly, so that
+     * one step that waited for another process does not make a row count
+     * look dear for COLO_SPEC_STALE_STEPS steps. */
+    *v = !fresh ? x : x < *v ? 0.5 * *v + 0.5 * x : 0.9 * *v + 0.1 * x;
+    c->seen_at[rows] = c->steps;
+}
+
+static bool known(const colo_spec_costs *c, int rows)
+{
+    return rows >= 1 && rows <= COLO_SPEC_MAX_ROWS && c->ns[rows] > 0 &&
+           c->steps - c->seen_at[rows] <= COLO_SPEC_STALE_STEPS;
+}
+
+double colo_spec_cost(const colo_spec_costs *c, int rows)
+{
+    if (known(c, rows))
+        return c->ns[rows];
+    if (rows <= COLO_SPEC_MAX_ROWS && known(c, rows - 1))
+        return c->ns[rows - 1];
+    return 0;
+}
+
+/* The priors by the match's length: a sequence that has not drafted
+ * yet is expected to keep this share of its drafted tokens (text that
+ * copies its input keeps more, free text far less; the estimates follow
+ * within a few steps). */
+static const float prior[COLO_SPEC_NGRAM_MAX] = {0.3f, 0.45f, 0.6f};
+
+static int order_of(int ngram)
+{
+    return ngram < 1 ? 0 : ngram > COLO_SPEC_NGRAM_MAX ? COLO_SPEC_NGRAM_MAX - 1 : ngram - 1;
+}
+
+void colo_spec_accept_init(colo_spec_accept *a)
+{
+    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+        a->hits[i] = prior[i];
+        a->trials[i] = 1;
+    }
+}
+
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept)
+{
+    if (n_draft <= 0)
+        return;
+    int o = order_of(ngram);
+    /* kept successes, and one failure when a drafted token was rejected */
+    a->hits[o] = 0.8f * a->hits[o] + (float)kept;
+    a->trials[o] = 0.8f * a->trials[o] + (float)kept + (kept < n_draft);
+}
+
+void colo_spec_accept_idle(colo_spec_accept *a)
+{
+    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+        a->hits[i] = 0.95f * a->hits[i] + 0.05f * prior[i];
+        a->trials[i] = 0.95f * a->trials[i] + 0.05f;
+    }
+}
+
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram)
+{
+    int o = order_of(ngram);
+    float r = a->trials[o] > 0 ? a->hits[o] / a->trials[o] : prior[o];
+    return r < 0 ? 0 : r > 0.99f ? 0.99f : r;
+}
+
+int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                   int max_total, int *len)
+{
+    if (max_total > COLO_SPEC_MAX_ROWS - n_decodes)
+        max_total = COLO_SPEC_MAX_ROWS - n_decodes;
+    int total_avail = 0;
+    for (int i = 0; i < n_cand; i++) {
+        len[i] = 0;
+        total_avail += avail[i];
+    }
+    if (max_total > total_avail)
+        max_total = total_avail;
+    if (max_total <= 0)
+        return 0;
+    /* Grow the draft one token at a time, each time where the next token
+     * is likeliest to be accepted (a sequence's j-th drafted token is
+     * accepted with rate^j), and keep the total whose tokens per cost is
+     * best: the cost of rows is a step function, so every total whose
+     * cost is known is weighed, not only the first that stops paying. */
+    double base = colo_spec_cost(c, n_decodes);
+    if (!known(c, n_decodes))
+        return 0; /* measure the plain step first */
+    double tokens = n_decodes, best = tokens / base;
+    int best_total = 0;
+    int grow[COLO_SPEC_MAX_ROWS]; /* which candidate each added token went to */
+    for (int t = 1; t <= max_total; t++) {
+        double cost = colo_spec_cost(c, n_decodes + t);
+        if (cost <= 0) {
+            max_total = t - 1;
+            break;
+        }
+        int pick = -1;
+        double gain = -1;
+        for (int i = 0; i < n_cand; i++) {
+            if (len[i] >= avail[i])
+                continue;
+            double g = pow(rate[i], len[i] + 1);
+            if (g > gain)
+                gain = g, pick = i;
+        }
+        len[pick]++;
+        grow[t - 1] = pick;
+        tokens += gain;
+        if (tokens / cost > best)
+            best = tokens / cost, best_total = t;
+    }
+    for (int t = max_total; t > best_total; t--)
+        len[grow[t - 1]]--;
+    return best_total;
+}

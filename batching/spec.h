@@ -1,0 +1,100 @@
+/* batching/spec.h: drafting tokens for speculative decoding, without a
+ * draft model.
+ *
+ * Prompt lookup: the last n tokens of a sequence (its prompt and what it
+ * generated) are looked for earlier in the same tokens, longest n first
+ * (COLO_SPEC_NGRAM_MAX down to COLO_SPEC_NGRAM_MIN), the latest occurrence
+ * first; the tokens that followed it are the draft. Text that copies its
+ * input (an edit of a paragraph, fields pulled out of a document, quotes)
+ * drafts long runs that the model accepts; free text drafts little.
+ *
+ * The engine (batching/engine.h) verifies a draft in one step: the
+ * sequence's next token and each drafted one are computed as rows of the
+ * step, and every row's logits are the bits plain decoding would give that
+ * position (one numeric path, docs/ARCHITECTURE.md "Precision").
+ *
+ * How much to draft is a bet: a step of more rows costs more (on the CPU
+ * a decode step of up to 4 rows costs about what one row does, 5 rows
+ * about three times as much; on a GPU rows are nearly free up to the
+ * tens), and a drafted token pays only when it is accepted.
+ * colo_spec_plan picks each step's draft lengths to get the most tokens
+ * per second from what the engine measured: the time of its decode steps
+ * by their rows (colo_spec_costs) and each sequence's recent acceptance.
+ * Pure host code. */
+#ifndef COLO_BATCHING_SPEC_H
+#define COLO_BATCHING_SPEC_H
+
+#include <stdint.h>
+
+#define COLO_SPEC_NGRAM_MAX 3
+#define COLO_SPEC_NGRAM_MIN 1
+/* Drafted tokens per step when the config's speculative.tokens is not given. */
+#define COLO_SPEC_DEFAULT_TOKENS 8
+/* The most tokens one sequence drafts in a step (config tokens: 1..this). */
+#define COLO_SPEC_MAX_TOKENS 16
+/* A step with this many decoding sequences or more drafts nothing: its
+ * products already have enough rows that verifying drafts costs about
+ * what it saves (docs/CONFIG.md, speculative). */
+#define COLO_SPEC_MAX_DECODES 8
+
+/* A step of more rows than this drafts nothing more. */
+#define COLO_SPEC_MAX_ROWS 32
+
+/* A row count not measured in this many decode steps is measured again. */
+#define COLO_SPEC_STALE_STEPS 32
+
+/* A decode step's time by its rows (sequences' tokens and drafted ones),
+ * learned as steps run: per row count a moving average that follows a
+ * faster step at once and a slower one slowly, and when it was last
+ * measured. Zeroed: nothing known. */
+typedef struct colo_spec_costs {
+    double ns[COLO_SPEC_MAX_ROWS + 1];        /* 0: not seen */
+    uint64_t seen_at[COLO_SPEC_MAX_ROWS + 1]; /* steps counted when last seen */
+    uint64_t steps;                           /* decode steps added */
+} colo_spec_costs;
+
+/* Adds a decode step of rows rows that took ns nanoseconds (ignored past
+ * COLO_SPEC_MAX_ROWS). */
+void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
+/* What colo_spec_plan takes a step of rows rows to cost: its average when
+ * measured in the last COLO_SPEC_STALE_STEPS steps; else, when rows - 1
+ * is, that one's (optimistic, so that one more row is tried and measured:
+ * the plan grows a row at a time and stops growing where a row stops
+ * paying); else 0, unknown. */
+double colo_spec_cost(const colo_spec_costs *c, int rows);
+
+/* A sequence's acceptance, apart for drafts from a match of 1, 2 and 3
+ * tokens (a longer match is likelier to go on as before): the chance
+ * that a drafted token is accepted given the one before it was, as a
+ * decaying count of successes over trials. colo_spec_accept_init gives
+ * the priors (0.3, 0.45 and 0.6, of the weight of one trial). */
+typedef struct colo_spec_accept {
+    float hits[COLO_SPEC_NGRAM_MAX], trials[COLO_SPEC_NGRAM_MAX]; /* by the match's length - 1 */
+} colo_spec_accept;
+void colo_spec_accept_init(colo_spec_accept *a);
+/* After verifying n_draft drafted tokens from a match of ngram tokens, of
+ * which the first kept were accepted. */
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept);
+/* A step the sequence drafted nothing in: its estimates drift back toward
+ * the priors, so that a sequence whose drafts failed tries again later. */
+void colo_spec_accept_idle(colo_spec_accept *a);
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram);
+
+/* Draft lengths for a step of n_decodes decoding sequences, of which
+ * n_cand have drafts: cand i at most avail[i] tokens, accepted at rate[i]
+ * each. Fills len[i] (0..avail[i]) to make the expected tokens of the
+ * step (n_decodes + the expected accepted) per its cost (c) the most,
+ * with at most max_total drafted tokens and n_decodes + the total within
+ * COLO_SPEC_MAX_ROWS; returns the total. Only totals whose cost is known
+ * (colo_spec_cost) are weighed: with the step's plain cost unknown,
+ * nothing is drafted, so that it is measured. */
+int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                   int max_total, int *len);
+
+/* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
+ * latest earlier occurrence of the last n tokens of tokens[0..n_tokens),
+ * for the longest n in [COLO_SPEC_NGRAM_MIN, COLO_SPEC_NGRAM_MAX] that
+ * occurs (into *ngram); returns how many (0: no match, or k <= 0). */
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram);
+
+#endif
