@@ -73,7 +73,8 @@ static void test_worker_utilization(void **state)
             for (int w = 0; w < s.n_workers; w++)
                 if (s.worker_utilization_ratio[w] > max_busy)
                     max_busy = s.worker_utilization_ratio[w];
-    } while (s.seq < busy_from + 3);
+        /* (up to 12 samples while the machine's other load leaves the workers too little of a core) */
+    } while (s.seq < busy_from + 3 || (max_busy <= 0.05 && s.seq < busy_from + 12));
     assert_true(max_busy > 0.05); /* a shared machine may give a busy thread little of a core */
     assert_true(s.utilization_ratio > 0 && s.utilization_ratio <= 1);
     for (int w = 0; w < s.n_workers; w++)
