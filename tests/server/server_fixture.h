@@ -32,6 +32,7 @@
 
 #include <jansson.h>
 
+#include "server/tenants/sha256.h"
 #include "tools/mkmodel.h"
 
 typedef struct srv_fixture {
@@ -48,6 +49,14 @@ typedef struct srv_resp {
     char *body;      /* malloc'd, NUL-terminated, de-chunked */
     size_t body_len;
 } srv_resp;
+
+/* hex = the SHA-256 of an API key, as a config's tenants name it. */
+static inline void srv_key_sha256(const char *key, char hex[65])
+{
+    uint8_t d[32];
+    colo_sha256(key, strlen(key), d);
+    colo_sha256_hex(d, hex);
+}
 
 static inline uint64_t srv_now_ms(void)
 {

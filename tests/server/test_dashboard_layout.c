@@ -59,13 +59,6 @@ static char *slurp(const char *path)
     return buf;
 }
 
-static void hash(const char *key, char hex[65])
-{
-    uint8_t d[32];
-    colo_sha256(key, strlen(key), d);
-    colo_sha256_hex(d, hex);
-}
-
 static void load(const char *key, const char *model, int n, int max_tokens)
 {
     char h[128], body[256];
@@ -258,7 +251,7 @@ static void test_dashboard_layout(void **state)
     }
     assert_true(srv_tmpdir(&fx) && srv_mkmodel(&fx, "m.gguf", 2, 64, 512, 512));
     char ha[65], hb[65], yaml[4096];
-    hash("ka", ha), hash("kb", hb);
+    srv_key_sha256("ka", ha), srv_key_sha256("kb", hb);
     snprintf(yaml, sizeof yaml,
              "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 2GiB,\n"
              "          telemetry_interval_ms: 500, api_key_env: COLO_TEST_DASH_KEY }\n"

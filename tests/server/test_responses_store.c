@@ -14,17 +14,10 @@
 #include "server/tenants/sha256.h"
 #include "tests/server/server_fixture.h"
 
-static void hash(const char *key, char hex[65])
-{
-    uint8_t d[32];
-    colo_sha256(key, strlen(key), d);
-    colo_sha256_hex(d, hex);
-}
-
 static char *config_text(const char *responses)
 {
     char ha[65], hb[65];
-    hash("ka", ha), hash("kb", hb);
+    srv_key_sha256("ka", ha), srv_key_sha256("kb", hb);
     char *y = malloc(4096);
     snprintf(y, 4096,
              "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 1GiB }\n"

@@ -256,13 +256,6 @@ static void test_admin_add_remove(void **state)
     srv_cleanup(&f);
 }
 
-static void hash(const char *key, char hex[65])
-{
-    uint8_t d[32];
-    colo_sha256(key, strlen(key), d);
-    colo_sha256_hex(d, hex);
-}
-
 static void test_tenant_allow_list(void **state)
 {
     (void)state;
@@ -270,7 +263,7 @@ static void test_tenant_allow_list(void **state)
     assert_true(srv_tmpdir(&f));
     write_files(&f);
     char h[65], y[2048];
-    hash("k-support", h);
+    srv_key_sha256("k-support", h);
     snprintf(y, sizeof y,
              "%stenants:\n"
              "  - organization: acme\n"
@@ -292,7 +285,6 @@ static void test_tenant_allow_list(void **state)
     assert_int_equal(srv_stop(&f), 0);
     srv_cleanup(&f);
 }
-
 
 static void test_sighup(void **state)
 {

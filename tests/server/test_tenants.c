@@ -21,18 +21,11 @@
  * of 0, and the admin key from the environment. */
 static const char *KEYS[] = {"k-search", "k-ads", "k-bi", "k-zero", "k-bi-2", "k-lab"};
 
-static void hash(const char *key, char hex[65])
-{
-    uint8_t d[32];
-    colo_sha256(key, strlen(key), d);
-    colo_sha256_hex(d, hex);
-}
-
 static char *config_text(const char *extra_models, bool with_bi)
 {
     char h[6][65];
     for (int i = 0; i < 6; i++)
-        hash(KEYS[i], h[i]);
+        srv_key_sha256(KEYS[i], h[i]);
     char *y = malloc(8192);
     snprintf(y, 8192,
              "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, api_key_env: COLO_TEST_ADMIN_KEY }\n"
@@ -194,7 +187,7 @@ static void test_hostile_keys(void **state)
     assert_non_null(p);
     assert_non_null(fgets(out, sizeof out, p));
     assert_int_equal(pclose(p), 0);
-    hash("k-search", want);
+    srv_key_sha256("k-search", want);
     assert_memory_equal(out, want, 64);
 }
 

@@ -21,19 +21,12 @@
 #include "tests/server/server_fixture.h"
 #include "tests/test_seed.h"
 
-static void hash(const char *key, char hex[65])
-{
-    uint8_t d[32];
-    colo_sha256(key, strlen(key), d);
-    colo_sha256_hex(d, hex);
-}
-
 /* acme/search (ks), acme/ads (ka), globex/bi (kb, unless deleted); the
  * flood tenant acme/flood (kf, kf2) and globex/light (kl). */
 static char *config_text(bool with_bi)
 {
     char hs[65], ha[65], hb[65], hf[65], hf2[65], hl[65];
-    hash("ks", hs), hash("ka", ha), hash("kb", hb), hash("kf", hf), hash("kf2", hf2), hash("kl", hl);
+    srv_key_sha256("ks", hs), srv_key_sha256("ka", ha), srv_key_sha256("kb", hb), srv_key_sha256("kf", hf), srv_key_sha256("kf2", hf2), srv_key_sha256("kl", hl);
     char *y = malloc(8192);
     snprintf(y, 8192,
              "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, api_key_env: COLO_TEST_ADMIN_KEY }\n"
