@@ -83,6 +83,13 @@ typedef struct colo_qk_desc {
     const float *k_norm; /* the same for the keys: both given or neither */
     float eps;           /* their rmsnorm's */
     colo_dtype kv_type;  /* the caches' (colo_dtype_is_kv) */
+    /* Optional, for the layers that share one rotation: (rows, n_rot) each
+     * token's cos and sin per pair (times attn_factor), as the rotation
+     * computes them. rot_fill: this op computes them and stores them here
+     * (the first such layer of a step); else it reads them (a later one).
+     * A backend may ignore both; the values are the same either way. */
+    float *rot;
+    bool rot_fill;
 } colo_qk_desc;
 
 /* One product of colo_op_linear_multi: y (m, n) = x . W (n, k)^T [+ bias]. */

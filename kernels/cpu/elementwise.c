@@ -179,17 +179,26 @@ static void rope_freqs(const colo_rope_desc *d, double freq[ROPE_FREQS])
 }
 
 /* One position's rotation of the n_heads heads at x and the n2 heads at x2
- * (keys beside queries: the same angles, computed once). */
-static void rope_row(const colo_rope_desc *d, const double freq[ROPE_FREQS], double pos, float *x, int n_heads,
-                     float *x2, int n2)
+ * (keys beside queries: the same angles, computed once). rot (n_rot), when
+ * given: its cos and sin per pair, read (freq unused) or, with fill,
+ * computed and stored there for the layers after. */
+static void rope_row(const colo_rope_desc *d, const double *freq, double pos, float *x, int n_heads, float *x2,
+                     int n2, float *rot, bool fill)
 {
     int half = d->n_rot / 2;
     for (int j = 0; j < half; j++) {
-        double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
-        double theta = pos * d->freq_scale * f;
-        if (d->freq_factors)
-            theta /= d->freq_factors[j];
-        float c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
+        float c, sn;
+        if (rot && !fill) {
+            c = rot[2 * j], sn = rot[2 * j + 1];
+        } else {
+            double f = j < ROPE_FREQS ? freq[j] : pow((double)d->freq_base, -(double)(2 * j) / d->n_rot);
+            double theta = pos * d->freq_scale * f;
+            if (d->freq_factors)
+                theta /= d->freq_factors[j];
+            c = (float)cos(theta) * d->attn_factor, sn = (float)sin(theta) * d->attn_factor;
+            if (rot)
+                rot[2 * j] = c, rot[2 * j + 1] = sn;
+        }
         int i0 = d->neox ? j : 2 * j, i1 = d->neox ? j + half : 2 * j + 1;
         for (int h = 0; h < n_heads + n2; h++) {
             float *v = h < n_heads ? x + (int64_t)h * d->head_dim : x2 + (int64_t)(h - n_heads) * d->head_dim;
@@ -208,7 +217,7 @@ static void rope_task(const void *p, int chunk, int n_chunks)
     double freq[ROPE_FREQS];
     rope_freqs(&r->d, freq);
     for (int64_t i = lo; i < hi; i++)
-        rope_row(&r->d, freq, r->pos[i], r->x + i * r->stride, r->d.n_heads, NULL, 0);
+        rope_row(&r->d, freq, r->pos[i], r->x + i * r->stride, r->d.n_heads, NULL, 0, NULL, false);
 }
 
 colo_status colo_cpu_rope(colo_stream *s, float *x, int x_stride, const int32_t *pos, int rows,
@@ -237,7 +246,8 @@ static void qk_task(const void *p, int chunk, int n_chunks)
     int64_t lo, hi;
     colo_chunk_range(a->rows, chunk, n_chunks, &lo, &hi);
     double freq[ROPE_FREQS];
-    rope_freqs(&d->rope, freq);
+    if (!d->rot || d->rot_fill) /* (a later layer reads the first one's angles) */
+        rope_freqs(&d->rope, freq);
     for (int64_t i = lo; i < hi; i++) {
         float *q = a->q + i * nq * hd, *k = a->k + i * kv_dim;
         if (d->q_norm) {
@@ -246,7 +256,7 @@ static void qk_task(const void *p, int chunk, int n_chunks)
             for (int h = 0; h < nk; h++)
                 colo_cpu_rms_row(k + (int64_t)h * hd, d->k_norm, k + (int64_t)h * hd, hd, d->eps);
         }
-        rope_row(&d->rope, freq, a->pos[i], q, nq, k, nk);
+        rope_row(&d->rope, freq, a->pos[i], q, nq, k, nk, d->rot ? d->rot + i * d->rope.n_rot : NULL, d->rot_fill);
         if (a->slot[i] < 0)
             colo_cpu_task_fail(COLO_EINVAL);
         else if (!colo_cpu_kv_store_row(d->kv_type, k, a->v + i * kv_dim, a->kc, a->vc, a->slot[i], kv_dim))

@@ -65,9 +65,9 @@ size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_lo
 {
     size_t T = n_tokens, L = n_logits, B = n_table;
     size_t E = hp->n_embd, Q = hp->q_dim, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
-    size_t floats = T * (E * 2 + Q * 2 + KV * 2 + F * 2) + L * (E + V);
+    size_t floats = T * (E * 2 + Q * 2 + KV * 2 + F * 2 + 2 * (size_t)hp->n_rot) + L * (E + V);
     size_t ints = T * 4 + L + B;
-    return floats * 4 + ints * 4 + 16 * 256; /* 16 pieces, each 256-byte aligned */
+    return floats * 4 + ints * 4 + COLO_LLAMA_ACT_PIECES * 256; /* each piece 256-byte aligned */
 }
 
 /* Activation scratch for n_tokens tokens, n_logits logits, a block table of
@@ -97,6 +97,7 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     m->g = colo_carve(&c, T * F * sizeof(float));
     m->u = colo_carve(&c, T * F * sizeof(float));
     m->lx = colo_carve(&c, L * E * sizeof(float));
+    m->rot = colo_carve(&c, 2 * T * (size_t)hp->n_rot * sizeof(float));
     m->logits = colo_carve(&c, L * V * sizeof(float));
     m->d_tokens = colo_carve(&c, (size_t)T * sizeof(int32_t));
     m->d_pos = colo_carve(&c, (size_t)T * sizeof(int32_t));
@@ -312,6 +313,7 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
     colo_rope_desc rq = {.n_heads = hp->n_head, .head_dim = hp->head_dim, .n_rot = hp->n_rot, .neox = hp->rope_neox,
                          .freq_base = hp->rope_base, .freq_scale = hp->rope_scale,
                          .attn_factor = hp->rope_attn_factor, .freq_factors = m->rope_factors};
+    bool rot_done[2] = {false, false}; /* each rope's angles computed, by its first layer */
     for (int l = 0; l < hp->n_layer; l++) {
         const colo_llama_layer *L = &m->layers[l];
         if (throttle)
@@ -329,6 +331,9 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
                            .eps = hp->rms_eps, .kv_type = kv_type};
         if (L->swa) /* sliding-window layers: their own base, no scaling */
             qd.rope.freq_base = hp->rope_base_swa, qd.rope.freq_scale = 1.0f;
+        qd.rot = m->rot + (L->swa ? (size_t)m->cap_tokens * hp->n_rot : 0);
+        qd.rot_fill = !rot_done[L->swa ? 1 : 0];
+        rot_done[L->swa ? 1 : 0] = true;
         void *kc = colo_kv_cache_k(m->kv, l), *vc = colo_kv_cache_v(m->kv, l);
         TRY(colo_op_qk_store(s, &qd, m->q, m->k, m->v, m->d_pos, m->d_slot, n, kc, vc));
         ad.window = L->swa ? hp->n_swa : 0;

@@ -147,6 +147,8 @@ struct colo_llama {
     float *att;      /* (T, Q) attention's output */
     float *g, *u;    /* (T, F) gate and up products; g then holds act(g) * u */
     float *lx;       /* (L, E) the rows of x whose logits are wanted, normed */
+    float *rot;      /* (2, T, n_rot) the tokens' rotations, of the full-attention layers' rope and of the
+                      * sliding-window layers' (colo_qk_desc.rot): computed by the first layer of each */
     float *logits;   /* (L, V) */
     int32_t *d_tokens, *d_pos, *d_seq, *d_slot; /* (T) each, on the device: token, position, sequence, cache slot */
     int32_t *d_rows;                            /* (L) the tokens whose logits are wanted */
@@ -156,6 +158,10 @@ struct colo_llama {
     int n_layers_fused_qkv;  /* layers whose Q, K and V are one attn_qkv */
     colo_llama_loras *lora;  /* NULL until an adapter is loaded */
 };
+
+/* The pieces ensure_act carves the activation scratch into (each 256-byte
+ * aligned): colo_llama_act_bytes counts their alignment. */
+#define COLO_LLAMA_ACT_PIECES 17
 
 /* An arena allocation of the model, freed with it (or by untrack). */
 static inline colo_status colo_llama_track(colo_llama *m, size_t bytes, void **out)

@@ -397,8 +397,8 @@ colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_ll
         }
     }
     out->kv_bytes_per_token = colo_kv_cache_token_bytes(hp->n_layer, hp->n_kv_head * hp->head_dim, kv_type);
-    out->act_bytes_per_token = colo_llama_act_bytes(hp, 1, 0, 0) - 16 * 256;
-    out->act_bytes_per_logit = colo_llama_act_bytes(hp, 0, 1, 0) - 16 * 256;
+    out->act_bytes_per_token = colo_llama_act_bytes(hp, 1, 0, 0) - COLO_LLAMA_ACT_PIECES * 256;
+    out->act_bytes_per_logit = colo_llama_act_bytes(hp, 0, 1, 0) - COLO_LLAMA_ACT_PIECES * 256;
     st = COLO_OK;
 out:
     if (st != COLO_OK)

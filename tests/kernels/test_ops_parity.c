@@ -200,7 +200,10 @@ static void test_add_rmsnorm_fused(void **state)
 /* qk_store (a layer's query and key norms, rope and KV store in one op)
  * gives the bits of rmsnorm, rope and kv_store in turn: with and without
  * the per-head norms, GPT-J and NeoX rotations, F32, F16 and Q8_0 caches,
- * 1 to 5 tokens at scattered positions and slots. */
+ * 1 to 5 tokens at scattered positions and slots; and so does it with a
+ * table of the rotations it fills (a step's first layer), and with that
+ * table read by a later call, which takes its angles from the table alone
+ * (here given positions that are all 0). */
 static void test_qk_store_fused(void **state)
 {
     ctx_t *c = *state;
@@ -213,7 +216,8 @@ static void test_qk_store_fused(void **state)
                 size_t qb = (size_t)rows * NQ * HD * 4, kb = (size_t)rows * NK * HD * 4;
                 size_t cb = colo_dtype_row_bytes(t, NK * HD) * SLOTS;
                 float *q = malloc(qb), *k = malloc(kb), *v = malloc(kb), *wq = malloc(HD * 4), *wk = malloc(HD * 4);
-                unsigned char *want = malloc(qb + kb + 2 * cb), *got = malloc(qb + kb + 2 * cb);
+                size_t ob = qb + kb + 2 * cb;
+                unsigned char *want = malloc(ob), *got = malloc(3 * ob);
                 assert_true(q && k && v && wq && wk && want && got);
                 fill_normal(q, (int64_t)rows * NQ * HD, 2.0f);
                 fill_normal(k, (int64_t)rows * NK * HD, 2.0f);
@@ -221,18 +225,25 @@ static void test_qk_store_fused(void **state)
                 fill_normal(wq, HD, 1.0f);
                 fill_normal(wk, HD, 1.0f);
                 int32_t pos[5] = {7, 300, 8191, 0, 42}, slot[5] = {3, 15, 0, 9, 4};
+                int32_t zero[5] = {0};
                 int32_t *dpos = dput(c, pos, sizeof pos), *dslot = dput(c, slot, sizeof slot);
+                int32_t *dzero = dput(c, zero, sizeof zero);
+                float *rot = dpoison(c, (size_t)rows * HD * sizeof(float));
                 float *dwq = dput(c, wq, HD * 4), *dwk = dput(c, wk, HD * 4);
                 colo_qk_desc d = {.rope = {.n_heads = NQ, .head_dim = HD, .n_rot = HD, .neox = rows == 3,
                                            .freq_base = 10000.0f, .freq_scale = 1.0f, .attn_factor = 1.0f},
                                   .n_kv_heads = NK, .q_norm = norm ? dwq : NULL, .k_norm = norm ? dwk : NULL,
                                   .eps = 1e-6f, .kv_type = t};
-                unsigned char *out[2] = {want, got};
-                for (int fused = 0; fused < 2; fused++) {
+                unsigned char *out[4] = {want, got, got + ob, got + 2 * ob};
+                for (int fused = 0; fused < 4; fused++) { /* composed; fused; filling the table; reading it */
                     float *dq = dput(c, q, qb), *dk = dput(c, k, kb), *dv = dput(c, v, kb);
                     void *kc = dpoison(c, cb), *vc = dpoison(c, cb);
                     if (fused) {
-                        assert_int_equal(colo_op_qk_store(c->s, &d, dq, dk, dv, dpos, dslot, rows, kc, vc), COLO_OK);
+                        colo_qk_desc df = d;
+                        df.rot = fused > 1 ? rot : NULL, df.rot_fill = fused == 2;
+                        assert_int_equal(colo_op_qk_store(c->s, &df, dq, dk, dv, fused == 3 ? dzero : dpos, dslot,
+                                                          rows, kc, vc),
+                                         COLO_OK);
                     } else {
                         if (norm) {
                             assert_int_equal(colo_op_rmsnorm(c->s, dq, dwq, dq, rows * NQ, HD, 1e-6f), COLO_OK);
@@ -250,7 +261,8 @@ static void test_qk_store_fused(void **state)
                     dget(c, out[fused] + qb + kb, kc, cb);
                     dget(c, out[fused] + qb + kb + cb, vc, cb);
                 }
-                assert_memory_equal(got, want, qb + kb + 2 * cb);
+                for (int f = 0; f < 3; f++)
+                    assert_memory_equal(got + f * ob, want, ob);
                 free(q), free(k), free(v), free(wq), free(wk), free(want), free(got);
                 dfree_all(c);
             }
