@@ -95,12 +95,9 @@ colo_status colo_op_linear_glu(colo_stream *s, const void *w, colo_dtype w_type,
     return st == COLO_OK ? colo_op_linear(s, w, w_type, bias, gate, 0, y, 0, m, n, k) : st;
 }
 
-colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
-                                 const colo_linear_out *out, int n_out)
+/* The checks of linear_multi's products of an x of k columns. */
+static colo_status outs_check(const colo_linear_out *out, int n_out, int k)
 {
-    if (!x || !out || n_out <= 0 || n_out > COLO_LINEAR_MULTI_MAX || m <= 0 || k <= 0 || x_stride < 0 ||
-        (x_stride && x_stride < k))
-        return COLO_EINVAL;
     for (int i = 0; i < n_out; i++) {
         const colo_linear_out *o = &out[i];
         if (!o->w || !o->y || o->n <= 0 || o->y_stride < 0 || (o->y_stride && o->y_stride < o->n))
@@ -110,6 +107,18 @@ colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, i
         if (k % colo_dtype_block_elems(o->w_type))
             return COLO_EINVAL;
     }
+    return COLO_OK;
+}
+
+colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                 const colo_linear_out *out, int n_out)
+{
+    if (!x || !out || n_out <= 0 || n_out > COLO_LINEAR_MULTI_MAX || m <= 0 || k <= 0 || x_stride < 0 ||
+        (x_stride && x_stride < k))
+        return COLO_EINVAL;
+    colo_status cst = outs_check(out, n_out, k);
+    if (cst != COLO_OK)
+        return cst;
     const colo_ops *ops = OPS(s);
     if (!ops)
         return COLO_EINVAL;
@@ -169,20 +178,42 @@ colo_status colo_op_rmsnorm(colo_stream *s, const float *x, const float *w, floa
     DISPATCH(s, rmsnorm, x, w, y, rows, n, eps);
 }
 
-colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
-                                int rows, int n, float eps)
+colo_status colo_op_add_rmsnorm(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                float *x_out, float *y, int rows, int n, float eps)
 {
-    if (!x || !h || !w || !y || rows <= 0 || n <= 0 || !(eps >= 0))
+    if (!x || !h || !w || !x_out || !y || rows <= 0 || n <= 0 || !(eps >= 0))
         return COLO_EINVAL;
     const colo_ops *ops = OPS(s);
     if (!ops)
         return COLO_EINVAL;
     if (ops->add_rmsnorm)
-        DISPATCH(s, add_rmsnorm, x, h, w_pre, w, y, rows, n, eps);
+        DISPATCH(s, add_rmsnorm, x, h, w_pre, w, x_out, y, rows, n, eps);
     colo_status st = w_pre ? colo_op_rmsnorm(s, h, w_pre, h, rows, n, eps) : COLO_OK;
     if (st == COLO_OK)
-        st = colo_op_add(s, x, h, x, (int64_t)rows * n);
-    return st == COLO_OK ? colo_op_rmsnorm(s, x, w, y, rows, n, eps) : st;
+        st = colo_op_add(s, x, h, x_out, (int64_t)rows * n);
+    return st == COLO_OK ? colo_op_rmsnorm(s, x_out, w, y, rows, n, eps) : st;
+}
+
+colo_status colo_op_add_rmsnorm_multi(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                      float *x_out, float *y, int rows, int n, float eps,
+                                      const colo_linear_out *out, int n_out)
+{
+    if (!x || !h || !w || !x_out || !y || rows <= 0 || n <= 0 || !(eps >= 0) || !out || n_out < 1 ||
+        n_out > COLO_LINEAR_MULTI_MAX)
+        return COLO_EINVAL;
+    const float *xe = x + (size_t)rows * n, *oe = x_out + (size_t)rows * n;
+    if (x < oe && x_out < xe) /* (the fused op reads x while it writes x_out) */
+        return COLO_EINVAL;
+    colo_status cst = outs_check(out, n_out, n);
+    if (cst != COLO_OK)
+        return cst;
+    const colo_ops *ops = OPS(s);
+    if (!ops)
+        return COLO_EINVAL;
+    if (ops->add_rmsnorm_multi)
+        DISPATCH(s, add_rmsnorm_multi, x, h, w_pre, w, x_out, y, rows, n, eps, out, n_out);
+    colo_status st = colo_op_add_rmsnorm(s, x, h, w_pre, w, x_out, y, rows, n, eps);
+    return st == COLO_OK ? colo_op_linear_multi(s, y, 0, rows, n, out, n_out) : st;
 }
 
 colo_status colo_op_layernorm(colo_stream *s, const float *x, const float *gamma, const float *beta, float *y,

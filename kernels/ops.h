@@ -237,12 +237,12 @@ struct colo_ops {
 
     /* A residual add and the norm after it, in one op (a decode step's
      * layer has two): for rows rows of n, h = rmsnorm(h) * w_pre where w_pre
-     * is given (h overwritten), x += h, y = rmsnorm(x) * w, each value as
-     * those ops give it. y may equal h. Optional (the dispatcher runs
-     * rmsnorm, add and rmsnorm); last, so that positional tables leave it
-     * out. */
-    colo_status (*add_rmsnorm)(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
-                               int rows, int n, float eps);
+     * is given (h overwritten), x_out = x + h, y = rmsnorm(x_out) * w, each
+     * value as those ops give it. x_out may equal x, y may equal h.
+     * Optional (the dispatcher runs rmsnorm, add and rmsnorm); last, so
+     * that positional tables leave it out. */
+    colo_status (*add_rmsnorm)(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                               float *x_out, float *y, int rows, int n, float eps);
 
     /* A layer's queries and keys made ready and its keys and values
      * stored, in one op: for each of rows tokens, each head of q (rows,
@@ -260,6 +260,16 @@ struct colo_ops {
      * op into gate, then linear); last. */
     colo_status (*linear_glu)(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,
                               const float *up, bool tanh_gelu, float *y, int m, int n, int k);
+
+    /* add_rmsnorm and then linear_multi of its y (k = n), in one op where
+     * the backend can (a decode step's products form the norm in each of
+     * their chunks): the same x_out and products, each value as those two
+     * ops give it. y and h are scratch afterwards (the two ops leave the
+     * normed rows in y; this one may not). x_out must not overlap x.
+     * Optional (the dispatcher runs the two ops); last. */
+    colo_status (*add_rmsnorm_multi)(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                     float *x_out, float *y, int rows, int n, float eps, const colo_linear_out *out,
+                                     int n_out);
 };
 
 /* Dispatchers: check the arguments, then run the op of the stream's device.
@@ -273,8 +283,11 @@ colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, i
                                  const colo_linear_out *out, int n_out);
 colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
                                int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
-colo_status colo_op_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
-                                int rows, int n, float eps);
+colo_status colo_op_add_rmsnorm(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                float *x_out, float *y, int rows, int n, float eps);
+colo_status colo_op_add_rmsnorm_multi(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                      float *x_out, float *y, int rows, int n, float eps,
+                                      const colo_linear_out *out, int n_out);
 colo_status colo_op_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
                              const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
 colo_status colo_op_linear_glu(colo_stream *s, const void *w, colo_dtype w_type, const float *bias, float *gate,

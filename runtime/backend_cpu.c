@@ -100,13 +100,26 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Pause iterations a thread polls a held pool lock before it blocks on it
+ * (a few microseconds at most): the lock is held for well under a
+ * microsecond at a time, while blocking costs a futex sleep and wake-up,
+ * on the waiter's side and on the holder's, each several microseconds. */
+#define LOCK_SPINS 256
+
 /* The pool's lock, counting the acquisitions that had to wait. */
 static void pool_lock(cpu_pool *p)
 {
     if (pthread_mutex_trylock(&p->mu) == 0)
         return;
     uint64_t t0 = colo_now_ns();
-    pthread_mutex_lock(&p->mu);
+    int spin = 0;
+    for (; spin < LOCK_SPINS; spin++) {
+        cpu_relax();
+        if ((spin & 7) == 7 && pthread_mutex_trylock(&p->mu) == 0)
+            break;
+    }
+    if (spin == LOCK_SPINS)
+        pthread_mutex_lock(&p->mu);
     p->lock_waits++;
     p->lock_wait_ns += colo_now_ns() - t0;
 }
@@ -725,8 +738,19 @@ static int copy_chunks(colo_stream *s, size_t bytes)
     return n < 1 ? 1 : n > (size_t)t ? t : (int)n;
 }
 
+/* Copies of at most this many bytes into an idle stream are made at once
+ * by the caller (a step's tokens, positions and block table): queued, each
+ * would be an op for the workers to hand over, for a few bytes. */
+#define INLINE_COPY_BYTES ((size_t)64 << 10)
+
 static colo_status cpu_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)
 {
+    cpu_stream *cs = s->ctx;
+    if (bytes <= INLINE_COPY_BYTES &&
+        __atomic_load_n(&cs->completed, __ATOMIC_ACQUIRE) == __atomic_load_n(&cs->enqueued, __ATOMIC_ACQUIRE)) {
+        memmove(dst, src, bytes); /* nothing queued reads or writes them: the stream is idle */
+        return COLO_OK;
+    }
     /* Overlapping ranges would race between chunks: copy them in one. */
     bool overlap = (const unsigned char *)dst < (const unsigned char *)src + bytes &&
                    (const unsigned char *)src < (const unsigned char *)dst + bytes;

@@ -232,6 +232,11 @@ colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, flo
 /* y (n) = x / sqrt(mean(x^2) + eps) * w: one row of rmsnorm, for every op
  * that norms a row (the same bits). y may equal x. */
 void colo_cpu_rms_row(const float *x, const float *w, float *y, int n, float eps);
+/* One row of add_rmsnorm: h_out = rmsnorm(h) * w_pre where w_pre is given
+ * (h_out may be h; h unchanged otherwise), x_out = x + that (x_out may be
+ * x), y = rmsnorm(x_out) * w. */
+void colo_cpu_add_rms_row(const float *x, const float *h, const float *w_pre, const float *w, float *x_out,
+                          float *h_out, float *y, int n, float eps);
 /* One token's K and V rows (kv_dim) into slot of caches of type t, as
  * kv_store stores them; false for a type it cannot store. */
 bool colo_cpu_kv_store_row(colo_dtype t, const float *k, const float *v, void *k_cache, void *v_cache, int64_t slot,
@@ -243,8 +248,11 @@ colo_status colo_cpu_linear_glu(colo_stream *s, const void *w, colo_dtype w_type
                                 const float *up, bool tanh_gelu, float *y, int m, int n, int k);
 colo_status colo_cpu_qk_store(colo_stream *s, const colo_qk_desc *d, float *q, float *k, const float *v,
                               const int32_t *pos, const int32_t *slot, int rows, void *k_cache, void *v_cache);
-colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
-                                 int rows, int n, float eps);
+colo_status colo_cpu_add_rmsnorm(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                 float *x_out, float *y, int rows, int n, float eps);
+colo_status colo_cpu_add_rmsnorm_multi(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                       float *x_out, float *y, int rows, int n, float eps, const colo_linear_out *out,
+                                       int n_out);
 colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,
                                int n, float eps);
 colo_status colo_cpu_softmax(colo_stream *s, float *x, int rows, int n, float scale);

@@ -304,13 +304,32 @@ static bool overlap(const float *p, int64_t n, const float *q, int64_t n2)
     return (uintptr_t)p < (uintptr_t)(q + n2) && (uintptr_t)q < (uintptr_t)(p + n);
 }
 
+/* Chunks of a product that packs x in each chunk (a decode step's): each
+ * chunk streams at least DECODE_CHUNK_BYTES of weights, or there is one per
+ * worker. Such a product is short (tens of microseconds) and bound by the
+ * memory's speed, so a chunk more is a pack of x and a pass through the
+ * pool's lock more, and buys no balance the workers need; a large one (an
+ * output projection) keeps colo_cpu_chunks' split. */
+#define DECODE_CHUNK_BYTES ((size_t)1 << 20)
+
+static int decode_chunks(colo_stream *s, size_t w_bytes, int64_t n, int m, int k)
+{
+    int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
+                             2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
+    int64_t by_bytes = (int64_t)(w_bytes / DECODE_CHUNK_BYTES);
+    int threads = colo_cpu_stream_threads(s);
+    if (by_bytes < threads)
+        by_bytes = threads;
+    return nc > by_bytes ? (int)by_bytes : nc;
+}
+
 /* Queues x's packing and sets *xv (a field of args) to it, or for at most
  * PACK_IN_CHUNK_ROWS rows of an x that no output overwrites (y_end: the
  * outputs' [start, end) ranges, n_y of them) sets *in_chunk instead; then
  * launches fn over n weight rows on gemm_q8. */
 static colo_status launch_q8(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_q8_xblk **xv,
                              bool *in_chunk, const float *(*y_range)[2], int n_y, colo_cpu_task_fn fn,
-                             const void *args, size_t args_size, int64_t n)
+                             const void *args, size_t args_size, int64_t n, size_t w_bytes)
 {
     bool here = m <= PACK_IN_CHUNK_ROWS;
     int64_t x_len = (int64_t)(m - 1) * x_stride + k;
@@ -325,8 +344,9 @@ static colo_status launch_q8(colo_stream *s, const float *x, int x_stride, int m
             return st;
         *xv = xp;
     }
-    int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
-                             2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
+    int nc = here ? decode_chunks(s, w_bytes, n, m, k)
+                  : colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
+                                    2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
     return colo_cpu_launch(s, fn, args, args_size, nc < 1 ? 1 : nc);
 }
 
@@ -385,7 +405,8 @@ colo_status colo_cpu_linear(colo_stream *s, const void *w, colo_dtype w_type, co
                      NULL, false, NULL, false};
     if (q8_path(s, w_type, m)) {
         const float *yr[1][2] = {{y, y + (int64_t)(m - 1) * a.y_stride + n}};
-        return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, 1, linear_task, &a, sizeof a, n);
+        return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, 1, linear_task, &a, sizeof a, n,
+                         colo_dtype_row_bytes(w_type, k) * (size_t)n);
     }
     if (int8_path(s, w_type, m)) {
         /* x is quantized once, by an op of its own, into the stream's scratch. */
@@ -413,8 +434,7 @@ colo_status colo_cpu_linear_glu(colo_stream *s, const void *w, colo_dtype w_type
     if (q8_path(s, w_type, m) && m <= PACK_IN_CHUNK_ROWS && !overlap(gate, x_len, y, y_len) &&
         !overlap(up, x_len, y, y_len)) {
         linear_args a = {w, w_type, bias, gate, y, k, n, m, n, k, NULL, NULL, NULL, true, up, tanh_gelu};
-        int nc = colo_cpu_chunks(s, (n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS,
-                                 2.0 * m * k * COLO_CPU_GEMM_Q8_ROWS);
+        int nc = decode_chunks(s, colo_dtype_row_bytes(w_type, k) * (size_t)n, n, m, k);
         return colo_cpu_launch(s, linear_task, &a, sizeof a, nc < 1 ? 1 : nc);
     }
     colo_status st = tanh_gelu ? colo_cpu_geglu(s, gate, up, gate, x_len) : colo_cpu_swiglu(s, gate, up, gate, x_len);
@@ -432,7 +452,33 @@ typedef struct {
     const colo_q8_xblk *xv;
     bool pack_in_chunk; /* as linear_args' */
     colo_linear_out out[COLO_LINEAR_MULTI_MAX];
+    /* add_rmsnorm_multi (pro_w set): x is formed in each chunk as
+     * add_rmsnorm's y of these, chunk 0 writing x_out */
+    const float *pro_x, *pro_h, *pro_w_pre, *pro_w;
+    float *pro_x_out;
+    float pro_eps;
 } multi_args;
+_Static_assert(sizeof(multi_args) <= COLO_CPU_TASK_ARGS_MAX, "multi_args must fit a task's arguments");
+
+/* add_rmsnorm_multi's rows of x, formed in this thread's scratch (slot 2,
+ * free in a product's chunk) by add_rmsnorm's arithmetic; x_out written
+ * where write_x. NULL, and the op failed, when out of memory. */
+static const float *add_norm_here(const multi_args *a, bool write_x)
+{
+    size_t rn = (size_t)a->m * a->k;
+    float *y = colo_cpu_scratch(2, 3 * rn * sizeof(float));
+    if (!y) {
+        colo_cpu_task_fail(COLO_ENOMEM);
+        return NULL;
+    }
+    float *h = y + rn, *x = h + rn;
+    for (int i = 0; i < a->m; i++) {
+        size_t o = (size_t)i * a->k;
+        colo_cpu_add_rms_row(a->pro_x + o, a->pro_h + o, a->pro_w_pre, a->pro_w, write_x ? a->pro_x_out + o : x + o,
+                             h + o, y + o, a->k, a->pro_eps);
+    }
+    return y;
+}
 
 static void linear_multi_task(const void *p, int chunk, int n_chunks)
 {
@@ -448,7 +494,10 @@ static void linear_multi_task(const void *p, int chunk, int n_chunks)
             units += (a->out[i].n + COLO_CPU_GEMM_Q8_ROWS - 1) / COLO_CPU_GEMM_Q8_ROWS;
         colo_chunk_range(units, chunk, n_chunks, &r0, &r1);
         const colo_q8_xblk *xv = a->xv;
-        if (r0 < r1 && !xv && !(xv = pack_here(a->x, a->x_stride, a->m, a->k)))
+        const float *x = a->x;
+        if (a->pro_w && (r0 < r1 || chunk == 0) && !(x = add_norm_here(a, chunk == 0)))
+            return;
+        if (r0 < r1 && !xv && !(xv = pack_here(x, a->pro_w ? a->k : a->x_stride, a->m, a->k)))
             return;
         for (int i = 0; i < a->n_out && base < r1; i++) {
             const colo_linear_out *o = &a->out[i];
@@ -516,12 +565,14 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         multi_args a;
         int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
         const float *yr[COLO_LINEAR_MULTI_MAX][2];
+        size_t w_bytes = 0;
         for (int i = 0; i < n_out; i++) {
+            w_bytes += colo_dtype_row_bytes(out[i].w_type, k) * (size_t)out[i].n;
             int ys = out[i].y_stride ? out[i].y_stride : out[i].n;
             yr[i][0] = out[i].y, yr[i][1] = out[i].y + (int64_t)(m - 1) * ys + out[i].n;
         }
         return launch_q8(s, x, a.x_stride, m, k, &a.xv, &a.pack_in_chunk, yr, n_out,
-                         linear_multi_task, &a, sizeof a, total);
+                         linear_multi_task, &a, sizeof a, total, w_bytes);
     }
     bool int8 = n_out <= COLO_LINEAR_MULTI_MAX, want_q8x = false, want_q8k = false;
     for (int i = 0; i < n_out && int8; i++) {
@@ -549,4 +600,35 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         return st;
     a.xq = xq, a.xk = xk;
     return colo_cpu_launch(s, linear_multi_task, &a, sizeof a, colo_cpu_chunks(s, total, 2.0 * m * k));
+}
+
+colo_status colo_cpu_add_rmsnorm_multi(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                       float *x_out, float *y, int rows, int n, float eps, const colo_linear_out *out,
+                                       int n_out)
+{
+    /* In each chunk: at most PACK_IN_CHUNK_ROWS rows on gemm_q8, whose
+     * outputs overwrite none of what the chunks read, nor x_out h */
+    bool fused = rows <= PACK_IN_CHUNK_ROWS && n_out <= COLO_LINEAR_MULTI_MAX;
+    int64_t len = (int64_t)rows * n;
+    fused = fused && !overlap(x_out, len, h, len);
+    size_t w_bytes = 0;
+    int64_t total = 0;
+    for (int i = 0; i < n_out && fused; i++) {
+        int ys = out[i].y_stride ? out[i].y_stride : out[i].n;
+        int64_t yl = (int64_t)(rows - 1) * ys + out[i].n;
+        fused = q8_path(s, out[i].w_type, rows) && !overlap(out[i].y, yl, x, len) && !overlap(out[i].y, yl, h, len) &&
+                !overlap(out[i].y, yl, x_out, len);
+        w_bytes += colo_dtype_row_bytes(out[i].w_type, n) * (size_t)out[i].n;
+        total += out[i].n;
+    }
+    if (!fused) {
+        colo_status st = colo_cpu_add_rmsnorm(s, x, h, w_pre, w, x_out, y, rows, n, eps);
+        return st == COLO_OK ? colo_cpu_linear_multi(s, y, 0, rows, n, out, n_out) : st;
+    }
+    multi_args a;
+    multi_init(&a, y, n, rows, n, out, n_out);
+    a.pack_in_chunk = true;
+    a.pro_x = x, a.pro_h = h, a.pro_w_pre = w_pre, a.pro_w = w, a.pro_x_out = x_out, a.pro_eps = eps;
+    int nc = decode_chunks(s, w_bytes, total, rows, n);
+    return colo_cpu_launch(s, linear_multi_task, &a, sizeof a, nc < 1 ? 1 : nc);
 }

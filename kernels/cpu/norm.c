@@ -16,9 +16,9 @@ typedef struct {
     float *y;
     int rows, n;
     float eps; /* or the softmax scale */
-    /* ROW_ADD_RMS: the residual stream (x's rows, written), what is added
-     * to it, and its norm's weights (NULL: none) */
-    float *xa, *h;
+    /* ROW_ADD_RMS: the residual stream (x's rows) and where its sum goes
+     * (may be x), what is added to it, and its norm's weights (NULL: none) */
+    float *xo, *h;
     const float *w_pre;
 } row_args;
 
@@ -30,6 +30,18 @@ void colo_cpu_rms_row(const float *x, const float *w, float *y, int n, float eps
     float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int j = 0; j < n; j++)
         y[j] = x[j] * scale * w[j];
+}
+
+void colo_cpu_add_rms_row(const float *x, const float *h, const float *w_pre, const float *w, float *x_out,
+                          float *h_out, float *y, int n, float eps)
+{
+    if (w_pre) {
+        colo_cpu_rms_row(h, w_pre, h_out, n, eps);
+        h = h_out;
+    }
+    for (int j = 0; j < n; j++)
+        x_out[j] = x[j] + h[j];
+    colo_cpu_rms_row(x_out, w, y, n, eps);
 }
 
 static void row_task(const void *p, int chunk, int n_chunks)
@@ -45,15 +57,9 @@ static void row_task(const void *p, int chunk, int n_chunks)
         case ROW_RMS:
             colo_cpu_rms_row(x, r->w, y, n, r->eps);
             break;
-        case ROW_ADD_RMS: { /* as rmsnorm (h), add and rmsnorm in turn: the same values */
-            float *xr = r->xa + i * n, *h = r->h + i * n;
-            if (r->w_pre)
-                colo_cpu_rms_row(h, r->w_pre, h, n, r->eps);
-            for (int j = 0; j < n; j++)
-                xr[j] = xr[j] + h[j];
-            colo_cpu_rms_row(xr, r->w, y, n, r->eps);
+        case ROW_ADD_RMS: /* as rmsnorm (h), add and rmsnorm in turn: the same values */
+            colo_cpu_add_rms_row(x, r->h + i * n, r->w_pre, r->w, r->xo + i * n, r->h + i * n, y, n, r->eps);
             break;
-        }
         case ROW_LAYER: {
             double mean = 0, var = 0;
             for (int j = 0; j < n; j++)
@@ -104,11 +110,11 @@ colo_status colo_cpu_rmsnorm(colo_stream *s, const float *x, const float *w, flo
 {
     return rows_op(s, (row_args){.kind = ROW_RMS, .x = x, .w = w, .y = y, .rows = rows, .n = n, .eps = eps});
 }
-colo_status colo_cpu_add_rmsnorm(colo_stream *s, float *x, float *h, const float *w_pre, const float *w, float *y,
-                                 int rows, int n, float eps)
+colo_status colo_cpu_add_rmsnorm(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,
+                                 float *x_out, float *y, int rows, int n, float eps)
 {
     return rows_op(s, (row_args){.kind = ROW_ADD_RMS, .x = x, .w = w, .y = y, .rows = rows, .n = n, .eps = eps,
-                                 .xa = x, .h = h, .w_pre = w_pre});
+                                 .xo = x_out, .h = h, .w_pre = w_pre});
 }
 colo_status colo_cpu_layernorm(colo_stream *s, const float *x, const float *g, const float *b, float *y, int rows,
                                  int n, float eps)

@@ -87,6 +87,7 @@ const colo_ops colo_cpu_ops = {
     .linear_multi = colo_cpu_linear_multi,
     .lora = colo_cpu_lora,
     .add_rmsnorm = colo_cpu_add_rmsnorm,
+    .add_rmsnorm_multi = colo_cpu_add_rmsnorm_multi,
     .qk_store = colo_cpu_qk_store,
     .linear_glu = colo_cpu_linear_glu,
 };

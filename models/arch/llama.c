@@ -65,7 +65,7 @@ size_t colo_llama_act_bytes(const colo_llama_hparams *hp, int n_tokens, int n_lo
 {
     size_t T = n_tokens, L = n_logits, B = n_table;
     size_t E = hp->n_embd, Q = hp->q_dim, KV = (size_t)hp->n_kv_head * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
-    size_t floats = T * (E * 2 + Q * 2 + KV * 2 + F * 2 + 2 * (size_t)hp->n_rot) + L * (E + V);
+    size_t floats = T * (E * 3 + Q * 2 + KV * 2 + F * 2 + 2 * (size_t)hp->n_rot) + L * (E + V);
     size_t ints = T * 4 + L + B;
     return floats * 4 + ints * 4 + COLO_LLAMA_ACT_PIECES * 256; /* each piece 256-byte aligned */
 }
@@ -89,6 +89,7 @@ static colo_status ensure_act(colo_llama *m, int n_tokens, int n_logits, int n_s
     void *p = m->act;
     char *c = p;
     m->x = colo_carve(&c, T * E * sizeof(float));
+    m->x2 = colo_carve(&c, T * E * sizeof(float));
     m->h = colo_carve(&c, T * E * sizeof(float));
     m->q = colo_carve(&c, T * Q * sizeof(float));
     m->att = colo_carve(&c, T * Q * sizeof(float));
@@ -297,6 +298,23 @@ static colo_status lora_add(colo_llama *m, colo_stream *s, int l, int p0, const 
     return colo_op_lora_multi(s, x, 0, n, in, o, n_out, L->d_row, COLO_LORA_SLOTS, L->tmp, L->cap_rank);
 }
 
+/* *x += h (rmsnorm'd by w_pre where given) into the other residual buffer,
+ * which *x then points to; h = rmsnorm(*x) * w; the n_out products of h:
+ * one op where the backend can, or, for adapters, which read the normed h,
+ * the two ops. */
+static colo_status add_norm_products(colo_stream *s, float **x, colo_llama *m, const float *w_pre, const float *w,
+                                     int n, const colo_linear_out *out, int n_out, bool lora)
+{
+    int E = m->hp.n_embd;
+    float *xn = *x == m->x ? m->x2 : m->x;
+    colo_status st = lora ? colo_op_add_rmsnorm(s, *x, m->h, w_pre, w, xn, m->h, n, E, m->hp.rms_eps)
+                          : colo_op_add_rmsnorm_multi(s, *x, m->h, w_pre, w, xn, m->h, n, E, m->hp.rms_eps, out, n_out);
+    if (st == COLO_OK && lora)
+        st = colo_op_linear_multi(s, m->h, 0, n, E, out, n_out);
+    *x = xn;
+    return st;
+}
+
 static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch *b, int bs, colo_dtype kv_type,
                            int max_pos, colo_cosched_member *throttle, bool lora)
 {
@@ -314,16 +332,25 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
                          .freq_base = hp->rope_base, .freq_scale = hp->rope_scale,
                          .attn_factor = hp->rope_attn_factor, .freq_factors = m->rope_factors};
     bool rot_done[2] = {false, false}; /* each rope's angles computed, by its first layer */
+    /* The residual stream: x, and a sublayer's sum goes to the other of
+     * m->x and m->x2, so that an op forming the norm of the sum in each of
+     * its chunks (add_rmsnorm_multi) reads one while it writes the other. */
+    float *x = m->x;
     for (int l = 0; l < hp->n_layer; l++) {
         const colo_llama_layer *L = &m->layers[l];
         if (throttle)
             colo_cosched_throttle(throttle, 14);
-        if (l == 0) /* (the other layers' comes with the add that ends the layer before) */
-            TRY(colo_op_rmsnorm(s, m->x, L->attn_norm, m->h, n, E, hp->rms_eps));
-        /* One product op per shared input: h is prepared (quantized) once. */
+        /* One product op per shared input: h is prepared (quantized) once;
+         * the layer before's residual add and this one's norm come with it
+         * (adapters read the normed h, which the fused op leaves as scratch). */
         colo_linear_out qkv[3] = {{L->wq, L->tq, L->bq, m->q, 0, Q}, {L->wk, L->tk, L->bk, m->k, 0, KV},
                                   {L->wv, L->tv, L->bv, m->v, 0, KV}};
-        TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
+        if (l == 0) {
+            TRY(colo_op_rmsnorm(s, x, L->attn_norm, m->h, n, E, hp->rms_eps));
+            TRY(colo_op_linear_multi(s, m->h, 0, n, E, qkv, 3));
+        } else {
+            TRY(add_norm_products(s, &x, m, m->layers[l - 1].post_ffn_norm, L->attn_norm, n, qkv, 3, lora));
+        }
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_Q, m->h, E, (float *[]){m->q, m->k, m->v}, (int[]){Q, KV, KV}, 3, n));
         /* per-head norms where the model has them, rope, and K and V into the cache */
@@ -341,10 +368,9 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
         TRY(colo_op_linear(s, L->wo, L->to, L->bo, m->att, 0, m->h, 0, n, E, Q));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_O, m->att, Q, (float *[]){m->h}, (int[]){E}, 1, n));
-        /* x += h (post_attn_norm'd where the model has it); h = ffn_norm(x) */
-        TRY(colo_op_add_rmsnorm(s, m->x, m->h, L->post_attn_norm, L->ffn_norm, m->h, n, E, hp->rms_eps));
+        /* x += h (post_attn_norm'd where the model has it); h = ffn_norm(x); its products */
         colo_linear_out gate_up[2] = {{L->w_gate, L->tg, L->b_gate, m->g, 0, F}, {L->w_up, L->tu, L->b_up, m->u, 0, F}};
-        TRY(colo_op_linear_multi(s, m->h, 0, n, E, gate_up, 2));
+        TRY(add_norm_products(s, &x, m, L->post_attn_norm, L->ffn_norm, n, gate_up, 2, lora));
         if (lora)
             TRY(lora_add(m, s, l, COLO_LORA_GATE, m->h, E, (float *[]){m->g, m->u}, (int[]){F, F}, 2, n));
         bool geglu = m->traits->act == COLO_LLAMA_ACT_GEGLU;
@@ -356,19 +382,16 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
             TRY(colo_op_linear(s, L->w_down, L->td, L->b_down, m->g, 0, m->h, 0, n, E, F));
             TRY(lora_add(m, s, l, COLO_LORA_DOWN, m->g, F, (float *[]){m->h}, (int[]){E}, 1, n));
         }
-        if (l + 1 < hp->n_layer) { /* and h = the next layer's attn_norm(x) */
-            TRY(colo_op_add_rmsnorm(s, m->x, m->h, L->post_ffn_norm, m->layers[l + 1].attn_norm, m->h, n, E,
-                                    hp->rms_eps));
+        if (l + 1 < hp->n_layer) /* (the next layer's first op adds h to x) */
             continue;
-        }
         if (L->post_ffn_norm)
             TRY(colo_op_rmsnorm(s, m->h, L->post_ffn_norm, m->h, n, E, hp->rms_eps));
-        TRY(colo_op_add(s, m->x, m->h, m->x, (int64_t)n * E));
+        TRY(colo_op_add(s, x, m->h, x, (int64_t)n * E));
     }
     if (b->n_logits) {
         if (throttle)
             colo_cosched_throttle(throttle, 4);
-        TRY(colo_op_get_rows(s, m->x, COLO_F32, n, E, m->d_rows, b->n_logits, m->lx));
+        TRY(colo_op_get_rows(s, x, COLO_F32, n, E, m->d_rows, b->n_logits, m->lx));
         TRY(colo_op_rmsnorm(s, m->lx, m->out_norm, m->lx, b->n_logits, E, hp->rms_eps));
         TRY(colo_op_linear(s, m->output, m->t_out, NULL, m->lx, 0, m->logits, 0, b->n_logits, V, E));
     }

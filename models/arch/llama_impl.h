@@ -140,7 +140,7 @@ struct colo_llama {
      * arena allocation (act) carved by ensure_act in llama.c. */
     int cap_tokens, cap_logits, cap_meta_seqs, cap_meta_blocks;
     void *act;
-    float *x;        /* (T, E) the residual stream */
+    float *x, *x2;   /* (T, E) the residual stream, in one or the other (compute) */
     float *h;        /* (T, E) a normed copy of x, then a sublayer's output */
     float *q;        /* (T, Q) queries */
     float *k, *v;    /* (T, KV) keys and values, stored into the cache */
@@ -161,7 +161,7 @@ struct colo_llama {
 
 /* The pieces ensure_act carves the activation scratch into (each 256-byte
  * aligned): colo_llama_act_bytes counts their alignment. */
-#define COLO_LLAMA_ACT_PIECES 17
+#define COLO_LLAMA_ACT_PIECES 18
 
 /* An arena allocation of the model, freed with it (or by untrack). */
 static inline colo_status colo_llama_track(colo_llama *m, size_t bytes, void **out)

@@ -158,14 +158,15 @@ static void test_linear_q8_in_place(void **state)
 
 /* add_rmsnorm (a layer's residual add and the norm after it, in one op)
  * gives the bits of rmsnorm, add and rmsnorm in turn, with and without the
- * norm of what is added, for 1 to 5 rows, its output over h or apart. */
+ * norm of what is added, for 1 to 5 rows, its output over h or apart, its
+ * sum over x or apart. */
 static void test_add_rmsnorm_fused(void **state)
 {
     ctx_t *c = *state;
     int n = 576;
     for (int rows = 1; rows <= 5; rows += 2)
         for (int pre = 0; pre < 2; pre++)
-            for (int apart = 0; apart < 2; apart++) {
+            for (int apart = 0; apart < 4; apart++) { /* bit 0: y apart from h; bit 1: x_out apart from x */
                 size_t bytes = (size_t)rows * n * 4;
                 float *x = malloc(bytes), *h = malloc(bytes), *w = malloc((size_t)n * 4), *w2 = malloc((size_t)n * 4);
                 float *want_x = malloc(bytes), *want_y = malloc(bytes), *got = malloc(bytes);
@@ -175,26 +176,108 @@ static void test_add_rmsnorm_fused(void **state)
                 fill_normal(w, n, 1.0f);
                 fill_normal(w2, n, 1.0f);
                 float *dx = dput(c, x, bytes), *dh = dput(c, h, bytes), *dw = dput(c, w, (size_t)n * 4);
-                float *dw2 = dput(c, w2, (size_t)n * 4), *dy = apart ? dpoison(c, bytes) : dh;
+                float *dw2 = dput(c, w2, (size_t)n * 4), *dy = apart & 1 ? dpoison(c, bytes) : dh;
                 if (pre)
                     assert_int_equal(colo_op_rmsnorm(c->s, dh, dw2, dh, rows, n, 1e-6f), COLO_OK);
                 assert_int_equal(colo_op_add(c->s, dx, dh, dx, (int64_t)rows * n), COLO_OK);
                 assert_int_equal(colo_op_rmsnorm(c->s, dx, dw, dy, rows, n, 1e-6f), COLO_OK);
                 dget(c, want_x, dx, bytes);
                 dget(c, want_y, dy, bytes);
-                float *fx = dput(c, x, bytes), *fh = dput(c, h, bytes), *fy = apart ? dpoison(c, bytes) : fh;
-                assert_int_equal(colo_op_add_rmsnorm(c->s, fx, fh, pre ? dw2 : NULL, dw, fy, rows, n, 1e-6f),
+                float *fx = dput(c, x, bytes), *fh = dput(c, h, bytes), *fy = apart & 1 ? dpoison(c, bytes) : fh;
+                float *fxo = apart & 2 ? dpoison(c, bytes) : fx;
+                assert_int_equal(colo_op_add_rmsnorm(c->s, fx, fh, pre ? dw2 : NULL, dw, fxo, fy, rows, n, 1e-6f),
                                  COLO_OK);
-                dget(c, got, fx, bytes);
+                dget(c, got, fxo, bytes);
                 assert_memory_equal(got, want_x, bytes);
                 dget(c, got, fy, bytes);
                 assert_memory_equal(got, want_y, bytes);
+                if (apart & 2) { /* x itself unchanged */
+                    dget(c, got, fx, bytes);
+                    assert_memory_equal(got, x, bytes);
+                }
                 free(x), free(h), free(w), free(w2), free(want_x), free(want_y), free(got);
                 dfree_all(c);
             }
     float v = 0;
-    assert_int_equal(colo_op_add_rmsnorm(c->s, NULL, &v, NULL, &v, &v, 1, 1, 1e-6f), COLO_EINVAL);
-    assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, &v, 0, 1, 1e-6f), COLO_EINVAL);
+    assert_int_equal(colo_op_add_rmsnorm(c->s, NULL, &v, NULL, &v, &v, &v, 1, 1, 1e-6f), COLO_EINVAL);
+    assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, &v, &v, 0, 1, 1e-6f), COLO_EINVAL);
+    assert_int_equal(colo_op_add_rmsnorm(c->s, &v, &v, NULL, &v, NULL, &v, 1, 1, 1e-6f), COLO_EINVAL);
+}
+
+/* add_rmsnorm_multi (a residual add, the norm after it and the products of
+ * the normed rows, in one op: a decode step's norm formed in each of the
+ * products' chunks) gives the residual and the products add_rmsnorm then
+ * linear_multi give, bit for bit: 1 to 5 rows (5 takes the two ops), with
+ * and without the norm of what is added, 1 to 3 products of formats read
+ * in place and not; and refuses a sum over its own input. */
+static void test_add_rmsnorm_multi_fused(void **state)
+{
+    ctx_t *c = *state;
+    const colo_dtype types[] = {COLO_Q4_1, COLO_Q4_K, COLO_Q8_0, COLO_Q5_0, COLO_Q6_K};
+    enum { K = 512 };
+    const int ns[3] = {96, 40, 72};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int m = 1; m <= 5; m += 2)
+            for (int pre = 0; pre < 2; pre++) {
+                int n_out = 1 + (int)((t + (size_t)m) % 3);
+                size_t xb = (size_t)m * K * 4;
+                float *x = malloc(xb), *h = malloc(xb), *w = malloc(K * 4), *w2 = malloc(K * 4);
+                unsigned char *want = malloc(xb + (size_t)m * 208 * 4), *got = malloc(xb + (size_t)m * 208 * 4);
+                assert_true(x && h && w && w2 && want && got);
+                fill_normal(x, (int64_t)m * K, 3.0f);
+                fill_normal(h, (int64_t)m * K, 1.0f);
+                fill_normal(w, K, 1.0f);
+                fill_normal(w2, K, 1.0f);
+                float *dw = dput(c, w, K * 4), *dw2 = dput(c, w2, K * 4);
+                void *wts[3];
+                float *wd[3];
+                colo_linear_out out[3];
+                for (int i = 0; i < n_out; i++) {
+                    wts[i] = make_weights(types[t], ns[i], K, &wd[i]);
+                    out[i] = (colo_linear_out){dput(c, wts[i], colo_dtype_row_bytes(types[t], K) * ns[i]), types[t],
+                                               NULL, NULL, 0, ns[i]};
+                }
+                unsigned char *res[2] = {want, got};
+                colo_stream_set_decode(c->s, true);
+                for (int fused = 0; fused < 2; fused++) {
+                    float *dx = dput(c, x, xb), *dh = dput(c, h, xb), *dxo = dpoison(c, xb);
+                    for (int i = 0; i < n_out; i++)
+                        out[i].y = dpoison(c, (size_t)m * ns[i] * 4);
+                    if (fused) {
+                        colo_stream_stats st0, st1;
+                        assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+                        colo_stream_get_stats(c->s, &st0);
+                        assert_int_equal(colo_op_add_rmsnorm_multi(c->s, dx, dh, pre ? dw2 : NULL, dw, dxo, dh, m, K,
+                                                                   1e-6f, out, n_out),
+                                         COLO_OK);
+                        assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+                        colo_stream_get_stats(c->s, &st1);
+                        if (m <= 4) /* one op: the norm formed in the products' chunks */
+                            assert_int_equal(st1.ops - st0.ops, 1);
+                    } else {
+                        assert_int_equal(colo_op_add_rmsnorm(c->s, dx, dh, pre ? dw2 : NULL, dw, dxo, dh, m, K, 1e-6f),
+                                         COLO_OK);
+                        assert_int_equal(colo_op_linear_multi(c->s, dh, 0, m, K, out, n_out), COLO_OK);
+                    }
+                    size_t off = xb;
+                    dget(c, res[fused], dxo, xb);
+                    for (int i = 0; i < n_out; i++) {
+                        dget(c, res[fused] + off, out[i].y, (size_t)m * ns[i] * 4);
+                        off += (size_t)m * ns[i] * 4;
+                    }
+                    if (fused && memcmp(got, want, off))
+                        fail_msg("%s, %d rows, %s norm of h, %d products: the fused op differs from the two ops",
+                                 colo_dtype_name(types[t]), m, pre ? "with" : "without", n_out);
+                }
+                colo_stream_set_decode(c->s, false);
+                float *dx = dput(c, x, xb), *dh = dput(c, h, xb);
+                assert_int_equal(colo_op_add_rmsnorm_multi(c->s, dx, dh, NULL, dw, dx, dh, m, K, 1e-6f, out, n_out),
+                                 COLO_EINVAL);
+                for (int i = 0; i < n_out; i++)
+                    free(wts[i]), free(wd[i]);
+                free(x), free(h), free(w), free(w2), free(want), free(got);
+                dfree_all(c);
+            }
 }
 
 /* qk_store (a layer's query and key norms, rope and KV store in one op)
@@ -650,6 +733,7 @@ int main(void)
                                        cmocka_unit_test(test_linear_q8_many_rows),
                                        cmocka_unit_test(test_linear_q8_in_place),
                                        cmocka_unit_test(test_add_rmsnorm_fused),
+                                       cmocka_unit_test(test_add_rmsnorm_multi_fused),
                                        cmocka_unit_test(test_qk_store_fused),
                                        cmocka_unit_test(test_linear_glu_fused),
                                        cmocka_unit_test(test_stream_exact_activations),
