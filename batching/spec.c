@@ -79,16 +79,16 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
  * yet is expected to keep this share of its drafted tokens (text that
  * copies its input keeps more, free text far less; the estimates follow
  * within a few steps). */
-static const float prior[COLO_SPEC_NGRAM_MAX] = {0.3f, 0.45f, 0.6f};
+static const float prior[COLO_SPEC_FROM_SUFFIX] = {0.3f, 0.45f, 0.6f, 0.5f};
 
 static int order_of(int ngram)
 {
-    return ngram < 1 ? 0 : ngram > COLO_SPEC_NGRAM_MAX ? COLO_SPEC_NGRAM_MAX - 1 : ngram - 1;
+    return ngram < 1 ? 0 : ngram > COLO_SPEC_FROM_SUFFIX ? COLO_SPEC_FROM_SUFFIX - 1 : ngram - 1;
 }
 
 void colo_spec_accept_init(colo_spec_accept *a)
 {
-    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+    for (int i = 0; i < COLO_SPEC_FROM_SUFFIX; i++) {
         a->hits[i] = prior[i];
         a->trials[i] = 1;
     }
@@ -106,7 +106,7 @@ void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept)
 
 void colo_spec_accept_idle(colo_spec_accept *a)
 {
-    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+    for (int i = 0; i < COLO_SPEC_FROM_SUFFIX; i++) {
         a->hits[i] = 0.95f * a->hits[i] + 0.05f * prior[i];
         a->trials[i] = 0.95f * a->trials[i] + 0.05f;
     }

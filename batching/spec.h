@@ -68,8 +68,11 @@ double colo_spec_cost(const colo_spec_costs *c, int rows);
  * that a drafted token is accepted given the one before it was, as a
  * decaying count of successes over trials. colo_spec_accept_init gives
  * the priors (0.3, 0.45 and 0.6, of the weight of one trial). */
+/* The ngram of a draft from the model's suffix cache (batching/spec_suffix.h),
+ * whose acceptance is kept apart from prompt lookup's (prior 0.5). */
+#define COLO_SPEC_FROM_SUFFIX (COLO_SPEC_NGRAM_MAX + 1)
 typedef struct colo_spec_accept {
-    float hits[COLO_SPEC_NGRAM_MAX], trials[COLO_SPEC_NGRAM_MAX]; /* by the match's length - 1 */
+    float hits[COLO_SPEC_FROM_SUFFIX], trials[COLO_SPEC_FROM_SUFFIX]; /* by the match's length - 1, then the suffix cache's */
 } colo_spec_accept;
 void colo_spec_accept_init(colo_spec_accept *a);
 /* After verifying n_draft drafted tokens from a match of ngram tokens, of
