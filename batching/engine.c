@@ -799,20 +799,19 @@ static bool decoding(const colo_engine_seq *q)
 /* q's draft of up to k tokens into q->draft (and q->draft_ngram): from
  * its own text (prompt lookup) and from its tenant's outputs in the
  * suffix cache, the one that followed the longer match (its own text
- * when as long: the request's context is likelier to go on as it did). */
+ * when as long, unless the cache's drafts more: the request's context is
+ * likelier to go on as it did). */
 static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
 {
-    int found = 0, ngram = 0;
+    int found = 0, match = 0;
     q->draft_ngram = 0;
     if (!e->cfg.spec_no_lookup)
         found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
-    if (!q->suffix_tag || k <= 0 || (q->draft_ngram >= COLO_SPEC_NGRAM_MAX && found >= k))
+    if (!q->suffix_tag || k <= 0)
         return found;
     int32_t alt[COLO_SPEC_MAX_TOKENS];
-    int n = colo_spec_suffix_lookup(e->suffix, q->suffix_tag, q->cb.tokens, q->cb.n_tokens, k, alt, &ngram);
-    /* a suffix match is COLO_SPEC_SUFFIX_NGRAM tokens or more: it wins
-     * over a shorter lookup match, and over an equal one that drafts less */
-    if (n > 0 && (ngram > q->draft_ngram || (ngram == q->draft_ngram && n > found) || !found)) {
+    int n = colo_spec_suffix_lookup(e->suffix, q->suffix_tag, q->cb.tokens, q->cb.n_tokens, k, alt, &match);
+    if (n > 0 && (!found || match > q->draft_ngram || (match == q->draft_ngram && n > found))) {
         memcpy(q->draft, alt, (size_t)n * sizeof *alt);
         q->draft_ngram = COLO_SPEC_FROM_SUFFIX;
         return n;

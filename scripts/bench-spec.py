@@ -15,6 +15,7 @@ A benchmark, not a test: it asserts nothing about speed.
   scripts/bench-spec.py --set grounded --repeats 3
   scripts/bench-spec.py --model ~/.cache/colo/models/gemma-3-270m-q4_k_m.gguf --chat-template gemma
   scripts/bench-spec.py --set grounded --streams 1,4,8,32 --limit 4
+  scripts/bench-spec.py --set grounded --baseline-build ../other/build   # two builds' drafting, in turn
 """
 import argparse
 import json
@@ -27,8 +28,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(args, user, spec, batch):
-    cmd = [os.path.join(args.build, "colo-generate"), "--model", args.model, "--chat", user, "--temperature", "0",
+def run(args, user, spec, batch, build=None):
+    cmd = [os.path.join(build or args.build, "colo-generate"), "--model", args.model, "--chat", user, "--temperature", "0",
            "--max-tokens", str(args.max_tokens), "--threads", str(args.threads), "--print-tokens",
            "--speculative", str(args.speculative if spec else 0), "--batch", str(batch)]
     if args.chat_template:
@@ -50,26 +51,37 @@ def run(args, user, spec, batch):
 
 
 def bench_prompt(args, p, batch):
-    plain, spec, same = [], [], True
+    plain, spec, base, same = [], [], [], True
     ref = None
     steps = {False: 0, True: 0}
     drafted = accepted = 0
+    # with --baseline-build, a third run per repeat: that build's speculative decoding
+    kinds = ["plain", "spec"] + (["base"] if args.baseline_build else [])
     for rep in range(args.repeats):
-        order = (False, True) if rep % 2 == 0 else (True, False)
-        for s in order:
-            r = run(args, p["user"], s, batch)
+        order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
+        if rep % 2:
+            order.reverse()
+        for kind in order:
+            s = kind != "plain"
+            r = run(args, p["user"], s, batch, args.baseline_build if kind == "base" else None)
             if ref is None:
                 ref = r["tokens"]
             same &= r["tokens"] == ref
-            (spec if s else plain).append(r["rate"])
+            {"plain": plain, "spec": spec, "base": base}[kind].append(r["rate"])
+            if kind == "base":
+                continue
             drafted += r["drafted"]
             steps[s] = r["steps"]
             accepted += r["accepted"]
     mp, ms = statistics.median(plain), statistics.median(spec)
-    return {"id": p["id"], "task": p["task"], "tokens": len(ref), "plain": mp, "spec": ms,
-            "speedup": ms / mp if mp > 0 else 0.0, "same": same,
-            "acceptance": accepted / drafted if drafted else 0.0, "drafted": drafted // args.repeats,
-            "steps_plain": steps[False], "steps_spec": steps[True]}
+    row = {"id": p["id"], "task": p["task"], "tokens": len(ref), "plain": mp, "spec": ms,
+           "speedup": ms / mp if mp > 0 else 0.0, "same": same,
+           "acceptance": accepted / drafted if drafted else 0.0, "drafted": drafted // args.repeats,
+           "steps_plain": steps[False], "steps_spec": steps[True]}
+    if base:
+        row["base"] = statistics.median(base)
+        row["base_speedup"] = row["base"] / mp if mp > 0 else 0.0
+    return row
 
 
 def main():
@@ -86,6 +98,8 @@ def main():
     ap.add_argument("--streams", default="", help="comma-separated stream counts (colo-generate --batch)")
     ap.add_argument("--limit", type=int, default=0, help="the first N prompts of each set only")
     ap.add_argument("--json", default="", help="write every row to this file")
+    ap.add_argument("--baseline-build", default="",
+                    help="also run this build's colo-generate with --speculative, in turn with the others")
     args = ap.parse_args()
     if not os.access(args.model, os.R_OK):
         sys.exit(f"bench-spec: no {args.model} (scripts/fetch-models.sh)")
@@ -113,12 +127,17 @@ def main():
                 print(f"| {r['id']} | {r['task']} | {r['tokens']} | {r['plain']:.1f} | {r['spec']:.1f} | "
                       f"{r['speedup']:.2f} | {r['steps_plain']} / {r['steps_spec']} | {r['drafted']} | "
                       f"{100 * r['acceptance']:.0f}% | "
-                      f"{'yes' if r['same'] else 'NO'} |", flush=True)
+                      f"{'yes' if r['same'] else 'NO'} |" +
+                      (f" baseline {r['base']:.1f} ({r['base_speedup']:.2f}x)" if "base" in r else ""), flush=True)
             sp = [r["speedup"] for r in got if r["speedup"] > 0]
             gm = statistics.geometric_mean(sp) if sp else 0.0
             print(f"\n{name}, {batch} stream(s): speedup geometric mean {gm:.2f}, median {statistics.median(sp):.2f}, "
                   f"min {min(sp):.2f}, max {max(sp):.2f}; outputs identical: "
                   f"{sum(r['same'] for r in got)} of {len(got)}")
+            bs = [r["base_speedup"] for r in got if r.get("base_speedup", 0) > 0]
+            if bs:
+                print(f"{name}, {batch} stream(s): the baseline build's speedup geometric mean "
+                      f"{statistics.geometric_mean(bs):.2f}, median {statistics.median(bs):.2f}")
             rows += got
     if args.json:
         with open(args.json, "w") as f:
