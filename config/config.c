@@ -632,7 +632,7 @@ static int spec_draft_key(parse_ctx *p, const char *key, const yaml_node_t *v, v
     if (get_str(p, v, f, sc->draft, sizeof sc->draft))
         return -1;
     return fail(p, v, f, "a draft model ('%s') is not supported yet (speculative: {lookup: true} drafts from the "
-                         "request's own text)", sc->draft);
+                         "request's own text, {suffix: true} from the model's recent outputs)", sc->draft);
 }
 
 static const key_spec spec_keys[] = {

@@ -16,6 +16,7 @@ A benchmark, not a test: it asserts nothing about speed.
   scripts/bench-spec.py --model ~/.cache/colo/models/gemma-3-270m-q4_k_m.gguf --chat-template gemma
   scripts/bench-spec.py --set grounded --streams 1,4,8,32 --limit 4
   scripts/bench-spec.py --set grounded --baseline-build ../other/build   # two builds' drafting, in turn
+  scripts/bench-spec.py --set both --replay 1,1.9,3.8,7.6   # the most drafting can gain at those step costs
 """
 import argparse
 import json
@@ -84,6 +85,62 @@ def bench_prompt(args, p, batch):
     return row
 
 
+def lookup(toks, k, max_match=16):
+    """colo_spec_lookup: what followed the longest earlier match of the end (the latest among equals)."""
+    best, best_m, last = -1, 0, toks[-1]
+    for i in range(len(toks) - 2, -1, -1):
+        if toks[i] != last:
+            continue
+        m = 1
+        while m < max_match and m <= i and toks[i - m] == toks[len(toks) - 1 - m]:
+            m += 1
+        if m > best_m:
+            best, best_m = i, m
+            if m == max_match:
+                break
+    return (toks[best + 1:best + 1 + k], best_m) if best >= 0 else ([], 0)
+
+
+def replay(args, prompts):
+    """The most drafting can gain at given step costs: each prompt's plain greedy run (its token ids)
+    replayed step by step, with the cost of a step by its rows (1, 2-4, 5-8, 9-16 rows) from
+    --replay. 'rule': draft 3 tokens where prompt lookup matched 2 tokens or more; 'oracle': knowing
+    how many of lookup's draft the model keeps, the draft of 0, 3, 7 or 15 tokens worth the most."""
+    c = [float(x) for x in args.replay.split(",")]
+    cost = lambda rows: c[0] if rows == 1 else c[1] if rows <= 4 else c[2] if rows <= 8 else c[3]
+    got = {"rule": [], "oracle": []}
+    for p in prompts:
+        cmd = [os.path.join(args.build, "colo-generate"), "--model", args.model, "--chat", p["user"], "--temperature",
+               "0", "--max-tokens", str(args.max_tokens), "--threads", str(args.threads), "--print-tokens"]
+        if args.chat_template:
+            cmd += ["--chat-template", args.chat_template]
+        err = subprocess.run(cmd, capture_output=True, text=True).stderr
+        pr = re.search(r"prompt tokens \(\d+\):([0-9 ]*)", err)
+        gen = re.search(r"generated tokens \(\d+\):([0-9 ]*)", err)
+        if not pr or not gen:
+            sys.exit("bench-spec: cannot read colo-generate's report:\n" + err)
+        P, G = [int(x) for x in pr.group(1).split()], [int(x) for x in gen.group(1).split()]
+        for how in got:
+            i, spent = 0, 0.0
+            while i < len(G):
+                draft, m = lookup(P + G[:i], 15)
+                kept = 0
+                while kept < len(draft) and i + kept < len(G) and draft[kept] == G[i + kept]:
+                    kept += 1
+                if how == "rule":
+                    n = 3 if m >= 2 else 0
+                    step = (cost(1 + min(n, len(draft))), min(kept, n))
+                else:
+                    opts = [(cost(1), 0)] + [(cost(1 + n), min(kept, n)) for n in (3, 7, 15) if kept > 0]
+                    step = max(opts, key=lambda o: (o[1] + 1) / o[0])
+                spent += step[0]
+                i += step[1] + 1
+            got[how].append(len(G) / cost(1) / spent if spent else 0)
+    for how, v in got.items():
+        print(f"replay at step costs {args.replay}, {how}: speedup geometric mean {statistics.geometric_mean(v):.2f}, "
+              f"median {statistics.median(v):.2f}, min {min(v):.2f}, max {max(v):.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "colo", "models")
@@ -98,6 +155,9 @@ def main():
     ap.add_argument("--streams", default="", help="comma-separated stream counts (colo-generate --batch)")
     ap.add_argument("--limit", type=int, default=0, help="the first N prompts of each set only")
     ap.add_argument("--json", default="", help="write every row to this file")
+    ap.add_argument("--replay", default="",
+                    help="COST1,COST2-4,COST5-8,COST9-16: the gain drafting can have at these step costs "
+                         "(by rows), replayed from plain runs' token ids, instead of timing")
     ap.add_argument("--baseline-build", default="",
                     help="also run this build's colo-generate with --speculative, in turn with the others")
     args = ap.parse_args()
@@ -113,6 +173,10 @@ def main():
             prompts = json.load(f)["prompts"]
         if args.limit:
             prompts = prompts[:args.limit]
+        if args.replay:
+            print(f"\n{name}")
+            replay(args, prompts)
+            continue
         for batch in streams:
             print(f"\n{name}, {batch} stream(s)\n")
             print("| prompt | task | tokens | plain tokens/s | speculative tokens/s | speedup | steps | drafted | "
