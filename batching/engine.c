@@ -2,6 +2,7 @@
 
 #include "batching/queue.h"
 #include "batching/spec.h"
+#include "batching/spec_suffix.h"
 #include "models/sample/json_schema.h"
 #include "models/arch/lora.h"
 #include "models/cache/prefix_cache.h"
@@ -43,7 +44,10 @@ struct colo_engine_seq {
     colo_engine_seq *next_follower;
     int32_t *draft;               /* (cfg.spec_tokens) this step's drafted tokens, cb.n_draft of them */
     colo_spec_accept accept;      /* how its drafts fared */
-    int draft_ngram;              /* the length of the match its draft followed */
+    int draft_ngram;              /* the length of the match its draft followed; COLO_SPEC_FROM_SUFFIX */
+    char tenant[COLO_SPEC_SUFFIX_TENANT_LEN]; /* p.tenant */
+    bool tenant_ok;               /* p.tenant fit in tenant: its output may be stored */
+    uint32_t suffix_tag;          /* its tenant's in the suffix cache, 0: drafts nothing from it */
 };
 
 struct colo_engine {
@@ -65,6 +69,7 @@ struct colo_engine {
     int max_logits;       /* logits rows per step: max_running, and the drafted tokens' */
     int max_draft;        /* drafted tokens per step */
     colo_spec_costs costs; /* decode steps' times by rows */
+    colo_spec_suffix *suffix; /* the model's recent outputs by tenant (cfg.spec_suffix_bytes), or NULL */
     /* (max_running) the step's drafting sequences: their drafts' lengths
      * available, acceptance rates, and lengths planned */
     colo_engine_seq **spec_seq;
@@ -129,6 +134,11 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
         c->spec_tokens = 0;
     if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
         c->spec_tokens = COLO_SPEC_MAX_TOKENS;
+    if (c->spec_tokens > 0 && c->spec_suffix_bytes > 0 &&
+        !(e->suffix = colo_spec_suffix_create(c->spec_suffix_bytes))) {
+        colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
+        goto out_free;
+    }
     /* drafts are verified in steps of fewer than COLO_SPEC_MAX_DECODES decodes */
     int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
     int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
@@ -317,6 +327,8 @@ static void finish_at(colo_engine *e, colo_engine_seq *q, colo_status st, const 
                             .n_preempted = q->cb.n_preempted};
     if (q->cbs.on_done)
         q->cbs.on_done(q->cbs.ud, &out);
+    if (st == COLO_OK && e->suffix && q->n_gen > 0 && q->tenant_ok)
+        colo_spec_suffix_add(e->suffix, q->tenant, q->gen, q->n_gen);
     seq_free(q);
 }
 
@@ -354,6 +366,7 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_avail);
     free(e->spec_len);
     free(e->spec_rate);
+    colo_spec_suffix_free(e->suffix);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
@@ -465,6 +478,14 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     if (e->cfg.spec_tokens > 0 && !p->no_spec && !(q->draft = malloc((size_t)e->cfg.spec_tokens * 4)))
         goto out_oom;
     colo_spec_accept_init(&q->accept);
+    /* (a name cut short could be another tenant's: such a one neither
+     * drafts from the cache nor stores in it) */
+    q->tenant_ok = strlen(p->tenant ? p->tenant : "") < sizeof q->tenant;
+    if (q->tenant_ok && p->tenant)
+        snprintf(q->tenant, sizeof q->tenant, "%s", p->tenant);
+    if (e->suffix && q->draft && q->tenant_ok)
+        q->suffix_tag = colo_spec_suffix_tenant(e->suffix, q->tenant);
+    q->p.tenant = NULL;
     size_t mt = (size_t)(p->max_tokens > 0 ? p->max_tokens : 1);
     if (q->p.top_logprobs > COLO_ENGINE_MAX_LOGPROBS)
         q->p.top_logprobs = COLO_ENGINE_MAX_LOGPROBS;
@@ -775,6 +796,29 @@ static bool decoding(const colo_engine_seq *q)
     return q->cb.state == COLO_SEQ_RUNNING && q->cb.n_tokens - q->cb.n_cached == 1;
 }
 
+/* q's draft of up to k tokens into q->draft (and q->draft_ngram): from
+ * its own text (prompt lookup) and from its tenant's outputs in the
+ * suffix cache, the one that followed the longer match (its own text
+ * when as long, unless the cache's drafts more: the request's context is
+ * likelier to go on as it did). */
+static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
+{
+    int found = 0, match = 0;
+    q->draft_ngram = 0;
+    if (!e->cfg.spec_no_lookup)
+        found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
+    if (!q->suffix_tag || k <= 0)
+        return found;
+    int32_t alt[COLO_SPEC_MAX_TOKENS];
+    int n = colo_spec_suffix_lookup(e->suffix, q->suffix_tag, q->cb.tokens, q->cb.n_tokens, k, alt, &match);
+    if (n > 0 && (!found || match > q->draft_ngram || (match == q->draft_ngram && n > found))) {
+        memcpy(q->draft, alt, (size_t)n * sizeof *alt);
+        q->draft_ngram = COLO_SPEC_FROM_SUFFIX;
+        return n;
+    }
+    return found;
+}
+
 /* Each decoding sequence's draft for the coming step (cb.n_draft): none
  * when the step will have COLO_SPEC_MAX_DECODES decodes or more (its rows
  * already keep the products busy) or the sequence asked for plain
@@ -798,7 +842,7 @@ static void draft_all(colo_engine *e)
             k = q->p.max_tokens - q->n_gen - 1;
         if (k > q->cb.cap - q->cb.n_tokens - 1)
             k = q->cb.cap - q->cb.n_tokens - 1;
-        int found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
+        int found = draft_one(e, q, k);
         if (!found) {
             colo_spec_accept_idle(&q->accept);
             continue;

@@ -48,6 +48,10 @@ typedef struct colo_engine_params {
     bool has_adapter;
     int adapter_slot;
     bool no_spec;              /* plain decoding: this sequence drafts nothing (config spec_tokens) */
+    /* whose outputs the suffix cache may draft from, and stores this one's
+     * under (organization/project; NULL or "": the tenant of requests
+     * without one); copied at colo_engine_add */
+    const char *tenant;
 } colo_engine_params;
 
 typedef struct colo_engine_outcome {
@@ -105,6 +109,11 @@ typedef struct colo_engine_config {
      * steps' measured times and the sequences' acceptance. */
     int spec_tokens;
     bool spec_always; /* draft whatever lookup finds, up to spec_tokens, whatever it costs */
+    /* with spec_tokens > 0: drafts also from a suffix cache of the model's
+     * recent outputs in this many bytes (batching/spec_suffix.h; a
+     * sequence drafts only from its own tenant's outputs); 0: none */
+    size_t spec_suffix_bytes;
+    bool spec_no_lookup; /* drafts from the suffix cache only, not from the sequence's own text */
 } colo_engine_config;
 
 /* The prefix cache's counters. */

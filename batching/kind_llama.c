@@ -3,6 +3,7 @@
 #include "batching/engine.h"
 #include "batching/kind.h"
 #include "batching/spec.h"
+#include "batching/spec_suffix.h"
 #include "models/sample/chat.h"
 #include "models/sample/json_schema.h"
 #include "models/sample/tools.h"
@@ -110,12 +111,22 @@ static int step_tokens_of(const colo_model_cfg *mc)
     return t < r ? r : t;
 }
 
-/* Tokens a decoding sequence drafts per step (speculative.lookup), 0: none. */
+/* Tokens a decoding sequence drafts per step (speculative.lookup or
+ * suffix), 0: none. */
 static int spec_tokens_of(const colo_model_cfg *mc)
 {
-    if (!mc->speculative.lookup)
+    if (!mc->speculative.lookup && !mc->speculative.suffix)
         return 0;
     return mc->speculative.tokens > 0 ? mc->speculative.tokens : COLO_SPEC_DEFAULT_TOKENS;
+}
+
+/* The suffix cache's memory (speculative.suffix), 0: none. */
+static size_t spec_suffix_bytes_of(const colo_model_cfg *mc)
+{
+    if (!mc->speculative.suffix)
+        return 0;
+    return mc->speculative.suffix_memory_bytes ? (size_t)mc->speculative.suffix_memory_bytes
+                                               : (size_t)COLO_SPEC_SUFFIX_DEFAULT_BYTES;
 }
 
 /* Logits rows of a step: one per running sequence, and what drafted
@@ -248,7 +259,8 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
                           .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items},
-                          .spec_tokens = spec_tokens_of(mc)};
+                          .spec_tokens = spec_tokens_of(mc), .spec_suffix_bytes = spec_suffix_bytes_of(mc),
+                          .spec_no_lookup = !mc->speculative.lookup};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
@@ -933,6 +945,10 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                           .has_adapter = r->adapter_index > 0,
                           .adapter_slot = r->adapter_slot,
                           .no_spec = r->params.no_spec};
+    /* the tenant (docs/TENANTS.md): whose outputs the suffix cache shares */
+    char tenant[sizeof r->who.organisation + sizeof r->who.project + 1];
+    snprintf(tenant, sizeof tenant, "%s/%s", r->who.organisation, r->who.project);
+    gp.tenant = tenant;
     for (int i = 0; i < gp.n_stop; i++)
         gp.stop[i] = r->params.stop[i];
     for (int i = 0; i < gp.n_stop_ids; i++)

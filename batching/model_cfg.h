@@ -44,7 +44,9 @@ typedef struct colo_sla_cfg {
  * verifies (batching/spec.h); every member off: plain decoding. */
 typedef struct colo_spec_cfg {
     bool lookup;     /* drafts from the sequence's own prompt and output (prompt lookup) */
-    bool suffix;     /* from a suffix cache of the model's recent outputs (not supported yet: refused) */
+    bool suffix;     /* from a suffix cache of the model's recent outputs, each tenant's own (batching/spec_suffix.h) */
+    uint64_t suffix_memory_bytes; /* the suffix cache's memory, COLO_SPEC_SUFFIX_MIN_BYTES..COLO_SPEC_SUFFIX_MAX_BYTES;
+                                   * 0: COLO_SPEC_SUFFIX_DEFAULT_BYTES */
     char draft[64];  /* a served model that drafts (not supported yet: refused); "" none */
     int tokens;      /* drafted tokens per step, 1..COLO_SPEC_MAX_TOKENS; 0: COLO_SPEC_DEFAULT_TOKENS */
     colo_cfg_mark mark; /* where the mapping is */

@@ -3,46 +3,35 @@
 #include <math.h>
 #include <stdbool.h>
 
-/* Where the latest earlier occurrence of the last n tokens starts, or -1. */
-static int find_latest(const int32_t *t, int n_tokens, int n)
-{
-    const int32_t *tail = t + n_tokens - n;
-    for (int i = n_tokens - n - 1; i >= 0; i--) {
-        int j = 0;
-        while (j < n && t[i + j] == tail[j])
-            j++;
-        if (j == n)
-            return i;
-    }
-    return -1;
-}
-
 int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram)
 {
     *ngram = 0;
     if (k > COLO_SPEC_MAX_TOKENS)
         k = COLO_SPEC_MAX_TOKENS;
-    if (k <= 0 || !tokens)
+    if (k <= 0 || !tokens || n_tokens < 2)
         return 0;
-    for (int n = COLO_SPEC_NGRAM_MAX; n >= COLO_SPEC_NGRAM_MIN; n--) {
-        if (n_tokens < n + 1)
+    const int32_t *end = tokens + n_tokens - 1; /* the last token */
+    int best = -1, best_m = 0;
+    for (int i = n_tokens - 2; i >= 0 && best_m < COLO_SPEC_MATCH_MAX; i--) {
+        if (tokens[i] != *end)
             continue;
-        int at = find_latest(tokens, n_tokens, n);
-        if (at < 0)
-            continue;
-        /* The draft runs from after the match, up to the end of the known
-         * tokens (a match near the end repeats its own continuation). */
-        int from = at + n, m = 0;
-        while (m < k && from + m < n_tokens) {
-            out[m] = tokens[from + m];
+        int m = 1;
+        while (m < COLO_SPEC_MATCH_MAX && m <= i && tokens[i - m] == end[-m])
             m++;
-        }
-        if (m > 0) {
-            *ngram = n;
-            return m;
-        }
+        if (m > best_m)
+            best = i, best_m = m;
     }
-    return 0;
+    if (best < 0)
+        return 0;
+    /* The draft runs from after the match, up to the end of the known
+     * tokens (a match near the end repeats its own continuation). */
+    int from = best + 1, n = 0;
+    while (n < k && from + n < n_tokens) {
+        out[n] = tokens[from + n];
+        n++;
+    }
+    *ngram = best_m;
+    return n;
 }
 
 void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns)
@@ -79,16 +68,18 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
  * yet is expected to keep this share of its drafted tokens (text that
  * copies its input keeps more, free text far less; the estimates follow
  * within a few steps). */
-static const float prior[COLO_SPEC_NGRAM_MAX] = {0.3f, 0.45f, 0.6f};
+static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f};
 
 static int order_of(int ngram)
 {
-    return ngram < 1 ? 0 : ngram > COLO_SPEC_NGRAM_MAX ? COLO_SPEC_NGRAM_MAX - 1 : ngram - 1;
+    if (ngram == COLO_SPEC_FROM_SUFFIX)
+        return COLO_SPEC_CLASSES - 1;
+    return ngram < 1 ? 0 : ngram > COLO_SPEC_CLASSES - 1 ? COLO_SPEC_CLASSES - 2 : ngram - 1;
 }
 
 void colo_spec_accept_init(colo_spec_accept *a)
 {
-    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+    for (int i = 0; i < COLO_SPEC_CLASSES; i++) {
         a->hits[i] = prior[i];
         a->trials[i] = 1;
     }
@@ -106,7 +97,7 @@ void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept)
 
 void colo_spec_accept_idle(colo_spec_accept *a)
 {
-    for (int i = 0; i < COLO_SPEC_NGRAM_MAX; i++) {
+    for (int i = 0; i < COLO_SPEC_CLASSES; i++) {
         a->hits[i] = 0.95f * a->hits[i] + 0.05f * prior[i];
         a->trials[i] = 0.95f * a->trials[i] + 0.05f;
     }

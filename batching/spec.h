@@ -1,12 +1,14 @@
 /* batching/spec.h: drafting tokens for speculative decoding, without a
  * draft model.
  *
- * Prompt lookup: the last n tokens of a sequence (its prompt and what it
- * generated) are looked for earlier in the same tokens, longest n first
- * (COLO_SPEC_NGRAM_MAX down to COLO_SPEC_NGRAM_MIN), the latest occurrence
- * first; the tokens that followed it are the draft. Text that copies its
+ * Prompt lookup: the end of a sequence (its prompt and what it generated)
+ * is matched against every earlier place in the same tokens, and the
+ * tokens that followed the longest match (up to COLO_SPEC_MATCH_MAX tokens
+ * compared; the latest among equals) are the draft. Text that copies its
  * input (an edit of a paragraph, fields pulled out of a document, quotes)
- * drafts long runs that the model accepts; free text drafts little.
+ * drafts long runs that the model accepts; free text drafts little, and
+ * from short matches, whose drafts are kept less often (acceptance is
+ * kept apart by the match's length).
  *
  * The engine (batching/engine.h) verifies a draft in one step: the
  * sequence's next token and each drafted one are computed as rows of the
@@ -26,8 +28,8 @@
 
 #include <stdint.h>
 
-#define COLO_SPEC_NGRAM_MAX 3
-#define COLO_SPEC_NGRAM_MIN 1
+/* Prompt lookup compares at most this many tokens of a match. */
+#define COLO_SPEC_MATCH_MAX 16
 /* Drafted tokens per step when the config's speculative.tokens is not given. */
 #define COLO_SPEC_DEFAULT_TOKENS 8
 /* The most tokens one sequence drafts in a step (config tokens: 1..this). */
@@ -63,13 +65,17 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
  * paying); else 0, unknown. */
 double colo_spec_cost(const colo_spec_costs *c, int rows);
 
-/* A sequence's acceptance, apart for drafts from a match of 1, 2 and 3
- * tokens (a longer match is likelier to go on as before): the chance
- * that a drafted token is accepted given the one before it was, as a
- * decaying count of successes over trials. colo_spec_accept_init gives
- * the priors (0.3, 0.45 and 0.6, of the weight of one trial). */
+/* A sequence's acceptance, apart for drafts from a match of 1, 2, 3 and 4
+ * or more tokens (a longer match is likelier to go on as before) and for
+ * drafts from the suffix cache (batching/spec_suffix.h): the chance that a
+ * drafted token is accepted given the one before it was, as a decaying
+ * count of successes over trials. colo_spec_accept_init gives the priors
+ * (0.3, 0.45, 0.6, 0.75 and 0.5, of the weight of one trial). The
+ * functions below take a draft's match length, or COLO_SPEC_FROM_SUFFIX. */
+#define COLO_SPEC_FROM_SUFFIX (-1)
+#define COLO_SPEC_CLASSES 5
 typedef struct colo_spec_accept {
-    float hits[COLO_SPEC_NGRAM_MAX], trials[COLO_SPEC_NGRAM_MAX]; /* by the match's length - 1 */
+    float hits[COLO_SPEC_CLASSES], trials[COLO_SPEC_CLASSES];
 } colo_spec_accept;
 void colo_spec_accept_init(colo_spec_accept *a);
 /* After verifying n_draft drafted tokens from a match of ngram tokens, of
@@ -92,9 +98,10 @@ int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const in
                    int max_total, int *len);
 
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
- * latest earlier occurrence of the last n tokens of tokens[0..n_tokens),
- * for the longest n in [COLO_SPEC_NGRAM_MIN, COLO_SPEC_NGRAM_MAX] that
- * occurs (into *ngram); returns how many (0: no match, or k <= 0). */
+ * earlier place in tokens[0..n_tokens) that matches the most of its last
+ * tokens (at least 1, at most COLO_SPEC_MATCH_MAX compared; the latest
+ * among equals), the match's length into *ngram; returns how many (0: no
+ * match, or k <= 0). */
 int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram);
 
 #endif

@@ -3,6 +3,7 @@
 #include "batching/evictor.h"
 #include "batching/kind.h"
 #include "batching/spec.h"
+#include "batching/spec_suffix.h"
 #include "models/sample/chat.h"
 #include "models/sample/json_schema.h"
 
@@ -624,18 +625,6 @@ typedef struct model_ctx {
 } model_ctx;
 
 /* speculative: how the model's sequences draft tokens (batching/spec.h) */
-static int spec_suffix_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
-{
-    (void)key;
-    colo_spec_cfg *sc = obj;
-    if (get_bool(p, v, f, &sc->suffix))
-        return -1;
-    if (sc->suffix)
-        return fail(p, v, f, "a suffix cache is not supported yet (speculative: {lookup: true} drafts from the "
-                             "request's own text)");
-    return 0;
-}
-
 static int spec_draft_key(parse_ctx *p, const char *key, const yaml_node_t *v, void *obj, const char *f)
 {
     (void)key;
@@ -643,12 +632,13 @@ static int spec_draft_key(parse_ctx *p, const char *key, const yaml_node_t *v, v
     if (get_str(p, v, f, sc->draft, sizeof sc->draft))
         return -1;
     return fail(p, v, f, "a draft model ('%s') is not supported yet (speculative: {lookup: true} drafts from the "
-                         "request's own text)", sc->draft);
+                         "request's own text, {suffix: true} from the model's recent outputs)", sc->draft);
 }
 
 static const key_spec spec_keys[] = {
     KEY_BOOL("lookup", colo_spec_cfg, lookup),
-    KEY_FN("suffix", spec_suffix_key),
+    KEY_BOOL("suffix", colo_spec_cfg, suffix),
+    KEY_SIZE("suffix_memory_bytes", colo_spec_cfg, suffix_memory_bytes, COLO_SPEC_SUFFIX_MIN_BYTES),
     KEY_FN("draft", spec_draft_key),
     KEY_INT("tokens", colo_spec_cfg, tokens, 1, COLO_SPEC_MAX_TOKENS),
     KEY_END,
@@ -1014,7 +1004,12 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
                         a->name, a->mark.line);
     }
     const colo_model_kind *kind = colo_kind_find(m->kind);
-    if (m->speculative.lookup && kind && kind->task != COLO_TASK_GENERATE)
+    if (m->speculative.suffix_memory_bytes > COLO_SPEC_SUFFIX_MAX_BYTES)
+        return fail_at(p, m->speculative.mark, "speculative.suffix_memory_bytes",
+                       "%llu bytes is more than a suffix cache may take (%llu)",
+                       (unsigned long long)m->speculative.suffix_memory_bytes,
+                       (unsigned long long)COLO_SPEC_SUFFIX_MAX_BYTES);
+    if ((m->speculative.lookup || m->speculative.suffix) && kind && kind->task != COLO_TASK_GENERATE)
         return fail_at(p, m->speculative.mark, "speculative",
                        "the %s kind does not generate text: it has no tokens to draft", m->kind);
     const colo_batching_cfg *b = &m->batching;

@@ -375,7 +375,9 @@ static void differences(const colo_model_cfg *a, const colo_model_cfg *b, char *
     DIFF(a->schema_max_length != b->schema_max_length || a->schema_max_items != b->schema_max_items,
          "structured_output");
     DIFF(a->adapter_memory_bytes != b->adapter_memory_bytes, "adapter_memory_bytes");
-    DIFF(a->speculative.lookup != b->speculative.lookup || a->speculative.tokens != b->speculative.tokens,
+    DIFF(a->speculative.lookup != b->speculative.lookup || a->speculative.tokens != b->speculative.tokens ||
+             a->speculative.suffix != b->speculative.suffix ||
+             a->speculative.suffix_memory_bytes != b->speculative.suffix_memory_bytes,
          "speculative");
     size_t reload_keys = o;
     DIFF(a->keep_alive_ms != b->keep_alive_ms, "keep_alive_ms");

@@ -159,6 +159,20 @@ static void test_lookup(void **state)
     assert_int_equal(ng, 3);
     assert_int_equal(out[0], 4);
     assert_int_equal(out[1], 3);
+    /* the longest match wins over a later shorter one, measured past 3 */
+    int32_t x[] = {5, 6, 7, 8, 9, 40, 41, 0, 7, 8, 9, 50, 51, 6, 7, 8, 9};
+    assert_int_equal(colo_spec_lookup(x, 17, 2, out, &ng), 2);
+    assert_int_equal(ng, 4);
+    assert_int_equal(out[0], 40);
+    assert_int_equal(out[1], 41);
+    /* at most COLO_SPEC_MATCH_MAX compared: a run of one token matches
+     * that much at its latest place, one before the end */
+    int32_t y[2 * COLO_SPEC_MATCH_MAX + 2];
+    for (int i = 0; i < 2 * COLO_SPEC_MATCH_MAX + 2; i++)
+        y[i] = i == 0 ? 2 : 1;
+    assert_int_equal(colo_spec_lookup(y, 2 * COLO_SPEC_MATCH_MAX + 2, 3, out, &ng), 1);
+    assert_int_equal(ng, COLO_SPEC_MATCH_MAX);
+    assert_int_equal(out[0], 1);
     int32_t w[] = {1, 2, 3, 4};
     assert_int_equal(colo_spec_lookup(w, 4, 8, out, &ng), 0);
     assert_int_equal(ng, 0);

@@ -2,8 +2,8 @@
  * files: greedy output with drafts is the same bits as without (tokens and
  * log-probabilities) on prompts that copy their input, alone and three at
  * once in a cache too small for them (preemption) with a shared system
- * prompt (prefix cache). Skipped when the weights are not in the model
- * cache. */
+ * prompt (prefix cache), and with the suffix cache drafting each ask's
+ * earlier output. Skipped when the weights are not in the model cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,6 +86,48 @@ static void run(const char *path, const model_case *mc, int n, int spec_tokens, 
     colo_arena_destroy(r.arena);
 }
 
+/* The asks one after another on one engine with the suffix cache (no
+ * prompt lookup), twice over, as one tenant: the second round drafts from
+ * the first's outputs. out gets the second round's. */
+static void run_suffix(const char *path, const model_case *mc, run_out *out)
+{
+    memset(out, 0, sizeof *out);
+    engine_rig r = {0};
+    engine_rig_arena(&r, dev, "spec-models", 1ull << 30);
+    colo_engine_config gc = {.max_running = 4, .max_step_tokens = 256, .block_size = 16, .kv_type = COLO_F16,
+                             .spec_tokens = 8, .max_seq_len = 1024, .spec_always = true,
+                             .spec_suffix_bytes = 1 << 20, .spec_no_lookup = true};
+    engine_rig_start_on(&r, dev, path, &gc);
+    const colo_tokenizer *tok = colo_llama_tokenizer(r.m);
+    char err[256];
+    for (int round = 0; round < 2; round++) {
+        colo_engine_callbacks cbs[3];
+        engine_results_reset(out->res, cbs, 3);
+        for (int i = 0; i < 3; i++) {
+            char text[2048];
+            snprintf(text, sizeof text, "%s%s%s%s", mc->user, asks[i], mc->mid, mc->assistant);
+            int32_t *ids;
+            int n_ids;
+            assert_int_equal(colo_tokenizer_encode(tok, text, strlen(text), true, true, &ids, &n_ids), COLO_OK);
+            colo_engine_params p = {.max_tokens = 48, .temperature = 0, .top_p = 1, .logprobs = true,
+                                    .tenant = "org/project"};
+            assert_non_null(colo_engine_add(r.e, ids, n_ids, &p, &cbs[i], err, sizeof err));
+            free(ids);
+            engine_run_all(r.e);
+        }
+        if (round == 0)
+            colo_engine_get_step_stats(r.e, &out->st);
+    }
+    colo_engine_step_stats after;
+    colo_engine_get_step_stats(r.e, &after);
+    out->st.spec_drafted = after.spec_drafted - out->st.spec_drafted;
+    out->st.spec_accepted = after.spec_accepted - out->st.spec_accepted;
+    colo_engine_free(r.e);
+    colo_llama_free(r.m);
+    colo_stream_destroy(r.s);
+    colo_arena_destroy(r.arena);
+}
+
 static void assert_same_runs(const run_out *a, const run_out *b, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -122,6 +164,15 @@ static void check_model(const model_case *mc)
     assert_true(spec.preemptions > 0);
     assert_true(spec.prefix_hits > 0);
     assert_same_runs(&plain, &spec, 3);
+    /* the suffix cache: the second round drafts from the first's outputs
+     * (mostly its own ask's: a short match may pick another's), and the
+     * outputs are plain decoding's */
+    run_suffix(path, mc, &spec);
+    assert_same_runs(&plain, &spec, 3);
+    assert_true(spec.st.spec_drafted > 0);
+    assert_true(spec.st.spec_accepted * 2 > spec.st.spec_drafted);
+    printf("%s, suffix cache, second round: drafted %llu, accepted %llu\n", mc->file,
+           (unsigned long long)spec.st.spec_drafted, (unsigned long long)spec.st.spec_accepted);
 }
 
 static void test_smollm2(void **state)

@@ -165,8 +165,8 @@ static void test_errors(void **state)
     expect("", "body:1:1", "empty");
 }
 
-/* speculative: lookup and tokens read; a suffix cache and a draft model
- * refused as not supported yet, with the line; an encoder refused */
+/* speculative: lookup, suffix, its memory and tokens read; a draft
+ * model refused as not supported yet, with the line; an encoder refused */
 static void test_speculative(void **state)
 {
     (void)state;
@@ -186,8 +186,21 @@ static void test_speculative(void **state)
            "body:5:", "model.speculative.tokens:");
     expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: true, tokens: 0}\n",
            "model.speculative.tokens:", "1");
-    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {suffix: true}\n",
-           "body:5:", "suffix cache is not supported yet");
+    assert_int_equal(parse("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\n"
+                           "speculative: {suffix: true, suffix_memory_bytes: 1MiB}\n",
+                           &m, err, sizeof err),
+                     COLO_OK);
+    assert_false(m.speculative.lookup);
+    assert_true(m.speculative.suffix);
+    assert_int_equal(m.speculative.suffix_memory_bytes, 1 << 20);
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\n"
+           "speculative: {suffix: true, suffix_memory_bytes: 1000}\n",
+           "model.speculative.suffix_memory_bytes:", "65536");
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\n"
+           "speculative: {suffix: true, suffix_memory_bytes: 2GiB}\n",
+           "body:5:", "more than a suffix cache may take");
+    expect("name: e\nkind: bert\npath: x\nmemory_fraction: 0.1\nspeculative: {suffix: true}\n", "body:5:",
+           "does not generate text");
     expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative:\n  draft: small\n",
            "body:6:", "draft model ('small') is not supported yet");
     expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: yes please}\n",
