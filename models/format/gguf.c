@@ -471,7 +471,13 @@ colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, 
     uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
     if (!bytes || hi <= lo)
         return COLO_OK;
-    (void)madvise((void *)lo, hi - lo, MADV_WILLNEED); /* advice: readahead of what is not cached */
+    /* Huge pages where the file system gives the page cache large folios
+     * (ext4, xfs): what is read in from now on comes in 2 MiB folios,
+     * mapped whole, as the arena's copies were (decode reads every weight
+     * every step: 4 KiB pages cost it about a tenth in TLB misses). Advice:
+     * failure is harmless. */
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    (void)madvise((void *)lo, hi - lo, MADV_WILLNEED); /* readahead of what is not cached */
     if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) == 0 || errno == EINVAL || errno == ENOSYS)
         return COLO_OK; /* EINVAL: an older kernel; the pages come on first touch */
     colo_set_err(err, errlen, "%s: cannot read the weights: %s", g->path, strerror(errno));

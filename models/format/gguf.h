@@ -112,7 +112,8 @@ void colo_gguf_release(const colo_gguf *g, const colo_gguf_tensor *t);
 void colo_gguf_release_range(const colo_gguf *g, const void *p, size_t bytes);
 /* Makes bytes [p, p + bytes) of the mapping resident now: from the page
  * cache when the file is there, else read from the disk in large requests
- * (MADV_WILLNEED, then MADV_POPULATE_READ), so that a model read in place
+ * (MADV_WILLNEED, then MADV_POPULATE_READ), in huge pages where the file
+ * system gives the page cache large folios (MADV_HUGEPAGE), so that a model read in place
  * does not fault its weights in one page at a time on its first step.
  * COLO_OK, or COLO_EIO naming the file when the read failed (a file cut
  * short under the mapping); a kernel without MADV_POPULATE_READ leaves the
