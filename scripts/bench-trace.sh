@@ -27,7 +27,7 @@
 #
 # Environment (defaults in brackets):
 #   BUILD [build]  BUDGET_BYTES [943718400] (server.cpu_memory_bytes)
-#   GUARANTEE_EXTRA_BYTES [104857600; 52428800 with MODELS=16]
+#   GUARANTEE_EXTRA_BYTES [104857600; 67108864 with MODELS=16]
 #   MODELS_MAX [3] (the router's --models-max)
 #   FILL [0.95] (the config's guarantees sum to at most this fraction of the
 #   budget: the rest is room for the models' host memory past the overhead's
@@ -54,7 +54,7 @@ OUT=${1:-$BUILD/bench-trace}
 BUDGET_BYTES=${BUDGET_BYTES:-943718400}
 MODELS=${MODELS:-8}
 # the 16 models' smaller shapes need less room for activations and KV cache
-GUARANTEE_EXTRA_BYTES=${GUARANTEE_EXTRA_BYTES:-$([ "$MODELS" = 16 ] && echo 52428800 || echo 104857600)}
+GUARANTEE_EXTRA_BYTES=${GUARANTEE_EXTRA_BYTES:-$([ "$MODELS" = 16 ] && echo 67108864 || echo 104857600)}
 MODELS_MAX=${MODELS_MAX:-3}
 FILL=${FILL:-0.95}
 RATES=${RATES:-0.25 0.5 1}
