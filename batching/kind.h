@@ -35,6 +35,9 @@ typedef struct colo_kind_memory {
     size_t act_bytes;     /* activations of the largest step or batch */
     size_t kv_min_bytes;  /* KV cache of one full-length sequence (0 for encoders) */
     size_t overhead_bytes; /* alignment and small buffers */
+    size_t host_bytes;     /* host memory outside the arena while the model is served, at most (its
+                            * tokenizer, the executor's state): counted against the budget by
+                            * colo_mem_pool_hold, awake or asleep */
     int step_tokens;      /* the step the activations are sized for */
     int max_seq_len;      /* tokens */
     int max_batch;        /* sequences running at once (generation) or inputs per batch (encoders) */

@@ -39,6 +39,9 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
     *out = (colo_kind_memory){.weight_bytes = mem.weight_bytes,
                               .act_bytes = colo_bert_act_bytes(&mem.hp, mb, mem.hp.max_len),
                               .overhead_bytes = (size_t)(mem.hp.n_layer * 16 + 8) * 256,
+                              /* a WordPiece vocabulary of ~30k words and the executor: as a llama file's
+                               * (models/arch/llama_load.c) */
+                              .host_bytes = (size_t)8 << 20,
                               .step_tokens = mb * mem.hp.max_len,
                               .max_seq_len = mem.hp.max_len,
                               .max_batch = mb,

@@ -144,18 +144,34 @@ static colo_arena *make_arena(colo_served *m, size_t budget, char *e, size_t ele
         return colo_arena_create(env->dev, mc->name, mc->memory_fraction, budget, e, elen);
     double ceil_f = mc->memory_max_fraction > mc->memory_fraction ? mc->memory_max_fraction : mc->memory_fraction;
     size_t g = (size_t)((double)budget * mc->memory_fraction);
+    /* what the model holds outside its arena is counted against the budget too */
+    colo_kind_memory mem;
+    if ((*st = m->kind->memory_need(mc, &mem, e, elen)) != COLO_OK)
+        return NULL;
+    size_t host = colo_device_kind(env->dev) == COLO_BACKEND_CPU ? mem.host_bytes : 0; /* CUDA: not device memory */
     bool claimed = false;
     if (env->evictor) { /* even when it fits: see take_guarantee */
-        if (colo_evictor_claim(env->evictor, g, m, mc->name, e, elen) != COLO_OK) {
+        if (colo_evictor_claim(env->evictor, g + colo_mem_pool_hold_cost(env->pool, host), m, mc->name, e, elen) !=
+            COLO_OK) {
             *st = COLO_ENOMEM;
             return NULL;
         }
         claimed = true;
     }
-    colo_arena *a = colo_arena_create_elastic(env->dev, mc->name, env->pool, g, (size_t)((double)budget * ceil_f), e,
-                                              elen);
+    colo_arena *a = NULL;
+    if ((*st = colo_mem_pool_hold(env->pool, host)) != COLO_OK)
+        snprintf(e, elen, "its host memory (%.1f MiB: tokenizer, executor) and its guarantee (%.1f MiB) do not fit "
+                          "the budget beside the other models' guarantees",
+                 mib(host), mib(g));
+    else if (!(a = colo_arena_create_elastic(env->dev, mc->name, env->pool, g, (size_t)((double)budget * ceil_f), e,
+                                             elen)))
+        colo_mem_pool_unhold(env->pool, host);
+    else
+        m->host_held = host;
     if (claimed)
         colo_evictor_unclaim(env->evictor);
+    if (!a)
+        *st = COLO_ENOMEM;
     return a;
 }
 
@@ -169,6 +185,8 @@ static void leave_device(colo_served *m)
     m->stream = NULL;
     colo_arena_destroy(m->arena);
     m->arena = NULL;
+    colo_mem_pool_unhold(m->env.pool, m->host_held);
+    m->host_held = 0;
 }
 
 colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
@@ -438,6 +456,7 @@ void colo_served_free(colo_served *m)
     colo_queue_destroy(m->q);
     colo_stream_destroy(m->stream);
     colo_arena_destroy(m->arena);
+    colo_mem_pool_unhold(m->env.pool, m->host_held);
     pthread_mutex_destroy(&m->info_mu);
     pthread_mutex_destroy(&m->prep_mu);
     pthread_cond_destroy(&m->prep_cv);

@@ -32,6 +32,7 @@ struct colo_served {
     const colo_model_kind *kind;
     void *inst; /* the kind's instance */
     colo_arena *arena;
+    size_t host_held; /* colo_mem_pool_hold for the kind's host memory (elastic memory only) */
     colo_stream *stream;
     colo_cosched_member *member;
     colo_queue *q;

@@ -61,6 +61,8 @@ struct colo_arena {
 struct colo_mem_pool {
     pthread_mutex_t mu;
     size_t budget, used, guaranteed;
+    size_t held;            /* colo_mem_pool_hold, in all */
+    size_t host_allowance;  /* of held, what the fixed overhead covers; the rest is in used and guaranteed */
     /* An owner waits for its guarantee: nobody borrows until its charge
      * succeeds, or until this time (an owner that stopped asking). */
     uint64_t demand_until_ns;
@@ -539,6 +541,7 @@ colo_mem_pool *colo_mem_pool_create(size_t budget_bytes)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
     p->budget = budget_bytes;
+    p->host_allowance = SIZE_MAX; /* host memory counts once the server says how much of it is overhead */
     return p;
 }
 
@@ -851,4 +854,69 @@ size_t colo_arena_reclaim_wanted_bytes(colo_arena *a)
     size_t w = a->want;
     pthread_mutex_unlock(&a->pool->mu);
     return w;
+}
+
+/* Of held bytes, those past the allowance: counted against the budget. */
+static size_t held_in_budget(const colo_mem_pool *p, size_t held)
+{
+    return held > p->host_allowance ? held - p->host_allowance : 0;
+}
+
+colo_status colo_mem_pool_hold(colo_mem_pool *p, size_t bytes)
+{
+    if (!p)
+        return COLO_EINVAL;
+    pthread_mutex_lock(&p->mu);
+    colo_status st = COLO_ENOMEM;
+    size_t more = held_in_budget(p, p->held + bytes) - held_in_budget(p, p->held);
+    if (more <= p->budget - p->guaranteed) {
+        p->guaranteed += more;
+        p->used += more; /* past the budget while others borrow: the next owner's charge reclaims it */
+        p->held += bytes;
+        st = COLO_OK;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+void colo_mem_pool_unhold(colo_mem_pool *p, size_t bytes)
+{
+    if (!p || !bytes)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (bytes > p->held) {
+        COLO_ERROR("memory pool: %zu bytes given back, %zu held", bytes, p->held);
+        bytes = p->held;
+    }
+    size_t less = held_in_budget(p, p->held) - held_in_budget(p, p->held - bytes);
+    p->held -= bytes;
+    p->guaranteed -= less;
+    p->used -= less;
+    pthread_mutex_unlock(&p->mu);
+}
+
+size_t colo_mem_pool_hold_cost(colo_mem_pool *p, size_t bytes)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t more = held_in_budget(p, p->held + bytes) - held_in_budget(p, p->held);
+    pthread_mutex_unlock(&p->mu);
+    return more;
+}
+
+void colo_mem_pool_set_host_allowance(colo_mem_pool *p, size_t allowance_bytes)
+{
+    pthread_mutex_lock(&p->mu);
+    COLO_ASSERT(p->held == 0); /* before the first member */
+    p->host_allowance = allowance_bytes;
+    pthread_mutex_unlock(&p->mu);
+}
+
+size_t colo_mem_pool_held(colo_mem_pool *p, size_t *in_budget_bytes)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t h = p->held;
+    if (in_budget_bytes)
+        *in_budget_bytes = held_in_budget(p, h);
+    pthread_mutex_unlock(&p->mu);
+    return h;
 }

@@ -149,8 +149,26 @@ size_t colo_arena_guarantee_idle(colo_arena *a);
  * borrowed); returns the bytes given back. colo_arena_restore_guarantee
  * takes them again. Fixed arenas: 0. Any thread. */
 size_t colo_arena_lend_guarantee(colo_arena *a);
-/* Budget minus the sum of the members' guarantees. */
+/* Budget minus the sum of the members' guarantees (and of what is held). */
 size_t colo_mem_pool_unguaranteed(colo_mem_pool *p);
+/* Memory the process holds for a member outside its arena (a model's
+ * tokenizer and executor state, kept while it sleeps). The first
+ * allowance_bytes of it, over all members, are part of the process's
+ * fixed overhead (colo_mem_pool_set_host_allowance; by default all of
+ * it, so that nothing is counted); what
+ * passes them is counted against the budget: guaranteed and charged at
+ * once, as by a member that never gives it back, so that guarantees and
+ * charges with it stay within the budget. COLO_ENOMEM (nothing held) when
+ * the budget has not that much that no one is guaranteed. Any thread. */
+colo_status colo_mem_pool_hold(colo_mem_pool *p, size_t bytes);
+/* Gives back what colo_mem_pool_hold took. Accepts NULL. */
+void colo_mem_pool_unhold(colo_mem_pool *p, size_t bytes);
+void colo_mem_pool_set_host_allowance(colo_mem_pool *p, size_t allowance_bytes);
+/* Of bytes more held now, those the budget would count (what a claim for
+ * room must find). */
+size_t colo_mem_pool_hold_cost(colo_mem_pool *p, size_t bytes);
+/* Host bytes held in all, and of them the part counted against the budget. */
+size_t colo_mem_pool_held(colo_mem_pool *p, size_t *in_budget_bytes);
 
 /* Bytes the pool asks this arena to give back (0: none). Any thread. */
 size_t colo_arena_reclaim_wanted_bytes(colo_arena *a);

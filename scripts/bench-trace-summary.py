@@ -5,9 +5,11 @@
 
 Reads OUT_DIR/RATE/ROUND/SIDE.json (colo-loadtest's trace reports) and
 SIDE-requests.jsonl, prints one row per rate and side (the median of each
-column over the rounds) and the separate-servers baseline (how many models
-fit the budget as one server each, smallest first), and writes
-OUT_DIR/summary.json.
+column over the rounds), the attainment pooled over the rounds' requests
+with its 95% confidence interval (Wilson's score interval: each request
+meets its SLOs or not) and each round's, and the separate-servers baseline
+(how many models fit the budget as one server each, smallest first), and
+writes OUT_DIR/summary.json.
 """
 import json
 import os
@@ -56,6 +58,30 @@ def one_run(d, side):
     }
 
 
+def wilson(good, n, z=1.96):
+    """95% interval of a proportion (percent), Wilson's score interval."""
+    if not n:
+        return None, None
+    p = good / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
+    return 100 * (c - h), 100 * (c + h)
+
+
+def pooled(runs):
+    """Attainment over every round's requests, and its interval."""
+    good = n = 0
+    for r in runs:
+        if r["attainment_pct"] is None or not r["scheduled"]:
+            continue
+        n += r["scheduled"]
+        good += round(r["attainment_pct"] * r["scheduled"] / 100)
+    lo, hi = wilson(good, n)
+    return {"requests": n, "good": good, "attainment_pct": 100 * good / n if n else None, "ci95_low_pct": lo,
+            "ci95_high_pct": hi}
+
+
 def fmt(v, p=1):
     return "-" if v is None else f"{v:.{p}f}"
 
@@ -75,12 +101,19 @@ def main():
                 continue
             m = {k: median([r[k] for r in runs]) for k in runs[0]}
             m["rounds"] = len(runs)
-            summary["rates"].setdefault(rate, {})[side] = {"median": m, "runs": runs}
+            summary["rates"].setdefault(rate, {})[side] = {"median": m, "runs": runs, "pooled": pooled(runs)}
             loads = m["evictions"] if side == "colo" else m["loads_seen"]
             print(f"{rate:>6} {side:7} {len(runs):>6} {fmt(m['attainment_pct']):>8} {fmt(m['request_goodput'], 2):>9}"
                   f" {fmt(m['cold'], 0):>5} {fmt(m['p99_ttft_warm_ms'], 0):>13} {fmt(m['p99_ttft_cold_ms'], 0):>13}"
                   f" {fmt(m['p50_ttft_cold_ms'], 0):>9} {fmt(loads, 0):>6} {fmt(m['failed'], 0):>6}"
                   f" {fmt(m['peak_rss_mib'], 0):>12}")
+    print(f"\n{'rate/s':>6} {'server':7} {'requests':>8} {'attain%':>8} {'95% interval':>15}  per round")
+    for rate, sides in summary["rates"].items():
+        for side, v in sides.items():
+            p = v["pooled"]
+            ci = "-" if p["ci95_low_pct"] is None else f"{p['ci95_low_pct']:.1f}-{p['ci95_high_pct']:.1f}"
+            per = " ".join(fmt(r["attainment_pct"]) for r in v["runs"])
+            print(f"{rate:>6} {side:7} {p['requests']:>8} {fmt(p['attainment_pct']):>8} {ci:>15}  {per}")
     fit, used = 0, 0
     for s in sizes:
         if used + s > budget:

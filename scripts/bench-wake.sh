@@ -2,15 +2,22 @@
 # Wake time of one model against the time to read its file
 # (docs/BENCHMARKS.md, "Wake time"): for each colo-server binary given, in
 # turn and ROUNDS times over (so that two builds alternate on a shared
-# machine), starts it on MODEL alone (CPU, the file in the page cache),
-# then WAKES times puts the model to sleep (POST /admin/models/m/sleep,
-# until `sleeping`) and wakes it (POST .../wake, until `ready`) and prints
-# its lifecycle.last_wake_ms. Before each model, `cat MODEL > /dev/null`
-# three times (timed). A benchmark, not a test: it asserts nothing.
+# machine), and for each weights mode of MODES (COLO_WEIGHTS: map, the
+# CPU's default, reads the weights in place from the file's mapping; copy
+# copies them into the arena), starts it on MODEL alone (CPU), then WAKES
+# times puts the model to sleep (POST /admin/models/m/sleep, until
+# `sleeping`) and wakes it (POST .../wake, until `ready`) and prints its
+# lifecycle.last_wake_ms, with the file in the page cache (warm) and, when
+# CACHE says cold, with the file's pages dropped from the page cache just
+# before the wake (posix_fadvise DONTNEED: this file only, nothing else on
+# the machine). Before each round, `cat MODEL > /dev/null` timed the same
+# ways (warm: the file cached; cold: its pages dropped first). A
+# benchmark, not a test: it asserts nothing.
 #
 #   scripts/bench-wake.sh MODEL.gguf SERVER [SERVER...]
 #
-# Environment: WAKES [4]  ROUNDS [3]  PORT [18555]
+# Environment: WAKES [4]  ROUNDS [3]  PORT [18555]  MODES [map copy]
+#   CACHE [warm cold] (which page-cache states to measure)
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 MODEL.gguf SERVER [SERVER...]" >&2; exit 2; }
 MODEL=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -18,6 +25,8 @@ shift
 WAKES=${WAKES:-4}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-18555}
+MODES=${MODES:-map copy}
+CACHE=${CACHE:-warm cold}
 URL=http://127.0.0.1:$PORT
 TMP=$(mktemp -d)
 server=
@@ -39,11 +48,22 @@ until_state() { # STATE
   exit 1
 }
 
-for _ in 1 2 3; do
+# drops MODEL's pages from the page cache (no one may map it then)
+drop_cached() {
+  python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.close(fd)' "$MODEL"
+}
+
+time_cat() { # CACHE
+  if [ "$1" = cold ]; then drop_cached; fi
+  local t0
   t0=$(date +%s%N)
   cat "$MODEL" >/dev/null
-  echo "cat $(basename "$MODEL"): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-done
+  echo "cat $(basename "$MODEL") ($1): $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+
 cat >"$TMP/config.yaml" <<EOF
 server: { listen: "127.0.0.1:$PORT", device: cpu }
 scheduler: { policy: spatial }
@@ -51,24 +71,31 @@ models:
   - { name: m, kind: llama, path: "$MODEL", memory_fraction: 0.2, max_seq_len: 512 }
 EOF
 for _ in $(seq 1 "$ROUNDS"); do
+  for c in $CACHE; do time_cat "$c"; done
+  cat "$MODEL" >/dev/null # warm again for the start
   for bin in "$@"; do
-    "$bin" --config "$TMP/config.yaml" >"$TMP/server.log" 2>&1 &
-    server=$!
-    for _ in $(seq 1 600); do
-      curl -fs "$URL/health/ready" >/dev/null 2>&1 && break
-      sleep 0.1
+    for mode in $MODES; do
+      COLO_WEIGHTS=$mode "$bin" --config "$TMP/config.yaml" >"$TMP/server.log" 2>&1 &
+      server=$!
+      for _ in $(seq 1 600); do
+        curl -fs "$URL/health/ready" >/dev/null 2>&1 && break
+        sleep 0.1
+      done
+      for c in $CACHE; do
+        ms=()
+        for _ in $(seq 1 "$WAKES"); do
+          curl -fs -X POST "$URL/admin/models/m/sleep" >/dev/null
+          until_state sleeping
+          if [ "$c" = cold ]; then drop_cached; fi
+          curl -fs -X POST "$URL/admin/models/m/wake" >/dev/null
+          until_state ready
+          ms+=("$(curl -fs "$URL/v1/models/m" | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["lifecycle"]["last_wake_ms"])')")
+        done
+        echo "$bin $mode $(basename "$MODEL") $c wake ms: ${ms[*]}"
+      done
+      kill "$server"
+      wait "$server" 2>/dev/null || true
+      server=
     done
-    ms=()
-    for _ in $(seq 1 "$WAKES"); do
-      curl -fs -X POST "$URL/admin/models/m/sleep" >/dev/null
-      until_state sleeping
-      curl -fs -X POST "$URL/admin/models/m/wake" >/dev/null
-      until_state ready
-      ms+=("$(curl -fs "$URL/v1/models/m" | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["lifecycle"]["last_wake_ms"])')")
-    done
-    echo "$bin $(basename "$MODEL") wake ms: ${ms[*]}"
-    kill "$server"
-    wait "$server" 2>/dev/null || true
-    server=
   done
 done

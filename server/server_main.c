@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
+#include "runtime/procmem.h"
 #include "batching/evictor.h"
 #include "server/admin.h"
 #include "server/api/api.h"
@@ -160,6 +161,7 @@ typedef struct app {
     colo_admin *admin;
     colo_batches *batches;
     int unit_first[COLO_CFG_MAX_MODELS], unit_count[COLO_CFG_MAX_MODELS]; /* partition policy */
+    size_t start_rss_bytes; /* resident before any model (0: unknown) */
     struct event *sigterm, *sigint, *sighup;
 } app;
 
@@ -240,6 +242,9 @@ static bool app_open(app *a)
     if (colo_batches_line_metrics(a->batches, &bq, &br, &bc))
         colo_api_set_batch_metrics(a->api, bq, br, bc);
     colo_server_set_ready(a->s, ready, a->reg);
+    colo_proc_memory pm;
+    if (colo_proc_memory_get(&pm))
+        a->start_rss_bytes = pm.rss_bytes;
     COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
               a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
               (double)colo_arena_device_budget(a->dev) / (1 << 20), colo_sched_policy_name(cfg->scheduler.policy));
@@ -279,6 +284,35 @@ static void log_model(const app *a, int i, colo_served *m)
               cpu ? "cpu" : "gpu");
 }
 
+/* The process's memory on the CPU beside the budget (docs/CONFIG.md,
+ * "Memory"): what it held before any model, the first
+ * COLO_HOST_ALLOWANCE_BYTES of the models' host memory (tokenizers,
+ * executors; what passes it is counted against the budget), each pool
+ * worker's kernel scratch, and the heap's working room (requests, HTTP
+ * buffers, the ledger). */
+#define COLO_HOST_ALLOWANCE_BYTES ((size_t)20 << 20)
+#define COLO_WORKER_SCRATCH_BYTES ((size_t)4 << 20)
+#define COLO_HEAP_ROOM_BYTES ((size_t)8 << 20)
+
+/* Sets the pool's host allowance and reports the fixed overhead and the
+ * container limit that holds the process. */
+static void report_overhead(app *a)
+{
+    const double MiB = 1 << 20;
+    size_t start = a->start_rss_bytes ? a->start_rss_bytes : (size_t)16 << 20;
+    size_t scratch = (size_t)a->info.compute_units * COLO_WORKER_SCRATCH_BYTES;
+    size_t overhead = start + COLO_HOST_ALLOWANCE_BYTES + scratch + COLO_HEAP_ROOM_BYTES;
+    size_t budget = colo_mem_pool_budget(a->pool);
+    colo_mem_pool_set_host_allowance(a->pool, COLO_HOST_ALLOWANCE_BYTES);
+    COLO_INFO("colo-server: memory: budget %.1f MiB (server.cpu_memory_bytes) for the models, and a fixed overhead of "
+              "%.1f MiB (resident before any model %.1f MiB, the models' first %.1f MiB of host memory, kernel "
+              "scratch %d x %.1f MiB, heap room %.1f MiB): a container memory limit of %zu bytes (%.1f MiB) holds "
+              "the process, with responses queued for slow clients (server.max_unsent_bytes) on top",
+              (double)budget / MiB, (double)overhead / MiB, (double)start / MiB, COLO_HOST_ALLOWANCE_BYTES / MiB,
+              a->info.compute_units, COLO_WORKER_SCRATCH_BYTES / MiB, COLO_HEAP_ROOM_BYTES / MiB, budget + overhead,
+              (double)(budget + overhead) / MiB);
+}
+
 /* Loads and starts every configured model, in config order. */
 static bool load_models(app *a)
 {
@@ -294,6 +328,8 @@ static bool load_models(app *a)
             return false;
         }
         colo_evictor_set_min_residency_ms(a->evictor, cfg->server.min_residency_ms);
+        if (a->info.kind == COLO_BACKEND_CPU)
+            report_overhead(a);
     } else {
         for (int i = 0; i < cfg->n_models; i++)
             if (cfg->models[i].memory_max_fraction > cfg->models[i].memory_fraction)

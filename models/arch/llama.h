@@ -115,6 +115,7 @@ typedef struct colo_llama_memory {
     size_t kv_bytes_per_token;  /* K and V of one token in every layer, at kv_type */
     size_t act_bytes_per_token; /* activation scratch per token of a step */
     size_t act_bytes_per_logit; /* per logits row of a step */
+    size_t host_bytes;          /* host memory outside the arena while loaded, at most (tokenizer, tables) */
 } colo_llama_memory;
 
 /* COLO_EFORMAT with a message naming the key or tensor when path is not a

@@ -134,6 +134,14 @@ struct colo_llama {
     const float *rope_factors;                   /* the ones in use */
     colo_llama_layer *layers;                    /* (n_layer) */
     size_t weight_bytes;
+    /* CPU: the weights are read in place from the file's mapping, which
+     * stays open while the model lives (NULL: copied into the arena). The
+     * arena holds as much address space for them, never touched, and the
+     * memory pool is charged for them, so that what they make resident
+     * counts against the budget as copies would. */
+    colo_gguf *map;
+    void *map_res;            /* arena: the address space standing for the mapped weights */
+    size_t map_charged_bytes; /* charged to the arena's pool for them */
     colo_alloc_set allocs; /* every arena allocation, freed at the end */
     colo_kv_cache *kv;    /* NULL until colo_llama_kv_init */
     /* Activations for up to cap_tokens tokens and cap_logits logits, one

@@ -225,6 +225,90 @@ static colo_status load_tensor(colo_llama *m, const colo_gguf *g, colo_staging *
     return COLO_OK;
 }
 
+/* Whether the weights are read in place from the file: on the CPU,
+ * where the kernels read the file's own layout (every block format is
+ * read as stored, and the data section's alignment is at least 32),
+ * unless COLO_WEIGHTS=copy asks for copies in the arena (to compare). */
+static bool weights_in_place(colo_stream *s)
+{
+    const char *want = getenv("COLO_WEIGHTS");
+    return colo_device_kind(colo_stream_device(s)) == COLO_BACKEND_CPU && !(want && !strcmp(want, "copy"));
+}
+
+/* Points every tensor of the list at the file's mapping, charges the
+ * arena for them (address space of as many bytes, and the pool), and
+ * makes them resident. On failure nothing is charged. */
+static colo_status map_weights(colo_llama *m, colo_gguf *g, const spec_list *l, char *msg, size_t msglen)
+{
+    size_t total = 0;
+    for (int i = 0; i < l->n; i++) {
+        const colo_gguf_tensor *t = colo_gguf_find_tensor(g, l->v[i].name);
+        total += t ? t->bytes : 0;
+    }
+    colo_status st = colo_arena_reserve(m->arena, total ? total : 1, 256, &m->map_res);
+    if (st == COLO_OK && (st = colo_arena_charge(m->arena, total)) != COLO_OK) {
+        colo_arena_free(m->arena, m->map_res);
+        m->map_res = NULL;
+    }
+    if (st != COLO_OK) {
+        snprintf(msg, msglen, "the weights' %zu bytes do not fit in the memory arena (%zu of %zu bytes used): %s",
+                 total, colo_arena_used(m->arena), colo_arena_limit(m->arena), colo_status_str(st));
+        return st;
+    }
+    m->map_charged_bytes = total;
+    m->map = g;
+    for (int i = 0; i < l->n; i++) {
+        const colo_gguf_tensor *t = colo_gguf_find_tensor(g, l->v[i].name);
+        if (!t)
+            continue;
+        *l->v[i].dst = t->data;
+        if (l->v[i].type)
+            *l->v[i].type = t->type;
+        m->weight_bytes += t->bytes;
+    }
+    /* the header and the tokenizer's arrays are read: only the weights stay */
+    colo_gguf_release_range(g, colo_gguf_map_base(g), colo_gguf_data_offset(g));
+    const char *data = (const char *)colo_gguf_map_base(g) + colo_gguf_data_offset(g);
+    return colo_gguf_prefault(g, data, colo_gguf_file_size(g) - colo_gguf_data_offset(g), msg, msglen);
+}
+
+/* Copies every tensor of the list into the arena (a device's memory, or
+ * the CPU's when asked). */
+static colo_status copy_weights(colo_llama *m, const char *path, colo_gguf *g, colo_stream *s, const spec_list *l,
+                                char *msg, size_t msglen)
+{
+    /* A model of several GiB takes a while to copy: a percentage on a terminal. */
+    colo_progress progress;
+    char what[300];
+    snprintf(what, sizeof what, "loading %s", path);
+    colo_progress_begin(&progress, what, colo_gguf_file_size(g) - colo_gguf_data_offset(g), 1ull << 30);
+    /* Through page-locked buffers where the device has them, so that reading
+     * the file and the transfer overlap (runtime/staging.h). */
+    colo_staging *stg = colo_staging_create(s, (size_t)16 << 20);
+    if (!stg) {
+        colo_progress_end(&progress);
+        snprintf(msg, msglen, "out of memory (staging buffers for the weights)");
+        return COLO_ENOMEM;
+    }
+    colo_status st = COLO_OK;
+    for (int i = 0; i < l->n && st == COLO_OK; i++) {
+        size_t before = m->weight_bytes;
+        st = load_tensor(m, g, stg, &l->v[i], msg, msglen);
+        colo_progress_add(&progress, m->weight_bytes - before);
+    }
+    if (st != COLO_OK) {
+        colo_staging_free(stg);
+        colo_progress_end(&progress);
+        return st;
+    }
+    st = colo_staging_finish(stg); /* the mapping is unmapped by the caller */
+    colo_staging_free(stg);
+    colo_progress_end(&progress);
+    if (st != COLO_OK)
+        snprintf(msg, msglen, "copying the weights failed (%s)", colo_status_str(st));
+    return st;
+}
+
 /* Views into the fused tensors: rows [r0, r0 + n) of a matrix are
  * contiguous in every block format. */
 static void split_fused(colo_llama *m, const fused *fz)
@@ -298,35 +382,9 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
                  hp->n_vocab);
         goto out_msg;
     }
-    /* A model of several GiB takes a while to copy: a percentage on a terminal. */
-    colo_progress progress;
-    char what[300];
-    snprintf(what, sizeof what, "loading %s", path);
-    colo_progress_begin(&progress, what, colo_gguf_file_size(g) - colo_gguf_data_offset(g), 1ull << 30);
-    /* Through page-locked buffers where the device has them, so that reading
-     * the file and the transfer overlap (runtime/staging.h). */
-    colo_staging *stg = colo_staging_create(s, (size_t)16 << 20);
-    if (!stg) {
-        colo_progress_end(&progress);
-        snprintf(msg, sizeof msg, "out of memory (staging buffers for the weights)");
+    if (weights_in_place(s) ? map_weights(m, g, &specs, msg, sizeof msg) != COLO_OK
+                            : copy_weights(m, path, g, s, &specs, msg, sizeof msg) != COLO_OK)
         goto out_msg;
-    }
-    for (int i = 0; i < specs.n; i++) {
-        size_t before = m->weight_bytes;
-        if (load_tensor(m, g, stg, &specs.v[i], msg, sizeof msg)) {
-            colo_staging_free(stg);
-            colo_progress_end(&progress);
-            goto out_msg;
-        }
-        colo_progress_add(&progress, m->weight_bytes - before);
-    }
-    colo_status st = colo_staging_finish(stg); /* the mapping is unmapped below */
-    colo_staging_free(stg);
-    colo_progress_end(&progress);
-    if (st != COLO_OK) {
-        snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));
-        goto out_msg;
-    }
     if (!m->output) {
         m->output = m->tok_embd;
         m->t_out = m->t_embd;
@@ -335,12 +393,15 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     m->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
     free(fz);
     free(specs.v);
-    colo_gguf_close(g);
+    if (!m->map)
+        colo_gguf_close(g); /* else the model reads its weights from it until it is freed */
     return m;
 
 out_msg:
     colo_set_err(err, errlen, "%s: %s", path, msg);
     colo_stream_sync(s);
+    if (m && m->map == g)
+        g = NULL; /* closed by colo_llama_free */
     colo_llama_free(m);
 out_gguf:
     free(fz);
@@ -399,6 +460,13 @@ colo_status colo_llama_memory_need(const char *path, colo_dtype kv_type, colo_ll
     out->kv_bytes_per_token = colo_kv_cache_token_bytes(hp->n_layer, hp->n_kv_head * hp->head_dim, kv_type);
     out->act_bytes_per_token = colo_llama_act_bytes(hp, 1, 0, 0) - COLO_LLAMA_ACT_PIECES * 256;
     out->act_bytes_per_logit = colo_llama_act_bytes(hp, 0, 1, 0) - COLO_LLAMA_ACT_PIECES * 256;
+    /* The tokenizer is built from the file's metadata (its strings, merges
+     * and scores) and the executor's thread, the engine's host arrays and
+     * the queue come beside it: a served model's anonymous memory outside
+     * its arena measured 4.7, 2.9 and 5.8 times the metadata's bytes for
+     * SmolLM2, Gemma 3 270M and a 32k-vocabulary synthetic model, each the
+     * first model of a server (docs/CONFIG.md, "Memory"). */
+    out->host_bytes = 4 * colo_gguf_data_offset(g) + ((size_t)2 << 20);
     st = COLO_OK;
 out:
     if (st != COLO_OK)
@@ -417,6 +485,11 @@ void colo_llama_free(colo_llama *m)
     colo_kv_cache_destroy(m->kv);
     colo_llama_lora_fini(m);
     colo_alloc_set_clear(&m->allocs, m->arena);
+    if (m->map) {
+        colo_gguf_close(m->map); /* its pages stay in the page cache, out of the process */
+        colo_arena_uncharge(m->arena, m->map_charged_bytes);
+        colo_arena_free(m->arena, m->map_res);
+    }
     free(m->layers);
     free(m->h_slot);
     colo_tokenizer_free(m->tok);

@@ -107,5 +107,19 @@ const colo_gguf_tensor *colo_gguf_find_tensor(const colo_gguf *g, const char *na
  * file if touched): call once the tensor has been copied elsewhere, so a
  * model being loaded is not resident twice. */
 void colo_gguf_release(const colo_gguf *g, const colo_gguf_tensor *t);
+/* The same for bytes [p, p + bytes) of the mapping (the header and the
+ * tokenizer's arrays once read, say). */
+void colo_gguf_release_range(const colo_gguf *g, const void *p, size_t bytes);
+/* Makes bytes [p, p + bytes) of the mapping resident now: from the page
+ * cache when the file is there, else read from the disk in large requests
+ * (MADV_WILLNEED, then MADV_POPULATE_READ), in huge pages where the file
+ * system gives the page cache large folios (MADV_HUGEPAGE), so that a model read in place
+ * does not fault its weights in one page at a time on its first step.
+ * COLO_OK, or COLO_EIO naming the file when the read failed (a file cut
+ * short under the mapping); a kernel without MADV_POPULATE_READ leaves the
+ * pages to be faulted on first touch and answers COLO_OK. */
+colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, char *err, size_t errlen);
+/* Start of the mapping (the file's byte 0). */
+const void *colo_gguf_map_base(const colo_gguf *g);
 
 #endif

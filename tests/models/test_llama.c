@@ -584,6 +584,74 @@ static void test_untied_output(void **state)
     unlink(untied);
 }
 
+/* Logits of 4 rows of model path, its weight bytes and the arena's use
+ * once loaded, with COLO_WEIGHTS=mode. */
+static void logits_with(const char *path, const char *mode, float *logits, size_t *weights, size_t *arena_used)
+{
+    setenv("COLO_WEIGHTS", mode, 1);
+    row rows[4];
+    int32_t lr[4] = {0, 1, 2, 3};
+    for (int i = 0; i < 4; i++)
+        rows[i] = (row){0, i, 11 + 29 * i};
+    rig r;
+    colo_kv_table t;
+    char err[512];
+    r.arena = colo_arena_create_bytes(dev, "llama", 64 << 20, err, sizeof err);
+    r.s = colo_stream_create(dev, NULL, err, sizeof err);
+    assert_non_null(r.arena);
+    assert_non_null(r.s);
+    r.m = colo_llama_load(path, r.arena, r.s, err, sizeof err);
+    if (!r.m)
+        fail_msg("load: %s", err);
+    *weights = colo_llama_weight_bytes(r.m);
+    *arena_used = colo_arena_used(r.arena);
+    assert_int_equal(colo_llama_kv_init(r.m, 8, BS, COLO_F32, err, sizeof err), COLO_OK);
+    r.kv = colo_llama_kv_cache(r.m);
+    tables_open(&t, 1);
+    assert_int_equal(step(&r, &t, 1, rows, 4, lr, 4, logits), COLO_OK);
+    tables_close(&r, &t, 1);
+    rig_close(&r); /* the arena is empty again: the mapped weights' room went back too */
+    unsetenv("COLO_WEIGHTS");
+}
+
+/* On the CPU the weights are read in place from the file's mapping: the
+ * same logits, bit for bit, as copies in the arena; the arena counts as
+ * many bytes for them; an elastic arena's pool is charged for them and
+ * gets them back when the model is freed. */
+static void test_weights_in_place(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    model_file(path, sizeof path, "inplace");
+    write_model(path, COLO_Q4_1);
+    static float mapped[4][NV], copied[4][NV];
+    size_t w_map, w_copy, used_map, used_copy;
+    logits_with(path, "map", &mapped[0][0], &w_map, &used_map);
+    logits_with(path, "copy", &copied[0][0], &w_copy, &used_copy);
+    assert_memory_equal(mapped, copied, sizeof mapped);
+    assert_int_equal(w_map, w_copy);
+    assert_true(used_map >= w_map);
+    /* the copies round each tensor up to the arena's grain, the mapping takes one range */
+    assert_true(used_map <= used_copy);
+
+    colo_mem_pool *pool = colo_mem_pool_create(64 << 20);
+    assert_non_null(pool);
+    colo_arena *a = colo_arena_create_elastic(dev, "elastic", pool, 32 << 20, 32 << 20, err, sizeof err);
+    colo_stream *s = colo_stream_create(dev, NULL, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(s);
+    colo_llama *m = colo_llama_load(path, a, s, err, sizeof err);
+    if (!m)
+        fail_msg("load: %s", err);
+    assert_true(colo_mem_pool_used(pool) >= w_map);
+    colo_llama_free(m);
+    assert_int_equal(colo_mem_pool_used(pool), 0);
+    colo_stream_destroy(s);
+    colo_arena_destroy(a);
+    colo_mem_pool_destroy(pool);
+    unlink(path);
+}
+
 static void test_context_limit_and_scratch(void **state)
 {
     (void)state;
@@ -661,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_mixed_step_q4_1),
         cmocka_unit_test(test_mixed_step_q8_0),
         cmocka_unit_test(test_untied_output),
+        cmocka_unit_test(test_weights_in_place),
         cmocka_unit_test(test_bad_files_name_the_culprit),
         cmocka_unit_test(test_context_limit_and_scratch),
         cmocka_unit_test(test_memory_need),

@@ -217,6 +217,52 @@ static void *charge_loop(void *arg)
     return NULL;
 }
 
+/* Host memory held for members: the first allowance bytes over all of
+ * them are the overhead's and cost the budget nothing; past them it is
+ * guaranteed and charged, refused when no unguaranteed room is left, and
+ * given back in the same order. */
+static void test_host_memory_held(void **state)
+{
+    (void)state;
+    char err[256];
+    colo_mem_pool *pool = colo_mem_pool_create(10 * MiB);
+    assert_non_null(pool);
+    assert_int_equal(colo_mem_pool_hold_cost(pool, 64 * MiB), 0); /* no allowance set: nothing counts */
+    colo_mem_pool_set_host_allowance(pool, 2 * MiB);
+    assert_int_equal(colo_mem_pool_hold_cost(pool, 1 * MiB), 0);
+    assert_int_equal(colo_mem_pool_hold(pool, 1 * MiB), COLO_OK);
+    assert_int_equal(colo_mem_pool_used(pool), 0);
+    assert_int_equal(colo_mem_pool_hold_cost(pool, 3 * MiB), 2 * MiB);
+    assert_int_equal(colo_mem_pool_hold(pool, 3 * MiB), COLO_OK); /* 4 held, 2 of them in the budget */
+    size_t in_budget = 0;
+    assert_int_equal(colo_mem_pool_held(pool, &in_budget), 4 * MiB);
+    assert_int_equal(in_budget, 2 * MiB);
+    assert_int_equal(colo_mem_pool_used(pool), 2 * MiB);
+    assert_int_equal(colo_mem_pool_guaranteed(pool), 2 * MiB);
+    /* a guarantee sees only what the held memory left */
+    assert_null(colo_arena_create_elastic(dev, "big", pool, 9 * MiB, 9 * MiB, err, sizeof err));
+    colo_arena *a = colo_arena_create_elastic(dev, "a", pool, 7 * MiB, 7 * MiB, err, sizeof err);
+    assert_non_null(a);
+    /* 1 MiB unguaranteed: a hold of 2 more is refused and changes nothing */
+    assert_int_equal(colo_mem_pool_hold(pool, 2 * MiB), COLO_ENOMEM);
+    assert_int_equal(colo_mem_pool_held(pool, NULL), 4 * MiB);
+    assert_int_equal(colo_mem_pool_hold(pool, 1 * MiB), COLO_OK);
+    assert_int_equal(colo_mem_pool_unguaranteed(pool), 0);
+    /* a charge within its guarantee still fits the budget */
+    void *p = NULL;
+    assert_int_equal(colo_arena_alloc(a, 7 * MiB, 0, &p), COLO_OK);
+    assert_int_equal(colo_mem_pool_used(pool), 10 * MiB);
+    colo_arena_free(a, p);
+    colo_mem_pool_unhold(pool, 1 * MiB);
+    colo_mem_pool_unhold(pool, 3 * MiB);
+    assert_int_equal(colo_mem_pool_used(pool), 0); /* 1 MiB held, within the allowance */
+    colo_mem_pool_unhold(pool, 1 * MiB);
+    assert_int_equal(colo_mem_pool_held(pool, NULL), 0);
+    assert_int_equal(colo_mem_pool_guaranteed(pool), 7 * MiB);
+    colo_arena_destroy(a);
+    colo_mem_pool_destroy(pool);
+}
+
 static void test_threads_share_a_pool(void **state)
 {
     (void)state;
@@ -248,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_guarantee_borrow_reclaim),
         cmocka_unit_test(test_physical_memory_follows_use),
+        cmocka_unit_test(test_host_memory_held),
         cmocka_unit_test(test_threads_share_a_pool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

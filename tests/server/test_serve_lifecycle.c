@@ -238,7 +238,11 @@ static void test_load_at_run_time(void **state_)
         fds[i] = send_infer(&f, "a", 1, 24);
     json_t *j = NULL;
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("b", "\"memory_fraction\":0.3"), NULL, &j), 202);
-    assert_string_equal(json_string_value(json_object_get(j, "state")), "loading");
+    /* loading, or already ready: a CPU model's weights are mapped, not
+     * copied, and a small one can load before the answer is written */
+    const char *st = json_string_value(json_object_get(j, "state"));
+    assert_non_null(st);
+    assert_true(!strcmp(st, "loading") || !strcmp(st, "ready"));
     json_decref(j);
     for (int i = 0; i < 4; i++) {
         json_t *t = recv_tokens(fds[i], false);
@@ -268,7 +272,14 @@ static void test_load_at_run_time(void **state_)
     /* Deleted while it loads: gone once its load has ended. */
     assert_int_equal(call(&f, "POST", "/admin/models", ADMIN_H, M("c", "\"memory_fraction\":0.1"), NULL, NULL), 202);
     assert_int_equal(call(&f, "DELETE", "/admin/models/c", ADMIN_H, NULL, NULL, NULL), 202);
-    assert_int_equal(call(&f, "DELETE", "/admin/models/c", ADMIN_H, NULL, "model_not_serving", NULL), 409);
+    /* still unloading (409), or already gone (404): a small CPU model's
+     * weights are mapped, not copied, and its load can end first */
+    json_t *again = NULL;
+    int again_st = call(&f, "DELETE", "/admin/models/c", ADMIN_H, NULL, NULL, &again);
+    const char *again_code = json_string_value(json_object_get(json_object_get(again, "error"), "code"));
+    assert_true((again_st == 409 && again_code && !strcmp(again_code, "model_not_serving")) ||
+                (again_st == 404 && again_code && !strcmp(again_code, "model_not_found")));
+    json_decref(again);
     assert_true(wait_state(&f, "c", NULL));
 
     /* A load while the old model of that name drains: 409 with
