@@ -38,7 +38,20 @@
  * as cached by commit; colo_continuous_settle then keeps the ones the
  * caller accepted and gives back the blocks past the known tokens. Drafts
  * lie past the tokens known when a sequence was added or readmitted, so
- * they are never published to the prefix cache. */
+ * they are never published to the prefix cache.
+ *
+ * The batch class (colo_seq.batch): sequences below every priority that
+ * use only what the others leave of the device:
+ *   - a step in which any other sequence prefills (a running one with
+ *     prompt left, or one waiting to be admitted) plans no batch work at
+ *     all, so a prompt's step is the step it would be without the batch;
+ *   - otherwise batch sequences decode beside the others, and their prompts
+ *     get at most batch_step_tokens of a step, so that a step holding
+ *     batch work stays short for a request that arrives while it runs;
+ *   - a sequence of any priority that waits for a place in the batch
+ *     (max_running) or for KV blocks preempts running batch sequences
+ *     (the most recently admitted first; kept and recomputed later), and
+ *     the cache's own preemption takes batch sequences first. */
 #ifndef COLO_BATCHING_CONTINUOUS_H
 #define COLO_BATCHING_CONTINUOUS_H
 
@@ -103,6 +116,8 @@ typedef struct colo_seq {
     uint64_t last_key; /* the key of block n_published - 1 */
     int n_draft;       /* set by the caller before each plan: tokens it drafted past n_tokens
                         * (0: none); the planner schedules at most that many */
+    bool batch;        /* set by the caller before colo_continuous_add: the batch class (a
+                        * line of an OpenAI batch), below every priority (see the rules above) */
     struct colo_seq *next; /* planner's lists */
 } colo_seq;
 
@@ -112,6 +127,8 @@ typedef struct colo_continuous_config {
     int max_step_tokens; /* tokens per step at most (>= max_running) */
     int total_blocks;    /* blocks the allocator holds in all (free or not) */
     int max_draft_tokens; /* drafted tokens per step at most, all sequences together; 0: no drafts */
+    int batch_step_tokens; /* prefill tokens of batch-class sequences per step at most;
+                            * 0: max_step_tokens / 16 (at least 1) */
 } colo_continuous_config;
 
 /* One sequence's part of a step: tokens [start, start + n) of seq->tokens.

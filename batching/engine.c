@@ -443,6 +443,7 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     q->n_prompt = n_prompt;
     q->cb.owner = q;
     q->cb.priority = p->priority;
+    q->cb.batch = p->batch;
     q->cb.cap = cap;
     q->cb.max_blocks = e->max_blocks;
     q->cb.state = COLO_SEQ_DONE; /* in no list of the planner yet */

@@ -42,6 +42,7 @@ typedef struct colo_engine_params {
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
+    bool batch;                /* the batch class, below every priority (batching/continuous.h) */
     /* a LoRA adapter of the model (models/arch/lora.h) runs this sequence:
      * has_adapter, in slot adapter_slot; its prompt reuses cached blocks of
      * that adapter's sequences only */

@@ -930,6 +930,7 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                                     .bias = (const colo_sampler_bias *)r->params.logit_bias,
                                     .n_bias = r->params.n_logit_bias},
                           .priority = r->who.priority,
+                          .batch = r->qi.batch,
                           .has_adapter = r->adapter_index > 0,
                           .adapter_slot = r->adapter_slot,
                           .no_spec = r->params.no_spec};

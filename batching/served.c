@@ -485,7 +485,9 @@ static colo_status enqueue(colo_served *m, colo_request *r)
     r->qi.deadline_ns = r->who.deadline_ns ? r->who.deadline_ns : to ? r->submit_ns + to : 0;
     r->qi.owner = r;
     r->qi.length = r->tok.n;
-    if (!colo_admission_admit(m->adm, r, colo_queue_len(m->q) + atomic_load(&m->running)))
+    /* what is ahead of it: the batch class is ahead of nothing */
+    int ahead = colo_queue_len_interactive(m->q) + atomic_load(&m->running) - atomic_load(&m->running_batch);
+    if (!colo_admission_admit(m->adm, r, ahead))
         return COLO_EAGAIN; /* cannot meet its SLA (on_overload: reject): r->slo says why */
     if (colo_queue_push(m->q, &r->qi) != COLO_OK)
         return colo_queue_closed(m->q) ? COLO_ECANCELED : COLO_EAGAIN;
