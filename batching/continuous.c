@@ -200,16 +200,15 @@ static void plan_drafts(colo_continuous *cb, colo_continuous_work *work, int n_w
     }
 }
 
-/* Whether a sequence of the other classes prefills in this step: a
- * running one with more than its next token to compute, or one waiting
- * to be admitted. Such a step plans no batch work. */
-static bool others_prefill(const colo_continuous *cb)
+/* Whether a sequence of the other classes runs or waits to be admitted:
+ * the step is then theirs alone, and plans no batch work. */
+static bool others_want_step(const colo_continuous *cb)
 {
     for (int lvl = 1; lvl < 4; lvl++)
         if (cb->waiting[lvl])
             return true;
     for (const colo_seq *s = cb->running; s; s = s->next)
-        if (!s->batch && s->n_tokens - s->n_cached > 1)
+        if (!s->batch)
             return true;
     return false;
 }
@@ -274,7 +273,7 @@ static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *bu
 int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
 {
     int budget = cb->cfg.max_step_tokens, batch_left = cb->cfg.batch_step_tokens;
-    bool quiet = others_prefill(cb);
+    bool quiet = others_want_step(cb);
     *n_stopped = 0;
     int n_work = plan_running(cb, work, &budget, &batch_left, quiet, stopped, n_stopped);
 

@@ -42,12 +42,14 @@
  *
  * The batch class (colo_seq.batch): sequences below every priority that
  * use only what the others leave of the device:
- *   - a step in which any other sequence prefills (a running one with
- *     prompt left, or one waiting to be admitted) plans no batch work at
- *     all, so a prompt's step is the step it would be without the batch;
- *   - otherwise batch sequences decode beside the others, and their prompts
- *     get at most batch_step_tokens of a step, so that a step holding
- *     batch work stays short for a request that arrives while it runs;
+ *   - a step in which any other sequence runs or waits to be admitted
+ *     plans no batch work at all, so the others' steps are the steps they
+ *     would be without the batch (a step holds the batch's work or the
+ *     others', never both: the caller may abandon a step of batch work
+ *     alone when others arrive, batching/engine.h);
+ *   - in the steps left to it, the batch's prompts get at most
+ *     batch_step_tokens of a step (its decodes all run), so that what an
+ *     abandoned step throws away stays small;
  *   - a sequence of any priority that waits for a place in the batch
  *     (max_running) or for KV blocks preempts running batch sequences
  *     (the most recently admitted first; kept and recomputed later), and

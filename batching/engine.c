@@ -904,6 +904,13 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int n_decode;
     colo_llama_batch batch = build_batch(e, nw, &n_decode);
     int n = batch.n_tokens;
+    bool only_batch = e->cfg.yield != NULL;
+    for (int w = 0; w < nw && only_batch; w++)
+        only_batch = e->work[w].seq->batch;
+    if (only_batch) {
+        batch.stop = e->cfg.yield;
+        batch.stop_ud = e->cfg.yield_ud;
+    }
     int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;
@@ -918,6 +925,13 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     e->st.forward_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
+    if (st == COLO_EAGAIN && only_batch) { /* abandoned: the drafts' blocks go back, nothing else moved */
+        for (int w = 0; w < nw; w++)
+            if (e->work[w].n_draft > 0)
+                colo_continuous_settle(e->planner, e->work[w].seq, 0);
+        e->st.abandoned++;
+        return COLO_OK;
+    }
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));

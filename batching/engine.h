@@ -106,6 +106,12 @@ typedef struct colo_engine_config {
      * steps' measured times and the sequences' acceptance. */
     int spec_tokens;
     bool spec_always; /* draft whatever lookup finds, up to spec_tokens, whatever it costs */
+    /* NULL, or asked between the layers of a step that holds only work of
+     * the batch class (batching/continuous.h): true abandons the step, so
+     * that what waits outside the engine starts sooner; nothing of it is
+     * kept and its sequences run in a later step. Executor thread. */
+    bool (*yield)(void *ud);
+    void *yield_ud;
 } colo_engine_config;
 
 /* The prefix cache's counters. */
@@ -133,6 +139,7 @@ typedef struct colo_engine_step_stats {
     /* speculative decoding: tokens drafted and verified, of which accepted
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;
+    uint64_t abandoned; /* steps of batch-class work given up for others (cfg.yield), among steps */
 } colo_engine_step_stats;
 
 typedef struct colo_engine colo_engine;

@@ -248,7 +248,7 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
                           .block_size = mc->kv_block_size, .kv_type = mc->kv_dtype, .max_seq_len = mc->max_seq_len,
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
                           .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items},
-                          .spec_tokens = spec_tokens_of(mc)};
+                          .spec_tokens = spec_tokens_of(mc), .yield = k->sink.yield, .yield_ud = k->sink.ud};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);

@@ -139,7 +139,7 @@ void colo_served_run_continuous(colo_served *m)
                 colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
                 break;
             }
-        } else if (n_tokens == 0) {
+        } else if (n_tokens == 0 && !colo_queue_len_interactive(m->q)) {
             colo_sleep_ns(1000 * 1000); /* every live sequence waits for cache space */
         }
     }

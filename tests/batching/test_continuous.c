@@ -300,7 +300,7 @@ static void run_to_decoding(colo_continuous *cb, tseq *seqs, int n, int max_step
 
 /* Batch lines fill every place; a request of any priority, low included,
  * takes the place of the most recently admitted line at once, and its
- * prompt's steps hold nothing of the batch. */
+ * steps hold nothing of the batch until it ends. */
 static void test_batch_yields_place_and_prefill(void **state)
 {
     (void)state;
@@ -336,25 +336,29 @@ static void test_batch_yields_place_and_prefill(void **state)
     assert_int_equal(w[0].n, 4);
     assert_true(w[0].logits);
     step_done(cb, w, n);
-    /* x decodes now: the running line decodes beside it; the preempted one
-     * waits for a place */
-    n = colo_continuous_plan(cb, w, stopped, &ns);
-    assert_int_equal(n, 2);
-    assert_non_null(find(w, n, &x.s));
-    assert_non_null(find(w, n, &b[0].s));
-    assert_null(find(w, n, &b[1].s));
-    step_done(cb, w, n);
+    /* x decodes now: its steps are still its own; the running line keeps
+     * its place and blocks, the preempted one waits for a place */
+    for (int step = 0; step < 3; step++) {
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &x.s);
+        assert_int_equal(b[0].s.state, COLO_SEQ_RUNNING);
+        assert_int_equal(b[1].s.state, COLO_SEQ_WAITING);
+        step_done(cb, w, n);
+    }
     colo_continuous_remove(cb, &x.s);
     n = colo_continuous_plan(cb, w, stopped, &ns);
-    assert_non_null(find(w, n, &b[1].s)); /* readmitted once the place is free */
+    assert_int_equal(n, 2); /* both lines again, b[1] readmitted once the place is free */
+    assert_non_null(find(w, n, &b[0].s));
+    assert_non_null(find(w, n, &b[1].s));
     for (int i = 0; i < 2; i++)
         colo_continuous_remove(cb, &b[i].s);
     assert_int_equal(p.n_free, 100);
     colo_continuous_destroy(cb);
 }
 
-/* A batch line's prompt gets at most batch_step_tokens of a step, alone or
- * beside decodes, and never goes ahead of another class's prompt. */
+/* A batch line's prompt gets at most batch_step_tokens of a step, and
+ * none while a sequence of another class runs. */
 static void test_batch_prefill_capped(void **state)
 {
     (void)state;
@@ -376,17 +380,22 @@ static void test_batch_prefill_capped(void **state)
     assert_int_equal(n, 1); /* x's prompt: the batch's chunk waits */
     assert_ptr_equal(w[0].seq, &x.s);
     step_done(cb, w, n);
-    for (int step = 0; step < 3; step++) { /* x decodes; b's chunks of 6 go beside it */
+    for (int step = 0; step < 3; step++) { /* x decodes alone */
         n = colo_continuous_plan(cb, w, stopped, &ns);
-        const colo_continuous_work *wb = find(w, n, &b.s), *wx = find(w, n, &x.s);
-        assert_non_null(wx);
-        assert_int_equal(wx->n, 1);
-        assert_non_null(wb);
-        assert_int_equal(wb->start, 6 + 6 * step);
-        assert_int_equal(wb->n, step < 2 ? 6 : 2);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &x.s);
+        assert_int_equal(w[0].n, 1);
         step_done(cb, w, n);
     }
     colo_continuous_remove(cb, &x.s);
+    for (int step = 0; step < 3; step++) { /* then b's chunks of 6 again */
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &b.s);
+        assert_int_equal(w[0].start, 6 + 6 * step);
+        assert_int_equal(w[0].n, step < 2 ? 6 : 2);
+        step_done(cb, w, n);
+    }
     colo_continuous_remove(cb, &b.s);
     assert_int_equal(p.n_free, 100);
     colo_continuous_destroy(cb);
