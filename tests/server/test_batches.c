@@ -413,6 +413,60 @@ static void test_interactive_goes_ahead_of_a_line(void **state)
     srv_cleanup(&f);
 }
 
+/* colo-loadtest's batch scenario against this server: every round's three
+ * phases ran, the batch made lines alone, the figures are in its JSON, and
+ * the round's batch was cancelled (or done) before it ended. */
+static void test_loadtest_batch_scenario(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 512));
+    /* no tenants: /metrics, which the batch scenario reads, is open */
+    assert_true(srv_start_logged(&f, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 1GiB }\n"
+                                     "models:\n"
+                                     "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n"
+                                     "batches: { concurrency: 4 }\n"));
+    const char *bin = getenv("COLO_BINARY_DIR") ? getenv("COLO_BINARY_DIR") : COLO_BINARY_DIR;
+    char cmd[2048], json_path[400];
+    snprintf(json_path, sizeof json_path, "%s/batch.json", f.dir);
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 %s/colo-loadtest --url http://127.0.0.1:%d --scenario batch --model m "
+             "--path /v1/chat/completions --stream --max-tokens 4 --rate 4 --duration 1 --rounds 2 "
+             "--batch-lines 3000 --batch-max-tokens 8 --json %s --quiet > %s/lt.out 2>&1",
+             bin, f.port, json_path, f.dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "cat %s/lt.out >&2", f.dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_int_equal(rc, 0);
+    json_t *j = json_load_file(json_path, 0, NULL);
+    assert_non_null(j);
+    json_t *rounds = json_object_get(j, "rounds");
+    assert_int_equal(json_array_size(rounds), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(rounds, i);
+        assert_true(json_real_value(json_object_get(r, "rps")) > 0);
+        assert_true(json_real_value(json_object_get(r, "rps_with_batch")) > 0);
+        assert_true(json_real_value(json_object_get(r, "ttft_p99_ms_with_batch")) > 0);
+        assert_true(json_real_value(json_object_get(r, "batch_lines_per_s_alone")) > 0);
+        double busy = json_real_value(json_object_get(r, "busy_pct"));
+        assert_true(busy > 0 && busy <= 100.5);
+    }
+    assert_true(json_is_object(json_object_get(j, "median")));
+    json_decref(j);
+    int st; /* both rounds' batches ended */
+    json_t *l = req_json(&f, "GET", "none", "/v1/batches", NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *data = json_object_get(l, "data");
+    assert_int_equal(json_array_size(data), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_true(final_status(json_string_value(json_object_get(json_array_get(data, i), "status"))));
+    json_decref(l);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_create_errors_and_isolation(void **state)
 {
     (void)state;
@@ -717,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_files_routes),
         cmocka_unit_test(test_batch_completes),
         cmocka_unit_test(test_interactive_goes_ahead_of_a_line),
+        cmocka_unit_test(test_loadtest_batch_scenario),
         cmocka_unit_test(test_create_errors_and_isolation),
         cmocka_unit_test(test_validation_names_lines),
         cmocka_unit_test(test_cancel),
