@@ -12,6 +12,7 @@ struct colo_continuous {
     uint64_t next_order;
     uint64_t n_preemptions;
     uint64_t prefix_queries, prefix_hit_tokens;
+    int batch_rows, batch_tokens; /* what a step may give the batch class now (colo_continuous_set_batch_share) */
 };
 
 colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const colo_block_allocator *alloc)
@@ -25,6 +26,8 @@ colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const
     cb->cfg = *cfg;
     if (cb->cfg.batch_step_tokens <= 0)
         cb->cfg.batch_step_tokens = cfg->max_step_tokens / 16 > 0 ? cfg->max_step_tokens / 16 : 1;
+    cb->batch_rows = cfg->max_running;
+    cb->batch_tokens = cb->cfg.batch_step_tokens;
     cb->al = *alloc;
     return cb;
 }
@@ -235,7 +238,7 @@ static bool yield_batch(colo_continuous *cb, colo_continuous_work *work, int *n_
 static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *budget, int *batch_left, bool quiet,
                         colo_seq **stopped, int *n_stopped)
 {
-    int n_work = 0;
+    int n_work = 0, batch_rows = cb->batch_rows;
     for (int pass = 0; pass < 3; pass++) {
         uint64_t after = 0;
         bool first = true;
@@ -252,7 +255,7 @@ static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *bu
             bool decoding = pending == 1;
             if (pending <= 0 || decoding != (pass == 0))
                 continue;
-            if (s->batch ? quiet || pass == 1 : pass == 2)
+            if (s->batch ? quiet || pass == 1 || (pass == 0 && batch_rows <= 0) : pass == 2)
                 continue;
             if (!ensure_blocks(cb, s, work, &n_work, budget, stopped, n_stopped))
                 continue;
@@ -265,6 +268,8 @@ static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *bu
             *budget -= n;
             if (pass == 2)
                 *batch_left -= n;
+            if (pass == 0 && s->batch)
+                batch_rows--;
         }
     }
     return n_work;
@@ -272,7 +277,7 @@ static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *bu
 
 int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
 {
-    int budget = cb->cfg.max_step_tokens, batch_left = cb->cfg.batch_step_tokens;
+    int budget = cb->cfg.max_step_tokens, batch_left = cb->batch_tokens;
     bool quiet = others_want_step(cb);
     *n_stopped = 0;
     int n_work = plan_running(cb, work, &budget, &batch_left, quiet, stopped, n_stopped);
@@ -339,6 +344,18 @@ out_drafts:
     if (cb->cfg.max_draft_tokens > 0)
         plan_drafts(cb, work, n_work, budget);
     return n_work;
+}
+
+void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens)
+{
+    cb->batch_rows = rows < 1 ? 1 : rows > cb->cfg.max_running ? cb->cfg.max_running : rows;
+    cb->batch_tokens = tokens < 1 ? 1 : tokens > cb->cfg.batch_step_tokens ? cb->cfg.batch_step_tokens : tokens;
+}
+
+void colo_continuous_get_batch_share(const colo_continuous *cb, int *rows, int *tokens)
+{
+    *rows = cb->batch_rows;
+    *tokens = cb->batch_tokens;
 }
 
 void colo_continuous_settle(colo_continuous *cb, colo_seq *s, int n_kept)

@@ -192,6 +192,14 @@ colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq
  * forgotten, and blocks past seq->n_tokens freed. */
 void colo_continuous_settle(colo_continuous *cb, colo_seq *seq, int n_kept);
 
+/* What a step may give the batch class: decodes of at most rows batch
+ * sequences (1..max_running; the oldest first) and at most tokens of
+ * their prompts (1..batch_step_tokens); both at their most at creation.
+ * The caller shrinks them when it abandons steps of batch work, so that
+ * the batch's steps fit the gaps the others leave. */
+void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens);
+void colo_continuous_get_batch_share(const colo_continuous *cb, int *rows, int *tokens);
+
 /* Prefix caching: sequences admitted, and tokens they found cached. */
 uint64_t colo_continuous_prefix_queries(const colo_continuous *cb);
 uint64_t colo_continuous_prefix_hit_tokens(const colo_continuous *cb);

@@ -925,13 +925,18 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     e->st.forward_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
+    int rows, toks;
+    colo_continuous_get_batch_share(e->planner, &rows, &toks);
     if (st == COLO_EAGAIN && only_batch) { /* abandoned: the drafts' blocks go back, nothing else moved */
         for (int w = 0; w < nw; w++)
             if (e->work[w].n_draft > 0)
                 colo_continuous_settle(e->planner, e->work[w].seq, 0);
         e->st.abandoned++;
+        colo_continuous_set_batch_share(e->planner, rows / 2, toks / 2); /* smaller steps fit the gaps */
         return COLO_OK;
     }
+    if (st == COLO_OK && only_batch)
+        colo_continuous_set_batch_share(e->planner, rows * 2, toks * 2);
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));

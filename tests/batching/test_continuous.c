@@ -401,6 +401,49 @@ static void test_batch_prefill_capped(void **state)
     colo_continuous_destroy(cb);
 }
 
+/* A step gives the batch what colo_continuous_set_batch_share allows: the
+ * oldest lines' decodes and a smaller prompt chunk; the share is bounded. */
+static void test_batch_share(void **state)
+{
+    (void)state;
+    pool p;
+    colo_continuous *cb = make_batch(&p, 4, 4, 64, 100, 16);
+    colo_continuous_work w[4];
+    colo_seq *stopped[4];
+    int ns, rows, toks;
+    tseq b[4];
+    for (int i = 0; i < 3; i++) {
+        batch_init(&b[i], 3);
+        assert_int_equal(colo_continuous_add(cb, &b[i].s), COLO_OK);
+    }
+    run_to_decoding(cb, b, 3, 10);
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 4);
+    assert_int_equal(toks, 16);
+    colo_continuous_set_batch_share(cb, 2, 5);
+    batch_init(&b[3], 12);
+    assert_int_equal(colo_continuous_add(cb, &b[3].s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 3); /* the two oldest decodes and 5 of the new prompt */
+    assert_non_null(find(w, n, &b[0].s));
+    assert_non_null(find(w, n, &b[1].s));
+    assert_null(find(w, n, &b[2].s));
+    assert_int_equal(find(w, n, &b[3].s)->n, 5);
+    step_done(cb, w, n);
+    colo_continuous_set_batch_share(cb, 0, 0); /* at least one of each */
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 1);
+    assert_int_equal(toks, 1);
+    colo_continuous_set_batch_share(cb, 1000, 1000); /* at most the config's */
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 4);
+    assert_int_equal(toks, 16);
+    for (int i = 0; i < 4; i++)
+        colo_continuous_remove(cb, &b[i].s);
+    assert_int_equal(p.n_free, 100);
+    colo_continuous_destroy(cb);
+}
+
 /* The batch holds every KV block: an interactive prompt takes what it
  * needs from the batch's most recent lines, which wait and are recomputed;
  * a batch line waiting for blocks preempts no one. */
@@ -503,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_batch_yields_place_and_prefill),
         cmocka_unit_test(test_batch_prefill_capped),
         cmocka_unit_test(test_batch_yields_blocks),
+        cmocka_unit_test(test_batch_share),
         cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
