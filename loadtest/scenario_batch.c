@@ -379,7 +379,34 @@ static void row_figures(const round_row *r, double *f)
 
 #define N_FIG 12
 
-static void print_table(FILE *out, const cli *c, const round_row *rows, int n, const double *med)
+/* The percentiles of every request of every round pooled (a phase of a
+ * few seconds holds too few requests for its own p99): figures 0..5 as
+ * row_figures, the rest NAN. */
+static lt_status pooled_figures(const round_row *rows, int n, double *f)
+{
+    lt_samples s[4] = {{0}};
+    lt_status st = LT_OK;
+    for (int i = 0; i < n && st == LT_OK; i++) {
+        const lt_result *a = &rows[i].alone.results[0], *b = &rows[i].with.results[0];
+        const lt_samples *from[4] = {&a->ttft_ms, &b->ttft_ms, &a->latency_ms, &b->latency_ms};
+        for (int k = 0; k < 4 && st == LT_OK; k++)
+            for (size_t j = 0; j < from[k]->n && st == LT_OK; j++)
+                st = lt_samples_push(&s[k], from[k]->v[j]);
+    }
+    for (int k = 0; k < 4; k++)
+        lt_samples_sort(&s[k]);
+    double v[N_FIG] = {lt_percentile(s[0].v, s[0].n, 0.5), lt_percentile(s[1].v, s[1].n, 0.5),
+                       lt_percentile(s[0].v, s[0].n, 0.99), lt_percentile(s[1].v, s[1].n, 0.99),
+                       lt_percentile(s[2].v, s[2].n, 0.99), lt_percentile(s[3].v, s[3].n, 0.99)};
+    for (int k = 6; k < N_FIG; k++)
+        v[k] = NAN;
+    memcpy(f, v, sizeof v);
+    for (int k = 0; k < 4; k++)
+        lt_samples_free(&s[k]);
+    return st;
+}
+
+static void print_table(FILE *out, const cli *c, const round_row *rows, int n, const double *med, const double *pool)
 {
     static const char *const head[N_FIG] = {"ttft50", "ttft50+b", "ttft99", "ttft99+b", "lat99", "lat99+b",
                                             "rps", "rps+b", "lines/s+", "lines/s", "busy%", "idle use%"};
@@ -404,20 +431,29 @@ static void print_table(FILE *out, const cli *c, const round_row *rows, int n, c
             put(out, f[k]);
         fputs(i < n && rows[i].ran_out ? "  (the batch ended inside a phase)\n" : "\n", out);
     }
+    fprintf(out, "%-8s", "pooled");
+    for (int k = 0; k < N_FIG; k++)
+        put(out, pool[k]);
+    fputc('\n', out);
     fprintf(out, "ttft/lat: ms (+b: with the batch); rps: interactive requests/s; lines/s+: the batch's beside the "
                  "load, lines/s: alone;\nbusy%%: the model's step time under the load alone; idle use%%: lines/s+ over "
-                 "lines/s x (1 - busy%%)\n");
+                 "lines/s x (1 - busy%%); pooled: the percentiles of every round's requests together\n");
 }
 
-static int write_json(const cli *c, const round_row *rows, int n, const double *med)
+static int write_json(const cli *c, const round_row *rows, int n, const double *med, const double *pool)
 {
     static const char *const keys[N_FIG] = {"ttft_p50_ms", "ttft_p50_ms_with_batch", "ttft_p99_ms",
                                             "ttft_p99_ms_with_batch", "latency_p99_ms",
                                             "latency_p99_ms_with_batch", "rps", "rps_with_batch",
                                             "batch_lines_per_s_with_load", "batch_lines_per_s_alone",
                                             "busy_pct", "idle_use_pct"};
-    json_t *root = json_object(), *arr = json_array(), *m = json_object();
-    bool ok = root && arr && m;
+    json_t *root = json_object(), *arr = json_array(), *m = json_object(), *pl = json_object();
+    /* (each is the root's once set, and freed with it) */
+    bool ok = root && arr && m && pl && json_object_set(root, "rounds", arr) == 0 &&
+              json_object_set(root, "median", m) == 0 && json_object_set(root, "pooled", pl) == 0 &&
+              json_object_set_new(root, "scenario", json_string("batch")) == 0;
+    for (int k = 0; ok && k < 6; k++)
+        ok = json_object_set_new(pl, keys[k], isnan(pool[k]) ? json_null() : json_real(pool[k])) == 0;
     for (int i = 0; ok && i <= n; i++) {
         double f[N_FIG];
         json_t *o = i < n ? json_object() : m;
@@ -425,20 +461,23 @@ static int write_json(const cli *c, const round_row *rows, int n, const double *
             row_figures(&rows[i], f);
         else
             memcpy(f, med, sizeof f);
-        for (int k = 0; o && k < N_FIG; k++)
-            ok = ok && json_object_set_new(o, keys[k], isnan(f[k]) ? json_null() : json_real(f[k])) == 0;
-        if (i < n)
-            ok = o && json_object_set_new(o, "batch_ended_inside", json_boolean(rows[i].ran_out)) == 0 &&
-                 json_array_append_new(arr, o) == 0;
+        ok = o != NULL;
+        for (int k = 0; ok && k < N_FIG; k++)
+            ok = json_object_set_new(o, keys[k], isnan(f[k]) ? json_null() : json_real(f[k])) == 0;
+        if (i < n && o) {
+            ok = ok && json_object_set_new(o, "batch_ended_inside", json_boolean(rows[i].ran_out)) == 0;
+            ok = json_array_append_new(arr, o) == 0 && ok;
+        }
     }
-    ok = ok && json_object_set_new(root, "scenario", json_string("batch")) == 0 &&
-         json_object_set_new(root, "rounds", arr) == 0 && json_object_set_new(root, "median", m) == 0;
-    if (!ok || json_dump_file(root, c->json, JSON_INDENT(2)) != 0) {
+    ok = ok && json_dump_file(root, c->json, JSON_INDENT(2)) == 0;
+    json_decref(arr);
+    json_decref(m);
+    json_decref(pl);
+    json_decref(root);
+    if (!ok) {
         fprintf(stderr, "colo-loadtest: could not write %s\n", c->json);
-        json_decref(root);
         return EXIT_FAILED;
     }
-    json_decref(root);
     return EXIT_OK;
 }
 
@@ -468,9 +507,13 @@ int lt_batch_scenario(const cli *c, model_work *w)
         }
         med[k] = median(col, m);
     }
-    if (done > 0) {
-        print_table(stdout, c, rows, done, med);
-        if (c->json && write_json(c, rows, done, med) != EXIT_OK)
+    double pool[N_FIG];
+    if (done > 0 && pooled_figures(rows, done, pool) != LT_OK) {
+        fprintf(stderr, "colo-loadtest: out of memory\n");
+        rc = EXIT_FAILED;
+    } else if (done > 0) {
+        print_table(stdout, c, rows, done, med, pool);
+        if (c->json && write_json(c, rows, done, med, pool) != EXIT_OK)
             rc = EXIT_FAILED;
     }
     for (int i = 0; i < n; i++) {

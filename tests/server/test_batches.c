@@ -454,6 +454,10 @@ static void test_loadtest_batch_scenario(void **state)
         assert_true(busy > 0 && busy <= 100.5);
     }
     assert_true(json_is_object(json_object_get(j, "median")));
+    json_t *pooled = json_object_get(j, "pooled"); /* every round's requests together */
+    assert_true(json_real_value(json_object_get(pooled, "ttft_p99_ms_with_batch")) > 0);
+    assert_true(json_real_value(json_object_get(pooled, "ttft_p99_ms")) >=
+                json_real_value(json_object_get(pooled, "ttft_p50_ms")));
     json_decref(j);
     int st; /* both rounds' batches ended */
     json_t *l = req_json(&f, "GET", "none", "/v1/batches", NULL, &st);
