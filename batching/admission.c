@@ -143,6 +143,10 @@ bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead)
     const colo_sla_cfg *s = r->sla ? r->sla : a ? &a->sla : NULL; /* an adapter's own, else the model's */
     if (!a || r->task != COLO_TASK_GENERATE || !(s->ttft_ms > 0 || s->tpot_ms > 0 || s->p99_ms > 0))
         return true;
+    if (r->qi.batch) { /* a batch's line answers to its batch's window, not to the SLA */
+        r->slo.best_effort = true;
+        return true;
+    }
     colo_admission_verdict v;
     check_sla(a, s, ahead, r->tok.n, r->params.max_tokens, &v);
     if (v.fits)

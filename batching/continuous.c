@@ -6,12 +6,13 @@ struct colo_continuous {
     colo_continuous_config cfg;
     colo_block_allocator al;
     colo_seq *running;    /* admission order, oldest first */
-    colo_seq *waiting[3]; /* per priority level (index = colo_priority), FIFO */
+    colo_seq *waiting[4]; /* per level (level_of: the batch class, then each priority), FIFO */
     int n_running;
     int n_waiting;
     uint64_t next_order;
     uint64_t n_preemptions;
     uint64_t prefix_queries, prefix_hit_tokens;
+    int batch_rows, batch_tokens; /* what a step may give the batch class now (colo_continuous_set_batch_share) */
 };
 
 colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const colo_block_allocator *alloc)
@@ -23,6 +24,10 @@ colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const
     if (!cb)
         return NULL;
     cb->cfg = *cfg;
+    if (cb->cfg.batch_step_tokens <= 0)
+        cb->cfg.batch_step_tokens = cfg->max_step_tokens / 16 > 0 ? cfg->max_step_tokens / 16 : 1;
+    cb->batch_rows = cfg->max_running;
+    cb->batch_tokens = cb->cfg.batch_step_tokens;
     cb->al = *alloc;
     return cb;
 }
@@ -41,6 +46,9 @@ static int blocks_for(const colo_continuous *cb, int n_tokens)
 }
 
 static int prio_level(colo_priority p) { return p == COLO_PRIO_HIGH ? 2 : p == COLO_PRIO_LOW ? 0 : 1; }
+
+/* A sequence's level: the batch class (0) below every priority. */
+static int level_of(const colo_seq *s) { return s->batch ? 0 : 1 + prio_level(s->priority); }
 
 static void list_remove(colo_seq **head, colo_seq *s)
 {
@@ -74,7 +82,7 @@ colo_status colo_continuous_add(colo_continuous *cb, colo_seq *s)
     s->n_published = 0;
     s->n_prompt = s->n_tokens;
     s->state = COLO_SEQ_WAITING;
-    list_append(&cb->waiting[prio_level(s->priority)], s);
+    list_append(&cb->waiting[level_of(s)], s);
     cb->n_waiting++;
     return COLO_OK;
 }
@@ -93,8 +101,7 @@ static colo_seq *pick_victim(colo_continuous *cb)
 {
     colo_seq *v = NULL;
     for (colo_seq *s = cb->running; s; s = s->next)
-        if (!v || prio_level(s->priority) < prio_level(v->priority) ||
-            (prio_level(s->priority) == prio_level(v->priority) && s->admit_order > v->admit_order))
+        if (!v || level_of(s) < level_of(v) || (level_of(s) == level_of(v) && s->admit_order > v->admit_order))
             v = s;
     return v;
 }
@@ -108,7 +115,7 @@ static void preempt(colo_continuous *cb, colo_seq *v)
     v->n_preempted++;
     v->n_prompt = v->n_tokens; /* readmitted, all its text is computed by a prefill */
     /* Back to the head of its level: it was admitted before everyone waiting there. */
-    colo_seq **head = &cb->waiting[prio_level(v->priority)];
+    colo_seq **head = &cb->waiting[level_of(v)];
     v->next = *head;
     *head = v;
     cb->n_waiting++;
@@ -196,15 +203,43 @@ static void plan_drafts(colo_continuous *cb, colo_continuous_work *work, int n_w
     }
 }
 
-int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
+/* Whether a sequence of the other classes runs or waits to be admitted:
+ * the step is then theirs alone, and plans no batch work. */
+static bool others_want_step(const colo_continuous *cb)
 {
-    int n_work = 0;
-    int budget = cb->cfg.max_step_tokens;
-    *n_stopped = 0;
+    for (int lvl = 1; lvl < 4; lvl++)
+        if (cb->waiting[lvl])
+            return true;
+    for (const colo_seq *s = cb->running; s; s = s->next)
+        if (!s->batch)
+            return true;
+    return false;
+}
 
-    /* Decodes first, then prefill chunks, both oldest first. The running
-     * list may shrink under preemption, so walk it by admission order. */
-    for (int pass = 0; pass < 2; pass++) {
+/* Preempts the most recently admitted running batch sequence, dropping its
+ * planned work; false when none runs. */
+static bool yield_batch(colo_continuous *cb, colo_continuous_work *work, int *n_work, int *budget)
+{
+    colo_seq *v = NULL;
+    for (colo_seq *s = cb->running; s; s = s->next)
+        if (s->batch && (!v || s->admit_order > v->admit_order))
+            v = s;
+    if (!v)
+        return false;
+    *budget += unplan(work, n_work, v);
+    preempt(cb, v);
+    return true;
+}
+
+/* The running sequences' work: pass 0 every decode (the batch's unless
+ * quiet), pass 1 the other classes' prefill chunks, pass 2 the batch's
+ * (unless quiet, within *batch_left), each oldest first. The running list
+ * may shrink under preemption, so it is walked by admission order. */
+static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *budget, int *batch_left, bool quiet,
+                        colo_seq **stopped, int *n_stopped)
+{
+    int n_work = 0, batch_rows = cb->batch_rows;
+    for (int pass = 0; pass < 3; pass++) {
         uint64_t after = 0;
         bool first = true;
         for (;;) {
@@ -220,20 +255,43 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             bool decoding = pending == 1;
             if (pending <= 0 || decoding != (pass == 0))
                 continue;
-            if (!ensure_blocks(cb, s, work, &n_work, &budget, stopped, n_stopped))
+            if (s->batch ? quiet || pass == 1 || (pass == 0 && batch_rows <= 0) : pass == 2)
                 continue;
-            int n = pending < budget ? pending : budget;
+            if (!ensure_blocks(cb, s, work, &n_work, budget, stopped, n_stopped))
+                continue;
+            int n = pending < *budget ? pending : *budget;
+            if (pass == 2 && n > *batch_left)
+                n = *batch_left;
             if (n <= 0)
                 continue;
             work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens, 0};
-            budget -= n;
+            *budget -= n;
+            if (pass == 2)
+                *batch_left -= n;
+            if (pass == 0 && s->batch)
+                batch_rows--;
         }
     }
+    return n_work;
+}
+
+int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
+{
+    int budget = cb->cfg.max_step_tokens, batch_left = cb->batch_tokens;
+    bool quiet = others_want_step(cb);
+    *n_stopped = 0;
+    int n_work = plan_running(cb, work, &budget, &batch_left, quiet, stopped, n_stopped);
 
     /* Admission: strict priority, FIFO within a level; no skipping ahead of a
-     * sequence that does not fit, so large prompts are not starved. */
-    for (int lvl = 2; lvl >= 0; lvl--) {
-        while (cb->waiting[lvl] && cb->n_running < cb->cfg.max_running && budget > 0) {
+     * sequence that does not fit, so large prompts are not starved. A
+     * sequence above the batch class takes the place and the blocks of
+     * running batch sequences when it needs them. */
+    for (int lvl = 3; lvl >= 0; lvl--) {
+        while (cb->waiting[lvl] && budget > 0) {
+            if (lvl == 0 && (quiet || batch_left <= 0))
+                goto out_drafts;
+            if (cb->n_running >= cb->cfg.max_running && !(lvl > 0 && yield_batch(cb, work, &n_work, &budget)))
+                break;
             colo_seq *s = cb->waiting[lvl];
             /* The longest cached prefix, in whole blocks, short of the
              * blocks that hold the last two tokens: at least two are
@@ -245,7 +303,11 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             int max_hit = s->n_tokens >= 2 ? (s->n_tokens - 2) / cb->cfg.block_size : 0;
             int hit = cb->al.match ? cb->al.match(cb->al.ctx, s->root_key, s->tokens, s->n_tokens, max_hit, s->blocks, &key) : 0;
             int need = blocks_for(cb, s->n_tokens) - hit;
-            if (cb->al.alloc(cb->al.ctx, need, s->blocks + hit) != COLO_OK) {
+            colo_status st;
+            while ((st = cb->al.alloc(cb->al.ctx, need, s->blocks + hit)) == COLO_ENOMEM && lvl > 0 &&
+                   yield_batch(cb, work, &n_work, &budget))
+                ;
+            if (st != COLO_OK) {
                 if (hit)
                     cb->al.free(cb->al.ctx, s->blocks, hit);
                 goto out_drafts;
@@ -268,8 +330,12 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             cb->n_running++;
             int pending = s->n_tokens - s->n_cached;
             int n = pending < budget ? pending : budget;
+            if (lvl == 0 && n > batch_left)
+                n = batch_left;
             work[n_work++] = (colo_continuous_work){s, s->n_cached, n, s->n_cached + n == s->n_tokens, 0};
             budget -= n;
+            if (lvl == 0)
+                batch_left -= n;
         }
         if (cb->waiting[lvl])
             break; /* a higher level is waiting: lower levels wait behind it */
@@ -278,6 +344,18 @@ out_drafts:
     if (cb->cfg.max_draft_tokens > 0)
         plan_drafts(cb, work, n_work, budget);
     return n_work;
+}
+
+void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens)
+{
+    cb->batch_rows = rows < 1 ? 1 : rows > cb->cfg.max_running ? cb->cfg.max_running : rows;
+    cb->batch_tokens = tokens < 1 ? 1 : tokens > cb->cfg.batch_step_tokens ? cb->cfg.batch_step_tokens : tokens;
+}
+
+void colo_continuous_get_batch_share(const colo_continuous *cb, int *rows, int *tokens)
+{
+    *rows = cb->batch_rows;
+    *tokens = cb->batch_tokens;
 }
 
 void colo_continuous_settle(colo_continuous *cb, colo_seq *s, int n_kept)
@@ -358,7 +436,7 @@ colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq
         return COLO_OK;
     }
     child->state = COLO_SEQ_WAITING; /* computed once admitted (its prompt may be cached) */
-    list_append(&cb->waiting[prio_level(child->priority)], child);
+    list_append(&cb->waiting[level_of(child)], child);
     cb->n_waiting++;
     return COLO_OK;
 }
@@ -372,7 +450,7 @@ void colo_continuous_remove(colo_continuous *cb, colo_seq *s)
         list_remove(&cb->running, s);
         cb->n_running--;
     } else if (s->state == COLO_SEQ_WAITING) {
-        list_remove(&cb->waiting[prio_level(s->priority)], s);
+        list_remove(&cb->waiting[level_of(s)], s);
         cb->n_waiting--;
     }
     release_blocks(cb, s);

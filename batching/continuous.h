@@ -38,7 +38,22 @@
  * as cached by commit; colo_continuous_settle then keeps the ones the
  * caller accepted and gives back the blocks past the known tokens. Drafts
  * lie past the tokens known when a sequence was added or readmitted, so
- * they are never published to the prefix cache. */
+ * they are never published to the prefix cache.
+ *
+ * The batch class (colo_seq.batch): sequences below every priority that
+ * use only what the others leave of the device:
+ *   - a step in which any other sequence runs or waits to be admitted
+ *     plans no batch work at all, so the others' steps are the steps they
+ *     would be without the batch (a step holds the batch's work or the
+ *     others', never both: the caller may abandon a step of batch work
+ *     alone when others arrive, batching/engine.h);
+ *   - in the steps left to it, the batch's prompts get at most
+ *     batch_step_tokens of a step (its decodes all run), so that what an
+ *     abandoned step throws away stays small;
+ *   - a sequence of any priority that waits for a place in the batch
+ *     (max_running) or for KV blocks preempts running batch sequences
+ *     (the most recently admitted first; kept and recomputed later), and
+ *     the cache's own preemption takes batch sequences first. */
 #ifndef COLO_BATCHING_CONTINUOUS_H
 #define COLO_BATCHING_CONTINUOUS_H
 
@@ -103,6 +118,8 @@ typedef struct colo_seq {
     uint64_t last_key; /* the key of block n_published - 1 */
     int n_draft;       /* set by the caller before each plan: tokens it drafted past n_tokens
                         * (0: none); the planner schedules at most that many */
+    bool batch;        /* set by the caller before colo_continuous_add: the batch class (a
+                        * line of an OpenAI batch), below every priority (see the rules above) */
     struct colo_seq *next; /* planner's lists */
 } colo_seq;
 
@@ -112,6 +129,8 @@ typedef struct colo_continuous_config {
     int max_step_tokens; /* tokens per step at most (>= max_running) */
     int total_blocks;    /* blocks the allocator holds in all (free or not) */
     int max_draft_tokens; /* drafted tokens per step at most, all sequences together; 0: no drafts */
+    int batch_step_tokens; /* prefill tokens of batch-class sequences per step at most;
+                            * 0: max_step_tokens / 16 (at least 1) */
 } colo_continuous_config;
 
 /* One sequence's part of a step: tokens [start, start + n) of seq->tokens.
@@ -172,6 +191,14 @@ colo_status colo_continuous_fork(colo_continuous *cb, colo_seq *parent, colo_seq
  * positions are cached (their tokens are the accepted ones), the rest
  * forgotten, and blocks past seq->n_tokens freed. */
 void colo_continuous_settle(colo_continuous *cb, colo_seq *seq, int n_kept);
+
+/* What a step may give the batch class: decodes of at most rows batch
+ * sequences (1..max_running; the oldest first) and at most tokens of
+ * their prompts (1..batch_step_tokens); both at their most at creation.
+ * The caller shrinks them when it abandons steps of batch work, so that
+ * the batch's steps fit the gaps the others leave. */
+void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens);
+void colo_continuous_get_batch_share(const colo_continuous *cb, int *rows, int *tokens);
 
 /* Prefix caching: sequences admitted, and tokens they found cached. */
 uint64_t colo_continuous_prefix_queries(const colo_continuous *cb);

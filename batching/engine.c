@@ -456,6 +456,7 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     q->n_prompt = n_prompt;
     q->cb.owner = q;
     q->cb.priority = p->priority;
+    q->cb.batch = p->batch;
     q->cb.cap = cap;
     q->cb.max_blocks = e->max_blocks;
     q->cb.state = COLO_SEQ_DONE; /* in no list of the planner yet */
@@ -947,6 +948,13 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int n_decode;
     colo_llama_batch batch = build_batch(e, nw, &n_decode);
     int n = batch.n_tokens;
+    bool only_batch = e->cfg.yield != NULL;
+    for (int w = 0; w < nw && only_batch; w++)
+        only_batch = e->work[w].seq->batch;
+    if (only_batch) {
+        batch.stop = e->cfg.yield;
+        batch.stop_ud = e->cfg.yield_ud;
+    }
     int kind = n_decode == nw ? COLO_ENGINE_STEP_DECODE : n_decode == 0 ? COLO_ENGINE_STEP_PREFILL : COLO_ENGINE_STEP_MIXED;
     e->st.steps[kind]++;
     e->st.tokens[kind] += (uint64_t)n;
@@ -961,6 +969,18 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     e->st.forward_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
+    int rows, toks;
+    colo_continuous_get_batch_share(e->planner, &rows, &toks);
+    if (st == COLO_EAGAIN && only_batch) { /* abandoned: the drafts' blocks go back, nothing else moved */
+        for (int w = 0; w < nw; w++)
+            if (e->work[w].n_draft > 0)
+                colo_continuous_settle(e->planner, e->work[w].seq, 0);
+        e->st.abandoned++;
+        colo_continuous_set_batch_share(e->planner, rows / 2, toks / 2); /* smaller steps fit the gaps */
+        return COLO_OK;
+    }
+    if (st == COLO_OK && only_batch)
+        colo_continuous_set_batch_share(e->planner, rows * 2, toks * 2);
     if (st != COLO_OK) {
         char msg[96];
         snprintf(msg, sizeof msg, "model step failed (%s)", colo_status_str(st));

@@ -42,6 +42,7 @@ typedef struct colo_engine_params {
     bool logprobs;             /* keep each token's log-probability ... */
     int top_logprobs;          /* ... and this many top ones (0..20) */
     colo_priority priority;
+    bool batch;                /* the batch class, below every priority (batching/continuous.h) */
     /* a LoRA adapter of the model (models/arch/lora.h) runs this sequence:
      * has_adapter, in slot adapter_slot; its prompt reuses cached blocks of
      * that adapter's sequences only */
@@ -114,6 +115,12 @@ typedef struct colo_engine_config {
      * sequence drafts only from its own tenant's outputs); 0: none */
     size_t spec_suffix_bytes;
     bool spec_no_lookup; /* drafts from the suffix cache only, not from the sequence's own text */
+    /* NULL, or asked between the layers of a step that holds only work of
+     * the batch class (batching/continuous.h): true abandons the step, so
+     * that what waits outside the engine starts sooner; nothing of it is
+     * kept and its sequences run in a later step. Executor thread. */
+    bool (*yield)(void *ud);
+    void *yield_ud;
 } colo_engine_config;
 
 /* The prefix cache's counters. */
@@ -141,6 +148,7 @@ typedef struct colo_engine_step_stats {
     /* speculative decoding: tokens drafted and verified, of which accepted
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;
+    uint64_t abandoned; /* steps of batch-class work given up for others (cfg.yield), among steps */
 } colo_engine_step_stats;
 
 typedef struct colo_engine colo_engine;

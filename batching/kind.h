@@ -81,6 +81,10 @@ typedef struct colo_kind_sink {
     bool (*token)(void *ud, colo_request *r, int32_t token, const char *piece, size_t len);
     /* r->out is filled (status, text, tokens, timestamps in ns below) */
     void (*done)(void *ud, colo_request *r, uint64_t first_step_ns, uint64_t first_token_ns, uint64_t done_ns);
+    /* optional (NULL: never): true when requests above the batch class wait
+     * for the executor, so that a step holding only lines of batches may be
+     * abandoned (asked inside a step) */
+    bool (*yield)(void *ud);
     void *ud;
 } colo_kind_sink;
 

@@ -261,7 +261,7 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
                           .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items},
                           .spec_tokens = spec_tokens_of(mc), .spec_suffix_bytes = spec_suffix_bytes_of(mc),
-                          .spec_no_lookup = !mc->speculative.lookup};
+                          .spec_no_lookup = !mc->speculative.lookup, .yield = k->sink.yield, .yield_ud = k->sink.ud};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
@@ -943,6 +943,7 @@ static colo_status admit(void *inst, colo_request *r, char *err, size_t errlen)
                                     .bias = (const colo_sampler_bias *)r->params.logit_bias,
                                     .n_bias = r->params.n_logit_bias},
                           .priority = r->who.priority,
+                          .batch = r->qi.batch,
                           .has_adapter = r->adapter_index > 0,
                           .adapter_slot = r->adapter_slot,
                           .no_spec = r->params.no_spec};

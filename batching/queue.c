@@ -18,6 +18,7 @@ struct colo_queue {
     int total;
     int max_len;
     int64_t tokens;     /* sum of the queued items' lengths */
+    int64_t batch_tokens; /* of them, the batch class's */
     int64_t max_tokens; /* 0 = no bound */
     bool closed;
     bool woken;
@@ -72,14 +73,20 @@ static void unlink_item(colo_queue *q, colo_queue_item *it)
     q->len[level_of(it)]--;
     q->total--;
     q->tokens -= it->length;
+    if (it->batch)
+        q->batch_tokens -= it->length;
 }
 
 colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    /* an item longer than the whole bound still gets in alone */
-    bool over_tokens = q->max_tokens > 0 && q->total > 0 && q->tokens + it->length > q->max_tokens;
-    if (q->closed || q->total >= q->max_len || over_tokens) {
+    /* The batch class never fills the queue for the others: an interactive
+     * item is held to the bounds by the interactive items alone. An item
+     * longer than the whole bound still gets in alone. */
+    int n = it->batch ? q->total : q->total - q->len[0];
+    int64_t tokens = it->batch ? q->tokens : q->tokens - q->batch_tokens;
+    bool over_tokens = q->max_tokens > 0 && n > 0 && tokens + it->length > q->max_tokens;
+    if (q->closed || n >= q->max_len || over_tokens) {
         pthread_mutex_unlock(&q->mu);
         return COLO_EAGAIN;
     }
@@ -94,6 +101,8 @@ colo_status colo_queue_push(colo_queue *q, colo_queue_item *it)
     q->len[p]++;
     q->total++;
     q->tokens += it->length;
+    if (it->batch)
+        q->batch_tokens += it->length;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return COLO_OK;
@@ -122,12 +131,12 @@ static void charge_locked(colo_queue *q, const colo_queue_item *it, uint64_t now
     q->use_ns[c] = now_ns;
 }
 
-/* The next item of the highest non-empty priority: the oldest item of the
- * class with the least use per weight (the list is in arrival order, so
- * the first item seen of a class is its oldest). */
-static colo_queue_item *first_locked(colo_queue *q)
+/* The next item of the highest non-empty level from min_level up: the
+ * oldest item of the class with the least use per weight (the list is in
+ * arrival order, so the first item seen of a class is its oldest). */
+static colo_queue_item *first_locked(colo_queue *q, int min_level)
 {
-    for (int p = N_PRIO - 1; p >= 0; p--) {
+    for (int p = N_PRIO - 1; p >= min_level; p--) {
         colo_queue_item *h = &q->head[p];
         if (h->next == h)
             continue;
@@ -150,10 +159,10 @@ static colo_queue_item *first_locked(colo_queue *q)
     return NULL;
 }
 
-colo_queue_item *colo_queue_pop(colo_queue *q)
+static colo_queue_item *pop_from(colo_queue *q, int min_level)
 {
     pthread_mutex_lock(&q->mu);
-    colo_queue_item *it = first_locked(q);
+    colo_queue_item *it = first_locked(q, min_level);
     if (it) {
         unlink_item(q, it);
         charge_locked(q, it, colo_now_ns());
@@ -161,6 +170,10 @@ colo_queue_item *colo_queue_pop(colo_queue *q)
     pthread_mutex_unlock(&q->mu);
     return it;
 }
+
+colo_queue_item *colo_queue_pop(colo_queue *q) { return pop_from(q, 0); }
+
+colo_queue_item *colo_queue_pop_interactive(colo_queue *q) { return pop_from(q, 1); }
 
 bool colo_queue_remove(colo_queue *q, colo_queue_item *it)
 {
@@ -227,7 +240,7 @@ int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *pol, uint64_t 
 
     /* Anchor: the oldest item of the highest priority. Then, level by level
      * from the highest, the items closest in length to the anchor. */
-    colo_queue_item *anchor = first_locked(q);
+    colo_queue_item *anchor = first_locked(q, 0);
     int n = 0;
     out[n++] = anchor;
     unlink_item(q, anchor);
@@ -265,6 +278,14 @@ int colo_queue_len(colo_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     int n = q->total;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int colo_queue_len_interactive(colo_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int n = q->total - q->len[0];
     pthread_mutex_unlock(&q->mu);
     return n;
 }

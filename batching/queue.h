@@ -53,12 +53,18 @@ colo_queue *colo_queue_create(int max_len);
 void colo_queue_destroy(colo_queue *q);
 
 /* Queues it (priority, deadline_ns, length, owner set by the caller).
- * COLO_EAGAIN when the queue is full or closed; it is then untouched. */
+ * COLO_EAGAIN when the queue is full or closed; it is then untouched.
+ * Items of the batch class count against the bounds (max_len, max tokens)
+ * for batch items only: an interactive item is refused for the interactive
+ * items queued, never for the batch's. */
 colo_status colo_queue_push(colo_queue *q, colo_queue_item *it);
 /* Removes and returns the next item of the highest priority (the fair
  * share's choice, see above), or NULL. Its class is charged its length +
  * share_extra. */
 colo_queue_item *colo_queue_pop(colo_queue *q);
+/* As colo_queue_pop, but never an item of the batch class: what an
+ * executor whose places the batch class has filled may still take. */
+colo_queue_item *colo_queue_pop_interactive(colo_queue *q);
 /* The decayed use of share_class (tokens) at now_ns; for tests. */
 double colo_queue_share_use(colo_queue *q, int share_class, uint64_t now_ns);
 /* Removes it if it is still queued; true when it was. */
@@ -87,6 +93,8 @@ int colo_queue_form_batch(colo_queue *q, const colo_batch_policy *p, uint64_t no
 
 int colo_queue_len(colo_queue *q);
 int colo_queue_len_prio(colo_queue *q, colo_priority prio);
+/* Items queued that are not of the batch class. */
+int colo_queue_len_interactive(colo_queue *q);
 int colo_queue_max_len(const colo_queue *q);
 /* Bounds the sum of the queued items' lengths (tokens): a push past it is
  * COLO_EAGAIN, except into an empty queue. 0 = no bound (the default). */

@@ -104,6 +104,8 @@ colo_status colo_served_plan(const colo_model_cfg *mc, size_t budget_bytes, char
 
 static void sink_done(void *ud, colo_request *r, uint64_t first_step_ns, uint64_t first_token_ns, uint64_t done_ns);
 static bool sink_token(void *ud, colo_request *r, int32_t token, const char *piece, size_t len);
+/* Interactive requests queued: a step of lines of batches gives way to them. */
+static bool sink_yield(void *ud) { return colo_queue_len_interactive(((colo_served *)ud)->q) > 0; }
 static void *prep_main(void *arg);
 
 colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen)
@@ -216,7 +218,7 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
     }
-    colo_kind_sink sink = {sink_token, sink_done, m};
+    colo_kind_sink sink = {sink_token, sink_done, sink_yield, m};
     if (!(m->inst = m->kind->load(&m->cfg, m->arena, m->stream, &sink, e, sizeof e)))
         goto fail;
     colo_kind_info in;
@@ -504,7 +506,9 @@ static colo_status enqueue(colo_served *m, colo_request *r)
     r->qi.deadline_ns = r->who.deadline_ns ? r->who.deadline_ns : to ? r->submit_ns + to : 0;
     r->qi.owner = r;
     r->qi.length = r->tok.n;
-    if (!colo_admission_admit(m->adm, r, colo_queue_len(m->q) + atomic_load(&m->running)))
+    /* what is ahead of it: the batch class is ahead of nothing */
+    int ahead = colo_queue_len_interactive(m->q) + atomic_load(&m->running) - atomic_load(&m->running_batch);
+    if (!colo_admission_admit(m->adm, r, ahead))
         return COLO_EAGAIN; /* cannot meet its SLA (on_overload: reject): r->slo says why */
     if (colo_queue_push(m->q, &r->qi) != COLO_OK)
         return colo_queue_closed(m->q) ? COLO_ECANCELED : COLO_EAGAIN;

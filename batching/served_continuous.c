@@ -1,7 +1,11 @@
 /* The executor of generative kinds: continuous batching. Requests are
- * admitted from the queue while fewer than max_batch_size are live; the
- * kind's step runs the batch; cancellations and queue deadlines are
- * applied between steps. */
+ * admitted from the queue while fewer than max_batch_size are live; lines
+ * of batches (the batch class) only take places nothing else wants: an
+ * interactive request is admitted while fewer than max_batch_size
+ * interactive ones are live, whatever the batch holds, and the planner
+ * (batching/continuous.h) preempts batch sequences to run it. The kind's
+ * step runs the batch; cancellations and queue deadlines are applied
+ * between steps. */
 #include "batching/served_impl.h"
 #include "batching/share.h"
 #include "runtime/clock.h"
@@ -53,10 +57,31 @@ static void cancel_all(colo_served *m, colo_status st, const char *msg)
     }
 }
 
+/* Admits what the queue holds while there is room: max_live requests, of
+ * which the batch class's are counted apart (see above). */
+static void admit_queued(colo_served *m, int max_live)
+{
+    int n_batch = 0;
+    for (int i = 0; i < m->n_live; i++)
+        n_batch += m->live[i]->qi.batch;
+    /* asked to sleep: what runs finishes, nothing new starts */
+    while (!atomic_load(&m->want_sleep) && m->n_live - n_batch < max_live) {
+        colo_queue_item *it = m->n_live < max_live ? colo_queue_pop(m->q) : colo_queue_pop_interactive(m->q);
+        if (!it)
+            break;
+        bool batch = it->batch;
+        int before = m->n_live;
+        admit_one(m, it->owner);
+        n_batch += batch && m->n_live > before;
+    }
+    atomic_store(&m->running_batch, n_batch);
+}
+
 void colo_served_run_continuous(colo_served *m)
 {
     int max_live = m->cfg.batching.max_batch_size > 0 ? m->cfg.batching.max_batch_size : 32;
-    m->live = calloc((size_t)max_live, sizeof *m->live);
+    /* room for max_live interactive requests beside max_live batch lines */
+    m->live = calloc((size_t)max_live * 2, sizeof *m->live);
     m->n_live = 0;
     if (!m->live) {
         colo_served_mark_failed(m, "out of memory");
@@ -72,10 +97,7 @@ void colo_served_run_continuous(colo_served *m)
                 break;
             continue;
         }
-        colo_queue_item *it;
-        /* asked to sleep: what runs finishes, nothing new starts */
-        while (!atomic_load(&m->want_sleep) && m->n_live < max_live && (it = colo_queue_pop(m->q)))
-            admit_one(m, it->owner);
+        admit_queued(m, max_live);
         colo_served_refresh_info(m); /* cancellations free blocks at once */
         m->running = m->n_live;      /* after: a reader that sees it sees the blocks of the admission too */
         if (!m->n_live) {
@@ -117,7 +139,7 @@ void colo_served_run_continuous(colo_served *m)
                 colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
                 break;
             }
-        } else if (n_tokens == 0) {
+        } else if (n_tokens == 0 && !colo_queue_len_interactive(m->q)) {
             colo_sleep_ns(1000 * 1000); /* every live sequence waits for cache space */
         }
     }

@@ -64,6 +64,7 @@ struct colo_served {
     bool guarantee_given_back;     /* executor thread: without its whole guarantee (asleep, or lent) */
     uint64_t wake_blocked_since_ns; /* executor thread: since when queued requests wait for memory to wake (0: not) */
     _Atomic int running;
+    _Atomic int running_batch; /* of them, lines of batches (the batch class) */
     /* requests admitted into a generative kind (executor thread only); one
      * leaves before its on_done runs, since the front end may free it then */
     colo_request **live;

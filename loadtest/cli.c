@@ -18,7 +18,7 @@ static void usage(FILE *out)
           "       colo-loadtest --baseline separate --config FILE [--model NAME ...] [options]\n"
           "\n"
           "scenario and load:\n"
-          "  --scenario single|individual-vs-concurrent|sweep|trace   (default single)\n"
+          "  --scenario single|individual-vs-concurrent|sweep|trace|batch   (default single)\n"
           "  --concurrency N          closed loop: N connections, each sends when its last request ends (default 1)\n"
           "  --rate R                 open loop: R requests/s per model, latency from the intended send time\n"
           "  --concurrency NAME=N, --rate NAME=R   that model's own load (the others keep the global one)\n"
@@ -43,6 +43,13 @@ static void usage(FILE *out)
           "  --config FILE            start colo-server with FILE (models: the config's) and sample its memory\n"
           "  --server-pid PID         a local server's process: its peak RSS from /proc/PID/status\n"
           "  --poll-interval SECONDS  how often GET /v1/models is read for residency (default 0.1; 0: never)\n"
+          "\n"
+          "batch scenario (rounds of: the load alone, the load beside an OpenAI batch, the batch alone):\n"
+          "  --batch-lines N          lines of each round's batch (POST /v1/files, /v1/batches; default 2000)\n"
+          "  --batch-max-tokens N     their max_tokens (default 16)\n"
+          "  --batch-model NAME       the batch's model (default the first --model)\n"
+          "  --rounds N               rounds, reported each and as medians (default 3)\n"
+          "  --metrics-key KEY        the operator's key for GET /metrics (the model's step time; default --api-key)\n"
           "\n"
           "requests:\n"
           "  --kind NAME=generative|encoder   request template (default: ask GET /v1/models/NAME)\n"
@@ -154,6 +161,11 @@ enum {
     OPT_TRACE_SPEED,
     OPT_SERVER_PID,
     OPT_POLL_INTERVAL,
+    OPT_BATCH_LINES,
+    OPT_BATCH_MAX_TOKENS,
+    OPT_BATCH_MODEL,
+    OPT_ROUNDS,
+    OPT_METRICS_KEY,
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +215,11 @@ static const struct option long_opts[] = {
     {"trace-speed", required_argument, 0, OPT_TRACE_SPEED},
     {"server-pid", required_argument, 0, OPT_SERVER_PID},
     {"poll-interval", required_argument, 0, OPT_POLL_INTERVAL},
+    {"batch-lines", required_argument, 0, OPT_BATCH_LINES},
+    {"batch-max-tokens", required_argument, 0, OPT_BATCH_MAX_TOKENS},
+    {"batch-model", required_argument, 0, OPT_BATCH_MODEL},
+    {"rounds", required_argument, 0, OPT_ROUNDS},
+    {"metrics-key", required_argument, 0, OPT_METRICS_KEY},
     {0, 0, 0, 0},
 };
 
@@ -226,6 +243,9 @@ static void set_defaults(cli *c)
     c->zipf_s = 1.0;
     c->trace_speed = 1.0;
     c->poll_interval_s = 0.1;
+    c->batch_lines = 2000;
+    c->batch_max_tokens = 16;
+    c->rounds = 3;
 }
 
 /* Names the option ch in a message about its bad value (optarg). */
@@ -267,6 +287,8 @@ static const opt_field opt_fields[] = {
     {OPT_CONFIG, O_STR, offsetof(cli, config), 0},
     {OPT_SERVER, O_STR, offsetof(cli, server_bin), 0},
     {OPT_TRACE, O_STR, offsetof(cli, trace), 0},
+    {OPT_BATCH_MODEL, O_STR, offsetof(cli, batch_model), 0},
+    {OPT_METRICS_KEY, O_STR, offsetof(cli, metrics_key), 0},
     {'P', O_FLAG, offsetof(cli, poisson), 0},
     {'x', O_FLAG, offsetof(cli, stream), 0},
     {'q', O_FLAG, offsetof(cli, quiet), 0},
@@ -284,6 +306,9 @@ static const opt_field opt_fields[] = {
     {OPT_INPUT_LEN, O_INT, offsetof(cli, input_len), 1000000},
     {OPT_OUTPUT_LEN, O_INT, offsetof(cli, output_len), 1000000},
     {OPT_SERVER_PID, O_INT, offsetof(cli, server_pid), 4194304},
+    {OPT_BATCH_LINES, O_INT, offsetof(cli, batch_lines), 50000},
+    {OPT_BATCH_MAX_TOKENS, O_INT, offsetof(cli, batch_max_tokens), 1000000},
+    {OPT_ROUNDS, O_INT, offsetof(cli, rounds), 64},
 };
 
 /* Sets the field of an option of opt_fields: -1 to go on, else an exit
@@ -585,10 +610,23 @@ static int check_options(cli *c, int argc, char **argv, bool have_conc)
         return EXIT_USAGE;
     }
     bool sweep = is_sweep(c);
-    if (!sweep && !is_trace(c) && strcmp(c->scenario, "single") != 0 &&
+    bool batch = strcmp(c->scenario, "batch") == 0;
+    if (!sweep && !is_trace(c) && !batch && strcmp(c->scenario, "single") != 0 &&
         strcmp(c->scenario, "individual-vs-concurrent") != 0) {
-        fprintf(stderr, "colo-loadtest: unknown scenario '%s' (single, individual-vs-concurrent, sweep, trace)\n",
+        fprintf(stderr, "colo-loadtest: unknown scenario '%s' (single, individual-vs-concurrent, sweep, trace, "
+                        "batch)\n",
                 c->scenario);
+        return EXIT_USAGE;
+    }
+    if (batch && c->requests) {
+        fprintf(stderr, "colo-loadtest: the batch scenario's phases are timed; drop --requests\n");
+        return EXIT_USAGE;
+    }
+    bool batch_model_known = !c->batch_model;
+    for (size_t m = 0; m < c->n_models && !batch_model_known; m++)
+        batch_model_known = strcmp(c->models[m], c->batch_model) == 0;
+    if (!batch_model_known || (!batch && c->batch_model)) {
+        fprintf(stderr, "colo-loadtest: --batch-model goes with --scenario batch and names one of the --model\n");
         return EXIT_USAGE;
     }
     if (sweep != (c->n_sweep > 0)) {

@@ -68,6 +68,12 @@ typedef struct cli {
     int server_pid;                  /* > 0: sample its memory */
     double poll_interval_s;          /* residency polls; 0: none */
     bool duration_set;               /* --duration was given */
+    /* the batch scenario */
+    int batch_lines;                 /* lines of each round's batch */
+    int batch_max_tokens;            /* their max_tokens */
+    int rounds;                      /* rounds of no-batch, with-batch, batch-only */
+    const char *batch_model;         /* the batch's model; NULL: the first --model */
+    const char *metrics_key;         /* GET /metrics's key (the operator's); NULL: --api-key */
 } cli;
 
 /* One model's requests, built for its target. */
@@ -106,6 +112,14 @@ void lt_cli_request_path(const cli *c, size_t m, char *out, size_t cap);
  * colo-loadtest) into server, and a new folder for its configs and logs
  * into dir ("" when none). -1 to go on, else an exit code (said why). */
 int lt_cli_server_dir(const cli *c, char *server, size_t server_cap, char *dir, size_t dir_cap);
+
+/* scenario.c: runs one phase of the load over models[idx[0..n)] into p
+ * (the caller frees p->results and each result). */
+lt_status lt_cli_phase(const cli *c, model_work *w, const size_t *idx, size_t n, unsigned concurrency, double rate,
+                       const char *name, lt_phase *p);
+/* The batch scenario (scenario_batch.c): its rounds, table and --json;
+ * returns the exit code. */
+int lt_batch_scenario(const cli *c, model_work *w);
 
 /* Parses argv into c. -1 to go on, else an exit code (usage printed). */
 int lt_cli_parse(cli *c, int argc, char **argv);

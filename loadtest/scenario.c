@@ -148,9 +148,8 @@ static int prepare(const cli *c, model_work *w)
     return -1;
 }
 
-/* Runs one phase over models[idx[0..n)]; fills p. */
-static lt_status run_phase(const cli *c, model_work *w, const size_t *idx, size_t n, unsigned concurrency,
-                           double rate, const char *name, lt_phase *p)
+lt_status lt_cli_phase(const cli *c, model_work *w, const size_t *idx, size_t n, unsigned concurrency, double rate,
+                       const char *name, lt_phase *p)
 {
     char err[256], label[160];
     lt_load loads[LT_MAX_MODELS];
@@ -240,10 +239,10 @@ static lt_status run_ind_conc(const cli *c, model_work *w, const char *prefix, l
     lt_status st = LT_OK;
     snprintf(name, sizeof name, "%sindividual", prefix);
     for (size_t m = 0; m < c->n_models && st == LT_OK; m++)
-        st = run_phase(c, w, &all[m], 1, c->concurrency, c->rate, name, &phases[(*n_phases)++]);
+        st = lt_cli_phase(c, w, &all[m], 1, c->concurrency, c->rate, name, &phases[(*n_phases)++]);
     snprintf(name, sizeof name, "%sconcurrent", prefix);
     if (st == LT_OK)
-        st = run_phase(c, w, all, c->n_models, c->concurrency, c->rate, name, &phases[(*n_phases)++]);
+        st = lt_cli_phase(c, w, all, c->n_models, c->concurrency, c->rate, name, &phases[(*n_phases)++]);
     return st;
 }
 
@@ -261,13 +260,13 @@ static lt_status run_scenario(const cli *c, model_work *w, lt_phase *phases, siz
                 snprintf(name, sizeof name, "rate=%g", c->sweep[i]);
             else
                 snprintf(name, sizeof name, "c=%u", (unsigned)c->sweep[i]);
-            st = run_phase(c, w, all, c->n_models, c->sweep_rate ? 0 : (unsigned)c->sweep[i],
+            st = lt_cli_phase(c, w, all, c->n_models, c->sweep_rate ? 0 : (unsigned)c->sweep[i],
                            c->sweep_rate ? c->sweep[i] : 0, name, &phases[(*n_phases)++]);
         }
     } else if (strcmp(c->scenario, "individual-vs-concurrent") == 0) {
         st = run_ind_conc(c, w, "", phases, n_phases);
     } else {
-        st = run_phase(c, w, all, c->n_models, c->concurrency, c->rate, "single", &phases[(*n_phases)++]);
+        st = lt_cli_phase(c, w, all, c->n_models, c->concurrency, c->rate, "single", &phases[(*n_phases)++]);
     }
     return st;
 }
@@ -496,6 +495,10 @@ int lt_cli_run(cli *c)
     } else if (trace) {
         rc = lt_trace_run(c, w, &tr, &phases[0]);
         n_phases = 1;
+    } else if (strcmp(c->scenario, "batch") == 0) {
+        rc = prepare(c, w);
+        if (rc < 0)
+            rc = lt_batch_scenario(c, w);
     } else {
         rc = prepare(c, w);
         if (rc < 0 && run_scenario(c, w, phases, &n_phases) != LT_OK)

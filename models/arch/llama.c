@@ -254,7 +254,7 @@ static colo_status forward(colo_llama *m, colo_stream *s, const colo_llama_batch
      * passes (a stream's scratch growing twice within one recording), so
      * graphs stop only after COLO_LLAMA_GRAPH_FAILURES.
      * Steps with adapters are not recorded (their rows change the launches). */
-    bool graph = decode && !lora && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
+    bool graph = decode && !lora && !b->stop && m->graph_failures < COLO_LLAMA_GRAPH_FAILURES && colo_stream_graph_begin(s) == COLO_OK;
     colo_status st = compute(m, s, b, bs, kv_type, max_pos, throttle, lora);
     if (graph) {
         colo_status ge = colo_stream_graph_end(s, st == COLO_OK ? graph_key(n) : -1);
@@ -338,6 +338,8 @@ static colo_status compute(colo_llama *m, colo_stream *s, const colo_llama_batch
     float *x = m->x;
     for (int l = 0; l < hp->n_layer; l++) {
         const colo_llama_layer *L = &m->layers[l];
+        if (l > 0 && b->stop && colo_stream_sync(s) == COLO_OK && b->stop(b->stop_ud))
+            return COLO_EAGAIN;
         if (throttle)
             colo_cosched_throttle(throttle, 14);
         /* One product op per shared input: h is prepared (quantized) once;

@@ -176,6 +176,13 @@ typedef struct colo_llama_batch {
     /* (n_seqs) each sequence's adapter slot (models/arch/lora.h), -1 for the
      * bare model; NULL: every sequence runs the bare model */
     const int32_t *seq_adapter;
+    /* NULL, or asked before each layer but the first once what the layers
+     * before it queued has run: true abandons the step there (the pass
+     * returns COLO_EAGAIN; its logits are not written, and the KV rows of
+     * its positions may be: they are written again when computed). Such a
+     * step is not recorded as a graph. */
+    bool (*stop)(void *ud);
+    void *stop_ud;
 } colo_llama_batch;
 
 /* throttle (may be NULL): the executor's co-scheduler membership; the pass

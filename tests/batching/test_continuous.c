@@ -262,6 +262,230 @@ static void test_priority_admission_and_limits(void **state)
     colo_continuous_destroy(cb);
 }
 
+static colo_continuous *make_batch(pool *p, int bs, int max_running, int budget, int blocks, int batch_tokens)
+{
+    pool_init(p, blocks);
+    colo_continuous_config cfg = {.block_size = bs, .max_running = max_running, .max_step_tokens = budget,
+                                  .total_blocks = blocks, .batch_step_tokens = batch_tokens};
+    colo_block_allocator al = {.ctx = p, .n_free = pool_n_free, .alloc = pool_alloc, .free = pool_free};
+    colo_continuous *cb = colo_continuous_create(&cfg, &al);
+    assert_non_null(cb);
+    return cb;
+}
+
+static void batch_init(tseq *t, int n_prompt)
+{
+    seq_init(t, n_prompt, COLO_PRIO_LOW);
+    t->s.batch = true;
+}
+
+/* Runs plans until every one of seqs[0..n) decodes (or max_steps pass). */
+static void run_to_decoding(colo_continuous *cb, tseq *seqs, int n, int max_steps)
+{
+    colo_continuous_work w[8];
+    colo_seq *stopped[8];
+    int ns;
+    for (int step = 0; step < max_steps; step++) {
+        bool all = true;
+        for (int i = 0; i < n; i++)
+            all = all && seqs[i].s.state == COLO_SEQ_RUNNING && seqs[i].s.n_tokens - seqs[i].s.n_cached == 1;
+        if (all)
+            return;
+        int k = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(ns, 0);
+        step_done(cb, w, k);
+    }
+    fail_msg("the sequences did not reach decoding in %d steps", max_steps);
+}
+
+/* Batch lines fill every place; a request of any priority, low included,
+ * takes the place of the most recently admitted line at once, and its
+ * steps hold nothing of the batch until it ends. */
+static void test_batch_yields_place_and_prefill(void **state)
+{
+    (void)state;
+    pool p;
+    colo_continuous *cb = make_batch(&p, 4, 2, 16, 100, 16);
+    colo_continuous_work w[4];
+    colo_seq *stopped[4];
+    int ns;
+    tseq b[2], x;
+    for (int i = 0; i < 2; i++) {
+        batch_init(&b[i], 5);
+        assert_int_equal(colo_continuous_add(cb, &b[i].s), COLO_OK);
+    }
+    run_to_decoding(cb, b, 2, 10);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 2); /* alone, the batch decodes */
+    step_done(cb, w, n);
+
+    seq_init(&x, 20, COLO_PRIO_LOW); /* 20 tokens: two steps of prefill at 16 */
+    assert_int_equal(colo_continuous_add(cb, &x.s), COLO_OK);
+    uint64_t pre = colo_continuous_n_preemptions(cb);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 1); /* admitted in the place of b[1], and alone in its step */
+    assert_ptr_equal(w[0].seq, &x.s);
+    assert_int_equal(w[0].n, 16);
+    assert_int_equal(b[1].s.state, COLO_SEQ_WAITING);
+    assert_int_equal(b[0].s.state, COLO_SEQ_RUNNING);
+    assert_int_equal(colo_continuous_n_preemptions(cb), pre + 1);
+    step_done(cb, w, n);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 1); /* the rest of the prompt: still nothing of the batch */
+    assert_ptr_equal(w[0].seq, &x.s);
+    assert_int_equal(w[0].n, 4);
+    assert_true(w[0].logits);
+    step_done(cb, w, n);
+    /* x decodes now: its steps are still its own; the running line keeps
+     * its place and blocks, the preempted one waits for a place */
+    for (int step = 0; step < 3; step++) {
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &x.s);
+        assert_int_equal(b[0].s.state, COLO_SEQ_RUNNING);
+        assert_int_equal(b[1].s.state, COLO_SEQ_WAITING);
+        step_done(cb, w, n);
+    }
+    colo_continuous_remove(cb, &x.s);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 2); /* both lines again, b[1] readmitted once the place is free */
+    assert_non_null(find(w, n, &b[0].s));
+    assert_non_null(find(w, n, &b[1].s));
+    for (int i = 0; i < 2; i++)
+        colo_continuous_remove(cb, &b[i].s);
+    assert_int_equal(p.n_free, 100);
+    colo_continuous_destroy(cb);
+}
+
+/* A batch line's prompt gets at most batch_step_tokens of a step, and
+ * none while a sequence of another class runs. */
+static void test_batch_prefill_capped(void **state)
+{
+    (void)state;
+    pool p;
+    colo_continuous *cb = make_batch(&p, 4, 4, 32, 100, 6);
+    colo_continuous_work w[4];
+    colo_seq *stopped[4];
+    int ns;
+    tseq b, x;
+    batch_init(&b, 20);
+    assert_int_equal(colo_continuous_add(cb, &b.s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 1);
+    assert_int_equal(w[0].n, 6);
+    step_done(cb, w, n);
+    seq_init(&x, 3, COLO_PRIO_NORMAL);
+    assert_int_equal(colo_continuous_add(cb, &x.s), COLO_OK);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 1); /* x's prompt: the batch's chunk waits */
+    assert_ptr_equal(w[0].seq, &x.s);
+    step_done(cb, w, n);
+    for (int step = 0; step < 3; step++) { /* x decodes alone */
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &x.s);
+        assert_int_equal(w[0].n, 1);
+        step_done(cb, w, n);
+    }
+    colo_continuous_remove(cb, &x.s);
+    for (int step = 0; step < 3; step++) { /* then b's chunks of 6 again */
+        n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(n, 1);
+        assert_ptr_equal(w[0].seq, &b.s);
+        assert_int_equal(w[0].start, 6 + 6 * step);
+        assert_int_equal(w[0].n, step < 2 ? 6 : 2);
+        step_done(cb, w, n);
+    }
+    colo_continuous_remove(cb, &b.s);
+    assert_int_equal(p.n_free, 100);
+    colo_continuous_destroy(cb);
+}
+
+/* A step gives the batch what colo_continuous_set_batch_share allows: the
+ * oldest lines' decodes and a smaller prompt chunk; the share is bounded. */
+static void test_batch_share(void **state)
+{
+    (void)state;
+    pool p;
+    colo_continuous *cb = make_batch(&p, 4, 4, 64, 100, 16);
+    colo_continuous_work w[4];
+    colo_seq *stopped[4];
+    int ns, rows, toks;
+    tseq b[4];
+    for (int i = 0; i < 3; i++) {
+        batch_init(&b[i], 3);
+        assert_int_equal(colo_continuous_add(cb, &b[i].s), COLO_OK);
+    }
+    run_to_decoding(cb, b, 3, 10);
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 4);
+    assert_int_equal(toks, 16);
+    colo_continuous_set_batch_share(cb, 2, 5);
+    batch_init(&b[3], 12);
+    assert_int_equal(colo_continuous_add(cb, &b[3].s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 3); /* the two oldest decodes and 5 of the new prompt */
+    assert_non_null(find(w, n, &b[0].s));
+    assert_non_null(find(w, n, &b[1].s));
+    assert_null(find(w, n, &b[2].s));
+    assert_int_equal(find(w, n, &b[3].s)->n, 5);
+    step_done(cb, w, n);
+    colo_continuous_set_batch_share(cb, 0, 0); /* at least one of each */
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 1);
+    assert_int_equal(toks, 1);
+    colo_continuous_set_batch_share(cb, 1000, 1000); /* at most the config's */
+    colo_continuous_get_batch_share(cb, &rows, &toks);
+    assert_int_equal(rows, 4);
+    assert_int_equal(toks, 16);
+    for (int i = 0; i < 4; i++)
+        colo_continuous_remove(cb, &b[i].s);
+    assert_int_equal(p.n_free, 100);
+    colo_continuous_destroy(cb);
+}
+
+/* The batch holds every KV block: an interactive prompt takes what it
+ * needs from the batch's most recent lines, which wait and are recomputed;
+ * a batch line waiting for blocks preempts no one. */
+static void test_batch_yields_blocks(void **state)
+{
+    (void)state;
+    pool p;
+    colo_continuous *cb = make_batch(&p, 4, 4, 64, 6, 64); /* 24 token slots */
+    colo_continuous_work w[4];
+    colo_seq *stopped[4];
+    int ns;
+    tseq b[3], x, late;
+    for (int i = 0; i < 3; i++) {
+        batch_init(&b[i], 7); /* two blocks each: the whole cache */
+        assert_int_equal(colo_continuous_add(cb, &b[i].s), COLO_OK);
+    }
+    run_to_decoding(cb, b, 3, 10);
+    assert_int_equal(p.n_free, 0);
+    batch_init(&late, 3);
+    assert_int_equal(colo_continuous_add(cb, &late.s), COLO_OK);
+    int n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(late.s.state, COLO_SEQ_WAITING); /* no block for it, nobody preempted */
+    assert_int_equal(colo_continuous_n_preemptions(cb), 0);
+    step_done(cb, w, n);
+    seq_init(&x, 9, COLO_PRIO_HIGH); /* three blocks: two lines give theirs */
+    assert_int_equal(colo_continuous_add(cb, &x.s), COLO_OK);
+    n = colo_continuous_plan(cb, w, stopped, &ns);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(w[0].seq, &x.s);
+    assert_int_equal(w[0].n, 9);
+    assert_int_equal(b[0].s.state, COLO_SEQ_RUNNING); /* the oldest line keeps running */
+    assert_int_equal(b[1].s.state, COLO_SEQ_WAITING);
+    assert_int_equal(b[2].s.state, COLO_SEQ_WAITING);
+    step_done(cb, w, n);
+    colo_continuous_remove(cb, &x.s);
+    for (int i = 0; i < 3; i++)
+        colo_continuous_remove(cb, &b[i].s);
+    colo_continuous_remove(cb, &late.s);
+    assert_int_equal(p.n_free, 6);
+    colo_continuous_destroy(cb);
+}
+
 /* Random arrivals and lengths: invariants hold at every step and every
  * sequence finishes. */
 static void test_random_invariants(void **state)
@@ -281,6 +505,7 @@ static void test_random_invariants(void **state)
     for (int step = 0; step < 5000 && done < N; step++) {
         if (added < N && rand() % 3 == 0) {
             seq_init(&seqs[added], 1 + rand() % 40, (colo_priority)(rand() % 3));
+            seqs[added].s.batch = rand() % 4 == 0;
             want[added] = seqs[added].s.n_tokens + 1 + rand() % 30;
             assert_int_equal(colo_continuous_add(cb, &seqs[added].s), COLO_OK);
             added++;
@@ -318,6 +543,10 @@ int main(void)
         cmocka_unit_test(test_preempts_lowest_priority_latest),
         cmocka_unit_test(test_alone_outgrowing_cache_stops),
         cmocka_unit_test(test_priority_admission_and_limits),
+        cmocka_unit_test(test_batch_yields_place_and_prefill),
+        cmocka_unit_test(test_batch_prefill_capped),
+        cmocka_unit_test(test_batch_yields_blocks),
+        cmocka_unit_test(test_batch_share),
         cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

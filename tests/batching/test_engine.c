@@ -171,6 +171,68 @@ static void test_preemption_recomputes_exactly(void **state)
     assert_int_equal(seq_preemptions, preemptions);
 }
 
+/* cfg.yield for the test: true on every third call. */
+static int yield_calls;
+static bool yield_third(void *ud)
+{
+    (void)ud;
+    return ++yield_calls % 3 == 0;
+}
+
+/* Runs n_seqs prompts of the batch class (interactive ones when batch is
+ * false) with yield_third as the engine's yield (none when !yield); the
+ * steps it abandoned into *abandoned. */
+static void generate_class(bool batch, bool yield, int n_seqs, result *out, uint64_t *abandoned)
+{
+    rig r;
+    engine_rig_arena(&r, dev, "engine", 64 << 20);
+    colo_engine_config gc = {.max_running = 4, .max_step_tokens = 64, .block_size = 4, .kv_type = COLO_F32,
+                             .yield = yield ? yield_third : NULL};
+    engine_rig_start(&r, &gc);
+    colo_engine_params p = {.max_tokens = 20, .temperature = 0, .top_p = 1, .logprobs = true, .batch = batch};
+    char err[256];
+    for (int i = 0; i < n_seqs; i++) {
+        int32_t ids[64];
+        int n;
+        prompt_ids(i, ids, &n);
+        colo_engine_callbacks cb = {on_token, on_done, &out[i]};
+        memset(&out[i], 0, sizeof out[i]);
+        assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
+    }
+    run_all(&r);
+    colo_engine_step_stats st;
+    colo_engine_get_step_stats(r.e, &st);
+    *abandoned = st.abandoned;
+    engine_rig_close(&r);
+}
+
+/* A step of batch-class work alone is abandoned between layers when the
+ * engine's yield says so: nothing of it is kept, and the sequences give
+ * the tokens they give in steps that were never abandoned. A step of
+ * interactive work never asks. */
+static void test_abandoned_batch_steps(void **state)
+{
+    (void)state;
+    result plain[3], yielded[3], interactive[3];
+    uint64_t abandoned;
+    generate_class(true, false, 3, plain, &abandoned);
+    assert_int_equal(abandoned, 0);
+    yield_calls = 0;
+    generate_class(true, true, 3, yielded, &abandoned);
+    assert_true(abandoned > 0);
+    assert_int_equal(abandoned, (uint64_t)yield_calls / 3);
+    for (int i = 0; i < 3; i++) {
+        assert_same(&plain[i], &yielded[i]);
+        assert_string_equal(yielded[i].finish, "length");
+    }
+    yield_calls = 0;
+    generate_class(false, true, 3, interactive, &abandoned);
+    assert_int_equal(yield_calls, 0);
+    assert_int_equal(abandoned, 0);
+    for (int i = 0; i < 3; i++)
+        assert_same(&plain[i], &interactive[i]);
+}
+
 static void test_stop_strings_and_limits(void **state)
 {
     (void)state;
@@ -256,6 +318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_and_chunk_invariance),
         cmocka_unit_test(test_preemption_recomputes_exactly),
+        cmocka_unit_test(test_abandoned_batch_steps),
         cmocka_unit_test(test_stop_strings_and_limits),
         cmocka_unit_test(test_cancel_frees_blocks),
     };

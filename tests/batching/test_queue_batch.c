@@ -81,11 +81,58 @@ static void test_batch_formation_fills_with_lines(void **state)
     colo_queue_destroy(q);
 }
 
+/* Lines never fill the queue for interactive requests: an interactive
+ * item is held to the bounds (length, tokens) by interactive items alone,
+ * lines by everything queued; an executor whose places lines hold takes
+ * interactive items only. */
+static void test_batch_bounds_and_interactive_pop(void **state)
+{
+    (void)state;
+    srand((unsigned)colo_test_seed("test_batch_bounds_and_interactive_pop", 53));
+    enum { MAX = 8 };
+    colo_queue *q = colo_queue_create(MAX);
+    colo_queue_set_max_tokens(q, 1000);
+    colo_queue_item lines[MAX + 1], live[MAX + 1];
+    int n_lines = 1 + rand() % MAX;
+    for (int i = 0; i < n_lines; i++) {
+        lines[i] = (colo_queue_item){.priority = COLO_PRIO_LOW, .length = 1000 / MAX, .batch = true};
+        assert_int_equal(colo_queue_push(q, &lines[i]), COLO_OK);
+    }
+    /* the lines fill the queue to its length for lines ... */
+    for (int i = n_lines; i < MAX; i++) {
+        lines[i] = (colo_queue_item){.priority = COLO_PRIO_LOW, .length = 1, .batch = true};
+        assert_int_equal(colo_queue_push(q, &lines[i]), COLO_OK);
+    }
+    lines[MAX] = (colo_queue_item){.priority = COLO_PRIO_LOW, .length = 1, .batch = true};
+    assert_int_equal(colo_queue_push(q, &lines[MAX]), COLO_EAGAIN);
+    /* ... and interactive requests still get MAX places and 1000 tokens */
+    for (int i = 0; i < MAX; i++) {
+        live[i] = (colo_queue_item){.priority = (colo_priority)(rand() % 3), .length = 1000 / MAX};
+        assert_int_equal(colo_queue_push(q, &live[i]), COLO_OK);
+    }
+    live[MAX] = (colo_queue_item){.priority = COLO_PRIO_HIGH, .length = 1};
+    assert_int_equal(colo_queue_push(q, &live[MAX]), COLO_EAGAIN);
+    assert_int_equal(colo_queue_len(q), 2 * MAX);
+    assert_int_equal(colo_queue_len_interactive(q), MAX);
+    for (int i = 0; i < MAX; i++) {
+        colo_queue_item *it = colo_queue_pop_interactive(q);
+        assert_non_null(it);
+        assert_false(it->batch);
+    }
+    assert_null(colo_queue_pop_interactive(q)); /* only lines are left */
+    assert_int_equal(colo_queue_len_interactive(q), 0);
+    for (int i = 0; i < MAX; i++)
+        assert_ptr_equal(colo_queue_pop(q), &lines[i]);
+    assert_int_equal(colo_queue_tokens(q), 0);
+    colo_queue_destroy(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_below_every_priority),
         cmocka_unit_test(test_batch_formation_fills_with_lines),
+        cmocka_unit_test(test_batch_bounds_and_interactive_pop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,16 @@ static void test_usage_errors(void **state)
     assert_int_equal(run_cli("--url", url, "--model", "m", "--concurrency", "m=0", NULL), 2);
     assert_int_equal(run_cli("--url", url, "--model", "m", "--rate", "m=-1", NULL), 2);
     assert_int_equal(run_cli("--url", url, "--model", "m", "--json", "/nonexistent-dir/x.json", NULL), 2);
+    /* the batch scenario's options */
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "batch", "--requests", "5", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--batch-model", "m", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "batch", "--batch-model", "x", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "batch", "--batch-lines", "0", NULL), 2);
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "batch", "--rounds", "65", NULL), 2);
+    /* a server without the Batch API: the round's batch never starts */
+    assert_int_equal(run_cli("--url", url, "--model", "m", "--scenario", "batch", "--duration", "0.2", "--rounds", "1",
+                             "--quiet", NULL),
+                     1);
 }
 
 static void test_sla_exit_codes(void **state)

@@ -16,8 +16,9 @@
 #include "tests/server/server_fixture.h"
 #include "tests/test_seed.h"
 
-/* Tenants acme/search (key ka) and globex/bi (key kb); batches.* as given. */
-static char *config_text(const char *batches)
+/* Tenants acme/search (key ka) and globex/bi (key kb); batches.* as given;
+ * the model's max_batch_size max_batch. */
+static char *config_text_n(const char *batches, int max_batch)
 {
     char ha[65], hb[65];
     srv_key_sha256("ka", ha), srv_key_sha256("kb", hb);
@@ -25,7 +26,7 @@ static char *config_text(const char *batches)
     snprintf(y, 4096,
              "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 1GiB }\n"
              "models:\n"
-             "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.2, batching: { max_batch_size: 4 } }\n"
+             "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.2, batching: { max_batch_size: %d } }\n"
              "tenants:\n"
              "  - organization: acme\n"
              "    projects:\n"
@@ -34,9 +35,11 @@ static char *config_text(const char *batches)
              "    projects:\n"
              "      - { name: bi, keys: [ { name: b, sha256: \"%s\" } ] }\n"
              "batches: { %s }\n",
-             ha, hb, batches);
+             max_batch, ha, hb, batches);
     return y;
 }
+
+static char *config_text(const char *batches) { return config_text_n(batches, 4); }
 
 static int req(srv_fixture *f, const char *method, const char *key, const char *path, const char *extra,
                const char *body, srv_resp *r)
@@ -347,6 +350,127 @@ static void test_batch_completes(void **state)
     srv_cleanup(&f);
 }
 
+/* The model's one place in its batch holds a long line of a batch: an
+ * interactive request that arrives takes the place at once (the line is
+ * preempted, kept and recomputed), so it is answered while the line still
+ * runs, and the line is then answered whole. Before the batch class was a
+ * class of the planner, the request waited for the line's end. */
+static void test_interactive_goes_ahead_of_a_line(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 6, 384, 512, 1024));
+    char *y = config_text_n("concurrency: 1", 1);
+    assert_true(srv_start_logged(&f, y));
+    free(y);
+    enum { LONG = 900 };
+    /* the synthetic vocabulary's last three tokens end a turn: banned, so
+     * that the line runs its whole length */
+    int eos = colo_mkmodel_min_vocab() - 3;
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"custom_id\":\"c0\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":"
+             "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"line 0\"}],"
+             "\"max_tokens\":%d,\"temperature\":0,\"logit_bias\":{\"%d\":-100,\"%d\":-100,\"%d\":-100}}}\n",
+             LONG, eos, eos + 1, eos + 2);
+    char fid[80], bid[80], path[128];
+    assert_int_equal(upload(&f, "ka", "batch", text, fid, sizeof fid), 200);
+    assert_int_equal(create(&f, "ka", fid, bid, sizeof bid), 200);
+    int st, running = 0;
+    for (int i = 0; i < 3000 && !running; i++) { /* the line has the place */
+        json_t *m = req_json(&f, "GET", "ka", "/v1/models/m", NULL, &st);
+        running = st == 200 ? (int)json_integer_value(json_object_get(m, "running")) : 0;
+        json_decref(m);
+        if (!running)
+            srv_sleep_ms(10);
+    }
+    assert_int_equal(running, 1);
+    json_t *a = req_json(&f, "POST", "kb", "/v1/chat/completions",
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"now\"}],"
+                         "\"max_tokens\":4,\"temperature\":0}",
+                         &st);
+    assert_int_equal(st, 200);
+    json_decref(a);
+    snprintf(path, sizeof path, "/v1/batches/%s", bid);
+    json_t *b = req_json(&f, "GET", "ka", path, NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(count(b, "completed"), 0); /* the line is still running */
+    json_decref(b);
+    b = wait_batch(&f, "ka", bid);
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "status")), "completed");
+    char *out = content(&f, "ka", json_string_value(json_object_get(b, "output_file_id")));
+    assert_non_null(out);
+    check_output(out, 1);
+    json_t *line = json_loads(out, 0, NULL);
+    assert_non_null(line);
+    json_t *body = json_object_get(json_object_get(line, "response"), "body");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(body, "usage"), "completion_tokens")), LONG);
+    json_decref(line);
+    free(out);
+    json_decref(b);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
+/* colo-loadtest's batch scenario against this server: every round's three
+ * phases ran, the batch made lines alone, the figures are in its JSON, and
+ * the round's batch was cancelled (or done) before it ended. */
+static void test_loadtest_batch_scenario(void **state)
+{
+    (void)state;
+    srv_fixture f;
+    assert_true(srv_tmpdir(&f) && srv_mkmodel(&f, "m.gguf", 2, 64, 512, 512));
+    /* no tenants: /metrics, which the batch scenario reads, is open */
+    assert_true(srv_start_logged(&f, "server: { listen: \"127.0.0.1:0\", device: cpu, threads: 2, cpu_memory_bytes: 1GiB }\n"
+                                     "models:\n"
+                                     "  - { name: m, kind: llama, path: m.gguf, memory_fraction: 0.2 }\n"
+                                     "batches: { concurrency: 4 }\n"));
+    const char *bin = getenv("COLO_BINARY_DIR") ? getenv("COLO_BINARY_DIR") : COLO_BINARY_DIR;
+    char cmd[2048], json_path[400];
+    snprintf(json_path, sizeof json_path, "%s/batch.json", f.dir);
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 %s/colo-loadtest --url http://127.0.0.1:%d --scenario batch --model m "
+             "--path /v1/chat/completions --stream --max-tokens 4 --rate 4 --duration 1 --rounds 2 "
+             "--batch-lines 3000 --batch-max-tokens 8 --json %s --quiet > %s/lt.out 2>&1",
+             bin, f.port, json_path, f.dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "cat %s/lt.out >&2", f.dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_int_equal(rc, 0);
+    json_t *j = json_load_file(json_path, 0, NULL);
+    assert_non_null(j);
+    json_t *rounds = json_object_get(j, "rounds");
+    assert_int_equal(json_array_size(rounds), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(rounds, i);
+        assert_true(json_real_value(json_object_get(r, "rps")) > 0);
+        assert_true(json_real_value(json_object_get(r, "rps_with_batch")) > 0);
+        assert_true(json_real_value(json_object_get(r, "ttft_p99_ms_with_batch")) > 0);
+        assert_true(json_real_value(json_object_get(r, "batch_lines_per_s_alone")) > 0);
+        double busy = json_real_value(json_object_get(r, "busy_pct"));
+        assert_true(busy > 0 && busy <= 100.5);
+    }
+    assert_true(json_is_object(json_object_get(j, "median")));
+    json_t *pooled = json_object_get(j, "pooled"); /* every round's requests together */
+    assert_true(json_real_value(json_object_get(pooled, "ttft_p99_ms_with_batch")) > 0);
+    assert_true(json_real_value(json_object_get(pooled, "ttft_p99_ms")) >=
+                json_real_value(json_object_get(pooled, "ttft_p50_ms")));
+    json_decref(j);
+    int st; /* both rounds' batches ended */
+    json_t *l = req_json(&f, "GET", "none", "/v1/batches", NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *data = json_object_get(l, "data");
+    assert_int_equal(json_array_size(data), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_true(final_status(json_string_value(json_object_get(json_array_get(data, i), "status"))));
+    json_decref(l);
+    assert_int_equal(srv_stop(&f), 0);
+    srv_cleanup(&f);
+}
+
 static void test_create_errors_and_isolation(void **state)
 {
     (void)state;
@@ -650,6 +774,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_files_routes),
         cmocka_unit_test(test_batch_completes),
+        cmocka_unit_test(test_interactive_goes_ahead_of_a_line),
+        cmocka_unit_test(test_loadtest_batch_scenario),
         cmocka_unit_test(test_create_errors_and_isolation),
         cmocka_unit_test(test_validation_names_lines),
         cmocka_unit_test(test_cancel),
