@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -85,6 +86,26 @@ static bool send_all(int fd, const char *p, size_t n)
     return true;
 }
 
+/* Whether rsp holds a whole answer: its head, and as many bytes after it as
+ * its Content-Length says (an answer without one ends when the server
+ * closes the connection). */
+static bool answer_complete(const buf *rsp)
+{
+    size_t head = 0;
+    for (size_t i = 0; i + 4 <= rsp->len && !head; i++)
+        if (!memcmp(rsp->p + i, "\r\n\r\n", 4))
+            head = i + 4;
+    if (!head)
+        return false;
+    for (size_t i = 0; i + 16 < head; i++) {
+        unsigned long long n;
+        if (rsp->p[i] == '\n' && strncasecmp(rsp->p + i + 1, "Content-Length:", 15) == 0 &&
+            sscanf(rsp->p + i + 16, "%llu", &n) == 1)
+            return rsp->len - head >= n;
+    }
+    return false;
+}
+
 /* One request; the status (0: no answer) and the body (malloc'd, NUL
  * terminated) into *body. */
 static int http_call(const model_work *w, const char *api_key, const char *method, const char *path,
@@ -120,6 +141,8 @@ static int http_call(const model_work *w, const char *api_key, const char *metho
             break;
         if (!buf_add(&rsp, chunk, (size_t)k))
             goto out_close;
+        if (answer_complete(&rsp)) /* a server that keeps the connection open despite "close" */
+            break;
     }
     const char *end = rsp.p ? strstr(rsp.p, "\r\n\r\n") : NULL;
     if (!end || sscanf(rsp.p, "HTTP/1.%*d %d", &status) != 1)
