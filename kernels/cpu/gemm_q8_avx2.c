@@ -67,6 +67,40 @@ static inline __attribute__((always_inline)) __m256i dots_wide(const uint8_t *w,
     return _mm256_add_epi32(_mm256_slli_epi32(aq, 8), ar);
 }
 
+/* dots_wide for two weight rows (w0, w1) against the same digits: each load
+ * of x feeds two products, which halves the loads a product takes (one
+ * row's products are load-bound); each row's sums are dots_wide's. */
+static inline __attribute__((always_inline)) void dots_wide2(const uint8_t *w0, const uint8_t *w1, const int8_t *q,
+                                                             const int8_t *r, int nt, int run, __m256i *p0,
+                                                             __m256i *p1)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i aq0 = _mm256_setzero_si256(), ar0 = _mm256_setzero_si256();
+    __m256i aq1 = _mm256_setzero_si256(), ar1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int t0 = 0; t0 < nt; t0 += run) {
+        __m256i sq0 = _mm256_setzero_si256(), sr0 = _mm256_setzero_si256();
+        __m256i sq1 = _mm256_setzero_si256(), sr1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = t0; t < t0 + run; t++) {
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(q + 4 * GROUP * t));
+            __m256i xr = _mm256_loadu_si256((const __m256i *)(r + 4 * GROUP * t));
+            __m256i wa = bcast4(w0 + 4 * t), wb = bcast4(w1 + 4 * t);
+            sq0 = _mm256_add_epi16(sq0, _mm256_maddubs_epi16(wa, xq));
+            sr0 = _mm256_add_epi16(sr0, _mm256_maddubs_epi16(wa, xr));
+            sq1 = _mm256_add_epi16(sq1, _mm256_maddubs_epi16(wb, xq));
+            sr1 = _mm256_add_epi16(sr1, _mm256_maddubs_epi16(wb, xr));
+            __asm__("" : "+x"(sq0), "+x"(sr0), "+x"(sq1), "+x"(sr1));
+        }
+        aq0 = _mm256_add_epi32(aq0, _mm256_madd_epi16(sq0, ones));
+        ar0 = _mm256_add_epi32(ar0, _mm256_madd_epi16(sr0, ones));
+        aq1 = _mm256_add_epi32(aq1, _mm256_madd_epi16(sq1, ones));
+        ar1 = _mm256_add_epi32(ar1, _mm256_madd_epi16(sr1, ones));
+    }
+    *p0 = _mm256_add_epi32(_mm256_slli_epi32(aq0, 8), ar0);
+    *p1 = _mm256_add_epi32(_mm256_slli_epi32(aq1, 8), ar1);
+}
+
 /* The same for the narrow kernel: codes W[t] of 8 weight rows against one
  * row of x's digits (q, r: its dwords, 4 * GROUP bytes apart), broadcast. */
 static inline __attribute__((always_inline)) __m256i dots_narrow(const __m256i *W, const int8_t *q, const int8_t *r,
@@ -103,25 +137,32 @@ static inline __attribute__((always_inline)) void kernel(int nb, int k, int ns, 
             const colo_q8_xblk *xb = xg + b;
             const int8_t *q = xb->q[0] + 32 * h, *r = xb->r[0] + 32 * h;
             __m256 d = _mm256_loadu_ps(xb->d + 8 * h);
-            /* (not unrolled: the rows' products would be interleaved, and
-             * spill; several rows sharing each load of x were slower too) */
+            /* (rows in pairs, not unrolled further: more rows' products
+             * interleaved spill) */
 #pragma GCC unroll 1
-            for (int j = 0; j < JT; j++) {
+            for (int j = 0; j < JT; j += 2) {
                 const uint8_t *w = u + (size_t)j * k + 32 * b;
                 if (nh == 1) {
-                    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(dots_wide(w, q, r, 8, run)), d);
-                    acc[j] = _mm256_fmadd_ps(f, _mm256_set1_ps(a[(size_t)j * ns + b]), acc[j]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xb->s[2] + 8 * h),
-                                             _mm256_set1_ps(c[(size_t)j * ns + b]), acc[j]);
+                    __m256i p[2];
+                    dots_wide2(w, w + k, q, r, 8, run, &p[0], &p[1]);
+                    __m256 s2 = _mm256_loadu_ps(xb->s[2] + 8 * h);
+                    for (int e = 0; e < 2; e++) {
+                        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(p[e]), d);
+                        acc[j + e] = _mm256_fmadd_ps(f, _mm256_set1_ps(a[(size_t)(j + e) * ns + b]), acc[j + e]);
+                        acc[j + e] = _mm256_fmadd_ps(s2, _mm256_set1_ps(c[(size_t)(j + e) * ns + b]), acc[j + e]);
+                    }
                 } else {
-                    __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(dots_wide(w, q, r, 4, run)), d);
-                    __m256 f1 = _mm256_mul_ps(
-                        _mm256_cvtepi32_ps(dots_wide(w + 16, q + 4 * 4 * GROUP, r + 4 * 4 * GROUP, 4, run)), d);
-                    const float *aj = a + (size_t)j * ns + 2 * b, *cj = c + (size_t)j * ns + 2 * b;
-                    acc[j] = _mm256_fmadd_ps(f0, _mm256_set1_ps(aj[0]), acc[j]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xb->s[0] + 8 * h), _mm256_set1_ps(cj[0]), acc[j]);
-                    acc[j] = _mm256_fmadd_ps(f1, _mm256_set1_ps(aj[1]), acc[j]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xb->s[1] + 8 * h), _mm256_set1_ps(cj[1]), acc[j]);
+                    for (int e = 0; e < 2; e++) { /* (two rows at once spill here) */
+                        const uint8_t *we = w + (size_t)e * k;
+                        __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(dots_wide(we, q, r, 4, run)), d);
+                        __m256 f1 = _mm256_mul_ps(
+                            _mm256_cvtepi32_ps(dots_wide(we + 16, q + 4 * 4 * GROUP, r + 4 * 4 * GROUP, 4, run)), d);
+                        const float *aj = a + (size_t)(j + e) * ns + 2 * b, *cj = c + (size_t)(j + e) * ns + 2 * b;
+                        acc[j + e] = _mm256_fmadd_ps(f0, _mm256_set1_ps(aj[0]), acc[j + e]);
+                        acc[j + e] = _mm256_fmadd_ps(_mm256_loadu_ps(xb->s[0] + 8 * h), _mm256_set1_ps(cj[0]), acc[j + e]);
+                        acc[j + e] = _mm256_fmadd_ps(f1, _mm256_set1_ps(aj[1]), acc[j + e]);
+                        acc[j + e] = _mm256_fmadd_ps(_mm256_loadu_ps(xb->s[1] + 8 * h), _mm256_set1_ps(cj[1]), acc[j + e]);
+                    }
                 }
             }
         }
