@@ -208,7 +208,8 @@ static void plan_drafts(colo_continuous *cb, colo_continuous_work *work, int n_w
 }
 
 /* Whether a sequence of the other classes runs or waits to be admitted:
- * the step is then theirs alone, and plans no batch work. */
+ * the step is then theirs, and plans no batch work unless the floor says
+ * (colo_continuous_set_batch_floor). */
 static bool others_want_step(const colo_continuous *cb)
 {
     for (int lvl = 1; lvl < 4; lvl++)

@@ -91,6 +91,7 @@ uint64_t colo_cosched_step_begin_as(colo_cosched_member *m, colo_step_class cls)
     colo_sched_batch_begin(cs, m);
     if (cs->policy->step_begin)
         cs->policy->step_begin(cs, m);
+    colo_sched_batch_started(cs, m);
     m->inflight = true;
     m->step_t0_ns = colo_now_ns();
     m->ops_since_high = 0;

@@ -65,6 +65,12 @@ struct colo_cosched {
  * runtime/cosched.c around the policy's slots, under cs->mu unless said. */
 /* Before the policy's step_begin: waits while m's batch step may not start. */
 void colo_sched_batch_begin(colo_cosched *cs, colo_cosched_member *m);
+/* After the policy's step_begin: the step is in flight. Only then does an
+ * interactive step count against batch steps: one still waiting for the
+ * policy (timeslice's turn) may be waiting for the batch step itself. A
+ * batch step that an interactive one overtook while the policy held it is
+ * held at its first throttle point. */
+void colo_sched_batch_started(colo_cosched *cs, colo_cosched_member *m);
 /* After the policy's step_end: charges the step to its class. */
 void colo_sched_batch_end(colo_cosched *cs, colo_cosched_member *m);
 /* Before the policy's throttle, without the lock: holds m's batch step

@@ -43,10 +43,8 @@ static void charge(colo_cosched *cs, bool batch, uint64_t ns)
 void colo_sched_batch_begin(colo_cosched *cs, colo_cosched_member *m)
 {
     m->step_held_ns = 0;
-    if (!m->step_batch) {
-        cs->inter_inflight++;
+    if (!m->step_batch)
         return;
-    }
     m->st.batch_steps++;
     if (!batch_may_run(cs)) {
         m->st.batch_held++;
@@ -55,7 +53,14 @@ void colo_sched_batch_begin(colo_cosched *cs, colo_cosched_member *m)
             pthread_cond_wait(&cs->cv, &cs->mu);
         cs->batch_waiting--;
     }
-    cs->batch_inflight++;
+}
+
+void colo_sched_batch_started(colo_cosched *cs, colo_cosched_member *m)
+{
+    if (m->step_batch)
+        cs->batch_inflight++;
+    else
+        cs->inter_inflight++;
 }
 
 void colo_sched_batch_end(colo_cosched *cs, colo_cosched_member *m)

@@ -643,6 +643,34 @@ static void test_batch_step_held_inside(void **state)
     colo_cosched_destroy(cs);
 }
 
+/* Under timeslice, an interactive step waiting for its turn behind a batch
+ * step does not hold that batch step at its throttle points (it would wait
+ * for the turn the batch step holds): the batch step ends, then the
+ * interactive one runs. */
+static void test_batch_step_under_timeslice(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make_batch_floor(COLO_SCHED_TIMESLICE, 0);
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_HIGH);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_LOW);
+    colo_cosched_step_begin_as(b, COLO_STEP_BATCH);
+    class_arg ia = {.m = a, .cls = COLO_STEP_INTERACTIVE, .steps = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, class_loop, &ia), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&ia.began, __ATOMIC_SEQ_CST), 0); /* b holds the turn */
+    colo_cosched_throttle(b, 4); /* not held: nothing interactive is in flight */
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(b, &st);
+    assert_int_equal(st.throttled, 0);
+    colo_cosched_step_end(b);
+    pthread_join(t, NULL);
+    assert_int_equal(ia.done, 1);
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_destroy(cs);
+}
+
 /* Two members whose interactive steps overlap keep one in flight at every
  * moment: up to n_turns hand-overs (until *until reaches until_n), each
  * with a short step, from this thread, starting with x's step in flight
@@ -723,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_priority_floor_by_step_time),
         cmocka_unit_test(test_batch_step_waits_for_interactive),
         cmocka_unit_test(test_batch_step_held_inside),
+        cmocka_unit_test(test_batch_step_under_timeslice),
         cmocka_unit_test(test_batch_floor_under_saturation),
         cmocka_unit_test(test_partition_plan),
         cmocka_unit_test(test_policy_names),
