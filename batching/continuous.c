@@ -232,7 +232,6 @@ static bool batch_has_work(const colo_continuous *cb)
     return false;
 }
 
-
 /* Preempts the most recently admitted running batch sequence, dropping its
  * planned work; false when none runs. */
 static bool yield_batch(colo_continuous *cb, colo_continuous_work *work, int *n_work, int *budget)
