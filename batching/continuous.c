@@ -13,6 +13,10 @@ struct colo_continuous {
     uint64_t n_preemptions;
     uint64_t prefix_queries, prefix_hit_tokens;
     int batch_rows, batch_tokens; /* what a step may give the batch class now (colo_continuous_set_batch_share) */
+    double batch_floor;  /* colo_continuous_set_batch_floor */
+    double batch_credit; /* [-1, 1]: the floor's account, in steps: each step while the batch has
+                          * work adds the floor, each step that holds its work takes 1 */
+    uint64_t n_floor_steps;
 };
 
 colo_continuous *colo_continuous_create(const colo_continuous_config *cfg, const colo_block_allocator *alloc)
@@ -204,7 +208,8 @@ static void plan_drafts(colo_continuous *cb, colo_continuous_work *work, int n_w
 }
 
 /* Whether a sequence of the other classes runs or waits to be admitted:
- * the step is then theirs alone, and plans no batch work. */
+ * the step is then theirs, and plans no batch work unless the floor says
+ * (colo_continuous_set_batch_floor). */
 static bool others_want_step(const colo_continuous *cb)
 {
     for (int lvl = 1; lvl < 4; lvl++)
@@ -212,6 +217,17 @@ static bool others_want_step(const colo_continuous *cb)
             return true;
     for (const colo_seq *s = cb->running; s; s = s->next)
         if (!s->batch)
+            return true;
+    return false;
+}
+
+/* Whether a batch sequence waits to be admitted or has tokens to compute. */
+static bool batch_has_work(const colo_continuous *cb)
+{
+    if (cb->waiting[0])
+        return true;
+    for (const colo_seq *s = cb->running; s; s = s->next)
+        if (s->batch && s->n_tokens > s->n_cached)
             return true;
     return false;
 }
@@ -278,7 +294,15 @@ static int plan_running(colo_continuous *cb, colo_continuous_work *work, int *bu
 int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_seq **stopped, int *n_stopped)
 {
     int budget = cb->cfg.max_step_tokens, batch_left = cb->batch_tokens;
-    bool quiet = others_want_step(cb);
+    bool quiet = others_want_step(cb), owed = cb->batch_floor > 0 && batch_has_work(cb), floor_step = false;
+    if (owed) { /* the batch's work joins the others' steps only while its own steps fall short */
+        cb->batch_credit += cb->batch_floor;
+        if (cb->batch_credit > 1)
+            cb->batch_credit = 1;
+        floor_step = quiet && cb->batch_credit >= 1 - 1e-9; /* (a tenth added ten times is short of 1) */
+        if (floor_step)
+            quiet = false;
+    }
     *n_stopped = 0;
     int n_work = plan_running(cb, work, &budget, &batch_left, quiet, stopped, n_stopped);
 
@@ -341,10 +365,28 @@ int colo_continuous_plan(colo_continuous *cb, colo_continuous_work *work, colo_s
             break; /* a higher level is waiting: lower levels wait behind it */
     }
 out_drafts:
+    if (owed) {
+        bool held = false;
+        for (int i = 0; i < n_work && !held; i++)
+            held = work[i].seq->batch;
+        if (held) { /* else the credit stays, and a floor step is tried again at the next */
+            cb->batch_credit -= 1;
+            if (cb->batch_credit < -1)
+                cb->batch_credit = -1;
+            cb->n_floor_steps += floor_step;
+        }
+    }
     if (cb->cfg.max_draft_tokens > 0)
         plan_drafts(cb, work, n_work, budget);
     return n_work;
 }
+
+void colo_continuous_set_batch_floor(colo_continuous *cb, double share)
+{
+    cb->batch_floor = share > 0 && share < 1 ? share : 0;
+}
+
+uint64_t colo_continuous_n_floor_steps(const colo_continuous *cb) { return cb->n_floor_steps; }
 
 void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens)
 {

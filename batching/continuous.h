@@ -43,10 +43,13 @@
  * The batch class (colo_seq.batch): sequences below every priority that
  * use only what the others leave of the device:
  *   - a step in which any other sequence runs or waits to be admitted
- *     plans no batch work at all, so the others' steps are the steps they
- *     would be without the batch (a step holds the batch's work or the
- *     others', never both: the caller may abandon a step of batch work
- *     alone when others arrive, batching/engine.h);
+ *     plans no batch work, so the others' steps are the steps they would
+ *     be without the batch (the caller may abandon a step of batch work
+ *     alone when others arrive, batching/engine.h); except that with a
+ *     floor (colo_continuous_set_batch_floor, F > 0), while the batch has
+ *     work and fewer than F of the steps held it, its work joins such a
+ *     step: those steps hold both, and are the others' (never abandoned),
+ *     so that the batch progresses under load that keeps every step busy;
  *   - in the steps left to it, the batch's prompts get at most
  *     batch_step_tokens of a step (its decodes all run), so that what an
  *     abandoned step throws away stays small;
@@ -199,6 +202,16 @@ void colo_continuous_settle(colo_continuous *cb, colo_seq *seq, int n_kept);
  * the batch's steps fit the gaps the others leave. */
 void colo_continuous_set_batch_share(colo_continuous *cb, int rows, int tokens);
 void colo_continuous_get_batch_share(const colo_continuous *cb, int *rows, int *tokens);
+
+/* The batch's floor: while the batch has work, at least share of the
+ * steps hold some of it; steps the others would have alone take it when
+ * the steps left to the batch fall short (share in [0, 1); 0, the
+ * default: never). The account banks at most one step either way. A floor
+ * step that finds no place or block for the batch's work is tried again at
+ * the next step. */
+void colo_continuous_set_batch_floor(colo_continuous *cb, double share);
+/* Steps that held the batch's work beside the others' (by the floor). */
+uint64_t colo_continuous_n_floor_steps(const colo_continuous *cb);
 
 /* Prefix caching: sequences admitted, and tokens they found cached. */
 uint64_t colo_continuous_prefix_queries(const colo_continuous *cb);

@@ -940,6 +940,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     *n_scheduled = 0;
     give_back(e);
     draft_all(e);
+    colo_continuous_set_batch_floor(e->planner, colo_cosched_batch_min_share(member));
     int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
         finish(e, (colo_engine_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);
@@ -948,10 +949,11 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int n_decode;
     colo_llama_batch batch = build_batch(e, nw, &n_decode);
     int n = batch.n_tokens;
-    bool only_batch = e->cfg.yield != NULL;
+    bool only_batch = true; /* the step's class: below every model's interactive steps */
     for (int w = 0; w < nw && only_batch; w++)
         only_batch = e->work[w].seq->batch;
-    if (only_batch) {
+    e->st.batch_steps += only_batch;
+    if (only_batch && e->cfg.yield) {
         batch.stop = e->cfg.yield;
         batch.stop_ud = e->cfg.yield_ud;
     }
@@ -961,7 +963,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     uint64_t t_fwd = colo_now_ns();
     e->st.plan_ns += t_fwd - t_begin;
     if (member)
-        colo_cosched_step_begin(member);
+        colo_cosched_step_begin_as(member, only_batch ? COLO_STEP_BATCH : COLO_STEP_INTERACTIVE);
     colo_status st = colo_llama_forward(e->m, e->s, &batch, e->logits, member);
     if (member)
         colo_cosched_step_end(member);
@@ -1012,7 +1014,11 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     return COLO_OK;
 }
 
-void colo_engine_get_step_stats(const colo_engine *e, colo_engine_step_stats *out) { *out = e->st; }
+void colo_engine_get_step_stats(const colo_engine *e, colo_engine_step_stats *out)
+{
+    *out = e->st;
+    out->floor_steps = colo_continuous_n_floor_steps(e->planner);
+}
 
 bool colo_engine_seq_started(const colo_engine_seq *q) { return q->first_step_ns != 0; }
 

@@ -149,6 +149,9 @@ typedef struct colo_engine_step_stats {
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;
     uint64_t abandoned; /* steps of batch-class work given up for others (cfg.yield), among steps */
+    uint64_t batch_steps; /* steps of batch-class work alone (the co-scheduler's COLO_STEP_BATCH), among steps */
+    uint64_t floor_steps; /* steps that held batch-class work beside others' by the co-scheduler's
+                           * batch_min_share (batching/continuous.h), among steps */
 } colo_engine_step_stats;
 
 typedef struct colo_engine colo_engine;

@@ -234,11 +234,15 @@ static colo_status run_batch(void *inst, colo_request *const *rs, int n, colo_co
             why = "out of memory";
         }
     }
-    /* Forward passes of up to max_batch inputs. */
+    /* Forward passes of up to max_batch inputs; of the batch class when
+     * they carry only lines of batches (runtime/cosched.h). */
+    bool only_batch = true;
+    for (int i = 0; i < n && only_batch; i++)
+        only_batch = rs[i]->qi.batch;
     for (int s = 0; s < total && st == COLO_OK; s += k->max_batch) {
         int c = total - s < k->max_batch ? total - s : k->max_batch;
         if (member)
-            colo_cosched_step_begin(member);
+            colo_cosched_step_begin_as(member, only_batch ? COLO_STEP_BATCH : COLO_STEP_INTERACTIVE);
         st = colo_bert_forward(k->m, k->s, c, rows + s, lens + s, out + (size_t)s * dim, member);
         if (member)
             colo_cosched_step_end(member);

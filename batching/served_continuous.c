@@ -129,6 +129,10 @@ void colo_served_run_continuous(colo_served *m)
             colo_cosched_member_get_stats(m->member, &after);
         m->running = m->n_live;
         colo_served_refresh_info(m);
+        if (after.batch_steps > before.batch_steps) { /* a step of lines: its holds for others' steps are not its time */
+            uint64_t held = after.wait_ns - before.wait_ns + after.throttle_ns - before.throttle_ns;
+            t1 = t1 - t0 > held ? t1 - held : t0;
+        }
         if (n_tokens > 0)
             colo_served_count_step(m, batch, n_tokens, t0, t1, after.wait_ns - before.wait_ns);
         if (st != COLO_OK) {

@@ -528,6 +528,8 @@ static const key_spec scheduler_keys[] = {
     KEY_INT("quantum_us", colo_scheduler_cfg, quantum_us, 1, INT_MAX),
     /* below 1: the others keep some of the device */
     KEY_NUM("best_effort_min_share", colo_scheduler_cfg, best_effort_min_share, 0, 0.95),
+    /* the batch class's floor; at most half: interactive work keeps the rest */
+    KEY_NUM("batch_min_share", colo_scheduler_cfg, batch_min_share, 0, 0.5),
     KEY_END,
 };
 
@@ -1520,6 +1522,7 @@ void colo_config_defaults(colo_config *c)
     c->scheduler.best_effort_max_steps = 0;
     c->scheduler.best_effort_max_ops = 8;
     c->scheduler.quantum_us = 10000;
+    c->scheduler.batch_min_share = COLO_CFG_BATCH_MIN_SHARE;
     c->usage.enabled = true;
     c->usage.lock_wait_ms = 5000;
     c->batches.enabled = true;

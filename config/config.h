@@ -68,7 +68,13 @@ typedef struct colo_scheduler_cfg {
     int best_effort_max_us;    /* estimated best-effort work in microseconds; 0 (default) = no time cap */
     int quantum_us;            /* policy timeslice: a member's turn; default 10000 */
     double best_effort_min_share; /* policy priority: best-effort models' floor of device time, [0, 0.95]; default 0 */
+    /* every policy: the floor of the batch class (lines of OpenAI batches)
+     * under interactive load, [0, 0.5]: its share of step time across
+     * models and of its model's steps; default COLO_CFG_BATCH_MIN_SHARE */
+    double batch_min_share;
 } colo_scheduler_cfg;
+
+#define COLO_CFG_BATCH_MIN_SHARE 0.02
 
 /* ---- tenants (docs/TENANTS.md): organization -> project -> key ---- */
 #define COLO_CFG_MAX_ORGS 32

@@ -2,9 +2,10 @@
  * OpenAI batch (POST /v1/files, POST /v1/batches, GET /v1/batches/{id}).
  *
  * Each round runs three phases of --duration, in this order:
- *   no-batch    the interactive load alone; the model's step time
- *               (colo_model_step_duration_seconds_sum of /metrics) over the
- *               phase's time is the share of the model's executor that load
+ *   no-batch    the interactive load alone; the models' step time
+ *               (colo_model_step_duration_seconds_sum of /metrics, every
+ *               model's: the batch's model may be another than the load's)
+ *               over the phase's time is the share of the device that load
  *               keeps busy;
  *   with-batch  the same load while a batch of --batch-lines lines runs on
  *               --batch-model (created before the phase, in progress when
@@ -285,11 +286,13 @@ static void batch_stop(const cli *c, const model_work *w, const char *bid)
 
 /* colo_model_step_duration_seconds_sum of model (seconds its steps took)
  * into *sum. */
+/* model NULL: every model's. */
 static bool step_seconds(const cli *c, const model_work *w, const char *model, double *sum)
 {
-    char *text = NULL, label[160];
+    char *text = NULL, label[160] = "";
     int st = http_call(w, c->metrics_key ? c->metrics_key : c->api_key, "GET", "/metrics", NULL, NULL, 0, &text);
-    snprintf(label, sizeof label, "model=\"%s\"", model);
+    if (model)
+        snprintf(label, sizeof label, "model=\"%s\"", model);
     *sum = 0;
     for (char *line = text; st == 200 && line && *line;) {
         char *nl = strchr(line, '\n');
@@ -309,7 +312,7 @@ static bool step_seconds(const cli *c, const model_work *w, const char *model, d
 
 typedef struct round_row {
     lt_phase alone, with, only;  /* the phases' results (the first model's first) */
-    double busy_share;           /* no-batch: the model's step time / the phase's time; NAN unknown */
+    double busy_share;           /* no-batch: the models' step time / the phase's time; NAN unknown */
     double lines_with_s, lines_only_s; /* the batch's lines per second in with-batch, batch-only */
     bool ran_out;                /* the batch ended inside a phase: its rates are low */
 } round_row;
@@ -359,14 +362,14 @@ static lt_status run_round(const cli *c, model_work *w, size_t bw, int round, ro
     for (size_t m = 0; m < c->n_models; m++)
         all[m] = m;
     double s0, s1;
-    bool have = step_seconds(c, &w[bw], c->models[bw], &s0);
+    bool have = step_seconds(c, &w[bw], NULL, &s0);
     uint64_t t0 = lt_now_ns();
     snprintf(name, sizeof name, "no-batch %d", round + 1);
     lt_status st = lt_cli_phase(c, w, all, c->n_models, c->concurrency, c->rate, name, &row->alone);
     if (st != LT_OK)
         return st;
     double wall_s = (double)(lt_now_ns() - t0) / 1e9;
-    row->busy_share = have && step_seconds(c, &w[bw], c->models[bw], &s1) && wall_s > 0 ? (s1 - s0) / wall_s : NAN;
+    row->busy_share = have && step_seconds(c, &w[bw], NULL, &s1) && wall_s > 0 ? (s1 - s0) / wall_s : NAN;
     if (!batch_create(c, &w[bw], c->models[bw], round, bid, sizeof bid) || !batch_wait_running(c, &w[bw], bid)) {
         fprintf(stderr, "colo-loadtest: the batch did not start\n");
         return LT_EIO;
@@ -459,7 +462,7 @@ static void print_table(FILE *out, const cli *c, const round_row *rows, int n, c
         put(out, pool[k]);
     fputc('\n', out);
     fprintf(out, "ttft/lat: ms (+b: with the batch); rps: interactive requests/s; lines/s+: the batch's beside the "
-                 "load, lines/s: alone;\nbusy%%: the model's step time under the load alone; idle use%%: lines/s+ over "
+                 "load, lines/s: alone;\nbusy%%: the models' step time under the load alone; idle use%%: lines/s+ over "
                  "lines/s x (1 - busy%%); pooled: the percentiles of every round's requests together\n");
 }
 

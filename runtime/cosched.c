@@ -12,7 +12,8 @@ colo_cosched *colo_cosched_create(const colo_cosched_config *cfg, char *err, siz
 {
     if (!cfg || !colo_sched_policy_ops_of(cfg->policy) || cfg->best_effort_max_steps < 0 ||
         cfg->best_effort_max_ops < 0 || cfg->best_effort_max_us < 0 || cfg->quantum_us < 0 ||
-        !(cfg->best_effort_min_share >= 0 && cfg->best_effort_min_share < 1)) {
+        !(cfg->best_effort_min_share >= 0 && cfg->best_effort_min_share < 1) ||
+        !(cfg->batch_min_share >= 0 && cfg->batch_min_share < 1)) {
         colo_set_err(err, errlen, "invalid co-scheduler configuration");
         return NULL;
     }
@@ -78,14 +79,19 @@ void colo_cosched_leave(colo_cosched_member *m)
     free(m);
 }
 
-uint64_t colo_cosched_step_begin(colo_cosched_member *m)
+uint64_t colo_cosched_step_begin(colo_cosched_member *m) { return colo_cosched_step_begin_as(m, COLO_STEP_INTERACTIVE); }
+
+uint64_t colo_cosched_step_begin_as(colo_cosched_member *m, colo_step_class cls)
 {
     colo_cosched *cs = m->cs;
     uint64_t t0 = colo_now_ns();
     COLO_ASSERT(!m->inflight);
     pthread_mutex_lock(&cs->mu);
+    m->step_batch = cls == COLO_STEP_BATCH;
+    colo_sched_batch_begin(cs, m);
     if (cs->policy->step_begin)
         cs->policy->step_begin(cs, m);
+    colo_sched_batch_started(cs, m);
     m->inflight = true;
     m->step_t0_ns = colo_now_ns();
     m->ops_since_high = 0;
@@ -104,6 +110,7 @@ void colo_cosched_step_end(colo_cosched_member *m)
     pthread_mutex_lock(&cs->mu);
     if (cs->policy->step_end)
         cs->policy->step_end(cs, m);
+    colo_sched_batch_end(cs, m);
     m->inflight = false;
     m->st.inflight = 0;
     pthread_cond_broadcast(&cs->cv);
@@ -112,6 +119,7 @@ void colo_cosched_step_end(colo_cosched_member *m)
 
 void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
 {
+    colo_sched_batch_throttle(m);
     if (m->cs->policy->throttle)
         m->cs->policy->throttle(m, n_ops);
 }
@@ -129,6 +137,16 @@ void colo_cosched_floor_times(colo_cosched *cs, uint64_t *be_ns, uint64_t *hi_ns
     *hi_ns = cs->hi_step_ns;
     pthread_mutex_unlock(&cs->mu);
 }
+
+void colo_cosched_batch_times(colo_cosched *cs, uint64_t *batch_ns, uint64_t *interactive_ns)
+{
+    pthread_mutex_lock(&cs->mu);
+    *batch_ns = cs->batch_step_ns;
+    *interactive_ns = cs->inter_step_ns;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+double colo_cosched_batch_min_share(const colo_cosched_member *m) { return m ? m->cs->cfg.batch_min_share : 0; }
 
 void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_stats *st)
 {

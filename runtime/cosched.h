@@ -40,6 +40,17 @@
  *    hands chunks out earliest deadline first, weighted by priority), and
  *    admission (batching/admission.h) refuses what cannot meet its SLA.
  *
+ * Under every policy, each step has a class (colo_step_class): a step that
+ * carries only lines of OpenAI batches (COLO_STEP_BATCH) is below every
+ * interactive step of any member, whatever the members' priorities; a step
+ * that carries any interactive sequence, alone or beside lines, is
+ * COLO_STEP_INTERACTIVE. Before the policy's own rules, a batch step does
+ * not start while an interactive step is in flight, and inside a running
+ * batch step each throttle point holds it while one is; except while the
+ * batch class is below its floor, batch_min_share of the step time of both
+ * classes (each step's begin-to-end time charged to its class), so that
+ * batch work progresses under interactive load that never pauses.
+ *
  * Thread safety: every function may be called from any thread; a member is
  * used by one executor thread. */
 #ifndef COLO_RUNTIME_COSCHED_H
@@ -66,6 +77,7 @@ typedef struct colo_cosched_config {
     int best_effort_max_us;    /* PRIORITY: and for at most this long after a higher step began; 0 = no time cap */
     int quantum_us;            /* TIMESLICE: a member's turn; 0 = one step per turn */
     double best_effort_min_share; /* PRIORITY: the best-effort floor, [0, 1); 0 = none */
+    double batch_min_share;       /* every policy: the batch class's floor of step time, [0, 1); 0 = none */
     /* PRIORITY with a floor: the device whose own account decides
      * (colo_device_best_effort_owed; the caller sets its floor); NULL or a
      * device without one: step time in flight. Not owned. */
@@ -79,12 +91,21 @@ typedef struct colo_cosched_config {
 typedef struct colo_cosched colo_cosched;
 typedef struct colo_cosched_member colo_cosched_member;
 
+/* A step's class: what it carries (see the rules above). */
+typedef enum colo_step_class {
+    COLO_STEP_INTERACTIVE = 0, /* any request that is not a batch line, alone or beside lines */
+    COLO_STEP_BATCH = 1,       /* lines of OpenAI batches only */
+} colo_step_class;
+
 typedef struct colo_cosched_member_stats {
     uint64_t steps;          /* steps begun */
     uint64_t wait_ns;        /* total time spent waiting in step_begin */
     uint64_t throttle_ns;    /* total time held at throttle points */
     uint64_t throttled;      /* throttle calls that had to wait */
     uint64_t inflight;       /* 1 while a step is running */
+    uint64_t batch_steps;    /* steps begun at COLO_STEP_BATCH, among steps */
+    uint64_t batch_held;     /* of them, those held at their start for an interactive step
+                              * (held at a throttle point: counted in throttled) */
 } colo_cosched_member_stats;
 
 /* ---- the policies (rows of runtime/sched_policy.c; docs/ARCHITECTURE.md,
@@ -147,11 +168,17 @@ colo_cosched_member *colo_cosched_join(colo_cosched *cs, const char *name, colo_
 void colo_cosched_leave(colo_cosched_member *m); /* accepts NULL; no step may be in flight */
 
 /* Blocks until the policy lets m start a step. Returns the microseconds it
- * waited. Pair with colo_cosched_step_end on the same thread. */
+ * waited. Pair with colo_cosched_step_end on the same thread. The step is
+ * of the interactive class. */
 uint64_t colo_cosched_step_begin(colo_cosched_member *m);
+/* The same for a step of class cls: a COLO_STEP_BATCH step first waits
+ * while any member's interactive step is in flight, unless the batch class
+ * is below its floor (the rules above). */
+uint64_t colo_cosched_step_begin_as(colo_cosched_member *m, colo_step_class cls);
 void colo_cosched_step_end(colo_cosched_member *m);
 /* Called by an executor before queuing n_ops more ops inside a step. Only
- * best-effort members under PRIORITY ever wait here. */
+ * steps of the batch class (while another member's interactive step is in
+ * flight) and best-effort members under PRIORITY ever wait here. */
 void colo_cosched_throttle(colo_cosched_member *m, int n_ops);
 
 /* DEADLINE (ignored otherwise): the deadline (monotonic ns, 0 = none) of
@@ -162,6 +189,13 @@ void colo_cosched_set_deadline(colo_cosched_member *m, colo_stream *s, uint64_t 
 /* Step time charged to best-effort members and to the others under the
  * floor's step-time account (ns); 0 and 0 when that account is unused. */
 void colo_cosched_floor_times(colo_cosched *cs, uint64_t *be_ns, uint64_t *hi_ns);
+/* Step time charged to the batch class and to the interactive class (ns),
+ * over all members. */
+void colo_cosched_batch_times(colo_cosched *cs, uint64_t *batch_ns, uint64_t *interactive_ns);
+/* The batch class's floor (colo_cosched_config.batch_min_share) of m's
+ * co-scheduler; 0 for NULL. An executor gives its lines the same share of
+ * its own steps (batching/continuous.h). */
+double colo_cosched_batch_min_share(const colo_cosched_member *m);
 
 void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_stats *st);
 const char *colo_cosched_member_name(const colo_cosched_member *m);

@@ -19,6 +19,8 @@ struct colo_cosched_member {
     colo_priority priority;
     bool best_effort;          /* PRIORITY policy and LOW priority */
     bool inflight;
+    bool step_batch;           /* the step in flight is of the batch class */
+    uint64_t step_held_ns;     /* of that step, the time held at throttle points for interactive steps */
     int ops_since_high;        /* ops queued by this best-effort step while a higher one ran */
     uint64_t step_t0_ns;       /* when its step began */
     uint64_t ticket;           /* TIMESLICE: ticket taken in step_begin */
@@ -51,7 +53,29 @@ struct colo_cosched {
     int be_waiting;            /* best-effort members in step_begin */
     double be_clock, hi_clock;
     uint64_t be_step_ns, hi_step_ns;
+    /* The batch class, under every policy (runtime/sched_batch.c). */
+    int inter_inflight;        /* interactive steps running, over all members */
+    int batch_inflight;        /* batch steps running */
+    int batch_waiting;         /* batch steps held at their start or at a throttle point */
+    double batch_clock, inter_clock; /* the batch floor's account: each class's step time over its part */
+    uint64_t batch_step_ns, inter_step_ns;
 };
+
+/* The batch class's rules (runtime/sched_batch.c), called by
+ * runtime/cosched.c around the policy's slots, under cs->mu unless said. */
+/* Before the policy's step_begin: waits while m's batch step may not start. */
+void colo_sched_batch_begin(colo_cosched *cs, colo_cosched_member *m);
+/* After the policy's step_begin: the step is in flight. Only then does an
+ * interactive step count against batch steps: one still waiting for the
+ * policy (timeslice's turn) may be waiting for the batch step itself. A
+ * batch step that an interactive one overtook while the policy held it is
+ * held at its first throttle point. */
+void colo_sched_batch_started(colo_cosched *cs, colo_cosched_member *m);
+/* After the policy's step_end: charges the step to its class. */
+void colo_sched_batch_end(colo_cosched *cs, colo_cosched_member *m);
+/* Before the policy's throttle, without the lock: holds m's batch step
+ * while an interactive step is in flight and the class is not owed. */
+void colo_sched_batch_throttle(colo_cosched_member *m);
 
 /* One scheduling policy. Slots marked optional may be NULL; the comment
  * says what NULL means. */

@@ -88,8 +88,15 @@ static void wait_be(colo_cosched *cs)
     pthread_cond_wait(&cs->cv, &cs->mu);
 }
 
+/* A batch step of a member that is not best-effort is neither: the batch
+ * class (runtime/sched_batch.c) already holds it below every interactive
+ * step, and it must not hold a best-effort member's interactive steps. */
+static bool outside_classes(const colo_cosched_member *m) { return m->step_batch && !m->best_effort; }
+
 static void step_begin(colo_cosched *cs, colo_cosched_member *m)
 {
+    if (outside_classes(m))
+        return;
     if (m->best_effort) {
         cs->be_waiting++;
         while (!be_may_start(cs))
@@ -103,6 +110,8 @@ static void step_begin(colo_cosched *cs, colo_cosched_member *m)
 
 static void step_end(colo_cosched *cs, colo_cosched_member *m)
 {
+    if (outside_classes(m))
+        return;
     if (m->best_effort)
         cs->be_inflight--;
     else

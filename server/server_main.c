@@ -218,7 +218,8 @@ static bool app_open(app *a)
                               .best_effort_max_steps = cfg->scheduler.best_effort_max_steps,
                               .best_effort_max_ops = cfg->scheduler.best_effort_max_ops,
                               .best_effort_max_us = cfg->scheduler.best_effort_max_us,
-                              .quantum_us = cfg->scheduler.quantum_us};
+                              .quantum_us = cfg->scheduler.quantum_us,
+                              .batch_min_share = cfg->scheduler.batch_min_share};
     if (!plan_policy(a, &cc))
         return false;
     if (!(a->cs = colo_cosched_create(&cc, err, sizeof err)) || !(a->s = colo_server_create(cfg, err, sizeof err))) {

@@ -357,6 +357,79 @@ static void test_batch_yields_place_and_prefill(void **state)
     colo_continuous_destroy(cb);
 }
 
+/* Runs n_steps plans over interactive sequences x and y that decode in
+ * every step, and line b; returns the steps that held b's work, failing if
+ * a step ever left x or y out. */
+static int steps_with_line(colo_continuous *cb, tseq *x, tseq *y, tseq *b, int n_steps)
+{
+    colo_continuous_work w[8];
+    colo_seq *stopped[8];
+    int ns, with_b = 0;
+    for (int step = 0; step < n_steps; step++) {
+        int n = colo_continuous_plan(cb, w, stopped, &ns);
+        assert_int_equal(ns, 0);
+        if (x)
+            assert_non_null(find(w, n, &x->s));
+        if (y)
+            assert_non_null(find(w, n, &y->s));
+        with_b += find(w, n, &b->s) != NULL;
+        step_done(cb, w, n);
+    }
+    return with_b;
+}
+
+/* The batch's floor: under interactive sequences that keep every step
+ * busy, a line gets no step without a floor and exactly share of the
+ * steps with one (beside the others, who lose no step); a line that ran
+ * alone banks at most one step of credit against the floor. */
+static void test_batch_floor(void **state)
+{
+    (void)state;
+    for (int with_floor = 0; with_floor < 2; with_floor++) {
+        pool p;
+        colo_continuous *cb = make_batch(&p, 4, 4, 64, 200, 4);
+        colo_continuous_set_batch_floor(cb, with_floor ? 0.25 : 0);
+        tseq x, y, b;
+        seq_init(&x, 3, COLO_PRIO_NORMAL);
+        seq_init(&y, 5, COLO_PRIO_HIGH);
+        batch_init(&b, 10);
+        assert_int_equal(colo_continuous_add(cb, &x.s), COLO_OK);
+        assert_int_equal(colo_continuous_add(cb, &y.s), COLO_OK);
+        assert_int_equal(colo_continuous_add(cb, &b.s), COLO_OK);
+        int with_b = steps_with_line(cb, &x, &y, &b, 100);
+        if (!with_floor) {
+            assert_int_equal(with_b, 0);
+            assert_int_equal(b.s.state, COLO_SEQ_WAITING);
+            assert_int_equal(colo_continuous_n_floor_steps(cb), 0);
+        } else {
+            assert_int_equal(with_b, 25);
+            assert_int_equal(colo_continuous_n_floor_steps(cb), 25);
+            /* 3 prompt chunks of at most batch_step_tokens, then one token a step */
+            assert_int_equal(b.s.n_tokens, 10 + 25 - 2);
+            /* the line alone: its own steps, which are not floor steps */
+            colo_continuous_remove(cb, &x.s);
+            colo_continuous_remove(cb, &y.s);
+            assert_int_equal(steps_with_line(cb, NULL, NULL, &b, 30), 30);
+            assert_int_equal(colo_continuous_n_floor_steps(cb), 25);
+            /* busy again: the credit climbs from at most one step short */
+            seq_init(&x, 3, COLO_PRIO_NORMAL);
+            assert_int_equal(colo_continuous_add(cb, &x.s), COLO_OK);
+            assert_int_equal(steps_with_line(cb, &x, NULL, &b, 7), 0);
+            assert_int_equal(steps_with_line(cb, &x, NULL, &b, 1), 1);
+            colo_continuous_remove(cb, &x.s);
+            colo_continuous_remove(cb, &b.s);
+            assert_int_equal(p.n_free, 200);
+            colo_continuous_destroy(cb);
+            continue;
+        }
+        colo_continuous_remove(cb, &x.s);
+        colo_continuous_remove(cb, &y.s);
+        colo_continuous_remove(cb, &b.s);
+        assert_int_equal(p.n_free, 200);
+        colo_continuous_destroy(cb);
+    }
+}
+
 /* A batch line's prompt gets at most batch_step_tokens of a step, and
  * none while a sequence of another class runs. */
 static void test_batch_prefill_capped(void **state)
@@ -547,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_batch_prefill_capped),
         cmocka_unit_test(test_batch_yields_blocks),
         cmocka_unit_test(test_batch_share),
+        cmocka_unit_test(test_batch_floor),
         cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

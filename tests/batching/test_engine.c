@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "batching/engine.h"
+#include "runtime/cosched.h"
 #include "engine_fixture.h"
 #include "tools/mkmodel.h"
 
@@ -233,6 +234,90 @@ static void test_abandoned_batch_steps(void **state)
         assert_same(&plain[i], &interactive[i]);
 }
 
+/* One interactive sequence of 40 tokens beside one batch line of 4 on a
+ * co-scheduler member whose batch floor is floor_share: the results, the
+ * order they ended in (order[0] the first to end: 0 interactive, 1 the
+ * line), and the engine's and the member's step counts. */
+typedef struct {
+    int order[2];
+    int n_done;
+    result res[2];
+} ordered;
+
+static ordered *ordered_of;
+static void on_done_ordered(void *ud, const colo_engine_outcome *o)
+{
+    on_done(ud, o);
+    result *r = ud;
+    ordered_of->order[ordered_of->n_done++] = r == &ordered_of->res[0] ? 0 : 1;
+}
+
+static void generate_beside(double floor_share, ordered *out, colo_engine_step_stats *st,
+                            colo_cosched_member_stats *mst)
+{
+    char err[256];
+    colo_cosched_config cc = {.policy = COLO_SCHED_SPATIAL, .best_effort_max_ops = 8, .batch_min_share = floor_share};
+    colo_cosched *cs = colo_cosched_create(&cc, err, sizeof err);
+    assert_non_null(cs);
+    colo_cosched_member *member = colo_cosched_join(cs, "engine", COLO_PRIO_HIGH);
+    assert_non_null(member);
+    rig r;
+    rig_open(&r, 4, 64, 0);
+    memset(out, 0, sizeof *out);
+    ordered_of = out;
+    for (int i = 0; i < 2; i++) {
+        colo_engine_params p = {.max_tokens = i ? 4 : 40, .temperature = 0, .top_p = 1, .logprobs = true,
+                                .batch = i == 1};
+        int32_t ids[64];
+        int n;
+        prompt_ids(i, ids, &n);
+        colo_engine_callbacks cb = {on_token, on_done_ordered, &out->res[i]};
+        assert_non_null(colo_engine_add(r.e, ids, n, &p, &cb, err, sizeof err));
+    }
+    int n, guard = 0;
+    do {
+        assert_int_equal(colo_engine_step(r.e, member, &n), COLO_OK);
+        assert_true(++guard < 1000);
+    } while (n || colo_engine_n_running(r.e) || colo_engine_n_waiting(r.e));
+    colo_engine_get_step_stats(r.e, st);
+    colo_cosched_member_get_stats(member, mst);
+    engine_rig_close(&r);
+    colo_cosched_leave(member);
+    colo_cosched_destroy(cs);
+}
+
+/* A step's class: steps of batch lines alone are COLO_STEP_BATCH to the
+ * co-scheduler, a step with an interactive sequence is interactive even
+ * when it carries lines. Without a floor the line waits for the
+ * interactive sequence to end; with one it progresses beside it in steps
+ * that carry both (and ends first here), with the tokens it has alone. */
+static void test_step_class_and_batch_floor(void **state)
+{
+    (void)state;
+    ordered none, floored;
+    colo_engine_step_stats st;
+    colo_cosched_member_stats mst;
+    generate_beside(0, &none, &st, &mst);
+    assert_int_equal(none.n_done, 2);
+    assert_int_equal(none.order[0], 0); /* the line waited */
+    assert_int_equal(st.floor_steps, 0);
+    assert_true(st.batch_steps >= 6);   /* its prompt (3 chunks of 4) and decodes, alone */
+    assert_int_equal(mst.batch_steps, st.batch_steps);
+    uint64_t all = st.steps[0] + st.steps[1] + st.steps[2];
+    assert_int_equal(mst.steps, all);
+
+    generate_beside(0.25, &floored, &st, &mst);
+    assert_int_equal(floored.n_done, 2);
+    assert_int_equal(floored.order[0], 1); /* the line ended while the interactive one ran */
+    assert_true(st.floor_steps >= 6);
+    assert_int_equal(st.batch_steps, 0); /* every step carried the interactive sequence */
+    assert_int_equal(mst.batch_steps, 0);
+    for (int i = 0; i < 2; i++) {
+        assert_same(&none.res[i], &floored.res[i]);
+        assert_string_equal(floored.res[i].finish, "length");
+    }
+}
+
 static void test_stop_strings_and_limits(void **state)
 {
     (void)state;
@@ -319,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_batch_and_chunk_invariance),
         cmocka_unit_test(test_preemption_recomputes_exactly),
         cmocka_unit_test(test_abandoned_batch_steps),
+        cmocka_unit_test(test_step_class_and_batch_floor),
         cmocka_unit_test(test_stop_strings_and_limits),
         cmocka_unit_test(test_cancel_frees_blocks),
     };

@@ -46,6 +46,7 @@ static void test_full_config(void **state)
                     "  best_effort_cap: { max_inflight_steps: 1, max_inflight_ops: 4, max_inflight_us: 500 }\n"
                     "  quantum_us: 2500\n"
                     "  best_effort_min_share: 0.3\n"
+                    "  batch_min_share: 0.1\n"
                     "models:\n"
                     "  - name: chat\n"
                     "    kind: llama\n"
@@ -93,6 +94,7 @@ static void test_full_config(void **state)
     assert_int_equal(cfg.scheduler.best_effort_max_us, 500);
     assert_int_equal(cfg.scheduler.quantum_us, 2500);
     assert_true(cfg.scheduler.best_effort_min_share == 0.3);
+    assert_true(cfg.scheduler.batch_min_share == 0.1);
     assert_int_equal(cfg.n_models, 3);
 
     const colo_model_cfg *m = &cfg.models[0];
@@ -119,7 +121,7 @@ static void test_full_config(void **state)
     assert_int_equal(m->batching.max_batch_prefill_tokens, 64);
     assert_true(m->sla.p99_ms == 800 && m->sla.ttft_ms == 300 && m->sla.min_rps == 2 && m->sla.max_error_rate == 0.01);
     assert_true(m->sla.tpot_ms == 40 && m->sla.reject_late);
-    assert_int_equal(m->mark.line, 23);
+    assert_int_equal(m->mark.line, 24);
     assert_int_equal(m->mark.column, 5);
 
     m = &cfg.models[1];
@@ -130,7 +132,7 @@ static void test_full_config(void **state)
     m = &cfg.models[2];
     assert_string_equal(m->path, "/etc/colo/models/b.gguf"); /* relative to the config file's folder */
     assert_string_equal(m->source_pypi, "");
-    assert_int_equal(m->mark.line, 40);
+    assert_int_equal(m->mark.line, 41);
     unsetenv("XDG_CACHE_HOME");
 }
 
@@ -157,6 +159,8 @@ static void test_defaults(void **state)
     assert_true(s->shutdown_timeout_ms > 0);
     assert_int_equal(cfg.scheduler.policy, COLO_SCHED_PRIORITY);
     assert_true(cfg.scheduler.quantum_us > 0);
+    assert_true(cfg.scheduler.batch_min_share == COLO_CFG_BATCH_MIN_SHARE); /* best-effort, a small floor */
+    assert_true(COLO_CFG_BATCH_MIN_SHARE > 0 && COLO_CFG_BATCH_MIN_SHARE < 0.1);
     const colo_model_cfg *m = &cfg.models[0];
     assert_string_equal(m->path, "x.gguf"); /* "t.yaml" has no folder: the working directory */
     assert_int_equal(m->priority, COLO_PRIO_NORMAL);
@@ -310,6 +314,11 @@ static void test_errors_unknown_and_types(void **state)
                  "t.yaml:3:67: models[0].share:", "");
     expect_error("scheduler: {best_effort_min_share: 1}\n" M1, "t.yaml:1:36: scheduler.best_effort_min_share:",
                  "outside [0, 0.95]");
+    expect_error("scheduler: {batch_min_share: 0.6}\n" M1, "t.yaml:1:30: scheduler.batch_min_share:",
+                 "outside [0, 0.5]");
+    expect_error("scheduler: {batch_min_share: -0.1}\n" M1, "t.yaml:1:30: scheduler.batch_min_share:",
+                 "outside [0, 0.5]");
+    expect_error("scheduler: {batch_min_share: some}\n" M1, "t.yaml:1:30: scheduler.batch_min_share:", "number");
     expect_error("models:\n  - {name: m, kind: llama, path: /x, memory_fraction: 0.5, on_overload: drop}\n",
                  "t.yaml:2:73: models[0].on_overload:", "expected one of");
     expect_error("scheduler: {best_effort_cap: {max_ops: 1}}\n" M1,

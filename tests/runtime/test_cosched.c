@@ -526,6 +526,215 @@ static void test_priority_floor_by_step_time(void **state)
     assert_null(colo_cosched_create(&bad, err, sizeof err));
 }
 
+/* ---- the batch class, under every policy -------------------------------- */
+
+typedef struct {
+    colo_cosched_member *m;
+    colo_step_class cls;
+    int steps;          /* steps to run */
+    int throttles;      /* throttle points in each */
+    volatile int began; /* steps begun */
+    volatile int done;  /* steps ended */
+} class_arg;
+
+static void *class_loop(void *p)
+{
+    class_arg *a = p;
+    for (int i = 0; i < a->steps; i++) {
+        colo_cosched_step_begin_as(a->m, a->cls);
+        __atomic_add_fetch(&a->began, 1, __ATOMIC_SEQ_CST);
+        for (int k = 0; k < a->throttles; k++)
+            colo_cosched_throttle(a->m, 4);
+        colo_cosched_step_end(a->m);
+        __atomic_add_fetch(&a->done, 1, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+static colo_cosched *make_batch_floor(colo_sched_policy p, double floor_share)
+{
+    colo_cosched_config cfg = {.policy = p, .best_effort_max_ops = 8, .batch_min_share = floor_share};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+    assert_non_null(cs);
+    return cs;
+}
+
+/* A step of batch lines alone waits for another member's interactive step,
+ * whatever the two members' priorities (a high model's lines wait for a low
+ * model's interactive step), under every policy that lets steps overlap;
+ * a step that carries interactive work (alone or beside lines) waits for
+ * nothing of the batch class. */
+static void test_batch_step_waits_for_interactive(void **state)
+{
+    (void)state;
+    const colo_sched_policy policies[] = {COLO_SCHED_SPATIAL, COLO_SCHED_PRIORITY, COLO_SCHED_FAIR,
+                                          COLO_SCHED_DEADLINE, COLO_SCHED_PARTITION};
+    for (int k = 0; k < 5; k++) {
+        colo_cosched *cs = make_batch_floor(policies[k], 0);
+        colo_cosched_member *lo = colo_cosched_join(cs, "lo", COLO_PRIO_LOW);
+        colo_cosched_member *hi = colo_cosched_join(cs, "hi", COLO_PRIO_HIGH);
+        colo_cosched_step_begin(lo); /* an interactive step of the low model */
+        class_arg a = {.m = hi, .cls = COLO_STEP_BATCH, .steps = 1};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, class_loop, &a), 0);
+        usleep(50 * 1000);
+        assert_int_equal(__atomic_load_n(&a.began, __ATOMIC_SEQ_CST), 0);
+        colo_cosched_step_end(lo);
+        pthread_join(t, NULL);
+        assert_int_equal(a.done, 1);
+        colo_cosched_member_stats st;
+        colo_cosched_member_get_stats(hi, &st);
+        assert_int_equal(st.batch_steps, 1);
+        assert_int_equal(st.batch_held, 1);
+
+        /* a mixed step of the high model (interactive class) starts beside
+         * the low model's interactive step, and a low model's interactive
+         * step starts beside the high model's batch step and is never
+         * throttled for it */
+        colo_cosched_step_begin(lo);
+        colo_cosched_step_begin_as(hi, COLO_STEP_INTERACTIVE);
+        colo_cosched_step_end(hi);
+        colo_cosched_step_end(lo);
+        colo_cosched_step_begin_as(hi, COLO_STEP_BATCH);
+        colo_cosched_step_begin(lo);
+        colo_cosched_throttle(lo, 1000);
+        colo_cosched_member_stats lst;
+        colo_cosched_member_get_stats(lo, &lst);
+        assert_int_equal(lst.throttled, 0);
+        colo_cosched_step_end(lo);
+        colo_cosched_step_end(hi);
+        colo_cosched_member_get_stats(hi, &st);
+        assert_int_equal(st.batch_steps, 2);
+        assert_int_equal(st.batch_held, 1);
+        assert_int_equal(st.steps, 3);
+        colo_cosched_leave(lo);
+        colo_cosched_leave(hi);
+        colo_cosched_destroy(cs);
+    }
+}
+
+/* A batch step already running is held at its next throttle point while
+ * another member's interactive step is in flight, and goes on when it ends. */
+static void test_batch_step_held_inside(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make_batch_floor(COLO_SCHED_SPATIAL, 0);
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_NORMAL);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_HIGH);
+    colo_cosched_step_begin_as(b, COLO_STEP_BATCH);
+    colo_cosched_throttle(b, 4); /* nothing interactive in flight: passes */
+    colo_cosched_step_begin(a);
+    throttle_arg ta = {.m = b, .n_ops = 4};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, throttle_thread, &ta), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&ta.passed, __ATOMIC_SEQ_CST), 0);
+    colo_cosched_step_end(a);
+    pthread_join(t, NULL);
+    assert_int_equal(ta.passed, 1);
+    colo_cosched_step_end(b);
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(b, &st);
+    assert_int_equal(st.throttled, 1);
+    assert_int_equal(st.batch_held, 0);
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_destroy(cs);
+}
+
+/* Under timeslice, an interactive step waiting for its turn behind a batch
+ * step does not hold that batch step at its throttle points (it would wait
+ * for the turn the batch step holds): the batch step ends, then the
+ * interactive one runs. */
+static void test_batch_step_under_timeslice(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make_batch_floor(COLO_SCHED_TIMESLICE, 0);
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_HIGH);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_LOW);
+    colo_cosched_step_begin_as(b, COLO_STEP_BATCH);
+    class_arg ia = {.m = a, .cls = COLO_STEP_INTERACTIVE, .steps = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, class_loop, &ia), 0);
+    usleep(50 * 1000);
+    assert_int_equal(__atomic_load_n(&ia.began, __ATOMIC_SEQ_CST), 0); /* b holds the turn */
+    colo_cosched_throttle(b, 4); /* not held: nothing interactive is in flight */
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(b, &st);
+    assert_int_equal(st.throttled, 0);
+    colo_cosched_step_end(b);
+    pthread_join(t, NULL);
+    assert_int_equal(ia.done, 1);
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_destroy(cs);
+}
+
+/* Two members whose interactive steps overlap keep one in flight at every
+ * moment: up to n_turns hand-overs (until *until reaches until_n), each
+ * with a short step, from this thread, starting with x's step in flight
+ * (the caller began it). Returns the member whose step is still in flight,
+ * for the caller to end. */
+static colo_cosched_member *overlapping_steps(colo_cosched_member *x, colo_cosched_member *y, int n_turns,
+                                              volatile int *until, int until_n)
+{
+    colo_cosched_member *cur = x;
+    for (int i = 0; i < n_turns; i++) {
+        colo_cosched_member *next = cur == x ? y : x;
+        colo_cosched_step_begin(next);
+        usleep(200);
+        colo_cosched_step_end(cur);
+        cur = next;
+        if (until && __atomic_load_n(until, __ATOMIC_SEQ_CST) >= until_n)
+            break;
+    }
+    return cur;
+}
+
+/* The floor: under interactive steps that never leave the device idle,
+ * batch steps get none without a floor and progress with one (each let
+ * through while the batch class's step time is below its share). */
+static void test_batch_floor_under_saturation(void **state)
+{
+    (void)state;
+    for (int with_floor = 0; with_floor < 2; with_floor++) {
+        colo_cosched *cs = make_batch_floor(COLO_SCHED_SPATIAL, with_floor ? 0.2 : 0);
+        colo_cosched_member *x = colo_cosched_join(cs, "x", COLO_PRIO_NORMAL);
+        colo_cosched_member *y = colo_cosched_join(cs, "y", COLO_PRIO_NORMAL);
+        colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_HIGH);
+        class_arg a = {.m = b, .cls = COLO_STEP_BATCH, .steps = 10, .throttles = 3};
+        pthread_t t;
+        colo_cosched_step_begin(x);
+        assert_int_equal(pthread_create(&t, NULL, class_loop, &a), 0);
+        if (!with_floor) {
+            colo_cosched_member *last = overlapping_steps(x, y, 200, NULL, 0);
+            assert_int_equal(__atomic_load_n(&a.began, __ATOMIC_SEQ_CST), 0);
+            colo_cosched_step_end(last);
+        } else {
+            /* until the batch member's 10 steps are done (at most 20000 turns) */
+            colo_cosched_member *last = overlapping_steps(x, y, 20000, &a.done, 10);
+            assert_int_equal(__atomic_load_n(&a.done, __ATOMIC_SEQ_CST), 10);
+            colo_cosched_step_end(last);
+        }
+        pthread_join(t, NULL); /* (without a floor, its steps run now that the device is free) */
+        assert_int_equal(a.done, 10);
+        uint64_t batch_ns, inter_ns;
+        colo_cosched_batch_times(cs, &batch_ns, &inter_ns);
+        assert_true(batch_ns > 0 && inter_ns > 0);
+        colo_cosched_leave(x);
+        colo_cosched_leave(y);
+        colo_cosched_leave(b);
+        colo_cosched_destroy(cs);
+    }
+    /* a floor of 1 or more leaves nothing to interactive work: refused */
+    colo_cosched_config bad = {.policy = COLO_SCHED_SPATIAL, .batch_min_share = 1.0};
+    char err[256];
+    assert_null(colo_cosched_create(&bad, err, sizeof err));
+    bad.batch_min_share = -0.1;
+    assert_null(colo_cosched_create(&bad, err, sizeof err));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +749,10 @@ int main(void)
         cmocka_unit_test(test_priority_throttles_inflight_best_effort),
         cmocka_unit_test(test_priority_best_effort_step_cap),
         cmocka_unit_test(test_priority_floor_by_step_time),
+        cmocka_unit_test(test_batch_step_waits_for_interactive),
+        cmocka_unit_test(test_batch_step_held_inside),
+        cmocka_unit_test(test_batch_step_under_timeslice),
+        cmocka_unit_test(test_batch_floor_under_saturation),
         cmocka_unit_test(test_partition_plan),
         cmocka_unit_test(test_policy_names),
         cmocka_unit_test(test_policy_table),
