@@ -2,6 +2,7 @@
 
 #include "batching/queue.h"
 #include "batching/spec.h"
+#include "batching/spec_draft.h"
 #include "batching/spec_suffix.h"
 #include "models/sample/json_schema.h"
 #include "models/arch/lora.h"
@@ -48,6 +49,7 @@ struct colo_engine_seq {
     char tenant[COLO_SPEC_SUFFIX_TENANT_LEN]; /* p.tenant */
     bool tenant_ok;               /* p.tenant fit in tenant: its output may be stored */
     uint32_t suffix_tag;          /* its tenant's in the suffix cache, 0: drafts nothing from it */
+    colo_spec_draft_seq dseq;     /* its K/V in the draft model (cfg.draft) */
 };
 
 struct colo_engine {
@@ -70,6 +72,7 @@ struct colo_engine {
     int max_draft;        /* drafted tokens per step */
     colo_spec_costs costs; /* decode steps' times by rows */
     colo_spec_suffix *suffix; /* the model's recent outputs by tenant (cfg.spec_suffix_bytes), or NULL */
+    colo_spec_drafter *drafter; /* the draft model's side (cfg.draft), or NULL */
     /* (max_running) the step's drafting sequences: their drafts' lengths
      * available, acceptance rates, and lengths planned */
     colo_engine_seq **spec_seq;
@@ -139,6 +142,12 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
         colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
         goto out_free;
     }
+    if (c->spec_tokens > 0 && c->draft &&
+        !(e->drafter = colo_spec_drafter_create(c->draft, colo_stream_device(s), hp->n_vocab, c->max_seq_len))) {
+        colo_set_err(err, errlen, "out of memory for drafting");
+        goto out_free;
+    }
+    c->draft = NULL; /* (copied into the drafter) */
     /* drafts are verified in steps of fewer than COLO_SPEC_MAX_DECODES decodes */
     int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
     int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
@@ -237,6 +246,8 @@ static void seq_free(colo_engine_seq *q)
     free(q->text);
     free(q->gen);
     free(q->draft);
+    if (q->e && q->e->drafter)
+        colo_spec_draft_seq_release(q->e->drafter, &q->dseq);
     free(q);
 }
 
@@ -367,6 +378,7 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_len);
     free(e->spec_rate);
     colo_spec_suffix_free(e->suffix);
+    colo_spec_drafter_free(e->drafter);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
@@ -825,16 +837,20 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
  * already keep the products busy) or the sequence asked for plain
  * decoding; at most what max_tokens and the context leave after the
  * token the step samples anyway; of what lookup finds, what
- * colo_spec_plan expects to pay (all of it with cfg.spec_always). */
-static void draft_all(colo_engine *e)
+ * colo_spec_plan expects to pay (all of it with cfg.spec_always). With a
+ * draft model free to lend, a sequence whose own text and the suffix
+ * cache draft nothing, or whose drafts from them have fared worse than the
+ * model's, drafts with the model (after the plan: only what it keeps). */
+static void draft_all(colo_engine *e, colo_cosched_member *member)
 {
     int n_decoding = 0, n = 0;
     for (colo_engine_seq *q = e->live; q; q = q->next) {
         q->cb.n_draft = 0;
         n_decoding += decoding(q);
     }
-    if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES)
+    if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES || !n_decoding)
         return;
+    bool model = e->drafter && colo_spec_drafter_begin(e->drafter);
     for (colo_engine_seq *q = e->live; q && n < e->cfg.max_running; q = q->next) {
         if (!q->draft || !decoding(q) || q->followers || q->leader)
             continue;
@@ -844,6 +860,12 @@ static void draft_all(colo_engine *e)
         if (k > q->cb.cap - q->cb.n_tokens - 1)
             k = q->cb.cap - q->cb.n_tokens - 1;
         int found = draft_one(e, q, k);
+        if (model && k > 0 &&
+            (!found || colo_spec_accept_rate(&q->accept, q->draft_ngram) <
+                           colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL))) {
+            q->draft_ngram = COLO_SPEC_FROM_MODEL; /* drafted below, as long as the plan says */
+            found = k;
+        }
         if (!found) {
             colo_spec_accept_idle(&q->accept);
             continue;
@@ -858,9 +880,18 @@ static void draft_all(colo_engine *e)
     for (int i = 0; i < n; i++) {
         colo_engine_seq *q = e->spec_seq[i];
         q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];
+        if (q->cb.n_draft && q->draft_ngram == COLO_SPEC_FROM_MODEL) {
+            uint64_t passes = colo_spec_drafter_passes(e->drafter), ns = colo_spec_drafter_ns(e->drafter);
+            q->cb.n_draft = colo_spec_draft_run(e->drafter, &q->dseq, e->s, member, q->cb.tokens, q->cb.n_tokens,
+                                                q->cb.n_draft, q->draft);
+            e->st.spec_model_passes += colo_spec_drafter_passes(e->drafter) - passes;
+            e->st.spec_model_ns += colo_spec_drafter_ns(e->drafter) - ns;
+        }
         if (!q->cb.n_draft)
             colo_spec_accept_idle(&q->accept);
     }
+    if (model)
+        colo_spec_drafter_end(e->drafter);
 }
 
 /* The step's batch from the planned work (nw entries): tokens, positions,
@@ -912,14 +943,20 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
 {
     int kept = 0;
     int32_t tok;
+    bool model = q->draft_ngram == COLO_SPEC_FROM_MODEL;
     if (n_draft > 0) {
         e->st.spec_steps++;
         e->st.spec_drafted += (uint64_t)n_draft;
+        if (model)
+            e->st.spec_model_drafted += (uint64_t)n_draft;
     }
     for (int j = 0;; j++) {
         int32_t want = j < n_draft ? q->draft[j] : -1;
         if (!sample_one(e, q, rows + (size_t)j * V, V, &tok)) {
-            e->st.spec_accepted += (uint64_t)kept + (want >= 0 && tok == want);
+            uint64_t a = (uint64_t)kept + (want >= 0 && tok == want);
+            e->st.spec_accepted += a;
+            if (model)
+                e->st.spec_model_accepted += a;
             return; /* finished (a stop, max_tokens) */
         }
         if (j == n_draft || tok != want)
@@ -927,6 +964,8 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
         kept++;
     }
     e->st.spec_accepted += (uint64_t)kept;
+    if (model)
+        e->st.spec_model_accepted += (uint64_t)kept;
     if (n_draft > 0) {
         colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
@@ -939,7 +978,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int n_stopped = 0;
     *n_scheduled = 0;
     give_back(e);
-    draft_all(e);
+    draft_all(e, member);
     int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)
         finish(e, (colo_engine_seq *)e->stopped[i]->owner, COLO_OK, "length", NULL);

@@ -68,13 +68,15 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
  * yet is expected to keep this share of its drafted tokens (text that
  * copies its input keeps more, free text far less; the estimates follow
  * within a few steps). */
-static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f};
+static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f, 0.7f};
 
 static int order_of(int ngram)
 {
+    if (ngram == COLO_SPEC_FROM_MODEL)
+        return 5;
     if (ngram == COLO_SPEC_FROM_SUFFIX)
-        return COLO_SPEC_CLASSES - 1;
-    return ngram < 1 ? 0 : ngram > COLO_SPEC_CLASSES - 1 ? COLO_SPEC_CLASSES - 2 : ngram - 1;
+        return 4;
+    return ngram < 1 ? 0 : ngram > 4 ? 3 : ngram - 1;
 }
 
 void colo_spec_accept_init(colo_spec_accept *a)

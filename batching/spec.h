@@ -66,14 +66,17 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
 double colo_spec_cost(const colo_spec_costs *c, int rows);
 
 /* A sequence's acceptance, apart for drafts from a match of 1, 2, 3 and 4
- * or more tokens (a longer match is likelier to go on as before) and for
- * drafts from the suffix cache (batching/spec_suffix.h): the chance that a
- * drafted token is accepted given the one before it was, as a decaying
- * count of successes over trials. colo_spec_accept_init gives the priors
- * (0.3, 0.45, 0.6, 0.75 and 0.5, of the weight of one trial). The
- * functions below take a draft's match length, or COLO_SPEC_FROM_SUFFIX. */
+ * or more tokens (a longer match is likelier to go on as before), for
+ * drafts from the suffix cache (batching/spec_suffix.h) and for drafts of
+ * a draft model (batching/spec_draft.h): the chance that a drafted token
+ * is accepted given the one before it was, as a decaying count of
+ * successes over trials. colo_spec_accept_init gives the priors (0.3,
+ * 0.45, 0.6, 0.75, 0.5 and 0.7, of the weight of one trial). The
+ * functions below take a draft's match length, COLO_SPEC_FROM_SUFFIX or
+ * COLO_SPEC_FROM_MODEL. */
 #define COLO_SPEC_FROM_SUFFIX (-1)
-#define COLO_SPEC_CLASSES 5
+#define COLO_SPEC_FROM_MODEL (-2)
+#define COLO_SPEC_CLASSES 6
 typedef struct colo_spec_accept {
     float hits[COLO_SPEC_CLASSES], trials[COLO_SPEC_CLASSES];
 } colo_spec_accept;
