@@ -239,6 +239,10 @@ void colo_registry_link_drafts(colo_registry *r)
 
 bool colo_registry_drafts_fit(colo_registry *r, const colo_model_cfg *mc, char *msg, size_t len)
 {
+    if (mc->speculative.draft[0] && colo_model_cfg_named(mc, mc->speculative.draft)) {
+        snprintf(msg, len, "model %s: speculative.draft: a model cannot draft for itself", mc->name);
+        return false;
+    }
     if (mc->speculative.draft[0]) {
         colo_registry_model *d = colo_registry_find(r, mc->speculative.draft);
         if (!d || d->unloading) {
