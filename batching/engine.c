@@ -78,6 +78,7 @@ struct colo_engine {
     colo_engine_seq **spec_seq;
     int *spec_avail, *spec_len;
     float *spec_rate;
+    double *spec_tok_ns;  /* (max_running) what a drafted token costs each: the draft model's pass, or 0 */
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
@@ -164,11 +165,13 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->spec_avail = calloc((size_t)R, sizeof *e->spec_avail);
     e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
     e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
+    e->spec_tok_ns = calloc((size_t)R, sizeof *e->spec_tok_ns);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
     if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
-        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate) {
+        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate ||
+        !e->spec_tok_ns) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -377,6 +380,7 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_avail);
     free(e->spec_len);
     free(e->spec_rate);
+    free(e->spec_tok_ns);
     colo_spec_suffix_free(e->suffix);
     colo_spec_drafter_free(e->drafter);
     free(e->table);
@@ -873,10 +877,13 @@ static void draft_all(colo_engine *e, colo_cosched_member *member)
         e->spec_seq[n] = q;
         e->spec_avail[n] = found;
         e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
+        /* (unmeasured: free, so that the model drafts once and is measured) */
+        e->spec_tok_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? colo_spec_drafter_token_ns(e->drafter) : 0;
         n++;
     }
     if (!e->cfg.spec_always)
-        colo_spec_plan(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->max_draft, e->spec_len);
+        colo_spec_plan_costed(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->spec_tok_ns, e->max_draft,
+                              e->spec_len);
     for (int i = 0; i < n; i++) {
         colo_engine_seq *q = e->spec_seq[i];
         q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];

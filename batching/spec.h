@@ -99,6 +99,11 @@ float colo_spec_accept_rate(const colo_spec_accept *a, int ngram);
  * nothing is drafted, so that it is measured. */
 int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
                    int max_total, int *len);
+/* The same where drafting costs too: each token drafted for cand i adds
+ * tok_ns[i] nanoseconds to the step (a draft model's pass; 0 for prompt
+ * lookup and the suffix cache); tok_ns NULL: nothing. */
+int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                          const double *tok_ns, int max_total, int *len);
 
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * earlier place in tokens[0..n_tokens) that matches the most of its last

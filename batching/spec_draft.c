@@ -24,6 +24,7 @@ struct colo_spec_drafter {
     int n_pending, cap_pending;
     uint64_t pending_epoch;
     uint64_t ns, passes;
+    double token_ns; /* one-token passes, a moving average */
 };
 
 colo_spec_drafter *colo_spec_drafter_create(const colo_spec_draft_src *src, colo_device *dev, int n_vocab,
@@ -70,8 +71,11 @@ void colo_spec_drafter_free(colo_spec_drafter *d)
 
 bool colo_spec_drafter_begin(colo_spec_drafter *d)
 {
+    uint64_t was = d->epoch;
     if (!(d->m = d->src.get(d->src.ud, false, &d->epoch)))
         return false;
+    if (d->epoch != was)
+        d->token_ns = 0; /* another model, or woken: measured again */
     flush_pending(d, d->m, d->epoch);
     return true;
 }
@@ -86,6 +90,7 @@ void colo_spec_drafter_end(colo_spec_drafter *d)
 
 uint64_t colo_spec_drafter_ns(const colo_spec_drafter *d) { return d->ns; }
 uint64_t colo_spec_drafter_passes(const colo_spec_drafter *d) { return d->passes; }
+double colo_spec_drafter_token_ns(const colo_spec_drafter *d) { return d->token_ns; }
 
 void colo_spec_draft_seq_release(colo_spec_drafter *d, colo_spec_draft_seq *ds)
 {
@@ -147,8 +152,11 @@ static colo_status pass(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
         b.stop = never_stop;
     uint64_t t0 = colo_now_ns();
     colo_status st = colo_llama_forward(d->m, s, &b, d->logits, member);
-    d->ns += colo_now_ns() - t0;
+    uint64_t dt = colo_now_ns() - t0;
+    d->ns += dt;
     d->passes++;
+    if (st == COLO_OK && n == 1)
+        d->token_ns = d->token_ns > 0 ? 0.8 * d->token_ns + 0.2 * (double)dt : (double)dt;
     return st;
 }
 
