@@ -24,7 +24,7 @@ struct colo_spec_drafter {
     int n_pending, cap_pending;
     uint64_t pending_epoch;
     uint64_t ns, passes;
-    double token_ns; /* one-token passes, a moving average */
+    double token_ns; /* a drafted token, catching up included: a moving average */
 };
 
 colo_spec_drafter *colo_spec_drafter_create(const colo_spec_draft_src *src, colo_device *dev, int n_vocab,
@@ -152,11 +152,8 @@ static colo_status pass(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
         b.stop = never_stop;
     uint64_t t0 = colo_now_ns();
     colo_status st = colo_llama_forward(d->m, s, &b, d->logits, member);
-    uint64_t dt = colo_now_ns() - t0;
-    d->ns += dt;
+    d->ns += colo_now_ns() - t0;
     d->passes++;
-    if (st == COLO_OK && n == 1)
-        d->token_ns = d->token_ns > 0 ? 0.8 * d->token_ns + 0.2 * (double)dt : (double)dt;
     return st;
 }
 
@@ -240,7 +237,8 @@ int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
     ds->n_kv = keep;
     if (member)
         colo_cosched_step_begin(member);
-    int n_out = 0;
+    int n_out = 0, n_new = n_tokens - keep;
+    uint64_t t0 = colo_now_ns();
     for (int from = keep; from < n_tokens;) {
         int n = n_tokens - from < DRAFT_CHUNK ? n_tokens - from : DRAFT_CHUNK;
         for (int i = 0; i < n; i++) {
@@ -267,5 +265,12 @@ int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
 out:
     if (member)
         colo_cosched_step_end(member);
+    /* what a drafted token costs after a step: the tokens accepted since
+     * are computed first (1 or 2 of them, the latter a dearer pass), a
+     * new prompt's catching up aside */
+    if (n_out > 0 && n_new <= 2) {
+        double per = (double)(colo_now_ns() - t0) / n_out;
+        d->token_ns = d->token_ns > 0 ? 0.8 * d->token_ns + 0.2 * per : per;
+    }
     return n_out;
 }
