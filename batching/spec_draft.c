@@ -1,6 +1,7 @@
 #include "batching/spec_draft.h"
 
 #include "batching/spec.h"
+#include "models/sample/sampler.h"
 #include "runtime/clock.h"
 
 #include <stdlib.h>
@@ -157,15 +158,6 @@ static colo_status pass(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
     return st;
 }
 
-static int32_t argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* Room in ds for a context of limit tokens in blocks of bs: false when
  * out of memory. */
 static bool seq_room(colo_spec_draft_seq *ds, int limit, int bs)
@@ -252,7 +244,7 @@ int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
         from += n;
         ds->n_kv = from;
     }
-    out[n_out++] = argmax(d->logits, d->n_vocab);
+    out[n_out++] = colo_argmax(d->logits, d->n_vocab);
     while (n_out < k) {
         d->tok[0] = out[n_out - 1];
         d->pos[0] = ds->n_kv;
@@ -260,7 +252,7 @@ int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
         if (pass(d, ds, s, member, 1, true) != COLO_OK)
             break;
         ds->tokens[ds->n_kv++] = out[n_out - 1];
-        out[n_out++] = argmax(d->logits, d->n_vocab);
+        out[n_out++] = colo_argmax(d->logits, d->n_vocab);
     }
 out:
     if (member)
