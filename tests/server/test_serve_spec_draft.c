@@ -5,7 +5,9 @@
  * answers the same by plain decoding (and small stays asleep). A load
  * through POST /admin/models whose draft is unknown, itself or of another
  * vocabulary is refused with 400 naming the models, and so is a server
- * whose config pairs models of different vocabularies. */
+ * whose config pairs models of different vocabularies. With small
+ * unloaded big decodes plainly, and drafts again once small is loaded
+ * again through the admin routes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,6 +191,49 @@ static void test_admin_refuses(void **state)
     json_decref(m);
 }
 
+/* small unloaded: big decodes plainly; small loaded again through the
+ * admin routes: big drafts with the new one. */
+static void test_draft_unloaded_and_back(void **state)
+{
+    (void)state;
+    json_t *plain = infer(false);
+    srv_resp r;
+    assert_true(srv_http_h(&fx, "DELETE", "/admin/models/small", ADMIN_H, NULL, &r));
+    assert_int_equal(r.status, 202);
+    srv_resp_free(&r);
+    int st = 200;
+    for (int i = 0; i < 500 && st != 404; i++) {
+        json_t *m = srv_get_json(&fx, "/v1/models/small", &st);
+        json_decref(m);
+        if (st != 404)
+            srv_sleep_ms(10);
+    }
+    assert_int_equal(st, 404);
+    json_int_t d0, a0;
+    drafted(&d0, &a0);
+    json_t *gone = infer(true);
+    assert_true(json_equal(json_object_get(gone, "tokens"), json_object_get(plain, "tokens")));
+    json_int_t d1, a1;
+    drafted(&d1, &a1);
+    assert_int_equal(d1, d0);
+
+    assert_true(srv_http_h(&fx, "POST", "/admin/models", ADMIN_H,
+                           "{\"name\":\"small\",\"kind\":\"llama\",\"path\":\"d.gguf\",\"memory_fraction\":0.1}", &r));
+    assert_int_equal(r.status, 202);
+    srv_resp_free(&r);
+    for (int i = 0; i < 1000 && strcmp(state_of("small"), "ready"); i++)
+        srv_sleep_ms(10);
+    assert_string_equal(state_of("small"), "ready");
+    json_t *back = infer(true);
+    assert_true(json_equal(json_object_get(back, "tokens"), json_object_get(plain, "tokens")));
+    json_int_t d2, a2;
+    drafted(&d2, &a2);
+    assert_true(d2 > d1);
+    json_decref(plain);
+    json_decref(gone);
+    json_decref(back);
+}
+
 /* A config whose draft has another vocabulary does not start. */
 static void test_config_refused(void **state)
 {
@@ -214,6 +259,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_draft_then_asleep),
         cmocka_unit_test(test_admin_refuses),
+        cmocka_unit_test(test_draft_unloaded_and_back),
         cmocka_unit_test(test_config_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
