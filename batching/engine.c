@@ -106,6 +106,31 @@ static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t
     return colo_kv_cache_prefix_publish(colo_llama_kv_cache(ctx), id, parent, tokens);
 }
 
+/* e->cfg's speculative decoding: spec_tokens within bounds, the suffix
+ * cache and the draft model's side; false with a message when out of
+ * memory. */
+static bool spec_create(colo_engine *e, int n_vocab, char *err, size_t errlen)
+{
+    colo_engine_config *c = &e->cfg;
+    const colo_spec_draft_src *draft = c->draft;
+    c->draft = NULL; /* (copied into the drafter) */
+    if (c->spec_tokens < 0)
+        c->spec_tokens = 0;
+    if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
+        c->spec_tokens = COLO_SPEC_MAX_TOKENS;
+    if (c->spec_tokens > 0 && c->spec_suffix_bytes > 0 &&
+        !(e->suffix = colo_spec_suffix_create(c->spec_suffix_bytes))) {
+        colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
+        return false;
+    }
+    if (c->spec_tokens > 0 && draft &&
+        !(e->drafter = colo_spec_drafter_create(draft, colo_stream_device(e->s), n_vocab, c->max_seq_len))) {
+        colo_set_err(err, errlen, "out of memory for drafting");
+        return false;
+    }
+    return true;
+}
+
 colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
                                         size_t errlen)
 {
@@ -134,21 +159,8 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     colo_llama_set_seq_len(m, c->max_seq_len);
     e->max_blocks = (c->max_seq_len + c->block_size - 1) / c->block_size;
     int R = c->max_running, T = c->max_step_tokens;
-    if (c->spec_tokens < 0)
-        c->spec_tokens = 0;
-    if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
-        c->spec_tokens = COLO_SPEC_MAX_TOKENS;
-    if (c->spec_tokens > 0 && c->spec_suffix_bytes > 0 &&
-        !(e->suffix = colo_spec_suffix_create(c->spec_suffix_bytes))) {
-        colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
+    if (!spec_create(e, hp->n_vocab, err, errlen))
         goto out_free;
-    }
-    if (c->spec_tokens > 0 && c->draft &&
-        !(e->drafter = colo_spec_drafter_create(c->draft, colo_stream_device(s), hp->n_vocab, c->max_seq_len))) {
-        colo_set_err(err, errlen, "out of memory for drafting");
-        goto out_free;
-    }
-    c->draft = NULL; /* (copied into the drafter) */
     /* drafts are verified in steps of fewer than COLO_SPEC_MAX_DECODES decodes */
     int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
     int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
