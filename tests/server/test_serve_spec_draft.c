@@ -251,6 +251,19 @@ static void test_config_refused(void **state)
     int code = srv_run_to_exit(&f, yaml);
     assert_true(code > 0);
     assert_true(srv_log_has(&f, "big and its draft model other do not share a vocabulary"));
+    /* --check-config says so too, with the place, and exits 2 */
+    assert_true(srv_write(&f, "check.yaml", yaml));
+    char cmd[1200], out[4096] = "";
+    snprintf(cmd, sizeof cmd, "'%s/colo-server' --config '%s/check.yaml' --check-config 2>&1", COLO_BINARY_DIR, f.dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    if (!strstr(out, "check.yaml:7:") || !strstr(out, "models[0].speculative.draft: model big and its draft model other"))
+        fail_msg("--check-config said: %s", out);
     srv_cleanup(&f);
 }
 
