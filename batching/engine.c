@@ -2,6 +2,7 @@
 
 #include "batching/queue.h"
 #include "batching/spec.h"
+#include "batching/spec_draft.h"
 #include "batching/spec_suffix.h"
 #include "models/sample/json_schema.h"
 #include "models/arch/lora.h"
@@ -48,6 +49,7 @@ struct colo_engine_seq {
     char tenant[COLO_SPEC_SUFFIX_TENANT_LEN]; /* p.tenant */
     bool tenant_ok;               /* p.tenant fit in tenant: its output may be stored */
     uint32_t suffix_tag;          /* its tenant's in the suffix cache, 0: drafts nothing from it */
+    colo_spec_draft_seq dseq;     /* its K/V in the draft model (cfg.draft) */
 };
 
 struct colo_engine {
@@ -70,11 +72,13 @@ struct colo_engine {
     int max_draft;        /* drafted tokens per step */
     colo_spec_costs costs; /* decode steps' times by rows */
     colo_spec_suffix *suffix; /* the model's recent outputs by tenant (cfg.spec_suffix_bytes), or NULL */
+    colo_spec_drafter *drafter; /* the draft model's side (cfg.draft), or NULL */
     /* (max_running) the step's drafting sequences: their drafts' lengths
      * available, acceptance rates, and lengths planned */
     colo_engine_seq **spec_seq;
     int *spec_avail, *spec_len;
     float *spec_rate;
+    double *spec_tok_ns;  /* (max_running) what a drafted token costs each: the draft model's pass, or 0 */
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
@@ -100,6 +104,31 @@ static int kv_match(void *ctx, uint64_t root, const int32_t *tokens, int n_token
 static uint64_t kv_publish(void *ctx, int32_t id, uint64_t parent, const int32_t *tokens)
 {
     return colo_kv_cache_prefix_publish(colo_llama_kv_cache(ctx), id, parent, tokens);
+}
+
+/* e->cfg's speculative decoding: spec_tokens within bounds, the suffix
+ * cache and the draft model's side; false with a message when out of
+ * memory. */
+static bool spec_create(colo_engine *e, int n_vocab, char *err, size_t errlen)
+{
+    colo_engine_config *c = &e->cfg;
+    const colo_spec_draft_src *draft = c->draft;
+    c->draft = NULL; /* (copied into the drafter) */
+    if (c->spec_tokens < 0)
+        c->spec_tokens = 0;
+    if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
+        c->spec_tokens = COLO_SPEC_MAX_TOKENS;
+    if (c->spec_tokens > 0 && c->spec_suffix_bytes > 0 &&
+        !(e->suffix = colo_spec_suffix_create(c->spec_suffix_bytes))) {
+        colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
+        return false;
+    }
+    if (c->spec_tokens > 0 && draft &&
+        !(e->drafter = colo_spec_drafter_create(draft, colo_stream_device(e->s), n_vocab, c->max_seq_len))) {
+        colo_set_err(err, errlen, "out of memory for drafting");
+        return false;
+    }
+    return true;
 }
 
 colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine_config *cfg, char *err,
@@ -130,15 +159,8 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     colo_llama_set_seq_len(m, c->max_seq_len);
     e->max_blocks = (c->max_seq_len + c->block_size - 1) / c->block_size;
     int R = c->max_running, T = c->max_step_tokens;
-    if (c->spec_tokens < 0)
-        c->spec_tokens = 0;
-    if (c->spec_tokens > COLO_SPEC_MAX_TOKENS)
-        c->spec_tokens = COLO_SPEC_MAX_TOKENS;
-    if (c->spec_tokens > 0 && c->spec_suffix_bytes > 0 &&
-        !(e->suffix = colo_spec_suffix_create(c->spec_suffix_bytes))) {
-        colo_set_err(err, errlen, "out of memory for the suffix cache (%zu bytes)", c->spec_suffix_bytes);
+    if (!spec_create(e, hp->n_vocab, err, errlen))
         goto out_free;
-    }
     /* drafts are verified in steps of fewer than COLO_SPEC_MAX_DECODES decodes */
     int n_drafting = R < COLO_SPEC_MAX_DECODES - 1 ? R : COLO_SPEC_MAX_DECODES - 1;
     int max_draft = n_drafting * c->spec_tokens < T ? n_drafting * c->spec_tokens : T;
@@ -155,11 +177,13 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->spec_avail = calloc((size_t)R, sizeof *e->spec_avail);
     e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
     e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
+    e->spec_tok_ns = calloc((size_t)R, sizeof *e->spec_tok_ns);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
     if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
-        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate) {
+        !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate ||
+        !e->spec_tok_ns) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -237,6 +261,8 @@ static void seq_free(colo_engine_seq *q)
     free(q->text);
     free(q->gen);
     free(q->draft);
+    if (q->e && q->e->drafter)
+        colo_spec_draft_seq_release(q->e->drafter, &q->dseq);
     free(q);
 }
 
@@ -366,7 +392,9 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_avail);
     free(e->spec_len);
     free(e->spec_rate);
+    free(e->spec_tok_ns);
     colo_spec_suffix_free(e->suffix);
+    colo_spec_drafter_free(e->drafter);
     free(e->table);
     colo_host_free(colo_stream_device(e->s), e->logits);
     free_token_bytes(e);
@@ -825,16 +853,20 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
  * already keep the products busy) or the sequence asked for plain
  * decoding; at most what max_tokens and the context leave after the
  * token the step samples anyway; of what lookup finds, what
- * colo_spec_plan expects to pay (all of it with cfg.spec_always). */
-static void draft_all(colo_engine *e)
+ * colo_spec_plan expects to pay (all of it with cfg.spec_always). With a
+ * draft model free to lend, a sequence whose own text and the suffix
+ * cache draft nothing, or whose drafts from them have fared worse than the
+ * model's, drafts with the model (after the plan: only what it keeps). */
+static void draft_all(colo_engine *e, colo_cosched_member *member)
 {
     int n_decoding = 0, n = 0;
     for (colo_engine_seq *q = e->live; q; q = q->next) {
         q->cb.n_draft = 0;
         n_decoding += decoding(q);
     }
-    if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES)
+    if (e->cfg.spec_tokens <= 0 || n_decoding >= COLO_SPEC_MAX_DECODES || !n_decoding)
         return;
+    bool model = e->drafter && colo_spec_drafter_begin(e->drafter);
     for (colo_engine_seq *q = e->live; q && n < e->cfg.max_running; q = q->next) {
         if (!q->draft || !decoding(q) || q->followers || q->leader)
             continue;
@@ -844,6 +876,12 @@ static void draft_all(colo_engine *e)
         if (k > q->cb.cap - q->cb.n_tokens - 1)
             k = q->cb.cap - q->cb.n_tokens - 1;
         int found = draft_one(e, q, k);
+        if (model && k > 0 &&
+            (!found || colo_spec_accept_rate(&q->accept, q->draft_ngram) <
+                           colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL))) {
+            q->draft_ngram = COLO_SPEC_FROM_MODEL; /* drafted below, as long as the plan says */
+            found = k;
+        }
         if (!found) {
             colo_spec_accept_idle(&q->accept);
             continue;
@@ -851,16 +889,28 @@ static void draft_all(colo_engine *e)
         e->spec_seq[n] = q;
         e->spec_avail[n] = found;
         e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
+        /* (unmeasured: free, so that the model drafts once and is measured) */
+        e->spec_tok_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? colo_spec_drafter_token_ns(e->drafter) : 0;
         n++;
     }
     if (!e->cfg.spec_always)
-        colo_spec_plan(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->max_draft, e->spec_len);
+        colo_spec_plan_costed(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->spec_tok_ns, e->max_draft,
+                              e->spec_len);
     for (int i = 0; i < n; i++) {
         colo_engine_seq *q = e->spec_seq[i];
         q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];
+        if (q->cb.n_draft && q->draft_ngram == COLO_SPEC_FROM_MODEL) {
+            uint64_t passes = colo_spec_drafter_passes(e->drafter), ns = colo_spec_drafter_ns(e->drafter);
+            q->cb.n_draft = colo_spec_draft_run(e->drafter, &q->dseq, e->s, member, q->cb.tokens, q->cb.n_tokens,
+                                                q->cb.n_draft, q->draft);
+            e->st.spec_model_passes += colo_spec_drafter_passes(e->drafter) - passes;
+            e->st.spec_model_ns += colo_spec_drafter_ns(e->drafter) - ns;
+        }
         if (!q->cb.n_draft)
             colo_spec_accept_idle(&q->accept);
     }
+    if (model)
+        colo_spec_drafter_end(e->drafter);
 }
 
 /* The step's batch from the planned work (nw entries): tokens, positions,
@@ -912,14 +962,20 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
 {
     int kept = 0;
     int32_t tok;
+    bool model = q->draft_ngram == COLO_SPEC_FROM_MODEL;
     if (n_draft > 0) {
         e->st.spec_steps++;
         e->st.spec_drafted += (uint64_t)n_draft;
+        if (model)
+            e->st.spec_model_drafted += (uint64_t)n_draft;
     }
     for (int j = 0;; j++) {
         int32_t want = j < n_draft ? q->draft[j] : -1;
         if (!sample_one(e, q, rows + (size_t)j * V, V, &tok)) {
-            e->st.spec_accepted += (uint64_t)kept + (want >= 0 && tok == want);
+            uint64_t a = (uint64_t)kept + (want >= 0 && tok == want);
+            e->st.spec_accepted += a;
+            if (model)
+                e->st.spec_model_accepted += a;
             return; /* finished (a stop, max_tokens) */
         }
         if (j == n_draft || tok != want)
@@ -927,6 +983,8 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
         kept++;
     }
     e->st.spec_accepted += (uint64_t)kept;
+    if (model)
+        e->st.spec_model_accepted += (uint64_t)kept;
     if (n_draft > 0) {
         colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
@@ -939,7 +997,7 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     int n_stopped = 0;
     *n_scheduled = 0;
     give_back(e);
-    draft_all(e);
+    draft_all(e, member);
     colo_continuous_set_batch_floor(e->planner, colo_cosched_batch_min_share(member));
     int nw = colo_continuous_plan(e->planner, e->work, e->stopped, &n_stopped);
     for (int i = 0; i < n_stopped; i++)

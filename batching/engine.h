@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "batching/continuous.h"
+#include "batching/spec_draft.h"
 #include "models/sample/json_schema.h"
 #include "models/arch/llama.h"
 #include "models/sample/sampler.h"
@@ -115,6 +116,12 @@ typedef struct colo_engine_config {
      * sequence drafts only from its own tenant's outputs); 0: none */
     size_t spec_suffix_bytes;
     bool spec_no_lookup; /* drafts from the suffix cache only, not from the sequence's own text */
+    /* with spec_tokens > 0: drafts also with a draft model
+     * (batching/spec_draft.h), lent by this source (copied; its ud
+     * outlives the engine) whenever it is free: a sequence's draft is the
+     * model's unless its own text or the suffix cache drafted, and their
+     * drafts have fared at least as well as the model's; NULL: none */
+    const colo_spec_draft_src *draft;
     /* NULL, or asked between the layers of a step that holds only work of
      * the batch class (batching/continuous.h): true abandons the step, so
      * that what waits outside the engine starts sooner; nothing of it is
@@ -148,6 +155,9 @@ typedef struct colo_engine_step_stats {
     /* speculative decoding: tokens drafted and verified, of which accepted
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;
+    /* of them, drafted by the draft model (cfg.draft), and its passes and
+     * their time (counted in plan_ns) */
+    uint64_t spec_model_drafted, spec_model_accepted, spec_model_passes, spec_model_ns;
     uint64_t abandoned; /* steps of batch-class work given up for others (cfg.yield), among steps */
     uint64_t batch_steps; /* steps of batch-class work alone (the co-scheduler's COLO_STEP_BATCH), among steps */
     uint64_t floor_steps; /* steps that held batch-class work beside others' by the co-scheduler's

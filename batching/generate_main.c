@@ -11,6 +11,7 @@
 #include "batching/engine.h"
 #include "models/sample/chat.h"
 #include "batching/queue.h"
+#include "batching/served.h"
 #include "batching/spec.h"
 #include "models/arch/llama.h"
 #include "runtime/log.h"
@@ -45,6 +46,9 @@ static void usage(FILE *f)
             "  --speculative K     speculative decoding by prompt lookup: each decoding sequence drafts up\n"
             "                      to K tokens (1..16) from its own text, verified in one step (the same\n"
             "                      output; the model option speculative); 0 = off (default)\n"
+            "  --draft FILE        speculative decoding with a draft model of the same vocabulary (a\n"
+            "                      quantized copy): it drafts K tokens (--speculative, default 4) per\n"
+            "                      step in place of prompt lookup (the same output)\n"
             "stdout gets the generated text as it is produced, then one newline (always,\n"
             "so that the statistics on stderr start on a line of their own); stderr gets\n"
             "the load time and speeds.\n");
@@ -63,6 +67,7 @@ typedef struct {
     bool json;
     const char *json_schema;
     int spec_tokens; /* --speculative */
+    const char *draft; /* --draft */
 } options;
 
 /* Fills o from the command line. Returns -1 to go on, else the exit code
@@ -78,7 +83,7 @@ static int parse_args(int argc, char **argv, options *o)
         {"memory-bytes", 1, 0, 'M'}, {"print-tokens", 0, 0, 'i'}, {"kv-type", 1, 0, 'K'}, {"help", 0, 0, 'h'},
         {"chat-template", 1, 0, 'C'}, {"json", 0, 0, 'j'},
         {"json-schema", 1, 0, 'J'}, {"cuda-graphs", 0, 0, 'g'},
-        {"exact-activations", 0, 0, 'x'}, {"speculative", 1, 0, 'L'}, {0, 0, 0, 0}};
+        {"exact-activations", 0, 0, 'x'}, {"speculative", 1, 0, 'L'}, {"draft", 1, 0, 'D'}, {0, 0, 0, 0}};
     int c, oi = 0;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, &oi)) != -1) {
@@ -103,6 +108,7 @@ static int parse_args(int argc, char **argv, options *o)
         case 'x': o->exact = true; break;
         case 'j': o->json = true; break;
         case 'J': o->json_schema = optarg; break;
+        case 'D': o->draft = optarg; break;
         case 'L':
             o->spec_tokens = (int)strtol(optarg, &end, 10);
             if (*end || o->spec_tokens < 0 || o->spec_tokens > COLO_SPEC_MAX_TOKENS)
@@ -136,6 +142,8 @@ static int parse_args(int argc, char **argv, options *o)
         usage(stderr);
         return 2;
     }
+    if (o->draft && !o->spec_tokens)
+        o->spec_tokens = 4;
     return -1;
 }
 
@@ -288,6 +296,61 @@ static void report_time(const colo_engine *e, colo_stream *s, const colo_worker_
         fprintf(stderr, "colo-generate: speculative: %llu tokens drafted in %llu steps, %llu accepted (%.1f%%)\n",
                 (unsigned long long)g.spec_drafted, (unsigned long long)g.spec_steps,
                 (unsigned long long)g.spec_accepted, 100.0 * (double)g.spec_accepted / (double)g.spec_drafted);
+    if (g.spec_model_passes)
+        fprintf(stderr, "colo-generate: draft model: %llu passes in %.1f ms (of plan), %llu tokens drafted, %llu "
+                        "accepted\n",
+                (unsigned long long)g.spec_model_passes, g.spec_model_ns / 1e6,
+                (unsigned long long)g.spec_model_drafted, (unsigned long long)g.spec_model_accepted);
+}
+
+/* --draft: the draft model in an arena of its own, with an engine that
+ * made its KV cache; lent to the target's engine whenever it asks. */
+typedef struct draft_model {
+    colo_arena *arena;
+    colo_llama *m;
+    colo_engine *e;
+} draft_model;
+
+static colo_llama *draft_get(void *ud, bool wait, uint64_t *epoch)
+{
+    (void)wait;
+    *epoch = 1;
+    return ((draft_model *)ud)->m;
+}
+
+static void draft_put(void *ud) { (void)ud; }
+
+static size_t default_arena_bytes(const options *o, size_t floor_bytes, size_t total_bytes);
+
+/* Loads o->draft beside the target (checked to share its vocabulary).
+ * false with a message. */
+static bool draft_open(const options *o, colo_stream *s, draft_model *d, char *err, size_t errlen)
+{
+    colo_model_cfg t = {.name = "target", .kind = "llama", .kv_dtype = o->kv_type};
+    colo_model_cfg dc = {.name = "draft", .kind = "llama", .kv_dtype = o->kv_type};
+    snprintf(t.path, sizeof t.path, "%s", o->model);
+    snprintf(dc.path, sizeof dc.path, "%s", o->draft);
+    if (colo_served_draft_check(&t, &dc, err, errlen) != COLO_OK)
+        return false;
+    colo_device *dev = colo_stream_device(s);
+    colo_device_info info;
+    colo_device_get_info(dev, &info);
+    options od = *o;
+    od.model = o->draft;
+    if (!(d->arena = colo_arena_create_bytes(dev, "draft", default_arena_bytes(&od, 1ull << 30, info.total_bytes), err,
+                                             errlen)) ||
+        !(d->m = colo_llama_load(o->draft, d->arena, s, err, errlen)))
+        return false;
+    colo_engine_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
+                             .kv_type = o->kv_type};
+    return (d->e = colo_engine_create(d->m, s, &gc, err, errlen)) != NULL;
+}
+
+static void draft_close(draft_model *d)
+{
+    colo_engine_free(d->e);
+    colo_llama_free(d->m);
+    colo_arena_destroy(d->arena);
 }
 
 /* Loads the model into arena, generates, reports. Returns the exit code;
@@ -295,6 +358,8 @@ static void report_time(const colo_engine *e, colo_stream *s, const colo_worker_
 static int generate(const options *o, colo_arena *arena, colo_stream *s, const char *device_name, char *err,
                     size_t errlen)
 {
+    draft_model dm = {0};
+    colo_spec_draft_src src = {draft_get, draft_put, &dm};
     int rc = 1;
     colo_engine *e = NULL;
     int32_t *ids = NULL;
@@ -325,6 +390,12 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     colo_engine_config gc = {.max_running = o->batch, .max_step_tokens = 512 > o->batch ? 512 : o->batch,
                           .kv_type = o->kv_type, .n_stop_ids = chat.n_stop_ids, .spec_tokens = o->spec_tokens};
     memcpy(gc.stop_ids, chat.stop_ids, sizeof gc.stop_ids);
+    if (o->draft) {
+        if (!draft_open(o, s, &dm, err, errlen))
+            goto out;
+        gc.draft = &src;
+        gc.spec_no_lookup = true;
+    }
     if (!(e = colo_engine_create(m, s, &gc, err, errlen)))
         goto out;
     if (!(ctx = calloc((size_t)o->batch, sizeof *ctx))) {
@@ -357,6 +428,7 @@ static int generate(const options *o, colo_arena *arena, colo_stream *s, const c
     rc = 0;
 out:
     colo_engine_free(e);
+    draft_close(&dm);
     if (ctx)
         for (int i = 0; i < o->batch; i++)
             free(ctx[i].tokens);

@@ -85,6 +85,14 @@ typedef struct colo_kind_sink {
      * for the executor, so that a step holding only lines of batches may be
      * abandoned (asked inside a step) */
     bool (*yield)(void *ud);
+    /* the model's draft model for speculative decoding (config
+     * speculative.draft; batching/spec_draft.h): draft_get lends the draft
+     * kind's draft_model, locked until draft_put (NULL: none now, and no
+     * draft_put), and the epoch of its KV cache; wait: wait for the draft's
+     * own step, else give up at once. NULL when the model has no draft.
+     * Any thread. */
+    void *(*draft_get)(void *ud, bool wait, uint64_t *epoch);
+    void (*draft_put)(void *ud);
     void *ud;
 } colo_kind_sink;
 
@@ -157,6 +165,15 @@ typedef struct colo_model_kind {
     void (*adapter_remove)(void *inst, int slot); /* no running request may use it */
     /* Its rank and bytes in the arena (0 while the model sleeps). */
     void (*adapter_info)(void *inst, int slot, int *rank, size_t *bytes);
+    /* ---- draft models (speculative.draft), optional (NULL: the kind neither drafts nor is drafted for) ----
+     * draft_check: whether draft's model can draft for target's, from the
+     * files alone: COLO_EINVAL when their vocabularies differ (the message
+     * says where), COLO_EFORMAT / COLO_EIO for a file that cannot be read.
+     * draft_model: what another instance's engine drafts with (for llama,
+     * its colo_llama with its KV cache), NULL while it sleeps; asked with
+     * the executor between steps (batching/served.c keeps it there). */
+    colo_status (*draft_check)(const colo_model_cfg *target, const colo_model_cfg *draft, char *err, size_t errlen);
+    void *(*draft_model)(void *inst);
 } colo_model_kind;
 
 /* The kind named name ("llama", "bert"), or NULL. */

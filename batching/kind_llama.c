@@ -54,6 +54,7 @@ typedef struct llama_kind {
      * take more. */
     size_t adapter_room_bytes;
     colo_llama_hparams hp; /* the file's, kept while asleep */
+    colo_spec_draft_src draft; /* the draft model through the sink (speculative.draft) */
 } llama_kind;
 
 typedef struct llama_job llama_job;
@@ -111,11 +112,11 @@ static int step_tokens_of(const colo_model_cfg *mc)
     return t < r ? r : t;
 }
 
-/* Tokens a decoding sequence drafts per step (speculative.lookup or
- * suffix), 0: none. */
+/* Tokens a decoding sequence drafts per step (speculative.lookup, suffix
+ * or draft), 0: none. */
 static int spec_tokens_of(const colo_model_cfg *mc)
 {
-    if (!mc->speculative.lookup && !mc->speculative.suffix)
+    if (!mc->speculative.lookup && !mc->speculative.suffix && !mc->speculative.draft[0])
         return 0;
     return mc->speculative.tokens > 0 ? mc->speculative.tokens : COLO_SPEC_DEFAULT_TOKENS;
 }
@@ -261,7 +262,8 @@ static colo_status bring_up(llama_kind *k, bool waking, char *err, size_t errlen
                           .n_stop_ids = k->chat.n_stop_ids, .no_prefix_cache = mc->no_prefix_cache,
                           .schema = &(colo_schema_options){mc->schema_max_length, mc->schema_max_items},
                           .spec_tokens = spec_tokens_of(mc), .spec_suffix_bytes = spec_suffix_bytes_of(mc),
-                          .spec_no_lookup = !mc->speculative.lookup, .yield = k->sink.yield, .yield_ud = k->sink.ud};
+                          .spec_no_lookup = !mc->speculative.lookup, .yield = k->sink.yield, .yield_ud = k->sink.ud,
+                          .draft = mc->speculative.draft[0] && k->sink.draft_get ? &k->draft : NULL};
     memcpy(gc.stop_ids, k->chat.stop_ids, sizeof gc.stop_ids);
     colo_arena_stats before;
     colo_arena_get_stats(arena, &before);
@@ -301,6 +303,19 @@ out_free_model:
 
 static void kind_free(void *inst);
 
+/* The sink's draft model as the engine asks for it (batching/spec_draft.h). */
+static colo_llama *draft_get(void *ud, bool wait, uint64_t *epoch)
+{
+    llama_kind *k = ud;
+    return k->sink.draft_get(k->sink.ud, wait, epoch);
+}
+
+static void draft_put(void *ud)
+{
+    llama_kind *k = ud;
+    k->sink.draft_put(k->sink.ud);
+}
+
 static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, const colo_kind_sink *sink, char *err,
                   size_t errlen)
 {
@@ -310,6 +325,7 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
         return NULL;
     }
     k->sink = *sink;
+    k->draft = (colo_spec_draft_src){draft_get, draft_put, k};
     k->mc = *mc;
     k->arena = arena;
     k->s = s;
@@ -358,6 +374,8 @@ static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_sta
         a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
     a->spec_drafted += b->spec_drafted, a->spec_accepted += b->spec_accepted, a->spec_steps += b->spec_steps;
+    a->spec_model_drafted += b->spec_model_drafted, a->spec_model_accepted += b->spec_model_accepted;
+    a->spec_model_passes += b->spec_model_passes, a->spec_model_ns += b->spec_model_ns;
 }
 
 /* Drops the KV cache and the weights (the arena gets their memory back;
@@ -1119,6 +1137,67 @@ static void adapter_info(void *inst, int slot, int *rank, size_t *bytes)
     *bytes = on ? li.bytes : 0;
 }
 
+/* A file's tokenizer and logits width; NULL with a message. */
+static colo_tokenizer *vocab_of(const colo_model_cfg *mc, int *n_logits, colo_status *st, char *err, size_t errlen)
+{
+    colo_llama_memory mem;
+    char msg[512];
+    if ((*st = colo_llama_memory_need(mc->path, mc->kv_dtype, &mem, msg, sizeof msg)) != COLO_OK) {
+        colo_set_err(err, errlen, "model %s: %s", mc->name, msg);
+        return NULL;
+    }
+    *n_logits = mem.hp.n_vocab;
+    colo_gguf *g = colo_gguf_open(mc->path, msg, sizeof msg);
+    colo_tokenizer *t = g ? colo_tokenizer_from_gguf(g, msg, sizeof msg) : NULL;
+    colo_gguf_close(g);
+    if (!t) {
+        *st = COLO_EFORMAT;
+        colo_set_err(err, errlen, "model %s: %s", mc->name, msg);
+    }
+    return t;
+}
+
+/* The same vocabulary: as many logits and tokens, and every token the
+ * same text and kind (special or not), so that an id means one token in
+ * both models. */
+static colo_status draft_check(const colo_model_cfg *target, const colo_model_cfg *draft, char *err, size_t errlen)
+{
+    int nt = 0, nd = 0;
+    colo_status st = COLO_OK;
+    colo_tokenizer *tt = vocab_of(target, &nt, &st, err, errlen), *td = NULL;
+    if (!tt || !(td = vocab_of(draft, &nd, &st, err, errlen)))
+        goto out;
+    st = COLO_EINVAL;
+    if (nt != nd || colo_tokenizer_n_vocab(tt) != colo_tokenizer_n_vocab(td)) {
+        colo_set_err(err, errlen,
+                     "model %s and its draft model %s do not share a vocabulary: %d and %d tokens (%d and %d logits)",
+                     target->name, draft->name, colo_tokenizer_n_vocab(tt), colo_tokenizer_n_vocab(td), nt, nd);
+        goto out;
+    }
+    for (int i = 0; i < colo_tokenizer_n_vocab(tt); i++) {
+        const char *a = colo_tokenizer_token_text(tt, i), *b = colo_tokenizer_token_text(td, i);
+        if (strcmp(a ? a : "", b ? b : "") || colo_tokenizer_is_special(tt, i) != colo_tokenizer_is_special(td, i)) {
+            colo_set_err(err, errlen,
+                         "model %s and its draft model %s do not share a vocabulary: token %d is '%.40s' in %s and "
+                         "'%.40s' in %s",
+                         target->name, draft->name, i, a ? a : "", target->name, b ? b : "", draft->name);
+            goto out;
+        }
+    }
+    st = COLO_OK;
+out:
+    colo_tokenizer_free(tt);
+    colo_tokenizer_free(td);
+    return st;
+}
+
+/* The model and its KV cache while awake (executor between steps). */
+static void *draft_model(void *inst)
+{
+    llama_kind *k = inst;
+    return k->eng ? k->m : NULL;
+}
+
 const colo_model_kind colo_kind_llama = {
     .name = "llama",
     .task = COLO_TASK_GENERATE,
@@ -1139,4 +1218,6 @@ const colo_model_kind colo_kind_llama = {
     .adapter_add = adapter_add,
     .adapter_remove = adapter_remove,
     .adapter_info = adapter_info,
+    .draft_check = draft_check,
+    .draft_model = draft_model,
 };

@@ -47,7 +47,8 @@ typedef struct colo_spec_cfg {
     bool suffix;     /* from a suffix cache of the model's recent outputs, each tenant's own (batching/spec_suffix.h) */
     uint64_t suffix_memory_bytes; /* the suffix cache's memory, COLO_SPEC_SUFFIX_MIN_BYTES..COLO_SPEC_SUFFIX_MAX_BYTES;
                                    * 0: COLO_SPEC_SUFFIX_DEFAULT_BYTES */
-    char draft[64];  /* a served model that drafts (not supported yet: refused); "" none */
+    char draft[64];  /* a served model (its name or an alias) that drafts, of the same kind and vocabulary
+                      * (batching/spec_draft.h); "" none */
     int tokens;      /* drafted tokens per step, 1..COLO_SPEC_MAX_TOKENS; 0: COLO_SPEC_DEFAULT_TOKENS */
     colo_cfg_mark mark; /* where the mapping is */
 } colo_spec_cfg;

@@ -108,6 +108,79 @@ static bool sink_token(void *ud, colo_request *r, int32_t token, const char *pie
 static bool sink_yield(void *ud) { return colo_queue_len_interactive(((colo_served *)ud)->q) > 0; }
 static void *prep_main(void *arg);
 
+/* The draft model's (kind_llama's draft_model), locked: target's
+ * draft_mu, so that it stays target's draft, and the draft's exec_mu, so
+ * that its executor stays between steps, until sink_draft_put. */
+static void *sink_draft_get(void *ud, bool wait, uint64_t *epoch)
+{
+    colo_served *t = ud;
+    pthread_mutex_lock(&t->draft_mu);
+    colo_served *d = t->draft;
+    void *dm = NULL;
+    if (!d || (wait ? pthread_mutex_lock(&d->exec_mu) : pthread_mutex_trylock(&d->exec_mu)) != 0)
+        goto out_none;
+    if (atomic_load(&d->state) == COLO_SERVED_READY && d->inst && d->kind->draft_model)
+        dm = d->kind->draft_model(d->inst);
+    if (!dm) {
+        pthread_mutex_unlock(&d->exec_mu);
+        goto out_none;
+    }
+    /* a later model or a later wake: a larger epoch (batching/spec_draft.h) */
+    *epoch = d->uid << 32 | (atomic_load(&d->wakes) & 0xffffffffu);
+    atomic_store(&d->last_used_ns, colo_now_ns());
+    return dm;
+out_none:
+    pthread_mutex_unlock(&t->draft_mu);
+    return NULL;
+}
+
+static void sink_draft_put(void *ud)
+{
+    colo_served *t = ud;
+    pthread_mutex_unlock(&t->draft->exec_mu);
+    pthread_mutex_unlock(&t->draft_mu);
+}
+
+colo_status colo_served_draft_check(const colo_model_cfg *target, const colo_model_cfg *draft, char *err,
+                                    size_t errlen)
+{
+    const colo_model_kind *kt = colo_kind_find(target->kind), *kd = colo_kind_find(draft->kind);
+    if (colo_model_cfg_named(target, draft->name)) {
+        colo_set_err(err, errlen, "model %s: speculative.draft: a model cannot draft for itself", target->name);
+        return COLO_EINVAL;
+    }
+    if (draft->speculative.draft[0]) {
+        colo_set_err(err, errlen,
+                     "model %s: speculative.draft: the draft model %s drafts with a model of its own (%s): a draft "
+                     "model decodes plainly",
+                     target->name, draft->name, draft->speculative.draft);
+        return COLO_EINVAL;
+    }
+    if (!kt || kt != kd || !kt->draft_check) {
+        colo_set_err(err, errlen,
+                     "model %s: speculative.draft: model %s (kind %s) cannot draft for a model of kind %s: a draft "
+                     "model is a generative model of the same kind",
+                     target->name, draft->name, draft->kind, target->kind);
+        return COLO_EINVAL;
+    }
+    return kt->draft_check(target, draft, err, errlen);
+}
+
+void colo_served_set_draft(colo_served *target, colo_served *draft)
+{
+    pthread_mutex_lock(&target->draft_mu);
+    target->draft = draft;
+    pthread_mutex_unlock(&target->draft_mu);
+}
+
+colo_served *colo_served_get_draft(colo_served *target)
+{
+    pthread_mutex_lock(&target->draft_mu);
+    colo_served *d = target->draft;
+    pthread_mutex_unlock(&target->draft_mu);
+    return d;
+}
+
 colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env *env, char *err, size_t errlen)
 {
     colo_served *m = calloc(1, sizeof *m);
@@ -122,6 +195,10 @@ colo_served *colo_served_create(const colo_model_cfg *mc, const colo_served_env 
     atomic_store(&m->keep_alive_ms, mc->keep_alive_ms);
     pthread_mutex_init(&m->info_mu, NULL);
     pthread_mutex_init(&m->prep_mu, NULL);
+    pthread_mutex_init(&m->exec_mu, NULL);
+    pthread_mutex_init(&m->draft_mu, NULL);
+    static _Atomic uint64_t uids;
+    m->uid = atomic_fetch_add(&uids, 1) + 1;
     pthread_cond_init(&m->prep_cv, NULL);
     char e[512] = "";
     if (!(m->kind = kind_of(mc, e, sizeof e)) ||
@@ -218,7 +295,11 @@ colo_status colo_served_load_in(colo_served *m, char *err, size_t errlen)
         snprintf(e, sizeof e, "cannot join the co-scheduler");
         goto fail;
     }
-    colo_kind_sink sink = {sink_token, sink_done, sink_yield, m};
+    colo_kind_sink sink = {.token = sink_token, .done = sink_done, .yield = sink_yield, .ud = m};
+    if (mc->speculative.draft[0]) {
+        sink.draft_get = sink_draft_get;
+        sink.draft_put = sink_draft_put;
+    }
     if (!(m->inst = m->kind->load(&m->cfg, m->arena, m->stream, &sink, e, sizeof e)))
         goto fail;
     colo_kind_info in;
@@ -437,9 +518,11 @@ void colo_served_unload(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
+    pthread_mutex_lock(&m->exec_mu);
     if (m->kind)
         m->kind->free(m->inst);
     m->inst = NULL;
+    pthread_mutex_unlock(&m->exec_mu);
     leave_device(m);
     pthread_mutex_lock(&m->info_mu);
     memset(&m->info, 0, sizeof m->info);
@@ -452,8 +535,11 @@ void colo_served_free(colo_served *m)
     if (!m)
         return;
     colo_served_stop(m);
+    pthread_mutex_lock(&m->exec_mu);
     if (m->kind && m->inst)
         m->kind->free(m->inst);
+    m->inst = NULL;
+    pthread_mutex_unlock(&m->exec_mu);
     colo_cosched_leave(m->member);
     colo_queue_destroy(m->q);
     colo_stream_destroy(m->stream);
@@ -461,6 +547,8 @@ void colo_served_free(colo_served *m)
     colo_mem_pool_unhold(m->env.pool, m->host_held);
     pthread_mutex_destroy(&m->info_mu);
     pthread_mutex_destroy(&m->prep_mu);
+    pthread_mutex_destroy(&m->exec_mu);
+    pthread_mutex_destroy(&m->draft_mu);
     pthread_cond_destroy(&m->prep_cv);
     free(m->live);
     colo_admission_free(m->adm);
@@ -823,7 +911,9 @@ bool colo_served_drained(colo_served *m)
 static bool go_to_sleep(colo_served *m)
 {
     char e[256] = "";
+    pthread_mutex_lock(&m->exec_mu);
     colo_status st = m->kind->sleep(m->inst, e, sizeof e);
+    pthread_mutex_unlock(&m->exec_mu);
     if (st != COLO_OK) {
         atomic_store(&m->evict_asked, false);
         COLO_WARN("model %s: cannot sleep: %s", m->cfg.name, e[0] ? e : colo_status_str(st));
@@ -950,7 +1040,9 @@ static bool wake_up(colo_served *m)
     m->state = COLO_SERVED_WAKING;
     for (;;) {
         e[0] = 0;
+        pthread_mutex_lock(&m->exec_mu);
         colo_status st = m->kind->wake(m->inst, e, sizeof e);
+        pthread_mutex_unlock(&m->exec_mu);
         if (st == COLO_OK)
             break;
         if (st != COLO_ENOMEM || atomic_load(&m->stopping) ||
@@ -982,8 +1074,10 @@ static void trim(colo_served *m, bool idle)
 {
     atomic_store(&m->want_trim, false);
     if (idle && m->state == COLO_SERVED_READY && !atomic_load(&m->draining) && m->env.pool) {
+        pthread_mutex_lock(&m->exec_mu);
         if (m->kind->trim)
             m->kind->trim(m->inst);
+        pthread_mutex_unlock(&m->exec_mu);
         size_t lent = colo_arena_lend_guarantee(m->arena);
         if (lent) {
             m->guarantee_given_back = true;

@@ -262,6 +262,24 @@ bool colo_served_adapter_get(colo_served *m, const char *name, colo_served_adapt
  * returns how many. Any thread. */
 int colo_served_adapter_list(colo_served *m, colo_served_adapter_info *out, int max);
 
+/* ---- draft models (speculative.draft; batching/spec_draft.h) ---------------------------
+ * A model whose config names a draft model drafts with it while the draft
+ * is awake and between its own steps; else it decodes plainly. */
+/* Whether draft's model can draft for target's, from the files alone:
+ * COLO_EINVAL when it is target itself, drafts with a model of its own
+ * (a chain), is of another kind or of a kind without drafting, or has
+ * another vocabulary (the message names both models); COLO_EFORMAT /
+ * COLO_EIO for a file that cannot be read. Any thread. */
+colo_status colo_served_draft_check(const colo_model_cfg *target, const colo_model_cfg *draft, char *err,
+                                    size_t errlen);
+/* Sets target's draft model (NULL: none), which the caller has checked
+ * with colo_served_draft_check; waits for a draft target is making with
+ * the one before. The caller keeps draft alive until it is set to another
+ * (an unload sets NULL first). Any thread. */
+void colo_served_set_draft(colo_served *target, colo_served *draft);
+/* target's draft model as last set (NULL: none). Any thread. */
+colo_served *colo_served_get_draft(colo_served *target);
+
 typedef struct colo_served_info {
     const char *name;
     const char *kind;          /* the kind's name ("llama", "bert") */

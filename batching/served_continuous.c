@@ -107,7 +107,9 @@ void colo_served_run_continuous(colo_served *m)
             }
             if (colo_arena_evict_wanted_bytes(m->arena) || colo_arena_reclaim_wanted_bytes(m->arena)) {
                 int n_idle = 0; /* idle, the step only gives cached or borrowed memory back */
+                pthread_mutex_lock(&m->exec_mu);
                 m->kind->step(m->inst, NULL, &n_idle);
+                pthread_mutex_unlock(&m->exec_mu);
                 colo_served_refresh_info(m);
             }
             colo_queue_wait(m->q, 100u * 1000 * 1000);
@@ -122,7 +124,9 @@ void colo_served_run_continuous(colo_served *m)
                                   colo_admission_next_deadline(&m->cfg.sla, m->live, m->n_live));
         colo_step_share share;
         colo_share_step_begin(&share, m->live, m->n_live, t0, m->kind->started, m->inst);
+        pthread_mutex_lock(&m->exec_mu);
         colo_status st = m->kind->step(m->inst, m->member, &n_tokens);
+        pthread_mutex_unlock(&m->exec_mu);
         uint64_t t1 = colo_now_ns();
         colo_share_step_end(&share, m->live, m->n_live, t1);
         if (m->member)

@@ -86,6 +86,15 @@ struct colo_served {
     served_adapter *adapters; /* (COLO_SERVED_MAX_ADAPTERS) */
     uint64_t adapter_order;
     atomic_bool adapter_work;
+    /* draft models (speculative.draft): exec_mu is held by the executor
+     * while the kind runs (a step, sleep, wake, trim) and by a target that
+     * drafts with this model meanwhile; draft (under draft_mu, held while
+     * this model drafts with it) is this model's own draft model, NULL
+     * when none is served; uid: this model's, larger for a later one */
+    pthread_mutex_t exec_mu;
+    pthread_mutex_t draft_mu;
+    colo_served *draft;
+    uint64_t uid;
 };
 
 /* Executor loops (the executor thread). */

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram)
 {
@@ -68,13 +69,15 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
  * yet is expected to keep this share of its drafted tokens (text that
  * copies its input keeps more, free text far less; the estimates follow
  * within a few steps). */
-static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f};
+static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f, 0.7f};
 
 static int order_of(int ngram)
 {
+    if (ngram == COLO_SPEC_FROM_MODEL)
+        return 5;
     if (ngram == COLO_SPEC_FROM_SUFFIX)
-        return COLO_SPEC_CLASSES - 1;
-    return ngram < 1 ? 0 : ngram > COLO_SPEC_CLASSES - 1 ? COLO_SPEC_CLASSES - 2 : ngram - 1;
+        return 4;
+    return ngram < 1 ? 0 : ngram > 4 ? 3 : ngram - 1;
 }
 
 void colo_spec_accept_init(colo_spec_accept *a)
@@ -113,6 +116,12 @@ float colo_spec_accept_rate(const colo_spec_accept *a, int ngram)
 int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
                    int max_total, int *len)
 {
+    return colo_spec_plan_costed(c, n_decodes, n_cand, avail, rate, NULL, max_total, len);
+}
+
+int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                          const double *tok_ns, int max_total, int *len)
+{
     if (max_total > COLO_SPEC_MAX_ROWS - n_decodes)
         max_total = COLO_SPEC_MAX_ROWS - n_decodes;
     int total_avail = 0;
@@ -132,7 +141,7 @@ int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const in
     double base = colo_spec_cost(c, n_decodes);
     if (!known(c, n_decodes))
         return 0; /* measure the plain step first */
-    double tokens = n_decodes, best = tokens / base;
+    double tokens = n_decodes, best = tokens / base, drafting_ns = 0;
     int best_total = 0;
     int grow[COLO_SPEC_MAX_ROWS]; /* which candidate each added token went to */
     for (int t = 1; t <= max_total; t++) {
@@ -142,17 +151,20 @@ int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const in
             break;
         }
         int pick = -1;
-        double gain = -1;
+        double gain = -1, weight = -1;
         for (int i = 0; i < n_cand; i++) {
             if (len[i] >= avail[i])
                 continue;
-            double g = pow(rate[i], len[i] + 1);
-            if (g > gain)
-                gain = g, pick = i;
+            /* (a token the draft model must pass for is weighed by what it adds to the step) */
+            double g = pow(rate[i], len[i] + 1), w = tok_ns ? g * base / (base + tok_ns[i]) : g;
+            if (w > weight)
+                weight = w, gain = g, pick = i;
         }
         len[pick]++;
         grow[t - 1] = pick;
         tokens += gain;
+        drafting_ns += tok_ns ? tok_ns[pick] : 0;
+        cost += drafting_ns;
         if (tokens / cost > best)
             best = tokens / cost, best_total = t;
     }

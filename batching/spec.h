@@ -66,14 +66,17 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
 double colo_spec_cost(const colo_spec_costs *c, int rows);
 
 /* A sequence's acceptance, apart for drafts from a match of 1, 2, 3 and 4
- * or more tokens (a longer match is likelier to go on as before) and for
- * drafts from the suffix cache (batching/spec_suffix.h): the chance that a
- * drafted token is accepted given the one before it was, as a decaying
- * count of successes over trials. colo_spec_accept_init gives the priors
- * (0.3, 0.45, 0.6, 0.75 and 0.5, of the weight of one trial). The
- * functions below take a draft's match length, or COLO_SPEC_FROM_SUFFIX. */
+ * or more tokens (a longer match is likelier to go on as before), for
+ * drafts from the suffix cache (batching/spec_suffix.h) and for drafts of
+ * a draft model (batching/spec_draft.h): the chance that a drafted token
+ * is accepted given the one before it was, as a decaying count of
+ * successes over trials. colo_spec_accept_init gives the priors (0.3,
+ * 0.45, 0.6, 0.75, 0.5 and 0.7, of the weight of one trial). The
+ * functions below take a draft's match length, COLO_SPEC_FROM_SUFFIX or
+ * COLO_SPEC_FROM_MODEL. */
 #define COLO_SPEC_FROM_SUFFIX (-1)
-#define COLO_SPEC_CLASSES 5
+#define COLO_SPEC_FROM_MODEL (-2)
+#define COLO_SPEC_CLASSES 6
 typedef struct colo_spec_accept {
     float hits[COLO_SPEC_CLASSES], trials[COLO_SPEC_CLASSES];
 } colo_spec_accept;
@@ -96,6 +99,11 @@ float colo_spec_accept_rate(const colo_spec_accept *a, int ngram);
  * nothing is drafted, so that it is measured. */
 int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
                    int max_total, int *len);
+/* The same where drafting costs too: each token drafted for cand i adds
+ * tok_ns[i] nanoseconds to the step (a draft model's pass; 0 for prompt
+ * lookup and the suffix cache); tok_ns NULL: nothing. */
+int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
+                          const double *tok_ns, int max_total, int *len);
 
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * earlier place in tokens[0..n_tokens) that matches the most of its last

@@ -631,10 +631,7 @@ static int spec_draft_key(parse_ctx *p, const char *key, const yaml_node_t *v, v
 {
     (void)key;
     colo_spec_cfg *sc = obj;
-    if (get_str(p, v, f, sc->draft, sizeof sc->draft))
-        return -1;
-    return fail(p, v, f, "a draft model ('%s') is not supported yet (speculative: {lookup: true} drafts from the "
-                         "request's own text, {suffix: true} from the model's recent outputs)", sc->draft);
+    return get_str(p, v, f, sc->draft, sizeof sc->draft) ? -1 : 0; /* (the model: cross_check, admin) */
 }
 
 static const key_spec spec_keys[] = {
@@ -1011,7 +1008,8 @@ static int model_check(parse_ctx *p, const yaml_node_t *n, const char *field, co
                        "%llu bytes is more than a suffix cache may take (%llu)",
                        (unsigned long long)m->speculative.suffix_memory_bytes,
                        (unsigned long long)COLO_SPEC_SUFFIX_MAX_BYTES);
-    if ((m->speculative.lookup || m->speculative.suffix) && kind && kind->task != COLO_TASK_GENERATE)
+    if ((m->speculative.lookup || m->speculative.suffix || m->speculative.draft[0]) && kind &&
+        kind->task != COLO_TASK_GENERATE)
         return fail_at(p, m->speculative.mark, "speculative",
                        "the %s kind does not generate text: it has no tokens to draft", m->kind);
     const colo_batching_cfg *b = &m->batching;
@@ -1487,6 +1485,27 @@ static int cross_check(parse_ctx *p, const colo_config *c, const model_marks *ma
         if (colo_sched_policy_validate(c->scheduler.policy, &sm, &key, why, sizeof why) != COLO_OK) {
             snprintf(field, sizeof field, "models[%d].%s", i, colo_sched_key_name(key));
             return fail_at(p, key == COLO_SCHED_KEY_SHARE ? marks[i].share : marks[i].sm_share, field, "%s", why);
+        }
+        if (m->speculative.draft[0]) {
+            const colo_model_cfg *d = NULL;
+            for (int j = 0; j < c->n_models && !d; j++)
+                if (colo_model_cfg_named(&c->models[j], m->speculative.draft))
+                    d = &c->models[j];
+            snprintf(field, sizeof field, "models[%d].speculative.draft", i);
+            if (!d)
+                return fail_at(p, m->speculative.mark, field,
+                               "no model is named '%s' (a draft model is another model of models:)",
+                               m->speculative.draft);
+            if (d == m)
+                return fail_at(p, m->speculative.mark, field, "model %s cannot draft for itself", m->name);
+            if (d->speculative.draft[0])
+                return fail_at(p, m->speculative.mark, field,
+                               "the draft model %s drafts with a model of its own (%s): a draft model decodes plainly",
+                               d->name, d->speculative.draft);
+            if (strcmp(d->kind, m->kind))
+                return fail_at(p, m->speculative.mark, field,
+                               "model %s is of kind %s, model %s of kind %s: a draft model is of its target's kind",
+                               d->name, d->kind, m->name, m->kind);
         }
         shares += m->sm_share;
         if (shares > 1.0 + FRACTION_SLACK) {

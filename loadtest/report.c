@@ -368,6 +368,25 @@ static void cost_table(FILE *out, const lt_report *rep)
                  " model; worst p99/ttft: the latency price, the worst model's p99 change against running alone)\n");
 }
 
+/* The server's own counters over the run, where it reported them. */
+static void spec_table(FILE *out, const lt_report *rep)
+{
+    bool header = false;
+    for (size_t i = 0; i < rep->n_spec; i++) {
+        const lt_spec_row *s = &rep->spec[i];
+        if (!s->has)
+            continue;
+        if (!header)
+            fprintf(out, "\nspeculative decoding (the server's /v1/stats over the run)\n%-16s %-16s %12s %12s %11s\n",
+                    "model", "draft", "drafted", "accepted", "acceptance");
+        header = true;
+        char a[24];
+        fmt_num(a, sizeof a, s->drafted ? 100.0 * (double)s->accepted / (double)s->drafted : NAN, 1);
+        fprintf(out, "%-16s %-16s %12llu %12llu %10s%%\n", s->model, s->draft[0] ? s->draft : "(text)",
+                (unsigned long long)s->drafted, (unsigned long long)s->accepted, a);
+    }
+}
+
 void lt_report_table(FILE *out, const lt_report *rep)
 {
     fprintf(out, "colo-loadtest  %s  scenario %s  %s  warm-up %gs  %s\n\n", rep->url, rep->scenario,
@@ -445,6 +464,7 @@ void lt_report_table(FILE *out, const lt_report *rep)
     }
     if (rep->n_cost)
         cost_table(out, rep);
+    spec_table(out, rep);
     if (rep->has_sla) {
         fprintf(out, "\nSLA: %s\n", rep->sla_pass ? "PASS" : "FAIL");
         for (size_t i = 0; i < rep->n_checks; i++) {

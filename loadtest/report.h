@@ -11,6 +11,7 @@
 
 #include "loadtest/monitor.h"
 #include "loadtest/sla.h"
+#include "loadtest/spec_stats.h"
 #include "loadtest/stats.h"
 
 typedef struct lt_phase {
@@ -129,6 +130,10 @@ typedef struct lt_report {
     size_t n_checks;
     bool sla_pass;
     const lt_trace_report *trace; /* the trace scenario's rows; NULL otherwise */
+    /* the server's speculative decoding over the run (loadtest/spec_stats.h),
+     * one row per model; rows without counters are not reported */
+    const lt_spec_row *spec;
+    size_t n_spec;
 } lt_report;
 
 /* Builds the comparison from the phases named "individual" (one per model)

@@ -284,6 +284,24 @@ static lt_status json_build(const lt_report *rep, json_t **out)
                 goto out_nomem;
         }
     }
+    if (rep->n_spec) {
+        json_t *rows = json_array();
+        if (!rows || json_object_set_new(root, "speculative", rows))
+            goto out_nomem;
+        for (size_t i = 0; i < rep->n_spec; i++) {
+            const lt_spec_row *sp = &rep->spec[i];
+            if (!sp->has)
+                continue;
+            json_t *row = json_pack("{s:s,s:I,s:I,s:o}", "model", sp->model, "drafted_tokens",
+                                    (json_int_t)sp->drafted, "accepted_tokens", (json_int_t)sp->accepted,
+                                    "acceptance_rate",
+                                    sp->drafted ? jnum((double)sp->accepted / (double)sp->drafted) : json_null());
+            if (row && sp->draft[0])
+                json_object_set_new(row, "draft", json_string(sp->draft));
+            if (!row || json_array_append_new(rows, row))
+                goto out_nomem;
+        }
+    }
     if (rep->trace) {
         json_t *tr = trace_json(rep->trace);
         if (!tr || json_object_set_new(root, "trace", tr))

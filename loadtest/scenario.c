@@ -474,6 +474,7 @@ int lt_cli_run(cli *c)
     bool trace = strcmp(c->scenario, "trace") == 0;
     trace_run tr;
     memset(&tr, 0, sizeof tr);
+    static lt_spec_row spec_before[LT_MAX_MODELS], spec_after[LT_MAX_MODELS], spec_run[LT_MAX_MODELS];
     if (!outputs_writable(c))
         return EXIT_USAGE;
     w = calloc(c->n_models, sizeof *w);
@@ -501,8 +502,18 @@ int lt_cli_run(cli *c)
             rc = lt_batch_scenario(c, w);
     } else {
         rc = prepare(c, w);
+        /* the server's drafting counters before and after (none from a
+         * server without them: no rows) */
+        if (rc < 0)
+            lt_spec_fetch(&w[0].target, c->api_key, c->models, c->n_models, spec_before, err, sizeof err);
         if (rc < 0 && run_scenario(c, w, phases, &n_phases) != LT_OK)
             rc = EXIT_FAILED;
+        if (rc < 0 && lt_spec_fetch(&w[0].target, c->api_key, c->models, c->n_models, spec_after, err,
+                                    sizeof err) == LT_OK) {
+            lt_spec_delta(spec_before, spec_after, c->n_models, spec_run);
+            rep.spec = spec_run;
+            rep.n_spec = c->n_models;
+        }
     }
     if (rc >= 0)
         goto out_free;

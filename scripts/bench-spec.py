@@ -17,6 +17,7 @@ A benchmark, not a test: it asserts nothing about speed.
   scripts/bench-spec.py --set grounded --streams 1,4,8,32 --limit 4
   scripts/bench-spec.py --set grounded --baseline-build ../other/build   # two builds' drafting, in turn
   scripts/bench-spec.py --set both --replay 1,1.9,3.8,7.6   # the most drafting can gain at those step costs
+  scripts/bench-spec.py --model SmolLM2-135M-Instruct.Q8_0.gguf --draft SmolLM2-135M-Instruct.Q4_1.gguf --speculative 4
 """
 import argparse
 import json
@@ -35,6 +36,8 @@ def run(args, user, spec, batch, build=None):
            "--speculative", str(args.speculative if spec else 0), "--batch", str(batch)]
     if args.chat_template:
         cmd += ["--chat-template", args.chat_template]
+    if spec and args.draft:
+        cmd += ["--draft", args.draft]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("bench-spec: colo-generate failed: " + p.stderr.strip())
@@ -152,6 +155,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--speculative", type=int, default=8, help="drafted tokens per step at most")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--draft", default="", help="draft with this model (colo-generate --draft) in place of prompt lookup")
     ap.add_argument("--streams", default="", help="comma-separated stream counts (colo-generate --batch)")
     ap.add_argument("--limit", type=int, default=0, help="the first N prompts of each set only")
     ap.add_argument("--json", default="", help="write every row to this file")

@@ -200,6 +200,10 @@ static void h_load(colo_http_req *req, void *ud)
         colo_http_error(req, http, code, "%s", msg);
         return;
     }
+    if (!colo_registry_drafts_fit(ad->reg, &mc, msg, sizeof msg)) {
+        colo_http_error(req, 400, "invalid_config", "%s", msg);
+        return;
+    }
     size_t need = 0, avail = 0;
     if (!colo_registry_room(ad->reg, &mc, &need, &avail)) {
         refuse_no_room(req, mc.name, need, avail);

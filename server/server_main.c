@@ -110,6 +110,26 @@ static const char *device_want(const colo_config *cfg)
     return cfg->server.device == COLO_DEVICE_CPU ? "cpu" : cfg->server.device == COLO_DEVICE_CUDA ? "cuda" : "auto";
 }
 
+/* Every draft model against its target's file (speculative.draft: the
+ * config has checked the names): the errors on stderr, and how many. */
+static int check_drafts(const char *config, const colo_config *cfg)
+{
+    int bad = 0;
+    for (int i = 0; i < cfg->n_models; i++) {
+        const colo_model_cfg *mc = &cfg->models[i];
+        for (int j = 0; j < cfg->n_models && mc->speculative.draft[0]; j++) {
+            char err[1024];
+            if (!colo_model_cfg_named(&cfg->models[j], mc->speculative.draft) ||
+                colo_served_draft_check(mc, &cfg->models[j], err, sizeof err) == COLO_OK)
+                continue;
+            fprintf(stderr, "%s:%d:%d: models[%d].speculative.draft: %s\n", config, mc->speculative.mark.line,
+                    mc->speculative.mark.column, i, err);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 /* --check-config: also what loading would check first, every model's file
  * and its memory need against the device's budget. Returns the exit code. */
 static int check_config(const char *config, const colo_config *cfg)
@@ -139,6 +159,7 @@ static int check_config(const char *config, const colo_config *cfg)
         }
     }
     colo_device_close(dev0);
+    bad += check_drafts(config, cfg);
     if (bad)
         return 2;
     printf("%s: ok (%d model%s)\n", config, cfg->n_models, cfg->n_models == 1 ? "" : "s");
@@ -319,6 +340,8 @@ static bool load_models(app *a)
 {
     const colo_config *cfg = a->cfg;
     char err[1024];
+    if (check_drafts(a->config, cfg))
+        return false; /* a draft model that cannot draft for its target */
     /* Elastic memory: always on the CPU; on CUDA (virtual memory management)
      * unless server.elastic_memory is false, which keeps one cudaMalloc per
      * model (a sleeping model then frees nothing, and nobody borrows). */

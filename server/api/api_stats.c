@@ -410,11 +410,13 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
     if (mc->sm_share > 0)
         json_object_set_new(m, "sm_share", json_real(mc->sm_share));
     json_object_set_new(m, "totals", json_pack("{s:I, s:I}", "requests", (json_int_t)p->requests, "tokens", (json_int_t)p->tokens));
-    if (mc->speculative.lookup || mc->speculative.suffix) {
+    if (mc->speculative.lookup || mc->speculative.suffix || mc->speculative.draft[0]) {
         json_t *sp = json_pack("{s:I, s:I}", "drafted_tokens", (json_int_t)p->spec_drafted, "accepted_tokens",
                                (json_int_t)p->spec_accepted);
         if (sp && p->spec_drafted)
             json_object_set_new(sp, "acceptance_ratio", json_real((double)p->spec_accepted / (double)p->spec_drafted));
+        if (sp && mc->speculative.draft[0])
+            json_object_set_new(sp, "draft", json_string(mc->speculative.draft));
         json_object_set_new(m, "speculative", sp);
     }
     json_object_set_new(m, "window", window_json(a, i, now, then));

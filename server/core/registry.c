@@ -213,6 +213,56 @@ void colo_registry_walk_served(void *reg, void (*visit)(colo_served *m, void *ar
     pthread_mutex_unlock(&r->walk_mu);
 }
 
+/* ---- draft models ------------------------------------------------------------------------ */
+
+void colo_registry_link_drafts(colo_registry *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        colo_registry_model *t = &r->models[i];
+        if (!t->m || t->unloaded)
+            continue;
+        const colo_model_cfg *tc = colo_served_config(t->m);
+        colo_registry_model *d = tc->speculative.draft[0] ? colo_registry_find(r, tc->speculative.draft) : NULL;
+        colo_served *dm = d && !d->unloading && d != t ? d->m : NULL;
+        if (dm == colo_served_get_draft(t->m))
+            continue;
+        char why[1024];
+        if (dm && colo_served_draft_check(tc, colo_served_config(dm), why, sizeof why) != COLO_OK) {
+            COLO_ERROR("model %s: not drafting with model %s: %s", tc->name, colo_served_config(dm)->name, why);
+            dm = NULL;
+        }
+        colo_served_set_draft(t->m, dm);
+        if (dm)
+            COLO_INFO("model %s: drafts with model %s", tc->name, colo_served_config(dm)->name);
+    }
+}
+
+bool colo_registry_drafts_fit(colo_registry *r, const colo_model_cfg *mc, char *msg, size_t len)
+{
+    if (mc->speculative.draft[0] && colo_model_cfg_named(mc, mc->speculative.draft)) {
+        snprintf(msg, len, "model %s: speculative.draft: a model cannot draft for itself", mc->name);
+        return false;
+    }
+    if (mc->speculative.draft[0]) {
+        colo_registry_model *d = colo_registry_find(r, mc->speculative.draft);
+        if (!d || d->unloading) {
+            snprintf(msg, len, "model %s: speculative.draft: no model named '%s' is served%s", mc->name,
+                     mc->speculative.draft, d ? " (it is being unloaded)" : "");
+            return false;
+        }
+        if (colo_served_draft_check(mc, colo_served_config(d->m), msg, len) != COLO_OK)
+            return false;
+    }
+    for (colo_registry_model *t = colo_registry_next(r, NULL); t; t = colo_registry_next(r, t)) {
+        const colo_model_cfg *tc = colo_served_config(t->m);
+        if (t->unloading || !tc->speculative.draft[0] || !colo_model_cfg_named(mc, tc->speculative.draft))
+            continue;
+        if (colo_served_draft_check(tc, mc, msg, len) != COLO_OK)
+            return false;
+    }
+    return true;
+}
+
 /* ---- loading ----------------------------------------------------------------------------- */
 
 colo_registry_model *colo_registry_load_now(colo_registry *r, const colo_model_cfg *mc, int unit_first,
@@ -232,6 +282,7 @@ colo_registry_model *colo_registry_load_now(colo_registry *r, const colo_model_c
         return NULL;
     }
     r->n_start = slot_of(r, e) + 1;
+    colo_registry_link_drafts(r);
     return e;
 }
 
@@ -260,6 +311,7 @@ static void load_done(void *ud)
     if (j->running) /* else colo_registry_stop joined it */
         pthread_join(j->thread, NULL);
     j->running = false;
+    colo_registry_link_drafts(j->r);
     const colo_model_cfg *mc = colo_served_config(j->m);
     if (j->st == COLO_OK) {
         colo_served_info in;
@@ -313,7 +365,9 @@ static void unload_finish(void *ud)
     event_free(j->tick);
     j->tick = NULL;
     unlist(r, e);
+    colo_registry_link_drafts(r); /* no model drafts with it any more */
     colo_served_unload(e->m);
+    colo_served_set_draft(e->m, NULL);
     COLO_INFO("admin: model %s unloaded", e->name);
     if (slot_of(r, e) >= r->n_start) { /* loaded at run time: freed, and its slot with it */
         colo_served *m = e->m;
@@ -365,6 +419,7 @@ colo_status colo_registry_unload(colo_registry *r, colo_registry_model *e, const
     if (next)
         j->next = *next;
     e->unloading = true;
+    colo_registry_link_drafts(r);
     colo_served_drain(e->m);
     struct timeval tv = {0, 0};
     evtimer_add(j->tick, &tv);
@@ -480,6 +535,9 @@ void colo_registry_free(colo_registry *r)
         return; /* a load thread still runs and uses what is here: left to the process's exit */
     /* An unload still draining at shutdown leaves its timer to the event
      * base, which the server has freed by now. */
+    for (int i = 0; i < r->n; i++)
+        if (r->models[i].m)
+            colo_served_set_draft(r->models[i].m, NULL); /* (a draft may be freed before its target) */
     for (int i = 0; i < r->n; i++)
         colo_served_free(r->models[i].m);
     pthread_mutex_destroy(&r->walk_mu);

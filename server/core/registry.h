@@ -124,6 +124,18 @@ const colo_model_cfg *colo_registry_next_config(const colo_registry *r, const co
 /* Sets it (copied) or, with NULL, cancels it; e must be unloading. */
 void colo_registry_set_next_config(colo_registry *r, colo_registry_model *e, const colo_model_cfg *next);
 
+/* ---- draft models (speculative.draft) ------------------------------------------------------ */
+/* Points every listed model whose config names a draft model at that
+ * model while it is listed and not being unloaded (else at none: the
+ * target then decodes plainly); a pair is checked first
+ * (colo_served_draft_check: one that fails is not made, and logged).
+ * The registry calls it as models come and go. */
+void colo_registry_link_drafts(colo_registry *r);
+/* Whether mc (to be loaded at run time) fits the drafts of the listed
+ * models: its draft model is listed and can draft for it, and for every
+ * listed model that names mc as its draft, mc can; false with the reason. */
+bool colo_registry_drafts_fit(colo_registry *r, const colo_model_cfg *mc, char *msg, size_t len);
+
 /* ---- readiness ---------------------------------------------------------------------------- */
 /* The models the config file names (readiness waits for each): adds or
  * takes out one, or sets them to cfg's. */

@@ -233,6 +233,32 @@ static void test_adaptive_bit_identical(void **state)
     assert_int_equal(b.free_blocks, b.total_blocks);
 }
 
+/* colo_spec_plan_costed: a drafted token that costs a pass of a draft
+ * model. Rows up to 4 cost 1000 ns; a draft pass of 100 ns leaves the
+ * plan as free drafts make it, one of 900 ns makes fewer tokens pay, one
+ * that costs what a step does makes none pay even at 0.95; beside it,
+ * another sequence's free drafts are taken first. */
+static void test_plan_costed(void **state)
+{
+    (void)state;
+    colo_spec_costs c = {0};
+    for (int r = 1; r <= COLO_SPEC_MAX_ROWS; r++)
+        colo_spec_costs_add(&c, r, r <= 4 ? 1000 : 3000);
+    int avail[2] = {3, 3}, len[2];
+    float rate[2] = {0.95f, 0.95f};
+    double cheap[1] = {100}, dear[1] = {900}, step[1] = {1000};
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, NULL, 64, len), 3);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, cheap, 64, len), 3);
+    /* 1.95 per 1900 beats 2.85 per 2800, 3.71 per 3700 and 1 per 1000 */
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, dear, 64, len), 1);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, step, 64, len), 0);
+    assert_int_equal(len[0], 0);
+    double mixed[2] = {1000, 0};
+    assert_int_equal(colo_spec_plan_costed(&c, 2, 2, avail, rate, mixed, 64, len), 2);
+    assert_int_equal(len[0], 0);
+    assert_int_equal(len[1], 2);
+}
+
 /* colo_spec_plan on made-up costs: nothing measured drafts nothing; a
  * measured row count lets one more row be tried; a step function of
  * cost drafts up to its edge, or past it when acceptance makes up for
@@ -529,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_greedy_bit_identical),
         cmocka_unit_test(test_adaptive_bit_identical),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan_costed),
         cmocka_unit_test(test_sampled_same_tokens),
         cmocka_unit_test(test_preemption_and_prefix_cache),
         cmocka_unit_test(test_switch_off),

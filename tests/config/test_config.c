@@ -290,6 +290,39 @@ static void expect_error(const char *y, const char *where, const char *what)
 
 #define M1 "models:\n  - {name: m, kind: llama, path: /x.gguf, memory_fraction: 0.5}\n"
 
+/* speculative.draft names another model of the same kind that drafts
+ * with none of its own: an unknown name, the model itself (also by an
+ * alias), a chain and an encoder are refused at the target's line. */
+static void test_speculative_draft(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    const char *ok = "models:\n"
+                     "  - {name: big, kind: llama, path: /b.gguf, memory_fraction: 0.5,\n"
+                     "     speculative: {draft: small-q4, tokens: 4}}\n"
+                     "  - {name: small, aliases: [small-q4], kind: llama, path: /s.gguf, memory_fraction: 0.2}\n";
+    assert_int_equal(parse(ok, err, sizeof err), COLO_OK);
+    assert_string_equal(cfg.models[0].speculative.draft, "small-q4");
+    assert_int_equal(cfg.models[0].speculative.tokens, 4);
+    expect_error("models:\n"
+                 "  - {name: big, kind: llama, path: /b.gguf, memory_fraction: 0.5, speculative: {draft: tiny}}\n"
+                 "  - {name: small, kind: llama, path: /s.gguf, memory_fraction: 0.2}\n",
+                 "t.yaml:2:", "no model is named 'tiny'");
+    expect_error("models:\n"
+                 "  - {name: big, aliases: [b], kind: llama, path: /b.gguf, memory_fraction: 0.5,\n"
+                 "     speculative: {draft: b}}\n",
+                 "t.yaml:3:", "cannot draft for itself");
+    expect_error("models:\n"
+                 "  - {name: big, kind: llama, path: /b.gguf, memory_fraction: 0.5, speculative: {draft: mid}}\n"
+                 "  - {name: mid, kind: llama, path: /m.gguf, memory_fraction: 0.2, speculative: {draft: small}}\n"
+                 "  - {name: small, kind: llama, path: /s.gguf, memory_fraction: 0.2}\n",
+                 "t.yaml:2:", "drafts with a model of its own (small)");
+    expect_error("models:\n"
+                 "  - {name: big, kind: llama, path: /b.gguf, memory_fraction: 0.5, speculative: {draft: emb}}\n"
+                 "  - {name: emb, kind: bert, path: /e, memory_fraction: 0.2}\n",
+                 "t.yaml:2:", "of its target's kind");
+}
+
 static void test_errors_unknown_and_types(void **state)
 {
     (void)state;
@@ -453,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_api_key_env),
         cmocka_unit_test(test_errors_unknown_and_types),
+        cmocka_unit_test(test_speculative_draft),
         cmocka_unit_test(test_errors_required_and_cross_checks),
         cmocka_unit_test(test_load_files),
         cmocka_unit_test(test_default_config_file),

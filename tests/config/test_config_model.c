@@ -165,8 +165,8 @@ static void test_errors(void **state)
     expect("", "body:1:1", "empty");
 }
 
-/* speculative: lookup, suffix, its memory and tokens read; a draft
- * model refused as not supported yet, with the line; an encoder refused */
+/* speculative: lookup, suffix, its memory, a draft model's name and
+ * tokens read; an empty draft name and an encoder refused, with the line */
 static void test_speculative(void **state)
 {
     (void)state;
@@ -201,8 +201,17 @@ static void test_speculative(void **state)
            "body:5:", "more than a suffix cache may take");
     expect("name: e\nkind: bert\npath: x\nmemory_fraction: 0.1\nspeculative: {suffix: true}\n", "body:5:",
            "does not generate text");
-    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative:\n  draft: small\n",
-           "body:6:", "draft model ('small') is not supported yet");
+    assert_int_equal(parse("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative:\n  draft: small\n"
+                           "  tokens: 4\n",
+                           &m, err, sizeof err),
+                     COLO_OK);
+    assert_string_equal(m.speculative.draft, "small");
+    assert_int_equal(m.speculative.tokens, 4);
+    assert_false(m.speculative.lookup);
+    expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative:\n  draft: ''\n", "body:6:",
+           "must not be empty");
+    expect("name: e\nkind: bert\npath: x\nmemory_fraction: 0.1\nspeculative: {draft: s}\n", "body:5:",
+           "does not generate text");
     expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {lookup: yes please}\n",
            "model.speculative.lookup:", "expected true or false");
     expect("name: s\nkind: llama\npath: x\nmemory_fraction: 0.1\nspeculative: {ngram: 3}\n",
