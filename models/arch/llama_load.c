@@ -486,7 +486,10 @@ void colo_llama_free(colo_llama *m)
     colo_llama_lora_fini(m);
     colo_alloc_set_clear(&m->allocs, m->arena);
     if (m->map) {
-        colo_gguf_close(m->map); /* its pages stay in the page cache, out of the process */
+        /* its pages stay in the page cache, out of the process (a
+         * sleeping model's kind keeps the file open: colo_gguf_open) */
+        colo_gguf_release_range(m->map, colo_gguf_map_base(m->map), colo_gguf_file_size(m->map));
+        colo_gguf_close(m->map);
         colo_arena_uncharge(m->arena, m->map_charged_bytes);
         colo_arena_free(m->arena, m->map_res);
     }
