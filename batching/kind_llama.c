@@ -389,6 +389,8 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
     colo_llama_free(k->m);
     k->eng = NULL;
     k->m = NULL;
+    /* whatever a wake's checks read of the file (its header) leaves the process too */
+    colo_gguf_release_range(k->file, colo_gguf_map_base(k->file), colo_gguf_file_size(k->file));
     return COLO_OK;
 }
 

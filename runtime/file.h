@@ -21,4 +21,15 @@ int colo_file_open_regular(const char *path, size_t *size_bytes, char *err, size
  * fcloses it. */
 FILE *colo_file_fopen_regular(const char *path, char *err, size_t errlen);
 
+/* Makes bytes [p, p + bytes) of a read-only file mapping resident
+ * (page-aligned; MADV_POPULATE_READ) under MADV_RANDOM, so that the
+ * page cache reads what it lacks one fault at a time, each of a whole
+ * folio (2 MiB under MADV_HUGEPAGE), not in the small folios of the
+ * kernel's readahead; ranges of 16 MiB are populated by up to 4 threads
+ * at once when the first range took over a millisecond (the file is not
+ * cached), so that several reads are in flight. 0, or the errno of the first populate that failed (EINVAL or
+ * ENOSYS: a kernel without MADV_POPULATE_READ, the pages then come on
+ * first touch). */
+int colo_file_populate(const void *p, size_t bytes);
+
 #endif

@@ -107,7 +107,7 @@ for _ in $(seq 1 "$ROUNDS"); do
           if [ "$c" = cold ]; then drop_cached "$(read_file)"; fi
           curl -fs -X POST "$URL/admin/models/m/wake" >/dev/null
           until_state ready
-          ms+=("$(curl -fs "$URL/v1/models/m" | python3 -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["lifecycle"]["last_wake_ms"])')")
+          ms+=("$(curl -fs "$URL/v1/models/m" | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["lifecycle"]["last_wake_ms"])')")
         done
         echo "$bin $mode $(basename "$MODEL") $c wake ms: ${ms[*]}"
       done

@@ -393,8 +393,10 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     m->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
     free(fz);
     free(specs.v);
-    if (!m->map)
-        colo_gguf_close(g); /* else the model reads its weights from it until it is freed */
+    if (!m->map) { /* else the model reads its weights from it until it is freed */
+        colo_gguf_release_range(g, colo_gguf_map_base(g), colo_gguf_file_size(g)); /* read (a shared reader stays) */
+        colo_gguf_close(g);
+    }
     return m;
 
 out_msg:

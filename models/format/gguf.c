@@ -572,13 +572,11 @@ colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, 
      * Neither MADV_WILLNEED nor the kernel's asynchronous readahead: they
      * fill the page cache in folios as small as their window, ahead of the
      * faults, where each fault of a populate under MADV_RANDOM reads one
-     * whole 2 MiB folio (measured no slower than `cat`; a warm wake then
-     * maps a third as many entries). Advice: failure is harmless. */
+     * whole 2 MiB folio (colo_file_populate; a warm wake then maps a third
+     * as many entries). Advice: failure is harmless. */
     (void)madvise((void *)base, (end - base + page - 1) & ~(page - 1), MADV_HUGEPAGE);
-    (void)madvise((void *)lo, hi - lo, MADV_RANDOM);
-    int rc = madvise((void *)lo, hi - lo, MADV_POPULATE_READ), e = errno;
-    (void)madvise((void *)lo, hi - lo, MADV_NORMAL);
-    if (rc == 0 || e == EINVAL || e == ENOSYS)
+    int e = colo_file_populate((const void *)lo, hi - lo); /* several reads in flight */
+    if (e == 0 || e == EINVAL || e == ENOSYS)
         return COLO_OK; /* EINVAL: an older kernel; the pages come on first touch */
     errno = e;
     colo_set_err(err, errlen, "%s: cannot read the weights: %s", g->path, strerror(errno));

@@ -1,5 +1,6 @@
 /* Repacked weights in a cache file, mapped read-only. */
 #include "models/format/repack.h"
+#include "runtime/file.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -12,10 +13,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
 
 #if defined(__x86_64__)
 #define REPACK_ISA "x86_64"
@@ -240,8 +237,8 @@ static bool try_open(colo_repack *r, const header *want, const char **why)
         return false;
     }
     /* known: its pages were read once; now made resident again (from the page cache) */
-    if (known && madvise((void *)m, (size_t)sb.st_size, MADV_POPULATE_READ) != 0 && errno != EINVAL &&
-        errno != ENOSYS) {
+    int e = known ? colo_file_populate(m, (size_t)sb.st_size) : 0;
+    if (e != 0 && e != EINVAL && e != ENOSYS) {
         munmap((void *)m, (size_t)sb.st_size);
         *why = "cannot be read";
         return false;
