@@ -51,6 +51,47 @@ static void *populate_some(void *arg)
     return NULL;
 }
 
+bool colo_file_huge_mapped(const void *p, size_t *resident_bytes, size_t *huge_bytes)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return false;
+    char line[512];
+    bool in = false, got_rss = false, got_huge = false;
+    unsigned long lo, hi, kb;
+    while (fgets(line, sizeof line, f) && !(got_rss && got_huge)) {
+        /* an area's first line starts with its address (lowercase hex), its fields with a capital */
+        bool area = (line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f');
+        if (area && sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            if (in) /* past the area: what it did not say is unknown */
+                break;
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (in && sscanf(line, "Rss: %lu kB", &kb) == 1) {
+            *resident_bytes = (size_t)kb << 10, got_rss = true;
+        } else if (in && sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1) {
+            *huge_bytes = (size_t)kb << 10, got_huge = true;
+        }
+    }
+    fclose(f);
+    return got_rss && got_huge;
+}
+
+int colo_file_refold(const char *path, const void *p, size_t bytes)
+{
+    size_t res = 0, huge = 0;
+    if (bytes < ((size_t)8 << 20) || !colo_file_huge_mapped(p, &res, &huge) || huge >= res / 10 * 9)
+        return 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* clean file pages: only the mapping goes */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd >= 0) {
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    return colo_file_populate(p, bytes);
+}
+
 int colo_file_populate(const void *p, size_t bytes)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct colo_gguf {
     const colo_gguf_kv *idx_kv;
     const uint8_t **idx;
     int *by_name;     /* tensor indices sorted by name (find_tensor's binary search) */
+    atomic_bool folded; /* colo_gguf_prefault checked the page cache's folios once */
     int refs;         /* holders of this reader (opens of one unchanged file share it); under open_mu */
     colo_gguf *next;  /* in the list of open readers */
 };
@@ -576,6 +578,10 @@ colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, 
      * as many entries). Advice: failure is harmless. */
     (void)madvise((void *)base, (end - base + page - 1) & ~(page - 1), MADV_HUGEPAGE);
     int e = colo_file_populate((const void *)lo, hi - lo); /* several reads in flight */
+    /* once per reader (a load; its wakes share it): a file another
+     * program read into the page cache in small folios is read again */
+    if (e == 0 && !atomic_exchange(&((colo_gguf *)g)->folded, true))
+        e = colo_file_refold(g->path, (const void *)lo, hi - lo);
     if (e == 0 || e == EINVAL || e == ENOSYS)
         return COLO_OK; /* EINVAL: an older kernel; the pages come on first touch */
     errno = e;

@@ -232,15 +232,19 @@ static bool try_open(colo_repack *r, const header *want, const char **why)
         *why = "cannot be mapped";
         return false;
     }
-    if ((*why = mismatch(m, (size_t)sb.st_size, want, !known)) != NULL) {
-        munmap((void *)m, (size_t)sb.st_size);
-        return false;
-    }
-    /* known: its pages were read once; now made resident again (from the page cache) */
-    int e = known ? colo_file_populate(m, (size_t)sb.st_size) : 0;
-    if (e != 0 && e != EINVAL && e != ENOSYS) {
+    /* read in 2 MiB folios before the checksum reads it at memory speed
+     * (its faults alone would read it in the readahead's small ones); a
+     * file checked before is made resident again, from the page cache */
+    int e = colo_file_populate(m, (size_t)sb.st_size);
+    if (e == 0 && !known)
+        e = colo_file_refold(r->path, m, (size_t)sb.st_size);
+    if (e != 0 && e != EINVAL && e != ENOSYS) { /* cut short under the mapping, say */
         munmap((void *)m, (size_t)sb.st_size);
         *why = "cannot be read";
+        return false;
+    }
+    if ((*why = mismatch(m, (size_t)sb.st_size, want, !known)) != NULL) {
+        munmap((void *)m, (size_t)sb.st_size);
         return false;
     }
     mark_verified(id);
