@@ -52,7 +52,7 @@ static colo_status memory_need(const colo_model_cfg *mc, colo_kind_memory *out, 
 /* Loads the weights and reserves the activations (load and wake). */
 static colo_status bring_up(bert_kind *k, char *err, size_t errlen)
 {
-    colo_bert_config bc = {.weight_type = COLO_F32, .max_len = k->max_len_cfg};
+    colo_bert_config bc = {.weight_type = COLO_F32, .max_len = k->max_len_cfg, .tokenizer = k->wp};
     if (!(k->m = colo_bert_load(k->path, &bc, k->arena, k->s, err, errlen)))
         return COLO_ENOMEM;
     colo_arena_stats before, after;
@@ -100,8 +100,9 @@ fail:
 }
 
 /* Drops the weights and the activation scratch (the arena gets their
- * memory back); wake reads the folder again. Executor thread, between
- * batches. */
+ * memory back); wake reads the folder's configuration again and maps the
+ * weights' repack cache file (on the CPU; else it copies them again).
+ * Executor thread, between batches. */
 static colo_status kind_sleep(void *inst, char *err, size_t errlen)
 {
     (void)err, (void)errlen;

@@ -29,7 +29,10 @@ typedef struct llama_kind {
     uint64_t preemptions_before; /* of the engines before a sleep */
     uint64_t prefix_queries_before, prefix_hits_before;
     colo_engine_step_stats steps_before; /* of the engines before a sleep */
-    /* what wake needs to load again */
+    /* what wake needs to load again; file: the weights file's reader, held
+     * from load to free with no page in the process while asleep, so that a
+     * wake neither maps nor parses the file again (unless it changed) */
+    colo_gguf *file;
     colo_model_cfg mc;
     colo_arena *arena;
     colo_stream *s;
@@ -333,9 +336,11 @@ static void *load(const colo_model_cfg *mc, colo_arena *arena, colo_stream *s, c
     /* The kind's own tokenizer: tokenize runs on any thread, also while
      * the weights are asleep. */
     colo_gguf *g = colo_gguf_open(mc->path, msg, sizeof msg);
-    if (g)
+    if (g) {
         k->tok = colo_tokenizer_from_gguf(g, msg, sizeof msg);
-    colo_gguf_close(g);
+        colo_gguf_release_range(g, colo_gguf_map_base(g), colo_gguf_file_size(g)); /* read */
+    }
+    k->file = g;
     if (!k->tok) {
         colo_set_err(err, errlen, "model '%s': %s", mc->name, msg);
         goto fail;
@@ -402,6 +407,8 @@ static colo_status kind_sleep(void *inst, char *err, size_t errlen)
     colo_llama_free(k->m);
     k->eng = NULL;
     k->m = NULL;
+    /* whatever a wake's checks read of the file (its header) leaves the process too */
+    colo_gguf_release_range(k->file, colo_gguf_map_base(k->file), colo_gguf_file_size(k->file));
     return COLO_OK;
 }
 
@@ -442,6 +449,7 @@ static void kind_free(void *inst)
     colo_engine_free(k->eng);
     colo_llama_free(k->m);
     colo_tokenizer_free(k->tok);
+    colo_gguf_close(k->file);
     free(k);
 }
 

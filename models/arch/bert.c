@@ -4,8 +4,10 @@
  * alone sees the batch padded to its longest sequence. */
 #include "models/arch/alloc_set.h"
 #include "models/arch/bert.h"
+#include "models/format/repack.h"
 #include "models/format/safetensors.h"
 #include "runtime/file.h"
+#include "runtime/log.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -38,6 +40,20 @@ struct colo_bert {
     layer *layers;
     size_t weight_bytes;
     colo_alloc_set allocs; /* every arena allocation, freed at the end */
+    bool wp_borrowed;      /* wp is the caller's (colo_bert_config.tokenizer) */
+    /* weights mapped from their repack cache file (models/format/repack.h):
+     * the mapping, the arena's address space of as many bytes and the
+     * charge for them; NULL when they are copies in the arena */
+    colo_repack *rp;
+    void *map_res;
+    size_t map_charged_bytes;
+    /* while the weights' layout is laid out in one block (building the
+     * cache file, or pointing into it): the block (NULL: counting only),
+     * the bytes laid out so far, and whether tensors are only placed, not
+     * read from the file */
+    bool carving, bind_only;
+    uint8_t *carve;
+    size_t carve_off;
     /* activations for up to cap_tokens padded tokens and cap_seqs sequences */
     int cap_tokens, cap_seqs;
     void *act;
@@ -48,7 +64,12 @@ struct colo_bert {
 
 static colo_status track(colo_bert *m, size_t bytes, void **out)
 {
-    return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
+    if (!m->carving)
+        return colo_alloc_set_take(&m->allocs, m->arena, bytes, out);
+    size_t off = (m->carve_off + 255) & ~(size_t)255; /* as the arena aligns */
+    *out = m->carve ? m->carve + off : NULL;
+    m->carve_off = off + bytes;
+    return COLO_OK;
 }
 
 /* ---- configuration files ------------------------------------------------------ */
@@ -217,6 +238,8 @@ static colo_status load_into(loader *ld, const char *name, int rows, int cols, c
                              char *msg, size_t msglen)
 {
     char full[160];
+    if (ld->m->bind_only) /* the bytes are in the cache file already */
+        return COLO_OK;
     snprintf(full, sizeof full, "%s%s", ld->prefix, name);
     const colo_safetensors_tensor *t = colo_safetensors_find(ld->f, full);
     if (!t) {
@@ -277,8 +300,6 @@ static colo_status load_new(loader *ld, const char *name, int rows, int cols, co
     return load_into(ld, name, rows, cols, want, *out, msg, msglen);
 }
 
-#define VEC(name, n, out) load_new(&ld, name, n, 0, COLO_F32, (void **)(out), msg, sizeof msg)
-
 static colo_status load_layer(loader *ld, int l, layer *L, char *msg, size_t msglen)
 {
     const colo_bert_hparams *hp = &ld->m->hp;
@@ -325,6 +346,128 @@ static colo_status load_layer(loader *ld, int l, layer *L, char *msg, size_t msg
     return COLO_OK;
 }
 
+/* "bert." when the file's names carry that prefix. */
+static const char *prefix_of(const colo_safetensors *f)
+{
+    return !colo_safetensors_find(f, "embeddings.word_embeddings.weight") &&
+                   colo_safetensors_find(f, "bert.embeddings.word_embeddings.weight")
+               ? "bert."
+               : "";
+}
+
+/* Every weight, in one order: loaded from the file into the arena, or
+ * laid out in one block (m->carving: copied into it, or only placed). */
+static colo_status load_weights(loader *ldp, char *msg, size_t msglen)
+{
+    loader ld = *ldp;
+    colo_bert *m = ld.m;
+    const colo_bert_hparams *hp = &m->hp;
+    int E = hp->n_embd;
+    colo_status st;
+    if ((st = load_new(&ld, "embeddings.word_embeddings.weight", hp->n_vocab, E, m->wt, &m->word, msg, msglen)) ||
+        (st = load_new(&ld, "embeddings.position_embeddings.weight", hp->n_pos, E, m->wt, &m->pos, msg, msglen)) ||
+        (st = load_new(&ld, "embeddings.token_type_embeddings.weight", hp->n_type, E, m->wt, &m->type, msg,
+                       msglen)) ||
+        (st = load_new(&ld, "embeddings.LayerNorm.weight", E, 0, COLO_F32, (void **)&m->ln_g, msg, msglen)) ||
+        (st = load_new(&ld, "embeddings.LayerNorm.bias", E, 0, COLO_F32, (void **)&m->ln_b, msg, msglen)))
+        return st;
+    if (!m->layers && !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
+        snprintf(msg, msglen, "out of memory");
+        return COLO_ENOMEM;
+    }
+    for (int l = 0; l < hp->n_layer; l++)
+        if ((st = load_layer(&ld, l, &m->layers[l], msg, msglen)) != COLO_OK)
+            return st;
+    return COLO_OK;
+}
+
+/* Lays the weights out in one block at base (NULL: counts its bytes), reading
+ * them from f when f is not NULL, else only placing them. */
+static colo_status carve_weights(colo_bert *m, const colo_safetensors *f, colo_stream *s, uint8_t *base,
+                                 size_t *bytes, char *msg, size_t msglen)
+{
+    m->carving = true, m->bind_only = !f, m->carve = base, m->carve_off = 0;
+    m->weight_bytes = 0;
+    loader ld = {.m = m, .f = f, .s = s, .prefix = f ? prefix_of(f) : ""};
+    colo_status st = load_weights(&ld, msg, msglen);
+    if (st == COLO_OK && f)
+        st = colo_stream_sync(s);
+    *bytes = m->carve_off;
+    m->carving = m->bind_only = false, m->carve = NULL;
+    return st;
+}
+
+typedef struct {
+    colo_bert *m;
+    colo_stream *s;
+    const char *path; /* model.safetensors */
+} fill_ctx;
+
+/* Writes the repacked weights into the cache file's block. */
+static colo_status fill_cache(void *ud, void *dst, size_t bytes, char *err, size_t errlen)
+{
+    fill_ctx *c = ud;
+    colo_safetensors *f = NULL;
+    colo_status st = colo_safetensors_open(c->path, &f, err, errlen);
+    if (st != COLO_OK)
+        return st;
+    size_t got;
+    if ((st = carve_weights(c->m, f, c->s, dst, &got, err, errlen)) == COLO_OK && got != bytes) {
+        colo_set_err(err, errlen, "the weights took %zu bytes, %zu were laid out", got, bytes);
+        st = COLO_EFORMAT;
+    }
+    colo_safetensors_close(f);
+    return st;
+}
+
+/* Whether the weights are mapped from a repack cache file: on the CPU,
+ * unless COLO_WEIGHTS=copy asks for copies in the arena (as llama_load.c). */
+static bool weights_mapped(colo_stream *s)
+{
+    const char *want = getenv("COLO_WEIGHTS");
+    return colo_device_kind(colo_stream_device(s)) == COLO_BACKEND_CPU && !(want && !strcmp(want, "copy"));
+}
+
+/* The weights from their repack cache file (made first when absent, stale
+ * or corrupt): Q, K and V of each layer fused into one (3E, E) matrix and
+ * its bias, in weight type wt, as the forward pass reads them. The arena
+ * is charged for them as for copies. COLO_EIO when the cache cannot be
+ * used (the caller copies instead); another status for a bad file. */
+static colo_status map_weights(colo_bert *m, const char *dir, colo_stream *s, char *msg, size_t msglen)
+{
+    size_t total;
+    colo_status st = carve_weights(m, NULL, s, NULL, &total, msg, msglen);
+    if (st != COLO_OK)
+        return st;
+    const colo_bert_hparams *hp = &m->hp;
+    int64_t shape[] = {hp->n_layer, hp->n_embd, hp->n_ff, hp->n_vocab, hp->n_pos, hp->n_type, m->wt, (int64_t)total};
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    colo_repack_key key = {.kind = "bert", .src_path = path,
+                           .layout = colo_repack_hash(COLO_REPACK_HASH_SEED, shape, sizeof shape)};
+    fill_ctx fc = {m, s, path};
+    bool built;
+    if ((st = colo_repack_map(&key, total, fill_cache, &fc, &m->rp, &built, msg, msglen)) != COLO_OK)
+        return st;
+    if (built)
+        COLO_INFO("%s: weights repacked once into %s", dir, colo_repack_path(m->rp));
+    if ((st = colo_arena_reserve(m->arena, total, 256, &m->map_res)) == COLO_OK &&
+        (st = colo_arena_charge(m->arena, total)) != COLO_OK) {
+        colo_arena_free(m->arena, m->map_res);
+        m->map_res = NULL;
+    }
+    if (st != COLO_OK) {
+        snprintf(msg, msglen, "the weights' %zu bytes do not fit in the memory arena (%zu of %zu bytes used): %s",
+                 total, colo_arena_used(m->arena), colo_arena_limit(m->arena), colo_status_str(st));
+        colo_repack_close(m->rp);
+        m->rp = NULL;
+        return COLO_ENOMEM;
+    }
+    m->map_charged_bytes = total;
+    size_t placed;
+    return carve_weights(m, NULL, s, (uint8_t *)colo_repack_data(m->rp), &placed, msg, msglen);
+}
+
 colo_bert *colo_bert_load(const char *dir, const colo_bert_config *cfg, colo_arena *arena, colo_stream *s,
                           char *err, size_t errlen)
 {
@@ -345,34 +488,30 @@ colo_bert *colo_bert_load(const char *dir, const colo_bert_config *cfg, colo_are
     if (read_config(dir, cfg, &m->hp, &wc, msg, sizeof msg) != COLO_OK)
         goto out_msg;
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    if (!(m->wp = colo_wordpiece_load(path, &wc, msg, sizeof msg)))
+    if (cfg && cfg->tokenizer) /* the caller's, made from the same folder */
+        m->wp = (colo_wordpiece *)cfg->tokenizer, m->wp_borrowed = true;
+    else if (!(m->wp = colo_wordpiece_load(path, &wc, msg, sizeof msg)))
         goto out_msg;
     if (colo_wordpiece_n_vocab(m->wp) > m->hp.n_vocab) {
         snprintf(msg, sizeof msg, "vocab.txt has %d tokens, more than vocab_size %d", colo_wordpiece_n_vocab(m->wp),
                  m->hp.n_vocab);
         goto out_msg;
     }
+    if (weights_mapped(s)) {
+        colo_status mst = map_weights(m, dir, s, msg, sizeof msg);
+        if (mst == COLO_OK)
+            return m;
+        if (mst != COLO_EIO)
+            goto out_msg;
+        COLO_WARN("%s: weights copied into memory: %s", dir, msg);
+        msg[0] = 0;
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (colo_safetensors_open(path, &f, msg, sizeof msg) != COLO_OK)
         goto out_msg;
-    loader ld = {.m = m, .f = f, .s = s, .prefix = ""};
-    if (!colo_safetensors_find(f, "embeddings.word_embeddings.weight") &&
-        colo_safetensors_find(f, "bert.embeddings.word_embeddings.weight"))
-        ld.prefix = "bert.";
-    const colo_bert_hparams *hp = &m->hp;
-    int E = hp->n_embd;
-    if (load_new(&ld, "embeddings.word_embeddings.weight", hp->n_vocab, E, m->wt, &m->word, msg, sizeof msg) ||
-        load_new(&ld, "embeddings.position_embeddings.weight", hp->n_pos, E, m->wt, &m->pos, msg, sizeof msg) ||
-        load_new(&ld, "embeddings.token_type_embeddings.weight", hp->n_type, E, m->wt, &m->type, msg, sizeof msg) ||
-        VEC("embeddings.LayerNorm.weight", E, &m->ln_g) || VEC("embeddings.LayerNorm.bias", E, &m->ln_b))
+    loader ld = {.m = m, .f = f, .s = s, .prefix = prefix_of(f)};
+    if (load_weights(&ld, msg, sizeof msg) != COLO_OK)
         goto out_msg;
-    if (!(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
-        snprintf(msg, sizeof msg, "out of memory");
-        goto out_msg;
-    }
-    for (int l = 0; l < hp->n_layer; l++)
-        if (load_layer(&ld, l, &m->layers[l], msg, sizeof msg) != COLO_OK)
-            goto out_msg;
     colo_status st = colo_stream_sync(s); /* the mapping is unmapped below */
     if (st != COLO_OK) {
         snprintf(msg, sizeof msg, "copying the weights failed (%s)", colo_status_str(st));
@@ -392,16 +531,21 @@ out_msg:
     colo_bert_free(m);
     return NULL;
 }
-#undef VEC
 
 void colo_bert_free(colo_bert *m)
 {
     if (!m)
         return;
     colo_alloc_set_clear(&m->allocs, m->arena);
+    if (m->rp) {
+        colo_repack_close(m->rp); /* its pages stay in the page cache, out of the process */
+        colo_arena_uncharge(m->arena, m->map_charged_bytes);
+        colo_arena_free(m->arena, m->map_res);
+    }
     free(m->layers);
     free(m->host);
-    colo_wordpiece_free(m->wp);
+    if (!m->wp_borrowed)
+        colo_wordpiece_free(m->wp);
     free(m);
 }
 

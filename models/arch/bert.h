@@ -54,11 +54,20 @@ typedef struct colo_bert_hparams {
 typedef struct colo_bert_config {
     colo_dtype weight_type; /* matrices and embedding tables in memory: COLO_F32 (default, 0) or COLO_F16 */
     int max_len;            /* 0 = the folder's max_seq_length (else min(512, P)); at most P */
+    /* NULL: the model makes its own tokenizer from vocab.txt; else the
+     * caller's, made from the same folder (colo_bert_tokenizer_load),
+     * borrowed for the model's life (a wake then reads no vocabulary) */
+    const colo_wordpiece *tokenizer;
 } colo_bert_config;
 
 typedef struct colo_bert colo_bert;
 
-/* Loads the folder dir into arena (weights copied with s; cfg may be NULL).
+/* Loads the folder dir into arena (cfg may be NULL). On the CPU the
+ * weights are mapped read-only from a repack cache file (models/format/repack.h:
+ * made once from model.safetensors in the forward pass's layout, checked,
+ * and made again when stale or corrupt) and the arena is charged for them;
+ * elsewhere, with COLO_WEIGHTS=copy, or when the cache folder cannot be
+ * written, they are copied into the arena with s.
  * NULL with a message naming the file and the key or tensor that is missing
  * or malformed (a tensor of the wrong shape or of an integer dtype). */
 colo_bert *colo_bert_load(const char *dir, const colo_bert_config *cfg, colo_arena *arena, colo_stream *s,

@@ -393,8 +393,10 @@ colo_llama *colo_llama_load(const char *path, colo_arena *arena, colo_stream *s,
     m->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
     free(fz);
     free(specs.v);
-    if (!m->map)
-        colo_gguf_close(g); /* else the model reads its weights from it until it is freed */
+    if (!m->map) { /* else the model reads its weights from it until it is freed */
+        colo_gguf_release_range(g, colo_gguf_map_base(g), colo_gguf_file_size(g)); /* read (a shared reader stays) */
+        colo_gguf_close(g);
+    }
     return m;
 
 out_msg:
@@ -486,7 +488,10 @@ void colo_llama_free(colo_llama *m)
     colo_llama_lora_fini(m);
     colo_alloc_set_clear(&m->allocs, m->arena);
     if (m->map) {
-        colo_gguf_close(m->map); /* its pages stay in the page cache, out of the process */
+        /* its pages stay in the page cache, out of the process (a
+         * sleeping model's kind keeps the file open: colo_gguf_open) */
+        colo_gguf_release_range(m->map, colo_gguf_map_base(m->map), colo_gguf_file_size(m->map));
+        colo_gguf_close(m->map);
         colo_arena_uncharge(m->arena, m->map_charged_bytes);
         colo_arena_free(m->arena, m->map_res);
     }

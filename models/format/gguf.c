@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,17 @@ struct colo_gguf {
     pthread_mutex_t idx_mu;
     const colo_gguf_kv *idx_kv;
     const uint8_t **idx;
+    int *by_name;     /* tensor indices sorted by name (find_tensor's binary search) */
+    atomic_bool folded; /* colo_gguf_prefault checked the page cache's folios once */
+    int refs;         /* holders of this reader (opens of one unchanged file share it); under open_mu */
+    colo_gguf *next;  /* in the list of open readers */
 };
+
+/* Readers open now: a model that sleeps keeps its file's reader, so that
+ * its wake (and whatever else opens the unchanged file meanwhile) neither
+ * maps nor parses it again. */
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static colo_gguf *open_list;
 
 typedef struct {
     const colo_gguf *g;
@@ -284,9 +295,6 @@ static colo_status parse_tensor_info(colo_gguf *g, cursor *c, uint64_t i)
     if (t->offset % g->alignment)
         FAIL(c, "tensor %s: offset %llu is not aligned to %zu", t->name, (unsigned long long)t->offset,
              g->alignment);
-    for (uint64_t j = 0; j < i; j++)
-        if (!strcmp(g->tensors[j].name, t->name))
-            FAIL(c, "tensor %s appears twice", t->name);
     g->n_tensors++;
     return COLO_OK;
 }
@@ -327,6 +335,36 @@ static colo_status place_tensors(colo_gguf *g, cursor *c)
     return COLO_OK;
 }
 
+static const colo_gguf *sort_g; /* qsort has no context argument; under sort_mu */
+static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(sort_g->tensors[*(const int *)a].name, sort_g->tensors[*(const int *)b].name);
+}
+
+/* The tensors by name, for lookups in O(log n): a model's loader looks up
+ * every tensor several times, and a linear search of a few hundred names
+ * was much of a wake. Two tensors of one name are refused. */
+static colo_status index_names(colo_gguf *g, cursor *c)
+{
+    g->by_name = malloc((g->n_tensors ? (size_t)g->n_tensors : 1) * sizeof *g->by_name);
+    if (!g->by_name) {
+        colo_set_err(c->err, c->errlen, "%s: out of memory", g->path);
+        return COLO_ENOMEM;
+    }
+    for (int i = 0; i < g->n_tensors; i++)
+        g->by_name[i] = i;
+    pthread_mutex_lock(&sort_mu);
+    sort_g = g;
+    qsort(g->by_name, (size_t)g->n_tensors, sizeof *g->by_name, cmp_name);
+    pthread_mutex_unlock(&sort_mu);
+    for (int i = 1; i < g->n_tensors; i++)
+        if (!strcmp(g->tensors[g->by_name[i - 1]].name, g->tensors[g->by_name[i]].name))
+            FAIL(c, "tensor %s appears twice", g->tensors[g->by_name[i]].name);
+    return COLO_OK;
+}
+
 static colo_status parse(colo_gguf *g, char *err, size_t errlen)
 {
     cursor c = {g, 0, err, errlen};
@@ -347,7 +385,25 @@ static colo_status parse(colo_gguf *g, char *err, size_t errlen)
     for (uint64_t i = 0; i < n_tensors; i++)
         if ((st = parse_tensor_info(g, &c, i)))
             return st;
+    if ((st = index_names(g, &c)))
+        return st;
     return place_tensors(g, &c);
+}
+
+/* The reader of path open now with identity id, one more holder counted;
+ * NULL when there is none (a file changed since is opened anew). */
+static colo_gguf *share_find(const char *path, colo_gguf_id id)
+{
+    colo_gguf *g;
+    pthread_mutex_lock(&open_mu);
+    for (g = open_list; g; g = g->next)
+        if (id.ino && g->id.dev == id.dev && g->id.ino == id.ino && g->id.size == id.size &&
+            g->id.mtime_ns == id.mtime_ns && !strcmp(g->path, path)) {
+            g->refs++;
+            break;
+        }
+    pthread_mutex_unlock(&open_mu);
+    return g;
 }
 
 colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)
@@ -371,6 +427,13 @@ colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)
     if (fstat(fd, &sb) == 0)
         g->id = (colo_gguf_id){(uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (uint64_t)sb.st_size,
                                (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec};
+    colo_gguf *held = share_find(path, g->id);
+    if (held) {
+        close(fd);
+        pthread_mutex_destroy(&g->idx_mu);
+        free(g);
+        return held;
+    }
     void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -378,8 +441,17 @@ colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen)
         goto out_free;
     }
     g->map = m;
+    g->refs = 1;
+    /* before the header is read: what comes into the page cache from now
+     * on comes in 2 MiB folios (colo_gguf_prefault), the header's pages
+     * and the readahead past them included (advice: failure is harmless) */
+    (void)madvise(m, g->size, MADV_HUGEPAGE);
     if (parse(g, err, errlen) != COLO_OK)
         goto out_close;
+    pthread_mutex_lock(&open_mu);
+    g->next = open_list;
+    open_list = g;
+    pthread_mutex_unlock(&open_mu);
     return g;
 
 out_close:
@@ -395,11 +467,23 @@ void colo_gguf_close(colo_gguf *g)
 {
     if (!g)
         return;
+    pthread_mutex_lock(&open_mu);
+    bool last = --g->refs <= 0;
+    if (last)
+        for (colo_gguf **p = &open_list; *p; p = &(*p)->next)
+            if (*p == g) {
+                *p = g->next;
+                break;
+            }
+    pthread_mutex_unlock(&open_mu);
+    if (!last)
+        return;
     if (g->map)
         munmap((void *)g->map, g->size);
     free(g->kvs);
     free(g->tensors);
     free(g->idx);
+    free(g->by_name);
     pthread_mutex_destroy(&g->idx_mu);
     free(g);
 }
@@ -434,9 +518,16 @@ const colo_gguf_kv *colo_gguf_find(const colo_gguf *g, const char *key)
 
 const colo_gguf_tensor *colo_gguf_find_tensor(const colo_gguf *g, const char *name)
 {
-    for (int i = 0; i < g->n_tensors; i++)
-        if (!strcmp(g->tensors[i].name, name))
-            return &g->tensors[i];
+    int lo = 0, hi = g->n_tensors;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(g->tensors[g->by_name[mid]].name, name);
+        if (!c)
+            return &g->tensors[g->by_name[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 
@@ -466,20 +557,34 @@ void colo_gguf_release_range(const colo_gguf *g, const void *p, size_t bytes)
 
 colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, char *err, size_t errlen)
 {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)p & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
-    if (!bytes || hi <= lo)
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), huge = (uintptr_t)2 << 20;
+    uintptr_t base = (uintptr_t)g->map, end = base + g->size;
+    if (!bytes || (uintptr_t)p < base || (uintptr_t)p + bytes > end)
         return COLO_OK;
+    /* Whole 2 MiB folios: from the huge page boundary below p (inside the
+     * mapping) to the one above p + bytes (or the mapping's end). */
+    uintptr_t lo = (uintptr_t)p & ~(huge - 1), hi = ((uintptr_t)p + bytes + huge - 1) & ~(huge - 1);
+    lo = lo < base ? base : lo;
+    hi = hi > end ? (end + page - 1) & ~(page - 1) : hi; /* the last page may be partial */
     /* Huge pages where the file system gives the page cache large folios
      * (ext4, xfs): what is read in from now on comes in 2 MiB folios,
-     * mapped whole, as the arena's copies were (decode reads every weight
-     * every step: 4 KiB pages cost it about a tenth in TLB misses). Advice:
-     * failure is harmless. */
-    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    (void)madvise((void *)lo, hi - lo, MADV_WILLNEED); /* readahead of what is not cached */
-    if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) == 0 || errno == EINVAL || errno == ENOSYS)
+     * mapped whole (decode reads every weight every step: 4 KiB pages cost
+     * it about a tenth in TLB misses, and a wake maps 512 times fewer
+     * entries). Asked for the whole mapping, so that it stays one area.
+     * Neither MADV_WILLNEED nor the kernel's asynchronous readahead: they
+     * fill the page cache in folios as small as their window, ahead of the
+     * faults, where each fault of a populate under MADV_RANDOM reads one
+     * whole 2 MiB folio (colo_file_populate; a warm wake then maps a third
+     * as many entries). Advice: failure is harmless. */
+    (void)madvise((void *)base, (end - base + page - 1) & ~(page - 1), MADV_HUGEPAGE);
+    int e = colo_file_populate((const void *)lo, hi - lo); /* several reads in flight */
+    /* once per reader (a load; its wakes share it): a file another
+     * program read into the page cache in small folios is read again */
+    if (e == 0 && !atomic_exchange(&((colo_gguf *)g)->folded, true))
+        e = colo_file_refold(g->path, (const void *)lo, hi - lo);
+    if (e == 0 || e == EINVAL || e == ENOSYS)
         return COLO_OK; /* EINVAL: an older kernel; the pages come on first touch */
+    errno = e;
     colo_set_err(err, errlen, "%s: cannot read the weights: %s", g->path, strerror(errno));
     return COLO_EIO;
 }

@@ -6,7 +6,14 @@
  * or a read outside the mapping. Values point into the mapping and live as
  * long as the colo_gguf.
  *
- * Thread safety: a colo_gguf is read-only after open; any thread may read. */
+ * Opens of one unchanged file (the same path, device, inode, size and
+ * modification time) share one reader, counted: the second open neither
+ * maps nor parses the file, and the mapping goes with the last close. A
+ * model that sleeps keeps its file open so, with its pages dropped from
+ * the process (colo_gguf_release_range), and wakes without parsing it.
+ *
+ * Thread safety: a colo_gguf is read-only after open; any thread may read,
+ * open and close. */
 #ifndef COLO_MODELS_GGUF_H
 #define COLO_MODELS_GGUF_H
 
@@ -61,8 +68,9 @@ typedef struct colo_gguf_tensor {
 
 typedef struct colo_gguf colo_gguf;
 
-/* Opens and validates path. NULL with a message naming the file and what is
- * wrong. */
+/* Opens and validates path (or shares the reader of it open now, when the
+ * file has not changed since). NULL with a message naming the file and
+ * what is wrong. Every open is paired with one colo_gguf_close. */
 colo_gguf *colo_gguf_open(const char *path, char *err, size_t errlen);
 void colo_gguf_close(colo_gguf *g); /* accepts NULL */
 
@@ -102,6 +110,7 @@ colo_status colo_gguf_arr_str(const colo_gguf *g, const char *key, uint64_t i, c
 
 int colo_gguf_n_tensors(const colo_gguf *g);
 const colo_gguf_tensor *colo_gguf_tensor_at(const colo_gguf *g, int i);
+/* O(log n) in the tensors. */
 const colo_gguf_tensor *colo_gguf_find_tensor(const colo_gguf *g, const char *name);
 /* Drops the pages of t's data from memory (they are read again from the
  * file if touched): call once the tensor has been copied elsewhere, so a
@@ -110,14 +119,16 @@ void colo_gguf_release(const colo_gguf *g, const colo_gguf_tensor *t);
 /* The same for bytes [p, p + bytes) of the mapping (the header and the
  * tokenizer's arrays once read, say). */
 void colo_gguf_release_range(const colo_gguf *g, const void *p, size_t bytes);
-/* Makes bytes [p, p + bytes) of the mapping resident now: from the page
- * cache when the file is there, else read from the disk in large requests
- * (MADV_WILLNEED, then MADV_POPULATE_READ), in huge pages where the file
- * system gives the page cache large folios (MADV_HUGEPAGE), so that a model read in place
- * does not fault its weights in one page at a time on its first step.
- * COLO_OK, or COLO_EIO naming the file when the read failed (a file cut
- * short under the mapping); a kernel without MADV_POPULATE_READ leaves the
- * pages to be faulted on first touch and answers COLO_OK. */
+/* Makes bytes [p, p + bytes) of the mapping resident now, in whole 2 MiB
+ * folios (the range widened to their bounds inside the mapping): from the
+ * page cache when the file is there, else read from the disk
+ * (MADV_POPULATE_READ), in huge pages where the file system gives the page
+ * cache large folios (MADV_HUGEPAGE on the whole mapping), so that a model
+ * read in place does not fault its weights in one page at a time on its
+ * first step and a wake maps a few hundred entries per GB. COLO_OK, or
+ * COLO_EIO naming the file when the read failed (a file cut short under
+ * the mapping); a kernel without MADV_POPULATE_READ leaves the pages to be
+ * faulted on first touch and answers COLO_OK. */
 colo_status colo_gguf_prefault(const colo_gguf *g, const void *p, size_t bytes, char *err, size_t errlen);
 /* Start of the mapping (the file's byte 0). */
 const void *colo_gguf_map_base(const colo_gguf *g);

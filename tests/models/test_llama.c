@@ -22,6 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "models/format/gguf.h"
@@ -652,6 +656,74 @@ static void test_weights_in_place(void **state)
     unlink(path);
 }
 
+/* Pages of path in the page cache. */
+static size_t resident_pages(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)sb.st_size + pg - 1) / pg, res = 0;
+    unsigned char *v = malloc(n);
+    assert_non_null(v);
+    assert_int_equal(mincore(m, (size_t)sb.st_size, v), 0);
+    for (size_t i = 0; i < n; i++)
+        res += v[i] & 1;
+    free(v);
+    munmap(m, (size_t)sb.st_size);
+    close(fd);
+    return res;
+}
+
+/* A model's wake as the llama kind does it: the file's reader held while
+ * asleep (shared by the next open of the unchanged file, so nothing is
+ * parsed again), the weights' pages out of the process, then mapped
+ * again: the same logits, bit for bit, also when the file's pages were
+ * dropped from the page cache meanwhile (read from the disk). A file
+ * changed since gets a reader of its own. */
+static void test_wake_from_mapping(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    model_file(path, sizeof path, "wake");
+    write_model(path, COLO_Q4_1);
+    colo_gguf *held = colo_gguf_open(path, err, sizeof err);
+    assert_non_null(held);
+    static float first[4][NV], again[4][NV], copied[4][NV];
+    size_t w, used;
+    logits_with(path, "map", &first[0][0], &w, &used);
+    colo_gguf *g = colo_gguf_open(path, err, sizeof err);
+    assert_ptr_equal(g, held); /* shared: not parsed again */
+    colo_gguf_close(g);
+
+    logits_with(path, "map", &again[0][0], &w, &used);
+    assert_memory_equal(first, again, sizeof first);
+
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fdatasync(fd), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    close(fd);
+    assert_true(resident_pages(path) < 8); /* nothing held them: the freed model dropped its pages */
+    memset(again, 0, sizeof again);
+    logits_with(path, "map", &again[0][0], &w, &used);
+    assert_memory_equal(first, again, sizeof first);
+    logits_with(path, "copy", &copied[0][0], &w, &used);
+    assert_memory_equal(first, copied, sizeof first);
+
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {time(NULL) + 1000, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    g = colo_gguf_open(path, err, sizeof err);
+    assert_non_null(g);
+    assert_true(g != held); /* changed since: opened anew */
+    assert_int_not_equal(colo_gguf_identity(g).mtime_ns, colo_gguf_identity(held).mtime_ns);
+    colo_gguf_close(g);
+    colo_gguf_close(held);
+    unlink(path);
+}
+
 static void test_context_limit_and_scratch(void **state)
 {
     (void)state;
@@ -730,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_mixed_step_q8_0),
         cmocka_unit_test(test_untied_output),
         cmocka_unit_test(test_weights_in_place),
+        cmocka_unit_test(test_wake_from_mapping),
         cmocka_unit_test(test_bad_files_name_the_culprit),
         cmocka_unit_test(test_context_limit_and_scratch),
         cmocka_unit_test(test_memory_need),

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -75,11 +78,69 @@ static void test_regular_and_others(void **state)
     assert_non_null(strstr(err, "cannot open"));
 }
 
+/* Pages of the mapping [p, p + bytes) in the page cache. */
+static size_t resident(const void *p, size_t bytes)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + pg - 1) / pg, r = 0;
+    unsigned char *v = malloc(n);
+    assert_non_null(v);
+    assert_int_equal(mincore((void *)p, bytes, v), 0);
+    for (size_t i = 0; i < n; i++)
+        r += v[i] & 1;
+    free(v);
+    return r;
+}
+
+/* A file not in the page cache (40 MiB: helper threads populate it) is
+ * read in whole and reads back what was written; a file cut short under
+ * its mapping is an error, not a crash; refold leaves a small mapping
+ * alone and keeps the contents of a large one. */
+static void test_populate(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/colo-test-populate-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t bytes = (size_t)40 << 20, pg = (size_t)sysconf(_SC_PAGESIZE);
+    uint32_t seed = (uint32_t)time(NULL);
+    uint32_t *buf = malloc(bytes);
+    assert_non_null(buf);
+    for (size_t i = 0; i < bytes / 4; i++)
+        buf[i] = (uint32_t)(i * 2654435761u) ^ seed;
+    assert_int_equal(write(fd, buf, bytes), (ssize_t)bytes);
+    assert_int_equal(fdatasync(fd), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    const uint32_t *m = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    assert_true(m != MAP_FAILED);
+    assert_true(resident(m, bytes) < bytes / pg / 2); /* dropped */
+    assert_int_equal(colo_file_populate(m, bytes), 0);
+    assert_int_equal(resident(m, bytes), bytes / pg);
+    assert_memory_equal(m, buf, bytes);
+    assert_int_equal(colo_file_refold(path, m, bytes), 0);
+    assert_memory_equal(m, buf, bytes);
+    size_t res = 0, huge = 0;
+    assert_true(colo_file_huge_mapped(m, &res, &huge)); /* Linux says, whatever its folios */
+    assert_true(huge <= res);
+    assert_int_equal(colo_file_refold(path, m, 4096), 0); /* small: nothing to do */
+    munmap((void *)m, bytes);
+
+    /* cut short under the mapping: the populate fails with the kernel's errno */
+    m = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(ftruncate(fd, (off_t)(bytes / 2)), 0);
+    assert_int_not_equal(colo_file_populate(m, bytes), 0);
+    munmap((void *)m, bytes);
+    close(fd);
+    unlink(path);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_refused_without_blocking),
         cmocka_unit_test(test_regular_and_others),
+        cmocka_unit_test(test_populate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
