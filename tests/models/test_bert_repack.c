@@ -23,6 +23,7 @@
 
 #include "models/arch/bert.h"
 #include "models/format/repack.h"
+#include "tests/page_cache.h"
 
 enum { E = 32, NH = 2, L = 2, F = 64, V = 40, P = 16, TT = 2, NSEQ = 3 };
 
@@ -164,27 +165,6 @@ static void cache_file(char *path, size_t len)
             snprintf(path, len, "%s/%s", cache, e->d_name), n++;
     closedir(d);
     assert_int_equal(n, 1);
-}
-
-/* Pages of path in the page cache. */
-static size_t resident_pages(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    struct stat sb;
-    assert_int_equal(fstat(fd, &sb), 0);
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    assert_true(m != MAP_FAILED);
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)sb.st_size + pg - 1) / pg, res = 0;
-    unsigned char *v = malloc(n);
-    assert_non_null(v);
-    assert_int_equal(mincore(m, (size_t)sb.st_size, v), 0);
-    for (size_t i = 0; i < n; i++)
-        res += v[i] & 1;
-    free(v);
-    munmap(m, (size_t)sb.st_size);
-    close(fd);
-    return res;
 }
 
 static void test_mapped_as_copied(void **state)

@@ -32,6 +32,7 @@
 #include "tools/gguf_write.h"
 #include "models/arch/llama.h"
 #include "tools/mkmodel.h"
+#include "tests/page_cache.h"
 
 #define E 64
 #define NH 4
@@ -654,27 +655,6 @@ static void test_weights_in_place(void **state)
     colo_arena_destroy(a);
     colo_mem_pool_destroy(pool);
     unlink(path);
-}
-
-/* Pages of path in the page cache. */
-static size_t resident_pages(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    struct stat sb;
-    assert_int_equal(fstat(fd, &sb), 0);
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    assert_true(m != MAP_FAILED);
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)sb.st_size + pg - 1) / pg, res = 0;
-    unsigned char *v = malloc(n);
-    assert_non_null(v);
-    assert_int_equal(mincore(m, (size_t)sb.st_size, v), 0);
-    for (size_t i = 0; i < n; i++)
-        res += v[i] & 1;
-    free(v);
-    munmap(m, (size_t)sb.st_size);
-    close(fd);
-    return res;
 }
 
 /* A model's wake as the llama kind does it: the file's reader held while
