@@ -437,6 +437,51 @@ static void store_narrow(float out[NARROW_MAX_M][JN], int m, int nj, const float
     }
 }
 
+#if defined(Q8_SIMD)
+/* y's rows row0 + i, i < rows, columns t0 .. t0 + nj - 1: the wide kernel's
+ * out (weight row j, x row i at out[j][i]) plus the bias. Whole runs of 8
+ * weight rows go through an 8x8 transpose, 8 outputs a store, instead of
+ * one store each (a prefill writes every output of every product here);
+ * the same additions, so the same bits. */
+static void store_wide(const float out[JT][GROUP], int rows, int nj, const float *bias, int64_t t0, float *y,
+                       int y_stride, int64_t row0)
+{
+    int j8 = nj & ~7;
+    for (int jb = 0; jb < j8; jb += 8) {
+        __m256 b = bias ? _mm256_loadu_ps(bias + t0 + jb) : _mm256_setzero_ps();
+        for (int ib = 0; ib < rows; ib += 8) {
+            __m256 v[8], t[8], s[8];
+            for (int j = 0; j < 8; j++)
+                v[j] = _mm256_loadu_ps(out[jb + j] + ib);
+            for (int j = 0; j < 8; j += 2) {
+                t[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
+                t[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
+            }
+            for (int h = 0; h < 8; h += 4) {
+                s[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+                s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+                s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+                s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+            }
+            /* s[d] lane j: out[jb + j][ib + d] for j < 4 and out[jb + j][ib + 4 + d] above */
+            for (int d = 0; d < 4; d++) {
+                __m256 lo = _mm256_permute2f128_ps(s[d], s[d + 4], 0x20);
+                __m256 hi = _mm256_permute2f128_ps(s[d], s[d + 4], 0x31);
+                if (ib + d < rows)
+                    _mm256_storeu_ps(y + (row0 + ib + d) * y_stride + t0 + jb, _mm256_add_ps(lo, b));
+                if (ib + 4 + d < rows)
+                    _mm256_storeu_ps(y + (row0 + ib + 4 + d) * y_stride + t0 + jb, _mm256_add_ps(hi, b));
+            }
+        }
+    }
+    for (int i = 0; i < rows && j8 < nj; i++) {
+        float *yr = y + (row0 + i) * y_stride + t0;
+        for (int j = j8; j < nj; j++)
+            yr[j] = out[j][i] + (bias ? bias[t0 + j] : 0.0f);
+    }
+}
+#endif
+
 void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
                              int m, const float *bias, float *y, int y_stride, void *scratch)
 {
@@ -484,11 +529,7 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
         for (int g = 0; g < n_groups; g++) {
             int g_rows = m - g * GROUP < GROUP ? m - g * GROUP : GROUP;
             wide(t, nb, k, ns, xp + (size_t)g * nb, g_rows, u, u16, a, c, out);
-            for (int i = 0; i < GROUP && g * GROUP + i < m; i++) {
-                float *yr = y + (int64_t)(g * GROUP + i) * y_stride + t0;
-                for (int j = 0; j < nj; j++)
-                    yr[j] = out[j][i] + (bias ? bias[t0 + j] : 0.0f);
-            }
+            store_wide(out, g_rows, nj, bias, t0, y, y_stride, (int64_t)g * GROUP);
         }
     }
 #else
