@@ -2,10 +2,11 @@
  * matrix-vector product on a device. A benchmark, not a test: it prints,
  * and asserts nothing about speed.
  *
- *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--matvec] [--dots]
- *                      [--rows] [--bandwidth] [--types q4_k,q6_k,...]
+ *   colo-bench-kernels [--device cpu|cuda] [--threads N] [--seconds S] [--attention] [--prefill] [--matvec]
+ *                      [--dots] [--rows] [--bandwidth] [--types q4_k,q6_k,...]
  *
- * --attention: only the paged attention of decode steps; --matvec: only the
+ * --attention: only the paged attention of decode steps; --prefill: only
+ * a 512-token prefill's products and attention; --matvec: only the
  * matrix-vector products; --dots: only one thread's int8 dot products;
  * --bandwidth: only the host's memory read bandwidth (the CPU's decode is
  * held to it: each token reads every weight once);
@@ -401,6 +402,101 @@ static double time_attention(colo_device *dev, colo_stream *s, colo_dtype kv_typ
     return best;
 }
 
+static bool type_wanted(colo_dtype t);
+
+/* Causal attention of a prefill: one sequence of n tokens at positions
+ * 0..n - 1 over its own keys (head shape n_head / n_kv x head_dim, F16
+ * cache in blocks of 16 slots, window 0 = all), for about seconds; best
+ * seconds per call. */
+static double time_attention_prefill(colo_device *dev, colo_stream *s, int n, int n_head, int n_kv, int hd,
+                                     int window, double seconds)
+{
+    enum { BS = 16 };
+    colo_dtype kv_type = COLO_F16;
+    int kv_dim = n_kv * hd, max_blocks = (n + BS - 1) / BS;
+    size_t rb = colo_dtype_row_bytes(kv_type, kv_dim), cache_bytes = (size_t)max_blocks * BS * rb;
+    size_t q_floats = (size_t)n * n_head * hd;
+    unsigned char *kv = malloc(cache_bytes * 2);
+    float *row = malloc((size_t)kv_dim * sizeof(float)), *q = malloc(q_floats * sizeof(float));
+    int32_t *table = malloc((size_t)max_blocks * sizeof(int32_t)), *seq = malloc((size_t)n * sizeof(int32_t));
+    int32_t *pos = malloc((size_t)n * sizeof(int32_t));
+    if (!kv || !row || !q || !table || !seq || !pos) {
+        fprintf(stderr, "bench: out of host memory\n");
+        exit(1);
+    }
+    for (size_t r = 0; r < (size_t)max_blocks * BS * 2; r++) {
+        for (int i = 0; i < kv_dim; i++)
+            row[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        colo_quantize_row(kv_type, row, kv + r * rb, kv_dim);
+    }
+    for (size_t i = 0; i < q_floats; i++)
+        q[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    for (int i = 0; i < max_blocks; i++)
+        table[i] = i;
+    for (int i = 0; i < n; i++)
+        seq[i] = 0, pos[i] = i;
+    colo_buffer *bkv, *bq, *bt, *bs, *bp, *bo;
+    unsigned char *dkv = upload(s, dev, kv, cache_bytes * 2, &bkv);
+    float *dq = upload(s, dev, q, q_floats * sizeof(float), &bq);
+    colo_attn_desc d = {.n_tokens = n, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .block_size = BS,
+                        .max_blocks = max_blocks, .max_pos = n - 1, .scale = 0.125f, .kv_type = kv_type,
+                        .tok_seq = upload(s, dev, seq, (size_t)n * sizeof(int32_t), &bs),
+                        .tok_pos = upload(s, dev, pos, (size_t)n * sizeof(int32_t), &bp),
+                        .block_table = upload(s, dev, table, (size_t)max_blocks * sizeof(int32_t), &bt),
+                        .window = window};
+    float *dout = upload(s, dev, q, q_floats * sizeof(float), &bo);
+    double best = -1;
+    if (colo_op_attention(s, &d, dq, dkv, dkv + cache_bytes, dout) == COLO_OK && colo_stream_sync(s) == COLO_OK) {
+        double t0 = now_s();
+        best = 1e30;
+        do {
+            double b0 = now_s();
+            colo_op_attention(s, &d, dq, dkv, dkv + cache_bytes, dout);
+            colo_stream_sync(s);
+            double el = now_s() - b0;
+            best = el < best ? el : best;
+        } while (now_s() - t0 < seconds);
+    }
+    colo_buffer_free(bkv), colo_buffer_free(bq), colo_buffer_free(bt), colo_buffer_free(bs), colo_buffer_free(bp);
+    colo_buffer_free(bo);
+    free(kv), free(row), free(q), free(table), free(seq), free(pos);
+    return best;
+}
+
+/* What a prefill of 512 tokens spends its time on: the products of
+ * SmolLM2's and Gemma 3 270M's layers (the shapes and formats of their
+ * GGUF files, weights from memory) and their causal attention. GMAC/s:
+ * multiply-adds a second (attention: both products, q.k and weights.v). */
+static void bench_prefill_cpu(colo_device *dev, colo_stream *s, double seconds)
+{
+    enum { N = 512 };
+    printf("\n%-44s %10s %10s\n", "prefill of 512 tokens", "ms/call", "GMAC/s");
+    const struct {
+        const char *what;
+        colo_dtype t;
+        int n, k;
+    } products[] = {
+        {"SmolLM2 q/gate/up", COLO_Q4_1, 1536, 576}, {"SmolLM2 down", COLO_Q4_1, 576, 1536},
+        {"Gemma 3 gate/up", COLO_Q5_0, 2048, 640},  {"Gemma 3 attn_output", COLO_Q4_K, 640, 1024},
+        {"Gemma 3 down", COLO_Q6_K, 640, 2048},     {"Gemma 3 attn_v", COLO_Q8_0, 256, 640},
+    };
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++) {
+        if (!type_wanted(products[i].t))
+            continue;
+        double t = time_linear(dev, s, products[i].t, N, products[i].n, products[i].k, seconds);
+        printf("  %-5s %-20s n=%-4d k=%-4d %10.3f %10.1f\n", colo_dtype_name(products[i].t), products[i].what,
+               products[i].n, products[i].k, t * 1e3, (double)N * products[i].n * products[i].k / t / 1e9);
+    }
+    const int shapes[][3] = {{9, 3, 64}, {4, 1, 256}};
+    for (int h = 0; h < 2; h++) {
+        int n_head = shapes[h][0], n_kv = shapes[h][1], hd = shapes[h][2];
+        double t = time_attention_prefill(dev, s, N, n_head, n_kv, hd, 0, seconds);
+        double macs = 2.0 * n_head * hd * ((double)N * (N + 1) / 2);
+        printf("  attention F16 heads %d/%d x %-3d %20s %10.3f %10.1f\n", n_head, n_kv, hd, "", t * 1e3,
+               macs / t / 1e9);
+    }
+}
+
 /* The attention table: SmolLM2's heads (9 / 3 x 64) and Gemma 3 270M's
  * (4 / 1 x 256), one sequence at several depths and 32 sequences, with F16
  * and Q8_0 caches. KV GB/s: the K and V bytes of the keys read. */
@@ -586,7 +682,7 @@ int main(int argc, char **argv)
     const char *want = "cpu";
     int threads = 0;
     double seconds = 1.0;
-    bool attention_only = false, matvec_only = false, dots_only = false, rows_only = false, bandwidth_only = false;
+    bool attention_only = false, prefill_only = false, matvec_only = false, dots_only = false, rows_only = false, bandwidth_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             want = argv[++i];
@@ -596,6 +692,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--attention"))
             attention_only = true;
+        else if (!strcmp(argv[i], "--prefill"))
+            prefill_only = true;
         else if (!strcmp(argv[i], "--matvec"))
             matvec_only = true;
         else if (!strcmp(argv[i], "--dots"))
@@ -608,7 +706,7 @@ int main(int argc, char **argv)
             only_types = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--threads N] [--seconds S] [--attention] [--matvec] "
-                            "[--dots] [--rows] [--bandwidth] [--types q4_k,q6_k,...]\n",
+                            "[--prefill] [--dots] [--rows] [--bandwidth] [--types q4_k,q6_k,...]\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -641,6 +739,8 @@ int main(int argc, char **argv)
         printf("\n");
     if (attention_only) {
         bench_attention(dev, s, seconds);
+    } else if (prefill_only) {
+        bench_prefill_cpu(dev, s, seconds);
     } else if (matvec_only) {
         bench_matvec(dev, s, seconds);
     } else if (dots_only) { /* (no dots but on the CPU) */
