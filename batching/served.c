@@ -804,6 +804,7 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
         colo_cosched_member_stats st;
         colo_cosched_member_get_stats(m->member, &st);
         out->sched_wait_ns = st.wait_ns;
+        out->sched_cold_steps = st.cold_steps;
     }
 }
 
