@@ -195,6 +195,29 @@ uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_reques
     return best;
 }
 
+typedef struct queued_deadline {
+    const colo_sla_cfg *sla;
+    uint64_t best;
+} queued_deadline;
+
+static void earliest_queued(const colo_queue_item *it, void *ud)
+{
+    queued_deadline *qd = ud;
+    if (it->batch)
+        return;
+    colo_request *r = it->owner;
+    uint64_t d = colo_admission_next_deadline(qd->sla, &r, 1);
+    if (d && (!qd->best || d < qd->best))
+        qd->best = d;
+}
+
+uint64_t colo_admission_queued_deadline(const colo_sla_cfg *model_sla, colo_queue *q)
+{
+    queued_deadline qd = {model_sla, 0};
+    colo_queue_visit(q, earliest_queued, &qd);
+    return qd.best;
+}
+
 unsigned colo_admission_slo_met(const colo_sla_cfg *sla, const colo_request *r, unsigned *set)
 {
     unsigned s = 0, met = 0;

@@ -76,6 +76,10 @@ void colo_admission_on_token(colo_request *r, uint64_t now_ns);
  * best-effort, each by its own SLA (r->sla) or else model_sla; 0 when none
  * has one. */
 uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_request *const *live, int n);
+/* The same among the requests queued in q (whose items' owners are
+ * requests) that are not lines of batches: the deadline a model woken for
+ * them works to before any of them runs. */
+uint64_t colo_admission_queued_deadline(const colo_sla_cfg *model_sla, colo_queue *q);
 
 /* Which objectives r met, once it ended (r->out filled): bit 0 ttft, 1
  * tpot, 2 e2e, for the objectives the SLA sets (*set, same bits). A

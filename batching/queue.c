@@ -282,6 +282,15 @@ int colo_queue_len(colo_queue *q)
     return n;
 }
 
+void colo_queue_visit(colo_queue *q, void (*fn)(const colo_queue_item *it, void *ud), void *ud)
+{
+    pthread_mutex_lock(&q->mu);
+    for (int p = 0; p < N_PRIO; p++)
+        for (const colo_queue_item *it = q->head[p].next; it != &q->head[p]; it = it->next)
+            fn(it, ud);
+    pthread_mutex_unlock(&q->mu);
+}
+
 int colo_queue_len_interactive(colo_queue *q)
 {
     pthread_mutex_lock(&q->mu);

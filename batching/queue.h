@@ -96,6 +96,10 @@ int colo_queue_len_prio(colo_queue *q, colo_priority prio);
 /* Items queued that are not of the batch class. */
 int colo_queue_len_interactive(colo_queue *q);
 int colo_queue_max_len(const colo_queue *q);
+/* Calls fn(it, ud) on every queued item, under the queue's lock: fn must
+ * not call the queue (an item's owner stays alive while it is queued, since
+ * it leaves the queue before it is freed). */
+void colo_queue_visit(colo_queue *q, void (*fn)(const colo_queue_item *it, void *ud), void *ud);
 /* Bounds the sum of the queued items' lengths (tokens): a push past it is
  * COLO_EAGAIN, except into an empty queue. 0 = no bound (the default). */
 void colo_queue_set_max_tokens(colo_queue *q, int64_t max_tokens);

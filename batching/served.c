@@ -804,6 +804,7 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
         colo_cosched_member_stats st;
         colo_cosched_member_get_stats(m->member, &st);
         out->sched_wait_ns = st.wait_ns;
+        out->sched_cold_steps = st.cold_steps;
     }
 }
 
@@ -1015,6 +1016,8 @@ static void stay_asleep(colo_served *m, colo_status st, const char *e)
     colo_served_refresh_info(m);
 }
 
+void colo_served_idle(colo_served *m) { colo_cosched_idle(m->member, m->stream); }
+
 /* Loads the weights again. A wake that finds memory short (others borrowed
  * the model's guarantee and are giving it back) is retried; a guarantee
  * that does not fit, or a wake that fails, leaves it asleep and answers
@@ -1038,6 +1041,11 @@ static bool wake_up(colo_served *m)
     }
     m->wake_blocked_since_ns = 0;
     m->state = COLO_SERVED_WAKING;
+    /* The request that woke the model is cold: what the wake queues on the
+     * stream and the first step go by its deadline, not behind other
+     * models' running decodes, and its first step does not wait for
+     * another model's turn. */
+    colo_cosched_cold(m->member, m->stream, colo_admission_queued_deadline(&m->cfg.sla, m->q));
     for (;;) {
         e[0] = 0;
         pthread_mutex_lock(&m->exec_mu);

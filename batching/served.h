@@ -315,6 +315,7 @@ typedef struct colo_served_info {
     double load_ms;
     uint64_t steps;
     uint64_t sched_wait_ns;    /* co-scheduler wait, total */
+    uint64_t sched_cold_steps; /* steps that were the first of a request that woke the model (colo_cosched_cold) */
     /* where the steps went (generation; batching/engine.h colo_engine_step_stats) */
     uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
     uint64_t tokens_by_kind[3];

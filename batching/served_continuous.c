@@ -101,6 +101,7 @@ void colo_served_run_continuous(colo_served *m)
         colo_served_refresh_info(m); /* cancellations free blocks at once */
         m->running = m->n_live;      /* after: a reader that sees it sees the blocks of the admission too */
         if (!m->n_live) {
+            colo_served_idle(m);
             if (colo_served_device_lost(m)) {
                 colo_served_drain_queue(m, COLO_EFATAL, "the device context was lost");
                 break;
@@ -148,6 +149,7 @@ void colo_served_run_continuous(colo_served *m)
                 break;
             }
         } else if (n_tokens == 0 && !colo_queue_len_interactive(m->q)) {
+            colo_served_idle(m); /* no step to run: nothing of the device is kept from the others */
             colo_sleep_ns(1000 * 1000); /* every live sequence waits for cache space */
         }
     }

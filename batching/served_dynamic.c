@@ -64,6 +64,7 @@ void colo_served_run_dynamic(colo_served *m)
         uint64_t wait = 0;
         int n = colo_queue_form_batch(m->q, &pol, colo_now_ns(), items, &wait);
         if (n == 0) {
+            colo_served_idle(m);
             if (colo_served_device_lost(m))
                 break;
             if (colo_queue_len(m->q) == 0)

@@ -105,6 +105,10 @@ void colo_served_run_dynamic(colo_served *m);
  * keep_alive_ms, wake when asked or when a request waits. False: nothing
  * to run now (it waited, or the model failed). */
 bool colo_served_sleep_or_wake(colo_served *m);
+/* The executor has no step to run: its co-scheduler member gives up what it
+ * holds (colo_cosched_idle), so that an idle model never delays another's
+ * step. */
+void colo_served_idle(colo_served *m);
 
 /* served_adapters.c. create: the config's adapters, LOADING until
  * colo_served_adapters_loaded (after the kind's load: READY in slots

@@ -50,6 +50,8 @@ colo_cosched_member *colo_cosched_join(colo_cosched *cs, const char *name, colo_
     m->cs = cs;
     snprintf(m->name, sizeof m->name, "%s", name ? name : "");
     m->priority = priority;
+    m->idle = true; /* nothing run yet, nothing held */
+    m->st.idle = 1;
     if (cs->policy->join)
         cs->policy->join(cs, m);
     pthread_mutex_lock(&cs->mu);
@@ -88,9 +90,18 @@ uint64_t colo_cosched_step_begin_as(colo_cosched_member *m, colo_step_class cls)
     COLO_ASSERT(!m->inflight);
     pthread_mutex_lock(&cs->mu);
     m->step_batch = cls == COLO_STEP_BATCH;
+    m->step_cold = m->cold && !m->step_batch; /* lines stay below everything, woken or not */
+    m->st.waiting = 1;
     colo_sched_batch_begin(cs, m);
     if (cs->policy->step_begin)
         cs->policy->step_begin(cs, m);
+    m->st.waiting = 0;
+    if (m->step_cold) {
+        m->cold = false;
+        m->st.cold_steps++;
+    }
+    m->idle = false;
+    m->st.idle = 0;
     colo_sched_batch_started(cs, m);
     m->inflight = true;
     m->step_t0_ns = colo_now_ns();
@@ -124,6 +135,41 @@ void colo_cosched_throttle(colo_cosched_member *m, int n_ops)
         m->cs->policy->throttle(m, n_ops);
 }
 
+void colo_cosched_idle(colo_cosched_member *m, colo_stream *s)
+{
+    if (!m)
+        return;
+    colo_cosched *cs = m->cs;
+    COLO_ASSERT(!m->inflight);
+    pthread_mutex_lock(&cs->mu);
+    bool was_idle = m->idle;
+    if (!was_idle) {
+        m->idle = true;
+        m->st.idle = 1;
+        m->st.idles++;
+    }
+    m->cold = false; /* the request it was woken for is gone */
+    if (cs->policy->idle)
+        cs->policy->idle(cs, m);
+    pthread_mutex_unlock(&cs->mu);
+    if (!was_idle) /* a deadline set since it was last idle: the next one comes with the next step */
+        colo_cosched_set_deadline(m, s, 0);
+}
+
+void colo_cosched_cold(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns)
+{
+    if (!m)
+        return;
+    colo_cosched *cs = m->cs;
+    pthread_mutex_lock(&cs->mu);
+    m->cold = true;
+    /* it holds a deadline from now on: the next colo_cosched_idle clears it */
+    m->idle = false;
+    m->st.idle = 0;
+    pthread_mutex_unlock(&cs->mu);
+    colo_cosched_set_deadline(m, s, deadline_ns);
+}
+
 void colo_cosched_set_deadline(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns)
 {
     if (m && m->cs->policy->deadline)
@@ -152,6 +198,7 @@ void colo_cosched_member_get_stats(colo_cosched_member *m, colo_cosched_member_s
 {
     pthread_mutex_lock(&m->cs->mu);
     *st = m->st;
+    st->turn = m->cs->holder == m;
     pthread_mutex_unlock(&m->cs->mu);
 }
 

@@ -10,7 +10,11 @@
  *    waiters). A member's turn lasts quantum_us: while it lasts, the member
  *    keeps the device for its next steps (others wait at most until its
  *    turn ends, or TURN_GRACE_US after its last step when it has no next
- *    one). What time-slicing separate servers gives: the baseline.
+ *    one, or not at all once it says it is idle: colo_cosched_idle). A
+ *    cold step (colo_cosched_cold: the first step of a model woken for a
+ *    request) takes the device at the next step boundary, before the
+ *    holder's next steps and before waiters that are not cold. What
+ *    time-slicing separate servers gives: the baseline.
  *  - SPATIAL: every member runs whenever it likes, on equal-priority streams.
  *  - PRIORITY: streams get each member's priority; a LOW (best-effort)
  *    member may not start a step while a HIGH or NORMAL step is in flight
@@ -39,6 +43,14 @@
  *    (colo_cosched_set_deadline), which goes to its stream (the CPU pool
  *    hands chunks out earliest deadline first, weighted by priority), and
  *    admission (batching/admission.h) refuses what cannot meet its SLA.
+ *
+ * Under every policy, a member that has no step to run says so
+ * (colo_cosched_idle) and holds nothing from then on that could delay
+ * another member's step: no turn, no deadline on its stream. A member woken
+ * for a request says so (colo_cosched_cold) before the wake: the wake's own
+ * work on its stream and its first step carry that request's deadline
+ * (DEADLINE), and its first step is not kept behind another member's turn
+ * (TIMESLICE).
  *
  * Under every policy, each step has a class (colo_step_class): a step that
  * carries only lines of OpenAI batches (COLO_STEP_BATCH) is below every
@@ -106,6 +118,11 @@ typedef struct colo_cosched_member_stats {
     uint64_t batch_steps;    /* steps begun at COLO_STEP_BATCH, among steps */
     uint64_t batch_held;     /* of them, those held at their start for an interactive step
                               * (held at a throttle point: counted in throttled) */
+    uint64_t waiting;        /* 1 while the member waits in step_begin */
+    uint64_t idle;           /* 1 from colo_cosched_idle until its next step begins */
+    uint64_t turn;           /* TIMESLICE: 1 while the turn is the member's */
+    uint64_t idles;          /* colo_cosched_idle calls that found it busy (it gave up what it held) */
+    uint64_t cold_steps;     /* steps begun cold (colo_cosched_cold), among steps */
 } colo_cosched_member_stats;
 
 /* ---- the policies (rows of runtime/sched_policy.c; docs/ARCHITECTURE.md,
@@ -180,6 +197,26 @@ void colo_cosched_step_end(colo_cosched_member *m);
  * steps of the batch class (while another member's interactive step is in
  * flight) and best-effort members under PRIORITY ever wait here. */
 void colo_cosched_throttle(colo_cosched_member *m, int n_ops);
+
+/* The member has no step to run (nothing queued or running, or every
+ * running sequence waits for memory): it gives up at once whatever it holds
+ * that could delay another member's step. Under TIMESLICE its turn ends
+ * (a waiter takes the device without waiting for the turn's end or the
+ * grace); under DEADLINE its stream's deadline is cleared (s: the member's
+ * stream; NULL for none), so that work it queues while idle (giving memory
+ * back, waking) does not go before others' deadlines on a stale one. Cheap
+ * when it is idle already. Accepts a NULL m. The member's thread, between
+ * steps. */
+void colo_cosched_idle(colo_cosched_member *m, colo_stream *s);
+/* The member's model is woken for a request whose deadline (monotonic ns, 0
+ * = none) is deadline_ns: called before the wake, so that the wake's work
+ * on stream s goes by that deadline under DEADLINE (as the first step
+ * will), and the member's next interactive step is cold: under TIMESLICE it
+ * takes the device at the next step boundary, before the holder's next
+ * steps and waiters that are not cold (older cold ones first). Cleared by
+ * that step or by colo_cosched_idle. Accepts a NULL m. The member's thread,
+ * between steps. */
+void colo_cosched_cold(colo_cosched_member *m, colo_stream *s, uint64_t deadline_ns);
 
 /* DEADLINE (ignored otherwise): the deadline (monotonic ns, 0 = none) of
  * the member's most urgent request for its next steps, weighted by the

@@ -25,6 +25,9 @@ struct colo_cosched_member {
     uint64_t step_t0_ns;       /* when its step began */
     uint64_t ticket;           /* TIMESLICE: ticket taken in step_begin */
     bool waiting;              /* TIMESLICE: in step_begin */
+    bool idle;                 /* colo_cosched_idle since its last step began */
+    bool cold;                 /* colo_cosched_cold since then: its next interactive step is cold */
+    bool step_cold;            /* the step waiting or in flight is cold */
     colo_cosched_member *next_member;
     colo_cosched_member_stats st;
 };
@@ -94,6 +97,10 @@ struct colo_sched_policy_ops {
     colo_status (*plan)(colo_sched_plan *plan, char *err, size_t errlen);
     /* A member joins (under no lock, before it is listed). Optional: nothing. */
     void (*join)(colo_cosched *cs, colo_cosched_member *m);
+    /* The member has no step to run (colo_cosched_idle), under cs->mu: it
+     * gives up what the policy lets it hold between steps. Optional:
+     * nothing is held. */
+    void (*idle)(colo_cosched *cs, colo_cosched_member *m);
     /* Step hooks, called under cs->mu; step_begin may wait on cs->cv until
      * the member may start. Optional: steps run freely. */
     void (*step_begin)(colo_cosched *cs, colo_cosched_member *m);

@@ -6,13 +6,29 @@
 
 #include <time.h>
 
+/* Does a cold step (colo_cosched_cold) that goes before m's wait? Cold
+ * steps go first, the oldest of them first. */
+static bool cold_waiter_before(const colo_cosched *cs, const colo_cosched_member *m)
+{
+    for (const colo_cosched_member *o = cs->members; o; o = o->next_member)
+        if (o != m && o->waiting && o->step_cold && (!m->step_cold || o->ticket < m->ticket))
+            return true;
+    return false;
+}
+
 /* May m take the device now? Else *until gets when to look again without a
- * wake-up (0: only on a wake-up). */
+ * wake-up (0: only on a wake-up). A cold step takes it at the next step
+ * boundary: the holder's turn and grace do not keep it waiting, nor do
+ * waiters that are not cold (a model woken for a request would otherwise
+ * wait behind as many turns as there are waiters, each up to quantum_us,
+ * on top of its wake). */
 static bool slice_may_take(const colo_cosched *cs, const colo_cosched_member *m, uint64_t now, uint64_t *until)
 {
     *until = 0;
-    if (cs->slice_busy)
+    if (cs->slice_busy || cold_waiter_before(cs, m))
         return false;
+    if (m->step_cold)
+        return true;
     if (cs->holder == m && now < cs->turn_end_ns)
         return true;
     if (cs->holder && cs->holder != m && now < cs->hold_until_ns && now < cs->turn_end_ns) {
@@ -63,7 +79,17 @@ static void step_end(colo_cosched *cs, colo_cosched_member *m)
     cs->hold_until_ns = colo_now_ns() + COLO_COSCHED_TURN_GRACE_US * 1000u;
 }
 
+/* A holder with no next step ends its turn at once: the grace is for a
+ * holder between two steps of work it has, not for one that has none. */
+static void idle(colo_cosched *cs, colo_cosched_member *m)
+{
+    if (cs->holder != m)
+        return;
+    cs->holder = NULL;
+    pthread_cond_broadcast(&cs->cv);
+}
+
 const colo_sched_policy_ops colo_sched_timeslice = {
     .name = "timeslice", .validate = colo_sched_validate_plain, .stream = colo_sched_stream_alike,
-    .step_begin = step_begin, .step_end = step_end,
+    .idle = idle, .step_begin = step_begin, .step_end = step_end,
 };

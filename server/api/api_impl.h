@@ -67,7 +67,7 @@ struct colo_api {
     colo_metric *m_goodput; /* colo_model_goodput_requests_total */
     api_stats *stats; /* NULL until colo_api_watch */
     colo_metric *m_mem_guaranteed, *m_mem_borrowed, *m_mem_lent, *m_kv_reclaims; /* elastic memory */
-    colo_metric *m_sched_wait, *m_sched_steps;
+    colo_metric *m_sched_wait, *m_sched_steps, *m_sched_cold;
     colo_metric *m_wake, *m_state; /* lifecycle */
     colo_metric *m_evictions;
     colo_metric *m_sleep_preemptions;

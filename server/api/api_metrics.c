@@ -147,6 +147,7 @@ static void on_render(void *ud)
         colo_metric_set(a->m_kv_reclaims, lm, (double)in.mem.reclaims);
         colo_metric_set(a->m_evictions, lm, (double)in.evictions);
         colo_metric_set(a->m_sleep_preemptions, lm, (double)in.sleep_preemptions);
+        colo_metric_set(a->m_sched_cold, (const char *const[]){in.name, a->policy}, (double)in.sched_cold_steps);
         colo_metric_set(a->m_trims, lm, (double)in.trims);
         colo_metric_set(a->m_dev_busy, lm, (double)in.stream.busy_ns / 1e9);
         colo_metric_set(a->m_ops, lm, (double)in.stream.ops);
@@ -271,6 +272,8 @@ static const metric_def metric_defs[] = {
      "Time executors waited for the co-scheduler, by policy.", 2, L_MODEL_POLICY},
     {offsetof(colo_api, m_sched_steps), M_COUNTER, "colo_scheduler_steps_total",
      "Steps granted by the co-scheduler.", 2, L_MODEL_POLICY},
+    {offsetof(colo_api, m_sched_cold), M_COUNTER, "colo_scheduler_cold_steps_total",
+     "Steps that were the first of a request that woke the model (cold), by policy.", 2, L_MODEL_POLICY},
     {offsetof(colo_api, m_mem_guaranteed), M_GAUGE, "colo_model_memory_guaranteed_bytes",
      "The model's guaranteed memory (memory_fraction).", 1, L_MODEL},
     {offsetof(colo_api, m_mem_borrowed), M_GAUGE, "colo_model_memory_borrowed_bytes",

@@ -172,6 +172,46 @@ static void test_next_deadline(void **state)
         colo_request_free(r[i]);
 }
 
+/* A model woken for queued requests works to the earliest deadline among
+ * them: lines of batches and best-effort requests give none, and an empty
+ * queue none at all. */
+static void test_queued_deadline(void **state)
+{
+    (void)state;
+    colo_sla_cfg sla = {.ttft_ms = 100, .p99_ms = 1000};
+    colo_queue *q = colo_queue_create(8);
+    assert_non_null(q);
+    assert_true(colo_admission_queued_deadline(&sla, q) == 0);
+    const uint64_t ms = 1000000;
+    colo_request *r[4];
+    const uint64_t submit_ms[4] = {10, 20, 30, 40};
+    for (int i = 0; i < 4; i++) {
+        r[i] = gen_request(1, 1);
+        r[i]->submit_ns = submit_ms[i] * ms;
+        r[i]->qi.owner = r[i];
+        r[i]->qi.priority = i == 3 ? COLO_PRIO_HIGH : COLO_PRIO_NORMAL;
+    }
+    r[0]->qi.batch = true;          /* a line: 110 ms, but below the SLA */
+    r[1]->slo.best_effort = true;   /* 120 ms, infeasible: no urgency */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(colo_queue_push(q, &r[i]->qi), COLO_OK);
+    assert_true(colo_admission_queued_deadline(&sla, q) == 130 * ms); /* the oldest that counts, whatever its level */
+    colo_sla_cfg none = {0};
+    assert_true(colo_admission_queued_deadline(&none, q) == 0);
+    const int taken[3] = {3, 1, 2}; /* high first, then normal in order, the line last */
+    const uint64_t left_ms[3] = {130, 130, 0};
+    for (int i = 0; i < 3; i++) {
+        colo_queue_item *it = colo_queue_pop(q);
+        assert_non_null(it);
+        assert_ptr_equal(it->owner, r[taken[i]]);
+        assert_true(colo_admission_queued_deadline(&sla, q) == left_ms[i] * ms);
+    }
+    assert_non_null(colo_queue_pop(q));
+    colo_queue_destroy(q);
+    for (int i = 0; i < 4; i++)
+        colo_request_free(r[i]);
+}
+
 /* Attainment per objective; the longest gap decides tpot; a refused or
  * failed request meets nothing. */
 static void test_slo_met(void **state)
@@ -214,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_estimate_is_exact),
         cmocka_unit_test(test_reject_or_serve),
         cmocka_unit_test(test_next_deadline),
+        cmocka_unit_test(test_queued_deadline),
         cmocka_unit_test(test_slo_met),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -735,6 +735,195 @@ static void test_batch_floor_under_saturation(void **state)
     assert_null(colo_cosched_create(&bad, err, sizeof err));
 }
 
+/* ---- idle members and cold steps ------------------------------------------ */
+
+/* The order in which steps began, one letter per step. */
+typedef struct {
+    pthread_mutex_t mu;
+    char order[16];
+    int n;
+} step_log;
+
+static void log_step(step_log *l, char who)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->n < (int)sizeof l->order - 1)
+        l->order[l->n++] = who;
+    pthread_mutex_unlock(&l->mu);
+}
+
+typedef struct {
+    colo_cosched_member *m;
+    step_log *log;
+    char who;
+    bool cold; /* woken for a request: colo_cosched_cold before the step */
+} one_step_arg;
+
+/* One step, logged as it begins, then nothing more to run. */
+static void *one_step(void *p)
+{
+    one_step_arg *a = p;
+    if (a->cold)
+        colo_cosched_cold(a->m, NULL, 0);
+    colo_cosched_step_begin(a->m);
+    log_step(a->log, a->who);
+    colo_cosched_step_end(a->m);
+    colo_cosched_idle(a->m, NULL);
+    return NULL;
+}
+
+static void wait_waiting(colo_cosched_member *m)
+{
+    colo_cosched_member_stats st;
+    for (;;) {
+        colo_cosched_member_get_stats(m, &st);
+        if (st.waiting)
+            return;
+        usleep(1000);
+    }
+}
+
+static colo_cosched *make_timeslice_long_turns(void)
+{
+    colo_cosched_config cfg = {.policy = COLO_SCHED_TIMESLICE, .quantum_us = 60 * 1000 * 1000};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+    assert_non_null(cs);
+    return cs;
+}
+
+/* Timeslice: a member whose turn has a minute left but that has no next
+ * step gives the turn up at once; the member waiting takes the device, and
+ * the first member's next step (work came back) waits for it. Without the
+ * release the first member's next step would keep its turn and go first. */
+static void test_timeslice_idle_yields_turn(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make_timeslice_long_turns();
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_NORMAL);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+    step_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    colo_cosched_step_begin(a);
+    log_step(&log, 'a');
+    one_step_arg wb = {b, &log, 'b', false};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, one_step, &wb), 0);
+    wait_waiting(b);
+    colo_cosched_step_end(a);
+    colo_cosched_member_stats st;
+    colo_cosched_member_get_stats(a, &st);
+    assert_int_equal(st.idle, 0);
+    colo_cosched_idle(a, NULL);
+    colo_cosched_member_get_stats(a, &st);
+    assert_int_equal(st.turn, 0);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.idles, 1);
+    colo_cosched_step_begin(a);
+    log_step(&log, 'a');
+    colo_cosched_step_end(a);
+    pthread_join(t, NULL);
+    assert_string_equal(log.order, "aba");
+    colo_cosched_member_get_stats(a, &st);
+    assert_int_equal(st.turn, 1); /* still busy: it keeps its new turn */
+    colo_cosched_idle(a, NULL);
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_destroy(cs);
+}
+
+/* Timeslice: a cold step (a model woken for a request) takes the device at
+ * the holder's next step boundary, ahead of the holder's next steps (its
+ * turn has a minute left) and of an older waiter that is not cold; then the
+ * older waiter, then the holder. */
+static void test_timeslice_cold_step_at_boundary(void **state)
+{
+    (void)state;
+    colo_cosched *cs = make_timeslice_long_turns();
+    colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_NORMAL);
+    colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+    colo_cosched_member *c = colo_cosched_join(cs, "c", COLO_PRIO_NORMAL);
+    step_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    colo_cosched_step_begin(a);
+    log_step(&log, 'a');
+    one_step_arg wc = {c, &log, 'c', false}, wb = {b, &log, 'b', true};
+    pthread_t tc, tb;
+    assert_int_equal(pthread_create(&tc, NULL, one_step, &wc), 0);
+    wait_waiting(c);
+    assert_int_equal(pthread_create(&tb, NULL, one_step, &wb), 0);
+    wait_waiting(b);
+    colo_cosched_step_end(a);
+    colo_cosched_step_begin(a); /* a has work: its next step within its turn */
+    log_step(&log, 'a');
+    colo_cosched_step_end(a);
+    colo_cosched_idle(a, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    assert_string_equal(log.order, "abca");
+    colo_cosched_member_stats sa, sb, sc;
+    colo_cosched_member_get_stats(a, &sa);
+    colo_cosched_member_get_stats(b, &sb);
+    colo_cosched_member_get_stats(c, &sc);
+    assert_int_equal(sa.cold_steps, 0);
+    assert_int_equal(sb.cold_steps, 1);
+    assert_int_equal(sc.cold_steps, 0);
+    colo_cosched_leave(a);
+    colo_cosched_leave(b);
+    colo_cosched_leave(c);
+    colo_cosched_destroy(cs);
+}
+
+/* Under every policy an idle member holds nothing: no turn, and a second
+ * member's step begins at once; saying idle again changes nothing, and a
+ * member woken for a request whose request went away (idle before its
+ * step) takes an ordinary step, not a cold one. */
+static void test_idle_holds_nothing(void **state)
+{
+    (void)state;
+    for (int p = 0; colo_sched_policy_name_at(p); p++) {
+        colo_cosched_config cfg = {.policy = (colo_sched_policy)p, .quantum_us = 60 * 1000 * 1000};
+        char err[256];
+        colo_cosched *cs = colo_cosched_create(&cfg, err, sizeof err);
+        assert_non_null(cs);
+        colo_cosched_member *a = colo_cosched_join(cs, "a", COLO_PRIO_HIGH);
+        colo_cosched_member *b = colo_cosched_join(cs, "b", COLO_PRIO_LOW);
+        colo_cosched_member_stats st;
+        colo_cosched_member_get_stats(a, &st);
+        assert_int_equal(st.idle, 1); /* nothing run yet */
+        colo_cosched_step_begin(a);
+        colo_cosched_step_end(a);
+        colo_cosched_idle(a, NULL);
+        colo_cosched_idle(a, NULL);
+        colo_cosched_member_get_stats(a, &st);
+        assert_int_equal(st.turn, 0);
+        assert_int_equal(st.idle, 1);
+        assert_int_equal(st.idles, 1);
+        colo_cosched_step_begin(b);
+        colo_cosched_member_get_stats(b, &st);
+        assert_int_equal(st.steps, 1);
+        assert_int_equal(st.idle, 0);
+        colo_cosched_step_end(b);
+        colo_cosched_idle(b, NULL);
+        colo_cosched_cold(a, NULL, 0);
+        colo_cosched_idle(a, NULL);
+        colo_cosched_step_begin(a);
+        colo_cosched_step_end(a);
+        colo_cosched_cold(b, NULL, 0);
+        colo_cosched_step_begin_as(b, COLO_STEP_BATCH); /* lines are never cold */
+        colo_cosched_step_end(b);
+        colo_cosched_step_begin(b);
+        colo_cosched_step_end(b);
+        colo_cosched_member_get_stats(a, &st);
+        assert_int_equal(st.cold_steps, 0);
+        colo_cosched_member_get_stats(b, &st);
+        assert_int_equal(st.cold_steps, 1);
+        colo_cosched_idle(a, NULL);
+        colo_cosched_idle(b, NULL);
+        colo_cosched_leave(a);
+        colo_cosched_leave(b);
+        colo_cosched_destroy(cs);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +945,9 @@ int main(void)
         cmocka_unit_test(test_partition_plan),
         cmocka_unit_test(test_policy_names),
         cmocka_unit_test(test_policy_table),
+        cmocka_unit_test(test_timeslice_idle_yields_turn),
+        cmocka_unit_test(test_timeslice_cold_step_at_boundary),
+        cmocka_unit_test(test_idle_holds_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

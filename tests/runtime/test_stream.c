@@ -997,6 +997,61 @@ static void test_deadline_order(void **state)
     }
 }
 
+/* Policy deadline, an idle model beside a woken one: one worker, blocked on
+ * a gate; behind it, three models' streams. a ran late requests (a deadline
+ * long past) and has gone idle since: its work now (giving memory back)
+ * goes after every deadline, not first on the stale one. b is woken for a
+ * request due in 50 ms: its wake's work goes by that deadline, before c's
+ * decode due in 100 ms. */
+static void test_deadline_idle_and_cold(void **state)
+{
+    (void)state;
+    colo_cosched_config cc = {.policy = COLO_SCHED_DEADLINE};
+    char err[256];
+    colo_cosched *cs = colo_cosched_create(&cc, err, sizeof err);
+    assert_non_null(cs);
+    colo_cosched_member *ma = colo_cosched_join(cs, "a", COLO_PRIO_NORMAL);
+    colo_cosched_member *mb = colo_cosched_join(cs, "b", COLO_PRIO_NORMAL);
+    colo_cosched_member *mc = colo_cosched_join(cs, "c", COLO_PRIO_NORMAL);
+    colo_device *d = open_cpu(1);
+    colo_stream *blk = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sa = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    colo_stream *sb = make_stream(d, COLO_PRIO_NORMAL, 0, 0), *sc = make_stream(d, COLO_PRIO_NORMAL, 0, 0);
+    log_reset();
+    volatile int gate = 0;
+    int entered = 0;
+    tag_args blocker = {-1, 0, &gate, &entered};
+    colo_cpu_launch(blk, tag_task, &blocker, sizeof blocker, 1);
+    wait_entered(&entered, 1);
+    uint64_t now = colo_now_ns();
+    colo_cosched_set_deadline(ma, sa, now - 1000000000u); /* its last step, a second late */
+    colo_cosched_step_begin(ma);
+    colo_cosched_step_end(ma);
+    colo_cosched_idle(ma, sa);
+    colo_cosched_cold(mb, sb, now + 50000000u);
+    colo_cosched_set_deadline(mc, sc, now + 100000000u);
+    colo_stream *order[3] = {sa, sb, sc};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++) {
+            tag_args t = {10 * k + i, 0, NULL, NULL};
+            colo_cpu_launch(order[k], tag_task, &t, sizeof t, 1);
+        }
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    for (int k = 0; k < 3; k++)
+        colo_stream_sync(order[k]);
+    assert_int_equal(log_n, 7);
+    const int want[7] = {-1, 10, 11, 20, 21, 0, 1};
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(log_buf[i], want[i]);
+    colo_stream *all[4] = {blk, sa, sb, sc};
+    for (int k = 0; k < 4; k++)
+        colo_stream_destroy(all[k]);
+    colo_device_close(d);
+    colo_cosched_leave(ma);
+    colo_cosched_leave(mb);
+    colo_cosched_leave(mc);
+    colo_cosched_destroy(cs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1019,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_fair_shares),
         cmocka_unit_test(test_best_effort_floor),
         cmocka_unit_test(test_deadline_order),
+        cmocka_unit_test(test_deadline_idle_and_cold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

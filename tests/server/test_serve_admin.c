@@ -86,6 +86,21 @@ static bool wait_state(srv_fixture *f, const char *name, const char *want)
     return false;
 }
 
+/* The steps of model name that /metrics counts cold: first steps of
+ * requests that woke it (colo_scheduler_cold_steps_total); -1 when absent. */
+static double cold_steps(srv_fixture *f, const char *name)
+{
+    srv_resp r;
+    assert_true(srv_http_h(f, "GET", "/metrics", USER_H, NULL, &r));
+    assert_int_equal(r.status, 200);
+    char series[160];
+    snprintf(series, sizeof series, "\ncolo_scheduler_cold_steps_total{model=\"%s\",policy=\"spatial\"} ", name);
+    const char *p = strstr(r.body, series);
+    double v = p ? strtod(p + strlen(series), NULL) : -1;
+    srv_resp_free(&r);
+    return v;
+}
+
 static int send_infer(srv_fixture *f, const char *name, int seed, int max_tokens)
 {
     char body[160], path[64];
@@ -200,10 +215,15 @@ static void test_sleep_wake_under_traffic(void **state)
     json_decref(ma);
     /* /health/ready stays 200: a sleeping model serves. */
     assert_int_equal(status_of(&f, "GET", "/health/ready", NULL, NULL), 200);
-    /* A request wakes it, with the same answer. */
+    /* A request wakes it, with the same answer; its first step was cold
+     * (it went by the request's deadline and at the next step boundary),
+     * and only that one. */
+    double cold_before = cold_steps(&f, "a");
+    assert_true(cold_before >= 0);
     got = infer(&f, "a", 1);
     assert_true(json_equal(got, ref_a));
     json_decref(got);
+    assert_true(cold_steps(&f, "a") == cold_before + 1);
     ma = model(&f, "a");
     assert_string_equal(state_of(ma), "ready");
     assert_true(json_integer_value(json_object_get(json_object_get(ma, "memory"), "weights_bytes")) > 0);
