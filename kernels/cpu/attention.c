@@ -9,7 +9,9 @@
  * scores exponentiated eight at a time (AVX2) with an online softmax at tile
  * granularity, and the tile's V rows accumulated with the weights. In a
  * prefill, up to ATTN_BLOCK consecutive tokens whose keys start at the same
- * key share each tile, converted once for them all (attend_block).
+ * key share each tile, converted once for them all (attend_block), and
+ * with AVX2 the query heads of a group are scored two at a time, each K
+ * load feeding both (each score the bits it gets alone).
  * Q8_0 K rows are expanded into the F32 tile like F16 ones (once for the
  * whole group: scoring blocks in place would convert each key once per
  * head); Q8_0 V rows are read in place, a block's int8 values weighted by
@@ -141,6 +143,41 @@ static void score_tile8(const float *q, const float *const *k, int nt, int hd, f
         for (int i = 0; i < hd; i += 8)
             a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k[j] + i), a);
         s[j] = hsum256(a);
+    }
+}
+
+/* score_tile8 for two queries (two heads of a group) against the same
+ * keys: each K load feeds both, four keys at a time. Every score is the
+ * bits score_tile8 gives it: the same FMAs over the head's dims, and for
+ * the keys of whole groups of 8 the same sum of lanes as hsum256x8 (its
+ * first two hadds, then the two halves added), for the rest hsum256. */
+static void score_tile8_x2(const float *q0, const float *q1, const float *const *k, int nt, int hd, float *s0,
+                           float *s1)
+{
+    int j = 0, n8 = nt & ~7;
+    for (; j < n8; j += 4) {
+        const float *k0 = k[j], *k1 = k[j + 1], *k2 = k[j + 2], *k3 = k[j + 3];
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int i = 0; i < hd; i += 8) {
+            __m256 x0 = _mm256_loadu_ps(q0 + i), x1 = _mm256_loadu_ps(q1 + i), kv;
+            kv = _mm256_loadu_ps(k0 + i), a0 = _mm256_fmadd_ps(x0, kv, a0), b0 = _mm256_fmadd_ps(x1, kv, b0);
+            kv = _mm256_loadu_ps(k1 + i), a1 = _mm256_fmadd_ps(x0, kv, a1), b1 = _mm256_fmadd_ps(x1, kv, b1);
+            kv = _mm256_loadu_ps(k2 + i), a2 = _mm256_fmadd_ps(x0, kv, a2), b2 = _mm256_fmadd_ps(x1, kv, b2);
+            kv = _mm256_loadu_ps(k3 + i), a3 = _mm256_fmadd_ps(x0, kv, a3), b3 = _mm256_fmadd_ps(x1, kv, b3);
+        }
+        __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+        __m256 w = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+        _mm_storeu_ps(s0 + j, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+        _mm_storeu_ps(s1 + j, _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1)));
+    }
+    for (; j < nt; j++) {
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) {
+            __m256 kv = _mm256_loadu_ps(k[j] + i);
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + i), kv, a);
+            b = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + i), kv, b);
+        }
+        s0[j] = hsum256(a), s1[j] = hsum256(b);
     }
 }
 
@@ -339,7 +376,7 @@ static void accumulate_tile(float *acc, float corr, const float *w, const float 
 
 /* Tokens attended together over the same K and V tiles (a prefill's): each
  * tile's rows are converted once for all of them. */
-#define ATTN_BLOCK 4
+#define ATTN_BLOCK 8
 
 /* Attention of the group query heads of tokens tok[0..nb) (one sequence)
  * over keys [ja, jb[b]) of KV head kvh: leaves each token's heads' running
@@ -439,11 +476,19 @@ static colo_status attend_block(const attn_args *a, const int *tok, int nb, int 
             int ntb = jb[b] - j0 < nt ? jb[b] - j0 : nt; /* the token's keys in this tile */
             if (ntb <= 0)
                 continue;
+#ifdef ATTN_AVX2
+            /* the group's heads in pairs share each K load */
+            for (int h = 0; hd % 8 == 0 && h + 1 < group; h += 2)
+                score_tile8_x2(qs + ((size_t)b * group + h) * hd, qs + ((size_t)b * group + h + 1) * hd, kp, ntb, hd,
+                               s + (size_t)h * tile, s + (size_t)(h + 1) * tile);
+#endif
             for (int h = 0; h < group; h++) {
                 float *sh = s + (size_t)h * tile;
                 const float *qh = qs + ((size_t)b * group + h) * hd;
 #ifdef ATTN_AVX2
-                if (hd % 8 == 0)
+                if (hd % 8 == 0 && h < (group & ~1)) {
+                    /* (scored in pairs above) */
+                } else if (hd % 8 == 0)
                     score_tile8(qh, kp, ntb, hd, sh);
                 else
 #endif

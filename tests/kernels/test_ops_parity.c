@@ -611,6 +611,60 @@ static void test_attention_prefill_row_invariant(void **state)
     dfree_all(c);
 }
 
+/* Attention of a group of query heads sharing a KV head (scored in pairs
+ * on AVX2): each head gets the bits it gets as the only head of its
+ * group, in a prefill (blocks of tokens, keys in tiles cut at each token)
+ * and in a decode step, for an even and an odd group. */
+static void test_attention_group_heads_alone(void **state)
+{
+    ctx_t *c = *state;
+    enum { L = 45, BS = 16, MAXB = (L + BS - 1) / BS };
+    const int shapes[][2] = {{4, 256}, {3, 64}}; /* (group, head_dim), one KV head */
+    for (int sh = 0; sh < 2; sh++) {
+        int group = shapes[sh][0], hd = shapes[sh][1];
+        size_t q_floats = (size_t)L * group * hd;
+        float *k = malloc((size_t)L * hd * 4), *v = malloc((size_t)L * hd * 4), *q = malloc(q_floats * 4);
+        float *all = malloc(q_floats * 4), *one = malloc((size_t)L * hd * 4);
+        int32_t table[MAXB], slot[L], seq[L], pos[L];
+        assert_true(k && v && q && all && one);
+        fill_normal(k, (int64_t)L * hd, 1), fill_normal(v, (int64_t)L * hd, 1), fill_normal(q, (int64_t)q_floats, 1);
+        for (int i = 0; i < MAXB; i++)
+            table[i] = i;
+        for (int p = 0; p < L; p++)
+            slot[p] = p, seq[p] = 0, pos[p] = p;
+        size_t cache_bytes = (size_t)MAXB * BS * hd * 2;
+        void *kc = dpoison(c, cache_bytes), *vc = dpoison(c, cache_bytes);
+        float *dk = dput(c, k, (size_t)L * hd * 4), *dv = dput(c, v, (size_t)L * hd * 4);
+        assert_int_equal(colo_op_kv_store(c->s, dk, 0, dv, 0, kc, vc, COLO_F16, dput(c, slot, sizeof slot), L, hd),
+                         COLO_OK);
+        float *dq = dput(c, q, q_floats * 4), *dout = dpoison(c, q_floats * 4);
+        for (int decode = 0; decode < 2; decode++) {
+            int n = decode ? 1 : L; /* a decode step: the last token */
+            colo_attn_desc d = {.n_tokens = n, .n_head = group, .n_kv_head = 1, .head_dim = hd, .block_size = BS,
+                                .max_blocks = MAXB, .max_pos = L - 1, .scale = 0.0625f, .kv_type = COLO_F16,
+                                .tok_seq = dput(c, seq, (size_t)n * 4), .tok_pos = dput(c, pos + L - n, (size_t)n * 4),
+                                .block_table = dput(c, table, sizeof table)};
+            const float *dqn = dq + (size_t)(L - n) * group * hd;
+            colo_stream_set_decode(c->s, decode);
+            assert_int_equal(colo_op_attention(c->s, &d, dqn, kc, vc, dout), COLO_OK);
+            dget(c, all, dout, (size_t)n * group * hd * 4);
+            for (int h = 0; h < group; h++) {
+                colo_attn_desc dh = d;
+                dh.n_head = 1, dh.q_stride = group * hd;
+                assert_int_equal(colo_op_attention(c->s, &dh, dqn + (size_t)h * hd, kc, vc, dout), COLO_OK);
+                dget(c, one, dout, (size_t)n * hd * 4);
+                for (int t = 0; t < n; t++)
+                    if (memcmp(one + (size_t)t * hd, all + ((size_t)t * group + h) * hd, (size_t)hd * 4))
+                        fail_msg("group of %d x %d, %s: head %d of token %d differs from it alone", group, hd,
+                                 decode ? "decode" : "prefill", h, t);
+            }
+        }
+        colo_stream_set_decode(c->s, false);
+        free(k), free(v), free(q), free(all), free(one);
+        dfree_all(c);
+    }
+}
+
 /* linear_multi: several products of one x, each the same bits as linear
  * gives it alone (and within linear's float64 bounds, which case_linear
  * checks), on the int8 path (a decode step of few rows, weights of both
@@ -740,6 +794,7 @@ int main(void)
                                        cmocka_unit_test(test_linear_mixed_rows),
                                        cmocka_unit_test(test_linear_rows_invariant),
                                        cmocka_unit_test(test_attention_prefill_row_invariant),
+                                       cmocka_unit_test(test_attention_group_heads_alone),
                                        cmocka_unit_test(test_linear_multi),
                                        AVX2_TEST(test_linear_q8_many_rows_avx2),
                                        AVX2_TEST(test_linear_mixed_rows_avx2),
