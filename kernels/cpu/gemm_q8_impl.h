@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(Q8_WANT_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&              \
@@ -47,6 +48,15 @@
 /* The narrow kernel's weight rows (one per lane) and most rows of x. */
 #define JN COLO_CPU_GEMM_Q8_ROWS
 #define NARROW_MAX_M 4
+/* Bytes of packed x the wide kernel takes at a time (gemm_q8 below):
+ * VNNI's tiles of 8 weight rows read x twice as often as AVX2's of 16,
+ * whose products are also slower, and only VNNI's gained from the spans
+ * (AVX2's lost the unpacking they repeat). */
+#if defined(Q8_VNNI)
+#define X_SPAN_BYTES ((size_t)384 << 10)
+#else
+#define X_SPAN_BYTES SIZE_MAX
+#endif
 /* narrow_rows' sums (two a block for Q6_K) and scales: (2 NARROW_MAX_M + 1, JN, nb rounded up to 8) 32-bit */
 #define NARROW_SUMS_BYTES(nb) ((size_t)(2 * NARROW_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
 
@@ -499,37 +509,46 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
     float nout[NARROW_MAX_M][JN] __attribute__((aligned(64)));
     if (is_narrow)
         prepare_narrow(t, xp, m, nb, xs);
-    for (int64_t t0 = r0; t0 < r1; t0 += rows) {
-        int nj = (int)(r1 - t0 < rows ? r1 - t0 : rows);
-        if (is_narrow && narrow_reads_rows(t)) {
-            narrow_rows(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, nb, xp, m, xs, sums, nout);
-            store_narrow(nout, m, nj, bias, t0, y, y_stride);
-            continue;
-        }
-        /* Rows past the end repeat the last one (outputs unused). The narrow
-         * kernel reads the scales transposed. */
-        bool gather = is_narrow && gathered_scales(t);
-        for (int j = 0; j < rows; j++)
-            unpack_row(t, (const unsigned char *)w + (size_t)(t0 + (j < nj ? j : nj - 1)) * row_bytes, k,
-                       u + (size_t)j * k, gather ? NULL : is_narrow ? at + j : a + (size_t)j * ns,
-                       gather ? NULL : is_narrow ? ct + j : c + (size_t)j * ns, is_narrow ? JN : 1);
-        if (gather)
-            gather_scales(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, k, at, ct);
-        if (is_narrow) {
-            /* Few rows of x make this memory-bound: the next tile's weights
-             * load while this one is multiplied. */
-            int64_t pf_end = t0 + 2 * rows < r1 ? t0 + 2 * rows : r1;
-            const char *pf = (const char *)w + (size_t)(t0 + rows) * row_bytes;
-            size_t pfb = t0 + rows < pf_end ? (size_t)(pf_end - t0 - rows) * row_bytes : 0;
-            narrow(t, nb, k, xp, m, xs, u, at, ct, nout, pf, pfb);
-            store_narrow(nout, m, nj, bias, t0, y, y_stride);
-            continue;
-        }
-        widen(t, u, k, u16);
-        for (int g = 0; g < n_groups; g++) {
-            int g_rows = m - g * GROUP < GROUP ? m - g * GROUP : GROUP;
-            wide(t, nb, k, ns, xp + (size_t)g * nb, g_rows, u, u16, a, c, out);
-            store_wide(out, g_rows, nj, bias, t0, y, y_stride, (int64_t)g * GROUP);
+    /* The wide kernel walks all of x for each tile of weight rows: x is
+     * taken a span of groups at a time that stays in the core's L2 (the
+     * tiles unpacked again for each span), not streamed from L3 per tile
+     * when it is larger (a prefill's x of k = 2048 is 2.5 MB). */
+    size_t fit = X_SPAN_BYTES / ((size_t)nb * sizeof(colo_q8_xblk));
+    int span = is_narrow || fit >= (size_t)n_groups ? n_groups : fit < 1 ? 1 : (int)fit;
+    for (int g0 = 0; g0 < n_groups; g0 += span) {
+        int g1 = g0 + span < n_groups ? g0 + span : n_groups;
+        for (int64_t t0 = r0; t0 < r1; t0 += rows) {
+            int nj = (int)(r1 - t0 < rows ? r1 - t0 : rows);
+            if (is_narrow && narrow_reads_rows(t)) {
+                narrow_rows(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, nb, xp, m, xs, sums, nout);
+                store_narrow(nout, m, nj, bias, t0, y, y_stride);
+                continue;
+            }
+            /* Rows past the end repeat the last one (outputs unused). The narrow
+             * kernel reads the scales transposed. */
+            bool gather = is_narrow && gathered_scales(t);
+            for (int j = 0; j < rows; j++)
+                unpack_row(t, (const unsigned char *)w + (size_t)(t0 + (j < nj ? j : nj - 1)) * row_bytes, k,
+                           u + (size_t)j * k, gather ? NULL : is_narrow ? at + j : a + (size_t)j * ns,
+                           gather ? NULL : is_narrow ? ct + j : c + (size_t)j * ns, is_narrow ? JN : 1);
+            if (gather)
+                gather_scales(t, (const uint8_t *)w + (size_t)t0 * row_bytes, row_bytes, nj, k, at, ct);
+            if (is_narrow) {
+                /* Few rows of x make this memory-bound: the next tile's weights
+                 * load while this one is multiplied. */
+                int64_t pf_end = t0 + 2 * rows < r1 ? t0 + 2 * rows : r1;
+                const char *pf = (const char *)w + (size_t)(t0 + rows) * row_bytes;
+                size_t pfb = t0 + rows < pf_end ? (size_t)(pf_end - t0 - rows) * row_bytes : 0;
+                narrow(t, nb, k, xp, m, xs, u, at, ct, nout, pf, pfb);
+                store_narrow(nout, m, nj, bias, t0, y, y_stride);
+                continue;
+            }
+            widen(t, u, k, u16);
+            for (int g = g0; g < g1; g++) {
+                int g_rows = m - g * GROUP < GROUP ? m - g * GROUP : GROUP;
+                wide(t, nb, k, ns, xp + (size_t)g * nb, g_rows, u, u16, a, c, out);
+                store_wide(out, g_rows, nj, bias, t0, y, y_stride, (int64_t)g * GROUP);
+            }
         }
     }
 #else

@@ -211,6 +211,26 @@ static void test_avx2_same_bits_as_vnni(void **state)
     }
 }
 
+/* An x too large to stay in L2 while the weight tiles pass over it is
+ * taken a span of groups at a time (gemm_q8_impl.h): the same bits as the
+ * reference, the last span short, on both versions. */
+static void test_x_in_spans(void **state)
+{
+    (void)state;
+    colo_cpu_q8_isa was = colo_cpu_gemm_q8_isa();
+    bool avx2 = colo_cpu_gemm_q8_set_isa(COLO_CPU_Q8_AVX2), vnni = colo_cpu_gemm_q8_set_isa(COLO_CPU_Q8_VNNI);
+    assert_true(colo_cpu_gemm_q8_set_isa(was));
+    if (!avx2)
+        skip();
+    const colo_dtype ts[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
+    for (size_t ti = 0; ti < sizeof ts / sizeof *ts; ti++) {
+        /* 144 blocks a row: 180 KiB of packed x a group, spans of 2 groups of 16 rows */
+        shape s = {.t = ts[ti], .m = 75, .n = 19, .k = 4608, .x_stride = 4608, .y_stride = 19, .r0 = 0, .r1 = 19,
+                   .bias = true};
+        check_shape(&s, vnni);
+    }
+}
+
 /* COLO_CPU_GEMM_Q8 names the version; set_isa refuses what the CPU lacks
  * and makes gemm_q8 call the version it sets. */
 static void test_choice(void **state)
@@ -254,6 +274,7 @@ int main(void)
     rng = colo_test_rng_from(colo_test_seed("test_gemm_q8", 53));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx2_same_bits_as_vnni),
+        cmocka_unit_test(test_x_in_spans),
         cmocka_unit_test(test_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
