@@ -169,7 +169,8 @@ void Q8_FN(colo_cpu_gemm_q8_pack_x)(const float *x, int x_stride, int m, int k, 
     int nb = k / 32;
     for (int g = g0; g < g1; g++) {
         colo_q8_xblk *xg = xp + (size_t)g * nb;
-        memset(xg, 0, (size_t)nb * sizeof *xg);
+        if ((g + 1) * GROUP > m) /* rows past m are zero; a whole group's bytes are all written below */
+            memset(xg, 0, (size_t)nb * sizeof *xg);
         for (int i = 0; i < GROUP && g * GROUP + i < m; i++) {
             const float *xr = x + (int64_t)(g * GROUP + i) * x_stride;
             for (int b = 0; b < nb; b++) {
