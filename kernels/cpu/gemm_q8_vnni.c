@@ -43,17 +43,15 @@ static inline __attribute__((always_inline)) void kernel(int nb, int k, int ns, 
             __m512 s = _mm512_loadu_ps(xb->s[2]);
             for (int j = 0; j < JT; j++) {
                 const uint8_t *w = u + (size_t)j * k + 32 * b;
-                __m512i w0 = bcast4(w), w1 = bcast4(w + 4);
-                __m512i p0 = _mm512_dpbusd_epi32(z, w0, X[0]), p1 = _mm512_dpbusd_epi32(z, w1, X[1]);
-                __m512i p2 = _mm512_dpbusd_epi32(z, w0, R[0]), p3 = _mm512_dpbusd_epi32(z, w1, R[1]);
-                for (int t = 2; t < 8; t += 2) {
-                    w0 = bcast4(w + 4 * t), w1 = bcast4(w + 4 * t + 4);
+                /* one chain a digit: the block's 256 P(q) + P(r) in two adds less than four chains */
+                __m512i w0 = bcast4(w);
+                __m512i p0 = _mm512_dpbusd_epi32(z, w0, X[0]), p2 = _mm512_dpbusd_epi32(z, w0, R[0]);
+                for (int t = 1; t < 8; t++) {
+                    w0 = bcast4(w + 4 * t);
                     p0 = _mm512_dpbusd_epi32(p0, w0, X[t]);
-                    p1 = _mm512_dpbusd_epi32(p1, w1, X[t + 1]);
                     p2 = _mm512_dpbusd_epi32(p2, w0, R[t]);
-                    p3 = _mm512_dpbusd_epi32(p3, w1, R[t + 1]);
                 }
-                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p0, p1, p2, p3)), d);
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(p0, 8), p2)), d);
                 acc[j] = _mm512_fmadd_ps(f, _mm512_set1_ps(a[(size_t)j * ns + b]), acc[j]);
                 acc[j] = _mm512_fmadd_ps(s, _mm512_set1_ps(c[(size_t)j * ns + b]), acc[j]);
             }
