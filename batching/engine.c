@@ -976,20 +976,24 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
 {
     int kept = 0;
     int32_t tok;
-    bool model = q->draft_ngram == COLO_SPEC_FROM_MODEL;
+    /* the counters of the draft's source */
+    uint64_t *src_drafted = q->draft_ngram == COLO_SPEC_FROM_MODEL    ? &e->st.spec_model_drafted
+                            : q->draft_ngram == COLO_SPEC_FROM_SUFFIX ? &e->st.spec_suffix_drafted
+                                                                      : &e->st.spec_lookup_drafted;
+    uint64_t *src_accepted = q->draft_ngram == COLO_SPEC_FROM_MODEL    ? &e->st.spec_model_accepted
+                             : q->draft_ngram == COLO_SPEC_FROM_SUFFIX ? &e->st.spec_suffix_accepted
+                                                                       : &e->st.spec_lookup_accepted;
     if (n_draft > 0) {
         e->st.spec_steps++;
         e->st.spec_drafted += (uint64_t)n_draft;
-        if (model)
-            e->st.spec_model_drafted += (uint64_t)n_draft;
+        *src_drafted += (uint64_t)n_draft;
     }
     for (int j = 0;; j++) {
         int32_t want = j < n_draft ? q->draft[j] : -1;
         if (!sample_one(e, q, rows + (size_t)j * V, V, &tok)) {
             uint64_t a = (uint64_t)kept + (want >= 0 && tok == want);
             e->st.spec_accepted += a;
-            if (model)
-                e->st.spec_model_accepted += a;
+            *src_accepted += a;
             return; /* finished (a stop, max_tokens) */
         }
         if (j == n_draft || tok != want)
@@ -997,8 +1001,7 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
         kept++;
     }
     e->st.spec_accepted += (uint64_t)kept;
-    if (model)
-        e->st.spec_model_accepted += (uint64_t)kept;
+    *src_accepted += (uint64_t)kept;
     if (n_draft > 0) {
         colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
