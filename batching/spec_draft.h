@@ -113,9 +113,10 @@ void colo_spec_draft_seq_release(colo_spec_drafter *d, colo_spec_draft_seq *ds);
 uint64_t colo_spec_drafter_ns(const colo_spec_drafter *d);
 uint64_t colo_spec_drafter_passes(const colo_spec_drafter *d);
 /* What one drafted token costs (ns): a draft's passes over the tokens it
- * drafted, the tokens accepted since the last one computed first, a
- * moving average of those measured (drafts after a new prompt aside); 0
- * before the first with the current epoch. */
+ * drafted (passes shared by several sequences over all their tokens), the
+ * tokens accepted since the last one computed first, a moving average of
+ * those measured (drafts after a new prompt aside); 0 before the first
+ * with the current epoch. */
 double colo_spec_drafter_token_ns(const colo_spec_drafter *d);
 
 #endif
