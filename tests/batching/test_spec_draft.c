@@ -160,6 +160,8 @@ static void test_greedy_bit_identical(void **state)
     if (spec.st.spec_model_passes >= passes_alone)
         fail_msg("three at once took %llu draft passes, alone %llu in all", (unsigned long long)spec.st.spec_model_passes,
                  (unsigned long long)passes_alone);
+    printf("draft passes: %llu for three at once, %llu for each alone in all\n",
+           (unsigned long long)spec.st.spec_model_passes, (unsigned long long)passes_alone);
     uint64_t plain_steps = plain.st.steps[0] + plain.st.steps[1] + plain.st.steps[2];
     uint64_t spec_steps = spec.st.steps[0] + spec.st.steps[1] + spec.st.steps[2];
     assert_true(spec_steps < plain_steps);
