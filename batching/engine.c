@@ -79,6 +79,7 @@ struct colo_engine {
     int *spec_avail, *spec_len;
     float *spec_rate;
     double *spec_tok_ns;  /* (max_running) what a drafted token costs each: the draft model's pass, or 0 */
+    colo_spec_draft_req *spec_req; /* (max_running) the step's drafts with the draft model, run together */
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
     char **tok_bytes;
@@ -178,12 +179,13 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
     e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
     e->spec_tok_ns = calloc((size_t)R, sizeof *e->spec_tok_ns);
+    e->spec_req = calloc((size_t)R, sizeof *e->spec_req);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
     if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
         !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate ||
-        !e->spec_tok_ns) {
+        !e->spec_tok_ns || !e->spec_req) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -393,6 +395,7 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_len);
     free(e->spec_rate);
     free(e->spec_tok_ns);
+    free(e->spec_req);
     colo_spec_suffix_free(e->suffix);
     colo_spec_drafter_free(e->drafter);
     free(e->table);
@@ -896,16 +899,27 @@ static void draft_all(colo_engine *e, colo_cosched_member *member)
     if (!e->cfg.spec_always)
         colo_spec_plan_costed(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->spec_tok_ns, e->max_draft,
                               e->spec_len);
+    /* the sequences that draft with the model do so together: one pass
+     * of the draft model per drafted token of them all */
+    int n_model = 0;
     for (int i = 0; i < n; i++) {
         colo_engine_seq *q = e->spec_seq[i];
         q->cb.n_draft = e->cfg.spec_always ? e->spec_avail[i] : e->spec_len[i];
-        if (q->cb.n_draft && q->draft_ngram == COLO_SPEC_FROM_MODEL) {
-            uint64_t passes = colo_spec_drafter_passes(e->drafter), ns = colo_spec_drafter_ns(e->drafter);
-            q->cb.n_draft = colo_spec_draft_run(e->drafter, &q->dseq, e->s, member, q->cb.tokens, q->cb.n_tokens,
-                                                q->cb.n_draft, q->draft);
-            e->st.spec_model_passes += colo_spec_drafter_passes(e->drafter) - passes;
-            e->st.spec_model_ns += colo_spec_drafter_ns(e->drafter) - ns;
-        }
+        if (q->cb.n_draft && q->draft_ngram == COLO_SPEC_FROM_MODEL)
+            e->spec_req[n_model++] = (colo_spec_draft_req){.ds = &q->dseq, .tokens = q->cb.tokens,
+                                                           .n_tokens = q->cb.n_tokens, .k = q->cb.n_draft,
+                                                           .out = q->draft};
+    }
+    if (n_model) {
+        uint64_t passes = colo_spec_drafter_passes(e->drafter), ns = colo_spec_drafter_ns(e->drafter);
+        colo_spec_draft_run_batch(e->drafter, e->spec_req, n_model, e->s, member);
+        e->st.spec_model_passes += colo_spec_drafter_passes(e->drafter) - passes;
+        e->st.spec_model_ns += colo_spec_drafter_ns(e->drafter) - ns;
+    }
+    for (int i = 0, j = 0; i < n; i++) {
+        colo_engine_seq *q = e->spec_seq[i];
+        if (q->cb.n_draft && q->draft_ngram == COLO_SPEC_FROM_MODEL)
+            q->cb.n_draft = e->spec_req[j++].n_out;
         if (!q->cb.n_draft)
             colo_spec_accept_idle(&q->accept);
     }
@@ -962,20 +976,24 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
 {
     int kept = 0;
     int32_t tok;
-    bool model = q->draft_ngram == COLO_SPEC_FROM_MODEL;
+    /* the counters of the draft's source */
+    uint64_t *src_drafted = q->draft_ngram == COLO_SPEC_FROM_MODEL    ? &e->st.spec_model_drafted
+                            : q->draft_ngram == COLO_SPEC_FROM_SUFFIX ? &e->st.spec_suffix_drafted
+                                                                      : &e->st.spec_lookup_drafted;
+    uint64_t *src_accepted = q->draft_ngram == COLO_SPEC_FROM_MODEL    ? &e->st.spec_model_accepted
+                             : q->draft_ngram == COLO_SPEC_FROM_SUFFIX ? &e->st.spec_suffix_accepted
+                                                                       : &e->st.spec_lookup_accepted;
     if (n_draft > 0) {
         e->st.spec_steps++;
         e->st.spec_drafted += (uint64_t)n_draft;
-        if (model)
-            e->st.spec_model_drafted += (uint64_t)n_draft;
+        *src_drafted += (uint64_t)n_draft;
     }
     for (int j = 0;; j++) {
         int32_t want = j < n_draft ? q->draft[j] : -1;
         if (!sample_one(e, q, rows + (size_t)j * V, V, &tok)) {
             uint64_t a = (uint64_t)kept + (want >= 0 && tok == want);
             e->st.spec_accepted += a;
-            if (model)
-                e->st.spec_model_accepted += a;
+            *src_accepted += a;
             return; /* finished (a stop, max_tokens) */
         }
         if (j == n_draft || tok != want)
@@ -983,8 +1001,7 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
         kept++;
     }
     e->st.spec_accepted += (uint64_t)kept;
-    if (model)
-        e->st.spec_model_accepted += (uint64_t)kept;
+    *src_accepted += (uint64_t)kept;
     if (n_draft > 0) {
         colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);

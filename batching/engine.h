@@ -156,8 +156,12 @@ typedef struct colo_engine_step_stats {
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;
     /* of them, drafted by the draft model (cfg.draft), and its passes and
-     * their time (counted in plan_ns) */
+     * their time (counted in plan_ns); a pass computes the next draft
+     * token of every sequence drafting with the model in the step */
     uint64_t spec_model_drafted, spec_model_accepted, spec_model_passes, spec_model_ns;
+    /* of them, drafted by prompt lookup (the sequence's own text) and from
+     * the suffix cache (cfg.spec_suffix_bytes) */
+    uint64_t spec_lookup_drafted, spec_lookup_accepted, spec_suffix_drafted, spec_suffix_accepted;
     uint64_t abandoned; /* steps of batch-class work given up for others (cfg.yield), among steps */
     uint64_t batch_steps; /* steps of batch-class work alone (the co-scheduler's COLO_STEP_BATCH), among steps */
     uint64_t floor_steps; /* steps that held batch-class work beside others' by the co-scheduler's

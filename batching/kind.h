@@ -71,6 +71,10 @@ typedef struct colo_kind_info {
     /* speculative decoding (generation): tokens drafted and verified, of
      * which accepted, and the sequences' steps that verified a draft */
     uint64_t spec_drafted, spec_accepted, spec_steps;
+    /* of them by source: prompt lookup, the suffix cache, the draft model;
+     * and the draft model's passes and their time */
+    uint64_t spec_lookup_drafted, spec_lookup_accepted, spec_suffix_drafted, spec_suffix_accepted;
+    uint64_t spec_draft_drafted, spec_draft_accepted, spec_draft_passes, spec_draft_ns;
     size_t adapter_bytes;       /* LoRA adapters in the arena */
 } colo_kind_info;
 

@@ -381,6 +381,8 @@ static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_sta
     a->spec_drafted += b->spec_drafted, a->spec_accepted += b->spec_accepted, a->spec_steps += b->spec_steps;
     a->spec_model_drafted += b->spec_model_drafted, a->spec_model_accepted += b->spec_model_accepted;
     a->spec_model_passes += b->spec_model_passes, a->spec_model_ns += b->spec_model_ns;
+    a->spec_lookup_drafted += b->spec_lookup_drafted, a->spec_lookup_accepted += b->spec_lookup_accepted;
+    a->spec_suffix_drafted += b->spec_suffix_drafted, a->spec_suffix_accepted += b->spec_suffix_accepted;
 }
 
 /* Drops the KV cache and the weights (the arena gets their memory back;
@@ -726,6 +728,10 @@ static void info(void *inst, colo_kind_info *out)
         out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
     out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
     out->spec_drafted = ss.spec_drafted, out->spec_accepted = ss.spec_accepted, out->spec_steps = ss.spec_steps;
+    out->spec_lookup_drafted = ss.spec_lookup_drafted, out->spec_lookup_accepted = ss.spec_lookup_accepted;
+    out->spec_suffix_drafted = ss.spec_suffix_drafted, out->spec_suffix_accepted = ss.spec_suffix_accepted;
+    out->spec_draft_drafted = ss.spec_model_drafted, out->spec_draft_accepted = ss.spec_model_accepted;
+    out->spec_draft_passes = ss.spec_model_passes, out->spec_draft_ns = ss.spec_model_ns;
     if (!k->eng)
         return; /* asleep: nothing in memory */
     colo_engine_prefix_info pi;

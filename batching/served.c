@@ -14,6 +14,17 @@
 /* how long a wake that found no room waits before it tries again */
 #define WAKE_RETRY_NS (20ull * 1000 * 1000)
 
+const char *colo_spec_source_name(colo_spec_source s)
+{
+    switch (s) {
+    case COLO_SPEC_SOURCE_LOOKUP: return "lookup";
+    case COLO_SPEC_SOURCE_SUFFIX: return "suffix";
+    case COLO_SPEC_SOURCE_DRAFT: return "draft";
+    case COLO_SPEC_SOURCES: break;
+    }
+    return "unknown";
+}
+
 const char *colo_served_state_name(colo_served_state s)
 {
     switch (s) {
@@ -800,6 +811,16 @@ void colo_served_get_info(colo_served *m, colo_served_info *out)
         out->steps_by_kind[i] = in.steps_by_kind[i], out->tokens_by_kind[i] = in.tokens_by_kind[i];
     out->plan_ns = in.plan_ns, out->forward_ns = in.forward_ns, out->sample_ns = in.sample_ns;
     out->spec_drafted = in.spec_drafted, out->spec_accepted = in.spec_accepted, out->spec_steps = in.spec_steps;
+    out->spec_src_drafted[COLO_SPEC_SOURCE_LOOKUP] = in.spec_lookup_drafted;
+    out->spec_src_accepted[COLO_SPEC_SOURCE_LOOKUP] = in.spec_lookup_accepted;
+    out->spec_src_drafted[COLO_SPEC_SOURCE_SUFFIX] = in.spec_suffix_drafted;
+    out->spec_src_accepted[COLO_SPEC_SOURCE_SUFFIX] = in.spec_suffix_accepted;
+    out->spec_src_drafted[COLO_SPEC_SOURCE_DRAFT] = in.spec_draft_drafted;
+    out->spec_src_accepted[COLO_SPEC_SOURCE_DRAFT] = in.spec_draft_accepted;
+    out->spec_src_on[COLO_SPEC_SOURCE_LOOKUP] = m->cfg.speculative.lookup;
+    out->spec_src_on[COLO_SPEC_SOURCE_SUFFIX] = m->cfg.speculative.suffix;
+    out->spec_src_on[COLO_SPEC_SOURCE_DRAFT] = m->cfg.speculative.draft[0] != 0;
+    out->spec_draft_passes = in.spec_draft_passes, out->spec_draft_ns = in.spec_draft_ns;
     if (m->member) {
         colo_cosched_member_stats st;
         colo_cosched_member_get_stats(m->member, &st);

@@ -61,6 +61,19 @@ typedef enum colo_served_state {
 
 const char *colo_served_state_name(colo_served_state s);
 
+/* Where a speculative draft came from (config speculative: lookup, suffix,
+ * draft). */
+typedef enum colo_spec_source {
+    COLO_SPEC_SOURCE_LOOKUP, /* the sequence's own prompt and output */
+    COLO_SPEC_SOURCE_SUFFIX, /* the model's suffix cache of its tenant's outputs */
+    COLO_SPEC_SOURCE_DRAFT,  /* the draft model */
+    COLO_SPEC_SOURCES
+} colo_spec_source;
+
+/* "lookup", "suffix", "draft": the config's keys, also /metrics' and
+ * /v1/stats' names. */
+const char *colo_spec_source_name(colo_spec_source s);
+
 /* Called on the executor thread after every step (for metrics). */
 typedef struct colo_served_hooks {
     /* batch: requests (bert) or sequences (llama) in the step; tokens computed */
@@ -323,6 +336,13 @@ typedef struct colo_served_info {
     /* speculative decoding (generation): tokens drafted and verified, of
      * which accepted, and the sequences' steps that verified a draft */
     uint64_t spec_drafted, spec_accepted, spec_steps;
+    /* of them by source: prompt lookup, the suffix cache, the draft model
+     * (speculative.draft); and the draft model's passes for this model's
+     * drafts (one computes a token of every sequence drafting in the step)
+     * and their time */
+    uint64_t spec_src_drafted[COLO_SPEC_SOURCES], spec_src_accepted[COLO_SPEC_SOURCES];
+    bool spec_src_on[COLO_SPEC_SOURCES]; /* the sources the config turns on */
+    uint64_t spec_draft_passes, spec_draft_ns;
     colo_stream_stats stream;   /* the model's stream: ops, chunks, worker time, sync waits */
     size_t adapter_bytes;       /* of mem.used: LoRA adapters */
     int n_adapters;             /* listed */

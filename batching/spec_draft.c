@@ -7,16 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tokens of one catch-up pass (a new prompt, tokens accepted since). */
+/* Tokens of one sequence's catch-up pass (a new prompt, tokens accepted
+ * since). A batched pass holds the chunk of one sequence beside the
+ * single tokens of up to COLO_SPEC_DRAFT_MAX_SEQS others. */
 #define DRAFT_CHUNK 128
+#define DRAFT_ROWS (DRAFT_CHUNK + COLO_SPEC_DRAFT_MAX_SEQS)
 
 struct colo_spec_drafter {
     colo_spec_draft_src src;
     bool cpu;            /* the device records no graphs: passes need no stop hook */
     int n_vocab, max_seq_len;
     colo_device *dev;
-    float *logits;       /* (1, n_vocab) a pass's last row, host memory of dev */
-    int32_t tok[DRAFT_CHUNK], pos[DRAFT_CHUNK], seq[DRAFT_CHUNK];
+    float *logits;       /* (COLO_SPEC_DRAFT_MAX_SEQS, n_vocab) a pass's logits rows, host memory of dev */
+    int32_t tok[DRAFT_ROWS], pos[DRAFT_ROWS], seq[DRAFT_ROWS];
+    int32_t rows[COLO_SPEC_DRAFT_MAX_SEQS]; /* a pass's logits rows */
+    int32_t *table;      /* (cap_table) the block tables of a batch's sequences, one row each */
+    size_t cap_table;
     colo_llama *m;       /* borrowed between begin and end, else NULL */
     uint64_t epoch;      /* its KV cache's */
     /* blocks of finished sequences not yet given back, of the KV cache of
@@ -39,7 +45,7 @@ colo_spec_drafter *colo_spec_drafter_create(const colo_spec_draft_src *src, colo
     d->cpu = colo_device_kind(dev) == COLO_BACKEND_CPU;
     d->n_vocab = n_vocab;
     d->max_seq_len = max_seq_len;
-    if (!(d->logits = colo_host_alloc(dev, (size_t)n_vocab * sizeof(float)))) {
+    if (!(d->logits = colo_host_alloc(dev, (size_t)COLO_SPEC_DRAFT_MAX_SEQS * n_vocab * sizeof(float)))) {
         free(d);
         return NULL;
     }
@@ -66,6 +72,7 @@ void colo_spec_drafter_free(colo_spec_drafter *d)
         d->src.put(d->src.ud);
     }
     free(d->pending);
+    free(d->table);
     colo_host_free(d->dev, d->logits);
     free(d);
 }
@@ -140,15 +147,15 @@ static bool never_stop(void *ud)
     return false;
 }
 
-/* One pass of the draft over n tokens in d->tok/pos/seq, the last row's
- * logits into d->logits when logits. */
-static colo_status pass(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stream *s, colo_cosched_member *member,
-                        int n, bool logits)
+/* One pass of the draft over n tokens in d->tok/pos/seq of n_seqs
+ * sequences (rows of d->table, max_blocks each), the logits of the
+ * n_logits rows in d->rows into d->logits. */
+static colo_status pass(colo_spec_drafter *d, colo_stream *s, colo_cosched_member *member, int n_seqs,
+                        int max_blocks, int n, int n_logits)
 {
-    int32_t last = n - 1;
-    colo_llama_batch b = {.n_tokens = n, .tokens = d->tok, .pos = d->pos, .seq = d->seq, .n_seqs = 1,
-                          .max_blocks = ds->max_blocks, .block_table = ds->blocks, .n_logits = logits ? 1 : 0,
-                          .logit_rows = &last};
+    colo_llama_batch b = {.n_tokens = n, .tokens = d->tok, .pos = d->pos, .seq = d->seq, .n_seqs = n_seqs,
+                          .max_blocks = max_blocks, .block_table = d->table, .n_logits = n_logits,
+                          .logit_rows = d->rows};
     if (!d->cpu)
         b.stop = never_stop;
     uint64_t t0 = colo_now_ns();
@@ -183,11 +190,15 @@ static bool seq_room(colo_spec_draft_seq *ds, int limit, int bs)
     return true;
 }
 
-int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stream *s, colo_cosched_member *member,
-                        const int32_t *tokens, int n_tokens, int k, int32_t *out)
+/* r's sequence ready to draft: its blocks for the tokens and the draft
+ * (allocated from the draft model), its K/V rolled back to what the
+ * sequence still has. Returns how many tokens it may draft (0: none). */
+static int prepare(colo_spec_drafter *d, const colo_spec_draft_req *r)
 {
     colo_llama *m = d->m;
-    if (!m || n_tokens <= 0 || k <= 0)
+    colo_spec_draft_seq *ds = r->ds;
+    int k = r->k, n_tokens = r->n_tokens;
+    if (n_tokens <= 0 || k <= 0)
         return 0;
     if (k > COLO_SPEC_MAX_TOKENS)
         k = COLO_SPEC_MAX_TOKENS;
@@ -224,45 +235,164 @@ int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stre
     /* roll back to what the sequence still has; the last token is computed
      * again for its logits */
     int keep = 0, upto = ds->n_kv < n_tokens - 1 ? ds->n_kv : n_tokens - 1;
-    while (keep < upto && ds->tokens[keep] == tokens[keep])
+    while (keep < upto && ds->tokens[keep] == r->tokens[keep])
         keep++;
     ds->n_kv = keep;
-    if (member)
-        colo_cosched_step_begin(member);
-    int n_out = 0, n_new = n_tokens - keep;
-    uint64_t t0 = colo_now_ns();
-    for (int from = keep; from < n_tokens;) {
-        int n = n_tokens - from < DRAFT_CHUNK ? n_tokens - from : DRAFT_CHUNK;
-        for (int i = 0; i < n; i++) {
-            d->tok[i] = tokens[from + i];
-            d->pos[i] = from + i;
-            d->seq[i] = 0;
+    return k;
+}
+
+/* A sequence of a batch while it drafts. */
+typedef struct draft_slot {
+    colo_spec_draft_req *r;
+    int k;      /* tokens it drafts */
+    int chunk;  /* rows in this pass; 0: none */
+    int row;    /* its logits row in this pass; -1: none */
+    int n_new;  /* tokens it computed before drafting */
+} draft_slot;
+
+/* Adds the chunk of slot i (sequence i of the pass) from its next token
+ * to the pass of *n rows and *n_logits logits rows. */
+static void add_chunk(colo_spec_drafter *d, draft_slot *sl, int i, int *n, int *n_logits)
+{
+    colo_spec_draft_seq *ds = sl->r->ds;
+    int left = sl->r->n_tokens - ds->n_kv;
+    sl->chunk = left < DRAFT_CHUNK ? left : DRAFT_CHUNK;
+    for (int j = 0; j < sl->chunk; j++, (*n)++) {
+        d->tok[*n] = sl->r->tokens[ds->n_kv + j];
+        d->pos[*n] = ds->n_kv + j;
+        d->seq[*n] = i;
+    }
+    sl->row = -1;
+    if (sl->chunk == left) { /* its last: the logits of its last token */
+        sl->row = *n_logits;
+        d->rows[(*n_logits)++] = *n - 1;
+    }
+}
+
+/* Drafts for the ns sequences of sl (at most COLO_SPEC_DRAFT_MAX_SEQS,
+ * each prepared) in shared passes: first what each has not computed, in
+ * the chunks it would have alone (a sequence's single last token first
+ * in the pass, as a decode row, the longer chunks after it as a
+ * prefill's rows, one of them per pass), then one token of each per pass
+ * until each has its k. Each row's numbers depend on nothing else in the
+ * pass (docs/ARCHITECTURE.md, "Precision"), so every sequence drafts
+ * what it drafts alone. */
+static void run_group(colo_spec_drafter *d, draft_slot *sl, int ns, colo_stream *s, colo_cosched_member *member)
+{
+    int max_blocks = 0;
+    for (int i = 0; i < ns; i++)
+        if (sl[i].r->ds->max_blocks > max_blocks)
+            max_blocks = sl[i].r->ds->max_blocks;
+    size_t cells = (size_t)ns * (size_t)max_blocks;
+    if (cells > d->cap_table) {
+        int32_t *t = realloc(d->table, cells * sizeof *t);
+        if (!t)
+            return; /* (drafts nothing: the target decodes plainly) */
+        d->table = t;
+        d->cap_table = cells;
+    }
+    for (int i = 0; i < ns; i++) {
+        colo_spec_draft_seq *ds = sl[i].r->ds;
+        int32_t *row = d->table + (size_t)i * max_blocks;
+        memcpy(row, ds->blocks, (size_t)ds->n_blocks * sizeof *row);
+        memset(row + ds->n_blocks, 0, (size_t)(max_blocks - ds->n_blocks) * sizeof *row);
+        sl[i].n_new = sl[i].r->n_tokens - ds->n_kv;
+    }
+    int V = d->n_vocab;
+    for (;;) { /* catching up */
+        int n = 0, n_logits = 0;
+        for (int i = 0; i < ns; i++) {
+            sl[i].chunk = 0;
+            if (sl[i].r->n_tokens - sl[i].r->ds->n_kv == 1)
+                add_chunk(d, &sl[i], i, &n, &n_logits);
         }
-        if (pass(d, ds, s, member, n, from + n == n_tokens) != COLO_OK)
-            goto out;
-        memcpy(ds->tokens + from, tokens + from, (size_t)n * sizeof *tokens);
-        from += n;
-        ds->n_kv = from;
-    }
-    out[n_out++] = colo_argmax(d->logits, d->n_vocab);
-    while (n_out < k) {
-        d->tok[0] = out[n_out - 1];
-        d->pos[0] = ds->n_kv;
-        d->seq[0] = 0;
-        if (pass(d, ds, s, member, 1, true) != COLO_OK)
+        for (int i = 0; i < ns; i++) {
+            int left = sl[i].r->n_tokens - sl[i].r->ds->n_kv;
+            if (left > 1 && n + (left < DRAFT_CHUNK ? left : DRAFT_CHUNK) <= DRAFT_ROWS)
+                add_chunk(d, &sl[i], i, &n, &n_logits);
+        }
+        if (!n)
             break;
-        ds->tokens[ds->n_kv++] = out[n_out - 1];
-        out[n_out++] = colo_argmax(d->logits, d->n_vocab);
+        if (pass(d, s, member, ns, max_blocks, n, n_logits) != COLO_OK)
+            return; /* (those caught up keep their first token, as drafted) */
+        for (int i = 0; i < ns; i++) {
+            colo_spec_draft_seq *ds = sl[i].r->ds;
+            if (!sl[i].chunk)
+                continue;
+            memcpy(ds->tokens + ds->n_kv, sl[i].r->tokens + ds->n_kv, (size_t)sl[i].chunk * sizeof *ds->tokens);
+            ds->n_kv += sl[i].chunk;
+            if (sl[i].row >= 0)
+                sl[i].r->out[sl[i].r->n_out++] = colo_argmax(d->logits + (size_t)sl[i].row * V, V);
+        }
     }
-out:
-    if (member)
-        colo_cosched_step_end(member);
-    /* what a drafted token costs after a step: the tokens accepted since
-     * are computed first (1 or 2 of them, the latter a dearer pass), a
-     * new prompt's catching up aside */
-    if (n_out > 0 && n_new <= 2) {
-        double per = (double)(colo_now_ns() - t0) / n_out;
-        d->token_ns = d->token_ns > 0 ? 0.8 * d->token_ns + 0.2 * per : per;
+    for (;;) { /* one token of each per pass */
+        int n = 0;
+        for (int i = 0; i < ns; i++) {
+            colo_spec_draft_req *r = sl[i].r;
+            sl[i].row = -1;
+            if (r->n_out < 1 || r->n_out >= sl[i].k)
+                continue;
+            d->tok[n] = r->out[r->n_out - 1];
+            d->pos[n] = r->ds->n_kv;
+            d->seq[n] = i;
+            d->rows[n] = n;
+            sl[i].row = n++;
+        }
+        if (!n || pass(d, s, member, ns, max_blocks, n, n) != COLO_OK)
+            return;
+        for (int i = 0; i < ns; i++) {
+            colo_spec_draft_req *r = sl[i].r;
+            if (sl[i].row < 0)
+                continue;
+            r->ds->tokens[r->ds->n_kv++] = r->out[r->n_out - 1];
+            r->out[r->n_out++] = colo_argmax(d->logits + (size_t)sl[i].row * V, V);
+        }
     }
-    return n_out;
+}
+
+void colo_spec_draft_run_batch(colo_spec_drafter *d, colo_spec_draft_req *reqs, int n, colo_stream *s,
+                               colo_cosched_member *member)
+{
+    for (int i = 0; i < n; i++)
+        reqs[i].n_out = 0;
+    if (!d->m)
+        return;
+    for (int at = 0; at < n;) {
+        draft_slot sl[COLO_SPEC_DRAFT_MAX_SEQS];
+        int ns = 0;
+        for (; at < n && ns < COLO_SPEC_DRAFT_MAX_SEQS; at++) {
+            int k = prepare(d, &reqs[at]);
+            if (k > 0)
+                sl[ns++] = (draft_slot){.r = &reqs[at], .k = k};
+        }
+        if (!ns)
+            continue;
+        if (member)
+            colo_cosched_step_begin(member);
+        uint64_t t0 = colo_now_ns();
+        run_group(d, sl, ns, s, member);
+        if (member)
+            colo_cosched_step_end(member);
+        /* what a drafted token costs after a step: the tokens accepted
+         * since are computed first (1 or 2 of them, the latter a dearer
+         * pass), a new prompt's catching up aside; the passes' time shared
+         * by the tokens of every sequence in them */
+        int total = 0, caught_up = 1;
+        for (int i = 0; i < ns; i++) {
+            total += sl[i].r->n_out;
+            caught_up &= sl[i].n_new <= 2;
+        }
+        if (total > 0 && caught_up) {
+            double per = (double)(colo_now_ns() - t0) / total;
+            d->token_ns = d->token_ns > 0 ? 0.8 * d->token_ns + 0.2 * per : per;
+        }
+    }
+}
+
+int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stream *s, colo_cosched_member *member,
+                        const int32_t *tokens, int n_tokens, int k, int32_t *out)
+{
+    colo_spec_draft_req r = {.ds = ds, .tokens = tokens, .n_tokens = n_tokens, .k = k, .out = out};
+    colo_spec_draft_run_batch(d, &r, 1, s, member);
+    return r.n_out;
 }

@@ -14,6 +14,11 @@
  * them that the sequence still has (its accepted tokens; the rest is
  * rolled back, as the target's verification rolls its own back), computes
  * what is new, then proposes k tokens greedily, one forward pass each.
+ * The sequences of one step draft together (colo_spec_draft_run_batch):
+ * one pass computes the next draft token of each, so a step of s drafting
+ * sequences costs k passes of s rows, not s * k passes of one; a row's
+ * numbers do not depend on the rows beside it, so each sequence drafts
+ * exactly the tokens it drafts alone.
  * Whatever the draft proposes, the target's verification decides every
  * token, so the output is the target's own (greedy: the same bits).
  *
@@ -78,6 +83,27 @@ void colo_spec_drafter_end(colo_spec_drafter *d);
 int colo_spec_draft_run(colo_spec_drafter *d, colo_spec_draft_seq *ds, colo_stream *s, colo_cosched_member *member,
                         const int32_t *tokens, int n_tokens, int k, int32_t *out);
 
+/* The most sequences that share a draft pass; a batch of more runs in
+ * groups of this many. A pass's rows then stay within the decode steps
+ * whose numerics do not depend on their row count on any CPU. */
+#define COLO_SPEC_DRAFT_MAX_SEQS 8
+
+/* One sequence's draft in colo_spec_draft_run_batch. */
+typedef struct colo_spec_draft_req {
+    colo_spec_draft_seq *ds;  /* its state, used and updated */
+    const int32_t *tokens;    /* (n_tokens) the sequence's whole text */
+    int n_tokens;
+    int k;                    /* tokens wanted (at most COLO_SPEC_MAX_TOKENS are drafted) */
+    int32_t *out;             /* (k) the drafted tokens */
+    int n_out;                /* set: how many were drafted (0: none) */
+} colo_spec_draft_req;
+
+/* Between begin and end: colo_spec_draft_run for n sequences at once (of
+ * distinct ds), their passes shared: each request's out and n_out are what
+ * colo_spec_draft_run gives it alone, and its ds ends the same. */
+void colo_spec_draft_run_batch(colo_spec_drafter *d, colo_spec_draft_req *reqs, int n, colo_stream *s,
+                               colo_cosched_member *member);
+
 /* ds's sequence is done: its blocks go back to the draft model (now when
  * it is free, else at the next begin or at colo_spec_drafter_free), and ds
  * is zeroed. Accepts a zeroed ds. */
@@ -87,9 +113,10 @@ void colo_spec_draft_seq_release(colo_spec_drafter *d, colo_spec_draft_seq *ds);
 uint64_t colo_spec_drafter_ns(const colo_spec_drafter *d);
 uint64_t colo_spec_drafter_passes(const colo_spec_drafter *d);
 /* What one drafted token costs (ns): a draft's passes over the tokens it
- * drafted, the tokens accepted since the last one computed first, a
- * moving average of those measured (drafts after a new prompt aside); 0
- * before the first with the current epoch. */
+ * drafted (passes shared by several sequences over all their tokens), the
+ * tokens accepted since the last one computed first, a moving average of
+ * those measured (drafts after a new prompt aside); 0 before the first
+ * with the current epoch. */
 double colo_spec_drafter_token_ns(const colo_spec_drafter *d);
 
 #endif

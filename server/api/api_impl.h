@@ -59,6 +59,8 @@ struct colo_api {
     colo_metric *m_mem_used, *m_mem_limit, *m_mem_peak, *m_kv_total, *m_kv_free, *m_ready, *m_preempt;
     colo_metric *m_prefix_queries, *m_prefix_hits, *m_prefix_bytes; /* the prefix cache */
     colo_metric *m_spec_drafted, *m_spec_accepted, *m_spec_steps;   /* speculative decoding */
+    colo_metric *m_spec_src_drafted, *m_spec_src_accepted;           /* of them by source */
+    colo_metric *m_spec_draft_passes, *m_spec_draft_time;            /* the draft model's passes */
     /* where each model's steps went (colo_served_info's step counters) */
     colo_metric *m_steps_kind, *m_step_tokens, *m_step_time, *m_dev_busy, *m_ops, *m_chunks;
     colo_metric *m_mem_weights, *m_kv_bytes, *m_kv_used_bytes;

@@ -172,6 +172,19 @@ static void on_render(void *ud)
             colo_metric_set(a->m_spec_drafted, lm, (double)in.spec_drafted);
             colo_metric_set(a->m_spec_accepted, lm, (double)in.spec_accepted);
             colo_metric_set(a->m_spec_steps, lm, (double)in.spec_steps);
+            /* by source: the sources the model's config turns on, so that
+             * models that do not speculate add no series */
+            for (int k = 0; k < COLO_SPEC_SOURCES; k++) {
+                const char *ls[] = {in.name, colo_spec_source_name((colo_spec_source)k)};
+                if (!in.spec_src_on[k])
+                    continue;
+                colo_metric_set(a->m_spec_src_drafted, ls, (double)in.spec_src_drafted[k]);
+                colo_metric_set(a->m_spec_src_accepted, ls, (double)in.spec_src_accepted[k]);
+            }
+            if (in.spec_src_on[COLO_SPEC_SOURCE_DRAFT]) {
+                colo_metric_set(a->m_spec_draft_passes, lm, (double)in.spec_draft_passes);
+                colo_metric_set(a->m_spec_draft_time, lm, (double)in.spec_draft_ns / 1e9);
+            }
             static const char *const kinds[] = {"decode", "prefill", "mixed"};
             for (int k = 0; k < 3; k++) {
                 const char *lk[] = {in.name, kinds[k]};
@@ -206,6 +219,7 @@ typedef struct metric_def {
 #define L_MODEL_STATE ((const char *const[]){"model", "state"})
 #define L_MODEL_STEP ((const char *const[]){"model", "step"})
 #define L_MODEL_PHASE ((const char *const[]){"model", "phase"})
+#define L_MODEL_SOURCE ((const char *const[]){"model", "source"})
 
 static const metric_def metric_defs[] = {
     {offsetof(colo_api, m_requests), M_COUNTER, "colo_model_requests_total",
@@ -316,6 +330,16 @@ static const metric_def metric_defs[] = {
      "Of the drafted tokens, those the model's own sampling picked (each a step saved).", 1, L_MODEL},
     {offsetof(colo_api, m_spec_steps), M_COUNTER, "colo_model_speculative_verifications_total",
      "Sequences' steps that verified a draft.", 1, L_MODEL},
+    {offsetof(colo_api, m_spec_src_drafted), M_COUNTER, "colo_model_speculative_source_drafted_tokens_total",
+     "Drafted tokens by where the draft came from: lookup (the sequence's own text), suffix (the suffix cache) "
+     "or draft (the draft model).", 2, L_MODEL_SOURCE},
+    {offsetof(colo_api, m_spec_src_accepted), M_COUNTER, "colo_model_speculative_source_accepted_tokens_total",
+     "Accepted tokens by where their draft came from (lookup, suffix, draft).", 2, L_MODEL_SOURCE},
+    {offsetof(colo_api, m_spec_draft_passes), M_COUNTER, "colo_model_speculative_draft_passes_total",
+     "Forward passes of the draft model for the model's drafts (one pass computes a token for every sequence "
+     "drafting with it in the step).", 1, L_MODEL},
+    {offsetof(colo_api, m_spec_draft_time), M_COUNTER, "colo_model_speculative_draft_seconds_total",
+     "Time in the draft model's passes for the model's drafts (part of the steps' plan phase).", 1, L_MODEL},
     {offsetof(colo_api, m_steps_kind), M_COUNTER, "colo_model_steps_total",
      "Generation steps by what they computed: decode (every sequence its next token), prefill (prompt "
      "tokens only) or mixed.", 2, L_MODEL_STEP},

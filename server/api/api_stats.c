@@ -39,6 +39,8 @@ typedef struct model_point {
     double requests, ok, tokens;           /* tokens: generated (generation) or input (embeddings) */
     double batch_sum, batch_count;
     uint64_t spec_drafted, spec_accepted;  /* speculative decoding's tokens */
+    uint64_t spec_src_drafted[COLO_SPEC_SOURCES], spec_src_accepted[COLO_SPEC_SOURCES]; /* of them by source */
+    uint64_t spec_draft_passes, spec_draft_ns;          /* the draft model's passes */
     uint64_t dur[NB], ttft[NB];            /* latency histograms, per bucket */
     double slo_met[2], slo_total[2];       /* colo_model_slo_requests_total: slo e2e, ttft */
     double batch_queued, batch_running, batch_done; /* lines of batches (colo_api_set_batch_metrics) */
@@ -202,6 +204,10 @@ static void take_model(colo_api *a, colo_registry_model *am, model_point *p)
     p->kv_used_bytes = in.kv_used_bytes;
     p->spec_drafted = in.spec_drafted;
     p->spec_accepted = in.spec_accepted;
+    memcpy(p->spec_src_drafted, in.spec_src_drafted, sizeof p->spec_src_drafted);
+    memcpy(p->spec_src_accepted, in.spec_src_accepted, sizeof p->spec_src_accepted);
+    p->spec_draft_passes = in.spec_draft_passes;
+    p->spec_draft_ns = in.spec_draft_ns;
     const char *lm[] = {am->name}, *lall[] = {am->name, NULL}, *lok[] = {am->name, "200"};
     colo_metric_reading r;
     colo_metric_read(a->m_requests, lall, &r);
@@ -415,8 +421,23 @@ static json_t *model_json(const colo_api *a, const api_stats *st, int i, int end
                                (json_int_t)p->spec_accepted);
         if (sp && p->spec_drafted)
             json_object_set_new(sp, "acceptance_ratio", json_real((double)p->spec_accepted / (double)p->spec_drafted));
-        if (sp && mc->speculative.draft[0])
+        if (sp && mc->speculative.draft[0]) {
             json_object_set_new(sp, "draft", json_string(mc->speculative.draft));
+            json_object_set_new(sp, "draft_passes", json_integer((json_int_t)p->spec_draft_passes));
+            json_object_set_new(sp, "draft_seconds", json_real((double)p->spec_draft_ns / 1e9));
+        }
+        /* by source, those the config turns on */
+        const bool on[COLO_SPEC_SOURCES] = {[COLO_SPEC_SOURCE_LOOKUP] = mc->speculative.lookup,
+                                            [COLO_SPEC_SOURCE_SUFFIX] = mc->speculative.suffix,
+                                            [COLO_SPEC_SOURCE_DRAFT] = mc->speculative.draft[0] != 0};
+        json_t *by = sp ? json_object() : NULL;
+        for (int k = 0; by && k < COLO_SPEC_SOURCES; k++)
+            if (on[k])
+                json_object_set_new(by, colo_spec_source_name((colo_spec_source)k),
+                                    json_pack("{s:I, s:I}", "drafted_tokens", (json_int_t)p->spec_src_drafted[k],
+                                              "accepted_tokens", (json_int_t)p->spec_src_accepted[k]));
+        if (by)
+            json_object_set_new(sp, "sources", by);
         json_object_set_new(m, "speculative", sp);
     }
     json_object_set_new(m, "window", window_json(a, i, now, then));

@@ -22,6 +22,7 @@
 
 #include "batching/engine.h"
 #include "batching/served.h"
+#include "batching/spec.h"
 #include "batching/spec_draft.h"
 #include "engine_fixture.h"
 #include "models/format/model_cache.h"
@@ -147,12 +148,102 @@ static void test_greedy_bit_identical(void **state)
     assert_same(&plain, &spec, 3);
     assert_int_equal(spec.st.spec_model_drafted, spec.st.spec_drafted);
     assert_true(spec.st.spec_model_accepted > 0);
+    /* the three drafted in shared passes: fewer than each alone took (the
+     * same drafts, one pass for a token of each) */
+    uint64_t passes_alone = 0;
+    for (int i = 0; i < 3; i++) {
+        run_out one;
+        run(target_path, 1, prompts + i, 24, 0, 4, &d, 0, 64, &one);
+        engine_assert_same(&spec.res[i], &one.res[0]);
+        passes_alone += one.st.spec_model_passes;
+    }
+    if (spec.st.spec_model_passes >= passes_alone)
+        fail_msg("three at once took %llu draft passes, alone %llu in all", (unsigned long long)spec.st.spec_model_passes,
+                 (unsigned long long)passes_alone);
+    printf("draft passes: %llu for three at once, %llu for each alone in all\n",
+           (unsigned long long)spec.st.spec_model_passes, (unsigned long long)passes_alone);
     uint64_t plain_steps = plain.st.steps[0] + plain.st.steps[1] + plain.st.steps[2];
     uint64_t spec_steps = spec.st.steps[0] + spec.st.steps[1] + spec.st.steps[2];
     assert_true(spec_steps < plain_steps);
     printf("synthetic Q4_1 draft for Q8_0: drafted %llu, accepted %llu, steps %llu (plain %llu)\n",
            (unsigned long long)spec.st.spec_model_drafted, (unsigned long long)spec.st.spec_model_accepted,
            (unsigned long long)spec_steps, (unsigned long long)plain_steps);
+    draft_close(&d);
+}
+
+/* Four sequences drafting in shared passes draft what each drafts alone,
+ * and their draft state ends the same: a first draft (a prompt longer
+ * than a catch-up chunk beside short ones), then rounds in which each
+ * accepts 0, 1 or 2 of its drafted tokens and goes on with another, so
+ * that a pass holds single tokens (decode rows) beside chunks of two and
+ * three (a prefill's rows). The shared passes are fewer. */
+static void test_batch_same_as_alone(void **state)
+{
+    (void)state;
+    draft_rig d;
+    draft_open(&d, draft_path);
+    colo_spec_draft_src src = {rig_get, rig_put, &d};
+    colo_spec_drafter *alone = colo_spec_drafter_create(&src, dev, 320, 200);
+    colo_spec_drafter *together = colo_spec_drafter_create(&src, dev, 320, 200);
+    assert_non_null(alone);
+    assert_non_null(together);
+    enum { N = 4 };
+    int32_t text[N][216];
+    int len[N] = {150, 24, 41, 3};
+    uint64_t seed = colo_test_seed("test_spec_draft batch", 7);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < len[i]; j++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            text[i][j] = (int32_t)((seed >> 33) % 320);
+        }
+    colo_spec_draft_seq da[N] = {{0}}, dt[N] = {{0}};
+    for (int round = 0; round < 4; round++) {
+        int32_t out_a[N][COLO_SPEC_MAX_TOKENS], out_t[N][COLO_SPEC_MAX_TOKENS];
+        int n_a[N], k[N];
+        assert_true(colo_spec_drafter_begin(alone));
+        uint64_t p0 = colo_spec_drafter_passes(alone);
+        for (int i = 0; i < N; i++) {
+            k[i] = 3 + (i + round) % 4;
+            n_a[i] = colo_spec_draft_run(alone, &da[i], d.r.s, NULL, text[i], len[i], k[i], out_a[i]);
+            assert_int_equal(n_a[i], k[i]);
+        }
+        colo_spec_drafter_end(alone);
+        uint64_t passes_alone = colo_spec_drafter_passes(alone) - p0;
+        colo_spec_draft_req reqs[N];
+        for (int i = 0; i < N; i++)
+            reqs[i] = (colo_spec_draft_req){.ds = &dt[i], .tokens = text[i], .n_tokens = len[i], .k = k[i],
+                                            .out = out_t[i]};
+        assert_true(colo_spec_drafter_begin(together));
+        p0 = colo_spec_drafter_passes(together);
+        colo_spec_draft_run_batch(together, reqs, N, d.r.s, NULL);
+        colo_spec_drafter_end(together);
+        uint64_t passes_together = colo_spec_drafter_passes(together) - p0;
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(reqs[i].n_out, n_a[i]);
+            assert_memory_equal(out_t[i], out_a[i], (size_t)n_a[i] * sizeof **out_a);
+            assert_int_equal(dt[i].n_kv, da[i].n_kv);
+            assert_memory_equal(dt[i].tokens, da[i].tokens, (size_t)da[i].n_kv * sizeof *da[i].tokens);
+        }
+        if (passes_together >= passes_alone)
+            fail_msg("round %d: %llu shared passes, %llu alone", round, (unsigned long long)passes_together,
+                     (unsigned long long)passes_alone);
+        /* each keeps the first (i + round) % 3 of its draft and goes on
+         * with a token the draft did not pick */
+        for (int i = 0; i < N; i++) {
+            int a = (i + round) % 3;
+            memcpy(text[i] + len[i], out_a[i], (size_t)a * sizeof **out_a);
+            len[i] += a;
+            text[i][len[i]] = (out_a[i][a] + 1) % 320;
+            len[i]++;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        colo_spec_draft_seq_release(alone, &da[i]);
+        colo_spec_draft_seq_release(together, &dt[i]);
+    }
+    colo_spec_drafter_free(alone);
+    colo_spec_drafter_free(together);
+    assert_int_equal(colo_engine_kv_free_blocks(d.r.e), colo_engine_kv_blocks(d.r.e));
     draft_close(&d);
 }
 
@@ -372,7 +463,8 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_greedy_bit_identical), cmocka_unit_test(test_sampled_same_stream),
+        cmocka_unit_test(test_greedy_bit_identical), cmocka_unit_test(test_batch_same_as_alone),
+        cmocka_unit_test(test_sampled_same_stream),
         cmocka_unit_test(test_preempted),            cmocka_unit_test(test_draft_unavailable),
         cmocka_unit_test(test_draft_check),          cmocka_unit_test(test_smollm2),
     };

@@ -106,6 +106,12 @@ static void test_same_tokens_and_counted(void **state)
     double drafted = metric(r.body, "colo_model_speculative_drafted_tokens_total");
     double accepted = metric(r.body, "colo_model_speculative_accepted_tokens_total");
     double verifications = metric(r.body, "colo_model_speculative_verifications_total");
+    /* by source: all from prompt lookup, the only source m has */
+    const char *lookup = "\ncolo_model_speculative_source_accepted_tokens_total{model=\"m\",source=\"lookup\"} ";
+    const char *pl = strstr(r.body, lookup);
+    assert_non_null(pl);
+    assert_true(strtod(pl + strlen(lookup), NULL) == accepted);
+    assert_null(strstr(r.body, "source=\"draft\""));
     srv_resp_free(&r);
     assert_true(drafted > 0);
     assert_true(accepted > 0 && accepted <= drafted);

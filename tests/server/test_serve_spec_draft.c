@@ -156,6 +156,77 @@ static void test_draft_then_asleep(void **state)
     json_decref(awake);
 }
 
+/* The value of name{labels} in a /metrics page; -1 when absent. */
+static double metric(const char *text, const char *name, const char *labels)
+{
+    char key[200];
+    snprintf(key, sizeof key, "\n%s{%s} ", name, labels);
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* After a drafted request, /metrics shows what /v1/stats shows: the
+ * tokens drafted and accepted, all of them from the draft model (big has
+ * no other source: no lookup or suffix series), and the draft model's
+ * passes and their time. */
+static void test_metrics_match_stats(void **state)
+{
+    (void)state;
+    json_t *spec = infer(true);
+    json_decref(spec);
+    int st;
+    json_t *stats = srv_get_json(&fx, "/v1/stats", &st);
+    assert_int_equal(st, 200);
+    json_int_t seq0 = json_integer_value(json_object_get(stats, "seq"));
+    for (int i = 0; i < 500 && json_integer_value(json_object_get(stats, "seq")) < seq0 + 2; i++) {
+        json_decref(stats);
+        srv_sleep_ms(20);
+        stats = srv_get_json(&fx, "/v1/stats", &st);
+        assert_int_equal(st, 200);
+    }
+    json_t *sp = NULL, *m;
+    size_t i;
+    json_array_foreach(json_object_get(stats, "models"), i, m)
+    {
+        if (!strcmp(json_string_value(json_object_get(m, "name")) ?: "", "big"))
+            sp = json_object_get(m, "speculative");
+    }
+    assert_non_null(sp);
+    json_int_t drafted = json_integer_value(json_object_get(sp, "drafted_tokens"));
+    json_int_t accepted = json_integer_value(json_object_get(sp, "accepted_tokens"));
+    json_t *src = json_object_get(json_object_get(sp, "sources"), "draft");
+    assert_non_null(src);
+    assert_null(json_object_get(json_object_get(sp, "sources"), "lookup"));
+    assert_null(json_object_get(json_object_get(sp, "sources"), "suffix"));
+    json_int_t passes = json_integer_value(json_object_get(sp, "draft_passes"));
+    double seconds = json_real_value(json_object_get(sp, "draft_seconds"));
+    assert_true(drafted > 0 && accepted > 0);
+    assert_int_equal(json_integer_value(json_object_get(src, "drafted_tokens")), drafted);
+    assert_int_equal(json_integer_value(json_object_get(src, "accepted_tokens")), accepted);
+    /* a pass drafts a token of each sequence, and the first of a draft
+     * comes from catching up: at most one pass per drafted token */
+    assert_true(passes > 0 && passes <= drafted);
+    assert_true(seconds > 0);
+
+    srv_resp r;
+    assert_true(srv_http(&fx, "GET", "/metrics", NULL, &r));
+    assert_int_equal(r.status, 200);
+    const char *b = r.body;
+    assert_true(metric(b, "colo_model_speculative_drafted_tokens_total", "model=\"big\"") == (double)drafted);
+    assert_true(metric(b, "colo_model_speculative_accepted_tokens_total", "model=\"big\"") == (double)accepted);
+    assert_true(metric(b, "colo_model_speculative_source_drafted_tokens_total", "model=\"big\",source=\"draft\"") ==
+                (double)drafted);
+    assert_true(metric(b, "colo_model_speculative_source_accepted_tokens_total", "model=\"big\",source=\"draft\"") ==
+                (double)accepted);
+    assert_true(metric(b, "colo_model_speculative_source_drafted_tokens_total", "model=\"big\",source=\"lookup\"") < 0);
+    assert_true(metric(b, "colo_model_speculative_draft_passes_total", "model=\"big\"") == (double)passes);
+    assert_true(metric(b, "colo_model_speculative_draft_seconds_total", "model=\"big\"") == seconds);
+    /* the draft model itself drafts nothing: no series */
+    assert_true(metric(b, "colo_model_speculative_draft_passes_total", "model=\"small\"") < 0);
+    srv_resp_free(&r);
+    json_decref(stats);
+}
+
 /* POST /admin/models with a draft it cannot have: 400, naming them. */
 static void admin_refused(const char *body, const char *what1, const char *what2)
 {
@@ -271,6 +342,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_draft_then_asleep),
+        cmocka_unit_test(test_metrics_match_stats),
         cmocka_unit_test(test_admin_refuses),
         cmocka_unit_test(test_draft_unloaded_and_back),
         cmocka_unit_test(test_config_refused),

@@ -113,6 +113,18 @@ static void test_tenants(void **state)
     json_t *third = ask("key-chat", prompt, true);
     assert_true(json_equal(third, plain));
     assert_true(drafted_after(d1) > d1);
+    /* every drafted token came from the suffix cache (no lookup: no
+     * series of it) */
+    srv_resp r;
+    assert_true(srv_http_h(&fx, "GET", "/metrics", "Authorization: Bearer key-operator\r\n", NULL, &r));
+    const char *total = "\ncolo_model_speculative_drafted_tokens_total{model=\"m\"} ";
+    const char *suffix = "\ncolo_model_speculative_source_drafted_tokens_total{model=\"m\",source=\"suffix\"} ";
+    const char *pt = strstr(r.body, total), *ps = strstr(r.body, suffix);
+    assert_non_null(pt);
+    assert_non_null(ps);
+    assert_true(strtod(ps + strlen(suffix), NULL) == strtod(pt + strlen(total), NULL));
+    assert_null(strstr(r.body, "source=\"lookup\""));
+    srv_resp_free(&r);
     json_decref(plain);
     json_decref(first);
     json_decref(second);
