@@ -545,6 +545,14 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
                 continue;
             }
             widen(t, u, k, u16);
+            /* The next tile's weights come from memory (a prefill reads
+             * each weight once) while this one is multiplied. */
+            if (t0 + rows < r1) {
+                const char *nw = (const char *)w + (size_t)(t0 + rows) * row_bytes;
+                size_t nbytes = (size_t)(r1 - t0 - rows < rows ? r1 - t0 - rows : rows) * row_bytes;
+                for (size_t o = 0; o < nbytes; o += 64)
+                    __builtin_prefetch(nw + o);
+            }
             for (int g = g0; g < g1; g++) {
                 int g_rows = m - g * GROUP < GROUP ? m - g * GROUP : GROUP;
                 wide(t, nb, k, ns, xp + (size_t)g * nb, g_rows, u, u16, a, c, out);
