@@ -374,6 +374,25 @@ static void accumulate_tile(float *acc, float corr, const float *w, const float 
     }
 }
 
+/* s[h * tile + j] = q[h] . k[j] for the group's heads h (q: group rows of
+ * hd) and j < nt; with AVX2, two heads at a time (each score the bits
+ * score_tile8 gives it alone). */
+static void score_group(const float *q, int group, const float *const *k, int nt, int hd, float *s, int tile)
+{
+    int h = 0;
+#ifdef ATTN_AVX2
+    if (hd % 8 == 0) {
+        for (; h + 1 < group; h += 2)
+            score_tile8_x2(q + (size_t)h * hd, q + (size_t)(h + 1) * hd, k, nt, hd, s + (size_t)h * tile,
+                           s + (size_t)(h + 1) * tile);
+        for (; h < group; h++)
+            score_tile8(q + (size_t)h * hd, k, nt, hd, s + (size_t)h * tile);
+    }
+#endif
+    for (; h < group; h++)
+        score_tile(q + (size_t)h * hd, k, nt, hd, s + (size_t)h * tile);
+}
+
 /* Tokens attended together over the same K and V tiles (a prefill's): each
  * tile's rows are converted once for all of them. */
 #define ATTN_BLOCK 8
@@ -476,23 +495,9 @@ static colo_status attend_block(const attn_args *a, const int *tok, int nb, int 
             int ntb = jb[b] - j0 < nt ? jb[b] - j0 : nt; /* the token's keys in this tile */
             if (ntb <= 0)
                 continue;
-#ifdef ATTN_AVX2
-            /* the group's heads in pairs share each K load */
-            for (int h = 0; hd % 8 == 0 && h + 1 < group; h += 2)
-                score_tile8_x2(qs + ((size_t)b * group + h) * hd, qs + ((size_t)b * group + h + 1) * hd, kp, ntb, hd,
-                               s + (size_t)h * tile, s + (size_t)(h + 1) * tile);
-#endif
+            score_group(qs + (size_t)b * group * hd, group, kp, ntb, hd, s, tile);
             for (int h = 0; h < group; h++) {
                 float *sh = s + (size_t)h * tile;
-                const float *qh = qs + ((size_t)b * group + h) * hd;
-#ifdef ATTN_AVX2
-                if (hd % 8 == 0 && h < (group & ~1)) {
-                    /* (scored in pairs above) */
-                } else if (hd % 8 == 0)
-                    score_tile8(qh, kp, ntb, hd, sh);
-                else
-#endif
-                    score_tile(qh, kp, ntb, hd, sh);
                 float mt = tile_max(sh, ntb);
                 float m_new = mt > m[b][h] ? mt : m[b][h];
                 corr[h] = m[b][h] == -INFINITY ? 0.0f : expf(m[b][h] - m_new);
