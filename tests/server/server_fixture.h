@@ -402,6 +402,27 @@ static inline json_t *srv_get_json(srv_fixture *f, const char *path, int *status
     return j;
 }
 
+/* /v1/stats at a point taken after the requests made so far: its seq
+ * moved on twice past the first answer. */
+static inline json_t *srv_fresh_stats(srv_fixture *f)
+{
+    int status;
+    json_t *s0 = srv_get_json(f, "/v1/stats", &status);
+    assert_int_equal(status, 200);
+    json_int_t seq0 = json_integer_value(json_object_get(s0, "seq"));
+    json_decref(s0);
+    for (int i = 0; i < 500; i++) {
+        srv_sleep_ms(20);
+        json_t *s = srv_get_json(f, "/v1/stats", &status);
+        assert_int_equal(status, 200);
+        if (json_integer_value(json_object_get(s, "seq")) >= seq0 + 2)
+            return s;
+        json_decref(s);
+    }
+    fail_msg("/v1/stats took no new point");
+    return NULL;
+}
+
 /* A header's value in r (copied into out), or NULL. */
 static inline const char *srv_header(const srv_resp *r, const char *name, char *out, size_t cap)
 {

@@ -86,26 +86,6 @@ static double num(json_t *o, const char *path)
     return json_number_value(o);
 }
 
-/* Waits for a point taken after the last request (seq moves on twice). */
-static json_t *fresh_stats(srv_fixture *f)
-{
-    int status;
-    json_t *s0 = srv_get_json(f, "/v1/stats", &status);
-    assert_int_equal(status, 200);
-    json_int_t seq0 = json_integer_value(json_object_get(s0, "seq"));
-    json_decref(s0);
-    for (int i = 0; i < 500; i++) {
-        srv_sleep_ms(20);
-        json_t *s = srv_get_json(f, "/v1/stats", &status);
-        assert_int_equal(status, 200);
-        if (json_integer_value(json_object_get(s, "seq")) >= seq0 + 2)
-            return s;
-        json_decref(s);
-    }
-    fail_msg("/v1/stats took no new point");
-    return NULL;
-}
-
 /* The figures are the requests sent: counts exact, tokens exact, rates and
  * percentiles present and consistent, memory as /v1/models reports it. */
 static void test_stats_follow_requests(void **state)
@@ -130,7 +110,7 @@ static void test_stats_follow_requests(void **state)
     assert_int_equal(r.status, 400);
     srv_resp_free(&r);
 
-    json_t *s = fresh_stats(f);
+    json_t *s = srv_fresh_stats(f);
     assert_string_equal(json_string_value(json_object_get(json_object_get(s, "scheduler"), "policy")), "spatial");
     assert_true(num(s, "interval_seconds") == 0.2);
     json_t *a = model_of(s, "a"), *b = model_of(s, "b");

@@ -76,16 +76,7 @@ static json_t *infer(bool speculative)
  * past what was asked before (its seq twice). */
 static void drafted(json_int_t *n_drafted, json_int_t *n_accepted)
 {
-    int st;
-    json_t *stats = srv_get_json(&fx, "/v1/stats", &st);
-    assert_int_equal(st, 200);
-    json_int_t seq0 = json_integer_value(json_object_get(stats, "seq"));
-    for (int i = 0; i < 500 && json_integer_value(json_object_get(stats, "seq")) < seq0 + 2; i++) {
-        json_decref(stats);
-        srv_sleep_ms(20);
-        stats = srv_get_json(&fx, "/v1/stats", &st);
-        assert_int_equal(st, 200);
-    }
+    json_t *stats = srv_fresh_stats(&fx);
     json_t *models = json_object_get(stats, "models"), *m;
     size_t i;
     *n_drafted = *n_accepted = -1;
@@ -174,16 +165,7 @@ static void test_metrics_match_stats(void **state)
     (void)state;
     json_t *spec = infer(true);
     json_decref(spec);
-    int st;
-    json_t *stats = srv_get_json(&fx, "/v1/stats", &st);
-    assert_int_equal(st, 200);
-    json_int_t seq0 = json_integer_value(json_object_get(stats, "seq"));
-    for (int i = 0; i < 500 && json_integer_value(json_object_get(stats, "seq")) < seq0 + 2; i++) {
-        json_decref(stats);
-        srv_sleep_ms(20);
-        stats = srv_get_json(&fx, "/v1/stats", &st);
-        assert_int_equal(st, 200);
-    }
+    json_t *stats = srv_fresh_stats(&fx);
     json_t *sp = NULL, *m;
     size_t i;
     json_array_foreach(json_object_get(stats, "models"), i, m)
