@@ -79,6 +79,8 @@ struct colo_engine {
     int *spec_avail, *spec_len;
     float *spec_rate;
     double *spec_tok_ns;  /* (max_running) what a drafted token costs each: the draft model's pass, or 0 */
+    double *spec_once_ns; /* (max_running) the step's share of a draft model's catching up, or 0 */
+    double prefill_tok_ns; /* a token of a prefill step: a moving average (0: none yet) */
     colo_spec_draft_req *spec_req; /* (max_running) the step's drafts with the draft model, run together */
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
@@ -179,13 +181,14 @@ colo_engine *colo_engine_create(colo_llama *m, colo_stream *s, const colo_engine
     e->spec_len = calloc((size_t)R, sizeof *e->spec_len);
     e->spec_rate = calloc((size_t)R, sizeof *e->spec_rate);
     e->spec_tok_ns = calloc((size_t)R, sizeof *e->spec_tok_ns);
+    e->spec_once_ns = calloc((size_t)R, sizeof *e->spec_once_ns);
     e->spec_req = calloc((size_t)R, sizeof *e->spec_req);
     e->table = malloc((size_t)R * e->max_blocks * 4);
     /* the forward copies logits here every step: page-locked on CUDA */
     e->logits = colo_host_alloc(colo_stream_device(s), (size_t)e->max_logits * hp->n_vocab * sizeof(float));
     if (!e->work || !e->stopped || !e->tok || !e->pos || !e->seqi || !e->seq_adapter || !e->rows || !e->table ||
         !e->logits || !e->spec_seq || !e->spec_avail || !e->spec_len || !e->spec_rate ||
-        !e->spec_tok_ns || !e->spec_req) {
+        !e->spec_tok_ns || !e->spec_once_ns || !e->spec_req) {
         colo_set_err(err, errlen, "out of memory");
         goto out_free;
     }
@@ -395,6 +398,7 @@ void colo_engine_free(colo_engine *e)
     free(e->spec_len);
     free(e->spec_rate);
     free(e->spec_tok_ns);
+    free(e->spec_once_ns);
     free(e->spec_req);
     colo_spec_suffix_free(e->suffix);
     colo_spec_drafter_free(e->drafter);
@@ -851,6 +855,24 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
     return found;
 }
 
+/* This step's share of what the draft model computes before q's first
+ * draft (its prompt; a step's accepted tokens cost nothing apart, they
+ * are in the draft's token cost): the tokens at what a catch-up token of
+ * the draft model costs, or before it is measured at what a token of the
+ * target's prefill costs (a draft is smaller), shared over the steps q
+ * has left when it drafts k tokens a step. */
+static double catchup_share(colo_engine *e, colo_engine_seq *q, int k)
+{
+    int pending = colo_spec_drafter_pending(e->drafter, &q->dseq, q->cb.tokens, q->cb.n_tokens);
+    if (pending <= 2)
+        return 0;
+    double per = colo_spec_drafter_catchup_ns(e->drafter);
+    if (per <= 0)
+        per = e->prefill_tok_ns;
+    return colo_spec_amortize(pending * per, q->p.max_tokens - q->n_gen,
+                              colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL), k);
+}
+
 /* Each decoding sequence's draft for the coming step (cb.n_draft): none
  * when the step will have COLO_SPEC_MAX_DECODES decodes or more (its rows
  * already keep the products busy) or the sequence asked for plain
@@ -894,11 +916,12 @@ static void draft_all(colo_engine *e, colo_cosched_member *member)
         e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
         /* (unmeasured: free, so that the model drafts once and is measured) */
         e->spec_tok_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? colo_spec_drafter_token_ns(e->drafter) : 0;
+        e->spec_once_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? catchup_share(e, q, k) : 0;
         n++;
     }
     if (!e->cfg.spec_always)
-        colo_spec_plan_costed(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->spec_tok_ns, e->max_draft,
-                              e->spec_len);
+        colo_spec_plan_costed(&e->costs, n_decoding, n, e->spec_avail, e->spec_rate, e->spec_tok_ns,
+                              e->spec_once_ns, e->max_draft, e->spec_len);
     /* the sequences that draft with the model do so together: one pass
      * of the draft model per drafted token of them all */
     int n_model = 0;
@@ -1046,6 +1069,10 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     e->st.forward_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
+    if (kind == COLO_ENGINE_STEP_PREFILL && st == COLO_OK && n >= 16) {
+        double per = (double)(t_sample - t_fwd) / n;
+        e->prefill_tok_ns = e->prefill_tok_ns > 0 ? 0.8 * e->prefill_tok_ns + 0.2 * per : per;
+    }
     int rows, toks;
     colo_continuous_get_batch_share(e->planner, &rows, &toks);
     if (st == COLO_EAGAIN && only_batch) { /* abandoned: the drafts' blocks go back, nothing else moved */

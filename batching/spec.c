@@ -116,11 +116,26 @@ float colo_spec_accept_rate(const colo_spec_accept *a, int ngram)
 int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
                    int max_total, int *len)
 {
-    return colo_spec_plan_costed(c, n_decodes, n_cand, avail, rate, NULL, max_total, len);
+    return colo_spec_plan_costed(c, n_decodes, n_cand, avail, rate, NULL, NULL, max_total, len);
+}
+
+double colo_spec_amortize(double ns, int remaining, float rate, int k)
+{
+    if (ns <= 0)
+        return 0;
+    if (remaining > COLO_SPEC_CATCHUP_HORIZON)
+        remaining = COLO_SPEC_CATCHUP_HORIZON;
+    /* a step gives its own token and the accepted drafted ones: the j-th
+     * with rate^j */
+    double per_step = 1, g = 1;
+    for (int j = 0; j < k; j++)
+        per_step += (g *= rate);
+    double steps = remaining / per_step;
+    return ns / (steps > 1 ? steps : 1);
 }
 
 int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
-                          const double *tok_ns, int max_total, int *len)
+                          const double *tok_ns, const double *once_ns, int max_total, int *len)
 {
     if (max_total > COLO_SPEC_MAX_ROWS - n_decodes)
         max_total = COLO_SPEC_MAX_ROWS - n_decodes;
@@ -155,15 +170,18 @@ int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, c
         for (int i = 0; i < n_cand; i++) {
             if (len[i] >= avail[i])
                 continue;
-            /* (a token the draft model must pass for is weighed by what it adds to the step) */
-            double g = pow(rate[i], len[i] + 1), w = tok_ns ? g * base / (base + tok_ns[i]) : g;
+            /* (a token the draft model must pass for is weighed by what
+             * it adds to the step; a first token's once_ns as shared by
+             * all the tokens it makes possible) */
+            double add = (tok_ns ? tok_ns[i] : 0) + (once_ns && !len[i] ? once_ns[i] / avail[i] : 0);
+            double g = pow(rate[i], len[i] + 1), w = add > 0 ? g * base / (base + add) : g;
             if (w > weight)
                 weight = w, gain = g, pick = i;
         }
+        drafting_ns += (tok_ns ? tok_ns[pick] : 0) + (once_ns && !len[pick] ? once_ns[pick] : 0);
         len[pick]++;
         grow[t - 1] = pick;
         tokens += gain;
-        drafting_ns += tok_ns ? tok_ns[pick] : 0;
         cost += drafting_ns;
         if (tokens / cost > best)
             best = tokens / cost, best_total = t;

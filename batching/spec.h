@@ -101,9 +101,19 @@ int colo_spec_plan(const colo_spec_costs *c, int n_decodes, int n_cand, const in
                    int max_total, int *len);
 /* The same where drafting costs too: each token drafted for cand i adds
  * tok_ns[i] nanoseconds to the step (a draft model's pass; 0 for prompt
- * lookup and the suffix cache); tok_ns NULL: nothing. */
+ * lookup and the suffix cache), and its first once_ns[i] more (what the
+ * draft model must compute before it can draft: a new prompt's catching
+ * up, as colo_spec_amortize shares it); either NULL: nothing. */
 int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, const int *avail, const float *rate,
-                          const double *tok_ns, int max_total, int *len);
+                          const double *tok_ns, const double *once_ns, int max_total, int *len);
+
+/* A cost paid once that pays for the drafts of the rest of a sequence
+ * (a draft model catching up with its prompt) is charged to one step as
+ * its share over the steps left: ns over the steps that remaining tokens
+ * (at most COLO_SPEC_CATCHUP_HORIZON: an answer often stops long before
+ * max_tokens) take when each drafts k tokens accepted at rate. */
+#define COLO_SPEC_CATCHUP_HORIZON 256
+double colo_spec_amortize(double ns, int remaining, float rate, int k);
 
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * earlier place in tokens[0..n_tokens) that matches the most of its last

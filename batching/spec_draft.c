@@ -12,6 +12,8 @@
  * single tokens of up to COLO_SPEC_DRAFT_MAX_SEQS others. */
 #define DRAFT_CHUNK 128
 #define DRAFT_ROWS (DRAFT_CHUNK + COLO_SPEC_DRAFT_MAX_SEQS)
+/* A catch-up pass of this many rows or more measures a prompt token's cost. */
+#define CATCHUP_ROWS 16
 
 struct colo_spec_drafter {
     colo_spec_draft_src src;
@@ -32,6 +34,7 @@ struct colo_spec_drafter {
     uint64_t pending_epoch;
     uint64_t ns, passes;
     double token_ns; /* a drafted token, catching up included: a moving average */
+    double catchup_ns; /* a token of a catch-up pass (a prompt's): a moving average */
 };
 
 colo_spec_drafter *colo_spec_drafter_create(const colo_spec_draft_src *src, colo_device *dev, int n_vocab,
@@ -83,7 +86,7 @@ bool colo_spec_drafter_begin(colo_spec_drafter *d)
     if (!(d->m = d->src.get(d->src.ud, false, &d->epoch)))
         return false;
     if (d->epoch != was)
-        d->token_ns = 0; /* another model, or woken: measured again */
+        d->token_ns = d->catchup_ns = 0; /* another model, or woken: measured again */
     flush_pending(d, d->m, d->epoch);
     return true;
 }
@@ -99,6 +102,25 @@ void colo_spec_drafter_end(colo_spec_drafter *d)
 uint64_t colo_spec_drafter_ns(const colo_spec_drafter *d) { return d->ns; }
 uint64_t colo_spec_drafter_passes(const colo_spec_drafter *d) { return d->passes; }
 double colo_spec_drafter_token_ns(const colo_spec_drafter *d) { return d->token_ns; }
+double colo_spec_drafter_catchup_ns(const colo_spec_drafter *d) { return d->catchup_ns; }
+
+/* How many of tokens[0..n_tokens) ds's K/V still holds: the longest
+ * prefix it saw, short of the last token (computed again for its logits). */
+static int kept_prefix(const colo_spec_draft_seq *ds, uint64_t epoch, const int32_t *tokens, int n_tokens)
+{
+    if (ds->epoch != epoch)
+        return 0;
+    int keep = 0, upto = ds->n_kv < n_tokens - 1 ? ds->n_kv : n_tokens - 1;
+    while (keep < upto && ds->tokens[keep] == tokens[keep])
+        keep++;
+    return keep;
+}
+
+int colo_spec_drafter_pending(const colo_spec_drafter *d, const colo_spec_draft_seq *ds, const int32_t *tokens,
+                              int n_tokens)
+{
+    return n_tokens > 0 ? n_tokens - kept_prefix(ds, d->epoch, tokens, n_tokens) : 0;
+}
 
 void colo_spec_draft_seq_release(colo_spec_drafter *d, colo_spec_draft_seq *ds)
 {
@@ -234,10 +256,7 @@ static int prepare(colo_spec_drafter *d, const colo_spec_draft_req *r)
     }
     /* roll back to what the sequence still has; the last token is computed
      * again for its logits */
-    int keep = 0, upto = ds->n_kv < n_tokens - 1 ? ds->n_kv : n_tokens - 1;
-    while (keep < upto && ds->tokens[keep] == r->tokens[keep])
-        keep++;
-    ds->n_kv = keep;
+    ds->n_kv = kept_prefix(ds, d->epoch, r->tokens, n_tokens);
     return k;
 }
 
@@ -313,8 +332,13 @@ static void run_group(colo_spec_drafter *d, draft_slot *sl, int ns, colo_stream 
         }
         if (!n)
             break;
+        uint64_t t0 = colo_now_ns();
         if (pass(d, s, member, ns, max_blocks, n, n_logits) != COLO_OK)
             return; /* (those caught up keep their first token, as drafted) */
+        if (n >= CATCHUP_ROWS) { /* a prompt's chunk: what a token of one costs */
+            double per = (double)(colo_now_ns() - t0) / n;
+            d->catchup_ns = d->catchup_ns > 0 ? 0.8 * d->catchup_ns + 0.2 * per : per;
+        }
         for (int i = 0; i < ns; i++) {
             colo_spec_draft_seq *ds = sl[i].r->ds;
             if (!sl[i].chunk)

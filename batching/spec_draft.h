@@ -118,5 +118,14 @@ uint64_t colo_spec_drafter_passes(const colo_spec_drafter *d);
  * those measured (drafts after a new prompt aside); 0 before the first
  * with the current epoch. */
 double colo_spec_drafter_token_ns(const colo_spec_drafter *d);
+/* What a token of a catch-up pass costs (ns; a new prompt's tokens, in
+ * passes of up to 128 of them): a moving average; 0 before the first with
+ * the current epoch. */
+double colo_spec_drafter_catchup_ns(const colo_spec_drafter *d);
+/* Between begin and end: how many tokens of tokens[0..n_tokens) the draft
+ * model computes before it can draft for ds's sequence (its whole text
+ * for a sequence that never drafted, 1 or 2 after a step that did). */
+int colo_spec_drafter_pending(const colo_spec_drafter *d, const colo_spec_draft_seq *ds, const int32_t *tokens,
+                              int n_tokens);
 
 #endif

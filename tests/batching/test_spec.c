@@ -247,16 +247,52 @@ static void test_plan_costed(void **state)
     int avail[2] = {3, 3}, len[2];
     float rate[2] = {0.95f, 0.95f};
     double cheap[1] = {100}, dear[1] = {900}, step[1] = {1000};
-    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, NULL, 64, len), 3);
-    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, cheap, 64, len), 3);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, NULL, NULL, 64, len), 3);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, cheap, NULL, 64, len), 3);
     /* 1.95 per 1900 beats 2.85 per 2800, 3.71 per 3700 and 1 per 1000 */
-    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, dear, 64, len), 1);
-    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, step, 64, len), 0);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, dear, NULL, 64, len), 1);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, step, NULL, 64, len), 0);
     assert_int_equal(len[0], 0);
     double mixed[2] = {1000, 0};
-    assert_int_equal(colo_spec_plan_costed(&c, 2, 2, avail, rate, mixed, 64, len), 2);
+    assert_int_equal(colo_spec_plan_costed(&c, 2, 2, avail, rate, mixed, NULL, 64, len), 2);
     assert_int_equal(len[0], 0);
     assert_int_equal(len[1], 2);
+}
+
+/* colo_spec_plan_costed with a cost paid once, on a sequence's first
+ * drafted token (a draft model catching up with a prompt): small, the
+ * draft goes on as without it; as dear as five steps, nothing drafted
+ * pays; beside a sequence with no such cost, that one's drafts are taken
+ * and the other drafts nothing. */
+static void test_plan_once(void **state)
+{
+    (void)state;
+    colo_spec_costs c = {0};
+    for (int r = 1; r <= COLO_SPEC_MAX_ROWS; r++)
+        colo_spec_costs_add(&c, r, r <= 4 ? 1000 : 3000);
+    int avail[2] = {3, 3}, len[2];
+    float rate[2] = {0.95f, 0.95f};
+    double tok[2] = {100, 100}, small[2] = {500, 0}, dear[2] = {5000, 0};
+    /* 3.71 tokens per 1000 + 300 + 500 ns beats 1 per 1000 */
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, tok, small, 64, len), 3);
+    assert_int_equal(colo_spec_plan_costed(&c, 1, 1, avail, rate, tok, dear, 64, len), 0);
+    assert_int_equal(len[0], 0);
+    assert_int_equal(colo_spec_plan_costed(&c, 2, 2, avail, rate, tok, dear, 64, len), 2);
+    assert_int_equal(len[0], 0);
+    assert_int_equal(len[1], 2);
+}
+
+/* colo_spec_amortize: a cost over the steps its sequence has left, each
+ * giving 1 + rate + ... + rate^k tokens; past the horizon, the horizon's;
+ * none left, all of it. */
+static void test_amortize(void **state)
+{
+    (void)state;
+    assert_float_equal(colo_spec_amortize(1000, 100, 0.5f, 1), 15.0, 1e-9);
+    assert_float_equal(colo_spec_amortize(1750, 100, 0.5f, 2), 30.625, 1e-9);
+    assert_float_equal(colo_spec_amortize(2560, 100000, 0, 4), 2560.0 / COLO_SPEC_CATCHUP_HORIZON, 1e-9);
+    assert_float_equal(colo_spec_amortize(700, 0, 0.9f, 8), 700, 1e-9);
+    assert_float_equal(colo_spec_amortize(0, 50, 0.9f, 8), 0, 1e-9);
 }
 
 /* colo_spec_plan on made-up costs: nothing measured drafts nothing; a
@@ -556,6 +592,8 @@ int main(void)
         cmocka_unit_test(test_adaptive_bit_identical),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_costed),
+        cmocka_unit_test(test_plan_once),
+        cmocka_unit_test(test_amortize),
         cmocka_unit_test(test_sampled_same_tokens),
         cmocka_unit_test(test_preemption_and_prefix_cache),
         cmocka_unit_test(test_switch_off),

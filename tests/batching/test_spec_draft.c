@@ -247,6 +247,51 @@ static void test_batch_same_as_alone(void **state)
     draft_close(&d);
 }
 
+/* What a sequence's next draft makes the draft model compute first
+ * (colo_spec_drafter_pending, which the engine's plan charges): its whole
+ * text before its first draft; after a draft of k whose first a tokens
+ * were kept, then another token, 1 (a < k: the draft's K/V reaches as
+ * far) or 2 (a = k: its K/V holds k - 1 drafted tokens, not the last);
+ * its whole text again under a new epoch (the draft's cache replaced).
+ * A catch-up pass of a prompt's tokens gives the catch-up token cost,
+ * forgotten with the epoch. */
+static void test_pending(void **state)
+{
+    (void)state;
+    draft_rig d;
+    draft_open(&d, draft_path);
+    colo_spec_draft_src src = {rig_get, rig_put, &d};
+    colo_spec_drafter *dr = colo_spec_drafter_create(&src, dev, 320, 200);
+    assert_non_null(dr);
+    int32_t text[64], out[COLO_SPEC_MAX_TOKENS];
+    memcpy(text, prompts[0], 24 * sizeof *text);
+    int len = 24;
+    colo_spec_draft_seq ds = {0};
+    assert_true(colo_spec_drafter_begin(dr));
+    assert_int_equal(colo_spec_drafter_pending(dr, &ds, text, len), 24);
+    assert_true(colo_spec_drafter_catchup_ns(dr) == 0);
+    const int k = 4, keep[3] = {0, 2, 4}, want[3] = {1, 1, 2};
+    assert_int_equal(colo_spec_draft_run(dr, &ds, d.r.s, NULL, text, len, k, out), k);
+    assert_true(colo_spec_drafter_catchup_ns(dr) > 0); /* 24 rows: a prompt's chunk */
+    for (int i = 0; i < 3; i++) {
+        memcpy(text + len, out, (size_t)keep[i] * sizeof *out);
+        len += keep[i];
+        text[len] = keep[i] < k ? (out[keep[i]] + 1) % 320 : 7; /* not what the draft picked */
+        len++;
+        assert_int_equal(colo_spec_drafter_pending(dr, &ds, text, len), want[i]);
+        assert_int_equal(colo_spec_draft_run(dr, &ds, d.r.s, NULL, text, len, k, out), k);
+    }
+    colo_spec_drafter_end(dr);
+    d.epoch = 2;
+    assert_true(colo_spec_drafter_begin(dr));
+    assert_int_equal(colo_spec_drafter_pending(dr, &ds, text, len), len);
+    assert_true(colo_spec_drafter_catchup_ns(dr) == 0);
+    colo_spec_drafter_end(dr);
+    colo_spec_draft_seq_release(dr, &ds);
+    colo_spec_drafter_free(dr);
+    draft_close(&d);
+}
+
 /* Seeded sampling draws each token from the target's own row with the
  * sequence's own random stream: the same tokens as plain decoding. */
 static void test_sampled_same_stream(void **state)
@@ -464,6 +509,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_bit_identical), cmocka_unit_test(test_batch_same_as_alone),
+        cmocka_unit_test(test_pending),
         cmocka_unit_test(test_sampled_same_stream),
         cmocka_unit_test(test_preempted),            cmocka_unit_test(test_draft_unavailable),
         cmocka_unit_test(test_draft_check),          cmocka_unit_test(test_smollm2),

@@ -59,12 +59,12 @@ static int teardown(void **state)
     return srv_group_teardown(&fx);
 }
 
-#define PROMPT "a quiet harbour town in the north, where the boats leave at dawn and come back"
+#define PROMPT "a quiet harbour town"
 
 static json_t *infer(bool speculative)
 {
     char body[512];
-    snprintf(body, sizeof body, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":48,\"temperature\":0%s}",
+    snprintf(body, sizeof body, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":160,\"temperature\":0%s}",
              speculative ? "" : ",\"speculative\":false");
     json_t *j = srv_post_json(&fx, "/v1/models/big/infer", body);
     assert_non_null(j);
