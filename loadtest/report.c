@@ -368,7 +368,18 @@ static void cost_table(FILE *out, const lt_report *rep)
                  " model; worst p99/ttft: the latency price, the worst model's p99 change against running alone)\n");
 }
 
-/* The server's own counters over the run, where it reported them. */
+/* One row of the speculative decoding table. */
+static void spec_line(FILE *out, const char *model, const char *draft, const char *source, uint64_t drafted,
+                      uint64_t accepted)
+{
+    char a[24];
+    fmt_num(a, sizeof a, drafted ? 100.0 * (double)accepted / (double)drafted : NAN, 1);
+    fprintf(out, "%-16s %-16s %-8s %12llu %12llu %10s%%\n", model, draft, source, (unsigned long long)drafted,
+            (unsigned long long)accepted, a);
+}
+
+/* The server's own counters over the run, where it reported them: a
+ * model's in all, then by source. */
 static void spec_table(FILE *out, const lt_report *rep)
 {
     bool header = false;
@@ -377,13 +388,14 @@ static void spec_table(FILE *out, const lt_report *rep)
         if (!s->has)
             continue;
         if (!header)
-            fprintf(out, "\nspeculative decoding (the server's /v1/stats over the run)\n%-16s %-16s %12s %12s %11s\n",
-                    "model", "draft", "drafted", "accepted", "acceptance");
+            fprintf(out,
+                    "\nspeculative decoding (the server's /v1/stats over the run)\n%-16s %-16s %-8s %12s %12s %11s\n",
+                    "model", "draft", "source", "drafted", "accepted", "acceptance");
         header = true;
-        char a[24];
-        fmt_num(a, sizeof a, s->drafted ? 100.0 * (double)s->accepted / (double)s->drafted : NAN, 1);
-        fprintf(out, "%-16s %-16s %12llu %12llu %10s%%\n", s->model, s->draft[0] ? s->draft : "(text)",
-                (unsigned long long)s->drafted, (unsigned long long)s->accepted, a);
+        spec_line(out, s->model, s->draft[0] ? s->draft : "(text)", "all", s->drafted, s->accepted);
+        for (int k = 0; k < LT_SPEC_SOURCES; k++)
+            if (s->src[k].has)
+                spec_line(out, s->model, "", lt_spec_source_names[k], s->src[k].drafted, s->src[k].accepted);
     }
 }
 

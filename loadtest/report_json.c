@@ -298,6 +298,18 @@ static lt_status json_build(const lt_report *rep, json_t **out)
                                     sp->drafted ? jnum((double)sp->accepted / (double)sp->drafted) : json_null());
             if (row && sp->draft[0])
                 json_object_set_new(row, "draft", json_string(sp->draft));
+            json_t *by = row ? json_object() : NULL;
+            for (int k = 0; by && k < LT_SPEC_SOURCES; k++) {
+                const lt_spec_counts *c = &sp->src[k];
+                if (c->has)
+                    json_object_set_new(by, lt_spec_source_names[k],
+                                        json_pack("{s:I,s:I,s:o}", "drafted_tokens", (json_int_t)c->drafted,
+                                                  "accepted_tokens", (json_int_t)c->accepted, "acceptance_rate",
+                                                  c->drafted ? jnum((double)c->accepted / (double)c->drafted)
+                                                             : json_null()));
+            }
+            if (by)
+                json_object_set_new(row, "sources", by);
             if (!row || json_array_append_new(rows, row))
                 goto out_nomem;
         }
