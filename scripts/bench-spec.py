@@ -18,6 +18,15 @@ A benchmark, not a test: it asserts nothing about speed.
   scripts/bench-spec.py --set grounded --baseline-build ../other/build   # two builds' drafting, in turn
   scripts/bench-spec.py --set both --replay 1,1.9,3.8,7.6   # the most drafting can gain at those step costs
   scripts/bench-spec.py --model SmolLM2-135M-Instruct.Q8_0.gguf --draft SmolLM2-135M-Instruct.Q4_1.gguf --speculative 4
+  scripts/bench-spec.py --set grounded --llama /path/to/llama.cpp/build/bin   # llama.cpp beside colo
+
+With --llama (one stream only), llama.cpp's programs from that directory run
+in turn with colo's on the same prompt text (the model's chat template
+written out: chatml with SmolLM2's default system message, or gemma):
+llama-lookup drafting nothing (--spec-draft-n-max 0) for plain decoding, and
+drafting n-grams of up to --speculative tokens or, with --draft,
+llama-speculative-simple with the same draft model; their decode speeds are
+what they report (tokens over the time after the prompt).
 """
 import argparse
 import json
@@ -54,18 +63,58 @@ def run(args, user, spec, batch, build=None):
             "steps": sum(int(g) for g in steps.groups()) if steps else 0}
 
 
+# the chat templates written out as text, for llama.cpp's programs (colo-generate applies the model's own)
+TEMPLATES = {
+    "chatml": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+              "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n",
+    "gemma": "<start_of_turn>user\n{user}<end_of_turn>\n<start_of_turn>model\n",
+}
+
+
+def run_llama(args, user, spec):
+    """llama.cpp on the same prompt: decode tokens/s, and drafted/accepted with spec."""
+    text = TEMPLATES["gemma" if args.chat_template == "gemma" else "chatml"].format(user=user)
+    common = ["-m", args.model, "-p", text, "-n", str(args.max_tokens), "--temp", "0", "-t", str(args.threads)]
+    if not spec:  # the same loop, drafting nothing
+        cmd = [os.path.join(args.llama, "llama-lookup")] + common + ["--spec-draft-n-max", "0"]
+    elif args.draft:
+        cmd = [os.path.join(args.llama, "llama-speculative-simple")] + common + [
+            "-md", args.draft, "--spec-draft-n-max", str(args.speculative)]
+    else:
+        cmd = [os.path.join(args.llama, "llama-lookup")] + common + ["--spec-draft-n-max", str(args.speculative)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    if p.returncode != 0:
+        sys.exit(f"bench-spec: {os.path.basename(cmd[0])} failed:\n" + out[-2000:])
+    dec = re.search(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds", out)
+    d, a = re.search(r"n_drafted\s*=\s*(\d+)", out), re.search(r"n_accept\s*=\s*(\d+)", out)
+    if not dec:
+        sys.exit("bench-spec: cannot read llama.cpp's report:\n" + out[-2000:])
+    secs = float(dec.group(2))
+    return {"rate": int(dec.group(1)) / secs if secs > 0 else 0.0, "drafted": int(d.group(1)) if d else 0,
+            "accepted": int(a.group(1)) if a else 0}
+
+
 def bench_prompt(args, p, batch):
     plain, spec, base, same = [], [], [], True
     ref = None
     steps = {False: 0, True: 0}
     drafted = accepted = 0
-    # with --baseline-build, a third run per repeat: that build's speculative decoding
-    kinds = ["plain", "spec"] + (["base"] if args.baseline_build else [])
+    # with --baseline-build, a third run per repeat: that build's speculative decoding; with
+    # --llama, llama.cpp's plain decoding and its drafting
+    kinds = ["plain", "spec"] + (["base"] if args.baseline_build else []) + (["lplain", "lspec"] if args.llama else [])
+    lp, ls, ldrafted, laccepted = [], [], 0, 0
     for rep in range(args.repeats):
         order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
         if rep % 2:
             order.reverse()
         for kind in order:
+            if kind in ("lplain", "lspec"):
+                r = run_llama(args, p["user"], kind == "lspec")
+                (lp if kind == "lplain" else ls).append(r["rate"])
+                ldrafted += r.get("drafted", 0)
+                laccepted += r.get("accepted", 0)
+                continue
             s = kind != "plain"
             r = run(args, p["user"], s, batch, args.baseline_build if kind == "base" else None)
             if ref is None:
@@ -85,6 +134,10 @@ def bench_prompt(args, p, batch):
     if base:
         row["base"] = statistics.median(base)
         row["base_speedup"] = row["base"] / mp if mp > 0 else 0.0
+    if lp:
+        row["llama_plain"], row["llama_spec"] = statistics.median(lp), statistics.median(ls)
+        row["llama_speedup"] = row["llama_spec"] / row["llama_plain"] if row["llama_plain"] > 0 else 0.0
+        row["llama_acceptance"] = laccepted / ldrafted if ldrafted else 0.0
     return row
 
 
@@ -162,6 +215,9 @@ def main():
     ap.add_argument("--replay", default="",
                     help="COST1,COST2-4,COST5-8,COST9-16: the gain drafting can have at these step costs "
                          "(by rows), replayed from plain runs' token ids, instead of timing")
+    ap.add_argument("--llama", default="",
+                    help="a llama.cpp bin directory: also run its llama-completion and llama-lookup "
+                         "(llama-speculative-simple with --draft) on each prompt, in turn with colo (one stream)")
     ap.add_argument("--baseline-build", default="",
                     help="also run this build's colo-generate with --speculative, in turn with the others")
     args = ap.parse_args()
@@ -169,6 +225,8 @@ def main():
         sys.exit(f"bench-spec: no {args.model} (scripts/fetch-models.sh)")
     sets = ["grounded", "open"] if args.set == "both" else [args.set]
     streams = [int(s) for s in args.streams.split(",")] if args.streams else [1]
+    if args.llama and streams != [1]:
+        sys.exit("bench-spec: --llama runs one stream only")
     rows, all_same = [], True
     print(f"model {os.path.basename(args.model)}, --speculative {args.speculative}, {args.max_tokens} tokens at most, "
           f"{args.repeats} repeats, {args.threads} threads")
@@ -196,7 +254,11 @@ def main():
                       f"{r['speedup']:.2f} | {r['steps_plain']} / {r['steps_spec']} | {r['drafted']} | "
                       f"{100 * r['acceptance']:.0f}% | "
                       f"{'yes' if r['same'] else 'NO'} |" +
-                      (f" baseline {r['base']:.1f} ({r['base_speedup']:.2f}x)" if "base" in r else ""), flush=True)
+                      (f" baseline {r['base']:.1f} ({r['base_speedup']:.2f}x)" if "base" in r else "") +
+                      (f" llama.cpp {r['llama_plain']:.1f} -> {r['llama_spec']:.1f} ({r['llama_speedup']:.2f}x, "
+                       f"{100 * r['llama_acceptance']:.0f}% accepted; colo/llama.cpp drafting "
+                       f"{r['spec'] / r['llama_spec'] if r['llama_spec'] else 0:.2f}x)" if "llama_plain" in r else ""),
+                      flush=True)
             sp = [r["speedup"] for r in got if r["speedup"] > 0]
             gm = statistics.geometric_mean(sp) if sp else 0.0
             print(f"\n{name}, {batch} stream(s): speedup geometric mean {gm:.2f}, median {statistics.median(sp):.2f}, "
@@ -206,6 +268,14 @@ def main():
             if bs:
                 print(f"{name}, {batch} stream(s): the baseline build's speedup geometric mean "
                       f"{statistics.geometric_mean(bs):.2f}, median {statistics.median(bs):.2f}")
+            ls_ = [r for r in got if r.get("llama_speedup", 0) > 0]
+            if ls_:
+                sg = lambda k: statistics.geometric_mean([r[k] for r in ls_])
+                print(f"{name}: llama.cpp's speedup geometric mean {sg('llama_speedup'):.2f}; tokens/s geometric means: "
+                      f"colo plain {sg('plain'):.1f}, colo speculative {sg('spec'):.1f}, llama.cpp plain "
+                      f"{sg('llama_plain'):.1f}, llama.cpp {'draft model' if args.draft else 'lookup'} "
+                      f"{sg('llama_spec'):.1f}: colo/llama.cpp {sg('spec') / sg('llama_spec'):.2f}x speculative, "
+                      f"{sg('plain') / sg('llama_plain'):.2f}x plain")
             rows += got
     if args.json:
         with open(args.json, "w") as f:
