@@ -446,13 +446,11 @@ static inline __m256i reduce8(const __m256i v[8])
     return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
-/* 8 lanes whose sum is block blk's exact product 256 P(q) + P(r) with a
- * row of x (x: its 64 bytes from rows_x): the codes as 16 bits (Q8_0's +
- * 128), times x's 16-bit 256 q + r in pairs by vpmaddwd (|256 q + r| <=
- * 32639 and codes <= 255: each pair's sum fits in 32 bits, and so does the
- * block's). */
-static inline __attribute__((always_inline)) __m256i block_dot(const uint8_t *blk, block_layout L, bool q8,
-                                                               const int8_t *x)
+/* Block blk's codes as 16 bits (Q8_0's + 128), in the lanes of x's
+ * layout from rows_x: elements 0..15 into *lo, 16..31 into *hi (Q8_0: even
+ * ones, odd ones). */
+static inline __attribute__((always_inline)) void block_codes(const uint8_t *blk, block_layout L, bool q8,
+                                                              __m256i *lo_out, __m256i *hi_out)
 {
     __m256i lo, hi;
     if (q8) {
@@ -474,8 +472,36 @@ static inline __attribute__((always_inline)) __m256i block_dot(const uint8_t *bl
             hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi16(h1, bit), k16));
         }
     }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+/* 8 lanes whose sum is the exact product 256 P(q) + P(r) of a block's
+ * codes (block_codes) with a row of x (x: its 64 bytes from rows_x): by
+ * vpmaddwd in pairs (|256 q + r| <= 32639 and codes <= 255: each pair's
+ * sum fits in 32 bits, and so does the block's). */
+static inline __m256i codes_dot(__m256i lo, __m256i hi, const int8_t *x)
+{
     return _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
                             _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
+}
+
+static inline __attribute__((always_inline)) __m256i block_dot(const uint8_t *blk, block_layout L, bool q8,
+                                                               const int8_t *x)
+{
+    __m256i lo, hi;
+    block_codes(blk, L, q8, &lo, &hi);
+    return codes_dot(lo, hi, x);
+}
+
+/* reduce8 in its two halves: lane e of the result of quads(b0, b1), where
+ * b0 = quad(v[0..3]) and b1 = quad(v[4..7]), is reduce8(v)'s; a step of
+ * several rows of x forms each row's quads as each pair of blocks is
+ * decoded, once for all the rows. */
+static inline __m256i quad(__m256i a01, __m256i a23) { return _mm256_hadd_epi32(a01, a23); }
+static inline __m256i quads(__m256i b0, __m256i b1)
+{
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
 /* S[i * nbp + b] = block b of the weight row at row . x row i (i < m, b <
@@ -491,14 +517,38 @@ static inline __attribute__((always_inline)) void row_sums(colo_dtype t, const u
     for (int b0 = 0; b0 < full; b0 += 8) {
         for (int e = 0; e < 8; e++)
             memcpy(DM + b0 + e, row + (size_t)(b0 + e) * L.bytes, 4);
-        for (int i = 0; i < m; i++) {
+        if (m == 1) {
             __m256i v[8];
-            const int8_t *x = xs + ((size_t)i * nb + b0) * 64;
+            const int8_t *x = xs + (size_t)b0 * 64;
 #pragma GCC unroll 8
             for (int e = 0; e < 8; e++)
                 v[e] = block_dot(row + (size_t)(b0 + e) * L.bytes, L, q8, x + 64 * e);
-            _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + b0), reduce8(v));
+            _mm256_storeu_si256((__m256i *)(S + b0), reduce8(v));
+            continue;
         }
+        /* each block's codes decoded once for the m rows of x: a pair of
+         * blocks at a time, each row's pair summed at once (reduce8's
+         * first level), two pairs a quad */
+        __m256i b[NARROW_MAX_M][2];
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; g++) {
+            __m256i a[NARROW_MAX_M][2];
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                int e = 4 * g + 2 * p;
+                __m256i lo0, hi0, lo1, hi1;
+                block_codes(row + (size_t)(b0 + e) * L.bytes, L, q8, &lo0, &hi0);
+                block_codes(row + (size_t)(b0 + e + 1) * L.bytes, L, q8, &lo1, &hi1);
+                for (int i = 0; i < m; i++) {
+                    const int8_t *x = xs + ((size_t)i * nb + b0 + e) * 64;
+                    a[i][p] = _mm256_hadd_epi32(codes_dot(lo0, hi0, x), codes_dot(lo1, hi1, x + 64));
+                }
+            }
+            for (int i = 0; i < m; i++)
+                b[i][g] = quad(a[i][0], a[i][1]);
+        }
+        for (int i = 0; i < m; i++)
+            _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + b0), quads(b[i][0], b[i][1]));
     }
     if (full == nb)
         return;
@@ -620,6 +670,30 @@ static inline __attribute__((always_inline)) void row_sums_q4_k(const uint8_t *r
     for (int sb = 0; sb < nb / 8; sb++) {
         const colo_blk_q4_k *q = (const colo_blk_q4_k *)row + sb;
         memcpy(SC + 4 * sb, q, 16);
+        if (m > 1) { /* each pair of sub-blocks' codes decoded once for the m rows, as row_sums */
+            __m256i b[NARROW_MAX_M][2];
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; g++) {
+                __m256i a[NARROW_MAX_M][2];
+#pragma GCC unroll 2
+                for (int pp = 0; pp < 2; pp++) {
+                    int p = 2 * g + pp; /* sub-blocks 2p (low nibbles) and 2p + 1 (high) */
+                    __m256i A = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p)));
+                    __m256i B = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p + 16)));
+                    __m256i al = _mm256_and_si256(A, m15), bl = _mm256_and_si256(B, m15);
+                    __m256i ah = _mm256_srli_epi16(A, 4), bh = _mm256_srli_epi16(B, 4);
+                    for (int i = 0; i < m; i++) {
+                        const int8_t *x0 = xs + ((size_t)i * nb + 8 * sb) * 64 + 128 * p;
+                        a[i][pp] = _mm256_hadd_epi32(codes_dot(al, bl, x0), codes_dot(ah, bh, x0 + 64));
+                    }
+                }
+                for (int i = 0; i < m; i++)
+                    b[i][g] = quad(a[i][0], a[i][1]);
+            }
+            for (int i = 0; i < m; i++)
+                _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + 8 * sb), quads(b[i][0], b[i][1]));
+            continue;
+        }
         for (int i = 0; i < m; i++) {
             __m256i v[8];
             const int8_t *x = xs + ((size_t)i * nb + 8 * sb) * 64;
@@ -652,6 +726,36 @@ static inline __attribute__((always_inline)) void row_sums_q6_k(const uint8_t *r
         const colo_blk_q6_k *q = (const colo_blk_q6_k *)row + sb;
         memcpy(SC + 5 * sb, q->scales, 16);
         SC[5 * sb + 4] = q->d;
+        if (m > 1) { /* each block half's codes decoded once for the m rows, as row_sums */
+            __m256i b[NARROW_MAX_M][2][2]; /* [row][e][hh] */
+#pragma GCC unroll 2
+            for (int hh = 0; hh < 2; hh++)
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    const uint8_t *ql = q->ql + 64 * hh + 16 * e;
+                    __m256i L0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)ql));
+                    __m256i L1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(ql + 32)));
+                    __m256i H = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qh + 32 * hh + 16 * e)));
+                    __m256i c0 = _mm256_or_si256(_mm256_and_si256(L0, m15), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                    __m256i c1 = _mm256_or_si256(_mm256_and_si256(L1, m15), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                    __m256i c2 = _mm256_or_si256(_mm256_srli_epi16(L0, 4), _mm256_and_si256(H, m30));
+                    __m256i c3 = _mm256_or_si256(_mm256_srli_epi16(L1, 4),
+                                                 _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                    for (int i = 0; i < m; i++) {
+                        const int8_t *x = xs + ((size_t)i * nb + 8 * sb + 4 * hh) * 64 + 32 * e;
+#define Q6_DOT(c, t) _mm256_madd_epi16(c, _mm256_loadu_si256((const __m256i *)(x + 64 * (t))))
+                        b[i][e][hh] = quad(_mm256_hadd_epi32(Q6_DOT(c0, 0), Q6_DOT(c1, 1)),
+                                           _mm256_hadd_epi32(Q6_DOT(c2, 2), Q6_DOT(c3, 3)));
+#undef Q6_DOT
+                    }
+                }
+            for (int i = 0; i < m; i++) {
+                _mm256_storeu_si256((__m256i *)(S + (size_t)i * istride + 8 * sb), quads(b[i][0][0], b[i][0][1]));
+                _mm256_storeu_si256((__m256i *)(S + (size_t)i * istride + half + 8 * sb),
+                                    quads(b[i][1][0], b[i][1][1]));
+            }
+            continue;
+        }
         for (int i = 0; i < m; i++) {
             __m256i v[2][8];
             const int8_t *x = xs + ((size_t)i * nb + 8 * sb) * 64;
