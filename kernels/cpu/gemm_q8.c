@@ -124,7 +124,7 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
  * is the faster one there as well (docs/BENCHMARKS.md). */
 static bool two_rows_in_place(colo_dtype t)
 {
-    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 || t == COLO_Q4_K;
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 || t == COLO_Q4_K || t == COLO_Q5_0;
 }
 
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
