@@ -79,7 +79,7 @@ def run_llama(args, user, spec):
         cmd = [os.path.join(args.llama, "llama-lookup")] + common + ["--spec-draft-n-max", "0"]
     elif args.draft:
         cmd = [os.path.join(args.llama, "llama-speculative-simple")] + common + [
-            "-md", args.draft, "--spec-draft-n-max", str(args.speculative)]
+            "-md", args.draft, "--spec-type", "draft-simple", "--spec-draft-n-max", str(args.speculative)]
     else:
         cmd = [os.path.join(args.llama, "llama-lookup")] + common + ["--spec-draft-n-max", str(args.speculative)]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -184,25 +184,7 @@ duration_of() { # RATE
   fi
 }
 
-server=
-stop_server() {
-  if [ -n "$server" ]; then
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-    server=
-  fi
-}
-trap stop_server EXIT
-
-wait_health() { # URL PID LOG
-  for _ in $(seq 1 600); do
-    curl -fs "$1" >/dev/null 2>&1 && return 0
-    kill -0 "$2" 2>/dev/null || { echo "bench-trace: the server exited; see $3" >&2; return 1; }
-    sleep 0.5
-  done
-  echo "bench-trace: no answer from $1; see $3" >&2
-  return 1
-}
+trap colo_stop_server EXIT
 
 # the models named listed and settled (ready or sleeping)
 wait_colo_models() { # NAME...
@@ -222,7 +204,7 @@ sys.exit(2 if any(got.get(n) == "failed" for n in want) else
 run_colo() { # DIR RATE
   "$BUILD/colo-server" --config "$OUT/config.yaml" >"$1/colo.log" 2>&1 &
   server=$!
-  wait_health "http://127.0.0.1:$COLO_PORT/health/ready" "$server" "$1/colo.log"
+  colo_wait_health "http://127.0.0.1:$COLO_PORT/health/ready" "$server" "$1/colo.log"
   for n in "${later[@]}"; do
     curl -fs -X POST "http://127.0.0.1:$COLO_PORT/admin/models" -d "{\"name\":\"$n\",\"kind\":\"llama\",
       \"path\":\"models/$n.gguf\",\"memory_fraction\":${frac[$n]},\"max_seq_len\":$CTX$sla_json}" >/dev/null
@@ -231,7 +213,7 @@ run_colo() { # DIR RATE
   "$BUILD/colo-loadtest" --url "http://127.0.0.1:$COLO_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
     --duration "$(duration_of "$2")" \
     --json "$1/colo.json" --html "$1/colo.html" --requests-out "$1/colo-requests.jsonl" "${extra[@]}" || true
-  stop_server
+  colo_stop_server
 }
 
 run_router() { # DIR RATE
@@ -239,11 +221,11 @@ run_router() { # DIR RATE
   "$LLAMA_SERVER" --models-dir "$OUT/models" --models-max "$MODELS_MAX" --parallel "$PARALLEL" \
     --ctx-size $((CTX * PARALLEL)) --host 127.0.0.1 --port "$ROUTER_PORT" >"$1/router.log" 2>&1 &
   server=$!
-  wait_health "http://127.0.0.1:$ROUTER_PORT/health" "$server" "$1/router.log"
+  colo_wait_health "http://127.0.0.1:$ROUTER_PORT/health" "$server" "$1/router.log"
   "$BUILD/colo-loadtest" --url "http://127.0.0.1:$ROUTER_PORT" --server-pid "$server" "${load[@]}" --rate "$2" \
     --duration "$(duration_of "$2")" \
     --json "$1/router.json" --html "$1/router.html" --requests-out "$1/router-requests.jsonl" "${extra[@]}" || true
-  stop_server
+  colo_stop_server
 }
 
 extra=("$@")

@@ -7,6 +7,10 @@
 # Exits 2 when neither XDG_CACHE_HOME nor HOME is set.
 # colo_build_missing PROGRAM...: builds the programs in $BUILD when one is
 # missing (configuring $BUILD, Release, when it never was).
+# colo_wait_health URL PID LOG: waits up to 5 minutes for URL to answer
+# 2xx; fails, naming LOG, when the process PID exits first or it never does.
+# colo_stop_server: stops the server whose pid is in $server (if any) and
+# empties it; scripts that start one set `trap colo_stop_server EXIT`.
 if [ -n "${XDG_CACHE_HOME:-}" ]; then
   COLO_CACHE=$XDG_CACHE_HOME/colo
 elif [ -n "${HOME:-}" ]; then
@@ -27,4 +31,24 @@ colo_build_missing() {
       break
     fi
   done
+}
+
+colo_wait_health() { # URL PID LOG
+  local _
+  for _ in $(seq 1 600); do
+    curl -fs "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { echo "$(basename "$0"): the server exited; see $3" >&2; return 1; }
+    sleep 0.5
+  done
+  echo "$(basename "$0"): no answer from $1; see $3" >&2
+  return 1
+}
+
+server=
+colo_stop_server() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=
+  fi
 }
