@@ -40,11 +40,7 @@ colo_build_missing colo-server colo-loadtest colo-mkmodel
 BUILD=$(cd "$BUILD" && pwd)
 mkdir -p "$OUT/models"
 OUT=$(cd "$OUT" && pwd)
-for f in SmolLM2-135M-Instruct.Q4_1.gguf:smollm2 gemma-3-270m-q4_k_m.gguf:gemma3; do
-  src="$COLO_MODELS/${f%%:*}"
-  [ -r "$src" ] || { echo "bench-switch: no $src (run scripts/fetch-models.sh)" >&2; exit 2; }
-  ln -sf "$src" "$OUT/models/${f##*:}.gguf"
-done
+colo_link_real_models "$OUT/models"
 [ -s "$OUT/models/cold.gguf" ] || "$BUILD/colo-mkmodel" --out "$OUT/models/cold.gguf" --arch llama --layers 12 \
   --dim 1024 --heads 16 --kv-heads 4 --ffn 2816 --vocab 32000 --ctx 2048 --type q4_k_m --seed 1 >/dev/null
 

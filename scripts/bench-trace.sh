@@ -115,11 +115,7 @@ colo_build_missing colo-server colo-loadtest colo-mkmodel
 BUILD=$(cd "$BUILD" && pwd)
 mkdir -p "$OUT/models"
 OUT=$(cd "$OUT" && pwd)
-for f in SmolLM2-135M-Instruct.Q4_1.gguf:smollm2 gemma-3-270m-q4_k_m.gguf:gemma3; do
-  src="$COLO_MODELS/${f%%:*}"
-  [ -r "$src" ] || { echo "bench-trace: no $src (run scripts/fetch-models.sh)" >&2; exit 2; }
-  ln -sf "$src" "$OUT/models/${f##*:}.gguf"
-done
+colo_link_real_models "$OUT/models"
 names=(smollm2 gemma3)
 seed=1
 for s in "${SYNTH[@]}"; do

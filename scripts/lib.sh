@@ -9,6 +9,8 @@
 # missing (configuring $BUILD, Release, when it never was).
 # colo_wait_health URL PID LOG: waits up to 5 minutes for URL to answer
 # 2xx; fails, naming LOG, when the process PID exits first or it never does.
+# colo_link_real_models DIR: links SmolLM2 (smollm2.gguf) and Gemma 3
+# (gemma3.gguf) from the model cache into DIR; exits 2 when one is missing.
 # colo_stop_server: stops the server whose pid is in $server (if any) and
 # empties it; scripts that start one set `trap colo_stop_server EXIT`.
 if [ -n "${XDG_CACHE_HOME:-}" ]; then
@@ -51,4 +53,13 @@ colo_stop_server() {
     wait "$server" 2>/dev/null || true
     server=
   fi
+}
+
+colo_link_real_models() { # DIR
+  local f src
+  for f in SmolLM2-135M-Instruct.Q4_1.gguf:smollm2 gemma-3-270m-q4_k_m.gguf:gemma3; do
+    src="$COLO_MODELS/${f%%:*}"
+    [ -r "$src" ] || { echo "$(basename "$0"): no $src (run scripts/fetch-models.sh)" >&2; exit 2; }
+    ln -sf "$src" "$1/${f##*:}.gguf"
+  done
 }
