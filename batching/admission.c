@@ -15,6 +15,7 @@ struct colo_admission {
     pthread_mutex_t mu;
     double step_ms[COLO_ADMISSION_BUCKETS]; /* exponential average per bucket */
     uint64_t n[COLO_ADMISSION_BUCKETS];     /* samples */
+    double prefill_tok_ns;                  /* colo_admission_set_prefill; 0: not measured */
 };
 
 colo_admission *colo_admission_create(const colo_model_cfg *mc)
@@ -172,50 +173,103 @@ void colo_admission_on_token(colo_request *r, uint64_t now_ns)
     r->slo.last_token_ns = now_ns;
 }
 
-uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_request *const *live, int n)
+void colo_admission_set_prefill(colo_admission *a, double tok_ns)
+{
+    if (!a || !(tok_ns >= 0))
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->prefill_tok_ns = tok_ns;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* r's next deadline by its SLA: its first token by arrival + ttft, the
+ * next by the last + tpot, never past arrival + p99; 0: none. */
+static uint64_t deadline_of(const colo_sla_cfg *sla, const colo_request *r)
+{
+    uint64_t d = 0;
+    if (!r->slo.last_token_ns && sla->ttft_ms > 0)
+        d = r->submit_ns + (uint64_t)(sla->ttft_ms * 1e6);
+    else if (r->slo.last_token_ns && sla->tpot_ms > 0)
+        d = r->slo.last_token_ns + (uint64_t)(sla->tpot_ms * 1e6);
+    if (sla->p99_ms > 0) {
+        uint64_t e = r->submit_ns + (uint64_t)(sla->p99_ms * 1e6);
+        d = d && d < e ? d : e;
+    }
+    return d;
+}
+
+/* The work (ns) before r's next token: its prompt's prefill before the
+ * first, a step of step_ms after; what is not measured counts nothing. */
+static uint64_t work_of(const colo_request *r, double prefill_tok_ns, double step_ms)
+{
+    if (!r->slo.last_token_ns)
+        return (uint64_t)(r->tok.n * prefill_tok_ns);
+    return step_ms > 0 ? (uint64_t)(step_ms * 1e6) : 0;
+}
+
+/* The earliest latest start among n requests (in live, or the one in r
+ * when live is NULL), less before_ns of other work. */
+static uint64_t earliest_start(const colo_sla_cfg *model_sla, colo_request *const *live, int n, double prefill_tok_ns,
+                               double step_ms, uint64_t before_ns)
 {
     uint64_t best = 0;
     for (int i = 0; i < n; i++) {
         const colo_request *r = live[i];
         if (r->slo.best_effort)
             continue;
-        const colo_sla_cfg *sla = r->sla ? r->sla : model_sla;
-        uint64_t d = 0;
-        if (!r->slo.last_token_ns && sla->ttft_ms > 0)
-            d = r->submit_ns + (uint64_t)(sla->ttft_ms * 1e6);
-        else if (r->slo.last_token_ns && sla->tpot_ms > 0)
-            d = r->slo.last_token_ns + (uint64_t)(sla->tpot_ms * 1e6);
-        if (sla->p99_ms > 0) {
-            uint64_t e = r->submit_ns + (uint64_t)(sla->p99_ms * 1e6);
-            d = d && d < e ? d : e;
-        }
-        if (d && (!best || d < best))
+        uint64_t d = deadline_of(r->sla ? r->sla : model_sla, r);
+        if (!d)
+            continue;
+        uint64_t w = work_of(r, prefill_tok_ns, step_ms) + before_ns;
+        d = d > w ? d - w : 1; /* already late: as urgent as can be */
+        if (!best || d < best)
             best = d;
     }
     return best;
 }
 
-typedef struct queued_deadline {
+uint64_t colo_admission_latest_start(colo_admission *a, const colo_sla_cfg *model_sla, colo_request *const *live,
+                                     int n)
+{
+    double tok_ns = 0, step_ms = -1;
+    if (a && n > 0) {
+        pthread_mutex_lock(&a->mu);
+        tok_ns = a->prefill_tok_ns;
+        step_ms = step_ms_locked(a, n);
+        pthread_mutex_unlock(&a->mu);
+    }
+    return earliest_start(model_sla, live, n, tok_ns, step_ms, 0);
+}
+
+typedef struct queued_start {
     const colo_sla_cfg *sla;
+    double prefill_tok_ns;
+    uint64_t before_ns;
     uint64_t best;
-} queued_deadline;
+} queued_start;
 
 static void earliest_queued(const colo_queue_item *it, void *ud)
 {
-    queued_deadline *qd = ud;
+    queued_start *qs = ud;
     if (it->batch)
         return;
     colo_request *r = it->owner;
-    uint64_t d = colo_admission_next_deadline(qd->sla, &r, 1);
-    if (d && (!qd->best || d < qd->best))
-        qd->best = d;
+    uint64_t d = earliest_start(qs->sla, &r, 1, qs->prefill_tok_ns, -1, qs->before_ns);
+    if (d && (!qs->best || d < qs->best))
+        qs->best = d;
 }
 
-uint64_t colo_admission_queued_deadline(const colo_sla_cfg *model_sla, colo_queue *q)
+uint64_t colo_admission_queued_start(colo_admission *a, const colo_sla_cfg *model_sla, colo_queue *q,
+                                     uint64_t before_ns)
 {
-    queued_deadline qd = {model_sla, 0};
-    colo_queue_visit(q, earliest_queued, &qd);
-    return qd.best;
+    queued_start qs = {model_sla, 0, before_ns, 0};
+    if (a) {
+        pthread_mutex_lock(&a->mu);
+        qs.prefill_tok_ns = a->prefill_tok_ns;
+        pthread_mutex_unlock(&a->mu);
+    }
+    colo_queue_visit(q, earliest_queued, &qs);
+    return qs.best;
 }
 
 unsigned colo_admission_slo_met(const colo_sla_cfg *sla, const colo_request *r, unsigned *set)

@@ -72,14 +72,28 @@ bool colo_admission_admit(colo_admission *a, colo_request *r, int ahead);
 /* The executor saw r's next token at now_ns (keeps the longest gap). */
 void colo_admission_on_token(colo_request *r, uint64_t now_ns);
 
-/* The earliest deadline (monotonic ns) among live requests that are not
- * best-effort, each by its own SLA (r->sla) or else model_sla; 0 when none
- * has one. */
-uint64_t colo_admission_next_deadline(const colo_sla_cfg *model_sla, colo_request *const *live, int n);
+/* A prompt token's prefill time (ns; the model's measured average), for
+ * the latest starts below. */
+void colo_admission_set_prefill(colo_admission *a, double tok_ns);
+
+/* The urgency of a model's next step under policy deadline: the earliest
+ * latest start (monotonic ns) among live requests that are not
+ * best-effort. A request's next deadline comes from its own SLA (r->sla)
+ * or else model_sla: its first token by arrival + ttft, the next by the
+ * last + tpot, never past arrival + p99. Its latest start is that less
+ * the work before the token: its prompt's prefill (tokens times the
+ * measured prefill time) before the first, a step of the batch (its
+ * measured time) after. What is not measured yet counts nothing; a start
+ * already past is 1 (as urgent as can be). 0 when none has a deadline.
+ * a may be NULL (the deadlines themselves). */
+uint64_t colo_admission_latest_start(colo_admission *a, const colo_sla_cfg *model_sla, colo_request *const *live,
+                                     int n);
 /* The same among the requests queued in q (whose items' owners are
- * requests) that are not lines of batches: the deadline a model woken for
- * them works to before any of them runs. */
-uint64_t colo_admission_queued_deadline(const colo_sla_cfg *model_sla, colo_queue *q);
+ * requests) that are not lines of batches, each less before_ns more (the
+ * wake to come): the urgency a model woken for them works to before any
+ * of them runs. */
+uint64_t colo_admission_queued_start(colo_admission *a, const colo_sla_cfg *model_sla, colo_queue *q,
+                                     uint64_t before_ns);
 
 /* Which objectives r met, once it ended (r->out filled): bit 0 ttft, 1
  * tpot, 2 e2e, for the objectives the SLA sets (*set, same bits). A

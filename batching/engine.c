@@ -1069,6 +1069,8 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
     e->st.forward_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_DECODE && st == COLO_OK)
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
+    if (kind == COLO_ENGINE_STEP_PREFILL && st == COLO_OK)
+        e->st.prefill_ns += t_sample - t_fwd;
     if (kind == COLO_ENGINE_STEP_PREFILL && st == COLO_OK && n >= 16) {
         double per = (double)(t_sample - t_fwd) / n;
         e->prefill_tok_ns = e->prefill_tok_ns > 0 ? 0.8 * e->prefill_tok_ns + 0.2 * per : per;

@@ -152,6 +152,7 @@ typedef struct colo_engine_step_stats {
     uint64_t steps[COLO_ENGINE_STEP_KINDS];  /* steps of each kind */
     uint64_t tokens[COLO_ENGINE_STEP_KINDS]; /* tokens computed in them */
     uint64_t plan_ns, forward_ns, sample_ns;
+    uint64_t prefill_ns; /* forward time of the prefill steps, among forward_ns */
     /* speculative decoding: tokens drafted and verified, of which accepted
      * (each accepted one is a step saved), and the steps that had drafts */
     uint64_t spec_drafted, spec_accepted, spec_steps;

@@ -68,6 +68,7 @@ typedef struct colo_kind_info {
     uint64_t steps_by_kind[3];  /* decode, prefill, mixed */
     uint64_t tokens_by_kind[3]; /* tokens computed in them */
     uint64_t plan_ns, forward_ns, sample_ns;
+    double prefill_tok_ns;      /* a prompt token's time in prefill steps, on average (0: none yet) */
     /* speculative decoding (generation): tokens drafted and verified, of
      * which accepted, and the sequences' steps that verified a draft */
     uint64_t spec_drafted, spec_accepted, spec_steps;

@@ -378,6 +378,7 @@ static void add_step_stats(colo_engine_step_stats *a, const colo_engine_step_sta
     for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         a->steps[i] += b->steps[i], a->tokens[i] += b->tokens[i];
     a->plan_ns += b->plan_ns, a->forward_ns += b->forward_ns, a->sample_ns += b->sample_ns;
+    a->prefill_ns += b->prefill_ns;
     a->spec_drafted += b->spec_drafted, a->spec_accepted += b->spec_accepted, a->spec_steps += b->spec_steps;
     a->spec_model_drafted += b->spec_model_drafted, a->spec_model_accepted += b->spec_model_accepted;
     a->spec_model_passes += b->spec_model_passes, a->spec_model_ns += b->spec_model_ns;
@@ -727,6 +728,8 @@ static void info(void *inst, colo_kind_info *out)
     for (int i = 0; i < COLO_ENGINE_STEP_KINDS; i++)
         out->steps_by_kind[i] = ss.steps[i], out->tokens_by_kind[i] = ss.tokens[i];
     out->plan_ns = ss.plan_ns, out->forward_ns = ss.forward_ns, out->sample_ns = ss.sample_ns;
+    uint64_t prefilled = ss.tokens[COLO_ENGINE_STEP_PREFILL];
+    out->prefill_tok_ns = prefilled ? (double)ss.prefill_ns / (double)prefilled : 0;
     out->spec_drafted = ss.spec_drafted, out->spec_accepted = ss.spec_accepted, out->spec_steps = ss.spec_steps;
     out->spec_lookup_drafted = ss.spec_lookup_drafted, out->spec_lookup_accepted = ss.spec_lookup_accepted;
     out->spec_suffix_drafted = ss.spec_suffix_drafted, out->spec_suffix_accepted = ss.spec_suffix_accepted;

@@ -442,6 +442,7 @@ void colo_served_refresh_info(colo_served *m)
 {
     colo_kind_info in;
     m->kind->info(m->inst, &in);
+    colo_admission_set_prefill(m->adm, in.prefill_tok_ns);
     colo_stream_stats ss;
     colo_stream_get_stats(m->stream, &ss);
     pthread_mutex_lock(&m->info_mu);
@@ -1063,10 +1064,12 @@ static bool wake_up(colo_served *m)
     m->wake_blocked_since_ns = 0;
     m->state = COLO_SERVED_WAKING;
     /* The request that woke the model is cold: what the wake queues on the
-     * stream and the first step go by its deadline, not behind other
-     * models' running decodes, and its first step does not wait for
+     * stream and the first step go by its latest start (its deadline less
+     * the wake, as long as the last one, and its prefill), not behind
+     * other models' running decodes, and its first step does not wait for
      * another model's turn. */
-    colo_cosched_cold(m->member, m->stream, colo_admission_queued_deadline(&m->cfg.sla, m->q));
+    colo_cosched_cold(m->member, m->stream,
+                      colo_admission_queued_start(m->adm, &m->cfg.sla, m->q, atomic_load(&m->last_wake_ns)));
     for (;;) {
         e[0] = 0;
         pthread_mutex_lock(&m->exec_mu);

@@ -122,7 +122,7 @@ void colo_served_run_continuous(colo_served *m)
         if (m->member)
             colo_cosched_member_get_stats(m->member, &before);
         colo_cosched_set_deadline(m->member, m->stream,
-                                  colo_admission_next_deadline(&m->cfg.sla, m->live, m->n_live));
+                                  colo_admission_latest_start(m->adm, &m->cfg.sla, m->live, m->n_live));
         colo_step_share share;
         colo_share_step_begin(&share, m->live, m->n_live, t0, m->kind->started, m->inst);
         pthread_mutex_lock(&m->exec_mu);

@@ -148,8 +148,9 @@ static void test_reject_or_serve(void **state)
     colo_admission_free(a);
 }
 
-/* The batch's earliest deadline: first token by arrival + ttft, next by the
- * last + tpot, never past arrival + p99; best-effort requests give none. */
+/* Nothing measured: the batch's earliest deadline: first token by arrival
+ * + ttft, next by the last + tpot, never past arrival + p99; best-effort
+ * requests give none. */
 static void test_next_deadline(void **state)
 {
     (void)state;
@@ -162,12 +163,12 @@ static void test_next_deadline(void **state)
     r[2]->submit_ns = 0; /* next token by 1005, end by 1000: 1000, but best-effort */
     r[2]->slo.last_token_ns = 995 * ms;
     r[2]->slo.best_effort = true;
-    assert_true(colo_admission_next_deadline(&sla, r, 3) == 1095 * ms);
-    assert_true(colo_admission_next_deadline(&sla, r, 1) == 1100 * ms);
+    assert_true(colo_admission_latest_start(NULL, &sla, r, 3) == 1095 * ms);
+    assert_true(colo_admission_latest_start(NULL, &sla, r, 1) == 1100 * ms);
     r[2]->slo.best_effort = false; /* its end comes first */
-    assert_true(colo_admission_next_deadline(&sla, r, 3) == 1000 * ms);
+    assert_true(colo_admission_latest_start(NULL, &sla, r, 3) == 1000 * ms);
     colo_sla_cfg none = {0};
-    assert_true(colo_admission_next_deadline(&none, r, 3) == 0);
+    assert_true(colo_admission_latest_start(NULL, &none, r, 3) == 0);
     for (int i = 0; i < 3; i++)
         colo_request_free(r[i]);
 }
@@ -181,7 +182,7 @@ static void test_queued_deadline(void **state)
     colo_sla_cfg sla = {.ttft_ms = 100, .p99_ms = 1000};
     colo_queue *q = colo_queue_create(8);
     assert_non_null(q);
-    assert_true(colo_admission_queued_deadline(&sla, q) == 0);
+    assert_true(colo_admission_queued_start(NULL, &sla, q, 0) == 0);
     const uint64_t ms = 1000000;
     colo_request *r[4];
     const uint64_t submit_ms[4] = {10, 20, 30, 40};
@@ -195,21 +196,59 @@ static void test_queued_deadline(void **state)
     r[1]->slo.best_effort = true;   /* 120 ms, infeasible: no urgency */
     for (int i = 0; i < 4; i++)
         assert_int_equal(colo_queue_push(q, &r[i]->qi), COLO_OK);
-    assert_true(colo_admission_queued_deadline(&sla, q) == 130 * ms); /* the oldest that counts, whatever its level */
+    assert_true(colo_admission_queued_start(NULL, &sla, q, 0) == 130 * ms); /* the oldest that counts, whatever its level */
     colo_sla_cfg none = {0};
-    assert_true(colo_admission_queued_deadline(&none, q) == 0);
+    assert_true(colo_admission_queued_start(NULL, &none, q, 0) == 0);
     const int taken[3] = {3, 1, 2}; /* high first, then normal in order, the line last */
     const uint64_t left_ms[3] = {130, 130, 0};
     for (int i = 0; i < 3; i++) {
         colo_queue_item *it = colo_queue_pop(q);
         assert_non_null(it);
         assert_ptr_equal(it->owner, r[taken[i]]);
-        assert_true(colo_admission_queued_deadline(&sla, q) == left_ms[i] * ms);
+        assert_true(colo_admission_queued_start(NULL, &sla, q, 0) == left_ms[i] * ms);
     }
     assert_non_null(colo_queue_pop(q));
     colo_queue_destroy(q);
     for (int i = 0; i < 4; i++)
         colo_request_free(r[i]);
+}
+
+/* Measured, the work before each deadline comes off it: a prompt's
+ * prefill (tokens times the time of one) before the first token, a step
+ * of the batch before the next, and a wake to come before a queued
+ * request's; a start already past is 1. */
+static void test_latest_start(void **state)
+{
+    (void)state;
+    colo_model_cfg mc = model(1000, 100, 0, false);
+    colo_admission *a = colo_admission_create(&mc);
+    assert_non_null(a);
+    const uint64_t ms = 1000000;
+    colo_request *cold = gen_request(200, 8), *warm = gen_request(10, 8);
+    cold->submit_ns = 1000 * ms; /* first token by 2000 */
+    warm->submit_ns = 0;
+    warm->slo.last_token_ns = 1850 * ms; /* next by 1950 */
+    colo_request *both[2] = {cold, warm};
+    assert_true(colo_admission_latest_start(a, &mc.sla, both, 2) == 1950 * ms); /* nothing measured */
+    colo_admission_record_step(a, 2, 30);
+    colo_admission_set_prefill(a, 2 * ms); /* 200 tokens: 400 ms */
+    assert_true(colo_admission_latest_start(a, &mc.sla, both, 2) == 1600 * ms);
+    assert_true(colo_admission_latest_start(a, &mc.sla, &warm, 1) == 1920 * ms);
+    colo_admission_set_prefill(a, -1); /* ignored */
+    assert_true(colo_admission_latest_start(a, &mc.sla, &cold, 1) == 1600 * ms);
+
+    colo_queue *q = colo_queue_create(4);
+    assert_non_null(q);
+    cold->qi.owner = cold;
+    assert_int_equal(colo_queue_push(q, &cold->qi), COLO_OK);
+    assert_true(colo_admission_queued_start(a, &mc.sla, q, 0) == 1600 * ms);
+    assert_true(colo_admission_queued_start(a, &mc.sla, q, 250 * ms) == 1350 * ms); /* the wake too */
+    assert_true(colo_admission_queued_start(a, &mc.sla, q, 5000 * ms) == 1);           /* late already */
+    assert_non_null(colo_queue_pop(q));
+    colo_queue_destroy(q);
+    colo_request_free(cold);
+    colo_request_free(warm);
+    colo_admission_free(a);
 }
 
 /* Attainment per objective; the longest gap decides tpot; a refused or
@@ -255,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_reject_or_serve),
         cmocka_unit_test(test_next_deadline),
         cmocka_unit_test(test_queued_deadline),
+        cmocka_unit_test(test_latest_start),
         cmocka_unit_test(test_slo_met),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
