@@ -25,6 +25,11 @@
 extern "C" {
 #endif
 
+/* The CPU's quantized matrix products in use (kernels/cpu/gemm_q8.c):
+ * "AVX512-VNNI", "AVX2" or "generic"; the environment variable
+ * COLO_CPU_GEMM_Q8 (vnni, avx2 or off) picks a lower set than the CPU's. */
+const char *colo_cpu_kernels_name(void);
+
 /* True when linear/get_rows/dequantize accept t as a weight type. */
 bool colo_dtype_is_weight(colo_dtype t);
 /* True when a KV cache may hold t: F32, F16, or the block types Q8_0 and

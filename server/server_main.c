@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "kernels/ops.h"
 #include "runtime/fault.h"
 #include "runtime/log.h"
 #include "runtime/procmem.h"
@@ -267,9 +268,11 @@ static bool app_open(app *a)
     colo_proc_memory pm;
     if (colo_proc_memory_get(&pm))
         a->start_rss_bytes = pm.rss_bytes;
-    COLO_INFO("colo-server: device %s (%s, %d compute units, budget %.1f MiB), policy %s", a->info.name,
-              a->info.kind == COLO_BACKEND_CUDA ? "cuda" : "cpu", a->info.compute_units,
-              (double)colo_arena_device_budget(a->dev) / (1 << 20), colo_sched_policy_name(cfg->scheduler.policy));
+    bool cuda = a->info.kind == COLO_BACKEND_CUDA;
+    COLO_INFO("colo-server: device %s (%s, %d compute units%s%s, budget %.1f MiB), policy %s", a->info.name,
+              cuda ? "cuda" : "cpu", a->info.compute_units, cuda ? "" : ", kernels ",
+              cuda ? "" : colo_cpu_kernels_name(), (double)colo_arena_device_budget(a->dev) / (1 << 20),
+              colo_sched_policy_name(cfg->scheduler.policy));
     return true;
 }
 

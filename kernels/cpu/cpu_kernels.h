@@ -179,6 +179,12 @@ void colo_cpu_gemm_q8_avx2(const void *w, colo_dtype t, int64_t r0, int64_t r1, 
 /* Whether the AVX2 version's narrow kernel reads weights of type t in
  * place (false where the build lacks it). */
 bool colo_cpu_gemm_q8_in_place_avx2(colo_dtype t);
+/* The AVX2 version compiled for AVX512-VNNI CPUs (gemm_q8_avx2_vnni.c). */
+bool colo_cpu_gemm_q8_built_avx2vnni(void);
+void colo_cpu_gemm_q8_pack_x_avx2vnni(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
+void colo_cpu_gemm_q8_avx2vnni(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
+                               int m, const float *bias, float *y, int y_stride, void *scratch);
+bool colo_cpu_gemm_q8_in_place_avx2vnni(colo_dtype t);
 
 /* ---- shared helpers (ops_cpu.c) ---------------------------------------------------- */
 

@@ -30,9 +30,12 @@
  * rows of x (decode) the AVX2 version reads the weight rows where they lie
  * for every format of blocks of 32 and for Q4_K and Q6_K (gemm_q8_avx2.c,
  * "in place"), and a single row takes that kernel on VNNI CPUs too, where
- * it is the faster one. This file is compiled for any x86-64 CPU colo runs
- * on: it picks the version and calls it. */
+ * it is the faster one (its copy compiled for them, gemm_q8_avx2_vnni.c,
+ * which adds each pair of 16-bit products with vpdpwssd). This file is
+ * compiled for any x86-64 CPU colo runs on: it picks the version and calls
+ * it. */
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +114,15 @@ bool colo_cpu_gemm_q8_set_isa(colo_cpu_q8_isa isa)
 
 bool colo_cpu_gemm_q8_cpu(void) { return colo_cpu_gemm_q8_isa() != COLO_CPU_Q8_OFF; }
 
+const char *colo_cpu_kernels_name(void)
+{
+    switch (colo_cpu_gemm_q8_isa()) {
+    case COLO_CPU_Q8_VNNI: return "AVX512-VNNI";
+    case COLO_CPU_Q8_AVX2: return "AVX2";
+    default: return "generic";
+    }
+}
+
 void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp)
 {
     if (colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI)
@@ -136,8 +148,11 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
      * memory faster (and two rows too for the formats two_rows_in_place
      * names; 3 and 4 rows, in cache, are VNNI's). */
     bool rows_in_place = (m == 1 || (m == 2 && two_rows_in_place(t))) && colo_cpu_gemm_q8_in_place_avx2(t);
-    if (colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI && !rows_in_place)
+    bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
+    if (vnni && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
+    else if (vnni && colo_cpu_gemm_q8_in_place_avx2vnni(t)) /* that kernel, with vpdpwssd */
+        colo_cpu_gemm_q8_avx2vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else
         colo_cpu_gemm_q8_avx2(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
 }

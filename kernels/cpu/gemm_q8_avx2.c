@@ -4,7 +4,9 @@
  * or 8 weight rows), the same integer sums and the same float operations in
  * the same order as the AVX512-VNNI version: the same bits. */
 #define Q8_WANT_AVX2 1
+#ifndef Q8_FN /* gemm_q8_avx2_vnni.c names its copy otherwise */
 #define Q8_FN(name) name##_avx2
+#endif
 #include "kernels/cpu/gemm_q8_impl.h"
 
 #if defined(Q8_AVX2)
@@ -476,14 +478,25 @@ static inline __attribute__((always_inline)) void block_codes(const uint8_t *blk
     *hi_out = hi;
 }
 
+/* a . x0 + b . x1, 16-bit pairs into 8 dword lanes. Exact for codes <=
+ * 255 against |256 q + r| <= 32639: each pair's sum fits in 32 bits, and
+ * so does a block's. Compiled for AVX512-VNNI (gemm_q8_avx2_vnni.c) the
+ * second product accumulates into the first in one vpdpwssd: the same
+ * integers, one instruction fewer. */
+static inline __m256i madd2(__m256i a, __m256i x0, __m256i b, __m256i x1)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(_mm256_madd_epi16(a, x0), b, x1);
+#else
+    return _mm256_add_epi32(_mm256_madd_epi16(a, x0), _mm256_madd_epi16(b, x1));
+#endif
+}
+
 /* 8 lanes whose sum is the exact product 256 P(q) + P(r) of a block's
- * codes (block_codes) with a row of x (x: its 64 bytes from rows_x): by
- * vpmaddwd in pairs (|256 q + r| <= 32639 and codes <= 255: each pair's
- * sum fits in 32 bits, and so does the block's). */
+ * codes (block_codes) with a row of x (x: its 64 bytes from rows_x). */
 static inline __m256i codes_dot(__m256i lo, __m256i hi, const int8_t *x)
 {
-    return _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
-                            _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
+    return madd2(lo, _mm256_loadu_si256((const __m256i *)x), hi, _mm256_loadu_si256((const __m256i *)(x + 32)));
 }
 
 static inline __attribute__((always_inline)) __m256i block_dot(const uint8_t *blk, block_layout L, bool q8,
@@ -702,12 +715,10 @@ static inline __attribute__((always_inline)) void row_sums_q4_k(const uint8_t *r
                 __m256i A = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p)));
                 __m256i B = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(q->qs + 32 * p + 16)));
                 const int8_t *x0 = x + 128 * p, *x1 = x0 + 64;
-                v[2 * p] = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_and_si256(A, m15), _mm256_loadu_si256((const __m256i *)x0)),
-                    _mm256_madd_epi16(_mm256_and_si256(B, m15), _mm256_loadu_si256((const __m256i *)(x0 + 32))));
-                v[2 * p + 1] = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_srli_epi16(A, 4), _mm256_loadu_si256((const __m256i *)x1)),
-                    _mm256_madd_epi16(_mm256_srli_epi16(B, 4), _mm256_loadu_si256((const __m256i *)(x1 + 32))));
+                v[2 * p] = madd2(_mm256_and_si256(A, m15), _mm256_loadu_si256((const __m256i *)x0),
+                                 _mm256_and_si256(B, m15), _mm256_loadu_si256((const __m256i *)(x0 + 32)));
+                v[2 * p + 1] = madd2(_mm256_srli_epi16(A, 4), _mm256_loadu_si256((const __m256i *)x1),
+                                     _mm256_srli_epi16(B, 4), _mm256_loadu_si256((const __m256i *)(x1 + 32)));
             }
             _mm256_storeu_si256((__m256i *)(S + (size_t)i * nbp + 8 * sb), reduce8(v));
         }
@@ -932,7 +943,7 @@ static void prepare_narrow(colo_dtype t, const colo_q8_xblk *xp, int m, int nb, 
 }
 #endif
 
-bool colo_cpu_gemm_q8_in_place_avx2(colo_dtype t)
+bool Q8_FN(colo_cpu_gemm_q8_in_place)(colo_dtype t)
 {
 #if defined(Q8_AVX2)
     return narrow_reads_rows(t);
