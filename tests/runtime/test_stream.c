@@ -782,10 +782,10 @@ static void test_sync_wakes_once(void **state)
     colo_device_close(d);
 }
 
-static void test_fair_shares(void **state)
+/* a's worker time over b's while both had work, streams of shares 1 and 3
+ * on a pool of 2 workers. */
+static double fair_ratio(colo_device *d)
 {
-    (void)state;
-    colo_device *d = open_cpu(2);
     char err[256];
     colo_stream_config ca = {.priority = COLO_PRIO_NORMAL, .share = 1}, cb = {.priority = COLO_PRIO_NORMAL, .share = 3};
     colo_stream *a = colo_stream_create(d, &ca, err, sizeof err), *b = colo_stream_create(d, &cb, err, sizeof err);
@@ -804,16 +804,32 @@ static void test_fair_shares(void **state)
     }
     assert_int_equal(colo_stream_sync(b), COLO_OK);
     uint64_t ta = __atomic_load_n(&busy_a, __ATOMIC_RELAXED), tb = __atomic_load_n(&busy_b, __ATOMIC_RELAXED);
-    double ratio = (double)ta / (double)tb;
-    printf("worker time while both had work: a %.1f ms, b %.1f ms, a/b %.3f (shares 1:3)\n", ta / 1e6, tb / 1e6,
-           ratio);
-    /* 1/3 on an idle machine; more when other processes take the cores, as the ends of ops (a preempted
-     * last chunk) leave a worker to the other stream (0.65 seen with other builds running beside it);
-     * without weights it is 1 */
-    assert_true(ratio > 0.2 && ratio < 0.75);
     assert_int_equal(colo_stream_sync(a), COLO_OK);
     colo_stream_destroy(a);
     colo_stream_destroy(b);
+    double ratio = (double)ta / (double)tb;
+    printf("worker time while both had work: a %.1f ms, b %.1f ms, a/b %.3f (shares 1:3)\n", ta / 1e6, tb / 1e6,
+           ratio);
+    return ratio;
+}
+
+/* 1/3 on an idle machine; more when other processes take the cores: a
+ * preempted chunk counts its stall as its stream's time, and a preempted
+ * last chunk of an op leaves the other worker to the other stream (0.72
+ * to 0.78 seen in 2 of 3 tries beside a sanitizer build's tests). Without
+ * weights it is 1 in every try. So the best of up to 5 tries must show the
+ * weights. */
+static void test_fair_shares(void **state)
+{
+    (void)state;
+    colo_device *d = open_cpu(2);
+    double best = 1e9;
+    for (int t = 0; t < 5 && !(best > 0.2 && best < 0.6); t++) {
+        double r = fair_ratio(d);
+        if (r > 0.2 && (r < best || best <= 0.2))
+            best = r;
+    }
+    assert_true(best > 0.2 && best < 0.6);
     colo_device_close(d);
 }
 
