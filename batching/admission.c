@@ -207,8 +207,8 @@ static uint64_t work_of(const colo_request *r, double prefill_tok_ns, double ste
     return step_ms > 0 ? (uint64_t)(step_ms * 1e6) : 0;
 }
 
-/* The earliest latest start among n requests (in live, or the one in r
- * when live is NULL), less before_ns of other work. */
+/* The earliest latest start among the n requests in live, each less
+ * before_ns of other work too. */
 static uint64_t earliest_start(const colo_sla_cfg *model_sla, colo_request *const *live, int n, double prefill_tok_ns,
                                double step_ms, uint64_t before_ns)
 {
