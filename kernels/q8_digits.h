@@ -21,7 +21,8 @@
  * --use_fast_math makes even the _rn intrinsics flush subnormals to zero:
  * mul.rn.ftz.f32); on the host as ISO C (-std=c11 turns contraction off).
  *
- * Pure functions on bytes (any alignment), thread-safe. */
+ * Pure functions, thread-safe. On the host, bytes at any alignment; on the
+ * device, weights 2-aligned and digits 4-aligned (16-bit and 32-bit loads). */
 #ifndef COLO_KERNELS_Q8_DIGITS_H
 #define COLO_KERNELS_Q8_DIGITS_H
 
@@ -107,10 +108,21 @@ COLO_Q8_FN void colo_q8_digits_of(const float *x, colo_q8_digits *o)
     o->s[2] = COLO_Q8_MUL(o->d, (float)(sum[0] + sum[1]));
 }
 
+/* Little-endian 16 and 32 bits at p. Every block format keeps its codes,
+ * scales and high bits at even offsets of blocks of even size, so on the
+ * device (weights 2-aligned, as wtype_aligned checks) these are one or two
+ * 16-bit loads, not a load per byte. */
+#if defined(__CUDA_ARCH__)
+#define COLO_Q8_LD16(p) ((uint32_t) * (const uint16_t *)(p))
+#else
+#define COLO_Q8_LD16(p) ((uint32_t)(p)[0] | (uint32_t)(p)[1] << 8)
+#endif
+COLO_Q8_FN uint32_t colo_q8_ld32(const uint8_t *p) { return COLO_Q8_LD16(p) | COLO_Q8_LD16(p + 2) << 16; }
+
 /* An IEEE half (little-endian bytes at p) as a float: exact. */
 COLO_Q8_FN float colo_q8_half(const uint8_t *p)
 {
-    uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    uint32_t h = COLO_Q8_LD16(p);
     uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 31, mant = h & 1023, bits;
     if (exp == 0) { /* zero or subnormal: mant * 2^-24, exact in a float */
         float v = COLO_Q8_MUL((float)mant, 5.9604644775390625e-8f);
@@ -153,9 +165,16 @@ COLO_Q8_FN int colo_q8_q3k_scale(const uint8_t *p, int g)
     return (lo | hi << 4) - 32;
 }
 
-/* Block b (of 32 elements) of a row of type t: codes u, and a, c per scale
- * block. Returns the scale blocks: 1, or 2 (of 16) for Q2_K, Q3_K, Q6_K. */
-COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u[32], float a[2], float c[2])
+/* Bits 0..3 of v to bit 4 of bytes 0..3. */
+COLO_Q8_FN uint32_t colo_q8_bit4(uint32_t v)
+{
+    return (v & 1) << 4 | (v & 2) << 11 | (v & 4) << 18 | (v & 8) << 25;
+}
+
+/* Block b (of 32 elements) of a row of type t: codes u packed four to a
+ * word, element e in byte e % 4 of uw[e / 4], and a, c per scale block.
+ * Returns the scale blocks: 1, or 2 (of 16) for Q2_K, Q3_K, Q6_K. */
+COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uint32_t uw[8], float a[2], float c[2])
 {
     const uint8_t *p;
     switch (t) {
@@ -163,11 +182,12 @@ COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u
         int has_m = t == COLO_Q4_1 || t == COLO_Q5_1, five = t == COLO_Q5_0 || t == COLO_Q5_1;
         int bytes = 18 + 2 * has_m + 4 * five;
         p = row + (size_t)b * bytes;
-        const uint8_t *qs = p + 2 + 2 * has_m + 4 * five, *qh = p + 2 + 2 * has_m;
-        uint32_t hb = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
-        for (int e = 0; e < 16; e++) {
-            u[e] = (uint8_t)((qs[e] & 15) + (((hb >> e) & 1) << 4));
-            u[e + 16] = (uint8_t)((qs[e] >> 4) + (((hb >> (e + 16)) & 1) << 4));
+        const uint8_t *qs = p + 2 + 2 * has_m + 4 * five;
+        uint32_t hb = five ? colo_q8_ld32(p + 2 + 2 * has_m) : 0;
+        for (int i = 0; i < 4; i++) {
+            uint32_t q = colo_q8_ld32(qs + 4 * i);
+            uw[i] = (q & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (4 * i) & 15);
+            uw[i + 4] = (q >> 4 & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (16 + 4 * i) & 15);
         }
         a[0] = colo_q8_half(p);
         c[0] = has_m ? colo_q8_half(p + 2) : COLO_Q8_MUL(five ? -16.0f : -8.0f, a[0]);
@@ -175,17 +195,18 @@ COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u
     }
     case COLO_Q8_0:
         p = row + (size_t)b * 34;
-        for (int e = 0; e < 32; e++)
-            u[e] = (uint8_t)(p[2 + e] ^ 0x80); /* q + 128 */
+        for (int i = 0; i < 8; i++)
+            uw[i] = colo_q8_ld32(p + 2 + 4 * i) ^ 0x80808080u; /* q + 128 */
         a[0] = colo_q8_half(p);
         c[0] = COLO_Q8_MUL(-128.0f, a[0]);
         return 1;
     case COLO_Q4_K: case COLO_Q5_K: {
         int five = t == COLO_Q5_K, j = b % 8;
         p = row + (size_t)(b / 8) * (five ? 176 : 144);
-        const uint8_t *qh = p + 16, *qs = p + 16 + 32 * five;
-        for (int e = 0; e < 32; e++)
-            u[e] = (uint8_t)(((qs[32 * (j / 2) + e] >> (4 * (j & 1))) & 15) + (five ? ((qh[e] >> j) & 1) << 4 : 0));
+        const uint8_t *qh = p + 16, *qs = p + 16 + 32 * five + 32 * (j / 2);
+        for (int i = 0; i < 8; i++)
+            uw[i] = (colo_q8_ld32(qs + 4 * i) >> (4 * (j & 1)) & 0x0f0f0f0fu) |
+                    (five ? (colo_q8_ld32(qh + 4 * i) >> j & 0x01010101u) << 4 : 0);
         int sc, mn;
         colo_q8_k4_scale(p + 4, j, &sc, &mn);
         a[0] = COLO_Q8_MUL(colo_q8_half(p), (float)sc);
@@ -196,10 +217,9 @@ COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u
         int j = b % 8, h = j / 4, part = j % 4;
         p = row + (size_t)(b / 8) * 210;
         const uint8_t *ql = p + 64 * h + 32 * (part & 1), *qh = p + 128 + 32 * h;
-        for (int e = 0; e < 32; e++) {
-            int lo = part < 2 ? ql[e] & 15 : ql[e] >> 4;
-            u[e] = (uint8_t)(lo | ((qh[e] >> (2 * part)) & 3) << 4);
-        }
+        for (int i = 0; i < 8; i++)
+            uw[i] = (colo_q8_ld32(ql + 4 * i) >> (part < 2 ? 0 : 4) & 0x0f0f0f0fu) |
+                    (colo_q8_ld32(qh + 4 * i) >> (2 * part) & 0x03030303u) << 4;
         float d = colo_q8_half(p + 208);
         for (int g = 0; g < 2; g++) {
             a[g] = COLO_Q8_MUL(d, (float)(int8_t)p[192 + 2 * j + g]);
@@ -211,8 +231,9 @@ COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u
         int three = t == COLO_Q3_K, j = b % 8, n = j / 4, jj = j % 4;
         p = row + (size_t)(b / 8) * (three ? 110 : 84);
         const uint8_t *qs = p + (three ? 32 : 16) + 32 * n;
-        for (int e = 0; e < 32; e++)
-            u[e] = (uint8_t)(((qs[e] >> (2 * jj)) & 3) + (three && ((p[e] >> (4 * n + jj)) & 1) ? 4 : 0));
+        for (int i = 0; i < 8; i++)
+            uw[i] = (colo_q8_ld32(qs + 4 * i) >> (2 * jj) & 0x03030303u) +
+                    (three ? (colo_q8_ld32(p + 4 * i) >> (4 * n + jj) & 0x01010101u) << 2 : 0);
         for (int g = 0; g < 2; g++) {
             if (three) {
                 a[g] = COLO_Q8_MUL(colo_q8_half(p + 108), (float)colo_q8_q3k_scale(p + 96, 2 * j + g));
@@ -230,18 +251,48 @@ COLO_Q8_FN int colo_q8_unpack(colo_dtype t, const uint8_t *row, int b, uint8_t u
     }
 }
 
+/* acc + the dot of four unsigned bytes u with four signed bytes q: exact. */
+COLO_Q8_FN int32_t colo_q8_dp4a(uint32_t u, uint32_t q, int32_t acc)
+{
+#if defined(__CUDA_ARCH__)
+    int32_t r;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(u), "r"(q), "r"(acc));
+    return r;
+#else
+    for (int e = 0; e < 4; e++)
+        acc += (int32_t)(u >> (8 * e) & 255) * (int8_t)(uint8_t)(q >> (8 * e));
+    return acc;
+#endif
+}
+
+/* Word w of a block's 32 signed digits d (4-aligned): digits 4w..4w+3. */
+COLO_Q8_FN uint32_t colo_q8_digit_word(const int8_t *d, int w)
+{
+#if defined(__CUDA_ARCH__)
+    return ((const uint32_t *)d)[w];
+#else
+    uint32_t v;
+    memcpy(&v, d + 4 * w, 4);
+    return v;
+#endif
+}
+
 /* The scaled integer products of one block of 32: f[h] = (float)P * d for
  * each of its nh scale blocks, P the exact sum of u (256 q + r). */
-COLO_Q8_FN void colo_q8_block_f(const uint8_t u[32], int nh, const colo_q8_digits *x, float f[2])
+COLO_Q8_FN void colo_q8_block_f(const uint32_t uw[8], int nh, const colo_q8_digits *x, float f[2])
 {
-    int len = nh == 2 ? 16 : 32;
-    for (int h = 0; h < nh; h++) {
-        int32_t pq = 0, pr = 0;
-        for (int e = h * len; e < (h + 1) * len; e++) {
-            pq += (int32_t)u[e] * x->q[e];
-            pr += (int32_t)u[e] * x->r[e];
-        }
-        f[h] = COLO_Q8_MUL((float)(pq * 256 + pr), x->d);
+    int32_t pq[2] = {0, 0}, pr[2] = {0, 0}; /* elements 0..15 and 16..31; fixed indices keep them in registers */
+    for (int w = 0; w < 4; w++) {
+        pq[0] = colo_q8_dp4a(uw[w], colo_q8_digit_word(x->q, w), pq[0]);
+        pr[0] = colo_q8_dp4a(uw[w], colo_q8_digit_word(x->r, w), pr[0]);
+        pq[1] = colo_q8_dp4a(uw[w + 4], colo_q8_digit_word(x->q, w + 4), pq[1]);
+        pr[1] = colo_q8_dp4a(uw[w + 4], colo_q8_digit_word(x->r, w + 4), pr[1]);
+    }
+    if (nh == 2) {
+        f[0] = COLO_Q8_MUL((float)(pq[0] * 256 + pr[0]), x->d);
+        f[1] = COLO_Q8_MUL((float)(pq[1] * 256 + pr[1]), x->d);
+    } else {
+        f[0] = COLO_Q8_MUL((float)((pq[0] + pq[1]) * 256 + pr[0] + pr[1]), x->d);
     }
 }
 
@@ -255,13 +306,13 @@ COLO_Q8_FN float colo_q8_chain(float acc, float f, float a, float s, float c)
 /* x's digit sum over scale block h of nh. */
 COLO_Q8_FN float colo_q8_sum(const colo_q8_digits *x, int nh, int h) { return x->s[nh == 1 ? 2 : h]; }
 
-/* acc after one block of 32: codes u with a, c of its nh scale blocks
+/* acc after one block of 32: codes uw with a, c of its nh scale blocks
  * against x's digits. */
-COLO_Q8_FN float colo_q8_block(float acc, const uint8_t u[32], const float a[2], const float c[2], int nh,
+COLO_Q8_FN float colo_q8_block(float acc, const uint32_t uw[8], const float a[2], const float c[2], int nh,
                                const colo_q8_digits *x)
 {
     float f[2];
-    colo_q8_block_f(u, nh, x, f);
+    colo_q8_block_f(uw, nh, x, f);
     for (int h = 0; h < nh; h++)
         acc = colo_q8_chain(acc, f[h], a[h], colo_q8_sum(x, nh, h), c[h]);
     return acc;
@@ -273,10 +324,10 @@ COLO_Q8_FN float colo_q8_dot(colo_dtype t, const uint8_t *row, int k, const colo
 {
     float acc = 0.0f;
     for (int b = 0; b < k / 32; b++) {
-        uint8_t u[32];
+        uint32_t uw[8];
         float a[2], c[2];
-        int nh = colo_q8_unpack(t, row, b, u, a, c);
-        acc = colo_q8_block(acc, u, a, c, nh, xd + b);
+        int nh = colo_q8_unpack_words(t, row, b, uw, a, c);
+        acc = colo_q8_block(acc, uw, a, c, nh, xd + b);
     }
     return COLO_Q8_ADD(acc, bias);
 }

@@ -5,15 +5,19 @@
 //     stream wants exact activations: any m, decode and prefill alike, on
 //     two 8-bit digits (kernels/q8_digits.h), the arithmetic of the CPU's
 //     gemm_q8 with the same bits. A kernel rounds each block of 32 of x to
-//     its digits once. Up to Q8_ROWS_MAX rows (decode): a warp per weight
-//     row, whose lanes unpack and multiply blocks lane, lane + 32, ... in
-//     integers and then chain the blocks' terms in order, each term passed
-//     round by a shuffle. More rows: a block of Q8_TJ x Q8_TI threads takes
-//     Q8_TJ weight rows and Q8_TI rows of x, one output each; for each block
-//     of 32, one warp unpacks the tile's codes and scales into shared
-//     memory (a lane a row) beside the x rows' digits, and every thread adds
-//     its block to its output's chain. Both give every output the same
-//     operations, so a row's result depends on that row alone.
+//     its digits once. Weights are read 16 bits at a time and their codes
+//     kept four to a word, so a block's integer products are 4-byte dot
+//     products (dp4a). Up to Q8_ROWS_MAX rows (decode): a warp per weight
+//     row, in rounds of 32 blocks; the thread block stages the round's
+//     digits of x in shared memory, lane l multiplies block l with every
+//     row of x, and lane i then runs output i's chain over the round's
+//     blocks in order from what the lanes left in shared memory. More rows:
+//     a block of threads takes Q8_TJ weight rows and Q8_TI rows of x, one
+//     output each; for each chunk of Q8_TB blocks all its threads unpack
+//     the tile's codes into shared memory beside the x rows' digits, and
+//     every thread adds the chunk to its output's chain. Both give every
+//     output the same operations, so a row's result depends on that row
+//     alone.
 //   - otherwise, m <= MATVEC_MAX_M (decode, batches up to 64): a warp per weight row
 //     reads the row's blocks, decodes them in registers and dots them with
 //     up to 8 rows of x; more rows go in chunks of 8, one block per chunk,
@@ -187,6 +191,8 @@ colo_status colo_cuda_dequantize(colo_stream *s, const void *src, colo_dtype t, 
 
 #define Q8_TJ 32 // weight rows of a block's tile (a warp's lanes)
 #define Q8_TI 8  // rows of x of a block's tile (a warp each)
+#define Q8_TB 8  // blocks of 32 a tile stages at a time: Q8_TJ x Q8_TB = its threads
+#define Q8_SU (Q8_TJ * 9 + 1) // words of a staged block's codes: rows 9 apart, blocks one bank apart
 
 // Thread per (row i of x, block b of 32): xd[i * nb + b].
 __global__ void q8_digits_kernel(const float *__restrict__ x, int xs, int m, int nb, colo_q8_digits *__restrict__ xd)
@@ -198,88 +204,139 @@ __global__ void q8_digits_kernel(const float *__restrict__ x, int xs, int m, int
     colo_q8_digits_of(x + i * xs + 32 * b, xd + id);
 }
 
-// Block (weight rows j0.., x rows i0..); thread (lane tj, warp ti): output
-// (i0 + ti, j0 + tj) as one chain over the blocks in order.
-__global__ void __launch_bounds__(Q8_TJ *Q8_TI)
-    q8_linear_kernel(colo_dtype t, const uint8_t *__restrict__ w, size_t rb, const colo_q8_digits *__restrict__ xd,
-                     int nb, const float *__restrict__ bias, float *__restrict__ y, int ys, int m, int n)
+// Digits of rows [0, rows) of x, blocks [b0, b0 + cnt), into shared memory:
+// row i's block e at dst + i * pitch + 5 e (an 80-byte struct is five
+// 16-byte vectors; xd is 16-byte aligned, the stream's scratch).
+__device__ __forceinline__ void q8_stage_digits(int4 *dst, int pitch, const colo_q8_digits *__restrict__ xd, int nb,
+                                                int b0, int cnt, int rows)
 {
-    __shared__ uint8_t su[Q8_TJ][32];
-    __shared__ float sa[Q8_TJ][2], sc[Q8_TJ][2];
-    __shared__ colo_q8_digits sx[Q8_TI];
-    __shared__ int snh;
+    for (int v = threadIdx.x; v < rows * cnt * 5; v += blockDim.x) {
+        int i = v / (cnt * 5), e = v % (cnt * 5);
+        dst[i * pitch + e] = ((const int4 *)(xd + (size_t)i * nb + b0))[e];
+    }
+}
+
+// One block's digits from shared memory into registers, four vector loads and one.
+union q8_x {
+    int4 v[5];
+    colo_q8_digits d;
+};
+__device__ __forceinline__ void q8_load_x(q8_x *o, const int4 *p)
+{
+#pragma unroll
+    for (int e = 0; e < 5; e++)
+        o->v[e] = p[e];
+}
+
+// Block (x rows i0.., weight rows j0..): thread (lane tj, warp ti) owns
+// output (i0 + ti, j0 + tj). For each chunk of Q8_TB blocks the block's
+// threads unpack the tile's codes, thread t row t / Q8_TB's block
+// t % Q8_TB (so a warp reads four rows' runs of blocks), and stage the x
+// rows' digits; then every thread adds the chunk's blocks to its chain in
+// order. x's tiles are neighbours in the grid, so a weight tile is read
+// from memory once and from L2 by the rest.
+__global__ void __launch_bounds__(Q8_TJ *Q8_TB)
+    q8_tile_kernel(colo_dtype t, const uint8_t *__restrict__ w, size_t rb, const colo_q8_digits *__restrict__ xd,
+                   int nb, const float *__restrict__ bias, float *__restrict__ y, int ys, int m, int n)
+{
+    __shared__ uint32_t su[Q8_TB * Q8_SU];
+    __shared__ float2 sac[Q8_TB][Q8_TJ][2];
+    __shared__ int4 sx[Q8_TI * Q8_TB * 5];
     int tj = threadIdx.x % Q8_TJ, ti = threadIdx.x / Q8_TJ;
-    int j0 = blockIdx.x * Q8_TJ, i0 = blockIdx.y * Q8_TI, j = j0 + tj, i = i0 + ti;
+    int i0 = (int)blockIdx.x * Q8_TI, j0 = (int)blockIdx.y * Q8_TJ, i = i0 + ti, j = j0 + tj;
+    int uj = threadIdx.x / Q8_TB, ub = threadIdx.x % Q8_TB;
+    int nh = (t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K) ? 2 : 1, rows = min(Q8_TI, m - i0);
     float acc = 0.0f;
-    for (int b = 0; b < nb; b++) {
-        if (ti == 0 && j < n) {
-            int nh = colo_q8_unpack(t, w + (size_t)j * rb, b, su[tj], sa[tj], sc[tj]);
-            if (tj == 0)
-                snh = nh;
-        } else if (ti == 1 && tj < Q8_TI && i0 + tj < m) {
-            sx[tj] = xd[(size_t)(i0 + tj) * nb + b];
+    for (int b0 = 0; b0 < nb; b0 += Q8_TB) {
+        int cnt = min(Q8_TB, nb - b0);
+        if (ub < cnt && j0 + uj < n) {
+            uint32_t uw[8];
+            float a[2] = {0.0f, 0.0f}, c[2] = {0.0f, 0.0f};
+            colo_q8_unpack_words(t, w + (size_t)(j0 + uj) * rb, b0 + ub, uw, a, c);
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                su[ub * Q8_SU + uj * 9 + q] = uw[q];
+            sac[ub][uj][0] = make_float2(a[0], c[0]);
+            sac[ub][uj][1] = make_float2(a[1], c[1]);
         }
+        q8_stage_digits(sx, Q8_TB * 5, xd + (size_t)i0 * nb, nb, b0, cnt, rows);
         __syncthreads();
-        if (j < n && i < m)
-            acc = colo_q8_block(acc, su[tj], sa[tj], sc[tj], snh, &sx[ti]);
+        if (i < m && j < n)
+            for (int bb = 0; bb < cnt; bb++) {
+                uint32_t uw[8];
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    uw[q] = su[bb * Q8_SU + tj * 9 + q];
+                float2 ac0 = sac[bb][tj][0], ac1 = sac[bb][tj][1];
+                float a[2] = {ac0.x, ac1.x}, c[2] = {ac0.y, ac1.y};
+                q8_x x;
+                q8_load_x(&x, sx + ti * Q8_TB * 5 + 5 * bb);
+                acc = colo_q8_block(acc, uw, a, c, nh, &x.d);
+            }
         __syncthreads();
     }
-    if (j < n && i < m)
+    if (i < m && j < n)
         y[(size_t)i * ys + j] = COLO_Q8_ADD(acc, bias ? bias[j] : 0.0f);
 }
 
 #define Q8_ROWS_MAX 8
 #define Q8_WARPS 4 // warps (weight rows) per block of q8_rows_kernel
+#define Q8_SF 65   // floats of a row of x's f per warp: blocks' halves, then one to shift banks
 
-// Warp per weight row r against the M >= m rows of x: lane l takes blocks
-// l, l + 32, ... as far as their integer products; then every lane runs
-// the chain over the 32 blocks of a round in order, taking each block's
-// terms from its lane.
+// Warp per weight row r against the M >= m rows of x, in rounds of 32
+// blocks: the block's threads stage the round's digits of x, lane l
+// unpacks block b0 + l and forms its integer products with every row of
+// x (4-byte dot products), leaving f and the block's a and c in shared
+// memory; then lane i runs output (i, r)'s chain over the round's blocks
+// in order.
 template <int M>
 __global__ void __launch_bounds__(32 * Q8_WARPS)
     q8_rows_kernel(colo_dtype t, const uint8_t *__restrict__ w, size_t rb, const colo_q8_digits *__restrict__ xd,
                    int nb, const float *__restrict__ bias, float *__restrict__ y, int ys, int m, int n)
 {
-    int r = (int)blockIdx.x * Q8_WARPS + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (r >= n)
-        return;
-    const uint8_t *row = w + (size_t)r * rb;
-    float acc[M];
-#pragma unroll
-    for (int i = 0; i < M; i++)
-        acc[i] = 0.0f;
+    __shared__ int4 sx[M * (32 * 5 + 1)];
+    __shared__ float sf[Q8_WARPS][M * Q8_SF];
+    __shared__ float2 sac[Q8_WARPS][64];
+    int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    int r = (int)blockIdx.x * Q8_WARPS + warp;
+    bool live = r < n;
+    const uint8_t *row = w + (size_t)(live ? r : 0) * rb;
     int nh = (t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K) ? 2 : 1;
+    float acc = 0.0f;
     for (int b0 = 0; b0 < nb; b0 += 32) {
-        int b = b0 + lane, cnt = min(32, nb - b0);
-        uint8_t u[32];
-        float a[2] = {0.0f, 0.0f}, c[2] = {0.0f, 0.0f}, f[M][2], sx[M][2];
-#pragma unroll
-        for (int i = 0; i < M; i++)
-            f[i][0] = f[i][1] = sx[i][0] = sx[i][1] = 0.0f;
-        if (b < nb) {
-            colo_q8_unpack(t, row, b, u, a, c);
+        int cnt = min(32, nb - b0);
+        __syncthreads(); // the last round's chains are done with sx
+        q8_stage_digits(sx, 32 * 5 + 1, xd, nb, b0, cnt, m);
+        __syncthreads();
+        if (live && lane < cnt) {
+            uint32_t uw[8];
+            float a[2] = {0.0f, 0.0f}, c[2] = {0.0f, 0.0f};
+            colo_q8_unpack_words(t, row, b0 + lane, uw, a, c);
 #pragma unroll
             for (int i = 0; i < M; i++)
                 if (i < m) {
-                    const colo_q8_digits *x = xd + (size_t)i * nb + b;
-                    colo_q8_block_f(u, nh, x, f[i]);
-                    sx[i][0] = colo_q8_sum(x, nh, 0);
-                    sx[i][1] = nh == 2 ? colo_q8_sum(x, nh, 1) : 0.0f;
+                    q8_x x;
+                    float f[2] = {0.0f, 0.0f};
+                    q8_load_x(&x, sx + i * (32 * 5 + 1) + 5 * lane);
+                    colo_q8_block_f(uw, nh, &x.d, f);
+                    sf[warp][i * Q8_SF + 2 * lane] = f[0];
+                    sf[warp][i * Q8_SF + 2 * lane + 1] = f[1];
                 }
+            sac[warp][2 * lane] = make_float2(a[0], c[0]);
+            sac[warp][2 * lane + 1] = make_float2(a[1], c[1]);
         }
-        for (int bb = 0; bb < cnt; bb++)
-            for (int h = 0; h < nh; h++) {
-                float ab = __shfl_sync(0xffffffffu, a[h], bb), cb = __shfl_sync(0xffffffffu, c[h], bb);
-#pragma unroll
-                for (int i = 0; i < M; i++) {
-                    float fi = __shfl_sync(0xffffffffu, f[i][h], bb), si = __shfl_sync(0xffffffffu, sx[i][h], bb);
-                    acc[i] = colo_q8_chain(acc[i], fi, ab, si, cb);
+        __syncwarp();
+        if (live && lane < m)
+            for (int bb = 0; bb < cnt; bb++)
+                for (int h = 0; h < nh; h++) {
+                    float2 ac = sac[warp][2 * bb + h];
+                    const colo_q8_digits *x = (const colo_q8_digits *)(sx + lane * (32 * 5 + 1) + 5 * bb);
+                    acc = colo_q8_chain(acc, sf[warp][lane * Q8_SF + 2 * bb + h], ac.x, colo_q8_sum(x, nh, h), ac.y);
                 }
-            }
+        __syncwarp();
     }
-    if (lane == 0)
-        for (int i = 0; i < m && i < M; i++)
-            y[(size_t)i * ys + r] = COLO_Q8_ADD(acc[i], bias ? bias[r] : 0.0f);
+    if (live && lane < m)
+        y[(size_t)lane * ys + r] = COLO_Q8_ADD(acc, bias ? bias[r] : 0.0f);
 }
 
 template <int M>
@@ -299,9 +356,19 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
     cudaStream_t st = colo_cuda_stream(s);
     int nb = k / 32;
     colo_status e = COLO_OK;
-    colo_q8_digits *xd = (colo_q8_digits *)colo_cuda_scratch(s, (size_t)m * nb * sizeof(colo_q8_digits), &e);
+    // Misaligned weights (never the case for tensors from an arena or a GGUF
+    // file) are copied behind the digits: the kernels read 16 bits at a time.
+    size_t xd_bytes = ((size_t)m * nb * sizeof(colo_q8_digits) + 255) & ~(size_t)255;
+    bool aligned = wtype_aligned(w, t);
+    colo_q8_digits *xd = (colo_q8_digits *)colo_cuda_scratch(s, xd_bytes + (aligned ? 0 : (size_t)n * rb), &e);
     if (!xd)
         return e;
+    if (!aligned) {
+        void *wc = (uint8_t *)xd + xd_bytes;
+        if ((e = COLO_CHECK_CUDA(cudaMemcpyAsync(wc, w, (size_t)n * rb, cudaMemcpyDeviceToDevice, st))) != COLO_OK)
+            return e;
+        w = wc;
+    }
     int64_t cells = (int64_t)m * nb;
     q8_digits_kernel<<<(unsigned)colo_div_up(cells, 256), 256, 0, st>>>(x, xs, m, nb, xd);
     if ((e = COLO_LAUNCH_CHECK()) != COLO_OK)
@@ -314,13 +381,14 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
         return launch_q8_rows<4>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
     if (m <= Q8_ROWS_MAX)
         return launch_q8_rows<Q8_ROWS_MAX>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
-    // gridDim.y is at most 65535: past that many tiles of rows, one launch per slice of rows
-    const int slice = 65535 * Q8_TI;
-    for (int i0 = 0; i0 < m && e == COLO_OK; i0 += slice) {
-        int mc = m - i0 < slice ? m - i0 : slice;
-        dim3 grid((unsigned)colo_div_up(n, Q8_TJ), (unsigned)colo_div_up(mc, Q8_TI));
-        q8_linear_kernel<<<grid, Q8_TJ * Q8_TI, 0, st>>>(t, (const uint8_t *)w, rb, xd + (size_t)i0 * nb, nb, bias,
-                                                         y + (size_t)i0 * ys, ys, mc, n);
+    // x's tiles in gridDim.x, weight tiles in gridDim.y: at most 65,535 of
+    // them a launch, so past that many rows of W one launch per slice
+    const int slice = 65535 * Q8_TJ;
+    for (int j0 = 0; j0 < n && e == COLO_OK; j0 += slice) {
+        int nc = n - j0 < slice ? n - j0 : slice;
+        dim3 grid(colo_div_up(m, Q8_TI), colo_div_up(nc, Q8_TJ));
+        q8_tile_kernel<<<grid, Q8_TJ * Q8_TB, 0, st>>>(t, (const uint8_t *)w + (size_t)j0 * rb, rb, xd, nb,
+                                                        bias ? bias + j0 : NULL, y + j0, ys, m, nc);
         e = COLO_LAUNCH_CHECK();
     }
     return e;

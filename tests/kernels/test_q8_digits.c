@@ -77,13 +77,13 @@ static void test_unpack_matches_dequantize(void **state)
             const uint8_t *row = w + colo_dtype_row_bytes(t, k) * (size_t)r;
             colo_dequantize_row(t, row, deq, k);
             for (int b = 0; b < k / 32; b++) {
-                uint8_t u[32];
+                uint32_t uw[8];
                 float a[2], c[2];
-                int nh = colo_q8_unpack(t, row, b, u, a, c);
+                int nh = colo_q8_unpack_words(t, row, b, uw, a, c);
                 assert_int_equal(nh, t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K ? 2 : 1);
                 for (int e = 0; e < 32; e++) {
                     int h = e / (32 / nh);
-                    double want = deq[32 * b + e], got = (double)a[h] * u[e] + c[h];
+                    double want = deq[32 * b + e], got = (double)a[h] * (uw[e / 4] >> (8 * (e % 4)) & 255) + c[h];
                     if (fabs(got - want) > 1e-6 * (fabs(want) + fabs(c[h])) + 1e-9)
                         fail_msg("%s row %d block %d element %d: a u + c = %.9g, dequantized %.9g",
                                  colo_dtype_name(t), r, b, e, got, want);
