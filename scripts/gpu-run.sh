@@ -47,7 +47,7 @@
 #
 # Environment: BUILD (build-gpu), DEVICE (cuda), MODELS (where synthetic
 # models are written, default /tmp/colo-gpu-models), DURATION (12; 10 in a
-# window), WARMUP (2), BE_CONC (16), MAX_TOKENS (64), POLICIES (replay:
+# window), WARMUP (2), BE_CONC (16), MAX_TOKENS (64; 32 in a window), POLICIES (replay:
 # "separate+timeslice spatial priority partition fair"; in a window
 # "separate+priority fair partition"), LLAMA_BENCH (a llama-bench built with
 # CUDA for sm_90: decode also runs it on the same files; by default the one
@@ -78,13 +78,15 @@ DEVICE=${DEVICE:-cuda}
 MODELS=${MODELS:-/tmp/colo-gpu-models}
 WARMUP=${WARMUP:-2}
 BE_CONC=${BE_CONC:-16}
-MAX_TOKENS=${MAX_TOKENS:-64}
 MATVEC_TYPES=${MATVEC_TYPES:-q4_k,q6_k,q8_0,q4_0}
 if [ "$window" = 1 ]; then
+  # 32 tokens: at 16 connections an answer of the 8B shape must end inside a 10 s phase
+  MAX_TOKENS=${MAX_TOKENS:-32}
   DURATION=${DURATION:-10}
   POLICIES=${POLICIES:-separate+priority fair partition}
   WINDOW=${WINDOW:-480}
 else
+  MAX_TOKENS=${MAX_TOKENS:-64}
   DURATION=${DURATION:-12}
   POLICIES=${POLICIES:-separate+timeslice spatial priority partition fair}
 fi
