@@ -193,6 +193,7 @@ colo_status colo_cuda_dequantize(colo_stream *s, const void *src, colo_dtype t, 
 #define Q8_TI 8  // rows of x of a block's tile (a warp each)
 #define Q8_TB 8  // blocks of 32 a tile stages at a time: Q8_TJ x Q8_TB = its threads
 #define Q8_SU (Q8_TJ * 9 + 1) // words of a staged block's codes: rows 9 apart, blocks one bank apart
+static_assert(Q8_TJ * Q8_TI == Q8_TJ * Q8_TB, "a tile's warps are its rows of x and its unpackers alike");
 
 // Thread per (row i of x, block b of 32): xd[i * nb + b].
 __global__ void q8_digits_kernel(const float *__restrict__ x, int xs, int m, int nb, colo_q8_digits *__restrict__ xd)
