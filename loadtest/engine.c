@@ -300,6 +300,8 @@ static void request_end(conn *c, outcome out)
         r->window_ok++;
         if (has_tokens)
             r->window_tokens += tokens;
+    } else if (out == OUT_OK && e->end_ns && now >= e->end_ns) {
+        r->late_ok++;
     }
     if (!c->measured)
         return;

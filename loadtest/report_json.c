@@ -92,9 +92,10 @@ static json_t *result_json(const lt_result *r)
         json_object_set_new(by_status, key, json_integer((json_int_t)r->by_status[s].count));
     }
     json_t *o = json_pack(
-        "{s:s,s:s,s:I,s:o,s:I,s:{s:I,s:o,s:I,s:I,s:I},s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "model", r->model,
+        "{s:s,s:s,s:I,s:o,s:I,s:I,s:{s:I,s:o,s:I,s:I,s:I},s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "model", r->model,
         "phase", r->phase, "concurrency", (json_int_t)r->concurrency, "rate_per_s",
-        r->concurrency ? json_null() : jnum(r->rate_per_s), "ok", (json_int_t)r->ok, "errors", "http",
+        r->concurrency ? json_null() : jnum(r->rate_per_s), "ok", (json_int_t)r->ok,
+        "late_ok", (json_int_t)r->late_ok, "errors", "http",
         (json_int_t)r->http_errors, "http_by_status", by_status ? by_status : json_object(), "connect",
         (json_int_t)r->connect_errors, "timeout", (json_int_t)r->timeouts, "io", (json_int_t)r->io_errors,
         "error_rate", jnum(r->error_rate), "window_s", jnum(r->window_s), "throughput_rps", jnum(r->rps),

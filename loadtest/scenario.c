@@ -439,8 +439,16 @@ static int report(const cli *c, const lt_report *rep, int rc)
     for (size_t i = 0; i < rep->n_phases; i++)
         for (size_t k = 0; k < rep->phases[i].n; k++)
             if (rep->phases[i].results[k].ok == 0) {
-                fprintf(stderr, "colo-loadtest: %s got no successful response in phase %s\n",
-                        rep->phases[i].results[k].model, rep->phases[i].name);
+                const lt_result *r = &rep->phases[i].results[k];
+                if (r->late_ok > 0)
+                    fprintf(stderr,
+                            "colo-loadtest: %s got no successful response in phase %s: %llu answers ended after "
+                            "its window, so they take longer than warm-up + duration (raise --duration or lower "
+                            "--max-tokens)\n",
+                            r->model, rep->phases[i].name, (unsigned long long)r->late_ok);
+                else
+                    fprintf(stderr, "colo-loadtest: %s got no successful response in phase %s\n", r->model,
+                            rep->phases[i].name);
                 rc = EXIT_FAILED;
             }
     if (c->json && lt_report_json(c->json, rep, err, sizeof err) != LT_OK) {

@@ -111,6 +111,8 @@ typedef struct lt_result {
     bool has_tokens;          /* some response carried a token count */
     uint64_t window_ok;       /* ok completions inside the measurement window */
     uint64_t window_tokens;   /* their tokens */
+    uint64_t late_ok;         /* ok completions after the window's end (warm-up ones too): answers
+                                 that outlast the window, when ok stays 0 */
     double window_s;          /* measurement window length, seconds */
 
     lt_samples latency_ms;    /* intended send -> response complete, ok only */

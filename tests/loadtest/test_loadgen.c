@@ -161,6 +161,26 @@ static void test_timeouts(void **state)
     fixture_stop(&f);
 }
 
+/* Answers longer than warm-up + duration: nothing is recorded, and the
+ * answers that ended after the window say why. */
+static void test_answers_outlast_the_window(void **state)
+{
+    (void)state;
+    fixture f;
+    stub_cfg cfg = {.delay_ms = 1200, .tokens = 5};
+    fixture_start(&f, &cfg);
+    lt_load l = closed(&f, 3);
+    lt_run_opts o = {.warmup_s = 0.1, .duration_s = 0.4, .timeout_s = 10, .max_connections = 64};
+    lt_result r;
+    run(&f, &l, &o, &r);
+    assert_int_equal(r.ok, 0);
+    assert_int_equal(r.window_ok, 0);
+    assert_int_equal(lt_result_errors(&r), 0);
+    assert_int_equal(r.late_ok, 3); /* the warm-up's three, sent before the window and ended after it */
+    lt_result_fini(&r);
+    fixture_stop(&f);
+}
+
 /* Nothing listens: connect errors, no latencies, the run still ends. */
 static void test_connect_errors(void **state)
 {
@@ -259,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_bimodal),
         cmocka_unit_test(test_errors_counted_apart),
         cmocka_unit_test(test_timeouts),
+        cmocka_unit_test(test_answers_outlast_the_window),
         cmocka_unit_test(test_connect_errors),
         cmocka_unit_test(test_sse_ttft),
         cmocka_unit_test(test_open_loop_no_coordinated_omission),
