@@ -317,6 +317,8 @@ __device__ __forceinline__ float colo_block_max(float v)
 
 colo_status colo_cuda_linear(colo_stream *s, const void *w, colo_dtype t, const float *bias, const float *x,
                              int x_stride, float *y, int y_stride, int m, int n, int k);
+colo_status colo_cuda_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                   const colo_linear_out *out, int n_out);
 colo_status colo_cuda_gemm(colo_stream *s, bool ta, bool tb, int m, int n, int k, float alpha, const void *a, int lda,
                            int64_t sa, const void *b, int ldb, int64_t sb, colo_dtype t, float beta, float *c, int ldc,
                            int64_t sc, int batch);

@@ -349,31 +349,27 @@ static colo_status launch_q8_rows(cudaStream_t st, colo_dtype t, const void *w, 
     return COLO_LAUNCH_CHECK();
 }
 
-static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t rb, const float *bias,
-                             const float *x, int xs, float *y, int ys, int m, int n, int k)
+// x's digits in the stream's scratch, with extra bytes behind them
+// (256-aligned) at *extra_p.
+static colo_status q8_prepare(colo_stream *s, const float *x, int xs, int m, int nb, size_t extra,
+                              colo_q8_digits **xd, void **extra_p)
 {
-    if (k % 32 || m < 1 || n < 1)
-        return m < 1 || n < 1 ? COLO_OK : COLO_EINVAL;
-    cudaStream_t st = colo_cuda_stream(s);
-    int nb = k / 32;
-    colo_status e = COLO_OK;
-    // Misaligned weights (never the case for tensors from an arena or a GGUF
-    // file) are copied behind the digits: the kernels read 16 bits at a time.
     size_t xd_bytes = ((size_t)m * nb * sizeof(colo_q8_digits) + 255) & ~(size_t)255;
-    bool aligned = wtype_aligned(w, t);
-    colo_q8_digits *xd = (colo_q8_digits *)colo_cuda_scratch(s, xd_bytes + (aligned ? 0 : (size_t)n * rb), &e);
-    if (!xd)
+    colo_status e = COLO_OK;
+    *xd = (colo_q8_digits *)colo_cuda_scratch(s, xd_bytes + extra, &e);
+    if (!*xd)
         return e;
-    if (!aligned) {
-        void *wc = (uint8_t *)xd + xd_bytes;
-        if ((e = COLO_CHECK_CUDA(cudaMemcpyAsync(wc, w, (size_t)n * rb, cudaMemcpyDeviceToDevice, st))) != COLO_OK)
-            return e;
-        w = wc;
-    }
+    if (extra_p)
+        *extra_p = (uint8_t *)*xd + xd_bytes;
     int64_t cells = (int64_t)m * nb;
-    q8_digits_kernel<<<(unsigned)colo_div_up(cells, 256), 256, 0, st>>>(x, xs, m, nb, xd);
-    if ((e = COLO_LAUNCH_CHECK()) != COLO_OK)
-        return e;
+    q8_digits_kernel<<<(unsigned)colo_div_up(cells, 256), 256, 0, colo_cuda_stream(s)>>>(x, xs, m, nb, *xd);
+    return COLO_LAUNCH_CHECK();
+}
+
+// y = x . W^T [+ bias] from x's digits xd; W 2-aligned.
+static colo_status q8_product(cudaStream_t st, colo_dtype t, const void *w, size_t rb, const colo_q8_digits *xd,
+                              int nb, const float *bias, float *y, int ys, int m, int n)
+{
     if (m == 1)
         return launch_q8_rows<1>(st, t, w, rb, xd, nb, bias, y, ys, m, n);
     if (m == 2)
@@ -385,6 +381,7 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
     // x's tiles in gridDim.x, weight tiles in gridDim.y: at most 65,535 of
     // them a launch, so past that many rows of W one launch per slice
     const int slice = 65535 * Q8_TJ;
+    colo_status e = COLO_OK;
     for (int j0 = 0; j0 < n && e == COLO_OK; j0 += slice) {
         int nc = n - j0 < slice ? n - j0 : slice;
         dim3 grid(colo_div_up(m, Q8_TI), colo_div_up(nc, Q8_TJ));
@@ -393,6 +390,28 @@ static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t
         e = COLO_LAUNCH_CHECK();
     }
     return e;
+}
+
+static colo_status q8_linear(colo_stream *s, const void *w, colo_dtype t, size_t rb, const float *bias,
+                             const float *x, int xs, float *y, int ys, int m, int n, int k)
+{
+    if (k % 32 || m < 1 || n < 1)
+        return m < 1 || n < 1 ? COLO_OK : COLO_EINVAL;
+    // Misaligned weights (never the case for tensors from an arena or a GGUF
+    // file) are copied behind the digits: the kernels read 16 bits at a time.
+    bool aligned = wtype_aligned(w, t);
+    colo_q8_digits *xd;
+    void *wc;
+    colo_status e = q8_prepare(s, x, xs, m, k / 32, aligned ? 0 : (size_t)n * rb, &xd, &wc);
+    if (e != COLO_OK)
+        return e;
+    if (!aligned) {
+        e = COLO_CHECK_CUDA(cudaMemcpyAsync(wc, w, (size_t)n * rb, cudaMemcpyDeviceToDevice, colo_cuda_stream(s)));
+        if (e != COLO_OK)
+            return e;
+        w = wc;
+    }
+    return q8_product(colo_cuda_stream(s), t, w, rb, xd, k / 32, bias, y, ys, m, n);
 }
 
 // ---- linear --------------------------------------------------------------------------------
@@ -475,6 +494,33 @@ colo_status colo_cuda_linear(colo_stream *s, const void *w, colo_dtype t, const 
         return e;
     add_bias_kernel<<<colo_div_up((int64_t)m * n, 256), 256, 0, st>>>(y, ys, bias, m, n);
     return COLO_LAUNCH_CHECK();
+}
+
+// Several products of one x: on two digits, x is rounded to its digits
+// once for all of them (a layer's Q, K and V: one digits kernel, not three);
+// otherwise, or for a weight that is not, each as linear.
+colo_status colo_cuda_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
+                                   const colo_linear_out *out, int n_out)
+{
+    bool shared = !colo_cuda_exact(s) && k % 32 == 0;
+    for (int i = 0; i < n_out && shared; i++)
+        shared = colo_q8_has(out[i].w_type) && wtype_aligned(out[i].w, out[i].w_type) &&
+                 colo_dtype_row_bytes(out[i].w_type, k) > 0;
+    if (!shared) {
+        for (int i = 0; i < n_out; i++) {
+            colo_status e = colo_cuda_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
+                                             out[i].y_stride, m, out[i].n, k);
+            if (e != COLO_OK)
+                return e;
+        }
+        return COLO_OK;
+    }
+    colo_q8_digits *xd;
+    colo_status e = q8_prepare(s, x, x_stride ? x_stride : k, m, k / 32, 0, &xd, NULL);
+    for (int i = 0; i < n_out && e == COLO_OK; i++)
+        e = q8_product(colo_cuda_stream(s), out[i].w_type, out[i].w, colo_dtype_row_bytes(out[i].w_type, k), xd,
+                       k / 32, out[i].bias, out[i].y, out[i].y_stride ? out[i].y_stride : out[i].n, m, out[i].n);
+    return e;
 }
 
 // ---- gemm ----------------------------------------------------------------------------------

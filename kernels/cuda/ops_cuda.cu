@@ -228,6 +228,6 @@ extern "C" const colo_ops colo_cuda_ops = {
     /* attention_bidir */ colo_cuda_attention_bidir,
     /* mean_pool */ cuda_mean_pool,
     /* l2norm */ cuda_l2norm,
-    /* linear_multi */ NULL, // the dispatcher runs linear per product
+    /* linear_multi */ colo_cuda_linear_multi,
     /* lora */ colo_cuda_lora,
 };

@@ -943,9 +943,76 @@ static void test_lora(void **state)
     free(h16);
 }
 
+/* linear_multi: several products of one x, each the same bits as linear
+ * gives it alone (and within linear's float64 bounds, which case_linear
+ * checks), on the int8 path (a decode step of few rows, weights of both
+ * activation formats and a bias; more rows) and, where the context has
+ * one, on a stream with exact activations. */
+static void test_linear_multi(void **state)
+{
+    ctx_t *c = *state;
+    enum { K = 512, N_OUT = 3 };
+    const colo_dtype types[N_OUT] = {COLO_Q4_K, COLO_Q8_0, COLO_Q6_K};
+    const int ns[N_OUT] = {67, 16, 33};
+    const int rows[] = {1, 5, 20};
+    colo_stream *streams[] = {c->s, c->exact_s};
+    for (size_t si = 0; si < (c->exact_s ? 2u : 1u); si++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            colo_stream *s = streams[si];
+            int m = rows[ri];
+            float *x = malloc((size_t)m * K * 4), *bias = malloc(16 * 4);
+            fill_normal(x, (int64_t)m * K, 1.0f);
+            fill_normal(bias, 16, 1.0f);
+            float *dx = dput(c, x, (size_t)m * K * 4), *db = dput(c, bias, 16 * 4);
+            colo_linear_out out[N_OUT];
+            float *dsep[N_OUT], *wd[N_OUT];
+            void *w[N_OUT];
+            for (int i = 0; i < N_OUT; i++) {
+                w[i] = make_weights(types[i], ns[i], K, &wd[i]);
+                void *dw = dput(c, w[i], colo_dtype_row_bytes(types[i], K) * (size_t)ns[i]);
+                out[i] = (colo_linear_out){dw, types[i], i == 1 ? db : NULL, dpoison(c, (size_t)m * (ns[i] + 3) * 4),
+                                           ns[i] + 3, ns[i]};
+                dsep[i] = dpoison(c, (size_t)m * (ns[i] + 3) * 4);
+            }
+            assert_int_equal(colo_stream_sync(c->s), COLO_OK);
+            for (int i = 0; i < N_OUT; i++)
+                free(w[i]), free(wd[i]);
+            colo_stream_set_decode(s, true);
+            assert_int_equal(colo_op_linear_multi(s, dx, 0, m, K, out, N_OUT), COLO_OK);
+            for (int i = 0; i < N_OUT; i++)
+                assert_int_equal(colo_op_linear(s, out[i].w, types[i], out[i].bias, dx, 0, dsep[i], ns[i] + 3, m,
+                                                ns[i], K),
+                                 COLO_OK);
+            colo_stream_set_decode(s, false);
+            assert_int_equal(colo_stream_sync(s), COLO_OK);
+            for (int i = 0; i < N_OUT; i++) {
+                size_t bytes = (size_t)m * (ns[i] + 3) * 4;
+                float *a = malloc(bytes), *b = malloc(bytes);
+                dget(c, a, out[i].y, bytes);
+                dget(c, b, dsep[i], bytes);
+                for (int r = 0; r < m; r++) {
+                    for (int j = 0; j < ns[i]; j++)
+                        if (!isfinite(a[(size_t)r * (ns[i] + 3) + j]))
+                            fail_msg("linear_multi: %s stream, %d rows, product %d: row %d col %d not written (%g, alone %g)",
+                                     si ? "exact" : "int8", m, i, r, j, a[(size_t)r * (ns[i] + 3) + j], b[(size_t)r * (ns[i] + 3) + j]);
+                    assert_memory_equal(a + (size_t)r * (ns[i] + 3), b + (size_t)r * (ns[i] + 3),
+                                        (size_t)ns[i] * 4);
+                }
+                free(a), free(b);
+            }
+            free(x), free(bias);
+            dfree_all(c);
+        }
+    /* More products than the op takes, and a bad one. */
+    colo_linear_out four[4] = {{0}};
+    assert_int_equal(colo_op_linear_multi(c->s, (const float *)four, 0, 1, 256, four, 4), COLO_EINVAL);
+    assert_int_equal(colo_op_linear_multi(c->s, (const float *)four, 0, 1, 256, four, 1), COLO_EINVAL);
+}
+
 #define PARITY_TESTS                                                                                            \
     cmocka_unit_test(test_dtype_facts), cmocka_unit_test(test_dispatch_validation),                             \
         cmocka_unit_test(test_linear_all_types), cmocka_unit_test(test_gemm),                                   \
         cmocka_unit_test(test_dequantize_and_get_rows), cmocka_unit_test(test_row_ops),                         \
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rope), cmocka_unit_test(test_attention),      \
-        cmocka_unit_test(test_encoder_ops), cmocka_unit_test(test_kv_store_quantized), cmocka_unit_test(test_lora)
+        cmocka_unit_test(test_encoder_ops), cmocka_unit_test(test_kv_store_quantized),                          \
+        cmocka_unit_test(test_lora), cmocka_unit_test(test_linear_multi)
