@@ -80,7 +80,6 @@ struct colo_engine {
     float *spec_rate;
     double *spec_tok_ns;  /* (max_running) what a drafted token costs each: the draft model's pass, or 0 */
     double *spec_once_ns; /* (max_running) the step's share of a draft model's catching up, or 0 */
-    double prefill_tok_ns; /* a token of a prefill step: a moving average (0: none yet) */
     colo_spec_draft_req *spec_req; /* (max_running) the step's drafts with the draft model, run together */
     float *logits;        /* (max_logits, V) */
     /* constrained decoding: every token's bytes (built on first use) and a scratch row */
@@ -858,17 +857,17 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
 /* This step's share of what the draft model computes before q's first
  * draft (its prompt; a step's accepted tokens cost nothing apart, they
  * are in the draft's token cost): the tokens at what a catch-up token of
- * the draft model costs, or before it is measured at what a token of the
- * target's prefill costs (a draft is smaller), shared over the steps q
- * has left when it drafts k tokens a step. */
+ * the draft model costs, shared over the steps q has left when it drafts
+ * k tokens a step. Unmeasured since the draft model's load or wake: free,
+ * as an unmeasured drafted token is, so that the draft catches up once and
+ * is measured (an estimate, which no step would then correct, could keep
+ * a draft model unused for good). */
 static double catchup_share(colo_engine *e, colo_engine_seq *q, int k)
 {
     int pending = colo_spec_drafter_pending(e->drafter, &q->dseq, q->cb.tokens, q->cb.n_tokens);
-    if (pending <= 2)
-        return 0;
     double per = colo_spec_drafter_catchup_ns(e->drafter);
-    if (per <= 0)
-        per = e->prefill_tok_ns;
+    if (pending <= 2 || per <= 0)
+        return 0;
     return colo_spec_amortize(pending * per, q->p.max_tokens - q->n_gen,
                               colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL), k);
 }
@@ -1071,10 +1070,6 @@ colo_status colo_engine_step(colo_engine *e, colo_cosched_member *member, int *n
         colo_spec_costs_add(&e->costs, n, t_sample - t_fwd);
     if (kind == COLO_ENGINE_STEP_PREFILL && st == COLO_OK)
         e->st.prefill_ns += t_sample - t_fwd;
-    if (kind == COLO_ENGINE_STEP_PREFILL && st == COLO_OK && n >= 16) {
-        double per = (double)(t_sample - t_fwd) / n;
-        e->prefill_tok_ns = e->prefill_tok_ns > 0 ? 0.8 * e->prefill_tok_ns + 0.2 * per : per;
-    }
     int rows, toks;
     colo_continuous_get_batch_share(e->planner, &rows, &toks);
     if (st == COLO_EAGAIN && only_batch) { /* abandoned: the drafts' blocks go back, nothing else moved */
