@@ -136,6 +136,7 @@ static void test_draft_then_asleep(void **state)
     srv_resp_free(&r);
     for (int i = 0; i < 500 && strcmp(state_of("small"), "ready"); i++)
         srv_sleep_ms(10);
+    assert_string_equal(state_of("small"), "ready");
     json_t *awake = infer(true);
     assert_true(json_equal(json_object_get(awake, "tokens"), json_object_get(plain, "tokens")));
     json_int_t d2, a2;
