@@ -122,16 +122,23 @@ colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, i
     const colo_ops *ops = OPS(s);
     if (!ops)
         return COLO_EINVAL;
-    if (!ops->linear_multi) {
-        for (int i = 0; i < n_out; i++) {
-            colo_status st = colo_op_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
-                                            out[i].y_stride, m, out[i].n, k);
-            if (st != COLO_OK)
-                return st;
-        }
-        return COLO_OK;
-    }
+    if (!ops->linear_multi)
+        return colo_linear_each(colo_op_linear, s, x, x_stride, m, k, out, n_out);
     DISPATCH_OP(s, true, linear_multi, x, x_stride, m, k, out, n_out);
+}
+
+colo_status colo_linear_each(colo_status (*linear)(colo_stream *, const void *, colo_dtype, const float *,
+                                                   const float *, int, float *, int, int, int, int),
+                             colo_stream *s, const float *x, int x_stride, int m, int k, const colo_linear_out *out,
+                             int n_out)
+{
+    for (int i = 0; i < n_out; i++) {
+        colo_status st =
+            linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y, out[i].y_stride, m, out[i].n, k);
+        if (st != COLO_OK)
+            return st;
+    }
+    return COLO_OK;
 }
 
 colo_status colo_op_gemm(colo_stream *s, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

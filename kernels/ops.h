@@ -286,6 +286,13 @@ colo_status colo_op_linear(colo_stream *s, const void *w, colo_dtype w_type, con
 #define COLO_LINEAR_MULTI_MAX 3
 colo_status colo_op_linear_multi(colo_stream *s, const float *x, int x_stride, int m, int k,
                                  const colo_linear_out *out, int n_out);
+/* linear_multi where nothing is shared: each product as one call of
+ * linear (colo_op_linear, or a backend's own), stopping at the first
+ * error. */
+colo_status colo_linear_each(colo_status (*linear)(colo_stream *, const void *, colo_dtype, const float *,
+                                                   const float *, int, float *, int, int, int, int),
+                             colo_stream *s, const float *x, int x_stride, int m, int k, const colo_linear_out *out,
+                             int n_out);
 colo_status colo_op_lora_multi(colo_stream *s, const float *x, int x_stride, int m, int k, const colo_lora_out *out,
                                int n_out, const int32_t *row_slot, int n_slots, float *tmp, int max_rank);
 colo_status colo_op_add_rmsnorm(colo_stream *s, const float *x, float *h, const float *w_pre, const float *w,

@@ -582,15 +582,8 @@ colo_status colo_cpu_linear_multi(colo_stream *s, const float *x, int x_stride, 
         else
             want_q8x = true;
     }
-    if (!int8) {
-        for (int i = 0; i < n_out; i++) {
-            colo_status st = colo_cpu_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
-                                             out[i].y_stride, m, out[i].n, k);
-            if (st != COLO_OK)
-                return st;
-        }
-        return COLO_OK;
-    }
+    if (!int8)
+        return colo_linear_each(colo_cpu_linear, s, x, x_stride, m, k, out, n_out);
     multi_args a;
     int64_t total = multi_init(&a, x, x_stride, m, k, out, n_out);
     colo_blk_q8x *xq;

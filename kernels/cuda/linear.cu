@@ -356,15 +356,8 @@ colo_status colo_cuda_linear_multi(colo_stream *s, const float *x, int x_stride,
     for (int i = 0; i < n_out && shared; i++)
         shared = colo_q8_has(out[i].w_type) && wtype_aligned(out[i].w, out[i].w_type) &&
                  colo_dtype_row_bytes(out[i].w_type, k) > 0;
-    if (!shared) {
-        for (int i = 0; i < n_out; i++) {
-            colo_status e = colo_cuda_linear(s, out[i].w, out[i].w_type, out[i].bias, x, x_stride, out[i].y,
-                                             out[i].y_stride, m, out[i].n, k);
-            if (e != COLO_OK)
-                return e;
-        }
-        return COLO_OK;
-    }
+    if (!shared)
+        return colo_linear_each(colo_cuda_linear, s, x, x_stride, m, k, out, n_out);
     colo_q8_digits *xd;
     colo_status e = q8_prepare(s, x, x_stride ? x_stride : k, m, k / 32, 0, &xd, NULL);
     for (int i = 0; i < n_out && e == COLO_OK; i++)
