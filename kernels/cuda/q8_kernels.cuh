@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(Q8_TJ *Q8_TB)
 }
 
 #define Q8_ROWS_MAX 8
-#define Q8_WARPS 4 // warps (weight rows) per block of q8_rows_kernel
+#define Q8_WARPS 8 // warps (weight rows) per block of q8_rows_kernel: eight rows share each staging of x
 #define Q8_SF 65   // floats of a row of x's f per warp: blocks' halves, then one to shift banks
 
 // Warp per weight row r against the M >= m rows of x, in rounds of 32
