@@ -119,6 +119,35 @@ COLO_Q8_FN void colo_q8_digits_of(const float *x, colo_q8_digits *o)
 #endif
 COLO_Q8_FN uint32_t colo_q8_ld32(const uint8_t *p) { return COLO_Q8_LD16(p) | COLO_Q8_LD16(p + 2) << 16; }
 
+/* n words from p (n a multiple of 4), as colo_q8_ld32 gives them. On the
+ * device, p 16-byte aligned when wide is 16 and 4-byte aligned when wide
+ * is 4 (else the 16-bit loads) take the wider loads: a format passes the
+ * alignment every block of a row shares when the row does (Q4_K's and
+ * Q5_K's codes 16, Q4_1's, Q5_1's and Q2_K's 4), so a warp's lanes never
+ * split between the ways. */
+COLO_Q8_FN void colo_q8_ld_words(const uint8_t *p, int n, uint32_t *w, int wide)
+{
+#if defined(__CUDA_ARCH__)
+    uintptr_t a = (uintptr_t)p;
+    if (wide == 16 && (a & 15) == 0) {
+        for (int i = 0; i < n; i += 4) {
+            uint4 v = *(const uint4 *)(p + 4 * i);
+            w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+        }
+        return;
+    }
+    if (wide >= 4 && (a & 3) == 0) {
+        for (int i = 0; i < n; i++)
+            w[i] = ((const uint32_t *)p)[i];
+        return;
+    }
+#else
+    (void)wide;
+#endif
+    for (int i = 0; i < n; i++)
+        w[i] = colo_q8_ld32(p + 4 * i);
+}
+
 /* An IEEE half (little-endian bytes at p) as a float: exact. */
 COLO_Q8_FN float colo_q8_half(const uint8_t *p)
 {
@@ -183,11 +212,11 @@ COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uin
         int bytes = 18 + 2 * has_m + 4 * five;
         p = row + (size_t)b * bytes;
         const uint8_t *qs = p + 2 + 2 * has_m + 4 * five;
-        uint32_t hb = five ? colo_q8_ld32(p + 2 + 2 * has_m) : 0;
+        uint32_t hb = five ? colo_q8_ld32(p + 2 + 2 * has_m) : 0, q[4];
+        colo_q8_ld_words(qs, 4, q, has_m ? 4 : 2);
         for (int i = 0; i < 4; i++) {
-            uint32_t q = colo_q8_ld32(qs + 4 * i);
-            uw[i] = (q & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (4 * i) & 15);
-            uw[i + 4] = (q >> 4 & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (16 + 4 * i) & 15);
+            uw[i] = (q[i] & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (4 * i) & 15);
+            uw[i + 4] = (q[i] >> 4 & 0x0f0f0f0fu) | colo_q8_bit4(hb >> (16 + 4 * i) & 15);
         }
         a[0] = colo_q8_half(p);
         c[0] = has_m ? colo_q8_half(p + 2) : COLO_Q8_MUL(five ? -16.0f : -8.0f, a[0]);
@@ -195,8 +224,9 @@ COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uin
     }
     case COLO_Q8_0:
         p = row + (size_t)b * 34;
+        colo_q8_ld_words(p + 2, 8, uw, 2);
         for (int i = 0; i < 8; i++)
-            uw[i] = colo_q8_ld32(p + 2 + 4 * i) ^ 0x80808080u; /* q + 128 */
+            uw[i] ^= 0x80808080u; /* q + 128 */
         a[0] = colo_q8_half(p);
         c[0] = COLO_Q8_MUL(-128.0f, a[0]);
         return 1;
@@ -204,9 +234,12 @@ COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uin
         int five = t == COLO_Q5_K, j = b % 8;
         p = row + (size_t)(b / 8) * (five ? 176 : 144);
         const uint8_t *qh = p + 16, *qs = p + 16 + 32 * five + 32 * (j / 2);
+        uint32_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        colo_q8_ld_words(qs, 8, uw, 16);
+        if (five)
+            colo_q8_ld_words(qh, 8, h, 16);
         for (int i = 0; i < 8; i++)
-            uw[i] = (colo_q8_ld32(qs + 4 * i) >> (4 * (j & 1)) & 0x0f0f0f0fu) |
-                    (five ? (colo_q8_ld32(qh + 4 * i) >> j & 0x01010101u) << 4 : 0);
+            uw[i] = (uw[i] >> (4 * (j & 1)) & 0x0f0f0f0fu) | (h[i] >> j & 0x01010101u) << 4;
         int sc, mn;
         colo_q8_k4_scale(p + 4, j, &sc, &mn);
         a[0] = COLO_Q8_MUL(colo_q8_half(p), (float)sc);
@@ -217,9 +250,11 @@ COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uin
         int j = b % 8, h = j / 4, part = j % 4;
         p = row + (size_t)(b / 8) * 210;
         const uint8_t *ql = p + 64 * h + 32 * (part & 1), *qh = p + 128 + 32 * h;
+        uint32_t hi[8];
+        colo_q8_ld_words(ql, 8, uw, 2);
+        colo_q8_ld_words(qh, 8, hi, 2);
         for (int i = 0; i < 8; i++)
-            uw[i] = (colo_q8_ld32(ql + 4 * i) >> (part < 2 ? 0 : 4) & 0x0f0f0f0fu) |
-                    (colo_q8_ld32(qh + 4 * i) >> (2 * part) & 0x03030303u) << 4;
+            uw[i] = (uw[i] >> (part < 2 ? 0 : 4) & 0x0f0f0f0fu) | (hi[i] >> (2 * part) & 0x03030303u) << 4;
         float d = colo_q8_half(p + 208);
         for (int g = 0; g < 2; g++) {
             a[g] = COLO_Q8_MUL(d, (float)(int8_t)p[192 + 2 * j + g]);
@@ -231,9 +266,12 @@ COLO_Q8_FN int colo_q8_unpack_words(colo_dtype t, const uint8_t *row, int b, uin
         int three = t == COLO_Q3_K, j = b % 8, n = j / 4, jj = j % 4;
         p = row + (size_t)(b / 8) * (three ? 110 : 84);
         const uint8_t *qs = p + (three ? 32 : 16) + 32 * n;
+        uint32_t hm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        colo_q8_ld_words(qs, 8, uw, three ? 2 : 4);
+        if (three)
+            colo_q8_ld_words(p, 8, hm, 2);
         for (int i = 0; i < 8; i++)
-            uw[i] = (colo_q8_ld32(qs + 4 * i) >> (2 * jj) & 0x03030303u) +
-                    (three ? (colo_q8_ld32(p + 4 * i) >> (4 * n + jj) & 0x01010101u) << 2 : 0);
+            uw[i] = (uw[i] >> (2 * jj) & 0x03030303u) + ((hm[i] >> (4 * n + jj) & 0x01010101u) << 2);
         for (int g = 0; g < 2; g++) {
             if (three) {
                 a[g] = COLO_Q8_MUL(colo_q8_half(p + 108), (float)colo_q8_q3k_scale(p + 96, 2 * j + g));
