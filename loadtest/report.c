@@ -63,8 +63,7 @@ static lt_status compare_phases(const lt_report *rep, const char *ind_name, cons
         m->rps_impact_pct = lt_impact_pct(i->rps, c->rps);
         m->tps_impact_pct = i->has_tokens && c->has_tokens ? lt_impact_pct(i->tokens_per_s, c->tokens_per_s) : NAN;
         m->norm_throughput = i->rps > 0 ? c->rps / i->rps : NAN;
-        if (!isnan(m->norm_throughput))
-            *stp += m->norm_throughput;
+        *stp += m->norm_throughput; /* a model without throughput alone leaves it unknown, not smaller */
     }
     return LT_OK;
 }
@@ -279,7 +278,11 @@ static void compare_table(FILE *out, const char *title, const lt_compare *cmp, s
                 v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
                 (unsigned long long)lt_result_errors(m->ind), (unsigned long long)lt_result_errors(m->conc));
     }
-    fprintf(out, "STP (sum of concurrent/individual throughput) = %.3f of %zu (%zu = no interference)\n", stp, n, n);
+    if (isnan(stp))
+        fprintf(out, "STP (sum of concurrent/individual throughput) unknown: a model completed nothing alone\n");
+    else
+        fprintf(out, "STP (sum of concurrent/individual throughput) = %.3f of %zu (%zu = no interference)\n", stp, n,
+                n);
 }
 
 static const lt_compare *cmp_find(const lt_compare *cmp, size_t n, const char *model)

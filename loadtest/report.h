@@ -110,7 +110,7 @@ typedef struct lt_report {
     size_t n_phases;
     lt_compare *cmp;          /* individual-vs-concurrent only (with a baseline: colo's) */
     size_t n_cmp;
-    double stp;               /* sum of norm_throughput over models */
+    double stp;               /* sum of norm_throughput over models; NAN when one has none */
     lt_compare *base_cmp;     /* --baseline separate: the separate servers' comparison */
     size_t n_base_cmp;
     double base_stp;

@@ -232,6 +232,42 @@ static void test_sla_evaluate(void **state)
     lt_sla_set_free(&set);
 }
 
+/* STP sums each model's throughput together over alone; a model that
+ * completed nothing alone makes it unknown (NAN, null in JSON), not the
+ * other models' sum. */
+static void test_stp_unknown_without_a_model(void **state)
+{
+    (void)state;
+    lt_result ind[2], conc[2];
+    const char *names[2] = {"hi", "be"};
+    for (int k = 0; k < 2; k++) {
+        lt_result_init(&ind[k], names[k], "individual");
+        lt_result_init(&conc[k], names[k], "concurrent");
+        ind[k].window_s = conc[k].window_s = 10;
+        ind[k].window_ok = k == 0 ? 20 : 10;
+        conc[k].window_ok = k == 0 ? 15 : 5;
+        lt_result_finish(&ind[k]);
+        lt_result_finish(&conc[k]);
+    }
+    lt_phase phases[3] = {{"individual", &ind[0], 1}, {"individual", &ind[1], 1}, {"concurrent", conc, 2}};
+    lt_report rep = {.phases = phases, .n_phases = 3};
+    assert_int_equal(lt_report_compare(&rep), LT_OK);
+    assert_int_equal(rep.n_cmp, 2);
+    assert_true(fabs(rep.stp - (0.75 + 0.5)) < 1e-12);
+    lt_report_fini(&rep);
+    /* be completed nothing alone (its answers outlasted the phase) */
+    ind[1].window_ok = 0;
+    lt_result_finish(&ind[1]);
+    lt_report rep2 = {.phases = phases, .n_phases = 3};
+    assert_int_equal(lt_report_compare(&rep2), LT_OK);
+    assert_true(isnan(rep2.stp));
+    lt_report_fini(&rep2);
+    for (int k = 0; k < 2; k++) {
+        lt_result_fini(&ind[k]);
+        lt_result_fini(&conc[k]);
+    }
+}
+
 static void test_prompts_file(void **state)
 {
     (void)state;
@@ -349,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_sla_parse),
         cmocka_unit_test(test_sla_yaml),
         cmocka_unit_test(test_sla_evaluate),
+        cmocka_unit_test(test_stp_unknown_without_a_model),
         cmocka_unit_test(test_prompts_file),
         cmocka_unit_test(test_builtin_bodies_and_requests),
         cmocka_unit_test(test_rand_seeded),
