@@ -129,6 +129,18 @@ void colo_cpu_gemm_f32(int m, int n, int k, const float *x, int x_stride, const 
 /* Rows of W per chain group (one lane each), and rows of x per pass. */
 #define CHAIN_COLS 8
 #define CHAIN_ROWS 4
+/* One row of x (a decode step of one sequence) runs up to CHAIN_GROUPS
+ * groups of CHAIN_COLS outputs at once (CHAIN_GROUPS_F32 for F32 weights,
+ * whose rows are twice the bytes: 4 groups, 32 rows streamed at once, read
+ * large F32 matrices slower from memory than 2 do); more rows run one
+ * group. */
+#define CHAIN_GROUPS 4
+#define CHAIN_GROUPS_F32 2
+/* Elements ahead in each weight row that a pass of one row of x
+ * prefetches: its 8 G rows are as many streams, more than the hardware's
+ * prefetchers follow, and that pass is bound by memory, not by its
+ * arithmetic. */
+#define CHAIN_PREFETCH 128
 
 static inline float w_elem(const void *w, size_t w_stride, bool f16, int j, int kk)
 {
@@ -226,11 +238,99 @@ static inline __attribute__((always_inline)) void chain_cols(int R, int k8, cons
     for (int r = 0; r < R; r++)
         _mm256_storeu_ps(out[r], acc[r]);
 }
+
+/* G groups of CHAIN_COLS rows of W from j0 against one row of x, over the
+ * first k8 elements: lane u of out[g] is output j0 + CHAIN_COLS g + u. Each
+ * output is still one FMA chain in the order of k, but the G chains are
+ * independent, so that one's FMA latency hides behind the others' (one
+ * group alone waits for each FMA's result before the next), and every row
+ * is prefetched. F16 is a constant in each caller, so that each version
+ * keeps its registers; its rows are widened, then transposed as F32. */
+static inline __attribute__((always_inline)) void chain_groups(bool F16, int G, int k8, const float *x,
+                                                               const void *w, size_t w_stride, int j0,
+                                                               float out[][CHAIN_COLS])
+{
+    __m256 acc[CHAIN_GROUPS];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+        acc[g] = _mm256_setzero_ps();
+    const size_t s = w_stride;
+    const unsigned char *w0 = (const unsigned char *)w + (size_t)j0 * s;
+    /* one prefetch per cache line of each row: F16 rows advance a line
+     * every 4 passes of 8 elements, F32 rows every 2 */
+    const int per = F16 ? 2 : 4;
+    for (int kk = 0; kk < k8; kk += 8) {
+        const unsigned char *pk = w0 + (size_t)kk * (F16 ? 2 : 4);
+        const int q = (kk / 8) % (8 / per);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const unsigned char *pg = pk + (size_t)g * CHAIN_COLS * s;
+            for (int u = q * per; u < q * per + per; u++)
+                _mm_prefetch((const char *)(pg + u * s) + CHAIN_PREFETCH * (F16 ? 2 : 4), _MM_HINT_T0);
+            __m256 rows[8], c[8];
+            for (int u = 0; u < 8; u++)
+                rows[u] = F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pg + u * s)))
+                              : _mm256_loadu_ps((const float *)(pg + u * s));
+            transpose8(rows, c);
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++)
+                acc[g] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + kk + t), c[t], acc[g]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+        _mm256_storeu_ps(out[g], acc[g]);
+}
+
+/* Outputs [j0, j0 + G CHAIN_COLS) of one row of x over the first k8
+ * elements. */
+static void chain_one_row(bool f16, int G, int k8, const float *x, const void *w, size_t w_stride, int j0,
+                          float out[][CHAIN_COLS])
+{
+    switch (G * 2 + f16) {
+    case 8: chain_groups(false, 4, k8, x, w, w_stride, j0, out); break;
+    case 9: chain_groups(true, 4, k8, x, w, w_stride, j0, out); break;
+    case 4: chain_groups(false, 2, k8, x, w, w_stride, j0, out); break;
+    case 5: chain_groups(true, 2, k8, x, w, w_stride, j0, out); break;
+    case 2: chain_groups(false, 1, k8, x, w, w_stride, j0, out); break;
+    default: chain_groups(true, 1, k8, x, w, w_stride, j0, out); break;
+    }
+}
 #endif
+
+/* One row of x: passes of CHAIN_GROUPS groups where the columns allow. */
+static __attribute__((noinline)) void gemv_one_row(int n, int k, const float *x, const void *w, size_t w_stride, bool f16, float *y)
+{
+    for (int j0 = 0; j0 < n;) {
+        int G = f16 ? CHAIN_GROUPS : CHAIN_GROUPS_F32;
+        while (G > 1 && G * CHAIN_COLS > n - j0)
+            G /= 2;
+        int cols = n - j0 < G * CHAIN_COLS ? n - j0 : G * CHAIN_COLS;
+        float acc[CHAIN_GROUPS][CHAIN_COLS] = {{0}};
+        int done = 0;
+#ifdef GEMM_AVX2
+        if (cols == G * CHAIN_COLS) {
+            done = k & ~7;
+            chain_one_row(f16, G, done, x, w, w_stride, j0, acc);
+        }
+#endif
+        /* the elements past done (every one, for a partial group) */
+        for (int g = 0; g * CHAIN_COLS < cols; g++) {
+            int c0 = j0 + CHAIN_COLS * g, nc = cols - CHAIN_COLS * g < CHAIN_COLS ? cols - CHAIN_COLS * g : CHAIN_COLS;
+            chain_scalar(0, 1, c0, c0 + nc, done, k, x, 0, w, w_stride, f16, &acc[g]);
+            memcpy(y + c0, acc[g], (size_t)nc * sizeof(float));
+        }
+        j0 += cols;
+    }
+}
 
 void colo_cpu_gemv_chain(int m, int n, int k, const float *x, int x_stride, const void *w, size_t w_stride, bool f16,
                          float *y, int y_stride)
 {
+    if (m == 1) {
+        gemv_one_row(n, k, x, w, w_stride, f16, y);
+        return;
+    }
     for (int j0 = 0; j0 < n; j0 += CHAIN_COLS) {
         int cols = n - j0 < CHAIN_COLS ? n - j0 : CHAIN_COLS;
         for (int i0 = 0; i0 < m; i0 += CHAIN_ROWS) {

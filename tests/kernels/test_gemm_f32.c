@@ -113,11 +113,13 @@ static void test_row_invariance(void **state)
 
 /* colo_cpu_gemv_chain reads W's rows as they are (F32, or F16 when f16,
  * with a row stride past k) and gives every output the gemm's bits: rows
- * of x 1..9, W rows not a multiple of 8, k not a multiple of 8. */
+ * of x 1..9, W rows not a multiple of 8, k not a multiple of 8, and for
+ * one row of x (passes of 4 groups of 8 outputs at once), W rows that
+ * leave 1, 2 or 3 groups and a partial one (passes of 2 and 1). */
 static void test_chain_unpacked(void **state)
 {
     (void)state;
-    const int shapes[][2] = {{45, 300}, {8, 8}, {3, 5}, {64, 256}, {19, 77}};
+    const int shapes[][2] = {{45, 300}, {8, 8}, {3, 5}, {64, 256}, {19, 77}, {100, 40}, {24, 16}, {59, 24}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int f16 = 0; f16 < 2; f16++) {
             int n = shapes[si][0], k = shapes[si][1], ws = k + 3, xs = k + 1, ys = n + 2, max_m = 9;
