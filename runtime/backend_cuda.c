@@ -10,6 +10,9 @@
 #include "runtime/log.h"
 
 #include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,11 +204,73 @@ colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, 
     return COLO_EDEVICE;
 }
 
+/* ---- cuBLAS, opened at the first stream ---------------------------------------------- */
+
+colo_cublas_api colo_cublas;
+
+#define CUBLAS_STR_(x) #x
+#define CUBLAS_STR(x) CUBLAS_STR_(x)
+/* The soname of the cuBLAS colo was built against ("libcublas.so.13"): looked
+ * up as the dynamic loader would (the program's run path, LD_LIBRARY_PATH,
+ * the system's), then in the toolkit's library folder of the build. */
+#define CUBLAS_SONAME "libcublas.so." CUBLAS_STR(CUBLAS_VER_MAJOR)
+#ifndef COLO_CUDA_LIBRARY_DIR
+#define COLO_CUDA_LIBRARY_DIR "/usr/local/cuda/lib64"
+#endif
+
+static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
+static bool cublas_loaded;
+static char cublas_why[512];
+
+/* dlsym of an entry point by its exported name (cublas_v2.h maps most names
+ * to their _v2 symbols, hence the expansion), into *slot. */
+#define CUBLAS_SYM(field, fn)                                                                                      \
+    do {                                                                                                           \
+        void *p_ = dlsym(h, CUBLAS_STR(fn));                                                                       \
+        if (!p_) {                                                                                                 \
+            snprintf(cublas_why, sizeof cublas_why, "%s has no %s", CUBLAS_SONAME, CUBLAS_STR(fn));               \
+            return;                                                                                                \
+        }                                                                                                          \
+        memcpy(&colo_cublas.field, &p_, sizeof p_);                                                                \
+    } while (0)
+
+static void cublas_load(void)
+{
+    void *h = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        char first[256];
+        snprintf(first, sizeof first, "%s", dlerror());
+        h = dlopen(COLO_CUDA_LIBRARY_DIR "/" CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(cublas_why, sizeof cublas_why, "%s (and in " COLO_CUDA_LIBRARY_DIR ": %s)", first, dlerror());
+            return;
+        }
+    }
+    CUBLAS_SYM(create, cublasCreate);
+    CUBLAS_SYM(destroy, cublasDestroy);
+    CUBLAS_SYM(set_stream, cublasSetStream);
+    CUBLAS_SYM(set_workspace, cublasSetWorkspace);
+    CUBLAS_SYM(set_sm_count_target, cublasSetSmCountTarget);
+    CUBLAS_SYM(status_name, cublasGetStatusName);
+    CUBLAS_SYM(sgemm, cublasSgemm);
+    CUBLAS_SYM(gemm_strided_batched_ex, cublasGemmStridedBatchedEx);
+    cublas_loaded = true; /* the handle stays open for the process's life */
+}
+
+colo_status colo_cublas_open(void)
+{
+    if (pthread_once(&cublas_once, cublas_load) != 0 || !cublas_loaded) {
+        COLO_ERROR("cuda: cannot load cuBLAS: %s", cublas_why[0] ? cublas_why : "pthread_once failed");
+        return COLO_EDEVICE;
+    }
+    return COLO_OK;
+}
+
 colo_status colo_cublas_status(cublasStatus_t e, const char *call, const char *file, int line)
 {
     if (e == CUBLAS_STATUS_SUCCESS)
         return COLO_OK;
-    COLO_ERROR("cublas: %s failed: %s (%d) at %s:%d", call, cublasGetStatusName(e), (int)e, file, line);
+    COLO_ERROR("cublas: %s failed: %s (%d) at %s:%d", call, colo_cublas.status_name(e), (int)e, file, line);
     return e == CUBLAS_STATUS_ALLOC_FAILED ? COLO_ENOMEM : COLO_EDEVICE;
 }
 
@@ -776,12 +841,12 @@ static colo_status cuda_stream_init(colo_device *dev, colo_stream *s, const colo
                COLO_OK) {
         goto out_free;
     }
-    if ((st = COLO_CHECK_CUBLAS(cublasCreate(&cs->blas))) != COLO_OK)
+    if ((st = colo_cublas_open()) != COLO_OK || (st = COLO_CHECK_CUBLAS(colo_cublas.create(&cs->blas))) != COLO_OK)
         goto out_stream;
-    if ((st = COLO_CHECK_CUBLAS(cublasSetStream(cs->blas, cs->st))) != COLO_OK)
+    if ((st = COLO_CHECK_CUBLAS(colo_cublas.set_stream(cs->blas, cs->st))) != COLO_OK)
         goto out_blas;
     /* cuBLAS sizes its grids for the SMs it may use: on a partition, its own. */
-    if (cs->green && (st = COLO_CHECK_CUBLAS(cublasSetSmCountTarget(cs->blas, cs->sms))) != COLO_OK)
+    if (cs->green && (st = COLO_CHECK_CUBLAS(colo_cublas.set_sm_count_target(cs->blas, cs->sms))) != COLO_OK)
         goto out_blas;
     if ((st = COLO_CHECK_CUDA(cudaMalloc((void **)&cs->d_flag, sizeof(int)))) != COLO_OK)
         goto out_blas;
@@ -797,7 +862,7 @@ out_host:
 out_flag:
     cudaFree(cs->d_flag);
 out_blas:
-    cublasDestroy(cs->blas);
+    colo_cublas.destroy(cs->blas);
 out_stream:
     cudaStreamDestroy(cs->st);
     if (cs->green)
@@ -829,7 +894,7 @@ static void cuda_stream_fini(colo_stream *s)
     for (int i = 0; i < cs->n_graphs; i++)
         if (cs->graphs[i].exec)
             cudaGraphExecDestroy(cs->graphs[i].exec);
-    cublasDestroy(cs->blas);
+    colo_cublas.destroy(cs->blas);
     cudaStreamDestroy(cs->st);
     if (cs->green)
         cs->api->ctx_destroy(cs->green);
@@ -889,7 +954,7 @@ static colo_status cuda_stream_set_workspace(colo_stream *s, void *ptr, size_t b
         COLO_ERROR("cuda: a cuBLAS workspace must be aligned to 256 bytes");
         return COLO_EINVAL;
     }
-    return COLO_CHECK_CUBLAS(cublasSetWorkspace(colo_cuda_cublas(s), ptr, bytes));
+    return COLO_CHECK_CUBLAS(colo_cublas.set_workspace(colo_cuda_cublas(s), ptr, bytes));
 }
 
 static colo_status cuda_memcpy_async(colo_stream *s, void *dst, const void *src, size_t bytes, colo_copy_kind kind)

@@ -23,6 +23,36 @@
 extern "C" {
 #endif
 
+/* cuBLAS's entry points, from its library opened at the first CUDA stream
+ * (colo_cublas_open): a process that never creates one does not load it,
+ * and cuBLAS's libraries hold about 140 MiB resident from the moment they
+ * are loaded, which on a CPU-only host would be a fixed overhead beside
+ * server.cpu_memory_bytes. Call them as colo_cublas.create(...) etc. */
+#ifdef __cplusplus
+#define COLO_CUBLAS_FN(f) decltype(&f)
+#else
+#define COLO_CUBLAS_FN(f) __typeof__(&f)
+#endif
+typedef struct colo_cublas_api {
+    COLO_CUBLAS_FN(cublasCreate) create;
+    COLO_CUBLAS_FN(cublasDestroy) destroy;
+    COLO_CUBLAS_FN(cublasSetStream) set_stream;
+    COLO_CUBLAS_FN(cublasSetWorkspace) set_workspace;
+    COLO_CUBLAS_FN(cublasSetSmCountTarget) set_sm_count_target;
+    COLO_CUBLAS_FN(cublasGetStatusName) status_name;
+    COLO_CUBLAS_FN(cublasSgemm) sgemm;
+    /* spelled out: C++ sees an inline overload of it besides the export */
+    cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                              const void *, const void *, cudaDataType, int, long long,
+                                              const void *, cudaDataType, int, long long, const void *, void *,
+                                              cudaDataType, int, long long, int, cublasComputeType_t,
+                                              cublasGemmAlgo_t);
+} colo_cublas_api;
+extern colo_cublas_api colo_cublas;
+/* Opens cuBLAS once per process (thread-safe): COLO_OK, or COLO_EDEVICE
+ * with the loader's reason logged, on every call after a failed open. */
+colo_status colo_cublas_open(void);
+
 /* Logs and converts a failed call (e != success); see above. */
 colo_status colo_cuda_status(cudaError_t e, const char *call, const char *file, int line);
 colo_status colo_cublas_status(cublasStatus_t e, const char *call, const char *file, int line);

@@ -23,13 +23,25 @@
 # in a Python environment) on LD_LIBRARY_PATH; non-zero, naming them, when
 # some stay missing.
 gpu_find_libs() {
-  local l hit
+  local l hit blas
   [ -x "$1" ] || return 0
   for l in $(ldd "$1" | awk '/not found/ {print $1}'); do
     hit=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
     [ -n "$hit" ] && LD_LIBRARY_PATH="$(dirname "$hit"):${LD_LIBRARY_PATH:-}" && export LD_LIBRARY_PATH
   done
-  ! ldd "$1" | grep 'not found' >&2
+  ! ldd "$1" | grep 'not found' >&2 || return 1
+  # cuBLAS is opened at the first CUDA stream (dlopen), so ldd does not list
+  # it: the same major version as the runtime, found the same way
+  blas=$(ldd "$1" | awk '/libcudart\.so\./ {sub(/cudart/, "cublas", $1); print $1; exit}')
+  [ -n "$blas" ] || return 0
+  if ! /sbin/ldconfig -p 2>/dev/null | grep -q "$blas"; then
+    hit=$(find /usr/local /opt /usr/lib -name "$blas" 2>/dev/null | head -1)
+    if [ -z "$hit" ]; then
+      echo "gpu-env: $blas not found (colo opens it at the first CUDA stream)" >&2
+      return 1
+    fi
+    LD_LIBRARY_PATH="$(dirname "$hit"):${LD_LIBRARY_PATH:-}" && export LD_LIBRARY_PATH
+  fi
 }
 
 gpu_env() {

@@ -281,7 +281,7 @@ static colo_status sgemm_wt(colo_stream *s, const float *wf, const float *x, int
 {
     const float one = 1.0f, zero = 0.0f;
     return COLO_CHECK_CUBLAS(
-        cublasSgemm(colo_cuda_cublas(s), CUBLAS_OP_T, CUBLAS_OP_N, nt, m, k, &one, wf, k, x, xs, &zero, y, ys));
+        colo_cublas.sgemm(colo_cuda_cublas(s), CUBLAS_OP_T, CUBLAS_OP_N, nt, m, k, &one, wf, k, x, xs, &zero, y, ys));
 }
 
 colo_status colo_cuda_linear(colo_stream *s, const void *w, colo_dtype t, const float *bias, const float *x,
@@ -377,7 +377,7 @@ colo_status colo_cuda_gemm(colo_stream *s, bool ta, bool tb, int m, int n, int k
     // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T, where
     // a row-major matrix as stored is its transpose in column-major terms.
     cudaDataType_t dt = t == COLO_F16 ? CUDA_R_16F : CUDA_R_32F;
-    return COLO_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+    return COLO_CHECK_CUBLAS(colo_cublas.gemm_strided_batched_ex(
         colo_cuda_cublas(s), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, dt,
         ldb, sb, a, dt, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
