@@ -223,7 +223,7 @@ static bool cublas_loaded;
 static char cublas_why[512];
 
 /* dlsym of an entry point by its exported name (cublas_v2.h maps most names
- * to their _v2 symbols, hence the expansion), into *slot. */
+ * to their _v2 symbols, hence the expansion), into colo_cublas.field. */
 #define CUBLAS_SYM(field, fn)                                                                                      \
     do {                                                                                                           \
         void *p_ = dlsym(h, CUBLAS_STR(fn));                                                                       \
