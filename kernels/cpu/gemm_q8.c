@@ -132,11 +132,12 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
 }
 
 /* Whether two rows of x (a speculative step's verification of one drafted
- * token) take the in-place kernel on VNNI CPUs too: for these formats it
- * is the faster one there as well (docs/BENCHMARKS.md). */
+ * token) take the AVX2 version's in-place kernel on VNNI CPUs too: for
+ * these formats it is the faster one there (docs/BENCHMARKS.md). Q4_0, Q4_1
+ * and Q8_0 have VNNI's own that reads rows in place. */
 static bool two_rows_in_place(colo_dtype t)
 {
-    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0 || t == COLO_Q4_K || t == COLO_Q5_0;
+    return t == COLO_Q4_K || t == COLO_Q5_0;
 }
 
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
@@ -144,9 +145,9 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
 {
     /* One row of x (single-stream decode): the AVX2 version's narrow
      * kernel reads the weight rows in place, where the VNNI one unpacks
-     * them first; the bits are the same, and it streams the weights from
-     * memory faster (and two rows too for the formats two_rows_in_place
-     * names; 3 and 4 rows, in cache, are VNNI's). */
+     * most formats first; the bits are the same, and it streams the
+     * weights from memory faster (and two rows too for the formats
+     * two_rows_in_place names; 3 and 4 rows, in cache, are VNNI's). */
     bool rows_in_place = (m == 1 || (m == 2 && two_rows_in_place(t))) && colo_cpu_gemm_q8_in_place_avx2(t);
     bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
     if (vnni && !rows_in_place)

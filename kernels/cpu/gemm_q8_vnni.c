@@ -95,15 +95,12 @@ static void kernel16(int nb, int k, int ns, const colo_q8_xblk *xg, const uint8_
     kernel(nb, k, ns, xg, u, a, c, 2, out);
 }
 
-/* W[t] lane j = dword t (codes 4t..4t+3) of row j of the 16 rows at u
- * (k bytes apart): an 8x8 dword transpose in each 256-bit half (rows j and
- * j + 8 share a register), then the halves' 128-bit quarters interleaved. */
-static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, int k, __m512i W[8])
+/* W[t] lane j = dword t of z's row j, where z[j] holds rows j and j + 8 (32
+ * codes each): an 8x8 dword transpose in each 256-bit half, then the
+ * halves' 128-bit quarters interleaved. */
+static inline __attribute__((always_inline)) void transpose16_regs(const __m512i z[8], __m512i W[8])
 {
-    __m512i z[8], t[8], s[8];
-    for (int j = 0; j < 8; j++)
-        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u + (size_t)j * k))),
-                                  _mm256_loadu_si256((const __m256i *)(u + (size_t)(j + 8) * k)), 1);
+    __m512i t[8], s[8];
     for (int j = 0; j < 8; j += 2) {
         t[j] = _mm512_unpacklo_epi32(z[j], z[j + 1]);
         t[j + 1] = _mm512_unpackhi_epi32(z[j], z[j + 1]);
@@ -121,6 +118,61 @@ static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, 
     }
 }
 
+/* W[t] lane j = dword t (codes 4t..4t+3) of row j of the 16 rows at u
+ * (k bytes apart). */
+static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, int k, __m512i W[8])
+{
+    __m512i z[8];
+    for (int j = 0; j < 8; j++)
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u + (size_t)j * k))),
+                                  _mm256_loadu_si256((const __m256i *)(u + (size_t)(j + 8) * k)), 1);
+    transpose16_regs(z, W);
+}
+
+/* transpose16's W for block b of the 16 weight rows at row[j], read in
+ * place: the codes unpack_row would write, without writing them. Q8_0's 32
+ * bytes (plus 128) go through transpose16_regs; Q4_0's and Q4_1's 16 bytes
+ * of nibbles hold dwords 0..3 (low nibbles) and 4..7 (high) of a row, and
+ * four rows' go in one register, rows g, g + 4, g + 8, g + 12 of L[g] in its
+ * quarters, so that a 4x4 dword transpose in each quarter leaves row j in
+ * lane j. */
+static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, const uint8_t *const row[JN], int b,
+                                                                 __m512i W[8])
+{
+    if (t == COLO_Q8_0) {
+        size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
+        __m512i z[8];
+        for (int j = 0; j < 8; j++)
+            z[j] = _mm512_xor_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[j] + o))),
+                                   _mm256_loadu_si256((const __m256i *)(row[j + 8] + o)), 1),
+                _mm512_set1_epi8((char)0x80));
+        transpose16_regs(z, W);
+        return;
+    }
+    size_t o = t == COLO_Q4_0 ? (size_t)b * sizeof(colo_blk_q4_0) + offsetof(colo_blk_q4_0, qs)
+                              : (size_t)b * sizeof(colo_blk_q4_1) + offsetof(colo_blk_q4_1, qs);
+    const __m512i m15 = _mm512_set1_epi8(15);
+    __m512i lo[4], hi[4];
+    for (int g = 0; g < 4; g++) {
+        __m512i L = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[g] + o)));
+        L = _mm512_inserti32x4(L, _mm_loadu_si128((const __m128i *)(row[g + 4] + o)), 1);
+        L = _mm512_inserti32x4(L, _mm_loadu_si128((const __m128i *)(row[g + 8] + o)), 2);
+        L = _mm512_inserti32x4(L, _mm_loadu_si128((const __m128i *)(row[g + 12] + o)), 3);
+        lo[g] = _mm512_and_si512(L, m15);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(L, 4), m15);
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m512i *v = h ? hi : lo;
+        __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+        __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+        W[4 * h] = _mm512_unpacklo_epi64(t0, t2);
+        W[4 * h + 1] = _mm512_unpackhi_epi64(t0, t2);
+        W[4 * h + 2] = _mm512_unpacklo_epi64(t1, t3);
+        W[4 * h + 3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+}
+
 /* The narrow kernel (few rows of x, as in decode): the 16 lanes are 16
  * weight rows rather than 16 rows of x, transposed 4 codes at a time,
  * and each row of x is broadcast. Each output is the same integers and the
@@ -128,6 +180,67 @@ static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, 
  * which kernel serves a row does not change it.
  * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
  * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M, in the
+ * groups at xp); prefetches pf_bytes at pf on the way. */
+/* acc[i] += the block b of weight rows (codes W, from transpose16; scales
+ * a[h] and c[h] of its scale block h, lane j for row j) . x row i, for i <
+ * m (in the groups at xp). */
+static inline __attribute__((always_inline)) void narrow_products(const __m512i W[8], const colo_q8_xblk *xp,
+                                                                  int nb, int b, int m, const __m512 a[2],
+                                                                  const __m512 c[2], int nh,
+                                                                  __m512 acc[NARROW_MAX_M])
+{
+    const __m512i z = _mm512_setzero_si512();
+    for (int i = 0; i < m; i++) {
+        const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
+        int l = i % GROUP;
+        __m512 d = _mm512_set1_ps(xb->d[l]);
+        int32_t xq[8], xr[8];
+        for (int t = 0; t < 8; t++) {
+            memcpy(&xq[t], &xb->q[t][4 * l], 4);
+            memcpy(&xr[t], &xb->r[t][4 * l], 4);
+        }
+        if (nh == 1) {
+            __m512i p0 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xq[0]));
+            __m512i p1 = _mm512_dpbusd_epi32(z, W[1], _mm512_set1_epi32(xq[1]));
+            __m512i p2 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xr[0]));
+            __m512i p3 = _mm512_dpbusd_epi32(z, W[1], _mm512_set1_epi32(xr[1]));
+            for (int t = 2; t < 8; t += 2) {
+                p0 = _mm512_dpbusd_epi32(p0, W[t], _mm512_set1_epi32(xq[t]));
+                p1 = _mm512_dpbusd_epi32(p1, W[t + 1], _mm512_set1_epi32(xq[t + 1]));
+                p2 = _mm512_dpbusd_epi32(p2, W[t], _mm512_set1_epi32(xr[t]));
+                p3 = _mm512_dpbusd_epi32(p3, W[t + 1], _mm512_set1_epi32(xr[t + 1]));
+            }
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p0, p1, p2, p3)), d);
+            acc[i] = _mm512_fmadd_ps(f, a[0], acc[i]);
+            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[2][l]), c[0], acc[i]);
+        } else {
+            __m512i p0 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xq[0]));
+            __m512i p1 = _mm512_dpbusd_epi32(z, W[4], _mm512_set1_epi32(xq[4]));
+            __m512i p2 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xr[0]));
+            __m512i p3 = _mm512_dpbusd_epi32(z, W[4], _mm512_set1_epi32(xr[4]));
+            for (int t = 1; t < 4; t++) {
+                p0 = _mm512_dpbusd_epi32(p0, W[t], _mm512_set1_epi32(xq[t]));
+                p1 = _mm512_dpbusd_epi32(p1, W[4 + t], _mm512_set1_epi32(xq[4 + t]));
+                p2 = _mm512_dpbusd_epi32(p2, W[t], _mm512_set1_epi32(xr[t]));
+                p3 = _mm512_dpbusd_epi32(p3, W[4 + t], _mm512_set1_epi32(xr[4 + t]));
+            }
+            __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p0, z, p2, z)), d);
+            __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p1, z, p3, z)), d);
+            acc[i] = _mm512_fmadd_ps(f0, a[0], acc[i]);
+            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[0][l]), c[0], acc[i]);
+            acc[i] = _mm512_fmadd_ps(f1, a[1], acc[i]);
+            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[1][l]), c[1], acc[i]);
+        }
+    }
+}
+
+/* The narrow kernel (few rows of x, as in decode): the 16 lanes are 16
+ * weight rows rather than 16 rows of x, transposed 4 codes at a time,
+ * and each row of x is broadcast. Each output is the same integers and the
+ * same float operations in the same order as in kernel(), so the same bits:
+ * which kernel serves a row does not change it.
+ * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
+ * transposed, [scale block][JN]) . x row i (of m <= NARROW_UNPACKED_MAX_M, in the
  * groups at xp); prefetches pf_bytes at pf on the way. */
 static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, const colo_q8_xblk *xp, int m,
                                                                 const uint8_t *u, const float *at,
@@ -142,55 +255,15 @@ static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, c
     __m512 acc[NARROW_MAX_M];
     for (int i = 0; i < NARROW_MAX_M; i++)
         acc[i] = _mm512_setzero_ps();
-    const __m512i z = _mm512_setzero_si512();
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
         for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step && o < pf_bytes; o += 64)
             _mm_prefetch(pf + o, _MM_HINT_T0);
         transpose16(u + 32 * b, k, W);
-        for (int i = 0; i < m; i++) {
-            const colo_q8_xblk *xb = xp + (size_t)(i / GROUP) * nb + b;
-            int l = i % GROUP;
-            __m512 d = _mm512_set1_ps(xb->d[l]);
-            int32_t xq[8], xr[8];
-            for (int t = 0; t < 8; t++) {
-                memcpy(&xq[t], &xb->q[t][4 * l], 4);
-                memcpy(&xr[t], &xb->r[t][4 * l], 4);
-            }
-            if (nh == 1) {
-                __m512i p0 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xq[0]));
-                __m512i p1 = _mm512_dpbusd_epi32(z, W[1], _mm512_set1_epi32(xq[1]));
-                __m512i p2 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xr[0]));
-                __m512i p3 = _mm512_dpbusd_epi32(z, W[1], _mm512_set1_epi32(xr[1]));
-                for (int t = 2; t < 8; t += 2) {
-                    p0 = _mm512_dpbusd_epi32(p0, W[t], _mm512_set1_epi32(xq[t]));
-                    p1 = _mm512_dpbusd_epi32(p1, W[t + 1], _mm512_set1_epi32(xq[t + 1]));
-                    p2 = _mm512_dpbusd_epi32(p2, W[t], _mm512_set1_epi32(xr[t]));
-                    p3 = _mm512_dpbusd_epi32(p3, W[t + 1], _mm512_set1_epi32(xr[t + 1]));
-                }
-                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p0, p1, p2, p3)), d);
-                acc[i] = _mm512_fmadd_ps(f, _mm512_loadu_ps(at + (size_t)b * JN), acc[i]);
-                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[2][l]), _mm512_loadu_ps(ct + (size_t)b * JN), acc[i]);
-            } else {
-                __m512i p0 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xq[0]));
-                __m512i p1 = _mm512_dpbusd_epi32(z, W[4], _mm512_set1_epi32(xq[4]));
-                __m512i p2 = _mm512_dpbusd_epi32(z, W[0], _mm512_set1_epi32(xr[0]));
-                __m512i p3 = _mm512_dpbusd_epi32(z, W[4], _mm512_set1_epi32(xr[4]));
-                for (int t = 1; t < 4; t++) {
-                    p0 = _mm512_dpbusd_epi32(p0, W[t], _mm512_set1_epi32(xq[t]));
-                    p1 = _mm512_dpbusd_epi32(p1, W[4 + t], _mm512_set1_epi32(xq[4 + t]));
-                    p2 = _mm512_dpbusd_epi32(p2, W[t], _mm512_set1_epi32(xr[t]));
-                    p3 = _mm512_dpbusd_epi32(p3, W[4 + t], _mm512_set1_epi32(xr[4 + t]));
-                }
-                __m512 f0 = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p0, z, p2, z)), d);
-                __m512 f1 = _mm512_mul_ps(_mm512_cvtepi32_ps(digits(p1, z, p3, z)), d);
-                const float *ab = at + (size_t)2 * b * JN, *cb = ct + (size_t)2 * b * JN;
-                acc[i] = _mm512_fmadd_ps(f0, _mm512_loadu_ps(ab), acc[i]);
-                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[0][l]), _mm512_loadu_ps(cb), acc[i]);
-                acc[i] = _mm512_fmadd_ps(f1, _mm512_loadu_ps(ab + JN), acc[i]);
-                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xb->s[1][l]), _mm512_loadu_ps(cb + JN), acc[i]);
-            }
-        }
+        const float *ab = at + (size_t)nh * b * JN, *cb = ct + (size_t)nh * b * JN;
+        const __m512 a[2] = {_mm512_loadu_ps(ab), nh == 2 ? _mm512_loadu_ps(ab + JN) : _mm512_setzero_ps()};
+        const __m512 c[2] = {_mm512_loadu_ps(cb), nh == 2 ? _mm512_loadu_ps(cb + JN) : _mm512_setzero_ps()};
+        narrow_products(W, xp, nb, b, m, a, c, nh, acc);
     }
     for (int i = 0; i < m; i++)
         _mm512_storeu_ps(out[i], acc[i]);
@@ -233,17 +306,71 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     (halves(t) == 1 ? narrow_1 : narrow_2)(nb, k, xp, m, u, at, ct, out, pf, pf_bytes);
 }
 
-/* (every format goes through unpack_row here) */
+/* Q4_0, Q4_1 and Q8_0: the narrow kernel reads their codes in place
+ * (codes_in_place); the others go through unpack_row. */
 static bool narrow_reads_rows(colo_dtype t)
 {
-    (void)t;
-    return false;
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0;
 }
+
+static inline __m512 half_lanes(__m512i v, bool hi);
+
+/* kernel_narrow's out for the JN weight rows at w (row_bytes apart; rows
+ * from nj on repeat the last), their codes read in place and each block's
+ * scales gathered as it is reached (the values gather_scales gives: a
+ * tile's scales gathered first stalled on the tile's every line at once);
+ * the next tile's rows are prefetched on the way (a prefetch past the
+ * weights' end does not fault). */
+static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, const uint8_t *w, size_t row_bytes,
+                                                              int nj, int nb, const colo_q8_xblk *xp, int m,
+                                                              float out[NARROW_MAX_M][JN])
+{
+    const uint8_t *row[JN];
+    int32_t ix[JN];
+    for (int j = 0; j < JN; j++) {
+        row[j] = w + (size_t)(j < nj ? j : nj - 1) * row_bytes;
+        ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
+    }
+    const __m512i idx = _mm512_loadu_si512(ix);
+    size_t bb = t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1) : sizeof(colo_blk_q8_0);
+    const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : -128.0f);
+    const char *pf = (const char *)w + JN * row_bytes;
+    size_t pf_bytes = JN * row_bytes, pf_step = (pf_bytes / (size_t)nb + 63) & ~(size_t)63;
+    __m512 acc[NARROW_MAX_M];
+    for (int i = 0; i < NARROW_MAX_M; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i W[8];
+        for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step && o < pf_bytes; o += 64)
+            _mm_prefetch(pf + o, _MM_HINT_T0);
+        /* d (and Q4_1's m) of the rows' block b */
+        __m512i v = _mm512_i32gather_epi32(idx, w + (size_t)b * bb, 1);
+        __m512 d = half_lanes(v, false);
+        const __m512 a[2] = {d, _mm512_setzero_ps()};
+        const __m512 c[2] = {t == COLO_Q4_1 ? half_lanes(v, true) : _mm512_mul_ps(off, d), _mm512_setzero_ps()};
+        codes_in_place(t, row, b, W);
+        narrow_products(W, xp, nb, b, m, a, c, 1, acc);
+    }
+    for (int i = 0; i < m; i++)
+        _mm512_storeu_ps(out[i], acc[i]);
+}
+
+#define Q8_ROWS(T)                                                                                                     \
+    static void rows_##T(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp, int m,        \
+                         float out[NARROW_MAX_M][JN])                                                                \
+    {                                                                                                                  \
+        kernel_rows(COLO_##T, w, row_bytes, nj, nb, xp, m, out);                                                      \
+    }
+Q8_ROWS(Q4_0)
+Q8_ROWS(Q4_1)
+Q8_ROWS(Q8_0)
+#undef Q8_ROWS
 
 static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
                         int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN])
 {
-    (void)t, (void)w, (void)row_bytes, (void)nj, (void)nb, (void)xp, (void)m, (void)xs, (void)sums, (void)out;
+    (void)xs, (void)sums;
+    (t == COLO_Q4_0 ? rows_Q4_0 : t == COLO_Q4_1 ? rows_Q4_1 : rows_Q8_0)(w, row_bytes, nj, nb, xp, m, out);
 }
 
 /* Every format but Q2_K and Q3_K (whose scales unpack_row still writes). */

@@ -167,12 +167,15 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
                 a->y[(int64_t)i * a->y_stride + r] += a->bias[r];
 }
 
-/* At most this many rows of x (a decode step's), gemm_q8's chunks each pack
- * x themselves into their thread's scratch instead of after an op of its
- * own: packing 1-4 rows costs far less than the synchronisation of the
- * workers an op costs, and a decode step then runs one op per product, not
- * two. Every chunk packs the same bits, so the outputs are unchanged. */
-#define PACK_IN_CHUNK_ROWS 4
+/* At most this many rows of x (a decode step's, or a speculative step's
+ * verification of a draft), gemm_q8's chunks each pack x themselves into
+ * their thread's scratch instead of after an op of its own: packing up to
+ * 16 rows costs less than the synchronisation of the workers an op costs,
+ * and a decode step then runs one op per product, not two (and its norms
+ * and gated activations inside them). Every chunk packs the same bits, so
+ * the outputs are unchanged. 16, not 4: a step of 5 to 16 rows took 10 to
+ * 20 % longer with the ops apart (docs/BENCHMARKS.md). */
+#define PACK_IN_CHUNK_ROWS 16
 
 /* x (m <= PACK_IN_CHUNK_ROWS, k) packed for gemm_q8 into this thread's
  * scratch (slot 1, which the gemm_q8 path does not otherwise use); NULL,
