@@ -15,10 +15,11 @@
  * step, and every row's logits are the bits plain decoding would give that
  * position (one numeric path, docs/ARCHITECTURE.md "Precision").
  *
- * How much to draft is a bet: a step of more rows costs more (on the CPU
- * a decode step of up to 4 rows costs about what one row does, 5 rows
- * about three times as much; on a GPU rows are nearly free up to the
- * tens), and a drafted token pays only when it is accepted.
+ * How much to draft is a bet: a step of more rows costs more (on a CPU
+ * with AVX512-VNNI a step of 2 rows costs about what one row does, 4 rows
+ * about 1.3 times and 8 about twice; with AVX2 alone each row adds about
+ * half a row's time; on a GPU rows are nearly free up to the tens), and a
+ * drafted token pays only when it is accepted.
  * colo_spec_plan picks each step's draft lengths to get the most tokens
  * per second from what the engine measured: the time of its decode steps
  * by their rows (colo_spec_costs) and each sequence's recent acceptance.

@@ -172,6 +172,9 @@ bool colo_cpu_gemm_q8_built_vnni(void);
 void colo_cpu_gemm_q8_pack_x_vnni(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 void colo_cpu_gemm_q8_vnni(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,
                            int m, const float *bias, float *y, int y_stride, void *scratch);
+/* Whether the VNNI version's narrow kernel reads weights of type t in place
+ * (false where the build lacks it). */
+bool colo_cpu_gemm_q8_in_place_vnni(colo_dtype t);
 bool colo_cpu_gemm_q8_built_avx2(void);
 void colo_cpu_gemm_q8_pack_x_avx2(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 void colo_cpu_gemm_q8_avx2(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,

@@ -31,7 +31,10 @@
  * for every format of blocks of 32 and for Q4_K and Q6_K (gemm_q8_avx2.c,
  * "in place"), and a single row takes that kernel on VNNI CPUs too, where
  * it is the faster one (its copy compiled for them, gemm_q8_avx2_vnni.c,
- * which adds each pair of 16-bit products with vpdpwssd). This file is
+ * which adds each pair of 16-bit products with vpdpwssd). The VNNI version
+ * reads Q4_0, Q4_1 and Q8_0 rows in place itself, for 1 to 16 rows of x
+ * (its narrow kernel, 16 weight rows a register, each block's codes
+ * transposed as they are loaded). This file is
  * compiled for any x86-64 CPU colo runs on: it picks the version and calls
  * it. */
 #include "kernels/cpu/cpu_kernels.h"
@@ -133,8 +136,7 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
 
 /* Whether two rows of x (a speculative step's verification of one drafted
  * token) take the AVX2 version's in-place kernel on VNNI CPUs too: for
- * these formats it is the faster one there (docs/BENCHMARKS.md). Q4_0, Q4_1
- * and Q8_0 have VNNI's own that reads rows in place. */
+ * these formats it is the faster one there (docs/BENCHMARKS.md). */
 static bool two_rows_in_place(colo_dtype t)
 {
     return t == COLO_Q4_K || t == COLO_Q5_0;
@@ -147,9 +149,13 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
      * kernel reads the weight rows in place, where the VNNI one unpacks
      * most formats first; the bits are the same, and it streams the
      * weights from memory faster (and two rows too for the formats
-     * two_rows_in_place names; 3 and 4 rows, in cache, are VNNI's). */
-    bool rows_in_place = (m == 1 || (m == 2 && two_rows_in_place(t))) && colo_cpu_gemm_q8_in_place_avx2(t);
+     * two_rows_in_place names; 3 and 4 rows, in cache, are VNNI's). The
+     * formats VNNI's own reads in place (Q4_0, Q4_1, Q8_0) stay with it:
+     * one row of SmolLM2-135M's Q4_1 decodes in 3.4 ms there against 4.1
+     * (docs/BENCHMARKS.md). */
     bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
+    bool rows_in_place = (m == 1 || (m == 2 && two_rows_in_place(t))) && colo_cpu_gemm_q8_in_place_avx2(t) &&
+                         !(vnni && colo_cpu_gemm_q8_in_place_vnni(t));
     if (vnni && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else if (vnni && colo_cpu_gemm_q8_in_place_avx2vnni(t)) /* that kernel, with vpdpwssd */

@@ -470,3 +470,12 @@ static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int 
 }
 #endif
 
+bool colo_cpu_gemm_q8_in_place_vnni(colo_dtype t)
+{
+#if defined(Q8_VNNI)
+    return narrow_reads_rows(t);
+#else
+    (void)t;
+    return false;
+#endif
+}
