@@ -181,6 +181,17 @@ static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, c
  * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
  * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M, in the
  * groups at xp); prefetches pf_bytes at pf on the way. */
+/* The narrow kernels' prefetch of the next tile (pf_bytes at pf) a share
+ * per block, so that its loads overlap the products (all at once, they
+ * filled the line buffers and stalled the products behind them): block b
+ * of nb's share. */
+static inline void prefetch_share(const char *pf, size_t pf_bytes, int nb, int b)
+{
+    size_t step = (pf_bytes / (size_t)nb + 63) & ~(size_t)63;
+    for (size_t o = (size_t)b * step; o < (size_t)(b + 1) * step && o < pf_bytes; o += 64)
+        _mm_prefetch(pf + o, _MM_HINT_T0);
+}
+
 /* acc[i] += the block b of weight rows (codes W, from transpose16; scales
  * a[h] and c[h] of its scale block h, lane j for row j) . x row i, for i <
  * m (in the groups at xp). */
@@ -248,17 +259,10 @@ static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, c
                                                                 float out[NARROW_MAX_M][JN], const char *pf,
                                                                 size_t pf_bytes)
 {
-    /* pf_bytes at pf (the next tile's weights) are prefetched a share per
-     * block, so that their loads overlap these products (all at once, they
-     * filled the line buffers and stalled the products behind them) */
-    size_t pf_step = (pf_bytes / (size_t)nb + 63) & ~(size_t)63;
-    __m512 acc[NARROW_MAX_M];
-    for (int i = 0; i < NARROW_MAX_M; i++)
-        acc[i] = _mm512_setzero_ps();
+    __m512 acc[NARROW_MAX_M] = {0};
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
-        for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step && o < pf_bytes; o += 64)
-            _mm_prefetch(pf + o, _MM_HINT_T0);
+        prefetch_share(pf, pf_bytes, nb, b);
         transpose16(u + 32 * b, k, W);
         const float *ab = at + (size_t)nh * b * JN, *cb = ct + (size_t)nh * b * JN;
         const __m512 a[2] = {_mm512_loadu_ps(ab), nh == 2 ? _mm512_loadu_ps(ab + JN) : _mm512_setzero_ps()};
@@ -335,14 +339,10 @@ static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, cons
     size_t bb = t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1) : sizeof(colo_blk_q8_0);
     const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : -128.0f);
     const char *pf = (const char *)w + JN * row_bytes;
-    size_t pf_bytes = JN * row_bytes, pf_step = (pf_bytes / (size_t)nb + 63) & ~(size_t)63;
-    __m512 acc[NARROW_MAX_M];
-    for (int i = 0; i < NARROW_MAX_M; i++)
-        acc[i] = _mm512_setzero_ps();
+    __m512 acc[NARROW_MAX_M] = {0};
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
-        for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step && o < pf_bytes; o += 64)
-            _mm_prefetch(pf + o, _MM_HINT_T0);
+        prefetch_share(pf, JN * row_bytes, nb, b);
         /* d (and Q4_1's m) of the rows' block b */
         __m512i v = _mm512_i32gather_epi32(idx, w + (size_t)b * bb, 1);
         __m512 d = half_lanes(v, false);
