@@ -173,8 +173,8 @@ static void linear_tiles(const linear_args *a, int64_t r0, int64_t r1)
  * 16 rows costs less than the synchronisation of the workers an op costs,
  * and a decode step then runs one op per product, not two (and its norms
  * and gated activations inside them). Every chunk packs the same bits, so
- * the outputs are unchanged. 16, not 4: a step of 5 to 16 rows took 10 to
- * 20 % longer with the ops apart (docs/BENCHMARKS.md). */
+ * the outputs are unchanged. 16, not 4: a step of 5 to 16 rows took 11 to
+ * 26 % longer with the ops apart (docs/BENCHMARKS.md). */
 #define PACK_IN_CHUNK_ROWS 16
 
 /* x (m <= PACK_IN_CHUNK_ROWS, k) packed for gemm_q8 into this thread's
