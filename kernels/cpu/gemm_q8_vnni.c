@@ -319,6 +319,36 @@ static bool narrow_reads_rows(colo_dtype t)
 
 static inline __m512 half_lanes(__m512i v, bool hi);
 
+/* Lane j: row j's offset, row_bytes apart (rows from nj on repeat the last). */
+static inline __m512i row_offsets(size_t row_bytes, int nj)
+{
+    int32_t ix[JN];
+    for (int j = 0; j < JN; j++)
+        ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
+    return _mm512_loadu_si512(ix);
+}
+
+/* The bytes of a block of 32 of type t (Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0). */
+static inline size_t block32_bytes(colo_dtype t)
+{
+    return t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1)
+         : t == COLO_Q5_0 ? sizeof(colo_blk_q5_0) : t == COLO_Q5_1 ? sizeof(colo_blk_q5_1)
+                          : sizeof(colo_blk_q8_0);
+}
+
+/* Lane j of *a and *c: the scales unpack_row gives the block of 32 at blk +
+ * lane j of idx, which begins with d (and for Q4_1 and Q5_1 the offset m). */
+static inline __attribute__((always_inline)) void scales32(colo_dtype t, __m512i idx, const uint8_t *blk,
+                                                           __m512 *a, __m512 *c)
+{
+    __m512i v = _mm512_i32gather_epi32(idx, blk, 1);
+    __m512 d = half_lanes(v, false);
+    *a = d;
+    *c = t == COLO_Q4_1 || t == COLO_Q5_1
+             ? half_lanes(v, true)
+             : _mm512_mul_ps(_mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : t == COLO_Q5_0 ? -16.0f : -128.0f), d);
+}
+
 /* kernel_narrow's out for the JN weight rows at w (row_bytes apart; rows
  * from nj on repeat the last), their codes read in place and each block's
  * scales gathered as it is reached (the values gather_scales gives: a
@@ -330,24 +360,17 @@ static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, cons
                                                               float out[NARROW_MAX_M][JN])
 {
     const uint8_t *row[JN];
-    int32_t ix[JN];
-    for (int j = 0; j < JN; j++) {
+    for (int j = 0; j < JN; j++)
         row[j] = w + (size_t)(j < nj ? j : nj - 1) * row_bytes;
-        ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
-    }
-    const __m512i idx = _mm512_loadu_si512(ix);
-    size_t bb = t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1) : sizeof(colo_blk_q8_0);
-    const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : -128.0f);
+    const __m512i idx = row_offsets(row_bytes, nj);
+    size_t bb = block32_bytes(t);
     const char *pf = (const char *)w + JN * row_bytes;
     __m512 acc[NARROW_MAX_M] = {0};
     for (int b = 0; b < nb; b++) {
         __m512i W[8];
         prefetch_share(pf, JN * row_bytes, nb, b);
-        /* d (and Q4_1's m) of the rows' block b */
-        __m512i v = _mm512_i32gather_epi32(idx, w + (size_t)b * bb, 1);
-        __m512 d = half_lanes(v, false);
-        const __m512 a[2] = {d, _mm512_setzero_ps()};
-        const __m512 c[2] = {t == COLO_Q4_1 ? half_lanes(v, true) : _mm512_mul_ps(off, d), _mm512_setzero_ps()};
+        __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, c[2] = {a[0], a[1]};
+        scales32(t, idx, w + (size_t)b * bb, &a[0], &c[0]);
         codes_in_place(t, row, b, W);
         narrow_products(W, xp, nb, b, m, a, c, 1, acc);
     }
@@ -407,10 +430,7 @@ static inline __m512 byte_lanes(__m512i v, int e)
  * same values. Each gather reads a dword inside its block. */
 static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int k, float *at, float *ct)
 {
-    int32_t ix[JN];
-    for (int j = 0; j < JN; j++)
-        ix[j] = (j < nj ? j : nj - 1) * (int32_t)row_bytes;
-    const __m512i idx = _mm512_loadu_si512(ix);
+    const __m512i idx = row_offsets(row_bytes, nj);
 #define GATHER(off) _mm512_i32gather_epi32(idx, p + (off), 1)
     if (t == COLO_Q4_K || t == COLO_Q5_K) {
         /* d, dmin, then 12 bytes of 6-bit scales and mins (colo_k4_scales) */
@@ -452,18 +472,12 @@ static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int 
             }
         }
     } else {
-        /* blocks of 32 beginning with d (and for Q4_1 and Q5_1 the offset m) */
-        size_t bb = t == COLO_Q4_0 ? sizeof(colo_blk_q4_0) : t == COLO_Q4_1 ? sizeof(colo_blk_q4_1)
-                  : t == COLO_Q5_0 ? sizeof(colo_blk_q5_0) : t == COLO_Q5_1 ? sizeof(colo_blk_q5_1)
-                                   : sizeof(colo_blk_q8_0);
-        bool has_m = t == COLO_Q4_1 || t == COLO_Q5_1;
-        const __m512 off = _mm512_set1_ps(t == COLO_Q4_0 ? -8.0f : t == COLO_Q5_0 ? -16.0f : -128.0f);
+        size_t bb = block32_bytes(t);
         for (int b = 0; b < k / 32; b++) {
-            const uint8_t *p = w + (size_t)b * bb;
-            __m512i v = GATHER(0);
-            __m512 d = half_lanes(v, false);
-            _mm512_storeu_ps(at + (size_t)b * JN, d);
-            _mm512_storeu_ps(ct + (size_t)b * JN, has_m ? half_lanes(v, true) : _mm512_mul_ps(off, d));
+            __m512 a, c;
+            scales32(t, idx, w + (size_t)b * bb, &a, &c);
+            _mm512_storeu_ps(at + (size_t)b * JN, a);
+            _mm512_storeu_ps(ct + (size_t)b * JN, c);
         }
     }
 #undef GATHER
