@@ -310,11 +310,12 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     (halves(t) == 1 ? narrow_1 : narrow_2)(nb, k, xp, m, u, at, ct, out, pf, pf_bytes);
 }
 
-/* Q4_0, Q4_1 and Q8_0: the narrow kernel reads their codes in place
- * (codes_in_place); the others go through unpack_row. */
+/* Q4_1, and Q4_0 and Q8_0 where colo_cpu_gemm_q8_vnni_in_place_all says:
+ * the narrow kernel reads their codes in place (codes_in_place); the
+ * others go through unpack_row. */
 static bool narrow_reads_rows(colo_dtype t)
 {
-    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0;
+    return t == COLO_Q4_1 || ((t == COLO_Q4_0 || t == COLO_Q8_0) && colo_cpu_gemm_q8_vnni_in_place_all());
 }
 
 static inline __m512 half_lanes(__m512i v, bool hi);
