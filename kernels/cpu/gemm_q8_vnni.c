@@ -136,9 +136,53 @@ static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, 
  * four rows' go in one register, rows g, g + 4, g + 8, g + 12 of L[g] in its
  * quarters, so that a 4x4 dword transpose in each quarter leaves row j in
  * lane j. */
-static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, const uint8_t *const row[JN], int b,
+/* The 32 bytes at p (2-byte aligned) and those at q, as one register (p's
+ * in the low half), read by loads aligned to 32 bytes: the 32-byte blocks
+ * that hold p's 32 (one, or two), and the 16 words wanted picked from them
+ * by one vpermt2w; likewise q's. A block read holds a byte wanted, so it
+ * lies in a page that does; under AddressSanitizer, which would see the
+ * bytes around the ones wanted as read, those outside [first, end) (the
+ * tile's rows) are read as they lie instead. On Zen 5 the narrow kernel read
+ * Q8_0 rows from memory at a fifth of its speed with 32-byte loads off that
+ * boundary (and even a few such loads a tile, or masked loads, cost most of
+ * it), and with these at about the AVX2 kernel's speed for one row and
+ * faster for more (docs/BENCHMARKS.md, "The int8 kernels on Zen 5"). */
+static inline __attribute__((always_inline)) __m512i aligned_pair32(const uint8_t *p, const uint8_t *q,
+                                                                    const uint8_t *first, const uint8_t *end)
+{
+    unsigned sp = (unsigned)((uintptr_t)p & 31), sq = (unsigned)((uintptr_t)q & 31);
+    const uint8_t *ap = p - sp, *aq = q - sq;
+#if defined(__SANITIZE_ADDRESS__)
+    if (ap < first || aq < first || ap + 64 > end || aq + 64 > end)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                  _mm256_loadu_si256((const __m256i *)q), 1);
+#else
+    (void)first, (void)end;
+#endif
+    __m512i wp = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)ap)),
+                                    _mm256_load_si256((const __m256i *)(ap + (sp ? 32 : 0))), 1);
+    __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)aq)),
+                                    _mm256_load_si256((const __m256i *)(aq + (sq ? 32 : 0))), 1);
+    /* words i < 16 from wp (index sp / 2 + i), the others from wq (32 + sq / 2 + i - 16) */
+    static const int16_t words[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                      32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47};
+    __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short)(sp / 2)), _mm256_set1_epi16((short)(sq / 2)), 1);
+    return _mm512_permutex2var_epi16(wp, _mm512_add_epi16(_mm512_loadu_si512(words), shift), wq);
+}
+
+static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, bool aligned, const uint8_t *const row[JN],
+                                                                 int b, const uint8_t *first, const uint8_t *end,
                                                                  __m512i W[8])
 {
+    if (t == COLO_Q8_0 && aligned) {
+        size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
+        __m512i z[8];
+        for (int j = 0; j < 8; j++)
+            z[j] = _mm512_xor_si512(aligned_pair32(row[j] + o, row[j + 8] + o, first, end),
+                                    _mm512_set1_epi8((char)0x80));
+        transpose16_regs(z, W);
+        return;
+    }
     if (t == COLO_Q8_0) {
         size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
         __m512i z[8];
@@ -310,12 +354,12 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     (halves(t) == 1 ? narrow_1 : narrow_2)(nb, k, xp, m, u, at, ct, out, pf, pf_bytes);
 }
 
-/* Q4_1, and Q4_0 and Q8_0 where colo_cpu_gemm_q8_vnni_in_place_all says:
- * the narrow kernel reads their codes in place (codes_in_place); the
- * others go through unpack_row. */
+/* Q4_1, Q8_0 (by aligned loads where colo_cpu_gemm_q8_vnni_in_place_all
+ * is false), and Q4_0 where it is true: the narrow kernel reads their
+ * codes in place (codes_in_place); the others go through unpack_row. */
 static bool narrow_reads_rows(colo_dtype t)
 {
-    return t == COLO_Q4_1 || ((t == COLO_Q4_0 || t == COLO_Q8_0) && colo_cpu_gemm_q8_vnni_in_place_all());
+    return t == COLO_Q4_1 || t == COLO_Q8_0 || (t == COLO_Q4_0 && colo_cpu_gemm_q8_vnni_in_place_all());
 }
 
 static inline __m512 half_lanes(__m512i v, bool hi);
@@ -356,8 +400,9 @@ static inline __attribute__((always_inline)) void scales32(colo_dtype t, __m512i
  * tile's scales gathered first stalled on the tile's every line at once);
  * the next tile's rows are prefetched on the way (a prefetch past the
  * weights' end does not fault). */
-static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, const uint8_t *w, size_t row_bytes,
-                                                              int nj, int nb, const colo_q8_xblk *xp, int m,
+static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, bool aligned, const uint8_t *w,
+                                                              size_t row_bytes, int nj, int nb,
+                                                              const colo_q8_xblk *xp, int m,
                                                               float out[NARROW_MAX_M][JN])
 {
     const uint8_t *row[JN];
@@ -372,29 +417,34 @@ static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, cons
         prefetch_share(pf, JN * row_bytes, nb, b);
         __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, c[2] = {a[0], a[1]};
         scales32(t, idx, w + (size_t)b * bb, &a[0], &c[0]);
-        codes_in_place(t, row, b, W);
+        codes_in_place(t, aligned, row, b, w, w + (size_t)nj * row_bytes, W);
         narrow_products(W, xp, nb, b, m, a, c, 1, acc);
     }
     for (int i = 0; i < m; i++)
         _mm512_storeu_ps(out[i], acc[i]);
 }
 
-#define Q8_ROWS(T)                                                                                                     \
-    static void rows_##T(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp, int m,        \
-                         float out[NARROW_MAX_M][JN])                                                                \
+#define Q8_ROWS(T, NAME, ALIGNED)                                                                                      \
+    static void NAME(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp, int m,            \
+                     float out[NARROW_MAX_M][JN])                                                                    \
     {                                                                                                                  \
-        kernel_rows(COLO_##T, w, row_bytes, nj, nb, xp, m, out);                                                      \
+        kernel_rows(COLO_##T, ALIGNED, w, row_bytes, nj, nb, xp, m, out);                                             \
     }
-Q8_ROWS(Q4_0)
-Q8_ROWS(Q4_1)
-Q8_ROWS(Q8_0)
+Q8_ROWS(Q4_0, rows_Q4_0, false)
+Q8_ROWS(Q4_1, rows_Q4_1, false)
+Q8_ROWS(Q8_0, rows_Q8_0, false)
+Q8_ROWS(Q8_0, rows_Q8_0_aligned, true)
 #undef Q8_ROWS
 
 static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
                         int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN])
 {
     (void)xs, (void)sums;
-    (t == COLO_Q4_0 ? rows_Q4_0 : t == COLO_Q4_1 ? rows_Q4_1 : rows_Q8_0)(w, row_bytes, nj, nb, xp, m, out);
+    /* Q8_0's codes by aligned loads where the CPU does not prefer the plain ones (and the
+     * rows are 2-byte aligned, as a GGUF file's are: each 32 bytes at an even address) */
+    bool aligned = !colo_cpu_gemm_q8_vnni_in_place_all() && !((uintptr_t)w & 1);
+    (t == COLO_Q4_0 ? rows_Q4_0 : t == COLO_Q4_1 ? rows_Q4_1 : aligned ? rows_Q8_0_aligned : rows_Q8_0)(
+        w, row_bytes, nj, nb, xp, m, out);
 }
 
 /* Every format but Q2_K and Q3_K (whose scales unpack_row still writes). */
