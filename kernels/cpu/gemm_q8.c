@@ -203,9 +203,9 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
      * stay with it: one row of SmolLM2-135M's Q4_1 decodes in 3.4 ms there
      * against 4.1 (docs/BENCHMARKS.md). */
     bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
-    bool vnni_rows = vnni && colo_cpu_gemm_q8_in_place_vnni(t) && (m > 1 || colo_cpu_gemm_q8_vnni_in_place_all());
-    bool rows_in_place =
-        (m == 1 || (m == 2 && two_rows_in_place(t))) && colo_cpu_gemm_q8_in_place_avx2(t) && !vnni_rows;
+    bool avx2_rows = m == 1 || (m == 2 && two_rows_in_place(t));
+    bool vnni_rows = vnni && colo_cpu_gemm_q8_in_place_vnni(t) && (!avx2_rows || colo_cpu_gemm_q8_vnni_in_place_all());
+    bool rows_in_place = avx2_rows && colo_cpu_gemm_q8_in_place_avx2(t) && !vnni_rows;
     if (vnni && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else if (vnni && colo_cpu_gemm_q8_in_place_avx2vnni(t)) /* that kernel, with vpdpwssd */
