@@ -174,23 +174,16 @@ static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, b
                                                                  int b, const uint8_t *first, const uint8_t *end,
                                                                  __m512i W[8])
 {
-    if (t == COLO_Q8_0 && aligned) {
-        size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
-        __m512i z[8];
-        for (int j = 0; j < 8; j++)
-            z[j] = _mm512_xor_si512(aligned_pair32(row[j] + o, row[j + 8] + o, first, end),
-                                    _mm512_set1_epi8((char)0x80));
-        transpose16_regs(z, W);
-        return;
-    }
     if (t == COLO_Q8_0) {
         size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
         __m512i z[8];
-        for (int j = 0; j < 8; j++)
-            z[j] = _mm512_xor_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[j] + o))),
-                                   _mm256_loadu_si256((const __m256i *)(row[j + 8] + o)), 1),
-                _mm512_set1_epi8((char)0x80));
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *p = row[j] + o, *q = row[j + 8] + o;
+            __m512i v = aligned ? aligned_pair32(p, q, first, end)
+                                : _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                                     _mm256_loadu_si256((const __m256i *)q), 1);
+            z[j] = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+        }
         transpose16_regs(z, W);
         return;
     }
@@ -217,14 +210,6 @@ static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, b
     }
 }
 
-/* The narrow kernel (few rows of x, as in decode): the 16 lanes are 16
- * weight rows rather than 16 rows of x, transposed 4 codes at a time,
- * and each row of x is broadcast. Each output is the same integers and the
- * same float operations in the same order as in kernel(), so the same bits:
- * which kernel serves a row does not change it.
- * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
- * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M, in the
- * groups at xp); prefetches pf_bytes at pf on the way. */
 /* The narrow kernels' prefetch of the next tile (pf_bytes at pf) a share
  * per block, so that its loads overlap the products (all at once, they
  * filled the line buffers and stalled the products behind them): block b
