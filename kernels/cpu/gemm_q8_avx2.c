@@ -359,7 +359,7 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
                    const float *at, const float *ct, float out[NARROW_MAX_M][JN], const char *pf, size_t pf_bytes)
 {
     for (size_t o = 0; o < pf_bytes; o += 64) /* the next tile's weights */
-        _mm_prefetch(pf + o, _MM_HINT_T0);
+        prefetch_line(pf + o);
     (void)xs;
     int run = run_of(t);
     if (halves(t) == 2)
