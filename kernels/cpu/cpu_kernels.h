@@ -175,16 +175,6 @@ void colo_cpu_gemm_q8_vnni(const void *w, colo_dtype t, int64_t r0, int64_t r1, 
 /* Whether the VNNI version's narrow kernel reads weights of type t in place
  * (false where the build lacks it). */
 bool colo_cpu_gemm_q8_in_place_vnni(colo_dtype t);
-/* Where the VNNI version's narrow kernel reading rows in place, as it
- * reads them on Zen 4, is this CPU's fastest kernel (gemm_q8.c,
- * cpu_prefers_vnni_in_place), true: it reads Q4_0, Q4_1 and Q8_0 rows in
- * place, by loads where the codes lie, and takes single rows of x too.
- * False: Q4_1 rows, and Q8_0 rows by loads aligned to 32 bytes, for 2 to 16
- * rows of x; single rows take the AVX2 version's in-place kernel. Speed
- * only: every output keeps its bits. Thread-safe; the setter is for tests
- * and benchmarks, called only while no op runs. */
-bool colo_cpu_gemm_q8_vnni_in_place_all(void);
-void colo_cpu_gemm_q8_set_vnni_in_place_all(bool all);
 bool colo_cpu_gemm_q8_built_avx2(void);
 void colo_cpu_gemm_q8_pack_x_avx2(const float *x, int x_stride, int m, int k, int g0, int g1, colo_q8_xblk *xp);
 void colo_cpu_gemm_q8_avx2(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp,

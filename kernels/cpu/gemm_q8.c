@@ -29,15 +29,14 @@
  * the same order: every output is the same bits on either. For at most 4
  * rows of x (decode) the AVX2 version reads the weight rows where they lie
  * for every format of blocks of 32 and for Q4_K and Q6_K (gemm_q8_avx2.c,
- * "in place"), and a single row takes that kernel on VNNI CPUs too, where
- * it is the faster one (its copy compiled for them, gemm_q8_avx2_vnni.c,
- * which adds each pair of 16-bit products with vpdpwssd). The VNNI version
- * reads Q4_1 rows in place itself, for 2 to 16 rows of x (its narrow
- * kernel, 16 weight rows a register, each block's codes transposed as they
- * are loaded), and on CPUs where that is the faster, Q4_0 and Q8_0 rows and
- * single rows of x too (cpu_prefers_vnni_in_place). This file is
- * compiled for any x86-64 CPU colo runs on: it picks the version and calls
- * it. */
+ * "in place"). The VNNI version reads Q4_0, Q4_1 and Q8_0 rows in place
+ * itself, for 1 to 16 rows of x (its narrow kernel, 16 weight rows a
+ * register, each block's codes transposed as they are loaded); a single
+ * row of the other formats takes the AVX2 version's kernel on VNNI CPUs
+ * too, where it is the faster one (its copy compiled for them,
+ * gemm_q8_avx2_vnni.c, which adds each pair of 16-bit products with
+ * vpdpwssd). This file is compiled for any x86-64 CPU colo runs on: it
+ * picks the version and calls it. */
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ops.h"
 
@@ -135,77 +134,15 @@ void colo_cpu_gemm_q8_pack_x(const float *x, int x_stride, int m, int k, int g0,
         colo_cpu_gemm_q8_pack_x_avx2(x, x_stride, m, k, g0, g1, xp);
 }
 
-/* Whether the VNNI version's in-place kernel is this CPU's fastest for
- * Q4_0 and Q8_0 rows and for single rows of x: measured so on AMD Zen 4
- * (family 19h), where it decoded SmolLM2 in 3.4 ms a token against 4.1.
- * Not on Zen 5 (family 1Ah): there, with the weights streaming from memory,
- * it read Q8_0 rows at a fifth and Q4_0 rows at a third of the speed of the
- * AVX2 version's in-place kernel, though at full speed from cache, and
- * SmolLM2 decoded in 6.3 ms a token against 3.6 (docs/BENCHMARKS.md, "The
- * int8 kernels on Zen 5"). Other CPUs, unmeasured, keep the choice made
- * before that kernel: unpacking those formats, and the AVX2 version's
- * kernel for single rows. */
-static bool cpu_prefers_vnni_in_place(void)
-{
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || !(b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163)) /* AuthenticAMD */
-        return false;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return false;
-    unsigned family = (a >> 8) & 0xf;
-    if (family == 0xf)
-        family += (a >> 20) & 0xff;
-    return family == 0x19;
-#else
-    return false;
-#endif
-}
-
-/* colo_cpu_gemm_q8_vnni_in_place_all: 0 or 1, or -1 before the first call. */
-static int vnni_in_place_all = -1;
-
-bool colo_cpu_gemm_q8_vnni_in_place_all(void)
-{
-    int all = __atomic_load_n(&vnni_in_place_all, __ATOMIC_RELAXED);
-    if (all < 0) {
-        all = cpu_prefers_vnni_in_place(); /* every thread computes the same */
-        __atomic_store_n(&vnni_in_place_all, all, __ATOMIC_RELAXED);
-    }
-    return all;
-}
-
-void colo_cpu_gemm_q8_set_vnni_in_place_all(bool all)
-{
-    __atomic_store_n(&vnni_in_place_all, (int)all, __ATOMIC_RELAXED);
-}
-
-/* Whether two rows of x (a speculative step's verification of one drafted
- * token) take the AVX2 version's in-place kernel on VNNI CPUs too: for
- * these formats it is the faster one there (docs/BENCHMARKS.md), and for
- * Q8_0 where VNNI's kernel reads it by aligned loads (Zen 5: a step of 2
- * sequences of SmolLM2 in 5.91 ms against 6.22, median of 5). */
-static bool two_rows_in_place(colo_dtype t)
-{
-    return t == COLO_Q4_K || t == COLO_Q5_0 || (t == COLO_Q8_0 && !colo_cpu_gemm_q8_vnni_in_place_all());
-}
-
 void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k, const colo_q8_xblk *xp, int m,
                       const float *bias, float *y, int y_stride, void *scratch)
 {
-    /* One row of x (single-stream decode): the AVX2 version's narrow
-     * kernel reads the weight rows in place, where the VNNI one unpacks
-     * most formats first; the bits are the same, and it streams the
-     * weights from memory faster (and two rows too for the formats
-     * two_rows_in_place names; 3 and 4 rows, in cache, are VNNI's). Where
-     * VNNI's own in-place kernel is the faster (Zen 4:
-     * colo_cpu_gemm_q8_vnni_in_place_all), the formats it reads in place
-     * stay with it: one row of SmolLM2-135M's Q4_1 decodes in 3.4 ms there
-     * against 4.1 (docs/BENCHMARKS.md). */
+    /* Rows in place: VNNI's narrow kernel reads Q4_0, Q4_1 and Q8_0 rows
+     * where they lie, for 1 to 16 rows of x; for a single row of the other
+     * formats, which VNNI's unpacks first, the AVX2 version's in-place
+     * kernel is the faster. The bits are the same either way. */
     bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
-    bool avx2_rows = m == 1 || (m == 2 && two_rows_in_place(t));
-    bool vnni_rows = vnni && colo_cpu_gemm_q8_in_place_vnni(t) && (!avx2_rows || colo_cpu_gemm_q8_vnni_in_place_all());
-    bool rows_in_place = avx2_rows && colo_cpu_gemm_q8_in_place_avx2(t) && !vnni_rows;
+    bool rows_in_place = m == 1 && !(vnni && colo_cpu_gemm_q8_in_place_vnni(t)) && colo_cpu_gemm_q8_in_place_avx2(t);
     if (vnni && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else if (vnni && colo_cpu_gemm_q8_in_place_avx2vnni(t)) /* that kernel, with vpdpwssd */

@@ -61,17 +61,17 @@ static inline void prefetch_line(const void *p)
 #else
 #define JT 16
 #endif
-/* The narrow kernel's weight rows (one per lane) and most rows of x: VNNI's
- * that reads rows in place (narrow_rows) takes up to 16 (a speculative
- * step's verification of a long draft: at 5 to 8 rows the wide kernel cost
- * 1.7 to 2.5 times as much, and at 16 still 1.1 times); the kernels that
- * unpack rows first, and AVX2's, 4. */
+/* The narrow kernel's weight rows (one per lane) and most rows of x:
+ * VNNI's takes up to 16, reading rows in place or not (a speculative step's
+ * verification of a long draft: at 5 to 8 rows the wide kernel cost 1.7 to
+ * 2.5 times as much, and Gemma 3 270M's step of 12 sequences took 19.4 ms
+ * against 21.2 with its unpacked formats' limit at 8); AVX2's 4. */
 #define JN COLO_CPU_GEMM_Q8_ROWS
-#define NARROW_UNPACKED_MAX_M 4
+#define AVX2_NARROW_MAX_M 4
 #if defined(Q8_VNNI)
 #define NARROW_MAX_M 16
 #else
-#define NARROW_MAX_M NARROW_UNPACKED_MAX_M
+#define NARROW_MAX_M AVX2_NARROW_MAX_M
 #endif
 /* Bytes of packed x the wide kernel takes at a time (gemm_q8 below):
  * VNNI's tiles of 8 weight rows read x twice as often as AVX2's of 16,
@@ -82,9 +82,9 @@ static inline void prefetch_line(const void *p)
 #else
 #define X_SPAN_BYTES SIZE_MAX
 #endif
-/* narrow_rows' sums (two a block for Q6_K) and scales: (2 NARROW_UNPACKED_MAX_M + 1, JN, nb rounded up to 8)
- * 32-bit (AVX2's; VNNI's scales take less) */
-#define NARROW_SUMS_BYTES(nb) ((size_t)(2 * NARROW_UNPACKED_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
+/* narrow_rows' sums (two a block for Q6_K) and scales: (2 AVX2_NARROW_MAX_M + 1, JN, nb rounded up to 8)
+ * 32-bit (AVX2's; VNNI's take none) */
+#define NARROW_SUMS_BYTES(nb) ((size_t)(2 * AVX2_NARROW_MAX_M + 1) * JN * (((size_t)(nb) + 7) & ~(size_t)7) * 4)
 
 /* Scale blocks per block of 32: 2 for the formats with a scale per 16. */
 static int halves(colo_dtype t) { return t == COLO_Q2_K || t == COLO_Q3_K || t == COLO_Q6_K ? 2 : 1; }
@@ -448,7 +448,7 @@ static bool gathered_scales(colo_dtype t);
  * unpack_row writes one row at a time, gathered across the rows. */
 static void gather_scales(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int k, float *at, float *ct);
 /* out[i][j] = row j of the tile (of JN, codes u + j * k; at/ct: scales
- * transposed, [scale block][JN]) . x row i (of m <= NARROW_UNPACKED_MAX_M), the next
+ * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M), the next
  * tile's weights (pf_bytes at pf) prefetched meanwhile. */
 static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, const void *xs, const uint8_t *u,
                    const float *at, const float *ct, float out[NARROW_MAX_M][JN], const char *pf, size_t pf_bytes);
@@ -525,7 +525,7 @@ void Q8_FN(colo_cpu_gemm_q8)(const void *w, colo_dtype t, int64_t r0, int64_t r1
 #if defined(Q8_SIMD)
     int nb = k / 32, nh = halves(t), ns = nb * nh, n_groups = (m + GROUP - 1) / GROUP;
     size_t row_bytes = colo_dtype_row_bytes(t, k);
-    bool is_narrow = m <= (narrow_reads_rows(t) ? NARROW_MAX_M : NARROW_UNPACKED_MAX_M);
+    bool is_narrow = m <= NARROW_MAX_M;
     int rows = is_narrow ? JN : JT;
     uint8_t *u = scratch;
     float *a = (float *)(u + (size_t)JN * k), *c = a + (size_t)JN * ns, *at = a, *ct = c;

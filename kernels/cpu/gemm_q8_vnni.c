@@ -136,52 +136,15 @@ static inline __attribute__((always_inline)) void transpose16(const uint8_t *u, 
  * four rows' go in one register, rows g, g + 4, g + 8, g + 12 of L[g] in its
  * quarters, so that a 4x4 dword transpose in each quarter leaves row j in
  * lane j. */
-/* The 32 bytes at p (2-byte aligned) and those at q, as one register (p's
- * in the low half), read by loads aligned to 32 bytes: the 32-byte blocks
- * that hold p's 32 (one, or two), and the 16 words wanted picked from them
- * by one vpermt2w; likewise q's. A block read holds a byte wanted, so it
- * lies in a page that does; under AddressSanitizer, which would see the
- * bytes around the ones wanted as read, those outside [first, end) (the
- * tile's rows) are read as they lie instead. On Zen 5 the narrow kernel read
- * Q8_0 rows from memory at a fifth of its speed with 32-byte loads off that
- * boundary (and even a few such loads a tile, or masked loads, cost most of
- * it), and with these at about the AVX2 kernel's speed for one row and
- * faster for more (docs/BENCHMARKS.md, "The int8 kernels on Zen 5"). */
-static inline __attribute__((always_inline)) __m512i aligned_pair32(const uint8_t *p, const uint8_t *q,
-                                                                    const uint8_t *first, const uint8_t *end)
-{
-    unsigned sp = (unsigned)((uintptr_t)p & 31), sq = (unsigned)((uintptr_t)q & 31);
-    const uint8_t *ap = p - sp, *aq = q - sq;
-#if defined(__SANITIZE_ADDRESS__)
-    if (ap < first || aq < first || ap + 64 > end || aq + 64 > end)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
-                                  _mm256_loadu_si256((const __m256i *)q), 1);
-#else
-    (void)first, (void)end;
-#endif
-    __m512i wp = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)ap)),
-                                    _mm256_load_si256((const __m256i *)(ap + (sp ? 32 : 0))), 1);
-    __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)aq)),
-                                    _mm256_load_si256((const __m256i *)(aq + (sq ? 32 : 0))), 1);
-    /* words i < 16 from wp (index sp / 2 + i), the others from wq (32 + sq / 2 + i - 16) */
-    static const int16_t words[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
-                                      32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47};
-    __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short)(sp / 2)), _mm256_set1_epi16((short)(sq / 2)), 1);
-    return _mm512_permutex2var_epi16(wp, _mm512_add_epi16(_mm512_loadu_si512(words), shift), wq);
-}
-
-static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, bool aligned, const uint8_t *const row[JN],
-                                                                 int b, const uint8_t *first, const uint8_t *end,
+static inline __attribute__((always_inline)) void codes_in_place(colo_dtype t, const uint8_t *const row[JN], int b,
                                                                  __m512i W[8])
 {
     if (t == COLO_Q8_0) {
         size_t o = (size_t)b * sizeof(colo_blk_q8_0) + offsetof(colo_blk_q8_0, qs);
         __m512i z[8];
         for (int j = 0; j < 8; j++) {
-            const uint8_t *p = row[j] + o, *q = row[j + 8] + o;
-            __m512i v = aligned ? aligned_pair32(p, q, first, end)
-                                : _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
-                                                     _mm256_loadu_si256((const __m256i *)q), 1);
+            __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[j] + o))),
+                                           _mm256_loadu_si256((const __m256i *)(row[j + 8] + o)), 1);
             z[j] = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
         }
         transpose16_regs(z, W);
@@ -280,7 +243,7 @@ static inline __attribute__((always_inline)) void narrow_products(const __m512i 
  * same float operations in the same order as in kernel(), so the same bits:
  * which kernel serves a row does not change it.
  * out[i][j] = weight row j (of JN, codes u + j * k; at/ct: scales
- * transposed, [scale block][JN]) . x row i (of m <= NARROW_UNPACKED_MAX_M, in the
+ * transposed, [scale block][JN]) . x row i (of m <= NARROW_MAX_M, in the
  * groups at xp); prefetches pf_bytes at pf on the way. */
 static inline __attribute__((always_inline)) void kernel_narrow(int nb, int k, const colo_q8_xblk *xp, int m,
                                                                 const uint8_t *u, const float *at,
@@ -339,12 +302,11 @@ static void narrow(colo_dtype t, int nb, int k, const colo_q8_xblk *xp, int m, c
     (halves(t) == 1 ? narrow_1 : narrow_2)(nb, k, xp, m, u, at, ct, out, pf, pf_bytes);
 }
 
-/* Q4_1, Q8_0 (by aligned loads where colo_cpu_gemm_q8_vnni_in_place_all
- * is false), and Q4_0 where it is true: the narrow kernel reads their
- * codes in place (codes_in_place); the others go through unpack_row. */
+/* Q4_0, Q4_1 and Q8_0: the narrow kernel reads their codes in place
+ * (codes_in_place); the others go through unpack_row. */
 static bool narrow_reads_rows(colo_dtype t)
 {
-    return t == COLO_Q4_1 || t == COLO_Q8_0 || (t == COLO_Q4_0 && colo_cpu_gemm_q8_vnni_in_place_all());
+    return t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0;
 }
 
 static inline __m512 half_lanes(__m512i v, bool hi);
@@ -408,7 +370,7 @@ static inline void prefetch_ahead(const uint8_t *w, size_t row_bytes, size_t bb,
  * scales gathered as it is reached (the values gather_scales gives: a
  * tile's scales gathered first stalled on the tile's every line at once);
  * the rows ahead are prefetched on the way (prefetch_ahead). */
-static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, bool aligned, const uint8_t *w,
+static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, const uint8_t *w,
                                                               size_t row_bytes, int nj, int nb,
                                                               const colo_q8_xblk *xp, int m,
                                                               float out[NARROW_MAX_M][JN])
@@ -428,34 +390,29 @@ static inline __attribute__((always_inline)) void kernel_rows(colo_dtype t, bool
             prefetch_ahead(w, row_bytes, bb, nb, b, lead, step);
         __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, c[2] = {a[0], a[1]};
         scales32(t, idx, w + (size_t)b * bb, &a[0], &c[0]);
-        codes_in_place(t, aligned, row, b, w, w + (size_t)nj * row_bytes, W);
+        codes_in_place(t, row, b, W);
         narrow_products(W, xp, nb, b, m, a, c, 1, acc);
     }
     for (int i = 0; i < m; i++)
         _mm512_storeu_ps(out[i], acc[i]);
 }
 
-#define Q8_ROWS(T, NAME, ALIGNED)                                                                                      \
-    static void NAME(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp, int m,            \
-                     float out[NARROW_MAX_M][JN])                                                                    \
+#define Q8_ROWS(T)                                                                                                     \
+    static void rows_##T(const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp, int m,        \
+                         float out[NARROW_MAX_M][JN])                                                                \
     {                                                                                                                  \
-        kernel_rows(COLO_##T, ALIGNED, w, row_bytes, nj, nb, xp, m, out);                                             \
+        kernel_rows(COLO_##T, w, row_bytes, nj, nb, xp, m, out);                                                      \
     }
-Q8_ROWS(Q4_0, rows_Q4_0, false)
-Q8_ROWS(Q4_1, rows_Q4_1, false)
-Q8_ROWS(Q8_0, rows_Q8_0, false)
-Q8_ROWS(Q8_0, rows_Q8_0_aligned, true)
+Q8_ROWS(Q4_0)
+Q8_ROWS(Q4_1)
+Q8_ROWS(Q8_0)
 #undef Q8_ROWS
 
 static void narrow_rows(colo_dtype t, const uint8_t *w, size_t row_bytes, int nj, int nb, const colo_q8_xblk *xp,
                         int m, const void *xs, void *sums, float out[NARROW_MAX_M][JN])
 {
     (void)xs, (void)sums;
-    /* Q8_0's codes by aligned loads where the CPU does not prefer the plain ones (and the
-     * rows are 2-byte aligned, as a GGUF file's are: each 32 bytes at an even address) */
-    bool aligned = !colo_cpu_gemm_q8_vnni_in_place_all() && !((uintptr_t)w & 1);
-    (t == COLO_Q4_0 ? rows_Q4_0 : t == COLO_Q4_1 ? rows_Q4_1 : aligned ? rows_Q8_0_aligned : rows_Q8_0)(
-        w, row_bytes, nj, nb, xp, m, out);
+    (t == COLO_Q4_0 ? rows_Q4_0 : t == COLO_Q4_1 ? rows_Q4_1 : rows_Q8_0)(w, row_bytes, nj, nb, xp, m, out);
 }
 
 /* Every format but Q2_K and Q3_K (whose scales unpack_row still writes). */

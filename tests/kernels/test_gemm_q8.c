@@ -194,32 +194,23 @@ static void test_avx2_same_bits_as_vnni(void **state)
     if (!vnni)
         print_message("no AVX512-VNNI here: AVX2 against kernels/q8_digits.h only\n");
     const int ks32[] = {32, 96, 544}, ks256[] = {256, 768}, ns[] = {1, 7, 17, 33, 45};
-    bool all_was = colo_cpu_gemm_q8_vnni_in_place_all();
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         colo_dtype t = types[ti];
         bool super = colo_dtype_block_bytes(t) == colo_dtype_row_bytes(t, 256);
         const int *ks = super ? ks256 : ks32;
         int nk = super ? 2 : 3;
-        /* Q4_0: VNNI's in-place kernel and its unpacking path; Q8_0: its in-place kernel's plain
-         * loads and its aligned ones (aligned_pair32); whichever this CPU prefers */
-        int settings = vnni && (t == COLO_Q4_0 || t == COLO_Q8_0) ? 2 : 1;
-        for (int all = 0; all < settings; all++) {
-            if (settings == 2)
-                colo_cpu_gemm_q8_set_vnni_in_place_all(all);
-            for (int m = 1; m <= 70; m++)
-                for (int ki = 0; ki < nk; ki++) {
-                    int n = ns[(m + ki) % 5], k = ks[ki];
-                    shape s = {.t = t, .m = m, .n = n, .k = k, .x_stride = k, .y_stride = n, .r0 = 0, .r1 = n,
-                               .bias = (m + ki) % 2 == 0};
-                    if (m % 3 == 1) /* strides past the row, and a range of weight rows */
-                        s.x_stride = k + 7, s.y_stride = n + 5, s.r0 = n / 3, s.r1 = n - n / 4;
-                    check_shape(&s, vnni);
-                }
-            if (settings == 2)
-                assert_int_equal(colo_cpu_gemm_q8_in_place_vnni(t), t == COLO_Q8_0 || all);
-        }
+        for (int m = 1; m <= 70; m++)
+            for (int ki = 0; ki < nk; ki++) {
+                int n = ns[(m + ki) % 5], k = ks[ki];
+                shape s = {.t = t, .m = m, .n = n, .k = k, .x_stride = k, .y_stride = n, .r0 = 0, .r1 = n,
+                           .bias = (m + ki) % 2 == 0};
+                if (m % 3 == 1) /* strides past the row, and a range of weight rows */
+                    s.x_stride = k + 7, s.y_stride = n + 5, s.r0 = n / 3, s.r1 = n - n / 4;
+                check_shape(&s, vnni);
+            }
+        if (vnni) /* the formats VNNI's narrow kernel reads in place */
+            assert_int_equal(colo_cpu_gemm_q8_in_place_vnni(t), t == COLO_Q4_0 || t == COLO_Q4_1 || t == COLO_Q8_0);
     }
-    colo_cpu_gemm_q8_set_vnni_in_place_all(all_was);
 }
 
 /* An x too large to stay in L2 while the weight tiles pass over it is
@@ -234,16 +225,12 @@ static void test_x_in_spans(void **state)
     if (!avx2)
         skip();
     const colo_dtype ts[] = {COLO_Q4_1, COLO_Q8_0, COLO_Q6_K};
-    bool all_was = colo_cpu_gemm_q8_vnni_in_place_all();
-    for (size_t ti = 0; ti < sizeof ts / sizeof *ts; ti++)
-        for (int all = 0; all < 2; all++) {
-            colo_cpu_gemm_q8_set_vnni_in_place_all(all);
-            /* 144 blocks a row: 180 KiB of packed x a group, spans of 2 groups of 16 rows */
-            shape s = {.t = ts[ti], .m = 75, .n = 19, .k = 4608, .x_stride = 4608, .y_stride = 19, .r0 = 0,
-                       .r1 = 19, .bias = true};
-            check_shape(&s, vnni);
-        }
-    colo_cpu_gemm_q8_set_vnni_in_place_all(all_was);
+    for (size_t ti = 0; ti < sizeof ts / sizeof *ts; ti++) {
+        /* 144 blocks a row: 180 KiB of packed x a group, spans of 2 groups of 16 rows */
+        shape s = {.t = ts[ti], .m = 75, .n = 19, .k = 4608, .x_stride = 4608, .y_stride = 19, .r0 = 0, .r1 = 19,
+                   .bias = true};
+        check_shape(&s, vnni);
+    }
 }
 
 /* COLO_CPU_GEMM_Q8 names the version; set_isa refuses what the CPU lacks
