@@ -138,11 +138,15 @@ void colo_cpu_gemm_q8(const void *w, colo_dtype t, int64_t r0, int64_t r1, int k
                       const float *bias, float *y, int y_stride, void *scratch)
 {
     /* Rows in place: VNNI's narrow kernel reads Q4_0, Q4_1 and Q8_0 rows
-     * where they lie, for 1 to 16 rows of x; for a single row of the other
-     * formats, which VNNI's unpacks first, the AVX2 version's in-place
-     * kernel is the faster. The bits are the same either way. */
+     * where they lie, for 1 to 16 rows of x (a single row of Q8_0 aside);
+     * for a single row of Q8_0 and of the formats VNNI's kernel unpacks
+     * first, the AVX2 version's in-place kernel is the faster (Zen 5, one
+     * row of Gemma 3's 262144 x 640 Q8_0 output: 4.5 ms against 4.9;
+     * docs/BENCHMARKS.md, "The narrow kernels' prefetches"). The bits are
+     * the same either way. */
     bool vnni = colo_cpu_gemm_q8_isa() == COLO_CPU_Q8_VNNI;
-    bool rows_in_place = m == 1 && !(vnni && colo_cpu_gemm_q8_in_place_vnni(t)) && colo_cpu_gemm_q8_in_place_avx2(t);
+    bool vnni_rows = vnni && colo_cpu_gemm_q8_in_place_vnni(t) && !(m == 1 && t == COLO_Q8_0);
+    bool rows_in_place = m == 1 && !vnni_rows && colo_cpu_gemm_q8_in_place_avx2(t);
     if (vnni && !rows_in_place)
         colo_cpu_gemm_q8_vnni(w, t, r0, r1, k, xp, m, bias, y, y_stride, scratch);
     else if (vnni && colo_cpu_gemm_q8_in_place_avx2vnni(t)) /* that kernel, with vpdpwssd */
