@@ -16,8 +16,8 @@
  * position (one numeric path, docs/ARCHITECTURE.md "Precision").
  *
  * How much to draft is a bet: a step of more rows costs more (on a CPU
- * with AVX512-VNNI a step of 2 rows costs about what one row does, 4 rows
- * about 1.3 times and 8 about twice; with AVX2 alone each row adds about
+ * with AVX512-VNNI a step of 2 rows costs about 1.1 times what one row
+ * does, 4 rows about 1.5 times and 8 about 2.2; with AVX2 alone each row adds about
  * half a row's time; on a GPU rows are nearly free up to the tens), and a
  * drafted token pays only when it is accepted.
  * colo_spec_plan picks each step's draft lengths to get the most tokens
