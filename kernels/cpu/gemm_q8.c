@@ -32,8 +32,8 @@
  * "in place"). The VNNI version reads Q4_0, Q4_1 and Q8_0 rows in place
  * itself, for 1 to 16 rows of x (its narrow kernel, 16 weight rows a
  * register, each block's codes transposed as they are loaded); a single
- * row of the other formats takes the AVX2 version's kernel on VNNI CPUs
- * too, where it is the faster one (its copy compiled for them,
+ * row of Q8_0 and of the other formats takes the AVX2 version's kernel on
+ * VNNI CPUs too, where it is the faster one (its copy compiled for them,
  * gemm_q8_avx2_vnni.c, which adds each pair of 16-bit products with
  * vpdpwssd). This file is compiled for any x86-64 CPU colo runs on: it
  * picks the version and calls it. */

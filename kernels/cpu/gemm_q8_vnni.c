@@ -362,7 +362,7 @@ static inline void prefetch_ahead(const uint8_t *w, size_t row_bytes, size_t bb,
         return;
     const uint8_t *p = (bp < nb ? w : w + JN * row_bytes) + (size_t)bq * bb;
     for (int j = 0; j < JN; j++)
-        prefetch_line((const char *)(p + (size_t)j * row_bytes));
+        prefetch_line(p + (size_t)j * row_bytes);
 }
 
 /* kernel_narrow's out for the JN weight rows at w (row_bytes apart; rows
