@@ -46,6 +46,8 @@ struct colo_engine_seq {
     int32_t *draft;               /* (cfg.spec_tokens) this step's drafted tokens, cb.n_draft of them */
     colo_spec_accept accept;      /* how its drafts fared */
     int draft_ngram;              /* the length of the match its draft followed; COLO_SPEC_FROM_SUFFIX */
+    bool draft_split;             /* that match was split (colo_spec_match) */
+    int lookup_from, lookup_at;   /* its last prompt lookup's draft start, and its tokens then (from -1: none) */
     char tenant[COLO_SPEC_SUFFIX_TENANT_LEN]; /* p.tenant */
     bool tenant_ok;               /* p.tenant fit in tenant: its output may be stored */
     uint32_t suffix_tag;          /* its tenant's in the suffix cache, 0: drafts nothing from it */
@@ -513,6 +515,7 @@ static colo_engine_seq *seq_create(colo_engine *e, const int32_t *prompt, int n_
     if (e->cfg.spec_tokens > 0 && !p->no_spec && !(q->draft = malloc((size_t)e->cfg.spec_tokens * 4)))
         goto out_oom;
     colo_spec_accept_init(&q->accept);
+    q->lookup_from = -1;
     /* (a name cut short could be another tenant's: such a one neither
      * drafts from the cache nor stores in it) */
     q->tenant_ok = strlen(p->tenant ? p->tenant : "") < sizeof q->tenant;
@@ -840,8 +843,16 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
 {
     int found = 0, match = 0;
     q->draft_ngram = 0;
-    if (!e->cfg.spec_no_lookup)
-        found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, q->draft, &q->draft_ngram);
+    q->draft_split = false;
+    if (!e->cfg.spec_no_lookup) {
+        /* the copy goes on from the last match, as far on as q has gone */
+        int hint = q->lookup_from >= 0 ? q->lookup_from + q->cb.n_tokens - q->lookup_at : -1;
+        colo_spec_match mt;
+        found = colo_spec_lookup(q->cb.tokens, q->cb.n_tokens, k, hint, q->draft, &mt);
+        q->draft_ngram = mt.ngram, q->draft_split = mt.split;
+        if (mt.from >= 0)
+            q->lookup_from = mt.from, q->lookup_at = q->cb.n_tokens;
+    }
     if (!q->suffix_tag || k <= 0)
         return found;
     int32_t alt[COLO_SPEC_MAX_TOKENS];
@@ -849,6 +860,7 @@ static int draft_one(colo_engine *e, colo_engine_seq *q, int k)
     if (n > 0 && (!found || match > q->draft_ngram || (match == q->draft_ngram && n > found))) {
         memcpy(q->draft, alt, (size_t)n * sizeof *alt);
         q->draft_ngram = COLO_SPEC_FROM_SUFFIX;
+        q->draft_split = false;
         return n;
     }
     return found;
@@ -869,7 +881,7 @@ static double catchup_share(colo_engine *e, colo_engine_seq *q, int k)
     if (pending <= 2 || per <= 0)
         return 0;
     return colo_spec_amortize(pending * per, q->p.max_tokens - q->n_gen,
-                              colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL), k);
+                              colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL, false), k);
 }
 
 /* Each decoding sequence's draft for the coming step (cb.n_draft): none
@@ -901,9 +913,10 @@ static void draft_all(colo_engine *e, colo_cosched_member *member)
             k = q->cb.cap - q->cb.n_tokens - 1;
         int found = draft_one(e, q, k);
         if (model && k > 0 &&
-            (!found || colo_spec_accept_rate(&q->accept, q->draft_ngram) <
-                           colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL))) {
+            (!found || colo_spec_accept_rate(&q->accept, q->draft_ngram, q->draft_split) <
+                           colo_spec_accept_rate(&q->accept, COLO_SPEC_FROM_MODEL, false))) {
             q->draft_ngram = COLO_SPEC_FROM_MODEL; /* drafted below, as long as the plan says */
+            q->draft_split = false;
             found = k;
         }
         if (!found) {
@@ -912,7 +925,7 @@ static void draft_all(colo_engine *e, colo_cosched_member *member)
         }
         e->spec_seq[n] = q;
         e->spec_avail[n] = found;
-        e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram);
+        e->spec_rate[n] = colo_spec_accept_rate(&q->accept, q->draft_ngram, q->draft_split);
         /* (unmeasured: free, so that the model drafts once and is measured) */
         e->spec_tok_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? colo_spec_drafter_token_ns(e->drafter) : 0;
         e->spec_once_ns[n] = q->draft_ngram == COLO_SPEC_FROM_MODEL ? catchup_share(e, q, k) : 0;
@@ -1025,7 +1038,7 @@ static void sample_verified(colo_engine *e, colo_engine_seq *q, int n_draft, con
     e->st.spec_accepted += (uint64_t)kept;
     *src_accepted += (uint64_t)kept;
     if (n_draft > 0) {
-        colo_spec_accept_add(&q->accept, q->draft_ngram, n_draft, kept);
+        colo_spec_accept_add(&q->accept, q->draft_ngram, q->draft_split, n_draft, kept);
         colo_continuous_settle(e->planner, &q->cb, kept);
     }
 }

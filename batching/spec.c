@@ -4,26 +4,39 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram)
+/* Whether the draft's start at from is nearer hint than the one at best
+ * (a tie: the later one, from). */
+static bool nearer(int from, int best, int hint)
 {
-    *ngram = 0;
+    int a = from > hint ? from - hint : hint - from, b = best > hint ? best - hint : hint - best;
+    return a < b || (a == b && from > best);
+}
+
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int hint, int32_t *out, colo_spec_match *mt)
+{
+    *mt = (colo_spec_match){0, -1, false};
     if (k > COLO_SPEC_MAX_TOKENS)
         k = COLO_SPEC_MAX_TOKENS;
     if (k <= 0 || !tokens || n_tokens < 2)
         return 0;
     const int32_t *end = tokens + n_tokens - 1; /* the last token */
     int best = -1, best_m = 0;
-    for (int i = n_tokens - 2; i >= 0 && best_m < COLO_SPEC_MATCH_MAX; i--) {
+    for (int i = n_tokens - 2; i >= 0; i--) {
         if (tokens[i] != *end)
             continue;
         int m = 1;
         while (m < COLO_SPEC_MATCH_MAX && m <= i && tokens[i - m] == end[-m])
             m++;
-        if (m > best_m)
+        /* the longest; among equals the one whose draft starts nearest
+         * the hint, else the latest */
+        if (m > best_m || (m == best_m && hint >= 0 && nearer(i + 1, best + 1, hint)))
             best = i, best_m = m;
     }
     if (best < 0)
         return 0;
+    /* split: another place of the last token went on otherwise */
+    for (int i = n_tokens - 2; i >= 0 && !mt->split; i--)
+        mt->split = tokens[i] == *end && tokens[i + 1] != tokens[best + 1];
     /* The draft runs from after the match, up to the end of the known
      * tokens (a match near the end repeats its own continuation). */
     int from = best + 1, n = 0;
@@ -31,7 +44,8 @@ int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, i
         out[n] = tokens[from + n];
         n++;
     }
-    *ngram = best_m;
+    mt->ngram = best_m;
+    mt->from = from;
     return n;
 }
 
@@ -65,19 +79,22 @@ double colo_spec_cost(const colo_spec_costs *c, int rows)
     return 0;
 }
 
-/* The priors by the match's length: a sequence that has not drafted
- * yet is expected to keep this share of its drafted tokens (text that
- * copies its input keeps more, free text far less; the estimates follow
- * within a few steps). */
-static const float prior[COLO_SPEC_CLASSES] = {0.3f, 0.45f, 0.6f, 0.75f, 0.5f, 0.7f};
+/* The priors by class (order_of): a sequence that has not drafted yet is
+ * expected to keep this share of its drafted tokens (text that copies its
+ * input keeps more, free text far less, a short match whose token went on
+ * in more than one way least; the estimates follow within a few steps). */
+static const float prior[COLO_SPEC_CLASSES] = {0.45f, 0.6f, 0.6f, 0.75f, 0.2f, 0.3f, 0.3f, 0.5f, 0.7f};
 
-static int order_of(int ngram)
+/* The class of a draft: matches of 1, 2, 3-4 and 5 or more tokens, those
+ * under 5 apart when split, the suffix cache, the draft model. */
+static int order_of(int ngram, bool split)
 {
     if (ngram == COLO_SPEC_FROM_MODEL)
-        return 5;
+        return 8;
     if (ngram == COLO_SPEC_FROM_SUFFIX)
-        return 4;
-    return ngram < 1 ? 0 : ngram > 4 ? 3 : ngram - 1;
+        return 7;
+    int o = ngram < 2 ? 0 : ngram == 2 ? 1 : ngram < 5 ? 2 : 3;
+    return split && o < 3 ? o + 4 : o;
 }
 
 void colo_spec_accept_init(colo_spec_accept *a)
@@ -88,11 +105,11 @@ void colo_spec_accept_init(colo_spec_accept *a)
     }
 }
 
-void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept)
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, bool split, int n_draft, int kept)
 {
     if (n_draft <= 0)
         return;
-    int o = order_of(ngram);
+    int o = order_of(ngram, split);
     /* kept successes, and one failure when a drafted token was rejected */
     a->hits[o] = 0.8f * a->hits[o] + (float)kept;
     a->trials[o] = 0.8f * a->trials[o] + (float)kept + (kept < n_draft);
@@ -106,9 +123,9 @@ void colo_spec_accept_idle(colo_spec_accept *a)
     }
 }
 
-float colo_spec_accept_rate(const colo_spec_accept *a, int ngram)
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram, bool split)
 {
-    int o = order_of(ngram);
+    int o = order_of(ngram, split);
     float r = a->trials[o] > 0 ? a->hits[o] / a->trials[o] : prior[o];
     return r < 0 ? 0 : r > 0.99f ? 0.99f : r;
 }

@@ -4,11 +4,13 @@
  * Prompt lookup: the end of a sequence (its prompt and what it generated)
  * is matched against every earlier place in the same tokens, and the
  * tokens that followed the longest match (up to COLO_SPEC_MATCH_MAX tokens
- * compared; the latest among equals) are the draft. Text that copies its
- * input (an edit of a paragraph, fields pulled out of a document, quotes)
- * drafts long runs that the model accepts; free text drafts little, and
- * from short matches, whose drafts are kept less often (acceptance is
- * kept apart by the match's length).
+ * compared; among equals the one nearest where the sequence was copying,
+ * else the latest) are the draft. Text that copies its input (an edit of
+ * a paragraph, fields pulled out of a document, quotes) drafts long runs
+ * that the model accepts; free text drafts little, and from short
+ * matches, whose drafts are kept less often (acceptance is kept apart by
+ * the match's length, and for short matches by whether the last token
+ * always went on the same way).
  *
  * The engine (batching/engine.h) verifies a draft in one step: the
  * sequence's next token and each drafted one are computed as rows of the
@@ -27,6 +29,7 @@
 #ifndef COLO_BATCHING_SPEC_H
 #define COLO_BATCHING_SPEC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Prompt lookup compares at most this many tokens of a match. */
@@ -66,29 +69,33 @@ void colo_spec_costs_add(colo_spec_costs *c, int rows, uint64_t ns);
  * paying); else 0, unknown. */
 double colo_spec_cost(const colo_spec_costs *c, int rows);
 
-/* A sequence's acceptance, apart for drafts from a match of 1, 2, 3 and 4
- * or more tokens (a longer match is likelier to go on as before), for
- * drafts from the suffix cache (batching/spec_suffix.h) and for drafts of
- * a draft model (batching/spec_draft.h): the chance that a drafted token
- * is accepted given the one before it was, as a decaying count of
- * successes over trials. colo_spec_accept_init gives the priors (0.3,
- * 0.45, 0.6, 0.75, 0.5 and 0.7, of the weight of one trial). The
- * functions below take a draft's match length, COLO_SPEC_FROM_SUFFIX or
- * COLO_SPEC_FROM_MODEL. */
+/* A sequence's acceptance, apart for drafts from a match of 1, 2, 3-4
+ * and 5 or more tokens (a longer match is likelier to go on as before),
+ * the first three also apart when the match is split (colo_spec_match:
+ * the last token went on in more than one way, and a draft from it is
+ * kept far less often), for drafts from the suffix cache
+ * (batching/spec_suffix.h) and for drafts of a draft model
+ * (batching/spec_draft.h): the chance that a drafted token is accepted
+ * given the one before it was, as a decaying count of successes over
+ * trials. colo_spec_accept_init gives the priors (0.45, 0.6, 0.6 and
+ * 0.75; split 0.2, 0.3 and 0.3; 0.5 and 0.7; of the weight of one trial).
+ * The functions below take a draft's match length, COLO_SPEC_FROM_SUFFIX
+ * or COLO_SPEC_FROM_MODEL, and whether the match was split (ignored but
+ * for matches under 5 tokens). */
 #define COLO_SPEC_FROM_SUFFIX (-1)
 #define COLO_SPEC_FROM_MODEL (-2)
-#define COLO_SPEC_CLASSES 6
+#define COLO_SPEC_CLASSES 9
 typedef struct colo_spec_accept {
     float hits[COLO_SPEC_CLASSES], trials[COLO_SPEC_CLASSES];
 } colo_spec_accept;
 void colo_spec_accept_init(colo_spec_accept *a);
 /* After verifying n_draft drafted tokens from a match of ngram tokens, of
  * which the first kept were accepted. */
-void colo_spec_accept_add(colo_spec_accept *a, int ngram, int n_draft, int kept);
+void colo_spec_accept_add(colo_spec_accept *a, int ngram, bool split, int n_draft, int kept);
 /* A step the sequence drafted nothing in: its estimates drift back toward
  * the priors, so that a sequence whose drafts failed tries again later. */
 void colo_spec_accept_idle(colo_spec_accept *a);
-float colo_spec_accept_rate(const colo_spec_accept *a, int ngram);
+float colo_spec_accept_rate(const colo_spec_accept *a, int ngram, bool split);
 
 /* Draft lengths for a step of n_decodes decoding sequences, of which
  * n_cand have drafts: cand i at most avail[i] tokens, accepted at rate[i]
@@ -116,11 +123,26 @@ int colo_spec_plan_costed(const colo_spec_costs *c, int n_decodes, int n_cand, c
 #define COLO_SPEC_CATCHUP_HORIZON 256
 double colo_spec_amortize(double ns, int remaining, float rate, int k);
 
+/* Prompt lookup's match: its length (0: none; at most
+ * COLO_SPEC_MATCH_MAX), where in the tokens its draft starts (-1: none),
+ * and whether it is split: the last token occurs earlier followed by
+ * another token than the draft's first. */
+typedef struct colo_spec_match {
+    int ngram;
+    int from;
+    bool split;
+} colo_spec_match;
+
 /* Up to k tokens (k <= COLO_SPEC_MAX_TOKENS) into out that followed the
  * earlier place in tokens[0..n_tokens) that matches the most of its last
- * tokens (at least 1, at most COLO_SPEC_MATCH_MAX compared; the latest
- * among equals), the match's length into *ngram; returns how many (0: no
- * match, or k <= 0). */
-int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int32_t *out, int *ngram);
+ * tokens (at least 1, at most COLO_SPEC_MATCH_MAX compared), the match
+ * into *mt; returns how many (0: no match, or k <= 0). Among places that
+ * match as much, the one whose draft starts nearest hint (-1: none), else
+ * the latest: hint is where the text a sequence was copying goes on (the
+ * last match's from plus the tokens the sequence has gained since), so
+ * that after a token the model changed (a spelling fixed, a field
+ * renamed) the copy resumes where it was rather than at the last place of
+ * a common token. */
+int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int hint, int32_t *out, colo_spec_match *mt);
 
 #endif

@@ -136,33 +136,54 @@ static void test_lookup(void **state)
 {
     (void)state;
     int32_t out[COLO_SPEC_MAX_TOKENS];
-    int ng;
+    colo_spec_match mt;
     /* the latest occurrence of the longest suffix: "1 2 3" at 5, then 9 8 */
     int32_t t[] = {1, 2, 3, 4, 0, 1, 2, 3, 9, 8, 7, 2, 3};
     /* last 3 (7 2 3) does not occur before; last 2 (2 3) latest at 6 */
-    assert_int_equal(colo_spec_lookup(t, 13, 4, out, &ng), 4);
-    assert_int_equal(ng, 2);
+    assert_int_equal(colo_spec_lookup(t, 13, 4, -1, out, &mt), 4);
+    assert_int_equal(mt.ngram, 2);
+    assert_int_equal(mt.from, 8);
     assert_int_equal(out[0], 9);
     assert_int_equal(out[1], 8);
     assert_int_equal(out[2], 7);
     assert_int_equal(out[3], 2);
+    /* "3" went on as 4 at 2 and as 9 at 7: split */
+    assert_true(mt.split);
+    /* with a hint near the first place, that one among the equal matches */
+    assert_int_equal(colo_spec_lookup(t, 13, 2, 2, out, &mt), 2);
+    assert_int_equal(mt.ngram, 2);
+    assert_int_equal(mt.from, 3);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 0);
+    /* a hint does not beat a longer match */
+    int32_t h[] = {7, 1, 2, 5, 9, 1, 2, 6, 8, 9, 1, 2};
+    assert_int_equal(colo_spec_lookup(h, 12, 1, 2, out, &mt), 1);
+    assert_int_equal(mt.ngram, 3);
+    assert_int_equal(out[0], 6);
+    /* a hint as far from two places: the later */
+    int32_t e2[] = {4, 1, 4, 2, 4};
+    assert_int_equal(colo_spec_lookup(e2, 5, 1, 2, out, &mt), 1);
+    assert_int_equal(mt.from, 3);
+    assert_int_equal(out[0], 2);
     /* k bounds the draft; the end of the known tokens too */
-    assert_int_equal(colo_spec_lookup(t, 13, 1, out, &ng), 1);
+    assert_int_equal(colo_spec_lookup(t, 13, 1, -1, out, &mt), 1);
     int32_t u[] = {5, 6, 5};
-    assert_int_equal(colo_spec_lookup(u, 3, 8, out, &ng), 2); /* 1-gram "5" at 0: 6 5 */
-    assert_int_equal(ng, 1);
+    assert_int_equal(colo_spec_lookup(u, 3, 8, -1, out, &mt), 2); /* 1-gram "5" at 0: 6 5 */
+    assert_int_equal(mt.ngram, 1);
+    assert_false(mt.split); /* "5" went on one way only */
     assert_int_equal(out[0], 6);
     assert_int_equal(out[1], 5);
     /* a 3-gram wins over a later 1-gram */
     int32_t v[] = {1, 2, 3, 4, 3, 9, 1, 2, 3};
-    assert_int_equal(colo_spec_lookup(v, 9, 2, out, &ng), 2);
-    assert_int_equal(ng, 3);
+    assert_int_equal(colo_spec_lookup(v, 9, 2, -1, out, &mt), 2);
+    assert_int_equal(mt.ngram, 3);
+    assert_true(mt.split); /* "3" also went on as 9 */
     assert_int_equal(out[0], 4);
     assert_int_equal(out[1], 3);
     /* the longest match wins over a later shorter one, measured past 3 */
     int32_t x[] = {5, 6, 7, 8, 9, 40, 41, 0, 7, 8, 9, 50, 51, 6, 7, 8, 9};
-    assert_int_equal(colo_spec_lookup(x, 17, 2, out, &ng), 2);
-    assert_int_equal(ng, 4);
+    assert_int_equal(colo_spec_lookup(x, 17, 2, -1, out, &mt), 2);
+    assert_int_equal(mt.ngram, 4);
     assert_int_equal(out[0], 40);
     assert_int_equal(out[1], 41);
     /* at most COLO_SPEC_MATCH_MAX compared: a run of one token matches
@@ -170,14 +191,16 @@ static void test_lookup(void **state)
     int32_t y[2 * COLO_SPEC_MATCH_MAX + 2];
     for (int i = 0; i < 2 * COLO_SPEC_MATCH_MAX + 2; i++)
         y[i] = i == 0 ? 2 : 1;
-    assert_int_equal(colo_spec_lookup(y, 2 * COLO_SPEC_MATCH_MAX + 2, 3, out, &ng), 1);
-    assert_int_equal(ng, COLO_SPEC_MATCH_MAX);
+    assert_int_equal(colo_spec_lookup(y, 2 * COLO_SPEC_MATCH_MAX + 2, 3, -1, out, &mt), 1);
+    assert_int_equal(mt.ngram, COLO_SPEC_MATCH_MAX);
+    assert_int_equal(mt.from, 2 * COLO_SPEC_MATCH_MAX + 1);
     assert_int_equal(out[0], 1);
     int32_t w[] = {1, 2, 3, 4};
-    assert_int_equal(colo_spec_lookup(w, 4, 8, out, &ng), 0);
-    assert_int_equal(ng, 0);
-    assert_int_equal(colo_spec_lookup(w, 4, 0, out, &ng), 0);
-    assert_int_equal(colo_spec_lookup(w, 1, 8, out, &ng), 0);
+    assert_int_equal(colo_spec_lookup(w, 4, 8, -1, out, &mt), 0);
+    assert_int_equal(mt.ngram, 0);
+    assert_int_equal(mt.from, -1);
+    assert_int_equal(colo_spec_lookup(w, 4, 0, -1, out, &mt), 0);
+    assert_int_equal(colo_spec_lookup(w, 1, 8, -1, out, &mt), 0);
 }
 
 /* Greedy, alone and four at once: the same bits with drafts of 1, 4 and
@@ -343,19 +366,24 @@ static void test_plan(void **state)
      * rejections lower it, apart for each length; idling drifts back */
     colo_spec_accept a;
     colo_spec_accept_init(&a);
-    assert_true(colo_spec_accept_rate(&a, 1) == 0.3f);
-    assert_true(colo_spec_accept_rate(&a, 3) == 0.6f);
+    assert_true(colo_spec_accept_rate(&a, 1, false) == 0.45f);
+    assert_true(colo_spec_accept_rate(&a, 1, true) == 0.2f);
+    assert_true(colo_spec_accept_rate(&a, 3, false) == 0.6f);
+    assert_true(colo_spec_accept_rate(&a, 9, true) == 0.75f); /* a long match: split or not */
+    assert_true(colo_spec_accept_rate(&a, 9, false) == 0.75f);
     for (int i = 0; i < 10; i++)
-        colo_spec_accept_add(&a, 3, 4, 4);
-    assert_true(colo_spec_accept_rate(&a, 3) > 0.9f);
-    assert_true(colo_spec_accept_rate(&a, 2) == 0.45f);
+        colo_spec_accept_add(&a, 3, false, 4, 4);
+    assert_true(colo_spec_accept_rate(&a, 3, false) > 0.9f);
+    assert_true(colo_spec_accept_rate(&a, 4, false) > 0.9f); /* 3 and 4: one class */
+    assert_true(colo_spec_accept_rate(&a, 3, true) == 0.3f); /* split: apart */
+    assert_true(colo_spec_accept_rate(&a, 2, false) == 0.6f);
     for (int i = 0; i < 20; i++)
-        colo_spec_accept_add(&a, 3, 4, 0);
-    assert_true(colo_spec_accept_rate(&a, 3) < 0.2f);
-    float before = colo_spec_accept_rate(&a, 3);
+        colo_spec_accept_add(&a, 3, false, 4, 0);
+    assert_true(colo_spec_accept_rate(&a, 3, false) < 0.2f);
+    float before = colo_spec_accept_rate(&a, 3, false);
     for (int i = 0; i < 20; i++)
         colo_spec_accept_idle(&a);
-    assert_true(colo_spec_accept_rate(&a, 3) > before);
+    assert_true(colo_spec_accept_rate(&a, 3, false) > before);
 }
 
 /* Sampled at temperature 0.8 with a seed per sequence: each token is drawn
