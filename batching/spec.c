@@ -4,11 +4,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+static int distance(int a, int b) { return a > b ? a - b : b - a; }
+
 /* Whether the draft's start at from is nearer hint than the one at best
  * (a tie: the later one, from). */
 static bool nearer(int from, int best, int hint)
 {
-    int a = from > hint ? from - hint : hint - from, b = best > hint ? best - hint : hint - best;
+    int a = distance(from, hint), b = distance(best, hint);
     return a < b || (a == b && from > best);
 }
 
@@ -31,6 +33,10 @@ int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int hint, int32
          * the hint, else the latest */
         if (m > best_m || (m == best_m && hint >= 0 && nearer(i + 1, best + 1, hint)))
             best = i, best_m = m;
+        /* nothing earlier matches longer, or starts nearer the hint (the
+         * next place's draft starts at i at most) */
+        if (best_m == COLO_SPEC_MATCH_MAX && (hint < 0 || i <= hint - distance(best + 1, hint)))
+            break;
     }
     if (best < 0)
         return 0;

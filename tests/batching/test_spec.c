@@ -195,6 +195,10 @@ static void test_lookup(void **state)
     assert_int_equal(mt.ngram, COLO_SPEC_MATCH_MAX);
     assert_int_equal(mt.from, 2 * COLO_SPEC_MATCH_MAX + 1);
     assert_int_equal(out[0], 1);
+    /* as much matched at many places: the one the hint names */
+    assert_int_equal(colo_spec_lookup(y, 2 * COLO_SPEC_MATCH_MAX + 2, 3, COLO_SPEC_MATCH_MAX + 4, out, &mt), 3);
+    assert_int_equal(mt.ngram, COLO_SPEC_MATCH_MAX);
+    assert_int_equal(mt.from, COLO_SPEC_MATCH_MAX + 4);
     int32_t w[] = {1, 2, 3, 4};
     assert_int_equal(colo_spec_lookup(w, 4, 8, -1, out, &mt), 0);
     assert_int_equal(mt.ngram, 0);
