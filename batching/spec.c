@@ -3,14 +3,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-static int distance(int a, int b) { return a > b ? a - b : b - a; }
+#include <stdlib.h>
 
 /* Whether the draft's start at from is nearer hint than the one at best
  * (a tie: the later one, from). */
 static bool nearer(int from, int best, int hint)
 {
-    int a = distance(from, hint), b = distance(best, hint);
+    int a = abs(from - hint), b = abs(best - hint);
     return a < b || (a == b && from > best);
 }
 
@@ -35,7 +34,7 @@ int colo_spec_lookup(const int32_t *tokens, int n_tokens, int k, int hint, int32
             best = i, best_m = m;
         /* nothing earlier matches longer, or starts nearer the hint (the
          * next place's draft starts at i at most) */
-        if (best_m == COLO_SPEC_MATCH_MAX && (hint < 0 || i <= hint - distance(best + 1, hint)))
+        if (best_m == COLO_SPEC_MATCH_MAX && (hint < 0 || i <= hint - abs(best + 1 - hint)))
             break;
     }
     if (best < 0)
